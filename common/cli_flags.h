@@ -1,0 +1,43 @@
+// Command-line flags shared by ferry's programs (CLI11, header-only), kept in
+// one place so `ferry-worker --standalone`, the coordinator and `ferry local`
+// accept the same spellings and defaults.
+#ifndef FERRY_COMMON_CLI_FLAGS_H_
+#define FERRY_COMMON_CLI_FLAGS_H_
+
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "common/optimizer_config.h"
+
+namespace ferry {
+
+// Raw optimizer flags as typed; ToConfig() validates them.
+struct OptimizerFlags {
+  std::string optimizer = "momentum";
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool nesterov = true;
+  double weight_decay = 5e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  std::string schedule = "cosine";
+  int64_t warmup_steps = 200;
+  double min_lr_ratio = 0.0;
+  int64_t step_size = 0;
+  double gamma = 0.1;
+
+  // INVALID_ARGUMENT naming the flag for an unknown name or a bad value.
+  absl::StatusOr<OptimizerConfig> ToConfig() const;
+};
+
+void AddOptimizerFlags(CLI::App& app, OptimizerFlags& flags);
+
+// Makes every long option of `app` (and its subcommands) readable from an
+// environment variable FERRY_<NAME> (dashes become underscores, upper case),
+// e.g. --batch from FERRY_BATCH. A flag given on the command line wins.
+void BindEnvironment(CLI::App& app);
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_CLI_FLAGS_H_

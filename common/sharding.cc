@@ -1,0 +1,68 @@
+#include "common/sharding.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace ferry {
+
+FlatRange ShardRange(int64_t total, int num_shards, int shard) {
+  // 128-bit free: total * shard fits in int64 for any realistic model.
+  return FlatRange{total * shard / num_shards, total * (shard + 1) / num_shards};
+}
+
+absl::StatusOr<std::vector<Chunk>> PlaceChunks(
+    absl::Span<const int64_t> tensor_sizes, int num_shards,
+    int64_t max_chunk_elements) {
+  if (num_shards < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("num_shards must be >= 1, got %d", num_shards));
+  }
+  if (max_chunk_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_chunk_elements must be >= 1, got %d", max_chunk_elements));
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < tensor_sizes.size(); ++i) {
+    if (tensor_sizes[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tensor %d has negative size %d", i, tensor_sizes[i]));
+    }
+    total += tensor_sizes[i];
+  }
+
+  std::vector<Chunk> chunks;
+  int64_t tensor_begin = 0;
+  int shard = 0;
+  for (size_t t = 0; t < tensor_sizes.size(); ++t) {
+    const int64_t tensor_end = tensor_begin + tensor_sizes[t];
+    int64_t pos = tensor_begin;
+    while (pos < tensor_end) {
+      while (ShardRange(total, num_shards, shard).end <= pos) ++shard;
+      const int64_t shard_end = ShardRange(total, num_shards, shard).end;
+      const int64_t end =
+          std::min({tensor_end, shard_end, pos + max_chunk_elements});
+      Chunk chunk;
+      chunk.id = static_cast<int32_t>(chunks.size());
+      chunk.tensor = static_cast<int32_t>(t);
+      chunk.offset_in_tensor = pos - tensor_begin;
+      chunk.flat_offset = pos;
+      chunk.length = end - pos;
+      chunk.shard = shard;
+      chunks.push_back(chunk);
+      pos = end;
+    }
+    tensor_begin = tensor_end;
+  }
+  return chunks;
+}
+
+std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks, int num_shards) {
+  std::vector<int64_t> loads(std::max(num_shards, 0), 0);
+  for (const Chunk& c : chunks) {
+    if (c.shard >= 0 && c.shard < num_shards) loads[c.shard] += c.length;
+  }
+  return loads;
+}
+
+}  // namespace ferry

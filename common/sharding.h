@@ -1,0 +1,51 @@
+// Placement of parameter chunks on PS shards: a pure function of the tensor
+// sizes, the shard count and the largest chunk, balanced by bytes.
+//
+// Shard s owns the contiguous flat range [s*T/S, (s+1)*T/S) (integer floor) of
+// the T parameter elements, so loads differ by at most one element. That range
+// is cut into chunks at tensor boundaries and every `max_chunk_elements`, so a
+// chunk never spans two tensors or two shards. Chunks are listed in flat order
+// and numbered 0..n-1; every element belongs to exactly one chunk.
+#ifndef FERRY_COMMON_SHARDING_H_
+#define FERRY_COMMON_SHARDING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ferry {
+
+struct Chunk {
+  int32_t id = 0;
+  int32_t tensor = 0;            // index into the tensor list
+  int64_t offset_in_tensor = 0;  // first element within the tensor
+  int64_t flat_offset = 0;       // first element within the flat buffer
+  int64_t length = 0;            // elements, >= 1
+  int32_t shard = 0;
+};
+
+// Default chunk size: 1 MiB of fp32.
+inline constexpr int64_t kDefaultMaxChunkElements = 256 * 1024;
+
+// INVALID_ARGUMENT when num_shards < 1, max_chunk_elements < 1 or a size is
+// negative. Zero-sized tensors produce no chunk.
+absl::StatusOr<std::vector<Chunk>> PlaceChunks(
+    absl::Span<const int64_t> tensor_sizes, int num_shards,
+    int64_t max_chunk_elements = kDefaultMaxChunkElements);
+
+// The flat range [begin, end) owned by `shard` of `num_shards` over `total`.
+struct FlatRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+FlatRange ShardRange(int64_t total, int num_shards, int shard);
+
+// Elements per shard for a placement (index = shard).
+std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks, int num_shards);
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_SHARDING_H_

@@ -1,0 +1,550 @@
+#include "server/coordinator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace ferry {
+namespace {
+
+v1::NextTaskResponse Action(v1::NextTaskResponse::Action action, int64_t generation) {
+  v1::NextTaskResponse response;
+  response.set_action(action);
+  response.set_generation(generation);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, ShardControl* shards) {
+  const v1::JobSpec& job = options.job;
+  if (job.global_batch() <= 0 || job.epochs() <= 0 || options.epoch_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job needs global_batch > 0, epochs > 0 and a non-empty dataset (got batch ",
+        job.global_batch(), ", epochs ", job.epochs(), ", ", options.epoch_size,
+        " samples)"));
+  }
+  if (options.min_workers < 1) options.min_workers = 1;
+  return std::unique_ptr<Coordinator>(new Coordinator(std::move(options), shards));
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
+    : options_(std::move(options)), shards_(shards) {
+  queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
+  finalizer_ = std::thread([this] { FinalizerLoop(); });
+  evaluator_ = std::thread([this] { EvaluatorLoop(); });
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+Coordinator::~Coordinator() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (Waiter& w : waiters_) {
+      replies.emplace_back(std::move(w.done),
+                           absl::UnavailableError("coordinator is shutting down"));
+    }
+    waiters_.clear();
+  }
+  SendReplies(replies);
+  finalizer_.join();
+  evaluator_.join();
+  reaper_.join();
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
+    const v1::RegisterRequest& request) {
+  std::vector<Reply> replies;
+  v1::RegisterResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!request.job_id().empty() && request.job_id() != options_.job.job_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this coordinator runs job '", options_.job.job_id(), "', not '",
+          request.job_id(), "'"));
+    }
+    if (training_done_) {
+      return absl::FailedPreconditionError("the job has finished training");
+    }
+    if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the job already has the maximum of ", options_.max_workers, " workers"));
+    }
+    Member member;
+    member.join_seq = next_worker_seq_++;
+    member.id = absl::StrCat("w", member.join_seq);
+    member.info = request;
+    member.last_heartbeat = absl::Now();
+    ++generation_;
+    ++workers_seen_;
+    response.set_worker_id(member.id);
+    response.set_generation(generation_);
+    *response.mutable_job() = options_.job;
+    response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    members_[member.id] = std::move(member);
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
+  return response;
+}
+
+absl::StatusOr<int64_t> Coordinator::Heartbeat(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id,
+                                            " is not a member (evicted or never registered)"));
+  }
+  it->second.last_heartbeat = absl::Now();
+  return generation_;
+}
+
+absl::Status Coordinator::Leave(const std::string& worker_id) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (members_.find(worker_id) == members_.end()) {
+      return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not a member"));
+    }
+    RemoveMember(worker_id, /*died=*/false);
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
+  return absl::OkStatus();
+}
+
+void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback done) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(request.worker_id());
+    if (it == members_.end()) {
+      replies.emplace_back(std::move(done), absl::NotFoundError(absl::StrCat(
+          "worker ", request.worker_id(), " is not a member (evicted or never registered)")));
+    } else {
+      it->second.last_heartbeat = absl::Now();
+      absl::Status recorded = request.has_done() ? RecordDone(it->second, request.done())
+                                                 : absl::OkStatus();
+      if (!recorded.ok()) {
+        replies.emplace_back(std::move(done), recorded);
+      } else if (auto now = TryAssign(request.worker_id()); now.has_value()) {
+        replies.emplace_back(std::move(done), std::move(*now));
+      } else {
+        v1::NextTaskRequest parked = request;
+        parked.clear_done();
+        waiters_.push_back({std::move(parked), std::move(done),
+                            absl::Now() + options_.long_poll});
+      }
+      ServeWaiters(replies, false);
+    }
+  }
+  SendReplies(replies);
+}
+
+absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done) {
+  member.bytes = done.bytes();  // cumulative counts: the latest replaces
+  compute_seconds_ += done.compute_seconds();
+  comm_seconds_ += done.comm_seconds();
+  if (done.num_samples() > 0) {
+    const double loss = done.loss_sum() / done.num_samples();
+    recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
+  }
+  if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
+    auto step_it = open_steps_.find(done.step());
+    Slot* slot = nullptr;
+    if (step_it != open_steps_.end()) {
+      for (Slot& s : step_it->second.slots) {
+        if (s.worker_id == member.id) slot = &s;
+      }
+    }
+    if (slot == nullptr) {
+      return absl::AbortedError(absl::StrCat(
+          "step ", done.step(), " is not open for ", member.id,
+          " (finalized without it or re-formed): ask for a new task"));
+    }
+    if (!slot->pushed) {
+      slot->pushed = true;
+      MaybeQueueFinalize(step_it->second);
+    }
+    return absl::OkStatus();
+  }
+  // Async / SSP: a reported push was applied on every shard on arrival.
+  if (member.leases.empty()) {
+    return absl::AbortedError(absl::StrCat(member.id, " holds no task to report"));
+  }
+  for (const v1::DataTask& task : member.leases) {
+    if (task.epoch() == queue_->epoch() && queue_->Applied(task.task_id()).ok()) {
+      samples_applied_total_ += task.end() - task.begin();
+    }
+  }
+  member.leases.clear();
+  ++member.tasks_done;
+  ++tasks_applied_;
+  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (options_.job.max_steps() > 0 && tasks_applied_ >= options_.job.max_steps()) {
+    FinishJob();
+  } else {
+    AdvanceEpochIfComplete();
+  }
+  return absl::OkStatus();
+}
+
+std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
+    const std::string& worker_id) {
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return absl::StatusOr<v1::NextTaskResponse>(
+        absl::NotFoundError(absl::StrCat("worker ", worker_id, " was evicted")));
+  }
+  if (training_done_) return Action(v1::NextTaskResponse::FINISH, generation_);
+  std::optional<v1::NextTaskResponse> response =
+      options_.job.consistency() == v1::CONSISTENCY_SYNC ? TryAssignSync(it->second)
+                                                        : TryAssignAsync(it->second);
+  if (!response) return std::nullopt;
+  return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
+}
+
+std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member) {
+  auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
+    for (auto& [number, step] : open_steps_) {
+      for (const Slot& slot : step.slots) {
+        if (slot.worker_id != member.id || slot.pushed) continue;
+        v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+        r.set_step(number);
+        r.set_pull_version(number);
+        r.set_epoch(step.epoch);
+        r.set_epoch_size(options_.epoch_size);
+        for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
+        return r;
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto r = find_slot()) return r;
+  if (ActiveCount() < options_.min_workers) return std::nullopt;
+  if (FormStep()) return find_slot();
+  return std::nullopt;
+}
+
+bool Coordinator::FormStep() {
+  if (training_done_) return false;
+  const v1::JobSpec& job = options_.job;
+  if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
+  // At most one step collecting pushes: the previous one must be finalizing.
+  for (const auto& [number, step] : open_steps_) {
+    if (!step.finalizing) return false;
+  }
+  const int64_t available = std::min<int64_t>(job.global_batch(), queue_->remaining());
+  if (available == 0) return false;  // the epoch's last tasks are in flight
+  std::vector<const Member*> ranked;
+  for (const auto& [id, m] : members_) ranked.push_back(&m);
+  std::sort(ranked.begin(), ranked.end(),
+            [](const Member* a, const Member* b) { return a->join_seq < b->join_seq; });
+  OpenStep step;
+  step.step = steps_formed_;
+  step.epoch = queue_->epoch();
+  const int64_t w = static_cast<int64_t>(ranked.size());
+  for (int64_t r = 0; r < w; ++r) {
+    const int64_t share = available / w + (r < available % w ? 1 : 0);
+    if (share == 0) continue;
+    Slot slot;
+    slot.worker_id = ranked[r]->id;
+    slot.tasks = queue_->Lease(share);
+    for (const v1::DataTask& t : slot.tasks) slot.samples += t.end() - t.begin();
+    step.slots.push_back(std::move(slot));
+  }
+  open_steps_[step.step] = std::move(step);
+  ++steps_formed_;
+  return true;
+}
+
+std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) {
+  if (!member.leases.empty()) {
+    // Re-asking without a report (e.g. after a retry): hand the same task.
+  } else {
+    if (ActiveCount() < options_.min_workers) return std::nullopt;
+    if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
+      int64_t slowest = member.tasks_done;
+      for (const auto& [id, m] : members_) slowest = std::min(slowest, m.tasks_done);
+      if (member.tasks_done > slowest + options_.job.staleness()) return std::nullopt;
+    }
+    const int64_t share =
+        std::max<int64_t>(1, options_.job.global_batch() / std::max(1, ActiveCount()));
+    member.leases = queue_->Lease(share);
+    if (member.leases.empty()) return std::nullopt;
+  }
+  v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+  r.set_step(member.tasks_done);
+  r.set_pull_version(0);
+  r.set_epoch(queue_->epoch());
+  r.set_epoch_size(options_.epoch_size);
+  for (const v1::DataTask& t : member.leases) *r.add_tasks() = t;
+  return r;
+}
+
+void Coordinator::MaybeQueueFinalize(OpenStep& step) {
+  if (step.finalizing || step.slots.empty()) return;
+  int64_t pushed = 0;
+  for (const Slot& s : step.slots) pushed += s.pushed ? 1 : 0;
+  const int64_t quorum = options_.job.sync_quorum();
+  const int64_t needed = quorum > 0 ? std::min<int64_t>(quorum, step.slots.size())
+                                    : static_cast<int64_t>(step.slots.size());
+  if (pushed < needed) return;
+  step.finalizing = true;
+  finalize_queue_.push_back(step.step);
+}
+
+bool Coordinator::AdvanceEpochIfComplete() {
+  if (!queue_->complete()) return true;
+  v1::EpochAccounting acc;
+  acc.set_epoch(queue_->epoch());
+  acc.set_samples_applied(queue_->samples_applied());
+  acc.set_samples_released(queue_->samples_released());
+  acc.set_samples_dropped(queue_->num_samples() - queue_->samples_applied());
+  accounting_.push_back(acc);
+  const int64_t version = options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  if (queue_->epoch() + 1 >= options_.job.epochs()) {
+    FinishJob();
+    return false;
+  }
+  eval_queue_.emplace_back(version, queue_->epoch());
+  queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1, options_.epoch_size);
+  return true;
+}
+
+void Coordinator::FinishJob() {
+  if (training_done_) return;
+  training_done_ = true;
+  const int64_t version = options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
+}
+
+void Coordinator::RemoveMember(const std::string& worker_id, bool died) {
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) return;
+  ++generation_;
+  Member& member = it->second;
+  departed_bytes_[worker_id] = member.bytes;
+  for (const v1::DataTask& task : member.leases) {
+    if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
+  }
+  for (auto step_it = open_steps_.begin(); step_it != open_steps_.end();) {
+    OpenStep& step = step_it->second;
+    if (!step.finalizing) {
+      auto& slots = step.slots;
+      for (auto s = slots.begin(); s != slots.end();) {
+        if (s->worker_id == worker_id && !s->pushed) {
+          for (const v1::DataTask& t : s->tasks) (void)queue_->Release(t.task_id());
+          s = slots.erase(s);
+        } else {
+          ++s;
+        }
+      }
+      if (slots.empty() && step.step + 1 == steps_formed_) {
+        // Nobody left to compute the newest step: un-form it.
+        --steps_formed_;
+        step_it = open_steps_.erase(step_it);
+        continue;
+      }
+      MaybeQueueFinalize(step);
+    }
+    ++step_it;
+  }
+  (void)died;
+  members_.erase(it);
+}
+
+void Coordinator::ServeWaiters(std::vector<Reply>& replies, bool expire_all_due) {
+  const absl::Time now = absl::Now();
+  for (auto w = waiters_.begin(); w != waiters_.end();) {
+    auto assigned = TryAssign(w->request.worker_id());
+    if (assigned.has_value()) {
+      replies.emplace_back(std::move(w->done), std::move(*assigned));
+      w = waiters_.erase(w);
+    } else if (expire_all_due && now >= w->deadline) {
+      replies.emplace_back(std::move(w->done), Action(v1::NextTaskResponse::WAIT, generation_));
+      w = waiters_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+}
+
+void Coordinator::SendReplies(std::vector<Reply>& replies) {
+  for (auto& [done, response] : replies) done(std::move(response));
+  replies.clear();
+}
+
+void Coordinator::FinalizerLoop() {
+  while (true) {
+    int64_t number;
+    int64_t generation;
+    std::vector<v1::Contributor> contributors;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->stopping_ || !c->finalize_queue_.empty();
+          },
+          this));
+      if (stopping_) return;
+      std::sort(finalize_queue_.begin(), finalize_queue_.end());
+      number = finalize_queue_.front();
+      generation = generation_;
+      for (const Slot& s : open_steps_.at(number).slots) {
+        if (!s.pushed) continue;
+        v1::Contributor c;
+        c.set_worker_id(s.worker_id);
+        c.set_num_samples(s.samples);
+        contributors.push_back(c);
+      }
+    }
+    const absl::Status status = shards_->FinalizeStep(number, generation, contributors);
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok()) {
+        // Shards unreachable or restarting: retry the same step shortly.
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
+        continue;
+      }
+      finalize_queue_.erase(finalize_queue_.begin());
+      OpenStep& step = open_steps_.at(number);
+      for (const Slot& s : step.slots) {
+        for (const v1::DataTask& t : s.tasks) {
+          if (t.epoch() != queue_->epoch()) continue;
+          if (s.pushed) {
+            if (queue_->Applied(t.task_id()).ok()) samples_applied_total_ += t.end() - t.begin();
+          } else {
+            (void)queue_->Release(t.task_id());  // dropped by the quorum
+          }
+        }
+      }
+      open_steps_.erase(number);
+      steps_applied_ = number + 1;
+      if (!first_step_time_) first_step_time_ = absl::Now();
+      if (options_.job.max_steps() > 0 && steps_applied_ >= options_.job.max_steps()) {
+        FinishJob();
+      } else {
+        AdvanceEpochIfComplete();
+      }
+      ServeWaiters(replies, false);
+    }
+    SendReplies(replies);
+  }
+}
+
+void Coordinator::EvaluatorLoop() {
+  while (true) {
+    std::pair<int64_t, int64_t> request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->stopping_ || !c->eval_queue_.empty();
+          },
+          this));
+      if (stopping_) return;
+      request = eval_queue_.front();
+      eval_queue_.erase(eval_queue_.begin());
+    }
+    const auto result = shards_->Evaluate(request.first);
+    absl::MutexLock lock(&mu_);
+    if (result.ok()) {
+      v1::EvalPoint point;
+      point.set_step(request.first);
+      point.set_epoch(request.second);
+      point.set_test_accuracy(result->first);
+      point.set_test_loss(result->second);
+      point.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+      evals_.push_back(point);
+    }
+    if (request.second == -1) {
+      finished_ = true;
+      finish_time_ = absl::Now();
+    }
+  }
+}
+
+void Coordinator::ReaperLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (stopping_) break;
+    const absl::Time now = absl::Now();
+    std::vector<std::string> dead;
+    for (const auto& [id, m] : members_) {
+      if (now - m.last_heartbeat > options_.heartbeat_timeout) dead.push_back(id);
+    }
+    for (const std::string& id : dead) RemoveMember(id, /*died=*/true);
+    std::vector<Reply> replies;
+    ServeWaiters(replies, /*expire_all_due=*/true);
+    if (!replies.empty()) {
+      mu_.Unlock();
+      SendReplies(replies);
+      mu_.Lock();
+    }
+  }
+}
+
+void Coordinator::CountBytes(const std::string& role, int64_t sent, int64_t received) {
+  absl::MutexLock lock(&mu_);
+  (*own_bytes_.mutable_sent())[role] += sent;
+  (*own_bytes_.mutable_received())[role] += received;
+}
+
+bool Coordinator::finished() const {
+  absl::MutexLock lock(&mu_);
+  return finished_;
+}
+
+bool Coordinator::WaitUntilFinished(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&finished_), timeout);
+}
+
+v1::StatusResponse Coordinator::Status() const {
+  absl::MutexLock lock(&mu_);
+  v1::StatusResponse s;
+  *s.mutable_job() = options_.job;
+  s.set_generation(generation_);
+  const absl::Time now = absl::Now();
+  for (const auto& [id, m] : members_) {
+    v1::MemberStatus* ms = s.add_members();
+    ms->set_worker_id(id);
+    ms->set_peer_address(m.info.peer_address());
+    ms->set_hostname(m.info.hostname());
+    ms->set_pid(m.info.pid());
+    ms->set_steps(m.tasks_done);
+    ms->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
+    (*s.mutable_worker_bytes())[id] = m.bytes;
+  }
+  for (const auto& [id, bytes] : departed_bytes_) {
+    if (!s.worker_bytes().contains(id)) (*s.mutable_worker_bytes())[id] = bytes;
+  }
+  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  s.set_step(sync ? steps_applied_ : tasks_applied_);
+  s.set_epoch(queue_->epoch());
+  s.set_epoch_progress(static_cast<double>(queue_->samples_applied()) / queue_->num_samples());
+  s.set_train_loss(recent_loss_);
+  const absl::Time end = finish_time_.value_or(now);
+  if (first_step_time_) {
+    s.set_samples_per_second(samples_applied_total_ /
+                             std::max(1e-9, absl::ToDoubleSeconds(end - *first_step_time_)));
+  }
+  for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
+  s.set_finished(finished_);
+  s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
+  s.set_samples_applied(samples_applied_total_);
+  for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
+  s.set_workers_seen(workers_seen_);
+  *s.mutable_coordinator_bytes() = own_bytes_;
+  s.set_compute_seconds(compute_seconds_);
+  s.set_comm_seconds(comm_seconds_);
+  return s;
+}
+
+}  // namespace ferry

@@ -1,0 +1,201 @@
+// Coordinator core: the single source of truth of one job. No gRPC types;
+// the gRPC adapter (coordinator_service.h) translates calls.
+//
+// Responsibilities:
+//  - membership: Register / Heartbeat / Leave, eviction after
+//    `heartbeat_timeout` without a heartbeat; every change bumps the
+//    generation.
+//  - the epoch's data-task queue (EpochTaskQueue) and exactly-once
+//    accounting: a task is applied when its gradient was applied on every
+//    shard, released back to the queue otherwise.
+//  - sync mode: forms each step (contributors = the active members, in join
+//    order; step s takes the global batch from the queue and splits it over
+//    them in rank order, so with fixed membership step s covers permutation
+//    positions [s*B, (s+1)*B) exactly as a single process would), and
+//    finalizes it on the shards (ShardControl::FinalizeStep) once every
+//    contributor (or `sync_quorum` of them) reported its push. A contributor
+//    that leaves or dies before pushing is dropped from the step and its
+//    samples go back to the queue.
+//  - async / ssp:K: leases tasks of global_batch / members samples on
+//    demand; ssp holds back a worker more than K tasks ahead of the slowest.
+//  - evaluation of the shards' weights on the test set after every epoch,
+//    and the job's end (after the last epoch, or max_steps).
+//
+// NextTask is asynchronous: the callback runs once, possibly on another
+// thread, with TRAIN/FINISH as soon as possible or WAIT after
+// `long_poll` without work. No thread blocks while waiting.
+//
+// Thread safety: all public methods are thread-safe.
+#ifndef FERRY_SERVER_COORDINATOR_H_
+#define FERRY_SERVER_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ferry/v1/coordinator.pb.h"
+#include "ferry/v1/ps.pb.h"
+#include "server/task_queue.h"
+
+namespace ferry {
+
+// The coordinator's view of the PS shards. Calls come from the
+// coordinator's own threads, never under its lock.
+class ShardControl {
+ public:
+  virtual ~ShardControl() = default;
+  // Finalizes `step` over `contributors` on every shard. OK only when every
+  // shard applied it (or had already).
+  virtual absl::Status FinalizeStep(int64_t step, int64_t generation,
+                                    const std::vector<v1::Contributor>& contributors) = 0;
+  // Evaluates the shards' parameters at version >= min_version on the test
+  // set: returns {accuracy, loss}.
+  virtual absl::StatusOr<std::pair<double, double>> Evaluate(int64_t min_version) = 0;
+};
+
+struct CoordinatorOptions {
+  v1::JobSpec job;
+  int64_t epoch_size = 0;  // training samples per epoch
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration long_poll = absl::Seconds(1);
+  int min_workers = 1;
+  int max_workers = 0;  // 0: no limit
+};
+
+class Coordinator {
+ public:
+  using NextTaskCallback = std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
+
+  // `shards` must outlive the coordinator. Starts the background threads.
+  // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size).
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, ShardControl* shards);
+  ~Coordinator();
+
+  // FAILED_PRECONDITION when the job is finished or `job_id` names another
+  // job; RESOURCE_EXHAUSTED at max_workers.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // NOT_FOUND for an unknown or evicted worker. Returns the generation.
+  absl::StatusOr<int64_t> Heartbeat(const std::string& worker_id);
+  // Removes the worker as if it had died (its unpushed work is released).
+  absl::Status Leave(const std::string& worker_id);
+  void NextTask(const v1::NextTaskRequest& request, NextTaskCallback done);
+  v1::StatusResponse Status() const;
+  bool finished() const;
+  // Blocks until the job finished or `timeout` passed; true when finished.
+  bool WaitUntilFinished(absl::Duration timeout) const;
+  const v1::JobSpec& job() const { return options_.job; }
+  // Bytes the adapter counted for the coordinator's own traffic.
+  void CountBytes(const std::string& role, int64_t sent, int64_t received);
+
+ private:
+  struct Member {
+    std::string id;
+    int64_t join_seq = 0;
+    v1::RegisterRequest info;
+    absl::Time last_heartbeat;
+    int64_t tasks_done = 0;  // async clock
+    std::vector<v1::DataTask> leases;  // async: tasks in flight
+    v1::ByteCounts bytes;
+  };
+  struct Slot {
+    std::string worker_id;
+    std::vector<v1::DataTask> tasks;
+    int64_t samples = 0;
+    bool pushed = false;
+  };
+  struct OpenStep {
+    int64_t step = 0;
+    int64_t epoch = 0;
+    std::vector<Slot> slots;  // rank order
+    bool finalizing = false;
+  };
+  struct Waiter {
+    v1::NextTaskRequest request;
+    NextTaskCallback done;
+    absl::Time deadline;
+  };
+  using Reply = std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
+
+  Coordinator(CoordinatorOptions options, ShardControl* shards);
+
+  // Records a step report; an error is returned to the caller.
+  absl::Status RecordDone(Member& member, const v1::StepReport& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A response for the worker now, or nullopt to keep it waiting.
+  std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FormStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves to the next epoch when the current one is complete; false when
+  // the job has no more epochs.
+  bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveMember(const std::string& worker_id, bool died)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-evaluates parked NextTask calls; replies go out after the lock.
+  void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return static_cast<int>(members_.size()); }
+  void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void SendReplies(std::vector<Reply>& replies);
+
+  void FinalizerLoop();
+  void EvaluatorLoop();
+  void ReaperLoop();
+
+  const CoordinatorOptions options_;
+  ShardControl* const shards_;
+  const absl::Time start_ = absl::Now();
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_worker_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t workers_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EpochTaskQueue> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::EpochAccounting> accounting_ ABSL_GUARDED_BY(mu_);
+  // Sync mode.
+  std::map<int64_t, OpenStep> open_steps_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_formed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
+  std::vector<int64_t> finalize_queue_ ABSL_GUARDED_BY(mu_);
+  // Async mode: tasks applied so far (sum over workers).
+  int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  // Evaluation requests (version) and results.
+  std::vector<std::pair<int64_t, int64_t>> eval_queue_ ABSL_GUARDED_BY(mu_);  // {version, epoch}
+  bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool training_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::EvalPoint> evals_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Progress figures.
+  int64_t samples_applied_total_ ABSL_GUARDED_BY(mu_) = 0;
+  double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double compute_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+  std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
+  v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
+
+  std::thread finalizer_, evaluator_, reaper_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_COORDINATOR_H_

@@ -1,0 +1,96 @@
+#include "common/sharding.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+// Every element of every tensor belongs to exactly one chunk; chunks are in
+// flat order, never span a tensor or a shard boundary, and respect the limit.
+void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
+                          int64_t max_chunk) {
+  SCOPED_TRACE(testing::Message() << "shards=" << shards << " max_chunk=" << max_chunk);
+  auto placed = PlaceChunks(sizes, shards, max_chunk);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  const std::vector<Chunk>& chunks = *placed;
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  int64_t expected_flat = 0;
+  std::vector<int64_t> tensor_starts(sizes.size());
+  for (size_t t = 0, off = 0; t < sizes.size(); off += sizes[t], ++t) tensor_starts[t] = off;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    EXPECT_EQ(c.id, static_cast<int>(i));
+    EXPECT_EQ(c.flat_offset, expected_flat);
+    EXPECT_GE(c.length, 1);
+    EXPECT_LE(c.length, max_chunk);
+    ASSERT_GE(c.tensor, 0);
+    ASSERT_LT(c.tensor, static_cast<int>(sizes.size()));
+    EXPECT_EQ(tensor_starts[c.tensor] + c.offset_in_tensor, c.flat_offset);
+    EXPECT_LE(c.offset_in_tensor + c.length, sizes[c.tensor]);
+    const FlatRange r = ShardRange(total, shards, c.shard);
+    EXPECT_GE(c.flat_offset, r.begin);
+    EXPECT_LE(c.flat_offset + c.length, r.end);
+    expected_flat += c.length;
+  }
+  EXPECT_EQ(expected_flat, total);
+  const std::vector<int64_t> loads = ShardLoads(chunks, shards);
+  const auto [lo, hi] = std::minmax_element(loads.begin(), loads.end());
+  EXPECT_LE(*hi - *lo, 1) << "loads differ by more than one element";
+}
+
+TEST(ShardingTest, CoversEveryElementExactlyOnceForAwkwardSizes) {
+  const std::vector<std::vector<int64_t>> models = {
+      {}, {0}, {1}, {0, 0, 5}, {7}, {13, 0, 1, 2}, {200704, 256, 32768, 128, 1280, 10},
+      {97, 89, 83, 79, 73}, {1000003}};
+  for (const auto& sizes : models) {
+    for (int shards : {1, 2, 3, 5, 7, 8, 16}) {
+      for (int64_t max_chunk : {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{1} << 18}) {
+        if (max_chunk == 1 && std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) > 5000) continue;
+        ExpectValidPlacement(sizes, shards, max_chunk);
+      }
+    }
+  }
+}
+
+TEST(ShardingTest, DefaultMlpIsBalancedWithinFivePercentOnOneToEightShards) {
+  const std::vector<int64_t> mlp = {200704, 256, 32768, 128, 1280, 10};
+  for (int shards = 1; shards <= 8; ++shards) {
+    auto chunks = PlaceChunks(mlp, shards);
+    ASSERT_TRUE(chunks.ok());
+    const std::vector<int64_t> loads = ShardLoads(*chunks, shards);
+    const double mean = 235146.0 / shards;
+    const double max = *std::max_element(loads.begin(), loads.end());
+    EXPECT_LE(max / mean, 1.05) << shards << " shards";
+  }
+}
+
+TEST(ShardingTest, MoreShardsThanElementsLeavesSomeShardsEmpty) {
+  auto chunks = PlaceChunks({3}, 5, 10);
+  ASSERT_TRUE(chunks.ok());
+  EXPECT_EQ(chunks->size(), 3u);
+  const std::vector<int64_t> loads = ShardLoads(*chunks, 5);
+  EXPECT_EQ(std::accumulate(loads.begin(), loads.end(), int64_t{0}), 3);
+}
+
+TEST(ShardingTest, RejectsInvalidArguments) {
+  EXPECT_EQ(PlaceChunks({10}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceChunks({10}, 2, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceChunks({10, -1}, 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ShardingTest, PlacementIsAPureFunction) {
+  auto a = PlaceChunks({1000, 17, 4}, 3, 100);
+  auto b = PlaceChunks({1000, 17, 4}, 3, 100);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i) {
+    EXPECT_EQ((*a)[i].flat_offset, (*b)[i].flat_offset);
+    EXPECT_EQ((*a)[i].shard, (*b)[i].shard);
+  }
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,242 @@
+#include "server/coordinator.h"
+
+#include <future>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+// Records finalized steps; evaluation returns a fixed accuracy.
+class FakeShards : public ShardControl {
+ public:
+  absl::Status FinalizeStep(int64_t step, int64_t,
+                            const std::vector<v1::Contributor>& contributors) override {
+    absl::MutexLock lock(&mu);
+    if (fail_next > 0) {
+      --fail_next;
+      return absl::UnavailableError("shard down");
+    }
+    finalized.push_back({step, contributors});
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
+    return std::make_pair(0.5, 1.0);
+  }
+  absl::Mutex mu;
+  int fail_next = 0;
+  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
+};
+
+v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency = v1::CONSISTENCY_SYNC) {
+  v1::JobSpec job;
+  job.set_job_id("job");
+  job.set_global_batch(batch);
+  job.set_epochs(epochs);
+  job.set_consistency(consistency);
+  return job;
+}
+
+absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c, const std::string& worker,
+                                          const v1::StepReport* done = nullptr) {
+  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  if (done) *request.mutable_done() = *done;
+  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
+  return promise.get_future().get();
+}
+
+// Like a worker: reports once, then asks again while told to WAIT.
+absl::StatusOr<v1::NextTaskResponse> NextWork(Coordinator& c, const std::string& worker,
+                                              const v1::StepReport* done = nullptr) {
+  auto r = Next(c, worker, done);
+  for (int i = 0; i < 100 && r.ok() && r->action() == v1::NextTaskResponse::WAIT; ++i) {
+    r = Next(c, worker);
+  }
+  return r;
+}
+
+v1::StepReport Done(const v1::NextTaskResponse& r) {
+  v1::StepReport report;
+  report.set_step(r.step());
+  int64_t n = 0;
+  for (const auto& t : r.tasks()) n += t.end() - t.begin();
+  report.set_num_samples(n);
+  report.set_loss_sum(n * 0.5);
+  return report;
+}
+
+struct Fixture {
+  explicit Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers = 1) {
+    CoordinatorOptions options;
+    options.job = std::move(job);
+    options.epoch_size = epoch_size;
+    options.long_poll = absl::Milliseconds(50);
+    options.min_workers = min_workers;
+    options.heartbeat_timeout = absl::Milliseconds(300);
+    coordinator = *Coordinator::Create(options, &shards);
+  }
+  std::string Join() {
+    v1::RegisterRequest request;
+    return coordinator->Register(request)->worker_id();
+  }
+  FakeShards shards;
+  std::unique_ptr<Coordinator> coordinator;
+};
+
+TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
+  Fixture f(Job(10, 1), 25, /*min_workers=*/2);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(ra->step(), 0);
+  EXPECT_EQ(rb->step(), 0);
+  // Step 0 = positions [0, 10): rank 0 takes [0, 5), rank 1 [5, 10).
+  EXPECT_EQ(ra->tasks(0).begin(), 0);
+  EXPECT_EQ(ra->tasks(0).end(), 5);
+  EXPECT_EQ(rb->tasks(0).begin(), 5);
+  EXPECT_EQ(rb->tasks(0).end(), 10);
+}
+
+TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
+  Fixture f(Job(8, 2), 21);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  int guard = 0;
+  while (++guard < 200) {
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    if (ra->action() == v1::NextTaskResponse::FINISH && rb->action() == v1::NextTaskResponse::FINISH) break;
+    auto da = Done(*ra), db = Done(*rb);
+    auto a_task = ra->action() == v1::NextTaskResponse::TRAIN;
+    auto b_task = rb->action() == v1::NextTaskResponse::TRAIN;
+    // Both report, then ask again (the first may wait for the second).
+    std::future<absl::StatusOr<v1::NextTaskResponse>> fa = std::async(std::launch::async, [&] {
+      return a_task ? NextWork(*f.coordinator, a, &da) : NextWork(*f.coordinator, a);
+    });
+    rb = b_task ? NextWork(*f.coordinator, b, &db) : NextWork(*f.coordinator, b);
+    ra = fa.get();
+  }
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 2);
+  for (const auto& acc : s.accounting()) {
+    EXPECT_EQ(acc.samples_applied(), 21);
+    EXPECT_EQ(acc.samples_dropped(), 0);
+  }
+  // 21 samples / batch 8 = 3 steps per epoch (8, 8, 5).
+  EXPECT_EQ(s.step(), 6);
+  EXPECT_EQ(f.shards.finalized.size(), 6u);
+  EXPECT_EQ(f.shards.finalized[2].second.size(), 2u);
+  EXPECT_EQ(f.shards.finalized[2].second[0].num_samples() +
+                f.shards.finalized[2].second[1].num_samples(), 5);
+  EXPECT_TRUE(s.finished());
+  EXPECT_EQ(s.evals_size(), 2);  // after epoch 0, and the final one
+}
+
+TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
+  Fixture f(Job(10, 1), 10, /*min_workers=*/1);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  auto da = Done(*ra);
+  // a pushed; b leaves before pushing: step 0 finalizes over {a} only.
+  std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
+      std::async(std::launch::async, [&] { return NextWork(*f.coordinator, a, &da); });
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  auto next = fa.get();
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(f.shards.finalized.size(), 1u);
+  ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
+  EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), a);
+  // b's samples [5, 10) come back to a in the next step.
+  ASSERT_EQ(next->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(next->step(), 1);
+  EXPECT_EQ(next->tasks(0).begin(), 5);
+  EXPECT_EQ(next->tasks(0).end(), 10);
+  const v1::StepReport next_done = Done(*next);
+  auto last = NextWork(*f.coordinator, a, &next_done);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->action(), v1::NextTaskResponse::FINISH);
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 1);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 10);
+  EXPECT_EQ(s.accounting(0).samples_released(), 5);
+  EXPECT_EQ(s.workers_seen(), 2);
+}
+
+TEST(CoordinatorTest, DeadWorkerIsEvictedAfterHeartbeatTimeout) {
+  Fixture f(Job(4, 1), 8);
+  const std::string a = f.Join();
+  const int64_t gen = f.coordinator->Status().generation();
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ(f.coordinator->Heartbeat(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_GT(f.coordinator->Status().generation(), gen);
+  EXPECT_EQ(Next(*f.coordinator, a).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CoordinatorTest, ReportForAStepWithoutTheWorkerIsAborted) {
+  Fixture f(Job(4, 1), 8);
+  const std::string a = f.Join();
+  v1::StepReport bogus;
+  bogus.set_step(5);
+  EXPECT_EQ(Next(*f.coordinator, a, &bogus).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST(CoordinatorTest, WaitsBelowMinimumWorkers) {
+  Fixture f(Job(4, 1), 8, /*min_workers=*/2);
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
+}
+
+TEST(CoordinatorTest, FinalizeIsRetriedWhenAShardIsDown) {
+  Fixture f(Job(4, 1), 4);
+  f.shards.fail_next = 2;
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  auto d = Done(*r);
+  auto finish = NextWork(*f.coordinator, a, &d);
+  ASSERT_TRUE(finish.ok());
+  EXPECT_EQ(finish->action(), v1::NextTaskResponse::FINISH);
+  EXPECT_EQ(f.shards.finalized.size(), 1u);
+}
+
+TEST(CoordinatorTest, SspHoldsBackAWorkerTooFarAhead) {
+  v1::JobSpec job = Job(4, 1, v1::CONSISTENCY_SSP);
+  job.set_staleness(1);
+  Fixture f(job, 1000, 2);
+  const std::string fast = f.Join(), slow = f.Join();
+  ASSERT_EQ(Next(*f.coordinator, slow)->action(), v1::NextTaskResponse::TRAIN);
+  auto r = Next(*f.coordinator, fast);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN) << "clock " << i;
+    auto d = Done(*r);
+    r = Next(*f.coordinator, fast, &d);
+  }
+  // fast has done 2 tasks, slow 0: 2 > 0 + 1, so fast must wait.
+  EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
+}
+
+TEST(CoordinatorTest, RejectsOtherJobsAndBadSpecs) {
+  Fixture f(Job(4, 1), 8);
+  v1::RegisterRequest other;
+  other.set_job_id("not-this-one");
+  EXPECT_EQ(f.coordinator->Register(other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  FakeShards shards;
+  CoordinatorOptions bad;
+  bad.job = Job(0, 1);
+  bad.epoch_size = 8;
+  EXPECT_EQ(Coordinator::Create(bad, &shards).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ferry

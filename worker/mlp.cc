@@ -1,0 +1,164 @@
+#include "worker/mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+
+absl::StatusOr<std::vector<int>> ParseMlpSpec(const std::string& spec) {
+  std::vector<int> sizes;
+  for (absl::string_view part : absl::StrSplit(spec, '-')) {
+    int size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model spec '", spec, "': '", part,
+          "' is not a positive layer size (expected e.g. 784-256-128-10)"));
+    }
+    sizes.push_back(size);
+  }
+  if (sizes.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model spec '", spec, "' needs at least an input and an output size"));
+  }
+  return sizes;
+}
+
+std::string MlpSpecString(const std::vector<int>& sizes) {
+  return absl::StrJoin(sizes, "-");
+}
+
+absl::StatusOr<Mlp> Mlp::Create(const std::vector<int>& sizes,
+                                ComputeBackend* backend) {
+  if (sizes.size() < 2) {
+    return absl::InvalidArgumentError("an MLP needs at least two layer sizes");
+  }
+  std::vector<ParameterLayout::TensorDef> defs;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    if (sizes[l] <= 0 || sizes[l + 1] <= 0) {
+      return absl::InvalidArgumentError("MLP layer sizes must be positive");
+    }
+    defs.push_back({absl::StrCat("fc", l, ".weight"), {sizes[l + 1], sizes[l]}});
+    defs.push_back({absl::StrCat("fc", l, ".bias"), {sizes[l + 1]}});
+  }
+  ASSIGN_OR_RETURN(ParameterLayout layout, ParameterLayout::Create(defs));
+  return Mlp(sizes, std::move(layout), backend);
+}
+
+std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
+  std::vector<float> params(layout_.total_elements(), 0.0f);
+  std::mt19937_64 rng(seed);
+  for (int l = 0; l < num_layers(); ++l) {
+    const TensorSlot& weight = layout_.tensors()[2 * l];
+    const int fan_in = sizes_[l];
+    const int fan_out = sizes_[l + 1];
+    const bool last = l + 1 == num_layers();
+    const double stddev =
+        last ? std::sqrt(2.0 / (fan_in + fan_out)) : std::sqrt(2.0 / fan_in);
+    // Box-Muller on raw 64-bit draws: same numbers on every platform.
+    for (int64_t i = 0; i < weight.numel; i += 2) {
+      const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
+      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      params[weight.offset + i] = static_cast<float>(stddev * r * std::cos(2 * M_PI * u2));
+      if (i + 1 < weight.numel) {
+        params[weight.offset + i + 1] =
+            static_cast<float>(stddev * r * std::sin(2 * M_PI * u2));
+      }
+    }
+  }
+  return params;
+}
+
+absl::Status Mlp::EnsureWorkspace(int batch) {
+  if (batch <= workspace_batch_) return absl::OkStatus();
+  activations_.clear();
+  const int widest = *std::max_element(sizes_.begin(), sizes_.end());
+  for (int l = 0; l < num_layers(); ++l) {
+    ASSIGN_OR_RETURN(DeviceBuffer a,
+                     backend_->Allocate(static_cast<size_t>(batch) * sizes_[l + 1]));
+    activations_.push_back(std::move(a));
+  }
+  ASSIGN_OR_RETURN(delta_a_, backend_->Allocate(static_cast<size_t>(batch) * widest));
+  ASSIGN_OR_RETURN(delta_b_, backend_->Allocate(static_cast<size_t>(batch) * widest));
+  workspace_batch_ = batch;
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::Forward(const float* params, const float* inputs, int batch) {
+  if (batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch must be > 0, got ", batch));
+  }
+  RETURN_IF_ERROR(EnsureWorkspace(batch));
+  const float* x = inputs;
+  for (int l = 0; l < num_layers(); ++l) {
+    const int in = sizes_[l];
+    const int out = sizes_[l + 1];
+    const float* w = params + layout_.tensors()[2 * l].offset;
+    const float* b = params + layout_.tensors()[2 * l + 1].offset;
+    float* y = activations_[l].data();
+    // y[batch, out] = x[batch, in] * w[out, in]^T + b
+    RETURN_IF_ERROR(backend_->Gemm(Transpose::kNo, Transpose::kYes, batch, out, in,
+                                   1.0f, x, in, w, in, 0.0f, y, out));
+    RETURN_IF_ERROR(backend_->AddBias(batch, out, b, y));
+    if (l + 1 < num_layers()) {
+      RETURN_IF_ERROR(backend_->Relu(static_cast<size_t>(batch) * out, y, y));
+    }
+    x = y;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LossStats> Mlp::ForwardBackward(const float* params,
+                                               const float* inputs,
+                                               const int32_t* labels, int batch,
+                                               float grad_scale, float* grads,
+                                               const GradReadyFn& on_ready) {
+  RETURN_IF_ERROR(Forward(params, inputs, batch));
+  float* delta = delta_a_.data();
+  float* next_delta = delta_b_.data();
+  ASSIGN_OR_RETURN(LossStats stats,
+                   backend_->SoftmaxCrossEntropy(batch, num_classes(),
+                                                 activations_.back().data(),
+                                                 labels, grad_scale, delta));
+  for (int l = num_layers() - 1; l >= 0; --l) {
+    const int in = sizes_[l];
+    const int out = sizes_[l + 1];
+    const TensorSlot& w_slot = layout_.tensors()[2 * l];
+    const TensorSlot& b_slot = layout_.tensors()[2 * l + 1];
+    const float* x = l == 0 ? inputs : activations_[l - 1].data();
+    // dW[out, in] = delta[batch, out]^T * x[batch, in]; db = column sums.
+    RETURN_IF_ERROR(backend_->Gemm(Transpose::kYes, Transpose::kNo, out, in, batch,
+                                   1.0f, delta, out, x, in, 0.0f,
+                                   grads + w_slot.offset, in));
+    RETURN_IF_ERROR(backend_->BiasGrad(batch, out, delta, grads + b_slot.offset));
+    if (l > 0) {
+      // dx[batch, in] = delta[batch, out] * W[out, in], then through ReLU.
+      RETURN_IF_ERROR(backend_->Gemm(Transpose::kNo, Transpose::kNo, batch, in, out,
+                                     1.0f, delta, out, params + w_slot.offset, in,
+                                     0.0f, next_delta, in));
+      RETURN_IF_ERROR(backend_->ReluBackward(static_cast<size_t>(batch) * in,
+                                             activations_[l - 1].data(),
+                                             next_delta, next_delta));
+      std::swap(delta, next_delta);
+    }
+    if (on_ready) on_ready(w_slot.offset, w_slot.numel + b_slot.numel);
+  }
+  return stats;
+}
+
+absl::StatusOr<LossStats> Mlp::Evaluate(const float* params, const float* inputs,
+                                        const int32_t* labels, int batch) {
+  RETURN_IF_ERROR(Forward(params, inputs, batch));
+  return backend_->SoftmaxCrossEntropy(batch, num_classes(),
+                                       activations_.back().data(), labels, 0.0f,
+                                       nullptr);
+}
+
+}  // namespace ferry
