@@ -38,10 +38,13 @@ Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
-Coordinator::~Coordinator() {
+Coordinator::~Coordinator() { Shutdown(); }
+
+void Coordinator::Shutdown() {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
     stopping_ = true;
     for (Waiter& w : waiters_) {
       replies.emplace_back(std::move(w.done),
@@ -121,7 +124,10 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
   {
     absl::MutexLock lock(&mu_);
     auto it = members_.find(request.worker_id());
-    if (it == members_.end()) {
+    if (stopping_) {
+      replies.emplace_back(std::move(done),
+                           absl::UnavailableError("coordinator is shutting down"));
+    } else if (it == members_.end()) {
       replies.emplace_back(std::move(done), absl::NotFoundError(absl::StrCat(
           "worker ", request.worker_id(), " is not a member (evicted or never registered)")));
     } else {

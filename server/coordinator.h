@@ -80,6 +80,10 @@ class Coordinator {
   // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size).
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options, ShardControl* shards);
+  // Stops the background threads and answers parked NextTask calls with
+  // UNAVAILABLE; later NextTask calls get UNAVAILABLE too. Idempotent; call
+  // before shutting the gRPC server down.
+  void Shutdown();
   ~Coordinator();
 
   // FAILED_PRECONDITION when the job is finished or `job_id` names another

@@ -1,12 +1,17 @@
 // ferry-worker: trains alone (--standalone) or as a stateless member of a
 // job run by a coordinator (--coordinator HOST:PORT).
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/time/time.h"
 #include "common/cli_flags.h"
 #include "common/progress.h"
+#include "worker/distributed_worker.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
@@ -48,6 +53,53 @@ int RunStandaloneMain(ferry::TrainOptions options,
   return 0;
 }
 
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void RequestStop(int) { g_stop_requested.store(true); }
+
+// SIGTERM / SIGINT ask the worker to finish its step and leave; a second one
+// kills it (SA_RESETHAND restores the default action).
+void InstallStopHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = RequestStop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
+                       double rpc_timeout_s, const std::string& summary_path) {
+  auto choice = ferry::ParseDeviceChoice(device);
+  if (!choice.ok()) {
+    std::cerr << "ferry-worker: " << choice.status().message() << "\n";
+    return 2;
+  }
+  options.device = *choice;
+  options.rpc_timeout = absl::Seconds(rpc_timeout_s);
+  options.stop_requested = &g_stop_requested;
+  InstallStopHandlers();
+  auto summary = ferry::RunDistributedWorker(options);
+  if (!summary.ok()) {
+    std::cerr << "ferry-worker: " << summary.status() << "\n";
+    return 1;
+  }
+  std::printf("%s: %lld steps, %lld samples, compute %.1f s, comm %.1f s, %.1f s\n",
+              summary->end_reason.c_str(), static_cast<long long>(summary->steps),
+              static_cast<long long>(summary->samples), summary->compute_seconds,
+              summary->comm_seconds, summary->wall_seconds);
+  if (!summary_path.empty()) {
+    std::ofstream out(summary_path);
+    out << summary->ToJson().dump(2) << "\n";
+    if (!out) {
+      std::cerr << "ferry-worker: cannot write " << summary_path << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,7 +110,27 @@ int main(int argc, char** argv) {
   std::string device = "auto";
   std::string summary_path;
 
+  ferry::WorkerOptions worker_options;
+  double rpc_timeout_s = 30.0;
+  app.footer(
+      "Modes (exactly one):\n"
+      "  --standalone            train alone in this process; the model, data,\n"
+      "                          training and optimizer flags apply.\n"
+      "  --coordinator HOST:PORT join the job that coordinator runs: the model, data,\n"
+      "                          optimizer, batch and seed come from the job, so only\n"
+      "                          --device, --threads, --rpc-timeout, --peer-listen and\n"
+      "                          --summary-json apply. SIGTERM/SIGINT finish the current\n"
+      "                          step and leave the job (exit 0); a second signal kills.\n"
+      "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
+      "Exit status: 0 done, 1 runtime error (incl. eviction), 2 bad usage.");
   app.add_flag("--standalone", standalone, "train in this process alone");
+  app.add_option("--coordinator", worker_options.coordinator_address,
+                 "HOST:PORT of the job's coordinator (distributed mode)");
+  app.add_option("--rpc-timeout", rpc_timeout_s,
+                 "deadline in seconds of each coordinator / PS call (distributed mode)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--peer-listen", worker_options.peer_listen_address,
+                 "HOST:PORT for the peer service (ring mode; distributed mode)");
   app.add_option("--model", options.model, "MLP layer sizes")->capture_default_str();
   app.add_option("--dataset", options.dataset, "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
@@ -77,10 +149,22 @@ int main(int argc, char** argv) {
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
   ferry::BindEnvironment(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; any bad usage is 2
+  }
 
+  if (standalone && !worker_options.coordinator_address.empty()) {
+    std::cerr << "ferry-worker: --standalone and --coordinator exclude each other\n";
+    return 2;
+  }
   if (standalone) return RunStandaloneMain(options, opt_flags, device, summary_path);
-  std::cerr << "ferry-worker: pass --standalone (the distributed mode needs "
-               "--coordinator HOST:PORT)\n";
-  return 2;
+  if (worker_options.coordinator_address.empty()) {
+    std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "
+                 "--standalone to train alone (see --help)\n";
+    return 2;
+  }
+  worker_options.threads = options.threads;
+  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path);
 }

@@ -1,0 +1,46 @@
+// Child processes started by `ferry local`: spawned with posix_spawn (empty
+// signal mask, stdout+stderr to a log file), signalled and reaped.
+//
+// Thread safety: not thread-safe.
+#ifndef FERRY_CLIENT_CHILD_PROCESS_H_
+#define FERRY_CLIENT_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ferry {
+
+class ChildProcess {
+ public:
+  // Starts `argv[0]` (a path) with `argv`, output appended to `log_path`.
+  static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
+                                            const std::string& log_path);
+
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_path_; }
+  // Exit code (or 128 + signal) once it has exited; nullopt while running.
+  std::optional<int> Poll();
+  void Signal(int sig) const;
+  // SIGTERM, then SIGKILL after `grace`; returns the exit code.
+  int Stop(absl::Duration grace);
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::optional<int> exit_code_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
+absl::StatusOr<int> PickFreePort();
+// The directory holding the running executable (/proc/self/exe).
+std::string ExecutableDir();
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_CHILD_PROCESS_H_

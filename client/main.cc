@@ -1,0 +1,92 @@
+// ferry: run a local cluster, inspect a running job.
+//   ferry local --mode ps --workers 2 --shards 2 --epochs 12
+//   ferry status --coordinator HOST:PORT
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "client/local_cluster.h"
+#include "client/status_view.h"
+#include "common/cli_flags.h"
+#include "common/shutdown_signal.h"
+
+namespace {
+
+// Coordinator flags for the job described on the `ferry local` command line.
+std::vector<std::string> JobArgs(const std::string& model, const std::string& dataset,
+                                 const std::string& data_dir, int batch, int epochs,
+                                 uint64_t seed, const std::string& consistency, int quorum,
+                                 int64_t max_steps, const ferry::OptimizerFlags& o) {
+  std::vector<std::string> args = {
+      "--model", model, "--dataset", dataset, "--batch", std::to_string(batch),
+      "--epochs", std::to_string(epochs), "--seed", std::to_string(seed),
+      "--consistency", consistency, "--sync-quorum", std::to_string(quorum),
+      "--max-steps", std::to_string(max_steps), "--optimizer", o.optimizer,
+      "--lr", std::to_string(o.lr), "--momentum", std::to_string(o.momentum),
+      "--nesterov", o.nesterov ? "true" : "false", "--weight-decay", std::to_string(o.weight_decay),
+      "--beta1", std::to_string(o.beta1), "--beta2", std::to_string(o.beta2),
+      "--lr-schedule", o.schedule, "--warmup-steps", std::to_string(o.warmup_steps),
+      "--min-lr-ratio", std::to_string(o.min_lr_ratio),
+      "--lr-step-size", std::to_string(o.step_size), "--lr-gamma", std::to_string(o.gamma)};
+  if (!data_dir.empty()) args.insert(args.end(), {"--data-dir", data_dir});
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ferry::BlockShutdownSignals();
+  CLI::App app{"ferry: distributed training with parameter servers or ring all-reduce"};
+  app.require_subcommand(1);
+
+  CLI::App* local = app.add_subcommand("local", "run a whole job on this machine (loopback)");
+  ferry::LocalClusterOptions o;
+  ferry::OptimizerFlags opt;
+  std::string model = "784-256-128-10", dataset = "fashion-mnist", data_dir;
+  int batch = 128, epochs = 12, quorum = 0;
+  uint64_t seed = 1;
+  int64_t max_steps = 0;
+  local->add_option("--mode", o.mode, "ps or ring")->capture_default_str()
+      ->check(CLI::IsMember({"ps", "ring"}));
+  local->add_option("--workers", o.workers, "worker processes")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  local->add_option("--shards", o.shards, "PS shard processes (ps mode)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  local->add_option("--epochs", epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  local->add_option("--batch", batch, "global batch size")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  local->add_option("--consistency", o.consistency, "sync, async or ssp:K")->capture_default_str();
+  local->add_option("--sync-quorum", quorum, "sync: finalize after this many pushes (0: all)");
+  local->add_option("--model", model, "MLP layer sizes")->capture_default_str();
+  local->add_option("--dataset", dataset, "fashion-mnist, mnist or synthetic:N")
+      ->capture_default_str();
+  local->add_option("--data-dir", data_dir, "IDX files directory");
+  local->add_option("--device", o.device, "worker device: auto, cpu or cuda")->capture_default_str();
+  local->add_option("--seed", seed, "seed of init and sampling")->capture_default_str();
+  local->add_option("--max-steps", max_steps, "stop after this many steps (0: no limit)");
+  local->add_option("--summary-json", o.summary_json, "write the job summary here");
+  local->add_option("--cluster-file", o.cluster_file,
+                    "write the process list (role, index, address, pid, log) here");
+  local->add_option("--log-dir", o.log_dir, "process logs (default: a new /tmp/ferry-local-*)");
+  local->add_option("--timeout", o.timeout_s, "give up after this many seconds")
+      ->capture_default_str();
+  ferry::AddOptimizerFlags(*local, opt);
+
+  CLI::App* status = app.add_subcommand("status", "show a running job");
+  std::string coordinator;
+  bool json = false;
+  status->add_option("--coordinator", coordinator, "coordinator HOST:PORT")->required();
+  status->add_flag("--json", json, "print the raw status as JSON");
+  ferry::BindEnvironment(app);
+  CLI11_PARSE(app, argc, argv);
+
+  if (*status) return ferry::ShowStatus(coordinator, json);
+  if (auto config = opt.ToConfig(); !config.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  o.epochs = epochs;
+  o.global_batch = batch;
+  o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed, o.consistency, quorum,
+                       max_steps, opt);
+  return ferry::RunLocalCluster(o);
+}

@@ -1,0 +1,81 @@
+#include "proto/job_convert.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+v1::OptimizerSpec ToProto(const OptimizerConfig& c) {
+  v1::OptimizerSpec s;
+  s.set_kind(static_cast<v1::OptimizerKind>(c.kind));
+  s.set_lr(c.lr);
+  s.set_momentum(c.momentum);
+  s.set_nesterov(c.nesterov);
+  s.set_weight_decay(c.weight_decay);
+  s.set_beta1(c.beta1);
+  s.set_beta2(c.beta2);
+  s.set_epsilon(c.epsilon);
+  s.set_schedule(static_cast<v1::ScheduleKind>(c.schedule.kind));
+  s.set_warmup_steps(c.schedule.warmup_steps);
+  s.set_total_steps(c.schedule.total_steps);
+  s.set_min_lr_ratio(c.schedule.min_lr_ratio);
+  s.set_step_size(c.schedule.step_size);
+  s.set_gamma(c.schedule.gamma);
+  return s;
+}
+
+OptimizerConfig FromProto(const v1::OptimizerSpec& s) {
+  OptimizerConfig c;
+  c.kind = static_cast<OptimizerKind>(s.kind());
+  c.lr = s.lr();
+  c.momentum = s.momentum();
+  c.nesterov = s.nesterov();
+  c.weight_decay = s.weight_decay();
+  c.beta1 = s.beta1();
+  c.beta2 = s.beta2();
+  c.epsilon = s.epsilon();
+  c.schedule.kind = static_cast<ScheduleKind>(s.schedule());
+  c.schedule.warmup_steps = s.warmup_steps();
+  c.schedule.total_steps = s.total_steps();
+  c.schedule.min_lr_ratio = s.min_lr_ratio();
+  c.schedule.step_size = s.step_size();
+  c.schedule.gamma = s.gamma();
+  return c;
+}
+
+absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,
+                              int* staleness) {
+  *staleness = 0;
+  if (text == "sync") {
+    *consistency = v1::CONSISTENCY_SYNC;
+  } else if (text == "async") {
+    *consistency = v1::CONSISTENCY_ASYNC;
+  } else if (absl::StartsWith(text, "ssp:") && absl::SimpleAtoi(text.substr(4), staleness) &&
+             *staleness >= 0) {
+    *consistency = v1::CONSISTENCY_SSP;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown consistency '", text, "': expected sync, async or ssp:K (K >= 0)"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ConsistencyName(v1::Consistency consistency, int staleness) {
+  switch (consistency) {
+    case v1::CONSISTENCY_SYNC: return "sync";
+    case v1::CONSISTENCY_ASYNC: return "async";
+    case v1::CONSISTENCY_SSP: return absl::StrCat("ssp:", staleness);
+    default: return "unknown";
+  }
+}
+
+absl::StatusOr<v1::Mode> ParseMode(const std::string& text) {
+  if (text == "ps") return v1::MODE_PS;
+  if (text == "ring") return v1::MODE_RING;
+  return absl::InvalidArgumentError(absl::StrCat("unknown mode '", text, "': expected ps or ring"));
+}
+
+std::string ModeName(v1::Mode mode) { return mode == v1::MODE_RING ? "ring" : "ps"; }
+
+}  // namespace ferry

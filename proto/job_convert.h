@@ -1,0 +1,26 @@
+// Conversions between the job's protos and the core's plain structs.
+#ifndef FERRY_PROTO_JOB_CONVERT_H_
+#define FERRY_PROTO_JOB_CONVERT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/optimizer_config.h"
+#include "ferry/v1/common.pb.h"
+
+namespace ferry {
+
+v1::OptimizerSpec ToProto(const OptimizerConfig& config);
+OptimizerConfig FromProto(const v1::OptimizerSpec& spec);
+
+// "sync", "async", "ssp:K" (K >= 0). INVALID_ARGUMENT otherwise.
+absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,
+                              int* staleness);
+std::string ConsistencyName(v1::Consistency consistency, int staleness);
+// "ps" or "ring".
+absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
+std::string ModeName(v1::Mode mode);
+
+}  // namespace ferry
+
+#endif  // FERRY_PROTO_JOB_CONVERT_H_

@@ -1,0 +1,94 @@
+#include "server/grpc_shard_control.h"
+
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "proto/rpc_util.h"
+#include "worker/evaluator.h"
+
+namespace ferry {
+namespace {
+constexpr int kEvalBatch = 1000;
+constexpr absl::Duration kFinalizeTimeout = absl::Seconds(10);
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
+    const v1::JobSpec& job, Dataset test_set) {
+  std::unique_ptr<GrpcShardControl> control(new GrpcShardControl());
+  control->job_ = job;
+  for (const std::string& address : job.shard_addresses()) {
+    control->stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(address)));
+  }
+  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
+  control->backend_ = MakeCpuBackend(1);
+  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, control->backend_.get()));
+  control->model_ = std::make_unique<Mlp>(std::move(model));
+  ASSIGN_OR_RETURN(BatchStager stager, BatchStager::Create(control->backend_.get(),
+                                                           sizes.front(), kEvalBatch));
+  control->stager_ = std::make_unique<BatchStager>(std::move(stager));
+  control->test_set_ = std::move(test_set);
+
+  GrpcParameterClientOptions options;
+  options.job_id = job.job_id();
+  options.worker_id = "coordinator";
+  options.shard_addresses.assign(job.shard_addresses().begin(), job.shard_addresses().end());
+  ASSIGN_OR_RETURN(options.chunks,
+                   PlaceChunks(control->model_->layout().TensorSizes(),
+                               job.shard_addresses_size(), job.max_chunk_elements()));
+  ASSIGN_OR_RETURN(control->puller_, GrpcParameterClient::Create(std::move(options)));
+  control->params_.resize(control->model_->layout().total_elements());
+  return control;
+}
+
+absl::Status GrpcShardControl::FinalizeStep(int64_t step, int64_t generation,
+                                            const std::vector<v1::Contributor>& contributors) {
+  v1::FinalizeStepRequest request;
+  request.set_job_id(job_.job_id());
+  request.set_step(step);
+  request.set_generation(generation);
+  for (const v1::Contributor& c : contributors) *request.add_contributors() = c;
+  std::vector<std::future<absl::Status>> calls;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    calls.push_back(std::async(std::launch::async, [&, s]() -> absl::Status {
+      grpc::ClientContext context;
+      SetDeadline(context, kFinalizeTimeout);
+      v1::FinalizeStepResponse response;
+      finalize_bytes_.AddSent(request.ByteSizeLong());
+      const grpc::Status status = stubs_[s]->FinalizeStep(&context, request, &response);
+      finalize_bytes_.AddReceived(response.ByteSizeLong());
+      if (!status.ok()) {
+        return absl::Status(FromGrpcStatus(status).code(),
+                            absl::StrCat("shard ", s, " (", job_.shard_addresses(s),
+                                         "): FinalizeStep(", step, "): ", status.error_message()));
+      }
+      return absl::OkStatus();
+    }));
+  }
+  absl::Status first = absl::OkStatus();
+  for (auto& call : calls) {
+    absl::Status status = call.get();
+    if (first.ok() && !status.ok()) first = status;
+  }
+  return first;
+}
+
+absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(int64_t min_version) {
+  absl::MutexLock lock(&eval_mu_);
+  RETURN_IF_ERROR(puller_->Pull(min_version, params_.data()).status());
+  ASSIGN_OR_RETURN(EvalResult result,
+                   EvaluateDataset(*model_, params_.data(), test_set_, *stager_, kEvalBatch));
+  return std::make_pair(result.accuracy, result.mean_loss);
+}
+
+TransferBytes GrpcShardControl::bytes() const {
+  TransferBytes total = finalize_bytes_.Get();
+  const TransferBytes pulls = puller_->bytes();
+  total.sent += pulls.sent;
+  total.received += pulls.received;
+  return total;
+}
+
+}  // namespace ferry

@@ -1,0 +1,84 @@
+// ferry-server: runs a job's coordinator or one of its PS shards.
+//   ferry-server --role coordinator --listen 0.0.0.0:7070 --shards ps0:7071,ps1:7071 [job flags]
+//   ferry-server --role ps --listen 0.0.0.0:7071 --coordinator coord:7070 --shard-id 0
+#include "CLI/CLI.hpp"
+#include "common/cli_flags.h"
+#include "common/shutdown_signal.h"
+#include "server/server_main.h"
+
+int main(int argc, char** argv) {
+  ferry::BlockShutdownSignals();
+  CLI::App app{"ferry-server: coordinator or parameter-server shard of a ferry job"};
+  std::string role;
+  ferry::CoordinatorFlags c;
+  ferry::PsFlags p;
+  ferry::OptimizerFlags opt;
+  std::string listen, port_file;
+  app.add_option("--role", role, "coordinator or ps")->required()
+      ->check(CLI::IsMember({"coordinator", "ps"}));
+  app.add_option("--listen", listen,
+                 "address to serve on (default 0.0.0.0:7070 coordinator, 0.0.0.0:7071 ps; "
+                 "port 0 picks a free port)");
+  app.add_option("--port-file", port_file, "write the bound port to this file");
+
+  const std::string job = "Job (coordinator)";
+  app.add_option("--job-id", c.job_id, "job name")->capture_default_str()->group(job);
+  app.add_option("--model", c.model, "MLP layer sizes")->capture_default_str()->group(job);
+  app.add_option("--dataset", c.dataset, "fashion-mnist, mnist or synthetic:N")
+      ->capture_default_str()->group(job);
+  app.add_option("--data-dir", c.data_dir, "IDX files directory")->group(job);
+  app.add_option("--batch", c.global_batch, "global batch size")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(job);
+  app.add_option("--epochs", c.epochs, "epochs")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(job);
+  app.add_option("--seed", c.seed, "seed of init and sampling")->capture_default_str()->group(job);
+  app.add_option("--mode", c.mode, "ps or ring")->capture_default_str()->group(job);
+  app.add_option("--consistency", c.consistency, "sync, async or ssp:K")
+      ->capture_default_str()->group(job);
+  app.add_option("--sync-quorum", c.sync_quorum,
+                 "sync: finalize a step after this many contributors (0: all)")
+      ->capture_default_str()->group(job);
+  app.add_option("--shards", c.shards, "PS shard addresses, index = shard id")
+      ->delimiter(',')->group(job);
+  app.add_option("--max-chunk-elements", c.max_chunk_elements, "largest wire chunk (0: 256Ki)")
+      ->group(job);
+  app.add_option("--bucket-elements", c.bucket_elements, "ring bucket size (0: 25 MiB)")
+      ->group(job);
+  app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
+      ->group(job);
+  app.add_option("--min-workers", c.min_workers, "wait for this many workers")
+      ->capture_default_str()->group(job);
+  app.add_option("--max-workers", c.max_workers, "refuse workers beyond this (0: no limit)")
+      ->group(job);
+  app.add_option("--expected-workers", c.expected_workers,
+                 "async: workers assumed for the LR schedule length (0: --min-workers)")
+      ->group(job);
+  app.add_option("--heartbeat-timeout", c.heartbeat_timeout_s,
+                 "seconds without a heartbeat before a worker is evicted")
+      ->capture_default_str()->group(job);
+  ferry::AddOptimizerFlags(app, opt);
+
+  const std::string ps = "PS shard";
+  app.add_option("--coordinator", p.coordinator, "coordinator HOST:PORT")->group(ps);
+  app.add_option("--shard-id", p.shard_id, "this shard's index")->capture_default_str()->group(ps);
+  app.add_option("--connect-timeout", p.connect_timeout_s,
+                 "seconds to keep trying to reach the coordinator")->capture_default_str()
+      ->group(ps);
+  ferry::BindEnvironment(app);
+  CLI11_PARSE(app, argc, argv);
+
+  if (role == "coordinator") {
+    auto config = opt.ToConfig();
+    if (!config.ok()) {
+      std::fprintf(stderr, "ferry-server: %s\n", std::string(config.status().message()).c_str());
+      return 2;
+    }
+    c.optimizer = *config;
+    if (!listen.empty()) c.listen = listen;
+    c.port_file = port_file;
+    return ferry::RunCoordinator(c);
+  }
+  if (!listen.empty()) p.listen = listen;
+  p.port_file = port_file;
+  return ferry::RunPsShard(p);
+}

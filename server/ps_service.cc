@@ -1,0 +1,281 @@
+#include "server/ps_service.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+
+PsPushHeader FromProto(const v1::PushHeader& h) {
+  PsPushHeader header;
+  header.job_id = h.job_id();
+  header.worker_id = h.worker_id();
+  header.generation = h.generation();
+  header.step = h.step();
+  header.num_samples = h.num_samples();
+  header.base_version = h.base_version();
+  return header;
+}
+
+// Push: header, then chunks, commit at end-of-stream. Deletes itself in
+// OnDone. gRPC serializes the reactions of one call, so no lock is needed.
+class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
+ public:
+  PushReactor(grpc::CallbackServerContext* context, PsShard* shard,
+              v1::PushResponse* response)
+      : context_(context), shard_(shard), response_(response) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndOfStream();
+      return;
+    }
+    shard_->RecordBytes(kWorkerRole, 0,
+                        static_cast<int64_t>(request_.ByteSizeLong()));
+    const absl::Status status = Consume();
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Consume() {
+    if (staging_ == nullptr) {
+      if (!request_.has_header()) {
+        return shard_->RejectPush(absl::InvalidArgumentError(
+            "the first message of a push must carry the header"));
+      }
+      absl::StatusOr<std::unique_ptr<PsPushStaging>> staging =
+          shard_->BeginPush(FromProto(request_.header()));
+      if (!staging.ok()) return staging.status();
+      staging_ = *std::move(staging);
+      // A chunk may ride along with the header; real chunks are never empty.
+      if (request_.data().empty()) return absl::OkStatus();
+    } else if (request_.has_header()) {
+      return shard_->RejectPush(absl::InvalidArgumentError(
+          "push header repeated after the first message"));
+    }
+    const std::string& data = request_.data();
+    return shard_->AddChunk(*staging_, request_.chunk_id(), data.data(),
+                            data.size());
+  }
+
+  void EndOfStream() {
+    if (context_->IsCancelled()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "push cancelled"));
+      return;
+    }
+    if (staging_ == nullptr) {
+      Finish(ToGrpcStatus(shard_->RejectPush(
+          absl::InvalidArgumentError("push stream ended without a header"))));
+      return;
+    }
+    absl::StatusOr<int64_t> version = shard_->CommitPush(std::move(staging_));
+    if (version.ok()) response_->set_version(*version);
+    shard_->RecordBytes(kWorkerRole,
+                        static_cast<int64_t>(response_->ByteSizeLong()), 0);
+    Finish(ToGrpcStatus(version.status()));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  PsShard* const shard_;
+  v1::PushResponse* const response_;
+  v1::PushRequest request_;
+  std::unique_ptr<PsPushStaging> staging_;
+};
+
+// Pull: waits on the shard without a thread, then streams the snapshot one
+// chunk per message. The ready callback arrives on another thread and may
+// race OnCancel; `mu_` decides which of the two finishes the call. Finish is
+// called only once the wait is resolved (callback run or wait cancelled), so
+// no callback can touch the reactor after OnDone deletes it.
+class PullReactor final : public grpc::ServerWriteReactor<v1::PullResponse> {
+ public:
+  PullReactor(PsShard* shard, const v1::PullRequest& request) : shard_(shard) {
+    shard_->RecordBytes(kWorkerRole, 0,
+                        static_cast<int64_t>(request.ByteSizeLong()));
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = true;
+    }
+    // OnCancel cannot run before this handler returns, so wait_id_ is set
+    // before anyone reads it; the callback may already have run (inline or
+    // on another thread) and only needs `waiting_`.
+    absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
+        request.job_id(), request.min_version(),
+        [this](std::shared_ptr<const PsSnapshot> snapshot) {
+          OnReady(std::move(snapshot));
+        });
+    if (!id.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        waiting_ = false;
+      }
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    wait_id_ = *id;
+  }
+
+  void OnCancel() override {
+    PullWaitId id = kNoPullWait;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      // Not waiting: writes are under way (a failed write finishes the call)
+      // or the call is finished.
+      if (!waiting_) return;
+      id = wait_id_;
+    }
+    if (id == kNoPullWait || !shard_->CancelWait(id)) {
+      return;  // the callback is running; it sees cancelled_ and finishes
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+    }
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnReady(std::shared_ptr<const PsSnapshot> snapshot) {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+      cancelled = cancelled_;
+    }
+    if (cancelled) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
+      return;
+    }
+    if (snapshot == nullptr) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the shard is shutting down"));
+      return;
+    }
+    snapshot_ = std::move(snapshot);
+    WriteNext();
+  }
+
+  // One write in flight at a time: called by OnReady, then by OnWriteDone.
+  void WriteNext() {
+    const std::vector<Chunk>& chunks = shard_->owned_chunks();
+    if (next_chunk_ >= chunks.size()) {  // a shard that owns no chunk
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const Chunk& chunk = chunks[next_chunk_++];
+    const float* values =
+        snapshot_->values.data() + (chunk.flat_offset - shard_->range().begin);
+    response_.set_version(snapshot_->version);
+    response_.set_chunk_id(chunk.id);
+    response_.set_data(reinterpret_cast<const char*>(values),
+                       static_cast<size_t>(chunk.length) * sizeof(float));
+    shard_->RecordBytes(kWorkerRole,
+                        static_cast<int64_t>(response_.ByteSizeLong()), 0);
+    if (next_chunk_ == chunks.size()) {
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&response_);
+    }
+  }
+
+  PsShard* const shard_;
+  absl::Mutex mu_;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+  // Owned by the writer chain (OnReady -> WriteNext -> OnWriteDone ...).
+  std::shared_ptr<const PsSnapshot> snapshot_;
+  size_t next_chunk_ = 0;
+  v1::PullResponse response_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<v1::PushRequest>* PsService::Push(
+    grpc::CallbackServerContext* context, v1::PushResponse* response) {
+  return new PushReactor(context, shard_, response);
+}
+
+grpc::ServerWriteReactor<v1::PullResponse>* PsService::Pull(
+    grpc::CallbackServerContext* /*context*/, const v1::PullRequest* request) {
+  return new PullReactor(shard_, *request);
+}
+
+grpc::ServerUnaryReactor* PsService::FinalizeStep(
+    grpc::CallbackServerContext* context,
+    const v1::FinalizeStepRequest* request,
+    v1::FinalizeStepResponse* response) {
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  std::vector<PsContributor> contributors;
+  contributors.reserve(request->contributors_size());
+  for (const v1::Contributor& c : request->contributors()) {
+    contributors.push_back(PsContributor{c.worker_id(), c.num_samples()});
+  }
+  absl::StatusOr<int64_t> version = shard_->FinalizeStep(
+      request->job_id(), request->step(), contributors, request->generation());
+  if (version.ok()) response->set_version(*version);
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(version.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::ShardInfo(
+    grpc::CallbackServerContext* context,
+    const v1::ShardInfoRequest* /*request*/, v1::ShardInfoResponse* response) {
+  const PsShardInfo info = shard_->Info();
+  response->set_job_id(info.job_id);
+  response->set_shard_id(info.shard_id);
+  response->set_num_shards(info.num_shards);
+  response->set_version(info.version);
+  response->set_num_elements(info.num_elements);
+  for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
+  response->set_rejected_pushes(info.rejected_pushes);
+  auto& sent = *response->mutable_bytes()->mutable_sent();
+  for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
+  auto& received = *response->mutable_bytes()->mutable_received();
+  for (const auto& [role, bytes] : info.bytes_received) received[role] = bytes;
+  response->set_pending_pulls(info.pending_pulls);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Checkpoint(
+    grpc::CallbackServerContext* context,
+    const v1::CheckpointRequest* /*request*/,
+    v1::CheckpointResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(absl::UnimplementedError(
+      "checkpoints arrive with the elasticity issue")));
+  return reactor;
+}
+
+}  // namespace ferry

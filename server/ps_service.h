@@ -1,0 +1,59 @@
+// PsService: the gRPC callback-API adapter of ferry.v1.ParameterServer over a
+// PsShard. It translates protos and statuses and counts the bytes of every
+// message it receives and sends (pushes and pulls as role "worker", finalize
+// as role "coordinator"); all rules live in PsShard.
+//
+//  - Push: a read reactor that opens the push on the header, copies every
+//    chunk straight into the shard's staging buffer and commits on
+//    end-of-stream; the first error finishes the call with that status.
+//  - Pull: a write reactor that registers a PsShard wait (no thread blocks)
+//    and streams one PullResponse per owned chunk of the snapshot, one write
+//    in flight at a time. A cancelled call (client deadline included) cancels
+//    its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
+//    UNAVAILABLE when the shard shuts its waits down.
+//  - FinalizeStep, ShardInfo: unary. Checkpoint: UNIMPLEMENTED for now.
+//
+// Thread safety: gRPC calls the methods concurrently; the shard is
+// thread-safe. The shard must outlive the service, and the service must
+// outlive the grpc::Server that serves it.
+#ifndef FERRY_SERVER_PS_SERVICE_H_
+#define FERRY_SERVER_PS_SERVICE_H_
+
+#include "ferry/v1/ps.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/ps_shard.h"
+
+namespace ferry {
+
+inline constexpr char kWorkerRole[] = "worker";
+inline constexpr char kCoordinatorRole[] = "coordinator";
+
+class PsService final : public v1::ParameterServer::CallbackService {
+ public:
+  explicit PsService(PsShard* shard) : shard_(shard) {}
+
+  grpc::ServerReadReactor<v1::PushRequest>* Push(
+      grpc::CallbackServerContext* context,
+      v1::PushResponse* response) override;
+  grpc::ServerWriteReactor<v1::PullResponse>* Pull(
+      grpc::CallbackServerContext* context,
+      const v1::PullRequest* request) override;
+  grpc::ServerUnaryReactor* FinalizeStep(
+      grpc::CallbackServerContext* context,
+      const v1::FinalizeStepRequest* request,
+      v1::FinalizeStepResponse* response) override;
+  grpc::ServerUnaryReactor* ShardInfo(grpc::CallbackServerContext* context,
+                                      const v1::ShardInfoRequest* request,
+                                      v1::ShardInfoResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(
+      grpc::CallbackServerContext* context,
+      const v1::CheckpointRequest* request,
+      v1::CheckpointResponse* response) override;
+
+ private:
+  PsShard* const shard_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_PS_SERVICE_H_

@@ -1,0 +1,282 @@
+// PsShard: the core of one parameter-server shard, without gRPC types. It owns
+// the chunks that PlaceChunks() assigns to its shard id (one contiguous flat
+// range of the model, the "slice"), receives gradient pushes, applies the
+// optimizer to the slice and answers waits for a version.
+//
+// Versions: version() counts the optimizer updates applied; it starts at 0.
+//
+// Pushes carry the SUM of per-sample gradients of `num_samples` samples and
+// are all-or-nothing: BeginPush() opens a private staging buffer for
+// (worker, step), AddChunk() copies one chunk into it, CommitPush() checks that
+// every owned chunk arrived exactly once and hands the gradient to the shard.
+// A rejected push (any error from the three calls) changes nothing but the
+// rejected_pushes counter.
+//
+// Consistency:
+//  - kSync: step s is open while version() == s. Every committed push for the
+//    open step is kept in its own buffer (one per worker; nothing is summed on
+//    arrival). FinalizeStep(s, contributors) averages exactly the contributors'
+//    buffers (sum of their gradients / sum of their num_samples), applies one
+//    update, discards every other buffer of the step and makes version s+1.
+//  - kAsync (also used for SSP; the staleness bound is enforced by the
+//    coordinator): each committed push is applied on arrival as
+//    sum / num_samples; staleness = version - base_version is recorded.
+//
+// Generation fencing: the shard remembers the highest generation named by a
+// successful FinalizeStep(); pushes with an older header generation are
+// ABORTED.
+//
+// Waits: WaitForVersion() registers a callback that runs (outside the lock,
+// on the thread that makes the version available, or inline when it already
+// is) with an immutable snapshot of the slice; no thread waits.
+//
+// Thread safety: every method may be called concurrently from any thread. A
+// PsPushStaging is used by one thread at a time.
+#ifndef FERRY_SERVER_PS_SHARD_H_
+#define FERRY_SERVER_PS_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/compute_backend.h"
+#include "common/optimizer.h"
+#include "common/optimizer_config.h"
+#include "common/sharding.h"
+
+namespace ferry {
+
+enum class PsConsistency { kSync, kAsync };
+
+struct PsShardConfig {
+  std::string job_id;
+  int32_t shard_id = 0;
+  int32_t num_shards = 1;
+  std::vector<int64_t> tensor_sizes;  // model order, elements per tensor
+  int64_t max_chunk_elements = kDefaultMaxChunkElements;
+  OptimizerConfig optimizer;
+  PsConsistency consistency = PsConsistency::kSync;
+  // Exactly the shard's range ShardRange(total, num_shards, shard_id) of the
+  // full initial flat parameters.
+  std::vector<float> initial_slice;
+};
+
+// Mirrors ferry.v1.PushHeader.
+struct PsPushHeader {
+  std::string job_id;
+  std::string worker_id;
+  int64_t generation = 0;
+  int64_t step = 0;          // sync: the step pushed for; async: worker clock
+  int64_t num_samples = 0;   // >= 1
+  int64_t base_version = 0;  // version the gradient was computed on
+};
+
+struct PsContributor {
+  std::string worker_id;
+  int64_t num_samples = 0;
+};
+
+// One version of the slice, immutable and shared by every reader.
+struct PsSnapshot {
+  int64_t version = 0;
+  std::vector<float> values;  // the whole slice, index 0 = range().begin
+};
+
+struct PsShardInfo {
+  std::string job_id;
+  int32_t shard_id = 0;
+  int32_t num_shards = 0;
+  int64_t version = 0;
+  int64_t num_elements = 0;
+  std::vector<int32_t> chunk_ids;
+  int64_t accepted_pushes = 0;
+  int64_t rejected_pushes = 0;
+  int64_t max_generation = 0;
+  int64_t max_staleness = 0;  // async only
+  int64_t sum_staleness = 0;  // async only; mean = sum / accepted_pushes
+  int64_t pending_pulls = 0;
+  std::map<std::string, int64_t> bytes_sent;      // by peer role
+  std::map<std::string, int64_t> bytes_received;  // by peer role
+};
+
+// A push being received; created by PsShard::BeginPush. Opaque to callers.
+class PsPushStaging {
+ public:
+  const PsPushHeader& header() const { return header_; }
+
+ private:
+  friend class PsShard;
+  PsPushHeader header_;
+  std::vector<float> grad_;  // the shard's slice
+  std::vector<bool> seen_;   // by owned chunk index
+  int64_t chunks_seen_ = 0;
+  absl::Status error_;  // first error; once set, the push is rejected
+};
+
+using PullWaitId = uint64_t;
+inline constexpr PullWaitId kNoPullWait = 0;
+
+class PsShard {
+ public:
+  // Called with the snapshot of the first version >= the one waited for, or
+  // with nullptr when the shard shuts its waits down (Shutdown()).
+  using ReadyCallback = std::function<void(std::shared_ptr<const PsSnapshot>)>;
+
+  // INVALID_ARGUMENT for an invalid config: empty job_id, shard_id outside
+  // [0, num_shards), bad tensor sizes / chunk size, invalid optimizer, or an
+  // initial_slice whose size is not the shard's range or holds non-finite
+  // values.
+  static absl::StatusOr<std::unique_ptr<PsShard>> Create(PsShardConfig config);
+
+  PsShard(const PsShard&) = delete;
+  PsShard& operator=(const PsShard&) = delete;
+
+  // Opens a push. Errors (each counted in rejected_pushes):
+  //  INVALID_ARGUMENT    empty worker_id, num_samples < 1, base_version < 0;
+  //  FAILED_PRECONDITION wrong job_id; sync: step != version() (below:
+  //                      already applied, above: not open yet); async:
+  //                      base_version > version();
+  //  ALREADY_EXISTS      sync: the worker already committed a push for this
+  //                      step; async: step <= the worker's last applied step;
+  //  ABORTED             header generation older than the newest generation
+  //                      named by FinalizeStep.
+  absl::StatusOr<std::unique_ptr<PsPushStaging>> BeginPush(
+      const PsPushHeader& header);
+
+  // Copies one chunk of `num_bytes` bytes (little-endian fp32) into `staging`.
+  // INVALID_ARGUMENT naming the chunk for an unknown id, a chunk owned by
+  // another shard, a chunk already added, a byte length other than
+  // 4 * chunk.length, or a non-finite value. After an error the staging is
+  // rejected for good (counted once). Takes no lock.
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        const void* data, size_t num_bytes);
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        absl::Span<const float> values) {
+    return AddChunk(staging, chunk_id, values.data(),
+                    values.size() * sizeof(float));
+  }
+
+  // Commits a push. Returns the version after the push was accepted (sync: the
+  // current version, the step is applied later; async: the version that
+  // includes this push). Errors: the staging's error, INVALID_ARGUMENT naming
+  // the first owned chunk missing, or any BeginPush error re-checked against
+  // the state at commit time. On error nothing changes but rejected_pushes.
+  absl::StatusOr<int64_t> CommitPush(std::unique_ptr<PsPushStaging> staging);
+
+  // Counts a push that the caller refused before it reached the shard (e.g. a
+  // stream without a header) in rejected_pushes; returns `status`.
+  absl::Status RejectPush(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Sync mode: applies step `step` over exactly `contributors` and returns the
+  // version after it. Idempotent: for an already applied step (step <
+  // version()) returns OK with the current version and changes nothing.
+  // Errors (nothing changes):
+  //  FAILED_PRECONDITION wrong job_id, async mode, step > version(), or a
+  //                      contributor that has not pushed this step here;
+  //  INVALID_ARGUMENT    no contributors, a repeated worker, num_samples < 1
+  //                      or different from the num_samples it pushed;
+  //  ABORTED             generation older than one already finalized;
+  //  INTERNAL            the optimizer failed.
+  absl::StatusOr<int64_t> FinalizeStep(
+      absl::string_view job_id, int64_t step,
+      absl::Span<const PsContributor> contributors, int64_t generation);
+
+  // Calls `ready` with a snapshot once version() >= min_version: inline
+  // (before returning kNoPullWait) when it already is, else later on the
+  // thread that applies that version. Returns an id for CancelWait.
+  // FAILED_PRECONDITION for a wrong job_id (`ready` is never called then).
+  absl::StatusOr<PullWaitId> WaitForVersion(absl::string_view job_id,
+                                            int64_t min_version,
+                                            ReadyCallback ready);
+  // Forgets a wait. Returns true when `ready` will never be called; false when
+  // it has been or is being called (possibly right now on another thread).
+  bool CancelWait(PullWaitId id);
+
+  // Calls every pending wait's callback with nullptr, and makes later
+  // WaitForVersion calls do the same at once, so that a server can drain its
+  // calls. Pushes and finalizes keep working.
+  void Shutdown();
+
+  // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
+  void RecordBytes(absl::string_view role, int64_t sent, int64_t received);
+
+  std::shared_ptr<const PsSnapshot> CurrentSnapshot();
+  int64_t version() const;
+  PsShardInfo Info() const;
+
+  // The config, without initial_slice (the slice lives in the shard).
+  const PsShardConfig& config() const { return config_; }
+  FlatRange range() const { return range_; }
+  // The chunks this shard owns, in flat order (ids are consecutive).
+  const std::vector<Chunk>& owned_chunks() const { return owned_; }
+
+ private:
+  struct Contribution {
+    int64_t num_samples = 0;
+    std::vector<float> grad;
+  };
+  struct Waiter {
+    int64_t min_version = 0;
+    ReadyCallback ready;
+  };
+  using ReadyList =
+      std::vector<std::pair<ReadyCallback, std::shared_ptr<const PsSnapshot>>>;
+
+  PsShard(PsShardConfig config, FlatRange range, std::vector<Chunk> all_chunks,
+          std::vector<float> params, std::unique_ptr<ComputeBackend> backend,
+          Optimizer optimizer);
+
+  absl::Status CheckHeaderLocked(const PsPushHeader& header) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies `grad` (already averaged) to the slice and bumps the version;
+  // moves the waits that become ready into `ready`.
+  absl::Status ApplyLocked(const float* grad, ReadyList& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const PsSnapshot> SnapshotLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Immutable after construction.
+  const PsShardConfig config_;
+  const std::vector<Chunk> all_chunks_;
+  const FlatRange range_;
+  std::vector<Chunk> owned_;
+  int32_t first_owned_id_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(mu_);
+  Optimizer optimizer_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sync: the open step's buffers by worker.
+  absl::flat_hash_map<std::string, Contribution> pending_ ABSL_GUARDED_BY(mu_);
+  // Async: last applied step by worker.
+  absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t accepted_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_staleness_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sum_staleness_ ABSL_GUARDED_BY(mu_) = 0;
+
+  mutable absl::Mutex bytes_mu_;
+  std::map<std::string, int64_t> bytes_sent_ ABSL_GUARDED_BY(bytes_mu_);
+  std::map<std::string, int64_t> bytes_received_ ABSL_GUARDED_BY(bytes_mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_PS_SHARD_H_

@@ -1,0 +1,132 @@
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
+#include "common/sharding.h"
+#include "common/shutdown_signal.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "proto/job_convert.h"
+#include "proto/rpc_util.h"
+#include "server/coordinator_service.h"
+#include "server/grpc_shard_control.h"
+#include "server/server_main.h"
+#include "worker/data_source.h"
+#include "worker/mlp.h"
+#include "worker/standalone_trainer.h"
+
+namespace ferry {
+namespace {
+
+// DDP's default bucket: 25 MiB of fp32.
+constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "ferry-server (coordinator): %s\n", status.ToString().c_str());
+  return 1;
+}
+
+absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model,
+                                     int64_t epoch_size) {
+  v1::JobSpec job;
+  job.set_job_id(f.job_id);
+  job.set_model(f.model);
+  job.set_dataset(f.dataset);
+  job.set_data_dir(f.data_dir);
+  job.set_global_batch(f.global_batch);
+  job.set_epochs(f.epochs);
+  job.set_seed(f.seed);
+  ASSIGN_OR_RETURN(v1::Mode mode, ParseMode(f.mode));
+  job.set_mode(mode);
+  v1::Consistency consistency;
+  int staleness = 0;
+  RETURN_IF_ERROR(ParseConsistency(f.consistency, &consistency, &staleness));
+  job.set_consistency(consistency);
+  job.set_staleness(staleness);
+  job.set_sync_quorum(f.sync_quorum);
+  if (mode == v1::MODE_PS && f.shards.empty()) {
+    return absl::InvalidArgumentError("PS mode needs --shards HOST:PORT[,HOST:PORT...]");
+  }
+  for (const std::string& s : f.shards) job.add_shard_addresses(s);
+  job.set_max_chunk_elements(f.max_chunk_elements > 0 ? f.max_chunk_elements
+                                                      : kDefaultMaxChunkElements);
+  job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements : kDefaultBucketElements);
+  job.set_max_steps(f.max_steps);
+  for (const TensorSlot& t : model.layout().tensors()) {
+    v1::TensorSpec* spec = job.add_tensors();
+    spec->set_name(t.name);
+    for (int64_t d : t.shape) spec->add_shape(d);
+  }
+  // The schedule counts optimizer updates: one per step in sync mode, one
+  // per push (global_batch / workers samples) in async mode.
+  OptimizerConfig optimizer = f.optimizer;
+  const int64_t steps_per_epoch = (epoch_size + f.global_batch - 1) / f.global_batch;
+  const int workers = std::max(1, f.expected_workers > 0 ? f.expected_workers : f.min_workers);
+  ResolveScheduleLength(optimizer,
+                        consistency == v1::CONSISTENCY_SYNC ? steps_per_epoch
+                                                            : steps_per_epoch * workers,
+                        f.epochs);
+  RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
+  *job.mutable_optimizer() = ToProto(optimizer);
+  return job;
+}
+
+}  // namespace
+
+int RunCoordinator(const CoordinatorFlags& f) {
+  auto sizes = ParseMlpSpec(f.model);
+  if (!sizes.ok()) return Fail(sizes.status());
+  auto backend = MakeCpuBackend(1);
+  auto model = Mlp::Create(*sizes, backend.get());
+  if (!model.ok()) return Fail(model.status());
+  auto data = LoadTrainTest(f.dataset, f.data_dir, model->input_dim(), model->num_classes(),
+                            f.seed);
+  if (!data.ok()) return Fail(data.status());
+  auto job = BuildJob(f, *model, data->train.num_samples);
+  if (!job.ok()) return Fail(job.status());
+
+  std::unique_ptr<GrpcShardControl> shards;
+  if (job->mode() == v1::MODE_PS) {
+    auto control = GrpcShardControl::Create(*job, std::move(data->test));
+    if (!control.ok()) return Fail(control.status());
+    shards = std::move(*control);
+  }
+  CoordinatorOptions options;
+  options.job = *job;
+  options.epoch_size = data->train.num_samples;
+  options.min_workers = f.min_workers;
+  options.max_workers = f.max_workers;
+  options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  auto core = Coordinator::Create(options, shards.get());
+  if (!core.ok()) return Fail(core.status());
+
+  CoordinatorService service(core->get());
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  int port = 0;
+  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
+  }
+  if (absl::Status s = WritePortFile(f.port_file, port); !s.ok()) return Fail(s);
+  std::fprintf(stderr,
+               "ferry-server: coordinator of job %s listening on port %d (%s, %s, %s, "
+               "%d epochs of %lld samples, global batch %d)\n",
+               job->job_id().c_str(), port, ModeName(job->mode()).c_str(),
+               ConsistencyName(job->consistency(), job->staleness()).c_str(),
+               job->model().c_str(), job->epochs(),
+               static_cast<long long>(options.epoch_size), job->global_batch());
+
+  while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
+  }
+  std::fprintf(stderr, "ferry-server: coordinator shutting down\n");
+  (*core)->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace ferry

@@ -1,0 +1,101 @@
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cpu_backend.h"
+#include "common/sharding.h"
+#include "common/shutdown_signal.h"
+#include "common/status_macros.h"
+#include "ferry/v1/coordinator.grpc.pb.h"
+#include "proto/job_convert.h"
+#include "proto/rpc_util.h"
+#include "server/ps_server.h"
+#include "server/ps_shard.h"
+#include "server/server_main.h"
+#include "worker/mlp.h"
+
+namespace ferry {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "ferry-server (ps): %s\n", status.ToString().c_str());
+  return 1;
+}
+
+// Fetches the job from the coordinator, retrying while it is unreachable.
+absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address, absl::Duration timeout) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  const absl::Time give_up = absl::Now() + timeout;
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(2));
+    v1::JobSpec job;
+    const grpc::Status status = stub->GetJob(&context, v1::GetJobRequest(), &job);
+    if (status.ok()) return job;
+    const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retryable || absl::Now() > give_up) {
+      return absl::Status(FromGrpcStatus(status).code(),
+                          absl::StrCat("cannot fetch the job from the coordinator at ",
+                                       address, ": ", status.error_message()));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_id) {
+  if (shard_id < 0 || shard_id >= job.shard_addresses_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard-id ", shard_id, " is outside the job's ", job.shard_addresses_size(),
+        " shards"));
+  }
+  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
+  auto backend = MakeCpuBackend(1);
+  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend.get()));
+  const std::vector<float> init = model.InitialParameters(job.seed());
+  const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
+                                     job.shard_addresses_size(), shard_id);
+  PsShardConfig config;
+  config.job_id = job.job_id();
+  config.shard_id = shard_id;
+  config.num_shards = job.shard_addresses_size();
+  config.tensor_sizes = model.layout().TensorSizes();
+  config.max_chunk_elements = job.max_chunk_elements();
+  config.optimizer = FromProto(job.optimizer());
+  config.consistency = job.consistency() == v1::CONSISTENCY_SYNC ? PsConsistency::kSync
+                                                                : PsConsistency::kAsync;
+  config.initial_slice.assign(init.begin() + range.begin, init.begin() + range.end);
+  return config;
+}
+
+}  // namespace
+
+int RunPsShard(const PsFlags& f) {
+  if (f.coordinator.empty()) {
+    std::fprintf(stderr, "ferry-server (ps): --coordinator HOST:PORT is required\n");
+    return 2;
+  }
+  auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
+  if (!job.ok()) return Fail(job.status());
+  auto config = ShardConfigFor(*job, f.shard_id);
+  if (!config.ok()) return Fail(config.status());
+  const size_t owned = config->initial_slice.size();
+  auto shard = PsShard::Create(std::move(*config));
+  if (!shard.ok()) return Fail(shard.status());
+  auto server = StartPsServer(shard->get(), f.listen);
+  if (!server.ok()) return Fail(server.status());
+  if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok()) return Fail(s);
+  std::fprintf(stderr,
+               "ferry-server: PS shard %d/%d of job %s listening on port %d (%zu parameters)\n",
+               f.shard_id, job->shard_addresses_size(), job->job_id().c_str(), server->port,
+               owned);
+  while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
+  }
+  std::fprintf(stderr, "ferry-server: PS shard %d shutting down\n", f.shard_id);
+  server->Shutdown(absl::Seconds(2));
+  return 0;
+}
+
+}  // namespace ferry

@@ -1,0 +1,56 @@
+// The wiring of ferry-server's two roles (main.cc only parses flags).
+#ifndef FERRY_SERVER_SERVER_MAIN_H_
+#define FERRY_SERVER_SERVER_MAIN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/optimizer_config.h"
+
+namespace ferry {
+
+struct CoordinatorFlags {
+  std::string listen = "0.0.0.0:7070";
+  std::string port_file;  // write the bound port here (for --listen ...:0)
+  std::string job_id = "ferry-job";
+  std::string model = "784-256-128-10";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  OptimizerConfig optimizer;
+  int global_batch = 128;
+  int epochs = 15;
+  uint64_t seed = 1;
+  std::string mode = "ps";
+  std::string consistency = "sync";
+  int sync_quorum = 0;
+  std::vector<std::string> shards;
+  int64_t max_chunk_elements = 0;  // 0: the default
+  int64_t bucket_elements = 0;     // 0: the default
+  int64_t max_steps = 0;
+  int min_workers = 1;
+  int max_workers = 0;
+  int expected_workers = 0;  // async schedule length; 0: min_workers
+  double heartbeat_timeout_s = 5.0;
+};
+
+struct PsFlags {
+  std::string listen = "0.0.0.0:7071";
+  std::string port_file;
+  std::string coordinator;
+  int shard_id = 0;
+  double connect_timeout_s = 60.0;
+};
+
+// Writes `port` to `path` atomically (temp file + rename) so a launcher
+// polling the file never reads half of it. No-op for an empty path.
+absl::Status WritePortFile(const std::string& path, int port);
+
+// Run until SIGINT/SIGTERM. Return the process exit code; errors are
+// printed to stderr. BlockShutdownSignals() must have been called.
+int RunCoordinator(const CoordinatorFlags& flags);
+int RunPsShard(const PsFlags& flags);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SERVER_MAIN_H_

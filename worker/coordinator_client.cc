@@ -1,0 +1,144 @@
+#include "worker/coordinator_client.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+
+CoordinatorClient::CoordinatorClient(
+    std::unique_ptr<v1::Coordinator::StubInterface> stub,
+    CoordinatorClientOptions options)
+    : stub_(std::move(stub)), options_(std::move(options)) {}
+
+std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
+    const std::string& address, CoordinatorClientOptions options) {
+  return std::make_unique<CoordinatorClient>(
+      v1::Coordinator::NewStub(MakeChannel(address)), std::move(options));
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> CoordinatorClient::Call(
+    grpc::Status (v1::Coordinator::StubInterface::*method)(
+        grpc::ClientContext*, const Request&, Response*),
+    const Request& request, absl::Duration timeout, bool retry) {
+  const absl::Time give_up = absl::Now() + options_.retry.budget;
+  absl::Duration backoff = options_.retry.initial_backoff;
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout);
+    Response response;
+    counter_.AddSent(static_cast<int64_t>(request.ByteSizeLong()));
+    const absl::Status status =
+        FromGrpcStatus(((*stub_).*method)(&context, request, &response));
+    if (status.ok()) {
+      counter_.AddReceived(static_cast<int64_t>(response.ByteSizeLong()));
+      return response;
+    }
+    const bool cancelled = options_.cancel != nullptr && options_.cancel->load();
+    if (!retry || !absl::IsUnavailable(status) || cancelled ||
+        absl::Now() + backoff > give_up) {
+      return status;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, options_.retry.max_backoff);
+  }
+}
+
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
+    const v1::RegisterRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Register, request,
+              options_.rpc_timeout, /*retry=*/true);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
+    const v1::HeartbeatRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Heartbeat, request,
+              options_.short_timeout, /*retry=*/false);
+}
+
+absl::StatusOr<v1::NextTaskResponse> CoordinatorClient::NextTask(
+    const v1::NextTaskRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::NextTask, request,
+              options_.rpc_timeout, /*retry=*/true);
+}
+
+absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Leave, request,
+              options_.short_timeout, /*retry=*/false)
+      .status();
+}
+
+Heartbeater::Heartbeater(CoordinatorClient* client, std::string worker_id,
+                         int64_t generation, absl::Duration interval)
+    : client_(client),
+      worker_id_(std::move(worker_id)),
+      interval_(interval),
+      generation_(generation) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Heartbeater::~Heartbeater() { Stop(); }
+
+void Heartbeater::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Heartbeater::evicted() const {
+  absl::MutexLock lock(&mu_);
+  return evicted_;
+}
+
+int64_t Heartbeater::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+void Heartbeater::ObserveGeneration(int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  generation_ = std::max(generation_, generation);
+}
+
+void Heartbeater::Loop() {
+  absl::StatusCode last_code = absl::StatusCode::kOk;
+  while (true) {
+    v1::HeartbeatRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_);
+      if (stop_) return;
+      request.set_worker_id(worker_id_);
+      request.set_generation(generation_);
+    }
+    absl::StatusOr<v1::HeartbeatResponse> response = client_->Heartbeat(request);
+    if (response.ok()) {
+      ObserveGeneration(response->generation());
+      if (last_code != absl::StatusCode::kOk) {
+        std::fprintf(stderr, "ferry-worker: heartbeats accepted again\n");
+      }
+      last_code = absl::StatusCode::kOk;
+      continue;
+    }
+    if (absl::IsNotFound(response.status())) {
+      std::fprintf(stderr, "ferry-worker: evicted by the coordinator: %s\n",
+                   std::string(response.status().message()).c_str());
+      absl::MutexLock lock(&mu_);
+      evicted_ = true;
+      return;
+    }
+    if (response.status().code() != last_code) {
+      std::fprintf(stderr, "ferry-worker: heartbeat failed (will keep trying): %s\n",
+                   response.status().ToString().c_str());
+    }
+    last_code = response.status().code();
+  }
+}
+
+}  // namespace ferry

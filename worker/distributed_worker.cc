@@ -1,0 +1,392 @@
+#include "worker/distributed_worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "worker/batch_stager.h"
+#include "worker/coordinator_client.h"
+#include "worker/data_source.h"
+#include "worker/mlp.h"
+#include "worker/sampler.h"
+
+namespace ferry {
+namespace {
+
+constexpr int kMaxConsecutiveFailures = 10;
+constexpr int64_t kLogEverySteps = 50;
+
+void Log(const std::string& line) { std::fprintf(stderr, "ferry-worker: %s\n", line.c_str()); }
+
+// Failures after which the worker gives the step up and asks for the next.
+bool IsStepRetriable(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+void AddBytes(const std::string& role, const TransferBytes& bytes, v1::ByteCounts* out) {
+  (*out->mutable_sent())[role] = bytes.sent;
+  (*out->mutable_received())[role] = bytes.received;
+}
+
+// FAILED_PRECONDITION unless the job's tensor list (when given) is the model's.
+absl::Status CheckTensors(const v1::JobSpec& job, const ParameterLayout& layout) {
+  if (job.tensors_size() == 0) return absl::OkStatus();
+  bool same = job.tensors_size() == static_cast<int>(layout.tensors().size());
+  for (int i = 0; same && i < job.tensors_size(); ++i) {
+    const TensorSlot& slot = layout.tensors()[i];
+    same = job.tensors(i).name() == slot.name &&
+           std::equal(job.tensors(i).shape().begin(), job.tensors(i).shape().end(),
+                      slot.shape.begin(), slot.shape.end());
+  }
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the job's tensor list does not match its model '", job.model(), "'"));
+}
+
+class Worker {
+ public:
+  explicit Worker(const WorkerOptions& options) : options_(options) {}
+
+  absl::StatusOr<WorkerSummary> Run() {
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(Join());
+    absl::Status status = Setup();
+    if (status.ok()) status = Loop();
+    heartbeater_->Stop();
+    if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
+      v1::LeaveRequest leave;
+      leave.set_worker_id(worker_id_);
+      const absl::Status left = coordinator_->Leave(leave);
+      if (!left.ok()) Log(absl::StrCat("leave failed: ", left.ToString()));
+    }
+    if (!status.ok()) return status;
+    summary_.ps_bytes = ps_->bytes();
+    summary_.coordinator_bytes = coordinator_->bytes();
+    summary_.wall_seconds = Seconds(start);
+    return summary_;
+  }
+
+ private:
+  bool stop_requested() const {
+    return options_.stop_requested != nullptr && options_.stop_requested->load();
+  }
+
+  // Registers and starts heartbeats.
+  absl::Status Join() {
+    CoordinatorClientOptions copts;
+    copts.rpc_timeout = options_.rpc_timeout;
+    copts.short_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
+    copts.retry = options_.retry;
+    copts.cancel = options_.stop_requested;
+    coordinator_ = CoordinatorClient::Connect(options_.coordinator_address, copts);
+    v1::RegisterRequest request;
+    request.set_peer_address(options_.peer_listen_address);
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    request.set_hostname(host);
+    request.set_pid(getpid());
+    absl::StatusOr<v1::RegisterResponse> reg = coordinator_->Register(request);
+    if (!reg.ok()) {
+      return absl::Status(reg.status().code(),
+                          absl::StrCat("register with coordinator ", options_.coordinator_address,
+                                       ": ", reg.status().message()));
+    }
+    job_ = reg->job();
+    worker_id_ = reg->worker_id();
+    summary_.worker_id = worker_id_;
+    summary_.job_id = job_.job_id();
+    const int64_t interval_ms = reg->heartbeat_interval_ms();
+    const absl::Duration interval =
+        absl::Milliseconds(interval_ms > 0 ? std::max<int64_t>(interval_ms, 50) : 1000);
+    heartbeater_ = std::make_unique<Heartbeater>(coordinator_.get(), worker_id_,
+                                                 reg->generation(), interval);
+    Log(absl::StrFormat("registered with %s as %s: job %s, generation %d, model %s, %s, %d shards",
+                        options_.coordinator_address, worker_id_, job_.job_id(),
+                        reg->generation(), job_.model(), job_.dataset(),
+                        job_.shard_addresses_size()));
+    return absl::OkStatus();
+  }
+
+  // Checks the job, then loads data and builds backend, model, buffers and
+  // the PS client.
+  absl::Status Setup() {
+    if (job_.mode() != v1::MODE_PS) {
+      return absl::UnimplementedError("ring mode is not implemented by this worker");
+    }
+    if (job_.shard_addresses_size() == 0) {
+      return absl::FailedPreconditionError("the job lists no parameter-server shards");
+    }
+    ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job_.model()));
+    ASSIGN_OR_RETURN(backend_, MakeBackend(options_.device, options_.threads));
+    summary_.device = backend_->Name();
+    ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend_.get()));
+    model_.emplace(std::move(model));
+    RETURN_IF_ERROR(CheckTensors(job_, model_->layout()));
+    ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(), model_->input_dim(),
+                                          model_->num_classes(), job_.seed()));
+    const int64_t n = model_->layout().total_elements();
+    ASSIGN_OR_RETURN(params_, backend_->Allocate(n));
+    ASSIGN_OR_RETURN(grads_, backend_->Allocate(n));
+    if (!backend_->IsHostMemory()) {
+      ASSIGN_OR_RETURN(host_params_, backend_->AllocateHost(n));
+      ASSIGN_OR_RETURN(host_grads_, backend_->AllocateHost(n));
+    }
+    GrpcParameterClientOptions popts;
+    popts.job_id = job_.job_id();
+    popts.worker_id = worker_id_;
+    popts.shard_addresses.assign(job_.shard_addresses().begin(), job_.shard_addresses().end());
+    ASSIGN_OR_RETURN(popts.chunks,
+                     PlaceChunks(model_->layout().TensorSizes(), job_.shard_addresses_size(),
+                                 job_.max_chunk_elements() > 0 ? job_.max_chunk_elements()
+                                                               : kDefaultMaxChunkElements));
+    popts.rpc_timeout = options_.rpc_timeout;
+    popts.retry = options_.retry;
+    ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
+    Log(absl::StrFormat("%d parameters, %d train samples, device %s", n,
+                        data_.train.num_samples, summary_.device));
+    return absl::OkStatus();
+  }
+
+  absl::Status Loop() {
+    std::optional<v1::StepReport> done;
+    int failures = 0;
+    while (true) {
+      if (heartbeater_->evicted()) return Evicted();
+      const bool stopping = stop_requested();
+      if (stopping && !done.has_value()) break;
+      v1::NextTaskRequest request;
+      request.set_worker_id(worker_id_);
+      request.set_generation(heartbeater_->generation());
+      if (done.has_value()) *request.mutable_done() = *done;
+      const absl::Time asked = absl::Now();
+      absl::StatusOr<v1::NextTaskResponse> lease = coordinator_->NextTask(request);
+      if (absl::IsNotFound(lease.status())) return Evicted();
+      if (stopping) break;  // the last report went out; Leave releases any new lease
+      if (absl::IsAborted(lease.status())) {
+        done.reset();  // a step we are no longer part of
+        continue;
+      }
+      if (absl::IsDeadlineExceeded(lease.status()) && ++failures < kMaxConsecutiveFailures) {
+        continue;
+      }
+      if (!lease.ok()) return lease.status();
+      done.reset();
+      heartbeater_->ObserveGeneration(lease->generation());
+      if (lease->action() == v1::NextTaskResponse::FINISH) {
+        summary_.end_reason = "finished";
+        break;
+      }
+      if (lease->action() == v1::NextTaskResponse::WAIT) {
+        // The coordinator long-polls; do not spin if it answered at once.
+        absl::SleepFor(absl::Milliseconds(100) - (absl::Now() - asked));
+        continue;
+      }
+      absl::StatusOr<v1::StepReport> report = Train(*lease);
+      if (!report.ok()) {
+        if (!IsStepRetriable(report.status())) return report.status();
+        ++summary_.abandoned_steps;
+        Log(absl::StrCat("abandoned step ", lease->step(), ": ", report.status().ToString()));
+        if (++failures >= kMaxConsecutiveFailures) return report.status();
+        continue;
+      }
+      failures = 0;
+      done = *std::move(report);
+    }
+    if (summary_.end_reason.empty()) summary_.end_reason = "stopped";
+    Log(absl::StrFormat("%s after %d steps (%d samples, %d abandoned); leaving",
+                        summary_.end_reason, summary_.steps, summary_.samples,
+                        summary_.abandoned_steps));
+    return absl::OkStatus();
+  }
+
+  absl::Status Evicted() const {
+    return absl::NotFoundError(absl::StrCat(
+        "worker ", worker_id_, " was evicted by coordinator ", options_.coordinator_address,
+        " (missed heartbeats or removed); it stops without finishing its step"));
+  }
+
+  // The epoch's permutation, cached for the current and the previous epoch.
+  const std::vector<int64_t>& Permutation(int64_t epoch, int64_t epoch_size) {
+    auto it = permutations_.find(epoch);
+    if (it == permutations_.end() || static_cast<int64_t>(it->second.size()) != epoch_size) {
+      it = permutations_.insert_or_assign(epoch, EpochPermutation(epoch_size, job_.seed(), epoch,
+                                                                  /*shuffle=*/true))
+               .first;
+    }
+    while (permutations_.begin()->first < epoch - 1) permutations_.erase(permutations_.begin());
+    return it->second;
+  }
+
+  absl::StatusOr<std::vector<int64_t>> SampleIndices(const v1::NextTaskResponse& lease) {
+    const int64_t epoch_size = lease.epoch_size();
+    if (epoch_size <= 0 || epoch_size > data_.train.num_samples) {
+      return absl::InvalidArgumentError(absl::StrCat("lease for step ", lease.step(), ": epoch size ",
+                                                     epoch_size, " does not fit the ",
+                                                     data_.train.num_samples, " train samples"));
+    }
+    std::vector<int64_t> indices;
+    for (const v1::DataTask& task : lease.tasks()) {
+      if (task.epoch() < 0 || task.begin() < 0 || task.begin() >= task.end() ||
+          task.end() > epoch_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "lease for step ", lease.step(), ": task ", task.task_id(), " covers [",
+            task.begin(), ", ", task.end(), ") of an epoch of ", epoch_size));
+      }
+      const std::vector<int64_t>& order = Permutation(task.epoch(), epoch_size);
+      indices.insert(indices.end(), order.begin() + task.begin(), order.begin() + task.end());
+    }
+    if (indices.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lease for step ", lease.step(), " has no samples"));
+    }
+    return indices;
+  }
+
+  // One TRAIN lease: pull, forward + backward with overlapped push, finish.
+  absl::StatusOr<v1::StepReport> Train(const v1::NextTaskResponse& lease) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices, SampleIndices(lease));
+    const int batch = static_cast<int>(indices.size());
+    const absl::Time compute_start = absl::Now();
+    if (!stager_.has_value() || stager_max_ < batch) {
+      stager_max_ = std::max({batch, job_.global_batch(), 1});
+      ASSIGN_OR_RETURN(BatchStager stager,
+                       BatchStager::Create(backend_.get(), model_->input_dim(), stager_max_));
+      stager_.emplace(std::move(stager));
+    }
+    RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
+    double compute = Seconds(compute_start);
+
+    const absl::Time pull_start = absl::Now();
+    const int64_t n = model_->layout().total_elements();
+    float* pull_target = backend_->IsHostMemory() ? params_.data() : host_params_.data();
+    ASSIGN_OR_RETURN(const int64_t version, ps_->Pull(lease.pull_version(), pull_target));
+    if (!backend_->IsHostMemory()) {
+      RETURN_IF_ERROR(backend_->CopyToDevice(host_params_.data(), n, params_.data()));
+    }
+    double comm = Seconds(pull_start);
+
+    PushInfo info;
+    info.generation = lease.generation() > 0 ? lease.generation() : heartbeater_->generation();
+    info.step = lease.step();
+    info.num_samples = batch;
+    info.base_version = version;
+    ASSIGN_OR_RETURN(std::unique_ptr<PushSession> push, ps_->BeginPush(info));
+    absl::Status ready_status;
+    const auto on_ready = [&](int64_t offset, int64_t length) {
+      if (!ready_status.ok()) return;
+      const float* host = nullptr;
+      if (backend_->IsHostMemory()) {
+        ready_status = backend_->Synchronize();
+        host = grads_.data() + offset;
+      } else {
+        ready_status =
+            backend_->CopyToHost(grads_.data() + offset, length, host_grads_.data() + offset);
+        host = host_grads_.data() + offset;
+      }
+      if (ready_status.ok()) ready_status = push->Ready(offset, length, host);
+    };
+    const absl::Time backward_start = absl::Now();
+    ASSIGN_OR_RETURN(LossStats stats,
+                     model_->ForwardBackward(params_.data(), stager_->inputs(), stager_->labels(),
+                                             batch, /*grad_scale=*/1.0f, grads_.data(), on_ready));
+    RETURN_IF_ERROR(ready_status);
+    compute += Seconds(backward_start);
+    const absl::Time finish_start = absl::Now();
+    RETURN_IF_ERROR(push->Finish());
+    comm += Seconds(finish_start);
+
+    ++summary_.steps;
+    summary_.samples += batch;
+    summary_.loss_sum += stats.loss_sum;
+    summary_.correct += stats.correct;
+    summary_.compute_seconds += compute;
+    summary_.comm_seconds += comm;
+    v1::StepReport report;
+    report.set_step(lease.step());
+    report.set_task_id(lease.tasks(0).task_id());
+    report.set_loss_sum(stats.loss_sum);
+    report.set_correct(stats.correct);
+    report.set_num_samples(batch);
+    report.set_compute_seconds(compute);
+    report.set_comm_seconds(comm);
+    AddBytes("ps", ps_->bytes(), report.mutable_bytes());
+    AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
+    if (summary_.steps % kLogEverySteps == 0) {
+      Log(absl::StrFormat("step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
+                          lease.step(), lease.epoch(), stats.loss_sum / batch, compute, comm));
+    }
+    return report;
+  }
+
+  const WorkerOptions& options_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
+  std::unique_ptr<Heartbeater> heartbeater_;
+  std::unique_ptr<ParameterClient> ps_;
+  v1::JobSpec job_;
+  std::string worker_id_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::optional<Mlp> model_;
+  TrainTestData data_;
+  DeviceBuffer params_, grads_;            // backend memory
+  DeviceBuffer host_params_, host_grads_;  // pinned staging, non-host backends only
+  std::optional<BatchStager> stager_;
+  int stager_max_ = 0;
+  std::map<int64_t, std::vector<int64_t>> permutations_;  // epoch -> order
+  WorkerSummary summary_;
+};
+
+}  // namespace
+
+nlohmann::json WorkerSummary::ToJson() const {
+  const auto bytes = [](const TransferBytes& b) {
+    return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
+  };
+  return {{"worker_id", worker_id},
+          {"job_id", job_id},
+          {"device", device},
+          {"end_reason", end_reason},
+          {"steps", steps},
+          {"samples", samples},
+          {"abandoned_steps", abandoned_steps},
+          {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
+          {"train_accuracy", samples > 0 ? static_cast<double>(correct) / samples : 0.0},
+          {"wall_seconds", wall_seconds},
+          {"compute_seconds", compute_seconds},
+          {"comm_seconds", comm_seconds},
+          {"bytes", {{"ps", bytes(ps_bytes)}, {"coordinator", bytes(coordinator_bytes)}}}};
+}
+
+absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options) {
+  if (options.coordinator_address.empty()) {
+    return absl::InvalidArgumentError("no coordinator address");
+  }
+  if (options.threads < 1 || options.rpc_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("threads and rpc timeout must be > 0");
+  }
+  Worker worker(options);
+  return worker.Run();
+}
+
+}  // namespace ferry

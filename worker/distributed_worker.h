@@ -1,0 +1,85 @@
+// A stateless worker of a job run by a coordinator (PS mode):
+//
+//   Register -> heartbeat thread -> load data, build model and backend ->
+//   loop { NextTask(report of the previous step):
+//            TRAIN:  pull version >= pull_version from every shard, forward
+//                    and backward over the leased samples (gradient SUM),
+//                    pushing each layer's gradient to every shard while the
+//                    earlier layers still run backward;
+//            WAIT:   ask again;
+//            FINISH: leave }
+//
+// The samples of a DataTask are EpochPermutation(epoch_size, job.seed, epoch,
+// shuffle = true)[begin, end), so every worker and the standalone trainer
+// agree on them.
+#ifndef FERRY_WORKER_DISTRIBUTED_WORKER_H_
+#define FERRY_WORKER_DISTRIBUTED_WORKER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/compute_backend.h"
+#include "nlohmann/json.hpp"
+#include "worker/ps_client.h"
+
+namespace ferry {
+
+struct WorkerOptions {
+  std::string coordinator_address;  // HOST:PORT
+  DeviceChoice device = DeviceChoice::kAuto;
+  int threads = 1;  // BLAS threads (CPU backend)
+  // Deadline of Register, NextTask, every Pull and Push attempt. Pulls may
+  // wait for other workers' gradients in sync mode, so keep it long.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // Backoff for UNAVAILABLE coordinator and shards (restarting peers).
+  RetryPolicy retry;
+  // Where this worker's peer service listens (ring mode, not used yet); sent
+  // to the coordinator at Register.
+  std::string peer_listen_address;
+  // Not owned; may be set at any time (e.g. by a signal handler). The worker
+  // then finishes the step it is in (an RPC in flight ends within
+  // rpc_timeout), reports it, leaves the job and returns OK.
+  const std::atomic<bool>* stop_requested = nullptr;
+};
+
+struct WorkerSummary {
+  std::string worker_id;
+  std::string job_id;
+  std::string device;
+  std::string end_reason;       // "finished" (coordinator said FINISH) or "stopped"
+  int64_t steps = 0;            // steps whose gradient every shard accepted
+  int64_t samples = 0;          // samples in those steps
+  int64_t abandoned_steps = 0;  // leased steps given up (see below)
+  double loss_sum = 0.0;        // over `samples`
+  int64_t correct = 0;
+  double wall_seconds = 0.0;
+  double compute_seconds = 0.0;
+  double comm_seconds = 0.0;  // pull + push not overlapped with compute
+  TransferBytes ps_bytes;
+  TransferBytes coordinator_bytes;
+
+  nlohmann::json ToJson() const;
+};
+
+// Runs the worker until the coordinator says FINISH or stop is requested.
+//
+// A step that fails with UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED (stale
+// generation), FAILED_PRECONDITION (step not open), ALREADY_EXISTS or
+// CANCELLED is abandoned: nothing is reported for it and the worker asks for
+// the next task; 10 such failures in a row end the worker with the last one.
+//
+// Errors: NOT_FOUND when the coordinator evicted this worker; UNAVAILABLE
+// when the coordinator stays unreachable through the retry budget;
+// FAILED_PRECONDITION / RESOURCE_EXHAUSTED when Register is refused, or when
+// the job's tensors do not match its model; UNIMPLEMENTED for ring mode;
+// INVALID_ARGUMENT for a lease without samples or outside the dataset;
+// DATA_LOSS from a shard sending a bad pull; errors of dataset loading and
+// the backend as they come.
+absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options);
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_DISTRIBUTED_WORKER_H_

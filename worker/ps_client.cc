@@ -1,0 +1,551 @@
+#include "worker/ps_client.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/v1/ps.grpc.pb.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+
+static_assert(std::endian::native == std::endian::little,
+              "tensor bytes on the wire are little-endian fp32");
+
+struct GrpcParameterClient::Shard {
+  int id = 0;
+  std::string address;
+  std::unique_ptr<v1::ParameterServer::Stub> stub;
+  int64_t num_chunks = 0;  // chunks this shard owns
+};
+
+namespace {
+
+using Shard = GrpcParameterClient::Shard;
+
+absl::Status Annotate(const absl::Status& status, const Shard& shard) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("ps shard ", shard.id, " (",
+                                                  shard.address, "): ",
+                                                  status.message()));
+}
+
+// Counts the calls of one round down to zero. A call's last action is Done().
+class CallGroup {
+ public:
+  explicit CallGroup(int calls) : pending_(calls) {}
+
+  void Done(bool fatal) {
+    absl::MutexLock lock(&mu_);
+    --pending_;
+    fatal_ = fatal_ || fatal;
+  }
+  // Waits until every call is done or one failed fatally; returns whether one
+  // failed fatally.
+  bool WaitAllOrFatal() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &CallGroup::AllDoneOrFatal));
+    return fatal_;
+  }
+  void WaitAll() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &CallGroup::AllDone));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_);
+  bool fatal_ ABSL_GUARDED_BY(mu_) = false;
+
+  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; }
+  bool AllDoneOrFatal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_ == 0 || fatal_;
+  }
+};
+
+// One Pull from one shard, writing each chunk straight into the flat buffer.
+// Reactions of one call never run concurrently; status() and version() are
+// read after the group saw Done().
+class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
+ public:
+  static constexpr int64_t kNoVersion = -1;
+
+  PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
+           const v1::PullRequest& request, absl::Duration timeout, float* flat,
+           ByteCounter* counter, CallGroup* group)
+      : shard_(shard), chunks_(chunks), request_(request), timeout_(timeout),
+        flat_(flat), counter_(counter), group_(group), seen_(chunks.size(), 0) {}
+
+  void Start() {
+    SetDeadline(context_, timeout_);
+    shard_.stub->async()->Pull(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void Cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // end of stream or failure: OnDone follows
+    counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
+    error_ = Accept();
+    if (!error_.ok()) {
+      context_.TryCancel();
+      return;
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& grpc_status) override {
+    absl::Status status = error_.ok() ? FromGrpcStatus(grpc_status) : error_;
+    if (status.ok() && received_ != shard_.num_chunks) {
+      status = absl::DataLossError(absl::StrCat("pull returned ", received_,
+                                                " of ", shard_.num_chunks, " chunks"));
+    }
+    if (status.ok() && received_ > 0 && version_ < request_.min_version()) {
+      status = absl::DataLossError(absl::StrCat("pull returned version ", version_,
+                                                " below min_version ",
+                                                request_.min_version()));
+    }
+    status_ = Annotate(status, shard_);
+    group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
+  }
+
+  absl::Status status() const { return status_; }
+  int64_t version() const { return received_ > 0 ? version_ : kNoVersion; }
+
+ private:
+  absl::Status Accept() {
+    const int64_t id = response_.chunk_id();
+    if (id < 0 || id >= static_cast<int64_t>(chunks_.size()) ||
+        chunks_[id].shard != shard_.id) {
+      return absl::DataLossError(absl::StrCat("pull sent chunk ", id,
+                                              ", which the shard does not own"));
+    }
+    if (seen_[id]) {
+      return absl::DataLossError(absl::StrCat("pull sent chunk ", id, " twice"));
+    }
+    const Chunk& chunk = chunks_[id];
+    const std::string& data = response_.data();
+    if (data.size() != static_cast<size_t>(chunk.length) * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat("pull sent ", data.size(),
+                                              " bytes for chunk ", id, " of ",
+                                              chunk.length, " floats"));
+    }
+    if (received_ > 0 && response_.version() != version_) {
+      return absl::DataLossError(absl::StrCat("pull mixed versions ", version_,
+                                              " and ", response_.version()));
+    }
+    version_ = response_.version();
+    std::memcpy(flat_ + chunk.flat_offset, data.data(), data.size());
+    seen_[id] = 1;
+    ++received_;
+    return absl::OkStatus();
+  }
+
+  const Shard& shard_;
+  const std::vector<Chunk>& chunks_;
+  const v1::PullRequest request_;
+  const absl::Duration timeout_;
+  float* const flat_;
+  ByteCounter* const counter_;
+  CallGroup* const group_;
+  grpc::ClientContext context_;
+  v1::PullResponse response_;
+  std::vector<char> seen_;  // [chunk id]
+  int64_t received_ = 0;
+  int64_t version_ = 0;
+  absl::Status error_;
+  absl::Status status_;
+};
+
+// One Push stream to one shard. Messages (the header first) are queued by
+// Enqueue() and written one at a time; Close() half-closes once the queue is
+// drained. A hold keeps the call open until Close(), so that Enqueue() from
+// the trainer thread never races the end of the call. The messages are kept
+// for a retry (TakeRequests()).
+class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
+ public:
+  PushCall(const Shard& shard, absl::Duration timeout, ByteCounter* counter,
+           CallGroup* group, std::deque<v1::PushRequest> requests, bool is_retry)
+      : shard_(shard), timeout_(timeout), counter_(counter), group_(group),
+        is_retry_(is_retry), requests_(std::move(requests)), closed_(is_retry) {}
+
+  void Start() {
+    SetDeadline(context_, timeout_);
+    shard_.stub->async()->Push(&context_, &response_, this);
+    AddHold();
+    Run(Pump());
+    StartCall();
+  }
+  void Enqueue(v1::PushRequest request) {
+    Action action;
+    {
+      absl::MutexLock lock(&mu_);
+      requests_.push_back(std::move(request));
+      action = PumpLocked();
+    }
+    Run(action);
+  }
+  void Close() {
+    {
+      absl::MutexLock lock(&mu_);
+      closed_ = true;
+    }
+    Run(Pump());
+  }
+  void Cancel() {
+    context_.TryCancel();
+    Close();
+  }
+
+  void OnWriteDone(bool ok) override {
+    Action action;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (ok) {
+        counter_->AddSent(static_cast<int64_t>(requests_[next_].ByteSizeLong()));
+        ++next_;
+      } else {
+        broken_ = true;  // the call is over; OnDone() tells why
+      }
+      action = PumpLocked();
+    }
+    Run(action);
+  }
+
+  void OnDone(const grpc::Status& grpc_status) override {
+    absl::Status status = FromGrpcStatus(grpc_status);
+    if (status.ok()) counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
+    // A retry may meet our own earlier attempt, which did get through.
+    if (is_retry_ && absl::IsAlreadyExists(status)) status = absl::OkStatus();
+    status_ = Annotate(status, shard_);
+    group_->Done(false);
+  }
+
+  absl::Status status() const { return status_; }
+  std::deque<v1::PushRequest> TakeRequests() {
+    absl::MutexLock lock(&mu_);
+    return std::move(requests_);
+  }
+
+ private:
+  struct Action {
+    enum Kind { kNone, kWrite, kWritesDone, kRelease } kind = kNone;
+    const v1::PushRequest* message = nullptr;
+  };
+
+  Action Pump() {
+    absl::MutexLock lock(&mu_);
+    return PumpLocked();
+  }
+  // Decides the next operation; the caller runs it after unlocking, since
+  // gRPC may run a reaction inline.
+  Action PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (released_ || writing_) return {};
+    if (!broken_ && next_ < requests_.size()) {
+      writing_ = true;
+      return {Action::kWrite, &requests_[next_]};
+    }
+    if (!closed_) return {};
+    released_ = true;
+    return {broken_ ? Action::kRelease : Action::kWritesDone};
+  }
+  void Run(const Action& action) {
+    switch (action.kind) {
+      case Action::kNone:
+        return;
+      case Action::kWrite:
+        StartWrite(action.message);
+        return;
+      case Action::kWritesDone:
+        StartWritesDone();
+        RemoveHold();
+        return;
+      case Action::kRelease:
+        RemoveHold();
+        return;
+    }
+  }
+
+  const Shard& shard_;
+  const absl::Duration timeout_;
+  ByteCounter* const counter_;
+  CallGroup* const group_;
+  const bool is_retry_;
+  grpc::ClientContext context_;
+  v1::PushResponse response_;
+  absl::Status status_;
+
+  absl::Mutex mu_;
+  // A deque: push_back() keeps the messages gRPC is writing in place.
+  std::deque<v1::PushRequest> requests_ ABSL_GUARDED_BY(mu_);
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;  // first message not yet written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_);
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;  // hold removed
+};
+
+// Waits for started `calls` of `group`; cancels the rest after a fatal one.
+template <typename Call>
+std::vector<absl::Status> WaitCalls(CallGroup& group,
+                                    const std::vector<std::unique_ptr<Call>>& calls) {
+  if (group.WaitAllOrFatal()) {
+    for (const auto& call : calls) call->Cancel();
+    group.WaitAll();
+  }
+  std::vector<absl::Status> statuses;
+  for (const auto& call : calls) statuses.push_back(call->status());
+  return statuses;
+}
+
+// Runs `run_round(shards, round)` (one status per shard) first for every
+// shard, then again for the shards that failed with UNAVAILABLE, with
+// exponential backoff, until all succeed, one fails otherwise, or the retry
+// budget is spent. Returns the most telling error.
+absl::Status RetryRounds(
+    int num_shards, const RetryPolicy& retry,
+    const std::function<std::vector<absl::Status>(const std::vector<int>&, int)>&
+        run_round) {
+  std::vector<int> pending(num_shards);
+  for (int s = 0; s < num_shards; ++s) pending[s] = s;
+  const absl::Time give_up = absl::Now() + retry.budget;
+  absl::Duration backoff = retry.initial_backoff;
+  for (int round = 0;; ++round) {
+    const std::vector<absl::Status> statuses = run_round(pending, round);
+    std::vector<int> unavailable;
+    absl::Status error;
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      const absl::Status& s = statuses[i];
+      if (s.ok()) continue;
+      if (absl::IsUnavailable(s)) unavailable.push_back(pending[i]);
+      // Prefer a cause over UNAVAILABLE and over the cancellations it caused.
+      if (error.ok() || ((absl::IsUnavailable(error) || absl::IsCancelled(error)) &&
+                         !absl::IsUnavailable(s) && !absl::IsCancelled(s))) {
+        error = s;
+      }
+    }
+    if (unavailable.empty() || !absl::IsUnavailable(error)) return error;
+    if (absl::Now() + backoff > give_up) return error;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, retry.max_backoff);
+    pending = std::move(unavailable);
+  }
+}
+
+class GrpcPushSession final : public PushSession {
+ public:
+  GrpcPushSession(const GrpcParameterClientOptions& options,
+                  const std::vector<std::unique_ptr<Shard>>& shards,
+                  int64_t num_elements, ByteCounter* counter, const PushInfo& info)
+      : options_(options), shards_(shards), num_elements_(num_elements),
+        counter_(counter), group_(static_cast<int>(shards.size())),
+        partial_(options.chunks.size()), covered_(options.chunks.size(), 0) {
+    v1::PushRequest header;
+    v1::PushHeader* h = header.mutable_header();
+    h->set_job_id(options.job_id);
+    h->set_worker_id(options.worker_id);
+    h->set_generation(info.generation);
+    h->set_step(info.step);
+    h->set_num_samples(info.num_samples);
+    h->set_base_version(info.base_version);
+    for (const auto& shard : shards_) {
+      calls_.push_back(std::make_unique<PushCall>(
+          *shard, options.rpc_timeout, counter_, &group_,
+          std::deque<v1::PushRequest>{header}, /*is_retry=*/false));
+    }
+    for (auto& call : calls_) call->Start();
+  }
+
+  ~GrpcPushSession() override {
+    if (finished_) return;
+    for (auto& call : calls_) call->Cancel();
+    group_.WaitAll();
+  }
+
+  absl::Status Ready(int64_t offset, int64_t length, const float* grads) override {
+    if (finished_) return absl::FailedPreconditionError("push already finished");
+    if (offset < 0 || length < 0 || offset + length > num_elements_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient range [", offset, ", ", offset + length,
+                       ") is outside the ", num_elements_, " parameters"));
+    }
+    if (length == 0) return absl::OkStatus();
+    const int64_t end = offset + length;
+    auto next = declared_.lower_bound(offset);
+    if ((next != declared_.end() && next->first < end) ||
+        (next != declared_.begin() && std::prev(next)->second > offset)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient range [", offset, ", ", end, ") overlaps one declared before"));
+    }
+    declared_.emplace(offset, end);
+    declared_elements_ += length;
+    const std::vector<Chunk>& chunks = options_.chunks;
+    // The last chunk starting at or before `offset`, then on while they overlap.
+    auto first = std::upper_bound(
+        chunks.begin(), chunks.end(), offset,
+        [](int64_t value, const Chunk& c) { return value < c.flat_offset; });
+    if (first != chunks.begin()) --first;
+    for (size_t i = first - chunks.begin();
+         i < chunks.size() && chunks[i].flat_offset < end; ++i) {
+      const Chunk& c = chunks[i];
+      const int64_t lo = std::max(offset, c.flat_offset);
+      const int64_t hi = std::min(end, c.flat_offset + c.length);
+      if (lo >= hi) continue;
+      std::string& data = partial_[i];
+      if (data.empty()) data.resize(c.length * sizeof(float));
+      std::memcpy(data.data() + (lo - c.flat_offset) * sizeof(float),
+                  grads + (lo - offset), (hi - lo) * sizeof(float));
+      covered_[i] += hi - lo;
+      if (covered_[i] == c.length) {
+        v1::PushRequest request;
+        request.set_chunk_id(c.id);
+        request.set_data(std::move(data));
+        data = std::string();
+        calls_[c.shard]->Enqueue(std::move(request));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish() override {
+    if (finished_) return absl::FailedPreconditionError("push already finished");
+    finished_ = true;
+    if (declared_elements_ != num_elements_) {
+      for (auto& call : calls_) call->Cancel();
+      group_.WaitAll();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push finished with ", declared_elements_, " of ", num_elements_,
+          " gradient elements declared; the push was cancelled"));
+    }
+    for (auto& call : calls_) call->Close();
+    // Round 0 is the streams opened in the constructor; later rounds resend
+    // the kept messages to the shards that were UNAVAILABLE.
+    return RetryRounds(
+        static_cast<int>(shards_.size()), options_.retry,
+        [this](const std::vector<int>& shards, int round) {
+          std::vector<absl::Status> statuses;
+          if (round == 0) {
+            group_.WaitAll();
+            for (int s : shards) statuses.push_back(calls_[s]->status());
+            return statuses;
+          }
+          CallGroup group(static_cast<int>(shards.size()));
+          std::vector<std::unique_ptr<PushCall>> calls;
+          for (int s : shards) {
+            calls.push_back(std::make_unique<PushCall>(
+                *shards_[s], options_.rpc_timeout, counter_, &group,
+                calls_[s]->TakeRequests(), /*is_retry=*/true));
+          }
+          for (auto& call : calls) call->Start();
+          group.WaitAll();
+          for (size_t i = 0; i < shards.size(); ++i) {
+            statuses.push_back(calls[i]->status());
+            calls_[shards[i]] = std::move(calls[i]);
+          }
+          return statuses;
+        });
+  }
+
+ private:
+  const GrpcParameterClientOptions& options_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const int64_t num_elements_;
+  ByteCounter* const counter_;
+  CallGroup group_;                               // the calls of round 0
+  std::vector<std::unique_ptr<PushCall>> calls_;  // [shard], latest attempt
+  std::map<int64_t, int64_t> declared_;           // begin -> end, disjoint
+  int64_t declared_elements_ = 0;
+  std::vector<std::string> partial_;  // [chunk] data being assembled
+  std::vector<int64_t> covered_;      // [chunk] elements declared
+  bool finished_ = false;
+};
+
+}  // namespace
+
+GrpcParameterClient::GrpcParameterClient(GrpcParameterClientOptions options)
+    : options_(std::move(options)) {}
+
+GrpcParameterClient::~GrpcParameterClient() = default;
+
+absl::StatusOr<std::unique_ptr<GrpcParameterClient>> GrpcParameterClient::Create(
+    GrpcParameterClientOptions options) {
+  const int num_shards = static_cast<int>(options.shard_addresses.size());
+  if (num_shards == 0) {
+    return absl::InvalidArgumentError("parameter client: no shard addresses");
+  }
+  auto client = absl::WrapUnique(new GrpcParameterClient(std::move(options)));
+  for (int s = 0; s < num_shards; ++s) {
+    auto shard = std::make_unique<Shard>();
+    shard->id = s;
+    shard->address = client->options_.shard_addresses[s];
+    shard->stub = v1::ParameterServer::NewStub(MakeChannel(shard->address));
+    client->shards_.push_back(std::move(shard));
+  }
+  int64_t flat = 0;
+  const std::vector<Chunk>& chunks = client->options_.chunks;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    if (c.id != static_cast<int32_t>(i) || c.flat_offset != flat || c.length < 1 ||
+        c.shard < 0 || c.shard >= num_shards) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter client: chunk ", i, " (id ", c.id, ", offset ", c.flat_offset,
+          ", shard ", c.shard, ") does not continue a placement over ", num_shards,
+          " shards"));
+    }
+    flat += c.length;
+    ++client->shards_[c.shard]->num_chunks;
+  }
+  client->num_elements_ = flat;
+  return client;
+}
+
+absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
+                                                  float* flat_params) {
+  v1::PullRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_worker_id(options_.worker_id);
+  request.set_min_version(min_version);
+  int64_t version = PullCall::kNoVersion;
+  const absl::Status status = RetryRounds(
+      static_cast<int>(shards_.size()), options_.retry,
+      [&](const std::vector<int>& shards, int) {
+        CallGroup group(static_cast<int>(shards.size()));
+        std::vector<std::unique_ptr<PullCall>> calls;
+        for (int s : shards) {
+          calls.push_back(std::make_unique<PullCall>(
+              *shards_[s], options_.chunks, request, options_.rpc_timeout,
+              flat_params, &counter_, &group));
+        }
+        for (auto& call : calls) call->Start();
+        std::vector<absl::Status> statuses = WaitCalls(group, calls);
+        for (size_t i = 0; i < calls.size(); ++i) {
+          const int64_t v = calls[i]->version();
+          if (statuses[i].ok() && v != PullCall::kNoVersion &&
+              (version == PullCall::kNoVersion || v < version)) {
+            version = v;
+          }
+        }
+        return statuses;
+      });
+  if (!status.ok()) return status;
+  // Only shards without chunks answered: nothing tells the version.
+  return version == PullCall::kNoVersion ? min_version : version;
+}
+
+absl::StatusOr<std::unique_ptr<PushSession>> GrpcParameterClient::BeginPush(
+    const PushInfo& info) {
+  if (info.num_samples < 0) {
+    return absl::InvalidArgumentError("push: negative num_samples");
+  }
+  return std::make_unique<GrpcPushSession>(options_, shards_, num_elements_,
+                                           &counter_, info);
+}
+
+}  // namespace ferry
