@@ -11,6 +11,10 @@
 namespace ferry {
 namespace {
 
+// Peer roles for byte accounting.
+constexpr char kWorkerRole[] = "worker";
+constexpr char kCoordinatorRole[] = "coordinator";
+
 PsPushHeader FromProto(const v1::PushHeader& h) {
   PsPushHeader header;
   header.job_id = h.job_id();

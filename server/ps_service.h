@@ -25,9 +25,6 @@
 
 namespace ferry {
 
-inline constexpr char kWorkerRole[] = "worker";
-inline constexpr char kCoordinatorRole[] = "coordinator";
-
 class PsService final : public v1::ParameterServer::CallbackService {
  public:
   explicit PsService(PsShard* shard) : shard_(shard) {}

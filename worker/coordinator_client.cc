@@ -22,8 +22,9 @@ std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
 
 template <typename Request, typename Response>
 absl::StatusOr<Response> CoordinatorClient::Call(
-    grpc::Status (v1::Coordinator::StubInterface::*method)(
-        grpc::ClientContext*, const Request&, Response*),
+    grpc::Status (v1::Coordinator::StubInterface::*method)(grpc::ClientContext*,
+                                                           const Request&,
+                                                           Response*),
     const Request& request, absl::Duration timeout, bool retry) {
   const absl::Time give_up = absl::Now() + options_.retry.budget;
   absl::Duration backoff = options_.retry.initial_backoff;
@@ -38,7 +39,8 @@ absl::StatusOr<Response> CoordinatorClient::Call(
       counter_.AddReceived(static_cast<int64_t>(response.ByteSizeLong()));
       return response;
     }
-    const bool cancelled = options_.cancel != nullptr && options_.cancel->load();
+    const bool cancelled =
+        options_.cancel != nullptr && options_.cancel->load();
     if (!retry || !absl::IsUnavailable(status) || cancelled ||
         absl::Now() + backoff > give_up) {
       return status;
@@ -117,7 +119,8 @@ void Heartbeater::Loop() {
       request.set_worker_id(worker_id_);
       request.set_generation(generation_);
     }
-    absl::StatusOr<v1::HeartbeatResponse> response = client_->Heartbeat(request);
+    absl::StatusOr<v1::HeartbeatResponse> response =
+        client_->Heartbeat(request);
     if (response.ok()) {
       ObserveGeneration(response->generation());
       if (last_code != absl::StatusCode::kOk) {
@@ -134,7 +137,8 @@ void Heartbeater::Loop() {
       return;
     }
     if (response.status().code() != last_code) {
-      std::fprintf(stderr, "ferry-worker: heartbeat failed (will keep trying): %s\n",
+      std::fprintf(stderr,
+                   "ferry-worker: heartbeat failed (will keep trying): %s\n",
                    response.status().ToString().c_str());
     }
     last_code = response.status().code();

@@ -41,17 +41,20 @@ class CoordinatorClient {
   CoordinatorClient(std::unique_ptr<v1::Coordinator::StubInterface> stub,
                     CoordinatorClientOptions options);
   // A client over MakeChannel(address); connects lazily.
-  static std::unique_ptr<CoordinatorClient> Connect(const std::string& address,
-                                                    CoordinatorClientOptions options);
+  static std::unique_ptr<CoordinatorClient> Connect(
+      const std::string& address, CoordinatorClientOptions options);
 
   // FAILED_PRECONDITION (other job, job finished), RESOURCE_EXHAUSTED.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request);
   // NOT_FOUND: evicted.
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& request);
   // NOT_FOUND: unknown or evicted; ABORTED: drop the report and ask again.
   // A retried call resends the same report: the coordinator must treat a
   // repeated report as one.
-  absl::StatusOr<v1::NextTaskResponse> NextTask(const v1::NextTaskRequest& request);
+  absl::StatusOr<v1::NextTaskResponse> NextTask(
+      const v1::NextTaskRequest& request);
   absl::Status Leave(const v1::LeaveRequest& request);
 
   // Cumulative payload bytes exchanged with the coordinator.

@@ -26,7 +26,9 @@ namespace {
 constexpr int kMaxConsecutiveFailures = 10;
 constexpr int64_t kLogEverySteps = 50;
 
-void Log(const std::string& line) { std::fprintf(stderr, "ferry-worker: %s\n", line.c_str()); }
+void Log(const std::string& line) {
+  std::fprintf(stderr, "ferry-worker: %s\n", line.c_str());
+}
 
 // Failures after which the worker gives the step up and asks for the next.
 bool IsStepRetriable(const absl::Status& status) {
@@ -43,22 +45,27 @@ bool IsStepRetriable(const absl::Status& status) {
   }
 }
 
-double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+double Seconds(absl::Time since) {
+  return absl::ToDoubleSeconds(absl::Now() - since);
+}
 
-void AddBytes(const std::string& role, const TransferBytes& bytes, v1::ByteCounts* out) {
+void AddBytes(const std::string& role, const TransferBytes& bytes,
+              v1::ByteCounts* out) {
   (*out->mutable_sent())[role] = bytes.sent;
   (*out->mutable_received())[role] = bytes.received;
 }
 
 // FAILED_PRECONDITION unless the job's tensor list (when given) is the model's.
-absl::Status CheckTensors(const v1::JobSpec& job, const ParameterLayout& layout) {
+absl::Status CheckTensors(const v1::JobSpec& job,
+                          const ParameterLayout& layout) {
   if (job.tensors_size() == 0) return absl::OkStatus();
   bool same = job.tensors_size() == static_cast<int>(layout.tensors().size());
   for (int i = 0; same && i < job.tensors_size(); ++i) {
     const TensorSlot& slot = layout.tensors()[i];
-    same = job.tensors(i).name() == slot.name &&
-           std::equal(job.tensors(i).shape().begin(), job.tensors(i).shape().end(),
-                      slot.shape.begin(), slot.shape.end());
+    same =
+        job.tensors(i).name() == slot.name &&
+        std::equal(job.tensors(i).shape().begin(), job.tensors(i).shape().end(),
+                   slot.shape.begin(), slot.shape.end());
   }
   if (same) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
@@ -90,7 +97,8 @@ class Worker {
 
  private:
   bool stop_requested() const {
-    return options_.stop_requested != nullptr && options_.stop_requested->load();
+    return options_.stop_requested != nullptr &&
+           options_.stop_requested->load();
   }
 
   // Registers and starts heartbeats.
@@ -100,7 +108,8 @@ class Worker {
     copts.short_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
     copts.retry = options_.retry;
     copts.cancel = options_.stop_requested;
-    coordinator_ = CoordinatorClient::Connect(options_.coordinator_address, copts);
+    coordinator_ =
+        CoordinatorClient::Connect(options_.coordinator_address, copts);
     v1::RegisterRequest request;
     request.set_peer_address(options_.peer_listen_address);
     char host[256] = {};
@@ -110,19 +119,22 @@ class Worker {
     absl::StatusOr<v1::RegisterResponse> reg = coordinator_->Register(request);
     if (!reg.ok()) {
       return absl::Status(reg.status().code(),
-                          absl::StrCat("register with coordinator ", options_.coordinator_address,
-                                       ": ", reg.status().message()));
+                          absl::StrCat("register with coordinator ",
+                                       options_.coordinator_address, ": ",
+                                       reg.status().message()));
     }
     job_ = reg->job();
     worker_id_ = reg->worker_id();
     summary_.worker_id = worker_id_;
     summary_.job_id = job_.job_id();
     const int64_t interval_ms = reg->heartbeat_interval_ms();
-    const absl::Duration interval =
-        absl::Milliseconds(interval_ms > 0 ? std::max<int64_t>(interval_ms, 50) : 1000);
+    const absl::Duration interval = absl::Milliseconds(
+        interval_ms > 0 ? std::max<int64_t>(interval_ms, 50) : 1000);
     heartbeater_ = std::make_unique<Heartbeater>(coordinator_.get(), worker_id_,
                                                  reg->generation(), interval);
-    Log(absl::StrFormat("registered with %s as %s: job %s, generation %d, model %s, %s, %d shards",
+    Log(
+        absl::StrFormat("registered with %s as %s: job %s, generation %d, "
+                        "model %s, %s, %d shards",
                         options_.coordinator_address, worker_id_, job_.job_id(),
                         reg->generation(), job_.model(), job_.dataset(),
                         job_.shard_addresses_size()));
@@ -133,10 +145,12 @@ class Worker {
   // the PS client.
   absl::Status Setup() {
     if (job_.mode() != v1::MODE_PS) {
-      return absl::UnimplementedError("ring mode is not implemented by this worker");
+      return absl::UnimplementedError(
+          "ring mode is not implemented by this worker");
     }
     if (job_.shard_addresses_size() == 0) {
-      return absl::FailedPreconditionError("the job lists no parameter-server shards");
+      return absl::FailedPreconditionError(
+          "the job lists no parameter-server shards");
     }
     ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job_.model()));
     ASSIGN_OR_RETURN(backend_, MakeBackend(options_.device, options_.threads));
@@ -144,7 +158,8 @@ class Worker {
     ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend_.get()));
     model_.emplace(std::move(model));
     RETURN_IF_ERROR(CheckTensors(job_, model_->layout()));
-    ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(), model_->input_dim(),
+    ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(),
+                                          model_->input_dim(),
                                           model_->num_classes(), job_.seed()));
     const int64_t n = model_->layout().total_elements();
     ASSIGN_OR_RETURN(params_, backend_->Allocate(n));
@@ -156,11 +171,13 @@ class Worker {
     GrpcParameterClientOptions popts;
     popts.job_id = job_.job_id();
     popts.worker_id = worker_id_;
-    popts.shard_addresses.assign(job_.shard_addresses().begin(), job_.shard_addresses().end());
-    ASSIGN_OR_RETURN(popts.chunks,
-                     PlaceChunks(model_->layout().TensorSizes(), job_.shard_addresses_size(),
-                                 job_.max_chunk_elements() > 0 ? job_.max_chunk_elements()
-                                                               : kDefaultMaxChunkElements));
+    popts.shard_addresses.assign(job_.shard_addresses().begin(),
+                                 job_.shard_addresses().end());
+    ASSIGN_OR_RETURN(
+        popts.chunks,
+        PlaceChunks(model_->layout().TensorSizes(), job_.shard_addresses_size(),
+                    job_.max_chunk_elements() > 0 ? job_.max_chunk_elements()
+                                                  : kDefaultMaxChunkElements));
     popts.rpc_timeout = options_.rpc_timeout;
     popts.retry = options_.retry;
     ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
@@ -181,14 +198,17 @@ class Worker {
       request.set_generation(heartbeater_->generation());
       if (done.has_value()) *request.mutable_done() = *done;
       const absl::Time asked = absl::Now();
-      absl::StatusOr<v1::NextTaskResponse> lease = coordinator_->NextTask(request);
+      absl::StatusOr<v1::NextTaskResponse> lease =
+          coordinator_->NextTask(request);
       if (absl::IsNotFound(lease.status())) return Evicted();
-      if (stopping) break;  // the last report went out; Leave releases any new lease
+      if (stopping)
+        break;  // the last report went out; Leave releases any new lease
       if (absl::IsAborted(lease.status())) {
         done.reset();  // a step we are no longer part of
         continue;
       }
-      if (absl::IsDeadlineExceeded(lease.status()) && ++failures < kMaxConsecutiveFailures) {
+      if (absl::IsDeadlineExceeded(lease.status()) &&
+          ++failures < kMaxConsecutiveFailures) {
         continue;
       }
       if (!lease.ok()) return lease.status();
@@ -207,7 +227,8 @@ class Worker {
       if (!report.ok()) {
         if (!IsStepRetriable(report.status())) return report.status();
         ++summary_.abandoned_steps;
-        Log(absl::StrCat("abandoned step ", lease->step(), ": ", report.status().ToString()));
+        Log(absl::StrCat("abandoned step ", lease->step(), ": ",
+                         report.status().ToString()));
         if (++failures >= kMaxConsecutiveFailures) return report.status();
         continue;
       }
@@ -222,40 +243,49 @@ class Worker {
   }
 
   absl::Status Evicted() const {
-    return absl::NotFoundError(absl::StrCat(
-        "worker ", worker_id_, " was evicted by coordinator ", options_.coordinator_address,
-        " (missed heartbeats or removed); it stops without finishing its step"));
+    return absl::NotFoundError(
+        absl::StrCat("worker ", worker_id_, " was evicted by coordinator ",
+                     options_.coordinator_address,
+                     " (missed heartbeats or removed); it stops without "
+                     "finishing its step"));
   }
 
   // The epoch's permutation, cached for the current and the previous epoch.
   const std::vector<int64_t>& Permutation(int64_t epoch, int64_t epoch_size) {
     auto it = permutations_.find(epoch);
-    if (it == permutations_.end() || static_cast<int64_t>(it->second.size()) != epoch_size) {
-      it = permutations_.insert_or_assign(epoch, EpochPermutation(epoch_size, job_.seed(), epoch,
-                                                                  /*shuffle=*/true))
+    if (it == permutations_.end() ||
+        static_cast<int64_t>(it->second.size()) != epoch_size) {
+      it = permutations_
+               .insert_or_assign(
+                   epoch, EpochPermutation(epoch_size, job_.seed(), epoch,
+                                           /*shuffle=*/true))
                .first;
     }
-    while (permutations_.begin()->first < epoch - 1) permutations_.erase(permutations_.begin());
+    while (permutations_.begin()->first < epoch - 1)
+      permutations_.erase(permutations_.begin());
     return it->second;
   }
 
-  absl::StatusOr<std::vector<int64_t>> SampleIndices(const v1::NextTaskResponse& lease) {
+  absl::StatusOr<std::vector<int64_t>> SampleIndices(
+      const v1::NextTaskResponse& lease) {
     const int64_t epoch_size = lease.epoch_size();
     if (epoch_size <= 0 || epoch_size > data_.train.num_samples) {
-      return absl::InvalidArgumentError(absl::StrCat("lease for step ", lease.step(), ": epoch size ",
-                                                     epoch_size, " does not fit the ",
-                                                     data_.train.num_samples, " train samples"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lease for step ", lease.step(), ": epoch size ", epoch_size,
+          " does not fit the ", data_.train.num_samples, " train samples"));
     }
     std::vector<int64_t> indices;
     for (const v1::DataTask& task : lease.tasks()) {
       if (task.epoch() < 0 || task.begin() < 0 || task.begin() >= task.end() ||
           task.end() > epoch_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "lease for step ", lease.step(), ": task ", task.task_id(), " covers [",
-            task.begin(), ", ", task.end(), ") of an epoch of ", epoch_size));
+        return absl::InvalidArgumentError(
+            absl::StrCat("lease for step ", lease.step(), ": task ",
+                         task.task_id(), " covers [", task.begin(), ", ",
+                         task.end(), ") of an epoch of ", epoch_size));
       }
       const std::vector<int64_t>& order = Permutation(task.epoch(), epoch_size);
-      indices.insert(indices.end(), order.begin() + task.begin(), order.begin() + task.end());
+      indices.insert(indices.end(), order.begin() + task.begin(),
+                     order.begin() + task.end());
     }
     if (indices.empty()) {
       return absl::InvalidArgumentError(
@@ -272,7 +302,8 @@ class Worker {
     if (!stager_.has_value() || stager_max_ < batch) {
       stager_max_ = std::max({batch, job_.global_batch(), 1});
       ASSIGN_OR_RETURN(BatchStager stager,
-                       BatchStager::Create(backend_.get(), model_->input_dim(), stager_max_));
+                       BatchStager::Create(backend_.get(), model_->input_dim(),
+                                           stager_max_));
       stager_.emplace(std::move(stager));
     }
     RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
@@ -280,15 +311,19 @@ class Worker {
 
     const absl::Time pull_start = absl::Now();
     const int64_t n = model_->layout().total_elements();
-    float* pull_target = backend_->IsHostMemory() ? params_.data() : host_params_.data();
-    ASSIGN_OR_RETURN(const int64_t version, ps_->Pull(lease.pull_version(), pull_target));
+    float* pull_target =
+        backend_->IsHostMemory() ? params_.data() : host_params_.data();
+    ASSIGN_OR_RETURN(const int64_t version,
+                     ps_->Pull(lease.pull_version(), pull_target));
     if (!backend_->IsHostMemory()) {
-      RETURN_IF_ERROR(backend_->CopyToDevice(host_params_.data(), n, params_.data()));
+      RETURN_IF_ERROR(
+          backend_->CopyToDevice(host_params_.data(), n, params_.data()));
     }
     double comm = Seconds(pull_start);
 
     PushInfo info;
-    info.generation = lease.generation() > 0 ? lease.generation() : heartbeater_->generation();
+    info.generation = lease.generation() > 0 ? lease.generation()
+                                             : heartbeater_->generation();
     info.step = lease.step();
     info.num_samples = batch;
     info.base_version = version;
@@ -301,16 +336,17 @@ class Worker {
         ready_status = backend_->Synchronize();
         host = grads_.data() + offset;
       } else {
-        ready_status =
-            backend_->CopyToHost(grads_.data() + offset, length, host_grads_.data() + offset);
+        ready_status = backend_->CopyToHost(grads_.data() + offset, length,
+                                            host_grads_.data() + offset);
         host = host_grads_.data() + offset;
       }
       if (ready_status.ok()) ready_status = push->Ready(offset, length, host);
     };
     const absl::Time backward_start = absl::Now();
     ASSIGN_OR_RETURN(LossStats stats,
-                     model_->ForwardBackward(params_.data(), stager_->inputs(), stager_->labels(),
-                                             batch, /*grad_scale=*/1.0f, grads_.data(), on_ready));
+                     model_->ForwardBackward(
+                         params_.data(), stager_->inputs(), stager_->labels(),
+                         batch, /*grad_scale=*/1.0f, grads_.data(), on_ready));
     RETURN_IF_ERROR(ready_status);
     compute += Seconds(backward_start);
     const absl::Time finish_start = absl::Now();
@@ -334,8 +370,9 @@ class Worker {
     AddBytes("ps", ps_->bytes(), report.mutable_bytes());
     AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
     if (summary_.steps % kLogEverySteps == 0) {
-      Log(absl::StrFormat("step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
-                          lease.step(), lease.epoch(), stats.loss_sum / batch, compute, comm));
+      Log(absl::StrFormat(
+          "step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
+          lease.step(), lease.epoch(), stats.loss_sum / batch, compute, comm));
     }
     return report;
   }
@@ -349,8 +386,9 @@ class Worker {
   std::unique_ptr<ComputeBackend> backend_;
   std::optional<Mlp> model_;
   TrainTestData data_;
-  DeviceBuffer params_, grads_;            // backend memory
-  DeviceBuffer host_params_, host_grads_;  // pinned staging, non-host backends only
+  DeviceBuffer params_, grads_;  // backend memory
+  DeviceBuffer host_params_,
+      host_grads_;  // pinned staging, non-host backends only
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
   std::map<int64_t, std::vector<int64_t>> permutations_;  // epoch -> order
@@ -363,22 +401,26 @@ nlohmann::json WorkerSummary::ToJson() const {
   const auto bytes = [](const TransferBytes& b) {
     return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
   };
-  return {{"worker_id", worker_id},
-          {"job_id", job_id},
-          {"device", device},
-          {"end_reason", end_reason},
-          {"steps", steps},
-          {"samples", samples},
-          {"abandoned_steps", abandoned_steps},
-          {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
-          {"train_accuracy", samples > 0 ? static_cast<double>(correct) / samples : 0.0},
-          {"wall_seconds", wall_seconds},
-          {"compute_seconds", compute_seconds},
-          {"comm_seconds", comm_seconds},
-          {"bytes", {{"ps", bytes(ps_bytes)}, {"coordinator", bytes(coordinator_bytes)}}}};
+  return {
+      {"worker_id", worker_id},
+      {"job_id", job_id},
+      {"device", device},
+      {"end_reason", end_reason},
+      {"steps", steps},
+      {"samples", samples},
+      {"abandoned_steps", abandoned_steps},
+      {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
+      {"train_accuracy",
+       samples > 0 ? static_cast<double>(correct) / samples : 0.0},
+      {"wall_seconds", wall_seconds},
+      {"compute_seconds", compute_seconds},
+      {"comm_seconds", comm_seconds},
+      {"bytes",
+       {{"ps", bytes(ps_bytes)}, {"coordinator", bytes(coordinator_bytes)}}}};
 }
 
-absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options) {
+absl::StatusOr<WorkerSummary> RunDistributedWorker(
+    const WorkerOptions& options) {
   if (options.coordinator_address.empty()) {
     return absl::InvalidArgumentError("no coordinator address");
   }

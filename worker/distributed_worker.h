@@ -49,9 +49,9 @@ struct WorkerSummary {
   std::string worker_id;
   std::string job_id;
   std::string device;
-  std::string end_reason;       // "finished" (coordinator said FINISH) or "stopped"
-  int64_t steps = 0;            // steps whose gradient every shard accepted
-  int64_t samples = 0;          // samples in those steps
+  std::string end_reason;  // "finished" (coordinator said FINISH) or "stopped"
+  int64_t steps = 0;       // steps whose gradient every shard accepted
+  int64_t samples = 0;     // samples in those steps
   int64_t abandoned_steps = 0;  // leased steps given up (see below)
   double loss_sum = 0.0;        // over `samples`
   int64_t correct = 0;
@@ -78,7 +78,8 @@ struct WorkerSummary {
 // INVALID_ARGUMENT for a lease without samples or outside the dataset;
 // DATA_LOSS from a shard sending a bad pull; errors of dataset loading and
 // the backend as they come.
-absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options);
+absl::StatusOr<WorkerSummary> RunDistributedWorker(
+    const WorkerOptions& options);
 
 }  // namespace ferry
 

@@ -30,9 +30,9 @@ using Shard = GrpcParameterClient::Shard;
 
 absl::Status Annotate(const absl::Status& status, const Shard& shard) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("ps shard ", shard.id, " (",
-                                                  shard.address, "): ",
-                                                  status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat("ps shard ", shard.id, " (", shard.address,
+                                   "): ", status.message()));
 }
 
 // Counts the calls of one round down to zero. A call's last action is Done().
@@ -62,7 +62,9 @@ class CallGroup {
   int pending_ ABSL_GUARDED_BY(mu_);
   bool fatal_ ABSL_GUARDED_BY(mu_) = false;
 
-  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; }
+  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_ == 0;
+  }
   bool AllDoneOrFatal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return pending_ == 0 || fatal_;
   }
@@ -78,10 +80,17 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
   PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
            const v1::PullRequest& request, absl::Duration timeout, float* flat,
            ByteCounter* counter, CallGroup* group)
-      : shard_(shard), chunks_(chunks), request_(request), timeout_(timeout),
-        flat_(flat), counter_(counter), group_(group), seen_(chunks.size(), 0) {}
+      : shard_(shard),
+        chunks_(chunks),
+        request_(request),
+        timeout_(timeout),
+        flat_(flat),
+        counter_(counter),
+        group_(group),
+        seen_(chunks.size(), 0) {}
 
   void Start() {
+    counter_->AddSent(static_cast<int64_t>(request_.ByteSizeLong()));
     SetDeadline(context_, timeout_);
     shard_.stub->async()->Pull(&context_, &request_, this);
     StartRead(&response_);
@@ -103,12 +112,12 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
   void OnDone(const grpc::Status& grpc_status) override {
     absl::Status status = error_.ok() ? FromGrpcStatus(grpc_status) : error_;
     if (status.ok() && received_ != shard_.num_chunks) {
-      status = absl::DataLossError(absl::StrCat("pull returned ", received_,
-                                                " of ", shard_.num_chunks, " chunks"));
+      status = absl::DataLossError(absl::StrCat(
+          "pull returned ", received_, " of ", shard_.num_chunks, " chunks"));
     }
     if (status.ok() && received_ > 0 && version_ < request_.min_version()) {
-      status = absl::DataLossError(absl::StrCat("pull returned version ", version_,
-                                                " below min_version ",
+      status = absl::DataLossError(absl::StrCat("pull returned version ",
+                                                version_, " below min_version ",
                                                 request_.min_version()));
     }
     status_ = Annotate(status, shard_);
@@ -123,11 +132,12 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
     const int64_t id = response_.chunk_id();
     if (id < 0 || id >= static_cast<int64_t>(chunks_.size()) ||
         chunks_[id].shard != shard_.id) {
-      return absl::DataLossError(absl::StrCat("pull sent chunk ", id,
-                                              ", which the shard does not own"));
+      return absl::DataLossError(absl::StrCat(
+          "pull sent chunk ", id, ", which the shard does not own"));
     }
     if (seen_[id]) {
-      return absl::DataLossError(absl::StrCat("pull sent chunk ", id, " twice"));
+      return absl::DataLossError(
+          absl::StrCat("pull sent chunk ", id, " twice"));
     }
     const Chunk& chunk = chunks_[id];
     const std::string& data = response_.data();
@@ -171,9 +181,15 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
 class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
  public:
   PushCall(const Shard& shard, absl::Duration timeout, ByteCounter* counter,
-           CallGroup* group, std::deque<v1::PushRequest> requests, bool is_retry)
-      : shard_(shard), timeout_(timeout), counter_(counter), group_(group),
-        is_retry_(is_retry), requests_(std::move(requests)), closed_(is_retry) {}
+           CallGroup* group, std::deque<v1::PushRequest> requests,
+           bool is_retry)
+      : shard_(shard),
+        timeout_(timeout),
+        counter_(counter),
+        group_(group),
+        is_retry_(is_retry),
+        requests_(std::move(requests)),
+        closed_(is_retry) {}
 
   void Start() {
     SetDeadline(context_, timeout_);
@@ -209,7 +225,8 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (ok) {
-        counter_->AddSent(static_cast<int64_t>(requests_[next_].ByteSizeLong()));
+        counter_->AddSent(
+            static_cast<int64_t>(requests_[next_].ByteSizeLong()));
         ++next_;
       } else {
         broken_ = true;  // the call is over; OnDone() tells why
@@ -221,7 +238,8 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
 
   void OnDone(const grpc::Status& grpc_status) override {
     absl::Status status = FromGrpcStatus(grpc_status);
-    if (status.ok()) counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
+    if (status.ok())
+      counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
     // A retry may meet our own earlier attempt, which did get through.
     if (is_retry_ && absl::IsAlreadyExists(status)) status = absl::OkStatus();
     status_ = Annotate(status, shard_);
@@ -294,8 +312,8 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
 
 // Waits for started `calls` of `group`; cancels the rest after a fatal one.
 template <typename Call>
-std::vector<absl::Status> WaitCalls(CallGroup& group,
-                                    const std::vector<std::unique_ptr<Call>>& calls) {
+std::vector<absl::Status> WaitCalls(
+    CallGroup& group, const std::vector<std::unique_ptr<Call>>& calls) {
   if (group.WaitAllOrFatal()) {
     for (const auto& call : calls) call->Cancel();
     group.WaitAll();
@@ -309,10 +327,9 @@ std::vector<absl::Status> WaitCalls(CallGroup& group,
 // shard, then again for the shards that failed with UNAVAILABLE, with
 // exponential backoff, until all succeed, one fails otherwise, or the retry
 // budget is spent. Returns the most telling error.
-absl::Status RetryRounds(
-    int num_shards, const RetryPolicy& retry,
-    const std::function<std::vector<absl::Status>(const std::vector<int>&, int)>&
-        run_round) {
+absl::Status RetryRounds(int num_shards, const RetryPolicy& retry,
+                         const std::function<std::vector<absl::Status>(
+                             const std::vector<int>&, int)>& run_round) {
   std::vector<int> pending(num_shards);
   for (int s = 0; s < num_shards; ++s) pending[s] = s;
   const absl::Time give_up = absl::Now() + retry.budget;
@@ -326,8 +343,9 @@ absl::Status RetryRounds(
       if (s.ok()) continue;
       if (absl::IsUnavailable(s)) unavailable.push_back(pending[i]);
       // Prefer a cause over UNAVAILABLE and over the cancellations it caused.
-      if (error.ok() || ((absl::IsUnavailable(error) || absl::IsCancelled(error)) &&
-                         !absl::IsUnavailable(s) && !absl::IsCancelled(s))) {
+      if (error.ok() ||
+          ((absl::IsUnavailable(error) || absl::IsCancelled(error)) &&
+           !absl::IsUnavailable(s) && !absl::IsCancelled(s))) {
         error = s;
       }
     }
@@ -343,10 +361,15 @@ class GrpcPushSession final : public PushSession {
  public:
   GrpcPushSession(const GrpcParameterClientOptions& options,
                   const std::vector<std::unique_ptr<Shard>>& shards,
-                  int64_t num_elements, ByteCounter* counter, const PushInfo& info)
-      : options_(options), shards_(shards), num_elements_(num_elements),
-        counter_(counter), group_(static_cast<int>(shards.size())),
-        partial_(options.chunks.size()), covered_(options.chunks.size(), 0) {
+                  int64_t num_elements, ByteCounter* counter,
+                  const PushInfo& info)
+      : options_(options),
+        shards_(shards),
+        num_elements_(num_elements),
+        counter_(counter),
+        group_(static_cast<int>(shards.size())),
+        partial_(options.chunks.size()),
+        covered_(options.chunks.size(), 0) {
     v1::PushRequest header;
     v1::PushHeader* h = header.mutable_header();
     h->set_job_id(options.job_id);
@@ -369,8 +392,10 @@ class GrpcPushSession final : public PushSession {
     group_.WaitAll();
   }
 
-  absl::Status Ready(int64_t offset, int64_t length, const float* grads) override {
-    if (finished_) return absl::FailedPreconditionError("push already finished");
+  absl::Status Ready(int64_t offset, int64_t length,
+                     const float* grads) override {
+    if (finished_)
+      return absl::FailedPreconditionError("push already finished");
     if (offset < 0 || length < 0 || offset + length > num_elements_) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient range [", offset, ", ", offset + length,
@@ -381,13 +406,15 @@ class GrpcPushSession final : public PushSession {
     auto next = declared_.lower_bound(offset);
     if ((next != declared_.end() && next->first < end) ||
         (next != declared_.begin() && std::prev(next)->second > offset)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient range [", offset, ", ", end, ") overlaps one declared before"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient range [", offset, ", ", end,
+                       ") overlaps one declared before"));
     }
     declared_.emplace(offset, end);
     declared_elements_ += length;
     const std::vector<Chunk>& chunks = options_.chunks;
-    // The last chunk starting at or before `offset`, then on while they overlap.
+    // The last chunk starting at or before `offset`, then on while they
+    // overlap.
     auto first = std::upper_bound(
         chunks.begin(), chunks.end(), offset,
         [](int64_t value, const Chunk& c) { return value < c.flat_offset; });
@@ -415,7 +442,8 @@ class GrpcPushSession final : public PushSession {
   }
 
   absl::Status Finish() override {
-    if (finished_) return absl::FailedPreconditionError("push already finished");
+    if (finished_)
+      return absl::FailedPreconditionError("push already finished");
     finished_ = true;
     if (declared_elements_ != num_elements_) {
       for (auto& call : calls_) call->Cancel();
@@ -474,8 +502,8 @@ GrpcParameterClient::GrpcParameterClient(GrpcParameterClientOptions options)
 
 GrpcParameterClient::~GrpcParameterClient() = default;
 
-absl::StatusOr<std::unique_ptr<GrpcParameterClient>> GrpcParameterClient::Create(
-    GrpcParameterClientOptions options) {
+absl::StatusOr<std::unique_ptr<GrpcParameterClient>>
+GrpcParameterClient::Create(GrpcParameterClientOptions options) {
   const int num_shards = static_cast<int>(options.shard_addresses.size());
   if (num_shards == 0) {
     return absl::InvalidArgumentError("parameter client: no shard addresses");
@@ -492,12 +520,12 @@ absl::StatusOr<std::unique_ptr<GrpcParameterClient>> GrpcParameterClient::Create
   const std::vector<Chunk>& chunks = client->options_.chunks;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Chunk& c = chunks[i];
-    if (c.id != static_cast<int32_t>(i) || c.flat_offset != flat || c.length < 1 ||
-        c.shard < 0 || c.shard >= num_shards) {
+    if (c.id != static_cast<int32_t>(i) || c.flat_offset != flat ||
+        c.length < 1 || c.shard < 0 || c.shard >= num_shards) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter client: chunk ", i, " (id ", c.id, ", offset ", c.flat_offset,
-          ", shard ", c.shard, ") does not continue a placement over ", num_shards,
-          " shards"));
+          "parameter client: chunk ", i, " (id ", c.id, ", offset ",
+          c.flat_offset, ", shard ", c.shard,
+          ") does not continue a placement over ", num_shards, " shards"));
     }
     flat += c.length;
     ++client->shards_[c.shard]->num_chunks;

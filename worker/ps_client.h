@@ -32,7 +32,9 @@ struct TransferBytes {
 class ByteCounter {
  public:
   void AddSent(int64_t n) { sent_.fetch_add(n, std::memory_order_relaxed); }
-  void AddReceived(int64_t n) { received_.fetch_add(n, std::memory_order_relaxed); }
+  void AddReceived(int64_t n) {
+    received_.fetch_add(n, std::memory_order_relaxed);
+  }
   TransferBytes Get() const {
     return {sent_.load(std::memory_order_relaxed),
             received_.load(std::memory_order_relaxed)};
@@ -48,7 +50,7 @@ class ByteCounter {
 // has elapsed since the first attempt. budget == 0 disables retries.
 struct RetryPolicy {
   absl::Duration initial_backoff = absl::Milliseconds(100);
-  absl::Duration max_backoff = absl::Seconds(5);
+  absl::Duration max_backoff = absl::Seconds(1);
   absl::Duration budget = absl::Seconds(30);
 };
 
@@ -144,7 +146,8 @@ class GrpcParameterClient final : public ParameterClient {
   ~GrpcParameterClient() override;
 
   int64_t num_elements() const override { return num_elements_; }
-  absl::StatusOr<int64_t> Pull(int64_t min_version, float* flat_params) override;
+  absl::StatusOr<int64_t> Pull(int64_t min_version,
+                               float* flat_params) override;
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override;
   TransferBytes bytes() const override { return counter_.Get(); }

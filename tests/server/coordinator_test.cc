@@ -151,9 +151,21 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
   ASSERT_TRUE(f.coordinator->Leave(b).ok());
   auto next = fa.get();
   ASSERT_TRUE(next.ok());
-  ASSERT_EQ(f.shards.finalized.size(), 1u);
-  ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
-  EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), a);
+  // Step 1 may be handed out while step 0 is still being finalized (its
+  // pull waits for version 1): wait for the finalizer.
+  for (int i = 0; i < 200; ++i) {
+    {
+      absl::MutexLock lock(&f.shards.mu);
+      if (!f.shards.finalized.empty()) break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), a);
+  }
   // b's samples [5, 10) come back to a in the next step.
   ASSERT_EQ(next->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(next->step(), 1);

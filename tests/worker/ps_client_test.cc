@@ -29,8 +29,14 @@ namespace {
 using ::testing::HasSubstr;
 
 enum class PullFault {
-  kNone, kMixedVersions, kMissingChunk, kDuplicateChunk, kForeignChunk,
-  kWrongSize, kOldVersion, kHang,
+  kNone,
+  kMixedVersions,
+  kMissingChunk,
+  kDuplicateChunk,
+  kForeignChunk,
+  kWrongSize,
+  kOldVersion,
+  kHang,
 };
 
 struct ReceivedPush {
@@ -45,8 +51,10 @@ class FakeShard final : public v1::ParameterServer::Service {
  public:
   FakeShard(int shard_id, std::vector<Chunk> chunks, std::vector<float> params,
             int64_t version)
-      : shard_id_(shard_id), chunks_(std::move(chunks)),
-        params_(std::move(params)), version_(version) {}
+      : shard_id_(shard_id),
+        chunks_(std::move(chunks)),
+        params_(std::move(params)),
+        version_(version) {}
 
   grpc::Status Push(grpc::ServerContext* context,
                     grpc::ServerReader<v1::PushRequest>* reader,
@@ -80,7 +88,8 @@ class FakeShard final : public v1::ParameterServer::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
+  grpc::Status Pull(grpc::ServerContext* context,
+                    const v1::PullRequest* request,
                     grpc::ServerWriter<v1::PullResponse>* writer) override {
     PullFault fault;
     int64_t version;
@@ -117,8 +126,8 @@ class FakeShard final : public v1::ParameterServer::Service {
     for (size_t i = 0; i < owned.size(); ++i) {
       const Chunk& c = *owned[i];
       v1::PullResponse response;
-      response.set_version(fault == PullFault::kMixedVersions && i > 0 ? version + 1
-                                                                       : version);
+      response.set_version(
+          fault == PullFault::kMixedVersions && i > 0 ? version + 1 : version);
       response.set_chunk_id(c.id);
       int64_t length = c.length + (fault == PullFault::kWrongSize ? 1 : 0);
       response.mutable_data()->resize(length * sizeof(float));
@@ -185,18 +194,21 @@ class Cluster {
       : params_(Ramp(100.0f, 0.25f)) {
     chunks_ = *PlaceChunks(kTensorSizes, num_shards, kMaxChunk);
     for (int s = 0; s < num_shards; ++s) {
-      shards_.push_back(std::make_unique<FakeShard>(s, chunks_, params_, version));
+      shards_.push_back(
+          std::make_unique<FakeShard>(s, chunks_, params_, version));
       grpc::ServerBuilder builder;
       ConfigureServerBuilder(builder);
       int port = 0;
-      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                               &port);
       builder.RegisterService(shards_.back().get());
       servers_.push_back(builder.BuildAndStart());
       addresses_.push_back("127.0.0.1:" + std::to_string(port));
     }
   }
   ~Cluster() {
-    for (auto& server : servers_) server->Shutdown(absl::ToChronoTime(absl::Now()));
+    for (auto& server : servers_)
+      server->Shutdown(absl::ToChronoTime(absl::Now()));
   }
 
   std::unique_ptr<GrpcParameterClient> Client(
@@ -229,12 +241,14 @@ class Cluster {
 };
 
 PushInfo Info() {
-  return PushInfo{.generation = 3, .step = 12, .num_samples = 64, .base_version = 5};
+  return PushInfo{
+      .generation = 3, .step = 12, .num_samples = 64, .base_version = 5};
 }
 
 // Checks that every shard got one complete push of `grads`: exactly its own
 // chunks, with the right values and header.
-void ExpectPushed(Cluster& cluster, int num_shards, const std::vector<float>& grads,
+void ExpectPushed(Cluster& cluster, int num_shards,
+                  const std::vector<float>& grads,
                   size_t pushes_per_shard = 1) {
   for (int s = 0; s < num_shards; ++s) {
     const std::vector<ReceivedPush> pushes = cluster.shard(s).pushes();
@@ -273,7 +287,8 @@ TEST_P(PushTest, SendsExactlyTheOwnedChunksInReverseLayerOrder) {
   ExpectPushed(cluster, num_shards, grads);
 
   int64_t sent = 0;
-  for (int s = 0; s < num_shards; ++s) sent += cluster.shard(s).pushes()[0].bytes;
+  for (int s = 0; s < num_shards; ++s)
+    sent += cluster.shard(s).pushes()[0].bytes;
   EXPECT_EQ(client->bytes().sent, sent);
   // Each PushResponse holds version 5: 2 bytes.
   EXPECT_EQ(client->bytes().received, 2 * num_shards);
@@ -301,15 +316,20 @@ TEST(PushSessionTest, RejectsOverlappingAndOutOfRangeRanges) {
   const std::vector<float> grads(kTotal, 1.0f);
   auto session = *client->BeginPush(Info());
   ASSERT_TRUE(session->Ready(4, 6, grads.data()).ok());
-  EXPECT_EQ(session->Ready(9, 2, grads.data()).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session->Ready(0, 5, grads.data()).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session->Ready(20, 7, grads.data()).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session->Ready(-1, 1, grads.data()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->Ready(9, 2, grads.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->Ready(0, 5, grads.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->Ready(20, 7, grads.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->Ready(-1, 1, grads.data()).code(),
+            absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(session->Ready(0, 4, grads.data()).ok());
   ASSERT_TRUE(session->Ready(10, 16, grads.data()).ok());
   EXPECT_TRUE(session->Finish().ok());
   EXPECT_EQ(session->Finish().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(session->Ready(0, 1, grads.data()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session->Ready(0, 1, grads.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(PushSessionTest, IncompleteGradientIsCancelledNotCommitted) {
@@ -322,7 +342,8 @@ TEST(PushSessionTest, IncompleteGradientIsCancelledNotCommitted) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   // The shards saw a cancelled stream, never a completed one.
   for (int s = 0; s < 2; ++s) {
-    for (const ReceivedPush& push : cluster.shard(s).pushes()) EXPECT_TRUE(push.cancelled);
+    for (const ReceivedPush& push : cluster.shard(s).pushes())
+      EXPECT_TRUE(push.cancelled);
   }
 }
 
@@ -395,7 +416,9 @@ TEST_P(PullTest, AssemblesTheFlatBufferFromEveryShard) {
     EXPECT_EQ(request.worker_id(), "w7");
     EXPECT_EQ(request.min_version(), 7);
   }
-  EXPECT_EQ(client->bytes().sent, 0);
+  // Sent: one PullRequest per shard; received: every chunk's data plus ids.
+  EXPECT_EQ(client->bytes().sent,
+            num_shards * cluster.shard(0).pull_requests()[0].ByteSizeLong());
   EXPECT_GT(client->bytes().received, kTotal * 4);
 }
 
@@ -455,7 +478,8 @@ TEST(PullCasesTest, DataLossOnOneShardCancelsTheWaitingOthers) {
   auto client = cluster.Client(/*timeout=*/absl::Seconds(30));
   std::vector<float> flat(kTotal);
   const absl::Time start = absl::Now();
-  EXPECT_EQ(client->Pull(5, flat.data()).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(client->Pull(5, flat.data()).status().code(),
+            absl::StatusCode::kDataLoss);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
@@ -480,8 +504,9 @@ TEST(UnreachableShardTest, PullAndPushFailWithinTheDeadline) {
   auto session = *client->BeginPush(Info());
   ASSERT_TRUE(session->Ready(0, kTotal, flat.data()).ok());
   const absl::Status status = session->Finish();
-  EXPECT_THAT(status.code(), ::testing::AnyOf(absl::StatusCode::kUnavailable,
-                                              absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(status.code(),
+              ::testing::AnyOf(absl::StatusCode::kUnavailable,
+                               absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(status.message(), HasSubstr("ps shard 1"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
@@ -491,7 +516,8 @@ TEST(GrpcParameterClientTest, CreateValidatesThePlacement) {
   EXPECT_EQ(GrpcParameterClient::Create(options).status().code(),
             absl::StatusCode::kInvalidArgument);
   options.shard_addresses = {"127.0.0.1:1"};
-  options.chunks = *PlaceChunks(kTensorSizes, 2, kMaxChunk);  // 2 shards, 1 address
+  options.chunks =
+      *PlaceChunks(kTensorSizes, 2, kMaxChunk);  // 2 shards, 1 address
   EXPECT_EQ(GrpcParameterClient::Create(options).status().code(),
             absl::StatusCode::kInvalidArgument);
   options.chunks = *PlaceChunks(kTensorSizes, 1, kMaxChunk);

@@ -1,0 +1,83 @@
+#include "tests/integration/cluster_fixture.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/rpc_util.h"
+
+namespace ferry::testing {
+
+TestCluster::~TestCluster() {
+  for (ChildProcess& w : workers_) w.Stop(absl::Seconds(5));
+  for (auto it = servers_.rbegin(); it != servers_.rend(); ++it) it->Stop(absl::Seconds(5));
+}
+
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpec& spec,
+                                                                const std::string& log_dir) {
+  std::filesystem::create_directories(log_dir);
+  auto cluster = std::make_unique<TestCluster>();
+  const std::string bin = FERRY_BIN_DIR;
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  cluster->coordinator_ = absl::StrCat("127.0.0.1:", *port);
+  std::string list;
+  for (int i = 0; i < spec.shards; ++i) {
+    auto p = PickFreePort();
+    if (!p.ok()) return p.status();
+    cluster->shard_addresses_.push_back(absl::StrCat("127.0.0.1:", *p));
+    list += (i ? "," : "") + cluster->shard_addresses_.back();
+  }
+  std::vector<std::string> argv = {bin + "/ferry-server", "--role", "coordinator", "--listen",
+                                   cluster->coordinator_, "--shards", list, "--min-workers",
+                                   std::to_string(spec.workers)};
+  argv.insert(argv.end(), spec.job_args.begin(), spec.job_args.end());
+  auto coord = ChildProcess::Spawn(argv, log_dir + "/coordinator.log");
+  if (!coord.ok()) return coord.status();
+  cluster->servers_.push_back(std::move(*coord));
+  for (int i = 0; i < spec.shards; ++i) {
+    auto shard = ChildProcess::Spawn(
+        {bin + "/ferry-server", "--role", "ps", "--listen", cluster->shard_addresses_[i],
+         "--coordinator", cluster->coordinator_, "--shard-id", std::to_string(i)},
+        absl::StrCat(log_dir, "/ps", i, ".log"));
+    if (!shard.ok()) return shard.status();
+    cluster->servers_.push_back(std::move(*shard));
+  }
+  for (int i = 0; i < spec.workers; ++i) {
+    auto worker = ChildProcess::Spawn(
+        {bin + "/ferry-worker", "--coordinator", cluster->coordinator_, "--device", "cpu"},
+        absl::StrCat(log_dir, "/worker", i, ".log"));
+    if (!worker.ok()) return worker.status();
+    cluster->workers_.push_back(std::move(*worker));
+  }
+  return cluster;
+}
+
+absl::StatusOr<v1::StatusResponse> TestCluster::WaitFinished(absl::Duration timeout) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel(coordinator_));
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    for (ChildProcess& s : servers_) {
+      if (auto code = s.Poll()) {
+        return absl::InternalError(absl::StrCat("a server exited with code ", *code,
+                                                "; see ", s.log_path()));
+      }
+    }
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(2));
+    v1::StatusResponse status;
+    if (stub->Status(&context, v1::StatusRequest(), &status).ok() && status.finished()) {
+      return status;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return absl::DeadlineExceededError("the job did not finish in time");
+}
+
+std::vector<std::optional<int>> TestCluster::WorkerExitCodes() {
+  std::vector<std::optional<int>> codes;
+  for (ChildProcess& w : workers_) codes.push_back(w.Poll());
+  return codes;
+}
+
+}  // namespace ferry::testing

@@ -1,0 +1,45 @@
+// Starts a real ferry cluster (coordinator, PS shards, workers) as separate
+// processes on loopback ports, for integration and fault tests; stops every
+// process when destroyed.
+#ifndef FERRY_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_
+#define FERRY_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/child_process.h"
+#include "ferry/v1/coordinator.grpc.pb.h"
+
+namespace ferry::testing {
+
+struct ClusterSpec {
+  int workers = 2;
+  int shards = 2;
+  std::vector<std::string> job_args;  // extra coordinator flags
+};
+
+class TestCluster {
+ public:
+  ~TestCluster();
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(const ClusterSpec& spec,
+                                                            const std::string& log_dir);
+  // Polls the coordinator until the job finished; the final status.
+  absl::StatusOr<v1::StatusResponse> WaitFinished(absl::Duration timeout);
+  const std::vector<std::string>& shard_addresses() const { return shard_addresses_; }
+  const std::string& coordinator() const { return coordinator_; }
+  // Exit codes of the workers (nullopt while running).
+  std::vector<std::optional<int>> WorkerExitCodes();
+
+ private:
+  std::string coordinator_;
+  std::vector<std::string> shard_addresses_;
+  std::vector<ChildProcess> servers_;
+  std::vector<ChildProcess> workers_;
+};
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_
