@@ -78,7 +78,11 @@ class Worker {
 
   absl::StatusOr<WorkerSummary> Run() {
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(Join());
+    if (absl::Status joined = Join(); !joined.ok()) {
+      if (!stop_requested()) return joined;
+      summary_.end_reason = "stopped";  // asked to stop while registering
+      return summary_;
+    }
     absl::Status status = Setup();
     if (status.ok()) status = Loop();
     heartbeater_->Stop();

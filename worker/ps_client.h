@@ -131,7 +131,8 @@ struct GrpcParameterClientOptions {
   // The placement over shard_addresses.size() shards (PlaceChunks()).
   std::vector<Chunk> chunks;
   // Deadline of every Push and Pull attempt. A pull may wait for other
-  // workers' pushes, so this is long.
+  // workers' pushes, so this is long; a push's first attempt runs from
+  // BeginPush(), so it also covers the backward pass.
   absl::Duration rpc_timeout = absl::Seconds(30);
   RetryPolicy retry;
 };
