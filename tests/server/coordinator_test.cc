@@ -250,5 +250,36 @@ TEST(CoordinatorTest, RejectsOtherJobsAndBadSpecs) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
+  v1::JobSpec job = Job(10, 1);
+  job.set_sync_quorum(1);
+  Fixture f(job, 20, /*min_workers=*/2);
+  const std::string fast = f.Join(), slow = f.Join();
+  auto rf = Next(*f.coordinator, fast);
+  auto rs = Next(*f.coordinator, slow);
+  ASSERT_TRUE(rf.ok() && rs.ok());
+  ASSERT_EQ(rs->tasks(0).begin(), 5);
+  const v1::StepReport df = Done(*rf), ds = Done(*rs);
+  auto next = NextWork(*f.coordinator, fast, &df);
+  ASSERT_TRUE(next.ok());
+  for (int i = 0; i < 200; ++i) {
+    {
+      absl::MutexLock lock(&f.shards.mu);
+      if (!f.shards.finalized.empty()) break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), fast);
+  }
+  // The straggler's report for step 0 comes too late: ABORTED, not applied.
+  EXPECT_EQ(Next(*f.coordinator, slow, &ds).status().code(), absl::StatusCode::kAborted);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.samples_applied(), 5);
+}
+
 }  // namespace
 }  // namespace ferry
