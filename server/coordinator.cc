@@ -112,7 +112,7 @@ absl::Status Coordinator::Leave(const std::string& worker_id) {
     if (members_.find(worker_id) == members_.end()) {
       return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not a member"));
     }
-    RemoveMember(worker_id, /*died=*/false);
+    RemoveMember(worker_id);
     ServeWaiters(replies, false);
   }
   SendReplies(replies);
@@ -268,9 +268,8 @@ bool Coordinator::FormStep() {
 }
 
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) {
-  if (!member.leases.empty()) {
-    // Re-asking without a report (e.g. after a retry): hand the same task.
-  } else {
+  // A worker re-asking without a report (a retried call) gets the same task.
+  if (member.leases.empty()) {
     if (ActiveCount() < options_.min_workers) return std::nullopt;
     if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
       int64_t slowest = member.tasks_done;
@@ -328,7 +327,7 @@ void Coordinator::FinishJob() {
   eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
 }
 
-void Coordinator::RemoveMember(const std::string& worker_id, bool died) {
+void Coordinator::RemoveMember(const std::string& worker_id) {
   auto it = members_.find(worker_id);
   if (it == members_.end()) return;
   ++generation_;
@@ -359,7 +358,6 @@ void Coordinator::RemoveMember(const std::string& worker_id, bool died) {
     }
     ++step_it;
   }
-  (void)died;
   members_.erase(it);
 }
 
@@ -485,7 +483,7 @@ void Coordinator::ReaperLoop() {
     for (const auto& [id, m] : members_) {
       if (now - m.last_heartbeat > options_.heartbeat_timeout) dead.push_back(id);
     }
-    for (const std::string& id : dead) RemoveMember(id, /*died=*/true);
+    for (const std::string& id : dead) RemoveMember(id);
     std::vector<Reply> replies;
     ServeWaiters(replies, /*expire_all_due=*/true);
     if (!replies.empty()) {

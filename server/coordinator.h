@@ -148,8 +148,8 @@ class Coordinator {
   // the job has no more epochs.
   bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveMember(const std::string& worker_id, bool died)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops a member that left or died: unpushed work goes back to the queue.
+  void RemoveMember(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Re-evaluates parked NextTask calls; replies go out after the lock.
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -29,6 +29,17 @@ class FakeShards : public ShardControl {
   std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
 };
 
+// The finalizer runs on its own thread: wait (bounded) for its first call.
+void WaitForFinalize(FakeShards& shards) {
+  for (int i = 0; i < 200; ++i) {
+    {
+      absl::MutexLock lock(&shards.mu);
+      if (!shards.finalized.empty()) return;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency = v1::CONSISTENCY_SYNC) {
   v1::JobSpec job;
   job.set_job_id("job");
@@ -153,13 +164,7 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
   ASSERT_TRUE(next.ok());
   // Step 1 may be handed out while step 0 is still being finalized (its
   // pull waits for version 1): wait for the finalizer.
-  for (int i = 0; i < 200; ++i) {
-    {
-      absl::MutexLock lock(&f.shards.mu);
-      if (!f.shards.finalized.empty()) break;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitForFinalize(f.shards);
   {
     absl::MutexLock lock(&f.shards.mu);
     ASSERT_EQ(f.shards.finalized.size(), 1u);
@@ -262,13 +267,7 @@ TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
   const v1::StepReport df = Done(*rf), ds = Done(*rs);
   auto next = NextWork(*f.coordinator, fast, &df);
   ASSERT_TRUE(next.ok());
-  for (int i = 0; i < 200; ++i) {
-    {
-      absl::MutexLock lock(&f.shards.mu);
-      if (!f.shards.finalized.empty()) break;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitForFinalize(f.shards);
   {
     absl::MutexLock lock(&f.shards.mu);
     ASSERT_EQ(f.shards.finalized.size(), 1u);
