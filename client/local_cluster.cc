@@ -89,8 +89,20 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
       }
     }
   };
+  // Workers' bytes split by the peer role they went to or came from.
+  nlohmann::json by_peer = nlohmann::json::object();
   if (s.contains("worker_bytes")) {
-    for (const auto& [id, counts] : s.at("worker_bytes").items()) add_counts("worker", counts);
+    for (const auto& [id, counts] : s.at("worker_bytes").items()) {
+      add_counts("worker", counts);
+      for (const char* dir : {"sent", "received"}) {
+        if (!counts.contains(dir)) continue;
+        for (const auto& [peer, n] : counts.at(dir).items()) {
+          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>()) : n.get<int64_t>();
+          nlohmann::json& slot = by_peer[peer][dir];
+          slot = (slot.is_null() ? int64_t{0} : slot.get<int64_t>()) + v;
+        }
+      }
+    }
   }
   if (s.contains("coordinator_bytes")) add_counts("coordinator", s.at("coordinator_bytes"));
   for (const std::string& info : shard_info_json) {
@@ -139,6 +151,9 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
           {"compute_seconds", num(s, "compute_seconds")},
           {"comm_seconds", num(s, "comm_seconds")},
           {"workers_seen", workers_seen},
+          {"worker_bytes_by_peer", by_peer},
+          {"digest_checks", static_cast<int64_t>(num(s, "digest_checks"))},
+          {"digest_mismatches", static_cast<int64_t>(num(s, "digest_mismatches"))},
           {"epochs_accounting", accounting},
           {"evals", evals}};
 }
@@ -207,7 +222,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   }
   for (int i = 0; ok && i < o.workers; ++i) {
     ok = start("worker", i, "",
-               {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device});
+               {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+                "--peer-listen", "127.0.0.1:0"});
   }
   WriteClusterFile(o.cluster_file, procs);
   if (!ok) {

@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
   local->add_option("--device", o.device, "worker device: auto, cpu or cuda")->capture_default_str();
   local->add_option("--seed", seed, "seed of init and sampling")->capture_default_str();
   local->add_option("--max-steps", max_steps, "stop after this many steps (0: no limit)");
+  int64_t bucket_elements = 0, digest_every = 0;
+  local->add_option("--bucket-elements", bucket_elements,
+                    "ring: gradient bucket size in floats (0: 25 MiB, like DDP)");
+  local->add_option("--digest-every", digest_every,
+                    "ring: compare the members' weight digests every N steps (0: never)");
   local->add_option("--summary-json", o.summary_json, "write the job summary here");
   local->add_option("--cluster-file", o.cluster_file,
                     "write the process list (role, index, address, pid, log) here");
@@ -88,5 +93,7 @@ int main(int argc, char** argv) {
   o.global_batch = batch;
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed, o.consistency, quorum,
                        max_steps, opt);
+  o.job_args.insert(o.job_args.end(), {"--bucket-elements", std::to_string(bucket_elements),
+                                       "--digest-every", std::to_string(digest_every)});
   return ferry::RunLocalCluster(o);
 }

@@ -1,6 +1,7 @@
 #include "server/coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -25,6 +26,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "job needs global_batch > 0, epochs > 0 and a non-empty dataset (got batch ",
         job.global_batch(), ", epochs ", job.epochs(), ", ", options.epoch_size,
         " samples)"));
+  }
+  if (job.mode() == v1::MODE_RING &&
+      (job.consistency() != v1::CONSISTENCY_SYNC || job.sync_quorum() > 0)) {
+    return absl::InvalidArgumentError(
+        "ring mode is synchronous: it takes neither async/ssp consistency nor a sync quorum");
   }
   if (options.min_workers < 1) options.min_workers = 1;
   return std::unique_ptr<Coordinator>(new Coordinator(std::move(options), shards));
@@ -173,6 +179,15 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
     }
     if (!slot->pushed) {
       slot->pushed = true;
+      if (done.has_weights_digest()) {
+        OpenStep& step = step_it->second;
+        if (!step.digest.has_value()) {
+          step.digest = done.weights_digest();
+        } else {
+          ++digest_checks_;
+          if (*step.digest != done.weights_digest()) ++digest_mismatches_;
+        }
+      }
       MaybeQueueFinalize(step_it->second);
     }
     return absl::OkStatus();
@@ -205,7 +220,12 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     return absl::StatusOr<v1::NextTaskResponse>(
         absl::NotFoundError(absl::StrCat("worker ", worker_id, " was evicted")));
   }
-  if (training_done_) return Action(v1::NextTaskResponse::FINISH, generation_);
+  if (training_done_) {
+    // Ring members hold the only copy of the weights: keep them until the
+    // final evaluation has fetched them.
+    if (ring_mode() && !finished_) return std::nullopt;
+    return Action(v1::NextTaskResponse::FINISH, generation_);
+  }
   std::optional<v1::NextTaskResponse> response =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? TryAssignSync(it->second)
                                                         : TryAssignAsync(it->second);
@@ -216,7 +236,8 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
     for (auto& [number, step] : open_steps_) {
-      for (const Slot& slot : step.slots) {
+      for (size_t i = 0; i < step.slots.size(); ++i) {
+        const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
         v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
         r.set_step(number);
@@ -224,6 +245,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member) {
         r.set_epoch(step.epoch);
         r.set_epoch_size(options_.epoch_size);
         for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
+        if (ring_mode()) AddRing(step, i, r);
         return r;
       }
     }
@@ -252,10 +274,11 @@ bool Coordinator::FormStep() {
   OpenStep step;
   step.step = steps_formed_;
   step.epoch = queue_->epoch();
+  step.ring_generation = generation_;
   const int64_t w = static_cast<int64_t>(ranked.size());
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share = available / w + (r < available % w ? 1 : 0);
-    if (share == 0) continue;
+    if (share == 0 && !ring_mode()) continue;
     Slot slot;
     slot.worker_id = ranked[r]->id;
     slot.tasks = queue_->Lease(share);
@@ -265,6 +288,32 @@ bool Coordinator::FormStep() {
   open_steps_[step.step] = std::move(step);
   ++steps_formed_;
   return true;
+}
+
+void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
+                          v1::NextTaskResponse& r) const {
+  int64_t samples = 0;
+  for (const Slot& slot : step.slots) {
+    v1::RingMember* m = r.add_ring();
+    m->set_worker_id(slot.worker_id);
+    auto it = members_.find(slot.worker_id);
+    if (it != members_.end()) m->set_peer_address(it->second.info.peer_address());
+    samples += slot.samples;
+  }
+  r.set_rank(static_cast<int32_t>(slot_index));
+  r.set_step_samples(samples);
+  r.set_ring_generation(step.ring_generation);
+}
+
+std::vector<std::string> Coordinator::PeerAddresses() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Member*> ranked;
+  for (const auto& [id, m] : members_) ranked.push_back(&m);
+  std::sort(ranked.begin(), ranked.end(),
+            [](const Member* a, const Member* b) { return a->join_seq < b->join_seq; });
+  std::vector<std::string> addresses;
+  for (const Member* m : ranked) addresses.push_back(m->info.peer_address());
+  return addresses;
 }
 
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) {
@@ -344,6 +393,7 @@ void Coordinator::RemoveMember(const std::string& worker_id) {
         if (s->worker_id == worker_id && !s->pushed) {
           for (const v1::DataTask& t : s->tasks) (void)queue_->Release(t.task_id());
           s = slots.erase(s);
+          step.ring_generation = generation_;  // the step's ring changed
         } else {
           ++s;
         }
@@ -456,7 +506,12 @@ void Coordinator::EvaluatorLoop() {
       eval_queue_.erase(eval_queue_.begin());
     }
     const auto result = shards_->Evaluate(request.first);
+    std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
+    if (!result.ok()) {
+      std::fprintf(stderr, "ferry coordinator: evaluation after step %lld failed: %s\n",
+                   static_cast<long long>(request.first), result.status().ToString().c_str());
+    }
     if (result.ok()) {
       v1::EvalPoint point;
       point.set_step(request.first);
@@ -469,6 +524,12 @@ void Coordinator::EvaluatorLoop() {
     if (request.second == -1) {
       finished_ = true;
       finish_time_ = absl::Now();
+      ServeWaiters(replies, false);  // ring members parked for FINISH
+    }
+    if (!replies.empty()) {
+      mu_.Unlock();
+      SendReplies(replies);
+      mu_.Lock();
     }
   }
 }
@@ -548,6 +609,8 @@ v1::StatusResponse Coordinator::Status() const {
   *s.mutable_coordinator_bytes() = own_bytes_;
   s.set_compute_seconds(compute_seconds_);
   s.set_comm_seconds(comm_seconds_);
+  s.set_digest_checks(digest_checks_);
+  s.set_digest_mismatches(digest_mismatches_);
   return s;
 }
 

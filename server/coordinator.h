@@ -18,6 +18,12 @@
 //    samples go back to the queue.
 //  - async / ssp:K: leases tasks of global_batch / members samples on
 //    demand; ssp holds back a worker more than K tasks ahead of the slowest.
+//  - ring mode (always sync): every member is in every step (a member
+//    with no samples contributes zeros) so that the step's ring is the
+//    membership; the TRAIN response names the ring, the rank and the
+//    ring's generation; a step whose ring lost a member gets a new ring
+//    generation. FINISH waits for the final evaluation, which needs the
+//    members' weights.
 //  - evaluation of the shards' weights on the test set after every epoch,
 //    and the job's end (after the last epoch, or max_steps).
 //
@@ -99,6 +105,8 @@ class Coordinator {
   // Blocks until the job finished or `timeout` passed; true when finished.
   bool WaitUntilFinished(absl::Duration timeout) const;
   const v1::JobSpec& job() const { return options_.job; }
+  // Peer addresses of the members in rank (join) order.
+  std::vector<std::string> PeerAddresses() const;
   // Bytes the adapter counted for the coordinator's own traffic.
   void CountBytes(const std::string& role, int64_t sent, int64_t received);
 
@@ -123,6 +131,8 @@ class Coordinator {
     int64_t epoch = 0;
     std::vector<Slot> slots;  // rank order
     bool finalizing = false;
+    int64_t ring_generation = 0;  // ring mode: generation of its ring
+    std::optional<uint64_t> digest;  // ring mode: first digest reported
   };
   struct Waiter {
     v1::NextTaskRequest request;
@@ -144,6 +154,10 @@ class Coordinator {
   std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FormStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
+  // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
+  void AddRing(const OpenStep& step, size_t slot_index, v1::NextTaskResponse& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves to the next epoch when the current one is complete; false when
   // the job has no more epochs.
   bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -180,6 +194,9 @@ class Coordinator {
   std::vector<int64_t> finalize_queue_ ABSL_GUARDED_BY(mu_);
   // Async mode: tasks applied so far (sum over workers).
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ring mode: weight digests compared and found different.
+  int64_t digest_checks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t digest_mismatches_ ABSL_GUARDED_BY(mu_) = 0;
   // Evaluation requests (version) and results.
   std::vector<std::pair<int64_t, int64_t>> eval_queue_ ABSL_GUARDED_BY(mu_);  // {version, epoch}
   bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,15 +3,12 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_backend.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "proto/rpc_util.h"
-#include "worker/evaluator.h"
 
 namespace ferry {
 namespace {
-constexpr int kEvalBatch = 1000;
 constexpr absl::Duration kFinalizeTimeout = absl::Seconds(10);
 }  // namespace
 
@@ -22,24 +19,19 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
   for (const std::string& address : job.shard_addresses()) {
     control->stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(address)));
   }
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
-  control->backend_ = MakeCpuBackend(1);
-  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, control->backend_.get()));
-  control->model_ = std::make_unique<Mlp>(std::move(model));
-  ASSIGN_OR_RETURN(BatchStager stager, BatchStager::Create(control->backend_.get(),
-                                                           sizes.front(), kEvalBatch));
-  control->stager_ = std::make_unique<BatchStager>(std::move(stager));
-  control->test_set_ = std::move(test_set);
+  ASSIGN_OR_RETURN(control->evaluator_,
+                   TestSetEvaluator::Create(job.model(), std::move(test_set)));
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();
   options.worker_id = "coordinator";
   options.shard_addresses.assign(job.shard_addresses().begin(), job.shard_addresses().end());
   ASSIGN_OR_RETURN(options.chunks,
-                   PlaceChunks(control->model_->layout().TensorSizes(),
+                   PlaceChunks(control->evaluator_->model().layout().TensorSizes(),
                                job.shard_addresses_size(), job.max_chunk_elements()));
   ASSIGN_OR_RETURN(control->puller_, GrpcParameterClient::Create(std::move(options)));
-  control->params_.resize(control->model_->layout().total_elements());
+  absl::MutexLock lock(&control->eval_mu_);
+  control->params_.resize(control->evaluator_->num_parameters());
   return control;
 }
 
@@ -78,9 +70,7 @@ absl::Status GrpcShardControl::FinalizeStep(int64_t step, int64_t generation,
 absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(int64_t min_version) {
   absl::MutexLock lock(&eval_mu_);
   RETURN_IF_ERROR(puller_->Pull(min_version, params_.data()).status());
-  ASSIGN_OR_RETURN(EvalResult result,
-                   EvaluateDataset(*model_, params_.data(), test_set_, *stager_, kEvalBatch));
-  return std::make_pair(result.accuracy, result.mean_loss);
+  return evaluator_->Evaluate(params_.data());
 }
 
 TransferBytes GrpcShardControl::bytes() const {

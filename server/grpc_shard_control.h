@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/compute_backend.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "server/coordinator.h"
-#include "worker/batch_stager.h"
+#include "server/test_set_evaluator.h"
 #include "worker/dataset.h"
-#include "worker/mlp.h"
 #include "worker/ps_client.h"
 
 namespace ferry {
@@ -40,12 +38,9 @@ class GrpcShardControl final : public ShardControl {
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
   ByteCounter finalize_bytes_;
   absl::Mutex eval_mu_;
-  Dataset test_set_;
-  std::unique_ptr<ComputeBackend> backend_;
-  std::unique_ptr<Mlp> model_;
-  std::unique_ptr<BatchStager> stager_;
+  std::unique_ptr<TestSetEvaluator> evaluator_;
   std::unique_ptr<GrpcParameterClient> puller_;
-  std::vector<float> params_;
+  std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
 };
 
 }  // namespace ferry

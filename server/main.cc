@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
       ->group(job);
   app.add_option("--bucket-elements", c.bucket_elements, "ring bucket size (0: 25 MiB)")
       ->group(job);
+  app.add_option("--digest-every", c.digest_every,
+                 "ring: members report a weights digest every N steps, the coordinator "
+                 "counts mismatches (0: never)")
+      ->capture_default_str()
+      ->group(job);
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->group(job);
   app.add_option("--min-workers", c.min_workers, "wait for this many workers")

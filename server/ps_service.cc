@@ -99,14 +99,67 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
   std::unique_ptr<PsPushStaging> staging_;
 };
 
+// The encoded fields of a PullResponse before its data (version, chunk_id,
+// data's tag and length), canonical protobuf encoding.
+grpc::Slice PullPrefix(int64_t version, int32_t chunk_id, size_t data_size) {
+  constexpr uint8_t kVersionTag = 1 << 3 | 0;  // field 1, varint
+  constexpr uint8_t kChunkIdTag = 2 << 3 | 0;  // field 2, varint
+  constexpr uint8_t kDataTag = 3 << 3 | 2;     // field 3, length-delimited
+  const auto put_varint = [](uint64_t value, uint8_t* out) {
+    while (value >= 0x80) {
+      *out++ = static_cast<uint8_t>(value | 0x80);
+      value >>= 7;
+    }
+    *out++ = static_cast<uint8_t>(value);
+    return out;
+  };
+  uint8_t buffer[40];
+  uint8_t* p = buffer;
+  if (version != 0) {  // proto3 omits zero scalars
+    *p++ = kVersionTag;
+    p = put_varint(static_cast<uint64_t>(version), p);
+  }
+  if (chunk_id != 0) {
+    *p++ = kChunkIdTag;
+    p = put_varint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
+  }
+  if (data_size != 0) {
+    *p++ = kDataTag;
+    p = put_varint(data_size, p);
+  }
+  return grpc::Slice(buffer, static_cast<size_t>(p - buffer));
+}
+
+// A slice over `n` bytes at `data` inside `snapshot`, which it keeps alive
+// until gRPC has sent them: no copy of the parameters.
+grpc::Slice SnapshotSlice(std::shared_ptr<const PsSnapshot> snapshot,
+                          const void* data, size_t n) {
+  using Ref = std::shared_ptr<const PsSnapshot>;
+  return grpc::Slice(
+      const_cast<void*>(data), n,
+      [](void* ref) { delete static_cast<Ref*>(ref); },
+      new Ref(std::move(snapshot)));
+}
+
 // Pull: waits on the shard without a thread, then streams the snapshot one
-// chunk per message. The ready callback arrives on another thread and may
-// race OnCancel; `mu_` decides which of the two finishes the call. Finish is
+// chunk per message (an encoded PullResponse whose data references the
+// snapshot). The ready callback arrives on another thread and may race
+// OnCancel; `mu_` decides which of the two finishes the call. Finish is
 // called only once the wait is resolved (callback run or wait cancelled), so
 // no callback can touch the reactor after OnDone deletes it.
-class PullReactor final : public grpc::ServerWriteReactor<v1::PullResponse> {
+class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  PullReactor(PsShard* shard, const v1::PullRequest& request) : shard_(shard) {
+  PullReactor(PsShard* shard, const grpc::ByteBuffer& raw_request)
+      : shard_(shard) {
+    v1::PullRequest request;
+    grpc::ByteBuffer copy(raw_request);  // Deserialize consumes its input
+    if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy,
+                                                                 &request)
+             .ok()) {
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                          "cannot parse the PullRequest"));
+      return;
+    }
     shard_->RecordBytes(kWorkerRole, 0,
                         static_cast<int64_t>(request.ByteSizeLong()));
     {
@@ -194,12 +247,13 @@ class PullReactor final : public grpc::ServerWriteReactor<v1::PullResponse> {
     const Chunk& chunk = chunks[next_chunk_++];
     const float* values =
         snapshot_->values.data() + (chunk.flat_offset - shard_->range().begin);
-    response_.set_version(snapshot_->version);
-    response_.set_chunk_id(chunk.id);
-    response_.set_data(reinterpret_cast<const char*>(values),
-                       static_cast<size_t>(chunk.length) * sizeof(float));
-    shard_->RecordBytes(kWorkerRole,
-                        static_cast<int64_t>(response_.ByteSizeLong()), 0);
+    const size_t size = static_cast<size_t>(chunk.length) * sizeof(float);
+    const grpc::Slice slices[2] = {
+        PullPrefix(snapshot_->version, chunk.id, size),
+        SnapshotSlice(snapshot_, values, size)};
+    response_ = grpc::ByteBuffer(slices, 2);
+    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_.Length()),
+                        0);
     if (next_chunk_ == chunks.size()) {
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
@@ -215,7 +269,7 @@ class PullReactor final : public grpc::ServerWriteReactor<v1::PullResponse> {
   // Owned by the writer chain (OnReady -> WriteNext -> OnWriteDone ...).
   std::shared_ptr<const PsSnapshot> snapshot_;
   size_t next_chunk_ = 0;
-  v1::PullResponse response_;
+  grpc::ByteBuffer response_;
 };
 
 }  // namespace
@@ -225,8 +279,8 @@ grpc::ServerReadReactor<v1::PushRequest>* PsService::Push(
   return new PushReactor(context, shard_, response);
 }
 
-grpc::ServerWriteReactor<v1::PullResponse>* PsService::Pull(
-    grpc::CallbackServerContext* /*context*/, const v1::PullRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
   return new PullReactor(shard_, *request);
 }
 

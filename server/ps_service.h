@@ -8,7 +8,10 @@
 //    end-of-stream; the first error finishes the call with that status.
 //  - Pull: a write reactor that registers a PsShard wait (no thread blocks)
 //    and streams one PullResponse per owned chunk of the snapshot, one write
-//    in flight at a time. A cancelled call (client deadline included) cancels
+//    in flight at a time. The method is registered raw (ByteBuffer): each
+//    message is the canonical PullResponse encoding whose `data` is a slice
+//    over the snapshot itself (kept alive until sent), so the parameters are
+//    never copied into a message. A cancelled call (client deadline included) cancels
 //    its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
 //    UNAVAILABLE when the shard shuts its waits down.
 //  - FinalizeStep, ShardInfo: unary. Checkpoint: UNIMPLEMENTED for now.
@@ -25,16 +28,19 @@
 
 namespace ferry {
 
-class PsService final : public v1::ParameterServer::CallbackService {
+class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
+                            v1::ParameterServer::CallbackService> {
  public:
   explicit PsService(PsShard* shard) : shard_(shard) {}
 
   grpc::ServerReadReactor<v1::PushRequest>* Push(
       grpc::CallbackServerContext* context,
       v1::PushResponse* response) override;
-  grpc::ServerWriteReactor<v1::PullResponse>* Pull(
+  // `request` is an encoded ferry.v1.PullRequest; the stream carries
+  // encoded ferry.v1.PullResponse messages.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
       grpc::CallbackServerContext* context,
-      const v1::PullRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* FinalizeStep(
       grpc::CallbackServerContext* context,
       const v1::FinalizeStepRequest* request,

@@ -11,6 +11,7 @@
 #include "proto/rpc_util.h"
 #include "server/coordinator_service.h"
 #include "server/grpc_shard_control.h"
+#include "server/ring_control.h"
 #include "server/server_main.h"
 #include "worker/data_source.h"
 #include "worker/mlp.h"
@@ -53,6 +54,10 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
                                                       : kDefaultMaxChunkElements);
   job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements : kDefaultBucketElements);
   job.set_max_steps(f.max_steps);
+  if (f.digest_every < 0) {
+    return absl::InvalidArgumentError("--digest-every must be >= 0");
+  }
+  job.set_digest_every(f.digest_every);
   for (const TensorSlot& t : model.layout().tensors()) {
     v1::TensorSpec* spec = job.add_tensors();
     spec->set_name(t.name);
@@ -86,10 +91,16 @@ int RunCoordinator(const CoordinatorFlags& f) {
   auto job = BuildJob(f, *model, data->train.num_samples);
   if (!job.ok()) return Fail(job.status());
 
-  std::unique_ptr<GrpcShardControl> shards;
+  std::unique_ptr<ShardControl> shards;
+  RingControl* ring = nullptr;
   if (job->mode() == v1::MODE_PS) {
     auto control = GrpcShardControl::Create(*job, std::move(data->test));
     if (!control.ok()) return Fail(control.status());
+    shards = std::move(*control);
+  } else {
+    auto control = RingControl::Create(*job, std::move(data->test));
+    if (!control.ok()) return Fail(control.status());
+    ring = control->get();
     shards = std::move(*control);
   }
   CoordinatorOptions options;
@@ -100,6 +111,10 @@ int RunCoordinator(const CoordinatorFlags& f) {
   options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   auto core = Coordinator::Create(options, shards.get());
   if (!core.ok()) return Fail(core.status());
+  if (ring != nullptr) {
+    Coordinator* coordinator = core->get();
+    ring->set_member_source([coordinator] { return coordinator->PeerAddresses(); });
+  }
 
   CoordinatorService service(core->get());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -28,6 +28,7 @@ struct CoordinatorFlags {
   int64_t max_chunk_elements = 0;  // 0: the default
   int64_t bucket_elements = 0;     // 0: the default
   int64_t max_steps = 0;
+  int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
   int min_workers = 1;
   int max_workers = 0;
   int expected_workers = 0;  // async schedule length; 0: min_workers

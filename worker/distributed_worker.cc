@@ -18,6 +18,9 @@
 #include "worker/coordinator_client.h"
 #include "worker/data_source.h"
 #include "worker/mlp.h"
+#include "proto/job_convert.h"
+#include "worker/ring/ring_peer_service.h"
+#include "worker/ring_exchange.h"
 #include "worker/sampler.h"
 
 namespace ferry {
@@ -47,6 +50,26 @@ bool IsStepRetriable(const absl::Status& status) {
 
 double Seconds(absl::Time since) {
   return absl::ToDoubleSeconds(absl::Now() - since);
+}
+
+// The address other workers reach the peer service at: `advertise` (a
+// HOST alone gets the bound port), else the listen host (this machine's
+// hostname for a wildcard) with the bound port.
+std::string AdvertisedPeerAddress(const std::string& listen,
+                                  const std::string& advertise, int port) {
+  if (!advertise.empty()) {
+    if (advertise.find(':') == std::string::npos) {
+      return absl::StrCat(advertise, ":", port);
+    }
+    return advertise;
+  }
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
 }
 
 void AddBytes(const std::string& role, const TransferBytes& bytes,
@@ -93,7 +116,8 @@ class Worker {
       if (!left.ok()) Log(absl::StrCat("leave failed: ", left.ToString()));
     }
     if (!status.ok()) return status;
-    summary_.ps_bytes = ps_->bytes();
+    if (ps_ != nullptr) summary_.ps_bytes = ps_->bytes();
+    summary_.peer_bytes = peer_->counter->Get();
     summary_.coordinator_bytes = coordinator_->bytes();
     summary_.wall_seconds = Seconds(start);
     return summary_;
@@ -105,8 +129,12 @@ class Worker {
            options_.stop_requested->load();
   }
 
-  // Registers and starts heartbeats.
+  // Starts the peer service, registers and starts heartbeats.
   absl::Status Join() {
+    ASSIGN_OR_RETURN(peer_, StartRingPeerServer(options_.peer_listen_address));
+    const std::string peer_address = AdvertisedPeerAddress(
+        options_.peer_listen_address, options_.peer_advertise_address,
+        peer_->port);
     CoordinatorClientOptions copts;
     copts.rpc_timeout = options_.rpc_timeout;
     copts.short_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
@@ -115,7 +143,7 @@ class Worker {
     coordinator_ =
         CoordinatorClient::Connect(options_.coordinator_address, copts);
     v1::RegisterRequest request;
-    request.set_peer_address(options_.peer_listen_address);
+    request.set_peer_address(peer_address);
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     request.set_hostname(host);
@@ -129,6 +157,7 @@ class Worker {
     }
     job_ = reg->job();
     worker_id_ = reg->worker_id();
+    peer_->service->set_job_id(job_.job_id());
     summary_.worker_id = worker_id_;
     summary_.job_id = job_.job_id();
     const int64_t interval_ms = reg->heartbeat_interval_ms();
@@ -138,21 +167,17 @@ class Worker {
                                                  reg->generation(), interval);
     Log(
         absl::StrFormat("registered with %s as %s: job %s, generation %d, "
-                        "model %s, %s, %d shards",
+                        "model %s, %s, %d shards, peer service at %s",
                         options_.coordinator_address, worker_id_, job_.job_id(),
                         reg->generation(), job_.model(), job_.dataset(),
-                        job_.shard_addresses_size()));
+                        job_.shard_addresses_size(), peer_address));
     return absl::OkStatus();
   }
 
   // Checks the job, then loads data and builds backend, model, buffers and
   // the PS client.
   absl::Status Setup() {
-    if (job_.mode() != v1::MODE_PS) {
-      return absl::UnimplementedError(
-          "ring mode is not implemented by this worker");
-    }
-    if (job_.shard_addresses_size() == 0) {
+    if (!ring() && job_.shard_addresses_size() == 0) {
       return absl::FailedPreconditionError(
           "the job lists no parameter-server shards");
     }
@@ -171,6 +196,29 @@ class Worker {
     if (!backend_->IsHostMemory()) {
       ASSIGN_OR_RETURN(host_params_, backend_->AllocateHost(n));
       ASSIGN_OR_RETURN(host_grads_, backend_->AllocateHost(n));
+    }
+    if (ring()) {
+      RingExchangeOptions ropts;
+      ropts.job_id = job_.job_id();
+      ropts.worker_id = worker_id_;
+      ropts.backend = backend_.get();
+      ropts.peer = peer_.get();
+      ropts.tensor_sizes = model_->layout().TensorSizes();
+      ropts.bucket_elements = job_.bucket_elements() > 0 ? job_.bucket_elements() : n;
+      ropts.optimizer = FromProto(job_.optimizer());
+      ropts.params = params_.data();
+      ropts.grads = grads_.data();
+      ropts.host_grads =
+          backend_->IsHostMemory() ? grads_.data() : host_grads_.data();
+      ropts.collective_timeout = options_.collective_timeout;
+      ASSIGN_OR_RETURN(ring_, RingExchange::Create(std::move(ropts)));
+      const std::vector<float> init = model_->InitialParameters(job_.seed());
+      RETURN_IF_ERROR(backend_->CopyToDevice(init.data(), n, params_.data()));
+      Log(absl::StrFormat("%d parameters, %d train samples, device %s, ring mode, "
+                          "%d gradient buckets",
+                          n, data_.train.num_samples, summary_.device,
+                          ring_->num_buckets()));
+      return absl::OkStatus();
     }
     GrpcParameterClientOptions popts;
     popts.job_id = job_.job_id();
@@ -197,6 +245,11 @@ class Worker {
       if (heartbeater_->evicted()) return Evicted();
       const bool stopping = stop_requested();
       if (stopping && !done.has_value()) break;
+      if (ring_ != nullptr) {
+        // The coordinator's evaluation reads the weights between steps.
+        const absl::Status published = ring_->PublishIfWanted();
+        if (!published.ok()) Log(absl::StrCat("publish weights: ", published.ToString()));
+      }
       v1::NextTaskRequest request;
       request.set_worker_id(worker_id_);
       request.set_generation(heartbeater_->generation());
@@ -228,6 +281,7 @@ class Worker {
         continue;
       }
       absl::StatusOr<v1::StepReport> report = Train(*lease);
+      if (!report.ok() && ring_ != nullptr) ring_->Abandon();
       if (!report.ok()) {
         if (!IsStepRetriable(report.status())) return report.status();
         ++summary_.abandoned_steps;
@@ -291,17 +345,23 @@ class Worker {
       indices.insert(indices.end(), order.begin() + task.begin(),
                      order.begin() + task.end());
     }
-    if (indices.empty()) {
+    if (indices.empty() && !ring()) {  // a ring rank may contribute zeros
       return absl::InvalidArgumentError(
           absl::StrCat("lease for step ", lease.step(), " has no samples"));
     }
     return indices;
   }
 
-  // One TRAIN lease: pull, forward + backward with overlapped push, finish.
+  bool ring() const { return job_.mode() == v1::MODE_RING; }
+
+  // One TRAIN lease: bring the weights up to date (PS: pull; ring: join the
+  // ring), forward + backward with the gradient exchange overlapped (PS:
+  // push; ring: bucket all-reduce), finish the exchange (ring: apply the
+  // optimizer).
   absl::StatusOr<v1::StepReport> Train(const v1::NextTaskResponse& lease) {
     ASSIGN_OR_RETURN(std::vector<int64_t> indices, SampleIndices(lease));
     const int batch = static_cast<int>(indices.size());
+    const int64_t n = model_->layout().total_elements();
     const absl::Time compute_start = absl::Now();
     if (!stager_.has_value() || stager_max_ < batch) {
       stager_max_ = std::max({batch, job_.global_batch(), 1});
@@ -310,51 +370,62 @@ class Worker {
                                            stager_max_));
       stager_.emplace(std::move(stager));
     }
-    RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
+    if (batch > 0) RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
     double compute = Seconds(compute_start);
 
-    const absl::Time pull_start = absl::Now();
-    const int64_t n = model_->layout().total_elements();
-    float* pull_target =
-        backend_->IsHostMemory() ? params_.data() : host_params_.data();
-    ASSIGN_OR_RETURN(const int64_t version,
-                     ps_->Pull(lease.pull_version(), pull_target));
-    if (!backend_->IsHostMemory()) {
-      RETURN_IF_ERROR(
-          backend_->CopyToDevice(host_params_.data(), n, params_.data()));
+    const absl::Time prepare_start = absl::Now();
+    std::unique_ptr<PushSession> push;
+    if (ring()) {
+      RETURN_IF_ERROR(ring_->BeginStep(lease));
+    } else {
+      float* pull_target =
+          backend_->IsHostMemory() ? params_.data() : host_params_.data();
+      ASSIGN_OR_RETURN(const int64_t version,
+                       ps_->Pull(lease.pull_version(), pull_target));
+      if (!backend_->IsHostMemory()) {
+        RETURN_IF_ERROR(
+            backend_->CopyToDevice(host_params_.data(), n, params_.data()));
+      }
+      PushInfo info;
+      info.generation = lease.generation() > 0 ? lease.generation()
+                                               : heartbeater_->generation();
+      info.step = lease.step();
+      info.num_samples = batch;
+      info.base_version = version;
+      ASSIGN_OR_RETURN(push, ps_->BeginPush(info));
     }
-    double comm = Seconds(pull_start);
+    double comm = Seconds(prepare_start);
 
-    PushInfo info;
-    info.generation = lease.generation() > 0 ? lease.generation()
-                                             : heartbeater_->generation();
-    info.step = lease.step();
-    info.num_samples = batch;
-    info.base_version = version;
-    ASSIGN_OR_RETURN(std::unique_ptr<PushSession> push, ps_->BeginPush(info));
+    float* host_grads =
+        backend_->IsHostMemory() ? grads_.data() : host_grads_.data();
     absl::Status ready_status;
     const auto on_ready = [&](int64_t offset, int64_t length) {
       if (!ready_status.ok()) return;
-      const float* host = nullptr;
       if (backend_->IsHostMemory()) {
         ready_status = backend_->Synchronize();
-        host = grads_.data() + offset;
       } else {
         ready_status = backend_->CopyToHost(grads_.data() + offset, length,
-                                            host_grads_.data() + offset);
-        host = host_grads_.data() + offset;
+                                            host_grads + offset);
       }
-      if (ready_status.ok()) ready_status = push->Ready(offset, length, host);
+      if (!ready_status.ok()) return;
+      ready_status = ring() ? ring_->Ready(offset, length)
+                            : push->Ready(offset, length, host_grads + offset);
     };
     const absl::Time backward_start = absl::Now();
-    ASSIGN_OR_RETURN(LossStats stats,
-                     model_->ForwardBackward(
-                         params_.data(), stager_->inputs(), stager_->labels(),
-                         batch, /*grad_scale=*/1.0f, grads_.data(), on_ready));
+    LossStats stats;
+    if (batch > 0) {
+      ASSIGN_OR_RETURN(stats, model_->ForwardBackward(
+                                  params_.data(), stager_->inputs(),
+                                  stager_->labels(), batch,
+                                  /*grad_scale=*/1.0f, grads_.data(), on_ready));
+    } else {  // a ring rank without samples contributes zeros
+      std::fill(host_grads, host_grads + n, 0.0f);
+      ready_status = ring_->Ready(0, n);
+    }
     RETURN_IF_ERROR(ready_status);
     compute += Seconds(backward_start);
     const absl::Time finish_start = absl::Now();
-    RETURN_IF_ERROR(push->Finish());
+    RETURN_IF_ERROR(ring() ? ring_->FinishStep() : push->Finish());
     comm += Seconds(finish_start);
 
     ++summary_.steps;
@@ -365,18 +436,25 @@ class Worker {
     summary_.comm_seconds += comm;
     v1::StepReport report;
     report.set_step(lease.step());
-    report.set_task_id(lease.tasks(0).task_id());
+    if (lease.tasks_size() > 0) report.set_task_id(lease.tasks(0).task_id());
     report.set_loss_sum(stats.loss_sum);
     report.set_correct(stats.correct);
     report.set_num_samples(batch);
     report.set_compute_seconds(compute);
     report.set_comm_seconds(comm);
-    AddBytes("ps", ps_->bytes(), report.mutable_bytes());
+    if (ring() && job_.digest_every() > 0 &&
+        ring_->steps_applied() % job_.digest_every() == 0) {
+      ASSIGN_OR_RETURN(const uint64_t digest, ring_->WeightsDigest());
+      report.set_weights_digest(digest);
+    }
+    if (ps_ != nullptr) AddBytes("ps", ps_->bytes(), report.mutable_bytes());
+    if (ring()) AddBytes(kRingPeerRole, ring_->bytes(), report.mutable_bytes());
     AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
     if (summary_.steps % kLogEverySteps == 0) {
       Log(absl::StrFormat(
           "step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
-          lease.step(), lease.epoch(), stats.loss_sum / batch, compute, comm));
+          lease.step(), lease.epoch(), batch > 0 ? stats.loss_sum / batch : 0.0,
+          compute, comm));
     }
     return report;
   }
@@ -384,7 +462,9 @@ class Worker {
   const WorkerOptions& options_;
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Heartbeater> heartbeater_;
-  std::unique_ptr<ParameterClient> ps_;
+  std::unique_ptr<RingPeerServer> peer_;
+  std::unique_ptr<ParameterClient> ps_;    // PS mode
+  std::unique_ptr<RingExchange> ring_;     // ring mode
   v1::JobSpec job_;
   std::string worker_id_;
   std::unique_ptr<ComputeBackend> backend_;
@@ -420,7 +500,9 @@ nlohmann::json WorkerSummary::ToJson() const {
       {"compute_seconds", compute_seconds},
       {"comm_seconds", comm_seconds},
       {"bytes",
-       {{"ps", bytes(ps_bytes)}, {"coordinator", bytes(coordinator_bytes)}}}};
+       {{"ps", bytes(ps_bytes)},
+        {"coordinator", bytes(coordinator_bytes)},
+        {kRingPeerRole, bytes(peer_bytes)}}}};
 }
 
 absl::StatusOr<WorkerSummary> RunDistributedWorker(

@@ -1,11 +1,17 @@
-// A stateless worker of a job run by a coordinator (PS mode):
+// A stateless worker of a job run by a coordinator:
 //
-//   Register -> heartbeat thread -> load data, build model and backend ->
+//   start the ring peer service -> Register -> heartbeat thread -> load
+//   data, build model and backend ->
 //   loop { NextTask(report of the previous step):
-//            TRAIN:  pull version >= pull_version from every shard, forward
-//                    and backward over the leased samples (gradient SUM),
-//                    pushing each layer's gradient to every shard while the
-//                    earlier layers still run backward;
+//            TRAIN (PS mode): pull version >= pull_version from every
+//                    shard, forward and backward over the leased samples
+//                    (gradient SUM), pushing each layer's gradient to every
+//                    shard while the earlier layers still run backward;
+//            TRAIN (ring mode): join the lease's ring (rank 0's weights are
+//                    broadcast into a new ring), forward and backward,
+//                    all-reducing each gradient bucket as soon as the
+//                    backward pass has produced it, then apply the
+//                    optimizer locally;
 //            WAIT:   ask again;
 //            FINISH: leave }
 //
@@ -36,9 +42,16 @@ struct WorkerOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Backoff for UNAVAILABLE coordinator and shards (restarting peers).
   RetryPolicy retry;
-  // Where this worker's peer service listens (ring mode, not used yet); sent
-  // to the coordinator at Register.
-  std::string peer_listen_address;
+  // Where this worker's ring peer service listens (HOST:PORT, port 0: any
+  // free port). It always runs; ring-mode jobs use it.
+  std::string peer_listen_address = "0.0.0.0:0";
+  // HOST[:PORT] other workers use to reach the peer service, sent to the
+  // coordinator at Register. Empty: the listen host (or this machine's
+  // hostname for a wildcard listen host) with the bound port; a HOST alone
+  // gets the bound port.
+  std::string peer_advertise_address;
+  // Deadline of one ring collective (a gradient bucket or a broadcast).
+  absl::Duration collective_timeout = absl::Seconds(30);
   // Not owned; may be set at any time (e.g. by a signal handler). The worker
   // then finishes the step it is in (an RPC in flight ends within
   // rpc_timeout), reports it, leaves the job and returns OK.
@@ -60,6 +73,7 @@ struct WorkerSummary {
   double comm_seconds = 0.0;  // pull + push not overlapped with compute
   TransferBytes ps_bytes;
   TransferBytes coordinator_bytes;
+  TransferBytes peer_bytes;  // ring mode: other workers
 
   nlohmann::json ToJson() const;
 };
@@ -74,7 +88,8 @@ struct WorkerSummary {
 // Errors: NOT_FOUND when the coordinator evicted this worker; UNAVAILABLE
 // when the coordinator stays unreachable through the retry budget;
 // FAILED_PRECONDITION / RESOURCE_EXHAUSTED when Register is refused, or when
-// the job's tensors do not match its model; UNIMPLEMENTED for ring mode;
+// the job's tensors do not match its model; UNAVAILABLE when the peer
+// service cannot listen;
 // INVALID_ARGUMENT for a lease without samples or outside the dataset;
 // DATA_LOSS from a shard sending a bad pull; errors of dataset loading and
 // the backend as they come.

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
       "                          training and optimizer flags apply.\n"
       "  --coordinator HOST:PORT join the job that coordinator runs: the model, data,\n"
       "                          optimizer, batch and seed come from the job, so only\n"
-      "                          --device, --threads, --rpc-timeout, --peer-listen and\n"
+      "                          --device, --threads, --rpc-timeout, --peer-*,\n"
+      "                          --collective-timeout and\n"
       "                          --summary-json apply. SIGTERM/SIGINT finish the current\n"
       "                          step and leave the job (exit 0); a second signal kills.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
@@ -129,8 +130,16 @@ int main(int argc, char** argv) {
   app.add_option("--rpc-timeout", rpc_timeout_s,
                  "deadline in seconds of each coordinator / PS call (distributed mode)")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  double collective_timeout_s = 30.0;
   app.add_option("--peer-listen", worker_options.peer_listen_address,
-                 "HOST:PORT for the peer service (ring mode; distributed mode)");
+                 "HOST:PORT the ring peer service listens on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--peer-advertise", worker_options.peer_advertise_address,
+                 "HOST[:PORT] other workers reach the peer service at (default: the "
+                 "listen host, or this machine's hostname for 0.0.0.0; e.g. the pod IP)");
+  app.add_option("--collective-timeout", collective_timeout_s,
+                 "ring mode: deadline in seconds of one all-reduce or broadcast")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--model", options.model, "MLP layer sizes")->capture_default_str();
   app.add_option("--dataset", options.dataset, "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
@@ -166,5 +175,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   worker_options.threads = options.threads;
+  worker_options.collective_timeout = absl::Seconds(collective_timeout_s);
   return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path);
 }

@@ -10,6 +10,7 @@
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/v1/ps.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -17,16 +18,189 @@ namespace ferry {
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes on the wire are little-endian fp32");
 
+// Push and Pull go through a generic stub with raw ByteBuffers, so that chunk
+// data is written from and read into tensor memory without going through a
+// protobuf `bytes` field (TensorFlow's grpc_tensor_coding pattern). The
+// messages on the wire are exactly the canonical ferry.v1.PushRequest /
+// PullResponse encodings; the shard is a normal ferry.v1.ParameterServer.
 struct GrpcParameterClient::Shard {
   int id = 0;
   std::string address;
-  std::unique_ptr<v1::ParameterServer::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> stub;
   int64_t num_chunks = 0;  // chunks this shard owns
 };
 
 namespace {
 
 using Shard = GrpcParameterClient::Shard;
+
+constexpr char kPushMethod[] = "/ferry.v1.ParameterServer/Push";
+constexpr char kPullMethod[] = "/ferry.v1.ParameterServer/Pull";
+
+// Protobuf wire format, just what PushRequest and PullResponse need.
+constexpr uint8_t kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2,
+                  kWireFixed32 = 5;
+constexpr int kPushChunkIdField = 2, kPushDataField = 3;  // PushRequest
+constexpr int kPullVersionField = 1, kPullChunkIdField = 2,
+              kPullDataField = 3;  // PullResponse
+
+uint8_t* PutVarint(uint64_t value, uint8_t* out) {
+  while (value >= 0x80) {
+    *out++ = static_cast<uint8_t>(value | 0x80);
+    value >>= 7;
+  }
+  *out++ = static_cast<uint8_t>(value);
+  return out;
+}
+
+// A PushRequest {chunk_id, data} whose data is `data` (referenced, not
+// copied): the encoded fields before the data, then the data slice.
+grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data) {
+  uint8_t prefix[32];
+  uint8_t* p = prefix;
+  if (chunk_id != 0) {  // proto3 omits zero scalars
+    *p++ = kPushChunkIdField << 3 | kWireVarint;
+    p = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
+  }
+  *p++ = kPushDataField << 3 | kWireLength;
+  p = PutVarint(data.size(), p);
+  const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message) {
+  const grpc::Slice slice(message.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// Reads a received message across its slices. Positions are byte offsets
+// from the start of the message.
+class WireReader {
+ public:
+  explicit WireReader(const grpc::ByteBuffer& buffer) {
+    (void)buffer.Dump(&slices_);  // fails only for a null buffer: no slices
+    for (const grpc::Slice& s : slices_) size_ += s.size();
+  }
+
+  size_t size() const { return size_; }
+  bool done() const { return pos_ >= size_; }
+  size_t position() const { return pos_; }
+
+  bool ReadVarint(uint64_t* value) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (done()) return false;
+      const uint8_t byte = NextByte();
+      result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) {
+        *value = result;
+        return true;
+      }
+    }
+    return false;  // more than 10 bytes
+  }
+  bool Skip(uint64_t n) {
+    if (n > size_ - pos_) return false;
+    Seek(pos_ + n);
+    return true;
+  }
+  // Copies [begin, begin + n) of the message to `out`. REQUIRES: in range.
+  void CopyOut(size_t begin, size_t n, char* out) const {
+    size_t start = 0;
+    for (const grpc::Slice& s : slices_) {
+      if (n == 0) return;
+      const size_t end = start + s.size();
+      if (begin < end) {
+        const size_t take = std::min(n, end - begin);
+        std::memcpy(out, s.begin() + (begin - start), take);
+        out += take;
+        begin += take;
+        n -= take;
+      }
+      start = end;
+    }
+  }
+
+ private:
+  uint8_t NextByte() {
+    while (offset_ >= slices_[slice_].size()) {
+      ++slice_;
+      offset_ = 0;
+    }
+    ++pos_;
+    return slices_[slice_].begin()[offset_++];
+  }
+  void Seek(size_t target) {
+    // Forward only: walk from the current slice.
+    size_t remaining = target - pos_;
+    while (remaining > 0) {
+      const size_t left = slices_[slice_].size() - offset_;
+      if (remaining < left) {
+        offset_ += remaining;
+        break;
+      }
+      remaining -= left;
+      ++slice_;
+      offset_ = 0;
+    }
+    pos_ = target;
+  }
+
+  std::vector<grpc::Slice> slices_;
+  size_t size_ = 0;
+  size_t pos_ = 0;
+  size_t slice_ = 0;   // slice holding pos_ (or the end)
+  size_t offset_ = 0;  // within slices_[slice_]
+};
+
+// The fields of one PullResponse, its data left in place.
+struct PullMessage {
+  int64_t version = 0;
+  int32_t chunk_id = 0;
+  size_t data_begin = 0;
+  size_t data_size = 0;
+};
+
+// Parses the protobuf encoding of a ferry.v1.PullResponse as protobuf would
+// (fields in any order, the last one wins, unknown fields skipped). False
+// when the bytes are not a valid encoding.
+bool ParsePullMessage(WireReader& in, PullMessage* out) {
+  while (!in.done()) {
+    uint64_t tag = 0;
+    if (!in.ReadVarint(&tag) || (tag >> 3) == 0 || tag > 0xffffffffu) {
+      return false;
+    }
+    const uint64_t field = tag >> 3;
+    uint64_t value = 0;
+    switch (tag & 7) {
+      case kWireVarint:
+        if (!in.ReadVarint(&value)) return false;
+        if (field == kPullVersionField) {
+          out->version = static_cast<int64_t>(value);
+        } else if (field == kPullChunkIdField) {
+          out->chunk_id = static_cast<int32_t>(static_cast<uint32_t>(value));
+        }
+        break;
+      case kWireFixed64:
+        if (!in.Skip(8)) return false;
+        break;
+      case kWireLength:
+        if (!in.ReadVarint(&value)) return false;
+        if (field == kPullDataField) {
+          out->data_begin = in.position();
+          out->data_size = static_cast<size_t>(value);
+        }
+        if (!in.Skip(value)) return false;
+        break;
+      case kWireFixed32:
+        if (!in.Skip(4)) return false;
+        break;
+      default:
+        return false;  // groups are not used by ferry.v1
+    }
+  }
+  return true;
+}
 
 absl::Status Annotate(const absl::Status& status, const Shard& shard) {
   if (status.ok()) return status;
@@ -70,10 +244,11 @@ class CallGroup {
   }
 };
 
-// One Pull from one shard, writing each chunk straight into the flat buffer.
-// Reactions of one call never run concurrently; status() and version() are
-// read after the group saw Done().
-class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
+// One Pull from one shard, writing each chunk straight from the received
+// slices into the flat buffer. Reactions of one call never run concurrently;
+// status() and version() are read after the group saw Done().
+class PullCall final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   static constexpr int64_t kNoVersion = -1;
 
@@ -82,7 +257,9 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
            ByteCounter* counter, CallGroup* group)
       : shard_(shard),
         chunks_(chunks),
-        request_(request),
+        min_version_(request.min_version()),
+        request_size_(static_cast<int64_t>(request.ByteSizeLong())),
+        request_(SerializeMessage(request)),
         timeout_(timeout),
         flat_(flat),
         counter_(counter),
@@ -90,18 +267,23 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
         seen_(chunks.size(), 0) {}
 
   void Start() {
-    counter_->AddSent(static_cast<int64_t>(request_.ByteSizeLong()));
+    counter_->AddSent(request_size_);
     SetDeadline(context_, timeout_);
-    shard_.stub->async()->Pull(&context_, &request_, this);
+    shard_.stub->PrepareBidiStreamingCall(&context_, kPullMethod,
+                                          grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
     StartRead(&response_);
     StartCall();
   }
   void Cancel() { context_.TryCancel(); }
 
+  void OnWriteDone(bool /*ok*/) override {}  // a failure shows in OnDone
+
   void OnReadDone(bool ok) override {
     if (!ok) return;  // end of stream or failure: OnDone follows
-    counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
+    counter_->AddReceived(static_cast<int64_t>(response_.Length()));
     error_ = Accept();
+    response_.Clear();
     if (!error_.ok()) {
       context_.TryCancel();
       return;
@@ -115,10 +297,10 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
       status = absl::DataLossError(absl::StrCat(
           "pull returned ", received_, " of ", shard_.num_chunks, " chunks"));
     }
-    if (status.ok() && received_ > 0 && version_ < request_.min_version()) {
+    if (status.ok() && received_ > 0 && version_ < min_version_) {
       status = absl::DataLossError(absl::StrCat("pull returned version ",
                                                 version_, " below min_version ",
-                                                request_.min_version()));
+                                                min_version_));
     }
     status_ = Annotate(status, shard_);
     group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
@@ -129,7 +311,13 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
 
  private:
   absl::Status Accept() {
-    const int64_t id = response_.chunk_id();
+    WireReader in(response_);
+    PullMessage message;
+    if (!ParsePullMessage(in, &message)) {
+      return absl::DataLossError(absl::StrCat(
+          "pull sent a malformed message of ", in.size(), " bytes"));
+    }
+    const int64_t id = message.chunk_id;
     if (id < 0 || id >= static_cast<int64_t>(chunks_.size()) ||
         chunks_[id].shard != shard_.id) {
       return absl::DataLossError(absl::StrCat(
@@ -140,18 +328,19 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
           absl::StrCat("pull sent chunk ", id, " twice"));
     }
     const Chunk& chunk = chunks_[id];
-    const std::string& data = response_.data();
-    if (data.size() != static_cast<size_t>(chunk.length) * sizeof(float)) {
-      return absl::DataLossError(absl::StrCat("pull sent ", data.size(),
+    if (message.data_size !=
+        static_cast<size_t>(chunk.length) * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat("pull sent ", message.data_size,
                                               " bytes for chunk ", id, " of ",
                                               chunk.length, " floats"));
     }
-    if (received_ > 0 && response_.version() != version_) {
+    if (received_ > 0 && message.version != version_) {
       return absl::DataLossError(absl::StrCat("pull mixed versions ", version_,
-                                              " and ", response_.version()));
+                                              " and ", message.version));
     }
-    version_ = response_.version();
-    std::memcpy(flat_ + chunk.flat_offset, data.data(), data.size());
+    version_ = message.version;
+    in.CopyOut(message.data_begin, message.data_size,
+               reinterpret_cast<char*>(flat_ + chunk.flat_offset));
     seen_[id] = 1;
     ++received_;
     return absl::OkStatus();
@@ -159,13 +348,15 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
 
   const Shard& shard_;
   const std::vector<Chunk>& chunks_;
-  const v1::PullRequest request_;
+  const int64_t min_version_;
+  const int64_t request_size_;
+  const grpc::ByteBuffer request_;
   const absl::Duration timeout_;
   float* const flat_;
   ByteCounter* const counter_;
   CallGroup* const group_;
   grpc::ClientContext context_;
-  v1::PullResponse response_;
+  grpc::ByteBuffer response_;
   std::vector<char> seen_;  // [chunk id]
   int64_t received_ = 0;
   int64_t version_ = 0;
@@ -173,15 +364,17 @@ class PullCall final : public grpc::ClientReadReactor<v1::PullResponse> {
   absl::Status status_;
 };
 
-// One Push stream to one shard. Messages (the header first) are queued by
-// Enqueue() and written one at a time; Close() half-closes once the queue is
-// drained. A hold keeps the call open until Close(), so that Enqueue() from
-// the trainer thread never races the end of the call. The messages are kept
-// for a retry (TakeRequests()).
-class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
+// One Push stream to one shard. Messages (the header first, each an encoded
+// PushRequest) are queued by Enqueue() and written one at a time; Close()
+// half-closes once the queue is drained. A hold keeps the call open until
+// Close(), so that Enqueue() from the trainer thread never races the end of
+// the call. The messages (references to their slices) are kept for a retry
+// (TakeRequests()). The one response is read as soon as the server sends it.
+class PushCall final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   PushCall(const Shard& shard, absl::Duration timeout, ByteCounter* counter,
-           CallGroup* group, std::deque<v1::PushRequest> requests,
+           CallGroup* group, std::deque<grpc::ByteBuffer> requests,
            bool is_retry)
       : shard_(shard),
         timeout_(timeout),
@@ -193,12 +386,14 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
 
   void Start() {
     SetDeadline(context_, timeout_);
-    shard_.stub->async()->Push(&context_, &response_, this);
+    shard_.stub->PrepareBidiStreamingCall(&context_, kPushMethod,
+                                          grpc::StubOptions(), this);
+    StartRead(&response_);
     AddHold();
     Run(Pump());
     StartCall();
   }
-  void Enqueue(v1::PushRequest request) {
+  void Enqueue(grpc::ByteBuffer request) {
     Action action;
     {
       absl::MutexLock lock(&mu_);
@@ -225,8 +420,7 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (ok) {
-        counter_->AddSent(
-            static_cast<int64_t>(requests_[next_].ByteSizeLong()));
+        counter_->AddSent(static_cast<int64_t>(requests_[next_].Length()));
         ++next_;
       } else {
         broken_ = true;  // the call is over; OnDone() tells why
@@ -236,10 +430,24 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
     Run(action);
   }
 
+  void OnReadDone(bool ok) override { got_response_ = ok; }
+
   void OnDone(const grpc::Status& grpc_status) override {
     absl::Status status = FromGrpcStatus(grpc_status);
-    if (status.ok())
-      counter_->AddReceived(static_cast<int64_t>(response_.ByteSizeLong()));
+    if (status.ok()) {
+      // What the typed stub of a client-streaming method checks.
+      const int64_t size = static_cast<int64_t>(response_.Length());
+      v1::PushResponse response;
+      if (!got_response_) {
+        status = absl::InternalError("push: no response message");
+      } else if (!grpc::SerializationTraits<v1::PushResponse>::Deserialize(
+                      &response_, &response)
+                      .ok()) {
+        status = absl::InternalError("push: malformed response message");
+      } else {
+        counter_->AddReceived(size);
+      }
+    }
     // A retry may meet our own earlier attempt, which did get through.
     if (is_retry_ && absl::IsAlreadyExists(status)) status = absl::OkStatus();
     status_ = Annotate(status, shard_);
@@ -247,7 +455,7 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
   }
 
   absl::Status status() const { return status_; }
-  std::deque<v1::PushRequest> TakeRequests() {
+  std::deque<grpc::ByteBuffer> TakeRequests() {
     absl::MutexLock lock(&mu_);
     return std::move(requests_);
   }
@@ -255,7 +463,7 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
  private:
   struct Action {
     enum Kind { kNone, kWrite, kWritesDone, kRelease } kind = kNone;
-    const v1::PushRequest* message = nullptr;
+    const grpc::ByteBuffer* message = nullptr;
   };
 
   Action Pump() {
@@ -297,12 +505,13 @@ class PushCall final : public grpc::ClientWriteReactor<v1::PushRequest> {
   CallGroup* const group_;
   const bool is_retry_;
   grpc::ClientContext context_;
-  v1::PushResponse response_;
+  grpc::ByteBuffer response_;
+  bool got_response_ = false;  // OnReadDone, read in OnDone
   absl::Status status_;
 
   absl::Mutex mu_;
   // A deque: push_back() keeps the messages gRPC is writing in place.
-  std::deque<v1::PushRequest> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> requests_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;  // first message not yet written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_);
@@ -378,10 +587,11 @@ class GrpcPushSession final : public PushSession {
     h->set_step(info.step);
     h->set_num_samples(info.num_samples);
     h->set_base_version(info.base_version);
+    const grpc::ByteBuffer header_message = SerializeMessage(header);
     for (const auto& shard : shards_) {
       calls_.push_back(std::make_unique<PushCall>(
           *shard, options.rpc_timeout, counter_, &group_,
-          std::deque<v1::PushRequest>{header}, /*is_retry=*/false));
+          std::deque<grpc::ByteBuffer>{header_message}, /*is_retry=*/false));
     }
     for (auto& call : calls_) call->Start();
   }
@@ -425,17 +635,19 @@ class GrpcPushSession final : public PushSession {
       const int64_t lo = std::max(offset, c.flat_offset);
       const int64_t hi = std::min(end, c.flat_offset + c.length);
       if (lo >= hi) continue;
-      std::string& data = partial_[i];
-      if (data.empty()) data.resize(c.length * sizeof(float));
-      std::memcpy(data.data() + (lo - c.flat_offset) * sizeof(float),
+      // The chunk's bytes go into a slice of their own, which the message
+      // then references: one copy, from `grads` to the slice.
+      grpc::Slice& data = partial_[i];
+      if (data.size() == 0) data = grpc::Slice(c.length * sizeof(float));
+      // The slice was just allocated for this chunk and nobody else
+      // references it yet: writing through begin() is safe.
+      std::memcpy(const_cast<uint8_t*>(data.begin()) +
+                      (lo - c.flat_offset) * sizeof(float),
                   grads + (lo - offset), (hi - lo) * sizeof(float));
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
-        v1::PushRequest request;
-        request.set_chunk_id(c.id);
-        request.set_data(std::move(data));
-        data = std::string();
-        calls_[c.shard]->Enqueue(std::move(request));
+        calls_[c.shard]->Enqueue(ChunkMessage(c.id, data));
+        data = grpc::Slice();
       }
     }
     return absl::OkStatus();
@@ -490,7 +702,7 @@ class GrpcPushSession final : public PushSession {
   std::vector<std::unique_ptr<PushCall>> calls_;  // [shard], latest attempt
   std::map<int64_t, int64_t> declared_;           // begin -> end, disjoint
   int64_t declared_elements_ = 0;
-  std::vector<std::string> partial_;  // [chunk] data being assembled
+  std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
   std::vector<int64_t> covered_;      // [chunk] elements declared
   bool finished_ = false;
 };
@@ -513,7 +725,7 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
     shard->address = client->options_.shard_addresses[s];
-    shard->stub = v1::ParameterServer::NewStub(MakeChannel(shard->address));
+    shard->stub = std::make_unique<grpc::GenericStub>(MakeChannel(shard->address));
     client->shards_.push_back(std::move(shard));
   }
   int64_t flat = 0;

@@ -1,0 +1,192 @@
+#include "worker/ring/grpc_ring_transport.h"
+
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "ferry/v1/ring.grpc.pb.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+
+// The client side of one Exchange stream: queued messages, one write in
+// flight. Callbacks come from gRPC threads; `mu_` guards the queue.
+class GrpcRingTransport::Writer final
+    : public grpc::ClientWriteReactor<v1::RingMessage> {
+ public:
+  Writer(const GrpcRingTransportOptions& options, std::string peer_name)
+      : options_(options), peer_name_(std::move(peer_name)) {
+    const int next = (options.rank + 1) % static_cast<int>(options.ring.size());
+    channel_ = MakeChannel(options.ring[next].peer_address);
+    stub_ = v1::RingPeer::NewStub(channel_);
+    SetDeadline(context_, options.stream_deadline);
+    stub_->async()->Exchange(&context_, &summary_, this);
+    StartCall();
+  }
+
+  // Queues `message`. UNAVAILABLE once the stream has ended.
+  absl::Status Enqueue(v1::RingMessage message) {
+    absl::MutexLock lock(&mu_);
+    if (done_) return failure_;
+    queue_.push_back(std::move(message));
+    if (!writing_) StartNextLocked();
+    return absl::OkStatus();
+  }
+
+  void Cancel() { context_.TryCancel(); }
+
+  // Half-closes once the queue is drained, then waits for the end.
+  void Close(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!writing_ && !done_ && !closed_) {
+      closed_ = true;
+      StartWritesDone();
+    }
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+      context_.TryCancel();
+      mu_.Await(absl::Condition(&done_));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) return;  // the stream failed; OnDone follows with the status
+    queue_.pop_front();
+    if (!queue_.empty()) {
+      StartNextLocked();
+    } else if (closing_ && !closed_) {
+      closed_ = true;
+      StartWritesDone();
+    }
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    failure_ = absl::UnavailableError(absl::StrFormat(
+        "the link to %s ended: %s", peer_name_,
+        status.ok() ? std::string("closed") : FromGrpcStatus(status).ToString()));
+    if (!status.ok() || !closing_) {
+      options_.mailbox->Fail(options_.generation, failure_);
+    }
+    done_ = true;
+  }
+
+ private:
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;
+    options_.counter->AddSent(
+        static_cast<int64_t>(queue_.front().ByteSizeLong()));
+    StartWrite(&queue_.front());
+  }
+
+  const GrpcRingTransportOptions& options_;
+  const std::string peer_name_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::RingPeer::Stub> stub_;
+  grpc::ClientContext context_;
+  v1::ExchangeSummary summary_;
+  absl::Mutex mu_;
+  std::deque<v1::RingMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<GrpcRingTransport>> GrpcRingTransport::Create(
+    GrpcRingTransportOptions options) {
+  const int n = static_cast<int>(options.ring.size());
+  if (n == 0 || options.rank < 0 || options.rank >= n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring rank %d outside a ring of %d", options.rank, n));
+  }
+  if (options.mailbox == nullptr || options.counter == nullptr) {
+    return absl::InvalidArgumentError("ring transport needs a mailbox and a counter");
+  }
+  for (int r = 0; r < n; ++r) {
+    if (n > 1 && options.ring[r].peer_address.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring member %d (%s) has no peer address", r, options.ring[r].worker_id));
+    }
+  }
+  options.mailbox->Enter(options.generation);
+  return std::unique_ptr<GrpcRingTransport>(
+      new GrpcRingTransport(std::move(options)));
+}
+
+GrpcRingTransport::GrpcRingTransport(GrpcRingTransportOptions options)
+    : options_(std::move(options)) {}
+
+GrpcRingTransport::~GrpcRingTransport() {
+  if (writer_ != nullptr) writer_->Close(absl::Seconds(1));
+}
+
+std::string GrpcRingTransport::PeerName(int rank) const {
+  const RingMemberAddress& m = options_.ring[rank];
+  return absl::StrFormat("ring rank %d (%s at %s)", rank, m.worker_id,
+                         m.peer_address);
+}
+
+absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
+                                     int64_t count) {
+  v1::RingMessage message;
+  if (writer_ == nullptr) {
+    const int next = (rank() + 1) % size();
+    writer_ = std::make_unique<Writer>(options_, PeerName(next));
+    v1::RingHello* hello = message.mutable_hello();
+    hello->set_job_id(options_.job_id);
+    hello->set_generation(options_.generation);
+    hello->set_from_rank(rank());
+    hello->set_ring_size(size());
+    hello->set_from_worker_id(options_.ring[rank()].worker_id);
+  }
+  message.set_op_id(tag.op_id);
+  message.set_stage(tag.stage);
+  message.set_piece(tag.piece);
+  message.set_data(reinterpret_cast<const char*>(data),
+                   static_cast<size_t>(count) * sizeof(float));
+  return writer_->Enqueue(std::move(message));
+}
+
+absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
+                                     int64_t count, RecvOp op,
+                                     absl::Time deadline) {
+  const int prev = (rank() + size() - 1) % size();
+  absl::StatusOr<std::string> payload =
+      options_.mailbox->Take(options_.generation, tag, deadline);
+  if (!payload.ok()) {
+    return absl::Status(
+        payload.status().code(),
+        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
+                        tag.ToString(), PeerName(prev),
+                        payload.status().message()));
+  }
+  if (static_cast<int64_t>(payload->size()) !=
+      count * static_cast<int64_t>(sizeof(float))) {
+    return absl::DataLossError(absl::StrFormat(
+        "ring message %s from %s holds %d bytes, expected %d floats",
+        tag.ToString(), PeerName(prev), payload->size(), count));
+  }
+  const float* src = reinterpret_cast<const float*>(payload->data());
+  if (op == RecvOp::kCopy) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
+  }
+  return absl::OkStatus();
+}
+
+void GrpcRingTransport::Abort() {
+  options_.mailbox->Fail(options_.generation,
+                         absl::CancelledError("the ring transport was aborted"));
+  if (writer_ != nullptr) writer_->Cancel();
+}
+
+}  // namespace ferry

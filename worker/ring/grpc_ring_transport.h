@@ -1,0 +1,70 @@
+// RingTransport over ferry.v1.RingPeer: one Exchange stream to the next
+// rank (opened on the first Send, kept for the ring's lifetime, written by
+// the gRPC callback API so Send never waits for the network), and the
+// local RingMailbox into which this worker's RingPeerService files what the
+// previous rank streams.
+//
+// One transport per ring generation: when the ring changes, destroy it and
+// make a new one.
+#ifndef FERRY_WORKER_RING_GRPC_RING_TRANSPORT_H_
+#define FERRY_WORKER_RING_GRPC_RING_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/ps_client.h"
+#include "worker/ring/ring_mailbox.h"
+#include "worker/ring/ring_transport.h"
+
+namespace ferry {
+
+struct RingMemberAddress {
+  std::string worker_id;
+  std::string peer_address;  // HOST:PORT of its RingPeer service
+};
+
+struct GrpcRingTransportOptions {
+  std::string job_id;
+  int64_t generation = 0;
+  int rank = 0;
+  std::vector<RingMemberAddress> ring;  // rank order
+  RingMailbox* mailbox = nullptr;       // this worker's; not owned
+  ByteCounter* counter = nullptr;       // bytes to/from peers; not owned
+  // Deadline of the Exchange stream (it spans the ring's lifetime; every
+  // Recv has its own, much shorter deadline).
+  absl::Duration stream_deadline = absl::Hours(24 * 7);
+};
+
+class GrpcRingTransport final : public RingTransport {
+ public:
+  // INVALID_ARGUMENT for a rank outside the ring, an empty address or a
+  // missing mailbox / counter. Connects lazily.
+  static absl::StatusOr<std::unique_ptr<GrpcRingTransport>> Create(
+      GrpcRingTransportOptions options);
+  // Closes the stream (half-close, then waits up to 1 s for its end).
+  ~GrpcRingTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return static_cast<int>(options_.ring.size()); }
+  absl::Status Send(const RingTag& tag, const float* data,
+                    int64_t count) override;
+  absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
+                    absl::Time deadline) override;
+  void Abort() override;
+
+  class Writer;  // the Exchange stream's reactor; defined in the .cc
+
+ private:
+  explicit GrpcRingTransport(GrpcRingTransportOptions options);
+  std::string PeerName(int rank) const;
+
+  const GrpcRingTransportOptions options_;
+  std::unique_ptr<Writer> writer_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_RING_GRPC_RING_TRANSPORT_H_

@@ -1,0 +1,156 @@
+#include "worker/ring/ring_collective.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+namespace {
+
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// floor(s * count / n) without overflowing for any count.
+int64_t SegmentStart(int64_t count, int n, int s) {
+  return (count / n) * s + (count % n) * s / n;
+}
+
+// Segment s (taken mod n) of count elements over n ranks.
+Range Segment(int64_t count, int n, int s) {
+  s = ((s % n) + n) % n;
+  return {SegmentStart(count, n, s), SegmentStart(count, n, s + 1)};
+}
+
+int64_t NumPieces(int64_t elements, int64_t piece_elements) {
+  return elements == 0 ? 0 : (elements - 1) / piece_elements + 1;
+}
+
+// Piece p of `range`: its offset in the buffer and its length.
+Range Piece(const Range& range, int64_t piece_elements, int64_t p) {
+  const int64_t begin = range.begin + p * piece_elements;
+  return {begin, std::min(range.end, begin + piece_elements)};
+}
+
+absl::Status WithContext(const absl::Status& status, const char* what,
+                         int64_t op_id, int stage, int rank, int size) {
+  return absl::Status(
+      status.code(),
+      absl::StrCat(what, " op ", op_id, " stage ", stage, " (rank ", rank,
+                   " of ", size, "): ", status.message()));
+}
+
+}  // namespace
+
+RingCollective::RingCollective(RingTransport* transport, Options options)
+    : transport_(transport), options_(options) {}
+
+absl::Status RingCollective::CheckArgs(const char* what, const float* data,
+                                       int64_t count) const {
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative count ", count));
+  }
+  if (data == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null data"));
+  }
+  if (options_.piece_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": piece_elements must be >= 1, got ", options_.piece_elements));
+  }
+  // Broadcast sends the whole buffer as one run of pieces; an all-reduce
+  // segment is never longer.
+  if (NumPieces(count, options_.piece_elements) >
+      std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", count, " elements in pieces of ",
+                     options_.piece_elements, " overflow the piece tag"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
+                                          int64_t count) {
+  RETURN_IF_ERROR(CheckArgs("AllReduceSum", data, count));
+  const int n = size();
+  const int r = rank();
+  if (n == 1 || count == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const int last_stage = 2 * n - 3;
+
+  // Stage 0: our own segment, all pieces at once.
+  const Range own = Segment(count, n, r);
+  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+    const Range piece = Piece(own, piece_elements, p);
+    const RingTag tag{op_id, 0, static_cast<int32_t>(p)};
+    if (absl::Status s =
+            transport_->Send(tag, data + piece.begin, piece.size());
+        !s.ok()) {
+      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+    }
+  }
+  // Stage k: receive segment (r - k - 1), forward each piece for stage k + 1.
+  for (int k = 0; k <= last_stage; ++k) {
+    const Range segment = Segment(count, n, r - k - 1);
+    const RecvOp op = k < n - 1 ? RecvOp::kAdd : RecvOp::kCopy;
+    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+      const Range piece = Piece(segment, piece_elements, p);
+      float* const ptr = data + piece.begin;
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      if (absl::Status s =
+              transport_->Recv(in_tag, ptr, piece.size(), op, deadline);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k, r, n);
+      }
+      if (k == last_stage) continue;
+      const RingTag out_tag{op_id, k + 1, static_cast<int32_t>(p)};
+      if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
+                                       int64_t count, int root) {
+  const int n = size();
+  const int r = rank();
+  if (root < 0 || root >= n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Broadcast op ", op_id, ": root ", root, " outside [0, ", n, ")"));
+  }
+  RETURN_IF_ERROR(CheckArgs("Broadcast", data, count));
+  if (n == 1 || count == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int distance = (r - root + n) % n;  // hops from root to us
+  const bool forward = distance + 1 < n;    // next rank is not root
+  const Range all{0, count};
+  for (int64_t p = 0; p < NumPieces(count, options_.piece_elements); ++p) {
+    const Range piece = Piece(all, options_.piece_elements, p);
+    float* const ptr = data + piece.begin;
+    if (distance > 0) {
+      const RingTag in_tag{op_id, distance - 1, static_cast<int32_t>(p)};
+      if (absl::Status s = transport_->Recv(in_tag, ptr, piece.size(),
+                                            RecvOp::kCopy, deadline);
+          !s.ok()) {
+        return WithContext(s, "Broadcast", op_id, distance - 1, r, n);
+      }
+    }
+    if (!forward) continue;
+    const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
+    if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+        !s.ok()) {
+      return WithContext(s, "Broadcast", op_id, distance, r, n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

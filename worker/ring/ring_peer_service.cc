@@ -1,0 +1,200 @@
+#include "worker/ring/ring_peer_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kWeightsChunkElements = 256 * 1024;  // 1 MiB
+
+// Files every message of one neighbour's stream; deletes itself in OnDone.
+// gRPC serializes the reactions of one call, so no lock is needed.
+class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
+ public:
+  ExchangeReactor(grpc::CallbackServerContext* context,
+                  RingPeerService* service, v1::ExchangeSummary* response)
+      : context_(context), service_(service), response_(response) {
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (context_->IsCancelled() && generation_ >= 0) {
+        service_->mailbox()->Fail(
+            generation_, absl::UnavailableError(absl::StrFormat(
+                             "the stream from ring rank %d (%s) broke",
+                             from_rank_, from_worker_)));
+      }
+      Finish(grpc::Status::OK);
+      return;
+    }
+    service_->counter()->AddReceived(
+        static_cast<int64_t>(message_.ByteSizeLong()));
+    const absl::Status status = File();
+    if (!status.ok()) {
+      if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status File() {
+    if (generation_ < 0) {
+      if (!message_.has_hello()) {
+        return absl::InvalidArgumentError(
+            "the first ring message must carry the hello");
+      }
+      const v1::RingHello& hello = message_.hello();
+      const std::string job = service_->job_id();
+      if (job.empty()) {
+        return absl::UnavailableError("this worker has not joined a job yet");
+      }
+      if (hello.job_id() != job) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "ring message for job '%s'; this worker runs job '%s'",
+            hello.job_id(), job));
+      }
+      if (!service_->mailbox()->Enter(hello.generation())) {
+        return absl::AbortedError(absl::StrFormat(
+            "ring generation %d is older than this worker's",
+            hello.generation()));
+      }
+      generation_ = hello.generation();
+      from_rank_ = hello.from_rank();
+      from_worker_ = hello.from_worker_id();
+    } else if (message_.has_hello()) {
+      return absl::InvalidArgumentError("ring hello repeated in a stream");
+    }
+    if (message_.data().size() % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring message of %d bytes is not a whole number of floats",
+          message_.data().size()));
+    }
+    response_->set_messages(response_->messages() + 1);
+    RingTag tag{message_.op_id(), message_.stage(), message_.piece()};
+    return service_->mailbox()->Deliver(generation_, tag,
+                                        std::move(*message_.mutable_data()));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  RingPeerService* const service_;
+  v1::ExchangeSummary* const response_;
+  v1::RingMessage message_;
+  int64_t generation_ = -1;
+  int from_rank_ = -1;
+  std::string from_worker_;
+};
+
+// Streams one snapshot in chunks, one write in flight; deletes itself in
+// OnDone.
+class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
+ public:
+  WeightsReactor(RingPeerService* service, const v1::WeightsRequest& request)
+      : service_(service) {
+    service_->counter()->AddReceived(
+        static_cast<int64_t>(request.ByteSizeLong()));
+    const std::string job = service_->job_id();
+    if (request.job_id() != job) {
+      Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrFormat(
+          "weights of job '%s' asked; this worker runs job '%s'",
+          request.job_id(), job))));
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> snapshot =
+        service_->publisher()->Get(request.min_step());
+    if (!snapshot.ok()) {
+      Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    snapshot_ = *std::move(snapshot);
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "weights stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    const int64_t total = static_cast<int64_t>(snapshot_->values.size());
+    if (offset_ >= total && offset_ > 0) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const int64_t n = std::min(kWeightsChunkElements, total - offset_);
+    chunk_.set_steps_applied(snapshot_->steps_applied);
+    chunk_.set_offset(offset_);
+    chunk_.set_total_elements(total);
+    chunk_.set_data(reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
+                    static_cast<size_t>(n) * sizeof(float));
+    offset_ += std::max<int64_t>(n, 1);
+    service_->counter()->AddSent(static_cast<int64_t>(chunk_.ByteSizeLong()));
+    StartWrite(&chunk_);
+  }
+
+  RingPeerService* const service_;
+  std::shared_ptr<const WeightsSnapshot> snapshot_;
+  v1::WeightsChunk chunk_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace
+
+void RingPeerService::set_job_id(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  job_id_ = job_id;
+}
+
+std::string RingPeerService::job_id() const {
+  absl::MutexLock lock(&mu_);
+  return job_id_;
+}
+
+grpc::ServerReadReactor<v1::RingMessage>* RingPeerService::Exchange(
+    grpc::CallbackServerContext* context, v1::ExchangeSummary* response) {
+  return new ExchangeReactor(context, this, response);
+}
+
+grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
+    grpc::CallbackServerContext*, const v1::WeightsRequest* request) {
+  return new WeightsReactor(this, *request);
+}
+
+absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
+    const std::string& listen_address) {
+  auto peer = std::make_unique<RingPeerServer>();
+  peer->mailbox = std::make_unique<RingMailbox>();
+  peer->publisher = std::make_unique<WeightsPublisher>();
+  peer->counter = std::make_unique<ByteCounter>();
+  peer->service = std::make_unique<RingPeerService>(
+      peer->mailbox.get(), peer->publisher.get(), peer->counter.get());
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),
+                           &peer->port);
+  builder.RegisterService(peer->service.get());
+  peer->server = builder.BuildAndStart();
+  if (peer->server == nullptr || peer->port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen for ring peers on '", listen_address,
+        "' (address in use or invalid?)"));
+  }
+  return peer;
+}
+
+}  // namespace ferry

@@ -1,0 +1,71 @@
+// gRPC adapter of a worker's ring peer role (ferry.v1.RingPeer): files the
+// Exchange streams of the left neighbour into a RingMailbox and serves
+// GetWeights from a WeightsPublisher. A few lines per method; the logic is
+// in the mailbox, the publisher and GrpcRingTransport.
+#ifndef FERRY_WORKER_RING_RING_PEER_SERVICE_H_
+#define FERRY_WORKER_RING_RING_PEER_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ferry/v1/ring.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "worker/ps_client.h"
+#include "worker/ring/ring_mailbox.h"
+#include "worker/ring/weights_publisher.h"
+
+namespace ferry {
+
+// Peer role name in byte accounting for worker <-> worker traffic.
+inline constexpr char kRingPeerRole[] = "worker";
+
+class RingPeerService final : public v1::RingPeer::CallbackService {
+ public:
+  // Pointers are not owned and must outlive the service. `job_id` may be set
+  // later (set_job_id) once the worker knows its job; until then every
+  // call is refused with UNAVAILABLE.
+  RingPeerService(RingMailbox* mailbox, WeightsPublisher* publisher,
+                  ByteCounter* counter)
+      : mailbox_(mailbox), publisher_(publisher), counter_(counter) {}
+
+  void set_job_id(const std::string& job_id);
+
+  grpc::ServerReadReactor<v1::RingMessage>* Exchange(
+      grpc::CallbackServerContext* context,
+      v1::ExchangeSummary* response) override;
+  grpc::ServerWriteReactor<v1::WeightsChunk>* GetWeights(
+      grpc::CallbackServerContext* context,
+      const v1::WeightsRequest* request) override;
+
+  std::string job_id() const;
+  RingMailbox* mailbox() const { return mailbox_; }
+  WeightsPublisher* publisher() const { return publisher_; }
+  ByteCounter* counter() const { return counter_; }
+
+ private:
+  RingMailbox* const mailbox_;
+  WeightsPublisher* const publisher_;
+  ByteCounter* const counter_;
+  mutable absl::Mutex mu_;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);
+};
+
+// A running peer server.
+struct RingPeerServer {
+  std::unique_ptr<RingMailbox> mailbox;
+  std::unique_ptr<WeightsPublisher> publisher;
+  std::unique_ptr<ByteCounter> counter;
+  std::unique_ptr<RingPeerService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;  // the bound port
+};
+
+// Starts a RingPeer server on `listen_address` (HOST:PORT, port 0 picks a
+// free one). UNAVAILABLE when the address cannot be bound.
+absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
+    const std::string& listen_address);
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_RING_RING_PEER_SERVICE_H_
