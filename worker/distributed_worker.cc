@@ -108,6 +108,9 @@ class Worker {
     }
     absl::Status status = Setup();
     if (status.ok()) status = Loop();
+    if (status.ok() && !options_.final_weights_path.empty()) {
+      status = SaveFinalWeights();
+    }
     heartbeater_->Stop();
     if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
       v1::LeaveRequest leave;
@@ -353,6 +356,30 @@ class Worker {
   }
 
   bool ring() const { return job_.mode() == v1::MODE_RING; }
+
+  // Writes the weights the worker ends with (ring: its own; PS: the
+  // shards' newest) as raw little-endian fp32, atomically.
+  absl::Status SaveFinalWeights() {
+    const int64_t n = model_->layout().total_elements();
+    std::vector<float> host(n);
+    if (ring()) {
+      RETURN_IF_ERROR(backend_->CopyToHost(params_.data(), n, host.data()));
+    } else {
+      RETURN_IF_ERROR(ps_->Pull(0, host.data()).status());
+    }
+    const std::string& path = options_.final_weights_path;
+    const std::string temp = path + ".tmp";
+    std::FILE* f = std::fopen(temp.c_str(), "wb");
+    bool ok = f != nullptr &&
+              std::fwrite(host.data(), sizeof(float), host.size(), f) == host.size();
+    if (f != nullptr) ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write the final weights to ", path));
+    }
+    Log(absl::StrFormat("wrote %d final weights to %s", n, path));
+    return absl::OkStatus();
+  }
 
   // One TRAIN lease: bring the weights up to date (PS: pull; ring: join the
   // ring), forward + backward with the gradient exchange overlapped (PS:

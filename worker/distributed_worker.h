@@ -50,6 +50,9 @@ struct WorkerOptions {
   // hostname for a wildcard listen host) with the bound port; a HOST alone
   // gets the bound port.
   std::string peer_advertise_address;
+  // Non-empty: at the end of the job write the final weights here (raw
+  // little-endian fp32, flat parameter order), like a rank-0 checkpoint.
+  std::string final_weights_path;
   // Deadline of one ring collective (a gradient bucket or a broadcast).
   absl::Duration collective_timeout = absl::Seconds(30);
   // Not owned; may be set at any time (e.g. by a signal handler). The worker

@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
   app.add_option("--peer-advertise", worker_options.peer_advertise_address,
                  "HOST[:PORT] other workers reach the peer service at (default: the "
                  "listen host, or this machine's hostname for 0.0.0.0; e.g. the pod IP)");
+  app.add_option("--final-weights", worker_options.final_weights_path,
+                 "distributed mode: write the final weights here (raw fp32, flat order)");
   app.add_option("--collective-timeout", collective_timeout_s,
                  "ring mode: deadline in seconds of one all-reduce or broadcast")
       ->capture_default_str()->check(CLI::PositiveNumber);

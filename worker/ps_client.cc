@@ -6,9 +6,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/rpc_util.h"
@@ -17,6 +20,77 @@ namespace ferry {
 
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes on the wire are little-endian fp32");
+
+namespace {
+
+// Recycles the memory that pushed chunks are copied into, so that a push
+// neither allocates nor faults in fresh pages for every chunk (for large
+// models that costs more than the copy itself). A slice made by Make() gives
+// its buffer back when gRPC and the push session have dropped it. Keeps at
+// most `max_free_bytes` of free buffers and frees the rest. Thread-safe;
+// every slice keeps the pool alive.
+class ChunkBufferPool : public std::enable_shared_from_this<ChunkBufferPool> {
+ public:
+  explicit ChunkBufferPool(size_t max_free_bytes)
+      : max_free_bytes_(max_free_bytes) {}
+  ~ChunkBufferPool() {
+    for (auto& [size, buffers] : free_) {
+      for (Buffer* b : buffers) Delete(b);
+    }
+  }
+
+  // A slice of `size` uninitialized bytes that only the caller references;
+  // writable through const_cast<uint8_t*>(slice.begin()) until shared.
+  grpc::Slice Make(size_t size) {
+    Buffer* buffer = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        buffer = it->second.back();
+        it->second.pop_back();
+        free_bytes_ -= size;
+      }
+    }
+    if (buffer == nullptr) {
+      buffer = new Buffer{static_cast<char*>(::operator new(size)), size, {}};
+    }
+    buffer->pool = shared_from_this();
+    return grpc::Slice(buffer->data, size, &ChunkBufferPool::Release, buffer);
+  }
+
+ private:
+  struct Buffer {
+    char* data;
+    size_t size;
+    std::shared_ptr<ChunkBufferPool> pool;  // set while leased
+  };
+
+  static void Delete(Buffer* b) {
+    ::operator delete(b->data);
+    delete b;
+  }
+  static void Release(void* arg) {  // the slice's destroy callback
+    Buffer* buffer = static_cast<Buffer*>(arg);
+    const std::shared_ptr<ChunkBufferPool> pool = std::move(buffer->pool);
+    {
+      absl::MutexLock lock(&pool->mu_);
+      if (pool->free_bytes_ + buffer->size <= pool->max_free_bytes_) {
+        pool->free_[buffer->size].push_back(buffer);
+        pool->free_bytes_ += buffer->size;
+        return;
+      }
+    }
+    Delete(buffer);
+  }
+
+  const size_t max_free_bytes_;
+  absl::Mutex mu_;
+  std::map<size_t, std::vector<Buffer*>> free_ ABSL_GUARDED_BY(mu_);
+  size_t free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
 
 // Push and Pull go through a generic stub with raw ByteBuffers, so that chunk
 // data is written from and read into tensor memory without going through a
@@ -28,6 +102,8 @@ struct GrpcParameterClient::Shard {
   std::string address;
   std::unique_ptr<grpc::GenericStub> stub;
   int64_t num_chunks = 0;  // chunks this shard owns
+  // Buffers for the chunks pushed to this shard (at most its bytes kept).
+  std::shared_ptr<ChunkBufferPool> buffers;
 };
 
 namespace {
@@ -638,7 +714,9 @@ class GrpcPushSession final : public PushSession {
       // The chunk's bytes go into a slice of their own, which the message
       // then references: one copy, from `grads` to the slice.
       grpc::Slice& data = partial_[i];
-      if (data.size() == 0) data = grpc::Slice(c.length * sizeof(float));
+      if (data.size() == 0) {
+        data = shards_[c.shard]->buffers->Make(c.length * sizeof(float));
+      }
       // The slice was just allocated for this chunk and nobody else
       // references it yet: writing through begin() is safe.
       std::memcpy(const_cast<uint8_t*>(data.begin()) +
@@ -725,7 +803,8 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
     shard->address = client->options_.shard_addresses[s];
-    shard->stub = std::make_unique<grpc::GenericStub>(MakeChannel(shard->address));
+    shard->stub =
+        std::make_unique<grpc::GenericStub>(MakeChannel(shard->address));
     client->shards_.push_back(std::move(shard));
   }
   int64_t flat = 0;
@@ -741,6 +820,14 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     }
     flat += c.length;
     ++client->shards_[c.shard]->num_chunks;
+  }
+  for (auto& shard : client->shards_) {
+    int64_t bytes = 0;
+    for (const Chunk& c : chunks) {
+      if (c.shard == shard->id) bytes += c.length * sizeof(float);
+    }
+    shard->buffers =
+        std::make_shared<ChunkBufferPool>(static_cast<size_t>(bytes));
   }
   client->num_elements_ = flat;
   return client;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "proto/rpc_util.h"
 
@@ -22,20 +23,22 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpe
   if (!port.ok()) return port.status();
   cluster->coordinator_ = absl::StrCat("127.0.0.1:", *port);
   std::string list;
-  for (int i = 0; i < spec.shards; ++i) {
+  const int shards = spec.mode == "ring" ? 0 : spec.shards;
+  for (int i = 0; i < shards; ++i) {
     auto p = PickFreePort();
     if (!p.ok()) return p.status();
     cluster->shard_addresses_.push_back(absl::StrCat("127.0.0.1:", *p));
     list += (i ? "," : "") + cluster->shard_addresses_.back();
   }
   std::vector<std::string> argv = {bin + "/ferry-server", "--role", "coordinator", "--listen",
-                                   cluster->coordinator_, "--shards", list, "--min-workers",
+                                   cluster->coordinator_, "--mode", spec.mode, "--min-workers",
                                    std::to_string(spec.workers)};
+  if (shards > 0) argv.insert(argv.end(), {"--shards", list});
   argv.insert(argv.end(), spec.job_args.begin(), spec.job_args.end());
   auto coord = ChildProcess::Spawn(argv, log_dir + "/coordinator.log");
   if (!coord.ok()) return coord.status();
   cluster->servers_.push_back(std::move(*coord));
-  for (int i = 0; i < spec.shards; ++i) {
+  for (int i = 0; i < shards; ++i) {
     auto shard = ChildProcess::Spawn(
         {bin + "/ferry-server", "--role", "ps", "--listen", cluster->shard_addresses_[i],
          "--coordinator", cluster->coordinator_, "--shard-id", std::to_string(i)},
@@ -44,9 +47,13 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpe
     cluster->servers_.push_back(std::move(*shard));
   }
   for (int i = 0; i < spec.workers; ++i) {
-    auto worker = ChildProcess::Spawn(
-        {bin + "/ferry-worker", "--coordinator", cluster->coordinator_, "--device", "cpu"},
-        absl::StrCat(log_dir, "/worker", i, ".log"));
+    std::vector<std::string> worker_argv = {bin + "/ferry-worker", "--coordinator",
+                                            cluster->coordinator_, "--device", "cpu",
+                                            "--peer-listen", "127.0.0.1:0"};
+    for (const std::string& arg : spec.worker_args) {
+      worker_argv.push_back(absl::StrReplaceAll(arg, {{"{i}", std::to_string(i)}}));
+    }
+    auto worker = ChildProcess::Spawn(worker_argv, absl::StrCat(log_dir, "/worker", i, ".log"));
     if (!worker.ok()) return worker.status();
     cluster->workers_.push_back(std::move(*worker));
   }

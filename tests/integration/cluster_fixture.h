@@ -16,9 +16,12 @@
 namespace ferry::testing {
 
 struct ClusterSpec {
+  std::string mode = "ps";  // "ring": no shards are started
   int workers = 2;
   int shards = 2;
   std::vector<std::string> job_args;  // extra coordinator flags
+  // Extra flags of worker i; "{i}" in an argument becomes i.
+  std::vector<std::string> worker_args;
 };
 
 class TestCluster {
