@@ -3,6 +3,7 @@
 # batch 128, 1 thread per process, both measured in this run:
 #   1. single process: ferry-worker --standalone vs torch (CPU)
 #   2. 2 workers: ferry local --mode ps (sync, 2 shards) vs torch DDP (gloo)
+#   3. 2 workers: ferry local --mode ring vs the same torch DDP figure
 # Prints each figure and the ratio ferry/torch. Needs scripts/setup --with-peers.
 # Usage: bench/compare_torch.sh [steps]   (default 600)
 set -euo pipefail
@@ -25,4 +26,9 @@ ferry_ps=$(python3 -c "import json;print(json.load(open('$out/ps.json'))['sample
 torch_ddp=$($py bench/torch_mlp.py --mode ddp --world 2 --steps "$steps" | python3 -c "import json,sys;print(json.load(sys.stdin)['samples_per_second'])")
 printf "2 workers        ferry PS sync %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
   "$ferry_ps" "$torch_ddp" "$(python3 -c "print($ferry_ps/$torch_ddp)")"
+$bin/ferry local --mode ring --workers 2 --epochs 1 --max-steps "$steps" --device cpu \
+  --summary-json "$out/ring.json" --log-dir "$out/logs-ring" >/dev/null 2>&1
+ferry_ring=$(python3 -c "import json;print(json.load(open('$out/ring.json'))['samples_per_second'])")
+printf "2 workers        ferry ring    %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
+  "$ferry_ring" "$torch_ddp" "$(python3 -c "print($ferry_ring/$torch_ddp)")"
 rm -rf "$out"
