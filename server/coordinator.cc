@@ -142,7 +142,9 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
                                                  : absl::OkStatus();
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
-      } else if (auto now = TryAssign(request.worker_id()); now.has_value()) {
+      } else if (request.report_only()) {
+        replies.emplace_back(std::move(done), Action(v1::NextTaskResponse::WAIT, generation_));
+      } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
       } else {
         v1::NextTaskRequest parked = request;
@@ -214,7 +216,8 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
 }
 
 std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
-    const std::string& worker_id) {
+    const v1::NextTaskRequest& request) {
+  const std::string& worker_id = request.worker_id();
   auto it = members_.find(worker_id);
   if (it == members_.end()) {
     return absl::StatusOr<v1::NextTaskResponse>(
@@ -227,15 +230,18 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     return Action(v1::NextTaskResponse::FINISH, generation_);
   }
   std::optional<v1::NextTaskResponse> response =
-      options_.job.consistency() == v1::CONSISTENCY_SYNC ? TryAssignSync(it->second)
-                                                        : TryAssignAsync(it->second);
+      options_.job.consistency() == v1::CONSISTENCY_SYNC
+          ? TryAssignSync(it->second, request.has_after_step() ? request.after_step() : -1)
+          : TryAssignAsync(it->second);
   if (!response) return std::nullopt;
   return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
 }
 
-std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member) {
+std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
+                                                               int64_t after_step) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
     for (auto& [number, step] : open_steps_) {
+      if (number <= after_step) continue;
       for (size_t i = 0; i < step.slots.size(); ++i) {
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
@@ -253,18 +259,18 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member) {
   };
   if (auto r = find_slot()) return r;
   if (ActiveCount() < options_.min_workers) return std::nullopt;
-  if (FormStep()) return find_slot();
+  if (FormStep(after_step >= 0 ? 2 : 1)) return find_slot();
   return std::nullopt;
 }
 
-bool Coordinator::FormStep() {
+bool Coordinator::FormStep(int max_open) {
   if (training_done_) return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
-  // At most one step collecting pushes: the previous one must be finalizing.
-  for (const auto& [number, step] : open_steps_) {
-    if (!step.finalizing) return false;
-  }
+  // At most `max_open` steps collecting reports.
+  int collecting = 0;
+  for (const auto& [number, step] : open_steps_) collecting += step.finalizing ? 0 : 1;
+  if (collecting >= max_open) return false;
   const int64_t available = std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight
   std::vector<const Member*> ranked;
@@ -414,7 +420,7 @@ void Coordinator::RemoveMember(const std::string& worker_id) {
 void Coordinator::ServeWaiters(std::vector<Reply>& replies, bool expire_all_due) {
   const absl::Time now = absl::Now();
   for (auto w = waiters_.begin(); w != waiters_.end();) {
-    auto assigned = TryAssign(w->request.worker_id());
+    auto assigned = TryAssign(w->request);
     if (assigned.has_value()) {
       replies.emplace_back(std::move(w->done), std::move(*assigned));
       w = waiters_.erase(w);

@@ -16,6 +16,9 @@
 //    contributor (or `sync_quorum` of them) reported its push. A contributor
 //    that leaves or dies before pushing is dropped from the step and its
 //    samples go back to the queue.
+//    Step s+1 forms once step s is finalizing; a prefetching worker
+//    (NextTaskRequest.after_step) lets step s+1 form while step s still
+//    runs, so its next lease is ready when it finishes (pipeline depth 2).
 //  - async / ssp:K: leases tasks of global_batch / members samples on
 //    demand; ssp holds back a worker more than K tasks ahead of the slowest.
 //  - ring mode (always sync): every member is in every step (a member
@@ -147,13 +150,17 @@ class Coordinator {
   absl::Status RecordDone(Member& member, const v1::StepReport& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A response for the worker now, or nullopt to keep it waiting.
-  std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(const std::string& worker_id)
+  std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(
+      const v1::NextTaskRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member)
+  // `after_step` >= 0: only a step after it (prefetch; two steps may be open).
+  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member, int64_t after_step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FormStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms the next step when fewer than `max_open` open steps are still
+  // collecting reports (not finalizing).
+  bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
   // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
   void AddRing(const OpenStep& step, size_t slot_index, v1::NextTaskResponse& r) const

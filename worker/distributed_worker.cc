@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -241,38 +243,92 @@ class Worker {
     return absl::OkStatus();
   }
 
+  // A NextTask call running on its own thread.
+  struct PendingLease {
+    std::future<absl::StatusOr<v1::NextTaskResponse>> result;
+    std::optional<v1::StepReport> report;  // sent with it
+    absl::Time asked;
+  };
+
+  void Ask(std::optional<v1::StepReport> report, std::optional<int64_t> after_step) {
+    v1::NextTaskRequest request;
+    request.set_worker_id(worker_id_);
+    request.set_generation(heartbeater_->generation());
+    if (report.has_value()) *request.mutable_done() = *report;
+    if (after_step.has_value()) request.set_after_step(*after_step);
+    pending_.emplace();
+    pending_->report = std::move(report);
+    pending_->asked = absl::Now();
+    pending_->result = std::async(std::launch::async, [this, request] {
+      return coordinator_->NextTask(request);
+    });
+  }
+
+  // Waits for the pending call, publishing weights meanwhile (ring mode:
+  // the coordinator's evaluation may be what the coordinator waits for).
+  absl::StatusOr<v1::NextTaskResponse> AwaitLease() {
+    while (pending_->result.wait_for(std::chrono::milliseconds(20)) !=
+           std::future_status::ready) {
+      PublishWeights();
+    }
+    return pending_->result.get();
+  }
+
+  void PublishWeights() {
+    if (ring_ == nullptr) return;
+    const absl::Status published = ring_->PublishIfWanted();
+    if (!published.ok()) Log(absl::StrCat("publish weights: ", published.ToString()));
+  }
+
+  // Sync mode, prefetching: the step's report goes out on its own at once.
+  absl::Status SendReport(const v1::StepReport& report) {
+    v1::NextTaskRequest request;
+    request.set_worker_id(worker_id_);
+    request.set_generation(heartbeater_->generation());
+    *request.mutable_done() = report;
+    request.set_report_only(true);
+    absl::Status status;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      status = coordinator_->NextTask(request).status();
+      if (!absl::IsDeadlineExceeded(status)) break;
+    }
+    if (absl::IsAborted(status)) {  // the step went on without us
+      Log(absl::StrCat("report of step ", report.step(), " refused: ", status.ToString()));
+      return absl::OkStatus();
+    }
+    return status;
+  }
+
+  // Sync mode leases are prefetched: while a step runs, the lease of the
+  // next one is already asked for, and each report goes out on its own as
+  // soon as the step is done, so no step waits for a coordinator round trip.
   absl::Status Loop() {
-    std::optional<v1::StepReport> done;
+    const bool prefetch = job_.consistency() == v1::CONSISTENCY_SYNC;
+    std::optional<v1::StepReport> done;   // not yet sent
+    std::optional<int64_t> last_step;     // leased, when prefetching
     int failures = 0;
     while (true) {
       if (heartbeater_->evicted()) return Evicted();
       const bool stopping = stop_requested();
-      if (stopping && !done.has_value()) break;
-      if (ring_ != nullptr) {
-        // The coordinator's evaluation reads the weights between steps.
-        const absl::Status published = ring_->PublishIfWanted();
-        if (!published.ok()) Log(absl::StrCat("publish weights: ", published.ToString()));
+      if (!pending_.has_value()) {
+        if (stopping && !done.has_value()) break;
+        PublishWeights();
+        Ask(std::move(done), prefetch ? last_step : std::nullopt);
+        done.reset();
       }
-      v1::NextTaskRequest request;
-      request.set_worker_id(worker_id_);
-      request.set_generation(heartbeater_->generation());
-      if (done.has_value()) *request.mutable_done() = *done;
-      const absl::Time asked = absl::Now();
-      absl::StatusOr<v1::NextTaskResponse> lease =
-          coordinator_->NextTask(request);
+      absl::StatusOr<v1::NextTaskResponse> lease = AwaitLease();
+      std::optional<v1::StepReport> sent = std::move(pending_->report);
+      const absl::Time asked = pending_->asked;
+      pending_.reset();
       if (absl::IsNotFound(lease.status())) return Evicted();
-      if (stopping)
-        break;  // the last report went out; Leave releases any new lease
-      if (absl::IsAborted(lease.status())) {
-        done.reset();  // a step we are no longer part of
-        continue;
-      }
+      if (stopping) break;  // the last report went out; Leave releases any new lease
+      if (absl::IsAborted(lease.status())) continue;  // a step we are no longer part of
       if (absl::IsDeadlineExceeded(lease.status()) &&
           ++failures < kMaxConsecutiveFailures) {
+        done = std::move(sent);  // may not have arrived
         continue;
       }
       if (!lease.ok()) return lease.status();
-      done.reset();
       heartbeater_->ObserveGeneration(lease->generation());
       if (lease->action() == v1::NextTaskResponse::FINISH) {
         summary_.end_reason = "finished";
@@ -283,9 +339,18 @@ class Worker {
         absl::SleepFor(absl::Milliseconds(100) - (absl::Now() - asked));
         continue;
       }
+      if (prefetch) {
+        last_step = lease->step();
+        Ask(std::nullopt, last_step);
+      }
       absl::StatusOr<v1::StepReport> report = Train(*lease);
-      if (!report.ok() && ring_ != nullptr) ring_->Abandon();
       if (!report.ok()) {
+        if (ring_ != nullptr) ring_->Abandon();
+        if (pending_.has_value()) {  // drop the prefetched lease: redo this step first
+          (void)AwaitLease();
+          pending_.reset();
+        }
+        last_step.reset();
         if (!IsStepRetriable(report.status())) return report.status();
         ++summary_.abandoned_steps;
         Log(absl::StrCat("abandoned step ", lease->step(), ": ",
@@ -294,7 +359,18 @@ class Worker {
         continue;
       }
       failures = 0;
-      done = *std::move(report);
+      if (prefetch) {
+        RETURN_IF_ERROR(SendReport(*report));
+        if (stop_requested()) {
+          if (pending_.has_value()) {
+            (void)AwaitLease();
+            pending_.reset();
+          }
+          break;
+        }
+      } else {
+        done = *std::move(report);
+      }
     }
     if (summary_.end_reason.empty()) summary_.end_reason = "stopped";
     Log(absl::StrFormat("%s after %d steps (%d samples, %d abandoned); leaving",
@@ -503,6 +579,7 @@ class Worker {
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
   std::map<int64_t, std::vector<int64_t>> permutations_;  // epoch -> order
+  std::optional<PendingLease> pending_;
   WorkerSummary summary_;
 };
 

@@ -282,3 +282,70 @@ TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+absl::StatusOr<v1::NextTaskResponse> Prefetch(Coordinator& c, const std::string& worker,
+                                              int64_t after_step) {
+  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  request.set_after_step(after_step);
+  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
+  return promise.get_future().get();
+}
+
+absl::StatusOr<v1::NextTaskResponse> ReportOnly(Coordinator& c, const std::string& worker,
+                                                const v1::StepReport& done) {
+  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  *request.mutable_done() = done;
+  request.set_report_only(true);
+  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
+  return promise.get_future().get();
+}
+
+TEST(CoordinatorTest, PrefetchFormsTheNextStepWhileThisOneRunsButNoFurther) {
+  Fixture f(Job(10, 1), 100, /*min_workers=*/2);
+  const std::string a = f.Join(), b = f.Join();
+  auto a0 = Next(*f.coordinator, a);
+  auto b0 = Next(*f.coordinator, b);
+  ASSERT_TRUE(a0.ok() && b0.ok());
+  ASSERT_EQ(a0->step(), 0);
+  // Step 1 forms although nobody reported step 0; it takes the next positions.
+  auto a1 = Prefetch(*f.coordinator, a, 0);
+  ASSERT_TRUE(a1.ok()) << a1.status();
+  ASSERT_EQ(a1->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(a1->step(), 1);
+  EXPECT_EQ(a1->tasks(0).begin(), 10);
+  // Step 2 would be a third step collecting reports: the long-poll expires.
+  auto a2 = Prefetch(*f.coordinator, a, 1);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ(a2->action(), v1::NextTaskResponse::WAIT);
+  // Reports alone are answered at once; step 0 then finalizes with both.
+  auto ack = ReportOnly(*f.coordinator, a, Done(*a0));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->action(), v1::NextTaskResponse::WAIT);
+  ASSERT_TRUE(ReportOnly(*f.coordinator, b, Done(*b0)).ok());
+  WaitForFinalize(f.shards);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].first, 0);
+    EXPECT_EQ(f.shards.finalized[0].second.size(), 2u);
+  }
+  auto a2_now = Prefetch(*f.coordinator, a, 1);
+  ASSERT_TRUE(a2_now.ok());
+  EXPECT_EQ(a2_now->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(a2_now->step(), 2);
+  EXPECT_EQ(a2_now->tasks(0).begin(), 20);
+  // Without after_step a worker gets its oldest unreported step back.
+  auto again = Next(*f.coordinator, b);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->step(), 1);
+}
+
+}  // namespace
+}  // namespace ferry
