@@ -174,7 +174,9 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
         if (s.worker_id == member.id) slot = &s;
       }
     }
-    if (slot == nullptr) {
+    // A step that is finalizing was closed over the reports it had (a
+    // quorum): a late report must not mark its samples applied.
+    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing)) {
       return absl::AbortedError(absl::StrCat(
           "step ", done.step(), " is not open for ", member.id,
           " (finalized without it or re-formed): ask for a new task"));
@@ -241,7 +243,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
                                                                int64_t after_step) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
     for (auto& [number, step] : open_steps_) {
-      if (number <= after_step) continue;
+      if (number <= after_step || step.finalizing) continue;
       for (size_t i = 0; i < step.slots.size(); ++i) {
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;

@@ -355,7 +355,13 @@ class Worker {
         ++summary_.abandoned_steps;
         Log(absl::StrCat("abandoned step ", lease->step(), ": ",
                          report.status().ToString()));
-        if (++failures >= kMaxConsecutiveFailures) return report.status();
+        // A step closed without us (a sync quorum cut the straggler) is
+        // expected, not a fault: it does not count towards giving up.
+        const bool closed_without_us = absl::IsFailedPrecondition(report.status()) ||
+                                       absl::IsAlreadyExists(report.status());
+        if (!closed_without_us && ++failures >= kMaxConsecutiveFailures) {
+          return report.status();
+        }
         continue;
       }
       failures = 0;

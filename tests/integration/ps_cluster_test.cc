@@ -103,3 +103,33 @@ TEST(PsClusterTest, SyncPsMatchesSingleProcessWeights) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// --sync-quorum 2 of 3: each step is applied over the first two reports;
+// the third worker's samples go back to the queue and are trained later, so
+// every epoch still applies every sample exactly once.
+TEST(PsClusterTest, SyncQuorumFinishesEveryEpochWithExactlyOnceAccounting) {
+  testing::ClusterSpec spec;
+  spec.workers = 3;
+  spec.shards = 2;
+  spec.job_args = {"--dataset", "synthetic:960", "--model", "64-32-10", "--batch", "96",
+                   "--epochs", "2", "--sync-quorum", "2"};
+  auto cluster = testing::TestCluster::Start(spec, std::string(::testing::TempDir()) +
+                                                       "/ferry-quorum");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto status = (*cluster)->WaitFinished(absl::Seconds(180));
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->accounting_size(), 2);
+  for (const auto& epoch : status->accounting()) {
+    EXPECT_EQ(epoch.samples_applied(), 960) << "epoch " << epoch.epoch();
+    EXPECT_EQ(epoch.samples_dropped(), 0) << "epoch " << epoch.epoch();
+  }
+  EXPECT_EQ(status->samples_applied(), 2 * 960);
+  // Two of three contributors per step: more steps than 2 epochs of full ones.
+  EXPECT_GE(status->step(), 2 * 10);
+}
+
+}  // namespace
+}  // namespace ferry
