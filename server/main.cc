@@ -1,12 +1,14 @@
 // ferry-server: runs a job's coordinator or one of its PS shards.
 //   ferry-server --role coordinator --listen 0.0.0.0:7070 --shards ps0:7071,ps1:7071 [job flags]
 //   ferry-server --role ps --listen 0.0.0.0:7071 --coordinator coord:7070 --shard-id 0
+#include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
 #include "common/cli_flags.h"
 #include "common/shutdown_signal.h"
 #include "server/server_main.h"
 
 int main(int argc, char** argv) {
+  ferry::TuneAllocatorForLargeMessages();
   ferry::BlockShutdownSignals();
   CLI::App app{"ferry-server: coordinator or parameter-server shard of a ferry job"};
   std::string role;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "common/cli_flags.h"
@@ -103,6 +104,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
 }  // namespace
 
 int main(int argc, char** argv) {
+  ferry::TuneAllocatorForLargeMessages();
   CLI::App app{"ferry-worker: a stateless training worker"};
   bool standalone = false;
   ferry::TrainOptions options;
