@@ -436,7 +436,7 @@ int Launch(const Flags& f) {
 }  // namespace ferry
 
 int main(int argc, char** argv) {
-  ferry::TuneAllocatorForLargeMessages();
+  ferry::TuneAllocatorForLargeMessages(argv);
   ferry::Flags f;
   CLI::App app{
       "ferry-ring-allreduce: all-reduce busbw (nccl-tests definition) of "

@@ -8,7 +8,7 @@
 #include "server/server_main.h"
 
 int main(int argc, char** argv) {
-  ferry::TuneAllocatorForLargeMessages();
+  ferry::TuneAllocatorForLargeMessages(argv);
   ferry::BlockShutdownSignals();
   CLI::App app{"ferry-server: coordinator or parameter-server shard of a ferry job"};
   std::string role;

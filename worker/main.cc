@@ -104,7 +104,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
 }  // namespace
 
 int main(int argc, char** argv) {
-  ferry::TuneAllocatorForLargeMessages();
+  ferry::TuneAllocatorForLargeMessages(argv);
   CLI::App app{"ferry-worker: a stateless training worker"};
   bool standalone = false;
   ferry::TrainOptions options;

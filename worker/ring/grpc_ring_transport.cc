@@ -32,6 +32,9 @@ class GrpcRingTransport::Writer final
   absl::Status Enqueue(v1::RingMessage message) {
     absl::MutexLock lock(&mu_);
     if (done_) return failure_;
+    // Counted when handed over, so a report right after a collective
+    // includes all of it.
+    options_.counter->AddSent(static_cast<int64_t>(message.ByteSizeLong()));
     queue_.push_back(std::move(message));
     if (!writing_) StartNextLocked();
     return absl::OkStatus();
@@ -80,8 +83,6 @@ class GrpcRingTransport::Writer final
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = true;
-    options_.counter->AddSent(
-        static_cast<int64_t>(queue_.front().ByteSizeLong()));
     StartWrite(&queue_.front());
   }
 
