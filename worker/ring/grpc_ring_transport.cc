@@ -9,32 +9,63 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "ferry/v1/ring.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
+namespace {
+
+constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
+
+// A RingMessage on the wire with the floats copied once: the small fields
+// (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
+// length, then the data in its own slice. Protobuf parses the concatenation
+// as one RingMessage.
+grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head, const float* data,
+                                   int64_t count) {
+  std::string prefix = head.SerializeAsString();
+  const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
+  prefix.push_back(static_cast<char>((5 << 3) | 2));  // field 5, length-delimited
+  uint64_t length = bytes;
+  do {
+    char b = static_cast<char>(length & 0x7f);
+    length >>= 7;
+    if (length != 0) b = static_cast<char>(b | 0x80);
+    prefix.push_back(b);
+  } while (length != 0);
+  grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice(static_cast<size_t>(bytes))};
+  if (bytes > 0) std::memcpy(const_cast<uint8_t*>(slices[1].begin()), data, bytes);
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace
 
 // The client side of one Exchange stream: queued messages, one write in
 // flight. Callbacks come from gRPC threads; `mu_` guards the queue.
+// (The service is client-streaming; the generic stub drives it as a bidi
+// call: many messages out, the summary read back at the end.)
 class GrpcRingTransport::Writer final
-    : public grpc::ClientWriteReactor<v1::RingMessage> {
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   Writer(const GrpcRingTransportOptions& options, std::string peer_name)
       : options_(options), peer_name_(std::move(peer_name)) {
     const int next = (options.rank + 1) % static_cast<int>(options.ring.size());
-    channel_ = MakeChannel(options.ring[next].peer_address);
-    stub_ = v1::RingPeer::NewStub(channel_);
+    stub_ = std::make_unique<grpc::GenericStub>(
+        MakeChannel(options.ring[next].peer_address));
     SetDeadline(context_, options.stream_deadline);
-    stub_->async()->Exchange(&context_, &summary_, this);
+    stub_->PrepareBidiStreamingCall(&context_, kExchangeMethod, grpc::StubOptions(),
+                                    this);
+    StartRead(&summary_);
     StartCall();
   }
 
   // Queues `message`. UNAVAILABLE once the stream has ended.
-  absl::Status Enqueue(v1::RingMessage message) {
+  absl::Status Enqueue(grpc::ByteBuffer message) {
     absl::MutexLock lock(&mu_);
     if (done_) return failure_;
     // Counted when handed over, so a report right after a collective
     // includes all of it.
-    options_.counter->AddSent(static_cast<int64_t>(message.ByteSizeLong()));
+    options_.counter->AddSent(static_cast<int64_t>(message.Length()));
     queue_.push_back(std::move(message));
     if (!writing_) StartNextLocked();
     return absl::OkStatus();
@@ -55,6 +86,8 @@ class GrpcRingTransport::Writer final
       mu_.Await(absl::Condition(&done_));
     }
   }
+
+  void OnReadDone(bool) override {}  // the summary, or the stream's end
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
@@ -88,12 +121,11 @@ class GrpcRingTransport::Writer final
 
   const GrpcRingTransportOptions& options_;
   const std::string peer_name_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::RingPeer::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> stub_;
   grpc::ClientContext context_;
-  v1::ExchangeSummary summary_;
+  grpc::ByteBuffer summary_;
   absl::Mutex mu_;
-  std::deque<v1::RingMessage> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -151,9 +183,7 @@ absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
   message.set_op_id(tag.op_id);
   message.set_stage(tag.stage);
   message.set_piece(tag.piece);
-  message.set_data(reinterpret_cast<const char*>(data),
-                   static_cast<size_t>(count) * sizeof(float));
-  return writer_->Enqueue(std::move(message));
+  return writer_->Enqueue(EncodeRingMessage(message, data, count));
 }
 
 absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
