@@ -9,6 +9,29 @@
 
 namespace ferry::testing {
 
+TrainOptions EquivalenceReference(int steps) {
+  TrainOptions single;
+  single.model = "64-32-10";
+  single.dataset = "synthetic:600";
+  single.batch = 40;
+  single.epochs = 1;
+  single.max_steps = steps;
+  single.device = DeviceChoice::kCpu;
+  single.optimizer.kind = OptimizerKind::kAdam;
+  single.optimizer.lr = 0.01;
+  single.optimizer.weight_decay = 0;
+  single.optimizer.schedule.kind = ScheduleKind::kCosine;
+  single.optimizer.schedule.warmup_steps = 2;
+  return single;
+}
+
+std::vector<std::string> EquivalenceJobArgs(int steps) {
+  return {"--model", "64-32-10", "--dataset", "synthetic:600", "--batch", "40",
+          "--epochs", "1", "--max-steps", std::to_string(steps),
+          "--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "cosine",
+          "--warmup-steps", "2", "--weight-decay", "0"};
+}
+
 TestCluster::~TestCluster() {
   for (ChildProcess& w : workers_) w.Stop(absl::Seconds(5));
   for (auto it = servers_.rbegin(); it != servers_.rend(); ++it) it->Stop(absl::Seconds(5));

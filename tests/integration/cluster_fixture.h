@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "client/child_process.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
+#include "worker/standalone_trainer.h"
 
 namespace ferry::testing {
 
@@ -23,6 +24,13 @@ struct ClusterSpec {
   // Extra flags of worker i; "{i}" in an argument becomes i.
   std::vector<std::string> worker_args;
 };
+
+// The small job of the equivalence tests (sync PS, ring vs one process):
+// model 64-32-10 on synthetic:600, batch 40, Adam with a cosine schedule,
+// `steps` steps. As options of the single-process reference run, and as the
+// coordinator's flags for the same job.
+TrainOptions EquivalenceReference(int steps);
+std::vector<std::string> EquivalenceJobArgs(int steps);
 
 class TestCluster {
  public:

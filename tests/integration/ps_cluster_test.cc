@@ -49,29 +49,14 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
 TEST(PsClusterTest, SyncPsMatchesSingleProcessWeights) {
   const std::string model = "64-32-10";
   const int steps = 6;
-  TrainOptions single;
-  single.model = model;
-  single.dataset = "synthetic:600";
-  single.batch = 40;
-  single.epochs = 1;
-  single.max_steps = steps;
-  single.device = DeviceChoice::kCpu;
-  single.optimizer.kind = OptimizerKind::kAdam;
-  single.optimizer.lr = 0.01;
-  single.optimizer.schedule.kind = ScheduleKind::kCosine;
-  single.optimizer.schedule.warmup_steps = 2;
   ProgressPrinter quiet(stderr, false);
-  auto reference = RunStandalone(single, quiet);
+  auto reference = RunStandalone(testing::EquivalenceReference(steps), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
   testing::ClusterSpec spec;
   spec.workers = 2;
   spec.shards = 2;
-  spec.job_args = {"--model", model, "--dataset", "synthetic:600", "--batch", "40",
-                   "--epochs", "1", "--max-steps", std::to_string(steps),
-                   "--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "cosine",
-                   "--warmup-steps", "2", "--weight-decay", "0"};
-  single.optimizer.weight_decay = 0;
+  spec.job_args = testing::EquivalenceJobArgs(steps);
   auto cluster = testing::TestCluster::Start(spec, LogDir("equivalence"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));

@@ -62,32 +62,16 @@ TEST(RingClusterTest, ThreeWorkersTrainWithIdenticalWeightsAfterEveryStep) {
 // Ring all-reduce with 2 workers and global batch B applies the updates of
 // a single process with batch B over the same sample order.
 TEST(RingClusterTest, RingMatchesSingleProcessWeights) {
-  const std::string model = "64-32-10";
   const int steps = 6;
-  TrainOptions single;
-  single.model = model;
-  single.dataset = "synthetic:600";
-  single.batch = 40;
-  single.epochs = 1;
-  single.max_steps = steps;
-  single.device = DeviceChoice::kCpu;
-  single.optimizer.kind = OptimizerKind::kAdam;
-  single.optimizer.lr = 0.01;
-  single.optimizer.weight_decay = 0;
-  single.optimizer.schedule.kind = ScheduleKind::kCosine;
-  single.optimizer.schedule.warmup_steps = 2;
   ProgressPrinter quiet(stderr, false);
-  auto reference = RunStandalone(single, quiet);
+  auto reference = RunStandalone(testing::EquivalenceReference(steps), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
   const std::string dir = LogDir("ring-equivalence");
   testing::ClusterSpec spec;
   spec.mode = "ring";
   spec.workers = 2;
-  spec.job_args = {"--model", model, "--dataset", "synthetic:600", "--batch", "40",
-                   "--epochs", "1", "--max-steps", std::to_string(steps),
-                   "--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "cosine",
-                   "--warmup-steps", "2", "--weight-decay", "0"};
+  spec.job_args = testing::EquivalenceJobArgs(steps);
   spec.worker_args = {"--final-weights", dir + "/weights{i}.bin"};
   auto cluster = testing::TestCluster::Start(spec, dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();

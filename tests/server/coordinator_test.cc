@@ -49,14 +49,19 @@ v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency = v1::CONSIST
   return job;
 }
 
+// NextTask, waited for.
+absl::StatusOr<v1::NextTaskResponse> Call(Coordinator& c, const v1::NextTaskRequest& request) {
+  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
+  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
+  return promise.get_future().get();
+}
+
 absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c, const std::string& worker,
                                           const v1::StepReport* done = nullptr) {
-  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
   v1::NextTaskRequest request;
   request.set_worker_id(worker);
   if (done) *request.mutable_done() = *done;
-  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return Call(c, request);
 }
 
 // Like a worker: reports once, then asks again while told to WAIT.
@@ -288,23 +293,19 @@ namespace {
 
 absl::StatusOr<v1::NextTaskResponse> Prefetch(Coordinator& c, const std::string& worker,
                                               int64_t after_step) {
-  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
   v1::NextTaskRequest request;
   request.set_worker_id(worker);
   request.set_after_step(after_step);
-  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return Call(c, request);
 }
 
 absl::StatusOr<v1::NextTaskResponse> ReportOnly(Coordinator& c, const std::string& worker,
                                                 const v1::StepReport& done) {
-  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
   v1::NextTaskRequest request;
   request.set_worker_id(worker);
   *request.mutable_done() = done;
   request.set_report_only(true);
-  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return Call(c, request);
 }
 
 TEST(CoordinatorTest, PrefetchFormsTheNextStepWhileThisOneRunsButNoFurther) {

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/ring_test_fixture.h"
 #include "worker/ring/bucket_plan.h"
 #include "worker/ring/in_memory_ring.h"
 #include "worker/ring/ring_collective.h"
@@ -18,17 +19,7 @@ namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::vector<absl::Status> RunOnAllRanks(
-    int n, const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&statuses, &fn, r] { statuses[r] = fn(r); });
-  }
-  for (std::thread& t : threads) t.join();
-  return statuses;
-}
+using ::ferry::testing::RunOnAllRanks;
 
 // Declares every tensor, last to first, in odd-sized slices taken from the
 // tensor's end backward (1, 2, 3, 5, 8, ... elements); the two first tensors

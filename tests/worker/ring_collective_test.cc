@@ -10,24 +10,14 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/ring_test_fixture.h"
 #include "worker/ring/in_memory_ring.h"
 
 namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Runs fn(rank) on one thread per rank and returns the statuses by rank.
-std::vector<absl::Status> RunOnAllRanks(
-    int n, const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&statuses, &fn, r] { statuses[r] = fn(r); });
-  }
-  for (std::thread& t : threads) t.join();
-  return statuses;
-}
+using ::ferry::testing::RunOnAllRanks;
 
 // |segment s| of count elements over n ranks, s taken mod n.
 int64_t SegmentSize(int64_t count, int n, int s) {
@@ -41,7 +31,7 @@ float Input(int rank, int64_t i) {
 }
 
 void CheckAllReduce(int n, int64_t count, int64_t piece) {
-  SCOPED_TRACE(testing::Message()
+  SCOPED_TRACE(::testing::Message()
                << "n=" << n << " count=" << count << " piece=" << piece);
   InMemoryRingHub hub(n);
   std::vector<std::vector<float>> data(n, std::vector<float>(count));
@@ -148,7 +138,7 @@ TEST(RingCollectiveTest, BroadcastFromEveryRoot) {
     for (int root = 0; root < n; ++root) {
       for (int64_t count : {0, 1, 1000, 10007}) {
         for (int64_t piece : {int64_t{3}, int64_t{64}, int64_t{1} << 20}) {
-          SCOPED_TRACE(testing::Message()
+          SCOPED_TRACE(::testing::Message()
                        << "n=" << n << " root=" << root << " count=" << count
                        << " piece=" << piece);
           InMemoryRingHub hub(n);
