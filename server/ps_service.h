@@ -11,8 +11,8 @@
 //    in flight at a time. The method is registered raw (ByteBuffer): each
 //    message is the canonical PullResponse encoding whose `data` is a slice
 //    over the snapshot itself (kept alive until sent), so the parameters are
-//    never copied into a message. A cancelled call (client deadline included) cancels
-//    its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
+//    never copied into a message. A cancelled call (client deadline included)
+//    cancels its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
 //    UNAVAILABLE when the shard shuts its waits down.
 //  - FinalizeStep, ShardInfo: unary. Checkpoint: UNIMPLEMENTED for now.
 //

@@ -144,7 +144,8 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data) {
   return grpc::ByteBuffer(slices, 2);
 }
 
-grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message) {
+grpc::ByteBuffer SerializeMessage(
+    const google::protobuf::MessageLite& message) {
   const grpc::Slice slice(message.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);
 }

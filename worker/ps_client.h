@@ -5,7 +5,12 @@
 // ParameterClient is the interface the trainer uses (no gRPC types);
 // GrpcParameterClient implements it over ferry.v1.ParameterServer with the
 // gRPC callback API: all shards are contacted in parallel, without a thread
-// per shard, and every call has a deadline.
+// per shard, and every call has a deadline. Chunk data is copied once on each
+// side of the wire: Ready() copies a gradient into the slice that is sent,
+// Pull() copies from the received slices into flat_params (raw ByteBuffers
+// with the canonical PushRequest / PullResponse encoding, no protobuf
+// `bytes` copies). The push buffers are recycled: a client keeps up to one
+// model's worth of them (each shard's bytes) between pushes.
 #ifndef FERRY_WORKER_PS_CLIENT_H_
 #define FERRY_WORKER_PS_CLIENT_H_
 
