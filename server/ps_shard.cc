@@ -143,7 +143,9 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
   }
   auto staging = std::make_unique<PsPushStaging>();
   staging->header_ = header;
-  staging->grad_.resize(static_cast<size_t>(range_.size()));
+  // Every owned element is written by exactly one chunk before a commit, so
+  // a recycled buffer needs no clearing.
+  staging->grad_ = TakeGradBuffer();
   staging->seen_.assign(owned_.size(), false);
   return staging;
 }
@@ -223,6 +225,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     } else {
       const int64_t staleness = version_ - h.base_version;
       RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
+      RecycleGradBuffer(std::move(grad));
       last_step_[h.worker_id] = h.step;
       max_staleness_ = std::max(max_staleness_, staleness);
       sum_staleness_ += staleness;
@@ -294,6 +297,9 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
     const float n = static_cast<float>(total_samples);
     for (float& g : scratch_) g /= n;
     RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
+    for (auto& [worker, contribution] : pending_) {
+      RecycleGradBuffer(std::move(contribution.grad));
+    }
     pending_.clear();
     max_generation_ = generation;
     version = version_;
@@ -310,6 +316,11 @@ absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
                         config_.shard_id, status.ToString()));
   }
   ++version_;
+  // Readers get snapshots only under mu_: if nobody else holds the old one
+  // now, nobody can, and its memory serves the next snapshot.
+  if (snapshot_ != nullptr && snapshot_.use_count() == 1) {
+    spare_snapshot_ = std::const_pointer_cast<PsSnapshot>(std::move(snapshot_));
+  }
   snapshot_.reset();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->second.min_version <= version_) {
@@ -322,11 +333,33 @@ absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
   return absl::OkStatus();
 }
 
+std::vector<float> PsShard::TakeGradBuffer() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_grads_.empty()) {
+      std::vector<float> buffer = std::move(free_grads_.back());
+      free_grads_.pop_back();
+      return buffer;
+    }
+  }
+  return std::vector<float>(static_cast<size_t>(range_.size()));
+}
+
+void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
+  // Enough for every contributor of a step plus pushes in flight.
+  constexpr size_t kMaxFree = 8;
+  if (free_grads_.size() < kMaxFree &&
+      buffer.size() == static_cast<size_t>(range_.size())) {
+    free_grads_.push_back(std::move(buffer));
+  }
+}
+
 std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
   if (snapshot_ == nullptr) {
-    auto snapshot = std::make_shared<PsSnapshot>();
+    std::shared_ptr<PsSnapshot> snapshot = std::move(spare_snapshot_);
+    if (snapshot == nullptr) snapshot = std::make_shared<PsSnapshot>();
     snapshot->version = version_;
-    snapshot->values = params_;
+    snapshot->values.assign(params_.begin(), params_.end());
     snapshot_ = std::move(snapshot);
   }
   return snapshot_;

@@ -264,6 +264,15 @@ class PsShard {
   // Async: last applied step by worker.
   absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  // Memory reuse (a large slice is otherwise fresh, page-faulting memory on
+  // every push and version): gradient buffers of applied pushes, and the
+  // last snapshot once no reader holds it.
+  std::vector<std::vector<float>> free_grads_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PsSnapshot> spare_snapshot_ ABSL_GUARDED_BY(mu_);
+  // A gradient buffer of the slice's size: recycled (contents unspecified)
+  // or new (zeroed).
+  std::vector<float> TakeGradBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+  void RecycleGradBuffer(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
