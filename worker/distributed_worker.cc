@@ -280,6 +280,12 @@ class Worker {
     if (!published.ok()) Log(absl::StrCat("publish weights: ", published.ToString()));
   }
 
+  // Waits for the report sent last (if any) and returns its status.
+  absl::Status AwaitReport() {
+    if (!report_in_flight_.valid()) return absl::OkStatus();
+    return report_in_flight_.get();
+  }
+
   // Sync mode, prefetching: the step's report goes out on its own at once.
   absl::Status SendReport(const v1::StepReport& report) {
     v1::NextTaskRequest request;
@@ -366,8 +372,12 @@ class Worker {
       }
       failures = 0;
       if (prefetch) {
-        RETURN_IF_ERROR(SendReport(*report));
+        // The report travels while the next step runs; one at a time.
+        RETURN_IF_ERROR(AwaitReport());
+        report_in_flight_ = std::async(std::launch::async,
+                                       [this, r = *std::move(report)] { return SendReport(r); });
         if (stop_requested()) {
+          RETURN_IF_ERROR(AwaitReport());
           if (pending_.has_value()) {
             (void)AwaitLease();
             pending_.reset();
@@ -378,6 +388,7 @@ class Worker {
         done = *std::move(report);
       }
     }
+    RETURN_IF_ERROR(AwaitReport());
     if (summary_.end_reason.empty()) summary_.end_reason = "stopped";
     Log(absl::StrFormat("%s after %d steps (%d samples, %d abandoned); leaving",
                         summary_.end_reason, summary_.steps, summary_.samples,
@@ -586,6 +597,7 @@ class Worker {
   int stager_max_ = 0;
   std::map<int64_t, std::vector<int64_t>> permutations_;  // epoch -> order
   std::optional<PendingLease> pending_;
+  std::future<absl::Status> report_in_flight_;
   WorkerSummary summary_;
 };
 
