@@ -380,6 +380,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
 void Coordinator::FinishJob() {
   if (training_done_) return;
   training_done_ = true;
+  training_end_time_ = absl::Now();
   const int64_t version = options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
   eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
 }
@@ -605,8 +606,10 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_train_loss(recent_loss_);
   const absl::Time end = finish_time_.value_or(now);
   if (first_step_time_) {
+    // Training throughput: up to the last applied step, not the final eval.
+    const absl::Time train_end = training_end_time_.value_or(now);
     s.set_samples_per_second(samples_applied_total_ /
-                             std::max(1e-9, absl::ToDoubleSeconds(end - *first_step_time_)));
+                             std::max(1e-9, absl::ToDoubleSeconds(train_end - *first_step_time_)));
   }
   for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
   s.set_finished(finished_);

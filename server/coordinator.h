@@ -218,6 +218,9 @@ class Coordinator {
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);
+  // When the last step was applied (before the final evaluation): the end
+  // of the samples/s window.
+  std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
