@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -102,30 +103,22 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
 // The encoded fields of a PullResponse before its data (version, chunk_id,
 // data's tag and length), canonical protobuf encoding.
 grpc::Slice PullPrefix(int64_t version, int32_t chunk_id, size_t data_size) {
-  constexpr uint8_t kVersionTag = 1 << 3 | 0;  // field 1, varint
-  constexpr uint8_t kChunkIdTag = 2 << 3 | 0;  // field 2, varint
-  constexpr uint8_t kDataTag = 3 << 3 | 2;     // field 3, length-delimited
-  const auto put_varint = [](uint64_t value, uint8_t* out) {
-    while (value >= 0x80) {
-      *out++ = static_cast<uint8_t>(value | 0x80);
-      value >>= 7;
-    }
-    *out++ = static_cast<uint8_t>(value);
-    return out;
-  };
+  constexpr uint8_t kVersionTag = 1 << 3 | kWireVarint;
+  constexpr uint8_t kChunkIdTag = 2 << 3 | kWireVarint;
+  constexpr uint8_t kDataTag = 3 << 3 | kWireLength;
   uint8_t buffer[40];
   uint8_t* p = buffer;
   if (version != 0) {  // proto3 omits zero scalars
     *p++ = kVersionTag;
-    p = put_varint(static_cast<uint64_t>(version), p);
+    p = PutVarint(static_cast<uint64_t>(version), p);
   }
   if (chunk_id != 0) {
     *p++ = kChunkIdTag;
-    p = put_varint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
+    p = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
   }
   if (data_size != 0) {
     *p++ = kDataTag;
-    p = put_varint(data_size, p);
+    p = PutVarint(data_size, p);
   }
   return grpc::Slice(buffer, static_cast<size_t>(p - buffer));
 }

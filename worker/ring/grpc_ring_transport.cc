@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -25,14 +26,10 @@ grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head, const float* dat
                                    int64_t count) {
   std::string prefix = head.SerializeAsString();
   const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
-  prefix.push_back(static_cast<char>((5 << 3) | 2));  // field 5, length-delimited
-  uint64_t length = bytes;
-  do {
-    char b = static_cast<char>(length & 0x7f);
-    length >>= 7;
-    if (length != 0) b = static_cast<char>(b | 0x80);
-    prefix.push_back(b);
-  } while (length != 0);
+  uint8_t data_head[11];
+  data_head[0] = 5 << 3 | kWireLength;  // field 5: data
+  const uint8_t* end = PutVarint(bytes, data_head + 1);
+  prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
   grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice(static_cast<size_t>(bytes))};
   if (bytes > 0) std::memcpy(const_cast<uint8_t*>(slices[1].begin()), data, bytes);
   return grpc::ByteBuffer(slices, 2);
