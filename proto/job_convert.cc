@@ -1,5 +1,7 @@
 #include "proto/job_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -77,5 +79,21 @@ absl::StatusOr<v1::Mode> ParseMode(const std::string& text) {
 }
 
 std::string ModeName(v1::Mode mode) { return mode == v1::MODE_RING ? "ring" : "ps"; }
+
+absl::Status CheckJobTensors(const v1::JobSpec& job,
+                          const ParameterLayout& layout) {
+  if (job.tensors_size() == 0) return absl::OkStatus();
+  bool same = job.tensors_size() == static_cast<int>(layout.tensors().size());
+  for (int i = 0; same && i < job.tensors_size(); ++i) {
+    const TensorSlot& slot = layout.tensors()[i];
+    same =
+        job.tensors(i).name() == slot.name &&
+        std::equal(job.tensors(i).shape().begin(), job.tensors(i).shape().end(),
+                   slot.shape.begin(), slot.shape.end());
+  }
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the job's tensor list does not match its model '", job.model(), "'"));
+}
 
 }  // namespace ferry

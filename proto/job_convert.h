@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/optimizer_config.h"
+#include "common/parameter_layout.h"
 #include "ferry/v1/common.pb.h"
 
 namespace ferry {
@@ -20,6 +21,10 @@ std::string ConsistencyName(v1::Consistency consistency, int staleness);
 // "ps" or "ring".
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
 std::string ModeName(v1::Mode mode);
+
+// FAILED_PRECONDITION unless the job's tensor list (when it has one) names
+// exactly the tensors of `layout`, in order, with the same shapes.
+absl::Status CheckJobTensors(const v1::JobSpec& job, const ParameterLayout& layout);
 
 }  // namespace ferry
 

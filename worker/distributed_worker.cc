@@ -54,47 +54,10 @@ double Seconds(absl::Time since) {
   return absl::ToDoubleSeconds(absl::Now() - since);
 }
 
-// The address other workers reach the peer service at: `advertise` (a
-// HOST alone gets the bound port), else the listen host (this machine's
-// hostname for a wildcard) with the bound port.
-std::string AdvertisedPeerAddress(const std::string& listen,
-                                  const std::string& advertise, int port) {
-  if (!advertise.empty()) {
-    if (advertise.find(':') == std::string::npos) {
-      return absl::StrCat(advertise, ":", port);
-    }
-    return advertise;
-  }
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    host = name;
-  }
-  return absl::StrCat(host, ":", port);
-}
-
 void AddBytes(const std::string& role, const TransferBytes& bytes,
               v1::ByteCounts* out) {
   (*out->mutable_sent())[role] = bytes.sent;
   (*out->mutable_received())[role] = bytes.received;
-}
-
-// FAILED_PRECONDITION unless the job's tensor list (when given) is the model's.
-absl::Status CheckTensors(const v1::JobSpec& job,
-                          const ParameterLayout& layout) {
-  if (job.tensors_size() == 0) return absl::OkStatus();
-  bool same = job.tensors_size() == static_cast<int>(layout.tensors().size());
-  for (int i = 0; same && i < job.tensors_size(); ++i) {
-    const TensorSlot& slot = layout.tensors()[i];
-    same =
-        job.tensors(i).name() == slot.name &&
-        std::equal(job.tensors(i).shape().begin(), job.tensors(i).shape().end(),
-                   slot.shape.begin(), slot.shape.end());
-  }
-  if (same) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the job's tensor list does not match its model '", job.model(), "'"));
 }
 
 class Worker {
@@ -191,7 +154,7 @@ class Worker {
     summary_.device = backend_->Name();
     ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend_.get()));
     model_.emplace(std::move(model));
-    RETURN_IF_ERROR(CheckTensors(job_, model_->layout()));
+    RETURN_IF_ERROR(CheckJobTensors(job_, model_->layout()));
     ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(),
                                           model_->input_dim(),
                                           model_->num_classes(), job_.seed()));
@@ -602,30 +565,6 @@ class Worker {
 };
 
 }  // namespace
-
-nlohmann::json WorkerSummary::ToJson() const {
-  const auto bytes = [](const TransferBytes& b) {
-    return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
-  };
-  return {
-      {"worker_id", worker_id},
-      {"job_id", job_id},
-      {"device", device},
-      {"end_reason", end_reason},
-      {"steps", steps},
-      {"samples", samples},
-      {"abandoned_steps", abandoned_steps},
-      {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
-      {"train_accuracy",
-       samples > 0 ? static_cast<double>(correct) / samples : 0.0},
-      {"wall_seconds", wall_seconds},
-      {"compute_seconds", compute_seconds},
-      {"comm_seconds", comm_seconds},
-      {"bytes",
-       {{"ps", bytes(ps_bytes)},
-        {"coordinator", bytes(coordinator_bytes)},
-        {kRingPeerRole, bytes(peer_bytes)}}}};
-}
 
 absl::StatusOr<WorkerSummary> RunDistributedWorker(
     const WorkerOptions& options) {

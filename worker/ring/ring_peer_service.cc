@@ -1,5 +1,7 @@
 #include "worker/ring/ring_peer_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -173,6 +175,23 @@ grpc::ServerReadReactor<v1::RingMessage>* RingPeerService::Exchange(
 grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
     grpc::CallbackServerContext*, const v1::WeightsRequest* request) {
   return new WeightsReactor(this, *request);
+}
+
+std::string AdvertisedPeerAddress(const std::string& listen,
+                                  const std::string& advertise, int port) {
+  if (!advertise.empty()) {
+    if (advertise.find(':') == std::string::npos) {
+      return absl::StrCat(advertise, ":", port);
+    }
+    return advertise;
+  }
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
 }
 
 absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(

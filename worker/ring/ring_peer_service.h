@@ -66,6 +66,12 @@ struct RingPeerServer {
 absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
     const std::string& listen_address);
 
+// The address other workers reach this worker's peer service at:
+// `advertise` (a HOST alone gets `port`), else the listen host (this
+// machine's hostname for a wildcard such as 0.0.0.0) with `port`.
+std::string AdvertisedPeerAddress(const std::string& listen,
+                                  const std::string& advertise, int port);
+
 }  // namespace ferry
 
 #endif  // FERRY_WORKER_RING_RING_PEER_SERVICE_H_

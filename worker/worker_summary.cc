@@ -1,0 +1,30 @@
+#include "worker/distributed_worker.h"
+#include "worker/ring/ring_peer_service.h"
+
+namespace ferry {
+
+nlohmann::json WorkerSummary::ToJson() const {
+  const auto bytes = [](const TransferBytes& b) {
+    return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
+  };
+  return {
+      {"worker_id", worker_id},
+      {"job_id", job_id},
+      {"device", device},
+      {"end_reason", end_reason},
+      {"steps", steps},
+      {"samples", samples},
+      {"abandoned_steps", abandoned_steps},
+      {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
+      {"train_accuracy",
+       samples > 0 ? static_cast<double>(correct) / samples : 0.0},
+      {"wall_seconds", wall_seconds},
+      {"compute_seconds", compute_seconds},
+      {"comm_seconds", comm_seconds},
+      {"bytes",
+       {{"ps", bytes(ps_bytes)},
+        {"coordinator", bytes(coordinator_bytes)},
+        {kRingPeerRole, bytes(peer_bytes)}}}};
+}
+
+}  // namespace ferry
