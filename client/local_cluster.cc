@@ -109,6 +109,20 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
     const nlohmann::json j = nlohmann::json::parse(info);
     if (j.contains("bytes")) add_counts("ps", j.at("bytes"));
   }
+  // Worker traffic per individual shard ("ps0", ...), summed over workers.
+  nlohmann::json by_shard = nlohmann::json::object();
+  if (s.contains("worker_peer_bytes")) {
+    for (const auto& [id, counts] : s.at("worker_peer_bytes").items()) {
+      for (const char* dir : {"sent", "received"}) {
+        if (!counts.contains(dir)) continue;
+        for (const auto& [peer, n] : counts.at(dir).items()) {
+          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>()) : n.get<int64_t>();
+          nlohmann::json& slot = by_shard[peer][dir];
+          slot = (slot.is_null() ? int64_t{0} : slot.get<int64_t>()) + v;
+        }
+      }
+    }
+  }
   const double steps = num(s, "step");
   const int workers_seen = static_cast<int>(num(s, "workers_seen"));
   const double worker_bytes = bytes["worker"]["sent"].get<double>() +
@@ -152,6 +166,7 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
           {"comm_seconds", num(s, "comm_seconds")},
           {"workers_seen", workers_seen},
           {"worker_bytes_by_peer", by_peer},
+          {"worker_bytes_by_shard", by_shard},
           {"digest_checks", static_cast<int64_t>(num(s, "digest_checks"))},
           {"digest_mismatches", static_cast<int64_t>(num(s, "digest_mismatches"))},
           {"epochs_accounting", accounting},

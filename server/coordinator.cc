@@ -160,6 +160,7 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
 
 absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done) {
   member.bytes = done.bytes();  // cumulative counts: the latest replaces
+  member.peer_bytes = done.peer_bytes();
   compute_seconds_ += done.compute_seconds();
   comm_seconds_ += done.comm_seconds();
   if (done.num_samples() > 0) {
@@ -391,6 +392,7 @@ void Coordinator::RemoveMember(const std::string& worker_id) {
   ++generation_;
   Member& member = it->second;
   departed_bytes_[worker_id] = member.bytes;
+  departed_peer_bytes_[worker_id] = member.peer_bytes;
   for (const v1::DataTask& task : member.leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }

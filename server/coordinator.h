@@ -122,6 +122,7 @@ class Coordinator {
     int64_t tasks_done = 0;  // async clock
     std::vector<v1::DataTask> leases;  // async: tasks in flight
     v1::ByteCounts bytes;
+    v1::ByteCounts peer_bytes;
   };
   struct Slot {
     std::string worker_id;
@@ -222,6 +223,7 @@ class Coordinator {
   // of the samples/s window.
   std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ByteCounts> departed_peer_bytes_ ABSL_GUARDED_BY(mu_);
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
   std::thread finalizer_, evaluator_, reaper_;

@@ -37,9 +37,13 @@ v1::StatusResponse Coordinator::Status() const {
     ms->set_steps(m.tasks_done);
     ms->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
     (*s.mutable_worker_bytes())[id] = m.bytes;
+    (*s.mutable_worker_peer_bytes())[id] = m.peer_bytes;
   }
   for (const auto& [id, bytes] : departed_bytes_) {
     if (!s.worker_bytes().contains(id)) (*s.mutable_worker_bytes())[id] = bytes;
+  }
+  for (const auto& [id, bytes] : departed_peer_bytes_) {
+    if (!s.worker_peer_bytes().contains(id)) (*s.mutable_worker_peer_bytes())[id] = bytes;
   }
   const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
   s.set_step(sync ? steps_applied_ : tasks_applied_);

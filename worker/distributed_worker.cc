@@ -530,7 +530,12 @@ class Worker {
       ASSIGN_OR_RETURN(const uint64_t digest, ring_->WeightsDigest());
       report.set_weights_digest(digest);
     }
-    if (ps_ != nullptr) AddBytes("ps", ps_->bytes(), report.mutable_bytes());
+    if (ps_ != nullptr) {
+      AddBytes("ps", ps_->bytes(), report.mutable_bytes());
+      for (const auto& [peer, bytes] : ps_->peer_bytes()) {
+        AddBytes(peer, bytes, report.mutable_peer_bytes());
+      }
+    }
     if (ring()) AddBytes(kRingPeerRole, ring_->bytes(), report.mutable_bytes());
     AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
     if (summary_.steps % kLogEverySteps == 0) {

@@ -34,6 +34,8 @@ struct GrpcParameterClient::Shard {
   int64_t num_chunks = 0;  // chunks this shard owns
   // Buffers for the chunks pushed to this shard (at most its bytes kept).
   std::shared_ptr<ChunkBufferPool> buffers;
+  // Bytes exchanged with this shard alone (the client's counter has all).
+  std::unique_ptr<ByteCounter> bytes = std::make_unique<ByteCounter>();
 };
 
 namespace {
@@ -184,6 +186,7 @@ class PullCall final
 
   void Start() {
     counter_->AddSent(request_size_);
+    shard_.bytes->AddSent(request_size_);
     SetDeadline(context_, timeout_);
     shard_.stub->PrepareBidiStreamingCall(&context_, kPullMethod,
                                           grpc::StubOptions(), this);
@@ -198,6 +201,7 @@ class PullCall final
   void OnReadDone(bool ok) override {
     if (!ok) return;  // end of stream or failure: OnDone follows
     counter_->AddReceived(static_cast<int64_t>(response_.Length()));
+    shard_.bytes->AddReceived(static_cast<int64_t>(response_.Length()));
     error_ = Accept();
     response_.Clear();
     if (!error_.ok()) {
@@ -337,6 +341,7 @@ class PushCall final
       writing_ = false;
       if (ok) {
         counter_->AddSent(static_cast<int64_t>(requests_[next_].Length()));
+        shard_.bytes->AddSent(static_cast<int64_t>(requests_[next_].Length()));
         ++next_;
       } else {
         broken_ = true;  // the call is over; OnDone() tells why
@@ -362,6 +367,7 @@ class PushCall final
         status = absl::InternalError("push: malformed response message");
       } else {
         counter_->AddReceived(size);
+        shard_.bytes->AddReceived(size);
       }
     }
     // A retry may meet our own earlier attempt, which did get through.
@@ -704,6 +710,14 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   if (!status.ok()) return status;
   // Only shards without chunks answered: nothing tells the version.
   return version == PullCall::kNoVersion ? min_version : version;
+}
+
+std::map<std::string, TransferBytes> GrpcParameterClient::peer_bytes() const {
+  std::map<std::string, TransferBytes> bytes;
+  for (const auto& shard : shards_) {
+    bytes[absl::StrCat("ps", shard->id)] = shard->bytes->Get();
+  }
+  return bytes;
 }
 
 absl::StatusOr<std::unique_ptr<PushSession>> GrpcParameterClient::BeginPush(

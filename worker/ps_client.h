@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -127,6 +128,8 @@ class ParameterClient {
 
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;
+  // The same per shard, keyed "ps<shard id>" (empty when not tracked).
+  virtual std::map<std::string, TransferBytes> peer_bytes() const { return {}; }
 };
 
 struct GrpcParameterClientOptions {
@@ -157,6 +160,7 @@ class GrpcParameterClient final : public ParameterClient {
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override;
   TransferBytes bytes() const override { return counter_.Get(); }
+  std::map<std::string, TransferBytes> peer_bytes() const override;
 
   struct Shard;  // channel + stub + owned chunk ids; defined in the .cc
 

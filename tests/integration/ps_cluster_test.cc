@@ -42,6 +42,17 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
   }
   const double per_step_per_worker = static_cast<double>(worker_bytes) / (80 * 3);
   EXPECT_NEAR(per_step_per_worker / (2.0 * 4 * 235146), 1.0, 0.01);
+  // Per individual shard: the two shards add up to the role total and
+  // carry equal halves (placement balanced by bytes).
+  for (const auto& [id, counts] : status->worker_bytes()) {
+    const auto& per_shard = status->worker_peer_bytes().at(id);
+    ASSERT_EQ(per_shard.sent_size(), 2) << id;
+    const int64_t s0 = per_shard.sent().at("ps0"), s1 = per_shard.sent().at("ps1");
+    EXPECT_EQ(s0 + s1, counts.sent().at("ps")) << id;
+    EXPECT_EQ(per_shard.received().at("ps0") + per_shard.received().at("ps1"),
+              counts.received().at("ps")) << id;
+    EXPECT_NEAR(static_cast<double>(s0) / s1, 1.0, 0.05) << id;
+  }
 }
 
 // Sync PS with 2 workers and global batch B applies exactly the updates of a
