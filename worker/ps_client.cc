@@ -15,6 +15,8 @@
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/raw_wire.h"
+#include "worker/call_rounds.h"
+#include "worker/ps_wire.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -45,122 +47,12 @@ using Shard = GrpcParameterClient::Shard;
 constexpr char kPushMethod[] = "/ferry.v1.ParameterServer/Push";
 constexpr char kPullMethod[] = "/ferry.v1.ParameterServer/Pull";
 
-// Protobuf wire format, just what PushRequest and PullResponse need.
-constexpr int kPushChunkIdField = 2, kPushDataField = 3;  // PushRequest
-constexpr int kPullVersionField = 1, kPullChunkIdField = 2,
-              kPullDataField = 3;  // PullResponse
-
-// A PushRequest {chunk_id, data} whose data is `data` (referenced, not
-// copied): the encoded fields before the data, then the data slice.
-grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data) {
-  uint8_t prefix[32];
-  uint8_t* p = prefix;
-  if (chunk_id != 0) {  // proto3 omits zero scalars
-    *p++ = kPushChunkIdField << 3 | kWireVarint;
-    p = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
-  }
-  *p++ = kPushDataField << 3 | kWireLength;
-  p = PutVarint(data.size(), p);
-  const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
-  return grpc::ByteBuffer(slices, 2);
-}
-
-grpc::ByteBuffer SerializeMessage(
-    const google::protobuf::MessageLite& message) {
-  const grpc::Slice slice(message.SerializeAsString());
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-// The fields of one PullResponse, its data left in place.
-struct PullMessage {
-  int64_t version = 0;
-  int32_t chunk_id = 0;
-  size_t data_begin = 0;
-  size_t data_size = 0;
-};
-
-// Parses the protobuf encoding of a ferry.v1.PullResponse as protobuf would
-// (fields in any order, the last one wins, unknown fields skipped). False
-// when the bytes are not a valid encoding.
-bool ParsePullMessage(WireReader& in, PullMessage* out) {
-  while (!in.done()) {
-    uint64_t tag = 0;
-    if (!in.ReadVarint(&tag) || (tag >> 3) == 0 || tag > 0xffffffffu) {
-      return false;
-    }
-    const uint64_t field = tag >> 3;
-    uint64_t value = 0;
-    switch (tag & 7) {
-      case kWireVarint:
-        if (!in.ReadVarint(&value)) return false;
-        if (field == kPullVersionField) {
-          out->version = static_cast<int64_t>(value);
-        } else if (field == kPullChunkIdField) {
-          out->chunk_id = static_cast<int32_t>(static_cast<uint32_t>(value));
-        }
-        break;
-      case kWireFixed64:
-        if (!in.Skip(8)) return false;
-        break;
-      case kWireLength:
-        if (!in.ReadVarint(&value)) return false;
-        if (field == kPullDataField) {
-          out->data_begin = in.position();
-          out->data_size = static_cast<size_t>(value);
-        }
-        if (!in.Skip(value)) return false;
-        break;
-      case kWireFixed32:
-        if (!in.Skip(4)) return false;
-        break;
-      default:
-        return false;  // groups are not used by ferry.v1
-    }
-  }
-  return true;
-}
-
 absl::Status Annotate(const absl::Status& status, const Shard& shard) {
   if (status.ok()) return status;
   return absl::Status(status.code(),
                       absl::StrCat("ps shard ", shard.id, " (", shard.address,
                                    "): ", status.message()));
 }
-
-// Counts the calls of one round down to zero. A call's last action is Done().
-class CallGroup {
- public:
-  explicit CallGroup(int calls) : pending_(calls) {}
-
-  void Done(bool fatal) {
-    absl::MutexLock lock(&mu_);
-    --pending_;
-    fatal_ = fatal_ || fatal;
-  }
-  // Waits until every call is done or one failed fatally; returns whether one
-  // failed fatally.
-  bool WaitAllOrFatal() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &CallGroup::AllDoneOrFatal));
-    return fatal_;
-  }
-  void WaitAll() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &CallGroup::AllDone));
-  }
-
- private:
-  absl::Mutex mu_;
-  int pending_ ABSL_GUARDED_BY(mu_);
-  bool fatal_ ABSL_GUARDED_BY(mu_) = false;
-
-  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return pending_ == 0;
-  }
-  bool AllDoneOrFatal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return pending_ == 0 || fatal_;
-  }
-};
 
 // One Pull from one shard, writing each chunk straight from the received
 // slices into the flat buffer. Reactions of one call never run concurrently;
@@ -442,52 +334,6 @@ class PushCall final
 };
 
 // Waits for started `calls` of `group`; cancels the rest after a fatal one.
-template <typename Call>
-std::vector<absl::Status> WaitCalls(
-    CallGroup& group, const std::vector<std::unique_ptr<Call>>& calls) {
-  if (group.WaitAllOrFatal()) {
-    for (const auto& call : calls) call->Cancel();
-    group.WaitAll();
-  }
-  std::vector<absl::Status> statuses;
-  for (const auto& call : calls) statuses.push_back(call->status());
-  return statuses;
-}
-
-// Runs `run_round(shards, round)` (one status per shard) first for every
-// shard, then again for the shards that failed with UNAVAILABLE, with
-// exponential backoff, until all succeed, one fails otherwise, or the retry
-// budget is spent. Returns the most telling error.
-absl::Status RetryRounds(int num_shards, const RetryPolicy& retry,
-                         const std::function<std::vector<absl::Status>(
-                             const std::vector<int>&, int)>& run_round) {
-  std::vector<int> pending(num_shards);
-  for (int s = 0; s < num_shards; ++s) pending[s] = s;
-  const absl::Time give_up = absl::Now() + retry.budget;
-  absl::Duration backoff = retry.initial_backoff;
-  for (int round = 0;; ++round) {
-    const std::vector<absl::Status> statuses = run_round(pending, round);
-    std::vector<int> unavailable;
-    absl::Status error;
-    for (size_t i = 0; i < statuses.size(); ++i) {
-      const absl::Status& s = statuses[i];
-      if (s.ok()) continue;
-      if (absl::IsUnavailable(s)) unavailable.push_back(pending[i]);
-      // Prefer a cause over UNAVAILABLE and over the cancellations it caused.
-      if (error.ok() ||
-          ((absl::IsUnavailable(error) || absl::IsCancelled(error)) &&
-           !absl::IsUnavailable(s) && !absl::IsCancelled(s))) {
-        error = s;
-      }
-    }
-    if (unavailable.empty() || !absl::IsUnavailable(error)) return error;
-    if (absl::Now() + backoff > give_up) return error;
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, retry.max_backoff);
-    pending = std::move(unavailable);
-  }
-}
-
 class GrpcPushSession final : public PushSession {
  public:
   GrpcPushSession(const GrpcParameterClientOptions& options,
