@@ -69,6 +69,15 @@ class ShardControl {
   // Evaluates the shards' parameters at version >= min_version on the test
   // set: returns {accuracy, loss}.
   virtual absl::StatusOr<std::pair<double, double>> Evaluate(int64_t min_version) = 0;
+  // Checkpoints every shard at `version` (-1: each at its current one). OK
+  // only when every shard's checkpoint is durable.
+  virtual absl::Status Checkpoint(int64_t version) = 0;
+  // Every shard's current version, in shard order (UNAVAILABLE when one
+  // cannot be reached).
+  virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;
+  // Brings every shard to `version` (RestoreRequest) and fences older
+  // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
+  virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
 };
 
 struct CoordinatorOptions {

@@ -28,6 +28,12 @@ class GrpcShardControl final : public ShardControl {
   absl::Status FinalizeStep(int64_t step, int64_t generation,
                             const std::vector<v1::Contributor>& contributors) override;
   absl::StatusOr<std::pair<double, double>> Evaluate(int64_t min_version) override;
+  // TODO(helper B): Checkpoint / Restore RPCs to every shard in parallel.
+  absl::Status Checkpoint(int64_t) override { return absl::UnimplementedError("checkpoint"); }
+  absl::StatusOr<std::vector<int64_t>> Versions() override {
+    return absl::UnimplementedError("versions");
+  }
+  absl::Status RestoreTo(int64_t, int64_t) override { return absl::UnimplementedError("restore"); }
   // Bytes sent to / received from the shards by FinalizeStep and Evaluate.
   TransferBytes bytes() const;
 

@@ -39,6 +39,15 @@ class RingControl final : public ShardControl {
   // DEADLINE_EXCEEDED when none could give them within fetch_timeout;
   // DATA_LOSS for a malformed weights stream.
   absl::StatusOr<std::pair<double, double>> Evaluate(int64_t min_version) override;
+  // Ring mode has no shards: the members hold the weights. Checkpoint is a
+  // no-op, Versions is empty, RestoreTo is FAILED_PRECONDITION.
+  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<int64_t>> Versions() override {
+    return std::vector<int64_t>{};
+  }
+  absl::Status RestoreTo(int64_t, int64_t) override {
+    return absl::FailedPreconditionError("ring mode has no shards to restore");
+  }
   TransferBytes bytes() const { return counter_.Get(); }
 
  private:

@@ -24,7 +24,23 @@ class FakeShards : public ShardControl {
   absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
     return std::make_pair(0.5, 1.0);
   }
+  absl::Status Checkpoint(int64_t version) override {
+    absl::MutexLock lock(&mu);
+    checkpoints.push_back(version);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int64_t>> Versions() override {
+    absl::MutexLock lock(&mu);
+    return versions;
+  }
+  absl::Status RestoreTo(int64_t version, int64_t) override {
+    absl::MutexLock lock(&mu);
+    restores.push_back(version);
+    for (int64_t& v : versions) v = version;
+    return absl::OkStatus();
+  }
   absl::Mutex mu;
+  std::vector<int64_t> checkpoints, restores, versions;
   int fail_next = 0;
   std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
 };
