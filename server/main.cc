@@ -63,6 +63,16 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-timeout", c.heartbeat_timeout_s,
                  "seconds without a heartbeat before a worker is evicted")
       ->capture_default_str()->group(job);
+  app.add_option("--heartbeat-interval", c.heartbeat_interval_s,
+                 "seconds between a worker's heartbeats")
+      ->capture_default_str()->group(job);
+  app.add_option("--state-dir", c.state_dir,
+                 "persist the coordinator's state here and resume from it on restart")
+      ->group(job);
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "PS: checkpoint every shard every N steps (and at every epoch end; 0: "
+                 "epoch ends only)")
+      ->capture_default_str()->group(job);
   ferry::AddOptimizerFlags(app, opt);
 
   const std::string ps = "PS shard";

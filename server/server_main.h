@@ -33,6 +33,9 @@ struct CoordinatorFlags {
   int max_workers = 0;
   int expected_workers = 0;  // async schedule length; 0: min_workers
   double heartbeat_timeout_s = 5.0;
+  double heartbeat_interval_s = 1.0;
+  std::string state_dir;        // empty: the state lives in memory only
+  int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
 };
 
 struct PsFlags {
