@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 namespace {
@@ -33,12 +34,27 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "ring mode is synchronous: it takes neither async/ssp consistency nor a sync quorum");
   }
   if (options.min_workers < 1) options.min_workers = 1;
-  return std::unique_ptr<Coordinator>(new Coordinator(std::move(options), shards));
+  if (options.checkpoint_every < 0) {
+    return absl::InvalidArgumentError("checkpoint_every must be >= 0");
+  }
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), shards));
+  {
+    absl::MutexLock lock(&c->mu_);
+    RETURN_IF_ERROR(c->Resume());
+  }
+  c->Start();
+  return c;
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
     : options_(std::move(options)), shards_(shards) {
+  absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
+  checkpointing_ = options_.checkpoint_every > 0 && options_.job.mode() == v1::MODE_PS;
+  start_unix_ = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+}
+
+void Coordinator::Start() {
   finalizer_ = std::thread([this] { FinalizerLoop(); });
   evaluator_ = std::thread([this] { EvaluatorLoop(); });
   reaper_ = std::thread([this] { ReaperLoop(); });
@@ -52,6 +68,7 @@ void Coordinator::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
+    Persist();
     for (Waiter& w : waiters_) {
       replies.emplace_back(std::move(w.done),
                            absl::UnavailableError("coordinator is shutting down"));
@@ -87,20 +104,24 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
     member.id = absl::StrCat("w", member.join_seq);
     member.info = request;
     member.last_heartbeat = absl::Now();
+    member.joined = member.last_heartbeat;
     ++generation_;
     ++workers_seen_;
+    AddEvent("joined", member.id, steps_formed_, 0,
+             absl::StrCat(request.hostname(), " pid ", request.pid()));
     response.set_worker_id(member.id);
     response.set_generation(generation_);
     *response.mutable_job() = options_.job;
     response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     members_[member.id] = std::move(member);
+    Persist();
     ServeWaiters(replies, false);
   }
   SendReplies(replies);
   return response;
 }
 
-absl::StatusOr<int64_t> Coordinator::Heartbeat(const std::string& worker_id) {
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   auto it = members_.find(worker_id);
   if (it == members_.end()) {
@@ -108,7 +129,10 @@ absl::StatusOr<int64_t> Coordinator::Heartbeat(const std::string& worker_id) {
                                             " is not a member (evicted or never registered)"));
   }
   it->second.last_heartbeat = absl::Now();
-  return generation_;
+  v1::HeartbeatResponse response;
+  response.set_generation(generation_);
+  response.set_fence(fence_);
+  return response;
 }
 
 absl::Status Coordinator::Leave(const std::string& worker_id) {
@@ -118,7 +142,7 @@ absl::Status Coordinator::Leave(const std::string& worker_id) {
     if (members_.find(worker_id) == members_.end()) {
       return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not a member"));
     }
-    RemoveMember(worker_id);
+    RemoveMember(worker_id, "left");
     ServeWaiters(replies, false);
   }
   SendReplies(replies);
@@ -158,66 +182,6 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
   SendReplies(replies);
 }
 
-absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done) {
-  member.bytes = done.bytes();  // cumulative counts: the latest replaces
-  member.peer_bytes = done.peer_bytes();
-  compute_seconds_ += done.compute_seconds();
-  comm_seconds_ += done.comm_seconds();
-  if (done.num_samples() > 0) {
-    const double loss = done.loss_sum() / done.num_samples();
-    recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
-  }
-  if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
-    auto step_it = open_steps_.find(done.step());
-    Slot* slot = nullptr;
-    if (step_it != open_steps_.end()) {
-      for (Slot& s : step_it->second.slots) {
-        if (s.worker_id == member.id) slot = &s;
-      }
-    }
-    // A step that is finalizing was closed over the reports it had (a
-    // quorum): a late report must not mark its samples applied.
-    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing)) {
-      return absl::AbortedError(absl::StrCat(
-          "step ", done.step(), " is not open for ", member.id,
-          " (finalized without it or re-formed): ask for a new task"));
-    }
-    if (!slot->pushed) {
-      slot->pushed = true;
-      if (done.has_weights_digest()) {
-        OpenStep& step = step_it->second;
-        if (!step.digest.has_value()) {
-          step.digest = done.weights_digest();
-        } else {
-          ++digest_checks_;
-          if (*step.digest != done.weights_digest()) ++digest_mismatches_;
-        }
-      }
-      MaybeQueueFinalize(step_it->second);
-    }
-    return absl::OkStatus();
-  }
-  // Async / SSP: a reported push was applied on every shard on arrival.
-  if (member.leases.empty()) {
-    return absl::AbortedError(absl::StrCat(member.id, " holds no task to report"));
-  }
-  for (const v1::DataTask& task : member.leases) {
-    if (task.epoch() == queue_->epoch() && queue_->Applied(task.task_id()).ok()) {
-      samples_applied_total_ += task.end() - task.begin();
-    }
-  }
-  member.leases.clear();
-  ++member.tasks_done;
-  ++tasks_applied_;
-  if (!first_step_time_) first_step_time_ = absl::Now();
-  if (options_.job.max_steps() > 0 && tasks_applied_ >= options_.job.max_steps()) {
-    FinishJob();
-  } else {
-    AdvanceEpochIfComplete();
-  }
-  return absl::OkStatus();
-}
-
 std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     const v1::NextTaskRequest& request) {
   const std::string& worker_id = request.worker_id();
@@ -249,6 +213,8 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
         v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+        r.set_fence(fence_);
+        r.set_committed_steps(CommittedSteps());
         r.set_step(number);
         r.set_pull_version(number);
         r.set_epoch(step.epoch);
@@ -340,6 +306,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) 
     if (member.leases.empty()) return std::nullopt;
   }
   v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+  r.set_fence(fence_);
   r.set_step(member.tasks_done);
   r.set_pull_version(0);
   r.set_epoch(queue_->epoch());
@@ -348,53 +315,30 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) 
   return r;
 }
 
-void Coordinator::MaybeQueueFinalize(OpenStep& step) {
-  if (step.finalizing || step.slots.empty()) return;
-  int64_t pushed = 0;
-  for (const Slot& s : step.slots) pushed += s.pushed ? 1 : 0;
-  const int64_t quorum = options_.job.sync_quorum();
-  const int64_t needed = quorum > 0 ? std::min<int64_t>(quorum, step.slots.size())
-                                    : static_cast<int64_t>(step.slots.size());
-  if (pushed < needed) return;
-  step.finalizing = true;
-  finalize_queue_.push_back(step.step);
-}
-
-bool Coordinator::AdvanceEpochIfComplete() {
-  if (!queue_->complete()) return true;
-  v1::EpochAccounting acc;
-  acc.set_epoch(queue_->epoch());
-  acc.set_samples_applied(queue_->samples_applied());
-  acc.set_samples_released(queue_->samples_released());
-  acc.set_samples_dropped(queue_->num_samples() - queue_->samples_applied());
-  accounting_.push_back(acc);
-  const int64_t version = options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
-  if (queue_->epoch() + 1 >= options_.job.epochs()) {
-    FinishJob();
-    return false;
-  }
-  eval_queue_.emplace_back(version, queue_->epoch());
-  queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1, options_.epoch_size);
-  return true;
-}
-
-void Coordinator::FinishJob() {
-  if (training_done_) return;
-  training_done_ = true;
-  training_end_time_ = absl::Now();
-  const int64_t version = options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
-  eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
-}
-
-void Coordinator::RemoveMember(const std::string& worker_id) {
+void Coordinator::RemoveMember(const std::string& worker_id, const std::string& why) {
   auto it = members_.find(worker_id);
   if (it == members_.end()) return;
   ++generation_;
   Member& member = it->second;
   departed_bytes_[worker_id] = member.bytes;
   departed_peer_bytes_[worker_id] = member.peer_bytes;
+  AddEvent(why, worker_id, steps_formed_, 0, "");
   for (const v1::DataTask& task : member.leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
+  }
+  if (ring_mode()) {
+    // Its ring cannot finish the steps it has not reported: every member
+    // restarts the first of them from the committed state.
+    for (const auto& [number, step] : open_steps_) {
+      if (step.finalizing) continue;
+      const bool unreported = std::any_of(step.slots.begin(), step.slots.end(), [&](const Slot& s) {
+        return s.worker_id == worker_id && !s.pushed;
+      });
+      if (unreported) {
+        AbortOpenSteps(number, false, absl::StrCat(worker_id, " ", why), worker_id);
+        break;
+      }
+    }
   }
   for (auto step_it = open_steps_.begin(); step_it != open_steps_.end();) {
     OpenStep& step = step_it->second;
@@ -404,7 +348,6 @@ void Coordinator::RemoveMember(const std::string& worker_id) {
         if (s->worker_id == worker_id && !s->pushed) {
           for (const v1::DataTask& t : s->tasks) (void)queue_->Release(t.task_id());
           s = slots.erase(s);
-          step.ring_generation = generation_;  // the step's ring changed
         } else {
           ++s;
         }
@@ -420,6 +363,7 @@ void Coordinator::RemoveMember(const std::string& worker_id) {
     ++step_it;
   }
   members_.erase(it);
+  Persist();
 }
 
 void Coordinator::ServeWaiters(std::vector<Reply>& replies, bool expire_all_due) {
@@ -441,65 +385,6 @@ void Coordinator::ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
 void Coordinator::SendReplies(std::vector<Reply>& replies) {
   for (auto& [done, response] : replies) done(std::move(response));
   replies.clear();
-}
-
-void Coordinator::FinalizerLoop() {
-  while (true) {
-    int64_t number;
-    int64_t generation;
-    std::vector<v1::Contributor> contributors;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-            return c->stopping_ || !c->finalize_queue_.empty();
-          },
-          this));
-      if (stopping_) return;
-      std::sort(finalize_queue_.begin(), finalize_queue_.end());
-      number = finalize_queue_.front();
-      generation = generation_;
-      for (const Slot& s : open_steps_.at(number).slots) {
-        if (!s.pushed) continue;
-        v1::Contributor c;
-        c.set_worker_id(s.worker_id);
-        c.set_num_samples(s.samples);
-        contributors.push_back(c);
-      }
-    }
-    const absl::Status status = shards_->FinalizeStep(number, generation, contributors);
-    std::vector<Reply> replies;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!status.ok()) {
-        // Shards unreachable or restarting: retry the same step shortly.
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
-        continue;
-      }
-      finalize_queue_.erase(finalize_queue_.begin());
-      OpenStep& step = open_steps_.at(number);
-      for (const Slot& s : step.slots) {
-        for (const v1::DataTask& t : s.tasks) {
-          if (t.epoch() != queue_->epoch()) continue;
-          if (s.pushed) {
-            if (queue_->Applied(t.task_id()).ok()) samples_applied_total_ += t.end() - t.begin();
-          } else {
-            (void)queue_->Release(t.task_id());  // dropped by the quorum
-          }
-        }
-      }
-      open_steps_.erase(number);
-      steps_applied_ = number + 1;
-      if (!first_step_time_) first_step_time_ = absl::Now();
-      if (options_.job.max_steps() > 0 && steps_applied_ >= options_.job.max_steps()) {
-        FinishJob();
-      } else {
-        AdvanceEpochIfComplete();
-      }
-      ServeWaiters(replies, false);
-    }
-    SendReplies(replies);
-  }
 }
 
 void Coordinator::EvaluatorLoop() {
@@ -555,7 +440,7 @@ void Coordinator::ReaperLoop() {
     for (const auto& [id, m] : members_) {
       if (now - m.last_heartbeat > options_.heartbeat_timeout) dead.push_back(id);
     }
-    for (const std::string& id : dead) RemoveMember(id);
+    for (const std::string& id : dead) RemoveMember(id, "evicted");
     std::vector<Reply> replies;
     ServeWaiters(replies, /*expire_all_due=*/true);
     if (!replies.empty()) {

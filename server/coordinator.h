@@ -29,6 +29,22 @@
 //    members' weights.
 //  - evaluation of the shards' weights on the test set after every epoch,
 //    and the job's end (after the last epoch, or max_steps).
+//  - elasticity (docs/elasticity.md): a ring step that loses a member or
+//    whose collective failed is aborted with every later open step: all
+//    their tasks go back to the queue, and the step is formed again under a
+//    new generation and fence (HeartbeatResponse.fence tells the members
+//    to give the old one up), starting from the state after exactly the
+//    committed steps. PS sync: every shard is checkpointed at the same step
+//    every `checkpoint_every` steps and at every epoch end (before the
+//    next epoch starts); when a shard cannot finalize (it restarted), the
+//    coordinator reads the shards' versions, restores every shard to a
+//    version they all have, returns the tasks of the undone steps to the
+//    queue (from a log of applied steps) and re-forms the steps.
+//  - persistence (`state_dir`): the state is written atomically after every
+//    change that matters (membership, step applied, epoch); the step being
+//    finalized is written first as "in doubt". Create() resumes from it:
+//    open steps are aborted, members get a heartbeat timeout to come back,
+//    and the shards are reconciled as above before the next finalize.
 //
 // NextTask is asynchronous: the callback runs once, possibly on another
 // thread, with TRAIN/FINISH as soon as possible or WAIT after
@@ -52,6 +68,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ferry/v1/coordinator.pb.h"
+#include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
 #include "server/task_queue.h"
 
@@ -88,6 +105,11 @@ struct CoordinatorOptions {
   absl::Duration long_poll = absl::Seconds(1);
   int min_workers = 1;
   int max_workers = 0;  // 0: no limit
+  // PS: checkpoint every shard every N applied steps (sync) or tasks
+  // (async), and at every epoch end (sync). 0: never.
+  int64_t checkpoint_every = 0;
+  // Non-empty: persist the state here and resume from it.
+  std::string state_dir;
 };
 
 class Coordinator {
@@ -95,7 +117,9 @@ class Coordinator {
   using NextTaskCallback = std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
 
   // `shards` must outlive the coordinator. Starts the background threads.
-  // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size).
+  // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size);
+  // FAILED_PRECONDITION / DATA_LOSS for a state in `state_dir` that belongs
+  // to another job or cannot be read.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options, ShardControl* shards);
   // Stops the background threads and answers parked NextTask calls with
@@ -107,8 +131,9 @@ class Coordinator {
   // FAILED_PRECONDITION when the job is finished or `job_id` names another
   // job; RESOURCE_EXHAUSTED at max_workers.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
-  // NOT_FOUND for an unknown or evicted worker. Returns the generation.
-  absl::StatusOr<int64_t> Heartbeat(const std::string& worker_id);
+  // NOT_FOUND for an unknown or evicted worker. Returns the generation and
+  // the fence.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const std::string& worker_id);
   // Removes the worker as if it had died (its unpushed work is released).
   absl::Status Leave(const std::string& worker_id);
   void NextTask(const v1::NextTaskRequest& request, NextTaskCallback done);
@@ -132,6 +157,8 @@ class Coordinator {
     std::vector<v1::DataTask> leases;  // async: tasks in flight
     v1::ByteCounts bytes;
     v1::ByteCounts peer_bytes;
+    absl::Time joined;
+    bool applied_any = false;  // a gradient of it was applied
   };
   struct Slot {
     std::string worker_id;
@@ -180,13 +207,44 @@ class Coordinator {
   bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a member that left or died: unpushed work goes back to the queue.
-  void RemoveMember(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `why`: "left" or "evicted" (the event's kind).
+  void RemoveMember(const std::string& worker_id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Start();
   // Re-evaluates parked NextTask calls; replies go out after the lock.
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return static_cast<int>(members_.size()); }
   void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void SendReplies(std::vector<Reply>& replies);
+
+  // Elasticity (coordinator_steps.cc). Aborts every open step >= `from`
+  // (finalizing ones too when `include_finalizing`): tasks back to the
+  // queue, steps re-formed later under a new generation and fence.
+  void AbortOpenSteps(int64_t from, bool include_finalizing, const std::string& why,
+                      const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `step` applied: tasks applied, log kept, version bumped.
+  void ApplyStep(int64_t number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock: brings the shards and the accounting to one
+  // consistent step (after a shard restart or a coordinator restart).
+  void RecoverShards(const std::string& why);
+  // Settles the step that was being finalized: applied (everywhere) or not.
+  void ResolveInDoubt(bool applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes the applied steps >= target in the accounting.
+  void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock: checkpoints the shards at `version` when due.
+  void MaybeCheckpoint(int64_t version, bool epoch_end);
+  int64_t CommittedSteps() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(const std::string& kind, const std::string& worker_id, int64_t step,
+                int64_t samples_lost, const std::string& detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persistence (coordinator_state.cc): writes the state when state_dir is
+  // set (a failure is logged; the job goes on).
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Loads the state from state_dir if there is one.
+  absl::Status Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::CoordinatorState SaveState() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadState(const v1::CoordinatorState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void FinalizerLoop();
   void EvaluatorLoop();
@@ -234,6 +292,20 @@ class Coordinator {
   std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::ByteCounts> departed_peer_bytes_ ABSL_GUARDED_BY(mu_);
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
+
+  // Elasticity.
+  int64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t aborted_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, std::vector<v1::DataTask>> applied_log_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> checkpoints_ ABSL_GUARDED_BY(mu_);  // complete, oldest first
+  bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
+  bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread finalizer_, evaluator_, reaper_;
 };

@@ -31,7 +31,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
                                                         const v1::HeartbeatRequest* request,
                                                         v1::HeartbeatResponse* response) {
   auto result = core_->Heartbeat(request->worker_id());
-  if (result.ok()) response->set_generation(*result);
+  if (result.ok()) *response = *result;
   return Reply(context, core_, *request, *response, result.status());
 }
 

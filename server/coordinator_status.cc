@@ -68,6 +68,12 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_comm_seconds(comm_seconds_);
   s.set_digest_checks(digest_checks_);
   s.set_digest_mismatches(digest_mismatches_);
+  for (const v1::JobEvent& e : events_) *s.add_events() = e;
+  s.set_aborted_steps(aborted_steps_);
+  s.set_rollbacks(rollbacks_);
+  s.set_checkpoint_version(checkpoints_.empty() ? -1 : checkpoints_.back());
+  s.set_restarts(restarts_);
+  s.set_error(error_);
   return s;
 }
 

@@ -109,6 +109,13 @@ int RunCoordinator(const CoordinatorFlags& f) {
   options.min_workers = f.min_workers;
   options.max_workers = f.max_workers;
   options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);
+  options.checkpoint_every = f.checkpoint_every;
+  options.state_dir = f.state_dir;
+  if (f.heartbeat_interval_s <= 0 || f.heartbeat_timeout_s <= f.heartbeat_interval_s) {
+    return Fail(absl::InvalidArgumentError(
+        "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));
+  }
   auto core = Coordinator::Create(options, shards.get());
   if (!core.ok()) return Fail(core.status());
   if (ring != nullptr) {

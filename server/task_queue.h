@@ -14,7 +14,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ferry/v1/coordinator.pb.h"
+#include "ferry/v1/coordinator_state.pb.h"
 
 namespace ferry {
 
@@ -30,6 +32,15 @@ class EpochTaskQueue {
   // applied or released): nothing changes then.
   absl::Status Applied(int64_t task_id);
   absl::Status Release(int64_t task_id);
+  // Returns an applied task to the queue (its update was rolled back): it
+  // is leased again and counts as released. INVALID_ARGUMENT for a task of
+  // another epoch or outside the epoch.
+  absl::Status Reclaim(const v1::DataTask& task);
+
+  // Persistence (leased tasks stay leased: the caller releases them).
+  v1::TaskQueueState ToProto() const;
+  // INVALID_ARGUMENT for an inconsistent state.
+  static absl::StatusOr<EpochTaskQueue> FromProto(const v1::TaskQueueState& state);
 
   int64_t epoch() const { return epoch_; }
   int64_t num_samples() const { return num_samples_; }
