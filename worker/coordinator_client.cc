@@ -108,6 +108,16 @@ void Heartbeater::ObserveGeneration(int64_t generation) {
   generation_ = std::max(generation_, generation);
 }
 
+int64_t Heartbeater::fence() const {
+  absl::MutexLock lock(&mu_);
+  return fence_;
+}
+
+void Heartbeater::SetFenceListener(std::function<void(int64_t)> listener) {
+  absl::MutexLock lock(&mu_);
+  fence_listener_ = std::move(listener);
+}
+
 void Heartbeater::Loop() {
   absl::StatusCode last_code = absl::StatusCode::kOk;
   while (true) {
@@ -123,6 +133,15 @@ void Heartbeater::Loop() {
         client_->Heartbeat(request);
     if (response.ok()) {
       ObserveGeneration(response->generation());
+      std::function<void(int64_t)> listener;
+      {
+        absl::MutexLock lock(&mu_);
+        if (response->fence() > fence_) {
+          fence_ = response->fence();
+          listener = fence_listener_;
+        }
+      }
+      if (listener) listener(response->fence());
       if (last_code != absl::StatusCode::kOk) {
         std::fprintf(stderr, "ferry-worker: heartbeats accepted again\n");
       }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -92,6 +93,11 @@ class Heartbeater {
   int64_t generation() const;
   // Records a generation seen elsewhere (e.g. in a NextTask answer).
   void ObserveGeneration(int64_t generation);
+  // The newest fence seen (HeartbeatResponse.fence).
+  int64_t fence() const;
+  // Called on the heartbeat thread with every newer fence (the coordinator
+  // aborted open steps). Set it before the first beat that matters.
+  void SetFenceListener(std::function<void(int64_t)> listener);
 
  private:
   void Loop();
@@ -103,6 +109,8 @@ class Heartbeater {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool evicted_ ABSL_GUARDED_BY(mu_) = false;
   int64_t generation_ ABSL_GUARDED_BY(mu_);
+  int64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(int64_t)> fence_listener_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

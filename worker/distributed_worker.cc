@@ -23,7 +23,7 @@
 #include "proto/job_convert.h"
 #include "worker/ring/ring_peer_service.h"
 #include "worker/ring_exchange.h"
-#include "worker/sampler.h"
+#include "worker/lease_samples.h"
 
 namespace ferry {
 namespace {
@@ -72,10 +72,17 @@ class Worker {
       return summary_;
     }
     absl::Status status = Setup();
+    if (status.ok() && ring_ != nullptr) {
+      // The coordinator aborted open steps: give up a ring step in flight
+      // at once instead of waiting for its collective deadline.
+      RingExchange* ring = ring_.get();
+      heartbeater_->SetFenceListener([ring](int64_t fence) { ring->CancelIfOlder(fence); });
+    }
     if (status.ok()) status = Loop();
     if (status.ok() && !options_.final_weights_path.empty()) {
       status = SaveFinalWeights();
     }
+    heartbeater_->SetFenceListener(nullptr);
     heartbeater_->Stop();
     if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
       v1::LeaveRequest leave;
@@ -158,6 +165,7 @@ class Worker {
     ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(),
                                           model_->input_dim(),
                                           model_->num_classes(), job_.seed()));
+    lease_samples_.emplace(data_.train.num_samples, job_.seed());
     const int64_t n = model_->layout().total_elements();
     ASSIGN_OR_RETURN(params_, backend_->Allocate(n));
     ASSIGN_OR_RETURN(grads_, backend_->Allocate(n));
@@ -312,9 +320,20 @@ class Worker {
         last_step = lease->step();
         Ask(std::nullopt, last_step);
       }
-      absl::StatusOr<v1::StepReport> report = Train(*lease);
+      absl::StatusOr<v1::StepReport> report =
+          ring() && lease->fence() < heartbeater_->fence()
+              ? absl::AbortedError("the lease predates an abort (older fence)")
+              : Train(*lease);
       if (!report.ok()) {
-        if (ring_ != nullptr) ring_->Abandon();
+        if (ring_ != nullptr) {
+          // Every member restarts the step from the committed state.
+          ring_->Abandon();
+          RETURN_IF_ERROR(AwaitReport());
+          v1::StepReport failed;
+          failed.set_step(lease->step());
+          failed.set_failed(true);
+          (void)SendReport(failed);
+        }
         if (pending_.has_value()) {  // drop the prefetched lease: redo this step first
           (void)AwaitLease();
           pending_.reset();
@@ -367,50 +386,6 @@ class Worker {
                      "finishing its step"));
   }
 
-  // The epoch's permutation, cached for the current and the previous epoch.
-  const std::vector<int64_t>& Permutation(int64_t epoch, int64_t epoch_size) {
-    auto it = permutations_.find(epoch);
-    if (it == permutations_.end() ||
-        static_cast<int64_t>(it->second.size()) != epoch_size) {
-      it = permutations_
-               .insert_or_assign(
-                   epoch, EpochPermutation(epoch_size, job_.seed(), epoch,
-                                           /*shuffle=*/true))
-               .first;
-    }
-    while (permutations_.begin()->first < epoch - 1)
-      permutations_.erase(permutations_.begin());
-    return it->second;
-  }
-
-  absl::StatusOr<std::vector<int64_t>> SampleIndices(
-      const v1::NextTaskResponse& lease) {
-    const int64_t epoch_size = lease.epoch_size();
-    if (epoch_size <= 0 || epoch_size > data_.train.num_samples) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "lease for step ", lease.step(), ": epoch size ", epoch_size,
-          " does not fit the ", data_.train.num_samples, " train samples"));
-    }
-    std::vector<int64_t> indices;
-    for (const v1::DataTask& task : lease.tasks()) {
-      if (task.epoch() < 0 || task.begin() < 0 || task.begin() >= task.end() ||
-          task.end() > epoch_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("lease for step ", lease.step(), ": task ",
-                         task.task_id(), " covers [", task.begin(), ", ",
-                         task.end(), ") of an epoch of ", epoch_size));
-      }
-      const std::vector<int64_t>& order = Permutation(task.epoch(), epoch_size);
-      indices.insert(indices.end(), order.begin() + task.begin(),
-                     order.begin() + task.end());
-    }
-    if (indices.empty() && !ring()) {  // a ring rank may contribute zeros
-      return absl::InvalidArgumentError(
-          absl::StrCat("lease for step ", lease.step(), " has no samples"));
-    }
-    return indices;
-  }
-
   bool ring() const { return job_.mode() == v1::MODE_RING; }
 
   // Writes the weights the worker ends with (ring: its own; PS: the
@@ -442,7 +417,8 @@ class Worker {
   // push; ring: bucket all-reduce), finish the exchange (ring: apply the
   // optimizer).
   absl::StatusOr<v1::StepReport> Train(const v1::NextTaskResponse& lease) {
-    ASSIGN_OR_RETURN(std::vector<int64_t> indices, SampleIndices(lease));
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
+                     lease_samples_->Indices(lease, /*allow_empty=*/ring()));
     const int batch = static_cast<int>(indices.size());
     const int64_t n = model_->layout().total_elements();
     const absl::Time compute_start = absl::Now();
@@ -563,7 +539,7 @@ class Worker {
       host_grads_;  // pinned staging, non-host backends only
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
-  std::map<int64_t, std::vector<int64_t>> permutations_;  // epoch -> order
+  std::optional<LeaseSamples> lease_samples_;
   std::optional<PendingLease> pending_;
   std::future<absl::Status> report_in_flight_;
   WorkerSummary summary_;

@@ -1,5 +1,7 @@
 #include "worker/ring_exchange.h"
 
+#include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
@@ -30,7 +32,21 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
 }
 
 absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
-  session_.reset();  // closes the old links first
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    session_.reset();  // closes the old links first
+  }
+  // The ring starts from the state after exactly lease.step() steps.
+  const int64_t have = optimizer_.steps_applied();
+  if (have > lease.step()) {
+    absl::Status rolled = RollBackTo(lease.step());
+    if (!rolled.ok() && lease.rank() == 0) return rolled;
+  } else if (have < lease.step() && lease.rank() == 0) {
+    std::fprintf(stderr,
+                 "ferry-worker: ring rank 0 holds the state after %lld steps, the ring resumes "
+                 "at step %lld: the members that held the newer state are all gone\n",
+                 static_cast<long long>(have), static_cast<long long>(lease.step()));
+  }
   GrpcRingTransportOptions topts;
   topts.job_id = options_.job_id;
   topts.generation = lease.ring_generation();
@@ -42,6 +58,7 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   topts.counter = options_.peer->counter.get();
   auto session = std::make_unique<Session>();
   session->ring_generation = lease.ring_generation();
+  session->fence = lease.fence();
   ASSIGN_OR_RETURN(session->transport, GrpcRingTransport::Create(std::move(topts)));
   RingCollectiveOptions copts;
   copts.timeout = options_.collective_timeout;
@@ -49,17 +66,81 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
       std::make_unique<RingCollective>(session->transport.get(), copts);
   session->reducer = std::make_unique<BucketAllReducer>(
       session->collective.get(), plan_, options_.host_grads);
-  // Every member starts the ring from rank 0's weights.
-  ComputeBackend* backend = options_.backend;
-  if (backend->IsHostMemory()) {
-    RETURN_IF_ERROR(session->collective->Broadcast(kBroadcastOp, options_.params, n_, 0));
-  } else {
-    ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
-    RETURN_IF_ERROR(session->collective->Broadcast(kBroadcastOp, host.data(), n_, 0));
-    RETURN_IF_ERROR(backend->CopyToDevice(host.data(), n_, options_.params));
-  }
   session->next_op = kBroadcastOp + 1;
-  session_ = std::move(session);
+  RingCollective* collective = session->collective.get();
+  {
+    absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
+    session_ = std::move(session);
+  }
+  return BroadcastState(*collective, 0);
+}
+
+absl::Status RingExchange::BroadcastState(RingCollective& collective, int root) {
+  // One host buffer: params, each optimizer state buffer, the step count
+  // (an int64 in the bits of two floats; a broadcast copies bits).
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+  const int64_t total = n_ * (1 + static_cast<int64_t>(state.size())) + 2;
+  std::vector<float> host(total);
+  ComputeBackend* backend = options_.backend;
+  const bool sender = session_->transport->rank() == root;
+  if (sender) {
+    RETURN_IF_ERROR(backend->CopyToHost(options_.params, n_, host.data()));
+    for (size_t k = 0; k < state.size(); ++k) {
+      RETURN_IF_ERROR(backend->CopyToHost(state[k]->data(), n_, host.data() + n_ * (k + 1)));
+    }
+    const int64_t steps = optimizer_.steps_applied();
+    std::memcpy(host.data() + total - 2, &steps, sizeof(steps));
+  }
+  RETURN_IF_ERROR(collective.Broadcast(kBroadcastOp, host.data(), total, root));
+  if (sender) return absl::OkStatus();
+  RETURN_IF_ERROR(backend->CopyToDevice(host.data(), n_, options_.params));
+  for (size_t k = 0; k < state.size(); ++k) {
+    RETURN_IF_ERROR(backend->CopyToDevice(host.data() + n_ * (k + 1), n_, state[k]->data()));
+  }
+  int64_t steps = 0;
+  std::memcpy(&steps, host.data() + total - 2, sizeof(steps));
+  optimizer_.set_steps_applied(steps);
+  return backend->Synchronize();
+}
+
+absl::Status RingExchange::CopyState() {
+  const int64_t steps = optimizer_.steps_applied();
+  StateCopy& copy = copies_[steps % kStateCopies];
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+  ComputeBackend* backend = options_.backend;
+  if (copy.params.empty()) {
+    ASSIGN_OR_RETURN(copy.params, backend->Allocate(n_));
+    for (size_t k = 0; k < state.size(); ++k) {
+      ASSIGN_OR_RETURN(DeviceBuffer b, backend->Allocate(n_));
+      copy.state.push_back(std::move(b));
+    }
+  }
+  copy.steps = -1;
+  RETURN_IF_ERROR(backend->Copy(options_.params, n_, copy.params.data()));
+  for (size_t k = 0; k < state.size(); ++k) {
+    RETURN_IF_ERROR(backend->Copy(state[k]->data(), n_, copy.state[k].data()));
+  }
+  copy.steps = steps;
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::RollBackTo(int64_t steps) {
+  StateCopy& copy = copies_[steps % kStateCopies];
+  if (copy.steps != steps) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no copy of the state after %d steps is kept (have %d steps applied)", steps,
+        optimizer_.steps_applied()));
+  }
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+  ComputeBackend* backend = options_.backend;
+  RETURN_IF_ERROR(backend->Copy(copy.params.data(), n_, options_.params));
+  for (size_t k = 0; k < state.size(); ++k) {
+    RETURN_IF_ERROR(backend->Copy(copy.state[k].data(), n_, state[k]->data()));
+  }
+  std::fprintf(stderr, "ferry-worker: rolled the ring state back from %lld to %lld steps\n",
+               static_cast<long long>(optimizer_.steps_applied()),
+               static_cast<long long>(steps));
+  optimizer_.set_steps_applied(steps);
   return absl::OkStatus();
 }
 
@@ -75,9 +156,13 @@ absl::Status RingExchange::BeginStep(const v1::NextTaskResponse& lease) {
         "ring lease for step %d puts %s, not %s, at rank %d", lease.step(),
         lease.ring(lease.rank()).worker_id(), options_.worker_id, lease.rank()));
   }
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    step_fence_ = lease.fence();
+  }
   if (session_ == nullptr || session_->ring_generation != lease.ring_generation()) {
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
-      session_.reset();
+      Abandon();
       return joined;
     }
   }
@@ -95,9 +180,10 @@ absl::Status RingExchange::Ready(int64_t offset, int64_t length) {
 absl::Status RingExchange::FinishStep() {
   if (session_ == nullptr) return absl::FailedPreconditionError("no ring step begun");
   if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
-    session_.reset();
+    Abandon();
     return reduced;
   }
+  RETURN_IF_ERROR(CopyState());
   ComputeBackend* backend = options_.backend;
   if (!backend->IsHostMemory()) {
     RETURN_IF_ERROR(backend->CopyToDevice(options_.host_grads, n_, options_.grads));
@@ -110,8 +196,18 @@ absl::Status RingExchange::FinishStep() {
 void RingExchange::Abandon() {
   // Abort first: a bucket in flight then ends at once instead of running
   // into its deadline while the reducer is destroyed.
+  absl::MutexLock lock(&cancel_mu_);
   if (session_ != nullptr) session_->transport->Abort();
   session_.reset();
+}
+
+void RingExchange::CancelIfOlder(int64_t fence) {
+  absl::MutexLock lock(&cancel_mu_);
+  if (session_ != nullptr && step_fence_ < fence) {
+    std::fprintf(stderr, "ferry-worker: the coordinator aborted the ring step (fence %lld): "
+                 "giving it up\n", static_cast<long long>(fence));
+    session_->transport->Abort();
+  }
 }
 
 absl::StatusOr<std::vector<float>> RingExchange::HostParams() {

@@ -1,10 +1,18 @@
 // The ring-mode half of a worker's step: keeps one ring session (links,
 // collective, bucket reducer) per ring generation, broadcasts rank 0's
-// weights into a new ring, all-reduces gradient buckets while the backward
-// pass runs, then divides by the step's sample count and applies the
-// optimizer locally (the same common/ code a PS shard runs).
+// state (weights, optimizer state and step count) into a new ring,
+// all-reduces gradient buckets while the backward pass runs, then divides
+// by the step's sample count and applies the optimizer locally (the same
+// common/ code a PS shard runs).
 //
-// Thread safety: one thread (the worker's training loop) uses it.
+// Rollback: before applying a step the state is copied (the last
+// kStateCopies steps are kept). A new ring generation starts from the state
+// after exactly `lease.step()` steps: a member that applied steps the
+// coordinator then aborted goes back to its copy first, so rank 0 always
+// broadcasts the committed state.
+//
+// Thread safety: one thread (the worker's training loop) uses it, except
+// CancelIfOlder(), which any thread may call.
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
 #define FERRY_WORKER_RING_EXCHANGE_H_
 
@@ -15,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/compute_backend.h"
 #include "common/optimizer.h"
 #include "ferry/v1/coordinator.pb.h"
@@ -62,6 +71,10 @@ class RingExchange {
   absl::Status FinishStep();
   // Drops the ring session after a failed step.
   void Abandon();
+  // Thread-safe: when the step in flight was leased under a fence older
+  // than `fence` (the coordinator aborted it), its collective ends at once
+  // with CANCELLED.
+  void CancelIfOlder(int64_t fence);
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
   size_t num_buckets() const { return plan_.size(); }
@@ -78,9 +91,17 @@ class RingExchange {
         optimizer_(std::move(optimizer)), n_(n) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
   absl::StatusOr<std::vector<float>> HostParams();
+  // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
+  // when no copy of that step is kept.
+  absl::Status RollBackTo(int64_t steps);
+  // Copies the state before the step about to be applied.
+  absl::Status CopyState();
+  // Rank 0's params, optimizer state and step count to every member.
+  absl::Status BroadcastState(RingCollective& collective, int root);
 
   struct Session {
     int64_t ring_generation = 0;
+    int64_t fence = 0;
     std::unique_ptr<GrpcRingTransport> transport;
     std::unique_ptr<RingCollective> collective;
     std::unique_ptr<BucketAllReducer> reducer;
@@ -91,8 +112,18 @@ class RingExchange {
   const std::vector<Bucket> plan_;
   Optimizer optimizer_;
   const int64_t n_;
-  std::unique_ptr<Session> session_;
+  struct StateCopy {
+    int64_t steps = -1;  // -1: empty
+    DeviceBuffer params;
+    std::vector<DeviceBuffer> state;
+  };
+  static constexpr int kStateCopies = 3;
+
+  std::unique_ptr<Session> session_;  // written by the training thread under cancel_mu_
+  absl::Mutex cancel_mu_;
+  int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
+  StateCopy copies_[kStateCopies];
 };
 
 }  // namespace ferry
