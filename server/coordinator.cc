@@ -76,9 +76,9 @@ void Coordinator::Shutdown() {
     waiters_.clear();
   }
   SendReplies(replies);
-  finalizer_.join();
-  evaluator_.join();
-  reaper_.join();
+  for (std::thread* t : {&finalizer_, &evaluator_, &reaper_}) {
+    if (t->joinable()) t->join();  // not started when Create() failed
+  }
 }
 
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
@@ -233,7 +233,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
 }
 
 bool Coordinator::FormStep(int max_open) {
-  if (training_done_) return false;
+  if (training_done_ || recovery_needed_) return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.

@@ -302,6 +302,8 @@ class Coordinator {
   std::vector<int64_t> checkpoints_ ABSL_GUARDED_BY(mu_);  // complete, oldest first
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
+  // Set while the shards and the accounting are being reconciled (after a
+  // restart or a lost step): no step forms meanwhile.
   bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);

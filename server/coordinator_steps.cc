@@ -116,6 +116,7 @@ void Coordinator::MaybeQueueFinalize(OpenStep& step) {
 }
 
 bool Coordinator::AdvanceEpochIfComplete() {
+  if (recovery_needed_) return true;  // after the recovery
   if (!queue_->complete()) return true;
   v1::EpochAccounting acc;
   acc.set_epoch(queue_->epoch());
@@ -275,7 +276,6 @@ void Coordinator::FinalizerLoop() {
           this));
       if (stopping_) return;
       if (recovery_needed_) {
-        recovery_needed_ = false;
         mu_.Unlock();
         RecoverShards("the coordinator restarted");
         mu_.Lock();
@@ -314,6 +314,10 @@ void Coordinator::FinalizerLoop() {
       }
       // A shard lost the step (it restarted from a checkpoint): bring all
       // shards and the accounting back to one consistent step.
+      {
+        absl::MutexLock lock(&mu_);
+        recovery_needed_ = true;  // no step forms meanwhile
+      }
       RecoverShards(std::string(status.message()));
       continue;
     }
@@ -386,6 +390,8 @@ void Coordinator::RecoverShards(const std::string& why) {
     if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
     AbortOpenSteps(0, true, why, "");
     steps_formed_ = steps_applied_;
+    recovery_needed_ = false;
+    AdvanceEpochIfComplete();
     Persist();
     return;
   }
@@ -439,6 +445,8 @@ void Coordinator::RecoverShards(const std::string& why) {
         continue;
       }
       RollBackAccounting(target);
+      recovery_needed_ = false;
+      AdvanceEpochIfComplete();
       Persist();
       ServeWaiters(replies, false);
     }
@@ -459,15 +467,16 @@ void Coordinator::RollBackAccounting(int64_t target) {
                             "): samples of the undone steps may be missed this epoch");
       Log(error_);
     }
-    for (auto it = applied_log_.lower_bound(target); it != applied_log_.end();) {
-      for (const v1::DataTask& t : it->second) {
-        if (queue_->Reclaim(t).ok()) {
-          samples_applied_total_ -= t.end() - t.begin();
-          lost += t.end() - t.begin();
+    // Newest first, so that the queue hands them out in their old order.
+    for (auto it = applied_log_.rbegin(); it != applied_log_.rend() && it->first >= target; ++it) {
+      for (auto t = it->second.rbegin(); t != it->second.rend(); ++t) {
+        if (queue_->Reclaim(*t).ok()) {
+          samples_applied_total_ -= t->end() - t->begin();
+          lost += t->end() - t->begin();
         }
       }
-      it = applied_log_.erase(it);
     }
+    applied_log_.erase(applied_log_.lower_bound(target), applied_log_.end());
     ++rollbacks_;
   }
   steps_applied_ = target;

@@ -71,7 +71,7 @@ absl::Status EpochTaskQueue::Reclaim(const v1::DataTask& task) {
   const int64_t n = task.end() - task.begin();
   applied_ -= n;
   released_ += n;
-  returned_.push_back(task);
+  returned_.push_front(task);
   return absl::OkStatus();
 }
 

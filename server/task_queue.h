@@ -33,7 +33,8 @@ class EpochTaskQueue {
   absl::Status Applied(int64_t task_id);
   absl::Status Release(int64_t task_id);
   // Returns an applied task to the queue (its update was rolled back): it
-  // is leased again and counts as released. INVALID_ARGUMENT for a task of
+  // is leased again before anything else (reclaim in reverse order to keep
+  // the original order) and counts as released. INVALID_ARGUMENT for a task of
   // another epoch or outside the epoch.
   absl::Status Reclaim(const v1::DataTask& task);
 

@@ -1,4 +1,5 @@
 #include "server/coordinator.h"
+#include "tests/server/coordinator_fixture.h"
 
 #include <future>
 #include <vector>
@@ -7,116 +8,6 @@
 
 namespace ferry {
 namespace {
-
-// Records finalized steps; evaluation returns a fixed accuracy.
-class FakeShards : public ShardControl {
- public:
-  absl::Status FinalizeStep(int64_t step, int64_t,
-                            const std::vector<v1::Contributor>& contributors) override {
-    absl::MutexLock lock(&mu);
-    if (fail_next > 0) {
-      --fail_next;
-      return absl::UnavailableError("shard down");
-    }
-    finalized.push_back({step, contributors});
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
-    return std::make_pair(0.5, 1.0);
-  }
-  absl::Status Checkpoint(int64_t version) override {
-    absl::MutexLock lock(&mu);
-    checkpoints.push_back(version);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<int64_t>> Versions() override {
-    absl::MutexLock lock(&mu);
-    return versions;
-  }
-  absl::Status RestoreTo(int64_t version, int64_t) override {
-    absl::MutexLock lock(&mu);
-    restores.push_back(version);
-    for (int64_t& v : versions) v = version;
-    return absl::OkStatus();
-  }
-  absl::Mutex mu;
-  std::vector<int64_t> checkpoints, restores, versions;
-  int fail_next = 0;
-  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
-};
-
-// The finalizer runs on its own thread: wait (bounded) for its first call.
-void WaitForFinalize(FakeShards& shards) {
-  for (int i = 0; i < 200; ++i) {
-    {
-      absl::MutexLock lock(&shards.mu);
-      if (!shards.finalized.empty()) return;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-}
-
-v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency = v1::CONSISTENCY_SYNC) {
-  v1::JobSpec job;
-  job.set_job_id("job");
-  job.set_global_batch(batch);
-  job.set_epochs(epochs);
-  job.set_consistency(consistency);
-  return job;
-}
-
-// NextTask, waited for.
-absl::StatusOr<v1::NextTaskResponse> Call(Coordinator& c, const v1::NextTaskRequest& request) {
-  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
-  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
-}
-
-absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c, const std::string& worker,
-                                          const v1::StepReport* done = nullptr) {
-  v1::NextTaskRequest request;
-  request.set_worker_id(worker);
-  if (done) *request.mutable_done() = *done;
-  return Call(c, request);
-}
-
-// Like a worker: reports once, then asks again while told to WAIT.
-absl::StatusOr<v1::NextTaskResponse> NextWork(Coordinator& c, const std::string& worker,
-                                              const v1::StepReport* done = nullptr) {
-  auto r = Next(c, worker, done);
-  for (int i = 0; i < 100 && r.ok() && r->action() == v1::NextTaskResponse::WAIT; ++i) {
-    r = Next(c, worker);
-  }
-  return r;
-}
-
-v1::StepReport Done(const v1::NextTaskResponse& r) {
-  v1::StepReport report;
-  report.set_step(r.step());
-  int64_t n = 0;
-  for (const auto& t : r.tasks()) n += t.end() - t.begin();
-  report.set_num_samples(n);
-  report.set_loss_sum(n * 0.5);
-  return report;
-}
-
-struct Fixture {
-  explicit Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers = 1) {
-    CoordinatorOptions options;
-    options.job = std::move(job);
-    options.epoch_size = epoch_size;
-    options.long_poll = absl::Milliseconds(50);
-    options.min_workers = min_workers;
-    options.heartbeat_timeout = absl::Milliseconds(300);
-    coordinator = *Coordinator::Create(options, &shards);
-  }
-  std::string Join() {
-    v1::RegisterRequest request;
-    return coordinator->Register(request)->worker_id();
-  }
-  FakeShards shards;
-  std::unique_ptr<Coordinator> coordinator;
-};
 
 TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
   Fixture f(Job(10, 1), 25, /*min_workers=*/2);
