@@ -250,6 +250,7 @@ bool Coordinator::FormStep(int max_open) {
   step.step = steps_formed_;
   step.epoch = queue_->epoch();
   step.ring_generation = generation_;
+  step.fence = fence_;
   const int64_t w = static_cast<int64_t>(ranked.size());
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share = available / w + (r < available % w ? 1 : 0);

@@ -172,6 +172,7 @@ class Coordinator {
     std::vector<Slot> slots;  // rank order
     bool finalizing = false;
     int64_t ring_generation = 0;  // ring mode: generation of its ring
+    int64_t fence = 0;            // the fence it was formed under
     std::optional<uint64_t> digest;  // ring mode: first digest reported
   };
   struct Waiter {

@@ -45,7 +45,8 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
     }
     // A step that is finalizing was closed over the reports it had (a
     // quorum): a late report must not mark its samples applied.
-    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing)) {
+    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing) ||
+        done.fence() != step_it->second.fence) {
       return absl::AbortedError(absl::StrCat(
           "step ", done.step(), " is not open for ", member.id,
           " (finalized without it or re-formed): ask for a new task"));

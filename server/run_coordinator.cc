@@ -7,6 +7,7 @@
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 #include "server/coordinator_service.h"
@@ -125,6 +126,7 @@ int RunCoordinator(const CoordinatorFlags& f) {
 
   CoordinatorService service(core->get());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   int port = 0;
@@ -145,9 +147,14 @@ int RunCoordinator(const CoordinatorFlags& f) {
 
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
+  // Graceful: NOT_SERVING for probes, save the state and answer parked
+  // calls (UNAVAILABLE: workers retry against the restarted coordinator),
+  // then drain in-flight calls for at most 2 s.
   std::fprintf(stderr, "ferry-server: coordinator shutting down\n");
+  if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
   (*core)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  std::fprintf(stderr, "ferry-server: coordinator stopped\n");
   return 0;
 }
 

@@ -29,6 +29,7 @@ namespace ferry {
 namespace {
 
 constexpr int kMaxConsecutiveFailures = 10;
+constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
 
 void Log(const std::string& line) {
@@ -331,6 +332,7 @@ class Worker {
           RETURN_IF_ERROR(AwaitReport());
           v1::StepReport failed;
           failed.set_step(lease->step());
+          failed.set_fence(lease->fence());
           failed.set_failed(true);
           (void)SendReport(failed);
         }
@@ -347,8 +349,16 @@ class Worker {
         // expected, not a fault: it does not count towards giving up.
         const bool closed_without_us = absl::IsFailedPrecondition(report.status()) ||
                                        absl::IsAlreadyExists(report.status());
-        if (!closed_without_us && ++failures >= kMaxConsecutiveFailures) {
+        // A ring keeps failing until the coordinator evicts a dead member
+        // (a heartbeat timeout): back off and wait for it, up to about a
+        // minute of failures in a row.
+        const int limit = ring() ? kMaxConsecutiveRingFailures : kMaxConsecutiveFailures;
+        if (!closed_without_us && ++failures >= limit) {
           return report.status();
+        }
+        if (ring()) {
+          absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(failures, 5)),
+                                  absl::Seconds(1)));
         }
         continue;
       }
@@ -495,6 +505,7 @@ class Worker {
     summary_.comm_seconds += comm;
     v1::StepReport report;
     report.set_step(lease.step());
+    report.set_fence(lease.fence());
     if (lease.tasks_size() > 0) report.set_task_id(lease.tasks(0).task_id());
     report.set_loss_sum(stats.loss_sum);
     report.set_correct(stats.correct);

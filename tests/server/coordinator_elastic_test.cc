@@ -92,6 +92,7 @@ TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
   v1::NextTaskRequest failed;
   failed.set_worker_id(b);
   failed.mutable_done()->set_step(0);
+  failed.mutable_done()->set_fence(rb->fence());
   failed.mutable_done()->set_failed(true);
   failed.set_report_only(true);
   ASSERT_TRUE(Call(*f.coordinator, failed).ok());

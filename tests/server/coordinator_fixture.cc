@@ -90,6 +90,7 @@ absl::StatusOr<v1::NextTaskResponse> NextWork(Coordinator& c, const std::string&
 v1::StepReport Done(const v1::NextTaskResponse& r) {
   v1::StepReport report;
   report.set_step(r.step());
+  report.set_fence(r.fence());
   int64_t n = 0;
   for (const auto& t : r.tasks()) n += t.end() - t.begin();
   report.set_num_samples(n);
