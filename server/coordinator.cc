@@ -50,7 +50,8 @@ Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
     : options_(std::move(options)), shards_(shards) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
-  checkpointing_ = options_.checkpoint_every > 0 && options_.job.mode() == v1::MODE_PS;
+  // Off for good once a shard says it has no checkpoint directory.
+  checkpointing_ = options_.job.mode() == v1::MODE_PS;
   start_unix_ = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
 }
 

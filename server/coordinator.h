@@ -106,7 +106,8 @@ struct CoordinatorOptions {
   int min_workers = 1;
   int max_workers = 0;  // 0: no limit
   // PS: checkpoint every shard every N applied steps (sync) or tasks
-  // (async), and at every epoch end (sync). 0: never.
+  // (async), and at every epoch end (sync). 0: epoch ends only. Shards
+  // without a checkpoint directory turn checkpoints off.
   int64_t checkpoint_every = 0;
   // Non-empty: persist the state here and resume from it.
   std::string state_dir;

@@ -97,7 +97,8 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
   } else {
     AdvanceEpochIfComplete();
   }
-  if (checkpointing_ && tasks_applied_ % options_.checkpoint_every == 0) {
+  if (checkpointing_ && options_.checkpoint_every > 0 &&
+      tasks_applied_ % options_.checkpoint_every == 0) {
     finalize_queue_.push_back(-1);  // -1: an async checkpoint for the finalizer
   }
   Persist();
@@ -350,8 +351,8 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
   {
     absl::MutexLock lock(&mu_);
     if (!checkpointing_) return;
-    const bool due = version < 0 || epoch_end ||
-                     (version > 0 && version % options_.checkpoint_every == 0);
+    const int64_t every = options_.checkpoint_every;
+    const bool due = version < 0 || epoch_end || (every > 0 && version % every == 0);
     if (!due) return;
   }
   // An epoch may only start once its start is checkpointed: a rollback
