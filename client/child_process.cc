@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,34 +22,68 @@ namespace ferry {
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
                                                  const std::string& log_path) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command line");
+  // Everything the child needs is prepared here: between fork and exec it
+  // may only make async-signal-safe calls (gRPC threads may hold locks).
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open the log ", log_path, ": ", std::strerror(errno)));
+  }
+  // The child writes its exec error here; a successful exec closes it.
+  int error_pipe[2];
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    close(log_fd);
+    return absl::UnavailableError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  const pid_t parent = getpid();
   sigset_t empty;
   sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  // Own process group: a Ctrl-C on the terminal reaches only `ferry local`,
-  // which then stops its children in order.
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot start ", argv[0], " (log ", log_path,
-                                               "): ", std::strerror(rc)));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int err = 0;
+    // Die with the parent; if it already died before prctl, getppid() is
+    // no longer `parent` (reparented to init or a subreaper).
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+    // Own process group: a Ctrl-C on the terminal reaches only `ferry local`,
+    // which then stops its children in order.
+    setpgid(0, 0);
+    if (dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0) {
+      err = errno;
+    } else {
+      sigprocmask(SIG_SETMASK, &empty, nullptr);
+      execve(args[0], args.data(), environ);
+      err = errno;
+    }
+    (void)!write(error_pipe[1], &err, sizeof(err));
+    _exit(127);
   }
+  const int fork_errno = errno;
+  close(log_fd);
+  close(error_pipe[1]);
+  if (pid < 0) {
+    close(error_pipe[0]);
+    return absl::UnavailableError(absl::StrCat("cannot start ", argv[0], ": fork: ",
+                                               std::strerror(fork_errno)));
+  }
+  setpgid(pid, pid);  // also from here, so the group exists before we signal it
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(error_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  close(error_pipe[0]);
   ChildProcess child;
   child.pid_ = pid;
   child.log_path_ = log_path;
+  if (n == sizeof(child_errno)) {
+    while (!child.Poll()) absl::SleepFor(absl::Milliseconds(1));
+    return absl::UnavailableError(absl::StrCat("cannot start ", argv[0], " (log ", log_path,
+                                               "): ", std::strerror(child_errno)));
+  }
   return child;
 }
 
@@ -68,6 +102,7 @@ void ChildProcess::Signal(int sig) const {
 
 int ChildProcess::Stop(absl::Duration grace) {
   Signal(SIGTERM);
+  Signal(SIGCONT);  // a stopped process acts on SIGTERM only once it runs
   const absl::Time deadline = absl::Now() + grace;
   while (!Poll() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
   if (!Poll()) {

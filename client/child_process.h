@@ -1,5 +1,10 @@
-// Child processes started by `ferry local`: spawned with posix_spawn (empty
-// signal mask, stdout+stderr to a log file), signalled and reaped.
+// Child processes started by `ferry local`: forked and exec'd with an empty
+// signal mask, in their own process group, stdout+stderr appended to a log
+// file, and PR_SET_PDEATHSIG = SIGKILL so that they die with their parent
+// (a crashed `ferry local` leaves no orphans); signalled and reaped.
+//
+// The death signal fires when the *thread* that spawned the child exits:
+// call Spawn from a thread that lives as long as the children should (main).
 //
 // Thread safety: not thread-safe.
 #ifndef FERRY_CLIENT_CHILD_PROCESS_H_
@@ -19,6 +24,8 @@ namespace ferry {
 class ChildProcess {
  public:
   // Starts `argv[0]` (a path) with `argv`, output appended to `log_path`.
+  // UNAVAILABLE when the log cannot be opened, fork fails or the program
+  // cannot be executed (the exec error is passed back from the child).
   static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
                                             const std::string& log_path);
 
@@ -27,7 +34,8 @@ class ChildProcess {
   // Exit code (or 128 + signal) once it has exited; nullopt while running.
   std::optional<int> Poll();
   void Signal(int sig) const;
-  // SIGTERM, then SIGKILL after `grace`; returns the exit code.
+  // SIGTERM (and SIGCONT, in case it is stopped), then SIGKILL after
+  // `grace`; returns the exit code.
   int Stop(absl::Duration grace);
 
  private:

@@ -1,0 +1,254 @@
+// ProcessSupervisor with tiny real processes (/bin/sh, /bin/sleep) standing
+// in for shards, the coordinator and workers: chaos signals, restarts with
+// the same command line, the restart bound, joins, stop/cont, the cluster
+// file, and children dying with their parent (PR_SET_PDEATHSIG).
+#include "client/process_supervisor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+using Role = ProcessName::Role;
+
+class ProcessSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(testing::TempDir(), "/supervisor-",
+                        testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
+                        getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  SupervisorOptions Options() {
+    SupervisorOptions o;
+    o.restart_delay = absl::Milliseconds(50);
+    o.max_restarts = 2;
+    o.cluster_file = dir_ + "/cluster.json";
+    o.log_dir = dir_;
+    o.worker_argv = {"/bin/sleep", "30"};
+    o.print = [this](const std::string& line) { printed_ += line + "\n"; };
+    return o;
+  }
+
+  nlohmann::json Cluster() {
+    std::ifstream in(dir_ + "/cluster.json");
+    return nlohmann::json::parse(in);
+  }
+  nlohmann::json Entry(const std::string& name) {
+    for (const auto& p : Cluster()) {
+      if (p["name"] == name) return p;
+    }
+    return nullptr;
+  }
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // Ticks every 10 ms until `done` or 10 s; the last Tick status.
+  static absl::Status TickUntil(ProcessSupervisor& s, const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    absl::Status last;
+    while (!done() && absl::Now() < deadline) {
+      last = s.Tick(absl::Now());
+      if (!last.ok()) return last;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_TRUE(done()) << "timed out";
+    return last;
+  }
+
+  static ChaosEvent Event(const std::string& spec) {
+    auto plan = ParseChaosPlan(spec);
+    EXPECT_TRUE(plan.ok() && plan->size() == 1) << spec;
+    return plan.ok() && !plan->empty() ? (*plan)[0] : ChaosEvent();
+  }
+
+  std::string dir_;
+  std::string printed_;
+};
+
+TEST_F(ProcessSupervisorTest, ChaosKilledShardRestartsWithTheSameCommandLine) {
+  ProcessSupervisor s(Options(), absl::Now());
+  ASSERT_TRUE(s.StartServer({Role::kPs, 0}, "127.0.0.1:1234",
+                            {"/bin/sh", "-c", "echo up $0 $1; exec /bin/sleep 30", "a", "b"})
+                  .ok());
+  const int first_pid = Entry("ps0")["pid"];
+  EXPECT_EQ(Entry("ps0")["status"], "running");
+  EXPECT_EQ(Entry("ps0")["address"], "127.0.0.1:1234");
+  EXPECT_EQ(Entry("ps0")["role"], "ps");
+  EXPECT_EQ(Entry("ps0")["index"], 0);
+  EXPECT_TRUE(Entry("ps0")["exit_code"].is_null());
+
+  // Let it print before it is killed.
+  ASSERT_TRUE(TickUntil(s, [&] { return Slurp(dir_ + "/ps0.log") == "up a b\n"; }).ok());
+  ASSERT_TRUE(s.Apply(Event("kill:ps0@0s"), absl::Now()).ok());
+  ASSERT_TRUE(TickUntil(s, [&] { return Entry("ps0")["status"] == "restarting"; }).ok());
+  EXPECT_EQ(Entry("ps0")["exit_code"], 128 + SIGKILL);
+  EXPECT_NE(s.NextRestart(), absl::InfiniteFuture());
+  ASSERT_TRUE(TickUntil(s, [&] { return Entry("ps0")["status"] == "running"; }).ok());
+  EXPECT_NE(Entry("ps0")["pid"], first_pid);
+  EXPECT_EQ(Entry("ps0")["restarts"], 1);
+  EXPECT_EQ(s.RestartsJson(), nlohmann::json({{"ps0", 1}}));
+  EXPECT_EQ(s.NextRestart(), absl::InfiniteFuture());
+
+  const nlohmann::json events = s.ChaosEventsJson();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["action"], "kill");
+  EXPECT_EQ(events[0]["target"], "ps0");
+  EXPECT_EQ(events[0]["pid"], first_pid);
+  EXPECT_EQ(events[0]["result"], "signalled");
+  EXPECT_THAT(printed_, HasSubstr("ps0 (pid"));
+  EXPECT_THAT(printed_, HasSubstr("killed by SIGKILL (chaos); restarting in 50ms"));
+  EXPECT_THAT(printed_, HasSubstr("ps0 restarted (restart 1)"));
+
+  // Same command line, same log (appended, with a marker between).
+  ASSERT_TRUE(TickUntil(s, [&] {
+                const std::string log = Slurp(dir_ + "/ps0.log");
+                return log.find("up a b") != log.rfind("up a b");  // twice
+              }).ok());
+  const std::string log = Slurp(dir_ + "/ps0.log");
+  EXPECT_THAT(log, HasSubstr("up a b\n\n==== ferry local: restart 1 of ps0 at"));
+  EXPECT_EQ(log.rfind("up a b"), log.size() - std::string("up a b\n").size()) << log;
+}
+
+TEST_F(ProcessSupervisorTest, UnexpectedDeathsRestartUpToTheBoundThenFail) {
+  ProcessSupervisor s(Options(), absl::Now());  // max_restarts 2
+  ASSERT_TRUE(s.StartServer({Role::kCoordinator, 0}, "127.0.0.1:1", {"/bin/sh", "-c", "exit 3"})
+                  .ok());
+  EXPECT_EQ(s.coordinator_starts(), 1);
+  absl::Status failure = TickUntil(s, [] { return false; });
+  EXPECT_EQ(failure.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(failure.message(),
+              HasSubstr("coordinator exited with code 3 unexpectedly after 2 restarts"));
+  EXPECT_EQ(s.coordinator_starts(), 3);
+  EXPECT_EQ(s.RestartsJson(), nlohmann::json({{"coordinator", 2}}));
+  EXPECT_EQ(Entry("coordinator")["status"], "exited");
+  EXPECT_EQ(Entry("coordinator")["exit_code"], 3);
+}
+
+TEST_F(ProcessSupervisorTest, WorkersAreReportedNotRestarted) {
+  SupervisorOptions o = Options();
+  o.worker_argv = {"/bin/sh", "-c", "exit 1"};
+  ProcessSupervisor s(std::move(o), absl::Now());
+  ASSERT_TRUE(s.StartWorker().ok());
+  EXPECT_EQ(Entry("worker0")["address"], "");
+  ASSERT_TRUE(TickUntil(s, [&] { return s.LiveWorkers() == 0; }).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s.Tick(absl::Now()).ok());
+  EXPECT_EQ(Entry("worker0")["status"], "exited");
+  EXPECT_EQ(Entry("worker0")["exit_code"], 1);
+  EXPECT_EQ(Entry("worker0")["restarts"], 0);
+  EXPECT_EQ(s.NextRestart(), absl::InfiniteFuture());
+  EXPECT_EQ(s.RestartsJson(), nlohmann::json::object());
+  EXPECT_THAT(printed_, HasSubstr("exited with code 1; workers are not restarted"));
+}
+
+TEST_F(ProcessSupervisorTest, JoinStopContTermAndStopAll) {
+  ProcessSupervisor s(Options(), absl::Now());
+  ASSERT_TRUE(s.StartWorker().ok());
+  ASSERT_TRUE(s.Apply(Event("join:2@1s"), absl::Now()).ok());
+  EXPECT_EQ(s.workers_started(), 3);
+  EXPECT_EQ(s.LiveWorkers(), 3);
+  ASSERT_EQ(Cluster().size(), 3u);
+  EXPECT_EQ(Cluster()[2]["name"], "worker2");
+  nlohmann::json events = s.ChaosEventsJson();
+  ASSERT_EQ(events.size(), 2u);  // one per started worker
+  EXPECT_EQ(events[0]["target"], "worker1");
+  EXPECT_EQ(events[1]["target"], "worker2");
+  EXPECT_EQ(events[1]["result"], "started");
+  EXPECT_EQ(events[1]["pid"], Entry("worker2")["pid"]);
+  EXPECT_EQ(events[1]["planned_seconds"], 1.0);
+
+  ASSERT_TRUE(s.Apply(Event("stop:worker1@2s"), absl::Now()).ok());
+  EXPECT_EQ(Entry("worker1")["status"], "stopped");
+  EXPECT_EQ(s.LiveWorkers(), 3);  // a stopped worker still counts
+  ASSERT_TRUE(s.Apply(Event("cont:worker1@3s"), absl::Now()).ok());
+  EXPECT_EQ(Entry("worker1")["status"], "running");
+
+  ASSERT_TRUE(s.Apply(Event("term:worker0@4s"), absl::Now()).ok());
+  ASSERT_TRUE(TickUntil(s, [&] { return s.LiveWorkers() == 2; }).ok());
+  EXPECT_EQ(Entry("worker0")["status"], "killed");  // sleep dies of SIGTERM
+  EXPECT_EQ(Entry("worker0")["exit_code"], 128 + SIGTERM);
+  // A target that is gone: recorded, nothing sent.
+  ASSERT_TRUE(s.Apply(Event("kill:worker0@5s"), absl::Now()).ok());
+  events = s.ChaosEventsJson();
+  EXPECT_EQ(events.back()["result"], "not running");
+  EXPECT_TRUE(events.back()["pid"].is_null());
+
+  ASSERT_TRUE(s.Apply(Event("stop:worker2@6s"), absl::Now()).ok());
+  s.StopAll();  // a stopped process is continued so that it gets SIGTERM
+  for (const auto& p : Cluster()) {
+    EXPECT_EQ(p["status"], "killed") << p.dump();
+    EXPECT_EQ(p["exit_code"], 128 + SIGTERM) << p.dump();
+  }
+  EXPECT_EQ(s.LiveWorkers(), 0);
+  EXPECT_TRUE(s.Tick(absl::Now()).ok());
+}
+
+bool ProcessIsGone(pid_t pid) {
+  // Dead and reaped, or a zombie waiting for its new parent to reap it.
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+TEST(ChildProcessTest, ChildrenDieWithTheirParent) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t parent = fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    auto child = ChildProcess::Spawn({"/bin/sleep", "30"}, "/dev/null");
+    const pid_t pid = child.ok() ? child->pid() : -1;
+    (void)!write(fds[1], &pid, sizeof(pid));
+    pause();
+    _exit(0);
+  }
+  pid_t grandchild = -1;
+  ASSERT_EQ(read(fds[0], &grandchild, sizeof(grandchild)), sizeof(grandchild));
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_GT(grandchild, 0);
+  EXPECT_FALSE(ProcessIsGone(grandchild));
+  kill(parent, SIGKILL);
+  waitpid(parent, nullptr, 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!ProcessIsGone(grandchild) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(ProcessIsGone(grandchild));
+  if (!ProcessIsGone(grandchild)) kill(grandchild, SIGKILL);
+}
+
+TEST(ChildProcessTest, ExecFailureIsAnError) {
+  auto child = ChildProcess::Spawn({"/nonexistent/ferry-nothing"}, "/dev/null");
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(child.status().message(), HasSubstr("No such file or directory"));
+  auto no_log = ChildProcess::Spawn({"/bin/true"}, "/nonexistent/dir/x.log");
+  EXPECT_EQ(no_log.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(no_log.status().message(), HasSubstr("cannot open the log"));
+}
+
+}  // namespace
+}  // namespace ferry
