@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/chaos_plan.h"
 #include "client/child_process.h"
+#include "client/process_supervisor.h"
+#include "client/status_poller.h"
+#include "client/supervision.h"
 #include "common/progress.h"
 #include "common/shutdown_signal.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
@@ -22,13 +28,6 @@
 namespace ferry {
 namespace {
 
-struct Proc {
-  std::string role;
-  int index = 0;
-  std::string address;
-  ChildProcess child;
-};
-
 std::string ToJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
@@ -36,26 +35,6 @@ std::string ToJson(const google::protobuf::Message& message) {
   options.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   return out;
-}
-
-void WriteClusterFile(const std::string& path, const std::vector<Proc>& procs) {
-  if (path.empty()) return;
-  nlohmann::json list = nlohmann::json::array();
-  for (const Proc& p : procs) {
-    list.push_back({{"role", p.role}, {"index", p.index}, {"address", p.address},
-                    {"pid", p.child.pid()}, {"log", p.child.log_path()}});
-  }
-  std::ofstream(path + ".tmp") << list.dump(2) << "\n";
-  std::rename((path + ".tmp").c_str(), path.c_str());
-}
-
-absl::StatusOr<v1::StatusResponse> FetchStatus(v1::Coordinator::Stub& stub) {
-  grpc::ClientContext context;
-  SetDeadline(context, absl::Seconds(2));
-  v1::StatusResponse status;
-  const grpc::Status rpc = stub.Status(&context, v1::StatusRequest(), &status);
-  if (!rpc.ok()) return FromGrpcStatus(rpc);
-  return status;
 }
 
 std::string ProgressText(const v1::StatusResponse& s) {
@@ -173,47 +152,53 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
           {"evals", evals}};
 }
 
-int RunLocalCluster(const LocalClusterOptions& o) {
-  const std::string bin = ExecutableDir();
+namespace {
+
+// Creates the log directory (a new /tmp/ferry-local-* when none is given)
+// and clears the state directories a previous run left in it, so that the
+// coordinator and the shards start a new job rather than resume an old one.
+absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
   std::string log_dir = o.log_dir;
   if (log_dir.empty()) {
     char pattern[] = "/tmp/ferry-local-XXXXXX";
     if (mkdtemp(pattern) == nullptr) {
-      std::fprintf(stderr, "ferry local: cannot create a log directory in /tmp\n");
-      return 1;
+      return absl::UnavailableError("cannot create a log directory in /tmp");
     }
-    log_dir = pattern;
-  } else {
-    std::error_code error;
-    std::filesystem::create_directories(log_dir, error);
-    if (error) {
-      std::fprintf(stderr, "ferry local: cannot create --log-dir %s: %s\n", log_dir.c_str(),
-                   error.message().c_str());
-      return 1;
-    }
+    return std::string(pattern);
   }
-  std::vector<Proc> procs;
-  auto stop_all = [&]() {
-    // Workers first (they leave cleanly), then shards, coordinator last.
-    for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->child.Signal(SIGTERM);
-    for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->child.Stop(absl::Seconds(5));
-  };
-  auto start = [&](const std::string& role, int index, const std::string& address,
-                   std::vector<std::string> argv) -> bool {
-    auto child = ChildProcess::Spawn(argv, absl::StrCat(log_dir, "/", role, index, ".log"));
-    if (!child.ok()) {
-      std::fprintf(stderr, "ferry local: %s\n", child.status().ToString().c_str());
-      return false;
-    }
-    procs.push_back({role, index, address, std::move(*child)});
-    return true;
-  };
+  std::error_code error;
+  std::filesystem::create_directories(log_dir, error);
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create --log-dir ", log_dir, ": ", error.message()));
+  }
+  std::filesystem::remove_all(log_dir + "/coordinator", error);
+  for (int i = 0; i < o.shards; ++i) {
+    std::filesystem::remove_all(absl::StrCat(log_dir, "/ps", i), error);
+  }
+  return log_dir;
+}
+
+}  // namespace
+
+int RunLocalCluster(const LocalClusterOptions& o) {
+  const std::string bin = ExecutableDir();
+  const int shards = o.mode == "ps" ? o.shards : 0;
+  if (absl::Status plan = ValidateChaosPlan(o.chaos, o.workers, shards); !plan.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(plan.message()).c_str());
+    return 2;
+  }
+  auto log_dir_or = PrepareLogDir(o);
+  if (!log_dir_or.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(log_dir_or.status().message()).c_str());
+    return 1;
+  }
+  const std::string log_dir = *log_dir_or;
 
   auto coord_port = PickFreePort();
   if (!coord_port.ok()) return 1;
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   std::vector<std::string> shard_addresses;
-  const int shards = o.mode == "ps" ? o.shards : 0;
   for (int i = 0; i < shards; ++i) {
     auto port = PickFreePort();
     if (!port.ok()) return 1;
@@ -222,76 +207,133 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   std::vector<std::string> coord_argv = {bin + "/ferry-server", "--role", "coordinator",
                                          "--listen", coord, "--mode", o.mode,
                                          "--min-workers", std::to_string(o.workers),
-                                         "--expected-workers", std::to_string(o.workers)};
+                                         "--expected-workers", std::to_string(o.workers),
+                                         "--state-dir", log_dir + "/coordinator"};
   if (!shard_addresses.empty()) {
-    std::string list;
-    for (const auto& a : shard_addresses) list += (list.empty() ? "" : ",") + a;
-    coord_argv.insert(coord_argv.end(), {"--shards", list});
+    coord_argv.insert(coord_argv.end(), {"--shards", absl::StrJoin(shard_addresses, ",")});
   }
   coord_argv.insert(coord_argv.end(), o.job_args.begin(), o.job_args.end());
-  bool ok = start("coordinator", 0, coord, coord_argv);
-  for (int i = 0; ok && i < shards; ++i) {
-    ok = start("ps", i, shard_addresses[i],
-               {bin + "/ferry-server", "--role", "ps", "--listen", shard_addresses[i],
-                "--coordinator", coord, "--shard-id", std::to_string(i)});
+
+  ProgressPrinter progress(stderr);
+  const absl::Time launch = absl::Now();
+  SupervisorOptions so;
+  so.restart_delay = absl::Seconds(o.restart_delay_s);
+  so.max_restarts = o.max_restarts;
+  so.cluster_file = o.cluster_file;
+  so.log_dir = log_dir;
+  so.worker_argv = {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+                    "--peer-listen", "127.0.0.1:0"};
+  so.print = [&progress](const std::string& line) { progress.Line(line); };
+  ProcessSupervisor procs(std::move(so), launch);
+
+  absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0}, coord, coord_argv);
+  for (int i = 0; started.ok() && i < shards; ++i) {
+    started = procs.StartServer(
+        {ProcessName::Role::kPs, i}, shard_addresses[i],
+        {bin + "/ferry-server", "--role", "ps", "--listen", shard_addresses[i], "--coordinator",
+         coord, "--shard-id", std::to_string(i), "--checkpoint-dir",
+         absl::StrCat(log_dir, "/ps", i)});
   }
-  for (int i = 0; ok && i < o.workers; ++i) {
-    ok = start("worker", i, "",
-               {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
-                "--peer-listen", "127.0.0.1:0"});
-  }
-  WriteClusterFile(o.cluster_file, procs);
-  if (!ok) {
-    stop_all();
+  for (int i = 0; started.ok() && i < o.workers; ++i) started = procs.StartWorker();
+  if (!started.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(started.message()).c_str());
+    procs.StopAll();
     return 1;
   }
   std::fprintf(stderr, "ferry local: %s mode, %d workers, %d shards, coordinator %s, logs in %s\n",
                o.mode.c_str(), o.workers, shards, coord.c_str(), log_dir.c_str());
+  if (!o.chaos.empty()) {
+    const std::string plan = absl::StrJoin(
+        o.chaos, ",", [](std::string* out, const ChaosEvent& e) { out->append(e.ToString()); });
+    std::fprintf(stderr, "ferry local: chaos plan (times from launch): %s\n", plan.c_str());
+  }
 
-  auto stub = v1::Coordinator::NewStub(MakeChannel(coord));
-  ProgressPrinter progress(stderr);
-  const absl::Time deadline = absl::Now() + absl::Seconds(o.timeout_s);
+  StatusPoller poller(coord, absl::Seconds(2));
+  int coordinator_starts = procs.coordinator_starts();
+  const absl::Time deadline = launch + absl::Seconds(o.timeout_s);
+  size_t next_event = 0;
+  absl::Time workers_gone_since = absl::InfiniteFuture();
   int last_epoch_printed = -1;
   std::optional<v1::StatusResponse> final_status;
   int exit_code = 0;
-  while (true) {
-    if (WaitForShutdownSignal(absl::Milliseconds(500)) != 0) {
-      std::fprintf(stderr, "\nferry local: interrupted, stopping every process\n");
-      exit_code = 130;
-      break;
-    }
-    for (Proc& p : procs) {
-      std::optional<int> code = p.child.Poll();
-      // Workers exit 0 when the job finishes; anything else is a failure.
-      if (code && (p.role != "worker" || *code != 0)) {
-        std::fprintf(stderr, "\nferry local: %s %d exited with code %d; see %s\n",
-                     p.role.c_str(), p.index, *code, p.child.log_path().c_str());
-        exit_code = 1;
+  auto fail = [&](const std::string& why) {
+    progress.Line(absl::StrFormat("ferry local: [%7.2fs] %s",
+                                  absl::ToDoubleSeconds(absl::Now() - launch), why));
+    exit_code = 1;
+  };
+  while (exit_code == 0) {
+    absl::Time now = absl::Now();
+    while (next_event < o.chaos.size() && launch + o.chaos[next_event].at <= now) {
+      if (absl::Status s = procs.Apply(o.chaos[next_event++], now); !s.ok()) {
+        fail(std::string(s.message()));
+        break;
       }
     }
     if (exit_code != 0) break;
-    auto status = FetchStatus(*stub);
-    if (status.ok()) {
-      for (const v1::EvalPoint& e : status->evals()) {
+    if (absl::Status s = procs.Tick(now); !s.ok()) {
+      fail(absl::StrCat("giving up: ", s.message()));
+      break;
+    }
+    if (procs.coordinator_starts() != coordinator_starts) {
+      coordinator_starts = procs.coordinator_starts();
+      poller.Reconnect();
+    }
+    poller.MaybeStart(absl::Milliseconds(500));
+    if (auto status = poller.Take(); status && status->ok()) {
+      for (const v1::EvalPoint& e : (*status)->evals()) {
         if (e.epoch() > last_epoch_printed) {
           last_epoch_printed = static_cast<int>(e.epoch());
           progress.Line(absl::StrFormat("epoch %2d done: step %d, test accuracy %.4f, %.1f s",
                                         e.epoch() + 1, e.step(), e.test_accuracy(), e.seconds()));
         }
       }
-      progress.Update(status->job().epochs() > 0
-                          ? (status->epoch() + status->epoch_progress()) / status->job().epochs()
+      const v1::StatusResponse& st = **status;
+      progress.Update(st.job().epochs() > 0
+                          ? (st.epoch() + st.epoch_progress()) / st.job().epochs()
                           : 0.0,
-                      ProgressText(*status));
-      if (status->finished()) {
-        final_status = std::move(*status);
+                      ProgressText(st));
+      if (st.finished()) {
+        final_status = std::move(**status);
+        break;
+      }
+      // The coordinator's verdict that the job cannot go on (read from the
+      // JSON form, so this builds whether or not the field exists yet).
+      const nlohmann::json j = nlohmann::json::parse(ToJson(st));
+      if (j.contains("error") && j["error"].is_string() && !j["error"].get<std::string>().empty()) {
+        fail(absl::StrCat("the coordinator says the job cannot go on: ",
+                          j["error"].get<std::string>()));
         break;
       }
     }
-    if (absl::Now() > deadline) {
-      std::fprintf(stderr, "\nferry local: timed out after %.0f s\n", o.timeout_s);
-      exit_code = 1;
+    const int live = procs.LiveWorkers();
+    if (live > 0) {
+      workers_gone_since = absl::InfiniteFuture();
+    } else if (workers_gone_since == absl::InfiniteFuture()) {
+      workers_gone_since = now;
+    }
+    WorkerPresence presence;
+    presence.live_workers = live;
+    for (size_t i = next_event; i < o.chaos.size(); ++i) {
+      presence.join_pending |= o.chaos[i].action == ChaosAction::kJoin;
+    }
+    presence.without_workers = live > 0 ? absl::ZeroDuration() : now - workers_gone_since;
+    presence.grace = absl::Seconds(o.no_worker_grace_s);
+    if (JobHasNoWorkersLeft(presence)) {
+      fail(absl::StrFormat(
+          "every worker is gone, the job is unfinished and no join is scheduled "
+          "(waited %.0f s); see the worker logs in %s",
+          o.no_worker_grace_s, log_dir));
       break;
+    }
+    if (now > deadline) {
+      fail(absl::StrFormat("timed out after %.0f s", o.timeout_s));
+      break;
+    }
+    absl::Time wake = std::min(now + absl::Milliseconds(100), procs.NextRestart());
+    if (next_event < o.chaos.size()) wake = std::min(wake, launch + o.chaos[next_event].at);
+    if (WaitForShutdownSignal(std::max(wake - absl::Now(), absl::Milliseconds(1))) != 0) {
+      progress.Line("ferry local: interrupted, stopping every process");
+      exit_code = 130;
     }
   }
 
@@ -306,7 +348,10 @@ int RunLocalCluster(const LocalClusterOptions& o) {
         shard_infos.push_back(ToJson(info));
       }
     }
-    const nlohmann::json summary = BuildSummary(o, ToJson(*final_status), shard_infos);
+    nlohmann::json summary = BuildSummary(o, ToJson(*final_status), shard_infos);
+    summary["workers_started"] = procs.workers_started();
+    summary["chaos_events"] = procs.ChaosEventsJson();
+    summary["restarts"] = procs.RestartsJson();
     progress.Line(absl::StrFormat(
         "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, test accuracy %.4f, "
         "%.0f bytes/step/worker",
@@ -323,8 +368,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       }
     }
   }
-  stop_all();
-  WriteClusterFile(o.cluster_file, procs);
+  procs.StopAll();
   return exit_code;
 }
 

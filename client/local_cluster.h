@@ -2,12 +2,22 @@
 // loopback (coordinator, S PS shards, W workers), with live progress, a
 // cluster file for outside scripts, a JSON summary, and a clean stop on
 // Ctrl-C (SIGINT/SIGTERM must be blocked by main; see shutdown_signal.h).
+//
+// Supervision (process_supervisor.h, supervision.h): a shard or the
+// coordinator that dies is started again with the same command line (same
+// port and shard id; `--checkpoint-dir <log_dir>/ps<i>`, `--state-dir
+// <log_dir>/coordinator`) after `restart_delay_s`, like a StatefulSet;
+// deaths not caused by the chaos plan count against `max_restarts`. Workers
+// are never restarted; the job fails when none is left, none is to join and
+// the job has not finished within `no_worker_grace_s`. A chaos plan
+// (chaos_plan.h) kills, stops or adds processes at times from launch.
 #ifndef FERRY_CLIENT_LOCAL_CLUSTER_H_
 #define FERRY_CLIENT_LOCAL_CLUSTER_H_
 
 #include <string>
 #include <vector>
 
+#include "client/chaos_plan.h"
 #include "nlohmann/json.hpp"
 
 namespace ferry {
@@ -23,6 +33,12 @@ struct LocalClusterOptions {
   double timeout_s = 3600;
   // Flags passed through to the coordinator verbatim (job and optimizer).
   std::vector<std::string> job_args;
+  // Scripted churn, sorted by time (ParseChaosPlan); checked against the
+  // cluster (ValidateChaosPlan) before anything starts.
+  std::vector<ChaosEvent> chaos;
+  double restart_delay_s = 1.0;
+  int max_restarts = 5;        // per shard/coordinator, deaths not from chaos
+  double no_worker_grace_s = 15.0;
   // Shown in the summary.
   std::string consistency = "sync";
   int epochs = 0;
@@ -30,8 +46,11 @@ struct LocalClusterOptions {
 };
 
 // Runs the job to its end. Returns the exit code: 0 when the job finished,
-// 1 on a failure (a process died, timeout), 130 when interrupted. Writes the
-// summary (when asked) on success.
+// 1 on a failure (a shard or the coordinator out of restarts, no workers
+// left, the coordinator's status reports an error, timeout), 2 for a chaos
+// plan that does not fit the cluster, 130 when interrupted. Writes the
+// summary (when asked) on success, with `chaos_events`, `restarts` and
+// `workers_started` added to BuildSummary's keys.
 int RunLocalCluster(const LocalClusterOptions& options);
 
 // The summary of a finished job from the coordinator's status and the

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
+#include "client/chaos_plan.h"
 #include "client/local_cluster.h"
 #include "client/status_view.h"
 #include "common/cli_flags.h"
@@ -70,10 +71,32 @@ int main(int argc, char** argv) {
                     "ring: compare the members' weight digests every N steps (0: never)");
   local->add_option("--summary-json", o.summary_json, "write the job summary here");
   local->add_option("--cluster-file", o.cluster_file,
-                    "write the process list (role, index, address, pid, log) here");
+                    "keep the process list here (JSON: name, role, index, address, pid, log, "
+                    "status, exit_code, restarts), rewritten atomically on every change");
   local->add_option("--log-dir", o.log_dir, "process logs (default: a new /tmp/ferry-local-*)");
   local->add_option("--timeout", o.timeout_s, "give up after this many seconds")
       ->capture_default_str();
+  std::string chaos;
+  local->add_option("--chaos", chaos,
+                    "scripted churn: comma-separated ACTION:TARGET@TIME, times from launch, e.g. "
+                    "\"join:2@30s,kill:worker1@45s,term:ps0@1m,stop:coordinator@70s,"
+                    "cont:coordinator@75s\". join:N starts N more workers (numbered after "
+                    "those started before); kill/term/stop/cont send SIGKILL/SIGTERM/SIGSTOP/"
+                    "SIGCONT to workerK (start order), psK or coordinator; TIME: 500ms, 1.5s, "
+                    "30s, 2m");
+  local->add_option("--restart-delay", o.restart_delay_s,
+                    "seconds before a dead shard or coordinator is started again (same port, "
+                    "id, --checkpoint-dir/--state-dir under --log-dir); workers are not "
+                    "restarted")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  local->add_option("--max-restarts", o.max_restarts,
+                    "restarts per shard/coordinator after deaths the chaos plan did not cause; "
+                    "one more death fails the job")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  local->add_option("--no-worker-grace", o.no_worker_grace_s,
+                    "seconds to wait, once every worker is gone and no join is scheduled, for "
+                    "the job to finish before failing")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   ferry::AddOptimizerFlags(*local, opt);
 
   CLI::App* status = app.add_subcommand("status", "show a running job");
@@ -89,6 +112,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry local: %s\n", std::string(config.status().message()).c_str());
     return 2;
   }
+  auto plan = ferry::ParseChaosPlan(chaos);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(plan.status().message()).c_str());
+    return 2;
+  }
+  o.chaos = *std::move(plan);
   o.epochs = epochs;
   o.global_batch = batch;
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed, o.consistency, quorum,
