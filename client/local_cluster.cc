@@ -127,6 +127,19 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
                             {"samples_dropped", whole("samples_dropped")}});
     }
   }
+  // The coordinator's job events (joins, evictions, aborted steps,
+  // rollbacks, restarts, checkpoints), oldest first.
+  nlohmann::json events = nlohmann::json::array();
+  if (s.contains("events")) {
+    for (const auto& e : s.at("events")) {
+      events.push_back({{"unix_seconds", num(e, "unix_seconds")},
+                        {"kind", e.value("kind", "")},
+                        {"worker_id", e.value("worker_id", "")},
+                        {"step", static_cast<int64_t>(num(e, "step"))},
+                        {"samples_lost", static_cast<int64_t>(num(e, "samples_lost"))},
+                        {"detail", e.value("detail", "")}});
+    }
+  }
   return {{"mode", options.mode},
           {"consistency", options.consistency},
           {"workers", options.workers},
@@ -149,7 +162,14 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
           {"digest_checks", static_cast<int64_t>(num(s, "digest_checks"))},
           {"digest_mismatches", static_cast<int64_t>(num(s, "digest_mismatches"))},
           {"epochs_accounting", accounting},
-          {"evals", evals}};
+          {"evals", evals},
+          {"events", events},
+          {"aborted_steps", static_cast<int64_t>(num(s, "aborted_steps"))},
+          {"rollbacks", static_cast<int64_t>(num(s, "rollbacks"))},
+          {"checkpoint_version",
+           s.contains("checkpoint_version") ? static_cast<int64_t>(num(s, "checkpoint_version"))
+                                            : int64_t{-1}},
+          {"coordinator_restarts", static_cast<int64_t>(num(s, "restarts"))}};
 }
 
 namespace {

@@ -53,8 +53,15 @@ struct LocalClusterOptions {
 // `workers_started` added to BuildSummary's keys.
 int RunLocalCluster(const LocalClusterOptions& options);
 
-// The summary of a finished job from the coordinator's status and the
-// shards' byte counts (exposed for tests).
+// The summary of a finished job from the coordinator's status (its JSON
+// form, proto field names) and the shards' ShardInfo (JSON): the job's
+// shape, steps, speed, accuracy, bytes by role/peer/shard, `workers_seen`,
+// `epochs_accounting: [{epoch, samples_applied, samples_released,
+// samples_dropped}]`, `evals`, the coordinator's job `events: [{unix_seconds,
+// kind, worker_id, step, samples_lost, detail}]`, `aborted_steps`,
+// `rollbacks`, `checkpoint_version` (-1: none) and `coordinator_restarts`
+// (times it resumed from its state). Missing status fields read as 0.
+// Exposed for tests.
 nlohmann::json BuildSummary(const LocalClusterOptions& options,
                             const std::string& status_json,
                             const std::vector<std::string>& shard_info_json);

@@ -97,6 +97,23 @@ int main(int argc, char** argv) {
                     "seconds to wait, once every worker is gone and no join is scheduled, for "
                     "the job to finish before failing")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  // Passed to the coordinator only when given (its defaults otherwise).
+  int64_t checkpoint_every = 0;
+  double heartbeat_timeout = 0, heartbeat_interval = 0;
+  CLI::Option* checkpoint_every_flag =
+      local->add_option("--checkpoint-every", checkpoint_every,
+                        "PS: checkpoint every shard every N steps (and at every epoch end; 0: "
+                        "epoch ends only; default: the coordinator's)")
+          ->check(CLI::NonNegativeNumber);
+  CLI::Option* heartbeat_timeout_flag =
+      local->add_option("--heartbeat-timeout", heartbeat_timeout,
+                        "seconds without a heartbeat before a worker is evicted (default: the "
+                        "coordinator's)")
+          ->check(CLI::PositiveNumber);
+  CLI::Option* heartbeat_interval_flag =
+      local->add_option("--heartbeat-interval", heartbeat_interval,
+                        "seconds between a worker's heartbeats (default: the coordinator's)")
+          ->check(CLI::PositiveNumber);
   ferry::AddOptimizerFlags(*local, opt);
 
   CLI::App* status = app.add_subcommand("status", "show a running job");
@@ -124,5 +141,15 @@ int main(int argc, char** argv) {
                        max_steps, opt);
   o.job_args.insert(o.job_args.end(), {"--bucket-elements", std::to_string(bucket_elements),
                                        "--digest-every", std::to_string(digest_every)});
+  if (checkpoint_every_flag->count() > 0) {
+    o.job_args.insert(o.job_args.end(), {"--checkpoint-every", std::to_string(checkpoint_every)});
+  }
+  if (heartbeat_timeout_flag->count() > 0) {
+    o.job_args.insert(o.job_args.end(), {"--heartbeat-timeout", std::to_string(heartbeat_timeout)});
+  }
+  if (heartbeat_interval_flag->count() > 0) {
+    o.job_args.insert(o.job_args.end(),
+                      {"--heartbeat-interval", std::to_string(heartbeat_interval)});
+  }
   return ferry::RunLocalCluster(o);
 }
