@@ -1,0 +1,392 @@
+#include "common/checkpoint_io.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ferry {
+
+static_assert(std::endian::native == std::endian::little,
+              "checkpoints are written and read as little-endian");
+
+namespace {
+
+constexpr char kMagic[8] = {'F', 'E', 'R', 'R', 'Y', 'C', 'K', 'P'};
+constexpr size_t kCrcSize = sizeof(uint32_t);
+// Magic, format version, and the CRC: the smallest file that can be checked.
+constexpr size_t kMinSize = sizeof(kMagic) + sizeof(uint32_t) + kCrcSize;
+
+uint32_t Crc32(absl::string_view bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  size_t left = bytes.size();
+  while (left > 0) {  // crc32 takes a uInt length
+    const uInt n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+template <typename T>
+void Put(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+void PutFloats(std::string& out, const std::vector<float>& values) {
+  out.append(reinterpret_cast<const char*>(values.data()),
+             values.size() * sizeof(float));
+}
+
+// Reads fields front to back; a read past the end sets `truncated`.
+class Reader {
+ public:
+  explicit Reader(absl::string_view bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  T Get() {
+    T value{};
+    if (Take(sizeof(T))) std::memcpy(&value, bytes_.data() + pos_ - sizeof(T), sizeof(T));
+    return value;
+  }
+  absl::string_view GetBytes(size_t n) {
+    if (!Take(n)) return {};
+    return bytes_.substr(pos_ - n, n);
+  }
+  bool truncated() const { return truncated_; }
+  size_t pos() const { return pos_; }
+
+ private:
+  bool Take(size_t n) {
+    if (truncated_ || bytes_.size() - pos_ < n) {
+      truncated_ = true;
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
+
+  absl::string_view bytes_;
+  size_t pos_ = 0;
+  bool truncated_ = false;
+};
+
+struct Header {
+  uint32_t format = 0;
+  CheckpointIdentity identity;
+  int64_t version = 0;
+  int64_t steps_applied = 0;
+  uint32_t num_state = 0;
+  uint64_t elements = 0;
+};
+
+// Parses the header of `body` (the file without its CRC). False when the
+// body ends inside it.
+bool ParseHeader(Reader& r, Header& h) {
+  r.GetBytes(sizeof(kMagic));
+  h.format = r.Get<uint32_t>();
+  const uint32_t job_length = r.Get<uint32_t>();
+  h.identity.job_id = std::string(r.GetBytes(job_length));
+  h.identity.shard_id = r.Get<int32_t>();
+  h.identity.num_shards = r.Get<int32_t>();
+  h.identity.range_begin = r.Get<int64_t>();
+  h.identity.range_end = r.Get<int64_t>();
+  h.version = r.Get<int64_t>();
+  h.steps_applied = r.Get<int64_t>();
+  h.num_state = r.Get<uint32_t>();
+  h.elements = r.Get<uint64_t>();
+  return !r.truncated();
+}
+
+// The body size a header implies, or nullopt when it overflows.
+std::optional<uint64_t> ImpliedBodySize(const Header& h, size_t header_size) {
+  const uint64_t buffers = uint64_t{h.num_state} + 1;
+  if (h.elements > (uint64_t{1} << 60) / sizeof(float) / buffers) {
+    return std::nullopt;
+  }
+  return header_size + buffers * h.elements * sizeof(float);
+}
+
+std::vector<float> GetFloats(Reader& r, uint64_t n) {
+  std::vector<float> values(n);
+  const absl::string_view bytes = r.GetBytes(n * sizeof(float));
+  if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+}  // namespace
+
+std::string EncodeCheckpoint(const ShardCheckpoint& c) {
+  const CheckpointIdentity& id = c.identity;
+  std::string out;
+  out.reserve(64 + id.job_id.size() +
+              (c.state.size() + 1) * c.params.size() * sizeof(float));
+  out.append(kMagic, sizeof(kMagic));
+  Put<uint32_t>(out, kCheckpointFormatVersion);
+  Put<uint32_t>(out, static_cast<uint32_t>(id.job_id.size()));
+  out.append(id.job_id);
+  Put<int32_t>(out, id.shard_id);
+  Put<int32_t>(out, id.num_shards);
+  Put<int64_t>(out, id.range_begin);
+  Put<int64_t>(out, id.range_end);
+  Put<int64_t>(out, c.version);
+  Put<int64_t>(out, c.steps_applied);
+  Put<uint32_t>(out, static_cast<uint32_t>(c.state.size()));
+  Put<uint64_t>(out, c.params.size());
+  PutFloats(out, c.params);
+  for (const std::vector<float>& buffer : c.state) PutFloats(out, buffer);
+  Put<uint32_t>(out, Crc32(out));
+  return out;
+}
+
+absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
+  if (bytes.size() < sizeof(kMagic) ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "not a ferry checkpoint (bad magic; %d bytes)", bytes.size()));
+  }
+  if (bytes.size() < kMinSize) {
+    return absl::DataLossError(
+        absl::StrFormat("checkpoint truncated to %d bytes", bytes.size()));
+  }
+  const absl::string_view body = bytes.substr(0, bytes.size() - kCrcSize);
+  uint32_t stored_crc = 0;
+  std::memcpy(&stored_crc, bytes.data() + body.size(), kCrcSize);
+  Reader r(body);
+  Header h;
+  const bool have_header = ParseHeader(r, h);
+  if (stored_crc != Crc32(body)) {
+    // Say "truncated" when the header (if it reads) implies another size.
+    if (have_header && h.format == kCheckpointFormatVersion) {
+      const std::optional<uint64_t> implied = ImpliedBodySize(h, r.pos());
+      if (implied.has_value() && *implied != body.size()) {
+        return absl::DataLossError(absl::StrFormat(
+            "checkpoint truncated or extended: %d bytes, its header implies %d",
+            bytes.size(), *implied + kCrcSize));
+      }
+    }
+    if (!have_header) {
+      return absl::DataLossError(absl::StrFormat(
+          "checkpoint truncated inside its header (%d bytes)", bytes.size()));
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint checksum mismatch (stored %08x, computed %08x): corrupt",
+        stored_crc, Crc32(body)));
+  }
+  // The CRC holds: what follows is what the writer wrote.
+  Reader format_reader(body.substr(sizeof(kMagic)));
+  const uint32_t format = format_reader.Get<uint32_t>();
+  if (format != kCheckpointFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint format version %d is not supported (this build reads %d)",
+        format, kCheckpointFormatVersion));
+  }
+  if (!have_header) {
+    return absl::DataLossError("checkpoint header does not fit in the file");
+  }
+  const CheckpointIdentity& id = h.identity;
+  const std::optional<uint64_t> implied = ImpliedBodySize(h, r.pos());
+  if (id.range_end < id.range_begin ||
+      static_cast<uint64_t>(id.range_end - id.range_begin) != h.elements ||
+      !implied.has_value() || *implied != body.size()) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint sizes do not add up: range [%d, %d), %d elements per "
+        "buffer, %d state buffers, %d bytes",
+        id.range_begin, id.range_end, h.elements, h.num_state, bytes.size()));
+  }
+  ShardCheckpoint c;
+  c.identity = h.identity;
+  c.version = h.version;
+  c.steps_applied = h.steps_applied;
+  c.params = GetFloats(r, h.elements);
+  for (uint32_t i = 0; i < h.num_state; ++i) {
+    c.state.push_back(GetFloats(r, h.elements));
+  }
+  return c;
+}
+
+absl::Status CheckIdentity(const ShardCheckpoint& checkpoint,
+                           const CheckpointIdentity& expected) {
+  const CheckpointIdentity& got = checkpoint.identity;
+  if (got.job_id != expected.job_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("checkpoint is of job '%s', not '%s'", got.job_id,
+                        expected.job_id));
+  }
+  if (got.shard_id != expected.shard_id ||
+      got.num_shards != expected.num_shards) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint is of shard %d of %d, not shard %d of %d", got.shard_id,
+        got.num_shards, expected.shard_id, expected.num_shards));
+  }
+  if (got.range_begin != expected.range_begin ||
+      got.range_end != expected.range_end) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint holds range [%d, %d), this shard owns [%d, %d)",
+        got.range_begin, got.range_end, expected.range_begin,
+        expected.range_end));
+  }
+  return absl::OkStatus();
+}
+
+std::string CheckpointPath(const std::string& dir, int32_t shard_id,
+                           int64_t version) {
+  return absl::StrFormat("%s/shard-%d-v%012d.ckpt", dir, shard_id, version);
+}
+
+std::optional<int64_t> ParseCheckpointName(absl::string_view name,
+                                           int32_t shard_id) {
+  const std::string prefix = absl::StrCat("shard-", shard_id, "-v");
+  constexpr absl::string_view kSuffix = ".ckpt";
+  if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, kSuffix)) {
+    return std::nullopt;
+  }
+  name.remove_prefix(prefix.size());
+  name.remove_suffix(kSuffix.size());
+  if (name.empty() || !std::all_of(name.begin(), name.end(), absl::ascii_isdigit)) {
+    return std::nullopt;
+  }
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(name, &version)) return std::nullopt;
+  return version;
+}
+
+CheckpointStore::CheckpointStore(FileSystem* fs, std::string dir,
+                                 CheckpointIdentity identity, int keep)
+    : fs_(fs),
+      dir_(dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1)
+                                              : std::move(dir)),
+      identity_(std::move(identity)),
+      keep_(std::max(keep, 1)) {}
+
+absl::StatusOr<std::string> CheckpointStore::Write(
+    const ShardCheckpoint& checkpoint) {
+  if (absl::Status s = CheckIdentity(checkpoint, identity_); !s.ok()) return s;
+  const size_t n = static_cast<size_t>(identity_.range_end - identity_.range_begin);
+  bool sizes_ok = checkpoint.params.size() == n;
+  for (const std::vector<float>& buffer : checkpoint.state) {
+    sizes_ok = sizes_ok && buffer.size() == n;
+  }
+  if (!sizes_ok) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint buffers do not hold the slice's %d elements", n));
+  }
+  const std::string bytes = EncodeCheckpoint(checkpoint);
+  const std::string path =
+      CheckpointPath(dir_, identity_.shard_id, checkpoint.version);
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = fs_->CreateDirectories(dir_); !s.ok()) return s;
+  if (absl::Status s = fs_->WriteFileAtomically(path, bytes); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
+  if (!versions.ok()) {
+    std::fprintf(stderr, "warning: cannot prune checkpoints in %s: %s\n",
+                 dir_.c_str(), versions.status().ToString().c_str());
+    return path;
+  }
+  const int excess = static_cast<int>(versions->size()) - keep_;
+  for (int i = 0; i < excess; ++i) {
+    const std::string old = CheckpointPath(dir_, identity_.shard_id, (*versions)[i]);
+    if (absl::Status s = fs_->DeleteFile(old); !s.ok()) {
+      std::fprintf(stderr, "warning: cannot delete old checkpoint: %s\n",
+                   s.ToString().c_str());
+    }
+  }
+  return path;
+}
+
+absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersions() {
+  absl::MutexLock lock(&mu_);
+  return ListVersionsLocked();
+}
+
+absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersionsLocked() {
+  absl::StatusOr<std::vector<std::string>> names = fs_->ListDirectory(dir_);
+  if (absl::IsNotFound(names.status())) return std::vector<int64_t>();
+  if (!names.ok()) return names.status();
+  std::vector<int64_t> versions;
+  for (const std::string& name : *names) {
+    if (std::optional<int64_t> v = ParseCheckpointName(name, identity_.shard_id)) {
+      versions.push_back(*v);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadLocked(
+    const std::string& path) {
+  absl::StatusOr<std::string> bytes = fs_->ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<ShardCheckpoint> checkpoint = DecodeCheckpoint(*bytes);
+  if (!checkpoint.ok()) {
+    return absl::Status(checkpoint.status().code(),
+                        absl::StrCat(path, ": ", checkpoint.status().message()));
+  }
+  if (absl::Status s = CheckIdentity(*checkpoint, identity_); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadNewest(std::string* path) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
+  if (!versions.ok()) return versions.status();
+  for (auto it = versions->rbegin(); it != versions->rend(); ++it) {
+    const std::string candidate = CheckpointPath(dir_, identity_.shard_id, *it);
+    absl::StatusOr<ShardCheckpoint> checkpoint = LoadLocked(candidate);
+    if (checkpoint.ok()) {
+      if (path != nullptr) *path = candidate;
+      return checkpoint;
+    }
+    std::fprintf(stderr, "warning: skipping checkpoint: %s\n",
+                 checkpoint.status().ToString().c_str());
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "no valid checkpoint of shard %d in %s", identity_.shard_id, dir_));
+}
+
+absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadVersion(int64_t version) {
+  absl::MutexLock lock(&mu_);
+  const std::string path = CheckpointPath(dir_, identity_.shard_id, version);
+  absl::StatusOr<ShardCheckpoint> checkpoint = LoadLocked(path);
+  if (absl::IsNotFound(checkpoint.status())) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no checkpoint of shard %d at version %d in %s", identity_.shard_id,
+        version, dir_));
+  }
+  if (checkpoint.ok() && checkpoint->version != version) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s holds version %d, not %d", path, checkpoint->version, version));
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<int> CheckpointStore::DeleteNewerThan(int64_t version) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
+  if (!versions.ok()) return versions.status();
+  int deleted = 0;
+  for (int64_t v : *versions) {
+    if (v <= version) continue;
+    absl::Status s = fs_->DeleteFile(CheckpointPath(dir_, identity_.shard_id, v));
+    if (!s.ok()) return s;
+    ++deleted;
+  }
+  return deleted;
+}
+
+}  // namespace ferry

@@ -1,0 +1,87 @@
+// FileSystem: the few file operations that checkpoints need, behind an
+// interface (leveldb's Env + memenv pattern) so that their logic is tested
+// against an in-memory fake and runs against POSIX in production.
+//
+// Paths are plain strings ("dir/name"); a directory is named without a
+// trailing slash. Errors:
+//  NOT_FOUND          the file or directory does not exist;
+//  PERMISSION_DENIED  the OS refused access;
+//  RESOURCE_EXHAUSTED the disk is full;
+//  INTERNAL           any other I/O error (the message names the path and
+//                     the OS error).
+//
+// Thread safety: every implementation here is thread-safe. Two concurrent
+// WriteFileAtomically calls to the same path race on its temp file; callers
+// serialize writes of one path.
+#ifndef FERRY_COMMON_FILE_SYSTEM_H_
+#define FERRY_COMMON_FILE_SYSTEM_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ferry {
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Replaces `path` with `contents` so that a reader (or a process started
+  // after a crash) sees either the old file or the whole new one: writes
+  // "<path>.tmp", flushes it to disk (fsync), renames it over `path` and
+  // fsyncs the directory. The directory must exist (NOT_FOUND otherwise).
+  virtual absl::Status WriteFileAtomically(const std::string& path,
+                                           absl::string_view contents) = 0;
+  // The whole file. NOT_FOUND when it does not exist.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // The names (not paths) of the entries of `dir`, sorted, without "." and
+  // "..". NOT_FOUND when `dir` does not exist.
+  virtual absl::StatusOr<std::vector<std::string>> ListDirectory(
+      const std::string& dir) = 0;
+  // NOT_FOUND when `path` does not exist.
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+  // Creates `dir` and its missing parents; OK when it exists.
+  virtual absl::Status CreateDirectories(const std::string& dir) = 0;
+};
+
+// The process's real file system (POSIX calls). Never null, never deleted.
+FileSystem* PosixFileSystem();
+
+// A file system in memory, for tests. Directories exist once created with
+// CreateDirectories or once they hold a file (a file's parent directory is
+// created implicitly: the fake does not check that it exists).
+class InMemoryFileSystem final : public FileSystem {
+ public:
+  absl::Status WriteFileAtomically(const std::string& path,
+                                   absl::string_view contents) override;
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDirectory(
+      const std::string& dir) override;
+  absl::Status DeleteFile(const std::string& path) override;
+  absl::Status CreateDirectories(const std::string& dir) override;
+
+  // Test hooks. Every later WriteFileAtomically fails with `status` (and
+  // writes nothing) until cleared with OkStatus().
+  void FailWrites(absl::Status status);
+  // Replaces a file's contents directly (no atomicity), e.g. to corrupt it.
+  void SetFileContents(const std::string& path, std::string contents);
+  int64_t writes() const;  // successful WriteFileAtomically calls
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_writes_ ABSL_GUARDED_BY(mu_);
+  int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_FILE_SYSTEM_H_
