@@ -20,14 +20,15 @@ void PsServer::Shutdown(absl::Duration grace) {
 }
 
 absl::StatusOr<PsServer> StartPsServer(PsShard* shard,
-                                       const std::string& listen_address) {
+                                       const std::string& listen_address,
+                                       PsCheckpointer* checkpointer) {
   static std::once_flag reflection_once;
   std::call_once(reflection_once, [] {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
   PsServer result;
   result.shard = shard;
-  result.service = std::make_unique<PsService>(shard);
+  result.service = std::make_unique<PsService>(shard, checkpointer);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),

@@ -33,10 +33,12 @@ struct PsServer {
 
 // Starts serving `shard` on `listen_address` ("host:port"; port 0 lets the OS
 // choose) with ConfigureServerBuilder's options and gRPC reflection.
-// UNAVAILABLE when the address cannot be bound. `shard` must outlive the
-// returned server.
+// Checkpoint and Restore go to `checkpointer` (null: they answer
+// FAILED_PRECONDITION). UNAVAILABLE when the address cannot be bound.
+// `shard` and `checkpointer` must outlive the returned server.
 absl::StatusOr<PsServer> StartPsServer(
-    PsShard* shard, const std::string& listen_address = "127.0.0.1:0");
+    PsShard* shard, const std::string& listen_address = "127.0.0.1:0",
+    PsCheckpointer* checkpointer = nullptr);
 
 }  // namespace ferry
 

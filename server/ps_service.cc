@@ -16,6 +16,11 @@ namespace {
 constexpr char kWorkerRole[] = "worker";
 constexpr char kCoordinatorRole[] = "coordinator";
 
+absl::Status NoCheckpointDirectory() {
+  return absl::FailedPreconditionError(
+      "this shard has no checkpoint directory (--checkpoint-dir)");
+}
+
 PsPushHeader FromProto(const v1::PushHeader& h) {
   PsPushHeader header;
   header.job_id = h.job_id();
@@ -164,7 +169,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // on another thread) and only needs `waiting_`.
     absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
         request.job_id(), request.min_version(),
-        [this](std::shared_ptr<const PsSnapshot> snapshot) {
+        [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
           OnReady(std::move(snapshot));
         });
     if (!id.ok()) {
@@ -210,7 +215,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnDone() override { delete this; }
 
  private:
-  void OnReady(std::shared_ptr<const PsSnapshot> snapshot) {
+  void OnReady(absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
     bool cancelled = false;
     {
       absl::MutexLock lock(&mu_);
@@ -221,12 +226,11 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
       return;
     }
-    if (snapshot == nullptr) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "the shard is shutting down"));
+    if (!snapshot.ok()) {  // shut down or rolled back
+      Finish(ToGrpcStatus(snapshot.status()));
       return;
     }
-    snapshot_ = std::move(snapshot);
+    snapshot_ = *std::move(snapshot);
     WriteNext();
   }
 
@@ -320,12 +324,43 @@ grpc::ServerUnaryReactor* PsService::ShardInfo(
 }
 
 grpc::ServerUnaryReactor* PsService::Checkpoint(
-    grpc::CallbackServerContext* context,
-    const v1::CheckpointRequest* /*request*/,
-    v1::CheckpointResponse* /*response*/) {
+    grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
+    v1::CheckpointResponse* response) {
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  absl::Status status = NoCheckpointDirectory();
+  if (checkpointer_ != nullptr) {
+    absl::StatusOr<PsCheckpointWritten> written =
+        checkpointer_->Checkpoint(request->job_id(), request->version());
+    status = written.status();
+    if (written.ok()) {
+      response->set_path(written->path);
+      response->set_version(written->version);
+    }
+  }
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(absl::UnimplementedError(
-      "checkpoints arrive with the elasticity issue")));
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Restore(
+    grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
+    v1::RestoreResponse* response) {
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  absl::Status status = NoCheckpointDirectory();
+  if (checkpointer_ != nullptr) {
+    absl::StatusOr<int64_t> version = checkpointer_->Restore(
+        request->job_id(), request->version(), request->generation());
+    status = version.status();
+    if (version.ok()) response->set_version(*version);
+  }
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 

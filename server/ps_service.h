@@ -13,17 +13,22 @@
 //    over the snapshot itself (kept alive until sent), so the parameters are
 //    never copied into a message. A cancelled call (client deadline included)
 //    cancels its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
-//    UNAVAILABLE when the shard shuts its waits down.
-//  - FinalizeStep, ShardInfo: unary. Checkpoint: UNIMPLEMENTED for now.
+//    UNAVAILABLE when the shard shuts its waits down, ABORTED "shard S
+//    rolled back to version V" when a Restore ends them.
+//  - FinalizeStep, ShardInfo: unary.
+//  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
+//    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
+//    service has none.
 //
-// Thread safety: gRPC calls the methods concurrently; the shard is
-// thread-safe. The shard must outlive the service, and the service must
-// outlive the grpc::Server that serves it.
+// Thread safety: gRPC calls the methods concurrently; the shard and the
+// checkpointer are thread-safe. They must outlive the service, and the
+// service must outlive the grpc::Server that serves it.
 #ifndef FERRY_SERVER_PS_SERVICE_H_
 #define FERRY_SERVER_PS_SERVICE_H_
 
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/ps_checkpointer.h"
 #include "server/ps_shard.h"
 
 namespace ferry {
@@ -31,7 +36,9 @@ namespace ferry {
 class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
                             v1::ParameterServer::CallbackService> {
  public:
-  explicit PsService(PsShard* shard) : shard_(shard) {}
+  // `checkpointer` may be null (no checkpoints); when set, it is `shard`'s.
+  explicit PsService(PsShard* shard, PsCheckpointer* checkpointer = nullptr)
+      : shard_(shard), checkpointer_(checkpointer) {}
 
   grpc::ServerReadReactor<v1::PushRequest>* Push(
       grpc::CallbackServerContext* context,
@@ -52,9 +59,13 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
       grpc::CallbackServerContext* context,
       const v1::CheckpointRequest* request,
       v1::CheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
+                                    const v1::RestoreRequest* request,
+                                    v1::RestoreResponse* response) override;
 
  private:
   PsShard* const shard_;
+  PsCheckpointer* const checkpointer_;
 };
 
 }  // namespace ferry

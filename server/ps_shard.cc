@@ -16,6 +16,13 @@ namespace ferry {
 static_assert(std::endian::native == std::endian::little,
               "chunks travel as little-endian fp32 and are copied as is");
 
+namespace {
+absl::Status ShutDownError(int32_t shard_id) {
+  return absl::UnavailableError(
+      absl::StrFormat("shard %d is shutting down", shard_id));
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
   if (config.job_id.empty()) {
     return absl::InvalidArgumentError("job_id must not be empty");
@@ -78,6 +85,7 @@ absl::Status PsShard::RejectPush(absl::Status status) {
 }
 
 absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
+  if (updates_stopped_) return StoppedError();
   if (h.job_id != config_.job_id) {
     return absl::FailedPreconditionError(
         absl::StrFormat("push for job '%s', this shard serves job '%s'",
@@ -133,6 +141,7 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
 
 absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
     const PsPushHeader& header) {
+  auto staging = std::make_unique<PsPushStaging>();
   {
     absl::MutexLock lock(&mu_);
     absl::Status status = CheckHeaderLocked(header);
@@ -140,8 +149,8 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
       ++rejected_pushes_;
       return status;
     }
+    staging->rollbacks_ = rollbacks_;
   }
-  auto staging = std::make_unique<PsPushStaging>();
   staging->header_ = header;
   // Every owned element is written by exactly one chunk before a commit, so
   // a recycled buffer needs no clearing.
@@ -216,6 +225,12 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
   {
     absl::MutexLock lock(&mu_);
     absl::Status status = CheckHeaderLocked(h);
+    if (status.ok() && staging->rollbacks_ != rollbacks_) {
+      status = absl::AbortedError(absl::StrFormat(
+          "push from %s: shard %d was rolled back to version %d while the "
+          "push was received",
+          h.worker_id, config_.shard_id, version_));
+    }
     if (!status.ok()) {
       ++rejected_pushes_;
       return status;
@@ -253,11 +268,13 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
       return absl::FailedPreconditionError(
           "FinalizeStep is for sync mode only; this shard is async");
     }
+    if (updates_stopped_) return StoppedError();
     if (step < version_) return version_;  // already applied: idempotent
     if (step > version_) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "finalize of step %d: step not open yet (open step %d)", step,
-          version_));
+          "finalize of step %d: shard %d is at version %d (it may have "
+          "restarted or been rolled back)",
+          step, config_.shard_id, version_));
     }
     if (generation < max_generation_) {
       return absl::AbortedError(absl::StrFormat(
@@ -368,7 +385,7 @@ std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                                                    int64_t min_version,
                                                    ReadyCallback ready) {
-  std::shared_ptr<const PsSnapshot> snapshot;
+  absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot;
   {
     absl::MutexLock lock(&mu_);
     if (job_id != config_.job_id) {
@@ -376,12 +393,13 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
           absl::StrFormat("pull for job '%s', this shard serves job '%s'",
                           job_id, config_.job_id));
     }
-    if (!shut_down_) {
-      if (version_ < min_version) {
-        const PullWaitId id = next_wait_id_++;
-        waiters_.emplace(id, Waiter{min_version, std::move(ready)});
-        return id;
-      }
+    if (shut_down_) {
+      snapshot = ShutDownError(config_.shard_id);
+    } else if (version_ < min_version) {
+      const PullWaitId id = next_wait_id_++;
+      waiters_.emplace(id, Waiter{min_version, std::move(ready)});
+      return id;
+    } else {
       snapshot = SnapshotLocked();
     }
   }
@@ -404,7 +422,8 @@ void PsShard::Shutdown() {
     }
     waiters_.clear();
   }
-  for (ReadyCallback& callback : callbacks) callback(nullptr);
+  const absl::Status status = ShutDownError(config_.shard_id);
+  for (ReadyCallback& callback : callbacks) callback(status);
 }
 
 void PsShard::RecordBytes(absl::string_view role, int64_t sent,

@@ -23,12 +23,19 @@
 //    sum / num_samples; staleness = version - base_version is recorded.
 //
 // Generation fencing: the shard remembers the highest generation named by a
-// successful FinalizeStep(); pushes with an older header generation are
-// ABORTED.
+// successful FinalizeStep() or a restore; pushes and finalizes with an
+// older generation are ABORTED.
 //
 // Waits: WaitForVersion() registers a callback that runs (outside the lock,
 // on the thread that makes the version available, or inline when it already
 // is) with an immutable snapshot of the slice; no thread waits.
+//
+// Checkpoints and rollback: ExportState() copies the version, the slice and
+// the optimizer state consistently; RestoreState() replaces them, and
+// RollBackOpenStep() keeps them. Both drop the open step's pushes (also
+// those still being received), end every pending wait with ABORTED and fence
+// older generations. StopUpdates() freezes the state for a final checkpoint
+// at shutdown.
 //
 // Thread safety: every method may be called concurrently from any thread. A
 // PsPushStaging is used by one thread at a time.
@@ -86,6 +93,14 @@ struct PsContributor {
   int64_t num_samples = 0;
 };
 
+// Everything a checkpoint holds of a shard (host copies).
+struct PsShardState {
+  int64_t version = 0;
+  int64_t optimizer_steps = 0;  // Optimizer::steps_applied()
+  std::vector<float> params;    // the slice
+  std::vector<std::vector<float>> optimizer_state;  // each the slice's size
+};
+
 // One version of the slice, immutable and shared by every reader.
 struct PsSnapshot {
   int64_t version = 0;
@@ -121,6 +136,7 @@ class PsPushStaging {
   std::vector<bool> seen_;   // by owned chunk index
   int64_t chunks_seen_ = 0;
   absl::Status error_;  // first error; once set, the push is rejected
+  uint64_t rollbacks_ = 0;  // the shard's rollback count at BeginPush
 };
 
 using PullWaitId = uint64_t;
@@ -128,9 +144,12 @@ inline constexpr PullWaitId kNoPullWait = 0;
 
 class PsShard {
  public:
-  // Called with the snapshot of the first version >= the one waited for, or
-  // with nullptr when the shard shuts its waits down (Shutdown()).
-  using ReadyCallback = std::function<void(std::shared_ptr<const PsSnapshot>)>;
+  // Called with the snapshot (never null) of the first version >= the one
+  // waited for; or with UNAVAILABLE when the shard shuts its waits down
+  // (Shutdown()), ABORTED when it is rolled back (RestoreState(),
+  // RollBackOpenStep()).
+  using ReadyCallback = std::function<void(
+      absl::StatusOr<std::shared_ptr<const PsSnapshot>>)>;
 
   // INVALID_ARGUMENT for an invalid config: empty job_id, shard_id outside
   // [0, num_shards), bad tensor sizes / chunk size, invalid optimizer, or an
@@ -149,7 +168,8 @@ class PsShard {
   //  ALREADY_EXISTS      sync: the worker already committed a push for this
   //                      step; async: step <= the worker's last applied step;
   //  ABORTED             header generation older than the newest generation
-  //                      named by FinalizeStep.
+  //                      named by FinalizeStep or a restore;
+  //  UNAVAILABLE         after StopUpdates().
   absl::StatusOr<std::unique_ptr<PsPushStaging>> BeginPush(
       const PsPushHeader& header);
 
@@ -169,8 +189,9 @@ class PsShard {
   // Commits a push. Returns the version after the push was accepted (sync: the
   // current version, the step is applied later; async: the version that
   // includes this push). Errors: the staging's error, INVALID_ARGUMENT naming
-  // the first owned chunk missing, or any BeginPush error re-checked against
-  // the state at commit time. On error nothing changes but rejected_pushes.
+  // the first owned chunk missing, any BeginPush error re-checked against
+  // the state at commit time, or ABORTED when the shard was rolled back since
+  // BeginPush. On error nothing changes but rejected_pushes.
   absl::StatusOr<int64_t> CommitPush(std::unique_ptr<PsPushStaging> staging);
 
   // Counts a push that the caller refused before it reached the shard (e.g. a
@@ -181,11 +202,15 @@ class PsShard {
   // version after it. Idempotent: for an already applied step (step <
   // version()) returns OK with the current version and changes nothing.
   // Errors (nothing changes):
-  //  FAILED_PRECONDITION wrong job_id, async mode, step > version(), or a
-  //                      contributor that has not pushed this step here;
+  //  FAILED_PRECONDITION wrong job_id, async mode, step > version() (the
+  //                      message names the shard's version: it may have
+  //                      restarted or been rolled back), or a contributor
+  //                      that has not pushed this step here;
   //  INVALID_ARGUMENT    no contributors, a repeated worker, num_samples < 1
   //                      or different from the num_samples it pushed;
-  //  ABORTED             generation older than one already finalized;
+  //  ABORTED             generation older than one already finalized or
+  //                      restored;
+  //  UNAVAILABLE         after StopUpdates();
   //  INTERNAL            the optimizer failed.
   absl::StatusOr<int64_t> FinalizeStep(
       absl::string_view job_id, int64_t step,
@@ -202,10 +227,41 @@ class PsShard {
   // it has been or is being called (possibly right now on another thread).
   bool CancelWait(PullWaitId id);
 
-  // Calls every pending wait's callback with nullptr, and makes later
+  // Calls every pending wait's callback with UNAVAILABLE, and makes later
   // WaitForVersion calls do the same at once, so that a server can drain its
   // calls. Pushes and finalizes keep working.
   void Shutdown();
+
+  // A copy of the state, taken under the lock (consistent). With
+  // `expected_version` >= 0: FAILED_PRECONDITION naming the shard's version
+  // unless it is exactly that one. INTERNAL when the optimizer state cannot
+  // be copied off the backend.
+  absl::StatusOr<PsShardState> ExportState(int64_t expected_version = -1);
+
+  // Exports the state (as ExportState(-1)) and, atomically with it, stops
+  // every later update: pushes, finalizes and restores answer UNAVAILABLE
+  // "shutting down"; pulls of the frozen version still work. For the last
+  // checkpoint before a process exits. Irreversible.
+  absl::StatusOr<PsShardState> StopUpdates();
+
+  // Replaces the version, the slice and the optimizer state with `state`,
+  // then drops the open step's pushes (sync) and every push still being
+  // received (their CommitPush answers ABORTED), forgets the workers' last
+  // async steps, ends every pending wait with ABORTED "shard S rolled back
+  // to version V", and raises the fence to max(fence, generation). Nothing
+  // changes on error:
+  //  FAILED_PRECONDITION params or optimizer buffers not of this shard's
+  //                      slice size, or another number of optimizer buffers
+  //                      (a checkpoint of another job configuration);
+  //  INVALID_ARGUMENT    negative version or steps, non-finite values;
+  //  UNAVAILABLE         after StopUpdates().
+  absl::Status RestoreState(const PsShardState& state, int64_t generation);
+
+  // As RestoreState() with the current state: keeps the version, the slice
+  // and the optimizer state and drops / aborts / fences as above.
+  // FAILED_PRECONDITION naming the shard's version when it is not `version`;
+  // UNAVAILABLE after StopUpdates().
+  absl::Status RollBackOpenStep(int64_t version, int64_t generation);
 
   // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
   void RecordBytes(absl::string_view role, int64_t sent, int64_t received);
@@ -244,6 +300,14 @@ class PsShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const PsSnapshot> SnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PsShardState> ExportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckStateLocked(const PsShardState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rollback common to RestoreState and RollBackOpenStep (after the
+  // state, if any, was replaced); moves the waits into `aborted`.
+  void RollBackLocked(int64_t generation, std::vector<ReadyCallback>& aborted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StoppedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Immutable after construction.
   const PsShardConfig config_;
@@ -276,6 +340,8 @@ class PsShard {
   absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool updates_stopped_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t accepted_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rejected_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t max_staleness_ ABSL_GUARDED_BY(mu_) = 0;

@@ -13,7 +13,9 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/file_system.h"
 #include "proto/rpc_util.h"
+#include "server/ps_checkpointer.h"
 #include "server/ps_server.h"
 
 namespace ferry {
@@ -66,7 +68,8 @@ class PsServiceTest : public testing::Test {
     auto shard = PsShard::Create(config);
     ASSERT_TRUE(shard.ok()) << shard.status();
     shard_ = std::move(shard).value();
-    auto server = StartPsServer(shard_.get(), "127.0.0.1:0");
+    checkpointer_ = std::make_unique<PsCheckpointer>(shard_.get(), &fs_, "/ckpt");
+    auto server = StartPsServer(shard_.get(), "127.0.0.1:0", checkpointer_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
     ASSERT_GT(server_.port, 0);
@@ -167,8 +170,40 @@ class PsServiceTest : public testing::Test {
     return false;
   }
 
+  grpc::Status Checkpoint(int64_t version, v1::CheckpointResponse* response) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(5));
+    v1::CheckpointRequest request;
+    request.set_job_id("job");
+    request.set_version(version);
+    return stub_->Checkpoint(&context, request, response);
+  }
+
+  grpc::Status Restore(int64_t version, int64_t generation,
+                       int64_t* restored = nullptr) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(5));
+    v1::RestoreRequest request;
+    request.set_job_id("job");
+    request.set_version(version);
+    request.set_generation(generation);
+    v1::RestoreResponse response;
+    grpc::Status status = stub_->Restore(&context, request, &response);
+    if (restored != nullptr) *restored = response.version();
+    return status;
+  }
+
+  // One sync step by worker "a" with gradient `g` (2 samples).
+  void Step(int64_t step, const std::vector<float>& g, int64_t generation = 0) {
+    const v1::PushHeader a = Header("a", step, 2, generation);
+    ASSERT_TRUE(Push(&a, Slice(g)).ok());
+    ASSERT_TRUE(Finalize(step, {{"a", 2}}, generation).ok());
+  }
+
   std::unique_ptr<PsShard> shard_;
-  PsServer server_;  // destroyed before shard_
+  InMemoryFileSystem fs_;
+  std::unique_ptr<PsCheckpointer> checkpointer_;
+  PsServer server_;  // destroyed before shard_ and checkpointer_
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
 };
 
@@ -365,13 +400,81 @@ TEST_F(PsServiceTest, FinalizeErrorsAndIdempotence) {
   EXPECT_EQ(shard_->version(), 1);
 }
 
-TEST_F(PsServiceTest, CheckpointIsNotImplementedYet) {
+TEST_F(PsServiceTest, RestoreBringsTheVersionAndTheWeightsBack) {
+  Step(0, {2, 4, 6, 8});
+  v1::CheckpointResponse written;
+  grpc::Status status = Checkpoint(1, &written);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(written.version(), 1);
+  EXPECT_EQ(written.path(), "/ckpt/shard-1-v000000000001.ckpt");
+  EXPECT_TRUE(fs_.ReadFile(written.path()).ok());
+  const PullResult at1 = Pull(1, absl::Seconds(5));
+  ASSERT_TRUE(at1.status.ok());
+
+  Step(1, {1, 1, 1, 1});
+  Step(2, {3, 1, 4, 1});
+  ASSERT_EQ(Info().version(), 3);
+  int64_t restored = -1;
+  status = Restore(1, /*generation=*/2, &restored);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(restored, 1);
+  EXPECT_EQ(Info().version(), 1);
+  const PullResult back = Pull(0, absl::Seconds(5));
+  ASSERT_TRUE(back.status.ok());
+  EXPECT_EQ(back.version, 1);
+  EXPECT_EQ(back.values, at1.values);  // bit for bit
+  // Training goes on from there under the new generation only.
+  const v1::PushHeader stale = Header("a", 1, 2, /*generation=*/1);
+  EXPECT_EQ(Push(&stale, Slice({1, 1, 1, 1})).error_code(), grpc::ABORTED);
+  Step(1, {1, 1, 1, 1}, 2);
+  EXPECT_EQ(Info().version(), 2);
+}
+
+TEST_F(PsServiceTest, CheckpointAndRestoreErrors) {
+  v1::CheckpointResponse written;
+  grpc::Status status = Checkpoint(5, &written);
+  EXPECT_EQ(status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("at version 0"));
+  status = Restore(7, 0);
+  EXPECT_EQ(status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("no checkpoint"));
+  EXPECT_EQ(Restore(-1, 0).error_code(), grpc::INVALID_ARGUMENT);
+  // A corrupt checkpoint is DATA_LOSS and changes nothing.
+  ASSERT_TRUE(Checkpoint(0, &written).ok());
+  Step(0, {2, 4, 6, 8});
+  fs_.SetFileContents(written.path(), "FERRYCKP garbage");
+  EXPECT_EQ(Restore(0, 0).error_code(), grpc::DATA_LOSS);
+  EXPECT_EQ(Info().version(), 1);
+
+  // A server without a checkpointer.
+  PsShardConfig config = shard_->config();
+  config.initial_slice = {1, 2, 3, 4};
+  auto other = PsShard::Create(config);
+  ASSERT_TRUE(other.ok());
+  auto server = StartPsServer(other->get(), "127.0.0.1:0");
+  ASSERT_TRUE(server.ok());
+  auto stub = v1::ParameterServer::NewStub(
+      MakeChannel(absl::StrCat("127.0.0.1:", server->port)));
   grpc::ClientContext context;
-  v1::CheckpointResponse response;
-  grpc::Status status =
-      stub_->Checkpoint(&context, v1::CheckpointRequest(), &response);
-  EXPECT_EQ(status.error_code(), grpc::UNIMPLEMENTED);
-  EXPECT_THAT(status.error_message(), HasSubstr("elasticity"));
+  v1::RestoreRequest request;
+  request.set_job_id("job");
+  v1::RestoreResponse response;
+  status = stub->Restore(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("no checkpoint directory"));
+}
+
+TEST_F(PsServiceTest, RestoreAbortsPendingPulls) {
+  PullResult result;
+  std::thread puller([&] { result = Pull(5, absl::Seconds(10)); });
+  ASSERT_TRUE(WaitForPendingPulls(1));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(Restore(0, 1).ok());  // the current version: no file needed
+  puller.join();
+  EXPECT_EQ(result.status.error_code(), grpc::ABORTED);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("rolled back to version 0"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(Info().pending_pulls(), 0);
 }
 
 TEST_F(PsServiceTest, ShutdownEndsPendingPulls) {

@@ -13,61 +13,13 @@
 #include "common/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/ps_shard_testing.h"
 
 namespace ferry {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Tensors {5, 3}, 2 shards, chunks of <= 2 elements. Shard 1 owns flat
-// [4, 8): chunk 2 (tensor 0, [4,5)), chunk 3 ([5,7)), chunk 4 ([7,8)).
-// Chunks 0 and 1 belong to shard 0.
-constexpr int kShard = 1;
-
-PsShardConfig TestConfig(PsConsistency consistency = PsConsistency::kSync) {
-  PsShardConfig config;
-  config.job_id = "job";
-  config.shard_id = kShard;
-  config.num_shards = 2;
-  config.tensor_sizes = {5, 3};
-  config.max_chunk_elements = 2;
-  config.optimizer.kind = OptimizerKind::kSgd;
-  config.optimizer.lr = 0.5;
-  config.consistency = consistency;
-  config.initial_slice = {1.0f, 2.0f, 3.0f, 4.0f};
-  return config;
-}
-
-std::unique_ptr<PsShard> MakeShard(const PsShardConfig& config) {
-  auto shard = PsShard::Create(config);
-  EXPECT_TRUE(shard.ok()) << shard.status();
-  return std::move(shard).value();
-}
-
-PsPushHeader Header(const std::string& worker, int64_t step,
-                    int64_t num_samples, int64_t generation = 0,
-                    int64_t base_version = 0) {
-  return PsPushHeader{"job", worker,      generation,
-                      step,  num_samples, base_version};
-}
-
-// Pushes a full slice gradient (4 values) split into the owned chunks.
-absl::StatusOr<int64_t> PushSlice(PsShard& shard, const PsPushHeader& header,
-                                  const std::vector<float>& g) {
-  auto staging = shard.BeginPush(header);
-  if (!staging.ok()) return staging.status();
-  PsPushStaging& s = **staging;
-  absl::Status status = shard.AddChunk(s, 2, absl::MakeSpan(&g[0], 1));
-  if (status.ok()) status = shard.AddChunk(s, 3, absl::MakeSpan(&g[1], 2));
-  if (status.ok()) status = shard.AddChunk(s, 4, absl::MakeSpan(&g[3], 1));
-  if (!status.ok()) return status;
-  return shard.CommitPush(std::move(staging).value());
-}
-
-std::vector<float> Params(PsShard& shard) {
-  return shard.CurrentSnapshot()->values;
-}
 
 TEST(PsShardTest, CreateValidatesConfig) {
   EXPECT_TRUE(PsShard::Create(TestConfig()).ok());
@@ -177,8 +129,9 @@ TEST(PsShardTest, FinalizeRejectsBadRequests) {
   ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2), {2, 4, 6, 8}).ok());
   EXPECT_EQ(shard->FinalizeStep("other", 0, {{"a", 2}}, 0).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(shard->FinalizeStep("job", 1, {{"a", 2}}, 0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  const absl::Status ahead = shard->FinalizeStep("job", 1, {{"a", 2}}, 0).status();
+  EXPECT_EQ(ahead.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ahead.message()), HasSubstr("at version 0"));
   EXPECT_EQ(shard->FinalizeStep("job", 0, {}, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
@@ -401,7 +354,7 @@ TEST(PsShardTest, AsyncConcurrentPushesAllApply) {
 TEST(PsShardTest, WaitForVersionCallsBackWhenTheVersionArrives) {
   auto shard = MakeShard(TestConfig());
   std::shared_ptr<const PsSnapshot> now;
-  auto id = shard->WaitForVersion("job", 0, [&](auto s) { now = s; });
+  auto id = shard->WaitForVersion("job", 0, [&](auto s) { now = *s; });
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(*id, kNoPullWait);
   ASSERT_NE(now, nullptr);
@@ -410,7 +363,7 @@ TEST(PsShardTest, WaitForVersionCallsBackWhenTheVersionArrives) {
   std::atomic<int> calls = 0;
   std::shared_ptr<const PsSnapshot> later;
   id = shard->WaitForVersion("job", 1, [&](auto s) {
-    later = s;
+    later = *s;
     ++calls;
   });
   ASSERT_TRUE(id.ok());
@@ -440,18 +393,17 @@ TEST(PsShardTest, WaitForVersionCallsBackWhenTheVersionArrives) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(PsShardTest, ShutdownReleasesWaitsWithNull) {
+TEST(PsShardTest, ShutdownReleasesWaitsWithUnavailable) {
   auto shard = MakeShard(TestConfig());
-  int nulls = 0;
-  ASSERT_TRUE(
-      shard->WaitForVersion("job", 5, [&](auto s) { nulls += s == nullptr; })
-          .ok());
+  int unavailable = 0;
+  const auto count = [&](absl::StatusOr<std::shared_ptr<const PsSnapshot>> s) {
+    unavailable += absl::IsUnavailable(s.status());
+  };
+  ASSERT_TRUE(shard->WaitForVersion("job", 5, count).ok());
   shard->Shutdown();
-  EXPECT_EQ(nulls, 1);
-  ASSERT_TRUE(
-      shard->WaitForVersion("job", 0, [&](auto s) { nulls += s == nullptr; })
-          .ok());
-  EXPECT_EQ(nulls, 2);
+  EXPECT_EQ(unavailable, 1);
+  ASSERT_TRUE(shard->WaitForVersion("job", 0, count).ok());
+  EXPECT_EQ(unavailable, 2);
   EXPECT_EQ(shard->Info().pending_pulls, 0);
 }
 
