@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
   app.add_option("--connect-timeout", p.connect_timeout_s,
                  "seconds to keep trying to reach the coordinator")->capture_default_str()
       ->group(ps);
+  app.add_option("--checkpoint-dir", p.checkpoint_dir,
+                 "write this shard's checkpoints here (on the coordinator's request and at "
+                 "SIGTERM) and resume from the newest one at start")
+      ->group(ps);
   ferry::BindEnvironment(app);
   CLI11_PARSE(app, argc, argv);
 

@@ -5,12 +5,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
+#include "common/file_system.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
+#include "server/ps_checkpointer.h"
 #include "server/ps_server.h"
 #include "server/ps_shard.h"
 #include "server/server_main.h"
@@ -84,18 +86,45 @@ int RunPsShard(const PsFlags& f) {
   const size_t owned = config->initial_slice.size();
   auto shard = PsShard::Create(std::move(*config));
   if (!shard.ok()) return Fail(shard.status());
-  auto server = StartPsServer(shard->get(), f.listen);
+  // Declared before the server, which uses it, so that it outlives it.
+  PsCheckpointer checkpointer(shard->get(), PosixFileSystem(), f.checkpoint_dir);
+  auto resumed = checkpointer.Resume();
+  if (!resumed.ok()) return Fail(resumed.status());
+  if (resumed->has_value()) {
+    std::fprintf(stderr, "ferry-server: PS shard %d resumed from checkpoint v=%lld (%s)\n",
+                 f.shard_id, static_cast<long long>((*resumed)->version),
+                 (*resumed)->path.c_str());
+  }
+  auto server = StartPsServer(shard->get(), f.listen, &checkpointer);
   if (!server.ok()) return Fail(server.status());
   if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok()) return Fail(s);
   std::fprintf(stderr,
-               "ferry-server: PS shard %d/%d of job %s listening on port %d (%zu parameters)\n",
+               "ferry-server: PS shard %d/%d of job %s listening on port %d (%zu parameters, "
+               "version %lld, checkpoints %s)\n",
                f.shard_id, job->shard_addresses_size(), job->job_id().c_str(), server->port,
-               owned);
+               owned, static_cast<long long>((*shard)->version()),
+               f.checkpoint_dir.empty() ? "off" : f.checkpoint_dir.c_str());
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
+  // Graceful: freeze the state (later pushes and finalizes answer
+  // UNAVAILABLE, so nothing is applied after the checkpoint), write it, then
+  // stop serving with a short grace for the calls in flight.
+  const absl::Time start = absl::Now();
   std::fprintf(stderr, "ferry-server: PS shard %d shutting down\n", f.shard_id);
+  int rc = 0;
+  auto last = checkpointer.CheckpointAndStop();
+  if (!last.ok()) {
+    std::fprintf(stderr, "ferry-server: PS shard %d: final checkpoint failed: %s\n", f.shard_id,
+                 last.status().ToString().c_str());
+    rc = 1;
+  } else if (last->has_value()) {
+    std::fprintf(stderr, "ferry-server: PS shard %d wrote checkpoint v=%lld (%s)\n", f.shard_id,
+                 static_cast<long long>((*last)->version), (*last)->path.c_str());
+  }
   server->Shutdown(absl::Seconds(2));
-  return 0;
+  std::fprintf(stderr, "ferry-server: PS shard %d stopped in %.2f s\n", f.shard_id,
+               absl::ToDoubleSeconds(absl::Now() - start));
+  return rc;
 }
 
 }  // namespace ferry
