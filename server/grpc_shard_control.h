@@ -1,11 +1,15 @@
-// ShardControl over gRPC: FinalizeStep to every shard in parallel (each
-// call with a deadline), and evaluation of the shards' weights on the test
-// set by pulling them like a worker does.
+// ShardControl over gRPC: FinalizeStep, Checkpoint, Restore and ShardInfo
+// (Versions) to every shard in parallel, each call with a deadline
+// (finalize 10 s, checkpoint and restore 30 s, versions 5 s), OK only when
+// every shard answered OK; the first error names the shard and its address.
+// Evaluation pulls the shards' weights like a worker does and runs the test
+// set.
 //
-// Thread safety: FinalizeStep and Evaluate may run concurrently.
+// Thread safety: every method may run concurrently with the others.
 #ifndef FERRY_SERVER_GRPC_SHARD_CONTROL_H_
 #define FERRY_SERVER_GRPC_SHARD_CONTROL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,17 +32,18 @@ class GrpcShardControl final : public ShardControl {
   absl::Status FinalizeStep(int64_t step, int64_t generation,
                             const std::vector<v1::Contributor>& contributors) override;
   absl::StatusOr<std::pair<double, double>> Evaluate(int64_t min_version) override;
-  // TODO(helper B): Checkpoint / Restore RPCs to every shard in parallel.
-  absl::Status Checkpoint(int64_t) override { return absl::UnimplementedError("checkpoint"); }
-  absl::StatusOr<std::vector<int64_t>> Versions() override {
-    return absl::UnimplementedError("versions");
-  }
-  absl::Status RestoreTo(int64_t, int64_t) override { return absl::UnimplementedError("restore"); }
-  // Bytes sent to / received from the shards by FinalizeStep and Evaluate.
+  absl::Status Checkpoint(int64_t version) override;
+  // FAILED_PRECONDITION when a shard serves another job.
+  absl::StatusOr<std::vector<int64_t>> Versions() override;
+  absl::Status RestoreTo(int64_t version, int64_t generation) override;
+  // Bytes sent to / received from the shards by every call above.
   TransferBytes bytes() const;
 
  private:
   GrpcShardControl() = default;
+  // Runs call(s) for every shard s in parallel; the first error, prefixed
+  // with "shard s (address): ".
+  absl::Status OnEveryShard(const std::function<absl::Status(size_t)>& call);
 
   v1::JobSpec job_;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
