@@ -44,9 +44,9 @@ struct PsFlags {
   std::string coordinator;
   int shard_id = 0;
   double connect_timeout_s = 60.0;
-  // Checkpoints of this shard (empty: none; Checkpoint/Restore RPCs answer
-  // FAILED_PRECONDITION). The newest valid one is resumed at start; one is
-  // written at SIGTERM/SIGINT.
+  // Checkpoints of this shard (empty: none; Checkpoint, and Restore to any
+  // version but the current one, answer FAILED_PRECONDITION). The newest
+  // valid one is resumed at start; one is written at SIGTERM/SIGINT.
   std::string checkpoint_dir;
 };
 
