@@ -94,7 +94,8 @@ int ChaosSignal(ChaosAction action) {
 std::string ChaosEvent::ToString() const {
   const std::string what =
       action == ChaosAction::kJoin ? absl::StrCat(count) : target.ToString();
-  return absl::StrCat(ChaosActionName(action), ":", what, "@", TimeText(at));
+  return absl::StrCat(ChaosActionName(action), ":", what, "@",
+                      at_step >= 0 ? absl::StrCat("step", at_step) : TimeText(at));
 }
 
 absl::StatusOr<ProcessName> ParseProcessName(absl::string_view text) {
@@ -225,13 +226,26 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
       if (!target.ok()) return EventError(number, event, target.status().message());
       e.target = *target;
     }
-    auto time = ParseChaosTime(absl::StripAsciiWhitespace(event.substr(at + 1)));
-    if (!time.ok()) return EventError(number, event, time.status().message());
-    e.at = *time;
+    const absl::string_view when = absl::StripAsciiWhitespace(event.substr(at + 1));
+    if (absl::StartsWith(when, "step")) {
+      const absl::string_view digits = when.substr(4);
+      if (digits.empty() || digits.size() > 12 || !AllDigits(digits) ||
+          !absl::SimpleAtoi(digits, &e.at_step)) {
+        return EventError(number, event, "a step needs a count: step300");
+      }
+    } else {
+      auto time = ParseChaosTime(when);
+      if (!time.ok()) return EventError(number, event, time.status().message());
+      e.at = *time;
+    }
+    if (!plan.empty() && (plan.front().at_step >= 0) != (e.at_step >= 0)) {
+      return EventError(number, event, "times and steps cannot be mixed in one plan");
+    }
     plan.push_back(e);
   }
-  std::stable_sort(plan.begin(), plan.end(),
-                   [](const ChaosEvent& a, const ChaosEvent& b) { return a.at < b.at; });
+  std::stable_sort(plan.begin(), plan.end(), [](const ChaosEvent& a, const ChaosEvent& b) {
+    return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at;
+  });
   return plan;
 }
 

@@ -12,12 +12,16 @@
 //           psK       PS shard K (ps mode)
 //           coordinator
 //   TIME    a non-negative decimal number with a unit: 500ms, 1.5s, 30s, 2m;
-//           measured from the moment `ferry local` started the processes
+//           measured from the moment `ferry local` started the processes;
+//           or stepN: once the job has applied N steps (the coordinator's
+//           status `step`), which does not depend on the machine's speed.
+//           A plan uses one kind of TIME only.
 //
 // Pure functions, no I/O. Thread safety: stateless.
 #ifndef FERRY_CLIENT_CHAOS_PLAN_H_
 #define FERRY_CLIENT_CHAOS_PLAN_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,7 @@ struct ProcessName {
 
 struct ChaosEvent {
   absl::Duration at;  // since launch, >= 0
+  int64_t at_step = -1;  // >= 0: when the job has applied this many steps
   ChaosAction action = ChaosAction::kKill;
   ProcessName target;  // unused for kJoin
   int count = 0;       // kJoin only: workers to start, >= 1
@@ -65,12 +70,12 @@ absl::StatusOr<ProcessName> ParseProcessName(absl::string_view text);
 // a sign, an empty number or a value above 24 h.
 absl::StatusOr<absl::Duration> ParseChaosTime(absl::string_view text);
 
-// Parses a whole spec into events sorted by time (events at the same time
+// Parses a whole spec into events sorted by time (or step) (events at the same time
 // keep their order in the spec). Whitespace around events and their parts
 // is ignored; an empty or all-blank spec is an empty plan. Every error is
 // INVALID_ARGUMENT and names the offending event: an empty event, a missing
 // ':' or '@', an unknown action, a bad target, join with a target instead
-// of a count, a count < 1 or > 1000, a bad time.
+// of a count, a count < 1 or > 1000, a bad time, times and steps mixed.
 absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec);
 
 // Checks a parsed plan against the cluster it will run on: `initial_workers`

@@ -226,7 +226,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   }
   std::vector<std::string> coord_argv = {bin + "/ferry-server", "--role", "coordinator",
                                          "--listen", coord, "--mode", o.mode,
-                                         "--min-workers", std::to_string(o.workers),
+                                         "--start-workers", std::to_string(o.workers),
                                          "--expected-workers", std::to_string(o.workers),
                                          "--state-dir", log_dir + "/coordinator"};
   if (!shard_addresses.empty()) {
@@ -265,7 +265,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   if (!o.chaos.empty()) {
     const std::string plan = absl::StrJoin(
         o.chaos, ",", [](std::string* out, const ChaosEvent& e) { out->append(e.ToString()); });
-    std::fprintf(stderr, "ferry local: chaos plan (times from launch): %s\n", plan.c_str());
+    std::fprintf(stderr, "ferry local: chaos plan (times from launch, or at a step): %s\n", plan.c_str());
   }
 
   StatusPoller poller(coord, absl::Seconds(2));
@@ -274,6 +274,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   size_t next_event = 0;
   absl::Time workers_gone_since = absl::InfiniteFuture();
   int last_epoch_printed = -1;
+  int64_t steps_seen = 0;  // the coordinator's step, for chaos events at a step
   std::optional<v1::StatusResponse> final_status;
   int exit_code = 0;
   auto fail = [&](const std::string& why) {
@@ -283,7 +284,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   };
   while (exit_code == 0) {
     absl::Time now = absl::Now();
-    while (next_event < o.chaos.size() && launch + o.chaos[next_event].at <= now) {
+    // An event is due at its time, or once the job applied its step.
+    auto due = [&](const ChaosEvent& e) {
+      return e.at_step >= 0 ? steps_seen >= e.at_step : launch + e.at <= now;
+    };
+    while (next_event < o.chaos.size() && due(o.chaos[next_event])) {
       if (absl::Status s = procs.Apply(o.chaos[next_event++], now); !s.ok()) {
         fail(std::string(s.message()));
         break;
@@ -298,7 +303,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       coordinator_starts = procs.coordinator_starts();
       poller.Reconnect();
     }
-    poller.MaybeStart(absl::Milliseconds(500));
+    const bool step_event_pending = next_event < o.chaos.size() && o.chaos[next_event].at_step >= 0;
+    poller.MaybeStart(absl::Milliseconds(step_event_pending ? 100 : 500));
     if (auto status = poller.Take(); status && status->ok()) {
       for (const v1::EvalPoint& e : (*status)->evals()) {
         if (e.epoch() > last_epoch_printed) {
@@ -308,6 +314,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
         }
       }
       const v1::StatusResponse& st = **status;
+      steps_seen = std::max(steps_seen, st.step());
       progress.Update(st.job().epochs() > 0
                           ? (st.epoch() + st.epoch_progress()) / st.job().epochs()
                           : 0.0,
@@ -350,7 +357,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       break;
     }
     absl::Time wake = std::min(now + absl::Milliseconds(100), procs.NextRestart());
-    if (next_event < o.chaos.size()) wake = std::min(wake, launch + o.chaos[next_event].at);
+    if (next_event < o.chaos.size() && o.chaos[next_event].at_step < 0) {
+      wake = std::min(wake, launch + o.chaos[next_event].at);
+    }
     if (WaitForShutdownSignal(std::max(wake - absl::Now(), absl::Milliseconds(1))) != 0) {
       progress.Line("ferry local: interrupted, stopping every process");
       exit_code = 130;

@@ -98,6 +98,11 @@ int main(int argc, char** argv) {
                     "the job to finish before failing")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   // Passed to the coordinator only when given (its defaults otherwise).
+  int min_workers = 1;
+  local->add_option("--min-workers", min_workers,
+                    "no step is formed while fewer workers are members (the job waits); the "
+                    "first step always waits for all --workers")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   int64_t checkpoint_every = 0;
   double heartbeat_timeout = 0, heartbeat_interval = 0;
   CLI::Option* checkpoint_every_flag =
@@ -141,6 +146,7 @@ int main(int argc, char** argv) {
                        max_steps, opt);
   o.job_args.insert(o.job_args.end(), {"--bucket-elements", std::to_string(bucket_elements),
                                        "--digest-every", std::to_string(digest_every)});
+  o.job_args.insert(o.job_args.end(), {"--min-workers", std::to_string(min_workers)});
   if (checkpoint_every_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(), {"--checkpoint-every", std::to_string(checkpoint_every)});
   }

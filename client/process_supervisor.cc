@@ -9,9 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/supervision.h"
 
 namespace ferry {
+namespace {
+// When an event happened, comparable with the coordinator's job events.
+double UnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+}  // namespace
 
 ProcessSupervisor::ProcessSupervisor(SupervisorOptions options, absl::Time launch)
     : options_(std::move(options)), launch_(launch) {
@@ -99,14 +104,16 @@ absl::Status ProcessSupervisor::Apply(const ChaosEvent& event, absl::Time now) {
       Print(now, absl::StrCat("chaos ", event.ToString(), ": started ", p.name.ToString(),
                               ", pid ", p.child->pid()));
       chaos_events_.push_back({{"at_seconds", at}, {"planned_seconds", planned},
-                               {"action", action}, {"target", p.name.ToString()},
-                               {"pid", p.child->pid()}, {"result", "started"}});
+                               {"planned_step", event.at_step}, {"action", action},
+                               {"target", p.name.ToString()}, {"pid", p.child->pid()},
+                               {"result", "started"}, {"unix_seconds", UnixSeconds()}});
     }
     return absl::OkStatus();
   }
   Proc* p = Find(event.target);
-  nlohmann::json record = {{"at_seconds", at}, {"planned_seconds", planned},
-                           {"action", action}, {"target", event.target.ToString()}};
+  nlohmann::json record = {{"at_seconds", at},         {"planned_seconds", planned},
+                           {"planned_step", event.at_step}, {"action", action},
+                           {"target", event.target.ToString()}, {"unix_seconds", UnixSeconds()}};
   const bool alive = p != nullptr && p->child && !p->child->Poll() &&
                      (p->state == State::kRunning || p->state == State::kStopped);
   if (!alive) {

@@ -199,17 +199,20 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
   }
   std::optional<v1::NextTaskResponse> response =
       options_.job.consistency() == v1::CONSISTENCY_SYNC
-          ? TryAssignSync(it->second, request.has_after_step() ? request.after_step() : -1)
+          ? TryAssignSync(it->second, request.has_after_step() ? request.after_step() : -1,
+                          request.fence())
           : TryAssignAsync(it->second);
   if (!response) return std::nullopt;
   return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
 }
 
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
-                                                               int64_t after_step) {
+                                                               int64_t after_step,
+                                                               int64_t held_fence) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
     for (auto& [number, step] : open_steps_) {
-      if (number <= after_step || step.finalizing) continue;
+      const bool redo = step.fence > held_fence;  // formed again since that lease
+      if ((number <= after_step && !redo) || step.finalizing) continue;
       for (size_t i = 0; i < step.slots.size(); ++i) {
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
@@ -228,7 +231,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(Member& member,
     return std::nullopt;
   };
   if (auto r = find_slot()) return r;
-  if (ActiveCount() < options_.min_workers) return std::nullopt;
+  if (!EnoughWorkers()) return std::nullopt;
   if (FormStep(after_step >= 0 ? 2 : 1)) return find_slot();
   return std::nullopt;
 }
@@ -296,7 +299,7 @@ std::vector<std::string> Coordinator::PeerAddresses() const {
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(Member& member) {
   // A worker re-asking without a report (a retried call) gets the same task.
   if (member.leases.empty()) {
-    if (ActiveCount() < options_.min_workers) return std::nullopt;
+    if (!EnoughWorkers()) return std::nullopt;
     if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
       int64_t slowest = member.tasks_done;
       for (const auto& [id, m] : members_) slowest = std::min(slowest, m.tasks_done);

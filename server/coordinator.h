@@ -105,6 +105,9 @@ struct CoordinatorOptions {
   absl::Duration long_poll = absl::Seconds(1);
   int min_workers = 1;
   int max_workers = 0;  // 0: no limit
+  // The first step waits until this many workers have registered (a job
+  // that should start with all its workers); later only min_workers counts.
+  int start_workers = 0;
   // PS: checkpoint every shard every N applied steps (sync) or tasks
   // (async), and at every epoch end (sync). 0: epoch ends only. Shards
   // without a checkpoint directory turn checkpoints off.
@@ -192,8 +195,10 @@ class Coordinator {
   std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(
       const v1::NextTaskRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `after_step` >= 0: only a step after it (prefetch; two steps may be open).
-  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member, int64_t after_step)
+  // `after_step` >= 0: only a step after it (prefetch; two steps may be
+  // open), or one formed again under a fence newer than `held_fence`.
+  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member, int64_t after_step,
+                                                    int64_t held_fence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -217,6 +222,10 @@ class Coordinator {
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return static_cast<int>(members_.size()); }
+  // Enough workers to form a step (min_workers now, start_workers ever).
+  bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ActiveCount() >= options_.min_workers && workers_seen_ >= options_.start_workers;
+  }
   void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void SendReplies(std::vector<Reply>& replies);
 
@@ -232,6 +241,9 @@ class Coordinator {
   void RecoverShards(const std::string& why);
   // Settles the step that was being finalized: applied (everywhere) or not.
   void ResolveInDoubt(bool applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock, when idle: starts RecoverShards when a shard
+  // is behind the job's version.
+  void WatchShards();
   // Undoes the applied steps >= target in the accounting.
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finalizer thread, no lock: checkpoints the shards at `version` when due.

@@ -23,6 +23,7 @@ int64_t Samples(const std::vector<v1::DataTask>& tasks) {
 
 constexpr size_t kMaxEvents = 1000;
 constexpr size_t kCheckpointsKept = 3;
+constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
 
 }  // namespace
 
@@ -271,12 +272,22 @@ void Coordinator::FinalizerLoop() {
     std::vector<v1::Contributor> contributors;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-            return c->stopping_ || !c->finalize_queue_.empty() || c->recovery_needed_;
-          },
-          this));
+      const bool woken = mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                return c->stopping_ || !c->finalize_queue_.empty() || c->recovery_needed_;
+              },
+              this),
+          kShardWatchInterval);
       if (stopping_) return;
+      if (!woken) {
+        // Idle: a shard that restarted behind the job stalls every worker's
+        // pull or push without any step reaching the finalizer. Look.
+        mu_.Unlock();
+        WatchShards();
+        mu_.Lock();
+        continue;
+      }
       if (recovery_needed_) {
         mu_.Unlock();
         RecoverShards("the coordinator restarted");
@@ -384,6 +395,26 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
   Persist();
 }
 
+void Coordinator::WatchShards() {
+  if (options_.job.mode() != v1::MODE_PS ||
+      options_.job.consistency() != v1::CONSISTENCY_SYNC) {
+    return;
+  }
+  absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+  if (!versions.ok() || versions->empty()) return;  // down: FinalizeStep retries
+  const auto low = std::min_element(versions->begin(), versions->end());
+  std::string why;
+  {
+    absl::MutexLock lock(&mu_);
+    // Every finalized step is on every shard: a lower version is a restart.
+    if (*low >= steps_applied_ || recovery_needed_) return;
+    recovery_needed_ = true;
+    why = absl::StrCat("shard ", low - versions->begin(), " is at version ", *low,
+                       " behind the job's ", steps_applied_, " (it restarted)");
+  }
+  RecoverShards(why);
+}
+
 void Coordinator::RecoverShards(const std::string& why) {
   if (options_.job.mode() != v1::MODE_PS ||
       options_.job.consistency() != v1::CONSISTENCY_SYNC) {
@@ -427,6 +458,12 @@ void Coordinator::RecoverShards(const std::string& why) {
       Persist();
     }
     absl::Status restored = shards_->RestoreTo(target, generation);
+    if (absl::IsFailedPrecondition(restored) && target == 0) {
+      absl::MutexLock lock(&mu_);
+      error_ = absl::StrCat("no version every shard can return to: ", restored.message());
+      Log(error_);
+      return;  // recovery_needed_ stays set: no step forms
+    }
     if (absl::IsFailedPrecondition(restored) && target > 0) {
       absl::MutexLock lock(&mu_);
       Log(absl::StrCat("restore to version ", target, " failed (", restored.ToString(),

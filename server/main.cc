@@ -53,7 +53,11 @@ int main(int argc, char** argv) {
       ->group(job);
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->group(job);
-  app.add_option("--min-workers", c.min_workers, "wait for this many workers")
+  app.add_option("--min-workers", c.min_workers,
+                 "no step is formed while fewer workers are members (the job waits)")
+      ->capture_default_str()->group(job);
+  app.add_option("--start-workers", c.start_workers,
+                 "the first step waits until this many workers have registered")
       ->capture_default_str()->group(job);
   app.add_option("--max-workers", c.max_workers, "refuse workers beyond this (0: no limit)")
       ->group(job);

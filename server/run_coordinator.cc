@@ -68,7 +68,8 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
   // per push (global_batch / workers samples) in async mode.
   OptimizerConfig optimizer = f.optimizer;
   const int64_t steps_per_epoch = (epoch_size + f.global_batch - 1) / f.global_batch;
-  const int workers = std::max(1, f.expected_workers > 0 ? f.expected_workers : f.min_workers);
+  const int workers = std::max({1, f.expected_workers > 0 ? f.expected_workers : f.min_workers,
+                                f.expected_workers > 0 ? 0 : f.start_workers});
   ResolveScheduleLength(optimizer,
                         consistency == v1::CONSISTENCY_SYNC ? steps_per_epoch
                                                             : steps_per_epoch * workers,
@@ -108,6 +109,7 @@ int RunCoordinator(const CoordinatorFlags& f) {
   options.job = *job;
   options.epoch_size = data->train.num_samples;
   options.min_workers = f.min_workers;
+  options.start_workers = f.start_workers;
   options.max_workers = f.max_workers;
   options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);

@@ -94,6 +94,11 @@ int RunPsShard(const PsFlags& f) {
     std::fprintf(stderr, "ferry-server: PS shard %d resumed from checkpoint v=%lld (%s)\n",
                  f.shard_id, static_cast<long long>((*resumed)->version),
                  (*resumed)->path.c_str());
+  } else if (checkpointer.has_directory()) {
+    // Version 0 on disk too: a job rolled back to its start (a shard lost
+    // before the first checkpoint) restores it like any other version.
+    auto initial = checkpointer.Checkpoint(job->job_id(), 0);
+    if (!initial.ok()) return Fail(initial.status());
   }
   auto server = StartPsServer(shard->get(), f.listen, &checkpointer);
   if (!server.ok()) return Fail(server.status());

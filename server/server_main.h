@@ -30,6 +30,7 @@ struct CoordinatorFlags {
   int64_t max_steps = 0;
   int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
   int min_workers = 1;
+  int start_workers = 0;
   int max_workers = 0;
   int expected_workers = 0;  // async schedule length; 0: min_workers
   double heartbeat_timeout_s = 5.0;

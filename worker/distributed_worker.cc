@@ -227,7 +227,10 @@ class Worker {
     request.set_worker_id(worker_id_);
     request.set_generation(heartbeater_->generation());
     if (report.has_value()) *request.mutable_done() = *report;
-    if (after_step.has_value()) request.set_after_step(*after_step);
+    if (after_step.has_value()) {
+      request.set_after_step(*after_step);
+      request.set_fence(held_fence_);
+    }
     pending_.emplace();
     pending_->report = std::move(report);
     pending_->asked = absl::Now();
@@ -319,6 +322,7 @@ class Worker {
       }
       if (prefetch) {
         last_step = lease->step();
+        held_fence_ = lease->fence();
         Ask(std::nullopt, last_step);
       }
       absl::StatusOr<v1::StepReport> report =
@@ -553,6 +557,7 @@ class Worker {
   std::optional<LeaseSamples> lease_samples_;
   std::optional<PendingLease> pending_;
   std::future<absl::Status> report_in_flight_;
+  int64_t held_fence_ = 0;  // fence of the lease being trained (prefetching)
   WorkerSummary summary_;
 };
 

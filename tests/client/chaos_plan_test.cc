@@ -164,8 +164,20 @@ struct BadSpec {
   const char* message;  // a substring of the error
 };
 
+TEST(ChaosPlanTest, StepsSortByStepAndPrintBack) {
+  auto plan = ParseChaosPlan("kill:ps1@step300,join:1@step20,term:worker0@ step20");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Texts(*plan), ::testing::ElementsAre("join:1@step20", "term:worker0@step20",
+                                                   "kill:ps1@step300"));
+  EXPECT_EQ((*plan)[2].at_step, 300);
+}
+
 TEST(ChaosPlanTest, RejectsWithAClearMessage) {
   const BadSpec cases[] = {
+      {"kill:worker0@step", "a step needs a count"},
+      {"kill:worker0@step-1", "a step needs a count"},
+      {"kill:worker0@step1x", "a step needs a count"},
+      {"kill:worker0@step5,kill:worker1@2s", "times and steps cannot be mixed"},
       {",", "event 1 \"\": empty event"},
       {"kill:worker0@1s,", "event 2 \"\": empty event"},
       {"kill:worker0@1s,,kill:worker1@2s", "event 2"},

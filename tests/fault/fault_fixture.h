@@ -1,0 +1,52 @@
+// Fault tests run the user's path: `ferry local` with `--chaos`, real
+// processes, real signals, the real Fashion-MNIST data. This fixture runs one
+// job and returns its summary; undisturbed reference runs are cached per
+// test binary so that each mode trains its reference once.
+#ifndef FERRY_TESTS_FAULT_FAULT_FIXTURE_H_
+#define FERRY_TESTS_FAULT_FAULT_FIXTURE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace ferry::testing {
+
+struct LocalRun {
+  int exit_code = -1;
+  nlohmann::json summary;  // null when none was written
+  std::string log_dir;
+  double seconds = 0;
+};
+
+// The fault tests' job: `mode` ("ps" or "ring"), 3 workers (2 shards in PS
+// mode), kEpochs epochs of Fashion-MNIST (938 steps), checkpoints every 100
+// steps, a 3 s heartbeat timeout; plus `extra` flags (e.g. --chaos, with
+// events at steps so that they land mid-training on any machine).
+std::vector<std::string> FaultJobArgs(const std::string& mode,
+                                      const std::vector<std::string>& extra = {});
+inline constexpr int kEpochs = 2;
+inline constexpr int64_t kTrainSamples = 60000;
+
+// Runs `ferry local` with `args` (plus --summary-json, --log-dir and
+// --timeout) and waits for it; a run past `timeout` is killed (exit code
+// 137) so that no test hangs.
+absl::StatusOr<LocalRun> RunLocal(const std::string& name, const std::vector<std::string>& args,
+                                  absl::Duration timeout = absl::Minutes(4));
+
+// The undisturbed run of `mode`, computed at first use.
+const LocalRun& Reference(const std::string& mode);
+
+// Asserts what every fault test asserts: the job finished (exit 0), every
+// epoch applied every sample exactly once, accuracy within one point of the
+// undisturbed run, and `min_workers_seen` workers took part.
+void ExpectHealthyRun(const LocalRun& run, const std::string& mode, int min_workers_seen);
+
+// Counts the summary's job events of `kind` (events from the coordinator).
+int CountEvents(const nlohmann::json& summary, const std::string& kind);
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_FAULT_FAULT_FIXTURE_H_
