@@ -1,0 +1,428 @@
+#include "client/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "worker/mlp.h"
+#include "worker/ring/bucket_plan.h"
+
+namespace ferry {
+namespace {
+
+// Protobuf wire sizes (field numbers < 16: one tag byte).
+int64_t VarintSize(uint64_t v) {
+  int64_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+int64_t IntField(int64_t v) { return v == 0 ? 0 : 1 + VarintSize(static_cast<uint64_t>(v)); }
+int64_t BytesField(int64_t len) { return 1 + VarintSize(static_cast<uint64_t>(len)) + len; }
+
+// Typical values of the fields that vary per job (ids, versions, steps);
+// they make a few bytes per stream, far below 0.1% of any real gradient.
+constexpr int64_t kIdBytes = 12;      // "job-1a2b3c4d", "worker-3"...
+constexpr int64_t kTypicalCounter = 1000;  // version / step / op id
+// PushRequest{header: PushHeader{job_id, worker_id, generation, step,
+// num_samples, base_version}}.
+int64_t PushHeaderMessage() {
+  const int64_t header = 2 * BytesField(kIdBytes) + 4 * IntField(kTypicalCounter);
+  return BytesField(header);
+}
+int64_t PullRequestMessage() { return 2 * BytesField(kIdBytes) + IntField(kTypicalCounter); }
+int64_t PushResponseMessage() { return IntField(kTypicalCounter); }
+int64_t EncodingField(const WireEncoding& e) { return e.kind == WireEncoding::kFp32 ? 0 : 2; }
+
+struct PsBytes {
+  RoleBytes worker;
+  std::vector<RoleBytes> shards;
+  std::vector<int64_t> push_per_shard;  // one worker's push bytes to shard s
+  std::vector<int64_t> pull_per_shard;  // one worker's pull bytes from shard s
+};
+
+absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
+  ASSIGN_OR_RETURN(std::vector<Chunk> chunks,
+                   PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+  PsBytes b;
+  b.push_per_shard.assign(in.shards, PushHeaderMessage());
+  b.pull_per_shard.assign(in.shards, 0);
+  for (const Chunk& c : chunks) {
+    b.push_per_shard[c.shard] += IntField(c.id) + EncodingField(in.encoding) +
+                                 BytesField(EncodedPayloadBytes(in.encoding, c.length));
+    b.pull_per_shard[c.shard] +=
+        IntField(kTypicalCounter) + IntField(c.id) + BytesField(c.length * 4);
+  }
+  b.shards.resize(in.shards);
+  for (int s = 0; s < in.shards; ++s) {
+    const int64_t push = b.push_per_shard[s], pull = b.pull_per_shard[s];
+    b.worker.sent += push + PullRequestMessage();
+    b.worker.received += PushResponseMessage() + pull;
+    b.shards[s].received = in.workers * (push + PullRequestMessage());
+    b.shards[s].sent = in.workers * (PushResponseMessage() + pull);
+  }
+  b.worker.messages_sent = static_cast<int64_t>(chunks.size()) + 2 * in.shards;
+  for (int s = 0; s < in.shards; ++s) {
+    int64_t n = 0;
+    for (const Chunk& c : chunks) n += c.shard == s ? 1 : 0;
+    b.shards[s].messages_sent = in.workers * (n + 1);
+  }
+  return b;
+}
+
+// Bytes and messages of one ring segment of `n` elements, sent as pieces
+// of at most piece_elements: RingMessage{op_id, stage, piece, data}.
+RoleBytes SegmentBytes(const CostInput& in, int64_t n) {
+  RoleBytes out;
+  for (int64_t done = 0, piece = 0; done < n; done += in.piece_elements, ++piece) {
+    const int64_t len = std::min(in.piece_elements, n - done);
+    out.sent += IntField(kTypicalCounter) + /*stage*/ 2 + IntField(piece) +
+                EncodingField(in.encoding) + BytesField(EncodedPayloadBytes(in.encoding, len));
+    ++out.messages_sent;
+  }
+  return out;
+}
+
+// Per rank, the bytes and messages it sends in one all-reduce of `count`
+// elements (ring_collective.h: segment s = [s*count/W, (s+1)*count/W);
+// rank r sends segment (r - j) mod W at stages j = 0 .. 2W-3, i.e. every
+// segment twice except segments r+1 and r+2, once).
+std::vector<RoleBytes> RingAllReduceBytes(const CostInput& in, int64_t count) {
+  const int w = in.workers;
+  std::vector<RoleBytes> ranks(w);
+  if (w == 1 || count == 0) return ranks;
+  std::vector<RoleBytes> segments(w);
+  RoleBytes twice;
+  for (int s = 0; s < w; ++s) {
+    segments[s] = SegmentBytes(in, (s + 1) * count / w - s * count / w);
+    twice.sent += 2 * segments[s].sent;
+    twice.messages_sent += 2 * segments[s].messages_sent;
+  }
+  for (int r = 0; r < w; ++r) {
+    const RoleBytes& a = segments[(r + 1) % w];
+    const RoleBytes& b = segments[(r + 2) % w];
+    ranks[r].sent = twice.sent - a.sent - b.sent;
+    ranks[r].messages_sent = twice.messages_sent - a.messages_sent - b.messages_sent;
+    ranks[r].received = ranks[r].sent;
+  }
+  return ranks;
+}
+
+double Transfer(int64_t bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; }
+
+// Offset at which the backward pass has produced the gradient of every
+// element >= offset, as a time from the start of backward: the pass runs
+// from the last element to the first at a uniform rate.
+double ReadyTime(int64_t offset, int64_t total, double backward_seconds) {
+  return total == 0 ? 0 : backward_seconds * static_cast<double>(total - offset) / total;
+}
+
+// Tensor start offsets (model order).
+std::vector<int64_t> TensorOffsets(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    offsets.push_back(at);
+    at += s;
+  }
+  return offsets;
+}
+
+absl::Status Validate(const CostInput& in) {
+  if (in.workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
+  if (in.mode == CostMode::kPs && in.shards < 1) {
+    return absl::InvalidArgumentError("PS mode needs shards >= 1");
+  }
+  if (in.tensor_sizes.empty()) return absl::InvalidArgumentError("the model has no tensors");
+  for (int64_t s : in.tensor_sizes) {
+    if (s < 0) return absl::InvalidArgumentError("a tensor size is negative");
+  }
+  if (in.bandwidth_bytes_per_second < 0 || in.latency_seconds < 0 || in.compute_seconds < 0 ||
+      in.backward_fraction < 0 || in.backward_fraction > 1) {
+    return absl::InvalidArgumentError(
+        "bandwidth, latency and compute must be >= 0, backward_fraction in [0, 1]");
+  }
+  if (in.max_chunk_elements < 1 || in.bucket_elements < 1 || in.piece_elements < 1) {
+    return absl::InvalidArgumentError("chunk, bucket and piece sizes must be >= 1");
+  }
+  if (in.colocated && in.mode == CostMode::kPs && in.shards != in.workers) {
+    return absl::InvalidArgumentError("colocated PS needs as many shards as workers");
+  }
+  if (in.encoding.kind == WireEncoding::kTopK &&
+      !(in.encoding.topk_ratio > 0 && in.encoding.topk_ratio <= 1)) {
+    return absl::InvalidArgumentError("top-k ratio must be in (0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
+  ASSIGN_OR_RETURN(PsBytes bytes, PsStepBytes(in));
+  CostPrediction p;
+  p.worker = bytes.worker;
+  p.shards = bytes.shards;
+  const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
+  int64_t push_worker = 0, pull_worker = 0, push_shard = 0, pull_shard = 0;
+  for (int s = 0; s < in.shards; ++s) {
+    push_worker += bytes.push_per_shard[s];
+    pull_worker += bytes.pull_per_shard[s];
+    push_shard = std::max(push_shard, in.workers * bytes.push_per_shard[s]);
+    pull_shard = std::max(pull_shard, in.workers * bytes.pull_per_shard[s]);
+  }
+  if (in.colocated) {
+    // Host h = worker h + shard h on one link: its own shard's share stays
+    // local; its shard serves the other W-1 workers.
+    const int64_t own_push = push_worker / in.shards, own_pull = pull_worker / in.shards;
+    push_worker -= own_push;
+    pull_worker -= own_pull;
+    push_shard = push_shard * (in.workers - 1) / in.workers;
+    pull_shard = pull_shard * (in.workers - 1) / in.workers;
+    p.worker.sent -= own_push;
+    p.worker.received -= own_pull;
+    for (RoleBytes& shard : p.shards) {
+      shard.sent = shard.sent * (in.workers - 1) / in.workers;
+      shard.received = shard.received * (in.workers - 1) / in.workers;
+    }
+  }
+  const double push_w = Transfer(push_worker, rate), push_s = Transfer(push_shard, rate);
+  const double pull_w = Transfer(pull_worker, rate), pull_s = Transfer(pull_shard, rate);
+  p.push_seconds = std::max(push_w, push_s) + lat;
+  p.pull_seconds = lat + std::max(pull_w, pull_s) + lat;  // request, then data
+  p.comm_seconds = p.push_seconds + p.pull_seconds;
+  // Pushes overlap backward: tensors leave in reverse order as they are
+  // ready, through a pipe as fast as the push phase's bottleneck.
+  const double backward = in.compute_seconds * in.backward_fraction;
+  const double push_rate =
+      p.push_seconds - lat > 0 ? push_worker / (p.push_seconds - lat) : 0.0;
+  const std::vector<int64_t> offsets = TensorOffsets(in.tensor_sizes);
+  double link_free = 0;
+  for (int i = static_cast<int>(offsets.size()) - 1; i >= 0; --i) {
+    const int64_t b = static_cast<int64_t>(
+        static_cast<double>(push_worker) * in.tensor_sizes[i] / std::max<int64_t>(total, 1));
+    link_free = std::max(link_free, ReadyTime(offsets[i], total, backward)) + Transfer(b, push_rate);
+  }
+  const double exposed_push = std::max(link_free, backward) + lat - backward;
+  p.exposed_comm_seconds = exposed_push + p.pull_seconds;
+  p.bottleneck = push_s > push_w ? "shard link" : "worker link";
+  if (2 * 3 * lat > std::max(push_w, push_s) + std::max(pull_w, pull_s)) p.bottleneck = "latency";
+  return p;
+}
+
+absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
+  ASSIGN_OR_RETURN(std::vector<Bucket> buckets, PlanBuckets(in.tensor_sizes, in.bucket_elements));
+  CostPrediction p;
+  const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
+  const double backward = in.compute_seconds * in.backward_fraction;
+  double link_free = 0, bandwidth_part = 0;
+  for (const Bucket& bucket : buckets) {
+    RoleBytes mean;
+    RoleBytes busiest;
+    for (const RoleBytes& b : RingAllReduceBytes(in, bucket.length)) {
+      mean.sent += b.sent;
+      mean.messages_sent += b.messages_sent;
+      if (b.sent > busiest.sent) busiest = b;
+    }
+    p.worker.sent += mean.sent / in.workers;
+    p.worker.messages_sent += mean.messages_sent / in.workers;
+    // 2(W-1) dependent stages; each moves one segment over every link.
+    const int stages = in.workers > 1 ? 2 * (in.workers - 1) : 0;
+    const double t = Transfer(busiest.sent, rate) + stages * lat;
+    bandwidth_part += Transfer(busiest.sent, rate);
+    p.allreduce_seconds += t;
+    link_free = std::max(link_free, ReadyTime(bucket.offset, total, backward)) + t;
+  }
+  p.worker.received = p.worker.sent;
+  p.comm_seconds = p.allreduce_seconds;
+  p.exposed_comm_seconds = std::max(link_free, backward) - backward;
+  p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part ? "worker link" : "latency";
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<WireEncoding> ParseWireEncoding(const std::string& text) {
+  WireEncoding e;
+  const std::string t = absl::AsciiStrToLower(text);
+  if (t == "none" || t == "fp32" || t.empty()) return e;
+  if (t == "fp16") return WireEncoding{WireEncoding::kFp16, 0};
+  if (t == "bf16") return WireEncoding{WireEncoding::kBf16, 0};
+  absl::string_view rest = t;
+  double ratio = 0;
+  if (absl::ConsumePrefix(&rest, "topk:") && absl::SimpleAtod(rest, &ratio) && ratio > 0 &&
+      ratio <= 1) {
+    return WireEncoding{WireEncoding::kTopK, ratio};
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "compression '", text, "': expected none, fp16, bf16 or topk:R with 0 < R <= 1"));
+}
+
+std::string WireEncodingName(const WireEncoding& e) {
+  switch (e.kind) {
+    case WireEncoding::kFp32: return "none";
+    case WireEncoding::kFp16: return "fp16";
+    case WireEncoding::kBf16: return "bf16";
+    case WireEncoding::kTopK: return absl::StrCat("topk:", e.topk_ratio);
+  }
+  return "?";
+}
+
+int64_t EncodedPayloadBytes(const WireEncoding& e, int64_t n) {
+  switch (e.kind) {
+    case WireEncoding::kFp32: return 4 * n;
+    case WireEncoding::kFp16:
+    case WireEncoding::kBf16: return 2 * n;
+    case WireEncoding::kTopK: {
+      if (n == 0) return 0;
+      const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(e.topk_ratio * n)));
+      return 8 * std::min(k, n);  // uint32 index + fp32 value
+    }
+  }
+  return 4 * n;
+}
+
+absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
+  RETURN_IF_ERROR(Validate(in));
+  int64_t total = 0;
+  for (int64_t s : in.tensor_sizes) total += s;
+  CostPrediction p;
+  if (in.mode == CostMode::kPs) {
+    ASSIGN_OR_RETURN(p, PredictPs(in, total));
+  } else {
+    ASSIGN_OR_RETURN(p, PredictRing(in, total));
+  }
+  p.mode = in.mode;
+  p.params = total;
+  p.step_seconds = in.compute_seconds + p.exposed_comm_seconds;
+  return p;
+}
+
+absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec) {
+  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(spec));
+  std::vector<int64_t> out;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    out.push_back(static_cast<int64_t>(sizes[l]) * sizes[l + 1]);
+    out.push_back(sizes[l + 1]);
+  }
+  return out;
+}
+
+const std::vector<ModelPreset>& ModelPresets() {
+  static const auto* presets = new std::vector<ModelPreset>{
+      {"fashion-mlp", "784-256-128-10", "the Fashion-MNIST MLP, 235k parameters"},
+      {"resnet50", "1024-4096-4096-1024", "ResNet-50-sized synthetic MLP, 25.2M parameters"},
+      {"bert-base", "1024-8192-8192-4096", "BERT-base-sized synthetic MLP, 109M parameters"},
+  };
+  return *presets;
+}
+
+absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec) {
+  for (const ModelPreset& p : ModelPresets()) {
+    if (p.name == name_or_spec) return p.mlp_spec;
+  }
+  if (ParseMlpSpec(name_or_spec).ok()) return name_or_spec;
+  std::string names;
+  for (const ModelPreset& p : ModelPresets()) absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
+  return absl::InvalidArgumentError(absl::StrCat("model '", name_or_spec, "': expected a preset (",
+                                                 names, ") or an MLP spec like 784-256-128-10"));
+}
+
+absl::StatusOr<double> ParseBandwidth(const std::string& text) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (t == "0" || t == "unlimited" || t == "none") return 0.0;
+  struct Unit {
+    const char* suffix;
+    double bytes_per_second;
+  };
+  // Longest suffixes first so "gb/s" is not read as "b/s".
+  static constexpr Unit kUnits[] = {
+      {"gbit/s", 1e9 / 8}, {"mbit/s", 1e6 / 8}, {"gbit", 1e9 / 8}, {"mbit", 1e6 / 8},
+      {"gbps", 1e9 / 8},   {"mbps", 1e6 / 8},   {"gb/s", 1e9},     {"mb/s", 1e6},
+      {"kb/s", 1e3}};
+  for (const Unit& u : kUnits) {
+    absl::string_view number = t;
+    double value = 0;
+    if (absl::ConsumeSuffix(&number, u.suffix) && absl::SimpleAtod(number, &value) && value > 0) {
+      return value * u.bytes_per_second;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bandwidth '", text, "': expected e.g. 10Gbit, 800Mbit, 100Mbps, 2GB/s or 0 (unlimited)"));
+}
+
+absl::StatusOr<double> ParseLatency(const std::string& text) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (t == "0") return 0.0;
+  static constexpr std::pair<const char*, double> kUnits[] = {
+      {"us", 1e-6}, {"ms", 1e-3}, {"ns", 1e-9}, {"s", 1.0}};
+  for (const auto& [suffix, scale] : kUnits) {
+    absl::string_view number = t;
+    double value = 0;
+    if (absl::ConsumeSuffix(&number, suffix) && absl::SimpleAtod(number, &value) && value >= 0) {
+      return value * scale;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("latency '", text, "': expected e.g. 50us, 0.5ms, 2ms or 0"));
+}
+
+absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
+  const auto faster_ps = [](CostInput in) -> absl::StatusOr<bool> {
+    in.mode = CostMode::kPs;
+    ASSIGN_OR_RETURN(CostPrediction ps, PredictStep(in));
+    in.mode = CostMode::kRing;
+    ASSIGN_OR_RETURN(CostPrediction ring, PredictStep(in));
+    return ps.step_seconds < ring.step_seconds;
+  };
+  Crossover c;
+  CostInput in = input;
+  in.colocated = false;
+  for (int s = 1; s <= 64; ++s) {
+    in.shards = s;
+    ASSIGN_OR_RETURN(const bool ps, faster_ps(in));
+    if (ps) {
+      c.min_shards_ps_beats_ring = s;
+      break;
+    }
+  }
+  in = input;
+  if (in.mode == CostMode::kRing || in.shards < 1) in.shards = std::max(1, input.shards);
+  in.colocated = false;
+  // Scale every tensor by 2^k, small to large: where ring starts winning.
+  bool ps_won_smaller = false;
+  for (int k = -20; k <= 10; ++k) {
+    CostInput scaled = in;
+    int64_t total = 0;
+    for (int64_t& s : scaled.tensor_sizes) {
+      s = std::max<int64_t>(s > 0 ? 1 : 0,
+                            static_cast<int64_t>(std::ldexp(static_cast<double>(s), k)));
+      total += s;
+    }
+    ASSIGN_OR_RETURN(const bool ps, faster_ps(scaled));
+    if (ps) {
+      ps_won_smaller = true;
+    } else if (ps_won_smaller) {
+      c.params_ps_beats_ring_below = total;
+      break;
+    }
+  }
+  in = input;
+  in.shards = std::max(1, input.shards);
+  in.colocated = false;
+  for (int w = 2; w <= 256; ++w) {
+    in.workers = w;
+    ASSIGN_OR_RETURN(const bool ps, faster_ps(in));
+    if (ps) {
+      c.min_workers_ps_beats_ring = w;
+      break;
+    }
+  }
+  return c;
+}
+
+}  // namespace ferry

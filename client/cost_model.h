@@ -1,0 +1,122 @@
+// Communication cost model of one synchronous training step, PS vs ring
+// all-reduce: bytes on the wire per role and a predicted step time from the
+// link bandwidth and latency, the message overheads and the compute time.
+//
+// Pure functions, no IO. The byte counts follow ferry's own wire format
+// (proto/ferry/v1/ps.proto, ring.proto) message by message, so they are
+// comparable with the payload bytes the processes count (ByteSizeLong() of
+// every message: protobuf framing included, gRPC/HTTP2/TCP framing not).
+//
+// Time model (one worker's step, every process behind its own full-duplex
+// link of `bandwidth` bytes/s each way and `latency` per message; see
+// docs/comparison.md for the derivation):
+// - PS (sync): push, then the shards apply the step, then pull. A phase
+//   lasts as long as the busier end of it: the worker moving its N bytes,
+//   or the busiest shard moving W times its slice. Pushes overlap the
+//   backward pass (chunks leave as layers finish); pulls do not overlap.
+// - Ring: every gradient bucket is all-reduced in 2(W-1) stages of N_b/W
+//   elements each way per link; buckets overlap the backward pass except
+//   the last one (the first layer's).
+// - Colocated PS (model only): each host runs one worker and one shard on
+//   one link; bytes to its own shard stay off the wire.
+#ifndef FERRY_CLIENT_COST_MODEL_H_
+#define FERRY_CLIENT_COST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ferry {
+
+enum class CostMode { kPs, kRing };
+
+// Gradient encoding on the wire (pulled weights are always fp32).
+struct WireEncoding {
+  enum Kind { kFp32, kFp16, kBf16, kTopK } kind = kFp32;
+  double topk_ratio = 0.0;  // kTopK: fraction of elements kept, (0, 1]
+};
+
+// Parses "none"/"fp32", "fp16", "bf16", "topk:R" (0 < R <= 1).
+absl::StatusOr<WireEncoding> ParseWireEncoding(const std::string& text);
+std::string WireEncodingName(const WireEncoding& encoding);
+
+// Payload bytes of `n` gradient elements in one chunk/piece message.
+int64_t EncodedPayloadBytes(const WireEncoding& encoding, int64_t n);
+
+struct CostInput {
+  CostMode mode = CostMode::kPs;
+  int workers = 2;
+  int shards = 1;                     // PS only
+  bool colocated = false;             // PS only: one worker + one shard per host
+  std::vector<int64_t> tensor_sizes;  // model order (elements)
+  double bandwidth_bytes_per_second = 0;  // 0: unlimited (time terms are 0)
+  double latency_seconds = 0;
+  double compute_seconds = 0;   // forward + backward of one step
+  double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
+  int64_t max_chunk_elements = 256 * 1024;        // PS chunks
+  int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // ring buckets
+  int64_t piece_elements = 256 * 1024;            // ring messages
+  WireEncoding encoding;
+};
+
+// Payload bytes per step of one process, both directions.
+struct RoleBytes {
+  int64_t sent = 0;
+  int64_t received = 0;
+  int64_t messages_sent = 0;
+};
+
+struct CostPrediction {
+  CostMode mode = CostMode::kPs;
+  int64_t params = 0;
+  RoleBytes worker;               // one worker (PS: with every shard)
+  std::vector<RoleBytes> shards;  // PS: per shard, all workers together
+  double comm_seconds = 0;         // all communication of the step
+  double exposed_comm_seconds = 0; // the part not hidden behind backward
+  double step_seconds = 0;         // compute + exposed communication
+  // Phase detail (PS: push, pull; ring: all buckets) and what bounds it.
+  double push_seconds = 0, pull_seconds = 0, allreduce_seconds = 0;
+  std::string bottleneck;  // "worker link", "shard link", "latency", ...
+};
+
+// Errors: INVALID_ARGUMENT for workers < 1, shards < 1 (PS), no tensors,
+// a negative size, bandwidth/latency/compute < 0, chunk/bucket/piece < 1,
+// colocated with shards != workers.
+absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
+
+// Tensor sizes of an MLP spec "784-256-128-10" (weight then bias per layer,
+// as worker/mlp.cc lays them out).
+absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec);
+
+// Named model presets: MLP specs of about the size of the named model
+// (synthetic stand-ins: same parameter count, not the same layers).
+struct ModelPreset {
+  std::string name;
+  std::string mlp_spec;
+  std::string description;
+};
+const std::vector<ModelPreset>& ModelPresets();
+// A preset name or an MLP spec -> the MLP spec. INVALID_ARGUMENT otherwise.
+absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec);
+
+// Parses "10Gbit", "1.5Gbit", "800Mbit", "100Mbps", "2GB/s", "512MB/s",
+// "0"/"unlimited" (0) into bytes/s; "50us", "1ms", "0.2ms", "0" into seconds.
+absl::StatusOr<double> ParseBandwidth(const std::string& text);
+absl::StatusOr<double> ParseLatency(const std::string& text);
+
+// Crossovers with everything else in `input` held fixed; -1 when none in
+// the searched range.
+struct Crossover {
+  int min_shards_ps_beats_ring = -1;   // searched 1..64
+  // PS faster for models below this many parameters (every tensor scaled
+  // by the same power of two, 2^-20 .. 2^10 of the input).
+  int64_t params_ps_beats_ring_below = -1;
+  int min_workers_ps_beats_ring = -1;  // searched 2..256
+};
+absl::StatusOr<Crossover> FindCrossover(const CostInput& input);
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_COST_MODEL_H_

@@ -1,0 +1,260 @@
+#include "client/cost_model.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+int64_t Sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+CostInput Input(CostMode mode, int workers, int shards, std::vector<int64_t> sizes) {
+  CostInput in;
+  in.mode = mode;
+  in.workers = workers;
+  in.shards = shards;
+  in.tensor_sizes = std::move(sizes);
+  return in;
+}
+
+// Overheads are protobuf framing: a few bytes per message of >= 1 MiB.
+void ExpectNear(int64_t actual, double expected, double rel) {
+  EXPECT_NEAR(static_cast<double>(actual), expected, expected * rel)
+      << "actual " << actual << " expected " << expected;
+}
+
+TEST(CostModelTest, PsWorkerMovesTheModelEachWayAndShardsSplitIt) {
+  const std::vector<int64_t> sizes = {1000003, 17, 4096 * 513, 1};
+  const int64_t n = Sum(sizes);
+  for (int w : {1, 2, 5}) {
+    for (int s : {1, 2, 3, 7}) {
+      auto p = PredictStep(Input(CostMode::kPs, w, s, sizes));
+      ASSERT_TRUE(p.ok()) << p.status();
+      ExpectNear(p->worker.sent, 4.0 * n, 1e-3);
+      ExpectNear(p->worker.received, 4.0 * n, 1e-3);
+      ASSERT_EQ(p->shards.size(), static_cast<size_t>(s));
+      int64_t shard_received = 0, shard_sent = 0;
+      for (const RoleBytes& b : p->shards) {
+        shard_received += b.received;
+        shard_sent += b.sent;
+        // Balanced by bytes: every shard holds about n/s elements.
+        ExpectNear(b.received, 4.0 * n * w / s, 2e-3);
+      }
+      // Every byte a worker sends, some shard receives.
+      EXPECT_EQ(shard_received, w * p->worker.sent);
+      EXPECT_EQ(shard_sent, w * p->worker.received);
+    }
+  }
+}
+
+TEST(CostModelTest, RingMovesTwoTimesWMinusOneOverWOfTheModel) {
+  const std::vector<int64_t> sizes = {7000001, 3, 99991};
+  const int64_t n = Sum(sizes);
+  for (int w : {2, 3, 4, 8, 13}) {
+    CostInput in = Input(CostMode::kRing, w, 1, sizes);
+    in.bucket_elements = 1 << 20;  // several buckets
+    auto p = PredictStep(in);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ExpectNear(p->worker.sent, 2.0 * (w - 1) / w * 4 * n, 2e-3);
+    EXPECT_EQ(p->worker.sent, p->worker.received);
+    EXPECT_TRUE(p->shards.empty());
+  }
+  auto alone = PredictStep(Input(CostMode::kRing, 1, 1, sizes));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->worker.sent, 0);
+  EXPECT_EQ(alone->comm_seconds, 0);
+}
+
+TEST(CostModelTest, CompressionShrinksPushesButNotPulls) {
+  const std::vector<int64_t> sizes = {1 << 22};
+  CostInput in = Input(CostMode::kPs, 2, 2, sizes);
+  auto fp32 = PredictStep(in);
+  in.encoding = {WireEncoding::kFp16, 0};
+  auto fp16 = PredictStep(in);
+  in.encoding = {WireEncoding::kTopK, 0.01};
+  auto topk = PredictStep(in);
+  ASSERT_TRUE(fp32.ok() && fp16.ok() && topk.ok());
+  ExpectNear(fp16->worker.sent, fp32->worker.sent / 2.0, 1e-3);
+  EXPECT_EQ(fp16->worker.received, fp32->worker.received);  // weights stay fp32
+  // Top-k keeps 1% of the elements at 8 bytes each (index + value).
+  ExpectNear(topk->worker.sent, 0.01 * (1 << 22) * 8, 1e-2);
+
+  in = Input(CostMode::kRing, 4, 1, sizes);
+  auto ring32 = PredictStep(in);
+  in.encoding = {WireEncoding::kBf16, 0};
+  auto ring16 = PredictStep(in);
+  ASSERT_TRUE(ring32.ok() && ring16.ok());
+  ExpectNear(ring16->worker.sent, ring32->worker.sent / 2.0, 1e-3);
+}
+
+TEST(CostModelTest, EncodedPayloadBytes) {
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kFp32, 0}, 10), 40);
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kBf16, 0}, 10), 20);
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kTopK, 0.1}, 10), 8);
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kTopK, 0.01}, 10), 8);  // at least one
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kTopK, 0.5}, 0), 0);
+  EXPECT_EQ(EncodedPayloadBytes({WireEncoding::kTopK, 1.0}, 7), 56);
+}
+
+TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
+  const std::vector<int64_t> sizes = {1 << 24};  // 64 MiB
+  const double n_bytes = 4.0 * (1 << 24);
+  CostInput in = Input(CostMode::kPs, 4, 4, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  auto balanced = PredictStep(in);
+  ASSERT_TRUE(balanced.ok());
+  // W == S: worker and shard links carry the same bytes; push + pull.
+  EXPECT_NEAR(balanced->comm_seconds, 2 * n_bytes / 1e9, 2 * n_bytes / 1e9 * 1e-3);
+  in.shards = 1;  // one shard receives every worker's whole gradient
+  auto hot = PredictStep(in);
+  ASSERT_TRUE(hot.ok());
+  EXPECT_NEAR(hot->comm_seconds, 2 * 4 * n_bytes / 1e9, 2 * 4 * n_bytes / 1e9 * 1e-3);
+  EXPECT_EQ(hot->bottleneck, "shard link");
+  // Double the bandwidth, half the time.
+  in.bandwidth_bytes_per_second = 2e9;
+  auto fast = PredictStep(in);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_NEAR(fast->comm_seconds, hot->comm_seconds / 2, hot->comm_seconds * 1e-3);
+  // Latency adds one message each way for a push and a round trip for a pull.
+  in.latency_seconds = 0.01;
+  auto slow = PredictStep(in);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_NEAR(slow->comm_seconds - fast->comm_seconds, 0.03, 1e-9);
+}
+
+TEST(CostModelTest, RingTimeIsBandwidthPlusTwoWMinusOneLatencies) {
+  const std::vector<int64_t> sizes = {1 << 22};
+  CostInput in = Input(CostMode::kRing, 4, 1, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  in.latency_seconds = 0.001;
+  auto p = PredictStep(in);
+  ASSERT_TRUE(p.ok());
+  const double expected = 2.0 * 3 / 4 * 4 * (1 << 22) / 1e9 + 6 * 0.001;
+  EXPECT_NEAR(p->comm_seconds, expected, expected * 1e-3);
+  EXPECT_NEAR(p->step_seconds, p->comm_seconds, 1e-12);  // no compute
+}
+
+TEST(CostModelTest, BackwardHidesCommunicationButNeverMoreThanItLasts) {
+  const std::vector<int64_t> sizes = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
+  for (CostMode mode : {CostMode::kPs, CostMode::kRing}) {
+    CostInput in = Input(mode, 4, 2, sizes);
+    in.bandwidth_bytes_per_second = 1e9;
+    in.bucket_elements = 1 << 20;
+    in.compute_seconds = 0;
+    auto none = PredictStep(in);
+    in.compute_seconds = 0.3;
+    auto some = PredictStep(in);
+    in.compute_seconds = 100;
+    auto lots = PredictStep(in);
+    ASSERT_TRUE(none.ok() && some.ok() && lots.ok());
+    EXPECT_NEAR(none->exposed_comm_seconds, none->comm_seconds, none->comm_seconds * 1e-6);
+    EXPECT_LT(some->exposed_comm_seconds, some->comm_seconds);
+    EXPECT_GT(some->step_seconds, 0.3);
+    // With a very long backward only what follows the last gradient shows:
+    // ring the last bucket, PS the last tensor's push and the whole pull.
+    EXPECT_LT(lots->exposed_comm_seconds, none->comm_seconds);
+    EXPECT_GT(lots->exposed_comm_seconds, 0);
+  }
+}
+
+TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
+  const std::vector<int64_t> sizes = {1 << 22};
+  CostInput in = Input(CostMode::kPs, 4, 4, sizes);
+  in.colocated = true;
+  in.bandwidth_bytes_per_second = 1e9;
+  auto colocated = PredictStep(in);
+  in.mode = CostMode::kRing;
+  auto ring = PredictStep(in);
+  ASSERT_TRUE(colocated.ok() && ring.ok());
+  // (W-1)/W of the model leaves each host per phase, as in a ring.
+  ExpectNear(colocated->worker.sent, ring->worker.sent / 2.0, 1e-2);
+  EXPECT_NEAR(colocated->comm_seconds, ring->comm_seconds, ring->comm_seconds * 1e-2);
+  in.mode = CostMode::kPs;
+  in.shards = 2;
+  EXPECT_FALSE(PredictStep(in).ok());
+}
+
+TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
+  // Latency-bound: a small model over a slow-to-answer network; ring's
+  // 2(W-1) latencies lose to PS's 3 once there are enough shards.
+  CostInput in = Input(CostMode::kPs, 8, 1, {1000});
+  in.bandwidth_bytes_per_second = 1.25e9;
+  in.latency_seconds = 0.001;
+  auto cross = FindCrossover(in);
+  ASSERT_TRUE(cross.ok());
+  EXPECT_EQ(cross->min_shards_ps_beats_ring, 1);
+  // Big model, fast network: ring wins at every shard count...
+  in.tensor_sizes = {100'000'000};
+  in.latency_seconds = 50e-6;
+  cross = FindCrossover(in);
+  ASSERT_TRUE(cross.ok());
+  EXPECT_EQ(cross->min_shards_ps_beats_ring, -1);
+  // ...and PS wins again once the model is small enough.
+  ASSERT_GT(cross->params_ps_beats_ring_below, 0);
+  CostInput small = in;
+  small.tensor_sizes = {cross->params_ps_beats_ring_below / 4};
+  small.mode = CostMode::kPs;
+  auto ps = PredictStep(small);
+  small.mode = CostMode::kRing;
+  auto ring = PredictStep(small);
+  ASSERT_TRUE(ps.ok() && ring.ok());
+  EXPECT_LT(ps->step_seconds, ring->step_seconds);
+}
+
+TEST(CostModelTest, BadInputIsRejectedWithAReason) {
+  CostInput in = Input(CostMode::kPs, 0, 1, {10});
+  EXPECT_THAT(std::string(PredictStep(in).status().message()), HasSubstr("workers"));
+  in = Input(CostMode::kPs, 2, 0, {10});
+  EXPECT_FALSE(PredictStep(in).ok());
+  in = Input(CostMode::kRing, 2, 1, {});
+  EXPECT_FALSE(PredictStep(in).ok());
+  in = Input(CostMode::kRing, 2, 1, {-1});
+  EXPECT_FALSE(PredictStep(in).ok());
+  in = Input(CostMode::kRing, 2, 1, {10});
+  in.latency_seconds = -1;
+  EXPECT_FALSE(PredictStep(in).ok());
+  in = Input(CostMode::kRing, 2, 1, {10});
+  in.encoding = {WireEncoding::kTopK, 0};
+  EXPECT_FALSE(PredictStep(in).ok());
+}
+
+TEST(CostModelTest, ParsesUnitsAndNamesTheBadOnes) {
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("10Gbit"), 1.25e9);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("1gbit"), 1.25e8);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("800Mbit"), 1e8);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("100Mbps"), 1.25e7);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("2GB/s"), 2e9);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("0"), 0);
+  EXPECT_THAT(std::string(ParseBandwidth("fast").status().message()), HasSubstr("'fast'"));
+  EXPECT_FALSE(ParseBandwidth("-1Gbit").ok());
+  EXPECT_DOUBLE_EQ(*ParseLatency("50us"), 50e-6);
+  EXPECT_DOUBLE_EQ(*ParseLatency("1.5ms"), 1.5e-3);
+  EXPECT_DOUBLE_EQ(*ParseLatency("0"), 0);
+  EXPECT_FALSE(ParseLatency("soon").ok());
+  EXPECT_EQ(ParseWireEncoding("topk:0.01")->kind, WireEncoding::kTopK);
+  EXPECT_FALSE(ParseWireEncoding("topk:2").ok());
+  EXPECT_FALSE(ParseWireEncoding("zip").ok());
+  EXPECT_EQ(*ResolveModel("fashion-mlp"), "784-256-128-10");
+  EXPECT_EQ(*ResolveModel("10-5-2"), "10-5-2");
+  EXPECT_FALSE(ResolveModel("resnet-51").ok());
+}
+
+TEST(CostModelTest, PresetsHaveTheAdvertisedSizes) {
+  const auto params = [](const std::string& name) {
+    return Sum(*MlpTensorSizes(*ResolveModel(name)));
+  };
+  EXPECT_EQ(params("fashion-mlp"), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_NEAR(params("resnet50"), 25.5e6, 0.5e6);
+  EXPECT_NEAR(params("bert-base"), 110e6, 2e6);
+}
+
+}  // namespace
+}  // namespace ferry
