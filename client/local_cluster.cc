@@ -243,16 +243,18 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.log_dir = log_dir;
   so.worker_argv = {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
                     "--peer-listen", "127.0.0.1:0"};
+  so.worker_argv.insert(so.worker_argv.end(), o.link_args.begin(), o.link_args.end());
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
   absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0}, coord, coord_argv);
   for (int i = 0; started.ok() && i < shards; ++i) {
-    started = procs.StartServer(
-        {ProcessName::Role::kPs, i}, shard_addresses[i],
-        {bin + "/ferry-server", "--role", "ps", "--listen", shard_addresses[i], "--coordinator",
-         coord, "--shard-id", std::to_string(i), "--checkpoint-dir",
-         absl::StrCat(log_dir, "/ps", i)});
+    std::vector<std::string> ps_argv = {
+        bin + "/ferry-server", "--role", "ps", "--listen", shard_addresses[i], "--coordinator",
+        coord, "--shard-id", std::to_string(i), "--checkpoint-dir",
+        absl::StrCat(log_dir, "/ps", i)};
+    ps_argv.insert(ps_argv.end(), o.link_args.begin(), o.link_args.end());
+    started = procs.StartServer({ProcessName::Role::kPs, i}, shard_addresses[i], ps_argv);
   }
   for (int i = 0; started.ok() && i < o.workers; ++i) started = procs.StartWorker();
   if (!started.ok()) {

@@ -33,6 +33,9 @@ struct LocalClusterOptions {
   double timeout_s = 3600;
   // Flags passed through to the coordinator verbatim (job and optimizer).
   std::vector<std::string> job_args;
+  // Appended to every worker's and every shard's command line, those
+  // started later (chaos joins, restarts) included: link emulation flags.
+  std::vector<std::string> link_args;
   // Scripted churn, sorted by time (ParseChaosPlan); checked against the
   // cluster (ValidateChaosPlan) before anything starts.
   std::vector<ChaosEvent> chaos;

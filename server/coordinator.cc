@@ -80,6 +80,7 @@ void Coordinator::Shutdown() {
   for (std::thread* t : {&finalizer_, &evaluator_, &reaper_}) {
     if (t->joinable()) t->join();  // not started when Create() failed
   }
+  FlushMetrics();
 }
 
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
@@ -181,6 +182,7 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
     }
   }
   SendReplies(replies);
+  FlushMetrics();  // async: the points of applied tasks
 }
 
 std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
@@ -421,17 +423,17 @@ void Coordinator::EvaluatorLoop() {
       point.set_test_loss(result->second);
       point.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
       evals_.push_back(point);
+      QueueEvalMetrics(point);
     }
     if (request.second == -1) {
       finished_ = true;
       finish_time_ = absl::Now();
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
-    if (!replies.empty()) {
-      mu_.Unlock();
-      SendReplies(replies);
-      mu_.Lock();
-    }
+    mu_.Unlock();
+    SendReplies(replies);
+    FlushMetrics();
+    mu_.Lock();
   }
 }
 

@@ -66,7 +66,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/training_metrics.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
@@ -114,6 +116,12 @@ struct CoordinatorOptions {
   int64_t checkpoint_every = 0;
   // Non-empty: persist the state here and resume from it.
   std::string state_dir;
+  // Optional (not owned; must outlive the coordinator): gets one
+  // RecordStep per committed step (sync: per step, with the step's
+  // aggregate; async: per applied task) and one RecordEval per test-set
+  // evaluation, in order, from the coordinator's threads, never under its
+  // lock (coordinator_metrics.cc).
+  MetricsSink* metrics = nullptr;
 };
 
 class Coordinator {
@@ -178,6 +186,10 @@ class Coordinator {
     int64_t ring_generation = 0;  // ring mode: generation of its ring
     int64_t fence = 0;            // the fence it was formed under
     std::optional<uint64_t> digest;  // ring mode: first digest reported
+    // Training curves: the step's reports summed (coordinator_metrics.cc).
+    absl::Time formed = absl::Now();
+    double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
+    int64_t correct = 0, reported_samples = 0, reports = 0;
   };
   struct Waiter {
     v1::NextTaskRequest request;
@@ -260,6 +272,15 @@ class Coordinator {
   v1::CoordinatorState SaveState() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadState(const v1::CoordinatorState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Training curves (coordinator_metrics.cc): points are queued under the
+  // lock and written by FlushMetrics() after it, in queue order.
+  void AddStepReport(OpenStep& step, const v1::StepReport& done);
+  void QueueStepMetrics(const OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueAsyncMetrics(const v1::StepReport& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueEvalMetrics(const v1::EvalPoint& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillCommon(StepMetrics& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushMetrics() ABSL_LOCKS_EXCLUDED(mu_, metrics_mu_);
+
   void FinalizerLoop();
   void EvaluatorLoop();
   void ReaperLoop();
@@ -322,6 +343,13 @@ class Coordinator {
   std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Training curves waiting for FlushMetrics(); metrics_mu_ keeps them in
+  // order between the threads that flush.
+  absl::Mutex metrics_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>> pending_metrics_
+      ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> last_commit_time_ ABSL_GUARDED_BY(mu_);
 
   std::thread finalizer_, evaluator_, reaper_;
 };

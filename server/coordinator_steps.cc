@@ -62,6 +62,7 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
     }
     if (!slot->pushed) {
       slot->pushed = true;
+      AddStepReport(step_it->second, done);
       if (done.has_weights_digest()) {
         OpenStep& step = step_it->second;
         if (!step.digest.has_value()) {
@@ -92,6 +93,7 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
   }
   ++member.tasks_done;
   ++tasks_applied_;
+  QueueAsyncMetrics(done);
   if (!first_step_time_) first_step_time_ = absl::Now();
   if (options_.job.max_steps() > 0 && tasks_applied_ >= options_.job.max_steps()) {
     FinishJob();
@@ -232,6 +234,7 @@ void Coordinator::ApplyStep(int64_t number) {
                             " s after joining"));
     }
   }
+  QueueStepMetrics(step);
   open_steps_.erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
@@ -342,6 +345,7 @@ void Coordinator::FinalizerLoop() {
       ApplyStep(number);
       epoch_end = queue_->complete();
     }
+    FlushMetrics();
     MaybeCheckpoint(number + 1, epoch_end);
     std::vector<Reply> replies;
     {

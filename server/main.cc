@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
       ->group(job);
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->group(job);
+  app.add_option("--compression", c.compression,
+                 "gradients on the wire: none, fp16, bf16 or topk:R (R = fraction kept)")
+      ->capture_default_str()->group(job);
+  app.add_option("--error-feedback", c.error_feedback,
+                 "lossy compression: add what the wire dropped to the next step")
+      ->capture_default_str()->group(job);
   app.add_option("--min-workers", c.min_workers,
                  "no step is formed while fewer workers are members (the job waits)")
       ->capture_default_str()->group(job);
@@ -77,6 +83,14 @@ int main(int argc, char** argv) {
                  "PS: checkpoint every shard every N steps (and at every epoch end; 0: "
                  "epoch ends only)")
       ->capture_default_str()->group(job);
+  app.add_option("--metrics-jsonl", c.metrics_jsonl,
+                 "append training curves here, one JSON object per committed step and per "
+                 "evaluation (the directory must exist)")
+      ->group(job);
+  app.add_option("--tensorboard-dir", c.tensorboard_dir,
+                 "write training curves as a new TensorBoard event file in this directory "
+                 "(created if missing)")
+      ->group(job);
   ferry::AddOptimizerFlags(app, opt);
 
   const std::string ps = "PS shard";
@@ -88,6 +102,15 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", p.checkpoint_dir,
                  "write this shard's checkpoints here (on the coordinator's request and at "
                  "SIGTERM) and resume from the newest one at start")
+      ->group(ps);
+  app.add_option("--link-bandwidth", p.link_bandwidth,
+                 "emulate a link of this rate per direction on push/pull streams, e.g. "
+                 "1Gbit, 10Gbit, 25Gbit (bits/s) or 1.5GB/s (bytes/s); empty or 0: "
+                 "unlimited")
+      ->group(ps);
+  app.add_option("--link-latency", p.link_latency,
+                 "one-way latency added to every pull message sent (pipelined), e.g. "
+                 "50us, 1ms; empty or 0: none")
       ->group(ps);
   ferry::BindEnvironment(app);
   CLI11_PARSE(app, argc, argv);

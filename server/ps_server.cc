@@ -21,14 +21,15 @@ void PsServer::Shutdown(absl::Duration grace) {
 
 absl::StatusOr<PsServer> StartPsServer(PsShard* shard,
                                        const std::string& listen_address,
-                                       PsCheckpointer* checkpointer) {
+                                       PsCheckpointer* checkpointer,
+                                       LinkShaper* shaper) {
   static std::once_flag reflection_once;
   std::call_once(reflection_once, [] {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
   PsServer result;
   result.shard = shard;
-  result.service = std::make_unique<PsService>(shard, checkpointer);
+  result.service = std::make_unique<PsService>(shard, checkpointer, shaper);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),

@@ -34,11 +34,12 @@ struct PsServer {
 // Starts serving `shard` on `listen_address` ("host:port"; port 0 lets the OS
 // choose) with ConfigureServerBuilder's options and gRPC reflection.
 // Checkpoint and Restore go to `checkpointer` (null: they answer
-// FAILED_PRECONDITION). UNAVAILABLE when the address cannot be bound.
-// `shard` and `checkpointer` must outlive the returned server.
+// FAILED_PRECONDITION). Push and pull messages go through `shaper` when it
+// is set (link emulation). UNAVAILABLE when the address cannot be bound.
+// `shard`, `checkpointer` and `shaper` must outlive the returned server.
 absl::StatusOr<PsServer> StartPsServer(
     PsShard* shard, const std::string& listen_address = "127.0.0.1:0",
-    PsCheckpointer* checkpointer = nullptr);
+    PsCheckpointer* checkpointer = nullptr, LinkShaper* shaper = nullptr);
 
 }  // namespace ferry
 

@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
 
@@ -37,8 +38,8 @@ PsPushHeader FromProto(const v1::PushHeader& h) {
 class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
  public:
   PushReactor(grpc::CallbackServerContext* context, PsShard* shard,
-              v1::PushResponse* response)
-      : context_(context), shard_(shard), response_(response) {
+              LinkShaper* shaper, v1::PushResponse* response)
+      : context_(context), shard_(shard), shaper_(shaper), response_(response) {
     StartRead(&request_);
   }
 
@@ -47,12 +48,23 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
       EndOfStream();
       return;
     }
-    shard_->RecordBytes(kWorkerRole, 0,
-                        static_cast<int64_t>(request_.ByteSizeLong()));
+    const int64_t size = static_cast<int64_t>(request_.ByteSizeLong());
+    shard_->RecordBytes(kWorkerRole, 0, size);
     const absl::Status status = Consume();
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
+    }
+    if (shaper_ != nullptr) {
+      // Link emulation: read on once this message passed the receive
+      // bucket. Nothing finishes the call meanwhile (only reactions to a
+      // read do), so the reactor outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper_->ReserveReceive(size, now);
+      if (release > now) {
+        shaper_->RunAt(release, [this] { StartRead(&request_); });
+        return;
+      }
     }
     StartRead(&request_);
   }
@@ -77,8 +89,10 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
           "push header repeated after the first message"));
     }
     const std::string& data = request_.data();
-    return shard_->AddChunk(*staging_, request_.chunk_id(), data.data(),
-                            data.size());
+    return shard_->AddChunk(
+        *staging_, request_.chunk_id(),
+        static_cast<GradientEncoding>(request_.encoding()), data.data(),
+        data.size());
   }
 
   void EndOfStream() {
@@ -100,6 +114,7 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
 
   grpc::CallbackServerContext* const context_;
   PsShard* const shard_;
+  LinkShaper* const shaper_;  // null: no link emulation
   v1::PushResponse* const response_;
   v1::PushRequest request_;
   std::unique_ptr<PsPushStaging> staging_;
@@ -147,8 +162,9 @@ grpc::Slice SnapshotSlice(std::shared_ptr<const PsSnapshot> snapshot,
 // no callback can touch the reactor after OnDone deletes it.
 class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  PullReactor(PsShard* shard, const grpc::ByteBuffer& raw_request)
-      : shard_(shard) {
+  PullReactor(PsShard* shard, LinkShaper* shaper,
+              const grpc::ByteBuffer& raw_request)
+      : shard_(shard), shaper_(shaper) {
     v1::PullRequest request;
     grpc::ByteBuffer copy(raw_request);  // Deserialize consumes its input
     if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy,
@@ -231,6 +247,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return;
     }
     snapshot_ = *std::move(snapshot);
+    ready_ = absl::Now();
     WriteNext();
   }
 
@@ -251,7 +268,25 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     response_ = grpc::ByteBuffer(slices, 2);
     shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_.Length()),
                         0);
-    if (next_chunk_ == chunks.size()) {
+    const bool last = next_chunk_ == chunks.size();
+    if (shaper_ != nullptr) {
+      // Link emulation: every chunk was ready at ready_; the shaper clamps
+      // that to now - latency, so the latency of the previous message does
+      // not delay this one's serialization. Finish comes only from the
+      // write (or its failure), after the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper_->ReserveSend(
+          static_cast<int64_t>(response_.Length()), now, ready_);
+      if (release > now) {
+        shaper_->RunAt(release, [this, last] { StartNextWrite(last); });
+        return;
+      }
+    }
+    StartNextWrite(last);
+  }
+
+  void StartNextWrite(bool last) {
+    if (last) {
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
       StartWrite(&response_);
@@ -259,6 +294,8 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   PsShard* const shard_;
+  LinkShaper* const shaper_;  // null: no link emulation
+  absl::Time ready_;          // when the snapshot came (link emulation)
   absl::Mutex mu_;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -273,12 +310,12 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerReadReactor<v1::PushRequest>* PsService::Push(
     grpc::CallbackServerContext* context, v1::PushResponse* response) {
-  return new PushReactor(context, shard_, response);
+  return new PushReactor(context, shard_, shaper_, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
     grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
-  return new PullReactor(shard_, *request);
+  return new PullReactor(shard_, shaper_, *request);
 }
 
 grpc::ServerUnaryReactor* PsService::FinalizeStep(

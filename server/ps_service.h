@@ -15,6 +15,10 @@
 //    cancels its wait; the client sees its own DEADLINE_EXCEEDED / CANCELLED.
 //    UNAVAILABLE when the shard shuts its waits down, ABORTED "shard S
 //    rolled back to version V" when a Restore ends them.
+//  - Link emulation (an optional LinkShaper): each push message received
+//    waits for the shaper's receive bucket before the next is read, each
+//    pull message waits for its send bucket before it is written, on the
+//    shaper's timer thread. The coordinator's control RPCs are not shaped.
 //  - FinalizeStep, ShardInfo: unary.
 //  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
 //    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
@@ -26,6 +30,7 @@
 #ifndef FERRY_SERVER_PS_SERVICE_H_
 #define FERRY_SERVER_PS_SERVICE_H_
 
+#include "common/link_shaper.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/ps_checkpointer.h"
@@ -37,8 +42,10 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
                             v1::ParameterServer::CallbackService> {
  public:
   // `checkpointer` may be null (no checkpoints); when set, it is `shard`'s.
-  explicit PsService(PsShard* shard, PsCheckpointer* checkpointer = nullptr)
-      : shard_(shard), checkpointer_(checkpointer) {}
+  // `shaper` may be null (no link emulation); it must outlive the service.
+  explicit PsService(PsShard* shard, PsCheckpointer* checkpointer = nullptr,
+                     LinkShaper* shaper = nullptr)
+      : shard_(shard), checkpointer_(checkpointer), shaper_(shaper) {}
 
   grpc::ServerReadReactor<v1::PushRequest>* Push(
       grpc::CallbackServerContext* context,
@@ -66,6 +73,7 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
  private:
   PsShard* const shard_;
   PsCheckpointer* const checkpointer_;
+  LinkShaper* const shaper_;
 };
 
 }  // namespace ferry

@@ -161,6 +161,12 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
 
 absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
                                const void* data, size_t num_bytes) {
+  return AddChunk(staging, chunk_id, GradientEncoding::kFp32, data, num_bytes);
+}
+
+absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                               GradientEncoding encoding, const void* data,
+                               size_t num_bytes) {
   if (!staging.error_.ok()) return staging.error_;
   const auto fail = [&](absl::Status status) {
     staging.error_ = status;
@@ -182,14 +188,25 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
     return fail(absl::InvalidArgumentError(
         absl::StrFormat("chunk %d sent twice in one push", chunk_id)));
   }
-  const size_t expected = static_cast<size_t>(chunk.length) * sizeof(float);
-  if (num_bytes != expected) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d has %d bytes, expected %d (%d floats)",
-                        chunk_id, num_bytes, expected, chunk.length)));
-  }
   float* dst = staging.grad_.data() + (chunk.flat_offset - range_.begin);
-  std::memcpy(dst, data, num_bytes);
+  if (encoding == GradientEncoding::kFp32) {
+    const size_t expected =
+        static_cast<size_t>(chunk.length) * sizeof(float);
+    if (num_bytes != expected) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("chunk %d has %d bytes, expected %d (%d floats)",
+                          chunk_id, num_bytes, expected, chunk.length)));
+    }
+    std::memcpy(dst, data, num_bytes);
+  } else if (absl::Status decoded = Decode(
+                 encoding,
+                 absl::string_view(static_cast<const char*>(data), num_bytes),
+                 chunk.length, dst);
+             !decoded.ok()) {
+    return fail(absl::InvalidArgumentError(absl::StrFormat(
+        "chunk %d (encoding %d): %s", chunk_id, static_cast<int>(encoding),
+        decoded.message())));
+  }
   for (int64_t i = 0; i < chunk.length; ++i) {
     if (!std::isfinite(dst[i])) {
       return fail(absl::InvalidArgumentError(absl::StrFormat(

@@ -57,6 +57,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/compute_backend.h"
+#include "common/gradient_codec.h"
 #include "common/optimizer.h"
 #include "common/optimizer_config.h"
 #include "common/sharding.h"
@@ -180,6 +181,14 @@ class PsShard {
   // rejected for good (counted once). Takes no lock.
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         const void* data, size_t num_bytes);
+  // The same for a chunk in `encoding` (common/gradient_codec.h), decoded
+  // into the staging's fp32 buffer, so aggregation and the optimizer see
+  // fp32. Also INVALID_ARGUMENT naming the chunk for an unknown encoding or
+  // data that is not a valid encoding of chunk.length elements (wrong
+  // size, top-k index out of range or not increasing).
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        GradientEncoding encoding, const void* data,
+                        size_t num_bytes);
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         absl::Span<const float> values) {
     return AddChunk(staging, chunk_id, values.data(),

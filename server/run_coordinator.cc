@@ -3,9 +3,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
+#include "common/gradient_codec.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
+#include "common/training_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/job_convert.h"
@@ -59,6 +61,18 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
     return absl::InvalidArgumentError("--digest-every must be >= 0");
   }
   job.set_digest_every(f.digest_every);
+  {
+    absl::StatusOr<GradientCompression> c =
+        ParseCompression(f.compression, f.error_feedback);
+    if (!c.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--compression: ", c.status().message()));
+    }
+    v1::GradientCompression* out = job.mutable_compression();
+    out->set_encoding(static_cast<v1::GradientEncoding>(c->encoding));
+    out->set_topk_ratio(c->encoding == GradientEncoding::kTopK ? c->topk_ratio : 0);
+    out->set_error_feedback(c->error_feedback);
+  }
   for (const TensorSlot& t : model.layout().tensors()) {
     v1::TensorSpec* spec = job.add_tensors();
     spec->set_name(t.name);
@@ -82,6 +96,12 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
 }  // namespace
 
 int RunCoordinator(const CoordinatorFlags& f) {
+  // Training curves: a path that cannot be written refuses the start.
+  auto metrics = OpenMetricsSinks(f.metrics_jsonl, f.tensorboard_dir);
+  if (!metrics.ok()) {
+    Fail(metrics.status());
+    return 2;
+  }
   auto sizes = ParseMlpSpec(f.model);
   if (!sizes.ok()) return Fail(sizes.status());
   auto backend = MakeCpuBackend(1);
@@ -115,6 +135,7 @@ int RunCoordinator(const CoordinatorFlags& f) {
   options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);
   options.checkpoint_every = f.checkpoint_every;
   options.state_dir = f.state_dir;
+  options.metrics = metrics->get();
   if (f.heartbeat_interval_s <= 0 || f.heartbeat_timeout_s <= f.heartbeat_interval_s) {
     return Fail(absl::InvalidArgumentError(
         "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
 #include "common/file_system.h"
+#include "common/link_shaper.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
@@ -79,6 +80,22 @@ int RunPsShard(const PsFlags& f) {
     std::fprintf(stderr, "ferry-server (ps): --coordinator HOST:PORT is required\n");
     return 2;
   }
+  auto link = ParseLinkLimit(f.link_bandwidth, f.link_latency);
+  if (!link.ok()) {
+    std::fprintf(stderr, "ferry-server (ps): %s\n",
+                 std::string(link.status().message()).c_str());
+    return 2;
+  }
+  // Declared before the server, which uses it, so that it outlives it.
+  std::unique_ptr<LinkShaper> shaper;
+  if (link->enabled()) {
+    shaper = std::make_unique<LinkShaper>(*link);
+    std::fprintf(stderr,
+                 "ferry-server: PS shard %d link emulation: %s per direction, burst "
+                 "%lld bytes\n",
+                 f.shard_id, link->ToString().c_str(),
+                 static_cast<long long>(shaper->burst_bytes()));
+  }
   auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
   if (!job.ok()) return Fail(job.status());
   auto config = ShardConfigFor(*job, f.shard_id);
@@ -100,7 +117,7 @@ int RunPsShard(const PsFlags& f) {
     auto initial = checkpointer.Checkpoint(job->job_id(), 0);
     if (!initial.ok()) return Fail(initial.status());
   }
-  auto server = StartPsServer(shard->get(), f.listen, &checkpointer);
+  auto server = StartPsServer(shard->get(), f.listen, &checkpointer, shaper.get());
   if (!server.ok()) return Fail(server.status());
   if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok()) return Fail(s);
   std::fprintf(stderr,

@@ -29,6 +29,8 @@ struct CoordinatorFlags {
   int64_t bucket_elements = 0;     // 0: the default
   int64_t max_steps = 0;
   int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
+  std::string compression = "none";  // gradients on the wire: none|fp16|bf16|topk:R
+  bool error_feedback = true;        // lossy compression: carry the dropped part
   int min_workers = 1;
   int start_workers = 0;
   int max_workers = 0;
@@ -37,6 +39,8 @@ struct CoordinatorFlags {
   double heartbeat_interval_s = 1.0;
   std::string state_dir;        // empty: the state lives in memory only
   int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
+  std::string metrics_jsonl;    // training curves as JSON lines (appended)
+  std::string tensorboard_dir;  // training curves as TensorBoard events
 };
 
 struct PsFlags {
@@ -49,6 +53,10 @@ struct PsFlags {
   // version but the current one, answer FAILED_PRECONDITION). The newest
   // valid one is resumed at start; one is written at SIGTERM/SIGINT.
   std::string checkpoint_dir;
+  // Link emulation of this shard's push and pull streams (ParseLinkLimit
+  // text; empty: unlimited / no latency).
+  std::string link_bandwidth;
+  std::string link_latency;
 };
 
 // Writes `port` to `path` atomically (temp file + rename) so a launcher

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/gradient_codec.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "worker/batch_stager.h"
@@ -28,6 +29,15 @@
 namespace ferry {
 namespace {
 
+// The job's gradient compression (unset: fp32).
+GradientCompression CompressionFromJob(const v1::JobSpec& job) {
+  GradientCompression c;
+  c.encoding = static_cast<GradientEncoding>(job.compression().encoding());
+  c.topk_ratio = job.compression().topk_ratio();
+  c.error_feedback = job.compression().error_feedback();
+  return c;
+}
+
 constexpr int kMaxConsecutiveFailures = 10;
 constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
@@ -37,18 +47,10 @@ void Log(const std::string& line) {
 }
 
 // Failures after which the worker gives the step up and asks for the next.
-bool IsStepRetriable(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kCancelled:
-      return true;
-    default:
-      return false;
-  }
+bool IsStepRetriable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+         absl::IsAborted(s) || absl::IsFailedPrecondition(s) ||
+         absl::IsAlreadyExists(s) || absl::IsCancelled(s);
 }
 
 double Seconds(absl::Time since) {
@@ -59,6 +61,7 @@ void AddBytes(const std::string& role, const TransferBytes& bytes,
               v1::ByteCounts* out) {
   (*out->mutable_sent())[role] = bytes.sent;
   (*out->mutable_received())[role] = bytes.received;
+  if (bytes.calls > 0) (*out->mutable_calls())[role] = bytes.calls;
 }
 
 class Worker {
@@ -95,6 +98,8 @@ class Worker {
     if (ps_ != nullptr) summary_.ps_bytes = ps_->bytes();
     summary_.peer_bytes = peer_->counter->Get();
     summary_.coordinator_bytes = coordinator_->bytes();
+    summary_.link = options_.link;
+    if (shaper_ != nullptr) summary_.link_stats = shaper_->stats();
     summary_.wall_seconds = Seconds(start);
     return summary_;
   }
@@ -107,7 +112,14 @@ class Worker {
 
   // Starts the peer service, registers and starts heartbeats.
   absl::Status Join() {
-    ASSIGN_OR_RETURN(peer_, StartRingPeerServer(options_.peer_listen_address));
+    if (options_.link.enabled()) {
+      shaper_ = std::make_unique<LinkShaper>(options_.link);
+      Log(absl::StrCat("link emulation: ", options_.link.ToString(),
+                       " per direction, burst ", shaper_->burst_bytes(),
+                       " bytes"));
+    }
+    ASSIGN_OR_RETURN(peer_, StartRingPeerServer(options_.peer_listen_address,
+                                                shaper_.get()));
     const std::string peer_address = AdvertisedPeerAddress(
         options_.peer_listen_address, options_.peer_advertise_address,
         peer_->port);
@@ -183,6 +195,7 @@ class Worker {
       ropts.tensor_sizes = model_->layout().TensorSizes();
       ropts.bucket_elements = job_.bucket_elements() > 0 ? job_.bucket_elements() : n;
       ropts.optimizer = FromProto(job_.optimizer());
+      ropts.compression = CompressionFromJob(job_);
       ropts.params = params_.data();
       ropts.grads = grads_.data();
       ropts.host_grads =
@@ -209,6 +222,8 @@ class Worker {
                                                   : kDefaultMaxChunkElements));
     popts.rpc_timeout = options_.rpc_timeout;
     popts.retry = options_.retry;
+    popts.compression = CompressionFromJob(job_);
+    popts.shaper = shaper_.get();
     ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
     Log(absl::StrFormat("%d parameters, %d train samples, device %s", n,
                         data_.train.num_samples, summary_.device));
@@ -539,6 +554,9 @@ class Worker {
   }
 
   const WorkerOptions& options_;
+  // Link emulation (null: none). Declared first: outlives the peer server
+  // and the PS client, whose held messages it may still release.
+  std::unique_ptr<LinkShaper> shaper_;
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Heartbeater> heartbeater_;
   std::unique_ptr<RingPeerServer> peer_;

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/compute_backend.h"
+#include "common/link_shaper.h"
 #include "nlohmann/json.hpp"
 #include "worker/ps_client.h"
 
@@ -59,6 +60,9 @@ struct WorkerOptions {
   // then finishes the step it is in (an RPC in flight ends within
   // rpc_timeout), reports it, leaves the job and returns OK.
   const std::atomic<bool>* stop_requested = nullptr;
+  // Link emulation of this worker's PS pushes and pulls and ring streams
+  // (one LinkShaper for the process); the default is no limit.
+  LinkLimit link;
 };
 
 struct WorkerSummary {
@@ -77,6 +81,8 @@ struct WorkerSummary {
   TransferBytes ps_bytes;
   TransferBytes coordinator_bytes;
   TransferBytes peer_bytes;  // ring mode: other workers
+  LinkLimit link;             // the link emulation in effect
+  LinkShaperStats link_stats;  // what it delayed (zero without one)
 
   nlohmann::json ToJson() const;
 };

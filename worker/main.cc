@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
       "  --coordinator HOST:PORT join the job that coordinator runs: the model, data,\n"
       "                          optimizer, batch and seed come from the job, so only\n"
       "                          --device, --threads, --rpc-timeout, --peer-*,\n"
-      "                          --collective-timeout and\n"
+      "                          --collective-timeout, --link-* and\n"
       "                          --summary-json apply. SIGTERM/SIGINT finish the current\n"
       "                          step and leave the job (exit 0); a second signal kills.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
@@ -144,6 +144,14 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", collective_timeout_s,
                  "ring mode: deadline in seconds of one all-reduce or broadcast")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  std::string link_bandwidth, link_latency;
+  app.add_option("--link-bandwidth", link_bandwidth,
+                 "distributed mode: emulate a link of this rate per direction on "
+                 "PS pushes/pulls and ring streams, e.g. 1Gbit, 10Gbit, 25Gbit, "
+                 "100Mbit (bits/s) or 1.5GB/s (bytes/s); empty or 0: unlimited");
+  app.add_option("--link-latency", link_latency,
+                 "distributed mode: one-way latency added to every message sent "
+                 "(pipelined), e.g. 50us, 1ms; empty or 0: none");
   app.add_option("--model", options.model, "MLP layer sizes")->capture_default_str();
   app.add_option("--dataset", options.dataset, "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
@@ -180,5 +188,11 @@ int main(int argc, char** argv) {
   }
   worker_options.threads = options.threads;
   worker_options.collective_timeout = absl::Seconds(collective_timeout_s);
+  auto link = ferry::ParseLinkLimit(link_bandwidth, link_latency);
+  if (!link.ok()) {
+    std::cerr << "ferry-worker: " << link.status().message() << "\n";
+    return 2;
+  }
+  worker_options.link = *link;
   return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path);
 }

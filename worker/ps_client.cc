@@ -1,5 +1,7 @@
 #include "worker/ps_client.h"
 
+#include "worker/ps_calls.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -12,6 +14,8 @@
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/link_shaper.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/raw_wire.h"
@@ -24,314 +28,12 @@ namespace ferry {
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes on the wire are little-endian fp32");
 
-// Push and Pull go through a generic stub with raw ByteBuffers, so that chunk
-// data is written from and read into tensor memory without going through a
-// protobuf `bytes` field (TensorFlow's grpc_tensor_coding pattern). The
-// messages on the wire are exactly the canonical ferry.v1.PushRequest /
-// PullResponse encodings; the shard is a normal ferry.v1.ParameterServer.
-struct GrpcParameterClient::Shard {
-  int id = 0;
-  std::string address;
-  std::unique_ptr<grpc::GenericStub> stub;
-  int64_t num_chunks = 0;  // chunks this shard owns
-  // Buffers for the chunks pushed to this shard (at most its bytes kept).
-  std::shared_ptr<ChunkBufferPool> buffers;
-  // Bytes exchanged with this shard alone (the client's counter has all).
-  std::unique_ptr<ByteCounter> bytes = std::make_unique<ByteCounter>();
-};
-
 namespace {
 
+using ps_internal::Annotate;
+using ps_internal::PullCall;
+using ps_internal::PushCall;
 using Shard = GrpcParameterClient::Shard;
-
-constexpr char kPushMethod[] = "/ferry.v1.ParameterServer/Push";
-constexpr char kPullMethod[] = "/ferry.v1.ParameterServer/Pull";
-
-absl::Status Annotate(const absl::Status& status, const Shard& shard) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat("ps shard ", shard.id, " (", shard.address,
-                                   "): ", status.message()));
-}
-
-// One Pull from one shard, writing each chunk straight from the received
-// slices into the flat buffer. Reactions of one call never run concurrently;
-// status() and version() are read after the group saw Done().
-class PullCall final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  static constexpr int64_t kNoVersion = -1;
-
-  PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
-           const v1::PullRequest& request, absl::Duration timeout, float* flat,
-           ByteCounter* counter, CallGroup* group)
-      : shard_(shard),
-        chunks_(chunks),
-        min_version_(request.min_version()),
-        request_size_(static_cast<int64_t>(request.ByteSizeLong())),
-        request_(SerializeMessage(request)),
-        timeout_(timeout),
-        flat_(flat),
-        counter_(counter),
-        group_(group),
-        seen_(chunks.size(), 0) {}
-
-  void Start() {
-    counter_->AddSent(request_size_);
-    shard_.bytes->AddSent(request_size_);
-    SetDeadline(context_, timeout_);
-    shard_.stub->PrepareBidiStreamingCall(&context_, kPullMethod,
-                                          grpc::StubOptions(), this);
-    StartWriteLast(&request_, grpc::WriteOptions());
-    StartRead(&response_);
-    StartCall();
-  }
-  void Cancel() { context_.TryCancel(); }
-
-  void OnWriteDone(bool /*ok*/) override {}  // a failure shows in OnDone
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // end of stream or failure: OnDone follows
-    counter_->AddReceived(static_cast<int64_t>(response_.Length()));
-    shard_.bytes->AddReceived(static_cast<int64_t>(response_.Length()));
-    error_ = Accept();
-    response_.Clear();
-    if (!error_.ok()) {
-      context_.TryCancel();
-      return;
-    }
-    StartRead(&response_);
-  }
-
-  void OnDone(const grpc::Status& grpc_status) override {
-    absl::Status status = error_.ok() ? FromGrpcStatus(grpc_status) : error_;
-    if (status.ok() && received_ != shard_.num_chunks) {
-      status = absl::DataLossError(absl::StrCat(
-          "pull returned ", received_, " of ", shard_.num_chunks, " chunks"));
-    }
-    if (status.ok() && received_ > 0 && version_ < min_version_) {
-      status = absl::DataLossError(absl::StrCat("pull returned version ",
-                                                version_, " below min_version ",
-                                                min_version_));
-    }
-    status_ = Annotate(status, shard_);
-    group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
-  }
-
-  absl::Status status() const { return status_; }
-  int64_t version() const { return received_ > 0 ? version_ : kNoVersion; }
-
- private:
-  absl::Status Accept() {
-    WireReader in(response_);
-    PullMessage message;
-    if (!ParsePullMessage(in, &message)) {
-      return absl::DataLossError(absl::StrCat(
-          "pull sent a malformed message of ", in.size(), " bytes"));
-    }
-    const int64_t id = message.chunk_id;
-    if (id < 0 || id >= static_cast<int64_t>(chunks_.size()) ||
-        chunks_[id].shard != shard_.id) {
-      return absl::DataLossError(absl::StrCat(
-          "pull sent chunk ", id, ", which the shard does not own"));
-    }
-    if (seen_[id]) {
-      return absl::DataLossError(
-          absl::StrCat("pull sent chunk ", id, " twice"));
-    }
-    const Chunk& chunk = chunks_[id];
-    if (message.data_size !=
-        static_cast<size_t>(chunk.length) * sizeof(float)) {
-      return absl::DataLossError(absl::StrCat("pull sent ", message.data_size,
-                                              " bytes for chunk ", id, " of ",
-                                              chunk.length, " floats"));
-    }
-    if (received_ > 0 && message.version != version_) {
-      return absl::DataLossError(absl::StrCat("pull mixed versions ", version_,
-                                              " and ", message.version));
-    }
-    version_ = message.version;
-    in.CopyOut(message.data_begin, message.data_size,
-               reinterpret_cast<char*>(flat_ + chunk.flat_offset));
-    seen_[id] = 1;
-    ++received_;
-    return absl::OkStatus();
-  }
-
-  const Shard& shard_;
-  const std::vector<Chunk>& chunks_;
-  const int64_t min_version_;
-  const int64_t request_size_;
-  const grpc::ByteBuffer request_;
-  const absl::Duration timeout_;
-  float* const flat_;
-  ByteCounter* const counter_;
-  CallGroup* const group_;
-  grpc::ClientContext context_;
-  grpc::ByteBuffer response_;
-  std::vector<char> seen_;  // [chunk id]
-  int64_t received_ = 0;
-  int64_t version_ = 0;
-  absl::Status error_;
-  absl::Status status_;
-};
-
-// One Push stream to one shard. Messages (the header first, each an encoded
-// PushRequest) are queued by Enqueue() and written one at a time; Close()
-// half-closes once the queue is drained. A hold keeps the call open until
-// Close(), so that Enqueue() from the trainer thread never races the end of
-// the call. The messages (references to their slices) are kept for a retry
-// (TakeRequests()). The one response is read as soon as the server sends it.
-class PushCall final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  PushCall(const Shard& shard, absl::Duration timeout, ByteCounter* counter,
-           CallGroup* group, std::deque<grpc::ByteBuffer> requests,
-           bool is_retry)
-      : shard_(shard),
-        timeout_(timeout),
-        counter_(counter),
-        group_(group),
-        is_retry_(is_retry),
-        requests_(std::move(requests)),
-        closed_(is_retry) {}
-
-  void Start() {
-    SetDeadline(context_, timeout_);
-    shard_.stub->PrepareBidiStreamingCall(&context_, kPushMethod,
-                                          grpc::StubOptions(), this);
-    StartRead(&response_);
-    AddHold();
-    Run(Pump());
-    StartCall();
-  }
-  void Enqueue(grpc::ByteBuffer request) {
-    Action action;
-    {
-      absl::MutexLock lock(&mu_);
-      requests_.push_back(std::move(request));
-      action = PumpLocked();
-    }
-    Run(action);
-  }
-  void Close() {
-    {
-      absl::MutexLock lock(&mu_);
-      closed_ = true;
-    }
-    Run(Pump());
-  }
-  void Cancel() {
-    context_.TryCancel();
-    Close();
-  }
-
-  void OnWriteDone(bool ok) override {
-    Action action;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      if (ok) {
-        counter_->AddSent(static_cast<int64_t>(requests_[next_].Length()));
-        shard_.bytes->AddSent(static_cast<int64_t>(requests_[next_].Length()));
-        ++next_;
-      } else {
-        broken_ = true;  // the call is over; OnDone() tells why
-      }
-      action = PumpLocked();
-    }
-    Run(action);
-  }
-
-  void OnReadDone(bool ok) override { got_response_ = ok; }
-
-  void OnDone(const grpc::Status& grpc_status) override {
-    absl::Status status = FromGrpcStatus(grpc_status);
-    if (status.ok()) {
-      // What the typed stub of a client-streaming method checks.
-      const int64_t size = static_cast<int64_t>(response_.Length());
-      v1::PushResponse response;
-      if (!got_response_) {
-        status = absl::InternalError("push: no response message");
-      } else if (!grpc::SerializationTraits<v1::PushResponse>::Deserialize(
-                      &response_, &response)
-                      .ok()) {
-        status = absl::InternalError("push: malformed response message");
-      } else {
-        counter_->AddReceived(size);
-        shard_.bytes->AddReceived(size);
-      }
-    }
-    // A retry may meet our own earlier attempt, which did get through.
-    if (is_retry_ && absl::IsAlreadyExists(status)) status = absl::OkStatus();
-    status_ = Annotate(status, shard_);
-    group_->Done(false);
-  }
-
-  absl::Status status() const { return status_; }
-  std::deque<grpc::ByteBuffer> TakeRequests() {
-    absl::MutexLock lock(&mu_);
-    return std::move(requests_);
-  }
-
- private:
-  struct Action {
-    enum Kind { kNone, kWrite, kWritesDone, kRelease } kind = kNone;
-    const grpc::ByteBuffer* message = nullptr;
-  };
-
-  Action Pump() {
-    absl::MutexLock lock(&mu_);
-    return PumpLocked();
-  }
-  // Decides the next operation; the caller runs it after unlocking, since
-  // gRPC may run a reaction inline.
-  Action PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (released_ || writing_) return {};
-    if (!broken_ && next_ < requests_.size()) {
-      writing_ = true;
-      return {Action::kWrite, &requests_[next_]};
-    }
-    if (!closed_) return {};
-    released_ = true;
-    return {broken_ ? Action::kRelease : Action::kWritesDone};
-  }
-  void Run(const Action& action) {
-    switch (action.kind) {
-      case Action::kNone:
-        return;
-      case Action::kWrite:
-        StartWrite(action.message);
-        return;
-      case Action::kWritesDone:
-        StartWritesDone();
-        RemoveHold();
-        return;
-      case Action::kRelease:
-        RemoveHold();
-        return;
-    }
-  }
-
-  const Shard& shard_;
-  const absl::Duration timeout_;
-  ByteCounter* const counter_;
-  CallGroup* const group_;
-  const bool is_retry_;
-  grpc::ClientContext context_;
-  grpc::ByteBuffer response_;
-  bool got_response_ = false;  // OnReadDone, read in OnDone
-  absl::Status status_;
-
-  absl::Mutex mu_;
-  // A deque: push_back() keeps the messages gRPC is writing in place.
-  std::deque<grpc::ByteBuffer> requests_ ABSL_GUARDED_BY(mu_);
-  size_t next_ ABSL_GUARDED_BY(mu_) = 0;  // first message not yet written
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_);
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;  // hold removed
-};
 
 // Waits for started `calls` of `group`; cancels the rest after a fatal one.
 class GrpcPushSession final : public PushSession {
@@ -339,11 +41,12 @@ class GrpcPushSession final : public PushSession {
   GrpcPushSession(const GrpcParameterClientOptions& options,
                   const std::vector<std::unique_ptr<Shard>>& shards,
                   int64_t num_elements, ByteCounter* counter,
-                  const PushInfo& info)
+                  ErrorFeedback* feedback, const PushInfo& info)
       : options_(options),
         shards_(shards),
         num_elements_(num_elements),
         counter_(counter),
+        feedback_(feedback),
         group_(static_cast<int>(shards.size())),
         partial_(options.chunks.size()),
         covered_(options.chunks.size(), 0) {
@@ -416,7 +119,11 @@ class GrpcPushSession final : public PushSession {
                   grads + (lo - offset), (hi - lo) * sizeof(float));
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
-        calls_[c.shard]->Enqueue(ChunkMessage(c.id, data));
+        if (options_.compression.compressed()) {
+          data = Compress(c, data);
+        }
+        calls_[c.shard]->Enqueue(ChunkMessage(
+            c.id, data, static_cast<int>(options_.compression.encoding)));
         data = grpc::Slice();
       }
     }
@@ -464,10 +171,27 @@ class GrpcPushSession final : public PushSession {
   }
 
  private:
+  // The chunk's fp32 gradient `fp32` (released) encoded per the options,
+  // through the error feedback residual when there is one.
+  grpc::Slice Compress(const Chunk& c, const grpc::Slice& fp32) {
+    const GradientCompression& comp = options_.compression;
+    encoded_.clear();
+    const float* values = reinterpret_cast<const float*>(fp32.begin());
+    if (feedback_ != nullptr) {
+      feedback_->Encode(comp.encoding, c.flat_offset, values, c.length,
+                        comp.topk_ratio, &encoded_);
+    } else {
+      Encode(comp.encoding, values, c.length, comp.topk_ratio, &encoded_);
+    }
+    return grpc::Slice(encoded_);
+  }
+
   const GrpcParameterClientOptions& options_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   const int64_t num_elements_;
   ByteCounter* const counter_;
+  ErrorFeedback* const feedback_;  // null: none
+  std::string encoded_;            // Compress()'s scratch
   CallGroup group_;                               // the calls of round 0
   std::vector<std::unique_ptr<PushCall>> calls_;  // [shard], latest attempt
   std::map<int64_t, int64_t> declared_;           // begin -> end, disjoint
@@ -497,6 +221,7 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     shard->address = client->options_.shard_addresses[s];
     shard->stub =
         std::make_unique<grpc::GenericStub>(MakeChannel(shard->address));
+    shard->shaper = client->options_.shaper;
     client->shards_.push_back(std::move(shard));
   }
   int64_t flat = 0;
@@ -522,6 +247,14 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
         std::make_shared<ChunkBufferPool>(static_cast<size_t>(bytes));
   }
   client->num_elements_ = flat;
+  const GradientCompression& comp = client->options_.compression;
+  if (absl::Status s = ValidateCompression(comp); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter client: ", s.message()));
+  }
+  if (comp.uses_feedback()) {
+    client->feedback_ = std::make_unique<ErrorFeedback>(flat);
+  }
   return client;
 }
 
@@ -572,7 +305,7 @@ absl::StatusOr<std::unique_ptr<PushSession>> GrpcParameterClient::BeginPush(
     return absl::InvalidArgumentError("push: negative num_samples");
   }
   return std::make_unique<GrpcPushSession>(options_, shards_, num_elements_,
-                                           &counter_, info);
+                                           &counter_, feedback_.get(), info);
 }
 
 }  // namespace ferry

@@ -24,6 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/gradient_codec.h"
+#include "common/link_shaper.h"
 #include "common/sharding.h"
 
 namespace ferry {
@@ -32,6 +34,7 @@ namespace ferry {
 struct TransferBytes {
   int64_t sent = 0;
   int64_t received = 0;
+  int64_t calls = 0;  // RPCs started (counted where the caller tracks them)
 };
 
 // Thread-safe cumulative byte counter.
@@ -41,14 +44,17 @@ class ByteCounter {
   void AddReceived(int64_t n) {
     received_.fetch_add(n, std::memory_order_relaxed);
   }
+  void AddCall() { calls_.fetch_add(1, std::memory_order_relaxed); }
   TransferBytes Get() const {
     return {sent_.load(std::memory_order_relaxed),
-            received_.load(std::memory_order_relaxed)};
+            received_.load(std::memory_order_relaxed),
+            calls_.load(std::memory_order_relaxed)};
   }
 
  private:
   std::atomic<int64_t> sent_{0};
   std::atomic<int64_t> received_{0};
+  std::atomic<int64_t> calls_{0};
 };
 
 // Retrying of UNAVAILABLE (a peer restarting): exponential backoff from
@@ -143,6 +149,14 @@ struct GrpcParameterClientOptions {
   // BeginPush(), so it also covers the backward pass.
   absl::Duration rpc_timeout = absl::Seconds(30);
   RetryPolicy retry;
+  // Link emulation (not owned; must outlive the client; null: none): push
+  // messages and pull requests wait for its send bucket, pull responses for
+  // its receive bucket, on its timer thread (no gRPC thread blocks).
+  LinkShaper* shaper = nullptr;
+  // Gradient encoding of every pushed chunk (each message names its own).
+  // Lossy encodings with error_feedback keep a residual per flat element
+  // in the client, carried from one push to the next.
+  GradientCompression compression;
 };
 
 class GrpcParameterClient final : public ParameterClient {
@@ -171,6 +185,9 @@ class GrpcParameterClient final : public ParameterClient {
   int64_t num_elements_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;
   ByteCounter counter_;
+  // Lossy compression with error feedback: the residual (else null). Used by
+  // one push session at a time.
+  std::unique_ptr<ErrorFeedback> feedback_;
 };
 
 }  // namespace ferry

@@ -3,15 +3,18 @@
 namespace ferry {
 namespace {
 // Protobuf wire format, just what PushRequest and PullResponse need.
-constexpr int kPushChunkIdField = 2, kPushDataField = 3;  // PushRequest
+constexpr int kPushChunkIdField = 2, kPushDataField = 3,
+              kPushEncodingField = 4;  // PushRequest
 constexpr int kPullVersionField = 1, kPullChunkIdField = 2,
               kPullDataField = 3;  // PullResponse
 
 }  // namespace
 
-// A PushRequest {chunk_id, data} whose data is `data` (referenced, not
-// copied): the encoded fields before the data, then the data slice.
-grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data) {
+// A PushRequest {chunk_id, data, encoding} whose data is `data` (referenced,
+// not copied): the encoded fields before the data, the data slice, then the
+// encoding (field order, as protobuf serializes it).
+grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
+                              int encoding) {
   uint8_t prefix[32];
   uint8_t* p = prefix;
   if (chunk_id != 0) {  // proto3 omits zero scalars
@@ -20,8 +23,17 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data) {
   }
   *p++ = kPushDataField << 3 | kWireLength;
   p = PutVarint(data.size(), p);
-  const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
-  return grpc::ByteBuffer(slices, 2);
+  if (encoding == 0) {
+    const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
+    return grpc::ByteBuffer(slices, 2);
+  }
+  uint8_t suffix[16];
+  uint8_t* q = suffix;
+  *q++ = kPushEncodingField << 3 | kWireVarint;
+  q = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(encoding)), q);
+  const grpc::Slice slices[3] = {grpc::Slice(prefix, p - prefix), data,
+                                 grpc::Slice(suffix, q - suffix)};
+  return grpc::ByteBuffer(slices, 3);
 }
 
 grpc::ByteBuffer SerializeMessage(

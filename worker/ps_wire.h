@@ -13,8 +13,11 @@
 
 namespace ferry {
 
-// A PushRequest {chunk_id, data} whose data is `data` (referenced).
-grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data);
+// A PushRequest {chunk_id, data, encoding} whose data is `data`
+// (referenced). `encoding` is a ferry.v1.GradientEncoding number; 0 (fp32)
+// is omitted, as protobuf does.
+grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
+                              int encoding = 0);
 
 // Any message, serialized into one slice.
 grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message);

@@ -27,8 +27,12 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
   ASSIGN_OR_RETURN(Optimizer optimizer,
                    Optimizer::Create(options.optimizer, options.backend,
                                      static_cast<size_t>(n)));
-  return std::unique_ptr<RingExchange>(new RingExchange(
+  RETURN_IF_ERROR(ValidateCompression(options.compression));
+  const bool feedback = options.compression.uses_feedback();
+  auto exchange = std::unique_ptr<RingExchange>(new RingExchange(
       std::move(options), std::move(plan), std::move(optimizer), n));
+  if (feedback) exchange->feedback_ = std::make_unique<ErrorFeedback>(n);
+  return exchange;
 }
 
 absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
@@ -56,6 +60,7 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   }
   topts.mailbox = options_.peer->mailbox.get();
   topts.counter = options_.peer->counter.get();
+  topts.shaper = options_.peer->shaper;  // link emulation, if any
   auto session = std::make_unique<Session>();
   session->ring_generation = lease.ring_generation();
   session->fence = lease.fence();
@@ -65,7 +70,9 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   session->collective =
       std::make_unique<RingCollective>(session->transport.get(), copts);
   session->reducer = std::make_unique<BucketAllReducer>(
-      session->collective.get(), plan_, options_.host_grads);
+      session->collective.get(), plan_, options_.host_grads,
+      options_.compression,
+      feedback_ == nullptr ? nullptr : feedback_->residual());
   session->next_op = kBroadcastOp + 1;
   RingCollective* collective = session->collective.get();
   {

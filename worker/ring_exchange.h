@@ -51,6 +51,10 @@ struct RingExchangeOptions {
   float* host_grads = nullptr;
   // Deadline of one collective (a bucket or the broadcast).
   absl::Duration collective_timeout = absl::Seconds(30);
+  // Gradient compression of the bucket all-reduces (the weight broadcast
+  // stays fp32); lossy encodings with feedback keep a residual here that
+  // outlives ring generations.
+  GradientCompression compression;
 };
 
 class RingExchange {
@@ -124,6 +128,7 @@ class RingExchange {
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
   StateCopy copies_[kStateCopies];
+  std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
 };
 
 }  // namespace ferry

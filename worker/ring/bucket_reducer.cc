@@ -36,7 +36,18 @@ absl::Status CheckPlan(const std::vector<Bucket>& plan,
 
 BucketAllReducer::BucketAllReducer(RingCollective* collective,
                                    std::vector<Bucket> plan, float* grads)
-    : collective_(collective), plan_(std::move(plan)), grads_(grads) {
+    : BucketAllReducer(collective, std::move(plan), grads,
+                       GradientCompression{}, nullptr) {}
+
+BucketAllReducer::BucketAllReducer(RingCollective* collective,
+                                   std::vector<Bucket> plan, float* grads,
+                                   GradientCompression compression,
+                                   float* residual)
+    : collective_(collective),
+      plan_(std::move(plan)),
+      grads_(grads),
+      compression_(compression),
+      residual_(compression.uses_feedback() ? residual : nullptr) {
   by_offset_.resize(plan_.size());
   for (size_t i = 0; i < plan_.size(); ++i) by_offset_[i] = i;
   std::stable_sort(
@@ -73,8 +84,9 @@ void BucketAllReducer::Run() {
     const int64_t op_id = first_op_id_ + static_cast<int64_t>(index);
     busy_ = true;
     mu_.Unlock();
-    absl::Status status =
-        collective_->AllReduceSum(op_id, grads_ + bucket.offset, bucket.length);
+    absl::Status status = collective_->AllReduceSumCompressed(
+        op_id, grads_ + bucket.offset, bucket.length, compression_,
+        residual_ == nullptr ? nullptr : residual_ + bucket.offset);
     mu_.Lock();
     busy_ = false;
     if (!status.ok() && first_error_.ok()) {

@@ -50,6 +50,13 @@ class BucketAllReducer {
   // invalid plan makes every Ready and Finish return INVALID_ARGUMENT.
   BucketAllReducer(RingCollective* collective, std::vector<Bucket> plan,
                    float* grads);
+  // With gradient compression: every bucket goes through
+  // RingCollective::AllReduceSumCompressed with the same `compression`;
+  // `residual` (nullable, not owned, total floats indexed like grads) is
+  // the error feedback, written by the background thread during a step.
+  BucketAllReducer(RingCollective* collective, std::vector<Bucket> plan,
+                   float* grads, GradientCompression compression,
+                   float* residual);
 
   // Stops the background thread: buckets queued but not started are dropped
   // (left unreduced); one being all-reduced is waited for (at most the
@@ -97,6 +104,8 @@ class BucketAllReducer {
   RingCollective* const collective_;
   const std::vector<Bucket> plan_;
   float* const grads_;
+  const GradientCompression compression_;
+  float* const residual_;  // null: no error feedback
   int64_t total_ = 0;
   absl::Status plan_status_;       // OK when plan_ is a valid partition
   std::vector<size_t> by_offset_;  // plan indices sorted by offset

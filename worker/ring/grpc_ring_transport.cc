@@ -35,6 +35,19 @@ grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head, const float* dat
   return grpc::ByteBuffer(slices, 2);
 }
 
+// The same for an opaque payload (a compressed gradient piece): `head`
+// carries encoded = true, `payload` is copied once into its own slice.
+grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
+                                   const std::string& payload) {
+  std::string prefix = head.SerializeAsString();
+  uint8_t data_head[11];
+  data_head[0] = 5 << 3 | kWireLength;  // field 5: data
+  const uint8_t* end = PutVarint(payload.size(), data_head + 1);
+  prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
+  const grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice(payload)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
 }  // namespace
 
 // The client side of one Exchange stream: queued messages, one write in
@@ -63,6 +76,10 @@ class GrpcRingTransport::Writer final
     // Counted when handed over, so a report right after a collective
     // includes all of it.
     options_.counter->AddSent(static_cast<int64_t>(message.Length()));
+    if (options_.shaper != nullptr) {
+      release_.push_back(options_.shaper->ReserveSend(
+          static_cast<int64_t>(message.Length()), absl::Now()));
+    }
     queue_.push_back(std::move(message));
     if (!writing_) StartNextLocked();
     return absl::OkStatus();
@@ -91,6 +108,7 @@ class GrpcRingTransport::Writer final
     writing_ = false;
     if (!ok) return;  // the stream failed; OnDone follows with the status
     queue_.pop_front();
+    if (!release_.empty()) release_.pop_front();
     if (!queue_.empty()) {
       StartNextLocked();
     } else if (closing_ && !closed_) {
@@ -112,7 +130,20 @@ class GrpcRingTransport::Writer final
 
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    writing_ = true;
+    writing_ = true;  // also while the message waits for the link
+    if (!release_.empty() && release_.front() > absl::Now()) {
+      // Link emulation: a hold keeps the call alive until the timer has
+      // started the write. Added while the summary read is pending.
+      AddHold();
+      options_.shaper->RunAt(release_.front(), [this] {
+        {
+          absl::MutexLock lock(&mu_);
+          StartNextLocked();
+        }
+        RemoveHold();
+      });
+      return;
+    }
     StartWrite(&queue_.front());
   }
 
@@ -123,6 +154,8 @@ class GrpcRingTransport::Writer final
   grpc::ByteBuffer summary_;
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  // Link emulation: when each queued message may go (empty without one).
+  std::deque<absl::Time> release_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -164,8 +197,7 @@ std::string GrpcRingTransport::PeerName(int rank) const {
                          m.peer_address);
 }
 
-absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
-                                     int64_t count) {
+v1::RingMessage GrpcRingTransport::StartMessage(const RingTag& tag) {
   v1::RingMessage message;
   if (writer_ == nullptr) {
     const int next = (rank() + 1) % size();
@@ -180,6 +212,12 @@ absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
   message.set_op_id(tag.op_id);
   message.set_stage(tag.stage);
   message.set_piece(tag.piece);
+  return message;
+}
+
+absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
+                                     int64_t count) {
+  v1::RingMessage message = StartMessage(tag);
   return writer_->Enqueue(EncodeRingMessage(message, data, count));
 }
 
@@ -209,6 +247,28 @@ absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
     for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
   }
   return absl::OkStatus();
+}
+
+absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
+                                          std::string payload) {
+  v1::RingMessage message = StartMessage(tag);
+  message.set_encoded(true);
+  return writer_->Enqueue(EncodeRingPayload(message, payload));
+}
+
+absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
+                                                         absl::Time deadline) {
+  absl::StatusOr<std::string> payload =
+      options_.mailbox->Take(options_.generation, tag, deadline);
+  if (!payload.ok()) {
+    const int prev = (rank() + size() - 1) % size();
+    return absl::Status(
+        payload.status().code(),
+        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
+                        tag.ToString(), PeerName(prev),
+                        payload.status().message()));
+  }
+  return payload;
 }
 
 void GrpcRingTransport::Abort() {

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/link_shaper.h"
+#include "ferry/v1/ring.pb.h"
 #include "worker/ps_client.h"
 #include "worker/ring/ring_mailbox.h"
 #include "worker/ring/ring_transport.h"
@@ -33,6 +35,9 @@ struct GrpcRingTransportOptions {
   std::vector<RingMemberAddress> ring;  // rank order
   RingMailbox* mailbox = nullptr;       // this worker's; not owned
   ByteCounter* counter = nullptr;       // bytes to/from peers; not owned
+  // Link emulation (not owned; null: none): each message waits for its send
+  // bucket, booked when Send() queues it, on the shaper's timer thread.
+  LinkShaper* shaper = nullptr;
   // Deadline of the Exchange stream (it spans the ring's lifetime; every
   // Recv has its own, much shorter deadline).
   absl::Duration stream_deadline = absl::Hours(24 * 7);
@@ -53,6 +58,9 @@ class GrpcRingTransport final : public RingTransport {
                     int64_t count) override;
   absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
                     absl::Time deadline) override;
+  absl::Status SendBytes(const RingTag& tag, std::string payload) override;
+  absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
+                                        absl::Time deadline) override;
   void Abort() override;
 
   class Writer;  // the Exchange stream's reactor; defined in the .cc
@@ -60,6 +68,9 @@ class GrpcRingTransport final : public RingTransport {
  private:
   explicit GrpcRingTransport(GrpcRingTransportOptions options);
   std::string PeerName(int rank) const;
+  // A message for `tag`; the first one of the stream (which also opens the
+  // writer to the next rank) carries the hello.
+  v1::RingMessage StartMessage(const RingTag& tag);
 
   const GrpcRingTransportOptions options_;
   std::unique_ptr<Writer> writer_;

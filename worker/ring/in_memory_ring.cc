@@ -23,20 +23,47 @@ class InMemoryRingHub::Endpoint : public RingTransport {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", rank_, ": Send with negative count ", count));
     }
+    if (count == 0) return SendBytes(tag, std::string());
+    return SendBytes(tag, std::string(reinterpret_cast<const char*>(data),
+                                      static_cast<size_t>(count) * 4));
+  }
+
+  absl::Status SendBytes(const RingTag& tag, std::string payload) override {
+    if (aborted_.load()) return Cancelled("Send", tag);
     if (silenced_.load()) return absl::OkStatus();  // dropped on the floor
-    std::vector<float> message(data, data + count);
+    const int64_t size = static_cast<int64_t>(payload.size());
     {
       absl::MutexLock lock(&out_->mu);
-      out_->mailbox[tag].push_back(std::move(message));
+      out_->mailbox[tag].push_back(std::move(payload));
     }
-    bytes_sent_.fetch_add(4 * count);
+    bytes_sent_.fetch_add(size);
     return absl::OkStatus();
   }
 
   absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
                     absl::Time deadline) override {
+    absl::StatusOr<std::string> payload = RecvBytes(tag, deadline);
+    if (!payload.ok()) return payload.status();
+    const std::string& message = *payload;
+    if (static_cast<int64_t>(message.size()) != 4 * count) {
+      return absl::DataLossError(absl::StrCat(
+          "rank ", rank_, ": message from rank ", prev(), " for ",
+          tag.ToString(), " holds ", message.size(), " bytes, expected ",
+          count, " floats"));
+    }
+    const float* values = reinterpret_cast<const float*>(message.data());
+    if (op == RecvOp::kCopy) {
+      std::copy(values, values + count, dst);
+    } else {
+      for (int64_t i = 0; i < count; ++i) dst[i] += values[i];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
+                                        absl::Time deadline) override {
     if (aborted_.load()) return Cancelled("Recv", tag);
-    std::vector<float> message;
+    std::string message;
     {
       absl::MutexLock lock(&in_->mu);
       auto arrived_or_aborted = [this, &tag]() {
@@ -55,19 +82,8 @@ class InMemoryRingHub::Endpoint : public RingTransport {
       it->second.pop_front();
       if (it->second.empty()) in_->mailbox.erase(it);
     }
-    const int64_t got = static_cast<int64_t>(message.size());
-    bytes_received_.fetch_add(4 * got);
-    if (got != count) {
-      return absl::DataLossError(absl::StrCat(
-          "rank ", rank_, ": message from rank ", prev(), " for ",
-          tag.ToString(), " holds ", got, " floats, expected ", count));
-    }
-    if (op == RecvOp::kCopy) {
-      std::copy(message.begin(), message.end(), dst);
-    } else {
-      for (int64_t i = 0; i < count; ++i) dst[i] += message[i];
-    }
-    return absl::OkStatus();
+    bytes_received_.fetch_add(static_cast<int64_t>(message.size()));
+    return message;
   }
 
   void Abort() override {

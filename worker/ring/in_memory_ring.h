@@ -6,8 +6,8 @@
 //
 // Fault hooks: Silence(rank) makes a rank stop answering (its later messages
 // are dropped), so that its neighbours' Recv run into their deadline.
-// Byte accounting: 4 bytes per float, per rank, for messages sent and for
-// messages received.
+// Byte accounting: payload bytes (4 per float; an opaque payload's size),
+// per rank, for messages sent and for messages received.
 #ifndef FERRY_WORKER_RING_IN_MEMORY_RING_H_
 #define FERRY_WORKER_RING_IN_MEMORY_RING_H_
 
@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -65,7 +66,7 @@ class InMemoryRingHub {
   // (which the contract does not expect) are delivered in Send order.
   struct Link {
     absl::Mutex mu;
-    std::map<RingTag, std::deque<std::vector<float>>> mailbox
+    std::map<RingTag, std::deque<std::string>> mailbox
         ABSL_GUARDED_BY(mu);
     bool receiver_aborted ABSL_GUARDED_BY(mu) = false;
   };

@@ -1,7 +1,11 @@
 #include "worker/ring/ring_collective.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -112,6 +116,144 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
       if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
           !s.ok()) {
         return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllReduceSumCompressed(
+    int64_t op_id, float* data, int64_t count,
+    const GradientCompression& compression, float* residual) {
+  if (!compression.compressed()) return AllReduceSum(op_id, data, count);
+  RETURN_IF_ERROR(CheckArgs("AllReduceSum", data, count));
+  if (absl::Status s = ValidateCompression(compression); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllReduceSum op ", op_id, ": ", s.message()));
+  }
+  if (size() == 1 || count == 0) return absl::OkStatus();
+  if (compression.encoding == GradientEncoding::kTopK) {
+    return AllGatherTopK(op_id, data, count, compression.topk_ratio, residual);
+  }
+  return AllReduceRounded(op_id, data, count, compression.encoding, residual);
+}
+
+absl::Status RingCollective::AllReduceRounded(int64_t op_id, float* data,
+                                              int64_t count,
+                                              GradientEncoding encoding,
+                                              float* residual) {
+  const int n = size();
+  const int r = rank();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const int last_stage = 2 * n - 3;
+  if (residual != nullptr) {
+    // Our own contribution, rounded with error feedback: every later
+    // encoding of our own values is then exact.
+    for (int64_t i = 0; i < count; ++i) {
+      const float v = data[i] + residual[i];
+      const float q = RoundTrip(encoding, v);
+      residual[i] = std::isfinite(q) ? v - q : 0.0f;
+      data[i] = q;
+    }
+  }
+  const auto send = [&](int stage, int64_t p, const float* ptr, int64_t len) {
+    std::string payload;
+    Encode(encoding, ptr, len, 0, &payload);
+    absl::Status s = transport_->SendBytes(
+        RingTag{op_id, stage, static_cast<int32_t>(p)}, std::move(payload));
+    return s.ok() ? s : WithContext(s, "AllReduceSum", op_id, stage, r, n);
+  };
+  const Range own = Segment(count, n, r);
+  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+    const Range piece = Piece(own, piece_elements, p);
+    RETURN_IF_ERROR(send(0, p, data + piece.begin, piece.size()));
+  }
+  for (int k = 0; k <= last_stage; ++k) {
+    const Range segment = Segment(count, n, r - k - 1);
+    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+      const Range piece = Piece(segment, piece_elements, p);
+      float* const ptr = data + piece.begin;
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      absl::StatusOr<std::string> payload =
+          transport_->RecvBytes(in_tag, deadline);
+      absl::Status s = payload.status();
+      if (s.ok()) {
+        s = Decode(encoding, *payload, piece.size(), ptr,
+                   k < n - 1 ? DecodeOp::kAdd : DecodeOp::kCopy);
+      }
+      if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k, r, n);
+      if (k == last_stage) continue;
+      if (k >= n - 1) {  // all-gather: forward the bytes as received
+        s = transport_->SendBytes(
+            RingTag{op_id, k + 1, static_cast<int32_t>(p)}, *std::move(payload));
+        if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        continue;
+      }
+      if (k == n - 2) {
+        // The segment's final sum: keep exactly what the others will get.
+        for (int64_t i = 0; i < piece.size(); ++i) {
+          ptr[i] = RoundTrip(encoding, ptr[i]);
+        }
+      }
+      RETURN_IF_ERROR(send(k + 1, p, ptr, piece.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
+                                           int64_t count, double ratio,
+                                           float* residual) {
+  const int n = size();
+  const int r = rank();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const Range all{0, count};
+  const int64_t pieces = NumPieces(count, piece_elements);
+  // sets[rank][piece]: that rank's encoded top-k of the piece.
+  std::vector<std::vector<std::string>> sets(n,
+                                             std::vector<std::string>(pieces));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const Range piece = Piece(all, piece_elements, p);
+    EncodeWithFeedback(GradientEncoding::kTopK, data + piece.begin,
+                       piece.size(), ratio,
+                       residual == nullptr ? nullptr : residual + piece.begin,
+                       &sets[r][p]);
+    if (absl::Status s = transport_->SendBytes(
+            RingTag{op_id, 0, static_cast<int32_t>(p)}, sets[r][p]);
+        !s.ok()) {
+      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+    }
+  }
+  for (int k = 0; k <= n - 2; ++k) {
+    const int from = ((r - k - 1) % n + n) % n;
+    for (int64_t p = 0; p < pieces; ++p) {
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      absl::StatusOr<std::string> payload =
+          transport_->RecvBytes(in_tag, deadline);
+      if (!payload.ok()) {
+        return WithContext(payload.status(), "AllReduceSum", op_id, k, r, n);
+      }
+      sets[from][p] = *std::move(payload);
+      if (k == n - 2) continue;
+      if (absl::Status s = transport_->SendBytes(
+              RingTag{op_id, k + 1, static_cast<int32_t>(p)}, sets[from][p]);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+      }
+    }
+  }
+  // The same sum, in the same order, on every rank.
+  for (int64_t p = 0; p < pieces; ++p) {
+    const Range piece = Piece(all, piece_elements, p);
+    float* const ptr = data + piece.begin;
+    std::fill(ptr, ptr + piece.size(), 0.0f);
+    for (int src = 0; src < n; ++src) {
+      if (absl::Status s = Decode(GradientEncoding::kTopK, sets[src][p],
+                                  piece.size(), ptr, DecodeOp::kAdd);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, n - 2, r, n);
       }
     }
   }

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/gradient_codec.h"
 #include "worker/ring/ring_transport.h"
 
 namespace ferry {
@@ -58,6 +59,30 @@ class RingCollective {
   // error the content of data is unspecified (partially reduced).
   absl::Status AllReduceSum(int64_t op_id, float* data, int64_t count);
 
+  // AllReduceSum with the gradients compressed on the wire (fp32:
+  // AllReduceSum itself). Every rank passes the same compression. Ends with
+  // bitwise identical data on every rank, approximately the sum:
+  //  fp16 / bf16: the schedule of AllReduceSum with every message encoded:
+  //    a receiver decodes and adds in fp32, the sum it sends on is rounded
+  //    again (error ~ N roundings); the final sum of a segment is rounded
+  //    once by its owner, which keeps the rounded value, and the encoded
+  //    bytes are forwarded unchanged in the all-gather. Bytes: half of fp32.
+  //  top-k: a sparse all-gather: each rank keeps the top-k of every piece of
+  //    its data, the (index, value) sets travel N-1 hops (stage k carries the
+  //    sets of rank r - k - 1, forwarded as received), and every rank sums
+  //    the N sets of a piece in rank order 0..N-1 into zeros. Each rank
+  //    sends (N-1) * 8k bytes per piece.
+  // With a non-null `residual` (count floats: this rank's error feedback)
+  // the rank's own contribution is data + residual, and the residual keeps
+  // what its own encoding dropped (fp16/bf16: the rounding of its own
+  // values; the rounding of partial sums on later hops is not fed back).
+  // Errors: as AllReduceSum, plus INVALID_ARGUMENT for an invalid
+  // compression and DATA_LOSS for a malformed encoded message.
+  absl::Status AllReduceSumCompressed(int64_t op_id, float* data,
+                                      int64_t count,
+                                      const GradientCompression& compression,
+                                      float* residual);
+
   // Copies root's data[0, count) to every rank along the chain root ->
   // root + 1 -> ... -> root - 1, piece by piece: each rank receives a piece
   // and forwards it at once unless its next rank is root. Stage of a message
@@ -71,6 +96,10 @@ class RingCollective {
  private:
   absl::Status CheckArgs(const char* what, const float* data,
                          int64_t count) const;
+  absl::Status AllReduceRounded(int64_t op_id, float* data, int64_t count,
+                                GradientEncoding encoding, float* residual);
+  absl::Status AllGatherTopK(int64_t op_id, float* data, int64_t count,
+                             double ratio, float* residual);
 
   RingTransport* const transport_;
   const Options options_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -35,13 +36,24 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
       Finish(grpc::Status::OK);
       return;
     }
-    service_->counter()->AddReceived(
-        static_cast<int64_t>(message_.ByteSizeLong()));
+    const int64_t size = static_cast<int64_t>(message_.ByteSizeLong());
+    service_->counter()->AddReceived(size);
     const absl::Status status = File();
     if (!status.ok()) {
       if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
       Finish(ToGrpcStatus(status));
       return;
+    }
+    if (LinkShaper* shaper = service_->shaper(); shaper != nullptr) {
+      // Link emulation: read on once this message passed the receive
+      // bucket; only a read's reaction finishes the call, so the reactor
+      // outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper->ReserveReceive(size, now);
+      if (release > now) {
+        shaper->RunAt(release, [this] { StartRead(&message_); });
+        return;
+      }
     }
     StartRead(&message_);
   }
@@ -76,7 +88,7 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
     } else if (message_.has_hello()) {
       return absl::InvalidArgumentError("ring hello repeated in a stream");
     }
-    if (message_.data().size() % sizeof(float) != 0) {
+    if (!message_.encoded() && message_.data().size() % sizeof(float) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "ring message of %d bytes is not a whole number of floats",
           message_.data().size()));
@@ -195,13 +207,14 @@ std::string AdvertisedPeerAddress(const std::string& listen,
 }
 
 absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
-    const std::string& listen_address) {
+    const std::string& listen_address, LinkShaper* shaper) {
   auto peer = std::make_unique<RingPeerServer>();
   peer->mailbox = std::make_unique<RingMailbox>();
   peer->publisher = std::make_unique<WeightsPublisher>();
   peer->counter = std::make_unique<ByteCounter>();
+  peer->shaper = shaper;
   peer->service = std::make_unique<RingPeerService>(
-      peer->mailbox.get(), peer->publisher.get(), peer->counter.get());
+      peer->mailbox.get(), peer->publisher.get(), peer->counter.get(), shaper);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/link_shaper.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/ps_client.h"
@@ -25,9 +26,14 @@ class RingPeerService final : public v1::RingPeer::CallbackService {
   // Pointers are not owned and must outlive the service. `job_id` may be set
   // later (set_job_id) once the worker knows its job; until then every
   // call is refused with UNAVAILABLE.
+  // `shaper` (may be null: none) delays the next read of an Exchange
+  // stream until the message read passed its receive bucket.
   RingPeerService(RingMailbox* mailbox, WeightsPublisher* publisher,
-                  ByteCounter* counter)
-      : mailbox_(mailbox), publisher_(publisher), counter_(counter) {}
+                  ByteCounter* counter, LinkShaper* shaper = nullptr)
+      : mailbox_(mailbox),
+        publisher_(publisher),
+        counter_(counter),
+        shaper_(shaper) {}
 
   void set_job_id(const std::string& job_id);
 
@@ -42,11 +48,13 @@ class RingPeerService final : public v1::RingPeer::CallbackService {
   RingMailbox* mailbox() const { return mailbox_; }
   WeightsPublisher* publisher() const { return publisher_; }
   ByteCounter* counter() const { return counter_; }
+  LinkShaper* shaper() const { return shaper_; }
 
  private:
   RingMailbox* const mailbox_;
   WeightsPublisher* const publisher_;
   ByteCounter* const counter_;
+  LinkShaper* const shaper_;
   mutable absl::Mutex mu_;
   std::string job_id_ ABSL_GUARDED_BY(mu_);
 };
@@ -59,12 +67,14 @@ struct RingPeerServer {
   std::unique_ptr<RingPeerService> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;  // the bound port
+  LinkShaper* shaper = nullptr;  // link emulation of this worker; not owned
 };
 
 // Starts a RingPeer server on `listen_address` (HOST:PORT, port 0 picks a
-// free one). UNAVAILABLE when the address cannot be bound.
+// free one), its Exchange streams shaped by `shaper` when set (not owned;
+// must outlive the server). UNAVAILABLE when the address cannot be bound.
 absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
-    const std::string& listen_address);
+    const std::string& listen_address, LinkShaper* shaper = nullptr);
 
 // The address other workers reach this worker's peer service at:
 // `advertise` (a HOST alone gets `port`), else the listen host (this

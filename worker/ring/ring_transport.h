@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 
@@ -70,6 +71,15 @@ class RingTransport {
   // is unchanged.
   virtual absl::Status Recv(const RingTag& tag, float* dst, int64_t count,
                             RecvOp op, absl::Time deadline) = 0;
+
+  // Opaque payloads (compressed gradient pieces, common/gradient_codec.h)
+  // travel the same links: SendBytes queues `payload` as Send does (same
+  // errors; count is the payload's size), RecvBytes waits for the payload
+  // of `tag` as Recv does (same errors, no size check: the caller decodes
+  // and validates it). A tag is sent either with Send or with SendBytes.
+  virtual absl::Status SendBytes(const RingTag& tag, std::string payload) = 0;
+  virtual absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
+                                                absl::Time deadline) = 0;
 
   // Makes every pending and later Send/Recv return CANCELLED (e.g. the
   // generation changed). Idempotent.
