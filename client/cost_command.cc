@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "client/cost_model.h"
+#include "common/link_shaper.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -39,9 +40,13 @@ absl::StatusOr<CostInput> ToInput(const CostFlags& f) {
   ASSIGN_OR_RETURN(const std::string spec, ResolveModel(f.model));
   ASSIGN_OR_RETURN(in.tensor_sizes, MlpTensorSizes(spec));
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(f.bandwidth));
-  ASSIGN_OR_RETURN(in.latency_seconds, ParseLatency(f.latency));
-  ASSIGN_OR_RETURN(in.compute_seconds, ParseLatency(f.compute));
-  ASSIGN_OR_RETURN(in.encoding, ParseWireEncoding(f.compression));
+  ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(f.latency));
+  in.latency_seconds = absl::ToDoubleSeconds(latency);
+  ASSIGN_OR_RETURN(const absl::Duration compute, ParseLatency(f.compute));
+  in.compute_seconds = absl::ToDoubleSeconds(compute);
+  ASSIGN_OR_RETURN(const absl::Duration overhead, ParseLatency(f.overhead));
+  in.overhead_seconds = absl::ToDoubleSeconds(overhead);
+  ASSIGN_OR_RETURN(in.compression, ParseCompression(f.compression, /*error_feedback=*/true));
   in.workers = f.workers;
   in.shards = f.shards;
   in.colocated = f.colocated;
@@ -67,7 +72,7 @@ absl::Status Run(const CostFlags& f) {
                           {"bandwidth_bytes_per_second", in.bandwidth_bytes_per_second},
                           {"latency_seconds", in.latency_seconds},
                           {"compute_seconds", in.compute_seconds},
-                          {"compression", WireEncodingName(in.encoding)},
+                          {"compression", CompressionName(in.compression)},
                           {"colocated", f.colocated},
                           {"ps", ToJson(ps)},
                           {"ring", ToJson(ring)},
@@ -83,13 +88,14 @@ absl::Status Run(const CostFlags& f) {
   int64_t busiest_shard = 0;
   for (const RoleBytes& s : ps.shards) busiest_shard = std::max(busiest_shard, s.received);
   std::printf("model %s: %lld parameters, %d workers, %d shards%s, link %s (%s), latency %s, "
-              "compute %s, compression %s\n\n",
+              "compute %s, overhead %s, compression %s\n\n",
               f.model.c_str(), static_cast<long long>(ps.params), f.workers, f.shards,
               f.colocated ? " (colocated)" : "", f.bandwidth.c_str(),
               in.bandwidth_bytes_per_second > 0
                   ? (Bytes(in.bandwidth_bytes_per_second) + "/s").c_str()
                   : "unlimited",
-              f.latency.c_str(), f.compute.c_str(), WireEncodingName(in.encoding).c_str());
+              f.latency.c_str(), f.compute.c_str(), f.overhead.c_str(),
+              CompressionName(in.compression).c_str());
   std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n", "mode", "sent/worker", "recv/worker",
               "recv/shard(max)", "comm", "exposed", "step", "bound by");
   for (const CostPrediction* p : {&ps, &ring}) {
@@ -136,6 +142,11 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   cmd.add_option("--latency", f.latency, "per message: 50us, 1ms, 0")->capture_default_str();
   cmd.add_option("--compute", f.compute,
                  "forward + backward time of one worker's step: 20ms, 0.3s, 0")
+      ->capture_default_str();
+  cmd.add_option("--overhead", f.overhead,
+                 "the stack's own per-step exchange cost with no link limit (control round trip, "
+                 "serialization; ferry bench compare measures it on loopback): PS adds it, ring "
+                 "overlaps it")
       ->capture_default_str();
   cmd.add_option("--compression", f.compression, "gradients on the wire: none, fp16, bf16, topk:R")
       ->capture_default_str();

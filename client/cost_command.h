@@ -16,6 +16,7 @@ struct CostFlags {
   std::string bandwidth = "10Gbit";
   std::string latency = "50us";
   std::string compute = "0";
+  std::string overhead = "0";
   std::string compression = "none";
   bool colocated = false;
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;

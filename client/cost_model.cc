@@ -39,7 +39,11 @@ int64_t PushHeaderMessage() {
 }
 int64_t PullRequestMessage() { return 2 * BytesField(kIdBytes) + IntField(kTypicalCounter); }
 int64_t PushResponseMessage() { return IntField(kTypicalCounter); }
-int64_t EncodingField(const WireEncoding& e) { return e.kind == WireEncoding::kFp32 ? 0 : 2; }
+// PushRequest.encoding (absent for fp32).
+int64_t EncodingField(const GradientCompression& c) { return c.compressed() ? 2 : 0; }
+int64_t Payload(const GradientCompression& c, int64_t n) {
+  return EncodedBytes(c.encoding, n, c.topk_ratio);
+}
 
 struct PsBytes {
   RoleBytes worker;
@@ -55,8 +59,8 @@ absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
   b.push_per_shard.assign(in.shards, PushHeaderMessage());
   b.pull_per_shard.assign(in.shards, 0);
   for (const Chunk& c : chunks) {
-    b.push_per_shard[c.shard] += IntField(c.id) + EncodingField(in.encoding) +
-                                 BytesField(EncodedPayloadBytes(in.encoding, c.length));
+    b.push_per_shard[c.shard] += IntField(c.id) + EncodingField(in.compression) +
+                                 BytesField(Payload(in.compression, c.length));
     b.pull_per_shard[c.shard] +=
         IntField(kTypicalCounter) + IntField(c.id) + BytesField(c.length * 4);
   }
@@ -84,7 +88,7 @@ RoleBytes SegmentBytes(const CostInput& in, int64_t n) {
   for (int64_t done = 0, piece = 0; done < n; done += in.piece_elements, ++piece) {
     const int64_t len = std::min(in.piece_elements, n - done);
     out.sent += IntField(kTypicalCounter) + /*stage*/ 2 + IntField(piece) +
-                EncodingField(in.encoding) + BytesField(EncodedPayloadBytes(in.encoding, len));
+                BytesField(Payload(in.compression, len));
     ++out.messages_sent;
   }
   return out;
@@ -98,6 +102,17 @@ std::vector<RoleBytes> RingAllReduceBytes(const CostInput& in, int64_t count) {
   const int w = in.workers;
   std::vector<RoleBytes> ranks(w);
   if (w == 1 || count == 0) return ranks;
+  if (in.compression.encoding == GradientEncoding::kTopK) {
+    // Sparse all-gather: every rank's top-k of every piece of the whole
+    // bucket travels W-1 hops; each rank sends W-1 sets.
+    const RoleBytes sets = SegmentBytes(in, count);
+    for (RoleBytes& r : ranks) {
+      r.sent = (w - 1) * sets.sent;
+      r.messages_sent = (w - 1) * sets.messages_sent;
+      r.received = r.sent;
+    }
+    return ranks;
+  }
   std::vector<RoleBytes> segments(w);
   RoleBytes twice;
   for (int s = 0; s < w; ++s) {
@@ -145,6 +160,7 @@ absl::Status Validate(const CostInput& in) {
     if (s < 0) return absl::InvalidArgumentError("a tensor size is negative");
   }
   if (in.bandwidth_bytes_per_second < 0 || in.latency_seconds < 0 || in.compute_seconds < 0 ||
+      in.overhead_seconds < 0 ||
       in.backward_fraction < 0 || in.backward_fraction > 1) {
     return absl::InvalidArgumentError(
         "bandwidth, latency and compute must be >= 0, backward_fraction in [0, 1]");
@@ -155,10 +171,7 @@ absl::Status Validate(const CostInput& in) {
   if (in.colocated && in.mode == CostMode::kPs && in.shards != in.workers) {
     return absl::InvalidArgumentError("colocated PS needs as many shards as workers");
   }
-  if (in.encoding.kind == WireEncoding::kTopK &&
-      !(in.encoding.topk_ratio > 0 && in.encoding.topk_ratio <= 1)) {
-    return absl::InvalidArgumentError("top-k ratio must be in (0, 1]");
-  }
+  RETURN_IF_ERROR(ValidateCompression(in.compression));
   return absl::OkStatus();
 }
 
@@ -208,9 +221,12 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
     link_free = std::max(link_free, ReadyTime(offsets[i], total, backward)) + Transfer(b, push_rate);
   }
   const double exposed_push = std::max(link_free, backward) + lat - backward;
-  p.exposed_comm_seconds = exposed_push + p.pull_seconds;
+  p.exposed_comm_seconds = exposed_push + p.pull_seconds + in.overhead_seconds;
+  p.comm_seconds += in.overhead_seconds;
   p.bottleneck = push_s > push_w ? "shard link" : "worker link";
-  if (2 * 3 * lat > std::max(push_w, push_s) + std::max(pull_w, pull_s)) p.bottleneck = "latency";
+  const double link = std::max(push_w, push_s) + std::max(pull_w, pull_s);
+  if (2 * 3 * lat > link) p.bottleneck = "latency";
+  if (in.overhead_seconds > std::max(link, 3 * lat)) p.bottleneck = "control/stack";
   return p;
 }
 
@@ -238,53 +254,22 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
     link_free = std::max(link_free, ReadyTime(bucket.offset, total, backward)) + t;
   }
   p.worker.received = p.worker.sent;
-  p.comm_seconds = p.allreduce_seconds;
-  p.exposed_comm_seconds = std::max(link_free, backward) - backward;
+  const double exposed = std::max(link_free, backward) - backward;
+  if (in.compression.compressed()) {
+    // Every hop decodes, adds and encodes before it forwards: that work
+    // is on the ring's critical path and adds to the transfer.
+    p.comm_seconds = p.allreduce_seconds + in.overhead_seconds;
+    p.exposed_comm_seconds = exposed + in.overhead_seconds;
+  } else {
+    p.comm_seconds = std::max(p.allreduce_seconds, in.overhead_seconds);
+    p.exposed_comm_seconds = std::max(exposed, in.overhead_seconds);
+  }
   p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part ? "worker link" : "latency";
+  if (in.overhead_seconds > p.allreduce_seconds) p.bottleneck = "stack";
   return p;
 }
 
 }  // namespace
-
-absl::StatusOr<WireEncoding> ParseWireEncoding(const std::string& text) {
-  WireEncoding e;
-  const std::string t = absl::AsciiStrToLower(text);
-  if (t == "none" || t == "fp32" || t.empty()) return e;
-  if (t == "fp16") return WireEncoding{WireEncoding::kFp16, 0};
-  if (t == "bf16") return WireEncoding{WireEncoding::kBf16, 0};
-  absl::string_view rest = t;
-  double ratio = 0;
-  if (absl::ConsumePrefix(&rest, "topk:") && absl::SimpleAtod(rest, &ratio) && ratio > 0 &&
-      ratio <= 1) {
-    return WireEncoding{WireEncoding::kTopK, ratio};
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "compression '", text, "': expected none, fp16, bf16 or topk:R with 0 < R <= 1"));
-}
-
-std::string WireEncodingName(const WireEncoding& e) {
-  switch (e.kind) {
-    case WireEncoding::kFp32: return "none";
-    case WireEncoding::kFp16: return "fp16";
-    case WireEncoding::kBf16: return "bf16";
-    case WireEncoding::kTopK: return absl::StrCat("topk:", e.topk_ratio);
-  }
-  return "?";
-}
-
-int64_t EncodedPayloadBytes(const WireEncoding& e, int64_t n) {
-  switch (e.kind) {
-    case WireEncoding::kFp32: return 4 * n;
-    case WireEncoding::kFp16:
-    case WireEncoding::kBf16: return 2 * n;
-    case WireEncoding::kTopK: {
-      if (n == 0) return 0;
-      const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(e.topk_ratio * n)));
-      return 8 * std::min(k, n);  // uint32 index + fp32 value
-    }
-  }
-  return 4 * n;
-}
 
 absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
   RETURN_IF_ERROR(Validate(in));
@@ -298,6 +283,7 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
   }
   p.mode = in.mode;
   p.params = total;
+  p.overhead_seconds = in.overhead_seconds;
   p.step_seconds = in.compute_seconds + p.exposed_comm_seconds;
   return p;
 }
@@ -330,45 +316,6 @@ absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec) {
   for (const ModelPreset& p : ModelPresets()) absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
   return absl::InvalidArgumentError(absl::StrCat("model '", name_or_spec, "': expected a preset (",
                                                  names, ") or an MLP spec like 784-256-128-10"));
-}
-
-absl::StatusOr<double> ParseBandwidth(const std::string& text) {
-  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  if (t == "0" || t == "unlimited" || t == "none") return 0.0;
-  struct Unit {
-    const char* suffix;
-    double bytes_per_second;
-  };
-  // Longest suffixes first so "gb/s" is not read as "b/s".
-  static constexpr Unit kUnits[] = {
-      {"gbit/s", 1e9 / 8}, {"mbit/s", 1e6 / 8}, {"gbit", 1e9 / 8}, {"mbit", 1e6 / 8},
-      {"gbps", 1e9 / 8},   {"mbps", 1e6 / 8},   {"gb/s", 1e9},     {"mb/s", 1e6},
-      {"kb/s", 1e3}};
-  for (const Unit& u : kUnits) {
-    absl::string_view number = t;
-    double value = 0;
-    if (absl::ConsumeSuffix(&number, u.suffix) && absl::SimpleAtod(number, &value) && value > 0) {
-      return value * u.bytes_per_second;
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bandwidth '", text, "': expected e.g. 10Gbit, 800Mbit, 100Mbps, 2GB/s or 0 (unlimited)"));
-}
-
-absl::StatusOr<double> ParseLatency(const std::string& text) {
-  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  if (t == "0") return 0.0;
-  static constexpr std::pair<const char*, double> kUnits[] = {
-      {"us", 1e-6}, {"ms", 1e-3}, {"ns", 1e-9}, {"s", 1.0}};
-  for (const auto& [suffix, scale] : kUnits) {
-    absl::string_view number = t;
-    double value = 0;
-    if (absl::ConsumeSuffix(&number, suffix) && absl::SimpleAtod(number, &value) && value >= 0) {
-      return value * scale;
-    }
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("latency '", text, "': expected e.g. 50us, 0.5ms, 2ms or 0"));
 }
 
 absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {

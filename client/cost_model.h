@@ -27,23 +27,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/gradient_codec.h"
 
 namespace ferry {
 
 enum class CostMode { kPs, kRing };
-
-// Gradient encoding on the wire (pulled weights are always fp32).
-struct WireEncoding {
-  enum Kind { kFp32, kFp16, kBf16, kTopK } kind = kFp32;
-  double topk_ratio = 0.0;  // kTopK: fraction of elements kept, (0, 1]
-};
-
-// Parses "none"/"fp32", "fp16", "bf16", "topk:R" (0 < R <= 1).
-absl::StatusOr<WireEncoding> ParseWireEncoding(const std::string& text);
-std::string WireEncodingName(const WireEncoding& encoding);
-
-// Payload bytes of `n` gradient elements in one chunk/piece message.
-int64_t EncodedPayloadBytes(const WireEncoding& encoding, int64_t n);
 
 struct CostInput {
   CostMode mode = CostMode::kPs;
@@ -55,10 +43,20 @@ struct CostInput {
   double latency_seconds = 0;
   double compute_seconds = 0;   // forward + backward of one step
   double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
+  // The stack's own cost of a step's exchange with no link limit (what
+  // loopback measures: serialization, copies, gRPC, control RPCs; `ferry
+  // bench compare` calibrates it from an unlimited run). PS adds it: the
+  // control round trip between push and pull (report, FinalizeStep, the
+  // pull's answer) cannot overlap the transfer. Ring overlaps it with the
+  // transfer: communication takes max(link time, overhead); with
+  // compression it adds (every hop decodes and encodes before forwarding).
+  double overhead_seconds = 0;
   int64_t max_chunk_elements = 256 * 1024;        // PS chunks
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // ring buckets
   int64_t piece_elements = 256 * 1024;            // ring messages
-  WireEncoding encoding;
+  // Gradients on the wire (common/gradient_codec.h); pulled weights are
+  // always fp32. Ring top-k is a sparse all-gather (ring_collective.h).
+  GradientCompression compression;
 };
 
 // Payload bytes per step of one process, both directions.
@@ -76,6 +74,7 @@ struct CostPrediction {
   double comm_seconds = 0;         // all communication of the step
   double exposed_comm_seconds = 0; // the part not hidden behind backward
   double step_seconds = 0;         // compute + exposed communication
+  double overhead_seconds = 0;     // CostInput::overhead_seconds, included
   // Phase detail (PS: push, pull; ring: all buckets) and what bounds it.
   double push_seconds = 0, pull_seconds = 0, allreduce_seconds = 0;
   std::string bottleneck;  // "worker link", "shard link", "latency", ...
@@ -100,11 +99,6 @@ struct ModelPreset {
 const std::vector<ModelPreset>& ModelPresets();
 // A preset name or an MLP spec -> the MLP spec. INVALID_ARGUMENT otherwise.
 absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec);
-
-// Parses "10Gbit", "1.5Gbit", "800Mbit", "100Mbps", "2GB/s", "512MB/s",
-// "0"/"unlimited" (0) into bytes/s; "50us", "1ms", "0.2ms", "0" into seconds.
-absl::StatusOr<double> ParseBandwidth(const std::string& text);
-absl::StatusOr<double> ParseLatency(const std::string& text);
 
 // Crossovers with everything else in `input` held fixed; -1 when none in
 // the searched range.

@@ -1,14 +1,21 @@
 // ferry: run a local cluster, inspect a running job.
 //   ferry local --mode ps --workers 2 --shards 2 --epochs 12
 //   ferry status --coordinator HOST:PORT
+//   ferry bench compare --quick --out out/compare
+//   ferry cost --model resnet50 --workers 8 --shards 4 --bandwidth 10Gbit
 #include <cstdio>
+#include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "client/bench_compare.h"
 #include "client/chaos_plan.h"
+#include "client/cost_command.h"
 #include "client/local_cluster.h"
 #include "client/status_view.h"
 #include "common/cli_flags.h"
+#include "common/link_shaper.h"
 #include "common/shutdown_signal.h"
+#include "common/training_metrics.h"
 
 namespace {
 
@@ -65,6 +72,14 @@ int main(int argc, char** argv) {
   local->add_option("--seed", seed, "seed of init and sampling")->capture_default_str();
   local->add_option("--max-steps", max_steps, "stop after this many steps (0: no limit)");
   int64_t bucket_elements = 0, digest_every = 0;
+  std::string compression = "none";
+  bool error_feedback = true;
+  local->add_option("--compression", compression,
+                    "gradients on the wire: none, fp16, bf16 or topk:R (R = fraction kept)")
+      ->capture_default_str();
+  local->add_option("--error-feedback", error_feedback,
+                    "lossy compression: add what the wire dropped to the next step")
+      ->capture_default_str();
   local->add_option("--bucket-elements", bucket_elements,
                     "ring: gradient bucket size in floats (0: 25 MiB, like DDP)");
   local->add_option("--digest-every", digest_every,
@@ -120,6 +135,36 @@ int main(int argc, char** argv) {
                         "seconds between a worker's heartbeats (default: the coordinator's)")
           ->check(CLI::PositiveNumber);
   ferry::AddOptimizerFlags(*local, opt);
+  // Training curves, written by the coordinator (a restarted one appends to
+  // the JSONL and starts a new event file).
+  std::string metrics_jsonl, tensorboard_dir;
+  local->add_option("--metrics-jsonl", metrics_jsonl,
+                    "append training curves here: one JSON object per committed step and per "
+                    "evaluation (the directory must exist)");
+  local->add_option("--tensorboard-dir", tensorboard_dir,
+                    "write training curves as TensorBoard event files here (created if "
+                    "missing; one directory per run to overlay runs)");
+  // Link emulation, passed to every worker and shard (restarted ones too).
+  std::string link_bandwidth, link_latency;
+  local->add_option("--link-bandwidth", link_bandwidth,
+                    "emulate a link of this rate per direction in every worker and shard, "
+                    "e.g. 1Gbit, 10Gbit, 25Gbit (bits/s) or 1.5GB/s (bytes/s); empty: "
+                    "unlimited");
+  local->add_option("--link-latency", link_latency,
+                    "one-way latency added to every message a worker or shard sends, e.g. "
+                    "50us, 1ms; empty: none");
+
+  CLI::App* cost = app.add_subcommand(
+      "cost", "predict bytes and step time of PS vs ring all-reduce (cost model)");
+  ferry::CostFlags cost_flags;
+  ferry::AddCostFlags(*cost, cost_flags);
+
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks on local clusters");
+  bench->require_subcommand(1);
+  CLI::App* compare = bench->add_subcommand(
+      "compare", "sweep PS vs ring jobs, measure bytes and step times against the cost model");
+  ferry::BenchCompareFlags compare_flags;
+  ferry::AddBenchCompareFlags(*compare, compare_flags);
 
   CLI::App* status = app.add_subcommand("status", "show a running job");
   std::string coordinator;
@@ -130,6 +175,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*status) return ferry::ShowStatus(coordinator, json);
+  if (*cost) return ferry::RunCost(cost_flags);
+  if (*compare) return ferry::RunBenchCompare(compare_flags);
   if (auto config = opt.ToConfig(); !config.ok()) {
     std::fprintf(stderr, "ferry local: %s\n", std::string(config.status().message()).c_str());
     return 2;
@@ -140,12 +187,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.chaos = *std::move(plan);
+  if (auto link = ferry::ParseLinkLimit(link_bandwidth, link_latency); !link.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(link.status().message()).c_str());
+    return 2;
+  }
+  if (!link_bandwidth.empty()) o.link_args.insert(o.link_args.end(), {"--link-bandwidth", link_bandwidth});
+  if (!link_latency.empty()) o.link_args.insert(o.link_args.end(), {"--link-latency", link_latency});
   o.epochs = epochs;
   o.global_batch = batch;
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed, o.consistency, quorum,
                        max_steps, opt);
   o.job_args.insert(o.job_args.end(), {"--bucket-elements", std::to_string(bucket_elements),
                                        "--digest-every", std::to_string(digest_every)});
+  o.job_args.insert(o.job_args.end(), {"--compression", compression, "--error-feedback",
+                                       error_feedback ? "true" : "false"});
   o.job_args.insert(o.job_args.end(), {"--min-workers", std::to_string(min_workers)});
   if (checkpoint_every_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(), {"--checkpoint-every", std::to_string(checkpoint_every)});
@@ -156,6 +211,22 @@ int main(int argc, char** argv) {
   if (heartbeat_interval_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(),
                       {"--heartbeat-interval", std::to_string(heartbeat_interval)});
+  }
+  if (!metrics_jsonl.empty() || !tensorboard_dir.empty()) {
+    // Checked here (the coordinator would refuse to start, and be restarted)
+    // and made absolute (its working directory is not ours to rely on).
+    if (auto ok = ferry::CheckMetricsPaths(metrics_jsonl, tensorboard_dir); !ok.ok()) {
+      std::fprintf(stderr, "ferry local: %s\n", std::string(ok.message()).c_str());
+      return 2;
+    }
+    if (!metrics_jsonl.empty()) {
+      o.job_args.insert(o.job_args.end(),
+                        {"--metrics-jsonl", std::filesystem::absolute(metrics_jsonl).string()});
+    }
+    if (!tensorboard_dir.empty()) {
+      o.job_args.insert(o.job_args.end(), {"--tensorboard-dir",
+                                           std::filesystem::absolute(tensorboard_dir).string()});
+    }
   }
   return ferry::RunLocalCluster(o);
 }

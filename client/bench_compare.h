@@ -1,0 +1,61 @@
+// `ferry bench compare`: runs a sweep of `ferry local` jobs (model, mode,
+// workers, shards, consistency, compression, emulated link), measures each
+// over its steady-state steps, sets the cost model's prediction beside it
+// and writes results.json, results.csv, results.md and plots to --out.
+//
+// Every run is a real job of separate processes on loopback with synthetic
+// data (the model's shape, a seeded random dataset), so compute is real
+// and the bytes are the ones the processes counted.
+#ifndef FERRY_CLIENT_BENCH_COMPARE_H_
+#define FERRY_CLIENT_BENCH_COMPARE_H_
+
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "client/bench_results.h"
+
+namespace ferry {
+
+struct BenchCompareFlags {
+  std::vector<std::string> models = {"fashion-mlp"};
+  std::vector<std::string> modes = {"ps", "ring"};
+  std::vector<int> workers = {2};
+  std::vector<int> shards = {1, 2};
+  std::vector<std::string> consistency = {"sync"};
+  std::vector<std::string> compression = {"none"};
+  std::vector<std::string> bandwidths = {"1Gbit"};
+  std::vector<std::string> latencies = {"50us"};
+  int batch = 64;
+  int warmup_steps = 3;
+  int steps = 20;
+  bool quick = false;
+  std::string out_dir;
+  std::string plot_script;   // default: bench/plot_compare.py of the source tree
+  double run_timeout_s = 600;
+};
+
+// Adds the subcommand's flags to `cmd`.
+void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& flags);
+
+// The sweep as a list of runs: every combination, ring runs once per
+// worker count (no shards, sync only), invalid combinations skipped.
+// INVALID_ARGUMENT for an unknown model, mode, compression or link text.
+absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(const BenchCompareFlags& flags);
+
+// The sweep with, before each run on an emulated link, its loopback
+// baseline (the same run without link limits) unless the sweep has it
+// already: the baseline's exposed communication calibrates the cost
+// model's overhead term (CostInput::overhead_seconds) for that run.
+std::vector<BenchConfig> WithBaselines(const std::vector<BenchConfig>& sweep);
+bool IsBaseline(const BenchConfig& config);
+BenchConfig BaselineOf(const BenchConfig& config);
+
+// Runs the sweep; returns the exit code (0 all runs measured, 1 some run
+// failed: the others are still reported, 2 bad flags).
+int RunBenchCompare(const BenchCompareFlags& flags);
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_BENCH_COMPARE_H_

@@ -1,0 +1,179 @@
+#include "client/bench_compare.h"
+
+#include <set>
+
+#include "client/bench_results.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BenchCompareTest, SweepCrossesEveryAxisAndRingHasNoShards) {
+  BenchCompareFlags f;
+  f.models = {"fashion-mlp", "10-5-2"};
+  f.modes = {"ps", "ring"};
+  f.workers = {2, 3};
+  f.shards = {1, 2, 4};
+  f.consistency = {"sync", "async"};
+  f.compression = {"none", "fp16"};
+  f.bandwidths = {"1Gbit"};
+  f.latencies = {"0", "50us"};
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  // Per model: PS 2 W x 3 S x 2 consistency x 2 compression x 2 latency,
+  // ring 2 W x 2 compression x 2 latency.
+  EXPECT_EQ(sweep->size(), 2u * (48 + 8));
+  int ring = 0;
+  for (const BenchConfig& c : *sweep) {
+    if (c.mode == "ring") {
+      ++ring;
+      EXPECT_EQ(c.shards, 0);
+      EXPECT_EQ(c.consistency, "sync");
+    }
+  }
+  EXPECT_EQ(ring, 16);
+  EXPECT_EQ((*sweep)[0].mlp_spec, "784-256-128-10");
+}
+
+TEST(BenchCompareTest, QuickCoversBothModes) {
+  BenchCompareFlags f;
+  f.quick = true;
+  f.models = {"bert-base"};  // overridden
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok());
+  bool ps = false, ring = false;
+  for (const BenchConfig& c : *sweep) {
+    ps |= c.mode == "ps";
+    ring |= c.mode == "ring";
+    EXPECT_EQ(c.model, "fashion-mlp");
+  }
+  EXPECT_TRUE(ps && ring);
+}
+
+TEST(BenchCompareTest, EveryEmulatedRunGetsItsLoopbackBaselineFirst) {
+  BenchCompareFlags f;
+  f.modes = {"ps", "ring"};
+  f.shards = {2};
+  f.bandwidths = {"1Gbit", "0", "10Gbit"};
+  f.latencies = {"0"};
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok());
+  ASSERT_EQ(sweep->size(), 6u);
+  const std::vector<BenchConfig> runs = WithBaselines(*sweep);
+  // The sweep's own "0" runs serve as baselines; none is run twice.
+  ASSERT_EQ(runs.size(), 6u);
+  std::set<std::string> seen;
+  for (const BenchConfig& c : runs) {
+    EXPECT_TRUE(seen.insert(c.Name()).second) << c.Name();
+    if (!IsBaseline(c)) EXPECT_TRUE(seen.count(BaselineOf(c).Name())) << c.Name();
+  }
+  f.bandwidths = {"1Gbit"};
+  f.latencies = {"50us"};
+  EXPECT_EQ(WithBaselines(*ExpandSweep(f)).size(), 4u);  // 2 runs + 2 baselines
+}
+
+TEST(BenchCompareTest, BadAxesAreRejected) {
+  BenchCompareFlags f;
+  f.modes = {"allreduce"};
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()), HasSubstr("allreduce"));
+  f = {};
+  f.compression = {"zip"};
+  EXPECT_FALSE(ExpandSweep(f).ok());
+  f = {};
+  f.bandwidths = {"fast"};
+  EXPECT_FALSE(ExpandSweep(f).ok());
+  f = {};
+  f.models = {"resnet-9000"};
+  EXPECT_FALSE(ExpandSweep(f).ok());
+}
+
+nlohmann::json Line(int step, double elapsed, double sent, double received, double compute,
+                    double comm) {
+  return {{"step", step},
+          {"elapsed_seconds", elapsed},
+          {"data_bytes", {{"sent", sent}, {"received", received}}},
+          {"control_bytes", {{"sent", 10 * step}, {"received", 20 * step}}},
+          {"compute_seconds", compute},
+          {"comm_seconds", comm},
+          {"peer_bytes",
+           {{"ps0", {{"sent", 100.0 * step}, {"received", 0}}},
+            {"ps1", {{"sent", 300.0 * step}, {"received", 0}}}}},
+          {"shard_requests", {{"ps0", 4 * step}, {"ps1", 4 * step}}}};
+}
+
+TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
+  // Step 1 carries a one-off (the first pull); the window starts at step 3.
+  std::vector<nlohmann::json> lines = {Line(1, 5.0, 1e9, 1e9, 0, 0)};
+  for (int step = 3; step <= 13; ++step) {
+    lines.push_back(Line(step, 0.5 * step, 2000.0 * step, 1000.0 * step, 0.1, 0.05));
+  }
+  lines.push_back({{"step", 13}, {"test_accuracy", 0.5}});  // an eval line
+  const nlohmann::json summary = {{"test_accuracy", 0.75}, {"final_loss", 0.5}};
+  auto m = MeasureRun(lines, summary, /*workers=*/2, /*warmup_steps=*/3);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->steps, 10);
+  EXPECT_DOUBLE_EQ(m->step_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(m->bytes_sent_per_worker, 1000.0);
+  EXPECT_DOUBLE_EQ(m->bytes_received_per_worker, 500.0);
+  EXPECT_DOUBLE_EQ(m->compute_seconds, 0.1);
+  EXPECT_DOUBLE_EQ(m->comm_seconds, 0.05);
+  EXPECT_DOUBLE_EQ(m->control_bytes_per_worker, 15.0);
+  ASSERT_EQ(m->shard_bytes.size(), 2u);
+  EXPECT_DOUBLE_EQ(m->shard_bytes[0], 100.0);
+  EXPECT_DOUBLE_EQ(m->shard_bytes[1], 300.0);  // a hot shard shows
+  EXPECT_DOUBLE_EQ(m->shard_requests[1], 4.0);
+  EXPECT_DOUBLE_EQ(m->test_accuracy, 0.75);
+
+  auto short_run = MeasureRun({Line(3, 1, 1, 1, 1, 1)}, summary, 2, 3);
+  EXPECT_THAT(std::string(short_run.status().message()), HasSubstr("too short"));
+}
+
+TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
+  BenchConfig c;
+  c.model = "fashion-mlp";
+  c.mlp_spec = "784-256-128-10";
+  c.mode = "ps";
+  c.shards = 1;
+  c.bandwidth = "1Gbit";
+  c.latency = "50us";
+  BenchMeasurement m;
+  m.steps = 10;
+  m.bytes_sent_per_worker = 1000;
+  m.bytes_received_per_worker = 1000;
+  m.step_seconds = 0.02;
+  m.compute_seconds = 0.005;
+  m.comm_seconds = 0.01;
+  CostPrediction p;
+  p.params = 100;
+  p.worker.sent = 1000;
+  p.worker.received = 1010;  // 0.5% off: fine
+  p.step_seconds = 0.0195;
+  p.exposed_comm_seconds = 0.0098;
+  nlohmann::json r = RunRecord(c, m, p);
+  EXPECT_TRUE(r["notes"].empty()) << r["notes"].dump();
+  EXPECT_NEAR(r["bytes_error"].get<double>(), 2000.0 / 2010 - 1, 1e-12);
+  for (const char* key :
+       {"mode", "workers", "shards", "model_params", "bytes_per_step_per_worker_measured",
+        "bytes_per_step_per_worker_predicted", "step_seconds_measured", "step_seconds_predicted"}) {
+    EXPECT_TRUE(r.contains(key)) << key;
+  }
+  p.worker.received = 1500;  // bytes 13% off, time 50% off
+  p.step_seconds = 0.01;
+  r = RunRecord(c, m, p);
+  ASSERT_EQ(r["notes"].size(), 2u);
+  EXPECT_THAT(r["notes"][0].get<std::string>(), HasSubstr("bytes off"));
+  EXPECT_THAT(r["notes"][1].get<std::string>(), HasSubstr("time off"));
+
+  const std::string csv = ResultsCsv({r});
+  EXPECT_THAT(csv, HasSubstr("bytes_per_step_per_worker_measured"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2);
+  const std::string md = ResultsMarkdown({r});
+  EXPECT_THAT(md, HasSubstr("| ps | fashion-mlp |"));
+  EXPECT_THAT(md, HasSubstr("Where measurement and model differ"));
+}
+
+}  // namespace
+}  // namespace ferry
