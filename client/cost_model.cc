@@ -227,6 +227,7 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   const double link = std::max(push_w, push_s) + std::max(pull_w, pull_s);
   if (2 * 3 * lat > link) p.bottleneck = "latency";
   if (in.overhead_seconds > std::max(link, 3 * lat)) p.bottleneck = "control/stack";
+  if (in.colocated && p.bottleneck != "latency") p.bottleneck = "host link";
   return p;
 }
 

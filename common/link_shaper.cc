@@ -220,18 +220,18 @@ LinkShaper::LinkShaper(LinkLimit limit, int64_t burst_bytes)
 LinkShaper::~LinkShaper() = default;
 
 absl::Time LinkShaper::Reserve(Direction& d, int64_t bytes, absl::Time now,
-                               absl::Time earliest, absl::Time floor,
+                               absl::Time queued, absl::Time fresh,
                                absl::Duration latency) {
-  absl::Time release = floor;
+  absl::Time release = fresh;
   if (limit_.bytes_per_second > 0) {
-    // A message that may start within the tolerance after the link's last
-    // one continues that transmission (a late wake-up of a busy stream
-    // costs no rate); after a longer gap the link was idle and starts
+    // A message queued no later than the tolerance after the link's last
+    // one continues that transmission (a late wake-up or a slow write of a
+    // busy stream costs no rate); otherwise the link was idle and starts
     // afresh, so an idle link gives no head start.
-    const absl::Time start =
-        earliest <= d.free + tolerance_ ? d.free : earliest;
+    const bool continuing = queued <= d.free + tolerance_;
+    const absl::Time start = continuing ? d.free : fresh;
     d.free = start + Transmission(bytes);
-    release = std::max(floor, d.free);
+    release = std::max(continuing ? queued : fresh, d.free);
   }
   release = std::max(now, release + latency);
   d.bytes += bytes;
@@ -242,13 +242,16 @@ absl::Time LinkShaper::Reserve(Direction& d, int64_t bytes, absl::Time now,
 absl::Time LinkShaper::ReserveSend(int64_t bytes, absl::Time now,
                                    absl::Time ready) {
   absl::MutexLock lock(&mu_);
-  ready = std::clamp(ready, now - limit_.latency, now);
-  return Reserve(send_, bytes, now, ready, ready, limit_.latency);
+  const absl::Time queued =
+      std::clamp(ready, now - limit_.latency - tolerance_, now);
+  const absl::Time fresh = std::clamp(ready, now - limit_.latency, now);
+  return Reserve(send_, bytes, now, queued, fresh, limit_.latency);
 }
 
 absl::Time LinkShaper::ReserveReceive(int64_t bytes, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  return Reserve(receive_, bytes, now, now - Transmission(bytes), now,
+  const absl::Time first_byte = now - Transmission(bytes);
+  return Reserve(receive_, bytes, now, first_byte, first_byte,
                  absl::ZeroDuration());
 }
 

@@ -107,10 +107,13 @@ class LinkShaper {
 
   // When a message of `bytes` bytes that is ready at `ready` may be handed
   // to gRPC, `now` being the current time (the result is never before
-  // `now`). `ready` is clamped to [now - latency, now]: a stream that writes
-  // one message at a time may pass the time the message was queued, so that
-  // holding the previous message for its latency does not delay this one's
-  // serialization. With rate 0 only the latency applies.
+  // `now`). A stream that writes one message at a time passes the time the
+  // message was queued: clamped to [now - latency, now] it starts the
+  // serialization on an idle link (holding the previous message for its
+  // latency does not delay this one's), and clamped to [now - latency -
+  // tau, now] it decides whether the message continues a busy link's
+  // transmission (a write that completed late costs no rate). With rate 0
+  // only the latency applies.
   absl::Time ReserveSend(int64_t bytes, absl::Time now, absl::Time ready);
   absl::Time ReserveSend(int64_t bytes, absl::Time now) {
     return ReserveSend(bytes, now, now);
@@ -137,10 +140,11 @@ class LinkShaper {
     int64_t bytes = 0;
     absl::Duration delay;
   };
-  // `earliest`: when serialization may start; `floor`: the release is
-  // never before it.
+  // `queued`: when the message was ready (decides whether it continues the
+  // link's last transmission); `fresh`: when its serialization starts if
+  // the link was idle.
   absl::Time Reserve(Direction& d, int64_t bytes, absl::Time now,
-                     absl::Time earliest, absl::Time floor,
+                     absl::Time queued, absl::Time fresh,
                      absl::Duration latency)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
