@@ -190,6 +190,10 @@ class Coordinator {
     absl::Time formed = absl::Now();
     double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
     int64_t correct = 0, reported_samples = 0, reports = 0;
+    // Each reporter's cumulative counts as of its report of this step:
+    // a worker may already have reported the next step by the time this
+    // one commits, so its latest counts would run ahead.
+    std::map<std::string, std::pair<v1::ByteCounts, v1::ByteCounts>> reported_bytes;
   };
   struct Waiter {
     v1::NextTaskRequest request;
@@ -274,11 +278,13 @@ class Coordinator {
 
   // Training curves (coordinator_metrics.cc): points are queued under the
   // lock and written by FlushMetrics() after it, in queue order.
-  void AddStepReport(OpenStep& step, const v1::StepReport& done);
+  void AddStepReport(OpenStep& step, const std::string& worker_id, const v1::StepReport& done);
   void QueueStepMetrics(const OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueAsyncMetrics(const v1::StepReport& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueEvalMetrics(const v1::EvalPoint& point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillCommon(StepMetrics& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `step`: the committed step (its reporters' counts as of their reports);
+  // null: every worker's latest counts.
+  void FillCommon(StepMetrics& m, const OpenStep* step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushMetrics() ABSL_LOCKS_EXCLUDED(mu_, metrics_mu_);
 
   void FinalizerLoop();

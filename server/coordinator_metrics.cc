@@ -8,20 +8,23 @@
 
 namespace ferry {
 
-void Coordinator::AddStepReport(OpenStep& step, const v1::StepReport& done) {
+void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
+                                const v1::StepReport& done) {
   step.loss_sum += done.loss_sum();
   step.correct += done.correct();
   step.reported_samples += done.num_samples();
   step.compute_seconds += done.compute_seconds();
   step.comm_seconds += done.comm_seconds();
   ++step.reports;
+  step.reported_bytes[worker_id] = {done.bytes(), done.peer_bytes()};
 }
 
-void Coordinator::FillCommon(StepMetrics& m) {
+void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
   m.time = absl::Now();
   m.elapsed_seconds = absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ring_mode() ? "ring" : "ps";
-  // Every worker's latest cumulative counts, those that left included.
+  // Cumulative counts of every worker, those that left included: for the
+  // step's reporters as of their report of it, for the others the latest.
   std::set<std::string> counted;
   auto add = [&](const std::string& id, const v1::ByteCounts& bytes, const v1::ByteCounts& peers) {
     if (bytes.sent().empty() && bytes.received().empty()) return;
@@ -38,6 +41,9 @@ void Coordinator::FillCommon(StepMetrics& m) {
     for (const auto& [peer, n] : peers.received()) m.peers[peer].received += n;
     for (const auto& [peer, n] : peers.calls()) m.peers[peer].calls += n;
   };
+  if (step != nullptr) {
+    for (const auto& [id, counts] : step->reported_bytes) add(id, counts.first, counts.second);
+  }
   for (const auto& [id, member] : members_) add(id, member.bytes, member.peer_bytes);
   for (const auto& [id, bytes] : departed_bytes_) {
     const auto peers = departed_peer_bytes_.find(id);
@@ -52,7 +58,7 @@ void Coordinator::QueueStepMetrics(const OpenStep& step) {
   if (options_.metrics == nullptr) return;
   StepMetrics m;
   const std::optional<absl::Time> last = last_commit_time_;
-  FillCommon(m);
+  FillCommon(m, &step);
   // The first step after a pause (start, recovery) counts from its forming.
   m.step_seconds = absl::ToDoubleSeconds(m.time - std::max(last.value_or(start_), step.formed));
   m.step = step.step + 1;
@@ -76,7 +82,7 @@ void Coordinator::QueueStepMetrics(const OpenStep& step) {
 void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
   if (options_.metrics == nullptr) return;
   StepMetrics m;
-  FillCommon(m);
+  FillCommon(m, nullptr);
   m.step = tasks_applied_;
   m.epoch = queue_->epoch();
   m.samples = done.num_samples();

@@ -62,7 +62,7 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
     }
     if (!slot->pushed) {
       slot->pushed = true;
-      AddStepReport(step_it->second, done);
+      AddStepReport(step_it->second, member.id, done);
       if (done.has_weights_digest()) {
         OpenStep& step = step_it->second;
         if (!step.digest.has_value()) {
