@@ -4,6 +4,7 @@
 #include <deque>
 #include <utility>
 
+#include "google/protobuf/io/coded_stream.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -221,6 +222,23 @@ absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
   return writer_->Enqueue(EncodeRingMessage(message, data, count));
 }
 
+void GrpcRingTransport::CountReceived(const RingTag& tag, size_t payload_bytes,
+                                      bool encoded) {
+  // The wire size of the RingMessage that carried it (the hello, if any,
+  // was counted on arrival by the peer service).
+  v1::RingMessage header;
+  header.set_op_id(tag.op_id);
+  header.set_stage(tag.stage);
+  header.set_piece(tag.piece);
+  header.set_encoded(encoded);
+  const size_t data =
+      payload_bytes == 0
+          ? 0
+          : 1 + google::protobuf::io::CodedOutputStream::VarintSize64(payload_bytes) +
+                payload_bytes;
+  options_.counter->AddReceived(static_cast<int64_t>(header.ByteSizeLong() + data));
+}
+
 absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
                                      int64_t count, RecvOp op,
                                      absl::Time deadline) {
@@ -234,6 +252,7 @@ absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
                         tag.ToString(), PeerName(prev),
                         payload.status().message()));
   }
+  CountReceived(tag, payload->size(), /*encoded=*/false);
   if (static_cast<int64_t>(payload->size()) !=
       count * static_cast<int64_t>(sizeof(float))) {
     return absl::DataLossError(absl::StrFormat(
@@ -268,6 +287,7 @@ absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
                         tag.ToString(), PeerName(prev),
                         payload.status().message()));
   }
+  CountReceived(tag, payload->size(), /*encoded=*/true);
   return payload;
 }
 

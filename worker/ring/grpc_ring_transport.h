@@ -71,6 +71,8 @@ class GrpcRingTransport final : public RingTransport {
   // A message for `tag`; the first one of the stream (which also opens the
   // writer to the next rank) carries the hello.
   v1::RingMessage StartMessage(const RingTag& tag);
+  // Counts a message the collective took from the mailbox as received.
+  void CountReceived(const RingTag& tag, size_t payload_bytes, bool encoded);
 
   const GrpcRingTransportOptions options_;
   std::unique_ptr<Writer> writer_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "google/protobuf/io/coded_stream.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -36,10 +37,21 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
       Finish(grpc::Status::OK);
       return;
     }
+    // Only the hello is counted here; the rest of a filed message when the
+    // collective takes it (GrpcRingTransport), so that a report after a
+    // step does not count messages of the next step that arrived early.
     const int64_t size = static_cast<int64_t>(message_.ByteSizeLong());
-    service_->counter()->AddReceived(size);
+    const int64_t hello =
+        message_.has_hello()
+            ? static_cast<int64_t>(
+                  1 + google::protobuf::io::CodedOutputStream::VarintSize64(
+                          message_.hello().ByteSizeLong()) +
+                  message_.hello().ByteSizeLong())
+            : 0;
+    service_->counter()->AddReceived(hello);
     const absl::Status status = File();
     if (!status.ok()) {
+      service_->counter()->AddReceived(size - hello);  // never taken
       if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
       Finish(ToGrpcStatus(status));
       return;
