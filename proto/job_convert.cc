@@ -46,6 +46,22 @@ OptimizerConfig FromProto(const v1::OptimizerSpec& s) {
   return c;
 }
 
+v1::GradientCompression ToProto(const GradientCompression& c) {
+  v1::GradientCompression out;
+  out.set_encoding(static_cast<v1::GradientEncoding>(c.encoding));
+  out.set_topk_ratio(c.encoding == GradientEncoding::kTopK ? c.topk_ratio : 0);
+  out.set_error_feedback(c.error_feedback);
+  return out;
+}
+
+GradientCompression FromProto(const v1::GradientCompression& c) {
+  GradientCompression out;
+  out.encoding = static_cast<GradientEncoding>(c.encoding());
+  out.topk_ratio = c.topk_ratio();
+  out.error_feedback = c.error_feedback();
+  return out;
+}
+
 absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,
                               int* staleness) {
   *staleness = 0;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
 #include "common/parameter_layout.h"
 #include "ferry/v1/common.pb.h"
@@ -13,6 +14,11 @@ namespace ferry {
 
 v1::OptimizerSpec ToProto(const OptimizerConfig& config);
 OptimizerConfig FromProto(const v1::OptimizerSpec& spec);
+
+// JobSpec.compression; the enums share their numbers. An unset message is
+// fp32 (no compression).
+v1::GradientCompression ToProto(const GradientCompression& compression);
+GradientCompression FromProto(const v1::GradientCompression& compression);
 
 // "sync", "async", "ssp:K" (K >= 0). INVALID_ARGUMENT otherwise.
 absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,

@@ -68,10 +68,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
       return absl::InvalidArgumentError(
           absl::StrCat("--compression: ", c.status().message()));
     }
-    v1::GradientCompression* out = job.mutable_compression();
-    out->set_encoding(static_cast<v1::GradientEncoding>(c->encoding));
-    out->set_topk_ratio(c->encoding == GradientEncoding::kTopK ? c->topk_ratio : 0);
-    out->set_error_feedback(c->error_feedback);
+    *job.mutable_compression() = ToProto(*c);
   }
   for (const TensorSlot& t : model.layout().tensors()) {
     v1::TensorSpec* spec = job.add_tensors();

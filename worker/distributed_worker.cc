@@ -29,15 +29,6 @@
 namespace ferry {
 namespace {
 
-// The job's gradient compression (unset: fp32).
-GradientCompression CompressionFromJob(const v1::JobSpec& job) {
-  GradientCompression c;
-  c.encoding = static_cast<GradientEncoding>(job.compression().encoding());
-  c.topk_ratio = job.compression().topk_ratio();
-  c.error_feedback = job.compression().error_feedback();
-  return c;
-}
-
 constexpr int kMaxConsecutiveFailures = 10;
 constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
@@ -195,7 +186,7 @@ class Worker {
       ropts.tensor_sizes = model_->layout().TensorSizes();
       ropts.bucket_elements = job_.bucket_elements() > 0 ? job_.bucket_elements() : n;
       ropts.optimizer = FromProto(job_.optimizer());
-      ropts.compression = CompressionFromJob(job_);
+      ropts.compression = FromProto(job_.compression());
       ropts.params = params_.data();
       ropts.grads = grads_.data();
       ropts.host_grads =
@@ -222,7 +213,7 @@ class Worker {
                                                   : kDefaultMaxChunkElements));
     popts.rpc_timeout = options_.rpc_timeout;
     popts.retry = options_.retry;
-    popts.compression = CompressionFromJob(job_);
+    popts.compression = FromProto(job_.compression());
     popts.shaper = shaper_.get();
     ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
     Log(absl::StrFormat("%d parameters, %d train samples, device %s", n,
