@@ -233,6 +233,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     coord_argv.insert(coord_argv.end(), {"--shards", absl::StrJoin(shard_addresses, ",")});
   }
   coord_argv.insert(coord_argv.end(), o.job_args.begin(), o.job_args.end());
+  coord_argv.insert(coord_argv.end(), o.ops_args.begin(), o.ops_args.end());
 
   ProgressPrinter progress(stderr);
   const absl::Time launch = absl::Now();
@@ -241,9 +242,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.max_restarts = o.max_restarts;
   so.cluster_file = o.cluster_file;
   so.log_dir = log_dir;
+  so.ops_ports = true;
   so.worker_argv = {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
                     "--peer-listen", "127.0.0.1:0"};
   so.worker_argv.insert(so.worker_argv.end(), o.link_args.begin(), o.link_args.end());
+  so.worker_argv.insert(so.worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
@@ -254,6 +257,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
         coord, "--shard-id", std::to_string(i), "--checkpoint-dir",
         absl::StrCat(log_dir, "/ps", i)};
     ps_argv.insert(ps_argv.end(), o.link_args.begin(), o.link_args.end());
+    ps_argv.insert(ps_argv.end(), o.ops_args.begin(), o.ops_args.end());
     started = procs.StartServer({ProcessName::Role::kPs, i}, shard_addresses[i], ps_argv);
   }
   for (int i = 0; started.ok() && i < o.workers; ++i) started = procs.StartWorker();

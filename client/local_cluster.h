@@ -36,6 +36,8 @@ struct LocalClusterOptions {
   // Appended to every worker's and every shard's command line, those
   // started later (chaos joins, restarts) included: link emulation flags.
   std::vector<std::string> link_args;
+  // Logging and security flags given to every process (OpsFlags::ToArgs).
+  std::vector<std::string> ops_args;
   // Scripted churn, sorted by time (ParseChaosPlan); checked against the
   // cluster (ValidateChaosPlan) before anything starts.
   std::vector<ChaosEvent> chaos;

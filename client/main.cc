@@ -1,6 +1,7 @@
 // ferry: run a local cluster, inspect a running job.
 //   ferry local --mode ps --workers 2 --shards 2 --epochs 12
 //   ferry status --coordinator HOST:PORT
+//   ferry health --address HOST:PORT [--service liveness]
 //   ferry bench compare --quick --out out/compare
 //   ferry cost --model resnet50 --workers 8 --shards 4 --bandwidth 10Gbit
 #include <cstdio>
@@ -10,12 +11,15 @@
 #include "client/bench_compare.h"
 #include "client/chaos_plan.h"
 #include "client/cost_command.h"
+#include "client/health_command.h"
 #include "client/local_cluster.h"
 #include "client/status_view.h"
 #include "common/cli_flags.h"
 #include "common/link_shaper.h"
+#include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
 #include "common/training_metrics.h"
+#include "proto/rpc_security.h"
 
 namespace {
 
@@ -171,10 +175,27 @@ int main(int argc, char** argv) {
   bool json = false;
   status->add_option("--coordinator", coordinator, "coordinator HOST:PORT")->required();
   status->add_flag("--json", json, "print the raw status as JSON");
+  ferry::OpsFlags client_security;
+  ferry::AddClientSecurityFlags(*status, client_security);
+  ferry::OpsFlags local_ops;
+  ferry::AddPassThroughOpsFlags(*local, local_ops);
+
+  CLI::App* health = app.add_subcommand(
+      "health", "check a process's grpc.health.v1 status (exit 0 SERVING, 1 not, 2 no answer)");
+  ferry::HealthFlags health_flags;
+  ferry::AddHealthFlags(*health, health_flags);
+  ferry::AddClientSecurityFlags(*health, client_security);
   ferry::BindEnvironment(app);
   CLI11_PARSE(app, argc, argv);
 
+  if (*status || *health) {
+    if (absl::Status s = ferry::InstallRpcSecurity(client_security); !s.ok()) {
+      std::fprintf(stderr, "ferry: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   if (*status) return ferry::ShowStatus(coordinator, json);
+  if (*health) return ferry::RunHealth(health_flags);
   if (*cost) return ferry::RunCost(cost_flags);
   if (*compare) return ferry::RunBenchCompare(compare_flags);
   if (auto config = opt.ToConfig(); !config.ok()) {
@@ -191,6 +212,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry local: %s\n", std::string(link.status().message()).c_str());
     return 2;
   }
+  // The security flags go to every process, and ferry local's own status
+  // poller calls the coordinator with them too.
+  if (absl::Status s = ferry::InstallRpcSecurity(local_ops); !s.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  o.ops_args = local_ops.ToArgs();
   if (!link_bandwidth.empty()) o.link_args.insert(o.link_args.end(), {"--link-bandwidth", link_bandwidth});
   if (!link_latency.empty()) o.link_args.insert(o.link_args.end(), {"--link-latency", link_latency});
   o.epochs = epochs;

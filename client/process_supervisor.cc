@@ -66,7 +66,8 @@ absl::Status ProcessSupervisor::StartServer(const ProcessName& name, const std::
   p.address = address;
   p.argv = std::move(argv);
   p.log_path = absl::StrCat(options_.log_dir, "/", name.ToString(), ".log");
-  absl::Status status = Spawn(p);
+  absl::Status status = AddOpsPorts(p);
+  if (status.ok()) status = Spawn(p);
   if (status.ok()) procs_.push_back(std::move(p));
   WriteClusterFile();
   return status;
@@ -77,13 +78,27 @@ absl::Status ProcessSupervisor::StartWorker() {
   p.name = {ProcessName::Role::kWorker, workers_started_};
   p.argv = options_.worker_argv;
   p.log_path = absl::StrCat(options_.log_dir, "/", p.name.ToString(), ".log");
-  absl::Status status = Spawn(p);
+  absl::Status status = AddOpsPorts(p);
+  if (status.ok()) status = Spawn(p);
   if (status.ok()) {
     ++workers_started_;
     procs_.push_back(std::move(p));
   }
   WriteClusterFile();
   return status;
+}
+
+absl::Status ProcessSupervisor::AddOpsPorts(Proc& p) {
+  if (!options_.ops_ports) return absl::OkStatus();
+  absl::StatusOr<int> health = PickFreePort();
+  if (!health.ok()) return health.status();
+  absl::StatusOr<int> metrics = PickFreePort();
+  if (!metrics.ok()) return metrics.status();
+  p.health_address = absl::StrCat("127.0.0.1:", *health);
+  p.metrics_address = absl::StrCat("127.0.0.1:", *metrics);
+  p.argv.insert(p.argv.end(), {"--health-port", std::to_string(*health), "--metrics-port",
+                               std::to_string(*metrics)});
+  return absl::OkStatus();
 }
 
 ProcessSupervisor::Proc* ProcessSupervisor::Find(const ProcessName& name) {
@@ -263,6 +278,8 @@ nlohmann::json ProcessSupervisor::ClusterJson() const {
                                                                             : "worker"},
                     {"index", p.name.index},
                     {"address", p.address},
+                    {"health_address", p.health_address},
+                    {"metrics_address", p.metrics_address},
                     {"pid", p.child ? p.child->pid() : -1},
                     {"log", p.log_path},
                     {"status", StateName(p.state)},

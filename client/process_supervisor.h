@@ -6,13 +6,16 @@
 //
 // Cluster file: a JSON array, one object per process in start order:
 //   {"name": "ps1", "role": "ps", "index": 1, "address": "127.0.0.1:4567",
+//    "health_address": "127.0.0.1:4568", "metrics_address": "127.0.0.1:4569",
 //    "pid": 1234, "log": "/tmp/ferry-local-x/ps1.log",
 //    "status": "running", "exit_code": null, "restarts": 0}
 // status: "running", "stopped" (chaos stop), "restarting" (dead, to be
 // started again after --restart-delay), "exited" (ended on its own with
 // exit_code), "killed" (ended by a signal; exit_code = 128 + signal).
 // pid is the current incarnation's while running or stopped, else the last.
-// Workers have an empty address.
+// Workers have an empty address. health_address (plaintext grpc.health.v1)
+// and metrics_address (Prometheus, http://ADDRESS/metrics) are empty when
+// SupervisorOptions::ops_ports is off; a restart keeps the same ports.
 //
 // Thread safety: not thread-safe; use it from the thread that runs the job
 // (the children's death signal is tied to that thread, see child_process.h).
@@ -39,6 +42,9 @@ struct SupervisorOptions {
   std::string log_dir;        // <log_dir>/<name>.log for every process
   // Worker command line (joined workers get the same).
   std::vector<std::string> worker_argv;
+  // Give every process (workers included) its own --health-port and
+  // --metrics-port, picked free at its first start.
+  bool ops_ports = false;
   // Where progress and events are printed (one line each).
   std::function<void(const std::string&)> print;
 };
@@ -98,6 +104,8 @@ class ProcessSupervisor {
   struct Proc {
     ProcessName name;
     std::string address;
+    std::string health_address;
+    std::string metrics_address;
     std::vector<std::string> argv;
     std::string log_path;
     std::optional<ChildProcess> child;
@@ -110,6 +118,7 @@ class ProcessSupervisor {
   };
   static const char* StateName(State state);
 
+  absl::Status AddOpsPorts(Proc& p);
   absl::Status Spawn(Proc& p);
   Proc* Find(const ProcessName& name);
   void Print(absl::Time now, const std::string& text) const;

@@ -1,6 +1,7 @@
 #include "proto/rpc_util.h"
 
 #include <chrono>
+#include <cstdio>
 
 namespace ferry {
 
@@ -22,6 +23,11 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  return MakeChannel(address, ProcessRpcSecurity());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const RpcSecurityConfig& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -30,16 +36,45 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  if (security.tls() && !security.server_name.empty()) {
+    args.SetSslTargetNameOverride(security.server_name);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      MakeChannelCredentials(security);
+  if (security.token.empty()) {
+    return grpc::CreateCustomChannel(address, credentials, args);
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, credentials, args, MakeClientInterceptors(security));
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // A port another process (or server) holds is an error, not shared.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              5000);
+}
+
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port) {
+  AddServingPort(builder, address, port, ProcessRpcSecurity());
+}
+
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port,
+                    const RpcSecurityConfig& security) {
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      MakeServerCredentials(security);
+  if (credentials == nullptr) {
+    std::fprintf(stderr,
+                 "ferry: cannot serve %s over TLS without --tls-cert and "
+                 "--tls-key\n",
+                 address.c_str());
+    *port = 0;
+    return;
+  }
+  builder.AddListeningPort(address, credentials, port);
 }
 
 }  // namespace ferry

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/rpc_security.h"
 
 namespace ferry {
 
@@ -25,11 +26,28 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout);
 
 // A channel to `address` with ferry's options: raised message limits, no
 // compression, a dedicated subchannel (one connection per peer pair),
-// keepalive so dead peers are noticed.
+// keepalive so dead peers are noticed; and the process's security
+// (ProcessRpcSecurity(): TLS / mTLS credentials, the bearer token on every
+// call). With TLS, the host part of `address` must match a SAN of the
+// server's certificate.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// The same with an explicit security config instead of the process's
+// (tests, or a process that calls with other credentials than it serves).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const RpcSecurityConfig& security);
 
 // Applies ferry's server options (message limits, keepalive) to `builder`.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+
+// Adds a listening port for `address` with the process's server credentials
+// (TLS when InstallRpcSecurity turned it on, plaintext otherwise). `*port`
+// receives the bound port once the server is built (0 if binding failed).
+// With TLS on but no --tls-cert/--tls-key (a client-only config) no port is
+// added and `*port` stays 0: a server never falls back to plaintext.
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port);
+// The same with an explicit security config instead of the process's.
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port,
+                    const RpcSecurityConfig& security);
 
 }  // namespace ferry
 

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -90,16 +92,19 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
   {
     absl::MutexLock lock(&mu_);
     if (!request.job_id().empty() && request.job_id() != options_.job.job_id()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "this coordinator runs job '", options_.job.job_id(), "', not '",
-          request.job_id(), "'"));
+      return Metrics().Reject(MetricRole::kCoordinator, "register",
+                              absl::FailedPreconditionError(absl::StrCat(
+                                  "this coordinator runs job '", options_.job.job_id(),
+                                  "', not '", request.job_id(), "'")));
     }
     if (training_done_) {
       return absl::FailedPreconditionError("the job has finished training");
     }
     if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the job already has the maximum of ", options_.max_workers, " workers"));
+      return Metrics().Reject(MetricRole::kCoordinator, "register",
+                              absl::ResourceExhaustedError(absl::StrCat(
+                                  "the job already has the maximum of ",
+                                  options_.max_workers, " workers")));
     }
     Member member;
     member.join_seq = next_worker_seq_++;
@@ -137,6 +142,18 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const std::string& 
   return response;
 }
 
+CoordinatorGauges Coordinator::Gauges() const {
+  absl::MutexLock lock(&mu_);
+  CoordinatorGauges g;
+  g.members = static_cast<int64_t>(members_.size());
+  g.generation = generation_;
+  g.steps_applied =
+      options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : tasks_applied_;
+  g.last_state_write = last_state_write_;
+  g.own_bytes = own_bytes_;
+  return g;
+}
+
 absl::Status Coordinator::Leave(const std::string& worker_id) {
   std::vector<Reply> replies;
   {
@@ -164,8 +181,11 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
           "worker ", request.worker_id(), " is not a member (evicted or never registered)")));
     } else {
       it->second.last_heartbeat = absl::Now();
-      absl::Status recorded = request.has_done() ? RecordDone(it->second, request.done())
-                                                 : absl::OkStatus();
+      absl::Status recorded =
+          request.has_done()
+              ? Metrics().Reject(MetricRole::kCoordinator, "report",
+                                 RecordDone(it->second, request.done()))
+              : absl::OkStatus();
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
       } else if (request.report_only()) {
@@ -412,8 +432,7 @@ void Coordinator::EvaluatorLoop() {
     std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {
-      std::fprintf(stderr, "ferry coordinator: evaluation after step %lld failed: %s\n",
-                   static_cast<long long>(request.first), result.status().ToString().c_str());
+      LogError("evaluation failed", {{"step", request.first}, {"error", result.status()}});
     }
     if (result.ok()) {
       v1::EvalPoint point;

@@ -124,6 +124,17 @@ struct CoordinatorOptions {
   MetricsSink* metrics = nullptr;
 };
 
+// What /metrics shows of a coordinator (server/server_metrics.h).
+struct CoordinatorGauges {
+  int64_t members = 0;
+  int64_t generation = 0;
+  int64_t steps_applied = 0;  // sync: the shards' version; async: tasks applied
+  // The last successful write of the state to state_dir; nullopt without
+  // state_dir or before the first write.
+  std::optional<absl::Time> last_state_write;
+  v1::ByteCounts own_bytes;  // CountBytes() so far, by peer role
+};
+
 class Coordinator {
  public:
   using NextTaskCallback = std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
@@ -156,8 +167,11 @@ class Coordinator {
   const v1::JobSpec& job() const { return options_.job; }
   // Peer addresses of the members in rank (join) order.
   std::vector<std::string> PeerAddresses() const;
-  // Bytes the adapter counted for the coordinator's own traffic.
+  // Bytes the adapter counted for the coordinator's own traffic (also added
+  // to ferry_bytes_total{role="coordinator"}).
   void CountBytes(const std::string& role, int64_t sent, int64_t received);
+  // A consistent copy of the figures /metrics shows. Cheap (no proto).
+  CoordinatorGauges Gauges() const;
 
  private:
   struct Member {
@@ -349,6 +363,7 @@ class Coordinator {
   std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);
 
   // Training curves waiting for FlushMetrics(); metrics_mu_ keeps them in
   // order between the threads that flush.

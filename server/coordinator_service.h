@@ -1,5 +1,8 @@
 // gRPC adapter of the Coordinator core: translates protos and statuses, and
 // counts the bytes of every message it receives and sends. No logic.
+// Every method first checks the process's bearer token (proto/rpc_auth.h):
+// UNAUTHENTICATED "missing bearer token" / "wrong bearer token" when one is
+// configured and the call lacks it.
 #ifndef FERRY_SERVER_COORDINATOR_SERVICE_H_
 #define FERRY_SERVER_COORDINATOR_SERVICE_H_
 

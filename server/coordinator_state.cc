@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
 
@@ -92,8 +93,9 @@ void Coordinator::Persist() {
   const absl::Status written =
       WriteAtomically(StatePath(options_.state_dir), SaveState().SerializeAsString());
   if (!written.ok()) {
-    std::fprintf(stderr, "ferry coordinator: saving the state failed: %s\n",
-                 written.ToString().c_str());
+    LogError("saving the coordinator state failed", {{"error", written}});
+  } else {
+    last_state_write_ = absl::Now();  // ferry_checkpoint_age_seconds
   }
 }
 
@@ -192,11 +194,10 @@ absl::Status Coordinator::Resume() {
     return absl::DataLossError(absl::StrCat("cannot parse the coordinator state ", path));
   }
   RETURN_IF_ERROR(LoadState(state));
-  std::fprintf(stderr,
-               "ferry coordinator: resumed from %s: epoch %lld, %lld steps applied, "
-               "%zu members\n",
-               path.c_str(), static_cast<long long>(queue_->epoch()),
-               static_cast<long long>(steps_applied_), members_.size());
+  LogInfo("coordinator resumed", {{"path", path},
+                                  {"epoch", queue_->epoch()},
+                                  {"steps_applied", steps_applied_},
+                                  {"members", members_.size()}});
   Persist();
   return absl::OkStatus();
 }

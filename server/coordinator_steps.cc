@@ -6,13 +6,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/prometheus_metrics.h"
 #include "server/coordinator.h"
 
 namespace ferry {
 namespace {
 
 void Log(const std::string& line) {
-  std::fprintf(stderr, "ferry coordinator: %s\n", line.c_str());
+  LogInfo(line);
 }
 
 int64_t Samples(const std::vector<v1::DataTask>& tasks) {
@@ -83,8 +85,11 @@ absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done)
   for (const v1::DataTask& task : member.leases) {
     if (task.epoch() == queue_->epoch() && queue_->Applied(task.task_id()).ok()) {
       samples_applied_total_ += task.end() - task.begin();
+      Metrics().samples(MetricRole::kCoordinator)
+          .Increment(static_cast<double>(task.end() - task.begin()));
     }
   }
+  Metrics().steps(MetricRole::kCoordinator).Increment();
   member.leases.clear();
   if (!member.applied_any) {
     member.applied_any = true;
@@ -235,6 +240,10 @@ void Coordinator::ApplyStep(int64_t number) {
     }
   }
   QueueStepMetrics(step);
+  int64_t step_samples = 0;
+  for (const Slot& s : step.slots) step_samples += s.pushed ? s.samples : 0;
+  Metrics().steps(MetricRole::kCoordinator).Increment();
+  Metrics().samples(MetricRole::kCoordinator).Increment(static_cast<double>(step_samples));
   open_steps_.erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
@@ -256,10 +265,12 @@ void Coordinator::ResolveInDoubt(bool applied) {
       (void)queue_->Release(t.task_id());
     } else if (queue_->Applied(t.task_id()).ok()) {
       samples_applied_total_ += t.end() - t.begin();
+      Metrics().samples(MetricRole::kCoordinator).Increment(static_cast<double>(t.end() - t.begin()));
       log.push_back(t);
     }
   }
   if (applied) {
+    Metrics().steps(MetricRole::kCoordinator).Increment();
     steps_applied_ = number + 1;
     AddEvent("step_recovered", "", number, 0, "applied everywhere before the restart");
   } else {

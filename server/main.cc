@@ -1,9 +1,16 @@
 // ferry-server: runs a job's coordinator or one of its PS shards.
 //   ferry-server --role coordinator --listen 0.0.0.0:7070 --shards ps0:7071,ps1:7071 [job flags]
 //   ferry-server --role ps --listen 0.0.0.0:7071 --coordinator coord:7070 --shard-id 0
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
 #include "common/cli_flags.h"
+#include "common/log.h"
+#include "common/ops_flags.h"
+#include "proto/process_ops.h"
 #include "common/shutdown_signal.h"
 #include "server/server_main.h"
 
@@ -96,6 +103,11 @@ int main(int argc, char** argv) {
   const std::string ps = "PS shard";
   app.add_option("--coordinator", p.coordinator, "coordinator HOST:PORT")->group(ps);
   app.add_option("--shard-id", p.shard_id, "this shard's index")->capture_default_str()->group(ps);
+  bool shard_id_from_hostname = false;
+  app.add_flag("--shard-id-from-hostname", shard_id_from_hostname,
+               "take the shard index from the -N at the end of $HOSTNAME (a StatefulSet "
+               "pod such as ferry-ps-2); overrides --shard-id")
+      ->group(ps);
   app.add_option("--connect-timeout", p.connect_timeout_s,
                  "seconds to keep trying to reach the coordinator")->capture_default_str()
       ->group(ps);
@@ -112,8 +124,29 @@ int main(int argc, char** argv) {
                  "one-way latency added to every pull message sent (pipelined), e.g. "
                  "50us, 1ms; empty or 0: none")
       ->group(ps);
+  ferry::OpsFlags ops_flags;
+  ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
   CLI11_PARSE(app, argc, argv);
+
+  if (role == "ps" && shard_id_from_hostname) {
+    const char* env = std::getenv("HOSTNAME");
+    char name[256] = {};
+    if (env == nullptr || *env == '\0') gethostname(name, sizeof(name) - 1);
+    auto id = ferry::ShardIdFromHostname(env != nullptr && *env != '\0' ? env : name);
+    if (!id.ok()) {
+      std::fprintf(stderr, "ferry-server: %s\n", std::string(id.status().message()).c_str());
+      return 2;
+    }
+    p.shard_id = *id;
+  }
+  auto ops = ferry::ProcessOps::Start(
+      ops_flags, role == "coordinator" ? std::string("coordinator")
+                                       : "ps-" + std::to_string(p.shard_id));
+  if (!ops.ok()) {
+    std::fprintf(stderr, "ferry-server: %s\n", std::string(ops.status().message()).c_str());
+    return 2;
+  }
 
   if (role == "coordinator") {
     auto config = opt.ToConfig();
@@ -124,9 +157,9 @@ int main(int argc, char** argv) {
     c.optimizer = *config;
     if (!listen.empty()) c.listen = listen;
     c.port_file = port_file;
-    return ferry::RunCoordinator(c);
+    return ferry::RunCoordinator(c, **ops);
   }
   if (!listen.empty()) p.listen = listen;
   p.port_file = port_file;
-  return ferry::RunPsShard(p);
+  return ferry::RunPsShard(p, **ops);
 }

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -63,6 +65,10 @@ absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
     const PsShardState& state) {
   ASSIGN_OR_RETURN(std::string path,
                    store_->Write(ToCheckpoint(store_->identity(), state)));
+  {
+    absl::MutexLock lock(&time_mu_);
+    last_checkpoint_ = absl::Now();
+  }
   return PsCheckpointWritten{std::move(path), state.version};
 }
 
@@ -70,13 +76,13 @@ void PsCheckpointer::DeleteNewerLocked(int64_t version) {
   if (store_ == nullptr) return;
   absl::StatusOr<int> deleted = store_->DeleteNewerThan(version);
   if (!deleted.ok()) {
-    std::fprintf(stderr, "warning: shard %d: cannot delete checkpoints newer "
-                 "than version %lld: %s\n", shard_->config().shard_id,
-                 static_cast<long long>(version), deleted.status().ToString().c_str());
+    LogWarn("cannot delete checkpoints newer than the restored version",
+            {{"shard", shard_->config().shard_id}, {"version", version},
+             {"error", deleted.status()}});
   } else if (*deleted > 0) {
-    std::fprintf(stderr, "ferry-server: shard %d deleted %d checkpoint(s) newer "
-                 "than version %lld (abandoned by the rollback)\n",
-                 shard_->config().shard_id, *deleted, static_cast<long long>(version));
+    LogInfo("deleted checkpoints abandoned by the rollback",
+            {{"shard", shard_->config().shard_id}, {"deleted", *deleted},
+             {"newer_than_version", version}});
   }
 }
 
@@ -148,7 +154,16 @@ absl::StatusOr<std::optional<PsCheckpointWritten>> PsCheckpointer::Resume() {
     return absl::Status(restored.code(),
                         absl::StrCat(path, ": ", restored.message()));
   }
+  {
+    absl::MutexLock time_lock(&time_mu_);
+    last_checkpoint_ = absl::Now();
+  }
   return PsCheckpointWritten{std::move(path), version};
+}
+
+std::optional<absl::Time> PsCheckpointer::last_checkpoint_time() const {
+  absl::MutexLock lock(&time_mu_);
+  return last_checkpoint_;
 }
 
 absl::StatusOr<std::optional<PsCheckpointWritten>>

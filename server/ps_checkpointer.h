@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/checkpoint_io.h"
 #include "common/file_system.h"
 #include "server/ps_shard.h"
@@ -76,6 +77,11 @@ class PsCheckpointer {
   // (nullopt otherwise).
   absl::StatusOr<std::optional<PsCheckpointWritten>> CheckpointAndStop();
 
+  // When the shard's state was last durable: the last checkpoint written,
+  // or the one Resume() restored (the state equals it then). nullopt before
+  // either. Does not wait for a checkpoint in progress.
+  std::optional<absl::Time> last_checkpoint_time() const ABSL_LOCKS_EXCLUDED(time_mu_);
+
  private:
   absl::Status CheckJob(absl::string_view job_id) const;
   absl::StatusOr<PsCheckpointWritten> WriteLocked(const PsShardState& state)
@@ -86,6 +92,8 @@ class PsCheckpointer {
   const std::string dir_;
   absl::Mutex mu_;
   const std::unique_ptr<CheckpointStore> store_;  // null without a directory
+  mutable absl::Mutex time_mu_;
+  std::optional<absl::Time> last_checkpoint_ ABSL_GUARDED_BY(time_mu_);
 };
 
 // The identity of `shard`'s slice, as checkpoints record it.

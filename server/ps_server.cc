@@ -32,8 +32,7 @@ absl::StatusOr<PsServer> StartPsServer(PsShard* shard,
   result.service = std::make_unique<PsService>(shard, checkpointer, shaper);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),
-                           &result.port);
+  AddServingPort(builder, listen_address, &result.port);
   builder.RegisterService(result.service.get());
   result.server = builder.BuildAndStart();
   if (result.server == nullptr || result.port == 0) {

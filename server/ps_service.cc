@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
+#include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -310,11 +311,17 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerReadReactor<v1::PushRequest>* PsService::Push(
     grpc::CallbackServerContext* context, v1::PushResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectRead<v1::PushRequest>(auth);
+  }
   return new PushReactor(context, shard_, shaper_, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectWrite<grpc::ByteBuffer>(auth);
+  }
   return new PullReactor(shard_, shaper_, *request);
 }
 
@@ -322,6 +329,9 @@ grpc::ServerUnaryReactor* PsService::FinalizeStep(
     grpc::CallbackServerContext* context,
     const v1::FinalizeStepRequest* request,
     v1::FinalizeStepResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
   shard_->RecordBytes(kCoordinatorRole, 0,
                       static_cast<int64_t>(request->ByteSizeLong()));
   std::vector<PsContributor> contributors;
@@ -342,6 +352,9 @@ grpc::ServerUnaryReactor* PsService::FinalizeStep(
 grpc::ServerUnaryReactor* PsService::ShardInfo(
     grpc::CallbackServerContext* context,
     const v1::ShardInfoRequest* /*request*/, v1::ShardInfoResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
   const PsShardInfo info = shard_->Info();
   response->set_job_id(info.job_id);
   response->set_shard_id(info.shard_id);
@@ -363,6 +376,9 @@ grpc::ServerUnaryReactor* PsService::ShardInfo(
 grpc::ServerUnaryReactor* PsService::Checkpoint(
     grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
   shard_->RecordBytes(kCoordinatorRole, 0,
                       static_cast<int64_t>(request->ByteSizeLong()));
   absl::Status status = NoCheckpointDirectory();
@@ -385,6 +401,9 @@ grpc::ServerUnaryReactor* PsService::Checkpoint(
 grpc::ServerUnaryReactor* PsService::Restore(
     grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
     v1::RestoreResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
   shard_->RecordBytes(kCoordinatorRole, 0,
                       static_cast<int64_t>(request->ByteSizeLong()));
   absl::Status status = NoCheckpointDirectory();

@@ -23,6 +23,10 @@
 //  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
 //    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
 //    service has none.
+//  - Every method first checks the process's bearer token
+//    (proto/rpc_auth.h): UNAUTHENTICATED "missing bearer token" / "wrong
+//    bearer token" when one is configured and the call lacks it; nothing
+//    is read, counted or waited for then.
 //
 // Thread safety: gRPC calls the methods concurrently; the shard and the
 // checkpointer are thread-safe. They must outlive the service, and the

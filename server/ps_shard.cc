@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "common/cpu_backend.h"
+#include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -17,6 +18,10 @@ static_assert(std::endian::native == std::endian::little,
               "chunks travel as little-endian fp32 and are copied as is");
 
 namespace {
+absl::Status Rejected(absl::string_view op, absl::Status status) {
+  return Metrics().Reject(MetricRole::kPs, op, std::move(status));
+}
+
 absl::Status ShutDownError(int32_t shard_id) {
   return absl::UnavailableError(
       absl::StrFormat("shard %d is shutting down", shard_id));
@@ -81,7 +86,7 @@ PsShard::PsShard(PsShardConfig config, FlatRange range,
 absl::Status PsShard::RejectPush(absl::Status status) {
   absl::MutexLock lock(&mu_);
   ++rejected_pushes_;
-  return status;
+  return Rejected("push", std::move(status));
 }
 
 absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
@@ -147,10 +152,11 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
     absl::Status status = CheckHeaderLocked(header);
     if (!status.ok()) {
       ++rejected_pushes_;
-      return status;
+      return Rejected("push", std::move(status));
     }
     staging->rollbacks_ = rollbacks_;
   }
+  staging->begun_ = absl::Now();
   staging->header_ = header;
   // Every owned element is written by exactly one chunk before a commit, so
   // a recycled buffer needs no clearing.
@@ -250,7 +256,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     }
     if (!status.ok()) {
       ++rejected_pushes_;
-      return status;
+      return Rejected("push", std::move(status));
     }
     if (config_.consistency == PsConsistency::kSync) {
       pending_[h.worker_id] = Contribution{h.num_samples, std::move(grad)};
@@ -261,10 +267,13 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       last_step_[h.worker_id] = h.step;
       max_staleness_ = std::max(max_staleness_, staleness);
       sum_staleness_ += staleness;
+      Metrics().staleness_steps().Set(static_cast<double>(staleness));
+      Metrics().push_staleness_steps().Observe(static_cast<double>(staleness));
     }
     ++accepted_pushes_;
     version = version_;
   }
+  Metrics().push_seconds(MetricRole::kPs).Observe(SecondsSince(staging->begun_));
   for (auto& [callback, snapshot] : ready) callback(std::move(snapshot));
   return version;
 }
@@ -277,48 +286,48 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
   {
     absl::MutexLock lock(&mu_);
     if (job_id != config_.job_id) {
-      return absl::FailedPreconditionError(
+      return Rejected("finalize", absl::FailedPreconditionError(
           absl::StrFormat("finalize for job '%s', this shard serves job '%s'",
-                          job_id, config_.job_id));
+                          job_id, config_.job_id)));
     }
     if (config_.consistency != PsConsistency::kSync) {
-      return absl::FailedPreconditionError(
-          "FinalizeStep is for sync mode only; this shard is async");
+      return Rejected("finalize", absl::FailedPreconditionError(
+          "FinalizeStep is for sync mode only; this shard is async"));
     }
     if (updates_stopped_) return StoppedError();
     if (step < version_) return version_;  // already applied: idempotent
     if (step > version_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
+      return Rejected("finalize", absl::FailedPreconditionError(absl::StrFormat(
           "finalize of step %d: shard %d is at version %d (it may have "
           "restarted or been rolled back)",
-          step, config_.shard_id, version_));
+          step, config_.shard_id, version_)));
     }
     if (generation < max_generation_) {
-      return absl::AbortedError(absl::StrFormat(
+      return Rejected("finalize", absl::AbortedError(absl::StrFormat(
           "finalize of step %d has generation %d, older than generation %d",
-          step, generation, max_generation_));
+          step, generation, max_generation_)));
     }
     if (contributors.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("finalize of step %d names no contributor", step));
+      return Rejected("finalize", absl::InvalidArgumentError(
+          absl::StrFormat("finalize of step %d names no contributor", step)));
     }
     absl::flat_hash_set<absl::string_view> named;
     int64_t total_samples = 0;
     for (const PsContributor& c : contributors) {
       if (!named.insert(c.worker_id).second) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "finalize of step %d names worker %s twice", step, c.worker_id));
+        return Rejected("finalize", absl::InvalidArgumentError(absl::StrFormat(
+            "finalize of step %d names worker %s twice", step, c.worker_id)));
       }
       auto it = pending_.find(c.worker_id);
       if (it == pending_.end()) {
-        return absl::FailedPreconditionError(
+        return Rejected("finalize", absl::FailedPreconditionError(
             absl::StrFormat("worker %s has not pushed step %d to shard %d",
-                            c.worker_id, step, config_.shard_id));
+                            c.worker_id, step, config_.shard_id)));
       }
       if (c.num_samples != it->second.num_samples) {
-        return absl::InvalidArgumentError(absl::StrFormat(
+        return Rejected("finalize", absl::InvalidArgumentError(absl::StrFormat(
             "worker %s: finalize says %d samples, its push said %d",
-            c.worker_id, c.num_samples, it->second.num_samples));
+            c.worker_id, c.num_samples, it->second.num_samples)));
       }
       total_samples += c.num_samples;
     }
@@ -406,20 +415,27 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
   {
     absl::MutexLock lock(&mu_);
     if (job_id != config_.job_id) {
-      return absl::FailedPreconditionError(
+      return Rejected("pull", absl::FailedPreconditionError(
           absl::StrFormat("pull for job '%s', this shard serves job '%s'",
-                          job_id, config_.job_id));
+                          job_id, config_.job_id)));
     }
     if (shut_down_) {
       snapshot = ShutDownError(config_.shard_id);
     } else if (version_ < min_version) {
       const PullWaitId id = next_wait_id_++;
-      waiters_.emplace(id, Waiter{min_version, std::move(ready)});
+      // ferry_pull_seconds: how long the pull waited for its version.
+      ReadyCallback timed = [begun = absl::Now(), ready = std::move(ready)](
+                                absl::StatusOr<std::shared_ptr<const PsSnapshot>> s) {
+        if (s.ok()) Metrics().pull_seconds(MetricRole::kPs).Observe(SecondsSince(begun));
+        ready(std::move(s));
+      };
+      waiters_.emplace(id, Waiter{min_version, std::move(timed)});
       return id;
     } else {
       snapshot = SnapshotLocked();
     }
   }
+  if (snapshot.ok()) Metrics().pull_seconds(MetricRole::kPs).Observe(0);
   ready(std::move(snapshot));
   return kNoPullWait;
 }
@@ -445,6 +461,7 @@ void PsShard::Shutdown() {
 
 void PsShard::RecordBytes(absl::string_view role, int64_t sent,
                           int64_t received) {
+  Metrics().AddBytes(MetricRole::kPs, role, sent, received);
   absl::MutexLock lock(&bytes_mu_);
   const std::string key(role);
   if (sent != 0) bytes_sent_[key] += sent;

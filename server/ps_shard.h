@@ -37,6 +37,12 @@
 // older generations. StopUpdates() freezes the state for a final checkpoint
 // at shutdown.
 //
+// Metrics (common/prometheus_metrics.h, role "ps"): rejected pushes,
+// finalizes and pulls count in ferry_rejected_inputs_total{op}; committed
+// pushes observe ferry_push_seconds (BeginPush to commit) and, async,
+// ferry_staleness_steps; answered waits observe ferry_pull_seconds;
+// RecordBytes adds to ferry_bytes_total.
+//
 // Thread safety: every method may be called concurrently from any thread. A
 // PsPushStaging is used by one thread at a time.
 #ifndef FERRY_SERVER_PS_SHARD_H_
@@ -55,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/compute_backend.h"
 #include "common/gradient_codec.h"
@@ -138,6 +145,7 @@ class PsPushStaging {
   int64_t chunks_seen_ = 0;
   absl::Status error_;  // first error; once set, the push is rejected
   uint64_t rollbacks_ = 0;  // the shard's rollback count at BeginPush
+  absl::Time begun_;        // BeginPush, for ferry_push_seconds
 };
 
 using PullWaitId = uint64_t;

@@ -1,20 +1,20 @@
-#include <cstdio>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
 #include "common/gradient_codec.h"
+#include "common/log.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "common/training_metrics.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "proto/job_convert.h"
+#include "proto/process_ops.h"
 #include "proto/rpc_util.h"
 #include "server/coordinator_service.h"
 #include "server/grpc_shard_control.h"
 #include "server/ring_control.h"
+#include "server/server_metrics.h"
 #include "server/server_main.h"
 #include "worker/data_source.h"
 #include "worker/mlp.h"
@@ -27,7 +27,7 @@ namespace {
 constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "ferry-server (coordinator): %s\n", status.ToString().c_str());
+  LogError("cannot run the coordinator", {{"error", status}});
   return 1;
 }
 
@@ -92,7 +92,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
 
 }  // namespace
 
-int RunCoordinator(const CoordinatorFlags& f) {
+int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // Training curves: a path that cannot be written refuses the start.
   auto metrics = OpenMetricsSinks(f.metrics_jsonl, f.tensorboard_dir);
   if (!metrics.ok()) {
@@ -144,37 +144,45 @@ int RunCoordinator(const CoordinatorFlags& f) {
     ring->set_member_source([coordinator] { return coordinator->PeerAddresses(); });
   }
 
+  // Declared after the core, so destroyed before it.
+  std::unique_ptr<ScrapeHook> gauges = ExportCoordinatorGauges(core->get());
   CoordinatorService service(core->get());
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   int port = 0;
-  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
+  AddServingPort(builder, f.listen, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
   }
   if (absl::Status s = WritePortFile(f.port_file, port); !s.ok()) return Fail(s);
-  std::fprintf(stderr,
-               "ferry-server: coordinator of job %s listening on port %d (%s, %s, %s, "
-               "%d epochs of %lld samples, global batch %d)\n",
-               job->job_id().c_str(), port, ModeName(job->mode()).c_str(),
-               ConsistencyName(job->consistency(), job->staleness()).c_str(),
-               job->model().c_str(), job->epochs(),
-               static_cast<long long>(options.epoch_size), job->global_batch());
+  ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
+  ops.health().SetStarted();
+  LogInfo("coordinator listening",
+          {{"port", port},
+           {"job", job->job_id()},
+           {"mode", ModeName(job->mode())},
+           {"consistency", ConsistencyName(job->consistency(), job->staleness())},
+           {"model", job->model()},
+           {"epochs", job->epochs()},
+           {"epoch_samples", options.epoch_size},
+           {"global_batch", job->global_batch()},
+           {"health_port", ops.health_port()},
+           {"metrics_port", ops.metrics_port()}});
 
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
   // Graceful: NOT_SERVING for probes, save the state and answer parked
   // calls (UNAVAILABLE: workers retry against the restarted coordinator),
   // then drain in-flight calls for at most 2 s.
-  std::fprintf(stderr, "ferry-server: coordinator shutting down\n");
-  if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
+  const absl::Time start = absl::Now();
+  LogInfo("coordinator shutting down");
+  ops.health().SetDraining();
+  ops.health().Detach(server.get());
   (*core)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  std::fprintf(stderr, "ferry-server: coordinator stopped\n");
+  LogInfo("coordinator stopped", {{"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
   return 0;
 }
 

@@ -1,4 +1,4 @@
-#include <cstdio>
+#include <cctype>
 #include <fstream>
 #include <thread>
 
@@ -7,23 +7,26 @@
 #include "common/cpu_backend.h"
 #include "common/file_system.h"
 #include "common/link_shaper.h"
+#include "common/log.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "proto/job_convert.h"
+#include "proto/process_ops.h"
 #include "proto/rpc_util.h"
 #include "server/ps_checkpointer.h"
 #include "server/ps_server.h"
 #include "server/ps_shard.h"
 #include "server/server_main.h"
+#include "server/server_metrics.h"
 #include "worker/mlp.h"
 
 namespace ferry {
 namespace {
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "ferry-server (ps): %s\n", status.ToString().c_str());
+  LogError("cannot run the PS shard", {{"error", status}});
   return 1;
 }
 
@@ -75,26 +78,38 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_i
 
 }  // namespace
 
-int RunPsShard(const PsFlags& f) {
+absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {
+  size_t digits = 0;
+  while (digits < hostname.size() &&
+         std::isdigit(static_cast<unsigned char>(hostname[hostname.size() - 1 - digits]))) {
+    ++digits;
+  }
+  const size_t dash = hostname.size() - digits - 1;
+  if (digits == 0 || digits > 6 || hostname.size() < digits + 2 || hostname[dash] != '-') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard-id-from-hostname: hostname '", hostname,
+        "' does not end in -N (a StatefulSet pod name such as ferry-ps-2)"));
+  }
+  return std::stoi(hostname.substr(hostname.size() - digits));
+}
+
+int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   if (f.coordinator.empty()) {
-    std::fprintf(stderr, "ferry-server (ps): --coordinator HOST:PORT is required\n");
+    LogError("--coordinator HOST:PORT is required");
     return 2;
   }
   auto link = ParseLinkLimit(f.link_bandwidth, f.link_latency);
   if (!link.ok()) {
-    std::fprintf(stderr, "ferry-server (ps): %s\n",
-                 std::string(link.status().message()).c_str());
+    LogError(link.status().message());
     return 2;
   }
   // Declared before the server, which uses it, so that it outlives it.
   std::unique_ptr<LinkShaper> shaper;
   if (link->enabled()) {
     shaper = std::make_unique<LinkShaper>(*link);
-    std::fprintf(stderr,
-                 "ferry-server: PS shard %d link emulation: %s per direction, burst "
-                 "%lld bytes\n",
-                 f.shard_id, link->ToString().c_str(),
-                 static_cast<long long>(shaper->burst_bytes()));
+    LogInfo("link emulation", {{"shard", f.shard_id},
+                               {"per_direction", link->ToString()},
+                               {"burst_bytes", shaper->burst_bytes()}});
   }
   auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
   if (!job.ok()) return Fail(job.status());
@@ -108,44 +123,56 @@ int RunPsShard(const PsFlags& f) {
   auto resumed = checkpointer.Resume();
   if (!resumed.ok()) return Fail(resumed.status());
   if (resumed->has_value()) {
-    std::fprintf(stderr, "ferry-server: PS shard %d resumed from checkpoint v=%lld (%s)\n",
-                 f.shard_id, static_cast<long long>((*resumed)->version),
-                 (*resumed)->path.c_str());
+    LogInfo("resumed from checkpoint", {{"shard", f.shard_id},
+                                        {"version", (*resumed)->version},
+                                        {"path", (*resumed)->path}});
   } else if (checkpointer.has_directory()) {
     // Version 0 on disk too: a job rolled back to its start (a shard lost
     // before the first checkpoint) restores it like any other version.
     auto initial = checkpointer.Checkpoint(job->job_id(), 0);
     if (!initial.ok()) return Fail(initial.status());
   }
+  // Declared after the shard and checkpointer, so destroyed before them.
+  std::unique_ptr<ScrapeHook> gauges = ExportShardGauges(shard->get(), &checkpointer);
   auto server = StartPsServer(shard->get(), f.listen, &checkpointer, shaper.get());
   if (!server.ok()) return Fail(server.status());
   if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok()) return Fail(s);
-  std::fprintf(stderr,
-               "ferry-server: PS shard %d/%d of job %s listening on port %d (%zu parameters, "
-               "version %lld, checkpoints %s)\n",
-               f.shard_id, job->shard_addresses_size(), job->job_id().c_str(), server->port,
-               owned, static_cast<long long>((*shard)->version()),
-               f.checkpoint_dir.empty() ? "off" : f.checkpoint_dir.c_str());
+  ops.health().Attach(server->server.get(), {"ferry.v1.ParameterServer"});
+  ops.health().SetStarted();
+  ops.WatchPeer("coordinator", f.coordinator);
+  LogInfo("PS shard listening", {{"shard", f.shard_id},
+                                 {"shards", job->shard_addresses_size()},
+                                 {"job", job->job_id()},
+                                 {"port", server->port},
+                                 {"parameters", owned},
+                                 {"version", (*shard)->version()},
+                                 {"checkpoints", f.checkpoint_dir.empty() ? std::string("off")
+                                                                          : f.checkpoint_dir},
+                                 {"health_port", ops.health_port()},
+                                 {"metrics_port", ops.metrics_port()}});
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
-  // Graceful: freeze the state (later pushes and finalizes answer
-  // UNAVAILABLE, so nothing is applied after the checkpoint), write it, then
-  // stop serving with a short grace for the calls in flight.
+  // Graceful: NOT_SERVING for probes, freeze the state (later pushes and
+  // finalizes answer UNAVAILABLE, so nothing is applied after the
+  // checkpoint), write it, then stop serving with a short grace for the
+  // calls in flight.
   const absl::Time start = absl::Now();
-  std::fprintf(stderr, "ferry-server: PS shard %d shutting down\n", f.shard_id);
+  LogInfo("PS shard shutting down", {{"shard", f.shard_id}});
+  ops.health().SetDraining();
+  ops.health().Detach(server->server.get());
   int rc = 0;
   auto last = checkpointer.CheckpointAndStop();
   if (!last.ok()) {
-    std::fprintf(stderr, "ferry-server: PS shard %d: final checkpoint failed: %s\n", f.shard_id,
-                 last.status().ToString().c_str());
+    LogError("final checkpoint failed", {{"shard", f.shard_id}, {"error", last.status()}});
     rc = 1;
   } else if (last->has_value()) {
-    std::fprintf(stderr, "ferry-server: PS shard %d wrote checkpoint v=%lld (%s)\n", f.shard_id,
-                 static_cast<long long>((*last)->version), (*last)->path.c_str());
+    LogInfo("wrote checkpoint", {{"shard", f.shard_id},
+                                 {"version", (*last)->version},
+                                 {"path", (*last)->path}});
   }
   server->Shutdown(absl::Seconds(2));
-  std::fprintf(stderr, "ferry-server: PS shard %d stopped in %.2f s\n", f.shard_id,
-               absl::ToDoubleSeconds(absl::Now() - start));
+  LogInfo("PS shard stopped", {{"shard", f.shard_id},
+                               {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
   return rc;
 }
 

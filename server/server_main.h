@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/optimizer_config.h"
 
 namespace ferry {
+
+class ProcessOps;
 
 struct CoordinatorFlags {
   std::string listen = "0.0.0.0:7070";
@@ -63,10 +66,16 @@ struct PsFlags {
 // polling the file never reads half of it. No-op for an empty path.
 absl::Status WritePortFile(const std::string& path, int port);
 
+// The StatefulSet ordinal at the end of a pod's hostname: "ferry-ps-2" -> 2.
+// INVALID_ARGUMENT when the name does not end in -N.
+absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname);
+
 // Run until SIGINT/SIGTERM. Return the process exit code; errors are
-// printed to stderr. BlockShutdownSignals() must have been called.
-int RunCoordinator(const CoordinatorFlags& flags);
-int RunPsShard(const PsFlags& flags);
+// logged. BlockShutdownSignals() must have been called. `ops` (logging,
+// security, health, metrics) is already started; readiness turns SERVING
+// once the role serves and NOT_SERVING when it drains.
+int RunCoordinator(const CoordinatorFlags& flags, ProcessOps& ops);
+int RunPsShard(const PsFlags& flags, ProcessOps& ops);
 
 }  // namespace ferry
 

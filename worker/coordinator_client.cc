@@ -1,10 +1,12 @@
 #include "worker/coordinator_client.h"
 
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -143,22 +145,19 @@ void Heartbeater::Loop() {
       }
       if (listener) listener(response->fence());
       if (last_code != absl::StatusCode::kOk) {
-        std::fprintf(stderr, "ferry-worker: heartbeats accepted again\n");
+        LogInfo("heartbeats accepted again");
       }
       last_code = absl::StatusCode::kOk;
       continue;
     }
     if (absl::IsNotFound(response.status())) {
-      std::fprintf(stderr, "ferry-worker: evicted by the coordinator: %s\n",
-                   std::string(response.status().message()).c_str());
+      LogError("evicted by the coordinator", {{"error", response.status()}});
       absl::MutexLock lock(&mu_);
       evicted_ = true;
       return;
     }
     if (response.status().code() != last_code) {
-      std::fprintf(stderr,
-                   "ferry-worker: heartbeat failed (will keep trying): %s\n",
-                   response.status().ToString().c_str());
+      LogWarn("heartbeat failed (will keep trying)", {{"error", response.status()}});
     }
     last_code = response.status().code();
   }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/gradient_codec.h"
+#include "common/log.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "worker/batch_stager.h"
@@ -23,7 +24,9 @@
 #include "worker/mlp.h"
 #include "proto/job_convert.h"
 #include "worker/ring/ring_peer_service.h"
+#include "proto/health.h"
 #include "worker/ring_exchange.h"
+#include "worker/worker_metrics.h"
 #include "worker/lease_samples.h"
 
 namespace ferry {
@@ -33,9 +36,7 @@ constexpr int kMaxConsecutiveFailures = 10;
 constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
 
-void Log(const std::string& line) {
-  std::fprintf(stderr, "ferry-worker: %s\n", line.c_str());
-}
+void Log(const std::string& line) { LogInfo(line); }
 
 // Failures after which the worker gives the step up and asks for the next.
 bool IsStepRetriable(const absl::Status& s) {
@@ -58,6 +59,11 @@ void AddBytes(const std::string& role, const TransferBytes& bytes,
 class Worker {
  public:
   explicit Worker(const WorkerOptions& options) : options_(options) {}
+  ~Worker() {
+    if (options_.health != nullptr && peer_ != nullptr) {
+      options_.health->Detach(peer_->server.get());
+    }
+  }
 
   absl::StatusOr<WorkerSummary> Run() {
     const absl::Time start = absl::Now();
@@ -111,6 +117,9 @@ class Worker {
     }
     ASSIGN_OR_RETURN(peer_, StartRingPeerServer(options_.peer_listen_address,
                                                 shaper_.get()));
+    if (options_.health != nullptr) {
+      options_.health->Attach(peer_->server.get(), {"ferry.v1.RingPeer"});
+    }
     const std::string peer_address = AdvertisedPeerAddress(
         options_.peer_listen_address, options_.peer_advertise_address,
         peer_->port);
@@ -535,6 +544,7 @@ class Worker {
     }
     if (ring()) AddBytes(kRingPeerRole, ring_->bytes(), report.mutable_bytes());
     AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
+    step_metrics_.Record(batch, heartbeater_->generation(), report.bytes());
     if (summary_.steps % kLogEverySteps == 0) {
       Log(absl::StrFormat(
           "step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
@@ -568,6 +578,7 @@ class Worker {
   std::future<absl::Status> report_in_flight_;
   int64_t held_fence_ = 0;  // fence of the lease being trained (prefetching)
   WorkerSummary summary_;
+  WorkerStepMetrics step_metrics_;
 };
 
 }  // namespace

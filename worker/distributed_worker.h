@@ -34,6 +34,8 @@
 
 namespace ferry {
 
+class HealthState;
+
 struct WorkerOptions {
   std::string coordinator_address;  // HOST:PORT
   DeviceChoice device = DeviceChoice::kAuto;
@@ -63,6 +65,9 @@ struct WorkerOptions {
   // Link emulation of this worker's PS pushes and pulls and ring streams
   // (one LinkShaper for the process); the default is no limit.
   LinkLimit link;
+  // Not owned; when set, the ring peer server's grpc.health.v1 service
+  // follows it (ferry-worker passes its ProcessOps' state).
+  HealthState* health = nullptr;
 };
 
 struct WorkerSummary {

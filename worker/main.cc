@@ -11,7 +11,10 @@
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "common/cli_flags.h"
+#include "common/log.h"
+#include "common/ops_flags.h"
 #include "common/progress.h"
+#include "proto/process_ops.h"
 #include "worker/distributed_worker.h"
 #include "worker/standalone_trainer.h"
 
@@ -71,7 +74,8 @@ void InstallStopHandlers() {
 }
 
 int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
-                       double rpc_timeout_s, const std::string& summary_path) {
+                       double rpc_timeout_s, const std::string& summary_path,
+                       const ferry::OpsFlags& ops_flags) {
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
@@ -81,9 +85,20 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   options.rpc_timeout = absl::Seconds(rpc_timeout_s);
   options.stop_requested = &g_stop_requested;
   InstallStopHandlers();
+  auto ops = ferry::ProcessOps::Start(ops_flags, "worker");
+  if (!ops.ok()) {
+    std::cerr << "ferry-worker: " << ops.status().message() << "\n";
+    return 2;
+  }
+  // Ready while the coordinator answers; draining from the first SIGTERM.
+  (*ops)->health().SetStarted();
+  (*ops)->DrainWhen(&g_stop_requested);
+  (*ops)->WatchPeer("coordinator", options.coordinator_address);
+  options.health = &(*ops)->health();
   auto summary = ferry::RunDistributedWorker(options);
+  (*ops)->health().SetDraining();
   if (!summary.ok()) {
-    std::cerr << "ferry-worker: " << summary.status() << "\n";
+    ferry::LogError("worker failed", {{"error", summary.status()}});
     return 1;
   }
   std::printf("%s: %lld steps, %lld samples, compute %.1f s, comm %.1f s, %.1f s\n",
@@ -121,8 +136,8 @@ int main(int argc, char** argv) {
       "  --coordinator HOST:PORT join the job that coordinator runs: the model, data,\n"
       "                          optimizer, batch and seed come from the job, so only\n"
       "                          --device, --threads, --rpc-timeout, --peer-*,\n"
-      "                          --collective-timeout, --link-* and\n"
-      "                          --summary-json apply. SIGTERM/SIGINT finish the current\n"
+      "                          --collective-timeout, --link-*, --summary-json\n"
+      "                          and the Operations/Security flags apply. SIGTERM/SIGINT finish the current\n"
       "                          step and leave the job (exit 0); a second signal kills.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
       "Exit status: 0 done, 1 runtime error (incl. eviction), 2 bad usage.");
@@ -169,6 +184,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
+  ferry::OpsFlags ops_flags;
+  ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
   try {
     app.parse(argc, argv);
@@ -194,5 +211,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   worker_options.link = *link;
-  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path);
+  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path, ops_flags);
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/link_shaper.h"
+#include "common/prometheus_metrics.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/raw_wire.h"
@@ -122,6 +124,7 @@ class GrpcPushSession final : public PushSession {
         if (options_.compression.compressed()) {
           data = Compress(c, data);
         }
+        if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
         calls_[c.shard]->Enqueue(ChunkMessage(
             c.id, data, static_cast<int>(options_.compression.encoding)));
         data = grpc::Slice();
@@ -144,7 +147,7 @@ class GrpcPushSession final : public PushSession {
     for (auto& call : calls_) call->Close();
     // Round 0 is the streams opened in the constructor; later rounds resend
     // the kept messages to the shards that were UNAVAILABLE.
-    return RetryRounds(
+    const absl::Status status = RetryRounds(
         static_cast<int>(shards_.size()), options_.retry,
         [this](const std::vector<int>& shards, int round) {
           std::vector<absl::Status> statuses;
@@ -168,6 +171,11 @@ class GrpcPushSession final : public PushSession {
           }
           return statuses;
         });
+    if (status.ok()) {  // ferry_push_seconds: first chunk to the last answer
+      Metrics().push_seconds(MetricRole::kWorker)
+          .Observe(SecondsSince(first_chunk_.value_or(created_)));
+    }
+    return status;
   }
 
  private:
@@ -199,6 +207,8 @@ class GrpcPushSession final : public PushSession {
   std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
   std::vector<int64_t> covered_;      // [chunk] elements declared
   bool finished_ = false;
+  const absl::Time created_ = absl::Now();
+  std::optional<absl::Time> first_chunk_;  // when the first chunk was sent
 };
 
 }  // namespace
@@ -265,6 +275,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   request.set_worker_id(options_.worker_id);
   request.set_min_version(min_version);
   int64_t version = PullCall::kNoVersion;
+  const absl::Time begun = absl::Now();
   const absl::Status status = RetryRounds(
       static_cast<int>(shards_.size()), options_.retry,
       [&](const std::vector<int>& shards, int) {
@@ -287,6 +298,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
         return statuses;
       });
   if (!status.ok()) return status;
+  Metrics().pull_seconds(MetricRole::kWorker).Observe(SecondsSince(begun));
   // Only shards without chunks answered: nothing tells the version.
   return version == PullCall::kNoVersion ? min_version : version;
 }

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -46,10 +47,9 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
     absl::Status rolled = RollBackTo(lease.step());
     if (!rolled.ok() && lease.rank() == 0) return rolled;
   } else if (have < lease.step() && lease.rank() == 0) {
-    std::fprintf(stderr,
-                 "ferry-worker: ring rank 0 holds the state after %lld steps, the ring resumes "
-                 "at step %lld: the members that held the newer state are all gone\n",
-                 static_cast<long long>(have), static_cast<long long>(lease.step()));
+    LogWarn("ring resumes from rank 0's older state: the members that held the newer "
+            "state are all gone",
+            {{"rank0_steps", have}, {"resume_step", lease.step()}});
   }
   GrpcRingTransportOptions topts;
   topts.job_id = options_.job_id;
@@ -144,9 +144,8 @@ absl::Status RingExchange::RollBackTo(int64_t steps) {
   for (size_t k = 0; k < state.size(); ++k) {
     RETURN_IF_ERROR(backend->Copy(copy.state[k].data(), n_, state[k]->data()));
   }
-  std::fprintf(stderr, "ferry-worker: rolled the ring state back from %lld to %lld steps\n",
-               static_cast<long long>(optimizer_.steps_applied()),
-               static_cast<long long>(steps));
+  LogWarn("rolled the ring state back",
+          {{"from_steps", optimizer_.steps_applied()}, {"to_steps", steps}});
   optimizer_.set_steps_applied(steps);
   return absl::OkStatus();
 }
@@ -211,8 +210,7 @@ void RingExchange::Abandon() {
 void RingExchange::CancelIfOlder(int64_t fence) {
   absl::MutexLock lock(&cancel_mu_);
   if (session_ != nullptr && step_fence_ < fence) {
-    std::fprintf(stderr, "ferry-worker: the coordinator aborted the ring step (fence %lld): "
-                 "giving it up\n", static_cast<long long>(fence));
+    LogWarn("the coordinator aborted the ring step: giving it up", {{"fence", fence}});
     session_->transport->Abort();
   }
 }

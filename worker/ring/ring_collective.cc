@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -83,7 +85,8 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
   const int n = size();
   const int r = rank();
   if (n == 1 || count == 0) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time begun = absl::Now();
+  const absl::Time deadline = begun + options_.timeout;
   const int64_t piece_elements = options_.piece_elements;
   const int last_stage = 2 * n - 3;
 
@@ -119,6 +122,7 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
       }
     }
   }
+  Metrics().allreduce_seconds().Observe(SecondsSince(begun));
   return absl::OkStatus();
 }
 
@@ -132,10 +136,13 @@ absl::Status RingCollective::AllReduceSumCompressed(
         absl::StrCat("AllReduceSum op ", op_id, ": ", s.message()));
   }
   if (size() == 1 || count == 0) return absl::OkStatus();
-  if (compression.encoding == GradientEncoding::kTopK) {
-    return AllGatherTopK(op_id, data, count, compression.topk_ratio, residual);
-  }
-  return AllReduceRounded(op_id, data, count, compression.encoding, residual);
+  const absl::Time begun = absl::Now();
+  const absl::Status status =
+      compression.encoding == GradientEncoding::kTopK
+          ? AllGatherTopK(op_id, data, count, compression.topk_ratio, residual)
+          : AllReduceRounded(op_id, data, count, compression.encoding, residual);
+  if (status.ok()) Metrics().allreduce_seconds().Observe(SecondsSince(begun));
+  return status;
 }
 
 absl::Status RingCollective::AllReduceRounded(int64_t op_id, float* data,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -193,11 +194,17 @@ std::string RingPeerService::job_id() const {
 
 grpc::ServerReadReactor<v1::RingMessage>* RingPeerService::Exchange(
     grpc::CallbackServerContext* context, v1::ExchangeSummary* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectRead<v1::RingMessage>(auth);
+  }
   return new ExchangeReactor(context, this, response);
 }
 
 grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
-    grpc::CallbackServerContext*, const v1::WeightsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WeightsRequest* request) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectWrite<v1::WeightsChunk>(auth);
+  }
   return new WeightsReactor(this, *request);
 }
 
@@ -229,8 +236,7 @@ absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
       peer->mailbox.get(), peer->publisher.get(), peer->counter.get(), shaper);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(),
-                           &peer->port);
+  AddServingPort(builder, listen_address, &peer->port);
   builder.RegisterService(peer->service.get());
   peer->server = builder.BuildAndStart();
   if (peer->server == nullptr || peer->port == 0) {

@@ -2,6 +2,10 @@
 // Exchange streams of the left neighbour into a RingMailbox and serves
 // GetWeights from a WeightsPublisher. A few lines per method; the logic is
 // in the mailbox, the publisher and GrpcRingTransport.
+// Both methods first check the process's bearer token (proto/rpc_auth.h):
+// UNAUTHENTICATED "missing bearer token" / "wrong bearer token" when one is
+// configured and the call lacks it. The server's port uses the process's
+// TLS settings (AddServingPort).
 #ifndef FERRY_WORKER_RING_RING_PEER_SERVICE_H_
 #define FERRY_WORKER_RING_RING_PEER_SERVICE_H_
 

@@ -1,0 +1,44 @@
+// /metrics for the server roles: scrape hooks (common/prometheus_metrics.h)
+// that copy a PS shard's or a coordinator's state into ferry's gauges right
+// before every scrape, so the core classes stay free of prometheus. Counters
+// and latency histograms are observed inline by the core classes.
+//
+// Wiring in a main (after the core object exists, before serving):
+//   ASSIGN_OR_RETURN(auto exposer, StartMetricsExposer(ops.metrics_port));
+//   auto gauges = ExportShardGauges(shard.get(), &checkpointer);
+// and destroy `gauges` before the shard / checkpointer / coordinator.
+//
+// Thread safety: the hooks run on the exposer's threads; the objects they
+// read are thread-safe.
+#ifndef FERRY_SERVER_SERVER_METRICS_H_
+#define FERRY_SERVER_SERVER_METRICS_H_
+
+#include <memory>
+
+#include "common/prometheus_metrics.h"
+#include "server/coordinator.h"
+#include "server/ps_checkpointer.h"
+#include "server/ps_shard.h"
+
+namespace ferry {
+
+// Sets, per scrape: ferry_model_version{role="ps"} (shard version),
+// ferry_pending_pulls, ferry_generation{role="ps"} (the newest generation
+// the shard has seen finalize or restore) and, with a checkpointer,
+// ferry_checkpoint_age_seconds{role="ps"} (-1 before the first checkpoint
+// or resume). `shard` and `checkpointer` (may be null) are not owned and
+// must outlive the returned hook.
+std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard, PsCheckpointer* checkpointer);
+
+// Sets, per scrape: ferry_members, ferry_generation{role="coordinator"},
+// ferry_model_version{role="coordinator"} (steps applied; async: tasks),
+// ferry_checkpoint_age_seconds{role="coordinator"} (since the state was
+// last written to --state-dir; -1 without one or before the first write)
+// and adds the coordinator's own traffic (Coordinator::CountBytes) to
+// ferry_bytes_total{role="coordinator"}. `coordinator` is not owned and
+// must outlive the returned hook.
+std::unique_ptr<ScrapeHook> ExportCoordinatorGauges(Coordinator* coordinator);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SERVER_METRICS_H_
