@@ -8,6 +8,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -250,9 +252,30 @@ void RunScrapeHooks() {
   for (auto& [id, hook] : hooks.hooks) hook();
 }
 
+namespace {
+std::atomic<int> g_exported_role{-1};
+}  // namespace
+
+void ExportOnlyRole(MetricRole role) { g_exported_role.store(static_cast<int>(role)); }
+void ExportAllRolesForTesting() { g_exported_role.store(-1); }
+
 std::string SerializeMetrics() {
   RunScrapeHooks();
-  return prometheus::TextSerializer().Serialize(Metrics().registry()->Collect());
+  std::vector<prometheus::MetricFamily> families = Metrics().registry()->Collect();
+  if (const int only = g_exported_role.load(); only >= 0) {
+    const std::string role = MetricRoleName(static_cast<MetricRole>(only));
+    for (prometheus::MetricFamily& family : families) {
+      auto other_role = [&role](const prometheus::ClientMetric& m) {
+        return std::any_of(m.label.begin(), m.label.end(), [&role](const auto& label) {
+          return label.name == "role" && label.value != role;
+        });
+      };
+      family.metric.erase(
+          std::remove_if(family.metric.begin(), family.metric.end(), other_role),
+          family.metric.end());
+    }
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 

@@ -169,6 +169,12 @@ std::unique_ptr<ScrapeHook> RegisterScrapeHook(std::function<void()> hook);
 // Runs every registered hook now.
 void RunScrapeHooks();
 
+// From now on SerializeMetrics() leaves out the series whose `role` label
+// is another role (a worker process does not export the shard's gauges).
+// Series without a role label stay. Called once by the process's main.
+void ExportOnlyRole(MetricRole role);
+void ExportAllRolesForTesting();  // undoes ExportOnlyRole
+
 // Runs the hooks and returns the registry in the Prometheus text format.
 std::string SerializeMetrics();
 

@@ -9,7 +9,8 @@
 namespace ferry {
 
 absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(const OpsFlags& flags,
-                                                              const std::string& component) {
+                                                              const std::string& component,
+                                                              MetricRole role) {
   if (absl::Status s = ConfigureLogging(component, flags.log_level, flags.log_format); !s.ok()) {
     return s;
   }
@@ -23,6 +24,7 @@ absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(const OpsFlags& fl
     if (!server.ok()) return server.status();
     ops->health_server_ = std::move(*server);
   }
+  ExportOnlyRole(role);
   auto metrics = StartMetricsExposer(flags.metrics_port);
   if (!metrics.ok()) return metrics.status();
   ops->metrics_ = std::move(*metrics);

@@ -141,8 +141,9 @@ int main(int argc, char** argv) {
     p.shard_id = *id;
   }
   auto ops = ferry::ProcessOps::Start(
-      ops_flags, role == "coordinator" ? std::string("coordinator")
-                                       : "ps-" + std::to_string(p.shard_id));
+      ops_flags,
+      role == "coordinator" ? std::string("coordinator") : "ps-" + std::to_string(p.shard_id),
+      role == "coordinator" ? ferry::MetricRole::kCoordinator : ferry::MetricRole::kPs);
   if (!ops.ok()) {
     std::fprintf(stderr, "ferry-server: %s\n", std::string(ops.status().message()).c_str());
     return 2;

@@ -85,7 +85,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   options.rpc_timeout = absl::Seconds(rpc_timeout_s);
   options.stop_requested = &g_stop_requested;
   InstallStopHandlers();
-  auto ops = ferry::ProcessOps::Start(ops_flags, "worker");
+  auto ops = ferry::ProcessOps::Start(ops_flags, "worker", ferry::MetricRole::kWorker);
   if (!ops.ok()) {
     std::cerr << "ferry-worker: " << ops.status().message() << "\n";
     return 2;

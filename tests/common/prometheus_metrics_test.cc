@@ -158,6 +158,22 @@ TEST(PrometheusMetricsTest, ScrapeHooksRunUntilDestroyed) {
   EXPECT_EQ(runs, 1);
 }
 
+TEST(PrometheusMetricsTest, ExportOnlyRoleLeavesOutTheOtherRolesSeries) {
+  Metrics().checkpoint_age_seconds(MetricRole::kPs).Set(-1);
+  Metrics().steps(MetricRole::kWorker).Increment();
+  ExportOnlyRole(MetricRole::kWorker);
+  const std::string worker_view = SerializeMetrics();
+  ExportAllRolesForTesting();
+  const std::string all = SerializeMetrics();
+  EXPECT_NE(worker_view.find("ferry_steps_total{role=\"worker\"}"), std::string::npos);
+  for (const char* other : {"{role=\"ps\"", ",role=\"ps\"", "{role=\"coordinator\"",
+                            ",role=\"coordinator\""}) {
+    EXPECT_EQ(worker_view.find(other), std::string::npos) << other;  // not peer_role
+  }
+  EXPECT_NE(worker_view.find("ferry_allreduce_seconds_count"), std::string::npos);  // no role label
+  EXPECT_NE(all.find("ferry_checkpoint_age_seconds{role=\"ps\"}"), std::string::npos);
+}
+
 TEST(PrometheusMetricsTest, ExposerServesMetricsOverHttp) {
   Metrics().steps(MetricRole::kWorker).Increment();
   int hook_runs = 0;
