@@ -9,6 +9,7 @@
 
 #include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cli_flags.h"
 #include "common/log.h"
@@ -75,7 +76,7 @@ void InstallStopHandlers() {
 
 int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
                        double rpc_timeout_s, const std::string& summary_path,
-                       const ferry::OpsFlags& ops_flags) {
+                       const ferry::OpsFlags& ops_flags, bool idle_after_finish) {
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
@@ -96,7 +97,10 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   (*ops)->WatchPeer("coordinator", options.coordinator_address);
   options.health = &(*ops)->health();
   auto summary = ferry::RunDistributedWorker(options);
-  (*ops)->health().SetDraining();
+  // A worker that stays after the job (--after-finish wait) stays alive for
+  // its liveness probe: a Deployment would restart an exited container.
+  const bool idle = idle_after_finish && summary.ok() && summary->end_reason == "finished";
+  if (!idle) (*ops)->health().SetDraining();
   if (!summary.ok()) {
     ferry::LogError("worker failed", {{"error", summary.status()}});
     return 1;
@@ -112,6 +116,11 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
       std::cerr << "ferry-worker: cannot write " << summary_path << "\n";
       return 1;
     }
+  }
+  if (idle) {
+    ferry::LogInfo("the job has finished; idle until SIGTERM (--after-finish wait)");
+    while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(250));
+    (*ops)->health().SetDraining();
   }
   return 0;
 }
@@ -184,6 +193,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
+  std::string after_finish = "exit";
+  app.add_option("--after-finish", after_finish,
+                 "distributed mode, when the job has finished: exit, or wait idle until "
+                 "SIGTERM (for a Kubernetes Deployment, which restarts exited containers)")
+      ->capture_default_str()->check(CLI::IsMember({"exit", "wait"}));
   ferry::OpsFlags ops_flags;
   ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
@@ -211,5 +225,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   worker_options.link = *link;
-  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path, ops_flags);
+  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path, ops_flags,
+                            after_finish == "wait");
 }

@@ -84,6 +84,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Per role: metric series that must have moved after training steps.
+EXPECTED_NONZERO = {
+    "coordinator": ('ferry_steps_total{role="coordinator"}', "ferry_members",
+                    'ferry_generation{role="coordinator"}'),
+    "ps": ('ferry_push_seconds_count{role="ps"}', 'ferry_pull_seconds_count{role="ps"}',
+           'ferry_model_version{role="ps"}',
+           'ferry_bytes_total{direction="received",peer_role="worker",role="ps"}'),
+    "worker": ('ferry_steps_total{role="worker"}', 'ferry_push_seconds_count{role="worker"}',
+               'ferry_pull_seconds_count{role="worker"}',
+               'ferry_bytes_total{direction="sent",peer_role="ps",role="worker"}'),
+}
+
+
 class Pod:
     """One emulated pod: a process started from a workload's template."""
 
@@ -399,6 +412,15 @@ def run(cluster, t_limit):
                  if line.startswith("ferry_")}
         if not names:
             raise Failure(f"{pod.name}: /metrics has no ferry_* metric")
+        # The series that show this role did its work while we watched.
+        values = {}
+        for line in text.splitlines():
+            if line.startswith("ferry_") and " " in line:
+                key, value = line.rsplit(" ", 1)
+                values[key] = float(value)
+        for key in EXPECTED_NONZERO.get(pod.role, ()):
+            if values.get(key, 0) <= 0:
+                raise Failure(f"{pod.name}: {key} is {values.get(key)}, expected > 0")
         log(f"{pod.name}: probes SERVING, /metrics: {len(names)} ferry_* series names")
 
     # Tear down (kubectl delete): every pod gets SIGTERM.

@@ -171,5 +171,45 @@ TEST_F(ServerHealthTest, ShardIsReadyOnlyWhileItsCoordinatorAnswers) {
   EXPECT_GT(lines, 2);
 }
 
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(ServerHealthTest, WorkerStaysAliveAfterTheJobWhenAskedAndLeavesOnSigterm) {
+  auto coord_port = PickFreePort();
+  auto worker_health = PickFreePort();
+  ASSERT_TRUE(coord_port.ok() && worker_health.ok());
+  const std::string bin = FERRY_BIN_DIR;
+  const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
+  auto coordinator = ChildProcess::Spawn(
+      {bin + "/ferry-server", "--role", "coordinator", "--mode", "ring", "--listen", coord,
+       "--model", "16-8-4", "--dataset", "synthetic:64", "--batch", "16", "--epochs", "1",
+       "--max-steps", "3"},
+      dir_ + "/coordinator.log");
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto worker = ChildProcess::Spawn(
+      {bin + "/ferry-worker", "--coordinator", coord, "--peer-listen", "127.0.0.1:0",
+       "--after-finish", "wait", "--health-port", std::to_string(*worker_health)},
+      dir_ + "/worker.log");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (Slurp(dir_ + "/worker.log").find("idle until SIGTERM") == std::string::npos &&
+         !worker->Poll() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_NE(Slurp(dir_ + "/worker.log").find("idle until SIGTERM"), std::string::npos)
+      << Slurp(dir_ + "/worker.log");
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_FALSE(worker->Poll().has_value());  // did not exit
+  EXPECT_EQ(Check(*worker_health, kLivenessService), HealthStatus::kServing);
+  const absl::Time stop = absl::Now();
+  EXPECT_EQ(worker->Stop(absl::Seconds(10)), 0);
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
+  EXPECT_EQ(coordinator->Stop(absl::Seconds(10)), 0);
+}
+
 }  // namespace
 }  // namespace ferry
