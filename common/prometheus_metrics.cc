@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -256,6 +257,17 @@ namespace {
 std::atomic<int> g_exported_role{-1};
 }  // namespace
 
+// The families without a role label that only one role sets.
+const std::map<std::string, MetricRole, std::less<>>& FamilyRoles() {
+  static const auto* roles = new std::map<std::string, MetricRole, std::less<>>{
+      {"ferry_members", MetricRole::kCoordinator},
+      {"ferry_pending_pulls", MetricRole::kPs},
+      {"ferry_staleness_steps", MetricRole::kPs},
+      {"ferry_push_staleness_steps", MetricRole::kPs},
+      {"ferry_allreduce_seconds", MetricRole::kWorker}};
+  return *roles;
+}
+
 void ExportOnlyRole(MetricRole role) { g_exported_role.store(static_cast<int>(role)); }
 void ExportAllRolesForTesting() { g_exported_role.store(-1); }
 
@@ -274,6 +286,15 @@ std::string SerializeMetrics() {
           std::remove_if(family.metric.begin(), family.metric.end(), other_role),
           family.metric.end());
     }
+    const auto& owners = FamilyRoles();
+    families.erase(std::remove_if(families.begin(), families.end(),
+                                  [&owners, only](const prometheus::MetricFamily& f) {
+                                    const auto owner = owners.find(f.name);
+                                    return f.metric.empty() ||
+                                           (owner != owners.end() &&
+                                            static_cast<int>(owner->second) != only);
+                                  }),
+                   families.end());
   }
   return prometheus::TextSerializer().Serialize(families);
 }
@@ -303,15 +324,23 @@ std::string Response(const std::string& status, const std::string& content_type,
                       head ? "" : body);
 }
 
-// Reads one request's head and answers it.
-void Answer(int fd) {
+// Reads one request's head and answers it. The whole request must arrive
+// within kClientTimeout (one deadline, however slowly it trickles in), and
+// `wake_fd` turning readable (the exposer's destructor) ends it at once.
+void Answer(int fd, int wake_fd) {
   const timeval timeout = absl::ToTimeval(kClientTimeout);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  const absl::Time deadline = absl::Now() + kClientTimeout;
   std::string request;
   char buf[2048];
   while (request.find("\r\n\r\n") == std::string::npos &&
          request.find("\n\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0) return;  // too slow: dropped without an answer
+    const int ready = poll(fds, 2, static_cast<int>(left_ms));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 || fds[1].revents != 0) return;
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -351,7 +380,7 @@ void MetricsExposer::Serve() {
     if ((fds[0].revents & POLLIN) == 0) continue;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    Answer(fd);
+    Answer(fd, wake_fd_);
     close(fd);
   }
 }

@@ -170,8 +170,10 @@ std::unique_ptr<ScrapeHook> RegisterScrapeHook(std::function<void()> hook);
 void RunScrapeHooks();
 
 // From now on SerializeMetrics() leaves out the series whose `role` label
-// is another role (a worker process does not export the shard's gauges).
-// Series without a role label stay. Called once by the process's main.
+// is another role, and the role-less families only another role sets
+// (ferry_members: coordinator; ferry_pending_pulls, ferry_staleness_steps,
+// ferry_push_staleness_steps: ps; ferry_allreduce_seconds: worker), so a
+// worker does not export a shard's gauges. Called once by the main.
 void ExportOnlyRole(MetricRole role);
 void ExportAllRolesForTesting();  // undoes ExportOnlyRole
 

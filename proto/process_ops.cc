@@ -14,16 +14,24 @@ absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(const OpsFlags& fl
   if (absl::Status s = ConfigureLogging(component, flags.log_level, flags.log_format); !s.ok()) {
     return s;
   }
+  // Every ferry process serves gRPC (a worker its ring peer port), so a
+  // CA without a certificate of its own cannot work: refuse it now rather
+  // than when the first port is bound.
+  if (!flags.tls_ca.empty() && (flags.tls_cert.empty() || flags.tls_key.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls-ca needs --tls-cert and --tls-key: this process serves gRPC too");
+  }
   if (absl::Status s = InstallRpcSecurity(flags); !s.ok()) return s;
   std::unique_ptr<ProcessOps> ops(new ProcessOps());
   EnableHealthChecks();
-  // Every server the process builds from now on offers reflection (grpcurl).
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The health port first: it serves health alone, without reflection.
   if (flags.health_port != 0) {
     auto server = HealthServer::Start(flags.health_port, &ops->health_);
     if (!server.ok()) return server.status();
     ops->health_server_ = std::move(*server);
   }
+  // Every server the process builds from now on offers reflection (grpcurl).
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   ExportOnlyRole(role);
   auto metrics = StartMetricsExposer(flags.metrics_port);
   if (!metrics.ok()) return metrics.status();

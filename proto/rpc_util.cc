@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/log.h"
+
 namespace ferry {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -67,10 +69,7 @@ void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, in
   std::shared_ptr<grpc::ServerCredentials> credentials =
       MakeServerCredentials(security);
   if (credentials == nullptr) {
-    std::fprintf(stderr,
-                 "ferry: cannot serve %s over TLS without --tls-cert and "
-                 "--tls-key\n",
-                 address.c_str());
+    LogError("cannot serve over TLS without --tls-cert and --tls-key", {{"address", address}});
     *port = 0;
     return;
   }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -170,7 +171,12 @@ TEST(PrometheusMetricsTest, ExportOnlyRoleLeavesOutTheOtherRolesSeries) {
                             ",role=\"coordinator\""}) {
     EXPECT_EQ(worker_view.find(other), std::string::npos) << other;  // not peer_role
   }
-  EXPECT_NE(worker_view.find("ferry_allreduce_seconds_count"), std::string::npos);  // no role label
+  EXPECT_NE(worker_view.find("ferry_allreduce_seconds_count"), std::string::npos);
+  for (const char* family : {"ferry_members", "ferry_pending_pulls", "ferry_staleness_steps",
+                             "ferry_push_staleness_steps"}) {
+    EXPECT_EQ(worker_view.find(family), std::string::npos) << family;  // not a worker's
+    EXPECT_NE(all.find(family), std::string::npos) << family;
+  }
   EXPECT_NE(all.find("ferry_checkpoint_age_seconds{role=\"ps\"}"), std::string::npos);
 }
 
@@ -199,6 +205,28 @@ TEST(PrometheusMetricsTest, ExposerServesMetricsOverHttp) {
   EXPECT_THAT(HttpGet(port, "/metrics?x=1"), HasSubstr("ferry_members"));
   exposer->reset();  // stops
   EXPECT_EQ(HttpGet(port, "/metrics"), "");
+}
+
+// A client that connects and then sends its request a byte at a time (or
+// never finishes it) neither holds the exposer past its deadline nor keeps
+// the destructor from returning.
+TEST(PrometheusMetricsTest, StallingClientIsDroppedAndDoesNotBlockShutdown) {
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      StartMetricsExposerAt("127.0.0.1:0");
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->port();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(send(fd, "G", 1, 0), 1);  // and nothing more
+  absl::SleepFor(absl::Milliseconds(200));  // the exposer is now reading it
+  const absl::Time start = absl::Now();
+  exposer->reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  close(fd);
 }
 
 TEST(PrometheusMetricsTest, PortZeroIsOffAndBadPortsAreRefused) {

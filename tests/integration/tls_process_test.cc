@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -102,6 +103,27 @@ TEST_F(TlsProcessTest, HealthPortStaysPlaintextWhileTheServicePortNeedsTlsAndTok
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(GetJob(MakeChannel(service, Client(true))).ok());
   EXPECT_EQ(coordinator->Stop(absl::Seconds(10)), 0);
+}
+
+TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto server = ChildProcess::Spawn(
+      {std::string(FERRY_BIN_DIR) + "/ferry-server", "--role", "coordinator", "--mode", "ring",
+       "--listen", absl::StrCat("127.0.0.1:", *port), "--tls-ca",
+       testing::GetCerts().Path("ca.pem")},
+      dir_ + "/server.log");
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::optional<int> rc;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (!(rc = server->Poll()) && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+  if (!rc) rc = server->Stop(absl::Seconds(5));
+  EXPECT_EQ(*rc, 2);
+  std::ifstream log(dir_ + "/server.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("--tls-ca needs --tls-cert and --tls-key"), std::string::npos)
+      << text.str();
 }
 
 class TlsJobTest : public TlsProcessTest,
