@@ -126,6 +126,36 @@ TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
       << text.str();
 }
 
+// Ring peers are dialled by pod IP, which no certificate made in advance
+// lists: --tls-server-name makes a client check another name. Here the
+// server's certificate names localhost and 127.0.0.1, and it is dialled at
+// 127.0.0.2 (loopback too).
+TEST_F(TlsProcessTest, ServerNameOverrideVerifiesPeersDialledByAnUnlistedAddress) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry-server",
+                                   "--role", "coordinator", "--mode", "ring",
+                                   "--listen", absl::StrCat("0.0.0.0:", *port),
+                                   "--model", "16-8-4", "--dataset", "synthetic:64"};
+  for (const std::string& a : SecurityArgs()) argv.push_back(a);
+  auto coordinator = ChildProcess::Spawn(argv, dir_ + "/coordinator.log");
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const std::string unlisted = absl::StrCat("127.0.0.2:", *port);
+  RpcSecurityConfig by_name = Client(true);
+  by_name.server_name = "localhost";
+  grpc::Status status;
+  for (int i = 0; i < 100; ++i) {  // until it serves
+    status = GetJob(MakeChannel(unlisted, by_name));
+    if (status.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  // Without the override the address itself is checked, and is not listed.
+  EXPECT_EQ(GetJob(MakeChannel(unlisted, Client(true))).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(coordinator->Stop(absl::Seconds(10)), 0);
+}
+
 class TlsJobTest : public TlsProcessTest,
                    public ::testing::WithParamInterface<std::string> {};
 
