@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <fstream>
+#include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -112,7 +115,49 @@ int ChildProcess::Stop(absl::Duration grace) {
   return *exit_code_;
 }
 
+namespace {
+
+// The kernel's range for the source ports of outgoing connections (and for
+// bind to port 0); [32768, 60999] when it cannot be read.
+std::pair<int, int> EphemeralPortRange() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  if (!(in >> low >> high) || low < 1 || high > 65535 || low > high) return {32768, 60999};
+  return {low, high};
+}
+
+// True when nothing holds `port` on any local address right now.
+bool PortIsFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+}  // namespace
+
 absl::StatusOr<int> PickFreePort() {
+  // Outside the ephemeral range, so that the many outgoing connections of a
+  // busy machine (which take their source ports from it) cannot take the
+  // port between this check and the child's bind; at random, so that
+  // concurrent launchers rarely pick the same one.
+  const auto [low, high] = EphemeralPortRange();
+  const int first = low > 11000 ? 10000 : high + 1;
+  const int last = low > 11000 ? low - 1 : 65535;
+  if (first <= last) {
+    static thread_local std::mt19937 random{std::random_device{}()};
+    std::uniform_int_distribution<int> pick(first, last);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = pick(random);
+      if (PortIsFree(port)) return port;
+    }
+  }
+  // Fall back to the kernel's choice.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::UnavailableError("socket() failed");
   sockaddr_in addr{};

@@ -44,7 +44,9 @@ class ChildProcess {
   std::optional<int> exit_code_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
+// A TCP port that was free a moment ago on every local address, picked at
+// random outside the kernel's ephemeral range (where outgoing connections
+// take their source ports); the kernel's choice if none is found.
 absl::StatusOr<int> PickFreePort();
 // The directory holding the running executable (/proc/self/exe).
 std::string ExecutableDir();
