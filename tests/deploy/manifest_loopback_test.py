@@ -32,6 +32,7 @@ import argparse
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -78,7 +79,28 @@ def _die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
+    """A port free on every address, at random outside the ephemeral range
+    (where outgoing connections take source ports), as ferry local picks."""
+    low, high = _ephemeral_range()
+    first, last = (10000, low - 1) if low > 11000 else (high + 1, 65535)
+    for _ in range(200):
+        port = random.randint(first, last)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
