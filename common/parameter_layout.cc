@@ -2,12 +2,17 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/peer_limits.h"
 
 namespace ferry {
 
 absl::StatusOr<ParameterLayout> ParameterLayout::Create(
     const std::vector<TensorDef>& tensors) {
   ParameterLayout layout;
+  if (static_cast<int64_t>(tensors.size()) > kMaxTensorsPerJob) {
+    return LimitExceeded("the number of parameter tensors", tensors.size(),
+                         kMaxTensorsPerJob);
+  }
   absl::flat_hash_map<std::string, int> seen;
   for (const TensorDef& def : tensors) {
     if (def.name.empty()) {
@@ -23,7 +28,14 @@ absl::StatusOr<ParameterLayout> ParameterLayout::Create(
         return absl::InvalidArgumentError(
             absl::StrCat("tensor '", def.name, "' has a negative dimension"));
       }
-      numel *= dim;
+      // Saturates above the limit, so a huge shape cannot overflow.
+      numel = (dim != 0 && numel > kMaxModelElements / dim) ? kMaxModelElements + 1
+                                                            : numel * dim;
+    }
+    if (numel > kMaxModelElements - layout.total_) {
+      return LimitExceeded(
+          absl::StrCat("the number of parameter elements (through tensor '", def.name, "')"),
+          numel > kMaxModelElements ? numel : layout.total_ + numel, kMaxModelElements);
     }
     layout.tensors_.push_back(
         TensorSlot{def.name, def.shape, layout.total_, numel});

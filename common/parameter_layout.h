@@ -31,7 +31,9 @@ class ParameterLayout {
 
   ParameterLayout() = default;
 
-  // INVALID_ARGUMENT on an empty or duplicate name or a negative dimension.
+  // INVALID_ARGUMENT on an empty or duplicate name or a negative dimension;
+  // RESOURCE_EXHAUSTED beyond kMaxTensorsPerJob tensors or kMaxModelElements
+  // elements in all (common/peer_limits.h).
   static absl::StatusOr<ParameterLayout> Create(
       const std::vector<TensorDef>& tensors);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/peer_limits.h"
 
 namespace ferry {
 
@@ -22,11 +23,20 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
     return absl::InvalidArgumentError(absl::StrFormat(
         "max_chunk_elements must be >= 1, got %d", max_chunk_elements));
   }
+  if (num_shards > kMaxShardsPerJob) {
+    return LimitExceeded("the number of PS shards", num_shards, kMaxShardsPerJob);
+  }
   int64_t total = 0;
   for (size_t i = 0; i < tensor_sizes.size(); ++i) {
     if (tensor_sizes[i] < 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("tensor %d has negative size %d", i, tensor_sizes[i]));
+    }
+    if (tensor_sizes[i] > kMaxModelElements - total) {
+      return LimitExceeded("the number of parameter elements",
+                           tensor_sizes[i] > kMaxModelElements ? tensor_sizes[i]
+                                                               : total + tensor_sizes[i],
+                           kMaxModelElements);
     }
     total += tensor_sizes[i];
   }
@@ -42,6 +52,11 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
       const int64_t shard_end = ShardRange(total, num_shards, shard).end;
       const int64_t end =
           std::min({tensor_end, shard_end, pos + max_chunk_elements});
+      if (static_cast<int64_t>(chunks.size()) == kMaxChunksPerJob) {
+        return LimitExceeded(
+            absl::StrFormat("the number of chunks (max_chunk_elements %d)", max_chunk_elements),
+            kMaxChunksPerJob + 1, kMaxChunksPerJob);
+      }
       Chunk chunk;
       chunk.id = static_cast<int32_t>(chunks.size());
       chunk.tensor = static_cast<int32_t>(t);

@@ -30,7 +30,9 @@ struct Chunk {
 inline constexpr int64_t kDefaultMaxChunkElements = 256 * 1024;
 
 // INVALID_ARGUMENT when num_shards < 1, max_chunk_elements < 1 or a size is
-// negative. Zero-sized tensors produce no chunk.
+// negative; RESOURCE_EXHAUSTED beyond kMaxShardsPerJob shards,
+// kMaxModelElements elements or kMaxChunksPerJob chunks (common/peer_limits.h).
+// Zero-sized tensors produce no chunk.
 absl::StatusOr<std::vector<Chunk>> PlaceChunks(
     absl::Span<const int64_t> tensor_sizes, int num_shards,
     int64_t max_chunk_elements = kDefaultMaxChunkElements);

@@ -9,14 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/peer_limits.h"  // kMaxMessageBytes
 #include "grpcpp/grpcpp.h"
 #include "proto/rpc_security.h"
 
 namespace ferry {
 
-// Largest message any ferry service accepts or sends (tensor data travels in
-// chunks far below this; the limit bounds what a peer can make us allocate).
-inline constexpr int kMaxMessageBytes = 64 << 20;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 
@@ -91,6 +92,13 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
   v1::RegisterResponse response;
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& [what, value] :
+         {std::pair<absl::string_view, absl::string_view>{"job_id", request.job_id()},
+          {"hostname", request.hostname()},
+          {"peer_address", request.peer_address()}}) {
+      absl::Status status = CheckIdLength(absl::StrCat("the registration's ", what), value);
+      if (!status.ok()) return Metrics().Reject(MetricRole::kCoordinator, "register", status);
+    }
     if (!request.job_id().empty() && request.job_id() != options_.job.job_id()) {
       return Metrics().Reject(MetricRole::kCoordinator, "register",
                               absl::FailedPreconditionError(absl::StrCat(
@@ -101,10 +109,10 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
       return absl::FailedPreconditionError("the job has finished training");
     }
     if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
-      return Metrics().Reject(MetricRole::kCoordinator, "register",
-                              absl::ResourceExhaustedError(absl::StrCat(
-                                  "the job already has the maximum of ",
-                                  options_.max_workers, " workers")));
+      return Metrics().Reject(
+          MetricRole::kCoordinator, "register",
+          LimitExceeded("the number of workers (--max-workers)", ActiveCount() + 1,
+                        options_.max_workers));
     }
     Member member;
     member.join_seq = next_worker_seq_++;
@@ -192,6 +200,14 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request, NextTaskCallback 
         replies.emplace_back(std::move(done), Action(v1::NextTaskResponse::WAIT, generation_));
       } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
+      } else if (const int64_t waiting = ParkedCount(request.worker_id());
+                 waiting >= kMaxParkedLeasesPerWorker) {
+        replies.emplace_back(
+            std::move(done),
+            Metrics().Reject(MetricRole::kCoordinator, "lease",
+                             LimitExceeded(absl::StrCat("the number of waiting lease requests "
+                                                        "of worker ", request.worker_id()),
+                                           waiting + 1, kMaxParkedLeasesPerWorker)));
       } else {
         v1::NextTaskRequest parked = request;
         parked.clear_done();

@@ -54,6 +54,7 @@
 #ifndef FERRY_SERVER_COORDINATOR_H_
 #define FERRY_SERVER_COORDINATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -68,6 +69,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/peer_limits.h"
 #include "common/training_metrics.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -106,7 +108,7 @@ struct CoordinatorOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   absl::Duration long_poll = absl::Seconds(1);
   int min_workers = 1;
-  int max_workers = 0;  // 0: no limit
+  int max_workers = kDefaultMaxWorkers;  // 0: no limit
   // The first step waits until this many workers have registered (a job
   // that should start with all its workers); later only min_workers counts.
   int start_workers = 0;
@@ -152,13 +154,18 @@ class Coordinator {
   ~Coordinator();
 
   // FAILED_PRECONDITION when the job is finished or `job_id` names another
-  // job; RESOURCE_EXHAUSTED at max_workers.
+  // job; RESOURCE_EXHAUSTED at max_workers or for a job_id, hostname or
+  // peer_address longer than kMaxIdBytes.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   // NOT_FOUND for an unknown or evicted worker. Returns the generation and
   // the fence.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const std::string& worker_id);
   // Removes the worker as if it had died (its unpushed work is released).
   absl::Status Leave(const std::string& worker_id);
+  // Calls `done` with the worker's next action. Besides the errors of the
+  // class comment: RESOURCE_EXHAUSTED when the report's byte-count maps pass
+  // kMaxByteCountEntries keys or kMaxIdBytes per key, or the worker already
+  // has kMaxParkedLeasesPerWorker calls waiting.
   void NextTask(const v1::NextTaskRequest& request, NextTaskCallback done);
   v1::StatusResponse Status() const;
   bool finished() const;
@@ -252,6 +259,11 @@ class Coordinator {
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return static_cast<int>(members_.size()); }
+  // NextTask calls of `worker_id` parked in waiters_.
+  int64_t ParkedCount(const std::string& worker_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::count_if(waiters_.begin(), waiters_.end(),
+                         [&](const Waiter& w) { return w.request.worker_id() == worker_id; });
+  }
   // Enough workers to form a step (min_workers now, start_workers ever).
   bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ActiveCount() >= options_.min_workers && workers_seen_ >= options_.start_workers;

@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
 #include "server/coordinator.h"
 
 namespace ferry {
@@ -27,9 +29,27 @@ constexpr size_t kMaxEvents = 1000;
 constexpr size_t kCheckpointsKept = 3;
 constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
 
+// RESOURCE_EXHAUSTED when a map of `counts` has more than
+// kMaxByteCountEntries keys or a key longer than kMaxIdBytes.
+absl::Status CheckByteCounts(absl::string_view what, const v1::ByteCounts& counts) {
+  for (const auto* map : {&counts.sent(), &counts.received(), &counts.calls()}) {
+    const int64_t entries = static_cast<int64_t>(map->size());
+    if (entries > kMaxByteCountEntries) {
+      return LimitExceeded(absl::StrCat("the number of peers in the report's ", what),
+                           entries, kMaxByteCountEntries);
+    }
+    for (const auto& [peer, count] : *map) {
+      RETURN_IF_ERROR(CheckIdLength(absl::StrCat("a peer name in the report's ", what), peer));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Coordinator::RecordDone(Member& member, const v1::StepReport& done) {
+  RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
+  RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));
   member.bytes = done.bytes();  // cumulative counts: the latest replaces
   member.peer_bytes = done.peer_bytes();
   compute_seconds_ += done.compute_seconds();

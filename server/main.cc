@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
   app.add_option("--start-workers", c.start_workers,
                  "the first step waits until this many workers have registered")
       ->capture_default_str()->group(job);
-  app.add_option("--max-workers", c.max_workers, "refuse workers beyond this (0: no limit)")
-      ->group(job);
+  app.add_option("--max-workers", c.max_workers,
+                 "refuse workers beyond this with RESOURCE_EXHAUSTED (0: no limit)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(job);
   app.add_option("--expected-workers", c.expected_workers,
                  "async: workers assumed for the LR schedule length (0: --min-workers)")
       ->group(job);
@@ -124,6 +125,19 @@ int main(int argc, char** argv) {
                  "one-way latency added to every pull message sent (pipelined), e.g. "
                  "50us, 1ms; empty or 0: none")
       ->group(ps);
+  const std::string limits = "PS shard limits (RESOURCE_EXHAUSTED beyond)";
+  app.add_option("--max-open-pushes", p.limits.max_open_pushes,
+                 "push streams received at once (each holds a buffer the size of the slice)")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(limits);
+  app.add_option("--max-step-pushes", p.limits.max_step_pushes,
+                 "sync: pushes (workers) buffered for the open step")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(limits);
+  app.add_option("--max-async-workers", p.limits.max_async_workers,
+                 "async: workers whose last step the shard remembers")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(limits);
+  app.add_option("--max-pending-pulls", p.limits.max_pending_pulls,
+                 "pulls waiting for a newer version")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(limits);
   ferry::OpsFlags ops_flags;
   ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);

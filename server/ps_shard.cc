@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "common/cpu_backend.h"
+#include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 
@@ -91,6 +92,8 @@ absl::Status PsShard::RejectPush(absl::Status status) {
 
 absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
   if (updates_stopped_) return StoppedError();
+  RETURN_IF_ERROR(CheckIdLength("the push's job_id", h.job_id));
+  RETURN_IF_ERROR(CheckIdLength("the push's worker_id", h.worker_id));
   if (h.job_id != config_.job_id) {
     return absl::FailedPreconditionError(
         absl::StrFormat("push for job '%s', this shard serves job '%s'",
@@ -128,6 +131,12 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
       return absl::AlreadyExistsError(absl::StrFormat(
           "worker %s already pushed step %d", h.worker_id, h.step));
     }
+    const int64_t buffered = static_cast<int64_t>(pending_.size());
+    if (buffered >= config_.limits.max_step_pushes) {
+      return LimitExceeded(absl::StrFormat("the number of pushes buffered for step %d",
+                                           h.step),
+                           buffered + 1, config_.limits.max_step_pushes);
+    }
   } else {
     if (h.base_version > version_) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -140,6 +149,11 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
           "worker %s already pushed step %d (last applied step %d)",
           h.worker_id, h.step, it->second));
     }
+    const int64_t known = static_cast<int64_t>(last_step_.size());
+    if (it == last_step_.end() && known >= config_.limits.max_async_workers) {
+      return LimitExceeded("the number of async workers the shard remembers", known + 1,
+                           config_.limits.max_async_workers);
+    }
   }
   return absl::OkStatus();
 }
@@ -150,10 +164,17 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
   {
     absl::MutexLock lock(&mu_);
     absl::Status status = CheckHeaderLocked(header);
+    const int64_t open = open_pushes_->load();
+    if (status.ok() && open >= config_.limits.max_open_pushes) {
+      status = LimitExceeded("the number of pushes being received", open + 1,
+                             config_.limits.max_open_pushes);
+    }
     if (!status.ok()) {
       ++rejected_pushes_;
       return Rejected("push", std::move(status));
     }
+    open_pushes_->fetch_add(1);
+    staging->open_pushes_ = open_pushes_;
     staging->rollbacks_ = rollbacks_;
   }
   staging->begun_ = absl::Now();
@@ -311,6 +332,13 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
       return Rejected("finalize", absl::InvalidArgumentError(
           absl::StrFormat("finalize of step %d names no contributor", step)));
     }
+    const int64_t named_count = static_cast<int64_t>(contributors.size());
+    if (named_count > config_.limits.max_step_pushes) {
+      return Rejected("finalize",
+                      LimitExceeded(absl::StrFormat("the number of contributors of step %d",
+                                                    step),
+                                    named_count, config_.limits.max_step_pushes));
+    }
     absl::flat_hash_set<absl::string_view> named;
     int64_t total_samples = 0;
     for (const PsContributor& c : contributors) {
@@ -422,6 +450,11 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
     if (shut_down_) {
       snapshot = ShutDownError(config_.shard_id);
     } else if (version_ < min_version) {
+      const int64_t pending = static_cast<int64_t>(waiters_.size());
+      if (pending >= config_.limits.max_pending_pulls) {
+        return Rejected("pull", LimitExceeded("the number of pending pulls", pending + 1,
+                                              config_.limits.max_pending_pulls));
+      }
       const PullWaitId id = next_wait_id_++;
       // ferry_pull_seconds: how long the pull waited for its version.
       ReadyCallback timed = [begun = absl::Now(), ready = std::move(ready)](

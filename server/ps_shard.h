@@ -48,6 +48,7 @@
 #ifndef FERRY_SERVER_PS_SHARD_H_
 #define FERRY_SERVER_PS_SHARD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,6 +68,7 @@
 #include "common/gradient_codec.h"
 #include "common/optimizer.h"
 #include "common/optimizer_config.h"
+#include "common/peer_limits.h"
 #include "common/sharding.h"
 
 namespace ferry {
@@ -81,6 +83,8 @@ struct PsShardConfig {
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;
+  // What peers may make the shard hold (common/peer_limits.h).
+  PsLimits limits;
   // Exactly the shard's range ShardRange(total, num_shards, shard_id) of the
   // full initial flat parameters.
   std::vector<float> initial_slice;
@@ -135,10 +139,15 @@ struct PsShardInfo {
 // A push being received; created by PsShard::BeginPush. Opaque to callers.
 class PsPushStaging {
  public:
+  ~PsPushStaging() {
+    if (open_pushes_ != nullptr) open_pushes_->fetch_sub(1);
+  }
   const PsPushHeader& header() const { return header_; }
 
  private:
   friend class PsShard;
+  // The shard's count of open pushes, released with the staging.
+  std::shared_ptr<std::atomic<int64_t>> open_pushes_;
   PsPushHeader header_;
   std::vector<float> grad_;  // the shard's slice
   std::vector<bool> seen_;   // by owned chunk index
@@ -178,7 +187,13 @@ class PsShard {
   //                      step; async: step <= the worker's last applied step;
   //  ABORTED             header generation older than the newest generation
   //                      named by FinalizeStep or a restore;
+  //  RESOURCE_EXHAUSTED  job_id or worker_id longer than kMaxIdBytes;
+  //                      limits.max_open_pushes stagings alive; sync:
+  //                      limits.max_step_pushes workers already pushed the
+  //                      open step; async: a new worker when
+  //                      limits.max_async_workers are remembered;
   //  UNAVAILABLE         after StopUpdates().
+  // The staging counts as an open push until it is destroyed.
   absl::StatusOr<std::unique_ptr<PsPushStaging>> BeginPush(
       const PsPushHeader& header);
 
@@ -225,6 +240,7 @@ class PsShard {
   //                      that has not pushed this step here;
   //  INVALID_ARGUMENT    no contributors, a repeated worker, num_samples < 1
   //                      or different from the num_samples it pushed;
+  //  RESOURCE_EXHAUSTED  more than limits.max_step_pushes contributors;
   //  ABORTED             generation older than one already finalized or
   //                      restored;
   //  UNAVAILABLE         after StopUpdates();
@@ -236,7 +252,8 @@ class PsShard {
   // Calls `ready` with a snapshot once version() >= min_version: inline
   // (before returning kNoPullWait) when it already is, else later on the
   // thread that applies that version. Returns an id for CancelWait.
-  // FAILED_PRECONDITION for a wrong job_id (`ready` is never called then).
+  // FAILED_PRECONDITION for a wrong job_id, RESOURCE_EXHAUSTED when
+  // limits.max_pending_pulls waits are pending (`ready` is never called then).
   absl::StatusOr<PullWaitId> WaitForVersion(absl::string_view job_id,
                                             int64_t min_version,
                                             ReadyCallback ready);
@@ -355,6 +372,9 @@ class PsShard {
   std::vector<float> TakeGradBuffer() ABSL_LOCKS_EXCLUDED(mu_);
   void RecycleGradBuffer(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Stagings alive; incremented under mu_, decremented by ~PsPushStaging.
+  const std::shared_ptr<std::atomic<int64_t>> open_pushes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool updates_stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -51,7 +51,8 @@ absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address, absl::Duration 
   }
 }
 
-absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_id) {
+absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_id,
+                                             const PsLimits& limits) {
   if (shard_id < 0 || shard_id >= job.shard_addresses_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--shard-id ", shard_id, " is outside the job's ", job.shard_addresses_size(),
@@ -73,6 +74,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_i
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC ? PsConsistency::kSync
                                                                 : PsConsistency::kAsync;
   config.initial_slice.assign(init.begin() + range.begin, init.begin() + range.end);
+  config.limits = limits;
   return config;
 }
 
@@ -113,7 +115,7 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   }
   auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
   if (!job.ok()) return Fail(job.status());
-  auto config = ShardConfigFor(*job, f.shard_id);
+  auto config = ShardConfigFor(*job, f.shard_id, f.limits);
   if (!config.ok()) return Fail(config.status());
   const size_t owned = config->initial_slice.size();
   auto shard = PsShard::Create(std::move(*config));

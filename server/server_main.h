@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/optimizer_config.h"
+#include "common/peer_limits.h"
 
 namespace ferry {
 
@@ -36,7 +37,7 @@ struct CoordinatorFlags {
   bool error_feedback = true;        // lossy compression: carry the dropped part
   int min_workers = 1;
   int start_workers = 0;
-  int max_workers = 0;
+  int max_workers = kDefaultMaxWorkers;
   int expected_workers = 0;  // async schedule length; 0: min_workers
   double heartbeat_timeout_s = 5.0;
   double heartbeat_interval_s = 1.0;
@@ -60,6 +61,8 @@ struct PsFlags {
   // text; empty: unlimited / no latency).
   std::string link_bandwidth;
   std::string link_latency;
+  // What peers may make this shard hold; RESOURCE_EXHAUSTED beyond.
+  PsLimits limits;
 };
 
 // Writes `port` to `path` atomically (temp file + rename) so a launcher

@@ -34,6 +34,10 @@ absl::Status RingMailbox::Deliver(int64_t generation, const RingTag& tag,
     return absl::AlreadyExistsError(
         absl::StrCat("ring message ", tag.ToString(), " arrived twice"));
   }
+  const int64_t count = static_cast<int64_t>(messages_.size());
+  if (count >= max_messages_) {
+    return LimitExceeded("the number of unclaimed ring messages", count + 1, max_messages_);
+  }
   const int64_t size = static_cast<int64_t>(payload.size());
   if (buffered_ + size > max_buffered_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(

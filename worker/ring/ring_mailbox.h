@@ -19,19 +19,23 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/peer_limits.h"
 #include "worker/ring/ring_transport.h"
 
 namespace ferry {
 
 class RingMailbox {
  public:
-  // `max_buffered_bytes` bounds what unclaimed messages may hold.
-  explicit RingMailbox(int64_t max_buffered_bytes = int64_t{1} << 30)
-      : max_buffered_bytes_(max_buffered_bytes) {}
+  // `max_buffered_bytes` bounds what unclaimed messages may hold,
+  // `max_messages` how many there may be.
+  explicit RingMailbox(int64_t max_buffered_bytes = int64_t{1} << 30,
+                       int64_t max_messages = kDefaultMaxRingMessages)
+      : max_buffered_bytes_(max_buffered_bytes), max_messages_(max_messages) {}
 
   // Files `payload` under (generation, tag). Errors: ABORTED for a
   // generation older than the newest seen; ALREADY_EXISTS for a tag filed
-  // twice; RESOURCE_EXHAUSTED when the buffered bytes would pass the limit.
+  // twice; RESOURCE_EXHAUSTED when the buffered bytes or messages would pass
+  // their limit.
   // Nothing is filed on error.
   absl::Status Deliver(int64_t generation, const RingTag& tag,
                        std::string payload);
@@ -60,6 +64,7 @@ class RingMailbox {
   bool EnterLocked(int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_buffered_bytes_;
+  const int64_t max_messages_;
   mutable absl::Mutex mu_;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
   std::map<RingTag, std::string> messages_ ABSL_GUARDED_BY(mu_);
