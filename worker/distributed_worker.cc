@@ -35,6 +35,8 @@ namespace {
 constexpr int kMaxConsecutiveFailures = 10;
 constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
+// Deadline of the ShardInfo calls that tell waiting from failing.
+constexpr absl::Duration kShardCheckTimeout = absl::Seconds(2);
 
 void Log(const std::string& line) { LogInfo(line); }
 
@@ -368,11 +370,21 @@ class Worker {
         // expected, not a fault: it does not count towards giving up.
         const bool closed_without_us = absl::IsFailedPrecondition(report.status()) ||
                                        absl::IsAlreadyExists(report.status());
+        // A sync step waits for all its contributors: a call that ran out
+        // of time while every shard answers waited for another worker (one
+        // cut off from a shard, say), it did not fail here. It does not
+        // count either, so that the workers that reach every shard outlast
+        // the one that does not, which gives up and leaves (its slot is
+        // dropped and the step completes without it). Counting it made the
+        // healthy workers exit first (tests/fault/network_partition_test.py).
+        const bool waited_for_others =
+            !ring() && absl::IsDeadlineExceeded(report.status()) &&
+            ps_->CheckShards(std::min(options_.rpc_timeout, kShardCheckTimeout)).ok();
         // A ring keeps failing until the coordinator evicts a dead member
         // (a heartbeat timeout): back off and wait for it, up to about a
         // minute of failures in a row.
         const int limit = ring() ? kMaxConsecutiveRingFailures : kMaxConsecutiveFailures;
-        if (!closed_without_us && ++failures >= limit) {
+        if (!closed_without_us && !waited_for_others && ++failures >= limit) {
           return report.status();
         }
         if (ring()) {

@@ -98,6 +98,12 @@ struct WorkerSummary {
 // generation), FAILED_PRECONDITION (step not open), ALREADY_EXISTS or
 // CANCELLED is abandoned: nothing is reported for it and the worker asks for
 // the next task; 10 such failures in a row end the worker with the last one.
+// In PS mode a DEADLINE_EXCEEDED does not count when every shard then
+// answers a ShardInfo call (ParameterClient::CheckShards): the step was
+// waiting for another contributor, e.g. one cut off from a shard by a
+// network partition, which is the one whose failures count. A shard
+// answering ALREADY_EXISTS to a push holds this worker's push from an
+// earlier attempt at the step and counts as accepted (PushSession::Finish).
 //
 // Errors: NOT_FOUND when the coordinator evicted this worker; UNAVAILABLE
 // when the coordinator stays unreachable through the retry budget;

@@ -37,6 +37,8 @@ struct GrpcParameterClient::Shard {
   int id = 0;
   std::string address;
   std::unique_ptr<grpc::GenericStub> stub;
+  // Typed stub on the same channel (one connection) for CheckShards().
+  std::unique_ptr<v1::ParameterServer::Stub> control;
   int64_t num_chunks = 0;  // chunks this shard owns
   // Buffers for the chunks pushed to this shard (at most its bytes kept).
   std::shared_ptr<ChunkBufferPool> buffers;
@@ -227,7 +229,6 @@ class PushCall final
         timeout_(timeout),
         counter_(counter),
         group_(group),
-        is_retry_(is_retry),
         requests_(std::move(requests)),
         closed_(is_retry) {}
 
@@ -303,8 +304,18 @@ class PushCall final
         shard_.bytes->AddReceived(size);
       }
     }
-    // A retry may meet our own earlier attempt, which did get through.
-    if (is_retry_ && absl::IsAlreadyExists(status)) status = absl::OkStatus();
+    // ALREADY_EXISTS: the shard holds this worker's push of this step from
+    // an earlier attempt that did get through: a retry of this session
+    // whose answer was lost, or an abandoned attempt at the same lease
+    // (another shard failed it, e.g. cut off by a network partition). The
+    // shard has the gradient, so this shard accepted the push. Refusing it
+    // instead made the worker abandon the step, be given the same step
+    // again and meet ALREADY_EXISTS again, forever (a livelock that stalled
+    // the sync job; tests/fault/network_partition_test.py). It is this
+    // lease's gradient: a sync shard drops a step's pushes whenever the
+    // step could be formed again (Restore), and FinalizeStep checks the
+    // sample count.
+    if (absl::IsAlreadyExists(status)) status = absl::OkStatus();
     status_ = Annotate(status, shard_);
     group_->Done(false);
   }
@@ -384,7 +395,6 @@ class PushCall final
   const absl::Duration timeout_;
   ByteCounter* const counter_;
   CallGroup* const group_;
-  const bool is_retry_;
   grpc::ClientContext context_;
   grpc::ByteBuffer response_;
   bool got_response_ = false;  // OnReadDone, read in OnDone

@@ -229,8 +229,9 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
     shard->address = client->options_.shard_addresses[s];
-    shard->stub =
-        std::make_unique<grpc::GenericStub>(MakeChannel(shard->address));
+    const std::shared_ptr<grpc::Channel> channel = MakeChannel(shard->address);
+    shard->stub = std::make_unique<grpc::GenericStub>(channel);
+    shard->control = v1::ParameterServer::NewStub(channel);
     shard->shaper = client->options_.shaper;
     client->shards_.push_back(std::move(shard));
   }
@@ -301,6 +302,29 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   Metrics().pull_seconds(MetricRole::kWorker).Observe(SecondsSince(begun));
   // Only shards without chunks answered: nothing tells the version.
   return version == PullCall::kNoVersion ? min_version : version;
+}
+
+absl::Status GrpcParameterClient::CheckShards(absl::Duration timeout) {
+  const int n = static_cast<int>(shards_.size());
+  std::unique_ptr<grpc::ClientContext[]> contexts(new grpc::ClientContext[n]);
+  std::vector<v1::ShardInfoResponse> responses(n);
+  std::vector<absl::Status> statuses(n);
+  CallGroup group(n);
+  const v1::ShardInfoRequest request;
+  for (int s = 0; s < n; ++s) {
+    SetDeadline(contexts[s], timeout);
+    shards_[s]->control->async()->ShardInfo(
+        &contexts[s], &request, &responses[s],
+        [&, s](grpc::Status status) {
+          statuses[s] = ps_internal::Annotate(FromGrpcStatus(status), *shards_[s]);
+          group.Done(false);
+        });
+  }
+  group.WaitAll();
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 std::map<std::string, TransferBytes> GrpcParameterClient::peer_bytes() const {

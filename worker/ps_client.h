@@ -95,13 +95,16 @@ class PushSession {
                              const float* grads) = 0;
 
   // Closes every stream and waits for every shard's answer, retrying shards
-  // that were UNAVAILABLE per the client's RetryPolicy (a retry that meets
-  // ALREADY_EXISTS counts as accepted). Returns OK when every shard accepted
-  // the push. Errors: FAILED_PRECONDITION when some element was never
-  // declared (nothing is committed: the streams are cancelled) or when called
-  // twice; otherwise the first failing shard's status (e.g. ABORTED stale
-  // generation, ALREADY_EXISTS, INVALID_ARGUMENT, UNAVAILABLE,
-  // DEADLINE_EXCEEDED), its message naming the shard.
+  // that were UNAVAILABLE per the client's RetryPolicy. A shard answering
+  // ALREADY_EXISTS counts as accepted, on any attempt: it holds this
+  // worker's push of this step from an earlier attempt (a retry whose
+  // answer was lost, or an abandoned attempt at the same lease that another
+  // shard failed). Returns OK when every shard accepted the push. Errors:
+  // FAILED_PRECONDITION when some element was never declared (nothing is
+  // committed: the streams are cancelled) or when called twice; otherwise
+  // the first failing shard's status (e.g. ABORTED stale generation,
+  // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED), its message naming
+  // the shard.
   virtual absl::Status Finish() = 0;
 };
 
@@ -131,6 +134,18 @@ class ParameterClient {
   // (INVALID_ARGUMENT: negative num_samples).
   virtual absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) = 0;
+
+  // Whether every shard answers right now: one ShardInfo call to each, in
+  // parallel, each with deadline `timeout`. OK when every shard answered;
+  // otherwise the first failing shard's status (e.g. DEADLINE_EXCEEDED,
+  // UNAVAILABLE), its message naming the shard. Tells a pull that ran out
+  // of time waiting for a version that other workers have not pushed yet
+  // (every shard answers) from a shard this worker cannot reach (a network
+  // partition, a dead shard). The default (fakes) answers OK.
+  virtual absl::Status CheckShards(absl::Duration timeout) {
+    (void)timeout;
+    return absl::OkStatus();
+  }
 
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;
@@ -173,6 +188,7 @@ class GrpcParameterClient final : public ParameterClient {
                                float* flat_params) override;
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override;
+  absl::Status CheckShards(absl::Duration timeout) override;
   TransferBytes bytes() const override { return counter_.Get(); }
   std::map<std::string, TransferBytes> peer_bytes() const override;
 
