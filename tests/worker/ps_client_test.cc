@@ -56,6 +56,12 @@ class FakeShard final : public v1::ParameterServer::Service {
         params_(std::move(params)),
         version_(version) {}
 
+  grpc::Status ShardInfo(grpc::ServerContext*, const v1::ShardInfoRequest*,
+                         v1::ShardInfoResponse* response) override {
+    response->set_shard_id(shard_id_);
+    return grpc::Status::OK;
+  }
+
   grpc::Status Push(grpc::ServerContext* context,
                     grpc::ServerReader<v1::PushRequest>* reader,
                     v1::PushResponse* response) override {
@@ -395,6 +401,36 @@ TEST(PushSessionTest, RetryThatMeetsAlreadyExistsCountsAsAccepted) {
   auto session = *client->BeginPush(Info());
   ASSERT_TRUE(session->Ready(0, kTotal, grads.data()).ok());
   EXPECT_TRUE(session->Finish().ok());
+}
+
+// An abandoned attempt at the same lease got through to this shard (another
+// shard failed it): the shard answers the next attempt ALREADY_EXISTS, which
+// is an accepted push, not a refusal that would make the worker give the
+// step up again forever.
+TEST(PushSessionTest, FirstAttemptThatMeetsAlreadyExistsCountsAsAccepted) {
+  Cluster cluster(2);
+  cluster.shard(1).FailNextPush({grpc::ALREADY_EXISTS, "already pushed"});
+  auto client = cluster.Client();
+  const std::vector<float> grads(kTotal, 1.0f);
+  auto session = *client->BeginPush(Info());
+  ASSERT_TRUE(session->Ready(0, kTotal, grads.data()).ok());
+  EXPECT_TRUE(session->Finish().ok());
+  EXPECT_EQ(cluster.shard(1).pushes().size(), 1u);  // no retry needed
+}
+
+TEST(CheckShardsTest, OkWhenEveryShardAnswersErrorNamingTheOneThatDoesNot) {
+  Cluster cluster(2);
+  EXPECT_TRUE(cluster.Client()->CheckShards(absl::Seconds(2)).ok());
+  {
+    Cluster gone(1);
+    cluster.addresses()[1] = gone.addresses()[0];
+  }
+  auto client = cluster.Client();
+  const absl::Time start = absl::Now();
+  const absl::Status status = client->CheckShards(absl::Milliseconds(500));
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("ps shard 1"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
 class PullTest : public ::testing::TestWithParam<int> {};
