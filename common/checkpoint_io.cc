@@ -199,13 +199,25 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   }
   const CheckpointIdentity& id = h.identity;
   const std::optional<uint64_t> implied = ImpliedBodySize(h, r.pos());
+  // The range's width in uint64_t: for any range_begin <= range_end it is
+  // exact, where the int64_t difference could overflow (fuzzer finding
+  // tests/fuzz/regressions/checkpoint_reader_fuzz/range-width-overflow).
   if (id.range_end < id.range_begin ||
-      static_cast<uint64_t>(id.range_end - id.range_begin) != h.elements ||
+      static_cast<uint64_t>(id.range_end) -
+              static_cast<uint64_t>(id.range_begin) !=
+          h.elements ||
       !implied.has_value() || *implied != body.size()) {
     return absl::DataLossError(absl::StrFormat(
         "checkpoint sizes do not add up: range [%d, %d), %d elements per "
         "buffer, %d state buffers, %d bytes",
         id.range_begin, id.range_end, h.elements, h.num_state, bytes.size()));
+  }
+  // Fuzzer finding tests/fuzz/regressions/checkpoint_reader_fuzz/
+  // state-buffer-count-unbounded: with 0 elements any count adds up.
+  if (h.num_state > kMaxCheckpointStateBuffers) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint claims %d optimizer state buffers; at most %d",
+        h.num_state, kMaxCheckpointStateBuffers));
   }
   ShardCheckpoint c;
   c.identity = h.identity;
@@ -276,13 +288,16 @@ absl::StatusOr<std::string> CheckpointStore::Write(
     const ShardCheckpoint& checkpoint) {
   if (absl::Status s = CheckIdentity(checkpoint, identity_); !s.ok()) return s;
   const size_t n = static_cast<size_t>(identity_.range_end - identity_.range_begin);
-  bool sizes_ok = checkpoint.params.size() == n;
+  bool sizes_ok = checkpoint.params.size() == n &&
+                  checkpoint.state.size() <= kMaxCheckpointStateBuffers;
   for (const std::vector<float>& buffer : checkpoint.state) {
     sizes_ok = sizes_ok && buffer.size() == n;
   }
   if (!sizes_ok) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "checkpoint buffers do not hold the slice's %d elements", n));
+        "checkpoint buffers do not hold the slice's %d elements (or more "
+        "than %d state buffers)",
+        n, kMaxCheckpointStateBuffers));
   }
   const std::string bytes = EncodeCheckpoint(checkpoint);
   const std::string path =

@@ -36,6 +36,10 @@
 namespace ferry {
 
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
+// The most optimizer state buffers a checkpoint may hold (Adam has 2). The
+// reader refuses more, so that a small file with zero-element buffers cannot
+// make it allocate one vector per claimed buffer (up to 2^32).
+inline constexpr uint32_t kMaxCheckpointStateBuffers = 8;
 inline constexpr int kCheckpointsKept = 3;
 
 // Which slice a checkpoint belongs to; a checkpoint only restores the same.
@@ -55,13 +59,15 @@ struct ShardCheckpoint {
   std::vector<std::vector<float>> state;  // each params.size() elements
 };
 
-// The file's bytes. REQUIRES: params.size() == range_end - range_begin and
-// every state buffer has params.size() elements.
+// The file's bytes. REQUIRES: params.size() == range_end - range_begin,
+// every state buffer has params.size() elements, and there are at most
+// kMaxCheckpointStateBuffers of them.
 std::string EncodeCheckpoint(const ShardCheckpoint& checkpoint);
 
 // Parses and verifies a file's bytes. Errors:
 //  DATA_LOSS           bad magic, truncated or extended file, checksum
-//                      mismatch, sizes that do not add up;
+//                      mismatch, sizes that do not add up, more than
+//                      kMaxCheckpointStateBuffers state buffers;
 //  FAILED_PRECONDITION a format version this build does not know.
 absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes);
 
@@ -92,7 +98,8 @@ class CheckpointStore {
   // this shard's checkpoints older than the newest `keep`. Returns the path.
   // A failed deletion is only logged to stderr. Errors: the file system's;
   // FAILED_PRECONDITION when the checkpoint is of another slice;
-  // INVALID_ARGUMENT when its buffers have the wrong sizes.
+  // INVALID_ARGUMENT when its buffers have the wrong sizes or there are
+  // more than kMaxCheckpointStateBuffers state buffers.
   absl::StatusOr<std::string> Write(const ShardCheckpoint& checkpoint);
 
   // This shard's checkpoint versions found in the directory, ascending (by
