@@ -272,6 +272,7 @@ absl::Status Decode(GradientEncoding encoding, absl::string_view bytes,
             "%d, got %d bytes",
             n, n, bytes.size()));
       }
+      if (k == 0) return absl::OkStatus();  // an empty chunk: nothing to add
       std::vector<uint32_t> idx(k);
       std::memcpy(idx.data(), bytes.data(), 4 * k);
       for (size_t i = 0; i < k; ++i) {
