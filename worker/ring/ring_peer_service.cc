@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/peer_limits.h"
+#include "common/status_macros.h"
 #include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 
@@ -18,13 +20,15 @@ namespace {
 constexpr int64_t kWeightsChunkElements = 256 * 1024;  // 1 MiB
 
 // Files every message of one neighbour's stream; deletes itself in OnDone.
-// gRPC serializes the reactions of one call, so no lock is needed.
-class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
+// Reads the stream raw and parses each message itself, so that a message
+// that does not parse is an error rather than the stream's end (see the
+// header). gRPC serializes the reactions of one call, so no lock is needed.
+class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ExchangeReactor(grpc::CallbackServerContext* context,
-                  RingPeerService* service, v1::ExchangeSummary* response)
+                  RingPeerService* service, grpc::ByteBuffer* response)
       : context_(context), service_(service), response_(response) {
-    StartRead(&message_);
+    StartRead(&buffer_);
   }
 
   void OnReadDone(bool ok) override {
@@ -35,7 +39,20 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
                              "the stream from ring rank %d (%s) broke",
                              from_rank_, from_worker_)));
       }
-      Finish(grpc::Status::OK);
+      FinishWithSummary();
+      return;
+    }
+    ++received_;
+    const int64_t wire_size = static_cast<int64_t>(buffer_.Length());
+    // Deserialize empties buffer_ and replaces message_'s contents.
+    if (!grpc::SerializationTraits<v1::RingMessage>::Deserialize(&buffer_,
+                                                                 &message_)
+             .ok()) {
+      service_->counter()->AddReceived(wire_size);  // never taken
+      const absl::Status status = absl::InvalidArgumentError(
+          absl::StrFormat("ring message %d does not parse", received_));
+      if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
+      Finish(ToGrpcStatus(status));
       return;
     }
     // Only the hello is counted here; the rest of a filed message when the
@@ -64,16 +81,27 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
       const absl::Time now = absl::Now();
       const absl::Time release = shaper->ReserveReceive(size, now);
       if (release > now) {
-        shaper->RunAt(release, [this] { StartRead(&message_); });
+        shaper->RunAt(release, [this] { StartRead(&buffer_); });
         return;
       }
     }
-    StartRead(&message_);
+    StartRead(&buffer_);
   }
 
   void OnDone() override { delete this; }
 
  private:
+  // Ends the call OK with the encoded ExchangeSummary.
+  void FinishWithSummary() {
+    v1::ExchangeSummary summary;
+    summary.set_messages(filed_);
+    grpc::Slice slice(summary.SerializeAsString());
+    *response_ = grpc::ByteBuffer(&slice, 1);
+    Finish(grpc::Status::OK);
+  }
+
+  // Files message_ (the first must carry the hello); returns the error
+  // that ends the stream.
   absl::Status File() {
     if (generation_ < 0) {
       if (!message_.has_hello()) {
@@ -90,6 +118,7 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
             "ring message for job '%s'; this worker runs job '%s'",
             hello.job_id(), job));
       }
+      RETURN_IF_ERROR(CheckIdLength("the ring hello's from_worker_id", hello.from_worker_id()));
       if (!service_->mailbox()->Enter(hello.generation())) {
         return absl::AbortedError(absl::StrFormat(
             "ring generation %d is older than this worker's",
@@ -106,7 +135,7 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
           "ring message of %d bytes is not a whole number of floats",
           message_.data().size()));
     }
-    response_->set_messages(response_->messages() + 1);
+    ++filed_;
     RingTag tag{message_.op_id(), message_.stage(), message_.piece()};
     return service_->mailbox()->Deliver(generation_, tag,
                                         std::move(*message_.mutable_data()));
@@ -114,8 +143,11 @@ class ExchangeReactor final : public grpc::ServerReadReactor<v1::RingMessage> {
 
   grpc::CallbackServerContext* const context_;
   RingPeerService* const service_;
-  v1::ExchangeSummary* const response_;
-  v1::RingMessage message_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer buffer_;    // the message being read
+  v1::RingMessage message_;    // buffer_, parsed
+  int64_t received_ = 0;       // messages read, the one in hand included
+  int64_t filed_ = 0;          // ExchangeSummary.messages
   int64_t generation_ = -1;
   int from_rank_ = -1;
   std::string from_worker_;
@@ -192,10 +224,10 @@ std::string RingPeerService::job_id() const {
   return job_id_;
 }
 
-grpc::ServerReadReactor<v1::RingMessage>* RingPeerService::Exchange(
-    grpc::CallbackServerContext* context, v1::ExchangeSummary* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* RingPeerService::Exchange(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectRead<v1::RingMessage>(auth);
+    return RejectRead<grpc::ByteBuffer>(auth);
   }
   return new ExchangeReactor(context, this, response);
 }

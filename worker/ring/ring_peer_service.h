@@ -6,6 +6,16 @@
 // UNAUTHENTICATED "missing bearer token" / "wrong bearer token" when one is
 // configured and the call lacks it. The server's port uses the process's
 // TLS settings (AddServingPort).
+//
+// Exchange is registered raw (grpc::ByteBuffer) and parses each RingMessage
+// itself: gRPC reports a message that does not parse to a read reactor
+// exactly like the end of the stream, which would end the call OK and drop
+// the rest of the stream silently. Instead a message that does not parse
+// ends the call with INVALID_ARGUMENT "ring message N does not parse" (N
+// counts the stream's messages from 1) and fails the stream's generation in
+// the mailbox (RingMailbox::Fail), so the collective waiting for the lost
+// pieces fails at once rather than at its deadline. The summary is the
+// canonical ExchangeSummary encoding.
 #ifndef FERRY_WORKER_RING_RING_PEER_SERVICE_H_
 #define FERRY_WORKER_RING_RING_PEER_SERVICE_H_
 
@@ -25,7 +35,9 @@ namespace ferry {
 // Peer role name in byte accounting for worker <-> worker traffic.
 inline constexpr char kRingPeerRole[] = "worker";
 
-class RingPeerService final : public v1::RingPeer::CallbackService {
+class RingPeerService final
+    : public v1::RingPeer::WithRawCallbackMethod_Exchange<
+          v1::RingPeer::CallbackService> {
  public:
   // Pointers are not owned and must outlive the service. `job_id` may be set
   // later (set_job_id) once the worker knows its job; until then every
@@ -41,9 +53,11 @@ class RingPeerService final : public v1::RingPeer::CallbackService {
 
   void set_job_id(const std::string& job_id);
 
-  grpc::ServerReadReactor<v1::RingMessage>* Exchange(
+  // The stream carries encoded ferry.v1.RingMessage messages; `response`
+  // receives the encoded ferry.v1.ExchangeSummary.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Exchange(
       grpc::CallbackServerContext* context,
-      v1::ExchangeSummary* response) override;
+      grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::WeightsChunk>* GetWeights(
       grpc::CallbackServerContext* context,
       const v1::WeightsRequest* request) override;
