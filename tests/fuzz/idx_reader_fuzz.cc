@@ -1,0 +1,109 @@
+// Fuzz target: the IDX dataset reader (worker/idx_reader.h), which only
+// reads files: each input is written to one temporary file per process and
+// read back.
+//
+// Input: byte 0 picks how.
+//  bit 0: expected rank 1 (labels) or 3 (images); 0x80 set: a rank in
+//         [0, 9] from bits 1-4 instead (outside [1, 8] is INVALID_ARGUMENT);
+//  bits 5-6: 0-1 the rest is the file as is (it may be gzip itself);
+//         2 the rest is gzip-compressed first, so mutations reach the
+//         decompressed header and data; 3 the same, then the compressed
+//         file is cut or flipped at a position taken from the rest's first
+//         two bytes (truncated / corrupt streams).
+//
+// Oracle: a read that succeeds has exactly the expected rank, dims that
+// are non-negative, and product(dims) data bytes.
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "tests/fuzz/fuzz_input.h"
+#include "worker/idx_reader.h"
+
+namespace ferry::fuzz {
+namespace {
+
+// The gzip encoding of `bytes` (one member).
+std::string Gzip(const std::string& bytes) {
+  z_stream z{};
+  FuzzCheck(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
+                         Z_DEFAULT_STRATEGY) == Z_OK,
+            "deflateInit2");
+  std::string out(deflateBound(&z, bytes.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  FuzzCheck(deflate(&z, Z_FINISH) == Z_STREAM_END, "deflate");
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// One temporary file per process, removed at exit.
+const std::string& TempPath() {
+  static const std::string* path = [] {
+    const char* dir = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(dir != nullptr && *dir ? dir : "/tmp") + "/idx_fuzz_XXXXXX";
+    const int fd = mkstemp(pattern.data());
+    FuzzCheck(fd >= 0, "mkstemp");
+    close(fd);
+    auto* p = new std::string(pattern);
+    std::atexit([] { unlink(TempPath().c_str()); });
+    return p;
+  }();
+  return *path;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  FuzzCheck(f != nullptr, "cannot open the temporary file");
+  FuzzCheck(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() ||
+                bytes.empty(),
+            "cannot write the temporary file");
+  std::fclose(f);
+}
+
+}  // namespace
+}  // namespace ferry::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ferry::fuzz;
+  FuzzInput in(data, size);
+  const uint8_t how = in.Byte();
+  const int rank = (how & 0x80) ? (how >> 1) % 10 : (how & 1) ? 3 : 1;
+  const int wrap = (how >> 5) & 0x03;
+  std::string bytes;
+  if (wrap < 2) {
+    bytes = in.Rest();
+  } else {
+    const uint16_t where = in.Int<uint16_t>();
+    bytes = Gzip(in.Rest());
+    if (wrap == 3 && !bytes.empty()) {
+      if (where & 1) {
+        bytes.resize((where >> 1) % bytes.size());
+      } else {
+        bytes[(where >> 1) % bytes.size()] ^= 0x20;
+      }
+    }
+  }
+  WriteFile(TempPath(), bytes);
+  absl::StatusOr<ferry::IdxArray> array = ferry::ReadIdxFile(TempPath(), rank);
+  if (array.ok()) {
+    FuzzCheck(static_cast<int>(array->dims.size()) == rank,
+              "IDX: wrong rank returned");
+    uint64_t product = 1;
+    for (int64_t d : array->dims) {
+      FuzzCheck(d >= 0, "IDX: negative dimension");
+      product *= static_cast<uint64_t>(d);
+    }
+    FuzzCheck(array->data.size() == product, "IDX: data size != product(dims)");
+  }
+  return 0;
+}
