@@ -1,0 +1,148 @@
+// Header-only part of ferry-ps-load (bench/ps_load.cc): a PS job's
+// coordinator and shards as real `ferry-server` processes on 127.0.0.1,
+// started with the launcher of `ferry local` (client/child_process.h: own
+// process group, output appended to a log, killed when this process dies).
+//
+// Thread safety: not thread-safe; create, use and destroy it on the main
+// thread (the children's death signal follows the thread that spawned them).
+#ifndef FERRY_BENCH_LOAD_CLUSTER_H_
+#define FERRY_BENCH_LOAD_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/child_process.h"
+#include "ferry/v1/coordinator.grpc.pb.h"
+#include "ferry/v1/ps.grpc.pb.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+
+struct LoadClusterOptions {
+  std::string server_bin;  // the ferry-server binary
+  std::string log_dir;     // <name>.log for every process; must exist
+  std::string job_id = "ferry-ps-load";
+  std::string model = "784-256-128-10";
+  std::string consistency = "async";
+  int shards = 1;
+  int64_t max_chunk_elements = 0;  // 0: the coordinator's default
+  absl::Duration start_timeout = absl::Seconds(60);
+};
+
+// A coordinator and its shards; SIGTERM (then SIGKILL after 5 s) to each
+// when destroyed.
+struct LoadCluster {
+  std::vector<std::string> names;   // "coordinator", "ps0", ...
+  std::vector<ChildProcess> procs;  // in the order of `names`
+  std::string coordinator;          // HOST:PORT
+  std::vector<std::string> shard_addresses;
+  v1::JobSpec job;  // as the coordinator serves it
+
+  LoadCluster() = default;
+  LoadCluster(const LoadCluster&) = delete;
+  LoadCluster& operator=(const LoadCluster&) = delete;
+  ~LoadCluster() {
+    for (ChildProcess& p : procs) p.Stop(absl::Seconds(5));
+  }
+};
+
+// Starts the coordinator (an `o.consistency` PS job of `o.model` on a small
+// synthetic dataset; it never sees a worker) and `o.shards` shards on free
+// ports, and returns once the coordinator answers GetJob and every shard
+// ShardInfo. UNAVAILABLE when a process cannot be started or exits,
+// DEADLINE_EXCEEDED when one is not ready within `o.start_timeout` (both
+// name its log). Processes already started stay in `c` (stopped with it).
+inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
+                                     LoadCluster& c) {
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  c.coordinator = absl::StrCat("127.0.0.1:", *port);
+  for (int i = 0; i < o.shards; ++i) {
+    port = PickFreePort();
+    if (!port.ok()) return port.status();
+    c.shard_addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+  }
+  std::vector<std::string> coord = {o.server_bin,
+                                    "--role",
+                                    "coordinator",
+                                    "--listen",
+                                    c.coordinator,
+                                    "--job-id",
+                                    o.job_id,
+                                    "--model",
+                                    o.model,
+                                    "--dataset",
+                                    "synthetic:1024",
+                                    "--mode",
+                                    "ps",
+                                    "--consistency",
+                                    o.consistency,
+                                    "--shards",
+                                    absl::StrJoin(c.shard_addresses, ",")};
+  if (o.max_chunk_elements > 0) {
+    coord.insert(coord.end(), {"--max-chunk-elements",
+                               std::to_string(o.max_chunk_elements)});
+  }
+  auto child = ChildProcess::Spawn(coord, o.log_dir + "/coordinator.log");
+  if (!child.ok()) return child.status();
+  c.names.push_back("coordinator");
+  c.procs.push_back(*std::move(child));
+  for (int i = 0; i < o.shards; ++i) {
+    child = ChildProcess::Spawn(
+        {o.server_bin, "--role", "ps", "--listen", c.shard_addresses[i],
+         "--coordinator", c.coordinator, "--shard-id", std::to_string(i)},
+        absl::StrCat(o.log_dir, "/ps", i, ".log"));
+    if (!child.ok()) return child.status();
+    c.names.push_back(absl::StrCat("ps", i));
+    c.procs.push_back(*std::move(child));
+  }
+  auto coord_stub = v1::Coordinator::NewStub(MakeChannel(c.coordinator));
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> shard_stubs;
+  for (const std::string& a : c.shard_addresses) {
+    shard_stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+  }
+  const absl::Time give_up = absl::Now() + o.start_timeout;
+  size_t ready = 0;  // processes known ready, in the order of `procs`
+  while (ready < c.procs.size()) {
+    for (size_t i = 0; i < c.procs.size(); ++i) {
+      if (auto code = c.procs[i].Poll()) {
+        return absl::UnavailableError(
+            absl::StrCat(c.names[i], " exited with code ", *code, " (see ",
+                         c.procs[i].log_path(), ")"));
+      }
+    }
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(c.names[ready], " not ready after ",
+                       absl::FormatDuration(o.start_timeout), " (see ",
+                       c.procs[ready].log_path(), ")"));
+    }
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(1));
+    bool ok = false;
+    if (ready == 0) {
+      ok = coord_stub->GetJob(&context, v1::GetJobRequest(), &c.job).ok();
+    } else {
+      v1::ShardInfoResponse info;
+      ok = shard_stubs[ready - 1]
+               ->ShardInfo(&context, v1::ShardInfoRequest(), &info)
+               .ok();
+    }
+    if (ok) {
+      ++ready;
+    } else {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry
+
+#endif  // FERRY_BENCH_LOAD_CLUSTER_H_
