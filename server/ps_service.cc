@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
@@ -34,14 +35,17 @@ PsPushHeader FromProto(const v1::PushHeader& h) {
   return header;
 }
 
-// Push: header, then chunks, commit at end-of-stream. Deletes itself in
-// OnDone. gRPC serializes the reactions of one call, so no lock is needed.
-class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
+// Push: header, then chunks, commit at end-of-stream. Reads the stream raw
+// and parses each message itself, so that a message that does not parse is
+// an error rather than the stream's end (see ps_service.h). Deletes itself
+// in OnDone. gRPC serializes the reactions of one call, so no lock is
+// needed.
+class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PushReactor(grpc::CallbackServerContext* context, PsShard* shard,
-              LinkShaper* shaper, v1::PushResponse* response)
+              LinkShaper* shaper, grpc::ByteBuffer* response)
       : context_(context), shard_(shard), shaper_(shaper), response_(response) {
-    StartRead(&request_);
+    StartRead(&buffer_);
   }
 
   void OnReadDone(bool ok) override {
@@ -49,9 +53,11 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
       EndOfStream();
       return;
     }
-    const int64_t size = static_cast<int64_t>(request_.ByteSizeLong());
+    ++received_;
+    const int64_t size = static_cast<int64_t>(buffer_.Length());
     shard_->RecordBytes(kWorkerRole, 0, size);
-    const absl::Status status = Consume();
+    absl::Status status = Parse();
+    if (status.ok()) status = Consume();
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
@@ -63,16 +69,27 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
       const absl::Time now = absl::Now();
       const absl::Time release = shaper_->ReserveReceive(size, now);
       if (release > now) {
-        shaper_->RunAt(release, [this] { StartRead(&request_); });
+        shaper_->RunAt(release, [this] { StartRead(&buffer_); });
         return;
       }
     }
-    StartRead(&request_);
+    StartRead(&buffer_);
   }
 
   void OnDone() override { delete this; }
 
  private:
+  // buffer_ into request_ (Deserialize empties buffer_).
+  absl::Status Parse() {
+    if (grpc::SerializationTraits<v1::PushRequest>::Deserialize(&buffer_,
+                                                                &request_)
+            .ok()) {
+      return absl::OkStatus();
+    }
+    return shard_->RejectPush(absl::InvalidArgumentError(
+        absl::StrFormat("push message %d does not parse", received_)));
+  }
+
   absl::Status Consume() {
     if (staging_ == nullptr) {
       if (!request_.has_header()) {
@@ -107,17 +124,22 @@ class PushReactor final : public grpc::ServerReadReactor<v1::PushRequest> {
       return;
     }
     absl::StatusOr<int64_t> version = shard_->CommitPush(std::move(staging_));
-    if (version.ok()) response_->set_version(*version);
-    shard_->RecordBytes(kWorkerRole,
-                        static_cast<int64_t>(response_->ByteSizeLong()), 0);
+    v1::PushResponse response;
+    if (version.ok()) response.set_version(*version);
+    const std::string encoded = response.SerializeAsString();
+    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(encoded.size()), 0);
+    grpc::Slice slice(encoded);
+    *response_ = grpc::ByteBuffer(&slice, 1);
     Finish(ToGrpcStatus(version.status()));
   }
 
   grpc::CallbackServerContext* const context_;
   PsShard* const shard_;
   LinkShaper* const shaper_;  // null: no link emulation
-  v1::PushResponse* const response_;
-  v1::PushRequest request_;
+  grpc::ByteBuffer* const response_;  // the encoded PushResponse
+  grpc::ByteBuffer buffer_;           // the message being read
+  v1::PushRequest request_;           // buffer_, parsed
+  int64_t received_ = 0;  // messages read, the one in hand included
   std::unique_ptr<PsPushStaging> staging_;
 };
 
@@ -309,10 +331,10 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::PushRequest>* PsService::Push(
-    grpc::CallbackServerContext* context, v1::PushResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectRead<v1::PushRequest>(auth);
+    return RejectRead<grpc::ByteBuffer>(auth);
   }
   return new PushReactor(context, shard_, shaper_, response);
 }

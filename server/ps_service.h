@@ -6,6 +6,12 @@
 //  - Push: a read reactor that opens the push on the header, copies every
 //    chunk straight into the shard's staging buffer and commits on
 //    end-of-stream; the first error finishes the call with that status.
+//    The method is registered raw (ByteBuffer) and parses each PushRequest
+//    itself: gRPC reports a message that does not parse to a read reactor
+//    exactly like the end of the stream, which would commit a push whose
+//    tail was lost. Instead such a message ends the call INVALID_ARGUMENT
+//    "push message N does not parse" (N counts from 1) and nothing of the
+//    push is applied. The response is the canonical PushResponse encoding.
 //  - Pull: a write reactor that registers a PsShard wait (no thread blocks)
 //    and streams one PullResponse per owned chunk of the snapshot, one write
 //    in flight at a time. The method is registered raw (ByteBuffer): each
@@ -42,8 +48,10 @@
 
 namespace ferry {
 
-class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
-                            v1::ParameterServer::CallbackService> {
+class PsService final
+    : public v1::ParameterServer::WithRawCallbackMethod_Push<
+          v1::ParameterServer::WithRawCallbackMethod_Pull<
+              v1::ParameterServer::CallbackService>> {
  public:
   // `checkpointer` may be null (no checkpoints); when set, it is `shard`'s.
   // `shaper` may be null (no link emulation); it must outlive the service.
@@ -51,9 +59,11 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
                      LinkShaper* shaper = nullptr)
       : shard_(shard), checkpointer_(checkpointer), shaper_(shaper) {}
 
-  grpc::ServerReadReactor<v1::PushRequest>* Push(
+  // The stream carries encoded ferry.v1.PushRequest messages; `response`
+  // receives the encoded ferry.v1.PushResponse.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
       grpc::CallbackServerContext* context,
-      v1::PushResponse* response) override;
+      grpc::ByteBuffer* response) override;
   // `request` is an encoded ferry.v1.PullRequest; the stream carries
   // encoded ferry.v1.PullResponse messages.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(

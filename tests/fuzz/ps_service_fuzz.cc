@@ -75,17 +75,19 @@ const Layout kLayouts[] = {
 
 // ferry.v1.ParameterServer for the whole process: forwards every call to
 // the running input's PsService, or refuses a call of an earlier input.
-class PsForwarder final : public v1::ParameterServer::WithRawCallbackMethod_Pull<
-                              v1::ParameterServer::CallbackService> {
+class PsForwarder final
+    : public v1::ParameterServer::WithRawCallbackMethod_Push<
+          v1::ParameterServer::WithRawCallbackMethod_Pull<
+              v1::ParameterServer::CallbackService>> {
  public:
   explicit PsForwarder(CallSessions* sessions) : sessions_(sessions) {}
 
-  grpc::ServerReadReactor<v1::PushRequest>* Push(
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
       grpc::CallbackServerContext* context,
-      v1::PushResponse* response) override {
+      grpc::ByteBuffer* response) override {
     PsService* s = sessions_->Admit<PsService>(context);
     return s != nullptr ? s->Push(context, response)
-                        : RejectRead<v1::PushRequest>(StaleCallStatus());
+                        : RejectRead<grpc::ByteBuffer>(StaleCallStatus());
   }
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
       grpc::CallbackServerContext* context,
@@ -264,8 +266,14 @@ void PushOp(PsUnderTest& ps, FuzzInput& in,
     if (mutate == 0xf2) *message.mutable_header() = first.header();
     requests.push_back(message.SerializeAsString());
   }
+  // A last message that does not parse (data claims 16 bytes, has 3): the
+  // push must fail however good the rest was (ps_service.h).
+  const bool unparsable_tail = flags & 0x10;
+  if (unparsable_tail) requests.push_back(std::string("\x1a\x10abc", 5));
   const RawCallResult result =
       RawCall(ps.channel, Method(0), requests);
+  FuzzCheck(!(unparsable_tail && result.status.ok()),
+            "push: a stream with a message that does not parse was accepted");
   if (result.status.ok()) {
     pushed[h->worker_id()] = PushRecord{h->step(), h->num_samples()};
   }

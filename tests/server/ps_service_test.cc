@@ -17,6 +17,7 @@
 #include "proto/rpc_util.h"
 #include "server/ps_checkpointer.h"
 #include "server/ps_server.h"
+#include "tests/testing/raw_stream_call.h"
 
 namespace ferry {
 namespace {
@@ -315,6 +316,44 @@ TEST_F(PsServiceTest, BadPushesGetTheirCodeAndChangeNothing) {
   // b's rejected pushes left no buffer behind.
   EXPECT_EQ(Finalize(1, {{"a", 2}, {"b", 1}}, 1).error_code(),
             grpc::FAILED_PRECONDITION);
+  EXPECT_EQ(shard_->version(), 1);
+}
+
+// A message that does not parse ends the push INVALID_ARGUMENT even after
+// every chunk arrived (gRPC would otherwise report it as the stream's end
+// and the push would be committed), and nothing of it is applied.
+TEST_F(PsServiceTest, UnparsablePushMessageIsInvalidArgumentAndChangesNothing) {
+  const v1::PushHeader a = Header("a", 0, 1);
+  std::vector<std::string> messages;
+  v1::PushRequest request;
+  *request.mutable_header() = a;
+  messages.push_back(request.SerializeAsString());
+  for (const ChunkData& chunk : Slice({1, 1, 1, 1})) {
+    request.Clear();
+    request.set_chunk_id(chunk.id);
+    request.set_data(chunk.values.data(), chunk.values.size() * sizeof(float));
+    messages.push_back(request.SerializeAsString());
+  }
+  // Field 3 (data) claims 16 bytes and carries 3: no PushRequest.
+  messages.push_back(std::string("\x1a\x10abc", 5));
+  const testutil::RawCallResult bad = testutil::RawStreamCall(
+      server_.port, "/ferry.v1.ParameterServer/Push", messages);
+  EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status.error_message(),
+            absl::StrCat("push message ", messages.size(), " does not parse"));
+  EXPECT_TRUE(bad.responses.empty());
+  EXPECT_EQ(Info().rejected_pushes(), 1);
+  // Nothing was staged: the step has no contributor yet, and the same push
+  // whole is accepted, raw, with the canonical PushResponse.
+  EXPECT_EQ(Finalize(0, {{"a", 1}}).error_code(), grpc::FAILED_PRECONDITION);
+  messages.pop_back();
+  const testutil::RawCallResult good = testutil::RawStreamCall(
+      server_.port, "/ferry.v1.ParameterServer/Push", messages);
+  ASSERT_TRUE(good.status.ok()) << good.status.error_message();
+  ASSERT_EQ(good.responses.size(), 1u);
+  v1::PushResponse response;
+  EXPECT_TRUE(response.ParseFromString(good.responses[0]));
+  EXPECT_TRUE(Finalize(0, {{"a", 1}}).ok());
   EXPECT_EQ(shard_->version(), 1);
 }
 

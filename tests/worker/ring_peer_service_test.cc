@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ferry/v1/ring.pb.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/rpc_util.h"
+#include "tests/testing/raw_stream_call.h"
 
 namespace ferry {
 namespace {
@@ -23,57 +23,11 @@ namespace {
 constexpr char kJob[] = "ring-test";
 constexpr char kExchange[] = "/ferry.v1.RingPeer/Exchange";
 
-struct ExchangeResult {
-  grpc::Status status;
-  std::vector<std::string> responses;
-};
+using testutil::RawCallResult;
 
-bool Await(grpc::CompletionQueue& cq) {
-  void* tag = nullptr;
-  bool ok = false;
-  return cq.Next(&tag, &ok) && ok;
-}
-
-// Streams `messages` (raw bytes each) to the Exchange of the peer at
-// `port`, half-closes and reads the summary and the status.
-ExchangeResult RawExchange(int port, const std::vector<std::string>& messages) {
-  ExchangeResult result;
-  grpc::GenericStub stub(MakeChannel(absl::StrCat("127.0.0.1:", port)));
-  grpc::ClientContext context;
-  SetDeadline(context, absl::Seconds(20));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(&context, kExchange, &cq);
-  void* const tag = call.get();
-  call->StartCall(tag);
-  if (Await(cq)) {
-    for (const std::string& bytes : messages) {
-      grpc::Slice slice(bytes);
-      call->Write(grpc::ByteBuffer(&slice, 1), tag);
-      if (!Await(cq)) break;  // the server finished the call
-    }
-    call->WritesDone(tag);
-    Await(cq);
-    grpc::ByteBuffer response;
-    for (;;) {
-      call->Read(&response, tag);
-      if (!Await(cq)) break;
-      std::vector<grpc::Slice> slices;
-      std::string bytes;
-      EXPECT_TRUE(response.Dump(&slices).ok());
-      for (const grpc::Slice& s : slices) {
-        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-      }
-      result.responses.push_back(bytes);
-    }
-  }
-  call->Finish(&result.status, tag);
-  Await(cq);
-  cq.Shutdown();
-  void* ignored_tag;
-  bool ignored_ok;
-  while (cq.Next(&ignored_tag, &ignored_ok)) {
-  }
-  return result;
+// Exchange with raw messages on the peer at `port`.
+RawCallResult RawExchange(int port, const std::vector<std::string>& messages) {
+  return testutil::RawStreamCall(port, kExchange, messages);
 }
 
 std::unique_ptr<RingPeerServer> StartPeer() {
@@ -118,7 +72,7 @@ TEST(RingPeerServiceTest, GoodStreamEndsOkWithASummaryOfEveryMessage) {
   first.set_op_id(1);
   first.set_piece(0);
   first.set_data(std::string(8, '\0'));
-  const ExchangeResult result = RawExchange(
+  const RawCallResult result = RawExchange(
       peer->port, {first.SerializeAsString(), Data(1, 2), Data(2, 0)});
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
   ASSERT_EQ(result.responses.size(), 1u);
@@ -142,7 +96,7 @@ TEST(RingPeerServiceTest, UnparsableMessageFailsTheCallAndTheWaitingCollective) 
     waited = peer->mailbox->Take(3, RingTag{1, 0, 9}, start + absl::Seconds(15)).status();
     waited_for = absl::Now() - start;
   });
-  const ExchangeResult result =
+  const RawCallResult result =
       RawExchange(peer->port, {hello.SerializeAsString(), Data(1, 4), kTruncated, Data(9, 4)});
   collective.join();
 
@@ -165,11 +119,11 @@ TEST(RingPeerServiceTest, UnparsableHelloIsInvalidArgument) {
   // A hello whose job_id is not UTF-8 (field 1 { field 1: "\xff" }):
   // proto3 refuses to parse it.
   const std::string bad_hello("\x0a\x03\x0a\x01\xff", 5);
-  const ExchangeResult result = RawExchange(peer->port, {bad_hello, Data(1, 1)});
+  const RawCallResult result = RawExchange(peer->port, {bad_hello, Data(1, 1)});
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(result.status.error_message(), "ring message 1 does not parse");
   // The next stream of the ring is served as usual.
-  const ExchangeResult good = RawExchange(peer->port, {Hello(1).SerializeAsString()});
+  const RawCallResult good = RawExchange(peer->port, {Hello(1).SerializeAsString()});
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
 }
 
