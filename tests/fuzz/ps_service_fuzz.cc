@@ -269,7 +269,7 @@ void PushOp(PsUnderTest& ps, FuzzInput& in,
   // A last message that does not parse (data claims 16 bytes, has 3): the
   // push must fail however good the rest was (ps_service.h).
   const bool unparsable_tail = flags & 0x10;
-  if (unparsable_tail) requests.push_back(std::string("\x1a\x10abc", 5));
+  if (unparsable_tail) requests.push_back(std::string("\x1a\x10" "abc", 5));
   const RawCallResult result =
       RawCall(ps.channel, Method(0), requests);
   FuzzCheck(!(unparsable_tail && result.status.ok()),

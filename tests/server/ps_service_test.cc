@@ -335,7 +335,7 @@ TEST_F(PsServiceTest, UnparsablePushMessageIsInvalidArgumentAndChangesNothing) {
     messages.push_back(request.SerializeAsString());
   }
   // Field 3 (data) claims 16 bytes and carries 3: no PushRequest.
-  messages.push_back(std::string("\x1a\x10abc", 5));
+  messages.push_back(std::string("\x1a\x10" "abc", 5));
   const testutil::RawCallResult bad = testutil::RawStreamCall(
       server_.port, "/ferry.v1.ParameterServer/Push", messages);
   EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
