@@ -21,6 +21,7 @@
 #include "worker/batch_stager.h"
 #include "worker/coordinator_client.h"
 #include "worker/data_source.h"
+#include "worker/job_options.h"
 #include "worker/mlp.h"
 #include "proto/job_convert.h"
 #include "worker/ring/ring_peer_service.h"
@@ -189,15 +190,10 @@ class Worker {
       ASSIGN_OR_RETURN(host_grads_, backend_->AllocateHost(n));
     }
     if (ring()) {
-      RingExchangeOptions ropts;
-      ropts.job_id = job_.job_id();
-      ropts.worker_id = worker_id_;
+      RingExchangeOptions ropts =
+          RingExchangeOptionsForJob(job_, worker_id_, model_->layout());
       ropts.backend = backend_.get();
       ropts.peer = peer_.get();
-      ropts.tensor_sizes = model_->layout().TensorSizes();
-      ropts.bucket_elements = job_.bucket_elements() > 0 ? job_.bucket_elements() : n;
-      ropts.optimizer = FromProto(job_.optimizer());
-      ropts.compression = FromProto(job_.compression());
       ropts.params = params_.data();
       ropts.grads = grads_.data();
       ropts.host_grads =
@@ -212,19 +208,11 @@ class Worker {
                           ring_->num_buckets()));
       return absl::OkStatus();
     }
-    GrpcParameterClientOptions popts;
-    popts.job_id = job_.job_id();
-    popts.worker_id = worker_id_;
-    popts.shard_addresses.assign(job_.shard_addresses().begin(),
-                                 job_.shard_addresses().end());
     ASSIGN_OR_RETURN(
-        popts.chunks,
-        PlaceChunks(model_->layout().TensorSizes(), job_.shard_addresses_size(),
-                    job_.max_chunk_elements() > 0 ? job_.max_chunk_elements()
-                                                  : kDefaultMaxChunkElements));
+        GrpcParameterClientOptions popts,
+        ParameterClientOptionsForJob(job_, worker_id_, model_->layout()));
     popts.rpc_timeout = options_.rpc_timeout;
     popts.retry = options_.retry;
-    popts.compression = FromProto(job_.compression());
     popts.shaper = shaper_.get();
     ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
     Log(absl::StrFormat("%d parameters, %d train samples, device %s", n,

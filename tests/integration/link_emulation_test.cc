@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -106,6 +107,15 @@ class LinkEmulationTest : public ::testing::Test {
   std::vector<float> params_, grads_;
 };
 
+// Sanitizer builds run the client and server several times slower, so the
+// CPU, not the link, may bound a transfer there: they check only that the
+// limit is never exceeded, not that 95% of it is reached.
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER) || defined(ABSL_HAVE_THREAD_SANITIZER)
+constexpr bool kSanitizerBuild = true;
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+
 TEST_F(LinkEmulationTest, ThroughputFollowsTheLimitWithinFivePercent) {
   // Both ends shaped, as `ferry local` does: a receiver takes a message its
   // sender paced without delay (cut-through), so an unshaped sender would
@@ -134,8 +144,10 @@ TEST_F(LinkEmulationTest, ThroughputFollowsTheLimitWithinFivePercent) {
     best_push = std::max(best_push, push_ratio);
     best_pull = std::max(best_pull, pull_ratio);
   }
-  EXPECT_GE(best_push, 0.95);
-  EXPECT_GE(best_pull, 0.95);
+  if (!kSanitizerBuild) {
+    EXPECT_GE(best_push, 0.95);
+    EXPECT_GE(best_pull, 0.95);
+  }
   const LinkShaperStats stats = client_shaper_->stats();
   EXPECT_GE(stats.bytes_sent, 2 * kElements * 4);
   EXPECT_GE(stats.bytes_received, 3 * kElements * 4);

@@ -1,0 +1,42 @@
+#include "worker/job_options.h"
+
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+
+absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
+    const v1::JobSpec& job, const std::string& worker_id,
+    const ParameterLayout& layout) {
+  GrpcParameterClientOptions options;
+  options.job_id = job.job_id();
+  // assign(), not =: gcc 12 -O2 reports a false -Wmaybe-uninitialized.
+  options.worker_id.assign(worker_id.data(), worker_id.size());
+  options.shard_addresses.assign(job.shard_addresses().begin(),
+                                 job.shard_addresses().end());
+  ASSIGN_OR_RETURN(
+      options.chunks,
+      PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
+                  job.max_chunk_elements() > 0 ? job.max_chunk_elements()
+                                               : kDefaultMaxChunkElements));
+  options.compression = FromProto(job.compression());
+  return options;
+}
+
+RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
+                                              const std::string& worker_id,
+                                              const ParameterLayout& layout) {
+  RingExchangeOptions options;
+  options.job_id = job.job_id();
+  options.worker_id = worker_id;
+  options.tensor_sizes = layout.TensorSizes();
+  options.bucket_elements = job.bucket_elements() > 0
+                                ? job.bucket_elements()
+                                : layout.total_elements();
+  options.optimizer = FromProto(job.optimizer());
+  options.compression = FromProto(job.compression());
+  return options;
+}
+
+}  // namespace ferry
