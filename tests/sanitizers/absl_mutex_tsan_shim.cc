@@ -8,9 +8,13 @@
 // dynamic linker binds every caller (ferry's code, libgrpc, libabsl itself)
 // to them. Each calls Abseil's own implementation (dlsym RTLD_NEXT) and adds
 // __tsan_acquire after the mutex is taken and __tsan_release before it is
-// let go (both, around a wait that gives it up). That is exactly the
-// ordering a mutex guarantees, so no real race is hidden; lock-order
-// (deadlock) checks are not made for these mutexes.
+// let go (both, around a wait that gives it up). A Condition is evaluated
+// inside Abseil while the mutex is held (by the waiter before its LockWhen
+// returns, or by whichever thread is unlocking), so the shim passes Abseil a
+// wrapper Condition that does __tsan_acquire before calling the caller's and
+// __tsan_release after it.
+// That is exactly the ordering a mutex guarantees, so no real race is
+// hidden; lock-order (deadlock) checks are not made for these mutexes.
 #include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
@@ -46,6 +50,28 @@ Fn Real(const char* rest) {
 
 void Acquired(const void* mu) { __tsan_acquire(const_cast<void*>(mu)); }
 void Releasing(const void* mu) { __tsan_release(const_cast<void*>(mu)); }
+
+// `cond` of a wait on `mu`, as Abseil evaluates it: with `mu` held.
+struct HeldCondition {
+  const absl::Condition* cond;
+  const absl::Mutex* mu;
+
+  // Abseil evaluates with the mutex held and lets it go afterwards (or
+  // returns it to the caller, whose Unlock releases it again), so what the
+  // condition read is ordered before the next holder: release after too.
+  static bool Eval(void* arg) {
+    const auto* held = static_cast<const HeldCondition*>(arg);
+    Acquired(held->mu);
+    const bool result = held->cond->Eval();
+    Releasing(held->mu);
+    return result;
+  }
+};
+
+// Declares `wrapped`, a Condition that evaluates `cond` as held on `mu`.
+#define FERRY_HELD(mu, cond)                  \
+  HeldCondition held_condition{&(cond), (mu)}; \
+  const absl::Condition wrapped(&HeldCondition::Eval, &held_condition)
 
 }  // namespace
 
@@ -87,63 +113,72 @@ void Mutex::ReaderUnlock() {
 
 void Mutex::LockWhen(const Condition& cond) {
   static auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  FERRY_HELD(this, cond);
+  real(this, wrapped);
   Acquired(this);
 }
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static auto real =
       Real<void (*)(Mutex*, const Condition&)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  FERRY_HELD(this, cond);
+  real(this, wrapped);
   Acquired(this);
 }
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  const bool met = real(this, cond, timeout);
+  FERRY_HELD(this, cond);
+  const bool met = real(this, wrapped, timeout);
   Acquired(this);
   return met;
 }
 bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  const bool met = real(this, cond, deadline);
+  FERRY_HELD(this, cond);
+  const bool met = real(this, wrapped, deadline);
   Acquired(this);
   return met;
 }
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  const bool met = real(this, cond, timeout);
+  FERRY_HELD(this, cond);
+  const bool met = real(this, wrapped, timeout);
   Acquired(this);
   return met;
 }
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  const bool met = real(this, cond, deadline);
+  FERRY_HELD(this, cond);
+  const bool met = real(this, wrapped, deadline);
   Acquired(this);
   return met;
 }
 
 void Mutex::Await(const Condition& cond) {
   static auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex5AwaitERKNS0_9ConditionE");
+  FERRY_HELD(this, cond);
   Releasing(this);
-  real(this, cond);
+  real(this, wrapped);
   Acquired(this);
 }
 bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
       "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  FERRY_HELD(this, cond);
   Releasing(this);
-  const bool met = real(this, cond, timeout);
+  const bool met = real(this, wrapped, timeout);
   Acquired(this);
   return met;
 }
 bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
       "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  FERRY_HELD(this, cond);
   Releasing(this);
-  const bool met = real(this, cond, deadline);
+  const bool met = real(this, wrapped, deadline);
   Acquired(this);
   return met;
 }
