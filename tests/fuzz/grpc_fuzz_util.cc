@@ -9,34 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/stubs/logging.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "proto/rpc_util.h"
 
 namespace ferry::fuzz {
 namespace {
-
-// Waits for the one operation in flight on `cq`; returns its `ok`.
-bool Await(grpc::CompletionQueue& cq) {
-  void* tag = nullptr;
-  bool ok = false;
-  return cq.Next(&tag, &ok) && ok;
-}
-
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
 
 // FERRY_FUZZ_TRACE set: every call and session end is printed with its time.
 bool Tracing() {
@@ -183,66 +160,20 @@ InProcessServer::~InProcessServer() {
   server_->Wait();
 }
 
-RawCallResult RawCallUntraced(const std::shared_ptr<grpc::Channel>& channel,
-                              const std::string& method,
-                              const std::vector<std::string>& requests,
-                              absl::Duration deadline, size_t max_responses);
-
 RawCallResult RawCall(const std::shared_ptr<grpc::Channel>& channel,
                       const std::string& method,
                       const std::vector<std::string>& requests,
                       absl::Duration deadline, size_t max_responses) {
   const bool trace = Tracing();
   const absl::Time start = trace ? absl::Now() : absl::InfinitePast();
-  RawCallResult result = RawCallUntraced(channel, method, requests, deadline,
-                                         max_responses);
+  RawCallResult result = testutil::RawStreamCall(channel, method, requests,
+                                                 deadline, max_responses);
   if (trace) {
     std::fprintf(stderr, "fuzz call %s: %d (%s), %zu responses, %.2f ms\n",
                  method.c_str(), static_cast<int>(result.status.error_code()),
                  result.status.error_message().c_str(),
                  result.responses.size(),
                  absl::ToDoubleMilliseconds(absl::Now() - start));
-  }
-  return result;
-}
-
-RawCallResult RawCallUntraced(const std::shared_ptr<grpc::Channel>& channel,
-                              const std::string& method,
-                              const std::vector<std::string>& requests,
-                              absl::Duration deadline, size_t max_responses) {
-  RawCallResult result;
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  grpc::CompletionQueue cq;
-  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
-      stub.PrepareCall(&context, method, &cq);
-  void* const tag = call.get();
-  call->StartCall(tag);
-  if (Await(cq)) {
-    for (const std::string& request : requests) {
-      call->Write(ToByteBuffer(request), tag);
-      if (!Await(cq)) break;  // the server finished the call
-    }
-    call->WritesDone(tag);
-    Await(cq);
-    grpc::ByteBuffer response;
-    for (;;) {
-      call->Read(&response, tag);
-      if (!Await(cq)) break;
-      if (result.responses.size() == max_responses) {
-        context.TryCancel();
-        continue;  // drain until the read fails
-      }
-      result.responses.push_back(FromByteBuffer(response));
-    }
-  }
-  call->Finish(&result.status, tag);
-  Await(cq);
-  cq.Shutdown();
-  void* ignored_tag;
-  bool ignored_ok;
-  while (cq.Next(&ignored_tag, &ignored_ok)) {
   }
   return result;
 }

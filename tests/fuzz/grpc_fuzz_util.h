@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/fuzz/fuzz_input.h"  // FuzzCheck
+#include "tests/testing/raw_stream_call.h"
 
 namespace ferry::fuzz {
 
@@ -143,10 +144,8 @@ class InProcessServer {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-struct RawCallResult {
-  grpc::Status status;
-  std::vector<std::string> responses;  // each message's bytes, in order
-};
+// status, and each response message's bytes in order.
+using RawCallResult = testutil::RawCallResult;
 
 // Calls `method` (e.g. "/ferry.v1.ParameterServer/Push") with `requests` as
 // the raw request messages, half-closes, and reads the responses (at most

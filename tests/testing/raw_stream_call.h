@@ -31,15 +31,19 @@ inline bool Await(grpc::CompletionQueue& cq) {
 }  // namespace internal
 
 // Streams `messages` (raw bytes each) to `method` (e.g.
-// "/ferry.v1.RingPeer/Exchange") of the server at 127.0.0.1:`port`,
-// half-closes, and reads the responses and the status. Stops writing once
-// the server has finished the call. Every call has `deadline`.
-inline RawCallResult RawStreamCall(int port, const std::string& method,
+// "/ferry.v1.RingPeer/Exchange") over `channel`, half-closes, and reads the
+// responses (at most `max_responses`; the call is cancelled past them) and
+// the status. Stops writing once the server has finished the call. The
+// call has `deadline`. Works for any kind of method: a unary request is a
+// stream of one message.
+inline RawCallResult RawStreamCall(const std::shared_ptr<grpc::Channel>& channel,
+                                   const std::string& method,
                                    const std::vector<std::string>& messages,
-                                   absl::Duration deadline = absl::Seconds(20)) {
+                                   absl::Duration deadline = absl::Seconds(20),
+                                   size_t max_responses = 1024) {
   using internal::Await;
   RawCallResult result;
-  grpc::GenericStub stub(MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   SetDeadline(context, deadline);
   grpc::CompletionQueue cq;
@@ -58,6 +62,10 @@ inline RawCallResult RawStreamCall(int port, const std::string& method,
     for (;;) {
       call->Read(&response, tag);
       if (!Await(cq)) break;
+      if (result.responses.size() == max_responses) {
+        context.TryCancel();
+        continue;  // drain until the read fails
+      }
       std::vector<grpc::Slice> slices;
       std::string bytes;
       if (!response.Dump(&slices).ok()) break;
@@ -75,6 +83,14 @@ inline RawCallResult RawStreamCall(int port, const std::string& method,
   while (cq.Next(&ignored_tag, &ignored_ok)) {
   }
   return result;
+}
+
+// The same to the server at 127.0.0.1:`port`, on a channel of its own.
+inline RawCallResult RawStreamCall(int port, const std::string& method,
+                                   const std::vector<std::string>& messages,
+                                   absl::Duration deadline = absl::Seconds(20)) {
+  return RawStreamCall(MakeChannel(absl::StrCat("127.0.0.1:", port)), method,
+                       messages, deadline);
 }
 
 }  // namespace ferry::testutil
