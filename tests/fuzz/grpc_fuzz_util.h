@@ -1,6 +1,6 @@
-// gRPC plumbing shared by the service fuzz targets: one
-// grpc::Server in the process (loopback TCP) for the whole run that serves one fuzz input at a time
-// (a "session"), and raw calls that send arbitrary bytes as the request
+// gRPC plumbing shared by the service fuzz targets: one grpc::Server in the
+// process (on loopback TCP) for the whole run that serves one fuzz input at
+// a time (a "session"), and raw calls that send arbitrary bytes as the request
 // messages of any method (unary or streaming) through a grpc::GenericStub,
 // so that the server's own parsing is fuzzed too.
 //
@@ -122,9 +122,10 @@ class CallSessions {
 };
 
 // `service` served in this process with ferry's server options
-// (ConfigureServerBuilder) on a loopback TCP port (127.0.0.1:0). Turns protobuf's log off for the
-// process (it complains about every fuzzed string that is not UTF-8). `service` and `sessions` must outlive
-// the server; the service's handlers reach the per-input core through
+// (ConfigureServerBuilder) on a loopback TCP port (127.0.0.1:0). Turns
+// protobuf's log off for the process (it complains about every fuzzed
+// string that is not UTF-8). `service` and `sessions` must outlive the
+// server; the service's handlers reach the per-input core through
 // `sessions`.
 class InProcessServer {
  public:
