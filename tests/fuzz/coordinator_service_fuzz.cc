@@ -1,5 +1,5 @@
 // Fuzz target: ferry.v1.Coordinator (server/coordinator_service.h over a
-// real Coordinator with fake shards), called over an in-process channel.
+// real Coordinator with fake shards), called over a loopback channel.
 //
 // Input: byte 0 picks the mode.
 //  - byte 0 < 0x80, raw mode: method = byte 0 % 6 (Register, Heartbeat,
@@ -13,7 +13,7 @@
 //    fuzzed deviations (step, fence, samples, failure, digest), so the
 //    fuzzer drives steps, epochs, aborts and recovery.
 //
-// One in-process server serves the whole run (grpc_fuzz_util.h); every input
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
 // gets a fresh coordinator, fake shards and service behind it, shuts the
 // coordinator down (answering parked long polls) and waits for the server
 // side of all its calls to end before they go. Logging is at "error" (joins
@@ -160,7 +160,7 @@ struct SharedServer {
   }
   CallSessions sessions;
   CoordinatorForwarder forwarder{&sessions};
-  InProcessServer server{&forwarder, &sessions};
+  LoopbackServer server{&forwarder, &sessions};
 };
 
 SharedServer& Shared() {

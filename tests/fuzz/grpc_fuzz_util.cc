@@ -133,7 +133,7 @@ uint64_t CallSessions::current() const {
   return session_;
 }
 
-InProcessServer::InProcessServer(grpc::Service* service,
+LoopbackServer::LoopbackServer(grpc::Service* service,
                                  CallSessions* sessions) {
   // Protobuf logs an error for every string field that is not UTF-8, which
   // fuzzed requests are all the time; the log costs more than the call.
@@ -163,7 +163,7 @@ InProcessServer::InProcessServer(grpc::Service* service,
       args, std::move(interceptors));
 }
 
-InProcessServer::~InProcessServer() {
+LoopbackServer::~LoopbackServer() {
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(100));
   server_->Wait();

@@ -12,7 +12,7 @@
 //   struct Shared {                  // one per process
 //     CallSessions sessions;
 //     Forwarder forwarder{&sessions};  // the API's grpc::Service; each
-//     InProcessServer server{&forwarder, &sessions};  // handler forwards to
+//     LoopbackServer server{&forwarder, &sessions};  // handler forwards to
 //   };                               // sessions.Admit<S>(context), or
 //                                    // refuses the call when that is null
 //   // per input:
@@ -31,7 +31,7 @@
 //
 // Every call has a deadline, so no input can hang a target.
 //
-// Thread safety: InProcessServer, CallSessions and RawCall are thread-safe
+// Thread safety: LoopbackServer, CallSessions and RawCall are thread-safe
 // (each call has its own completion queue); Scope is not (one per input).
 #ifndef FERRY_TESTS_FUZZ_GRPC_FUZZ_UTIL_H_
 #define FERRY_TESTS_FUZZ_GRPC_FUZZ_UTIL_H_
@@ -127,15 +127,15 @@ class CallSessions {
 // string that is not UTF-8). `service` and `sessions` must outlive the
 // server; the service's handlers reach the per-input core through
 // `sessions`.
-class InProcessServer {
+class LoopbackServer {
  public:
-  InProcessServer(grpc::Service* service, CallSessions* sessions);
+  LoopbackServer(grpc::Service* service, CallSessions* sessions);
   // Shuts down, cancelling calls still running after a short grace period.
   // (Targets keep theirs for the whole process and never destroy it.)
-  ~InProcessServer();
+  ~LoopbackServer();
 
-  InProcessServer(const InProcessServer&) = delete;
-  InProcessServer& operator=(const InProcessServer&) = delete;
+  LoopbackServer(const LoopbackServer&) = delete;
+  LoopbackServer& operator=(const LoopbackServer&) = delete;
 
   // Calls through it carry the session number current when they start.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

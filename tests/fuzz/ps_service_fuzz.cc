@@ -1,6 +1,6 @@
 // Fuzz target: ferry.v1.ParameterServer (server/ps_service.h over a real
 // PsShard and PsCheckpointer on an in-memory file system), called over an
-// in-process gRPC channel.
+// loopback gRPC channel.
 //
 // Input: byte 0 picks the mode.
 //  - byte 0 < 0x80, raw mode: method = byte 0 % 6 (Push, Pull, FinalizeStep,
@@ -14,7 +14,7 @@
 //    waiting in the background; shard info; checkpoints; restores; corrupt
 //    checkpoint files; raw calls), so the fuzzer reaches the shard's logic.
 //
-// One in-process server serves the whole run (grpc_fuzz_util.h); every input
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
 // gets a fresh file system, shard, checkpointer and service behind it, and
 // waits for the server side of all its calls to end before they go, so
 // inputs are independent and replay alone. Oracles beyond "no crash": a successful
@@ -136,7 +136,7 @@ class PsForwarder final
 struct SharedServer {
   CallSessions sessions;
   PsForwarder forwarder{&sessions};
-  InProcessServer server{&forwarder, &sessions};
+  LoopbackServer server{&forwarder, &sessions};
 };
 
 SharedServer& Shared() {

@@ -1,5 +1,5 @@
 // Fuzz target: ferry.v1.RingPeer (worker/ring/ring_peer_service.h over a
-// real RingMailbox and WeightsPublisher), called over an in-process channel.
+// real RingMailbox and WeightsPublisher), called over a loopback channel.
 //
 // Input: byte 0 picks the mode.
 //  - byte 0 < 0x80, raw mode: even: Exchange, the rest split into frames
@@ -14,7 +14,7 @@
 //    side of the mailbox (Take with an immediate deadline, Enter, Fail),
 //    so streams of several generations interleave.
 //
-// One in-process server serves the whole run (grpc_fuzz_util.h); every input
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
 // gets a fresh mailbox, publisher, counter and service behind it, and waits
 // for the server side of all its calls to end before they go. Oracles: a
 // successful Exchange's summary counts every message sent (so every one
@@ -84,7 +84,7 @@ class RingForwarder final
 struct SharedServer {
   CallSessions sessions;
   RingForwarder forwarder{&sessions};
-  InProcessServer server{&forwarder, &sessions};
+  LoopbackServer server{&forwarder, &sessions};
 };
 
 SharedServer& Shared() {
