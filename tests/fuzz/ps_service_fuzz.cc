@@ -1,5 +1,5 @@
 // Fuzz target: ferry.v1.ParameterServer (server/ps_service.h over a real
-// PsShard and PsCheckpointer on an in-memory file system), called over an
+// PsShard and PsCheckpointer on an in-memory file system), called over a
 // loopback gRPC channel.
 //
 // Input: byte 0 picks the mode.
