@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/link_shaper.h"
@@ -54,11 +55,16 @@ using Shard = GrpcParameterClient::Shard;
 inline constexpr char kPushMethod[] = "/ferry.v1.ParameterServer/Push";
 inline constexpr char kPullMethod[] = "/ferry.v1.ParameterServer/Pull";
 
-inline absl::Status Annotate(const absl::Status& status, const Shard& shard) {
+// "ps shard 1 (host:port) <call>: <message>", where <call> names what failed
+// ("push", "pull of version >= 7", "shard info"), so that a deadline on a
+// pull (waiting for the version other workers' pushes make) reads apart from
+// one on a push (this worker's link to the shard).
+inline absl::Status Annotate(const absl::Status& status, const Shard& shard,
+                             absl::string_view call) {
   if (status.ok()) return status;
   return absl::Status(status.code(),
                       absl::StrCat("ps shard ", shard.id, " (", shard.address,
-                                   "): ", status.message()));
+                                   ") ", call, ": ", status.message()));
 }
 
 // One Pull from one shard, writing each chunk straight from the received
@@ -151,7 +157,8 @@ class PullCall final
                                                 version_, " below min_version ",
                                                 min_version_));
     }
-    status_ = Annotate(status, shard_);
+    status_ = Annotate(status, shard_,
+                       absl::StrCat("pull of version >= ", min_version_));
     group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
   }
 
@@ -316,7 +323,7 @@ class PushCall final
     // step could be formed again (Restore), and FinalizeStep checks the
     // sample count.
     if (absl::IsAlreadyExists(status)) status = absl::OkStatus();
-    status_ = Annotate(status, shard_);
+    status_ = Annotate(status, shard_, "push");
     group_->Done(false);
   }
 

@@ -316,7 +316,8 @@ absl::Status GrpcParameterClient::CheckShards(absl::Duration timeout) {
     shards_[s]->control->async()->ShardInfo(
         &contexts[s], &request, &responses[s],
         [&, s](grpc::Status status) {
-          statuses[s] = ps_internal::Annotate(FromGrpcStatus(status), *shards_[s]);
+          statuses[s] = ps_internal::Annotate(FromGrpcStatus(status),
+                                                *shards_[s], "shard info");
           group.Done(false);
         });
   }

@@ -375,6 +375,7 @@ TEST(PushSessionTest, ShardRejectionIsReturnedNamingTheShard) {
   const absl::Status status = session->Finish();
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(status.message(), HasSubstr("ps shard 1"));
+  EXPECT_THAT(status.message(), HasSubstr(") push: "));
   EXPECT_THAT(status.message(), HasSubstr("stale generation"));
 }
 
@@ -430,6 +431,7 @@ TEST(CheckShardsTest, OkWhenEveryShardAnswersErrorNamingTheOneThatDoesNot) {
   const absl::Status status = client->CheckShards(absl::Milliseconds(500));
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("ps shard 1"));
+  EXPECT_THAT(status.message(), HasSubstr(") shard info: "));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
@@ -480,6 +482,7 @@ TEST(PullCasesTest, BadShardAnswersAreDataLoss) {
     EXPECT_EQ(version.status().code(), absl::StatusCode::kDataLoss)
         << static_cast<int>(fault) << ": " << version.status();
     EXPECT_THAT(version.status().message(), HasSubstr("ps shard 1"));
+    EXPECT_THAT(version.status().message(), HasSubstr(") pull of version >= 5: "));
   }
 }
 
