@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/message_lite.h"
 #include "grpcpp/grpcpp.h"
 
 namespace ferry {
@@ -26,6 +29,19 @@ inline constexpr uint8_t kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2,
 
 // Writes `value` as a varint at `out` (at most 10 bytes); returns the end.
 uint8_t* PutVarint(uint64_t value, uint8_t* out);
+
+// Any message, serialized into one slice (a raw method's small messages:
+// requests, headers, responses).
+grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message);
+
+// Parses message `index` (from 1) of a raw `stream` ("push", "ring") into
+// `out`, consuming `wire`. A raw reactor reads whole messages and parses
+// them with this, because gRPC tells a typed read reactor about a message
+// that does not parse exactly as it tells the end of the stream. Error:
+// INVALID_ARGUMENT "<stream> message <index> does not parse".
+absl::Status ParseStreamMessage(grpc::ByteBuffer& wire,
+                                google::protobuf::MessageLite& out,
+                                absl::string_view stream, int64_t index);
 
 // Recycles the memory that pushed chunks are copied into, so that a push
 // neither allocates nor faults in fresh pages for every chunk (for large

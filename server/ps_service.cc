@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
@@ -56,8 +55,8 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     ++received_;
     const int64_t size = static_cast<int64_t>(buffer_.Length());
     shard_->RecordBytes(kWorkerRole, 0, size);
-    absl::Status status = Parse();
-    if (status.ok()) status = Consume();
+    absl::Status status = ParseStreamMessage(buffer_, request_, "push", received_);
+    status = status.ok() ? Consume() : shard_->RejectPush(status);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
@@ -79,17 +78,6 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void OnDone() override { delete this; }
 
  private:
-  // buffer_ into request_ (Deserialize empties buffer_).
-  absl::Status Parse() {
-    if (grpc::SerializationTraits<v1::PushRequest>::Deserialize(&buffer_,
-                                                                &request_)
-            .ok()) {
-      return absl::OkStatus();
-    }
-    return shard_->RejectPush(absl::InvalidArgumentError(
-        absl::StrFormat("push message %d does not parse", received_)));
-  }
-
   absl::Status Consume() {
     if (staging_ == nullptr) {
       if (!request_.has_header()) {
@@ -126,10 +114,8 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     absl::StatusOr<int64_t> version = shard_->CommitPush(std::move(staging_));
     v1::PushResponse response;
     if (version.ok()) response.set_version(*version);
-    const std::string encoded = response.SerializeAsString();
-    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(encoded.size()), 0);
-    grpc::Slice slice(encoded);
-    *response_ = grpc::ByteBuffer(&slice, 1);
+    *response_ = SerializeMessage(response);
+    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_->Length()), 0);
     Finish(ToGrpcStatus(version.status()));
   }
 
@@ -189,12 +175,10 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
               const grpc::ByteBuffer& raw_request)
       : shard_(shard), shaper_(shaper) {
     v1::PullRequest request;
-    grpc::ByteBuffer copy(raw_request);  // Deserialize consumes its input
-    if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy,
-                                                                 &request)
-             .ok()) {
-      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
-                          "cannot parse the PullRequest"));
+    grpc::ByteBuffer copy(raw_request);  // parsing consumes its input
+    if (absl::Status parsed = ParseStreamMessage(copy, request, "pull", 1);
+        !parsed.ok()) {
+      Finish(ToGrpcStatus(parsed));
       return;
     }
     shard_->RecordBytes(kWorkerRole, 0,

@@ -36,12 +36,6 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
   return grpc::ByteBuffer(slices, 3);
 }
 
-grpc::ByteBuffer SerializeMessage(
-    const google::protobuf::MessageLite& message) {
-  const grpc::Slice slice(message.SerializeAsString());
-  return grpc::ByteBuffer(&slice, 1);
-}
-
 bool ParsePullMessage(WireReader& in, PullMessage* out) {
   while (!in.done()) {
     uint64_t tag = 0;

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "google/protobuf/message_lite.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/raw_wire.h"
 
@@ -18,9 +17,6 @@ namespace ferry {
 // is omitted, as protobuf does.
 grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
                               int encoding = 0);
-
-// Any message, serialized into one slice.
-grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message);
 
 // The fields of one PullResponse, its data left in place.
 struct PullMessage {

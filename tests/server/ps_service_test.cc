@@ -357,6 +357,24 @@ TEST_F(PsServiceTest, UnparsablePushMessageIsInvalidArgumentAndChangesNothing) {
   EXPECT_EQ(shard_->version(), 1);
 }
 
+// A Pull request that does not parse is the caller's fault, answered at
+// once and without a wait; a canonical one streams the chunks.
+TEST_F(PsServiceTest, UnparsablePullRequestIsInvalidArgument) {
+  const testutil::RawCallResult bad = testutil::RawStreamCall(
+      server_.port, "/ferry.v1.ParameterServer/Pull",
+      {std::string("\x0a\x10" "abc", 5)});
+  EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status.error_message(), "pull message 1 does not parse");
+  EXPECT_TRUE(bad.responses.empty());
+  EXPECT_EQ(Info().pending_pulls(), 0);
+  v1::PullRequest request;
+  request.set_job_id("job");
+  const testutil::RawCallResult good = testutil::RawStreamCall(
+      server_.port, "/ferry.v1.ParameterServer/Pull", {request.SerializeAsString()});
+  ASSERT_TRUE(good.status.ok()) << good.status.error_message();
+  EXPECT_FALSE(good.responses.empty());
+}
+
 TEST_F(PsServiceTest, PullWaitsUntilTheVersionArrives) {
   std::atomic<bool> done = false;
   PullResult result;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/peer_limits.h"
 #include "common/status_macros.h"
+#include "proto/raw_wire.h"
 #include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 
@@ -43,22 +44,17 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     ++received_;
-    const int64_t wire_size = static_cast<int64_t>(buffer_.Length());
-    // Deserialize empties buffer_ and replaces message_'s contents.
-    if (!grpc::SerializationTraits<v1::RingMessage>::Deserialize(&buffer_,
-                                                                 &message_)
-             .ok()) {
-      service_->counter()->AddReceived(wire_size);  // never taken
-      const absl::Status status = absl::InvalidArgumentError(
-          absl::StrFormat("ring message %d does not parse", received_));
-      if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
-      Finish(ToGrpcStatus(status));
+    const int64_t size = static_cast<int64_t>(buffer_.Length());
+    if (absl::Status parsed =
+            ParseStreamMessage(buffer_, message_, "ring", received_);
+        !parsed.ok()) {
+      service_->counter()->AddReceived(size);  // never taken
+      End(parsed);
       return;
     }
     // Only the hello is counted here; the rest of a filed message when the
     // collective takes it (GrpcRingTransport), so that a report after a
     // step does not count messages of the next step that arrived early.
-    const int64_t size = static_cast<int64_t>(message_.ByteSizeLong());
     const int64_t hello =
         message_.has_hello()
             ? static_cast<int64_t>(
@@ -70,8 +66,7 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     const absl::Status status = File();
     if (!status.ok()) {
       service_->counter()->AddReceived(size - hello);  // never taken
-      if (generation_ >= 0) service_->mailbox()->Fail(generation_, status);
-      Finish(ToGrpcStatus(status));
+      End(status);
       return;
     }
     if (LinkShaper* shaper = service_->shaper(); shaper != nullptr) {
@@ -95,9 +90,15 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void FinishWithSummary() {
     v1::ExchangeSummary summary;
     summary.set_messages(filed_);
-    grpc::Slice slice(summary.SerializeAsString());
-    *response_ = grpc::ByteBuffer(&slice, 1);
+    *response_ = SerializeMessage(summary);
     Finish(grpc::Status::OK);
+  }
+
+  // Ends the call with `error`, failing the stream's generation (if it got
+  // that far) so that the collective waiting for its pieces fails at once.
+  void End(const absl::Status& error) {
+    if (generation_ >= 0) service_->mailbox()->Fail(generation_, error);
+    Finish(ToGrpcStatus(error));
   }
 
   // Files message_ (the first must carry the hello); returns the error
