@@ -27,9 +27,7 @@ namespace ferry {
 struct LoadClusterOptions {
   std::string server_bin;  // the ferry-server binary
   std::string log_dir;     // <name>.log for every process; must exist
-  std::string job_id = "ferry-ps-load";
   std::string model = "784-256-128-10";
-  std::string consistency = "async";
   int shards = 1;
   int64_t max_chunk_elements = 0;  // 0: the coordinator's default
   absl::Duration start_timeout = absl::Seconds(60);
@@ -52,7 +50,7 @@ struct LoadCluster {
   }
 };
 
-// Starts the coordinator (an `o.consistency` PS job of `o.model` on a small
+// Starts the coordinator (an async PS job "ferry-ps-load" of `o.model` on a small
 // synthetic dataset; it never sees a worker) and `o.shards` shards on free
 // ports, and returns once the coordinator answers GetJob and every shard
 // ShardInfo. UNAVAILABLE when a process cannot be started or exits,
@@ -74,7 +72,7 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
                                     "--listen",
                                     c.coordinator,
                                     "--job-id",
-                                    o.job_id,
+                                    "ferry-ps-load",
                                     "--model",
                                     o.model,
                                     "--dataset",
@@ -82,7 +80,7 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
                                     "--mode",
                                     "ps",
                                     "--consistency",
-                                    o.consistency,
+                                    "async",
                                     "--shards",
                                     absl::StrJoin(c.shard_addresses, ",")};
   if (o.max_chunk_elements > 0) {

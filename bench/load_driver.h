@@ -9,8 +9,6 @@
 #ifndef FERRY_BENCH_LOAD_DRIVER_H_
 #define FERRY_BENCH_LOAD_DRIVER_H_
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -134,13 +132,6 @@ struct LoadRun {
   double stalled_for_s = 0;
   std::vector<std::string> failures;
 };
-
-inline double SelfCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
-         1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 // Runs one RunWorker thread per client for f.seconds, samples the
 // cluster's processes (points start, warm, mid, end, then idle once the

@@ -1,12 +1,14 @@
-// Header-only helpers of the load benchmarks (bench/ps_load.cc): what
-// /proc says about a process (resident memory, threads, open file
-// descriptors, CPU time) and latency percentiles of a sample set.
+// Header-only helpers of the benchmarks (bench/ps_load.cc,
+// bench/ps_goodput.cc): what /proc says about a process (resident memory,
+// threads, open file descriptors, CPU time), this process's CPU time, and
+// latency percentiles of a sample set.
 //
 // Linux only. Thread safety: stateless functions.
 #ifndef FERRY_BENCH_PROC_PROBE_H_
 #define FERRY_BENCH_PROC_PROBE_H_
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -20,6 +22,37 @@
 #include <vector>
 
 namespace ferry {
+
+// CPU seconds (user + system) used so far by this process.
+inline double SelfCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// CPU seconds (user + system) used so far by process `pid` (utime + stime
+// of /proc/PID/stat); 0 if unknown.
+inline double ProcessCpuSeconds(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) return 0;
+  char buffer[1024];
+  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, file);
+  std::fclose(file);
+  buffer[n] = '\0';
+  // Fields after the command (which may hold spaces) start after ')'.
+  const char* p = std::strrchr(buffer, ')');
+  if (p == nullptr) return 0;
+  unsigned long utime = 0, stime = 0;
+  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+  // utime stime
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                  &utime, &stime) != 2) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
 
 // One look at a process.
 struct ProcSample {
@@ -59,22 +92,7 @@ inline std::optional<ProcSample> ReadProcSample(pid_t pid) {
     if (entry->d_name[0] != '.') ++s.fds;
   }
   closedir(dir);
-  std::FILE* stat = std::fopen((base + "/stat").c_str(), "r");
-  if (stat != nullptr) {
-    char buffer[1024];
-    const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, stat);
-    std::fclose(stat);
-    buffer[n] = '\0';
-    // Fields after the command (which may hold spaces) start after ')'.
-    if (const char* p = std::strrchr(buffer, ')')) {
-      unsigned long utime = 0, stime = 0;
-      if (std::sscanf(p + 2,
-                      "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                      &utime, &stime) == 2) {
-        s.cpu_s = static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
-      }
-    }
-  }
+  s.cpu_s = ProcessCpuSeconds(pid);
   return s;
 }
 

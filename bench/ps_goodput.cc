@@ -28,7 +28,6 @@
 // FERRY_NO_MALLOC_TUNING=1 runs without them.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +44,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/proc_probe.h"
 #include "common/allocator_tuning.h"
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
@@ -163,36 +163,6 @@ absl::Status Finalize(
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
-}
-
-// CPU seconds (user + system) used so far by this process.
-double SelfCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
-
-// CPU seconds (user + system) used so far by process `pid`; 0 if unknown.
-double ProcessCpuSeconds(pid_t pid) {
-  std::FILE* file =
-      std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
-  if (file == nullptr) return 0;
-  char buffer[1024];
-  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, file);
-  std::fclose(file);
-  buffer[n] = '\0';
-  // Fields after the command (which may hold spaces) start after ')'.
-  const char* p = std::strrchr(buffer, ')');
-  if (p == nullptr) return 0;
-  unsigned long utime = 0, stime = 0;
-  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-  // utime stime
-  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                  &utime, &stime) != 2) {
-    return 0;
-  }
-  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 int64_t NumElements(const Flags& f) {

@@ -1,7 +1,7 @@
 // ferry-ps-load: load test of real PS shard processes. `--workers` simulated
 // workers push and pull concurrently for `--seconds`; the tool reports
 // throughput, latency percentiles and errors, and watches the shards'
-// resident memory, threads and file descriptors for growth.
+// anonymous resident memory, threads and file descriptors for growth.
 //
 // Processes: a coordinator (`ferry-server --role coordinator`, async PS job
 // of `--model` on a synthetic dataset, no workers of its own) and `--shards`
@@ -9,10 +9,11 @@
 // next to this binary) on 127.0.0.1, logs in --log-dir. They are stopped
 // (SIGTERM) at the end and die with this process (PR_SET_PDEATHSIG).
 //
-// Load: every simulated worker has its own GrpcParameterClient (its own
-// channel and TCP connection per shard, retries off, every call with the
-// --rpc-timeout deadline) and loops push-then-pull over the real wire
-// protocol: Push of the whole flat gradient (fp32, the job's chunks), then
+// Load: every simulated worker has its own GrpcParameterClient (the options
+// a ferry-worker derives from the job, its own channel and TCP connection
+// per shard, retries off, every call with the --rpc-timeout deadline) and
+// loops push-then-pull over the real wire protocol: Push of the whole flat
+// gradient (the job's chunks and compression: fp32 by default), then
 // Pull of the whole model (min_version = the version it last pulled, so a
 // pull never waits for another worker). The job is async: a push is applied
 // on arrival (the shard's own work per push: staging, finiteness check,
@@ -22,29 +23,31 @@
 //
 // Measurement: latencies and throughput count the operations completed
 // between the end of --warmup and --seconds; errors count over the whole
-// run. Process figures (/proc: VmRSS, Threads, fds, CPU) are sampled every
-// --sample-interval; the reported points are: start (before the load),
-// warm (end of warm-up), mid (halfway through the measured window), end
-// (last instant under load) and idle (--idle-seconds after every worker
-// disconnected). RSS only ever rises here (the glibc settings of
-// ferry-server do not trim the heap): to a high-water mark set by how many
-// message buffers happen to be alive at once, in steps that get rarer as
-// the run goes on (in 64-worker runs with 0.94 MB messages: steps of 1.5 to
-// 13 MiB, i.e. up to 14 messages, 20-65 s into the load, then none for
-// minutes). A leak is growth that goes on, so the check compares the end
-// of the measured window with its middle: the first half of the window is
-// settling time, the second half must be flat but for one such step.
+// run. Process figures (/proc: VmRSS, RssAnon, Threads, fds, CPU) are
+// sampled every --sample-interval; the reported points are: start (before
+// the load), warm (end of warm-up), mid (halfway through the measured
+// window), end (last instant under load) and idle (--idle-seconds after
+// every worker disconnected). Memory is judged on RssAnon (heap and
+// stacks: where a leak shows; VmRSS adds file-backed pages). It only ever
+// rises here (the glibc settings of ferry-server do not trim the heap): to
+// a high-water mark set by how many message buffers happen to be alive at
+// once, in steps that get rarer as the run goes on. A leak is growth that
+// goes on, so the check compares the end of the measured window with its
+// middle: the first half of the window is settling time, the second half
+// must be flat but for such steps. Only runs of minutes give the high-water
+// mark time to settle; a short run's memory verdict means little.
 //
 // Verdict (exit 0 PASS, 1 FAIL, 2 bad flags or the cluster did not start):
 // no error of any kind, no stall (no operation completing for
-// --stall-seconds), every process alive, every shard's rejected_pushes 0,
-// pending_pulls 0 at idle and version == pushes accepted; and unless
-// --no-growth-check, for every process, RSS end - mid <= the largest of
-// --max-rss-growth-mib, --max-rss-growth-pct % of mid and
-// --max-rss-growth-messages x its message bytes (shards: one push of their
-// chunks), threads and fds end - warm <= --max-thread-growth /
-// --max-fd-growth, and fds idle - start <= --max-fd-growth (connections are
-// released). RSS end - warm is reported, not judged.
+// --stall-seconds), every process alive, every shard's version == pushes
+// accepted; and unless --no-growth-check, for every process, RssAnon end -
+// mid <= the largest of --max-rss-growth-mib, --max-rss-growth-pct % of
+// mid RssAnon and --max-rss-growth-messages x its message bytes (shards:
+// one push of their chunks), threads and fds end - warm <=
+// --max-thread-growth / --max-fd-growth, and fds idle - start <=
+// --max-fd-growth (connections are released). RSS end - warm is reported,
+// not judged. A shard's rejected pushes are reported, not judged: with
+// retries off each is also an error of the worker that sent it.
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,15 +58,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/load_cluster.h"
 #include "bench/load_driver.h"
@@ -72,10 +72,10 @@
 #include "common/allocator_tuning.h"
 #include "common/cpu_backend.h"
 #include "common/sharding.h"
-#include "ferry/v1/coordinator.grpc.pb.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "proto/rpc_util.h"
+#include "worker/job_options.h"
 #include "worker/mlp.h"
 #include "worker/ps_client.h"
 
@@ -106,7 +106,9 @@ struct Flags {
 };
 
 // The shards' own account after the run (ShardInfo): every push the
-// workers saw accepted applied once, none rejected, no pull left waiting.
+// workers saw accepted applied once. Rejected and pending counts are
+// reported only: a rejected push is also the sending worker's error, and no
+// pull waits (each asks for the version it last pulled).
 nlohmann::json CheckShards(const LoadCluster& cluster, int64_t pushes_ok,
                            std::vector<std::string>& failures) {
   nlohmann::json out = nlohmann::json::array();
@@ -134,15 +136,6 @@ nlohmann::json CheckShards(const LoadCluster& cluster, int64_t pushes_ok,
         static_cast<long long>(pushes_ok),
         static_cast<long long>(info.rejected_pushes()),
         static_cast<long long>(info.pending_pulls()));
-    if (info.rejected_pushes() != 0) {
-      failures.push_back(absl::StrCat("ps", i, " rejected ",
-                                      info.rejected_pushes(), " pushes"));
-    }
-    if (info.pending_pulls() != 0) {
-      failures.push_back(absl::StrCat("ps", i, " still has ",
-                                      info.pending_pulls(),
-                                      " pending pulls with no client left"));
-    }
     if (info.version() != pushes_ok) {
       failures.push_back(absl::StrCat("ps", i, " is at version ",
                                       info.version(), " but the workers had ",
@@ -167,7 +160,8 @@ nlohmann::json CheckProcesses(const Flags& f, const LoadCluster& cluster,
   nlohmann::json out = nlohmann::json::array();
   std::printf(
       "process      pid   RSS MiB start/warm/mid/end/idle          "
-      "threads s/w/e/i   fds s/w/e/i   CPU cores (window)\n");
+      "RssAnon mid/end   threads s/w/e/i   fds s/w/e/i   CPU cores "
+      "(window)\n");
   for (size_t i = 0; i < cluster.procs.size(); ++i) {
     const ProcSeries& s = run.series[i];
     auto at = [&](const char* p) {
@@ -176,7 +170,7 @@ nlohmann::json CheckProcesses(const Flags& f, const LoadCluster& cluster,
     };
     const ProcSample st = at("start"), wa = at("warm"), mid = at("mid"),
                      en = at("end"), id = at("idle");
-    int64_t peak_kib = 0;
+    int64_t peak_kib = 0;  // VmRSS
     nlohmann::json samples = nlohmann::json::array();
     for (const ProcSample& x : s.samples) {
       peak_kib = std::max(peak_kib, x.rss_kib);
@@ -185,27 +179,28 @@ nlohmann::json CheckProcesses(const Flags& f, const LoadCluster& cluster,
     }
     const double cores =
         run.window_s > 0 ? (en.cpu_s - wa.cpu_s) / run.window_s : 0;
-    const int64_t rss_growth = en.rss_kib - mid.rss_kib;  // judged
-    const double rss_limit_kib = std::max(
-        {f.max_rss_growth_mib * 1024, f.max_rss_growth_pct / 100 * mid.rss_kib,
+    const int64_t anon_growth = en.anon_kib - mid.anon_kib;  // judged
+    const double anon_limit_kib = std::max(
+        {f.max_rss_growth_mib * 1024, f.max_rss_growth_pct / 100 * mid.anon_kib,
          f.max_rss_growth_messages * message_bytes[i] / 1024.0});
     const std::string& who = cluster.names[i];
     std::printf(
-        "  %-11s %6d  %6.1f/%6.1f/%6.1f/%6.1f/%6.1f  "
+        "  %-11s %6d  %6.1f/%6.1f/%6.1f/%6.1f/%6.1f  %6.1f/%6.1f  "
         "%4lld/%lld/%lld/%lld  %4lld/%lld/%lld/%lld   %.2f\n",
         who.c_str(), cluster.procs[i].pid(), st.rss_kib / 1024.0,
         wa.rss_kib / 1024.0, mid.rss_kib / 1024.0, en.rss_kib / 1024.0,
-        id.rss_kib / 1024.0, static_cast<long long>(st.threads),
+        id.rss_kib / 1024.0, mid.anon_kib / 1024.0, en.anon_kib / 1024.0,
+        static_cast<long long>(st.threads),
         static_cast<long long>(wa.threads), static_cast<long long>(en.threads),
         static_cast<long long>(id.threads), static_cast<long long>(st.fds),
         static_cast<long long>(wa.fds), static_cast<long long>(en.fds),
         static_cast<long long>(id.fds), cores);
     if (f.growth_check && !s.gone) {
-      if (rss_growth > rss_limit_kib) {
+      if (anon_growth > anon_limit_kib) {
         failures.push_back(absl::StrFormat(
-            "%s RSS grew %.1f MiB in the second half of the measured window "
-            "(limit %.1f MiB): still growing",
-            who, rss_growth / 1024.0, rss_limit_kib / 1024));
+            "%s RssAnon grew %.1f MiB in the second half of the measured "
+            "window (limit %.1f MiB): still growing",
+            who, anon_growth / 1024.0, anon_limit_kib / 1024));
       }
       if (en.threads - wa.threads > f.max_thread_growth) {
         failures.push_back(absl::StrCat(who, " threads ", wa.threads, " -> ",
@@ -234,8 +229,9 @@ nlohmann::json CheckProcesses(const Flags& f, const LoadCluster& cluster,
                    {"points", points},
                    {"peak_rss_kib", peak_kib},
                    {"rss_growth_after_warmup_kib", en.rss_kib - wa.rss_kib},
-                   {"rss_growth_second_half_kib", rss_growth},
-                   {"rss_growth_limit_kib", rss_limit_kib},
+                   {"rss_growth_second_half_kib", en.rss_kib - mid.rss_kib},
+                   {"rss_anon_growth_second_half_kib", anon_growth},
+                   {"rss_anon_growth_limit_kib", anon_limit_kib},
                    {"cpu_cores_in_window", cores},
                    {"samples_t_rss_anon_kib_threads_fds_cpu_s", samples}});
   }
@@ -365,13 +361,26 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
+// Single flags are checked by CLI11 (main); this checks what spans flags
+// or needs parsing, then runs. Exit code as in the header.
 int Run(Flags f) {
-  if (f.workers < 1 || f.shards < 1 || f.seconds <= 0 || f.warmup < 0 ||
-      f.warmup >= f.seconds || f.rpc_timeout_s <= 0 || f.stall_s <= 0 ||
-      f.sample_interval_s <= 0) {
+  if (f.warmup >= f.seconds) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "bad flags: --warmup (%g) must be less than --seconds (%g)", f.warmup,
+        f.seconds)));
+  }
+  // The model, as a worker builds it (the coordinator parses --model the
+  // same way), for the layout of its parameters.
+  auto sizes = ParseMlpSpec(f.model);
+  if (!sizes.ok()) {
     return Fail(absl::InvalidArgumentError(
-        "bad flags: need --workers, --shards >= 1 and 0 <= --warmup < "
-        "--seconds (see --help)"));
+        absl::StrCat("bad flags: --model: ", sizes.status().message())));
+  }
+  auto backend = MakeCpuBackend(1);
+  auto model = Mlp::Create(*sizes, backend.get());
+  if (!model.ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("bad flags: --model: ", model.status().message())));
   }
   if (f.server_bin.empty()) f.server_bin = ExecutableDir() + "/ferry-server";
   if (access(f.server_bin.c_str(), X_OK) != 0) {
@@ -403,25 +412,15 @@ int Run(Flags f) {
   if (absl::Status s = StartLoadCluster(options, cluster); !s.ok())
     return Fail(s);
 
-  // The job's chunks, as a worker computes them.
-  auto sizes = ParseMlpSpec(cluster.job.model());
-  if (!sizes.ok()) return Fail(sizes.status());
-  auto backend = MakeCpuBackend(1);
-  auto model = Mlp::Create(*sizes, backend.get());
-  if (!model.ok()) return Fail(model.status());
-  const int64_t chunk_limit = cluster.job.max_chunk_elements() > 0
-                                  ? cluster.job.max_chunk_elements()
-                                  : kDefaultMaxChunkElements;
-  auto chunks =
-      PlaceChunks(model->layout().TensorSizes(), f.shards, chunk_limit);
-  if (!chunks.ok()) return Fail(chunks.status());
+  // The client options a worker derives from the job (ids, shards, chunks,
+  // compression); the worker id, deadline and retries are set per worker.
+  auto base = ParameterClientOptionsForJob(cluster.job, "", model->layout());
+  if (!base.ok()) return Fail(base.status());
+  const std::vector<Chunk>& chunks = base->chunks;
   std::vector<std::unique_ptr<GrpcParameterClient>> clients;
   for (int w = 0; w < f.workers; ++w) {
-    GrpcParameterClientOptions o;
-    o.job_id = cluster.job.job_id();
+    GrpcParameterClientOptions o = *base;
     o.worker_id = absl::StrCat("load", w);
-    o.shard_addresses = cluster.shard_addresses;
-    o.chunks = *chunks;
     o.rpc_timeout = absl::Seconds(f.rpc_timeout_s);
     o.retry.budget = absl::ZeroDuration();  // every failure counts
     auto client = GrpcParameterClient::Create(std::move(o));
@@ -434,7 +433,7 @@ int Run(Flags f) {
       "process(es), async, model %s (%lld parameters, %.2f MB per push and "
       "per pull, %zu chunks); logs in %s\n",
       f.workers, f.seconds, f.warmup, f.shards, cluster.job.model().c_str(),
-      static_cast<long long>(n), 4e-6 * static_cast<double>(n), chunks->size(),
+      static_cast<long long>(n), 4e-6 * static_cast<double>(n), chunks.size(),
       f.log_dir.c_str());
   std::fflush(stdout);
   LoadSchedule schedule;
@@ -445,7 +444,7 @@ int Run(Flags f) {
   schedule.sample_interval_s = f.sample_interval_s;
   schedule.idle_s = f.idle_s;
   LoadRun run = DriveLoad(schedule, cluster, std::move(clients));
-  return Report(f, cluster, n, *chunks, run);
+  return Report(f, cluster, n, chunks, run);
 }
 
 }  // namespace
@@ -458,63 +457,85 @@ int main(int argc, char** argv) {
       "ferry-ps-load: --workers simulated workers (one gRPC channel each) "
       "push then pull the whole model against real ferry-server PS shard "
       "processes of an async job for --seconds; reports throughput, latency "
-      "percentiles, errors and the shards' RSS/threads/fds; exit 1 on any "
-      "error, a stall or growth after warm-up."};
+      "percentiles, errors and the shards' memory/threads/fds; exit 1 on any "
+      "error, a stall or growth after warm-up (memory: RssAnon in the second "
+      "half of the window; judge it on runs of minutes), 2 on bad flags."};
   app.add_option("--workers", f.workers, "simulated workers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--seconds", f.seconds, "load duration, warm-up included")
-      ->capture_default_str();
-  app.add_option("--warmup", f.warmup, "seconds before the measured window")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", f.warmup,
+                 "seconds before the measured window (< --seconds)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--shards", f.shards, "PS shard processes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--model", f.model,
                  "MLP layer sizes of the job (message size)")
       ->capture_default_str();
   app.add_option("--max-chunk-elements", f.max_chunk_elements,
-                 "largest wire chunk in floats (0: the coordinator's default)");
+                 "largest wire chunk in floats (0: the coordinator's default)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--rpc-timeout", f.rpc_timeout_s,
                  "deadline of every push and pull, s")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--stall-seconds", f.stall_s,
                  "fail when no operation completes for this long")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--sample-interval", f.sample_interval_s,
                  "seconds between /proc samples")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--idle-seconds", f.idle_s,
                  "wait after the workers disconnect before the idle sample")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--start-timeout", f.start_timeout_s,
                  "seconds for the coordinator and shards to become ready")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-rss-growth-mib", f.max_rss_growth_mib,
-                 "RSS growth allowed in the second half of the measured "
+                 "RssAnon growth allowed in the second half of the measured "
                  "window (the largest of this, --max-rss-growth-pct and "
-                 "--max-rss-growth-messages)")
-      ->capture_default_str();
+                 "--max-rss-growth-messages); the memory verdict needs runs "
+                 "of minutes (--seconds), a short run's means little")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-rss-growth-pct", f.max_rss_growth_pct,
-                 "the same in % of the RSS halfway through the window")
-      ->capture_default_str();
+                 "the same in % of the RssAnon halfway through the window")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-rss-growth-messages", f.max_rss_growth_messages,
                  "the same in shard messages (one push of the shard's "
                  "chunks): the buffers whose high-water mark may still rise")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-thread-growth", f.max_thread_growth,
                  "thread growth after warm-up allowed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-fd-growth", f.max_fd_growth,
                  "fd growth after warm-up (and idle vs start) allowed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-growth-check", f.growth_check,
-               "report RSS/threads/fds but do not fail on their growth");
+               "report memory/threads/fds but do not fail on their growth");
   app.add_option("--json", f.json, "also write the results here as JSON");
   app.add_option("--server-bin", f.server_bin,
                  "ferry-server binary (default: next to this program)");
   app.add_option(
       "--log-dir", f.log_dir,
       "coordinator and shard logs (default: a new /tmp/ferry-ps-load-*)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; any bad usage is 2
+  }
   signal(SIGPIPE, SIG_IGN);
   return ferry::Run(f);
 }
