@@ -13,11 +13,11 @@
 //    fuzzed deviations (step, fence, samples, failure, digest), so the
 //    fuzzer drives steps, epochs, aborts and recovery.
 //
-// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
-// gets a fresh coordinator, fake shards and service behind it, shuts the
-// coordinator down (answering parked long polls) and waits for the server
-// side of all its calls to end before they go. Logging is at "error" (joins
-// and leaves are logged at "info").
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every
+// input gets a fresh coordinator, fake shards and service behind it, shuts
+// the coordinator down (answering parked long polls) and waits for the
+// server side of all its calls to end before they go. Logging is at
+// "error" (joins and leaves are logged at "info").
 //
 // The long poll is 2 ms, but the coordinator answers a parked NextTask (no
 // work for the worker yet) WAIT only on its reaper's next tick (every
@@ -32,7 +32,6 @@
 // tasks are non-empty ranges inside the epoch.
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,7 +42,6 @@
 #include "common/log.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "proto/rpc_auth.h"
 #include "server/coordinator.h"
 #include "server/coordinator_service.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -110,46 +108,42 @@ class CoordinatorForwarder final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
                                      v1::RegisterResponse* response) override {
-    return Forward(&CoordinatorService::Register, context, request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::Register, context,
+                        request, response);
   }
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
-                                      const v1::HeartbeatRequest* request,
-                                      v1::HeartbeatResponse* response) override {
-    return Forward(&CoordinatorService::Heartbeat, context, request, response);
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* context,
+      const v1::HeartbeatRequest* request,
+      v1::HeartbeatResponse* response) override {
+    return ForwardUnary(sessions_, &CoordinatorService::Heartbeat, context,
+                        request, response);
   }
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
                                   const v1::LeaveRequest* request,
                                   v1::LeaveResponse* response) override {
-    return Forward(&CoordinatorService::Leave, context, request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::Leave, context,
+                        request, response);
   }
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
                                    const v1::GetJobRequest* request,
                                    v1::JobSpec* response) override {
-    return Forward(&CoordinatorService::GetJob, context, request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::GetJob, context,
+                        request, response);
   }
   grpc::ServerUnaryReactor* NextTask(grpc::CallbackServerContext* context,
                                      const v1::NextTaskRequest* request,
                                      v1::NextTaskResponse* response) override {
-    return Forward(&CoordinatorService::NextTask, context, request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::NextTask, context,
+                        request, response);
   }
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
                                    const v1::StatusRequest* request,
                                    v1::StatusResponse* response) override {
-    return Forward(&CoordinatorService::Status, context, request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::Status, context,
+                        request, response);
   }
 
  private:
-  template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Forward(
-      grpc::ServerUnaryReactor* (CoordinatorService::*method)(
-          grpc::CallbackServerContext*, const Request*, Response*),
-      grpc::CallbackServerContext* context, const Request* request,
-      Response* response) {
-    CoordinatorService* s = sessions_->Admit<CoordinatorService>(context);
-    return s != nullptr ? (s->*method)(context, request, response)
-                        : RejectUnary(context, StaleCallStatus());
-  }
-
   CallSessions* const sessions_;
 };
 
@@ -177,12 +171,10 @@ struct CoordinatorUnderTest {
   std::unique_ptr<CallSessions::Scope> session;
   int64_t epoch_size = 0;
 
-  ~CoordinatorUnderTest() {
-    // Answers long polls still parked, so that the session's calls end;
-    // then the session ends (waiting for them) before the core goes.
-    if (coordinator != nullptr) coordinator->Shutdown();
-    session.reset();
-  }
+  // Answers long polls still parked, so that the session's calls end; then
+  // the members go in reverse order: the session first (waiting for those
+  // calls), then the core.
+  ~CoordinatorUnderTest() { coordinator->Shutdown(); }
 };
 
 CoordinatorOptions Options(uint8_t a, uint8_t b) {

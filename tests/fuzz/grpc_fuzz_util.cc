@@ -155,7 +155,8 @@ LoopbackServer::LoopbackServer(grpc::Service* service,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(std::make_unique<SessionStampFactory>(sessions));
   channel_ = grpc::experimental::CreateCustomChannelWithInterceptors(
@@ -172,11 +173,11 @@ LoopbackServer::~LoopbackServer() {
 RawCallResult RawCall(const std::shared_ptr<grpc::Channel>& channel,
                       const std::string& method,
                       const std::vector<std::string>& requests,
-                      absl::Duration deadline, size_t max_responses) {
+                      absl::Duration deadline) {
   const bool trace = Tracing();
   const absl::Time start = trace ? absl::Now() : absl::InfinitePast();
-  RawCallResult result = testutil::RawStreamCall(channel, method, requests,
-                                                 deadline, max_responses);
+  RawCallResult result =
+      testutil::RawStreamCall(channel, method, requests, deadline);
   if (trace) {
     std::fprintf(stderr, "fuzz call %s: %d (%s), %zu responses, %.2f ms\n",
                  method.c_str(), static_cast<int>(result.status.error_code()),

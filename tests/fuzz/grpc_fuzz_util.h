@@ -13,14 +13,18 @@
 //     CallSessions sessions;
 //     Forwarder forwarder{&sessions};  // the API's grpc::Service; each
 //     LoopbackServer server{&forwarder, &sessions};  // handler forwards to
-//   };                               // sessions.Admit<S>(context), or
-//                                    // refuses the call when that is null
-//   // per input:
-//   PerInputCore core;               // a fresh core and S
-//   CallSessions::Scope session(&shared.sessions, core.service.get());
+//   };                               // S through ForwardUnary & co.
+//
+//   struct UnderTest {               // per input: a fresh core and S
+//     std::unique_ptr<Core> core;
+//     std::unique_ptr<S> service;
+//     std::unique_ptr<CallSessions::Scope> session;  // after them
+//   };
+//   t->session = std::make_unique<CallSessions::Scope>(&shared.sessions,
+//                                                      t->service.get());
 //   ... RawCall(shared.server.channel(), ...) ...
-//   // ~Scope waits for every call of the input to end on the server side
-//   // (reactors done) before ~PerInputCore runs.
+//   // ~Scope (destroyed first) waits for every call of the input to end
+//   // on the server side (reactors done) before the core and S go.
 //
 // Every call carries its session's number (metadata set by an interceptor
 // on channel()); a call that reaches its handler after its session ended (a
@@ -47,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/rpc_auth.h"  // RejectUnary, RejectRead, RejectWrite
 #include "tests/fuzz/fuzz_input.h"  // FuzzCheck
 #include "tests/testing/raw_stream_call.h"
 
@@ -121,6 +126,45 @@ class CallSessions {
       ABSL_GUARDED_BY(mu_);
 };
 
+// Handlers of a forwarding service: pass the call to the running session's
+// S (`method` of it, e.g. &PsService::Restore), or refuse it with
+// StaleCallStatus() when `context`'s call was made in an earlier session.
+template <typename S, typename Request, typename Response>
+grpc::ServerUnaryReactor* ForwardUnary(
+    CallSessions* sessions,
+    grpc::ServerUnaryReactor* (S::*method)(grpc::CallbackServerContext*,
+                                           const Request*, Response*),
+    grpc::CallbackServerContext* context, const Request* request,
+    Response* response) {
+  S* s = sessions->Admit<S>(context);
+  return s != nullptr ? (s->*method)(context, request, response)
+                      : RejectUnary(context, StaleCallStatus());
+}
+
+// The same for a client-streaming method.
+template <typename S, typename Request, typename Response>
+grpc::ServerReadReactor<Request>* ForwardRead(
+    CallSessions* sessions,
+    grpc::ServerReadReactor<Request>* (S::*method)(
+        grpc::CallbackServerContext*, Response*),
+    grpc::CallbackServerContext* context, Response* response) {
+  S* s = sessions->Admit<S>(context);
+  return s != nullptr ? (s->*method)(context, response)
+                      : RejectRead<Request>(StaleCallStatus());
+}
+
+// The same for a server-streaming method.
+template <typename S, typename Request, typename Response>
+grpc::ServerWriteReactor<Response>* ForwardWrite(
+    CallSessions* sessions,
+    grpc::ServerWriteReactor<Response>* (S::*method)(
+        grpc::CallbackServerContext*, const Request*),
+    grpc::CallbackServerContext* context, const Request* request) {
+  S* s = sessions->Admit<S>(context);
+  return s != nullptr ? (s->*method)(context, request)
+                      : RejectWrite<Response>(StaleCallStatus());
+}
+
 // `service` served in this process with ferry's server options
 // (ConfigureServerBuilder) on a loopback TCP port (127.0.0.1:0). Turns
 // protobuf's log off for the process (it complains about every fuzzed
@@ -145,19 +189,20 @@ class LoopbackServer {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-// status, and each response message's bytes in order.
+// A raw call's outcome: its status, and each response message's bytes in
+// order.
 using RawCallResult = testutil::RawCallResult;
 
 // Calls `method` (e.g. "/ferry.v1.ParameterServer/Push") with `requests` as
 // the raw request messages, half-closes, and reads the responses (at most
-// `max_responses`; the call is cancelled past them) until the status.
+// 1024, testutil::RawStreamCall's default; the call is cancelled past
+// them) until the status.
 // With FERRY_FUZZ_TRACE set in the environment, prints every call (method,
 // status, responses, milliseconds) and every session's end to stderr.
 RawCallResult RawCall(const std::shared_ptr<grpc::Channel>& channel,
                       const std::string& method,
                       const std::vector<std::string>& requests,
-                      absl::Duration deadline = kCallDeadline,
-                      size_t max_responses = 1024);
+                      absl::Duration deadline = kCallDeadline);
 
 }  // namespace ferry::fuzz
 

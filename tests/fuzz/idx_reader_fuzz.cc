@@ -3,8 +3,9 @@
 // read back.
 //
 // Input: byte 0 picks how.
-//  bit 0: expected rank 1 (labels) or 3 (images); 0x80 set: a rank in
-//         [0, 9] from bits 1-4 instead (outside [1, 8] is INVALID_ARGUMENT);
+//  bit 0: expected rank 1 (labels) or 3 (images); 0x80 set: the rank
+//         (byte 0 >> 1) % 10, in [0, 9], instead (outside [1, 8] is
+//         INVALID_ARGUMENT);
 //  bits 5-6: 0-1 the rest is the file as is (it may be gzip itself);
 //         2 the rest is gzip-compressed first, so mutations reach the
 //         decompressed header and data; 3 the same, then the compressed
@@ -64,8 +65,7 @@ const std::string& TempPath() {
 void WriteFile(const std::string& path, const std::string& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");
   FuzzCheck(f != nullptr, "cannot open the temporary file");
-  FuzzCheck(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() ||
-                bytes.empty(),
+  FuzzCheck(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(),
             "cannot write the temporary file");
   std::fclose(f);
 }

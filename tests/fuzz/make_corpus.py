@@ -367,10 +367,11 @@ def main():
     for target, make in TARGETS.items():
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
-        for name, data in sorted(make().items()):
+        seeds = make()
+        for name, data in sorted(seeds.items()):
             with open(os.path.join(folder, name), "wb") as f:
                 f.write(data)
-        print("%s: %d seeds" % (target, len(make())))
+        print("%s: %d seeds" % (target, len(seeds)))
 
 
 if __name__ == "__main__":

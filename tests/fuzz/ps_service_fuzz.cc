@@ -14,18 +14,20 @@
 //    waiting in the background; shard info; checkpoints; restores; corrupt
 //    checkpoint files; raw calls), so the fuzzer reaches the shard's logic.
 //
-// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
-// gets a fresh file system, shard, checkpointer and service behind it, and
-// waits for the server side of all its calls to end before they go, so
-// inputs are independent and replay alone. Oracles beyond "no crash": a successful
-// pull streams every owned chunk once, in order, with 4 * length bytes, all
-// of one version >= the one asked for; ShardInfo reports the shard's own
-// version and chunk ids.
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every
+// input gets a fresh file system, shard, checkpointer and service behind
+// it, and waits for the server side of all its calls to end before they
+// go, so inputs are independent and replay alone. Oracles beyond "no
+// crash": a successful pull streams every owned chunk once, in order, with
+// 4 * length bytes, all of one version >= the one asked for; ShardInfo
+// reports the shard's own version and owned chunk ids, in order; a push
+// whose stream holds a message that does not parse fails.
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +37,6 @@
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "ferry/v1/ps.pb.h"
-#include "proto/rpc_auth.h"
 #include "server/ps_checkpointer.h"
 #include "server/ps_service.h"
 #include "server/ps_shard.h"
@@ -85,47 +86,39 @@ class PsForwarder final
   grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
       grpc::CallbackServerContext* context,
       grpc::ByteBuffer* response) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->Push(context, response)
-                        : RejectRead<grpc::ByteBuffer>(StaleCallStatus());
+    return ForwardRead(sessions_, &PsService::Push, context, response);
   }
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
       grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->Pull(context, request)
-                        : RejectWrite<grpc::ByteBuffer>(StaleCallStatus());
+    return ForwardWrite(sessions_, &PsService::Pull, context, request);
   }
   grpc::ServerUnaryReactor* FinalizeStep(
       grpc::CallbackServerContext* context,
       const v1::FinalizeStepRequest* request,
       v1::FinalizeStepResponse* response) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->FinalizeStep(context, request, response)
-                        : RejectUnary(context, StaleCallStatus());
+    return ForwardUnary(sessions_, &PsService::FinalizeStep, context, request,
+                        response);
   }
   grpc::ServerUnaryReactor* ShardInfo(
       grpc::CallbackServerContext* context,
       const v1::ShardInfoRequest* request,
       v1::ShardInfoResponse* response) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->ShardInfo(context, request, response)
-                        : RejectUnary(context, StaleCallStatus());
+    return ForwardUnary(sessions_, &PsService::ShardInfo, context, request,
+                        response);
   }
   grpc::ServerUnaryReactor* Checkpoint(
       grpc::CallbackServerContext* context,
       const v1::CheckpointRequest* request,
       v1::CheckpointResponse* response) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->Checkpoint(context, request, response)
-                        : RejectUnary(context, StaleCallStatus());
+    return ForwardUnary(sessions_, &PsService::Checkpoint, context, request,
+                        response);
   }
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
                                     const v1::RestoreRequest* request,
                                     v1::RestoreResponse* response) override {
-    PsService* s = sessions_->Admit<PsService>(context);
-    return s != nullptr ? s->Restore(context, request, response)
-                        : RejectUnary(context, StaleCallStatus());
+    return ForwardUnary(sessions_, &PsService::Restore, context, request,
+                        response);
   }
 
  private:
@@ -154,7 +147,7 @@ struct PsUnderTest {
   std::unique_ptr<PsService> service;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<CallSessions::Scope> session;
-  std::map<int64_t, bool> checkpointed;  // versions the harness wrote
+  std::set<int64_t> checkpointed;  // versions the harness wrote
 };
 
 std::unique_ptr<PsUnderTest> Start(uint8_t config_byte) {
@@ -356,9 +349,12 @@ void InfoOp(PsUnderTest& ps) {
             "info: no parsable response");
   FuzzCheck(info.version() >= before && info.version() <= ps.shard->version(),
             "info: version is not the shard's");
-  FuzzCheck(info.chunk_ids_size() ==
-                static_cast<int>(ps.shard->owned_chunks().size()),
-            "info: wrong chunk ids");
+  const std::vector<Chunk>& chunks = ps.shard->owned_chunks();
+  bool same_ids = info.chunk_ids_size() == static_cast<int>(chunks.size());
+  for (size_t i = 0; same_ids && i < chunks.size(); ++i) {
+    same_ids = info.chunk_ids(static_cast<int>(i)) == chunks[i].id;
+  }
+  FuzzCheck(same_ids, "info: wrong chunk ids");
 }
 
 void CheckpointOp(PsUnderTest& ps, FuzzInput& in) {
@@ -370,7 +366,7 @@ void CheckpointOp(PsUnderTest& ps, FuzzInput& in) {
                                      : ps.shard->version());
   const RawCallResult result = RawCall(ps.channel, Method(4),
                                        {request.SerializeAsString()});
-  if (result.status.ok()) ps.checkpointed[ps.shard->version()] = true;
+  if (result.status.ok()) ps.checkpointed.insert(ps.shard->version());
 }
 
 void RestoreOp(PsUnderTest& ps, FuzzInput& in) {
@@ -381,7 +377,7 @@ void RestoreOp(PsUnderTest& ps, FuzzInput& in) {
   if (how % 4 == 0) {
     version = in.Int<int64_t>();
   } else if (how % 4 == 1 && !ps.checkpointed.empty()) {
-    version = ps.checkpointed.begin()->first;
+    version = *ps.checkpointed.begin();
   }
   request.set_version(version);
   request.set_generation(in.Range(-1, 6));
@@ -392,7 +388,7 @@ void RestoreOp(PsUnderTest& ps, FuzzInput& in) {
 // copy cut or with one byte flipped, for a later restore to read.
 void CorruptOp(PsUnderTest& ps, FuzzInput& in) {
   if (ps.checkpointed.empty()) return;
-  const int64_t version = ps.checkpointed.rbegin()->first;
+  const int64_t version = *ps.checkpointed.rbegin();
   const std::string path =
       CheckpointPath(kCheckpointDir, ps.shard->config().shard_id, version);
   absl::StatusOr<std::string> bytes = ps.fs.ReadFile(path);

@@ -14,11 +14,11 @@
 //    side of the mailbox (Take with an immediate deadline, Enter, Fail),
 //    so streams of several generations interleave.
 //
-// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every input
-// gets a fresh mailbox, publisher, counter and service behind it, and waits
-// for the server side of all its calls to end before they go. Oracles: a
-// successful Exchange's summary counts every message sent (so every one
-// parsed); an Exchange with a message that does not parse ends
+// One server (loopback TCP) serves the whole run (grpc_fuzz_util.h); every
+// input gets a fresh mailbox, publisher, counter and service behind it, and
+// waits for the server side of all its calls to end before they go.
+// Oracles: a successful Exchange's summary counts every message sent (so
+// every one parsed); an Exchange with a message that does not parse ends
 // INVALID_ARGUMENT "ring message N does not parse" (N the first such
 // message, unless an earlier message failed first) and, past an accepted
 // hello, fails its generation in the mailbox; a successful GetWeights
@@ -37,7 +37,6 @@
 #include "absl/time/clock.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "ferry/v1/ring.pb.h"
-#include "proto/rpc_auth.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/grpc_fuzz_util.h"
 #include "worker/ps_client.h"
@@ -64,16 +63,14 @@ class RingForwarder final
   grpc::ServerReadReactor<grpc::ByteBuffer>* Exchange(
       grpc::CallbackServerContext* context,
       grpc::ByteBuffer* response) override {
-    RingPeerService* s = sessions_->Admit<RingPeerService>(context);
-    return s != nullptr ? s->Exchange(context, response)
-                        : RejectRead<grpc::ByteBuffer>(StaleCallStatus());
+    return ForwardRead(sessions_, &RingPeerService::Exchange, context,
+                       response);
   }
   grpc::ServerWriteReactor<v1::WeightsChunk>* GetWeights(
       grpc::CallbackServerContext* context,
       const v1::WeightsRequest* request) override {
-    RingPeerService* s = sessions_->Admit<RingPeerService>(context);
-    return s != nullptr ? s->GetWeights(context, request)
-                        : RejectWrite<v1::WeightsChunk>(StaleCallStatus());
+    return ForwardWrite(sessions_, &RingPeerService::GetWeights, context,
+                        request);
   }
 
  private:
@@ -92,14 +89,12 @@ SharedServer& Shared() {
   return *shared;
 }
 
-// One input's peer behind the shared server. The session ends first (it
-// waits for the input's calls to end on the server), then the rest goes.
+// One input's peer behind the shared server. Members are destroyed in
+// reverse order: the session first (it waits for the input's calls to end
+// on the server), then the service and what it uses.
 struct PeerUnderTest {
-  explicit PeerUnderTest(int64_t max_buffered) : mailbox(max_buffered) {}
-  ~PeerUnderTest() {
-    session.reset();
-    mailbox.Close();
-  }
+  explicit PeerUnderTest(int64_t max_buffered)
+      : mailbox(max_buffered), max_buffered(max_buffered) {}
 
   RingMailbox mailbox;
   WeightsPublisher publisher;
@@ -107,7 +102,7 @@ struct PeerUnderTest {
   std::unique_ptr<RingPeerService> service;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<CallSessions::Scope> session;
-  int64_t max_buffered = 0;
+  const int64_t max_buffered;
   std::shared_ptr<const WeightsSnapshot> published;
 };
 
@@ -117,7 +112,6 @@ std::unique_ptr<PeerUnderTest> Start(uint8_t config) {
                                : (config & 0x03) == 1 ? int64_t{1} << 16
                                                       : int64_t{1} << 30;
   auto peer = std::make_unique<PeerUnderTest>(max_buffered);
-  peer->max_buffered = max_buffered;
   peer->service = std::make_unique<RingPeerService>(
       &peer->mailbox, &peer->publisher, &peer->counter);
   if (!(config & 0x04)) peer->service->set_job_id(kJob);
@@ -133,7 +127,8 @@ std::unique_ptr<PeerUnderTest> Start(uint8_t config) {
     }();
     peer->publisher.Publish(
         config >> 6,
-        std::vector<float>(ramp->begin(), ramp->begin() + static_cast<ptrdiff_t>(n)));
+        std::vector<float>(ramp->begin(),
+                           ramp->begin() + static_cast<ptrdiff_t>(n)));
     peer->published = *peer->publisher.Get(0);
   }
   SharedServer& shared = Shared();
@@ -169,7 +164,8 @@ void CheckWeights(const PeerUnderTest& peer, const RawCallResult& result) {
 
 // Checks an Exchange call's outcome against the contract in
 // ring_peer_service.h.
-void CheckExchange(PeerUnderTest& peer, const std::vector<std::string>& requests,
+void CheckExchange(PeerUnderTest& peer,
+                   const std::vector<std::string>& requests,
                    const RawCallResult& result) {
   // The first message that does not parse (e.g. a string field that is not
   // UTF-8), counted from 1; 0: none.
@@ -308,7 +304,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto peer = Start(0x12);  // job set, 5 weights, 1 GiB limit
     if (selector % 2 == 0) {
       std::vector<std::string> requests;
-      while (!in.empty() && requests.size() < 64) requests.push_back(in.Frame());
+      while (!in.empty() && requests.size() < 64) {
+        requests.push_back(in.Frame());
+      }
       CheckExchange(*peer, requests,
                     RawCall(peer->channel, kExchange, requests));
     } else {
