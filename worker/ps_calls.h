@@ -157,8 +157,10 @@ class PullCall final
                                                 version_, " below min_version ",
                                                 min_version_));
     }
-    status_ = Annotate(status, shard_,
-                       absl::StrCat("pull of version >= ", min_version_));
+    if (!status.ok()) {  // the call's name is built only for an error
+      status_ = Annotate(status, shard_,
+                         absl::StrCat("pull of version >= ", min_version_));
+    }
     group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
   }
 
