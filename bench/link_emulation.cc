@@ -32,9 +32,9 @@
 #include "common/allocator_tuning.h"
 #include "common/link_shaper.h"
 #include "common/sharding.h"
-#include "server/ps_server.h"
-#include "server/ps_shard.h"
-#include "worker/ps_client.h"
+#include "ps/ps_client.h"
+#include "ps/ps_server.h"
+#include "ps/ps_shard.h"
 
 namespace ferry {
 namespace {
@@ -120,7 +120,8 @@ absl::StatusOr<Result> Measure(const Flags& f, const LinkLimit& limit) {
     after = (*client)->bytes();
     if (timed) {
       result.pull_seconds += absl::ToDoubleSeconds(absl::Now() - start);
-      result.pull_bytes += static_cast<double>(after.received - before.received);
+      result.pull_bytes +=
+          static_cast<double>(after.received - before.received);
     }
   }
   if (shaper != nullptr) result.stats = shaper->stats();
@@ -136,12 +137,15 @@ int Run(const Flags& f) {
                  std::string(latency.status().message()).c_str());
     return 2;
   }
-  std::printf("# %.0f MiB per push and per pull, %d timed iterations, %d shard(s), "
-              "%s shaped, latency %s; MB = 1e6 bytes\n",
-              f.mib, f.iters, f.shards, f.worker_only ? "worker only" : "worker and shards",
-              absl::FormatDuration(*latency).c_str());
-  std::printf("%-10s %10s %10s %8s %10s %8s %10s %8s %9s\n", "limit", "limit_MB/s",
-              "push_MB/s", "ratio", "pull_MB/s", "ratio", "both_MB/s", "ratio", "delay_s");
+  std::printf(
+      "# %.0f MiB per push and per pull, %d timed iterations, %d shard(s), "
+      "%s shaped, latency %s; MB = 1e6 bytes\n",
+      f.mib, f.iters, f.shards,
+      f.worker_only ? "worker only" : "worker and shards",
+      absl::FormatDuration(*latency).c_str());
+  std::printf("%-10s %10s %10s %8s %10s %8s %10s %8s %9s\n", "limit",
+              "limit_MB/s", "push_MB/s", "ratio", "pull_MB/s", "ratio",
+              "both_MB/s", "ratio", "delay_s");
   for (const std::string& text : f.limits) {
     absl::StatusOr<double> rate = ParseBandwidth(text);
     if (!rate.ok()) {
@@ -158,14 +162,15 @@ int Run(const Flags& f) {
     }
     const double push = r->push_bytes / r->push_seconds / 1e6;
     const double pull = r->pull_bytes / r->pull_seconds / 1e6;
-    const double both =
-        (r->push_bytes + r->pull_bytes) / (r->push_seconds + r->pull_seconds) / 1e6;
+    const double both = (r->push_bytes + r->pull_bytes) /
+                        (r->push_seconds + r->pull_seconds) / 1e6;
     const double lim = *rate / 1e6;
     const auto ratio = [&](double v) { return lim > 0 ? v / lim : 0.0; };
-    std::printf("%-10s %10.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f %9.3f\n",
-                *rate > 0 ? text.c_str() : "unlimited", lim, push, ratio(push), pull,
-                ratio(pull), both, ratio(both),
-                absl::ToDoubleSeconds(r->stats.send_delay + r->stats.receive_delay));
+    std::printf(
+        "%-10s %10.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f %9.3f\n",
+        *rate > 0 ? text.c_str() : "unlimited", lim, push, ratio(push), pull,
+        ratio(pull), both, ratio(both),
+        absl::ToDoubleSeconds(r->stats.send_delay + r->stats.receive_delay));
     std::fflush(stdout);
   }
   return 0;
@@ -178,17 +183,24 @@ int main(int argc, char** argv) {
   ferry::TuneAllocatorForLargeMessages(argv);
   CLI::App app{"ferry-link-emulation: PS throughput vs an emulated link limit"};
   ferry::Flags f;
-  app.add_option("--limits", f.limits, "link bandwidths to measure (0: unlimited)")
-      ->delimiter(',')->capture_default_str();
-  app.add_option("--mib", f.mib, "MiB pushed and pulled per iteration")->capture_default_str();
-  app.add_option("--iters", f.iters, "timed iterations")->capture_default_str()
+  app.add_option("--limits", f.limits,
+                 "link bandwidths to measure (0: unlimited)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--mib", f.mib, "MiB pushed and pulled per iteration")
+      ->capture_default_str();
+  app.add_option("--iters", f.iters, "timed iterations")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", f.warmup, "untimed iterations first")->capture_default_str();
+  app.add_option("--warmup", f.warmup, "untimed iterations first")
+      ->capture_default_str();
   app.add_option("--shards", f.shards, "PS shards (servers in this process)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--latency", f.latency, "--link-latency of every shaper")
       ->capture_default_str();
-  app.add_flag("--worker-only", f.worker_only, "shape the worker's client only");
+  app.add_flag("--worker-only", f.worker_only,
+               "shape the worker's client only");
   CLI11_PARSE(app, argc, argv);
   return ferry::Run(f);
 }

@@ -50,9 +50,9 @@ struct LoadCluster {
   }
 };
 
-// Starts the coordinator (an async PS job "ferry-ps-load" of `o.model` on a small
-// synthetic dataset; it never sees a worker) and `o.shards` shards on free
-// ports, and returns once the coordinator answers GetJob and every shard
+// Starts the coordinator (an async PS job "ferry-ps-load" of `o.model` on a
+// small synthetic dataset; it never sees a worker) and `o.shards` shards on
+// free ports, and returns once the coordinator answers GetJob and every shard
 // ShardInfo. UNAVAILABLE when a process cannot be started or exits,
 // DEADLINE_EXCEEDED when one is not ready within `o.start_timeout` (both
 // name its log). Processes already started stay in `c` (stopped with it).

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "bench/load_cluster.h"
 #include "bench/proc_probe.h"
-#include "worker/ps_client.h"
+#include "ps/ps_client.h"
 
 namespace ferry {
 

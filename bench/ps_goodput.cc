@@ -49,9 +49,9 @@
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "proto/rpc_util.h"
-#include "server/ps_server.h"
-#include "server/ps_shard.h"
-#include "worker/ps_client.h"
+#include "ps/ps_client.h"
+#include "ps/ps_server.h"
+#include "ps/ps_shard.h"
 
 namespace ferry {
 namespace {

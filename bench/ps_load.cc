@@ -70,14 +70,13 @@
 #include "bench/proc_probe.h"
 #include "client/child_process.h"
 #include "common/allocator_tuning.h"
-#include "common/cpu_backend.h"
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
+#include "model/model_spec.h"
 #include "nlohmann/json.hpp"
 #include "proto/rpc_util.h"
+#include "ps/ps_client.h"
 #include "worker/job_options.h"
-#include "worker/mlp.h"
-#include "worker/ps_client.h"
 
 namespace ferry {
 namespace {
@@ -190,11 +189,10 @@ nlohmann::json CheckProcesses(const Flags& f, const LoadCluster& cluster,
         who.c_str(), cluster.procs[i].pid(), st.rss_kib / 1024.0,
         wa.rss_kib / 1024.0, mid.rss_kib / 1024.0, en.rss_kib / 1024.0,
         id.rss_kib / 1024.0, mid.anon_kib / 1024.0, en.anon_kib / 1024.0,
-        static_cast<long long>(st.threads),
-        static_cast<long long>(wa.threads), static_cast<long long>(en.threads),
-        static_cast<long long>(id.threads), static_cast<long long>(st.fds),
-        static_cast<long long>(wa.fds), static_cast<long long>(en.fds),
-        static_cast<long long>(id.fds), cores);
+        static_cast<long long>(st.threads), static_cast<long long>(wa.threads),
+        static_cast<long long>(en.threads), static_cast<long long>(id.threads),
+        static_cast<long long>(st.fds), static_cast<long long>(wa.fds),
+        static_cast<long long>(en.fds), static_cast<long long>(id.fds), cores);
     if (f.growth_check && !s.gone) {
       if (anon_growth > anon_limit_kib) {
         failures.push_back(absl::StrFormat(
@@ -376,11 +374,10 @@ int Run(Flags f) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("bad flags: --model: ", sizes.status().message())));
   }
-  auto backend = MakeCpuBackend(1);
-  auto model = Mlp::Create(*sizes, backend.get());
-  if (!model.ok()) {
+  auto layout = MlpLayout(*sizes);
+  if (!layout.ok()) {
     return Fail(absl::InvalidArgumentError(
-        absl::StrCat("bad flags: --model: ", model.status().message())));
+        absl::StrCat("bad flags: --model: ", layout.status().message())));
   }
   if (f.server_bin.empty()) f.server_bin = ExecutableDir() + "/ferry-server";
   if (access(f.server_bin.c_str(), X_OK) != 0) {
@@ -414,7 +411,7 @@ int Run(Flags f) {
 
   // The client options a worker derives from the job (ids, shards, chunks,
   // compression); the worker id, deadline and retries are set per worker.
-  auto base = ParameterClientOptionsForJob(cluster.job, "", model->layout());
+  auto base = ParameterClientOptionsForJob(cluster.job, "", *layout);
   if (!base.ok()) return Fail(base.status());
   const std::vector<Chunk>& chunks = base->chunks;
   std::vector<std::unique_ptr<GrpcParameterClient>> clients;

@@ -1,7 +1,8 @@
 // ferry-ring-allreduce: all-reduce (sum, fp32) bandwidth of ferry's ring
 // (RingCollective::AllReduceSum over GrpcRingTransport, the code ring-mode
-// workers run) between separate processes on loopback. bench/compare_allreduce.sh
-// puts it next to torch.distributed (gloo) and iperf3 in the same run.
+// workers run) between separate processes on loopback.
+// bench/compare_allreduce.sh puts it next to torch.distributed (gloo) and
+// iperf3 in the same run.
 //
 // Launcher mode (default): for every size (or, with --same-processes, once
 // for all sizes) starts `--ranks` copies of this program, one per rank, with
@@ -40,7 +41,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,10 +51,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/allocator_tuning.h"
 #include "proto/rpc_util.h"
-#include "worker/ring/grpc_ring_transport.h"
-#include "worker/ring/ring_collective.h"
-#include "worker/ring/ring_peer_service.h"
+#include "ring/grpc_ring_transport.h"
+#include "ring/ring_collective.h"
+#include "ring/ring_peer_service.h"
 
 namespace ferry {
 namespace {
@@ -108,7 +109,8 @@ double Median(std::vector<double> v) {
 absl::StatusOr<std::vector<std::string>> Rendezvous(const Flags& f, int port) {
   namespace fs = std::filesystem;
   const fs::path dir(f.rendezvous);
-  const std::string mine = (dir / absl::StrCat("rank", f.rank, ".port")).string();
+  const std::string mine =
+      (dir / absl::StrCat("rank", f.rank, ".port")).string();
   {
     std::ofstream out(mine + ".tmp");
     out << port << "\n";
@@ -116,7 +118,9 @@ absl::StatusOr<std::vector<std::string>> Rendezvous(const Flags& f, int port) {
   }
   std::error_code ec;
   fs::rename(mine + ".tmp", mine, ec);  // atomic: readers never see half
-  if (ec) return absl::InternalError(absl::StrCat("rename ", mine, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat("rename ", mine, ": ", ec.message()));
   const absl::Time deadline = absl::Now() + absl::Seconds(f.startup_timeout_s);
   std::vector<std::string> peers(f.ranks);
   for (int r = 0; r < f.ranks; ++r) {
@@ -141,7 +145,8 @@ absl::StatusOr<std::vector<std::string>> Rendezvous(const Flags& f, int port) {
 
 // The transport's stream fails at once when the next rank does not listen
 // yet (--peers mode starts ranks in any order): wait for it first.
-absl::Status WaitForNext(const Flags& f, const std::vector<std::string>& peers) {
+absl::Status WaitForNext(const Flags& f,
+                         const std::vector<std::string>& peers) {
   if (f.ranks == 1) return absl::OkStatus();
   const std::string& next = peers[(f.rank + 1) % f.ranks];
   const absl::Time deadline = absl::Now() + absl::Seconds(f.startup_timeout_s);
@@ -149,9 +154,10 @@ absl::Status WaitForNext(const Flags& f, const std::vector<std::string>& peers) 
   while (!channel->WaitForConnected(
       absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Seconds(1))))) {
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rank %d: the next rank's peer server %s is not reachable after %.0f s",
-          f.rank, next, f.startup_timeout_s));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("rank %d: the next rank's peer server %s is not "
+                          "reachable after %.0f s",
+                          f.rank, next, f.startup_timeout_s));
     }
   }
   return absl::OkStatus();
@@ -176,8 +182,8 @@ class RankRunner {
       return s;
     }
     if (one != static_cast<float>(n_)) {
-      return absl::InternalError(absl::StrFormat(
-          "rank %d: barrier sum %g, expected %d", r_, one, n_));
+      return absl::InternalError(
+          absl::StrFormat("rank %d: barrier sum %g, expected %d", r_, one, n_));
     }
     return absl::OkStatus();
   }
@@ -202,7 +208,8 @@ class RankRunner {
         return s;
       }
       const auto t1 = std::chrono::steady_clock::now();
-      if (timed) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+      if (timed)
+        times.push_back(std::chrono::duration<double>(t1 - t0).count());
       if (f_.verify) {
         for (int64_t i = 0; i < count; ++i) {
           const float want = total * static_cast<float>(1 + i % kPattern);
@@ -233,8 +240,7 @@ class RankRunner {
           "\"wire_bytes_per_op_rank0\": %d}\n",
           n_, bytes, f_.iters, t, mean,
           *std::min_element(times.begin(), times.end()), algbw, busbw,
-          ring_.options().piece_elements * 4,
-          sent / f_.iters);
+          ring_.options().piece_elements * 4, sent / f_.iters);
       std::fflush(stdout);
     }
     return absl::OkStatus();
@@ -255,13 +261,14 @@ absl::Status RunRank(const Flags& f, const std::vector<int64_t>& sizes) {
   if (!f.peers.empty()) {
     peers = absl::StrSplit(f.peers, ',', absl::SkipEmpty());
     if (static_cast<int>(peers.size()) != f.ranks || f.rank >= f.ranks) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--peers lists %d addresses for --ranks %d (rank %d)", peers.size(),
-          f.ranks, f.rank));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--peers lists %d addresses for --ranks %d (rank %d)",
+                          peers.size(), f.ranks, f.rank));
     }
     listen = peers[f.rank];
   } else if (f.rendezvous.empty()) {
-    return absl::InvalidArgumentError("rank mode needs --rendezvous or --peers");
+    return absl::InvalidArgumentError(
+        "rank mode needs --rendezvous or --peers");
   }
   absl::StatusOr<std::unique_ptr<RingPeerServer>> server =
       StartRingPeerServer(listen);
@@ -296,7 +303,8 @@ absl::Status RunRank(const Flags& f, const std::vector<int64_t>& sizes) {
     }
   }
   transport->reset();  // half-closes our stream, waits up to 1 s
-  (*server)->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  (*server)->server->Shutdown(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   return status;
 }
 
@@ -309,7 +317,8 @@ struct Child {
 };
 
 std::string DescribeExit(int wstatus) {
-  if (WIFEXITED(wstatus)) return absl::StrCat("exited with code ", WEXITSTATUS(wstatus));
+  if (WIFEXITED(wstatus))
+    return absl::StrCat("exited with code ", WEXITSTATUS(wstatus));
   if (WIFSIGNALED(wstatus)) {
     return absl::StrCat("was killed by signal ", WTERMSIG(wstatus), " (",
                         strsignal(WTERMSIG(wstatus)), ")");
@@ -347,22 +356,37 @@ int LaunchSet(const Flags& f, const std::string& sizes_mib,
               absl::Time deadline) {
   char tmpl[] = "/tmp/ferry-ring-allreduce.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
-    std::fprintf(stderr, "ferry-ring-allreduce: mkdtemp: %s\n", strerror(errno));
+    std::fprintf(stderr, "ferry-ring-allreduce: mkdtemp: %s\n",
+                 strerror(errno));
     return 1;
   }
   const std::string dir = tmpl;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string self =
+      std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<Child> children;
   int rc = 0;
   for (int r = 0; r < f.ranks && rc == 0; ++r) {
-    std::vector<std::string> args = {
-        self, "--rank", absl::StrCat(r), "--ranks", absl::StrCat(f.ranks),
-        "--rendezvous", dir, "--sizes-mib", sizes_mib,
-        "--iters", absl::StrCat(f.iters), "--warmup", absl::StrCat(f.warmup),
-        "--piece-mib", absl::StrCat(f.piece_mib),
-        "--op-timeout-s", absl::StrCat(f.op_timeout_s),
-        "--startup-timeout-s", absl::StrCat(f.startup_timeout_s),
-        "--verify", f.verify ? "true" : "false"};
+    std::vector<std::string> args = {self,
+                                     "--rank",
+                                     absl::StrCat(r),
+                                     "--ranks",
+                                     absl::StrCat(f.ranks),
+                                     "--rendezvous",
+                                     dir,
+                                     "--sizes-mib",
+                                     sizes_mib,
+                                     "--iters",
+                                     absl::StrCat(f.iters),
+                                     "--warmup",
+                                     absl::StrCat(f.warmup),
+                                     "--piece-mib",
+                                     absl::StrCat(f.piece_mib),
+                                     "--op-timeout-s",
+                                     absl::StrCat(f.op_timeout_s),
+                                     "--startup-timeout-s",
+                                     absl::StrCat(f.startup_timeout_s),
+                                     "--verify",
+                                     f.verify ? "true" : "false"};
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
@@ -426,7 +450,8 @@ int LaunchSet(const Flags& f, const std::string& sizes_mib,
 int Launch(const Flags& f) {
   const absl::Time deadline = absl::Now() + absl::Seconds(f.timeout_s);
   if (f.same_processes) return LaunchSet(f, f.sizes_mib, deadline);
-  for (absl::string_view size : absl::StrSplit(f.sizes_mib, ',', absl::SkipEmpty())) {
+  for (absl::string_view size :
+       absl::StrSplit(f.sizes_mib, ',', absl::SkipEmpty())) {
     if (int rc = LaunchSet(f, std::string(size), deadline); rc != 0) return rc;
   }
   return 0;
@@ -447,7 +472,8 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", f.ranks, "number of ranks (processes)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--sizes-mib", f.sizes_mib, "comma-separated buffer sizes in MiB")
+  app.add_option("--sizes-mib", f.sizes_mib,
+                 "comma-separated buffer sizes in MiB")
       ->capture_default_str();
   app.add_option("--iters", f.iters, "timed all-reduces per size")
       ->check(CLI::Range(1, 100000))
@@ -455,34 +481,41 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", f.warmup, "untimed all-reduces per size first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--piece-mib", f.piece_mib,
-                 "ring message size (RingCollectiveOptions::piece_elements * 4 B)")
+  app.add_option(
+         "--piece-mib", f.piece_mib,
+         "ring message size (RingCollectiveOptions::piece_elements * 4 B)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--timeout-s", f.timeout_s, "launcher: deadline of the whole run")
+  app.add_option("--timeout-s", f.timeout_s,
+                 "launcher: deadline of the whole run")
       ->capture_default_str();
   app.add_option("--op-timeout-s", f.op_timeout_s, "deadline of one all-reduce")
       ->capture_default_str();
   app.add_option("--startup-timeout-s", f.startup_timeout_s,
                  "deadline for all ranks to publish their ports")
       ->capture_default_str();
-  app.add_option("--verify", f.verify, "check every result against the exact sum")
+  app.add_option("--verify", f.verify,
+                 "check every result against the exact sum")
       ->capture_default_str();
   app.add_flag("--same-processes", f.same_processes,
                "launcher: run all sizes in one set of rank processes (default: "
                "a fresh set per size, so allocator state left by one size does "
                "not change the next)");
-  app.add_option("--rank", f.rank, "rank mode: this process's rank (set by the launcher)");
+  app.add_option("--rank", f.rank,
+                 "rank mode: this process's rank (set by the launcher)");
   app.add_option("--rendezvous", f.rendezvous,
                  "rank mode: directory where ranks publish their ports");
-  app.add_option("--peers", f.peers,
-                 "rank mode: HOST:PORT of every rank, in rank order (instead of "
-                 "--rendezvous)");
+  app.add_option(
+      "--peers", f.peers,
+      "rank mode: HOST:PORT of every rank, in rank order (instead of "
+      "--rendezvous)");
   CLI11_PARSE(app, argc, argv);
 
-  const absl::StatusOr<std::vector<int64_t>> sizes = ferry::ParseSizes(f.sizes_mib);
+  const absl::StatusOr<std::vector<int64_t>> sizes =
+      ferry::ParseSizes(f.sizes_mib);
   if (!sizes.ok()) {
-    std::fprintf(stderr, "ferry-ring-allreduce: %s\n", sizes.status().ToString().c_str());
+    std::fprintf(stderr, "ferry-ring-allreduce: %s\n",
+                 sizes.status().ToString().c_str());
     return 2;
   }
   if (f.rank < 0) return ferry::Launch(f);

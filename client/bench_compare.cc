@@ -4,10 +4,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -59,7 +59,8 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
   }
 }
 
-absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path) {
+absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(
+    const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, " was not written"));
   std::vector<nlohmann::json> lines;
@@ -76,29 +77,53 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& pat
 }
 
 // The `ferry local` command line of one run.
-std::vector<std::string> LocalArgs(const BenchConfig& c, const std::string& dir) {
+std::vector<std::string> LocalArgs(const BenchConfig& c,
+                                   const std::string& dir) {
   const int total_steps = c.warmup_steps + c.steps;
   // One epoch longer than the run, so no epoch end (evaluation,
   // checkpoint) falls inside the measured window.
   const int64_t samples = static_cast<int64_t>(c.batch) * (total_steps + 4);
-  std::vector<std::string> args = {
-      ExecutableDir() + "/ferry", "local", "--mode", c.mode, "--workers",
-      std::to_string(c.workers), "--model", c.mlp_spec, "--dataset",
-      absl::StrCat("synthetic:", samples), "--batch", std::to_string(c.batch), "--epochs", "1",
-      "--max-steps", std::to_string(total_steps), "--compression", c.compression,
-      "--metrics-jsonl", dir + "/metrics.jsonl", "--summary-json", dir + "/summary.json",
-      "--log-dir", dir + "/logs", "--lr", "0.01", "--warmup-steps", "0"};
+  std::vector<std::string> args = {ExecutableDir() + "/ferry",
+                                   "local",
+                                   "--mode",
+                                   c.mode,
+                                   "--workers",
+                                   std::to_string(c.workers),
+                                   "--model",
+                                   c.mlp_spec,
+                                   "--dataset",
+                                   absl::StrCat("synthetic:", samples),
+                                   "--batch",
+                                   std::to_string(c.batch),
+                                   "--epochs",
+                                   "1",
+                                   "--max-steps",
+                                   std::to_string(total_steps),
+                                   "--compression",
+                                   c.compression,
+                                   "--metrics-jsonl",
+                                   dir + "/metrics.jsonl",
+                                   "--summary-json",
+                                   dir + "/summary.json",
+                                   "--log-dir",
+                                   dir + "/logs",
+                                   "--lr",
+                                   "0.01",
+                                   "--warmup-steps",
+                                   "0"};
   if (c.mode == "ps") {
-    args.insert(args.end(), {"--shards", std::to_string(c.shards), "--consistency",
-                             c.consistency, "--checkpoint-every", "0"});
+    args.insert(args.end(),
+                {"--shards", std::to_string(c.shards), "--consistency",
+                 c.consistency, "--checkpoint-every", "0"});
   }
-  if (c.bandwidth != "0") args.insert(args.end(), {"--link-bandwidth", c.bandwidth});
+  if (c.bandwidth != "0")
+    args.insert(args.end(), {"--link-bandwidth", c.bandwidth});
   if (c.latency != "0") args.insert(args.end(), {"--link-latency", c.latency});
   return args;
 }
 
-absl::StatusOr<int> RunChild(const std::vector<std::string>& argv, const std::string& log,
-                             double timeout_s) {
+absl::StatusOr<int> RunChild(const std::vector<std::string>& argv,
+                             const std::string& log, double timeout_s) {
   ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(argv, log));
   const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
   while (true) {
@@ -112,7 +137,8 @@ absl::StatusOr<int> RunChild(const std::vector<std::string>& argv, const std::st
   }
 }
 
-absl::StatusOr<CostPrediction> Predict(const BenchConfig& c, double compute_seconds,
+absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
+                                       double compute_seconds,
                                        double overhead_seconds) {
   CostInput in;
   in.mode = c.mode == "ps" ? CostMode::kPs : CostMode::kRing;
@@ -122,7 +148,8 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c, double compute_seco
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(c.bandwidth));
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(c.latency));
   in.latency_seconds = absl::ToDoubleSeconds(latency);
-  ASSIGN_OR_RETURN(in.compression, ParseCompression(c.compression, /*error_feedback=*/true));
+  ASSIGN_OR_RETURN(in.compression,
+                   ParseCompression(c.compression, /*error_feedback=*/true));
   in.compute_seconds = compute_seconds;
   in.overhead_seconds = overhead_seconds;
   return PredictStep(in);
@@ -130,51 +157,65 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c, double compute_seco
 
 // Runs one configuration and returns its record. `overhead`: the cost
 // model's overhead term, calibrated by the run's baseline (nullopt: none).
-absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c, const std::string& dir,
-                                      double timeout_s, std::optional<double> overhead) {
+absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
+                                      const std::string& dir, double timeout_s,
+                                      std::optional<double> overhead) {
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   std::filesystem::create_directories(dir, ignored);
   const std::vector<std::string> argv = LocalArgs(c, dir);
-  RETURN_IF_ERROR(WriteFile(dir + "/command.txt", absl::StrJoin(argv, " ") + "\n"));
-  ASSIGN_OR_RETURN(const int code, RunChild(argv, dir + "/ferry-local.log", timeout_s));
+  RETURN_IF_ERROR(
+      WriteFile(dir + "/command.txt", absl::StrJoin(argv, " ") + "\n"));
+  ASSIGN_OR_RETURN(const int code,
+                   RunChild(argv, dir + "/ferry-local.log", timeout_s));
   if (code != 0) {
-    return absl::InternalError(
-        absl::StrCat("ferry local exited with ", code, "; see ", dir, "/ferry-local.log"));
+    return absl::InternalError(absl::StrCat("ferry local exited with ", code,
+                                            "; see ", dir, "/ferry-local.log"));
   }
-  ASSIGN_OR_RETURN(const std::vector<nlohmann::json> lines, ReadJsonLines(dir + "/metrics.jsonl"));
-  ASSIGN_OR_RETURN(const nlohmann::json summary, ReadJson(dir + "/summary.json"));
+  ASSIGN_OR_RETURN(const std::vector<nlohmann::json> lines,
+                   ReadJsonLines(dir + "/metrics.jsonl"));
+  ASSIGN_OR_RETURN(const nlohmann::json summary,
+                   ReadJson(dir + "/summary.json"));
   ASSIGN_OR_RETURN(const BenchMeasurement m,
                    MeasureRun(lines, summary, c.workers, c.warmup_steps));
-  ASSIGN_OR_RETURN(const CostPrediction p, Predict(c, m.compute_seconds, overhead.value_or(0)));
+  ASSIGN_OR_RETURN(const CostPrediction p,
+                   Predict(c, m.compute_seconds, overhead.value_or(0)));
   nlohmann::json record = RunRecord(c, m, p);
   if (!IsBaseline(c) && !overhead.has_value()) {
-    record["notes"].push_back("its loopback baseline failed: predicted without the overhead term");
+    record["notes"].push_back(
+        "its loopback baseline failed: predicted without the overhead term");
   }
   return record;
 }
 
 std::string Describe(const BenchConfig& c) {
   std::string text = absl::StrFormat("%s %s W=%d", c.mode, c.model, c.workers);
-  if (c.mode == "ps") absl::StrAppend(&text, " S=", c.shards, " ", c.consistency);
-  absl::StrAppend(&text, " ", c.compression, " link ", c.bandwidth == "0" ? "none" : c.bandwidth);
+  if (c.mode == "ps")
+    absl::StrAppend(&text, " S=", c.shards, " ", c.consistency);
+  absl::StrAppend(&text, " ", c.compression, " link ",
+                  c.bandwidth == "0" ? "none" : c.bandwidth);
   return text;
 }
 
-void Plot(const BenchCompareFlags& f, const std::string& out_dir, ProgressPrinter& progress) {
+void Plot(const BenchCompareFlags& f, const std::string& out_dir,
+          ProgressPrinter& progress) {
   const std::string script =
-      f.plot_script.empty() ? std::string(FERRY_SOURCE_DIR) + "/bench/plot_compare.py"
-                            : f.plot_script;
+      f.plot_script.empty()
+          ? std::string(FERRY_SOURCE_DIR) + "/bench/plot_compare.py"
+          : f.plot_script;
   if (access(script.c_str(), R_OK) != 0) {
-    progress.Line(absl::StrCat("plots skipped: ", script, " not found (--plot-script)"));
+    progress.Line(
+        absl::StrCat("plots skipped: ", script, " not found (--plot-script)"));
     return;
   }
-  auto code = RunChild({"/usr/bin/python3", script, out_dir + "/results.json", out_dir},
-                       out_dir + "/plot.log", 120);
+  auto code =
+      RunChild({"/usr/bin/python3", script, out_dir + "/results.json", out_dir},
+               out_dir + "/plot.log", 120);
   if (!code.ok() || *code != 0) {
-    progress.Line(absl::StrCat("plots failed (python3 with matplotlib: scripts/setup installs "
-                               "python3-matplotlib); see ",
-                               out_dir, "/plot.log"));
+    progress.Line(absl::StrCat(
+        "plots failed (python3 with matplotlib: scripts/setup installs "
+        "python3-matplotlib); see ",
+        out_dir, "/plot.log"));
     return;
   }
   progress.Line(absl::StrCat("plots: ", out_dir, "/*.svg"));
@@ -185,37 +226,62 @@ void Plot(const BenchCompareFlags& f, const std::string& out_dir, ProgressPrinte
 void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
   std::string presets;
   for (const ModelPreset& p : ModelPresets()) presets += " " + p.name;
-  cmd.add_option("--models", f.models, "presets (" + presets + " ) or MLP specs")
-      ->delimiter(',')->capture_default_str();
-  cmd.add_option("--modes", f.modes, "ps, ring")->delimiter(',')->capture_default_str();
-  cmd.add_option("--workers", f.workers, "worker counts")->delimiter(',')->capture_default_str();
-  cmd.add_option("--shards", f.shards, "PS shard counts")->delimiter(',')->capture_default_str();
+  cmd.add_option("--models", f.models,
+                 "presets (" + presets + " ) or MLP specs")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--modes", f.modes, "ps, ring")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--workers", f.workers, "worker counts")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--shards", f.shards, "PS shard counts")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd.add_option("--consistency", f.consistency, "PS: sync, async, ssp:K")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd.add_option("--compression", f.compression, "none, fp16, bf16, topk:R")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd.add_option("--bandwidth", f.bandwidths,
-                 "emulated links per process and direction: 1Gbit, 10Gbit, 25Gbit, 0 (none)")
-      ->delimiter(',')->capture_default_str();
-  cmd.add_option("--latency", f.latencies, "emulated latency per message: 50us, 1ms, 0")
-      ->delimiter(',')->capture_default_str();
-  cmd.add_option("--batch", f.batch, "global batch")->capture_default_str()
+                 "emulated links per process and direction: 1Gbit, 10Gbit, "
+                 "25Gbit, 0 (none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--latency", f.latencies,
+                 "emulated latency per message: 50us, 1ms, 0")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--batch", f.batch, "global batch")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--warmup-steps", f.warmup_steps, "steps before the measured window")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd.add_option("--steps", f.steps, "measured steps per run")->capture_default_str()
+  cmd.add_option("--warmup-steps", f.warmup_steps,
+                 "steps before the measured window")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--steps", f.steps, "measured steps per run")
+      ->capture_default_str()
       ->check(CLI::Range(2, 100000));
   cmd.add_flag("--quick", f.quick,
-               "a small sweep of both modes (fashion-mlp, W=2, S=1,2, none/fp16, 1Gbit 50us, "
-               "5+50 steps; 12 runs with the loopback baselines, about 1.5 min); overrides the "
+               "a small sweep of both modes (fashion-mlp, W=2, S=1,2, "
+               "none/fp16, 1Gbit 50us, "
+               "5+50 steps; 12 runs with the loopback baselines, about 1.5 "
+               "min); overrides the "
                "sweep flags");
-  cmd.add_option("--out", f.out_dir, "output directory (results.json/.csv/.md, plots, runs/)")
+  cmd.add_option("--out", f.out_dir,
+                 "output directory (results.json/.csv/.md, plots, runs/)")
       ->required();
-  cmd.add_option("--plot-script", f.plot_script, "default: bench/plot_compare.py of the source");
-  cmd.add_option("--run-timeout", f.run_timeout_s, "seconds per run")->capture_default_str();
+  cmd.add_option("--plot-script", f.plot_script,
+                 "default: bench/plot_compare.py of the source");
+  cmd.add_option("--run-timeout", f.run_timeout_s, "seconds per run")
+      ->capture_default_str();
 }
 
-bool IsBaseline(const BenchConfig& c) { return c.bandwidth == "0" && c.latency == "0"; }
+bool IsBaseline(const BenchConfig& c) {
+  return c.bandwidth == "0" && c.latency == "0";
+}
 
 BenchConfig BaselineOf(const BenchConfig& c) {
   BenchConfig b = c;
@@ -237,16 +303,19 @@ std::vector<BenchConfig> WithBaselines(const std::vector<BenchConfig>& sweep) {
   return out;
 }
 
-absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(const BenchCompareFlags& in) {
+absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
+    const BenchCompareFlags& in) {
   const BenchCompareFlags f = in.quick ? QuickPreset(in) : in;
   std::vector<BenchConfig> out;
   for (const std::string& model : f.models) {
     ASSIGN_OR_RETURN(const std::string spec, ResolveModel(model));
     for (const std::string& mode : f.modes) {
       if (mode != "ps" && mode != "ring") {
-        return absl::InvalidArgumentError(absl::StrCat("mode '", mode, "': expected ps or ring"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("mode '", mode, "': expected ps or ring"));
       }
-      const std::vector<int> shard_counts = mode == "ps" ? f.shards : std::vector<int>{0};
+      const std::vector<int> shard_counts =
+          mode == "ps" ? f.shards : std::vector<int>{0};
       const std::vector<std::string> consistencies =
           mode == "ps" ? f.consistency : std::vector<std::string>{"sync"};
       for (int w : f.workers)
@@ -259,7 +328,8 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(const BenchCompareFlags& in
                   RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
                   RETURN_IF_ERROR(ParseLatency(latency).status());
                   if (w < 1 || (mode == "ps" && s < 1)) {
-                    return absl::InvalidArgumentError("worker and shard counts must be >= 1");
+                    return absl::InvalidArgumentError(
+                        "worker and shard counts must be >= 1");
                   }
                   out.push_back(BenchConfig{.model = model,
                                             .mlp_spec = spec,
@@ -288,13 +358,14 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
   }
   const std::vector<BenchConfig> runs_to_do = WithBaselines(*expanded);
   const std::vector<BenchConfig>* sweep = &runs_to_do;
-  std::map<std::string, double> baseline_comm;  // baseline name -> exposed comm s
+  std::map<std::string, double>
+      baseline_comm;  // baseline name -> exposed comm s
   const std::string out = flags.out_dir;
   std::error_code error;
   std::filesystem::create_directories(out + "/runs", error);
   if (error) {
-    std::fprintf(stderr, "ferry bench compare: cannot create %s: %s\n", out.c_str(),
-                 error.message().c_str());
+    std::fprintf(stderr, "ferry bench compare: cannot create %s: %s\n",
+                 out.c_str(), error.message().c_str());
     return 2;
   }
   ProgressPrinter progress(stderr);
@@ -304,29 +375,38 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
   const absl::Time start = absl::Now();
   for (size_t i = 0; i < sweep->size(); ++i) {
     const BenchConfig& c = (*sweep)[i];
-    progress.Update(static_cast<double>(i) / sweep->size(),
-                    absl::StrFormat("[%d/%d] %s", i + 1, sweep->size(), Describe(c)));
+    progress.Update(
+        static_cast<double>(i) / sweep->size(),
+        absl::StrFormat("[%d/%d] %s", i + 1, sweep->size(), Describe(c)));
     const absl::Time run_start = absl::Now();
     std::optional<double> overhead;
     if (!IsBaseline(c)) {
       const auto it = baseline_comm.find(BaselineOf(c).Name());
       if (it != baseline_comm.end()) overhead = it->second;
     }
-    auto record = RunOne(c, absl::StrCat(out, "/runs/", c.Name()), flags.run_timeout_s, overhead);
+    auto record = RunOne(c, absl::StrCat(out, "/runs/", c.Name()),
+                         flags.run_timeout_s, overhead);
     const double seconds = absl::ToDoubleSeconds(absl::Now() - run_start);
     if (!record.ok()) {
-      progress.Line(absl::StrFormat("[%d/%d] %s: FAILED (%s)", i + 1, sweep->size(), Describe(c),
+      progress.Line(absl::StrFormat("[%d/%d] %s: FAILED (%s)", i + 1,
+                                    sweep->size(), Describe(c),
                                     record.status().message()));
-      failures.push_back({{"name", c.Name()}, {"error", std::string(record.status().message())}});
+      failures.push_back({{"name", c.Name()},
+                          {"error", std::string(record.status().message())}});
       continue;
     }
     progress.Line(absl::StrFormat(
-        "[%d/%d] %s: step %.4f s (model %.4f), %.3f MB/worker/step (model %.3f)  [%.0f s]",
-        i + 1, sweep->size(), Describe(c), (*record)["step_seconds_measured"].get<double>(),
+        "[%d/%d] %s: step %.4f s (model %.4f), %.3f MB/worker/step (model "
+        "%.3f)  [%.0f s]",
+        i + 1, sweep->size(), Describe(c),
+        (*record)["step_seconds_measured"].get<double>(),
         (*record)["step_seconds_predicted"].get<double>(),
         (*record)["bytes_per_step_per_worker_measured"].get<double>() / 1e6,
-        (*record)["bytes_per_step_per_worker_predicted"].get<double>() / 1e6, seconds));
-    if (IsBaseline(c)) baseline_comm[c.Name()] = (*record)["comm_seconds_measured"].get<double>();
+        (*record)["bytes_per_step_per_worker_predicted"].get<double>() / 1e6,
+        seconds));
+    if (IsBaseline(c))
+      baseline_comm[c.Name()] =
+          (*record)["comm_seconds_measured"].get<double>();
     runs.push_back(*std::move(record));
   }
   char host[256] = "";
@@ -344,13 +424,15 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
            {"results.csv", ResultsCsv(runs)},
            {"results.md", ResultsMarkdown(runs)}}) {
     if (absl::Status s = WriteFile(out + "/" + name, text); !s.ok()) {
-      std::fprintf(stderr, "ferry bench compare: %s\n", std::string(s.message()).c_str());
+      std::fprintf(stderr, "ferry bench compare: %s\n",
+                   std::string(s.message()).c_str());
       return 1;
     }
   }
   if (!runs.empty()) Plot(flags, out, progress);
-  progress.Line(absl::StrFormat("%d of %d runs measured in %.0f s; %s/results.md", runs.size(),
-                                sweep->size(), absl::ToDoubleSeconds(absl::Now() - start), out));
+  progress.Line(absl::StrFormat(
+      "%d of %d runs measured in %.0f s; %s/results.md", runs.size(),
+      sweep->size(), absl::ToDoubleSeconds(absl::Now() - start), out));
   return failures.empty() ? 0 : 1;
 }
 

@@ -32,7 +32,7 @@ struct BenchCompareFlags {
   int steps = 20;
   bool quick = false;
   std::string out_dir;
-  std::string plot_script;   // default: bench/plot_compare.py of the source tree
+  std::string plot_script;  // default: bench/plot_compare.py of the source tree
   double run_timeout_s = 600;
 };
 
@@ -42,7 +42,8 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& flags);
 // The sweep as a list of runs: every combination, ring runs once per
 // worker count (no shards, sync only), invalid combinations skipped.
 // INVALID_ARGUMENT for an unknown model, mode, compression or link text.
-absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(const BenchCompareFlags& flags);
+absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
+    const BenchCompareFlags& flags);
 
 // The sweep with, before each run on an emulated link, its loopback
 // baseline (the same run without link limits) unless the sweep has it

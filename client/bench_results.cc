@@ -34,19 +34,21 @@ std::string Percent(double x) { return absl::StrFormat("%+.1f%%", 100 * x); }
 std::string BenchConfig::Name() const {
   std::string name = absl::StrCat(mode, "-", model, "-w", workers);
   if (mode == "ps") absl::StrAppend(&name, "-s", shards, "-", consistency);
-  absl::StrAppend(&name, "-", compression, "-", bandwidth == "0" ? "nolimit" : bandwidth);
+  absl::StrAppend(&name, "-", compression, "-",
+                  bandwidth == "0" ? "nolimit" : bandwidth);
   if (latency != "0") absl::StrAppend(&name, "-", latency);
   return absl::StrReplaceAll(name, {{":", ""}, {"/", ""}, {".", "p"}});
 }
 
-absl::StatusOr<BenchMeasurement> MeasureRun(const std::vector<nlohmann::json>& lines,
-                                            const nlohmann::json& summary, int workers,
-                                            int warmup_steps) {
+absl::StatusOr<BenchMeasurement> MeasureRun(
+    const std::vector<nlohmann::json>& lines, const nlohmann::json& summary,
+    int workers, int warmup_steps) {
   const nlohmann::json* first = nullptr;
   const nlohmann::json* last = nullptr;
   int in_window = 0;
   for (const nlohmann::json& line : lines) {
-    if (!line.contains("step") || !line.contains("data_bytes")) continue;  // eval lines
+    if (!line.contains("step") || !line.contains("data_bytes"))
+      continue;  // eval lines
     if (Num(line, "step") < warmup_steps) continue;
     if (first == nullptr) first = &line;
     last = &line;
@@ -54,22 +56,24 @@ absl::StatusOr<BenchMeasurement> MeasureRun(const std::vector<nlohmann::json>& l
   }
   if (in_window < 2 || Num(*last, "step") <= Num(*first, "step")) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "only ", in_window, " of ", lines.size(), " metrics lines at step >= ", warmup_steps,
-        ": the run was too short to measure (raise --steps)"));
+        "only ", in_window, " of ", lines.size(), " metrics lines at step >= ",
+        warmup_steps, ": the run was too short to measure (raise --steps)"));
   }
   BenchMeasurement m;
   const nlohmann::json& a = *first;
   const nlohmann::json& b = *last;
   m.steps = static_cast<int64_t>(Num(b, "step") - Num(a, "step"));
   const double per_step = 1.0 / m.steps, per_worker_step = per_step / workers;
-  m.step_seconds = (Num(b, "elapsed_seconds") - Num(a, "elapsed_seconds")) * per_step;
+  m.step_seconds =
+      (Num(b, "elapsed_seconds") - Num(a, "elapsed_seconds")) * per_step;
   m.bytes_sent_per_worker =
-      (Num(b.at("data_bytes"), "sent") - Num(a.at("data_bytes"), "sent")) * per_worker_step;
-  m.bytes_received_per_worker =
-      (Num(b.at("data_bytes"), "received") - Num(a.at("data_bytes"), "received")) *
+      (Num(b.at("data_bytes"), "sent") - Num(a.at("data_bytes"), "sent")) *
       per_worker_step;
-  m.control_bytes_per_worker = (Both(b, "control_bytes") - Both(a, "control_bytes")) *
-                               per_worker_step;
+  m.bytes_received_per_worker = (Num(b.at("data_bytes"), "received") -
+                                 Num(a.at("data_bytes"), "received")) *
+                                per_worker_step;
+  m.control_bytes_per_worker =
+      (Both(b, "control_bytes") - Both(a, "control_bytes")) * per_worker_step;
   // compute/comm are per step (the mean over its contributors): sum the
   // steps after the window's first line.
   for (const nlohmann::json& line : lines) {
@@ -82,12 +86,16 @@ absl::StatusOr<BenchMeasurement> MeasureRun(const std::vector<nlohmann::json>& l
   if (b.contains("peer_bytes")) {
     for (int s = 0; b.at("peer_bytes").contains(absl::StrCat("ps", s)); ++s) {
       const std::string peer = absl::StrCat("ps", s);
-      const double before = a.contains("peer_bytes") ? Both(a.at("peer_bytes"), peer.c_str()) : 0;
-      m.shard_bytes.push_back((Both(b.at("peer_bytes"), peer.c_str()) - before) * per_step);
-      const double req_before =
-          a.contains("shard_requests") ? Num(a.at("shard_requests"), peer.c_str()) : 0;
-      const double req_after =
-          b.contains("shard_requests") ? Num(b.at("shard_requests"), peer.c_str()) : 0;
+      const double before =
+          a.contains("peer_bytes") ? Both(a.at("peer_bytes"), peer.c_str()) : 0;
+      m.shard_bytes.push_back(
+          (Both(b.at("peer_bytes"), peer.c_str()) - before) * per_step);
+      const double req_before = a.contains("shard_requests")
+                                    ? Num(a.at("shard_requests"), peer.c_str())
+                                    : 0;
+      const double req_after = b.contains("shard_requests")
+                                   ? Num(b.at("shard_requests"), peer.c_str())
+                                   : 0;
       m.shard_requests.push_back((req_after - req_before) * per_step);
     }
   }
@@ -98,21 +106,27 @@ absl::StatusOr<BenchMeasurement> MeasureRun(const std::vector<nlohmann::json>& l
 
 nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
                          const CostPrediction& p) {
-  const double bytes_measured = m.bytes_sent_per_worker + m.bytes_received_per_worker;
-  const double bytes_predicted = static_cast<double>(p.worker.sent + p.worker.received);
+  const double bytes_measured =
+      m.bytes_sent_per_worker + m.bytes_received_per_worker;
+  const double bytes_predicted =
+      static_cast<double>(p.worker.sent + p.worker.received);
   const double bytes_error = RelativeError(bytes_measured, bytes_predicted);
   const double step_error = RelativeError(m.step_seconds, p.step_seconds);
-  const double comm_error = RelativeError(m.comm_seconds, p.exposed_comm_seconds);
+  const double comm_error =
+      RelativeError(m.comm_seconds, p.exposed_comm_seconds);
   const bool emulated = c.bandwidth != "0";
   nlohmann::json notes = nlohmann::json::array();
   if (std::abs(bytes_error) > 0.02) {
     notes.push_back(absl::StrFormat(
         "bytes off by %s: %s", Percent(bytes_error),
-        c.consistency != "sync" ? "the model describes synchronous steps"
-                                : "unexplained: check the per-peer bytes in the run's summary"));
+        c.consistency != "sync"
+            ? "the model describes synchronous steps"
+            : "unexplained: check the per-peer bytes in the run's summary"));
   }
   if (!emulated) {
-    notes.push_back("no link emulation: the model has no bandwidth term, times are not compared");
+    notes.push_back(
+        "no link emulation: the model has no bandwidth term, times are not "
+        "compared");
   } else if (std::abs(comm_error) > 0.15 || std::abs(step_error) > 0.15) {
     const double gap_ms = 1e3 * (m.comm_seconds - p.exposed_comm_seconds);
     std::string why;
@@ -120,21 +134,26 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       why = "the model describes synchronous steps";
     } else if (gap_ms < 0) {
       why = absl::StrFormat(
-          "the stack's overhead measured by the loopback baseline (%.1f ms per step) partly "
+          "the stack's overhead measured by the loopback baseline (%.1f ms per "
+          "step) partly "
           "overlaps the emulated transfers here, while the model %s it",
           1e3 * p.overhead_seconds, c.mode == "ps" ? "adds" : "counts");
     } else {
       why = absl::StrFormat(
-          "%.1f ms per step of exchange the model does not have: the processes share the "
-          "machine's cores (every process of the job and the shapers' timer threads), and the "
+          "%.1f ms per step of exchange the model does not have: the processes "
+          "share the "
+          "machine's cores (every process of the job and the shapers' timer "
+          "threads), and the "
           "overhead varies between the loopback baseline and this run",
           gap_ms);
     }
     notes.push_back(absl::StrFormat("time off (step %s, exposed comm %s): %s",
-                                    Percent(step_error), Percent(comm_error), why));
+                                    Percent(step_error), Percent(comm_error),
+                                    why));
   }
   nlohmann::json shard_bytes_predicted = nlohmann::json::array();
-  for (const RoleBytes& s : p.shards) shard_bytes_predicted.push_back(s.sent + s.received);
+  for (const RoleBytes& s : p.shards)
+    shard_bytes_predicted.push_back(s.sent + s.received);
   return {{"name", c.Name()},
           {"mode", c.mode},
           {"model", c.model},
@@ -174,14 +193,32 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
 
 std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
   static constexpr const char* kColumns[] = {
-      "name", "mode", "model", "model_params", "workers", "shards", "consistency",
-      "compression", "link_bandwidth", "link_latency", "steps_measured",
-      "bytes_per_step_per_worker_measured", "bytes_per_step_per_worker_predicted",
-      "bytes_error", "step_seconds_measured", "step_seconds_predicted", "step_error",
-      "compute_seconds_per_step", "comm_seconds_measured", "comm_seconds_predicted",
-      "comm_error", "overhead_seconds", "test_accuracy"};
+      "name",
+      "mode",
+      "model",
+      "model_params",
+      "workers",
+      "shards",
+      "consistency",
+      "compression",
+      "link_bandwidth",
+      "link_latency",
+      "steps_measured",
+      "bytes_per_step_per_worker_measured",
+      "bytes_per_step_per_worker_predicted",
+      "bytes_error",
+      "step_seconds_measured",
+      "step_seconds_predicted",
+      "step_error",
+      "compute_seconds_per_step",
+      "comm_seconds_measured",
+      "comm_seconds_predicted",
+      "comm_error",
+      "overhead_seconds",
+      "test_accuracy"};
   std::string out;
-  for (const char* c : kColumns) absl::StrAppend(&out, out.empty() ? "" : ",", c);
+  for (const char* c : kColumns)
+    absl::StrAppend(&out, out.empty() ? "" : ",", c);
   out += "\n";
   for (const nlohmann::json& r : runs) {
     std::string row;
@@ -197,39 +234,55 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
 
 std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
   std::string out =
-      "Bytes are payload bytes per step per worker, sent + received, to/from shards (PS) or ring "
-      "peers; times are per step. Predictions for emulated links include the overhead term "
-      "measured by the run's loopback baseline (`overhead_seconds` in results.json; the "
+      "Bytes are payload bytes per step per worker, sent + received, to/from "
+      "shards (PS) or ring "
+      "peers; times are per step. Predictions for emulated links include the "
+      "overhead term "
+      "measured by the run's loopback baseline (`overhead_seconds` in "
+      "results.json; the "
       "baselines are the rows with link `loopback`).\n\n"
-      "| mode | model | W | S | consistency | compression | link | bytes/step/worker "
-      "measured | predicted | err | step s measured | predicted | err | compute s | exposed "
+      "| mode | model | W | S | consistency | compression | link | "
+      "bytes/step/worker "
+      "measured | predicted | err | step s measured | predicted | err | "
+      "compute s | exposed "
       "comm s measured | predicted | test acc |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  const auto mb = [](const nlohmann::json& v) { return absl::StrFormat("%.3f MB", v.get<double>() / 1e6); };
-  const auto sec = [](const nlohmann::json& v) { return absl::StrFormat("%.4f", v.get<double>()); };
-  const auto pct = [](const nlohmann::json& v) { return Percent(v.get<double>()); };
+  const auto mb = [](const nlohmann::json& v) {
+    return absl::StrFormat("%.3f MB", v.get<double>() / 1e6);
+  };
+  const auto sec = [](const nlohmann::json& v) {
+    return absl::StrFormat("%.4f", v.get<double>());
+  };
+  const auto pct = [](const nlohmann::json& v) {
+    return Percent(v.get<double>());
+  };
   std::string notes;
   for (const nlohmann::json& r : runs) {
     const std::string link = r.at("link_bandwidth").get<std::string>() == "0"
                                  ? "loopback"
-                                 : r.at("link_bandwidth").get<std::string>() + " " +
+                                 : r.at("link_bandwidth").get<std::string>() +
+                                       " " +
                                        r.at("link_latency").get<std::string>();
     absl::StrAppend(
-        &out, "| ", r.at("mode").get<std::string>(), " | ", r.at("model").get<std::string>(),
-        " | ", r.at("workers").dump(), " | ", r.at("shards").dump(), " | ",
-        r.at("consistency").get<std::string>(), " | ", r.at("compression").get<std::string>(),
-        " | ", link, " | ", mb(r.at("bytes_per_step_per_worker_measured")), " | ",
-        mb(r.at("bytes_per_step_per_worker_predicted")), " | ", pct(r.at("bytes_error")), " | ",
-        sec(r.at("step_seconds_measured")), " | ", sec(r.at("step_seconds_predicted")), " | ",
-        pct(r.at("step_error")), " | ", sec(r.at("compute_seconds_per_step")), " | ",
-        sec(r.at("comm_seconds_measured")), " | ", sec(r.at("comm_seconds_predicted")), " | ",
+        &out, "| ", r.at("mode").get<std::string>(), " | ",
+        r.at("model").get<std::string>(), " | ", r.at("workers").dump(), " | ",
+        r.at("shards").dump(), " | ", r.at("consistency").get<std::string>(),
+        " | ", r.at("compression").get<std::string>(), " | ", link, " | ",
+        mb(r.at("bytes_per_step_per_worker_measured")), " | ",
+        mb(r.at("bytes_per_step_per_worker_predicted")), " | ",
+        pct(r.at("bytes_error")), " | ", sec(r.at("step_seconds_measured")),
+        " | ", sec(r.at("step_seconds_predicted")), " | ",
+        pct(r.at("step_error")), " | ", sec(r.at("compute_seconds_per_step")),
+        " | ", sec(r.at("comm_seconds_measured")), " | ",
+        sec(r.at("comm_seconds_predicted")), " | ",
         absl::StrFormat("%.4f", r.at("test_accuracy").get<double>()), " |\n");
     for (const auto& n : r.at("notes")) {
-      absl::StrAppend(&notes, "- `", r.at("name").get<std::string>(), "`: ",
-                      n.get<std::string>(), "\n");
+      absl::StrAppend(&notes, "- `", r.at("name").get<std::string>(),
+                      "`: ", n.get<std::string>(), "\n");
     }
   }
-  if (!notes.empty()) absl::StrAppend(&out, "\nWhere measurement and model differ:\n\n", notes);
+  if (!notes.empty())
+    absl::StrAppend(&out, "\nWhere measurement and model differ:\n\n", notes);
   return out;
 }
 

@@ -20,19 +20,19 @@ namespace ferry {
 
 // One point of a sweep.
 struct BenchConfig {
-  std::string model;       // preset name or MLP spec, as given
-  std::string mlp_spec;    // resolved
-  std::string mode;        // "ps" or "ring"
+  std::string model;     // preset name or MLP spec, as given
+  std::string mlp_spec;  // resolved
+  std::string mode;      // "ps" or "ring"
   int workers = 2;
-  int shards = 0;          // 0 for ring
+  int shards = 0;  // 0 for ring
   std::string consistency = "sync";
   std::string compression = "none";
   std::string bandwidth = "0";  // ferry local --link-bandwidth ("0": none)
   std::string latency = "0";    // ferry local --link-latency
   int batch = 64;               // global batch
   int warmup_steps = 3;
-  int steps = 20;               // measured steps after the warm-up
-  std::string Name() const;     // a file-name-safe id
+  int steps = 20;            // measured steps after the warm-up
+  std::string Name() const;  // a file-name-safe id
 };
 
 // What a run measured over its steady-state window: from the first metrics
@@ -59,14 +59,15 @@ struct BenchMeasurement {
 // (PS) "peer_bytes" {"ps<i>": {sent, received}} and "shard_requests".
 // FAILED_PRECONDITION when fewer than 2 lines fall in the window (the run
 // was too short), naming the counts.
-absl::StatusOr<BenchMeasurement> MeasureRun(const std::vector<nlohmann::json>& metrics_lines,
-                                            const nlohmann::json& summary, int workers,
-                                            int warmup_steps);
+absl::StatusOr<BenchMeasurement> MeasureRun(
+    const std::vector<nlohmann::json>& metrics_lines,
+    const nlohmann::json& summary, int workers, int warmup_steps);
 
 // A run as written to results.json: the config, the measurement, the
 // prediction and the relative errors, with the notes that explain the
 // differences the report flags (bytes beyond 2%, time beyond 15%).
-nlohmann::json RunRecord(const BenchConfig& config, const BenchMeasurement& measured,
+nlohmann::json RunRecord(const BenchConfig& config,
+                         const BenchMeasurement& measured,
                          const CostPrediction& predicted);
 
 // results.csv and results.md from the run records.

@@ -19,7 +19,8 @@ constexpr int kMaxJoin = 1000;
 constexpr int64_t kMaxNanos = int64_t{24} * 3600 * 1000000000;
 
 bool AllDigits(absl::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // A decimal number without sign or leading zeros, <= `max`; -1 otherwise.
@@ -40,7 +41,8 @@ std::string TimeText(absl::Duration d) {
   return absl::StrCat(ns / 1000000000, ".", frac, "s");
 }
 
-absl::Status EventError(int number, absl::string_view event, absl::string_view why) {
+absl::Status EventError(int number, absl::string_view event,
+                        absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("--chaos event ", number, " \"", event, "\": ", why));
 }
@@ -94,8 +96,9 @@ int ChaosSignal(ChaosAction action) {
 std::string ChaosEvent::ToString() const {
   const std::string what =
       action == ChaosAction::kJoin ? absl::StrCat(count) : target.ToString();
-  return absl::StrCat(ChaosActionName(action), ":", what, "@",
-                      at_step >= 0 ? absl::StrCat("step", at_step) : TimeText(at));
+  return absl::StrCat(
+      ChaosActionName(action), ":", what, "@",
+      at_step >= 0 ? absl::StrCat("step", at_step) : TimeText(at));
 }
 
 absl::StatusOr<ProcessName> ParseProcessName(absl::string_view text) {
@@ -107,14 +110,16 @@ absl::StatusOr<ProcessName> ParseProcessName(absl::string_view text) {
   } else if (absl::ConsumePrefix(&digits, "ps")) {
     name.role = ProcessName::Role::kPs;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad target \"", text, "\" (want coordinator, psK or workerK)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad target \"", text, "\" (want coordinator, psK or workerK)"));
   }
   name.index = ParseIndex(digits, kMaxIndex);
   if (name.index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad target \"", text, "\": K in ", text.substr(0, text.size() - digits.size()),
-        "K must be a whole number 0..", kMaxIndex, " without sign or leading zeros"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad target \"", text, "\": K in ",
+                     text.substr(0, text.size() - digits.size()),
+                     "K must be a whole number 0..", kMaxIndex,
+                     " without sign or leading zeros"));
   }
   return name;
 }
@@ -133,18 +138,22 @@ absl::StatusOr<absl::Duration> ParseChaosTime(absl::string_view text) {
     unit_ns = int64_t{60} * 1000000000;
     max_whole = kMaxNanos / unit_ns;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad time \"", text, "\": needs a unit (500ms, 1.5s, 30s, 2m)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad time \"", text, "\": needs a unit (500ms, 1.5s, 30s, 2m)"));
   }
   if (absl::StartsWith(number, "-")) {
-    return absl::InvalidArgumentError(absl::StrCat("bad time \"", text, "\": negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad time \"", text, "\": negative"));
   }
-  const std::vector<absl::string_view> parts = absl::StrSplit(number, absl::MaxSplits('.', 1));
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(number, absl::MaxSplits('.', 1));
   const absl::string_view whole = parts[0];
-  const absl::string_view frac = parts.size() > 1 ? parts[1] : absl::string_view();
+  const absl::string_view frac =
+      parts.size() > 1 ? parts[1] : absl::string_view();
   if (!AllDigits(whole) || (parts.size() > 1 && !AllDigits(frac))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bad time \"", text, "\": want digits, an optional fraction and a unit (1.5s)"));
+        "bad time \"", text,
+        "\": want digits, an optional fraction and a unit (1.5s)"));
   }
   if (frac.size() > 9) {
     return absl::InvalidArgumentError(
@@ -154,7 +163,8 @@ absl::StatusOr<absl::Duration> ParseChaosTime(absl::string_view text) {
   for (char c : whole) {
     w = w * 10 + (c - '0');
     if (w > max_whole) {
-      return absl::InvalidArgumentError(absl::StrCat("bad time \"", text, "\": above 24h"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad time \"", text, "\": above 24h"));
     }
   }
   int64_t f = 0, scale = 1;
@@ -164,9 +174,11 @@ absl::StatusOr<absl::Duration> ParseChaosTime(absl::string_view text) {
   }
   // f < 1e9 and unit_ns <= 6e10: the product needs 128 bits.
   const int64_t ns =
-      w * unit_ns + static_cast<int64_t>(static_cast<__int128>(f) * unit_ns / scale);
+      w * unit_ns +
+      static_cast<int64_t>(static_cast<__int128>(f) * unit_ns / scale);
   if (ns > kMaxNanos) {
-    return absl::InvalidArgumentError(absl::StrCat("bad time \"", text, "\": above 24h"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad time \"", text, "\": above 24h"));
   }
   return absl::Nanoseconds(ns);
 }
@@ -178,10 +190,12 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
   for (absl::string_view raw : absl::StrSplit(spec, ',')) {
     ++number;
     const absl::string_view event = absl::StripAsciiWhitespace(raw);
-    if (event.empty()) return EventError(number, event, "empty event (stray comma?)");
+    if (event.empty())
+      return EventError(number, event, "empty event (stray comma?)");
     const size_t at = event.find('@');
     if (at == absl::string_view::npos) {
-      return EventError(number, event, "missing @TIME (want ACTION:TARGET@TIME)");
+      return EventError(number, event,
+                        "missing @TIME (want ACTION:TARGET@TIME)");
     }
     if (event.find('@', at + 1) != absl::string_view::npos) {
       return EventError(number, event, "more than one '@'");
@@ -191,8 +205,10 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
     if (colon == absl::string_view::npos) {
       return EventError(number, event, "missing ':' (want ACTION:TARGET@TIME)");
     }
-    const absl::string_view action = absl::StripAsciiWhitespace(head.substr(0, colon));
-    const absl::string_view what = absl::StripAsciiWhitespace(head.substr(colon + 1));
+    const absl::string_view action =
+        absl::StripAsciiWhitespace(head.substr(0, colon));
+    const absl::string_view what =
+        absl::StripAsciiWhitespace(head.substr(colon + 1));
     ChaosEvent e;
     if (action == "join") {
       e.action = ChaosAction::kJoin;
@@ -205,15 +221,18 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
     } else if (action == "cont") {
       e.action = ChaosAction::kCont;
     } else {
-      return EventError(number, event,
-                        absl::StrCat("unknown action \"", action,
-                                     "\" (want join, kill, term, stop or cont)"));
+      return EventError(
+          number, event,
+          absl::StrCat("unknown action \"", action,
+                       "\" (want join, kill, term, stop or cont)"));
     }
     if (e.action == ChaosAction::kJoin) {
       if (!AllDigits(what)) {
-        return EventError(number, event,
-                          absl::StrCat("join takes a count of workers to start (join:N), not \"",
-                                       what, "\""));
+        return EventError(
+            number, event,
+            absl::StrCat(
+                "join takes a count of workers to start (join:N), not \"", what,
+                "\""));
       }
       e.count = ParseIndex(what, kMaxJoin);
       if (e.count < 1) {
@@ -223,10 +242,12 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
       }
     } else {
       auto target = ParseProcessName(what);
-      if (!target.ok()) return EventError(number, event, target.status().message());
+      if (!target.ok())
+        return EventError(number, event, target.status().message());
       e.target = *target;
     }
-    const absl::string_view when = absl::StripAsciiWhitespace(event.substr(at + 1));
+    const absl::string_view when =
+        absl::StripAsciiWhitespace(event.substr(at + 1));
     if (absl::StartsWith(when, "step")) {
       const absl::string_view digits = when.substr(4);
       if (digits.empty() || digits.size() > 12 || !AllDigits(digits) ||
@@ -239,33 +260,38 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec) {
       e.at = *time;
     }
     if (!plan.empty() && (plan.front().at_step >= 0) != (e.at_step >= 0)) {
-      return EventError(number, event, "times and steps cannot be mixed in one plan");
+      return EventError(number, event,
+                        "times and steps cannot be mixed in one plan");
     }
     plan.push_back(e);
   }
-  std::stable_sort(plan.begin(), plan.end(), [](const ChaosEvent& a, const ChaosEvent& b) {
-    return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at;
-  });
+  std::stable_sort(
+      plan.begin(), plan.end(), [](const ChaosEvent& a, const ChaosEvent& b) {
+        return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at;
+      });
   return plan;
 }
 
-absl::Status ValidateChaosPlan(const std::vector<ChaosEvent>& plan, int initial_workers,
-                               int shards) {
+absl::Status ValidateChaosPlan(const std::vector<ChaosEvent>& plan,
+                               int initial_workers, int shards) {
   int64_t workers = initial_workers;
   for (size_t i = 0; i < plan.size(); ++i) {
     const ChaosEvent& e = plan[i];
-    const std::string where = absl::StrCat("--chaos event \"", e.ToString(), "\": ");
+    const std::string where =
+        absl::StrCat("--chaos event \"", e.ToString(), "\": ");
     if (e.action == ChaosAction::kJoin) {
       workers += e.count;
       continue;
     }
     if (e.target.role == ProcessName::Role::kPs && e.target.index >= shards) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, shards == 0 ? "this job has no PS shards (ring mode)"
-                             : absl::StrCat("there are only ", shards, " shards (ps0..ps",
-                                            shards - 1, ")")));
+          where, shards == 0
+                     ? "this job has no PS shards (ring mode)"
+                     : absl::StrCat("there are only ", shards,
+                                    " shards (ps0..ps", shards - 1, ")")));
     }
-    if (e.target.role == ProcessName::Role::kWorker && e.target.index >= workers) {
+    if (e.target.role == ProcessName::Role::kWorker &&
+        e.target.index >= workers) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, "only ", workers, " workers (worker0..worker", workers - 1,
           ") have been started by then; join more earlier"));

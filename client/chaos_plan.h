@@ -46,7 +46,7 @@ struct ProcessName {
 };
 
 struct ChaosEvent {
-  absl::Duration at;  // since launch, >= 0
+  absl::Duration at;     // since launch, >= 0
   int64_t at_step = -1;  // >= 0: when the job has applied this many steps
   ChaosAction action = ChaosAction::kKill;
   ProcessName target;  // unused for kJoin
@@ -70,8 +70,8 @@ absl::StatusOr<ProcessName> ParseProcessName(absl::string_view text);
 // a sign, an empty number or a value above 24 h.
 absl::StatusOr<absl::Duration> ParseChaosTime(absl::string_view text);
 
-// Parses a whole spec into events sorted by time (or step) (events at the same time
-// keep their order in the spec). Whitespace around events and their parts
+// Parses a whole spec into events sorted by time (or step) (events at the same
+// time keep their order in the spec). Whitespace around events and their parts
 // is ignored; an empty or all-blank spec is an empty plan. Every error is
 // INVALID_ARGUMENT and names the offending event: an empty event, a missing
 // ':' or '@', an unknown action, a bad target, join with a target instead
@@ -83,8 +83,8 @@ absl::StatusOr<std::vector<ChaosEvent>> ParseChaosPlan(absl::string_view spec);
 // must exist when its event fires: psK needs K < shards, workerK needs K <
 // initial_workers + the workers joined by earlier events (in plan order).
 // INVALID_ARGUMENT naming the event otherwise. REQUIRES: `plan` sorted.
-absl::Status ValidateChaosPlan(const std::vector<ChaosEvent>& plan, int initial_workers,
-                               int shards);
+absl::Status ValidateChaosPlan(const std::vector<ChaosEvent>& plan,
+                               int initial_workers, int shards);
 
 }  // namespace ferry
 

@@ -23,24 +23,27 @@ extern char** environ;
 
 namespace ferry {
 
-absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
-                                                 const std::string& log_path) {
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::string& log_path) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command line");
   // Everything the child needs is prepared here: between fork and exec it
   // may only make async-signal-safe calls (gRPC threads may hold locks).
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int log_fd =
+      open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot open the log ", log_path, ": ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("cannot open the log ", log_path,
+                                               ": ", std::strerror(errno)));
   }
   // The child writes its exec error here; a successful exec closes it.
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     close(log_fd);
-    return absl::UnavailableError(absl::StrCat("pipe2: ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("pipe2: ", std::strerror(errno)));
   }
   const pid_t parent = getpid();
   sigset_t empty;
@@ -50,7 +53,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
     int err = 0;
     // Die with the parent; if it already died before prctl, getppid() is
     // no longer `parent` (reparented to init or a subreaper).
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+      _exit(127);
     // Own process group: a Ctrl-C on the terminal reaches only `ferry local`,
     // which then stops its children in order.
     setpgid(0, 0);
@@ -69,8 +73,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   close(error_pipe[1]);
   if (pid < 0) {
     close(error_pipe[0]);
-    return absl::UnavailableError(absl::StrCat("cannot start ", argv[0], ": fork: ",
-                                               std::strerror(fork_errno)));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot start ", argv[0], ": fork: ", std::strerror(fork_errno)));
   }
   setpgid(pid, pid);  // also from here, so the group exists before we signal it
   int child_errno = 0;
@@ -84,8 +88,9 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>&
   child.log_path_ = log_path;
   if (n == sizeof(child_errno)) {
     while (!child.Poll()) absl::SleepFor(absl::Milliseconds(1));
-    return absl::UnavailableError(absl::StrCat("cannot start ", argv[0], " (log ", log_path,
-                                               "): ", std::strerror(child_errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot start ", argv[0], " (log ", log_path,
+                     "): ", std::strerror(child_errno)));
   }
   return child;
 }
@@ -94,7 +99,8 @@ std::optional<int> ChildProcess::Poll() {
   if (exit_code_ || pid_ <= 0) return exit_code_;
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    exit_code_ =
+        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return exit_code_;
 }
@@ -107,7 +113,8 @@ int ChildProcess::Stop(absl::Duration grace) {
   Signal(SIGTERM);
   Signal(SIGCONT);  // a stopped process acts on SIGTERM only once it runs
   const absl::Time deadline = absl::Now() + grace;
-  while (!Poll() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  while (!Poll() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(20));
   if (!Poll()) {
     Signal(SIGKILL);
     while (!Poll()) absl::SleepFor(absl::Milliseconds(5));
@@ -122,7 +129,8 @@ namespace {
 std::pair<int, int> EphemeralPortRange() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 32768, high = 60999;
-  if (!(in >> low >> high) || low < 1 || high > 65535 || low > high) return {32768, 60999};
+  if (!(in >> low >> high) || low < 1 || high > 65535 || low > high)
+    return {32768, 60999};
   return {low, high};
 }
 
@@ -134,7 +142,8 @@ bool PortIsFree(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  const bool free =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return free;
 }

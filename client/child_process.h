@@ -26,8 +26,8 @@ class ChildProcess {
   // Starts `argv[0]` (a path) with `argv`, output appended to `log_path`.
   // UNAVAILABLE when the log cannot be opened, fork fails or the program
   // cannot be executed (the exec error is passed back from the child).
-  static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
-                                            const std::string& log_path);
+  static absl::StatusOr<ChildProcess> Spawn(
+      const std::vector<std::string>& argv, const std::string& log_path);
 
   pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_path_; }

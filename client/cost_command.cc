@@ -14,11 +14,14 @@ namespace {
 nlohmann::json ToJson(const CostPrediction& p) {
   nlohmann::json shards = nlohmann::json::array();
   for (const RoleBytes& s : p.shards) {
-    shards.push_back({{"sent", s.sent}, {"received", s.received}, {"messages", s.messages_sent}});
+    shards.push_back({{"sent", s.sent},
+                      {"received", s.received},
+                      {"messages", s.messages_sent}});
   }
   return {{"mode", p.mode == CostMode::kPs ? "ps" : "ring"},
           {"params", p.params},
-          {"bytes_per_step_per_worker", {{"sent", p.worker.sent}, {"received", p.worker.received}}},
+          {"bytes_per_step_per_worker",
+           {{"sent", p.worker.sent}, {"received", p.worker.received}}},
           {"bytes_per_step_per_shard", shards},
           {"comm_seconds", p.comm_seconds},
           {"exposed_comm_seconds", p.exposed_comm_seconds},
@@ -46,7 +49,8 @@ absl::StatusOr<CostInput> ToInput(const CostFlags& f) {
   in.compute_seconds = absl::ToDoubleSeconds(compute);
   ASSIGN_OR_RETURN(const absl::Duration overhead, ParseLatency(f.overhead));
   in.overhead_seconds = absl::ToDoubleSeconds(overhead);
-  ASSIGN_OR_RETURN(in.compression, ParseCompression(f.compression, /*error_feedback=*/true));
+  ASSIGN_OR_RETURN(in.compression,
+                   ParseCompression(f.compression, /*error_feedback=*/true));
   in.workers = f.workers;
   in.shards = f.shards;
   in.colocated = f.colocated;
@@ -63,62 +67,75 @@ absl::Status Run(const CostFlags& f) {
   ASSIGN_OR_RETURN(const CostPrediction ring, PredictStep(in));
   ASSIGN_OR_RETURN(const Crossover cross, FindCrossover(in));
   const bool ps_wins = ps.step_seconds < ring.step_seconds;
-  const double ratio = ps_wins ? ring.step_seconds / std::max(ps.step_seconds, 1e-12)
-                               : ps.step_seconds / std::max(ring.step_seconds, 1e-12);
+  const double ratio =
+      ps_wins ? ring.step_seconds / std::max(ps.step_seconds, 1e-12)
+              : ps.step_seconds / std::max(ring.step_seconds, 1e-12);
   if (f.json) {
-    nlohmann::json out = {{"model", f.model},
-                          {"workers", f.workers},
-                          {"shards", f.shards},
-                          {"bandwidth_bytes_per_second", in.bandwidth_bytes_per_second},
-                          {"latency_seconds", in.latency_seconds},
-                          {"compute_seconds", in.compute_seconds},
-                          {"compression", CompressionName(in.compression)},
-                          {"colocated", f.colocated},
-                          {"ps", ToJson(ps)},
-                          {"ring", ToJson(ring)},
-                          {"winner", ps_wins ? "ps" : "ring"},
-                          {"speedup", ratio},
-                          {"crossover",
-                           {{"min_shards_ps_beats_ring", cross.min_shards_ps_beats_ring},
-                            {"params_ps_beats_ring_below", cross.params_ps_beats_ring_below},
-                            {"min_workers_ps_beats_ring", cross.min_workers_ps_beats_ring}}}};
+    nlohmann::json out = {
+        {"model", f.model},
+        {"workers", f.workers},
+        {"shards", f.shards},
+        {"bandwidth_bytes_per_second", in.bandwidth_bytes_per_second},
+        {"latency_seconds", in.latency_seconds},
+        {"compute_seconds", in.compute_seconds},
+        {"compression", CompressionName(in.compression)},
+        {"colocated", f.colocated},
+        {"ps", ToJson(ps)},
+        {"ring", ToJson(ring)},
+        {"winner", ps_wins ? "ps" : "ring"},
+        {"speedup", ratio},
+        {"crossover",
+         {{"min_shards_ps_beats_ring", cross.min_shards_ps_beats_ring},
+          {"params_ps_beats_ring_below", cross.params_ps_beats_ring_below},
+          {"min_workers_ps_beats_ring", cross.min_workers_ps_beats_ring}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return absl::OkStatus();
   }
   int64_t busiest_shard = 0;
-  for (const RoleBytes& s : ps.shards) busiest_shard = std::max(busiest_shard, s.received);
-  std::printf("model %s: %lld parameters, %d workers, %d shards%s, link %s (%s), latency %s, "
-              "compute %s, overhead %s, compression %s\n\n",
-              f.model.c_str(), static_cast<long long>(ps.params), f.workers, f.shards,
-              f.colocated ? " (colocated)" : "", f.bandwidth.c_str(),
-              in.bandwidth_bytes_per_second > 0
-                  ? (Bytes(in.bandwidth_bytes_per_second) + "/s").c_str()
-                  : "unlimited",
-              f.latency.c_str(), f.compute.c_str(), f.overhead.c_str(),
-              CompressionName(in.compression).c_str());
-  std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n", "mode", "sent/worker", "recv/worker",
-              "recv/shard(max)", "comm", "exposed", "step", "bound by");
+  for (const RoleBytes& s : ps.shards)
+    busiest_shard = std::max(busiest_shard, s.received);
+  std::printf(
+      "model %s: %lld parameters, %d workers, %d shards%s, link %s (%s), "
+      "latency %s, "
+      "compute %s, overhead %s, compression %s\n\n",
+      f.model.c_str(), static_cast<long long>(ps.params), f.workers, f.shards,
+      f.colocated ? " (colocated)" : "", f.bandwidth.c_str(),
+      in.bandwidth_bytes_per_second > 0
+          ? (Bytes(in.bandwidth_bytes_per_second) + "/s").c_str()
+          : "unlimited",
+      f.latency.c_str(), f.compute.c_str(), f.overhead.c_str(),
+      CompressionName(in.compression).c_str());
+  std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n", "mode", "sent/worker",
+              "recv/worker", "recv/shard(max)", "comm", "exposed", "step",
+              "bound by");
   for (const CostPrediction* p : {&ps, &ring}) {
     std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n",
-                p->mode == CostMode::kPs ? "ps" : "ring", Bytes(p->worker.sent).c_str(),
+                p->mode == CostMode::kPs ? "ps" : "ring",
+                Bytes(p->worker.sent).c_str(),
                 Bytes(p->worker.received).c_str(),
                 p->mode == CostMode::kPs ? Bytes(busiest_shard).c_str() : "-",
-                Millis(p->comm_seconds).c_str(), Millis(p->exposed_comm_seconds).c_str(),
+                Millis(p->comm_seconds).c_str(),
+                Millis(p->exposed_comm_seconds).c_str(),
                 Millis(p->step_seconds).c_str(), p->bottleneck.c_str());
   }
-  std::printf("\n%s wins: %.2fx faster per step\n", ps_wins ? "PS" : "ring", ratio);
+  std::printf("\n%s wins: %.2fx faster per step\n", ps_wins ? "PS" : "ring",
+              ratio);
   const auto or_none = [](int64_t v, const std::string& what) {
-    return v < 0 ? std::string("none in the searched range") : absl::StrCat(what, " ", v);
+    return v < 0 ? std::string("none in the searched range")
+                 : absl::StrCat(what, " ", v);
   };
   std::printf("crossovers (everything else fixed):\n");
   std::printf("  PS beats ring from:  %s\n",
               or_none(cross.min_shards_ps_beats_ring, "shards =").c_str());
-  std::printf("  PS beats ring below: %s\n",
-              or_none(cross.params_ps_beats_ring_below, "parameters =").c_str());
+  std::printf(
+      "  PS beats ring below: %s\n",
+      or_none(cross.params_ps_beats_ring_below, "parameters =").c_str());
   std::printf("  PS beats ring from:  %s\n",
               or_none(cross.min_workers_ps_beats_ring, "workers =").c_str());
   if (in.bandwidth_bytes_per_second == 0 && in.latency_seconds == 0) {
-    std::printf("\nnote: no --bandwidth and no --latency: only the bytes are predicted\n");
+    std::printf(
+        "\nnote: no --bandwidth and no --latency: only the bytes are "
+        "predicted\n");
   }
   return absl::OkStatus();
 }
@@ -130,32 +147,46 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   for (const ModelPreset& p : ModelPresets()) {
     presets += "\n  " + p.name + ": " + p.mlp_spec + " (" + p.description + ")";
   }
-  cmd.add_option("--model", f.model, "a preset or an MLP spec like 784-256-128-10; presets:" + presets)
+  cmd.add_option(
+         "--model", f.model,
+         "a preset or an MLP spec like 784-256-128-10; presets:" + presets)
       ->capture_default_str();
-  cmd.add_option("--workers", f.workers, "workers (W)")->capture_default_str()
+  cmd.add_option("--workers", f.workers, "workers (W)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--shards", f.shards, "PS shards (S)")->capture_default_str()
+  cmd.add_option("--shards", f.shards, "PS shards (S)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_option("--bandwidth", f.bandwidth,
-                 "per-process link, each way: 1Gbit, 10Gbit, 25Gbit, 800Mbit, 2GB/s, 0 = unlimited")
+                 "per-process link, each way: 1Gbit, 10Gbit, 25Gbit, 800Mbit, "
+                 "2GB/s, 0 = unlimited")
       ->capture_default_str();
-  cmd.add_option("--latency", f.latency, "per message: 50us, 1ms, 0")->capture_default_str();
+  cmd.add_option("--latency", f.latency, "per message: 50us, 1ms, 0")
+      ->capture_default_str();
   cmd.add_option("--compute", f.compute,
                  "forward + backward time of one worker's step: 20ms, 0.3s, 0")
       ->capture_default_str();
   cmd.add_option("--overhead", f.overhead,
-                 "the stack's own per-step exchange cost with no link limit (control round trip, "
-                 "serialization; ferry bench compare measures it on loopback): PS adds it, ring "
+                 "the stack's own per-step exchange cost with no link limit "
+                 "(control round trip, "
+                 "serialization; ferry bench compare measures it on loopback): "
+                 "PS adds it, ring "
                  "overlaps it")
       ->capture_default_str();
-  cmd.add_option("--compression", f.compression, "gradients on the wire: none, fp16, bf16, topk:R")
+  cmd.add_option("--compression", f.compression,
+                 "gradients on the wire: none, fp16, bf16, topk:R")
       ->capture_default_str();
   cmd.add_flag("--colocated", f.colocated,
-               "PS: one worker and one shard per host sharing its link (needs shards == workers)");
-  cmd.add_option("--bucket-elements", f.bucket_elements, "ring: gradient bucket size (floats)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd.add_option("--max-chunk-elements", f.max_chunk_elements, "PS: largest chunk (floats)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+               "PS: one worker and one shard per host sharing its link (needs "
+               "shards == workers)");
+  cmd.add_option("--bucket-elements", f.bucket_elements,
+                 "ring: gradient bucket size (floats)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max-chunk-elements", f.max_chunk_elements,
+                 "PS: largest chunk (floats)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_flag("--json", f.json, "print JSON instead of a table");
 }
 

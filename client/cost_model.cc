@@ -9,8 +9,8 @@
 #include "absl/strings/strip.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
-#include "worker/mlp.h"
-#include "worker/ring/bucket_plan.h"
+#include "model/model_spec.h"
+#include "ring/bucket_plan.h"
 
 namespace ferry {
 namespace {
@@ -24,23 +24,32 @@ int64_t VarintSize(uint64_t v) {
   }
   return n;
 }
-int64_t IntField(int64_t v) { return v == 0 ? 0 : 1 + VarintSize(static_cast<uint64_t>(v)); }
-int64_t BytesField(int64_t len) { return 1 + VarintSize(static_cast<uint64_t>(len)) + len; }
+int64_t IntField(int64_t v) {
+  return v == 0 ? 0 : 1 + VarintSize(static_cast<uint64_t>(v));
+}
+int64_t BytesField(int64_t len) {
+  return 1 + VarintSize(static_cast<uint64_t>(len)) + len;
+}
 
 // Typical values of the fields that vary per job (ids, versions, steps);
 // they make a few bytes per stream, far below 0.1% of any real gradient.
-constexpr int64_t kIdBytes = 12;      // "job-1a2b3c4d", "worker-3"...
+constexpr int64_t kIdBytes = 12;           // "job-1a2b3c4d", "worker-3"...
 constexpr int64_t kTypicalCounter = 1000;  // version / step / op id
 // PushRequest{header: PushHeader{job_id, worker_id, generation, step,
 // num_samples, base_version}}.
 int64_t PushHeaderMessage() {
-  const int64_t header = 2 * BytesField(kIdBytes) + 4 * IntField(kTypicalCounter);
+  const int64_t header =
+      2 * BytesField(kIdBytes) + 4 * IntField(kTypicalCounter);
   return BytesField(header);
 }
-int64_t PullRequestMessage() { return 2 * BytesField(kIdBytes) + IntField(kTypicalCounter); }
+int64_t PullRequestMessage() {
+  return 2 * BytesField(kIdBytes) + IntField(kTypicalCounter);
+}
 int64_t PushResponseMessage() { return IntField(kTypicalCounter); }
 // PushRequest.encoding (absent for fp32).
-int64_t EncodingField(const GradientCompression& c) { return c.compressed() ? 2 : 0; }
+int64_t EncodingField(const GradientCompression& c) {
+  return c.compressed() ? 2 : 0;
+}
 int64_t Payload(const GradientCompression& c, int64_t n) {
   return EncodedBytes(c.encoding, n, c.topk_ratio);
 }
@@ -53,13 +62,15 @@ struct PsBytes {
 };
 
 absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
-  ASSIGN_OR_RETURN(std::vector<Chunk> chunks,
-                   PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+  ASSIGN_OR_RETURN(
+      std::vector<Chunk> chunks,
+      PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
   PsBytes b;
   b.push_per_shard.assign(in.shards, PushHeaderMessage());
   b.pull_per_shard.assign(in.shards, 0);
   for (const Chunk& c : chunks) {
-    b.push_per_shard[c.shard] += IntField(c.id) + EncodingField(in.compression) +
+    b.push_per_shard[c.shard] += IntField(c.id) +
+                                 EncodingField(in.compression) +
                                  BytesField(Payload(in.compression, c.length));
     b.pull_per_shard[c.shard] +=
         IntField(kTypicalCounter) + IntField(c.id) + BytesField(c.length * 4);
@@ -85,7 +96,8 @@ absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
 // of at most piece_elements: RingMessage{op_id, stage, piece, data}.
 RoleBytes SegmentBytes(const CostInput& in, int64_t n) {
   RoleBytes out;
-  for (int64_t done = 0, piece = 0; done < n; done += in.piece_elements, ++piece) {
+  for (int64_t done = 0, piece = 0; done < n;
+       done += in.piece_elements, ++piece) {
     const int64_t len = std::min(in.piece_elements, n - done);
     out.sent += IntField(kTypicalCounter) + /*stage*/ 2 + IntField(piece) +
                 BytesField(Payload(in.compression, len));
@@ -124,19 +136,24 @@ std::vector<RoleBytes> RingAllReduceBytes(const CostInput& in, int64_t count) {
     const RoleBytes& a = segments[(r + 1) % w];
     const RoleBytes& b = segments[(r + 2) % w];
     ranks[r].sent = twice.sent - a.sent - b.sent;
-    ranks[r].messages_sent = twice.messages_sent - a.messages_sent - b.messages_sent;
+    ranks[r].messages_sent =
+        twice.messages_sent - a.messages_sent - b.messages_sent;
     ranks[r].received = ranks[r].sent;
   }
   return ranks;
 }
 
-double Transfer(int64_t bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; }
+double Transfer(int64_t bytes, double rate) {
+  return rate > 0 ? bytes / rate : 0.0;
+}
 
 // Offset at which the backward pass has produced the gradient of every
 // element >= offset, as a time from the start of backward: the pass runs
 // from the last element to the first at a uniform rate.
 double ReadyTime(int64_t offset, int64_t total, double backward_seconds) {
-  return total == 0 ? 0 : backward_seconds * static_cast<double>(total - offset) / total;
+  return total == 0
+             ? 0
+             : backward_seconds * static_cast<double>(total - offset) / total;
 }
 
 // Tensor start offsets (model order).
@@ -155,21 +172,26 @@ absl::Status Validate(const CostInput& in) {
   if (in.mode == CostMode::kPs && in.shards < 1) {
     return absl::InvalidArgumentError("PS mode needs shards >= 1");
   }
-  if (in.tensor_sizes.empty()) return absl::InvalidArgumentError("the model has no tensors");
+  if (in.tensor_sizes.empty())
+    return absl::InvalidArgumentError("the model has no tensors");
   for (int64_t s : in.tensor_sizes) {
     if (s < 0) return absl::InvalidArgumentError("a tensor size is negative");
   }
-  if (in.bandwidth_bytes_per_second < 0 || in.latency_seconds < 0 || in.compute_seconds < 0 ||
-      in.overhead_seconds < 0 ||
+  if (in.bandwidth_bytes_per_second < 0 || in.latency_seconds < 0 ||
+      in.compute_seconds < 0 || in.overhead_seconds < 0 ||
       in.backward_fraction < 0 || in.backward_fraction > 1) {
     return absl::InvalidArgumentError(
-        "bandwidth, latency and compute must be >= 0, backward_fraction in [0, 1]");
+        "bandwidth, latency and compute must be >= 0, backward_fraction in [0, "
+        "1]");
   }
-  if (in.max_chunk_elements < 1 || in.bucket_elements < 1 || in.piece_elements < 1) {
-    return absl::InvalidArgumentError("chunk, bucket and piece sizes must be >= 1");
+  if (in.max_chunk_elements < 1 || in.bucket_elements < 1 ||
+      in.piece_elements < 1) {
+    return absl::InvalidArgumentError(
+        "chunk, bucket and piece sizes must be >= 1");
   }
   if (in.colocated && in.mode == CostMode::kPs && in.shards != in.workers) {
-    return absl::InvalidArgumentError("colocated PS needs as many shards as workers");
+    return absl::InvalidArgumentError(
+        "colocated PS needs as many shards as workers");
   }
   RETURN_IF_ERROR(ValidateCompression(in.compression));
   return absl::OkStatus();
@@ -191,7 +213,8 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   if (in.colocated) {
     // Host h = worker h + shard h on one link: its own shard's share stays
     // local; its shard serves the other W-1 workers.
-    const int64_t own_push = push_worker / in.shards, own_pull = pull_worker / in.shards;
+    const int64_t own_push = push_worker / in.shards,
+                  own_pull = pull_worker / in.shards;
     push_worker -= own_push;
     pull_worker -= own_pull;
     push_shard = push_shard * (in.workers - 1) / in.workers;
@@ -203,8 +226,10 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
       shard.received = shard.received * (in.workers - 1) / in.workers;
     }
   }
-  const double push_w = Transfer(push_worker, rate), push_s = Transfer(push_shard, rate);
-  const double pull_w = Transfer(pull_worker, rate), pull_s = Transfer(pull_shard, rate);
+  const double push_w = Transfer(push_worker, rate),
+               push_s = Transfer(push_shard, rate);
+  const double pull_w = Transfer(pull_worker, rate),
+               pull_s = Transfer(pull_shard, rate);
   p.push_seconds = std::max(push_w, push_s) + lat;
   p.pull_seconds = lat + std::max(pull_w, pull_s) + lat;  // request, then data
   p.comm_seconds = p.push_seconds + p.pull_seconds;
@@ -216,9 +241,11 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   const std::vector<int64_t> offsets = TensorOffsets(in.tensor_sizes);
   double link_free = 0;
   for (int i = static_cast<int>(offsets.size()) - 1; i >= 0; --i) {
-    const int64_t b = static_cast<int64_t>(
-        static_cast<double>(push_worker) * in.tensor_sizes[i] / std::max<int64_t>(total, 1));
-    link_free = std::max(link_free, ReadyTime(offsets[i], total, backward)) + Transfer(b, push_rate);
+    const int64_t b =
+        static_cast<int64_t>(static_cast<double>(push_worker) *
+                             in.tensor_sizes[i] / std::max<int64_t>(total, 1));
+    link_free = std::max(link_free, ReadyTime(offsets[i], total, backward)) +
+                Transfer(b, push_rate);
   }
   const double exposed_push = std::max(link_free, backward) + lat - backward;
   p.exposed_comm_seconds = exposed_push + p.pull_seconds + in.overhead_seconds;
@@ -226,13 +253,15 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   p.bottleneck = push_s > push_w ? "shard link" : "worker link";
   const double link = std::max(push_w, push_s) + std::max(pull_w, pull_s);
   if (2 * 3 * lat > link) p.bottleneck = "latency";
-  if (in.overhead_seconds > std::max(link, 3 * lat)) p.bottleneck = "control/stack";
+  if (in.overhead_seconds > std::max(link, 3 * lat))
+    p.bottleneck = "control/stack";
   if (in.colocated && p.bottleneck != "latency") p.bottleneck = "host link";
   return p;
 }
 
 absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
-  ASSIGN_OR_RETURN(std::vector<Bucket> buckets, PlanBuckets(in.tensor_sizes, in.bucket_elements));
+  ASSIGN_OR_RETURN(std::vector<Bucket> buckets,
+                   PlanBuckets(in.tensor_sizes, in.bucket_elements));
   CostPrediction p;
   const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
@@ -252,7 +281,8 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
     const double t = Transfer(busiest.sent, rate) + stages * lat;
     bandwidth_part += Transfer(busiest.sent, rate);
     p.allreduce_seconds += t;
-    link_free = std::max(link_free, ReadyTime(bucket.offset, total, backward)) + t;
+    link_free =
+        std::max(link_free, ReadyTime(bucket.offset, total, backward)) + t;
   }
   p.worker.received = p.worker.sent;
   const double exposed = std::max(link_free, backward) - backward;
@@ -265,7 +295,9 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
     p.comm_seconds = std::max(p.allreduce_seconds, in.overhead_seconds);
     p.exposed_comm_seconds = std::max(exposed, in.overhead_seconds);
   }
-  p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part ? "worker link" : "latency";
+  p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part
+                     ? "worker link"
+                     : "latency";
   if (in.overhead_seconds > p.allreduce_seconds) p.bottleneck = "stack";
   return p;
 }
@@ -291,19 +323,18 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
 
 absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec) {
   ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(spec));
-  std::vector<int64_t> out;
-  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-    out.push_back(static_cast<int64_t>(sizes[l]) * sizes[l + 1]);
-    out.push_back(sizes[l + 1]);
-  }
-  return out;
+  ASSIGN_OR_RETURN(ParameterLayout layout, MlpLayout(sizes));
+  return layout.TensorSizes();
 }
 
 const std::vector<ModelPreset>& ModelPresets() {
   static const auto* presets = new std::vector<ModelPreset>{
-      {"fashion-mlp", "784-256-128-10", "the Fashion-MNIST MLP, 235k parameters"},
-      {"resnet50", "1024-4096-4096-1024", "ResNet-50-sized synthetic MLP, 25.2M parameters"},
-      {"bert-base", "1024-8192-8192-4096", "BERT-base-sized synthetic MLP, 109M parameters"},
+      {"fashion-mlp", "784-256-128-10",
+       "the Fashion-MNIST MLP, 235k parameters"},
+      {"resnet50", "1024-4096-4096-1024",
+       "ResNet-50-sized synthetic MLP, 25.2M parameters"},
+      {"bert-base", "1024-8192-8192-4096",
+       "BERT-base-sized synthetic MLP, 109M parameters"},
   };
   return *presets;
 }
@@ -314,9 +345,11 @@ absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec) {
   }
   if (ParseMlpSpec(name_or_spec).ok()) return name_or_spec;
   std::string names;
-  for (const ModelPreset& p : ModelPresets()) absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
-  return absl::InvalidArgumentError(absl::StrCat("model '", name_or_spec, "': expected a preset (",
-                                                 names, ") or an MLP spec like 784-256-128-10"));
+  for (const ModelPreset& p : ModelPresets())
+    absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
+  return absl::InvalidArgumentError(
+      absl::StrCat("model '", name_or_spec, "': expected a preset (", names,
+                   ") or an MLP spec like 784-256-128-10"));
 }
 
 absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
@@ -339,7 +372,8 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
     }
   }
   in = input;
-  if (in.mode == CostMode::kRing || in.shards < 1) in.shards = std::max(1, input.shards);
+  if (in.mode == CostMode::kRing || in.shards < 1)
+    in.shards = std::max(1, input.shards);
   in.colocated = false;
   // Scale every tensor by 2^k, small to large: where ring starts winning.
   bool ps_won_smaller = false;
@@ -347,8 +381,8 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
     CostInput scaled = in;
     int64_t total = 0;
     for (int64_t& s : scaled.tensor_sizes) {
-      s = std::max<int64_t>(s > 0 ? 1 : 0,
-                            static_cast<int64_t>(std::ldexp(static_cast<double>(s), k)));
+      s = std::max<int64_t>(s > 0 ? 1 : 0, static_cast<int64_t>(std::ldexp(
+                                               static_cast<double>(s), k)));
       total += s;
     }
     ASSIGN_OR_RETURN(const bool ps, faster_ps(scaled));

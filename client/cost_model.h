@@ -36,12 +36,12 @@ enum class CostMode { kPs, kRing };
 struct CostInput {
   CostMode mode = CostMode::kPs;
   int workers = 2;
-  int shards = 1;                     // PS only
-  bool colocated = false;             // PS only: one worker + one shard per host
-  std::vector<int64_t> tensor_sizes;  // model order (elements)
+  int shards = 1;          // PS only
+  bool colocated = false;  // PS only: one worker + one shard per host
+  std::vector<int64_t> tensor_sizes;      // model order (elements)
   double bandwidth_bytes_per_second = 0;  // 0: unlimited (time terms are 0)
   double latency_seconds = 0;
-  double compute_seconds = 0;   // forward + backward of one step
+  double compute_seconds = 0;          // forward + backward of one step
   double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
   // The stack's own cost of a step's exchange with no link limit (what
   // loopback measures: serialization, copies, gRPC, control RPCs; `ferry
@@ -51,9 +51,9 @@ struct CostInput {
   // transfer: communication takes max(link time, overhead); with
   // compression it adds (every hop decodes and encodes before forwarding).
   double overhead_seconds = 0;
-  int64_t max_chunk_elements = 256 * 1024;        // PS chunks
+  int64_t max_chunk_elements = 256 * 1024;         // PS chunks
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // ring buckets
-  int64_t piece_elements = 256 * 1024;            // ring messages
+  int64_t piece_elements = 256 * 1024;             // ring messages
   // Gradients on the wire (common/gradient_codec.h); pulled weights are
   // always fp32. Ring top-k is a sparse all-gather (ring_collective.h).
   GradientCompression compression;
@@ -69,12 +69,12 @@ struct RoleBytes {
 struct CostPrediction {
   CostMode mode = CostMode::kPs;
   int64_t params = 0;
-  RoleBytes worker;               // one worker (PS: with every shard)
-  std::vector<RoleBytes> shards;  // PS: per shard, all workers together
-  double comm_seconds = 0;         // all communication of the step
-  double exposed_comm_seconds = 0; // the part not hidden behind backward
-  double step_seconds = 0;         // compute + exposed communication
-  double overhead_seconds = 0;     // CostInput::overhead_seconds, included
+  RoleBytes worker;                 // one worker (PS: with every shard)
+  std::vector<RoleBytes> shards;    // PS: per shard, all workers together
+  double comm_seconds = 0;          // all communication of the step
+  double exposed_comm_seconds = 0;  // the part not hidden behind backward
+  double step_seconds = 0;          // compute + exposed communication
+  double overhead_seconds = 0;      // CostInput::overhead_seconds, included
   // Phase detail (PS: push, pull; ring: all buckets) and what bounds it.
   double push_seconds = 0, pull_seconds = 0, allreduce_seconds = 0;
   std::string bottleneck;  // "worker link", "shard link", "latency", ...
@@ -86,7 +86,7 @@ struct CostPrediction {
 absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
 
 // Tensor sizes of an MLP spec "784-256-128-10" (weight then bias per layer,
-// as worker/mlp.cc lays them out).
+// as model/mlp.cc lays them out).
 absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec);
 
 // Named model presets: MLP specs of about the size of the named model
@@ -103,7 +103,7 @@ absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec);
 // Crossovers with everything else in `input` held fixed; -1 when none in
 // the searched range.
 struct Crossover {
-  int min_shards_ps_beats_ring = -1;   // searched 1..64
+  int min_shards_ps_beats_ring = -1;  // searched 1..64
   // PS faster for models below this many parameters (every tensor scaled
   // by the same power of two, 2^-20 .. 2^10 of the input).
   int64_t params_ps_beats_ring_below = -1;

@@ -38,17 +38,21 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 std::string ProgressText(const v1::StatusResponse& s) {
-  std::string acc = s.evals_size() > 0
-                        ? absl::StrFormat("%.4f", s.evals(s.evals_size() - 1).test_accuracy())
-                        : "-";
-  return absl::StrFormat("epoch %d/%d  step %d  %d workers  %.0f samples/s  loss %.4f  test acc %s",
-                         s.epoch() + 1, s.job().epochs(), s.step(), s.members_size(),
-                         s.samples_per_second(), s.train_loss(), acc);
+  std::string acc =
+      s.evals_size() > 0
+          ? absl::StrFormat("%.4f", s.evals(s.evals_size() - 1).test_accuracy())
+          : "-";
+  return absl::StrFormat(
+      "epoch %d/%d  step %d  %d workers  %.0f samples/s  loss %.4f  test acc "
+      "%s",
+      s.epoch() + 1, s.job().epochs(), s.step(), s.members_size(),
+      s.samples_per_second(), s.train_loss(), acc);
 }
 
 }  // namespace
 
-nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::string& status_json,
+nlohmann::json BuildSummary(const LocalClusterOptions& options,
+                            const std::string& status_json,
                             const std::vector<std::string>& shard_info_json) {
   const nlohmann::json s = nlohmann::json::parse(status_json);
   auto num = [](const nlohmann::json& j, const char* key) -> double {
@@ -64,7 +68,8 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
       if (!counts.contains(dir)) continue;
       for (const auto& [peer, n] : counts.at(dir).items()) {
         bytes[role][dir] = bytes[role][dir].get<int64_t>() +
-                           (n.is_string() ? std::stoll(n.get<std::string>()) : n.get<int64_t>());
+                           (n.is_string() ? std::stoll(n.get<std::string>())
+                                          : n.get<int64_t>());
       }
     }
   };
@@ -76,14 +81,16 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
       for (const char* dir : {"sent", "received"}) {
         if (!counts.contains(dir)) continue;
         for (const auto& [peer, n] : counts.at(dir).items()) {
-          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>()) : n.get<int64_t>();
+          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>())
+                                          : n.get<int64_t>();
           nlohmann::json& slot = by_peer[peer][dir];
           slot = (slot.is_null() ? int64_t{0} : slot.get<int64_t>()) + v;
         }
       }
     }
   }
-  if (s.contains("coordinator_bytes")) add_counts("coordinator", s.at("coordinator_bytes"));
+  if (s.contains("coordinator_bytes"))
+    add_counts("coordinator", s.at("coordinator_bytes"));
   for (const std::string& info : shard_info_json) {
     const nlohmann::json j = nlohmann::json::parse(info);
     if (j.contains("bytes")) add_counts("ps", j.at("bytes"));
@@ -95,7 +102,8 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
       for (const char* dir : {"sent", "received"}) {
         if (!counts.contains(dir)) continue;
         for (const auto& [peer, n] : counts.at(dir).items()) {
-          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>()) : n.get<int64_t>();
+          const int64_t v = n.is_string() ? std::stoll(n.get<std::string>())
+                                          : n.get<int64_t>();
           nlohmann::json& slot = by_shard[peer][dir];
           slot = (slot.is_null() ? int64_t{0} : slot.get<int64_t>()) + v;
         }
@@ -113,14 +121,17 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
       evals.push_back({{"step", static_cast<int64_t>(num(e, "step"))},
                        {"epoch", static_cast<int64_t>(num(e, "epoch"))},
                        {"test_accuracy", num(e, "test_accuracy")},
-                       {"test_loss", num(e, "test_loss")}, {"seconds", num(e, "seconds")}});
+                       {"test_loss", num(e, "test_loss")},
+                       {"seconds", num(e, "seconds")}});
       test_accuracy = num(e, "test_accuracy");
     }
   }
   nlohmann::json accounting = nlohmann::json::array();
   if (s.contains("accounting")) {
     for (const auto& a : s.at("accounting")) {
-      auto whole = [&](const char* key) { return static_cast<int64_t>(num(a, key)); };
+      auto whole = [&](const char* key) {
+        return static_cast<int64_t>(num(a, key));
+      };
       accounting.push_back({{"epoch", whole("epoch")},
                             {"samples_applied", whole("samples_applied")},
                             {"samples_released", whole("samples_released")},
@@ -132,44 +143,48 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options, const std::strin
   nlohmann::json events = nlohmann::json::array();
   if (s.contains("events")) {
     for (const auto& e : s.at("events")) {
-      events.push_back({{"unix_seconds", num(e, "unix_seconds")},
-                        {"kind", e.value("kind", "")},
-                        {"worker_id", e.value("worker_id", "")},
-                        {"step", static_cast<int64_t>(num(e, "step"))},
-                        {"samples_lost", static_cast<int64_t>(num(e, "samples_lost"))},
-                        {"detail", e.value("detail", "")}});
+      events.push_back(
+          {{"unix_seconds", num(e, "unix_seconds")},
+           {"kind", e.value("kind", "")},
+           {"worker_id", e.value("worker_id", "")},
+           {"step", static_cast<int64_t>(num(e, "step"))},
+           {"samples_lost", static_cast<int64_t>(num(e, "samples_lost"))},
+           {"detail", e.value("detail", "")}});
     }
   }
-  return {{"mode", options.mode},
-          {"consistency", options.consistency},
-          {"workers", options.workers},
-          {"shards", options.mode == "ps" ? options.shards : 0},
-          {"epochs", options.epochs},
-          {"global_batch", options.global_batch},
-          {"steps", static_cast<int64_t>(steps)},
-          {"wall_seconds", num(s, "wall_seconds")},
-          {"samples_per_second", num(s, "samples_per_second")},
-          {"test_accuracy", test_accuracy},
-          {"final_loss", final_loss},
-          {"bytes", bytes},
-          {"bytes_per_step_per_worker",
-           steps > 0 && workers_seen > 0 ? worker_bytes / steps / workers_seen : 0.0},
-          {"compute_seconds", num(s, "compute_seconds")},
-          {"comm_seconds", num(s, "comm_seconds")},
-          {"workers_seen", workers_seen},
-          {"worker_bytes_by_peer", by_peer},
-          {"worker_bytes_by_shard", by_shard},
-          {"digest_checks", static_cast<int64_t>(num(s, "digest_checks"))},
-          {"digest_mismatches", static_cast<int64_t>(num(s, "digest_mismatches"))},
-          {"epochs_accounting", accounting},
-          {"evals", evals},
-          {"events", events},
-          {"aborted_steps", static_cast<int64_t>(num(s, "aborted_steps"))},
-          {"rollbacks", static_cast<int64_t>(num(s, "rollbacks"))},
-          {"checkpoint_version",
-           s.contains("checkpoint_version") ? static_cast<int64_t>(num(s, "checkpoint_version"))
-                                            : int64_t{-1}},
-          {"coordinator_restarts", static_cast<int64_t>(num(s, "restarts"))}};
+  return {
+      {"mode", options.mode},
+      {"consistency", options.consistency},
+      {"workers", options.workers},
+      {"shards", options.mode == "ps" ? options.shards : 0},
+      {"epochs", options.epochs},
+      {"global_batch", options.global_batch},
+      {"steps", static_cast<int64_t>(steps)},
+      {"wall_seconds", num(s, "wall_seconds")},
+      {"samples_per_second", num(s, "samples_per_second")},
+      {"test_accuracy", test_accuracy},
+      {"final_loss", final_loss},
+      {"bytes", bytes},
+      {"bytes_per_step_per_worker", steps > 0 && workers_seen > 0
+                                        ? worker_bytes / steps / workers_seen
+                                        : 0.0},
+      {"compute_seconds", num(s, "compute_seconds")},
+      {"comm_seconds", num(s, "comm_seconds")},
+      {"workers_seen", workers_seen},
+      {"worker_bytes_by_peer", by_peer},
+      {"worker_bytes_by_shard", by_shard},
+      {"digest_checks", static_cast<int64_t>(num(s, "digest_checks"))},
+      {"digest_mismatches", static_cast<int64_t>(num(s, "digest_mismatches"))},
+      {"epochs_accounting", accounting},
+      {"evals", evals},
+      {"events", events},
+      {"aborted_steps", static_cast<int64_t>(num(s, "aborted_steps"))},
+      {"rollbacks", static_cast<int64_t>(num(s, "rollbacks"))},
+      {"checkpoint_version",
+       s.contains("checkpoint_version")
+           ? static_cast<int64_t>(num(s, "checkpoint_version"))
+           : int64_t{-1}},
+      {"coordinator_restarts", static_cast<int64_t>(num(s, "restarts"))}};
 }
 
 namespace {
@@ -189,8 +204,8 @@ absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
   std::error_code error;
   std::filesystem::create_directories(log_dir, error);
   if (error) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create --log-dir ", log_dir, ": ", error.message()));
+    return absl::UnavailableError(absl::StrCat("cannot create --log-dir ",
+                                               log_dir, ": ", error.message()));
   }
   std::filesystem::remove_all(log_dir + "/coordinator", error);
   for (int i = 0; i < o.shards; ++i) {
@@ -204,13 +219,16 @@ absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
 int RunLocalCluster(const LocalClusterOptions& o) {
   const std::string bin = ExecutableDir();
   const int shards = o.mode == "ps" ? o.shards : 0;
-  if (absl::Status plan = ValidateChaosPlan(o.chaos, o.workers, shards); !plan.ok()) {
-    std::fprintf(stderr, "ferry local: %s\n", std::string(plan.message()).c_str());
+  if (absl::Status plan = ValidateChaosPlan(o.chaos, o.workers, shards);
+      !plan.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n",
+                 std::string(plan.message()).c_str());
     return 2;
   }
   auto log_dir_or = PrepareLogDir(o);
   if (!log_dir_or.ok()) {
-    std::fprintf(stderr, "ferry local: %s\n", std::string(log_dir_or.status().message()).c_str());
+    std::fprintf(stderr, "ferry local: %s\n",
+                 std::string(log_dir_or.status().message()).c_str());
     return 1;
   }
   const std::string log_dir = *log_dir_or;
@@ -224,13 +242,22 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     if (!port.ok()) return 1;
     shard_addresses.push_back(absl::StrCat("127.0.0.1:", *port));
   }
-  std::vector<std::string> coord_argv = {bin + "/ferry-server", "--role", "coordinator",
-                                         "--listen", coord, "--mode", o.mode,
-                                         "--start-workers", std::to_string(o.workers),
-                                         "--expected-workers", std::to_string(o.workers),
-                                         "--state-dir", log_dir + "/coordinator"};
+  std::vector<std::string> coord_argv = {bin + "/ferry-server",
+                                         "--role",
+                                         "coordinator",
+                                         "--listen",
+                                         coord,
+                                         "--mode",
+                                         o.mode,
+                                         "--start-workers",
+                                         std::to_string(o.workers),
+                                         "--expected-workers",
+                                         std::to_string(o.workers),
+                                         "--state-dir",
+                                         log_dir + "/coordinator"};
   if (!shard_addresses.empty()) {
-    coord_argv.insert(coord_argv.end(), {"--shards", absl::StrJoin(shard_addresses, ",")});
+    coord_argv.insert(coord_argv.end(),
+                      {"--shards", absl::StrJoin(shard_addresses, ",")});
   }
   coord_argv.insert(coord_argv.end(), o.job_args.begin(), o.job_args.end());
   coord_argv.insert(coord_argv.end(), o.ops_args.begin(), o.ops_args.end());
@@ -243,35 +270,57 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.cluster_file = o.cluster_file;
   so.log_dir = log_dir;
   so.ops_ports = true;
-  so.worker_argv = {bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
-                    "--peer-listen", "127.0.0.1:0"};
-  so.worker_argv.insert(so.worker_argv.end(), o.link_args.begin(), o.link_args.end());
-  so.worker_argv.insert(so.worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
+  so.worker_argv = {
+      bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+      "--peer-listen",       "127.0.0.1:0"};
+  so.worker_argv.insert(so.worker_argv.end(), o.link_args.begin(),
+                        o.link_args.end());
+  so.worker_argv.insert(so.worker_argv.end(), o.ops_args.begin(),
+                        o.ops_args.end());
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
-  absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0}, coord, coord_argv);
+  absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0},
+                                           coord, coord_argv);
   for (int i = 0; started.ok() && i < shards; ++i) {
-    std::vector<std::string> ps_argv = {
-        bin + "/ferry-server", "--role", "ps", "--listen", shard_addresses[i], "--coordinator",
-        coord, "--shard-id", std::to_string(i), "--checkpoint-dir",
-        absl::StrCat(log_dir, "/ps", i)};
+    std::vector<std::string> ps_argv = {bin + "/ferry-server",
+                                        "--role",
+                                        "ps",
+                                        "--listen",
+                                        shard_addresses[i],
+                                        "--coordinator",
+                                        coord,
+                                        "--shard-id",
+                                        std::to_string(i),
+                                        "--checkpoint-dir",
+                                        absl::StrCat(log_dir, "/ps", i)};
     ps_argv.insert(ps_argv.end(), o.link_args.begin(), o.link_args.end());
     ps_argv.insert(ps_argv.end(), o.ops_args.begin(), o.ops_args.end());
-    started = procs.StartServer({ProcessName::Role::kPs, i}, shard_addresses[i], ps_argv);
+    started = procs.StartServer({ProcessName::Role::kPs, i}, shard_addresses[i],
+                                ps_argv);
   }
-  for (int i = 0; started.ok() && i < o.workers; ++i) started = procs.StartWorker();
+  for (int i = 0; started.ok() && i < o.workers; ++i)
+    started = procs.StartWorker();
   if (!started.ok()) {
-    std::fprintf(stderr, "ferry local: %s\n", std::string(started.message()).c_str());
+    std::fprintf(stderr, "ferry local: %s\n",
+                 std::string(started.message()).c_str());
     procs.StopAll();
     return 1;
   }
-  std::fprintf(stderr, "ferry local: %s mode, %d workers, %d shards, coordinator %s, logs in %s\n",
-               o.mode.c_str(), o.workers, shards, coord.c_str(), log_dir.c_str());
+  std::fprintf(stderr,
+               "ferry local: %s mode, %d workers, %d shards, coordinator %s, "
+               "logs in %s\n",
+               o.mode.c_str(), o.workers, shards, coord.c_str(),
+               log_dir.c_str());
   if (!o.chaos.empty()) {
-    const std::string plan = absl::StrJoin(
-        o.chaos, ",", [](std::string* out, const ChaosEvent& e) { out->append(e.ToString()); });
-    std::fprintf(stderr, "ferry local: chaos plan (times from launch, or at a step): %s\n", plan.c_str());
+    const std::string plan =
+        absl::StrJoin(o.chaos, ",", [](std::string* out, const ChaosEvent& e) {
+          out->append(e.ToString());
+        });
+    std::fprintf(
+        stderr,
+        "ferry local: chaos plan (times from launch, or at a step): %s\n",
+        plan.c_str());
   }
 
   StatusPoller poller(coord, absl::Seconds(2));
@@ -285,7 +334,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   int exit_code = 0;
   auto fail = [&](const std::string& why) {
     progress.Line(absl::StrFormat("ferry local: [%7.2fs] %s",
-                                  absl::ToDoubleSeconds(absl::Now() - launch), why));
+                                  absl::ToDoubleSeconds(absl::Now() - launch),
+                                  why));
     exit_code = 1;
   };
   while (exit_code == 0) {
@@ -309,22 +359,25 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       coordinator_starts = procs.coordinator_starts();
       poller.Reconnect();
     }
-    const bool step_event_pending = next_event < o.chaos.size() && o.chaos[next_event].at_step >= 0;
+    const bool step_event_pending =
+        next_event < o.chaos.size() && o.chaos[next_event].at_step >= 0;
     poller.MaybeStart(absl::Milliseconds(step_event_pending ? 100 : 500));
     if (auto status = poller.Take(); status && status->ok()) {
       for (const v1::EvalPoint& e : (*status)->evals()) {
         if (e.epoch() > last_epoch_printed) {
           last_epoch_printed = static_cast<int>(e.epoch());
-          progress.Line(absl::StrFormat("epoch %2d done: step %d, test accuracy %.4f, %.1f s",
-                                        e.epoch() + 1, e.step(), e.test_accuracy(), e.seconds()));
+          progress.Line(absl::StrFormat(
+              "epoch %2d done: step %d, test accuracy %.4f, %.1f s",
+              e.epoch() + 1, e.step(), e.test_accuracy(), e.seconds()));
         }
       }
       const v1::StatusResponse& st = **status;
       steps_seen = std::max(steps_seen, st.step());
-      progress.Update(st.job().epochs() > 0
-                          ? (st.epoch() + st.epoch_progress()) / st.job().epochs()
-                          : 0.0,
-                      ProgressText(st));
+      progress.Update(
+          st.job().epochs() > 0
+              ? (st.epoch() + st.epoch_progress()) / st.job().epochs()
+              : 0.0,
+          ProgressText(st));
       if (st.finished()) {
         final_status = std::move(**status);
         break;
@@ -332,7 +385,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       // The coordinator's verdict that the job cannot go on (read from the
       // JSON form, so this builds whether or not the field exists yet).
       const nlohmann::json j = nlohmann::json::parse(ToJson(st));
-      if (j.contains("error") && j["error"].is_string() && !j["error"].get<std::string>().empty()) {
+      if (j.contains("error") && j["error"].is_string() &&
+          !j["error"].get<std::string>().empty()) {
         fail(absl::StrCat("the coordinator says the job cannot go on: ",
                           j["error"].get<std::string>()));
         break;
@@ -349,24 +403,28 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     for (size_t i = next_event; i < o.chaos.size(); ++i) {
       presence.join_pending |= o.chaos[i].action == ChaosAction::kJoin;
     }
-    presence.without_workers = live > 0 ? absl::ZeroDuration() : now - workers_gone_since;
+    presence.without_workers =
+        live > 0 ? absl::ZeroDuration() : now - workers_gone_since;
     presence.grace = absl::Seconds(o.no_worker_grace_s);
     if (JobHasNoWorkersLeft(presence)) {
-      fail(absl::StrFormat(
-          "every worker is gone, the job is unfinished and no join is scheduled "
-          "(waited %.0f s); see the worker logs in %s",
-          o.no_worker_grace_s, log_dir));
+      fail(
+          absl::StrFormat("every worker is gone, the job is unfinished and no "
+                          "join is scheduled "
+                          "(waited %.0f s); see the worker logs in %s",
+                          o.no_worker_grace_s, log_dir));
       break;
     }
     if (now > deadline) {
       fail(absl::StrFormat("timed out after %.0f s", o.timeout_s));
       break;
     }
-    absl::Time wake = std::min(now + absl::Milliseconds(100), procs.NextRestart());
+    absl::Time wake =
+        std::min(now + absl::Milliseconds(100), procs.NextRestart());
     if (next_event < o.chaos.size() && o.chaos[next_event].at_step < 0) {
       wake = std::min(wake, launch + o.chaos[next_event].at);
     }
-    if (WaitForShutdownSignal(std::max(wake - absl::Now(), absl::Milliseconds(1))) != 0) {
+    if (WaitForShutdownSignal(
+            std::max(wake - absl::Now(), absl::Milliseconds(1))) != 0) {
       progress.Line("ferry local: interrupted, stopping every process");
       exit_code = 130;
     }
@@ -383,22 +441,26 @@ int RunLocalCluster(const LocalClusterOptions& o) {
         shard_infos.push_back(ToJson(info));
       }
     }
-    nlohmann::json summary = BuildSummary(o, ToJson(*final_status), shard_infos);
+    nlohmann::json summary =
+        BuildSummary(o, ToJson(*final_status), shard_infos);
     summary["workers_started"] = procs.workers_started();
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
     progress.Line(absl::StrFormat(
-        "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, test accuracy %.4f, "
+        "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, test "
+        "accuracy %.4f, "
         "%.0f bytes/step/worker",
         o.mode, o.consistency, o.workers, summary["steps"].get<int64_t>(),
-        summary["wall_seconds"].get<double>(), summary["samples_per_second"].get<double>(),
+        summary["wall_seconds"].get<double>(),
+        summary["samples_per_second"].get<double>(),
         summary["test_accuracy"].get<double>(),
         summary["bytes_per_step_per_worker"].get<double>()));
     if (!o.summary_json.empty()) {
       std::ofstream out(o.summary_json);
       out << summary.dump(2) << "\n";
       if (!out) {
-        std::fprintf(stderr, "ferry local: cannot write %s\n", o.summary_json.c_str());
+        std::fprintf(stderr, "ferry local: cannot write %s\n",
+                     o.summary_json.c_str());
         exit_code = 1;
       }
     }

@@ -42,7 +42,7 @@ struct LocalClusterOptions {
   // cluster (ValidateChaosPlan) before anything starts.
   std::vector<ChaosEvent> chaos;
   double restart_delay_s = 1.0;
-  int max_restarts = 5;        // per shard/coordinator, deaths not from chaos
+  int max_restarts = 5;  // per shard/coordinator, deaths not from chaos
   double no_worker_grace_s = 15.0;
   // Shown in the summary.
   std::string consistency = "sync";

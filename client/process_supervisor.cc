@@ -15,13 +15,18 @@
 namespace ferry {
 namespace {
 // When an event happened, comparable with the coordinator's job events.
-double UnixSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+double UnixSeconds() {
+  return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+}
 }  // namespace
 
-ProcessSupervisor::ProcessSupervisor(SupervisorOptions options, absl::Time launch)
+ProcessSupervisor::ProcessSupervisor(SupervisorOptions options,
+                                     absl::Time launch)
     : options_(std::move(options)), launch_(launch) {
   if (!options_.print) {
-    options_.print = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    options_.print = [](const std::string& line) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    };
   }
 }
 
@@ -59,7 +64,8 @@ absl::Status ProcessSupervisor::Spawn(Proc& p) {
   return absl::OkStatus();
 }
 
-absl::Status ProcessSupervisor::StartServer(const ProcessName& name, const std::string& address,
+absl::Status ProcessSupervisor::StartServer(const ProcessName& name,
+                                            const std::string& address,
                                             std::vector<std::string> argv) {
   Proc p;
   p.name = name;
@@ -96,8 +102,8 @@ absl::Status ProcessSupervisor::AddOpsPorts(Proc& p) {
   if (!metrics.ok()) return metrics.status();
   p.health_address = absl::StrCat("127.0.0.1:", *health);
   p.metrics_address = absl::StrCat("127.0.0.1:", *metrics);
-  p.argv.insert(p.argv.end(), {"--health-port", std::to_string(*health), "--metrics-port",
-                               std::to_string(*metrics)});
+  p.argv.insert(p.argv.end(), {"--health-port", std::to_string(*health),
+                               "--metrics-port", std::to_string(*metrics)});
   return absl::OkStatus();
 }
 
@@ -116,23 +122,32 @@ absl::Status ProcessSupervisor::Apply(const ChaosEvent& event, absl::Time now) {
     for (int i = 0; i < event.count; ++i) {
       if (absl::Status s = StartWorker(); !s.ok()) return s;
       const Proc& p = procs_.back();
-      Print(now, absl::StrCat("chaos ", event.ToString(), ": started ", p.name.ToString(),
-                              ", pid ", p.child->pid()));
-      chaos_events_.push_back({{"at_seconds", at}, {"planned_seconds", planned},
-                               {"planned_step", event.at_step}, {"action", action},
-                               {"target", p.name.ToString()}, {"pid", p.child->pid()},
-                               {"result", "started"}, {"unix_seconds", UnixSeconds()}});
+      Print(now, absl::StrCat("chaos ", event.ToString(), ": started ",
+                              p.name.ToString(), ", pid ", p.child->pid()));
+      chaos_events_.push_back({{"at_seconds", at},
+                               {"planned_seconds", planned},
+                               {"planned_step", event.at_step},
+                               {"action", action},
+                               {"target", p.name.ToString()},
+                               {"pid", p.child->pid()},
+                               {"result", "started"},
+                               {"unix_seconds", UnixSeconds()}});
     }
     return absl::OkStatus();
   }
   Proc* p = Find(event.target);
-  nlohmann::json record = {{"at_seconds", at},         {"planned_seconds", planned},
-                           {"planned_step", event.at_step}, {"action", action},
-                           {"target", event.target.ToString()}, {"unix_seconds", UnixSeconds()}};
-  const bool alive = p != nullptr && p->child && !p->child->Poll() &&
-                     (p->state == State::kRunning || p->state == State::kStopped);
+  nlohmann::json record = {{"at_seconds", at},
+                           {"planned_seconds", planned},
+                           {"planned_step", event.at_step},
+                           {"action", action},
+                           {"target", event.target.ToString()},
+                           {"unix_seconds", UnixSeconds()}};
+  const bool alive =
+      p != nullptr && p->child && !p->child->Poll() &&
+      (p->state == State::kRunning || p->state == State::kStopped);
   if (!alive) {
-    Print(now, absl::StrCat("chaos ", event.ToString(), ": ", event.target.ToString(),
+    Print(now, absl::StrCat("chaos ", event.ToString(), ": ",
+                            event.target.ToString(),
                             " is not running, nothing to do"));
     record["pid"] = nullptr;
     record["result"] = "not running";
@@ -141,13 +156,16 @@ absl::Status ProcessSupervisor::Apply(const ChaosEvent& event, absl::Time now) {
   }
   const int sig = ChaosSignal(event.action);
   p->child->Signal(sig);
-  if (event.action == ChaosAction::kKill || event.action == ChaosAction::kTerm) {
+  if (event.action == ChaosAction::kKill ||
+      event.action == ChaosAction::kTerm) {
     p->chaos_signalled = true;
   } else {
-    p->state = event.action == ChaosAction::kStop ? State::kStopped : State::kRunning;
+    p->state =
+        event.action == ChaosAction::kStop ? State::kStopped : State::kRunning;
   }
-  Print(now, absl::StrCat("chaos ", event.ToString(), ": SIG", sigabbrev_np(sig), " to ",
-                          event.target.ToString(), ", pid ", p->child->pid()));
+  Print(now, absl::StrCat("chaos ", event.ToString(), ": SIG",
+                          sigabbrev_np(sig), " to ", event.target.ToString(),
+                          ", pid ", p->child->pid()));
   record["pid"] = p->child->pid();
   record["result"] = "signalled";
   chaos_events_.push_back(record);
@@ -160,8 +178,8 @@ absl::Status ProcessSupervisor::Tick(absl::Time now) {
   bool changed = false;
   absl::Status failure;
   for (Proc& p : procs_) {
-    if (!p.child || p.state == State::kRestarting || p.state == State::kExited ||
-        p.state == State::kKilled) {
+    if (!p.child || p.state == State::kRestarting ||
+        p.state == State::kExited || p.state == State::kKilled) {
       continue;
     }
     const std::optional<int> code = p.child->Poll();
@@ -176,7 +194,8 @@ absl::Status ProcessSupervisor::Tick(absl::Time now) {
     exit.unexpected_restarts = p.unexpected_restarts;
     exit.max_restarts = options_.max_restarts;
     const ExitDecision d = DecideOnExit(exit);
-    const std::string who = absl::StrCat(p.name.ToString(), " (pid ", p.child->pid(), ")");
+    const std::string who =
+        absl::StrCat(p.name.ToString(), " (pid ", p.child->pid(), ")");
     switch (d.kind) {
       case ExitDecision::Kind::kIgnore:
         Print(now, absl::StrCat(who, " ", d.reason));
@@ -194,26 +213,28 @@ absl::Status ProcessSupervisor::Tick(absl::Time now) {
       case ExitDecision::Kind::kFail:
         Print(now, absl::StrCat(who, " ", d.reason, "; see ", p.log_path));
         if (failure.ok()) {
-          failure = absl::FailedPreconditionError(
-              absl::StrCat(p.name.ToString(), " ", d.reason, "; see ", p.log_path));
+          failure = absl::FailedPreconditionError(absl::StrCat(
+              p.name.ToString(), " ", d.reason, "; see ", p.log_path));
         }
         break;
     }
   }
   for (Proc& p : procs_) {
-    if (!failure.ok() || p.state != State::kRestarting || p.restart_at > now) continue;
+    if (!failure.ok() || p.state != State::kRestarting || p.restart_at > now)
+      continue;
     changed = true;
     if (std::ofstream log(p.log_path, std::ios::app); log) {
-      log << "\n==== ferry local: restart " << p.restarts + 1 << " of " << p.name.ToString()
-          << " at " << absl::ToDoubleSeconds(now - launch_) << " s ====\n";
+      log << "\n==== ferry local: restart " << p.restarts + 1 << " of "
+          << p.name.ToString() << " at " << absl::ToDoubleSeconds(now - launch_)
+          << " s ====\n";
     }
     if (absl::Status s = Spawn(p); !s.ok()) {
       failure = s;
       break;
     }
     ++p.restarts;
-    Print(now, absl::StrCat(p.name.ToString(), " restarted (restart ", p.restarts, "), pid ",
-                            p.child->pid()));
+    Print(now, absl::StrCat(p.name.ToString(), " restarted (restart ",
+                            p.restarts, "), pid ", p.child->pid()));
   }
   if (changed) WriteClusterFile();
   return failure;
@@ -243,7 +264,8 @@ void ProcessSupervisor::StopAll(absl::Duration grace) {
   stopping_ = true;
   // Reverse start order: workers (joined ones first), shards, coordinator.
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
-    if (it->child && (it->state == State::kRunning || it->state == State::kStopped)) {
+    if (it->child &&
+        (it->state == State::kRunning || it->state == State::kStopped)) {
       it->child->Signal(SIGTERM);
       it->child->Signal(SIGCONT);
     }
@@ -253,7 +275,9 @@ void ProcessSupervisor::StopAll(absl::Duration grace) {
       it->state = *it->exit_code > 128 ? State::kKilled : State::kExited;
       it->restart_at = absl::InfiniteFuture();
     }
-    if (!it->child || (it->state != State::kRunning && it->state != State::kStopped)) continue;
+    if (!it->child ||
+        (it->state != State::kRunning && it->state != State::kStopped))
+      continue;
     const int code = it->child->Stop(grace);
     it->exit_code = code;
     it->state = code > 128 ? State::kKilled : State::kExited;
@@ -264,7 +288,8 @@ void ProcessSupervisor::StopAll(absl::Duration grace) {
 nlohmann::json ProcessSupervisor::RestartsJson() const {
   nlohmann::json out = nlohmann::json::object();
   for (const Proc& p : procs_) {
-    if (p.name.role != ProcessName::Role::kWorker) out[p.name.ToString()] = p.restarts;
+    if (p.name.role != ProcessName::Role::kWorker)
+      out[p.name.ToString()] = p.restarts;
   }
   return out;
 }
@@ -272,26 +297,28 @@ nlohmann::json ProcessSupervisor::RestartsJson() const {
 nlohmann::json ProcessSupervisor::ClusterJson() const {
   nlohmann::json list = nlohmann::json::array();
   for (const Proc& p : procs_) {
-    list.push_back({{"name", p.name.ToString()},
-                    {"role", p.name.role == ProcessName::Role::kCoordinator ? "coordinator"
-                             : p.name.role == ProcessName::Role::kPs        ? "ps"
-                                                                            : "worker"},
-                    {"index", p.name.index},
-                    {"address", p.address},
-                    {"health_address", p.health_address},
-                    {"metrics_address", p.metrics_address},
-                    {"pid", p.child ? p.child->pid() : -1},
-                    {"log", p.log_path},
-                    {"status", StateName(p.state)},
-                    {"exit_code", p.exit_code ? nlohmann::json(*p.exit_code) : nullptr},
-                    {"restarts", p.restarts}});
+    list.push_back(
+        {{"name", p.name.ToString()},
+         {"role", p.name.role == ProcessName::Role::kCoordinator ? "coordinator"
+                  : p.name.role == ProcessName::Role::kPs        ? "ps"
+                                                                 : "worker"},
+         {"index", p.name.index},
+         {"address", p.address},
+         {"health_address", p.health_address},
+         {"metrics_address", p.metrics_address},
+         {"pid", p.child ? p.child->pid() : -1},
+         {"log", p.log_path},
+         {"status", StateName(p.state)},
+         {"exit_code", p.exit_code ? nlohmann::json(*p.exit_code) : nullptr},
+         {"restarts", p.restarts}});
   }
   return list;
 }
 
 void ProcessSupervisor::WriteClusterFile() const {
   if (options_.cluster_file.empty()) return;
-  const std::string tmp = absl::StrCat(options_.cluster_file, ".tmp.", getpid());
+  const std::string tmp =
+      absl::StrCat(options_.cluster_file, ".tmp.", getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << ClusterJson().dump(2) << "\n";

@@ -37,9 +37,9 @@ namespace ferry {
 
 struct SupervisorOptions {
   absl::Duration restart_delay = absl::Seconds(1);
-  int max_restarts = 5;       // per shard / coordinator, deaths not caused by chaos
-  std::string cluster_file;   // empty: none
-  std::string log_dir;        // <log_dir>/<name>.log for every process
+  int max_restarts = 5;  // per shard / coordinator, deaths not caused by chaos
+  std::string cluster_file;  // empty: none
+  std::string log_dir;       // <log_dir>/<name>.log for every process
   // Worker command line (joined workers get the same).
   std::vector<std::string> worker_argv;
   // Give every process (workers included) its own --health-port and

@@ -16,7 +16,8 @@ int ShowStatus(const std::string& coordinator, bool json) {
   v1::StatusResponse s;
   const grpc::Status rpc = stub->Status(&context, v1::StatusRequest(), &s);
   if (!rpc.ok()) {
-    std::fprintf(stderr, "ferry status: cannot reach the coordinator at %s: %s\n",
+    std::fprintf(stderr,
+                 "ferry status: cannot reach the coordinator at %s: %s\n",
                  coordinator.c_str(), rpc.error_message().c_str());
     return 1;
   }
@@ -32,14 +33,17 @@ int ShowStatus(const std::string& coordinator, bool json) {
   const v1::JobSpec& job = s.job();
   std::printf("job %s: %s %s, model %s, %s, global batch %d, %d epochs%s\n",
               job.job_id().c_str(), ModeName(job.mode()).c_str(),
-              ConsistencyName(job.consistency(), job.staleness()).c_str(), job.model().c_str(),
-              job.dataset().c_str(), job.global_batch(), job.epochs(),
-              s.finished() ? " (finished)" : "");
-  std::printf("generation %lld, step %lld, epoch %lld/%d (%.1f%%), %.0f samples/s, loss %.4f, "
-              "%.0f s\n",
-              static_cast<long long>(s.generation()), static_cast<long long>(s.step()),
-              static_cast<long long>(s.epoch() + 1), job.epochs(), 100 * s.epoch_progress(),
-              s.samples_per_second(), s.train_loss(), s.wall_seconds());
+              ConsistencyName(job.consistency(), job.staleness()).c_str(),
+              job.model().c_str(), job.dataset().c_str(), job.global_batch(),
+              job.epochs(), s.finished() ? " (finished)" : "");
+  std::printf(
+      "generation %lld, step %lld, epoch %lld/%d (%.1f%%), %.0f samples/s, "
+      "loss %.4f, "
+      "%.0f s\n",
+      static_cast<long long>(s.generation()), static_cast<long long>(s.step()),
+      static_cast<long long>(s.epoch() + 1), job.epochs(),
+      100 * s.epoch_progress(), s.samples_per_second(), s.train_loss(),
+      s.wall_seconds());
   if (s.evals_size() > 0) {
     const v1::EvalPoint& e = s.evals(s.evals_size() - 1);
     std::printf("test accuracy %.4f at step %lld\n", e.test_accuracy(),
@@ -48,9 +52,9 @@ int ShowStatus(const std::string& coordinator, bool json) {
   std::printf("%d members (%lld seen):\n", s.members_size(),
               static_cast<long long>(s.workers_seen()));
   for (const v1::MemberStatus& m : s.members()) {
-    std::printf("  %-6s pid %-7lld host %-16s last heartbeat %.1f s ago\n", m.worker_id().c_str(),
-                static_cast<long long>(m.pid()), m.hostname().c_str(),
-                m.seconds_since_heartbeat());
+    std::printf("  %-6s pid %-7lld host %-16s last heartbeat %.1f s ago\n",
+                m.worker_id().c_str(), static_cast<long long>(m.pid()),
+                m.hostname().c_str(), m.seconds_since_heartbeat());
   }
   return 0;
 }

@@ -23,7 +23,8 @@ ExitDecision DecideOnExit(const ChildExit& e) {
   if (e.role == ProcessName::Role::kWorker) {
     if (e.exit_code != 0 && !e.chaos_signalled) {
       d.kind = ExitDecision::Kind::kReport;
-      absl::StrAppend(&d.reason, "; workers are not restarted, the job goes on without it");
+      absl::StrAppend(
+          &d.reason, "; workers are not restarted, the job goes on without it");
     }
     return d;
   }
@@ -34,8 +35,9 @@ ExitDecision DecideOnExit(const ChildExit& e) {
   d.unexpected = true;
   if (e.unexpected_restarts < e.max_restarts) {
     d.kind = ExitDecision::Kind::kRestart;
-    absl::StrAppend(&d.reason, " unexpectedly (restart ", e.unexpected_restarts + 1, " of at most ",
-                    e.max_restarts, ")");
+    absl::StrAppend(&d.reason, " unexpectedly (restart ",
+                    e.unexpected_restarts + 1, " of at most ", e.max_restarts,
+                    ")");
   } else {
     d.kind = ExitDecision::Kind::kFail;
     absl::StrAppend(&d.reason, " unexpectedly after ", e.unexpected_restarts,

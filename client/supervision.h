@@ -33,8 +33,8 @@ struct ChildExit {
 
 struct ExitDecision {
   enum class Kind {
-    kIgnore,   // expected: a worker that finished or was told to go, or shutdown
-    kReport,   // a worker that died on its own: say so; the job goes on
+    kIgnore,  // expected: a worker that finished or was told to go, or shutdown
+    kReport,  // a worker that died on its own: say so; the job goes on
     kRestart,  // a shard or the coordinator: start it again after the delay
     kFail,     // a shard or the coordinator out of restarts: the job fails
   };
@@ -60,11 +60,11 @@ ExitDecision DecideOnExit(const ChildExit& exit);
 std::string DescribeExitCode(int exit_code);
 
 struct WorkerPresence {
-  int live_workers = 0;          // running or stopped (SIGSTOP) worker processes
-  bool join_pending = false;     // a chaos join is still to come
-  bool job_finished = false;     // the coordinator said so
+  int live_workers = 0;       // running or stopped (SIGSTOP) worker processes
+  bool join_pending = false;  // a chaos join is still to come
+  bool job_finished = false;  // the coordinator said so
   absl::Duration without_workers;  // how long live_workers has been 0
-  absl::Duration grace;          // how long to wait for the job to finish anyway
+  absl::Duration grace;  // how long to wait for the job to finish anyway
 };
 
 // True when the job cannot finish any more: no worker left, none to join,

@@ -15,7 +15,8 @@ namespace ferry {
 
 // The GLIBC_TUNABLES value ferry runs with.
 inline constexpr char kFerryMallocTunables[] =
-    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824:"
+    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold="
+    "1073741824:"
     "glibc.malloc.arena_max=1";
 
 // Call first thing in main(). When GLIBC_TUNABLES is unset (and

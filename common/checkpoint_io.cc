@@ -59,7 +59,8 @@ class Reader {
   template <typename T>
   T Get() {
     T value{};
-    if (Take(sizeof(T))) std::memcpy(&value, bytes_.data() + pos_ - sizeof(T), sizeof(T));
+    if (Take(sizeof(T)))
+      std::memcpy(&value, bytes_.data() + pos_ - sizeof(T), sizeof(T));
     return value;
   }
   absl::string_view GetBytes(size_t n) {
@@ -216,8 +217,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   // state-buffer-count-unbounded: with 0 elements any count adds up.
   if (h.num_state > kMaxCheckpointStateBuffers) {
     return absl::DataLossError(absl::StrFormat(
-        "checkpoint claims %d optimizer state buffers; at most %d",
-        h.num_state, kMaxCheckpointStateBuffers));
+        "checkpoint claims %d optimizer state buffers; at most %d", h.num_state,
+        kMaxCheckpointStateBuffers));
   }
   ShardCheckpoint c;
   c.identity = h.identity;
@@ -234,9 +235,8 @@ absl::Status CheckIdentity(const ShardCheckpoint& checkpoint,
                            const CheckpointIdentity& expected) {
   const CheckpointIdentity& got = checkpoint.identity;
   if (got.job_id != expected.job_id) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("checkpoint is of job '%s', not '%s'", got.job_id,
-                        expected.job_id));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint is of job '%s', not '%s'", got.job_id, expected.job_id));
   }
   if (got.shard_id != expected.shard_id ||
       got.num_shards != expected.num_shards) {
@@ -268,7 +268,8 @@ std::optional<int64_t> ParseCheckpointName(absl::string_view name,
   }
   name.remove_prefix(prefix.size());
   name.remove_suffix(kSuffix.size());
-  if (name.empty() || !std::all_of(name.begin(), name.end(), absl::ascii_isdigit)) {
+  if (name.empty() ||
+      !std::all_of(name.begin(), name.end(), absl::ascii_isdigit)) {
     return std::nullopt;
   }
   int64_t version = 0;
@@ -280,14 +281,15 @@ CheckpointStore::CheckpointStore(FileSystem* fs, std::string dir,
                                  CheckpointIdentity identity, int keep)
     : fs_(fs),
       dir_(dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1)
-                                              : std::move(dir)),
+                                               : std::move(dir)),
       identity_(std::move(identity)),
       keep_(std::max(keep, 1)) {}
 
 absl::StatusOr<std::string> CheckpointStore::Write(
     const ShardCheckpoint& checkpoint) {
   if (absl::Status s = CheckIdentity(checkpoint, identity_); !s.ok()) return s;
-  const size_t n = static_cast<size_t>(identity_.range_end - identity_.range_begin);
+  const size_t n =
+      static_cast<size_t>(identity_.range_end - identity_.range_begin);
   bool sizes_ok = checkpoint.params.size() == n &&
                   checkpoint.state.size() <= kMaxCheckpointStateBuffers;
   for (const std::vector<float>& buffer : checkpoint.state) {
@@ -313,7 +315,8 @@ absl::StatusOr<std::string> CheckpointStore::Write(
   }
   const int excess = static_cast<int>(versions->size()) - keep_;
   for (int i = 0; i < excess; ++i) {
-    const std::string old = CheckpointPath(dir_, identity_.shard_id, (*versions)[i]);
+    const std::string old =
+        CheckpointPath(dir_, identity_.shard_id, (*versions)[i]);
     if (absl::Status s = fs_->DeleteFile(old); !s.ok()) {
       std::fprintf(stderr, "warning: cannot delete old checkpoint: %s\n",
                    s.ToString().c_str());
@@ -333,7 +336,8 @@ absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersionsLocked() {
   if (!names.ok()) return names.status();
   std::vector<int64_t> versions;
   for (const std::string& name : *names) {
-    if (std::optional<int64_t> v = ParseCheckpointName(name, identity_.shard_id)) {
+    if (std::optional<int64_t> v =
+            ParseCheckpointName(name, identity_.shard_id)) {
       versions.push_back(*v);
     }
   }
@@ -347,8 +351,9 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadLocked(
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<ShardCheckpoint> checkpoint = DecodeCheckpoint(*bytes);
   if (!checkpoint.ok()) {
-    return absl::Status(checkpoint.status().code(),
-                        absl::StrCat(path, ": ", checkpoint.status().message()));
+    return absl::Status(
+        checkpoint.status().code(),
+        absl::StrCat(path, ": ", checkpoint.status().message()));
   }
   if (absl::Status s = CheckIdentity(*checkpoint, identity_); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
@@ -379,9 +384,9 @@ absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadVersion(int64_t version) {
   const std::string path = CheckpointPath(dir_, identity_.shard_id, version);
   absl::StatusOr<ShardCheckpoint> checkpoint = LoadLocked(path);
   if (absl::IsNotFound(checkpoint.status())) {
-    return absl::NotFoundError(absl::StrFormat(
-        "no checkpoint of shard %d at version %d in %s", identity_.shard_id,
-        version, dir_));
+    return absl::NotFoundError(
+        absl::StrFormat("no checkpoint of shard %d at version %d in %s",
+                        identity_.shard_id, version, dir_));
   }
   if (checkpoint.ok() && checkpoint->version != version) {
     return absl::DataLossError(absl::StrFormat(
@@ -397,7 +402,8 @@ absl::StatusOr<int> CheckpointStore::DeleteNewerThan(int64_t version) {
   int deleted = 0;
   for (int64_t v : *versions) {
     if (v <= version) continue;
-    absl::Status s = fs_->DeleteFile(CheckpointPath(dir_, identity_.shard_id, v));
+    absl::Status s =
+        fs_->DeleteFile(CheckpointPath(dir_, identity_.shard_id, v));
     if (!s.ok()) return s;
     ++deleted;
   }

@@ -55,7 +55,7 @@ struct ShardCheckpoint {
   CheckpointIdentity identity;
   int64_t version = 0;
   int64_t steps_applied = 0;
-  std::vector<float> params;  // range_end - range_begin elements
+  std::vector<float> params;              // range_end - range_begin elements
   std::vector<std::vector<float>> state;  // each params.size() elements
 };
 

@@ -34,34 +34,54 @@ absl::StatusOr<OptimizerConfig> OptimizerFlags::ToConfig() const {
 void AddOptimizerFlags(CLI::App& app, OptimizerFlags& f) {
   const std::string group = "Optimizer";
   app.add_option("--optimizer", f.optimizer, "sgd, momentum, adam or adamw")
-      ->capture_default_str()->group(group);
-  app.add_option("--lr", f.lr, "peak learning rate")->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--lr", f.lr, "peak learning rate")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--momentum", f.momentum, "momentum (momentum optimizer)")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--nesterov", f.nesterov, "Nesterov momentum (true/false)")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--weight-decay", f.weight_decay,
-                 "L2 penalty (decoupled for adamw)")->capture_default_str()->group(group);
-  app.add_option("--beta1", f.beta1, "Adam beta1")->capture_default_str()->group(group);
-  app.add_option("--beta2", f.beta2, "Adam beta2")->capture_default_str()->group(group);
+                 "L2 penalty (decoupled for adamw)")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--beta1", f.beta1, "Adam beta1")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--beta2", f.beta2, "Adam beta2")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--lr-schedule", f.schedule, "constant, cosine or step")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--warmup-steps", f.warmup_steps, "linear warm-up steps")
-      ->capture_default_str()->group(group);
-  app.add_option("--min-lr-ratio", f.min_lr_ratio, "cosine floor as a fraction of --lr")
-      ->capture_default_str()->group(group);
-  app.add_option("--lr-step-size", f.step_size, "step schedule: steps between decays")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--min-lr-ratio", f.min_lr_ratio,
+                 "cosine floor as a fraction of --lr")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--lr-step-size", f.step_size,
+                 "step schedule: steps between decays")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--lr-gamma", f.gamma, "step schedule: decay factor")
-      ->capture_default_str()->group(group);
+      ->capture_default_str()
+      ->group(group);
 }
 
 void BindEnvironment(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string name = option->get_single_name();
-    if (name.empty() || name == "help" || !option->get_lnames().size()) continue;
+    if (name.empty() || name == "help" || !option->get_lnames().size())
+      continue;
     std::string env = "FERRY_";
-    for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    for (char c : name)
+      env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
     option->envname(env);
   }
   for (CLI::App* sub : app.get_subcommands({})) BindEnvironment(*sub);

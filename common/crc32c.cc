@@ -11,7 +11,8 @@ constexpr std::array<uint32_t, 256> MakeTable() {
   std::array<uint32_t, 256> table{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (c >> 1) ^ kPolynomial : c >> 1;
+    for (int bit = 0; bit < 8; ++bit)
+      c = (c & 1) ? (c >> 1) ^ kPolynomial : c >> 1;
     table[i] = c;
   }
   return table;

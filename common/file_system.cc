@@ -71,8 +71,8 @@ class Posix final : public FileSystem {
                                    absl::string_view contents) override {
     const std::string temp = path + ".tmp";
     {
-      Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                   0644));
+      Fd fd(
+          ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (fd.get() < 0) return ErrnoError(errno, "create", temp);
       const char* p = contents.data();
       size_t left = contents.size();

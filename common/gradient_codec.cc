@@ -140,9 +140,9 @@ uint16_t FloatToHalf(float f) {
   const uint32_t sign = u & 0x80000000u;
   u ^= sign;
   uint16_t out;
-  if (u >= (127u + 16u) << 23) {             // >= 65536, inf or NaN
+  if (u >= (127u + 16u) << 23) {              // >= 65536, inf or NaN
     out = u > 0x7f800000u ? 0x7e00 : 0x7c00;  // NaN -> qNaN, else inf
-  } else if (u < 113u << 23) {  // below 2^-14: subnormal or zero
+  } else if (u < 113u << 23) {                // below 2^-14: subnormal or zero
     // Adding 0.5 aligns the 10 mantissa bits at the bottom of the float;
     // the fp32 addition rounds to nearest even.
     const float magic = FromBits(((127u - 15u) + (23u - 10u) + 1u) << 23);
@@ -151,7 +151,7 @@ uint16_t FloatToHalf(float f) {
   } else {
     const uint32_t mant_odd = (u >> 13) & 1u;
     u += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu;  // rebias, round
-    u += mant_odd;                                           // ties to even
+    u += mant_odd;                                          // ties to even
     out = static_cast<uint16_t>(u >> 13);  // may carry into inf: correct
   }
   return static_cast<uint16_t>(out | (sign >> 16));
@@ -183,7 +183,9 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-float Bf16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
+float Bf16ToFloat(uint16_t b) {
+  return FromBits(static_cast<uint32_t>(b) << 16);
+}
 
 float RoundTrip(GradientEncoding encoding, float v) {
   switch (encoding) {
@@ -210,7 +212,8 @@ void Encode(GradientEncoding encoding, const float* values, int64_t n,
       char* p = out->data() + start;
       const bool half = encoding == GradientEncoding::kFp16;
       for (size_t i = 0; i < count; ++i) {
-        const uint16_t h = half ? FloatToHalf(values[i]) : FloatToBf16(values[i]);
+        const uint16_t h =
+            half ? FloatToHalf(values[i]) : FloatToBf16(values[i]);
         std::memcpy(p + 2 * i, &h, 2);
       }
       return;
@@ -244,7 +247,7 @@ absl::Status Decode(GradientEncoding encoding, absl::string_view bytes,
       if (bytes.size() != width * count) {
         return absl::DataLossError(absl::StrFormat(
             "%s gradient of %d elements must be %d bytes, got %d",
-            encoding == GradientEncoding::kFp32 ? "fp32"
+            encoding == GradientEncoding::kFp32   ? "fp32"
             : encoding == GradientEncoding::kFp16 ? "fp16"
                                                   : "bf16",
             n, width * count, bytes.size()));

@@ -48,7 +48,7 @@ enum class GradientEncoding : int {
 
 struct GradientCompression {
   GradientEncoding encoding = GradientEncoding::kFp32;
-  double topk_ratio = 0.01;  // kTopK: fraction of the elements kept, (0, 1]
+  double topk_ratio = 0.01;    // kTopK: fraction of the elements kept, (0, 1]
   bool error_feedback = true;  // only used by lossy encodings
 
   bool compressed() const { return encoding != GradientEncoding::kFp32; }

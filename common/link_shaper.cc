@@ -32,9 +32,9 @@ double PrefixMultiplier(absl::string_view prefix) {
   static constexpr struct {
     const char* name;
     double value;
-  } kPrefixes[] = {{"k", 1e3},          {"m", 1e6},
-                   {"g", 1e9},          {"t", 1e12},
-                   {"ki", 1024.0},      {"mi", 1048576.0},
+  } kPrefixes[] = {{"k", 1e3},           {"m", 1e6},
+                   {"g", 1e9},           {"t", 1e12},
+                   {"ki", 1024.0},       {"mi", 1048576.0},
                    {"gi", 1073741824.0}, {"ti", 1099511627776.0}};
   for (const auto& entry : kPrefixes) {
     if (p == entry.name) return entry.value;
@@ -84,8 +84,8 @@ absl::StatusOr<double> ParseBandwidth(absl::string_view text) {
   const absl::string_view unit = absl::StripAsciiWhitespace(t.substr(i));
   if (unit.empty()) {
     if (number == 0) return 0.0;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bandwidth '", text, "' has no unit; ", kBandwidthHelp));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bandwidth '", text, "' has no unit; ", kBandwidthHelp));
   }
   // Bits: ...bit, ...bit/s, ...bps (any case). Bytes: ...B/s (upper B).
   const std::string lower = absl::AsciiStrToLower(unit);
@@ -185,8 +185,7 @@ class LinkShaper::Timer {
         cv_.WaitWithDeadline(&mu_, queue_.top().when);
         continue;
       }
-      std::function<void()> fn =
-          std::move(const_cast<Entry&>(queue_.top()).fn);
+      std::function<void()> fn = std::move(const_cast<Entry&>(queue_.top()).fn);
       queue_.pop();
       mu_.Unlock();
       fn();
@@ -205,13 +204,13 @@ class LinkShaper::Timer {
 
 LinkShaper::LinkShaper(LinkLimit limit, int64_t burst_bytes)
     : limit_(limit),
-      burst_bytes_(burst_bytes >= 0
-                       ? burst_bytes
-                       : std::max<int64_t>(
-                             kMinBurstBytes,
-                             static_cast<int64_t>(
-                                 limit.bytes_per_second *
-                                 absl::ToDoubleSeconds(kBurstTime)))),
+      burst_bytes_(
+          burst_bytes >= 0
+              ? burst_bytes
+              : std::max<int64_t>(
+                    kMinBurstBytes,
+                    static_cast<int64_t>(limit.bytes_per_second *
+                                         absl::ToDoubleSeconds(kBurstTime)))),
       tolerance_(limit.bytes_per_second > 0
                      ? absl::Seconds(burst_bytes_ / limit.bytes_per_second)
                      : absl::ZeroDuration()),

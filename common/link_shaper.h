@@ -17,8 +17,8 @@
 // otherwise (the link was idle), end = start + n / r, free = end (messages
 // never overlap on the link, whichever thread reserves them); it is
 // released at max(t, end) + latency. On the receive side t is the arrival
-// of the message's first byte (ReserveReceive). Latency is pipelined: it does not
-// delay the serialization of the next message. The tolerance absorbs the
+// of the message's first byte (ReserveReceive). Latency is pipelined: it does
+// not delay the serialization of the next message. The tolerance absorbs the
 // slack of the timer thread (a one-message-at-a-time stream whose
 // continuation runs a little late does not lose rate as long as the
 // lateness stays under tau) without giving an idle link a head start: a
@@ -76,7 +76,7 @@ absl::StatusOr<LinkLimit> ParseLinkLimit(absl::string_view bandwidth_text,
 
 // What a shaper has done so far.
 struct LinkShaperStats {
-  int64_t bytes_sent = 0;      // bytes of the messages reserved per direction
+  int64_t bytes_sent = 0;  // bytes of the messages reserved per direction
   int64_t bytes_received = 0;
   absl::Duration send_delay;     // sum over messages of (release - now)
   absl::Duration receive_delay;  // idem, receive direction
@@ -145,14 +145,14 @@ class LinkShaper {
   // the link was idle.
   absl::Time Reserve(Direction& d, int64_t bytes, absl::Time now,
                      absl::Time queued, absl::Time fresh,
-                     absl::Duration latency)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     absl::Duration latency) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // bytes / rate (0 when unlimited).
   absl::Duration Transmission(int64_t bytes) const {
     return limit_.bytes_per_second > 0
-               ? absl::Seconds(static_cast<double>(std::max<int64_t>(bytes, 0)) /
-                               limit_.bytes_per_second)
+               ? absl::Seconds(
+                     static_cast<double>(std::max<int64_t>(bytes, 0)) /
+                     limit_.bytes_per_second)
                : absl::ZeroDuration();
   }
 

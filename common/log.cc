@@ -31,20 +31,28 @@ std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "info";
 }
 
 const char* LevelTag(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO ";
-    case LogLevel::kWarn: return "WARN ";
-    case LogLevel::kError: return "ERROR";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO ";
+    case LogLevel::kWarn:
+      return "WARN ";
+    case LogLevel::kError:
+      return "ERROR";
   }
   return "INFO ";
 }
@@ -57,10 +65,11 @@ bool NeedsQuotes(absl::string_view v) {
   return false;
 }
 
-std::string Format(const LogConfig& config, LogLevel level, absl::string_view message,
+std::string Format(const LogConfig& config, LogLevel level,
+                   absl::string_view message,
                    std::initializer_list<LogField> fields) {
-  const std::string ts =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string ts = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
+                                          absl::UTCTimeZone());
   if (config.json) {
     nlohmann::ordered_json line;
     line["ts"] = ts;
@@ -70,14 +79,16 @@ std::string Format(const LogConfig& config, LogLevel level, absl::string_view me
     for (const LogField& f : fields) {
       nlohmann::json value = f.value;
       if (f.number) {
-        value = nlohmann::json::parse(f.value, nullptr, /*allow_exceptions=*/false);
+        value =
+            nlohmann::json::parse(f.value, nullptr, /*allow_exceptions=*/false);
         if (value.is_discarded()) value = f.value;  // nan, inf: keep as text
       }
       line[std::string(f.key)] = value;
     }
     return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::string line = absl::StrCat(ts, " ", LevelTag(level), " ", config.component, " ", message);
+  std::string line = absl::StrCat(ts, " ", LevelTag(level), " ",
+                                  config.component, " ", message);
   for (const LogField& f : fields) {
     if (!f.number && NeedsQuotes(f.value)) {
       absl::StrAppend(&line, " ", f.key, "=", nlohmann::json(f.value).dump());
@@ -90,7 +101,8 @@ std::string Format(const LogConfig& config, LogLevel level, absl::string_view me
 
 }  // namespace
 
-absl::Status ConfigureLogging(absl::string_view component, absl::string_view level,
+absl::Status ConfigureLogging(absl::string_view component,
+                              absl::string_view level,
                               absl::string_view format) {
   LogLevel parsed;
   if (level == "debug") {
@@ -102,8 +114,8 @@ absl::Status ConfigureLogging(absl::string_view component, absl::string_view lev
   } else if (level == "error") {
     parsed = LogLevel::kError;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--log-level '", level, "': use debug, info, warn or error"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--log-level '", level, "': use debug, info, warn or error"));
   }
   if (format != "text" && format != "json") {
     return absl::InvalidArgumentError(
@@ -122,7 +134,9 @@ void SetLogStreamForTesting(std::FILE* out) {
   Config().out = out;
 }
 
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= g_min_level.load();
+}
 
 std::string FormatLogLine(LogLevel level, absl::string_view message,
                           std::initializer_list<LogField> fields) {
@@ -130,7 +144,8 @@ std::string FormatLogLine(LogLevel level, absl::string_view message,
   return Format(Config(), level, message, fields);
 }
 
-void Log(LogLevel level, absl::string_view message, std::initializer_list<LogField> fields) {
+void Log(LogLevel level, absl::string_view message,
+         std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
   absl::MutexLock lock(&ConfigMutex());
   const std::string line = Format(Config(), level, message, fields);

@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace ferry {
 
@@ -38,7 +38,8 @@ struct LogField {
       value = std::string(absl::string_view(v));
     }
   }
-  LogField(absl::string_view k, const absl::Status& s) : key(k), value(s.ToString()) {}
+  LogField(absl::string_view k, const absl::Status& s)
+      : key(k), value(s.ToString()) {}
   absl::string_view key;
   std::string value;
   bool number = false;
@@ -47,7 +48,8 @@ struct LogField {
 // Sets the component name (e.g. "coordinator", "ps-2", "worker"), the lowest
 // level printed and the format ("text" or "json"). INVALID_ARGUMENT for an
 // unknown level or format (nothing changes). Defaults: "ferry", info, text.
-absl::Status ConfigureLogging(absl::string_view component, absl::string_view level,
+absl::Status ConfigureLogging(absl::string_view component,
+                              absl::string_view level,
                               absl::string_view format);
 
 // Redirects the lines (default stderr); for tests. Not owned.
@@ -59,18 +61,23 @@ bool LogEnabled(LogLevel level);
 std::string FormatLogLine(LogLevel level, absl::string_view message,
                           std::initializer_list<LogField> fields);
 
-void Log(LogLevel level, absl::string_view message, std::initializer_list<LogField> fields = {});
+void Log(LogLevel level, absl::string_view message,
+         std::initializer_list<LogField> fields = {});
 
-inline void LogDebug(absl::string_view m, std::initializer_list<LogField> f = {}) {
+inline void LogDebug(absl::string_view m,
+                     std::initializer_list<LogField> f = {}) {
   if (LogEnabled(LogLevel::kDebug)) Log(LogLevel::kDebug, m, f);
 }
-inline void LogInfo(absl::string_view m, std::initializer_list<LogField> f = {}) {
+inline void LogInfo(absl::string_view m,
+                    std::initializer_list<LogField> f = {}) {
   Log(LogLevel::kInfo, m, f);
 }
-inline void LogWarn(absl::string_view m, std::initializer_list<LogField> f = {}) {
+inline void LogWarn(absl::string_view m,
+                    std::initializer_list<LogField> f = {}) {
   Log(LogLevel::kWarn, m, f);
 }
-inline void LogError(absl::string_view m, std::initializer_list<LogField> f = {}) {
+inline void LogError(absl::string_view m,
+                     std::initializer_list<LogField> f = {}) {
   Log(LogLevel::kError, m, f);
 }
 

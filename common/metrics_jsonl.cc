@@ -8,12 +8,15 @@
 namespace ferry {
 namespace {
 
-double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+double UnixSeconds(absl::Time t) {
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
 
 }  // namespace
 
 nlohmann::json StepMetricsJson(const StepMetrics& m) {
-  nlohmann::json peers = nlohmann::json::object(), calls = nlohmann::json::object();
+  nlohmann::json peers = nlohmann::json::object(),
+                 calls = nlohmann::json::object();
   for (const auto& [peer, t] : m.peers) {
     peers[peer] = {{"sent", t.sent}, {"received", t.received}};
     calls[peer] = t.calls;
@@ -31,9 +34,11 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
           {"bytes_sent", m.bytes_sent},
           {"bytes_received", m.bytes_received},
           {"bytes_workers", m.bytes_workers},
-          {"data_bytes", {{"sent", m.data_bytes_sent}, {"received", m.data_bytes_received}}},
+          {"data_bytes",
+           {{"sent", m.data_bytes_sent}, {"received", m.data_bytes_received}}},
           {"control_bytes",
-           {{"sent", m.control_bytes_sent}, {"received", m.control_bytes_received}}},
+           {{"sent", m.control_bytes_sent},
+            {"received", m.control_bytes_received}}},
           {"peer_bytes", peers},
           {"shard_requests", calls},
           {"step_seconds", m.step_seconds},
@@ -55,15 +60,17 @@ nlohmann::json EvalMetricsJson(const EvalMetrics& m) {
 
 absl::StatusOr<std::unique_ptr<JsonlMetricsSink>> JsonlMetricsSink::Open(
     const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("the metrics JSONL path is empty");
+  if (path.empty())
+    return absl::InvalidArgumentError("the metrics JSONL path is empty");
   std::FILE* file = std::fopen(path.c_str(), "a");
   if (file == nullptr) {
     const int err = errno;
     const std::string message =
-        absl::StrCat("cannot open the metrics file ", path, " for appending: ",
-                     std::strerror(err));
+        absl::StrCat("cannot open the metrics file ", path,
+                     " for appending: ", std::strerror(err));
     if (err == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(message, " (create its directory first)"));
+      return absl::NotFoundError(
+          absl::StrCat(message, " (create its directory first)"));
     }
     if (err == EACCES || err == EPERM || err == EROFS) {
       return absl::PermissionDeniedError(message);
@@ -78,9 +85,13 @@ JsonlMetricsSink::~JsonlMetricsSink() {
   std::fclose(file_);
 }
 
-void JsonlMetricsSink::RecordStep(const StepMetrics& m) { WriteLine(StepMetricsJson(m)); }
+void JsonlMetricsSink::RecordStep(const StepMetrics& m) {
+  WriteLine(StepMetricsJson(m));
+}
 
-void JsonlMetricsSink::RecordEval(const EvalMetrics& m) { WriteLine(EvalMetricsJson(m)); }
+void JsonlMetricsSink::RecordEval(const EvalMetrics& m) {
+  WriteLine(EvalMetricsJson(m));
+}
 
 void JsonlMetricsSink::WriteLine(const nlohmann::json& j) {
   // NaN/inf (a diverged loss) are written as null (nlohmann's rule); bad
@@ -89,10 +100,12 @@ void JsonlMetricsSink::WriteLine(const nlohmann::json& j) {
       j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   absl::MutexLock lock(&mu_);
   if (failed_) return;
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+      std::fflush(file_) != 0) {
     failed_ = true;
     std::fprintf(stderr,
-                 "ferry: writing the metrics file %s failed (%s); no more points go there\n",
+                 "ferry: writing the metrics file %s failed (%s); no more "
+                 "points go there\n",
                  path_.c_str(), std::strerror(errno));
   }
 }

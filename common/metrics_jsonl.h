@@ -37,7 +37,8 @@ class JsonlMetricsSink final : public MetricsSink {
   // Opens `path` for appending. NOT_FOUND when its directory does not
   // exist, PERMISSION_DENIED when it cannot be written, INTERNAL otherwise;
   // the message names the path.
-  static absl::StatusOr<std::unique_ptr<JsonlMetricsSink>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<JsonlMetricsSink>> Open(
+      const std::string& path);
   ~JsonlMetricsSink() override;
 
   void RecordStep(const StepMetrics& m) override;
@@ -45,7 +46,8 @@ class JsonlMetricsSink final : public MetricsSink {
   const std::string& path() const { return path_; }
 
  private:
-  JsonlMetricsSink(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  JsonlMetricsSink(std::string path, std::FILE* file)
+      : path_(std::move(path)), file_(file) {}
   void WriteLine(const nlohmann::json& j);
 
   const std::string path_;

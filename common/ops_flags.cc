@@ -24,49 +24,64 @@ std::vector<std::string> OpsFlags::ToArgs() const {
 
 void AddOpsFlags(CLI::App& app, OpsFlags& f) {
   const std::string ops = "Operations";
-  app.add_option("--health-port", f.health_port,
-                 "serve grpc.health.v1 in plaintext on this port too (for Kubernetes "
-                 "probes; service \"\" = ready, \"liveness\" = alive; 0: only on the "
-                 "service port)")
-      ->capture_default_str()->check(CLI::Range(0, 65535))->group(ops);
-  app.add_option("--metrics-port", f.metrics_port,
-                 "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (0: off)")
-      ->capture_default_str()->check(CLI::Range(0, 65535))->group(ops);
+  app.add_option(
+         "--health-port", f.health_port,
+         "serve grpc.health.v1 in plaintext on this port too (for Kubernetes "
+         "probes; service \"\" = ready, \"liveness\" = alive; 0: only on the "
+         "service port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535))
+      ->group(ops);
+  app.add_option(
+         "--metrics-port", f.metrics_port,
+         "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535))
+      ->group(ops);
   AddPassThroughOpsFlags(app, f);
 }
 
 void AddPassThroughOpsFlags(CLI::App& app, OpsFlags& f) {
   const std::string ops = "Operations";
   app.add_option("--log-level", f.log_level, "debug, info, warn or error")
-      ->capture_default_str()->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->group(ops);
   app.add_option("--log-format", f.log_format,
                  "text (one line per event) or json (one object per line)")
-      ->capture_default_str()->check(CLI::IsMember({"text", "json"}))->group(ops);
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}))
+      ->group(ops);
   AddClientSecurityFlags(app, f);
-  app.add_flag("--require-client-cert", f.require_client_cert,
-               "mutual TLS: refuse clients without a certificate signed by --tls-ca")
+  app.add_flag(
+         "--require-client-cert", f.require_client_cert,
+         "mutual TLS: refuse clients without a certificate signed by --tls-ca")
       ->group("Security");
 }
 
 void AddClientSecurityFlags(CLI::App& app, OpsFlags& f) {
   const std::string sec = "Security";
-  app.add_option("--tls-cert", f.tls_cert,
-                 "PEM certificate chain: serve and call every gRPC port over TLS (a "
-                 "client presents it for mutual TLS)")
+  app.add_option(
+         "--tls-cert", f.tls_cert,
+         "PEM certificate chain: serve and call every gRPC port over TLS (a "
+         "client presents it for mutual TLS)")
       ->group(sec);
-  app.add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert")->group(sec);
-  app.add_option("--tls-ca", f.tls_ca,
-                 "PEM CA bundle that verifies peers' certificates (servers and, with "
-                 "--require-client-cert, clients); alone, a client calls over TLS")
+  app.add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert")
+      ->group(sec);
+  app.add_option(
+         "--tls-ca", f.tls_ca,
+         "PEM CA bundle that verifies peers' certificates (servers and, with "
+         "--require-client-cert, clients); alone, a client calls over TLS")
       ->group(sec);
   app.add_option("--tls-server-name", f.tls_server_name,
-                 "check every server's certificate against this DNS name instead of the "
+                 "check every server's certificate against this DNS name "
+                 "instead of the "
                  "host dialled (e.g. ring peers dialled by pod IP)")
       ->group(sec);
-  app.add_option("--auth-token-file", f.auth_token_file,
-                 "file with a shared bearer token, sent on every call and required on "
-                 "every call served (health excepted)")
+  app.add_option(
+         "--auth-token-file", f.auth_token_file,
+         "file with a shared bearer token, sent on every call and required on "
+         "every call served (health excepted)")
       ->group(sec);
 }
 

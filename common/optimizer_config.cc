@@ -19,10 +19,14 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& text) {
 
 std::string OptimizerKindName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "unknown";
 }
@@ -37,9 +41,12 @@ absl::StatusOr<ScheduleKind> ParseScheduleKind(const std::string& text) {
 
 std::string ScheduleKindName(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kConstant: return "constant";
-    case ScheduleKind::kCosine: return "cosine";
-    case ScheduleKind::kStep: return "step";
+    case ScheduleKind::kConstant:
+      return "constant";
+    case ScheduleKind::kCosine:
+      return "cosine";
+    case ScheduleKind::kStep:
+      return "step";
   }
   return "unknown";
 }
@@ -48,11 +55,13 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
   auto bad = [](const std::string& what) {
     return absl::InvalidArgumentError("optimizer: " + what);
   };
-  if (!std::isfinite(c.lr) || c.lr <= 0) return bad("lr must be finite and > 0");
+  if (!std::isfinite(c.lr) || c.lr <= 0)
+    return bad("lr must be finite and > 0");
   if (!std::isfinite(c.weight_decay) || c.weight_decay < 0) {
     return bad("weight_decay must be finite and >= 0");
   }
-  if (c.momentum < 0 || c.momentum >= 1) return bad("momentum must be in [0, 1)");
+  if (c.momentum < 0 || c.momentum >= 1)
+    return bad("momentum must be in [0, 1)");
   if (c.beta1 < 0 || c.beta1 >= 1) return bad("beta1 must be in [0, 1)");
   if (c.beta2 < 0 || c.beta2 >= 1) return bad("beta2 must be in [0, 1)");
   if (!(c.epsilon > 0)) return bad("epsilon must be > 0");
@@ -61,7 +70,8 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
   if (s.kind == ScheduleKind::kCosine && s.total_steps <= 0) {
     return bad("cosine schedule needs total_steps > 0");
   }
-  if (s.min_lr_ratio < 0 || s.min_lr_ratio > 1) return bad("min_lr_ratio must be in [0, 1]");
+  if (s.min_lr_ratio < 0 || s.min_lr_ratio > 1)
+    return bad("min_lr_ratio must be in [0, 1]");
   if (s.kind == ScheduleKind::kStep && (s.step_size <= 0 || !(s.gamma > 0))) {
     return bad("step schedule needs step_size > 0 and gamma > 0");
   }
@@ -85,9 +95,19 @@ double LearningRateAt(const OptimizerConfig& config, int64_t step) {
     }
     case ScheduleKind::kStep:
       return config.lr *
-             std::pow(s.gamma, static_cast<double>((step - s.warmup_steps) / s.step_size));
+             std::pow(s.gamma, static_cast<double>((step - s.warmup_steps) /
+                                                   s.step_size));
   }
   return config.lr;
+}
+
+void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
+                           int epochs) {
+  if (config.schedule.kind == ScheduleKind::kCosine &&
+      config.schedule.total_steps <= 0) {
+    config.schedule.total_steps =
+        std::max<int64_t>(1, steps_per_epoch * epochs);
+  }
 }
 
 }  // namespace ferry

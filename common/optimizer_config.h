@@ -49,6 +49,11 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 // Learning rate used for the update with 0-based index `step`.
 double LearningRateAt(const OptimizerConfig& config, int64_t step);
 
+// Fills in the schedule's total_steps from epochs and dataset size when the
+// schedule needs it and it was left 0.
+void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
+                           int epochs);
+
 }  // namespace ferry
 
 #endif  // FERRY_COMMON_OPTIMIZER_CONFIG_H_

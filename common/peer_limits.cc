@@ -4,7 +4,8 @@
 
 namespace ferry {
 
-absl::Status LimitExceeded(absl::string_view what, int64_t value, int64_t limit) {
+absl::Status LimitExceeded(absl::string_view what, int64_t value,
+                           int64_t limit) {
   return absl::ResourceExhaustedError(
       absl::StrCat(what, " is ", value, "; the limit is ", limit));
 }

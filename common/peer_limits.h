@@ -65,7 +65,8 @@ struct PsLimits {
 inline constexpr int64_t kDefaultMaxRingMessages = int64_t{1} << 16;
 
 // RESOURCE_EXHAUSTED "<what> is <value>; the limit is <limit>".
-absl::Status LimitExceeded(absl::string_view what, int64_t value, int64_t limit);
+absl::Status LimitExceeded(absl::string_view what, int64_t value,
+                           int64_t limit);
 
 // OK, or RESOURCE_EXHAUSTED when `value` is longer than kMaxIdBytes.
 absl::Status CheckIdLength(absl::string_view what, absl::string_view value);

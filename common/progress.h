@@ -15,7 +15,8 @@ class ProgressPrinter {
  public:
   // `out` is not owned. `interactive` defaults to isatty(out).
   explicit ProgressPrinter(FILE* out);
-  ProgressPrinter(FILE* out, bool interactive) : out_(out), interactive_(interactive) {}
+  ProgressPrinter(FILE* out, bool interactive)
+      : out_(out), interactive_(interactive) {}
 
   // Redraws the in-place line (terminal only): "[#####     ] 50% text".
   void Update(double fraction, const std::string& text);

@@ -26,8 +26,10 @@
 namespace ferry {
 namespace {
 
-constexpr const char* kRoleNames[kNumMetricRoles] = {"coordinator", "ps", "worker"};
-constexpr const char* kPeerRoleNames[4] = {"coordinator", "ps", "worker", "other"};
+constexpr const char* kRoleNames[kNumMetricRoles] = {"coordinator", "ps",
+                                                     "worker"};
+constexpr const char* kPeerRoleNames[4] = {"coordinator", "ps", "worker",
+                                           "other"};
 constexpr const char* kDirections[2] = {"sent", "received"};
 
 int PeerRoleIndex(absl::string_view key) {
@@ -46,9 +48,10 @@ T* AddPerRole(prometheus::Family<T>& family, MetricRole role) {
   return &family.Add({{"role", MetricRoleName(role)}});
 }
 
-prometheus::Histogram* AddHistogram(prometheus::Family<prometheus::Histogram>& family,
-                                    const prometheus::Labels& labels,
-                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+prometheus::Histogram* AddHistogram(
+    prometheus::Family<prometheus::Histogram>& family,
+    const prometheus::Labels& labels,
+    const prometheus::Histogram::BucketBoundaries& buckets) {
   return &family.Add(labels, buckets);
 }
 
@@ -62,7 +65,6 @@ Hooks& GetHooks() {
   static Hooks* const hooks = new Hooks();
   return *hooks;
 }
-
 
 }  // namespace
 
@@ -81,79 +83,100 @@ std::string ReasonLabel(absl::StatusCode code) {
 }
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
-  static const auto* const buckets = new prometheus::Histogram::BucketBoundaries{
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+  static const auto* const buckets =
+      new prometheus::Histogram::BucketBoundaries{
+          0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
   return *buckets;
 }
 
-FerryMetrics::FerryMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+FerryMetrics::FerryMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
-  auto& steps = prometheus::BuildCounter()
-                    .Name("ferry_steps_total")
-                    .Help("Committed training steps (coordinator: applied on every shard, "
-                          "async: tasks applied; worker: steps it trained)")
-                    .Register(r);
+  auto& steps =
+      prometheus::BuildCounter()
+          .Name("ferry_steps_total")
+          .Help(
+              "Committed training steps (coordinator: applied on every shard, "
+              "async: tasks applied; worker: steps it trained)")
+          .Register(r);
   auto& samples = prometheus::BuildCounter()
                       .Name("ferry_samples_total")
                       .Help("Training samples of the counted steps")
                       .Register(r);
-  bytes_family_ = &prometheus::BuildCounter()
-                       .Name("ferry_bytes_total")
-                       .Help("Payload bytes exchanged with peers, by this process's role, "
-                             "the peer's role and the direction")
-                       .Register(r);
-  rejected_family_ = &prometheus::BuildCounter()
-                          .Name("ferry_rejected_inputs_total")
-                          .Help("Requests refused for bad or out-of-date peer input, by "
-                                "operation and status code")
-                          .Register(r);
-  auto& push = prometheus::BuildHistogram()
-                   .Name("ferry_push_seconds")
-                   .Help("Gradient push latency (worker: a step's push to every shard; "
-                         "ps: header to commit of one push)")
-                   .Register(r);
-  auto& pull = prometheus::BuildHistogram()
-                   .Name("ferry_pull_seconds")
-                   .Help("Weight pull latency (worker: a pull from every shard; ps: "
-                         "time a pull waited for its version)")
-                   .Register(r);
+  bytes_family_ =
+      &prometheus::BuildCounter()
+           .Name("ferry_bytes_total")
+           .Help(
+               "Payload bytes exchanged with peers, by this process's role, "
+               "the peer's role and the direction")
+           .Register(r);
+  rejected_family_ =
+      &prometheus::BuildCounter()
+           .Name("ferry_rejected_inputs_total")
+           .Help(
+               "Requests refused for bad or out-of-date peer input, by "
+               "operation and status code")
+           .Register(r);
+  auto& push =
+      prometheus::BuildHistogram()
+          .Name("ferry_push_seconds")
+          .Help(
+              "Gradient push latency (worker: a step's push to every shard; "
+              "ps: header to commit of one push)")
+          .Register(r);
+  auto& pull =
+      prometheus::BuildHistogram()
+          .Name("ferry_pull_seconds")
+          .Help(
+              "Weight pull latency (worker: a pull from every shard; ps: "
+              "time a pull waited for its version)")
+          .Register(r);
   auto& allreduce = prometheus::BuildHistogram()
                         .Name("ferry_allreduce_seconds")
                         .Help("Ring all-reduce of one gradient bucket")
                         .Register(r);
-  auto& staleness = prometheus::BuildGauge()
-                        .Name("ferry_staleness_steps")
-                        .Help("Staleness (version - base_version) of the last push an "
-                              "async/ssp shard applied")
-                        .Register(r);
-  auto& push_staleness = prometheus::BuildHistogram()
-                             .Name("ferry_push_staleness_steps")
-                             .Help("Staleness of the pushes an async/ssp shard applied")
-                             .Register(r);
-  auto& pending = prometheus::BuildGauge()
-                      .Name("ferry_pending_pulls")
-                      .Help("Pulls waiting on the shard for a version not made yet")
-                      .Register(r);
+  auto& staleness =
+      prometheus::BuildGauge()
+          .Name("ferry_staleness_steps")
+          .Help(
+              "Staleness (version - base_version) of the last push an "
+              "async/ssp shard applied")
+          .Register(r);
+  auto& push_staleness =
+      prometheus::BuildHistogram()
+          .Name("ferry_push_staleness_steps")
+          .Help("Staleness of the pushes an async/ssp shard applied")
+          .Register(r);
+  auto& pending =
+      prometheus::BuildGauge()
+          .Name("ferry_pending_pulls")
+          .Help("Pulls waiting on the shard for a version not made yet")
+          .Register(r);
   auto& members = prometheus::BuildGauge()
                       .Name("ferry_members")
                       .Help("Live workers of the job")
                       .Register(r);
-  auto& generation = prometheus::BuildGauge()
-                         .Name("ferry_generation")
-                         .Help("Membership generation (coordinator: current; worker: the "
-                               "newest it saw)")
-                         .Register(r);
+  auto& generation =
+      prometheus::BuildGauge()
+          .Name("ferry_generation")
+          .Help(
+              "Membership generation (coordinator: current; worker: the "
+              "newest it saw)")
+          .Register(r);
   auto& version = prometheus::BuildGauge()
                       .Name("ferry_model_version")
-                      .Help("Optimizer updates applied (ps: the shard's version; "
-                            "coordinator: steps applied on every shard)")
+                      .Help(
+                          "Optimizer updates applied (ps: the shard's version; "
+                          "coordinator: steps applied on every shard)")
                       .Register(r);
-  auto& age = prometheus::BuildGauge()
-                  .Name("ferry_checkpoint_age_seconds")
-                  .Help("Seconds since the last successful checkpoint (ps: the shard's "
-                        "state; coordinator: its state file); -1 when none yet")
-                  .Register(r);
+  auto& age =
+      prometheus::BuildGauge()
+          .Name("ferry_checkpoint_age_seconds")
+          .Help(
+              "Seconds since the last successful checkpoint (ps: the shard's "
+              "state; coordinator: its state file); -1 when none yet")
+          .Register(r);
   for (int i = 0; i < kNumMetricRoles; ++i) {
     const MetricRole role = static_cast<MetricRole>(i);
     steps_[i] = AddPerRole(steps, role);
@@ -165,8 +188,10 @@ FerryMetrics::FerryMetrics() : registry_(std::make_shared<prometheus::Registry>(
                                                {"direction", kDirections[d]}});
       }
     }
-    push_seconds_[i] = AddHistogram(push, {{"role", kRoleNames[i]}}, LatencyBuckets());
-    pull_seconds_[i] = AddHistogram(pull, {{"role", kRoleNames[i]}}, LatencyBuckets());
+    push_seconds_[i] =
+        AddHistogram(push, {{"role", kRoleNames[i]}}, LatencyBuckets());
+    pull_seconds_[i] =
+        AddHistogram(pull, {{"role", kRoleNames[i]}}, LatencyBuckets());
     generation_[i] = AddPerRole(generation, role);
     model_version_[i] = AddPerRole(version, role);
     checkpoint_age_[i] = AddPerRole(age, role);
@@ -181,20 +206,23 @@ FerryMetrics::FerryMetrics() : registry_(std::make_shared<prometheus::Registry>(
   members_ = &members.Add({});
 }
 
-prometheus::Counter& FerryMetrics::bytes(MetricRole role, absl::string_view peer_role_key,
+prometheus::Counter& FerryMetrics::bytes(MetricRole role,
+                                         absl::string_view peer_role_key,
                                          bool sent) {
   return *bytes_[Index(role)][PeerRoleIndex(peer_role_key)][sent ? 0 : 1];
 }
 
-void FerryMetrics::AddBytes(MetricRole role, absl::string_view peer_role_key, int64_t sent,
-                            int64_t received) {
-  if (sent > 0) bytes(role, peer_role_key, true).Increment(static_cast<double>(sent));
+void FerryMetrics::AddBytes(MetricRole role, absl::string_view peer_role_key,
+                            int64_t sent, int64_t received) {
+  if (sent > 0)
+    bytes(role, peer_role_key, true).Increment(static_cast<double>(sent));
   if (received > 0) {
     bytes(role, peer_role_key, false).Increment(static_cast<double>(received));
   }
 }
 
-prometheus::Counter& FerryMetrics::rejected(MetricRole role, absl::string_view op,
+prometheus::Counter& FerryMetrics::rejected(MetricRole role,
+                                            absl::string_view op,
                                             absl::StatusCode code) {
   return rejected_family_->Add({{"role", MetricRoleName(role)},
                                 {"op", std::string(op)},
@@ -216,16 +244,19 @@ double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
-void CumulativeBytesExport::Update(absl::string_view peer_role_key, int64_t sent_total,
-                                   int64_t received_total) {
+void CumulativeBytesExport::Update(absl::string_view peer_role_key,
+                                   int64_t sent_total, int64_t received_total) {
   auto it = last_.find(peer_role_key);
   if (it == last_.end()) {
-    it = last_.emplace(std::string(peer_role_key), std::make_pair(int64_t{0}, int64_t{0}))
+    it = last_
+             .emplace(std::string(peer_role_key),
+                      std::make_pair(int64_t{0}, int64_t{0}))
              .first;
   }
   // A counter that restarted (smaller total) counts again from zero.
-  const int64_t sent =
-      sent_total >= it->second.first ? sent_total - it->second.first : sent_total;
+  const int64_t sent = sent_total >= it->second.first
+                           ? sent_total - it->second.first
+                           : sent_total;
   const int64_t received = received_total >= it->second.second
                                ? received_total - it->second.second
                                : received_total;
@@ -268,37 +299,41 @@ const std::map<std::string, MetricRole, std::less<>>& FamilyRoles() {
   return *roles;
 }
 
-void ExportOnlyRole(MetricRole role) { g_exported_role.store(static_cast<int>(role)); }
+void ExportOnlyRole(MetricRole role) {
+  g_exported_role.store(static_cast<int>(role));
+}
 void ExportAllRolesForTesting() { g_exported_role.store(-1); }
 
 std::string SerializeMetrics() {
   RunScrapeHooks();
-  std::vector<prometheus::MetricFamily> families = Metrics().registry()->Collect();
+  std::vector<prometheus::MetricFamily> families =
+      Metrics().registry()->Collect();
   if (const int only = g_exported_role.load(); only >= 0) {
     const std::string role = MetricRoleName(static_cast<MetricRole>(only));
     for (prometheus::MetricFamily& family : families) {
       auto other_role = [&role](const prometheus::ClientMetric& m) {
-        return std::any_of(m.label.begin(), m.label.end(), [&role](const auto& label) {
-          return label.name == "role" && label.value != role;
-        });
+        return std::any_of(m.label.begin(), m.label.end(),
+                           [&role](const auto& label) {
+                             return label.name == "role" && label.value != role;
+                           });
       };
-      family.metric.erase(
-          std::remove_if(family.metric.begin(), family.metric.end(), other_role),
-          family.metric.end());
+      family.metric.erase(std::remove_if(family.metric.begin(),
+                                         family.metric.end(), other_role),
+                          family.metric.end());
     }
     const auto& owners = FamilyRoles();
-    families.erase(std::remove_if(families.begin(), families.end(),
-                                  [&owners, only](const prometheus::MetricFamily& f) {
-                                    const auto owner = owners.find(f.name);
-                                    return f.metric.empty() ||
-                                           (owner != owners.end() &&
-                                            static_cast<int>(owner->second) != only);
-                                  }),
-                   families.end());
+    families.erase(
+        std::remove_if(families.begin(), families.end(),
+                       [&owners, only](const prometheus::MetricFamily& f) {
+                         const auto owner = owners.find(f.name);
+                         return f.metric.empty() ||
+                                (owner != owners.end() &&
+                                 static_cast<int>(owner->second) != only);
+                       }),
+        families.end());
   }
   return prometheus::TextSerializer().Serialize(families);
 }
-
 
 namespace {
 
@@ -308,7 +343,8 @@ constexpr size_t kMaxRequestBytes = 16 * 1024;
 void SendAll(int fd, const std::string& data) {
   size_t off = 0;
   while (off < data.size()) {
-    const ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       return;
@@ -320,8 +356,8 @@ void SendAll(int fd, const std::string& data) {
 std::string Response(const std::string& status, const std::string& content_type,
                      const std::string& body, bool head) {
   return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n",
-                      head ? "" : body);
+                      "\r\nContent-Length: ", body.size(),
+                      "\r\nConnection: close\r\n\r\n", head ? "" : body);
 }
 
 // Reads one request's head and answers it. The whole request must arrive
@@ -334,7 +370,8 @@ void Answer(int fd, int wake_fd) {
   std::string request;
   char buf[2048];
   while (request.find("\r\n\r\n") == std::string::npos &&
-         request.find("\n\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+         request.find("\n\n") == std::string::npos &&
+         request.size() < kMaxRequestBytes) {
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left_ms <= 0) return;  // too slow: dropped without an answer
@@ -347,18 +384,21 @@ void Answer(int fd, int wake_fd) {
     request.append(buf, static_cast<size_t>(n));
   }
   const std::string line = request.substr(0, request.find_first_of("\r\n"));
-  const std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  const std::vector<std::string> parts =
+      absl::StrSplit(line, ' ', absl::SkipEmpty());
   if (parts.size() < 2) {
-    SendAll(fd, Response("400 Bad Request", "text/plain", "bad request\n", false));
+    SendAll(fd,
+            Response("400 Bad Request", "text/plain", "bad request\n", false));
     return;
   }
   const std::string& method = parts[0];
   const std::string path = parts[1].substr(0, parts[1].find('?'));
   if (method != "GET" && method != "HEAD") {
-    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "use GET\n", false));
+    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "use GET\n",
+                         false));
   } else if (path != "/metrics") {
-    SendAll(fd, Response("404 Not Found", "text/plain", "metrics are at /metrics\n",
-                         method == "HEAD"));
+    SendAll(fd, Response("404 Not Found", "text/plain",
+                         "metrics are at /metrics\n", method == "HEAD"));
   } else {
     SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
                          SerializeMetrics(), method == "HEAD"));
@@ -397,15 +437,16 @@ MetricsExposer::~MetricsExposer() {
 
 absl::StatusOr<std::unique_ptr<MetricsExposer>> StartMetricsExposer(int port) {
   if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics-port ", port, " is not a port (0..65535, 0: off)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-port ", port, " is not a port (0..65535, 0: off)"));
   }
   if (port == 0) return nullptr;
   absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
       StartMetricsExposerAt(absl::StrCat("0.0.0.0:", port));
   if (!exposer.ok()) {
     return absl::Status(exposer.status().code(),
-                        absl::StrCat("--metrics-port ", port, ": ", exposer.status().message()));
+                        absl::StrCat("--metrics-port ", port, ": ",
+                                     exposer.status().message()));
   }
   return exposer;
 }
@@ -414,8 +455,8 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> StartMetricsExposerAt(
     const std::string& bind_address) {
   const size_t colon = bind_address.rfind(':');
   if (colon == std::string::npos || colon + 1 == bind_address.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", bind_address, "' has no port (HOST:PORT)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics address '", bind_address, "' has no port (HOST:PORT)"));
   }
   std::string host = bind_address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -427,17 +468,18 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> StartMetricsExposerAt(
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* info = nullptr;
-  if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
-                                 &info);
+  if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                                 port.c_str(), &hints, &info);
       rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", bind_address, "': ", gai_strerror(rc)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics address '", bind_address, "': ", gai_strerror(rc)));
   }
   Metrics();  // the families exist before the first scrape
   auto exposer = std::unique_ptr<MetricsExposer>(new MetricsExposer());
   std::string error = "no address";
   for (addrinfo* a = info; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       error = std::strerror(errno);
       continue;
@@ -459,14 +501,17 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> StartMetricsExposerAt(
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  if (getsockname(exposer->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
-    exposer->port_ = ntohs(bound.ss_family == AF_INET6
-                               ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  if (getsockname(exposer->listen_fd_, reinterpret_cast<sockaddr*>(&bound),
+                  &len) == 0) {
+    exposer->port_ =
+        ntohs(bound.ss_family == AF_INET6
+                  ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                  : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   }
   exposer->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (exposer->wake_fd_ < 0) {
-    return absl::InternalError(absl::StrCat("metrics: eventfd: ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("metrics: eventfd: ", std::strerror(errno)));
   }
   exposer->thread_ = std::thread([e = exposer.get()] { e->Serve(); });
   return exposer;

@@ -66,7 +66,9 @@ class FerryMetrics {
   // every shard, async: tasks applied; worker: its own steps trained).
   prometheus::Counter& steps(MetricRole role) { return *steps_[Index(role)]; }
   // ferry_samples_total{role}: training samples of those steps.
-  prometheus::Counter& samples(MetricRole role) { return *samples_[Index(role)]; }
+  prometheus::Counter& samples(MetricRole role) {
+    return *samples_[Index(role)];
+  }
   // ferry_bytes_total{role,peer_role,direction}: payload bytes.
   prometheus::Counter& bytes(MetricRole role, absl::string_view peer_role_key,
                              bool sent);
@@ -95,7 +97,9 @@ class FerryMetrics {
   // server/server_metrics.h) and the worker's generation.
   prometheus::Gauge& pending_pulls() { return *pending_pulls_; }
   prometheus::Gauge& members() { return *members_; }
-  prometheus::Gauge& generation(MetricRole role) { return *generation_[Index(role)]; }
+  prometheus::Gauge& generation(MetricRole role) {
+    return *generation_[Index(role)];
+  }
   prometheus::Gauge& model_version(MetricRole role) {
     return *model_version_[Index(role)];
   }
@@ -107,9 +111,12 @@ class FerryMetrics {
   prometheus::Counter& rejected(MetricRole role, absl::string_view op,
                                 absl::StatusCode code);
   // Counts `status` (when not OK) as a rejected input and returns it.
-  absl::Status Reject(MetricRole role, absl::string_view op, absl::Status status);
+  absl::Status Reject(MetricRole role, absl::string_view op,
+                      absl::Status status);
 
-  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+  const std::shared_ptr<prometheus::Registry>& registry() const {
+    return registry_;
+  }
 
  private:
   static size_t Index(MetricRole role) { return static_cast<size_t>(role); }
@@ -121,7 +128,9 @@ class FerryMetrics {
   prometheus::Family<prometheus::Counter>* rejected_family_;
   PerRole<prometheus::Counter> steps_, samples_;
   // [role][peer role: coordinator, ps, worker, other][sent, received]
-  std::array<std::array<std::array<prometheus::Counter*, 2>, 4>, kNumMetricRoles> bytes_;
+  std::array<std::array<std::array<prometheus::Counter*, 2>, 4>,
+             kNumMetricRoles>
+      bytes_;
   PerRole<prometheus::Histogram> push_seconds_, pull_seconds_;
   prometheus::Histogram* allreduce_seconds_;
   prometheus::Gauge* staleness_steps_;

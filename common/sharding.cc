@@ -9,7 +9,8 @@ namespace ferry {
 
 FlatRange ShardRange(int64_t total, int num_shards, int shard) {
   // 128-bit free: total * shard fits in int64 for any realistic model.
-  return FlatRange{total * shard / num_shards, total * (shard + 1) / num_shards};
+  return FlatRange{total * shard / num_shards,
+                   total * (shard + 1) / num_shards};
 }
 
 absl::StatusOr<std::vector<Chunk>> PlaceChunks(
@@ -24,18 +25,20 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
         "max_chunk_elements must be >= 1, got %d", max_chunk_elements));
   }
   if (num_shards > kMaxShardsPerJob) {
-    return LimitExceeded("the number of PS shards", num_shards, kMaxShardsPerJob);
+    return LimitExceeded("the number of PS shards", num_shards,
+                         kMaxShardsPerJob);
   }
   int64_t total = 0;
   for (size_t i = 0; i < tensor_sizes.size(); ++i) {
     if (tensor_sizes[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("tensor %d has negative size %d", i, tensor_sizes[i]));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor %d has negative size %d", i, tensor_sizes[i]));
     }
     if (tensor_sizes[i] > kMaxModelElements - total) {
       return LimitExceeded("the number of parameter elements",
-                           tensor_sizes[i] > kMaxModelElements ? tensor_sizes[i]
-                                                               : total + tensor_sizes[i],
+                           tensor_sizes[i] > kMaxModelElements
+                               ? tensor_sizes[i]
+                               : total + tensor_sizes[i],
                            kMaxModelElements);
     }
     total += tensor_sizes[i];
@@ -54,7 +57,8 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
           std::min({tensor_end, shard_end, pos + max_chunk_elements});
       if (static_cast<int64_t>(chunks.size()) == kMaxChunksPerJob) {
         return LimitExceeded(
-            absl::StrFormat("the number of chunks (max_chunk_elements %d)", max_chunk_elements),
+            absl::StrFormat("the number of chunks (max_chunk_elements %d)",
+                            max_chunk_elements),
             kMaxChunksPerJob + 1, kMaxChunksPerJob);
       }
       Chunk chunk;
@@ -72,7 +76,8 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
   return chunks;
 }
 
-std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks, int num_shards) {
+std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks,
+                                int num_shards) {
   std::vector<int64_t> loads(std::max(num_shards, 0), 0);
   for (const Chunk& c : chunks) {
     if (c.shard >= 0 && c.shard < num_shards) loads[c.shard] += c.length;

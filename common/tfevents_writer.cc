@@ -15,7 +15,12 @@ namespace ferry {
 namespace {
 
 // Protobuf wire format, the few pieces an Event needs.
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+enum WireType : uint32_t {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLengthDelimited = 2,
+  kFixed32 = 5
+};
 
 void PutVarint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -30,7 +35,8 @@ void PutTag(std::string& out, uint32_t field, WireType type) {
 }
 
 void PutFixed(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
 void PutDouble(std::string& out, uint32_t field, double v) {
@@ -47,7 +53,8 @@ void PutBytes(std::string& out, uint32_t field, absl::string_view bytes) {
 }
 
 // tensorflow.Event / Summary / Summary.Value field numbers.
-constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
+constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3,
+                   kEventSummary = 5;
 constexpr uint32_t kSummaryValue = 1;
 constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2;
 
@@ -55,13 +62,17 @@ std::atomic<int> file_counter{0};
 
 std::string Hostname() {
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+    return "localhost";
   return name;
 }
 
-absl::Status OsError(const std::string& what, const std::string& path, int err) {
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+absl::Status OsError(const std::string& what, const std::string& path,
+                     int err) {
+  const std::string message =
+      absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == EACCES || err == EPERM || err == EROFS)
+    return absl::PermissionDeniedError(message);
   return absl::InternalError(message);
 }
 
@@ -84,8 +95,9 @@ std::string EncodeFileVersionEvent(double wall_time) {
   return event;
 }
 
-std::string EncodeScalarsEvent(double wall_time, int64_t step,
-                               const std::vector<std::pair<std::string, float>>& values) {
+std::string EncodeScalarsEvent(
+    double wall_time, int64_t step,
+    const std::vector<std::pair<std::string, float>>& values) {
   std::string summary;
   for (const auto& [tag, value] : values) {
     std::string v;
@@ -104,20 +116,25 @@ std::string EncodeScalarsEvent(double wall_time, int64_t step,
   return event;
 }
 
-absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Open(const std::string& dir) {
-  if (dir.empty()) return absl::InvalidArgumentError("the TensorBoard directory is empty");
+absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Open(
+    const std::string& dir) {
+  if (dir.empty())
+    return absl::InvalidArgumentError("the TensorBoard directory is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return OsError("cannot create the TensorBoard directory", dir, ec.value());
+  if (ec)
+    return OsError("cannot create the TensorBoard directory", dir, ec.value());
   const absl::Time now = absl::Now();
-  const std::string stem = absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(now),
-                                        ".", Hostname(), ".", getpid(), ".");
+  const std::string stem =
+      absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(now), ".",
+                   Hostname(), ".", getpid(), ".");
   // "x": never reuse a file (another writer of this process, same second).
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::string path = absl::StrCat(stem, file_counter.fetch_add(1));
     std::FILE* file = std::fopen(path.c_str(), "wbx");
     if (file == nullptr && errno == EEXIST) continue;
-    if (file == nullptr) return OsError("cannot create the TensorBoard event file", path, errno);
+    if (file == nullptr)
+      return OsError("cannot create the TensorBoard event file", path, errno);
     std::unique_ptr<TfEventsWriter> writer(new TfEventsWriter(path, file));
     absl::MutexLock lock(&writer->mu_);
     const absl::Status s = writer->WriteRecord(
@@ -125,7 +142,8 @@ absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Open(const std::
     if (!s.ok()) return s;
     return writer;
   }
-  return absl::InternalError(absl::StrCat("no free event file name ", stem, "N"));
+  return absl::InternalError(
+      absl::StrCat("no free event file name ", stem, "N"));
 }
 
 TfEventsWriter::~TfEventsWriter() {
@@ -134,9 +152,10 @@ TfEventsWriter::~TfEventsWriter() {
 }
 
 absl::Status TfEventsWriter::WriteScalars(
-    int64_t step, absl::Time wall_time, const std::vector<std::pair<std::string, float>>& values) {
-  const std::string event =
-      EncodeScalarsEvent(absl::ToDoubleSeconds(wall_time - absl::UnixEpoch()), step, values);
+    int64_t step, absl::Time wall_time,
+    const std::vector<std::pair<std::string, float>>& values) {
+  const std::string event = EncodeScalarsEvent(
+      absl::ToDoubleSeconds(wall_time - absl::UnixEpoch()), step, values);
   absl::MutexLock lock(&mu_);
   return WriteRecord(event);
 }

@@ -40,8 +40,9 @@ std::string FrameTfRecord(absl::string_view data);
 // A serialized Event with wall_time and file_version "brain.Event:2".
 std::string EncodeFileVersionEvent(double wall_time);
 // A serialized Event with wall_time, step and one simple_value per entry.
-std::string EncodeScalarsEvent(double wall_time, int64_t step,
-                               const std::vector<std::pair<std::string, float>>& values);
+std::string EncodeScalarsEvent(
+    double wall_time, int64_t step,
+    const std::vector<std::pair<std::string, float>>& values);
 
 class TfEventsWriter {
  public:
@@ -49,20 +50,24 @@ class TfEventsWriter {
   // writes the file_version record. INVALID_ARGUMENT for an empty `dir`;
   // PERMISSION_DENIED / INTERNAL (naming the path) when it cannot be
   // created or written.
-  static absl::StatusOr<std::unique_ptr<TfEventsWriter>> Open(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<TfEventsWriter>> Open(
+      const std::string& dir);
   ~TfEventsWriter();
   TfEventsWriter(const TfEventsWriter&) = delete;
   TfEventsWriter& operator=(const TfEventsWriter&) = delete;
 
   // Appends one Event with these scalars and flushes it. INTERNAL (naming
   // the file and the OS error) when the write fails.
-  absl::Status WriteScalars(int64_t step, absl::Time wall_time,
-                            const std::vector<std::pair<std::string, float>>& values);
+  absl::Status WriteScalars(
+      int64_t step, absl::Time wall_time,
+      const std::vector<std::pair<std::string, float>>& values);
   const std::string& path() const { return path_; }
 
  private:
-  TfEventsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
-  absl::Status WriteRecord(absl::string_view data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TfEventsWriter(std::string path, std::FILE* file)
+      : path_(std::move(path)), file_(file) {}
+  absl::Status WriteRecord(absl::string_view data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   absl::Mutex mu_;

@@ -9,8 +9,8 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/metrics_jsonl.h"
+#include "common/status_macros.h"
 #include "common/tfevents_writer.h"
 
 namespace ferry {
@@ -23,7 +23,8 @@ void MetricsFanOut::RecordEval(const EvalMetrics& m) {
   for (auto& sink : sinks_) sink->RecordEval(m);
 }
 
-TensorBoardMetricsSink::TensorBoardMetricsSink(std::unique_ptr<TfEventsWriter> writer)
+TensorBoardMetricsSink::TensorBoardMetricsSink(
+    std::unique_ptr<TfEventsWriter> writer)
     : writer_(std::move(writer)) {}
 
 TensorBoardMetricsSink::~TensorBoardMetricsSink() = default;
@@ -38,7 +39,8 @@ void TensorBoardMetricsSink::RecordStep(const StepMetrics& m) {
       {"comm/bytes_sent", static_cast<float>(m.bytes_sent)},
       {"comm/bytes_received", static_cast<float>(m.bytes_received)},
       {"comm/bytes_sent_per_worker", static_cast<float>(m.bytes_sent / per)},
-      {"comm/bytes_received_per_worker", static_cast<float>(m.bytes_received / per)},
+      {"comm/bytes_received_per_worker",
+       static_cast<float>(m.bytes_received / per)},
       {"time/step_seconds", static_cast<float>(m.step_seconds)},
       {"time/compute_seconds", static_cast<float>(m.compute_seconds)},
       {"time/comm_seconds", static_cast<float>(m.comm_seconds)},
@@ -46,8 +48,9 @@ void TensorBoardMetricsSink::RecordStep(const StepMetrics& m) {
   Write(m.step, m.time, values);
 }
 
-void TensorBoardMetricsSink::Write(int64_t step, absl::Time time,
-                                   const std::vector<std::pair<std::string, float>>& values) {
+void TensorBoardMetricsSink::Write(
+    int64_t step, absl::Time time,
+    const std::vector<std::pair<std::string, float>>& values) {
   absl::MutexLock lock(&mu_);
   if (failed_) return;
   if (absl::Status s = writer_->WriteScalars(step, time, values); !s.ok()) {
@@ -74,9 +77,11 @@ absl::Status CheckMetricsPaths(const std::string& jsonl_path,
     ec = std::error_code(errno, std::generic_category());
   }
   if (!ec) return absl::OkStatus();
-  const std::string message = absl::StrCat("--tensorboard-dir: cannot write to ", tensorboard_dir,
-                                           ": ", ec.message());
-  if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted ||
+  const std::string message =
+      absl::StrCat("--tensorboard-dir: cannot write to ", tensorboard_dir, ": ",
+                   ec.message());
+  if (ec == std::errc::permission_denied ||
+      ec == std::errc::operation_not_permitted ||
       ec == std::errc::read_only_file_system) {
     return absl::PermissionDeniedError(message);
   }
@@ -89,18 +94,21 @@ absl::StatusOr<std::unique_ptr<MetricsSink>> OpenMetricsSinks(
   if (!jsonl_path.empty()) {
     auto jsonl = JsonlMetricsSink::Open(jsonl_path);
     if (!jsonl.ok()) {
-      return absl::Status(jsonl.status().code(),
-                          "--metrics-jsonl: " + std::string(jsonl.status().message()));
+      return absl::Status(
+          jsonl.status().code(),
+          "--metrics-jsonl: " + std::string(jsonl.status().message()));
     }
     sinks.push_back(*std::move(jsonl));
   }
   if (!tensorboard_dir.empty()) {
     auto writer = TfEventsWriter::Open(tensorboard_dir);
     if (!writer.ok()) {
-      return absl::Status(writer.status().code(),
-                          "--tensorboard-dir: " + std::string(writer.status().message()));
+      return absl::Status(
+          writer.status().code(),
+          "--tensorboard-dir: " + std::string(writer.status().message()));
     }
-    sinks.push_back(std::make_unique<TensorBoardMetricsSink>(*std::move(writer)));
+    sinks.push_back(
+        std::make_unique<TensorBoardMetricsSink>(*std::move(writer)));
   }
   if (sinks.empty()) return std::unique_ptr<MetricsSink>();
   if (sinks.size() == 1) return std::move(sinks.front());

@@ -33,14 +33,14 @@ struct StepMetrics {
   // Optimizer updates applied including this one (the shard version after
   // it, 1-based). Test evaluations use the same axis (EvalMetrics.step).
   int64_t step = 0;
-  absl::Time time;              // when it committed
-  double elapsed_seconds = 0;   // since the job started (across restarts)
+  absl::Time time;             // when it committed
+  double elapsed_seconds = 0;  // since the job started (across restarts)
   int64_t epoch = 0;
-  std::string mode;             // "ps", "ring" or "standalone"
-  double train_loss = 0;        // mean over the step's samples
-  double train_accuracy = 0;    // fraction of the step's samples right
-  int64_t samples = 0;          // samples in this step
-  int64_t workers = 0;          // contributors of this step
+  std::string mode;           // "ps", "ring" or "standalone"
+  double train_loss = 0;      // mean over the step's samples
+  double train_accuracy = 0;  // fraction of the step's samples right
+  int64_t samples = 0;        // samples in this step
+  int64_t workers = 0;        // contributors of this step
   // Payload bytes sent / received by all workers so far (cumulative,
   // workers that left included) and how many workers they cover.
   int64_t bytes_sent = 0;
@@ -59,9 +59,9 @@ struct StepMetrics {
     int64_t calls = 0;  // pulls + push streams
   };
   std::map<std::string, PeerTraffic> peers;
-  double step_seconds = 0;      // since the previous commit (or the start)
-  double compute_seconds = 0;   // mean over the step's contributors
-  double comm_seconds = 0;      // mean over the step's contributors
+  double step_seconds = 0;     // since the previous commit (or the start)
+  double compute_seconds = 0;  // mean over the step's contributors
+  double comm_seconds = 0;     // mean over the step's contributors
 };
 
 // One evaluation of the weights on the test set.
@@ -123,13 +123,14 @@ class TensorBoardMetricsSink final : public MetricsSink {
 // both are empty. Errors name the path and the flag: NOT_FOUND for a
 // missing directory of the JSONL file, PERMISSION_DENIED when it cannot be
 // written, INTERNAL otherwise.
-absl::StatusOr<std::unique_ptr<MetricsSink>> OpenMetricsSinks(const std::string& jsonl_path,
-                                                              const std::string& tensorboard_dir);
+absl::StatusOr<std::unique_ptr<MetricsSink>> OpenMetricsSinks(
+    const std::string& jsonl_path, const std::string& tensorboard_dir);
 
 // What OpenMetricsSinks would say, without starting an event file: for a
 // launcher that hands the paths to another process. May create the JSONL
 // file (empty) and the TensorBoard directory.
-absl::Status CheckMetricsPaths(const std::string& jsonl_path, const std::string& tensorboard_dir);
+absl::Status CheckMetricsPaths(const std::string& jsonl_path,
+                               const std::string& tensorboard_dir);
 
 }  // namespace ferry
 

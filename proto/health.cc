@@ -10,7 +10,8 @@
 
 namespace ferry {
 
-void HealthState::Attach(grpc::Server* server, std::vector<std::string> services) {
+void HealthState::Attach(grpc::Server* server,
+                         std::vector<std::string> services) {
   absl::MutexLock lock(&mu_);
   attached_.push_back({server, std::move(services)});
   PublishLocked();
@@ -19,7 +20,9 @@ void HealthState::Attach(grpc::Server* server, std::vector<std::string> services
 void HealthState::Detach(grpc::Server* server) {
   absl::MutexLock lock(&mu_);
   attached_.erase(std::remove_if(attached_.begin(), attached_.end(),
-                                 [server](const Attached& a) { return a.server == server; }),
+                                 [server](const Attached& a) {
+                                   return a.server == server;
+                                 }),
                   attached_.end());
 }
 
@@ -64,7 +67,8 @@ std::string HealthState::reason() const {
 void HealthState::PublishLocked() {
   const bool ready = started_ && !draining_ && peers_ok_;
   for (const Attached& a : attached_) {
-    grpc::HealthCheckServiceInterface* health = a.server->GetHealthCheckService();
+    grpc::HealthCheckServiceInterface* health =
+        a.server->GetHealthCheckService();
     if (health == nullptr) continue;
     health->SetServingStatus("", ready);
     health->SetServingStatus(kLivenessService, !draining_);
@@ -74,14 +78,15 @@ void HealthState::PublishLocked() {
 
 void EnableHealthChecks() { grpc::EnableDefaultHealthCheckService(true); }
 
-absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port, HealthState* state,
-                                                                  const std::string& host) {
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    int port, HealthState* state, const std::string& host) {
   EnableHealthChecks();
   std::unique_ptr<HealthServer> result(new HealthServer(state));
   grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port is an error
-  builder.AddListeningPort(absl::StrCat(host, ":", port), grpc::InsecureServerCredentials(),
-                           &result->port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT,
+                             0);  // a busy port is an error
+  builder.AddListeningPort(absl::StrCat(host, ":", port),
+                           grpc::InsecureServerCredentials(), &result->port_);
   result->server_ = builder.BuildAndStart();
   if (result->server_ == nullptr || result->port_ == 0) {
     return absl::UnavailableError(
@@ -95,15 +100,20 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port, Heal
 HealthServer::~HealthServer() {
   if (server_ == nullptr) return;
   state_->Detach(server_.get());
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(200));
 }
 
 const char* HealthStatusName(HealthStatus status) {
   switch (status) {
-    case HealthStatus::kServing: return "SERVING";
-    case HealthStatus::kNotServing: return "NOT_SERVING";
-    case HealthStatus::kServiceUnknown: return "SERVICE_UNKNOWN";
-    case HealthStatus::kUnreachable: return "UNREACHABLE";
+    case HealthStatus::kServing:
+      return "SERVING";
+    case HealthStatus::kNotServing:
+      return "NOT_SERVING";
+    case HealthStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+    case HealthStatus::kUnreachable:
+      return "UNREACHABLE";
   }
   return "UNKNOWN";
 }
@@ -153,13 +163,14 @@ HealthStatus CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
   grpc::ByteBuffer response;
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
                    status = std::move(s);
                    done.Notify();
                  });
   done.WaitForNotification();
-  if (status.error_code() == grpc::StatusCode::NOT_FOUND) return HealthStatus::kServiceUnknown;
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND)
+    return HealthStatus::kServiceUnknown;
   if (!status.ok()) {
     if (error != nullptr) {
       *error = absl::StrCat(FromGrpcStatus(status).ToString());
@@ -167,12 +178,15 @@ HealthStatus CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
     return HealthStatus::kUnreachable;
   }
   switch (DecodeStatus(response)) {
-    case 1: return HealthStatus::kServing;
-    case 3: return HealthStatus::kServiceUnknown;
+    case 1:
+      return HealthStatus::kServing;
+    case 3:
+      return HealthStatus::kServiceUnknown;
     case -1:
       if (error != nullptr) *error = "malformed HealthCheckResponse";
       return HealthStatus::kUnreachable;
-    default: return HealthStatus::kNotServing;
+    default:
+      return HealthStatus::kNotServing;
   }
 }
 

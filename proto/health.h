@@ -72,8 +72,8 @@ void EnableHealthChecks();
 // bound. Detach and shut down via the returned object's destructor.
 class HealthServer {
  public:
-  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port, HealthState* state,
-                                                             const std::string& host = "0.0.0.0");
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(
+      int port, HealthState* state, const std::string& host = "0.0.0.0");
   ~HealthServer();
   int port() const { return port_; }
 
@@ -84,7 +84,12 @@ class HealthServer {
   int port_ = 0;
 };
 
-enum class HealthStatus { kServing, kNotServing, kServiceUnknown, kUnreachable };
+enum class HealthStatus {
+  kServing,
+  kNotServing,
+  kServiceUnknown,
+  kUnreachable
+};
 const char* HealthStatusName(HealthStatus status);
 
 // grpc.health.v1.Health/Check of `service` over `channel`, with a deadline.

@@ -62,42 +62,50 @@ GradientCompression FromProto(const v1::GradientCompression& c) {
   return out;
 }
 
-absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,
-                              int* staleness) {
+absl::Status ParseConsistency(const std::string& text,
+                              v1::Consistency* consistency, int* staleness) {
   *staleness = 0;
   if (text == "sync") {
     *consistency = v1::CONSISTENCY_SYNC;
   } else if (text == "async") {
     *consistency = v1::CONSISTENCY_ASYNC;
-  } else if (absl::StartsWith(text, "ssp:") && absl::SimpleAtoi(text.substr(4), staleness) &&
-             *staleness >= 0) {
+  } else if (absl::StartsWith(text, "ssp:") &&
+             absl::SimpleAtoi(text.substr(4), staleness) && *staleness >= 0) {
     *consistency = v1::CONSISTENCY_SSP;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown consistency '", text, "': expected sync, async or ssp:K (K >= 0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown consistency '", text,
+                     "': expected sync, async or ssp:K (K >= 0)"));
   }
   return absl::OkStatus();
 }
 
 std::string ConsistencyName(v1::Consistency consistency, int staleness) {
   switch (consistency) {
-    case v1::CONSISTENCY_SYNC: return "sync";
-    case v1::CONSISTENCY_ASYNC: return "async";
-    case v1::CONSISTENCY_SSP: return absl::StrCat("ssp:", staleness);
-    default: return "unknown";
+    case v1::CONSISTENCY_SYNC:
+      return "sync";
+    case v1::CONSISTENCY_ASYNC:
+      return "async";
+    case v1::CONSISTENCY_SSP:
+      return absl::StrCat("ssp:", staleness);
+    default:
+      return "unknown";
   }
 }
 
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text) {
   if (text == "ps") return v1::MODE_PS;
   if (text == "ring") return v1::MODE_RING;
-  return absl::InvalidArgumentError(absl::StrCat("unknown mode '", text, "': expected ps or ring"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", text, "': expected ps or ring"));
 }
 
-std::string ModeName(v1::Mode mode) { return mode == v1::MODE_RING ? "ring" : "ps"; }
+std::string ModeName(v1::Mode mode) {
+  return mode == v1::MODE_RING ? "ring" : "ps";
+}
 
 absl::Status CheckJobTensors(const v1::JobSpec& job,
-                          const ParameterLayout& layout) {
+                             const ParameterLayout& layout) {
   if (job.tensors_size() == 0) return absl::OkStatus();
   bool same = job.tensors_size() == static_cast<int>(layout.tensors().size());
   for (int i = 0; same && i < job.tensors_size(); ++i) {

@@ -7,8 +7,8 @@
 #include "absl/status/statusor.h"
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
-#include "common/parameter_layout.h"
 #include "ferry/v1/common.pb.h"
+#include "model/parameter_layout.h"
 
 namespace ferry {
 
@@ -21,8 +21,8 @@ v1::GradientCompression ToProto(const GradientCompression& compression);
 GradientCompression FromProto(const v1::GradientCompression& compression);
 
 // "sync", "async", "ssp:K" (K >= 0). INVALID_ARGUMENT otherwise.
-absl::Status ParseConsistency(const std::string& text, v1::Consistency* consistency,
-                              int* staleness);
+absl::Status ParseConsistency(const std::string& text,
+                              v1::Consistency* consistency, int* staleness);
 std::string ConsistencyName(v1::Consistency consistency, int staleness);
 // "ps" or "ring".
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
@@ -30,7 +30,8 @@ std::string ModeName(v1::Mode mode);
 
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.
-absl::Status CheckJobTensors(const v1::JobSpec& job, const ParameterLayout& layout);
+absl::Status CheckJobTensors(const v1::JobSpec& job,
+                             const ParameterLayout& layout);
 
 }  // namespace ferry
 

@@ -8,18 +8,21 @@
 
 namespace ferry {
 
-absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(const OpsFlags& flags,
-                                                              const std::string& component,
-                                                              MetricRole role) {
-  if (absl::Status s = ConfigureLogging(component, flags.log_level, flags.log_format); !s.ok()) {
+absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(
+    const OpsFlags& flags, const std::string& component, MetricRole role) {
+  if (absl::Status s =
+          ConfigureLogging(component, flags.log_level, flags.log_format);
+      !s.ok()) {
     return s;
   }
   // Every ferry process serves gRPC (a worker its ring peer port), so a
   // CA without a certificate of its own cannot work: refuse it now rather
   // than when the first port is bound.
-  if (!flags.tls_ca.empty() && (flags.tls_cert.empty() || flags.tls_key.empty())) {
+  if (!flags.tls_ca.empty() &&
+      (flags.tls_cert.empty() || flags.tls_key.empty())) {
     return absl::InvalidArgumentError(
-        "--tls-ca needs --tls-cert and --tls-key: this process serves gRPC too");
+        "--tls-ca needs --tls-cert and --tls-key: this process serves gRPC "
+        "too");
   }
   if (absl::Status s = InstallRpcSecurity(flags); !s.ok()) return s;
   std::unique_ptr<ProcessOps> ops(new ProcessOps());
@@ -58,8 +61,8 @@ void ProcessOps::WatchPeer(const std::string& name, const std::string& address,
         return;
       }
       std::string error;
-      const HealthStatus status =
-          CheckHealth(channel, "", std::min(interval, absl::Seconds(2)), &error);
+      const HealthStatus status = CheckHealth(
+          channel, "", std::min(interval, absl::Seconds(2)), &error);
       // NOT_SERVING (e.g. still starting) still proves the peer is reachable.
       const bool answered = status != HealthStatus::kUnreachable;
       missed = answered ? 0 : missed + 1;
@@ -81,6 +84,8 @@ int ProcessOps::health_port() const {
   return health_server_ == nullptr ? 0 : health_server_->port();
 }
 
-int ProcessOps::metrics_port() const { return metrics_ == nullptr ? 0 : metrics_->port(); }
+int ProcessOps::metrics_port() const {
+  return metrics_ == nullptr ? 0 : metrics_->port();
+}
 
 }  // namespace ferry

@@ -26,9 +26,8 @@ class ProcessOps {
   // port. INVALID_ARGUMENT for bad flags, UNAVAILABLE for a port that cannot
   // be bound; nothing is left running on error.
   // `role` selects the metric series this process exports (ExportOnlyRole).
-  static absl::StatusOr<std::unique_ptr<ProcessOps>> Start(const OpsFlags& flags,
-                                                           const std::string& component,
-                                                           MetricRole role);
+  static absl::StatusOr<std::unique_ptr<ProcessOps>> Start(
+      const OpsFlags& flags, const std::string& component, MetricRole role);
   ~ProcessOps();  // stops the peer watcher, then the health and metrics ports
 
   HealthState& health() { return health_; }

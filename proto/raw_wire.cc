@@ -14,7 +14,8 @@ uint8_t* PutVarint(uint64_t value, uint8_t* out) {
   return out;
 }
 
-grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& message) {
+grpc::ByteBuffer SerializeMessage(
+    const google::protobuf::MessageLite& message) {
   const grpc::Slice slice(message.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);
 }

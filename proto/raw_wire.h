@@ -110,7 +110,6 @@ class ChunkBufferPool : public std::enable_shared_from_this<ChunkBufferPool> {
   size_t free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-
 // Reads a received message across its slices. Positions are byte offsets
 // from the start of the message.
 class WireReader {

@@ -37,10 +37,12 @@ grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
     match |= ConstantTimeEquals(value.substr(kScheme.size()), token);
   }
   if (!present) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "missing bearer token");
   }
   if (!match) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "wrong bearer token");
   }
   return grpc::Status::OK;
 }

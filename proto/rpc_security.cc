@@ -20,8 +20,9 @@ absl::Status ReadFlagFile(absl::string_view flag, const std::string& path,
                           std::string* contents) {
   absl::StatusOr<std::string> read = PosixFileSystem()->ReadFile(path);
   if (!read.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": cannot read the file (", read.status().message(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": cannot read the file (",
+                     read.status().message(), ")"));
   }
   if (read->empty()) {
     return absl::InvalidArgumentError(
@@ -39,8 +40,8 @@ absl::Status ReadPemFlagFile(absl::string_view flag, const std::string& path,
   absl::Status status = ReadFlagFile(flag, path, contents);
   if (!status.ok()) return status;
   if (!absl::StrContains(*contents, "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": not a PEM file (no -----BEGIN line)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": not a PEM file (no -----BEGIN line)"));
   }
   return absl::OkStatus();
 }
@@ -66,9 +67,11 @@ class BearerInterceptor final : public grpc::experimental::Interceptor {
  public:
   explicit BearerInterceptor(std::string value) : value_(std::move(value)) {}
 
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
       methods->GetSendInitialMetadata()->emplace(kAuthorizationKey, value_);
     }
     methods->Proceed();
@@ -113,13 +116,15 @@ absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags) {
         "certificates)");
   }
   if (!flags.tls_cert.empty()) {
-    absl::Status status = ReadPemFlagFile("--tls-cert", flags.tls_cert, &config.cert_pem);
+    absl::Status status =
+        ReadPemFlagFile("--tls-cert", flags.tls_cert, &config.cert_pem);
     if (!status.ok()) return status;
     status = ReadPemFlagFile("--tls-key", flags.tls_key, &config.key_pem);
     if (!status.ok()) return status;
   }
   if (!flags.tls_ca.empty()) {
-    absl::Status status = ReadPemFlagFile("--tls-ca", flags.tls_ca, &config.ca_pem);
+    absl::Status status =
+        ReadPemFlagFile("--tls-ca", flags.tls_ca, &config.ca_pem);
     if (!status.ok()) return status;
   }
   config.require_client_cert = flags.require_client_cert;
@@ -129,15 +134,14 @@ absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags) {
     absl::Status status =
         ReadFlagFile("--auth-token-file", flags.auth_token_file, &token);
     if (!status.ok()) return status;
-    while (!token.empty() &&
-           (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
-            token.back() == '\t')) {
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
+                              token.back() == ' ' || token.back() == '\t')) {
       token.pop_back();
     }
     if (token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth-token-file ", flags.auth_token_file,
-          ": the token is empty (only whitespace)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-token-file ", flags.auth_token_file,
+                       ": the token is empty (only whitespace)"));
     }
     for (const char c : token) {
       const unsigned char u = static_cast<unsigned char>(c);
@@ -196,12 +200,15 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
   return grpc::SslServerCredentials(options);
 }
 
-std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+std::vector<
+    std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientInterceptors(const RpcSecurityConfig& config) {
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
   if (!config.token.empty()) {
-    interceptors.push_back(std::make_unique<BearerInterceptorFactory>(config.token));
+    interceptors.push_back(
+        std::make_unique<BearerInterceptorFactory>(config.token));
   }
   return interceptors;
 }

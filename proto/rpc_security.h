@@ -46,7 +46,7 @@ struct RpcSecurityConfig {
   std::string key_pem;   // its private key
   std::string ca_pem;    // CA bundle verifying peers
   bool require_client_cert = false;  // mutual TLS on served ports
-  std::string token;     // bearer token; empty: none sent, none required
+  std::string token;  // bearer token; empty: none sent, none required
   // Name every server certificate is checked against instead of the host
   // dialled (for peers dialled by IP, e.g. ring workers by pod IP); empty:
   // the host dialled.
@@ -99,7 +99,8 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
 
 // The client interceptors of a channel under `config`: one that adds the
 // bearer token to every call when config.token is set, none otherwise.
-std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+std::vector<
+    std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientInterceptors(const RpcSecurityConfig& config);
 
 // The metadata key and value prefix of the token (HTTP Authorization).

@@ -56,20 +56,22 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   // A port another process (or server) holds is an error, not shared.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             5000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
 }
 
-void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port) {
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address,
+                    int* port) {
   AddServingPort(builder, address, port, ProcessRpcSecurity());
 }
 
-void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port,
-                    const RpcSecurityConfig& security) {
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address,
+                    int* port, const RpcSecurityConfig& security) {
   std::shared_ptr<grpc::ServerCredentials> credentials =
       MakeServerCredentials(security);
   if (credentials == nullptr) {
-    LogError("cannot serve over TLS without --tls-cert and --tls-key", {{"address", address}});
+    LogError("cannot serve over TLS without --tls-cert and --tls-key",
+             {{"address", address}});
     *port = 0;
     return;
   }

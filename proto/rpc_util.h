@@ -15,7 +15,6 @@
 
 namespace ferry {
 
-
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
@@ -42,10 +41,11 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 // receives the bound port once the server is built (0 if binding failed).
 // With TLS on but no --tls-cert/--tls-key (a client-only config) no port is
 // added and `*port` stays 0: a server never falls back to plaintext.
-void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port);
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address,
+                    int* port);
 // The same with an explicit security config instead of the process's.
-void AddServingPort(grpc::ServerBuilder& builder, const std::string& address, int* port,
-                    const RpcSecurityConfig& security);
+void AddServingPort(grpc::ServerBuilder& builder, const std::string& address,
+                    int* port, const RpcSecurityConfig& security);
 
 }  // namespace ferry
 

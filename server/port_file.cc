@@ -15,7 +15,8 @@ absl::Status WritePortFile(const std::string& path, int port) {
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
 }

@@ -1,24 +1,22 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_backend.h"
 #include "common/gradient_codec.h"
 #include "common/log.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "common/training_metrics.h"
+#include "coordinator/coordinator_service.h"
+#include "coordinator/grpc_shard_control.h"
+#include "coordinator/ring_control.h"
+#include "data/data_source.h"
+#include "model/model_spec.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
-#include "server/coordinator_service.h"
-#include "server/grpc_shard_control.h"
-#include "server/ring_control.h"
-#include "server/server_metrics.h"
 #include "server/server_main.h"
-#include "worker/data_source.h"
-#include "worker/mlp.h"
-#include "worker/standalone_trainer.h"
+#include "server/server_metrics.h"
 
 namespace ferry {
 namespace {
@@ -31,7 +29,8 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model,
+absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
+                                     const ParameterLayout& layout,
                                      int64_t epoch_size) {
   v1::JobSpec job;
   job.set_job_id(f.job_id);
@@ -50,12 +49,15 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
   job.set_staleness(staleness);
   job.set_sync_quorum(f.sync_quorum);
   if (mode == v1::MODE_PS && f.shards.empty()) {
-    return absl::InvalidArgumentError("PS mode needs --shards HOST:PORT[,HOST:PORT...]");
+    return absl::InvalidArgumentError(
+        "PS mode needs --shards HOST:PORT[,HOST:PORT...]");
   }
   for (const std::string& s : f.shards) job.add_shard_addresses(s);
-  job.set_max_chunk_elements(f.max_chunk_elements > 0 ? f.max_chunk_elements
-                                                      : kDefaultMaxChunkElements);
-  job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements : kDefaultBucketElements);
+  job.set_max_chunk_elements(f.max_chunk_elements > 0
+                                 ? f.max_chunk_elements
+                                 : kDefaultMaxChunkElements);
+  job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements
+                                                : kDefaultBucketElements);
   job.set_max_steps(f.max_steps);
   if (f.digest_every < 0) {
     return absl::InvalidArgumentError("--digest-every must be >= 0");
@@ -70,7 +72,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
     }
     *job.mutable_compression() = ToProto(*c);
   }
-  for (const TensorSlot& t : model.layout().tensors()) {
+  for (const TensorSlot& t : layout.tensors()) {
     v1::TensorSpec* spec = job.add_tensors();
     spec->set_name(t.name);
     for (int64_t d : t.shape) spec->add_shape(d);
@@ -78,12 +80,15 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f, const Mlp& model
   // The schedule counts optimizer updates: one per step in sync mode, one
   // per push (global_batch / workers samples) in async mode.
   OptimizerConfig optimizer = f.optimizer;
-  const int64_t steps_per_epoch = (epoch_size + f.global_batch - 1) / f.global_batch;
-  const int workers = std::max({1, f.expected_workers > 0 ? f.expected_workers : f.min_workers,
-                                f.expected_workers > 0 ? 0 : f.start_workers});
+  const int64_t steps_per_epoch =
+      (epoch_size + f.global_batch - 1) / f.global_batch;
+  const int workers =
+      std::max({1, f.expected_workers > 0 ? f.expected_workers : f.min_workers,
+                f.expected_workers > 0 ? 0 : f.start_workers});
   ResolveScheduleLength(optimizer,
-                        consistency == v1::CONSISTENCY_SYNC ? steps_per_epoch
-                                                            : steps_per_epoch * workers,
+                        consistency == v1::CONSISTENCY_SYNC
+                            ? steps_per_epoch
+                            : steps_per_epoch * workers,
                         f.epochs);
   RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
   *job.mutable_optimizer() = ToProto(optimizer);
@@ -101,13 +106,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   }
   auto sizes = ParseMlpSpec(f.model);
   if (!sizes.ok()) return Fail(sizes.status());
-  auto backend = MakeCpuBackend(1);
-  auto model = Mlp::Create(*sizes, backend.get());
-  if (!model.ok()) return Fail(model.status());
-  auto data = LoadTrainTest(f.dataset, f.data_dir, model->input_dim(), model->num_classes(),
-                            f.seed);
+  auto layout = MlpLayout(*sizes);
+  if (!layout.ok()) return Fail(layout.status());
+  auto data = LoadTrainTest(f.dataset, f.data_dir, sizes->front(),
+                            sizes->back(), f.seed);
   if (!data.ok()) return Fail(data.status());
-  auto job = BuildJob(f, *model, data->train.num_samples);
+  auto job = BuildJob(f, *layout, data->train.num_samples);
   if (!job.ok()) return Fail(job.status());
 
   std::unique_ptr<ShardControl> shards;
@@ -133,7 +137,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   options.checkpoint_every = f.checkpoint_every;
   options.state_dir = f.state_dir;
   options.metrics = metrics->get();
-  if (f.heartbeat_interval_s <= 0 || f.heartbeat_timeout_s <= f.heartbeat_interval_s) {
+  if (f.heartbeat_interval_s <= 0 ||
+      f.heartbeat_timeout_s <= f.heartbeat_interval_s) {
     return Fail(absl::InvalidArgumentError(
         "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));
   }
@@ -141,7 +146,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   if (!core.ok()) return Fail(core.status());
   if (ring != nullptr) {
     Coordinator* coordinator = core->get();
-    ring->set_member_source([coordinator] { return coordinator->PeerAddresses(); });
+    ring->set_member_source(
+        [coordinator] { return coordinator->PeerAddresses(); });
   }
 
   // Declared after the core, so destroyed before it.
@@ -154,22 +160,25 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
+    return Fail(
+        absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
   }
-  if (absl::Status s = WritePortFile(f.port_file, port); !s.ok()) return Fail(s);
+  if (absl::Status s = WritePortFile(f.port_file, port); !s.ok())
+    return Fail(s);
   ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
   ops.health().SetStarted();
-  LogInfo("coordinator listening",
-          {{"port", port},
-           {"job", job->job_id()},
-           {"mode", ModeName(job->mode())},
-           {"consistency", ConsistencyName(job->consistency(), job->staleness())},
-           {"model", job->model()},
-           {"epochs", job->epochs()},
-           {"epoch_samples", options.epoch_size},
-           {"global_batch", job->global_batch()},
-           {"health_port", ops.health_port()},
-           {"metrics_port", ops.metrics_port()}});
+  LogInfo(
+      "coordinator listening",
+      {{"port", port},
+       {"job", job->job_id()},
+       {"mode", ModeName(job->mode())},
+       {"consistency", ConsistencyName(job->consistency(), job->staleness())},
+       {"model", job->model()},
+       {"epochs", job->epochs()},
+       {"epoch_samples", options.epoch_size},
+       {"global_batch", job->global_batch()},
+       {"health_port", ops.health_port()},
+       {"metrics_port", ops.metrics_port()}});
 
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
@@ -182,7 +191,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   ops.health().Detach(server.get());
   (*core)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  LogInfo("coordinator stopped", {{"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+  LogInfo("coordinator stopped",
+          {{"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
   return 0;
 }
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/cpu_backend.h"
+#include "common/backoff.h"
 #include "common/file_system.h"
 #include "common/link_shaper.h"
 #include "common/log.h"
@@ -12,15 +12,15 @@
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
+#include "model/model_spec.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
-#include "server/ps_checkpointer.h"
-#include "server/ps_server.h"
-#include "server/ps_shard.h"
+#include "ps/ps_checkpointer.h"
+#include "ps/ps_server.h"
+#include "ps/ps_shard.h"
 #include "server/server_main.h"
 #include "server/server_metrics.h"
-#include "worker/mlp.h"
 
 namespace ferry {
 namespace {
@@ -31,49 +31,57 @@ int Fail(const absl::Status& status) {
 }
 
 // Fetches the job from the coordinator, retrying while it is unreachable.
-absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address, absl::Duration timeout) {
+absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address,
+                                     absl::Duration timeout) {
   auto stub = v1::Coordinator::NewStub(MakeChannel(address));
-  const absl::Time give_up = absl::Now() + timeout;
+  Backoff backoff(RetryPolicy{.initial_backoff = absl::Milliseconds(200),
+                              .max_backoff = absl::Seconds(2),
+                              .budget = timeout});
   while (true) {
     grpc::ClientContext context;
     SetDeadline(context, absl::Seconds(2));
     v1::JobSpec job;
-    const grpc::Status status = stub->GetJob(&context, v1::GetJobRequest(), &job);
+    const grpc::Status status =
+        stub->GetJob(&context, v1::GetJobRequest(), &job);
     if (status.ok()) return job;
-    const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!retryable || absl::Now() > give_up) {
-      return absl::Status(FromGrpcStatus(status).code(),
-                          absl::StrCat("cannot fetch the job from the coordinator at ",
-                                       address, ": ", status.error_message()));
+    const bool retryable =
+        status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retryable || !backoff.Wait()) {
+      return absl::Status(
+          FromGrpcStatus(status).code(),
+          absl::StrCat("cannot fetch the job from the coordinator at ", address,
+                       ": ", status.error_message()));
     }
-    absl::SleepFor(absl::Milliseconds(200));
   }
 }
 
-absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_id,
+absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
+                                             int shard_id,
                                              const PsLimits& limits) {
   if (shard_id < 0 || shard_id >= job.shard_addresses_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard-id ", shard_id, " is outside the job's ", job.shard_addresses_size(),
-        " shards"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard-id ", shard_id, " is outside the job's ",
+                     job.shard_addresses_size(), " shards"));
   }
   ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
-  auto backend = MakeCpuBackend(1);
-  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend.get()));
-  const std::vector<float> init = model.InitialParameters(job.seed());
+  ASSIGN_OR_RETURN(ParameterLayout layout, MlpLayout(sizes));
+  const std::vector<float> init =
+      MlpInitialParameters(sizes, layout, job.seed());
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;
   config.job_id = job.job_id();
   config.shard_id = shard_id;
   config.num_shards = job.shard_addresses_size();
-  config.tensor_sizes = model.layout().TensorSizes();
+  config.tensor_sizes = layout.TensorSizes();
   config.max_chunk_elements = job.max_chunk_elements();
   config.optimizer = FromProto(job.optimizer());
-  config.consistency = job.consistency() == v1::CONSISTENCY_SYNC ? PsConsistency::kSync
-                                                                : PsConsistency::kAsync;
-  config.initial_slice.assign(init.begin() + range.begin, init.begin() + range.end);
+  config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
+                           ? PsConsistency::kSync
+                           : PsConsistency::kAsync;
+  config.initial_slice.assign(init.begin() + range.begin,
+                              init.begin() + range.end);
   config.limits = limits;
   return config;
 }
@@ -83,11 +91,13 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job, int shard_i
 absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {
   size_t digits = 0;
   while (digits < hostname.size() &&
-         std::isdigit(static_cast<unsigned char>(hostname[hostname.size() - 1 - digits]))) {
+         std::isdigit(static_cast<unsigned char>(
+             hostname[hostname.size() - 1 - digits]))) {
     ++digits;
   }
   const size_t dash = hostname.size() - digits - 1;
-  if (digits == 0 || digits > 6 || hostname.size() < digits + 2 || hostname[dash] != '-') {
+  if (digits == 0 || digits > 6 || hostname.size() < digits + 2 ||
+      hostname[dash] != '-') {
     return absl::InvalidArgumentError(absl::StrCat(
         "--shard-id-from-hostname: hostname '", hostname,
         "' does not end in -N (a StatefulSet pod name such as ferry-ps-2)"));
@@ -121,7 +131,8 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   auto shard = PsShard::Create(std::move(*config));
   if (!shard.ok()) return Fail(shard.status());
   // Declared before the server, which uses it, so that it outlives it.
-  PsCheckpointer checkpointer(shard->get(), PosixFileSystem(), f.checkpoint_dir);
+  PsCheckpointer checkpointer(shard->get(), PosixFileSystem(),
+                              f.checkpoint_dir);
   auto resumed = checkpointer.Resume();
   if (!resumed.ok()) return Fail(resumed.status());
   if (resumed->has_value()) {
@@ -135,23 +146,27 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
     if (!initial.ok()) return Fail(initial.status());
   }
   // Declared after the shard and checkpointer, so destroyed before them.
-  std::unique_ptr<ScrapeHook> gauges = ExportShardGauges(shard->get(), &checkpointer);
-  auto server = StartPsServer(shard->get(), f.listen, &checkpointer, shaper.get());
+  std::unique_ptr<ScrapeHook> gauges =
+      ExportShardGauges(shard->get(), &checkpointer);
+  auto server =
+      StartPsServer(shard->get(), f.listen, &checkpointer, shaper.get());
   if (!server.ok()) return Fail(server.status());
-  if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok()) return Fail(s);
+  if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok())
+    return Fail(s);
   ops.health().Attach(server->server.get(), {"ferry.v1.ParameterServer"});
   ops.health().SetStarted();
   ops.WatchPeer("coordinator", f.coordinator);
-  LogInfo("PS shard listening", {{"shard", f.shard_id},
-                                 {"shards", job->shard_addresses_size()},
-                                 {"job", job->job_id()},
-                                 {"port", server->port},
-                                 {"parameters", owned},
-                                 {"version", (*shard)->version()},
-                                 {"checkpoints", f.checkpoint_dir.empty() ? std::string("off")
-                                                                          : f.checkpoint_dir},
-                                 {"health_port", ops.health_port()},
-                                 {"metrics_port", ops.metrics_port()}});
+  LogInfo("PS shard listening",
+          {{"shard", f.shard_id},
+           {"shards", job->shard_addresses_size()},
+           {"job", job->job_id()},
+           {"port", server->port},
+           {"parameters", owned},
+           {"version", (*shard)->version()},
+           {"checkpoints",
+            f.checkpoint_dir.empty() ? std::string("off") : f.checkpoint_dir},
+           {"health_port", ops.health_port()},
+           {"metrics_port", ops.metrics_port()}});
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
   // Graceful: NOT_SERVING for probes, freeze the state (later pushes and
@@ -165,7 +180,8 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   int rc = 0;
   auto last = checkpointer.CheckpointAndStop();
   if (!last.ok()) {
-    LogError("final checkpoint failed", {{"shard", f.shard_id}, {"error", last.status()}});
+    LogError("final checkpoint failed",
+             {{"shard", f.shard_id}, {"error", last.status()}});
     rc = 1;
   } else if (last->has_value()) {
     LogInfo("wrote checkpoint", {{"shard", f.shard_id},
@@ -173,8 +189,9 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
                                  {"path", (*last)->path}});
   }
   server->Shutdown(absl::Seconds(2));
-  LogInfo("PS shard stopped", {{"shard", f.shard_id},
-                               {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+  LogInfo("PS shard stopped",
+          {{"shard", f.shard_id},
+           {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
   return rc;
 }
 

@@ -33,18 +33,19 @@ struct CoordinatorFlags {
   int64_t bucket_elements = 0;     // 0: the default
   int64_t max_steps = 0;
   int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
-  std::string compression = "none";  // gradients on the wire: none|fp16|bf16|topk:R
-  bool error_feedback = true;        // lossy compression: carry the dropped part
+  std::string compression =
+      "none";                  // gradients on the wire: none|fp16|bf16|topk:R
+  bool error_feedback = true;  // lossy compression: carry the dropped part
   int min_workers = 1;
   int start_workers = 0;
   int max_workers = kDefaultMaxWorkers;
   int expected_workers = 0;  // async schedule length; 0: min_workers
   double heartbeat_timeout_s = 5.0;
   double heartbeat_interval_s = 1.0;
-  std::string state_dir;        // empty: the state lives in memory only
+  std::string state_dir;           // empty: the state lives in memory only
   int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
-  std::string metrics_jsonl;    // training curves as JSON lines (appended)
-  std::string tensorboard_dir;  // training curves as TensorBoard events
+  std::string metrics_jsonl;       // training curves as JSON lines (appended)
+  std::string tensorboard_dir;     // training curves as TensorBoard events
 };
 
 struct PsFlags {

@@ -18,7 +18,8 @@ double AgeSeconds(const std::optional<absl::Time>& last) {
 
 }  // namespace
 
-std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard, PsCheckpointer* checkpointer) {
+std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard,
+                                              PsCheckpointer* checkpointer) {
   return RegisterScrapeHook([shard, checkpointer] {
     const PsShardInfo info = shard->Info();
     FerryMetrics& m = Metrics();
@@ -35,22 +36,27 @@ std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard, PsCheckpointer* ch
 std::unique_ptr<ScrapeHook> ExportCoordinatorGauges(Coordinator* coordinator) {
   // The coordinator counts its bytes cumulatively; each scrape adds what
   // grew since the previous one (hooks run one at a time).
-  auto bytes = std::make_shared<CumulativeBytesExport>(MetricRole::kCoordinator);
+  auto bytes =
+      std::make_shared<CumulativeBytesExport>(MetricRole::kCoordinator);
   return RegisterScrapeHook([coordinator, bytes] {
     const CoordinatorGauges g = coordinator->Gauges();
     FerryMetrics& m = Metrics();
     m.members().Set(static_cast<double>(g.members));
-    m.generation(MetricRole::kCoordinator).Set(static_cast<double>(g.generation));
-    m.model_version(MetricRole::kCoordinator).Set(static_cast<double>(g.steps_applied));
-    m.checkpoint_age_seconds(MetricRole::kCoordinator).Set(AgeSeconds(g.last_state_write));
+    m.generation(MetricRole::kCoordinator)
+        .Set(static_cast<double>(g.generation));
+    m.model_version(MetricRole::kCoordinator)
+        .Set(static_cast<double>(g.steps_applied));
+    m.checkpoint_age_seconds(MetricRole::kCoordinator)
+        .Set(AgeSeconds(g.last_state_write));
     std::set<std::string> roles;
     for (const auto& [role, n] : g.own_bytes.sent()) roles.insert(role);
     for (const auto& [role, n] : g.own_bytes.received()) roles.insert(role);
     for (const std::string& role : roles) {
       const auto sent = g.own_bytes.sent().find(role);
       const auto received = g.own_bytes.received().find(role);
-      bytes->Update(role, sent == g.own_bytes.sent().end() ? 0 : sent->second,
-                    received == g.own_bytes.received().end() ? 0 : received->second);
+      bytes->Update(
+          role, sent == g.own_bytes.sent().end() ? 0 : sent->second,
+          received == g.own_bytes.received().end() ? 0 : received->second);
     }
   });
 }

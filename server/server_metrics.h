@@ -16,9 +16,9 @@
 #include <memory>
 
 #include "common/prometheus_metrics.h"
-#include "server/coordinator.h"
-#include "server/ps_checkpointer.h"
-#include "server/ps_shard.h"
+#include "coordinator/coordinator.h"
+#include "ps/ps_checkpointer.h"
+#include "ps/ps_shard.h"
 
 namespace ferry {
 
@@ -28,7 +28,8 @@ namespace ferry {
 // ferry_checkpoint_age_seconds{role="ps"} (-1 before the first checkpoint
 // or resume). `shard` and `checkpointer` (may be null) are not owned and
 // must outlive the returned hook.
-std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard, PsCheckpointer* checkpointer);
+std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard,
+                                              PsCheckpointer* checkpointer);
 
 // Sets, per scrape: ferry_members, ferry_generation{role="coordinator"},
 // ferry_model_version{role="coordinator"} (steps applied; async: tasks),

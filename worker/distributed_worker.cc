@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,21 +14,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/backoff.h"
 #include "common/gradient_codec.h"
 #include "common/log.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
-#include "worker/batch_stager.h"
-#include "worker/coordinator_client.h"
-#include "worker/data_source.h"
-#include "worker/job_options.h"
-#include "worker/mlp.h"
-#include "proto/job_convert.h"
-#include "worker/ring/ring_peer_service.h"
+#include "coordinator/coordinator_client.h"
+#include "data/batch_stager.h"
+#include "data/data_source.h"
+#include "model/mlp.h"
 #include "proto/health.h"
+#include "proto/job_convert.h"
+#include "ring/ring_peer_service.h"
+#include "worker/job_options.h"
+#include "worker/lease_samples.h"
 #include "worker/ring_exchange.h"
 #include "worker/worker_metrics.h"
-#include "worker/lease_samples.h"
 
 namespace ferry {
 namespace {
@@ -80,7 +81,8 @@ class Worker {
       // The coordinator aborted open steps: give up a ring step in flight
       // at once instead of waiting for its collective deadline.
       RingExchange* ring = ring_.get();
-      heartbeater_->SetFenceListener([ring](int64_t fence) { ring->CancelIfOlder(fence); });
+      heartbeater_->SetFenceListener(
+          [ring](int64_t fence) { ring->CancelIfOlder(fence); });
     }
     if (status.ok()) status = Loop();
     if (status.ok() && !options_.final_weights_path.empty()) {
@@ -123,9 +125,9 @@ class Worker {
     if (options_.health != nullptr) {
       options_.health->Attach(peer_->server.get(), {"ferry.v1.RingPeer"});
     }
-    const std::string peer_address = AdvertisedPeerAddress(
-        options_.peer_listen_address, options_.peer_advertise_address,
-        peer_->port);
+    const std::string peer_address =
+        AdvertisedPeerAddress(options_.peer_listen_address,
+                              options_.peer_advertise_address, peer_->port);
     CoordinatorClientOptions copts;
     copts.rpc_timeout = options_.rpc_timeout;
     copts.short_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
@@ -202,10 +204,10 @@ class Worker {
       ASSIGN_OR_RETURN(ring_, RingExchange::Create(std::move(ropts)));
       const std::vector<float> init = model_->InitialParameters(job_.seed());
       RETURN_IF_ERROR(backend_->CopyToDevice(init.data(), n, params_.data()));
-      Log(absl::StrFormat("%d parameters, %d train samples, device %s, ring mode, "
-                          "%d gradient buckets",
-                          n, data_.train.num_samples, summary_.device,
-                          ring_->num_buckets()));
+      Log(absl::StrFormat(
+          "%d parameters, %d train samples, device %s, ring mode, "
+          "%d gradient buckets",
+          n, data_.train.num_samples, summary_.device, ring_->num_buckets()));
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(
@@ -227,7 +229,8 @@ class Worker {
     absl::Time asked;
   };
 
-  void Ask(std::optional<v1::StepReport> report, std::optional<int64_t> after_step) {
+  void Ask(std::optional<v1::StepReport> report,
+           std::optional<int64_t> after_step) {
     v1::NextTaskRequest request;
     request.set_worker_id(worker_id_);
     request.set_generation(heartbeater_->generation());
@@ -257,7 +260,8 @@ class Worker {
   void PublishWeights() {
     if (ring_ == nullptr) return;
     const absl::Status published = ring_->PublishIfWanted();
-    if (!published.ok()) Log(absl::StrCat("publish weights: ", published.ToString()));
+    if (!published.ok())
+      Log(absl::StrCat("publish weights: ", published.ToString()));
   }
 
   // Waits for the report sent last (if any) and returns its status.
@@ -279,7 +283,8 @@ class Worker {
       if (!absl::IsDeadlineExceeded(status)) break;
     }
     if (absl::IsAborted(status)) {  // the step went on without us
-      Log(absl::StrCat("report of step ", report.step(), " refused: ", status.ToString()));
+      Log(absl::StrCat("report of step ", report.step(),
+                       " refused: ", status.ToString()));
       return absl::OkStatus();
     }
     return status;
@@ -290,9 +295,13 @@ class Worker {
   // soon as the step is done, so no step waits for a coordinator round trip.
   absl::Status Loop() {
     const bool prefetch = job_.consistency() == v1::CONSISTENCY_SYNC;
-    std::optional<v1::StepReport> done;   // not yet sent
-    std::optional<int64_t> last_step;     // leased, when prefetching
+    std::optional<v1::StepReport> done;  // not yet sent
+    std::optional<int64_t> last_step;    // leased, when prefetching
     int failures = 0;
+    // Ring failures wait for the coordinator to evict a dead member.
+    Backoff ring_backoff(RetryPolicy{.initial_backoff = absl::Milliseconds(100),
+                                     .max_backoff = absl::Seconds(1),
+                                     .budget = absl::InfiniteDuration()});
     while (true) {
       if (heartbeater_->evicted()) return Evicted();
       const bool stopping = stop_requested();
@@ -307,8 +316,10 @@ class Worker {
       const absl::Time asked = pending_->asked;
       pending_.reset();
       if (absl::IsNotFound(lease.status())) return Evicted();
-      if (stopping) break;  // the last report went out; Leave releases any new lease
-      if (absl::IsAborted(lease.status())) continue;  // a step we are no longer part of
+      if (stopping)
+        break;  // the last report went out; Leave releases any new lease
+      if (absl::IsAborted(lease.status()))
+        continue;  // a step we are no longer part of
       if (absl::IsDeadlineExceeded(lease.status()) &&
           ++failures < kMaxConsecutiveFailures) {
         done = std::move(sent);  // may not have arrived
@@ -345,7 +356,8 @@ class Worker {
           failed.set_failed(true);
           (void)SendReport(failed);
         }
-        if (pending_.has_value()) {  // drop the prefetched lease: redo this step first
+        if (pending_.has_value()) {  // drop the prefetched lease: redo this
+                                     // step first
           (void)AwaitLease();
           pending_.reset();
         }
@@ -356,8 +368,9 @@ class Worker {
                          report.status().ToString()));
         // A step closed without us (a sync quorum cut the straggler) is
         // expected, not a fault: it does not count towards giving up.
-        const bool closed_without_us = absl::IsFailedPrecondition(report.status()) ||
-                                       absl::IsAlreadyExists(report.status());
+        const bool closed_without_us =
+            absl::IsFailedPrecondition(report.status()) ||
+            absl::IsAlreadyExists(report.status());
         // A sync step waits for all its contributors: a call that ran out
         // of time while every shard answers waited for another worker (one
         // cut off from a shard, say), it did not fail here. It does not
@@ -367,26 +380,27 @@ class Worker {
         // healthy workers exit first (tests/fault/network_partition_test.py).
         const bool waited_for_others =
             !ring() && absl::IsDeadlineExceeded(report.status()) &&
-            ps_->CheckShards(std::min(options_.rpc_timeout, kShardCheckTimeout)).ok();
+            ps_->CheckShards(std::min(options_.rpc_timeout, kShardCheckTimeout))
+                .ok();
         // A ring keeps failing until the coordinator evicts a dead member
         // (a heartbeat timeout): back off and wait for it, up to about a
         // minute of failures in a row.
-        const int limit = ring() ? kMaxConsecutiveRingFailures : kMaxConsecutiveFailures;
+        const int limit =
+            ring() ? kMaxConsecutiveRingFailures : kMaxConsecutiveFailures;
         if (!closed_without_us && !waited_for_others && ++failures >= limit) {
           return report.status();
         }
-        if (ring()) {
-          absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(failures, 5)),
-                                  absl::Seconds(1)));
-        }
+        if (ring()) ring_backoff.Wait();
         continue;
       }
       failures = 0;
+      ring_backoff.Reset();
       if (prefetch) {
         // The report travels while the next step runs; one at a time.
         RETURN_IF_ERROR(AwaitReport());
-        report_in_flight_ = std::async(std::launch::async,
-                                       [this, r = *std::move(report)] { return SendReport(r); });
+        report_in_flight_ = std::async(
+            std::launch::async,
+            [this, r = *std::move(report)] { return SendReport(r); });
         if (stop_requested()) {
           RETURN_IF_ERROR(AwaitReport());
           if (pending_.has_value()) {
@@ -430,8 +444,8 @@ class Worker {
     const std::string& path = options_.final_weights_path;
     const std::string temp = path + ".tmp";
     std::FILE* f = std::fopen(temp.c_str(), "wb");
-    bool ok = f != nullptr &&
-              std::fwrite(host.data(), sizeof(float), host.size(), f) == host.size();
+    bool ok = f != nullptr && std::fwrite(host.data(), sizeof(float),
+                                          host.size(), f) == host.size();
     if (f != nullptr) ok = (std::fclose(f) == 0) && ok;
     if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
       return absl::PermissionDeniedError(
@@ -502,10 +516,11 @@ class Worker {
     const absl::Time backward_start = absl::Now();
     LossStats stats;
     if (batch > 0) {
-      ASSIGN_OR_RETURN(stats, model_->ForwardBackward(
-                                  params_.data(), stager_->inputs(),
-                                  stager_->labels(), batch,
-                                  /*grad_scale=*/1.0f, grads_.data(), on_ready));
+      ASSIGN_OR_RETURN(
+          stats, model_->ForwardBackward(params_.data(), stager_->inputs(),
+                                         stager_->labels(), batch,
+                                         /*grad_scale=*/1.0f, grads_.data(),
+                                         on_ready));
     } else {  // a ring rank without samples contributes zeros
       std::fill(host_grads, host_grads + n, 0.0f);
       ready_status = ring_->Ready(0, n);
@@ -561,8 +576,8 @@ class Worker {
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Heartbeater> heartbeater_;
   std::unique_ptr<RingPeerServer> peer_;
-  std::unique_ptr<ParameterClient> ps_;    // PS mode
-  std::unique_ptr<RingExchange> ring_;     // ring mode
+  std::unique_ptr<ParameterClient> ps_;  // PS mode
+  std::unique_ptr<RingExchange> ring_;   // ring mode
   v1::JobSpec job_;
   std::string worker_id_;
   std::unique_ptr<ComputeBackend> backend_;

@@ -27,10 +27,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/compute_backend.h"
 #include "common/link_shaper.h"
+#include "compute/compute_backend.h"
 #include "nlohmann/json.hpp"
-#include "worker/ps_client.h"
+#include "ps/ps_client.h"
 
 namespace ferry {
 
@@ -85,8 +85,8 @@ struct WorkerSummary {
   double comm_seconds = 0.0;  // pull + push not overlapped with compute
   TransferBytes ps_bytes;
   TransferBytes coordinator_bytes;
-  TransferBytes peer_bytes;  // ring mode: other workers
-  LinkLimit link;             // the link emulation in effect
+  TransferBytes peer_bytes;    // ring mode: other workers
+  LinkLimit link;              // the link emulation in effect
   LinkShaperStats link_stats;  // what it delayed (zero without one)
 
   nlohmann::json ToJson() const;

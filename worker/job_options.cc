@@ -31,9 +31,8 @@ RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
   options.job_id = job.job_id();
   options.worker_id = worker_id;
   options.tensor_sizes = layout.TensorSizes();
-  options.bucket_elements = job.bucket_elements() > 0
-                                ? job.bucket_elements()
-                                : layout.total_elements();
+  options.bucket_elements = job.bucket_elements() > 0 ? job.bucket_elements()
+                                                      : layout.total_elements();
   options.optimizer = FromProto(job.optimizer());
   options.compression = FromProto(job.compression());
   return options;

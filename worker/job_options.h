@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/parameter_layout.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "worker/ps_client.h"
+#include "model/parameter_layout.h"
+#include "ps/ps_client.h"
 #include "worker/ring_exchange.h"
 
 namespace ferry {

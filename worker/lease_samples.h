@@ -23,8 +23,8 @@ class LeaseSamples {
   // The lease's sample indices in task order. INVALID_ARGUMENT for an epoch
   // size that does not fit the training set, a task outside the epoch, or
   // (unless `allow_empty`, a ring rank contributing zeros) no samples.
-  absl::StatusOr<std::vector<int64_t>> Indices(const v1::NextTaskResponse& lease,
-                                               bool allow_empty);
+  absl::StatusOr<std::vector<int64_t>> Indices(
+      const v1::NextTaskResponse& lease, bool allow_empty);
 
  private:
   // Cached for the current and the previous epoch.

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <iostream>
 
-#include "common/allocator_tuning.h"
 #include "CLI/CLI.hpp"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/allocator_tuning.h"
 #include "common/cli_flags.h"
 #include "common/log.h"
 #include "common/ops_flags.h"
@@ -23,7 +23,8 @@ namespace {
 
 int RunStandaloneMain(ferry::TrainOptions options,
                       const ferry::OptimizerFlags& opt_flags,
-                      const std::string& device, const std::string& summary_path) {
+                      const std::string& device,
+                      const std::string& summary_path) {
   auto config = opt_flags.ToConfig();
   if (!config.ok()) {
     std::cerr << "ferry-worker: " << config.status().message() << "\n";
@@ -43,10 +44,12 @@ int RunStandaloneMain(ferry::TrainOptions options,
     return 1;
   }
   nlohmann::json json = summary->ToJson();
-  std::printf("done: %d epochs, %lld steps, test accuracy %.4f, %.0f samples/s, %.1f s\n",
-              summary->epochs, static_cast<long long>(summary->steps),
-              summary->test_accuracy, summary->samples_per_second,
-              summary->wall_seconds);
+  std::printf(
+      "done: %d epochs, %lld steps, test accuracy %.4f, %.0f samples/s, %.1f "
+      "s\n",
+      summary->epochs, static_cast<long long>(summary->steps),
+      summary->test_accuracy, summary->samples_per_second,
+      summary->wall_seconds);
   if (!summary_path.empty()) {
     std::ofstream out(summary_path);
     out << json.dump(2) << "\n";
@@ -76,7 +79,8 @@ void InstallStopHandlers() {
 
 int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
                        double rpc_timeout_s, const std::string& summary_path,
-                       const ferry::OpsFlags& ops_flags, bool idle_after_finish) {
+                       const ferry::OpsFlags& ops_flags,
+                       bool idle_after_finish) {
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
@@ -86,7 +90,8 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   options.rpc_timeout = absl::Seconds(rpc_timeout_s);
   options.stop_requested = &g_stop_requested;
   InstallStopHandlers();
-  auto ops = ferry::ProcessOps::Start(ops_flags, "worker", ferry::MetricRole::kWorker);
+  auto ops =
+      ferry::ProcessOps::Start(ops_flags, "worker", ferry::MetricRole::kWorker);
   if (!ops.ok()) {
     std::cerr << "ferry-worker: " << ops.status().message() << "\n";
     return 2;
@@ -99,16 +104,18 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   auto summary = ferry::RunDistributedWorker(options);
   // A worker that stays after the job (--after-finish wait) stays alive for
   // its liveness probe: a Deployment would restart an exited container.
-  const bool idle = idle_after_finish && summary.ok() && summary->end_reason == "finished";
+  const bool idle =
+      idle_after_finish && summary.ok() && summary->end_reason == "finished";
   if (!idle) (*ops)->health().SetDraining();
   if (!summary.ok()) {
     ferry::LogError("worker failed", {{"error", summary.status()}});
     return 1;
   }
-  std::printf("%s: %lld steps, %lld samples, compute %.1f s, comm %.1f s, %.1f s\n",
-              summary->end_reason.c_str(), static_cast<long long>(summary->steps),
-              static_cast<long long>(summary->samples), summary->compute_seconds,
-              summary->comm_seconds, summary->wall_seconds);
+  std::printf(
+      "%s: %lld steps, %lld samples, compute %.1f s, comm %.1f s, %.1f s\n",
+      summary->end_reason.c_str(), static_cast<long long>(summary->steps),
+      static_cast<long long>(summary->samples), summary->compute_seconds,
+      summary->comm_seconds, summary->wall_seconds);
   if (!summary_path.empty()) {
     std::ofstream out(summary_path);
     out << summary->ToJson().dump(2) << "\n";
@@ -118,7 +125,8 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
     }
   }
   if (idle) {
-    ferry::LogInfo("the job has finished; idle until SIGTERM (--after-finish wait)");
+    ferry::LogInfo(
+        "the job has finished; idle until SIGTERM (--after-finish wait)");
     while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(250));
     (*ops)->health().SetDraining();
   }
@@ -140,64 +148,92 @@ int main(int argc, char** argv) {
   double rpc_timeout_s = 30.0;
   app.footer(
       "Modes (exactly one):\n"
-      "  --standalone            train alone in this process; the model, data,\n"
+      "  --standalone            train alone in this process; the model, "
+      "data,\n"
       "                          training and optimizer flags apply.\n"
-      "  --coordinator HOST:PORT join the job that coordinator runs: the model, data,\n"
-      "                          optimizer, batch and seed come from the job, so only\n"
-      "                          --device, --threads, --rpc-timeout, --peer-*,\n"
-      "                          --collective-timeout, --link-*, --summary-json\n"
-      "                          and the Operations/Security flags apply. SIGTERM/SIGINT finish the current\n"
-      "                          step and leave the job (exit 0); a second signal kills.\n"
+      "  --coordinator HOST:PORT join the job that coordinator runs: the "
+      "model, data,\n"
+      "                          optimizer, batch and seed come from the job, "
+      "so only\n"
+      "                          --device, --threads, --rpc-timeout, "
+      "--peer-*,\n"
+      "                          --collective-timeout, --link-*, "
+      "--summary-json\n"
+      "                          and the Operations/Security flags apply. "
+      "SIGTERM/SIGINT finish the current\n"
+      "                          step and leave the job (exit 0); a second "
+      "signal kills.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
       "Exit status: 0 done, 1 runtime error (incl. eviction), 2 bad usage.");
   app.add_flag("--standalone", standalone, "train in this process alone");
   app.add_option("--coordinator", worker_options.coordinator_address,
                  "HOST:PORT of the job's coordinator (distributed mode)");
-  app.add_option("--rpc-timeout", rpc_timeout_s,
-                 "deadline in seconds of each coordinator / PS call (distributed mode)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option(
+         "--rpc-timeout", rpc_timeout_s,
+         "deadline in seconds of each coordinator / PS call (distributed mode)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   double collective_timeout_s = 30.0;
-  app.add_option("--peer-listen", worker_options.peer_listen_address,
-                 "HOST:PORT the ring peer service listens on (port 0: any free port)")
+  app.add_option(
+         "--peer-listen", worker_options.peer_listen_address,
+         "HOST:PORT the ring peer service listens on (port 0: any free port)")
       ->capture_default_str();
-  app.add_option("--peer-advertise", worker_options.peer_advertise_address,
-                 "HOST[:PORT] other workers reach the peer service at (default: the "
-                 "listen host, or this machine's hostname for 0.0.0.0; e.g. the pod IP)");
-  app.add_option("--final-weights", worker_options.final_weights_path,
-                 "distributed mode: write the final weights here (raw fp32, flat order)");
-  app.add_option("--collective-timeout", collective_timeout_s,
-                 "ring mode: deadline in seconds of one all-reduce or broadcast")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option(
+      "--peer-advertise", worker_options.peer_advertise_address,
+      "HOST[:PORT] other workers reach the peer service at (default: the "
+      "listen host, or this machine's hostname for 0.0.0.0; e.g. the pod IP)");
+  app.add_option(
+      "--final-weights", worker_options.final_weights_path,
+      "distributed mode: write the final weights here (raw fp32, flat order)");
+  app.add_option(
+         "--collective-timeout", collective_timeout_s,
+         "ring mode: deadline in seconds of one all-reduce or broadcast")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   std::string link_bandwidth, link_latency;
-  app.add_option("--link-bandwidth", link_bandwidth,
-                 "distributed mode: emulate a link of this rate per direction on "
-                 "PS pushes/pulls and ring streams, e.g. 1Gbit, 10Gbit, 25Gbit, "
-                 "100Mbit (bits/s) or 1.5GB/s (bytes/s); empty or 0: unlimited");
-  app.add_option("--link-latency", link_latency,
-                 "distributed mode: one-way latency added to every message sent "
-                 "(pipelined), e.g. 50us, 1ms; empty or 0: none");
-  app.add_option("--model", options.model, "MLP layer sizes")->capture_default_str();
-  app.add_option("--dataset", options.dataset, "fashion-mnist, mnist or synthetic:N")
+  app.add_option(
+      "--link-bandwidth", link_bandwidth,
+      "distributed mode: emulate a link of this rate per direction on "
+      "PS pushes/pulls and ring streams, e.g. 1Gbit, 10Gbit, 25Gbit, "
+      "100Mbit (bits/s) or 1.5GB/s (bytes/s); empty or 0: unlimited");
+  app.add_option(
+      "--link-latency", link_latency,
+      "distributed mode: one-way latency added to every message sent "
+      "(pipelined), e.g. 50us, 1ms; empty or 0: none");
+  app.add_option("--model", options.model, "MLP layer sizes")
       ->capture_default_str();
-  app.add_option("--data-dir", options.data_dir,
-                 "directory of the IDX files (default /usr/share/datasets/fashion-mnist)");
-  app.add_option("--batch", options.batch, "batch size")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--epochs", options.epochs, "epochs")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-steps", options.max_steps, "stop after this many steps (0: no limit)")
+  app.add_option("--dataset", options.dataset,
+                 "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
-  app.add_option("--seed", options.seed, "seed for init and sampling")->capture_default_str();
-  app.add_option("--device", device, "auto, cpu or cuda")->capture_default_str();
+  app.add_option(
+      "--data-dir", options.data_dir,
+      "directory of the IDX files (default /usr/share/datasets/fashion-mnist)");
+  app.add_option("--batch", options.batch, "batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--epochs", options.epochs, "epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", options.max_steps,
+                 "stop after this many steps (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--seed", options.seed, "seed for init and sampling")
+      ->capture_default_str();
+  app.add_option("--device", device, "auto, cpu or cuda")
+      ->capture_default_str();
   app.add_option("--threads", options.threads, "BLAS threads (CPU backend)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
-                 "distributed mode, when the job has finished: exit, or wait idle until "
-                 "SIGTERM (for a Kubernetes Deployment, which restarts exited containers)")
-      ->capture_default_str()->check(CLI::IsMember({"exit", "wait"}));
+                 "distributed mode, when the job has finished: exit, or wait "
+                 "idle until "
+                 "SIGTERM (for a Kubernetes Deployment, which restarts exited "
+                 "containers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"exit", "wait"}));
   ferry::OpsFlags ops_flags;
   ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
@@ -208,10 +244,12 @@ int main(int argc, char** argv) {
   }
 
   if (standalone && !worker_options.coordinator_address.empty()) {
-    std::cerr << "ferry-worker: --standalone and --coordinator exclude each other\n";
+    std::cerr
+        << "ferry-worker: --standalone and --coordinator exclude each other\n";
     return 2;
   }
-  if (standalone) return RunStandaloneMain(options, opt_flags, device, summary_path);
+  if (standalone)
+    return RunStandaloneMain(options, opt_flags, device, summary_path);
   if (worker_options.coordinator_address.empty()) {
     std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "
                  "--standalone to train alone (see --help)\n";
@@ -225,6 +263,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   worker_options.link = *link;
-  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path, ops_flags,
-                            after_finish == "wait");
+  return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path,
+                            ops_flags, after_finish == "wait");
 }

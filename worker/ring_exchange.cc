@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
   if (options.backend == nullptr || options.peer == nullptr ||
       options.params == nullptr || options.grads == nullptr ||
       options.host_grads == nullptr) {
-    return absl::InvalidArgumentError("ring exchange: missing backend, peer or buffers");
+    return absl::InvalidArgumentError(
+        "ring exchange: missing backend, peer or buffers");
   }
   const int64_t n = std::accumulate(options.tensor_sizes.begin(),
                                     options.tensor_sizes.end(), int64_t{0});
@@ -47,9 +48,11 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
     absl::Status rolled = RollBackTo(lease.step());
     if (!rolled.ok() && lease.rank() == 0) return rolled;
   } else if (have < lease.step() && lease.rank() == 0) {
-    LogWarn("ring resumes from rank 0's older state: the members that held the newer "
-            "state are all gone",
-            {{"rank0_steps", have}, {"resume_step", lease.step()}});
+    LogWarn(
+        "ring resumes from rank 0's older state: the members that held the "
+        "newer "
+        "state are all gone",
+        {{"rank0_steps", have}, {"resume_step", lease.step()}});
   }
   GrpcRingTransportOptions topts;
   topts.job_id = options_.job_id;
@@ -64,7 +67,8 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   auto session = std::make_unique<Session>();
   session->ring_generation = lease.ring_generation();
   session->fence = lease.fence();
-  ASSIGN_OR_RETURN(session->transport, GrpcRingTransport::Create(std::move(topts)));
+  ASSIGN_OR_RETURN(session->transport,
+                   GrpcRingTransport::Create(std::move(topts)));
   RingCollectiveOptions copts;
   copts.timeout = options_.collective_timeout;
   session->collective =
@@ -82,7 +86,8 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   return BroadcastState(*collective, 0);
 }
 
-absl::Status RingExchange::BroadcastState(RingCollective& collective, int root) {
+absl::Status RingExchange::BroadcastState(RingCollective& collective,
+                                          int root) {
   // One host buffer: params, each optimizer state buffer, the step count
   // (an int64 in the bits of two floats; a broadcast copies bits).
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
@@ -93,7 +98,8 @@ absl::Status RingExchange::BroadcastState(RingCollective& collective, int root) 
   if (sender) {
     RETURN_IF_ERROR(backend->CopyToHost(options_.params, n_, host.data()));
     for (size_t k = 0; k < state.size(); ++k) {
-      RETURN_IF_ERROR(backend->CopyToHost(state[k]->data(), n_, host.data() + n_ * (k + 1)));
+      RETURN_IF_ERROR(backend->CopyToHost(state[k]->data(), n_,
+                                          host.data() + n_ * (k + 1)));
     }
     const int64_t steps = optimizer_.steps_applied();
     std::memcpy(host.data() + total - 2, &steps, sizeof(steps));
@@ -102,7 +108,8 @@ absl::Status RingExchange::BroadcastState(RingCollective& collective, int root) 
   if (sender) return absl::OkStatus();
   RETURN_IF_ERROR(backend->CopyToDevice(host.data(), n_, options_.params));
   for (size_t k = 0; k < state.size(); ++k) {
-    RETURN_IF_ERROR(backend->CopyToDevice(host.data() + n_ * (k + 1), n_, state[k]->data()));
+    RETURN_IF_ERROR(backend->CopyToDevice(host.data() + n_ * (k + 1), n_,
+                                          state[k]->data()));
   }
   int64_t steps = 0;
   std::memcpy(&steps, host.data() + total - 2, sizeof(steps));
@@ -135,8 +142,8 @@ absl::Status RingExchange::RollBackTo(int64_t steps) {
   StateCopy& copy = copies_[steps % kStateCopies];
   if (copy.steps != steps) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "no copy of the state after %d steps is kept (have %d steps applied)", steps,
-        optimizer_.steps_applied()));
+        "no copy of the state after %d steps is kept (have %d steps applied)",
+        steps, optimizer_.steps_applied()));
   }
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
@@ -151,22 +158,24 @@ absl::Status RingExchange::RollBackTo(int64_t steps) {
 }
 
 absl::Status RingExchange::BeginStep(const v1::NextTaskResponse& lease) {
-  if (lease.ring_size() == 0 || lease.rank() < 0 || lease.rank() >= lease.ring_size() ||
-      lease.step_samples() <= 0) {
+  if (lease.ring_size() == 0 || lease.rank() < 0 ||
+      lease.rank() >= lease.ring_size() || lease.step_samples() <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "ring lease for step %d: rank %d in a ring of %d, %d samples", lease.step(),
-        lease.rank(), lease.ring_size(), lease.step_samples()));
+        "ring lease for step %d: rank %d in a ring of %d, %d samples",
+        lease.step(), lease.rank(), lease.ring_size(), lease.step_samples()));
   }
   if (lease.ring(lease.rank()).worker_id() != options_.worker_id) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ring lease for step %d puts %s, not %s, at rank %d", lease.step(),
-        lease.ring(lease.rank()).worker_id(), options_.worker_id, lease.rank()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ring lease for step %d puts %s, not %s, at rank %d",
+                        lease.step(), lease.ring(lease.rank()).worker_id(),
+                        options_.worker_id, lease.rank()));
   }
   {
     absl::MutexLock lock(&cancel_mu_);
     step_fence_ = lease.fence();
   }
-  if (session_ == nullptr || session_->ring_generation != lease.ring_generation()) {
+  if (session_ == nullptr ||
+      session_->ring_generation != lease.ring_generation()) {
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
       Abandon();
       return joined;
@@ -179,12 +188,14 @@ absl::Status RingExchange::BeginStep(const v1::NextTaskResponse& lease) {
 }
 
 absl::Status RingExchange::Ready(int64_t offset, int64_t length) {
-  if (session_ == nullptr) return absl::FailedPreconditionError("no ring step begun");
+  if (session_ == nullptr)
+    return absl::FailedPreconditionError("no ring step begun");
   return session_->reducer->Ready(offset, length);
 }
 
 absl::Status RingExchange::FinishStep() {
-  if (session_ == nullptr) return absl::FailedPreconditionError("no ring step begun");
+  if (session_ == nullptr)
+    return absl::FailedPreconditionError("no ring step begun");
   if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
     Abandon();
     return reduced;
@@ -192,7 +203,8 @@ absl::Status RingExchange::FinishStep() {
   RETURN_IF_ERROR(CopyState());
   ComputeBackend* backend = options_.backend;
   if (!backend->IsHostMemory()) {
-    RETURN_IF_ERROR(backend->CopyToDevice(options_.host_grads, n_, options_.grads));
+    RETURN_IF_ERROR(
+        backend->CopyToDevice(options_.host_grads, n_, options_.grads));
   }
   RETURN_IF_ERROR(backend->Scale(n_, 1.0f / static_cast<float>(step_samples_),
                                  options_.grads));
@@ -210,14 +222,16 @@ void RingExchange::Abandon() {
 void RingExchange::CancelIfOlder(int64_t fence) {
   absl::MutexLock lock(&cancel_mu_);
   if (session_ != nullptr && step_fence_ < fence) {
-    LogWarn("the coordinator aborted the ring step: giving it up", {{"fence", fence}});
+    LogWarn("the coordinator aborted the ring step: giving it up",
+            {{"fence", fence}});
     session_->transport->Abort();
   }
 }
 
 absl::StatusOr<std::vector<float>> RingExchange::HostParams() {
   std::vector<float> host(n_);
-  RETURN_IF_ERROR(options_.backend->CopyToHost(options_.params, n_, host.data()));
+  RETURN_IF_ERROR(
+      options_.backend->CopyToHost(options_.params, n_, host.data()));
   return host;
 }
 

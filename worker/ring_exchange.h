@@ -24,14 +24,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/compute_backend.h"
-#include "common/optimizer.h"
+#include "compute/compute_backend.h"
+#include "compute/optimizer.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "worker/ring/bucket_plan.h"
-#include "worker/ring/bucket_reducer.h"
-#include "worker/ring/grpc_ring_transport.h"
-#include "worker/ring/ring_collective.h"
-#include "worker/ring/ring_peer_service.h"
+#include "ring/bucket_plan.h"
+#include "ring/bucket_reducer.h"
+#include "ring/grpc_ring_transport.h"
+#include "ring/ring_collective.h"
+#include "ring/ring_peer_service.h"
 
 namespace ferry {
 
@@ -91,8 +91,10 @@ class RingExchange {
  private:
   RingExchange(RingExchangeOptions options, std::vector<Bucket> plan,
                Optimizer optimizer, int64_t n)
-      : options_(std::move(options)), plan_(std::move(plan)),
-        optimizer_(std::move(optimizer)), n_(n) {}
+      : options_(std::move(options)),
+        plan_(std::move(plan)),
+        optimizer_(std::move(optimizer)),
+        n_(n) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
   absl::StatusOr<std::vector<float>> HostParams();
   // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
@@ -123,7 +125,8 @@ class RingExchange {
   };
   static constexpr int kStateCopies = 3;
 
-  std::unique_ptr<Session> session_;  // written by the training thread under cancel_mu_
+  std::unique_ptr<Session>
+      session_;  // written by the training thread under cancel_mu_
   absl::Mutex cancel_mu_;
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;

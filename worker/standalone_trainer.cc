@@ -4,23 +4,15 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/optimizer.h"
 #include "common/status_macros.h"
-#include "worker/batch_stager.h"
-#include "worker/data_source.h"
-#include "worker/evaluator.h"
-#include "worker/mlp.h"
-#include "worker/sampler.h"
+#include "compute/optimizer.h"
+#include "data/batch_stager.h"
+#include "data/data_source.h"
+#include "data/evaluator.h"
+#include "data/sampler.h"
+#include "model/mlp.h"
 
 namespace ferry {
-
-void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
-                           int epochs) {
-  if (config.schedule.kind == ScheduleKind::kCosine &&
-      config.schedule.total_steps <= 0) {
-    config.schedule.total_steps = std::max<int64_t>(1, steps_per_epoch * epochs);
-  }
-}
 
 nlohmann::json TrainSummary::ToJson() const {
   nlohmann::json epochs_json = nlohmann::json::array();
@@ -50,9 +42,10 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(options.model));
   ASSIGN_OR_RETURN(auto backend, MakeBackend(options.device, options.threads));
   ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend.get()));
-  ASSIGN_OR_RETURN(TrainTestData data,
-                   LoadTrainTest(options.dataset, options.data_dir, model.input_dim(),
-                                 model.num_classes(), options.seed));
+  ASSIGN_OR_RETURN(
+      TrainTestData data,
+      LoadTrainTest(options.dataset, options.data_dir, model.input_dim(),
+                    model.num_classes(), options.seed));
 
   const int64_t n = data.train.num_samples;
   const int64_t steps_per_epoch = (n + options.batch - 1) / options.batch;
@@ -63,11 +56,13 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   ASSIGN_OR_RETURN(DeviceBuffer params, backend->Allocate(num_params));
   ASSIGN_OR_RETURN(DeviceBuffer grads, backend->Allocate(num_params));
   const std::vector<float> init = model.InitialParameters(options.seed);
-  RETURN_IF_ERROR(backend->CopyToDevice(init.data(), num_params, params.data()));
+  RETURN_IF_ERROR(
+      backend->CopyToDevice(init.data(), num_params, params.data()));
   ASSIGN_OR_RETURN(Optimizer optimizer,
                    Optimizer::Create(opt_config, backend.get(), num_params));
-  ASSIGN_OR_RETURN(BatchStager stager,
-                   BatchStager::Create(backend.get(), model.input_dim(), options.batch));
+  ASSIGN_OR_RETURN(
+      BatchStager stager,
+      BatchStager::Create(backend.get(), model.input_dim(), options.batch));
 
   TrainSummary summary;
   summary.device = backend->Name();
@@ -77,7 +72,8 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
       "standalone: model %s (%d parameters), %s, %d train / %d test samples, "
       "batch %d, %s lr %g, device %s",
       options.model, num_params, options.dataset, n, data.test.num_samples,
-      options.batch, OptimizerKindName(opt_config.kind), opt_config.lr, summary.device));
+      options.batch, OptimizerKindName(opt_config.kind), opt_config.lr,
+      summary.device));
 
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
@@ -87,11 +83,14 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
     int64_t correct = 0, seen = 0;
     for (int64_t begin = 0; begin < n; begin += options.batch) {
       if (options.max_steps > 0 && summary.steps >= options.max_steps) break;
-      const int b = static_cast<int>(std::min<int64_t>(options.batch, n - begin));
-      RETURN_IF_ERROR(stager.Stage(data.train, absl::MakeConstSpan(order).subspan(begin, b)));
-      ASSIGN_OR_RETURN(LossStats stats,
-                       model.ForwardBackward(params.data(), stager.inputs(),
-                                             stager.labels(), b, 1.0f / b, grads.data()));
+      const int b =
+          static_cast<int>(std::min<int64_t>(options.batch, n - begin));
+      RETURN_IF_ERROR(stager.Stage(
+          data.train, absl::MakeConstSpan(order).subspan(begin, b)));
+      ASSIGN_OR_RETURN(
+          LossStats stats,
+          model.ForwardBackward(params.data(), stager.inputs(), stager.labels(),
+                                b, 1.0f / b, grads.data()));
       RETURN_IF_ERROR(optimizer.Apply(grads.data(), params.data()));
       loss_sum += stats.loss_sum;
       correct += stats.correct;
@@ -104,11 +103,13 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
       }
     }
     RETURN_IF_ERROR(backend->Synchronize());
-    const double epoch_train_seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+    const double epoch_train_seconds =
+        absl::ToDoubleSeconds(absl::Now() - epoch_start);
     train_seconds += epoch_train_seconds;
     trained_samples += seen;
-    ASSIGN_OR_RETURN(EvalResult eval, EvaluateDataset(model, params.data(), data.test,
-                                                      stager, options.batch));
+    ASSIGN_OR_RETURN(EvalResult eval,
+                     EvaluateDataset(model, params.data(), data.test, stager,
+                                     options.batch));
     EpochStats stats;
     stats.epoch = epoch + 1;
     stats.train_loss = seen > 0 ? loss_sum / seen : 0.0;
@@ -117,7 +118,8 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
     stats.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     summary.per_epoch.push_back(stats);
     progress.Line(absl::StrFormat(
-        "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f samples/s",
+        "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f "
+        "samples/s",
         stats.epoch, options.epochs, stats.train_loss, stats.train_accuracy,
         stats.test_accuracy, seen / std::max(1e-9, epoch_train_seconds)));
     if (options.max_steps > 0 && summary.steps >= options.max_steps) break;

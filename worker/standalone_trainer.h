@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/compute_backend.h"
 #include "common/optimizer_config.h"
 #include "common/progress.h"
+#include "compute/compute_backend.h"
 #include "nlohmann/json.hpp"
 
 namespace ferry {
@@ -29,11 +29,6 @@ struct TrainOptions {
   int64_t max_steps = 0;  // > 0: stop after this many steps (tests, benches)
 };
 
-// Fills in the schedule's total_steps from epochs and dataset size when the
-// schedule needs it and it was left 0.
-void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
-                           int epochs);
-
 struct EpochStats {
   int epoch = 0;
   double train_loss = 0.0;
@@ -48,7 +43,7 @@ struct TrainSummary {
   double wall_seconds = 0.0;
   double samples_per_second = 0.0;  // training samples / training time
   double test_accuracy = 0.0;
-  double final_loss = 0.0;          // mean training loss of the last epoch
+  double final_loss = 0.0;  // mean training loss of the last epoch
   std::string device;
   std::vector<EpochStats> per_epoch;
   std::vector<float> final_parameters;  // host copy, for tests and checks

@@ -16,7 +16,8 @@ class WorkerStepMetrics {
  public:
   // One finished step of `samples` samples, seen at membership `generation`;
   // `totals` are the worker's cumulative bytes by peer role.
-  void Record(int64_t samples, int64_t generation, const v1::ByteCounts& totals);
+  void Record(int64_t samples, int64_t generation,
+              const v1::ByteCounts& totals);
 
  private:
   CumulativeBytesExport bytes_{MetricRole::kWorker};

@@ -1,5 +1,5 @@
+#include "ring/ring_peer_service.h"
 #include "worker/distributed_worker.h"
-#include "worker/ring/ring_peer_service.h"
 
 namespace ferry {
 

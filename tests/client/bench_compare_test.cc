@@ -68,7 +68,9 @@ TEST(BenchCompareTest, EveryEmulatedRunGetsItsLoopbackBaselineFirst) {
   std::set<std::string> seen;
   for (const BenchConfig& c : runs) {
     EXPECT_TRUE(seen.insert(c.Name()).second) << c.Name();
-    if (!IsBaseline(c)) EXPECT_TRUE(seen.count(BaselineOf(c).Name())) << c.Name();
+    if (!IsBaseline(c)) {
+      EXPECT_TRUE(seen.count(BaselineOf(c).Name())) << c.Name();
+    }
   }
   f.bandwidths = {"1Gbit"};
   f.latencies = {"50us"};
@@ -78,7 +80,8 @@ TEST(BenchCompareTest, EveryEmulatedRunGetsItsLoopbackBaselineFirst) {
 TEST(BenchCompareTest, BadAxesAreRejected) {
   BenchCompareFlags f;
   f.modes = {"allreduce"};
-  EXPECT_THAT(std::string(ExpandSweep(f).status().message()), HasSubstr("allreduce"));
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()),
+              HasSubstr("allreduce"));
   f = {};
   f.compression = {"zip"};
   EXPECT_FALSE(ExpandSweep(f).ok());
@@ -90,8 +93,8 @@ TEST(BenchCompareTest, BadAxesAreRejected) {
   EXPECT_FALSE(ExpandSweep(f).ok());
 }
 
-nlohmann::json Line(int step, double elapsed, double sent, double received, double compute,
-                    double comm) {
+nlohmann::json Line(int step, double elapsed, double sent, double received,
+                    double compute, double comm) {
   return {{"step", step},
           {"elapsed_seconds", elapsed},
           {"data_bytes", {{"sent", sent}, {"received", received}}},
@@ -108,7 +111,8 @@ TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
   // Step 1 carries a one-off (the first pull); the window starts at step 3.
   std::vector<nlohmann::json> lines = {Line(1, 5.0, 1e9, 1e9, 0, 0)};
   for (int step = 3; step <= 13; ++step) {
-    lines.push_back(Line(step, 0.5 * step, 2000.0 * step, 1000.0 * step, 0.1, 0.05));
+    lines.push_back(
+        Line(step, 0.5 * step, 2000.0 * step, 1000.0 * step, 0.1, 0.05));
   }
   lines.push_back({{"step", 13}, {"test_accuracy", 0.5}});  // an eval line
   const nlohmann::json summary = {{"test_accuracy", 0.75}, {"final_loss", 0.5}};
@@ -128,7 +132,8 @@ TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
   EXPECT_DOUBLE_EQ(m->test_accuracy, 0.75);
 
   auto short_run = MeasureRun({Line(3, 1, 1, 1, 1, 1)}, summary, 2, 3);
-  EXPECT_THAT(std::string(short_run.status().message()), HasSubstr("too short"));
+  EXPECT_THAT(std::string(short_run.status().message()),
+              HasSubstr("too short"));
 }
 
 TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
@@ -155,9 +160,10 @@ TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
   nlohmann::json r = RunRecord(c, m, p);
   EXPECT_TRUE(r["notes"].empty()) << r["notes"].dump();
   EXPECT_NEAR(r["bytes_error"].get<double>(), 2000.0 / 2010 - 1, 1e-12);
-  for (const char* key :
-       {"mode", "workers", "shards", "model_params", "bytes_per_step_per_worker_measured",
-        "bytes_per_step_per_worker_predicted", "step_seconds_measured", "step_seconds_predicted"}) {
+  for (const char* key : {"mode", "workers", "shards", "model_params",
+                          "bytes_per_step_per_worker_measured",
+                          "bytes_per_step_per_worker_predicted",
+                          "step_seconds_measured", "step_seconds_predicted"}) {
     EXPECT_TRUE(r.contains(key)) << key;
   }
   p.worker.received = 1500;  // bytes 13% off, time 50% off

@@ -2,7 +2,6 @@
 // coordinator status in its JSON form (int64 fields as strings, like
 // protobuf's JSON printer writes them).
 #include "client/local_cluster.h"
-
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -34,14 +33,18 @@ TEST(BuildSummaryTest, AccountingWorkersSeenEventsAndRecovery) {
   EXPECT_EQ(s["workers"], 2);
   ASSERT_EQ(s["epochs_accounting"].size(), 2u);
   EXPECT_EQ(s["epochs_accounting"][0],
-            nlohmann::json({{"epoch", 0}, {"samples_applied", 60000}, {"samples_released", 64},
+            nlohmann::json({{"epoch", 0},
+                            {"samples_applied", 60000},
+                            {"samples_released", 64},
                             {"samples_dropped", 0}}));
   EXPECT_EQ(s["epochs_accounting"][1]["samples_dropped"], 2);
   ASSERT_EQ(s["events"].size(), 2u);
-  EXPECT_EQ(s["events"][1],
-            nlohmann::json({{"unix_seconds", 1700000001.0}, {"kind", "evicted"},
-                            {"worker_id", "w0"}, {"step", 20}, {"samples_lost", 128},
-                            {"detail", "no heartbeat"}}));
+  EXPECT_EQ(s["events"][1], nlohmann::json({{"unix_seconds", 1700000001.0},
+                                            {"kind", "evicted"},
+                                            {"worker_id", "w0"},
+                                            {"step", 20},
+                                            {"samples_lost", 128},
+                                            {"detail", "no heartbeat"}}));
   EXPECT_EQ(s["aborted_steps"], 1);
   EXPECT_EQ(s["rollbacks"], 2);
   EXPECT_EQ(s["checkpoint_version"], 900);

@@ -16,7 +16,8 @@ int64_t Sum(const std::vector<int64_t>& v) {
   return s;
 }
 
-CostInput Input(CostMode mode, int workers, int shards, std::vector<int64_t> sizes) {
+CostInput Input(CostMode mode, int workers, int shards,
+                std::vector<int64_t> sizes) {
   CostInput in;
   in.mode = mode;
   in.workers = workers;
@@ -108,17 +109,20 @@ TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
   auto balanced = PredictStep(in);
   ASSERT_TRUE(balanced.ok());
   // W == S: worker and shard links carry the same bytes; push + pull.
-  EXPECT_NEAR(balanced->comm_seconds, 2 * n_bytes / 1e9, 2 * n_bytes / 1e9 * 1e-3);
+  EXPECT_NEAR(balanced->comm_seconds, 2 * n_bytes / 1e9,
+              2 * n_bytes / 1e9 * 1e-3);
   in.shards = 1;  // one shard receives every worker's whole gradient
   auto hot = PredictStep(in);
   ASSERT_TRUE(hot.ok());
-  EXPECT_NEAR(hot->comm_seconds, 2 * 4 * n_bytes / 1e9, 2 * 4 * n_bytes / 1e9 * 1e-3);
+  EXPECT_NEAR(hot->comm_seconds, 2 * 4 * n_bytes / 1e9,
+              2 * 4 * n_bytes / 1e9 * 1e-3);
   EXPECT_EQ(hot->bottleneck, "shard link");
   // Double the bandwidth, half the time.
   in.bandwidth_bytes_per_second = 2e9;
   auto fast = PredictStep(in);
   ASSERT_TRUE(fast.ok());
-  EXPECT_NEAR(fast->comm_seconds, hot->comm_seconds / 2, hot->comm_seconds * 1e-3);
+  EXPECT_NEAR(fast->comm_seconds, hot->comm_seconds / 2,
+              hot->comm_seconds * 1e-3);
   // Latency adds one message each way for a push and a round trip for a pull.
   in.latency_seconds = 0.01;
   auto slow = PredictStep(in);
@@ -151,7 +155,8 @@ TEST(CostModelTest, BackwardHidesCommunicationButNeverMoreThanItLasts) {
     in.compute_seconds = 100;
     auto lots = PredictStep(in);
     ASSERT_TRUE(none.ok() && some.ok() && lots.ok());
-    EXPECT_NEAR(none->exposed_comm_seconds, none->comm_seconds, none->comm_seconds * 1e-6);
+    EXPECT_NEAR(none->exposed_comm_seconds, none->comm_seconds,
+                none->comm_seconds * 1e-6);
     EXPECT_LT(some->exposed_comm_seconds, some->comm_seconds);
     EXPECT_GT(some->step_seconds, 0.3);
     // With a very long backward only what follows the last gradient shows:
@@ -194,7 +199,8 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   ASSERT_TRUE(colocated.ok() && ring.ok());
   // (W-1)/W of the model leaves each host per phase, as in a ring.
   ExpectNear(colocated->worker.sent, ring->worker.sent / 2.0, 1e-2);
-  EXPECT_NEAR(colocated->comm_seconds, ring->comm_seconds, ring->comm_seconds * 1e-2);
+  EXPECT_NEAR(colocated->comm_seconds, ring->comm_seconds,
+              ring->comm_seconds * 1e-2);
   in.mode = CostMode::kPs;
   in.shards = 2;
   EXPECT_FALSE(PredictStep(in).ok());
@@ -229,7 +235,8 @@ TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
 
 TEST(CostModelTest, BadInputIsRejectedWithAReason) {
   CostInput in = Input(CostMode::kPs, 0, 1, {10});
-  EXPECT_THAT(std::string(PredictStep(in).status().message()), HasSubstr("workers"));
+  EXPECT_THAT(std::string(PredictStep(in).status().message()),
+              HasSubstr("workers"));
   in = Input(CostMode::kPs, 2, 0, {10});
   EXPECT_FALSE(PredictStep(in).ok());
   in = Input(CostMode::kRing, 2, 1, {});
@@ -255,7 +262,8 @@ TEST(CostModelTest, PresetsHaveTheAdvertisedSizes) {
   const auto params = [](const std::string& name) {
     return Sum(*MlpTensorSizes(*ResolveModel(name)));
   };
-  EXPECT_EQ(params("fashion-mlp"), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_EQ(params("fashion-mlp"),
+            784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_NEAR(params("resnet50"), 25.5e6, 0.5e6);
   EXPECT_NEAR(params("bert-base"), 110e6, 2e6);
 }

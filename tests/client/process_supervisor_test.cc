@@ -28,9 +28,10 @@ using Role = ProcessName::Role;
 class ProcessSupervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "/supervisor-",
-                        testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
-                        getpid());
+    dir_ = absl::StrCat(
+        testing::TempDir(), "/supervisor-",
+        testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
+        getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -65,7 +66,8 @@ class ProcessSupervisorTest : public ::testing::Test {
   }
 
   // Ticks every 10 ms until `done` or 10 s; the last Tick status.
-  static absl::Status TickUntil(ProcessSupervisor& s, const std::function<bool()>& done) {
+  static absl::Status TickUntil(ProcessSupervisor& s,
+                                const std::function<bool()>& done) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     absl::Status last;
     while (!done() && absl::Now() < deadline) {
@@ -90,7 +92,8 @@ class ProcessSupervisorTest : public ::testing::Test {
 TEST_F(ProcessSupervisorTest, ChaosKilledShardRestartsWithTheSameCommandLine) {
   ProcessSupervisor s(Options(), absl::Now());
   ASSERT_TRUE(s.StartServer({Role::kPs, 0}, "127.0.0.1:1234",
-                            {"/bin/sh", "-c", "echo up $0 $1; exec /bin/sleep 30", "a", "b"})
+                            {"/bin/sh", "-c",
+                             "echo up $0 $1; exec /bin/sleep 30", "a", "b"})
                   .ok());
   const int first_pid = Entry("ps0")["pid"];
   EXPECT_EQ(Entry("ps0")["status"], "running");
@@ -100,12 +103,17 @@ TEST_F(ProcessSupervisorTest, ChaosKilledShardRestartsWithTheSameCommandLine) {
   EXPECT_TRUE(Entry("ps0")["exit_code"].is_null());
 
   // Let it print before it is killed.
-  ASSERT_TRUE(TickUntil(s, [&] { return Slurp(dir_ + "/ps0.log") == "up a b\n"; }).ok());
+  ASSERT_TRUE(TickUntil(s, [&] {
+                return Slurp(dir_ + "/ps0.log") == "up a b\n";
+              }).ok());
   ASSERT_TRUE(s.Apply(Event("kill:ps0@0s"), absl::Now()).ok());
-  ASSERT_TRUE(TickUntil(s, [&] { return Entry("ps0")["status"] == "restarting"; }).ok());
+  ASSERT_TRUE(TickUntil(s, [&] {
+                return Entry("ps0")["status"] == "restarting";
+              }).ok());
   EXPECT_EQ(Entry("ps0")["exit_code"], 128 + SIGKILL);
   EXPECT_NE(s.NextRestart(), absl::InfiniteFuture());
-  ASSERT_TRUE(TickUntil(s, [&] { return Entry("ps0")["status"] == "running"; }).ok());
+  ASSERT_TRUE(
+      TickUntil(s, [&] { return Entry("ps0")["status"] == "running"; }).ok());
   EXPECT_NE(Entry("ps0")["pid"], first_pid);
   EXPECT_EQ(Entry("ps0")["restarts"], 1);
   EXPECT_EQ(s.RestartsJson(), nlohmann::json({{"ps0", 1}}));
@@ -118,7 +126,8 @@ TEST_F(ProcessSupervisorTest, ChaosKilledShardRestartsWithTheSameCommandLine) {
   EXPECT_EQ(events[0]["pid"], first_pid);
   EXPECT_EQ(events[0]["result"], "signalled");
   EXPECT_THAT(printed_, HasSubstr("ps0 (pid"));
-  EXPECT_THAT(printed_, HasSubstr("killed by SIGKILL (chaos); restarting in 50ms"));
+  EXPECT_THAT(printed_,
+              HasSubstr("killed by SIGKILL (chaos); restarting in 50ms"));
   EXPECT_THAT(printed_, HasSubstr("ps0 restarted (restart 1)"));
 
   // Same command line, same log (appended, with a marker between).
@@ -127,19 +136,24 @@ TEST_F(ProcessSupervisorTest, ChaosKilledShardRestartsWithTheSameCommandLine) {
                 return log.find("up a b") != log.rfind("up a b");  // twice
               }).ok());
   const std::string log = Slurp(dir_ + "/ps0.log");
-  EXPECT_THAT(log, HasSubstr("up a b\n\n==== ferry local: restart 1 of ps0 at"));
-  EXPECT_EQ(log.rfind("up a b"), log.size() - std::string("up a b\n").size()) << log;
+  EXPECT_THAT(log,
+              HasSubstr("up a b\n\n==== ferry local: restart 1 of ps0 at"));
+  EXPECT_EQ(log.rfind("up a b"), log.size() - std::string("up a b\n").size())
+      << log;
 }
 
 TEST_F(ProcessSupervisorTest, UnexpectedDeathsRestartUpToTheBoundThenFail) {
   ProcessSupervisor s(Options(), absl::Now());  // max_restarts 2
-  ASSERT_TRUE(s.StartServer({Role::kCoordinator, 0}, "127.0.0.1:1", {"/bin/sh", "-c", "exit 3"})
+  ASSERT_TRUE(s.StartServer({Role::kCoordinator, 0}, "127.0.0.1:1",
+                            {"/bin/sh", "-c", "exit 3"})
                   .ok());
   EXPECT_EQ(s.coordinator_starts(), 1);
   absl::Status failure = TickUntil(s, [] { return false; });
   EXPECT_EQ(failure.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(failure.message(),
-              HasSubstr("coordinator exited with code 3 unexpectedly after 2 restarts"));
+  EXPECT_THAT(
+      failure.message(),
+      HasSubstr(
+          "coordinator exited with code 3 unexpectedly after 2 restarts"));
   EXPECT_EQ(s.coordinator_starts(), 3);
   EXPECT_EQ(s.RestartsJson(), nlohmann::json({{"coordinator", 2}}));
   EXPECT_EQ(Entry("coordinator")["status"], "exited");
@@ -159,7 +173,8 @@ TEST_F(ProcessSupervisorTest, WorkersAreReportedNotRestarted) {
   EXPECT_EQ(Entry("worker0")["restarts"], 0);
   EXPECT_EQ(s.NextRestart(), absl::InfiniteFuture());
   EXPECT_EQ(s.RestartsJson(), nlohmann::json::object());
-  EXPECT_THAT(printed_, HasSubstr("exited with code 1; workers are not restarted"));
+  EXPECT_THAT(printed_,
+              HasSubstr("exited with code 1; workers are not restarted"));
 }
 
 TEST_F(ProcessSupervisorTest, JoinStopContTermAndStopAll) {
@@ -210,7 +225,8 @@ bool ProcessIsGone(pid_t pid) {
   std::string line;
   if (!std::getline(stat, line)) return true;
   const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         line[paren + 2] == 'Z';
 }
 
 TEST(ChildProcessTest, ChildrenDieWithTheirParent) {

@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 using Kind = ExitDecision::Kind;
 using Role = ProcessName::Role;
 
-ChildExit Exit(Role role, int code, bool chaos = false, int restarts = 0, int max = 5) {
+ChildExit Exit(Role role, int code, bool chaos = false, int restarts = 0,
+               int max = 5) {
   ChildExit e;
   e.role = role;
   e.exit_code = code;
@@ -42,7 +43,8 @@ TEST(DecideOnExitTest, WorkersAreNeverRestarted) {
       EXPECT_NE(d.kind, Kind::kFail) << code << " " << chaos;
       EXPECT_FALSE(d.unexpected);
       // Reported only when it died on its own with a failure.
-      EXPECT_EQ(d.kind, code != 0 && !chaos ? Kind::kReport : Kind::kIgnore) << code << chaos;
+      EXPECT_EQ(d.kind, code != 0 && !chaos ? Kind::kReport : Kind::kIgnore)
+          << code << chaos;
     }
   }
   EXPECT_THAT(DecideOnExit(Exit(Role::kWorker, 1)).reason,
@@ -55,7 +57,8 @@ TEST(DecideOnExitTest, ChaosDeathsOfServersRestartWithoutUsingTheBudget) {
   for (Role role : {Role::kPs, Role::kCoordinator}) {
     for (int code : {0, 1, 128 + SIGKILL, 128 + SIGTERM}) {
       for (int restarts : {0, 4, 5, 100}) {
-        const ExitDecision d = DecideOnExit(Exit(role, code, /*chaos=*/true, restarts, 5));
+        const ExitDecision d =
+            DecideOnExit(Exit(role, code, /*chaos=*/true, restarts, 5));
         EXPECT_EQ(d.kind, Kind::kRestart) << code << " " << restarts;
         EXPECT_FALSE(d.unexpected);
         EXPECT_THAT(d.reason, HasSubstr("(chaos)"));
@@ -70,7 +73,8 @@ TEST(DecideOnExitTest, UnexpectedServerDeathsRestartUpToTheBound) {
     for (int code : {0, 1, 2, 128 + SIGKILL, 128 + SIGSEGV}) {
       for (int max : {0, 1, 5}) {
         for (int restarts = 0; restarts <= max + 1; ++restarts) {
-          const ExitDecision d = DecideOnExit(Exit(role, code, false, restarts, max));
+          const ExitDecision d =
+              DecideOnExit(Exit(role, code, false, restarts, max));
           EXPECT_TRUE(d.unexpected);
           EXPECT_EQ(d.kind, restarts < max ? Kind::kRestart : Kind::kFail)
               << code << " " << restarts << "/" << max;
@@ -78,10 +82,12 @@ TEST(DecideOnExitTest, UnexpectedServerDeathsRestartUpToTheBound) {
       }
     }
   }
-  EXPECT_THAT(DecideOnExit(Exit(Role::kPs, 128 + SIGSEGV, false, 1, 5)).reason,
-              HasSubstr("killed by SIGSEGV unexpectedly (restart 2 of at most 5)"));
+  EXPECT_THAT(
+      DecideOnExit(Exit(Role::kPs, 128 + SIGSEGV, false, 1, 5)).reason,
+      HasSubstr("killed by SIGSEGV unexpectedly (restart 2 of at most 5)"));
   EXPECT_THAT(DecideOnExit(Exit(Role::kCoordinator, 1, false, 5, 5)).reason,
-              HasSubstr("exited with code 1 unexpectedly after 5 restarts (--max-restarts 5)"));
+              HasSubstr("exited with code 1 unexpectedly after 5 restarts "
+                        "(--max-restarts 5)"));
 }
 
 TEST(DecideOnExitTest, EverythingIsExpectedWhileStopping) {

@@ -19,9 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-CheckpointIdentity Identity() {
-  return CheckpointIdentity{"job", 1, 3, 4, 7};
-}
+CheckpointIdentity Identity() { return CheckpointIdentity{"job", 1, 3, 4, 7}; }
 
 ShardCheckpoint Sample(int64_t version = 12) {
   ShardCheckpoint c;
@@ -76,11 +74,14 @@ TEST(CheckpointIoTest, EveryTruncationAndExtensionIsDataLoss) {
   const std::string bytes = EncodeCheckpoint(Sample());
   for (size_t n = 0; n < bytes.size(); ++n) {
     absl::Status status = DecodeCheckpoint(bytes.substr(0, n)).status();
-    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << n << ": " << status;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
+        << n << ": " << status;
   }
-  EXPECT_THAT(DecodeCheckpoint(bytes.substr(0, bytes.size() - 12)).status().message(),
-              HasSubstr("truncated"));
-  EXPECT_EQ(DecodeCheckpoint(bytes + "x").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(
+      DecodeCheckpoint(bytes.substr(0, bytes.size() - 12)).status().message(),
+      HasSubstr("truncated"));
+  EXPECT_EQ(DecodeCheckpoint(bytes + "x").status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(CheckpointIoTest, EveryFlippedByteIsDataLoss) {
@@ -90,12 +91,14 @@ TEST(CheckpointIoTest, EveryFlippedByteIsDataLoss) {
       std::string corrupt = bytes;
       corrupt[i] ^= mask;
       const absl::Status status = DecodeCheckpoint(corrupt).status();
-      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << i << ": " << status;
+      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
+          << i << ": " << status;
     }
   }
   std::string corrupt = bytes;
   corrupt[75] ^= 1;  // inside the params (header: 71 bytes)
-  EXPECT_THAT(DecodeCheckpoint(corrupt).status().message(), HasSubstr("checksum"));
+  EXPECT_THAT(DecodeCheckpoint(corrupt).status().message(),
+              HasSubstr("checksum"));
   corrupt = bytes;
   corrupt[0] = 'X';
   EXPECT_THAT(DecodeCheckpoint(corrupt).status().message(), HasSubstr("magic"));
@@ -122,14 +125,16 @@ TEST(CheckpointIoTest, CheckIdentityNamesTheField) {
   const ShardCheckpoint c = Sample();
   CheckpointIdentity other = Identity();
   other.job_id = "other";
-  EXPECT_EQ(CheckIdentity(c, other).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckIdentity(c, other).code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(CheckIdentity(c, other).message(), HasSubstr("job 'job'"));
   other = Identity();
   other.shard_id = 2;
   EXPECT_THAT(CheckIdentity(c, other).message(), HasSubstr("shard 1 of 3"));
   other = Identity();
   other.num_shards = 4;
-  EXPECT_EQ(CheckIdentity(c, other).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckIdentity(c, other).code(),
+            absl::StatusCode::kFailedPrecondition);
   other = Identity();
   other.range_begin = 3;
   EXPECT_THAT(CheckIdentity(c, other).message(), HasSubstr("range"));
@@ -138,10 +143,14 @@ TEST(CheckpointIoTest, CheckIdentityNamesTheField) {
 TEST(CheckpointIoTest, Names) {
   EXPECT_EQ(CheckpointPath("/d", 3, 42), "/d/shard-3-v000000000042.ckpt");
   EXPECT_EQ(ParseCheckpointName("shard-3-v000000000042.ckpt", 3), 42);
-  EXPECT_EQ(ParseCheckpointName("shard-3-v1234567890123.ckpt", 3), 1234567890123);
-  EXPECT_EQ(ParseCheckpointName("shard-3-v000000000042.ckpt", 13), std::nullopt);
-  EXPECT_EQ(ParseCheckpointName("shard-13-v000000000042.ckpt", 3), std::nullopt);
-  EXPECT_EQ(ParseCheckpointName("shard-3-v000000000042.ckpt.tmp", 3), std::nullopt);
+  EXPECT_EQ(ParseCheckpointName("shard-3-v1234567890123.ckpt", 3),
+            1234567890123);
+  EXPECT_EQ(ParseCheckpointName("shard-3-v000000000042.ckpt", 13),
+            std::nullopt);
+  EXPECT_EQ(ParseCheckpointName("shard-13-v000000000042.ckpt", 3),
+            std::nullopt);
+  EXPECT_EQ(ParseCheckpointName("shard-3-v000000000042.ckpt.tmp", 3),
+            std::nullopt);
   EXPECT_EQ(ParseCheckpointName("shard-3-v.ckpt", 3), std::nullopt);
   EXPECT_EQ(ParseCheckpointName("shard-3-v-1.ckpt", 3), std::nullopt);
 }
@@ -172,7 +181,8 @@ TEST(CheckpointStoreTest, WriteRejectsAnotherSliceOrWrongSizes) {
   CheckpointStore store(&fs, "/ckpt", Identity());
   ShardCheckpoint c = Sample();
   c.identity.job_id = "other";
-  EXPECT_EQ(store.Write(c).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Write(c).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   c = Sample();
   c.state[1].pop_back();
   EXPECT_EQ(store.Write(c).status().code(), absl::StatusCode::kInvalidArgument);
@@ -198,9 +208,11 @@ TEST(CheckpointStoreTest, LoadNewestSkipsCorruptAndForeignCheckpoints) {
   EXPECT_EQ(newest->version, 4);
   EXPECT_EQ(path, CheckpointPath("/ckpt", 1, 4));
   EXPECT_EQ(store.LoadVersion(6).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(store.LoadVersion(8).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.LoadVersion(8).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // A file whose name and header disagree.
-  fs.SetFileContents(CheckpointPath("/ckpt", 1, 5), EncodeCheckpoint(Sample(4)));
+  fs.SetFileContents(CheckpointPath("/ckpt", 1, 5),
+                     EncodeCheckpoint(Sample(4)));
   EXPECT_EQ(store.LoadVersion(5).status().code(), absl::StatusCode::kDataLoss);
 }
 
@@ -211,7 +223,8 @@ TEST(CheckpointStoreTest, DeleteNewerThanAndFailedWrites) {
   EXPECT_EQ(*store.DeleteNewerThan(3), 2);
   EXPECT_THAT(*store.ListVersions(), ElementsAre(2));
   fs.FailWrites(absl::ResourceExhaustedError("disk full"));
-  EXPECT_EQ(store.Write(Sample(8)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.Write(Sample(8)).status().code(),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(*store.ListVersions(), ElementsAre(2));
 }
 
@@ -224,9 +237,10 @@ TEST(CheckpointStoreTest, PosixRoundTripInATempDir) {
   EXPECT_EQ(store.LoadNewest().status().code(), absl::StatusCode::kNotFound);
   for (int64_t v = 1; v <= 5; ++v) ASSERT_TRUE(store.Write(Sample(v)).ok());
   // The newest three, and no temp file left behind.
-  EXPECT_THAT(*PosixFileSystem()->ListDirectory(dir),
-              ElementsAre("shard-1-v000000000003.ckpt", "shard-1-v000000000004.ckpt",
-                          "shard-1-v000000000005.ckpt"));
+  EXPECT_THAT(
+      *PosixFileSystem()->ListDirectory(dir),
+      ElementsAre("shard-1-v000000000003.ckpt", "shard-1-v000000000004.ckpt",
+                  "shard-1-v000000000005.ckpt"));
   absl::StatusOr<ShardCheckpoint> newest = store.LoadNewest();
   ASSERT_TRUE(newest.ok()) << newest.status();
   ExpectSame(*newest, Sample(5));

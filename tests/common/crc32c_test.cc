@@ -27,7 +27,8 @@ TEST(Crc32cTest, ExtendEqualsOneShotAtEverySplit) {
   const std::string data = "The quick brown fox jumps over the lazy dog";
   EXPECT_EQ(Crc32c(data), 0x22620404u);
   for (size_t split = 0; split <= data.size(); ++split) {
-    EXPECT_EQ(Crc32cExtend(Crc32c(data.substr(0, split)), data.substr(split)), Crc32c(data))
+    EXPECT_EQ(Crc32cExtend(Crc32c(data.substr(0, split)), data.substr(split)),
+              Crc32c(data))
         << split;
   }
 }

@@ -11,10 +11,9 @@
 namespace ferry {
 namespace {
 
-constexpr GradientEncoding kAll[] = {GradientEncoding::kFp32,
-                                     GradientEncoding::kFp16,
-                                     GradientEncoding::kBf16,
-                                     GradientEncoding::kTopK};
+constexpr GradientEncoding kAll[] = {
+    GradientEncoding::kFp32, GradientEncoding::kFp16, GradientEncoding::kBf16,
+    GradientEncoding::kTopK};
 
 std::vector<float> RandomValues(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -41,16 +40,16 @@ TEST(GradientCodecTest, Fp16RoundsToNearestEven) {
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);    // largest finite
-  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);    // rounds down
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);    // tie rounds to even: inf
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);  // rounds down
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // tie rounds to even: inf
   EXPECT_EQ(FloatToHalf(1e9f), 0x7c00);
   EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);      // tie -> even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // above tie
-  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);   // smallest normal
-  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);   // smallest subnormal
-  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);   // tie -> even (zero)
+  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);  // tie -> even (zero)
   EXPECT_EQ(FloatToHalf(1.5f * 0x1p-25f), 0x0001);
   EXPECT_EQ(FloatToHalf(3 * 0x1p-25f), 0x0002);  // tie -> even (up)
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
@@ -78,16 +77,16 @@ TEST(GradientCodecTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::max()), 0x7f80);  // inf
   EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
   // A NaN whose payload sits only in the low bits stays NaN.
-  EXPECT_TRUE(std::isnan(Bf16ToFloat(
-      FloatToBf16(std::bit_cast<float>(uint32_t{0x7f800001})))));
+  EXPECT_TRUE(std::isnan(
+      Bf16ToFloat(FloatToBf16(std::bit_cast<float>(uint32_t{0x7f800001})))));
   EXPECT_EQ(Bf16ToFloat(0x3f80), 1.0f);
 }
 
 TEST(GradientCodecTest, RoundTripsEverySizeWithinTheEncodingsError) {
   for (GradientEncoding e : kAll) {
     for (int64_t n : {0, 1, 2, 3, 7, 13, 31, 1009}) {
-      SCOPED_TRACE(testing::Message() << "encoding " << static_cast<int>(e)
-                                      << " n " << n);
+      SCOPED_TRACE(testing::Message()
+                   << "encoding " << static_cast<int>(e) << " n " << n);
       const std::vector<float> v = RandomValues(n, 7 + n);
       std::string bytes;
       Encode(e, v.data(), n, /*ratio=*/0.1, &bytes);
@@ -200,12 +199,12 @@ TEST(GradientCodecTest, OverflowLeavesNoInfiniteResidual) {
 
 TEST(GradientCodecTest, MalformedInputIsRejected) {
   std::vector<float> out(4, 7.0f);
-  EXPECT_EQ(Decode(GradientEncoding::kFp16, std::string(7, 0), 4, out.data())
-                .code(),
-            absl::StatusCode::kDataLoss);
-  EXPECT_EQ(Decode(GradientEncoding::kFp32, std::string(8, 0), 4, out.data())
-                .code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      Decode(GradientEncoding::kFp16, std::string(7, 0), 4, out.data()).code(),
+      absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      Decode(GradientEncoding::kFp32, std::string(8, 0), 4, out.data()).code(),
+      absl::StatusCode::kDataLoss);
   EXPECT_EQ(Decode(static_cast<GradientEncoding>(9), "", 0, out.data()).code(),
             absl::StatusCode::kInvalidArgument);
   auto topk = [](std::vector<uint32_t> idx) {
@@ -215,19 +214,18 @@ TEST(GradientCodecTest, MalformedInputIsRejected) {
   };
   EXPECT_EQ(Decode(GradientEncoding::kTopK, topk({4}), 4, out.data()).code(),
             absl::StatusCode::kDataLoss);  // index out of range
-  EXPECT_EQ(
-      Decode(GradientEncoding::kTopK, topk({1, 1}), 4, out.data()).code(),
-      absl::StatusCode::kDataLoss);  // duplicate
-  EXPECT_EQ(
-      Decode(GradientEncoding::kTopK, topk({2, 1}), 4, out.data()).code(),
-      absl::StatusCode::kDataLoss);  // not increasing
+  EXPECT_EQ(Decode(GradientEncoding::kTopK, topk({1, 1}), 4, out.data()).code(),
+            absl::StatusCode::kDataLoss);  // duplicate
+  EXPECT_EQ(Decode(GradientEncoding::kTopK, topk({2, 1}), 4, out.data()).code(),
+            absl::StatusCode::kDataLoss);  // not increasing
   EXPECT_EQ(Decode(GradientEncoding::kTopK, "", 4, out.data()).code(),
             absl::StatusCode::kDataLoss);  // k == 0
-  EXPECT_EQ(Decode(GradientEncoding::kTopK, std::string(12, 0), 4, out.data())
-                .code(),
-            absl::StatusCode::kDataLoss);  // not 8k
+  EXPECT_EQ(
+      Decode(GradientEncoding::kTopK, std::string(12, 0), 4, out.data()).code(),
+      absl::StatusCode::kDataLoss);             // not 8k
   EXPECT_EQ(out, std::vector<float>(4, 7.0f));  // untouched
-  EXPECT_TRUE(Decode(GradientEncoding::kTopK, topk({0, 3}), 4, out.data()).ok());
+  EXPECT_TRUE(
+      Decode(GradientEncoding::kTopK, topk({0, 3}), 4, out.data()).ok());
 }
 
 TEST(GradientCodecTest, ParsesCompressionFlags) {

@@ -21,8 +21,8 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 // Exact up to the nanosecond rounding of absl::Seconds(double).
 void ExpectNear(absl::Time actual, absl::Time expected) {
   EXPECT_LE(absl::AbsDuration(actual - expected), absl::Microseconds(1))
-      << "actual " << absl::FormatDuration(actual - kT0) << " after t0, expected "
-      << absl::FormatDuration(expected - kT0);
+      << "actual " << absl::FormatDuration(actual - kT0)
+      << " after t0, expected " << absl::FormatDuration(expected - kT0);
 }
 
 TEST(ParseBandwidthTest, BitsAndBytesUnits) {
@@ -30,12 +30,22 @@ TEST(ParseBandwidthTest, BitsAndBytesUnits) {
     const char* text;
     double bytes_per_second;
   } cases[] = {
-      {"1Gbit", 125e6},      {"10Gbit", 1.25e9},    {"25Gbit", 3.125e9},
-      {"100Mbit", 12.5e6},   {"800Mbps", 100e6},    {"1.5GB/s", 1.5e9},
-      {"100MiB/s", 100.0 * 1048576},                {"8bit", 1},
-      {"2 kbit/s", 250},     {"1gbps", 125e6},      {" 10GBit ", 1.25e9},
-      {"3B/s", 3},           {"0", 0},              {"", 0},
-      {"0Gbit", 0},          {"1e9bit", 125e6},
+      {"1Gbit", 125e6},
+      {"10Gbit", 1.25e9},
+      {"25Gbit", 3.125e9},
+      {"100Mbit", 12.5e6},
+      {"800Mbps", 100e6},
+      {"1.5GB/s", 1.5e9},
+      {"100MiB/s", 100.0 * 1048576},
+      {"8bit", 1},
+      {"2 kbit/s", 250},
+      {"1gbps", 125e6},
+      {" 10GBit ", 1.25e9},
+      {"3B/s", 3},
+      {"0", 0},
+      {"", 0},
+      {"0Gbit", 0},
+      {"1e9bit", 125e6},
   };
   for (const Case& c : cases) {
     absl::StatusOr<double> rate = ParseBandwidth(c.text);
@@ -45,8 +55,8 @@ TEST(ParseBandwidthTest, BitsAndBytesUnits) {
 }
 
 TEST(ParseBandwidthTest, RejectsAmbiguousOrBadText) {
-  for (const char* text : {"100", "10Mb/s", "fast", "-1Gbit",
-                           "1Xbit", "Gbit", "1.5GB", "nanGbit", "1Gbit/h"}) {
+  for (const char* text : {"100", "10Mb/s", "fast", "-1Gbit", "1Xbit", "Gbit",
+                           "1.5GB", "nanGbit", "1Gbit/h"}) {
     absl::StatusOr<double> rate = ParseBandwidth(text);
     ASSERT_FALSE(rate.ok()) << text;
     EXPECT_EQ(rate.status().code(), absl::StatusCode::kInvalidArgument);
@@ -149,12 +159,13 @@ TEST(LinkShaperTest, ToleranceAbsorbsLateWakeUpsButGivesIdleLinksNoHeadStart) {
   // After a pause longer than the tolerance the link was idle: the
   // transfer takes its full time from when it is ready.
   const absl::Time after_pause = last + absl::Seconds(10);
-  ExpectNear(shaper.ReserveSend(1000000, after_pause), after_pause + absl::Seconds(1));
+  ExpectNear(shaper.ReserveSend(1000000, after_pause),
+             after_pause + absl::Seconds(1));
   // The default burst grows with the rate (kBurstTime worth at 25 Gbit).
   LinkShaper fast(LinkLimit{3.125e9, absl::ZeroDuration()});
   EXPECT_EQ(fast.burst_bytes(),
-            static_cast<int64_t>(3.125e9 *
-                                 absl::ToDoubleSeconds(LinkShaper::kBurstTime)));
+            static_cast<int64_t>(
+                3.125e9 * absl::ToDoubleSeconds(LinkShaper::kBurstTime)));
 }
 
 TEST(LinkShaperTest, UnlimitedImposesNoDelay) {
@@ -198,7 +209,8 @@ TEST(LinkShaperTest, ConcurrentCallersNeverOverlap) {
   for (size_t i = 1; i < releases.size(); ++i) {
     ASSERT_GE(releases[i] - releases[i - 1], absl::Microseconds(999)) << i;
   }
-  ExpectNear(releases.back(), kT0 + absl::Seconds(kThreads * kPerThread / 1000));
+  ExpectNear(releases.back(),
+             kT0 + absl::Seconds(kThreads * kPerThread / 1000));
 }
 
 TEST(LinkShaperTest, RunAtRunsInTimeOrderNotBefore) {

@@ -37,8 +37,9 @@ TEST_F(LogTest, TextLineHasLevelComponentMessageAndQuotedFields) {
   const std::string out = Capture([] {
     LogInfo("listening", {{"port", 7071}, {"path", "/tmp/a b"}, {"job", "j1"}});
   });
-  EXPECT_NE(out.find(" INFO  ps-1 listening port=7071 path=\"/tmp/a b\" job=j1\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(" INFO  ps-1 listening port=7071 path=\"/tmp/a b\" job=j1\n"),
+      std::string::npos)
       << out;
   EXPECT_EQ(out.find('\n'), out.size() - 1);  // one line
 }
@@ -46,8 +47,11 @@ TEST_F(LogTest, TextLineHasLevelComponentMessageAndQuotedFields) {
 TEST_F(LogTest, JsonLineKeepsNumbersAndEscapesText) {
   ASSERT_TRUE(ConfigureLogging("coordinator", "debug", "json").ok());
   const std::string out = Capture([] {
-    LogWarn("odd \"input\"", {{"step", int64_t{12}}, {"ratio", 0.5}, {"ok", false},
-                              {"error", absl::InvalidArgumentError("bad\nshape")}});
+    LogWarn("odd \"input\"",
+            {{"step", int64_t{12}},
+             {"ratio", 0.5},
+             {"ok", false},
+             {"error", absl::InvalidArgumentError("bad\nshape")}});
   });
   const nlohmann::json line = nlohmann::json::parse(out);
   EXPECT_EQ(line["level"], "warn");
@@ -76,8 +80,10 @@ TEST_F(LogTest, LevelFiltersLowerEvents) {
 
 TEST_F(LogTest, UnknownLevelOrFormatIsRejectedAndChangesNothing) {
   ASSERT_TRUE(ConfigureLogging("keep", "info", "text").ok());
-  EXPECT_EQ(ConfigureLogging("x", "verbose", "text").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ConfigureLogging("x", "info", "xml").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ConfigureLogging("x", "verbose", "text").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ConfigureLogging("x", "info", "xml").code(),
+            absl::StatusCode::kInvalidArgument);
   const std::string line = FormatLogLine(LogLevel::kInfo, "m", {});
   EXPECT_NE(line.find(" keep m"), std::string::npos) << line;
 }

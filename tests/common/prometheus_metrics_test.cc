@@ -21,8 +21,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const prometheus::MetricFamily* FindFamily(const std::vector<prometheus::MetricFamily>& all,
-                                           const std::string& name) {
+const prometheus::MetricFamily* FindFamily(
+    const std::vector<prometheus::MetricFamily>& all, const std::string& name) {
   for (const auto& f : all) {
     if (f.name == name) return &f;
   }
@@ -67,8 +67,10 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 TEST(PrometheusMetricsTest, FamiliesHaveNamesTypesAndLabels) {
-  Metrics().rejected(MetricRole::kPs, "push", absl::StatusCode::kInvalidArgument);
-  const std::vector<prometheus::MetricFamily> all = Metrics().registry()->Collect();
+  Metrics().rejected(MetricRole::kPs, "push",
+                     absl::StatusCode::kInvalidArgument);
+  const std::vector<prometheus::MetricFamily> all =
+      Metrics().registry()->Collect();
   struct Expected {
     std::string name;
     prometheus::MetricType type;
@@ -77,9 +79,11 @@ TEST(PrometheusMetricsTest, FamiliesHaveNamesTypesAndLabels) {
   const std::vector<Expected> expected = {
       {"ferry_steps_total", prometheus::MetricType::Counter, {"role"}},
       {"ferry_samples_total", prometheus::MetricType::Counter, {"role"}},
-      {"ferry_bytes_total", prometheus::MetricType::Counter,
+      {"ferry_bytes_total",
+       prometheus::MetricType::Counter,
        {"role", "peer_role", "direction"}},
-      {"ferry_rejected_inputs_total", prometheus::MetricType::Counter,
+      {"ferry_rejected_inputs_total",
+       prometheus::MetricType::Counter,
        {"role", "op", "reason"}},
       {"ferry_push_seconds", prometheus::MetricType::Histogram, {"role"}},
       {"ferry_pull_seconds", prometheus::MetricType::Histogram, {"role"}},
@@ -117,24 +121,30 @@ TEST(PrometheusMetricsTest, LabelHelpers) {
   EXPECT_STREQ(PeerRoleLabel("worker"), "worker");
   EXPECT_STREQ(PeerRoleLabel("psx"), "other");
   EXPECT_STREQ(PeerRoleLabel(""), "other");
-  EXPECT_EQ(ReasonLabel(absl::StatusCode::kInvalidArgument), "invalid_argument");
-  EXPECT_EQ(ReasonLabel(absl::StatusCode::kFailedPrecondition), "failed_precondition");
+  EXPECT_EQ(ReasonLabel(absl::StatusCode::kInvalidArgument),
+            "invalid_argument");
+  EXPECT_EQ(ReasonLabel(absl::StatusCode::kFailedPrecondition),
+            "failed_precondition");
   EXPECT_STREQ(MetricRoleName(MetricRole::kPs), "ps");
 }
 
 TEST(PrometheusMetricsTest, RejectCountsOnlyErrors) {
-  prometheus::Counter& c =
-      Metrics().rejected(MetricRole::kCoordinator, "test_op", absl::StatusCode::kAborted);
+  prometheus::Counter& c = Metrics().rejected(
+      MetricRole::kCoordinator, "test_op", absl::StatusCode::kAborted);
   const double before = c.Value();
-  EXPECT_TRUE(Metrics().Reject(MetricRole::kCoordinator, "test_op", absl::OkStatus()).ok());
-  EXPECT_TRUE(absl::IsAborted(
-      Metrics().Reject(MetricRole::kCoordinator, "test_op", absl::AbortedError("x"))));
+  EXPECT_TRUE(Metrics()
+                  .Reject(MetricRole::kCoordinator, "test_op", absl::OkStatus())
+                  .ok());
+  EXPECT_TRUE(absl::IsAborted(Metrics().Reject(
+      MetricRole::kCoordinator, "test_op", absl::AbortedError("x"))));
   EXPECT_EQ(c.Value(), before + 1);
 }
 
 TEST(PrometheusMetricsTest, CumulativeBytesExportAddsDeltas) {
-  prometheus::Counter& sent = Metrics().bytes(MetricRole::kWorker, "coordinator", true);
-  prometheus::Counter& received = Metrics().bytes(MetricRole::kWorker, "coordinator", false);
+  prometheus::Counter& sent =
+      Metrics().bytes(MetricRole::kWorker, "coordinator", true);
+  prometheus::Counter& received =
+      Metrics().bytes(MetricRole::kWorker, "coordinator", false);
   const double sent0 = sent.Value(), received0 = received.Value();
   CumulativeBytesExport bytes(MetricRole::kWorker);
   bytes.Update("coordinator", 100, 10);
@@ -166,18 +176,24 @@ TEST(PrometheusMetricsTest, ExportOnlyRoleLeavesOutTheOtherRolesSeries) {
   const std::string worker_view = SerializeMetrics();
   ExportAllRolesForTesting();
   const std::string all = SerializeMetrics();
-  EXPECT_NE(worker_view.find("ferry_steps_total{role=\"worker\"}"), std::string::npos);
-  for (const char* other : {"{role=\"ps\"", ",role=\"ps\"", "{role=\"coordinator\"",
-                            ",role=\"coordinator\""}) {
-    EXPECT_EQ(worker_view.find(other), std::string::npos) << other;  // not peer_role
+  EXPECT_NE(worker_view.find("ferry_steps_total{role=\"worker\"}"),
+            std::string::npos);
+  for (const char* other : {"{role=\"ps\"", ",role=\"ps\"",
+                            "{role=\"coordinator\"", ",role=\"coordinator\""}) {
+    EXPECT_EQ(worker_view.find(other), std::string::npos)
+        << other;  // not peer_role
   }
-  EXPECT_NE(worker_view.find("ferry_allreduce_seconds_count"), std::string::npos);
-  for (const char* family : {"ferry_members", "ferry_pending_pulls", "ferry_staleness_steps",
-                             "ferry_push_staleness_steps"}) {
-    EXPECT_EQ(worker_view.find(family), std::string::npos) << family;  // not a worker's
+  EXPECT_NE(worker_view.find("ferry_allreduce_seconds_count"),
+            std::string::npos);
+  for (const char* family :
+       {"ferry_members", "ferry_pending_pulls", "ferry_staleness_steps",
+        "ferry_push_staleness_steps"}) {
+    EXPECT_EQ(worker_view.find(family), std::string::npos)
+        << family;  // not a worker's
     EXPECT_NE(all.find(family), std::string::npos) << family;
   }
-  EXPECT_NE(all.find("ferry_checkpoint_age_seconds{role=\"ps\"}"), std::string::npos);
+  EXPECT_NE(all.find("ferry_checkpoint_age_seconds{role=\"ps\"}"),
+            std::string::npos);
 }
 
 TEST(PrometheusMetricsTest, ExposerServesMetricsOverHttp) {
@@ -193,10 +209,12 @@ TEST(PrometheusMetricsTest, ExposerServesMetricsOverHttp) {
   const std::string response = HttpGet(port, "/metrics");
   EXPECT_THAT(response, HasSubstr(" 200 "));
   for (const char* name :
-       {"ferry_steps_total{role=\"worker\"}", "ferry_bytes_total{", "ferry_push_seconds_bucket{",
-        "ferry_allreduce_seconds_count", "ferry_pending_pulls", "ferry_members",
-        "ferry_generation{", "ferry_checkpoint_age_seconds{role=\"ps\"} -1",
-        "# TYPE ferry_pull_seconds histogram", "# TYPE ferry_steps_total counter"}) {
+       {"ferry_steps_total{role=\"worker\"}", "ferry_bytes_total{",
+        "ferry_push_seconds_bucket{", "ferry_allreduce_seconds_count",
+        "ferry_pending_pulls", "ferry_members", "ferry_generation{",
+        "ferry_checkpoint_age_seconds{role=\"ps\"} -1",
+        "# TYPE ferry_pull_seconds histogram",
+        "# TYPE ferry_steps_total counter"}) {
     EXPECT_THAT(response, HasSubstr(name));
   }
   EXPECT_GE(hook_runs, 1);
@@ -221,7 +239,7 @@ TEST(PrometheusMetricsTest, StallingClientIsDroppedAndDoesNotBlockShutdown) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(send(fd, "G", 1, 0), 1);  // and nothing more
+  ASSERT_EQ(send(fd, "G", 1, 0), 1);        // and nothing more
   absl::SleepFor(absl::Milliseconds(200));  // the exposer is now reading it
   const absl::Time start = absl::Now();
   exposer->reset();
@@ -251,9 +269,11 @@ TEST(PrometheusMetricsTest, BoundPortIsUnavailable) {
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int port = ntohs(addr.sin_port);
 
-  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer = StartMetricsExposer(port);
+  absl::StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      StartMetricsExposer(port);
   EXPECT_TRUE(absl::IsUnavailable(exposer.status())) << exposer.status();
-  EXPECT_THAT(std::string(exposer.status().message()), HasSubstr(absl::StrCat(port)));
+  EXPECT_THAT(std::string(exposer.status().message()),
+              HasSubstr(absl::StrCat(port)));
   close(fd);
 }
 

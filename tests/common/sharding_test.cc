@@ -12,14 +12,16 @@ namespace {
 // flat order, never span a tensor or a shard boundary, and respect the limit.
 void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
                           int64_t max_chunk) {
-  SCOPED_TRACE(testing::Message() << "shards=" << shards << " max_chunk=" << max_chunk);
+  SCOPED_TRACE(testing::Message()
+               << "shards=" << shards << " max_chunk=" << max_chunk);
   auto placed = PlaceChunks(sizes, shards, max_chunk);
   ASSERT_TRUE(placed.ok()) << placed.status();
   const std::vector<Chunk>& chunks = *placed;
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
   int64_t expected_flat = 0;
   std::vector<int64_t> tensor_starts(sizes.size());
-  for (size_t t = 0, off = 0; t < sizes.size(); off += sizes[t], ++t) tensor_starts[t] = off;
+  for (size_t t = 0, off = 0; t < sizes.size(); off += sizes[t], ++t)
+    tensor_starts[t] = off;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Chunk& c = chunks[i];
     EXPECT_EQ(c.id, static_cast<int>(i));
@@ -43,12 +45,22 @@ void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
 
 TEST(ShardingTest, CoversEveryElementExactlyOnceForAwkwardSizes) {
   const std::vector<std::vector<int64_t>> models = {
-      {}, {0}, {1}, {0, 0, 5}, {7}, {13, 0, 1, 2}, {200704, 256, 32768, 128, 1280, 10},
-      {97, 89, 83, 79, 73}, {1000003}};
+      {},
+      {0},
+      {1},
+      {0, 0, 5},
+      {7},
+      {13, 0, 1, 2},
+      {200704, 256, 32768, 128, 1280, 10},
+      {97, 89, 83, 79, 73},
+      {1000003}};
   for (const auto& sizes : models) {
     for (int shards : {1, 2, 3, 5, 7, 8, 16}) {
-      for (int64_t max_chunk : {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{1} << 18}) {
-        if (max_chunk == 1 && std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) > 5000) continue;
+      for (int64_t max_chunk :
+           {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{1} << 18}) {
+        if (max_chunk == 1 &&
+            std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) > 5000)
+          continue;
         ExpectValidPlacement(sizes, shards, max_chunk);
       }
     }
@@ -76,9 +88,12 @@ TEST(ShardingTest, MoreShardsThanElementsLeavesSomeShardsEmpty) {
 }
 
 TEST(ShardingTest, RejectsInvalidArguments) {
-  EXPECT_EQ(PlaceChunks({10}, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlaceChunks({10}, 2, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlaceChunks({10, -1}, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceChunks({10}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceChunks({10}, 2, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceChunks({10, -1}, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ShardingTest, PlacementIsAPureFunction) {

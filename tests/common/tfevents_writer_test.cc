@@ -47,7 +47,8 @@ class Reader {
     uint64_t v = 0;
     EXPECT_LE(pos_ + bytes, data_.size());
     for (int i = 0; i < bytes && pos_ < data_.size(); ++i) {
-      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_++])) << (8 * i);
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_++]))
+           << (8 * i);
     }
     return v;
   }
@@ -133,14 +134,15 @@ std::vector<Event> ReadEvents(const std::string& path) {
     if (pos + 12 > data.size()) break;
     const std::string_view header(data.data() + pos, 8);
     const uint64_t length = LittleEndian(header);
-    EXPECT_EQ(UnmaskCrc32c(static_cast<uint32_t>(LittleEndian({data.data() + pos + 8, 4}))),
+    EXPECT_EQ(UnmaskCrc32c(static_cast<uint32_t>(
+                  LittleEndian({data.data() + pos + 8, 4}))),
               Crc32c(absl::string_view(header.data(), header.size())))
         << "length CRC at " << pos;
     EXPECT_LE(pos + 12 + length + 4, data.size()) << "truncated record";
     if (pos + 12 + length + 4 > data.size()) break;
     const std::string_view body(data.data() + pos + 12, length);
-    EXPECT_EQ(UnmaskCrc32c(
-                  static_cast<uint32_t>(LittleEndian({data.data() + pos + 12 + length, 4}))),
+    EXPECT_EQ(UnmaskCrc32c(static_cast<uint32_t>(
+                  LittleEndian({data.data() + pos + 12 + length, 4}))),
               Crc32c(absl::string_view(body.data(), body.size())))
         << "data CRC at " << pos;
     events.push_back(ParseEvent(body));
@@ -151,7 +153,8 @@ std::vector<Event> ReadEvents(const std::string& path) {
 
 std::vector<std::string> EventFiles(const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path().string());
+  for (const auto& entry : fs::directory_iterator(dir))
+    files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -174,7 +177,8 @@ TEST_F(TfEventsWriterTest, FramingOfAKnownRecord) {
   ASSERT_EQ(record.size(), 8u + 4 + 3 + 4);
   EXPECT_EQ(LittleEndian(std::string_view(record).substr(0, 8)), 3u);
   EXPECT_EQ(record.substr(12, 3), "abc");
-  EXPECT_EQ(LittleEndian(std::string_view(record).substr(15, 4)), MaskCrc32c(Crc32c("abc")));
+  EXPECT_EQ(LittleEndian(std::string_view(record).substr(15, 4)),
+            MaskCrc32c(Crc32c("abc")));
 }
 
 TEST_F(TfEventsWriterTest, RoundTripsScalarsWithStepsAndTags) {
@@ -184,7 +188,9 @@ TEST_F(TfEventsWriterTest, RoundTripsScalarsWithStepsAndTags) {
     ASSERT_TRUE(writer.ok()) << writer.status();
     const std::string name = fs::path((*writer)->path()).filename().string();
     EXPECT_EQ(name.rfind("events.out.tfevents.", 0), 0u) << name;
-    EXPECT_NE(name.find("." + std::to_string(getpid()) + "."), std::string::npos) << name;
+    EXPECT_NE(name.find("." + std::to_string(getpid()) + "."),
+              std::string::npos)
+        << name;
     for (int64_t step = 1; step <= 3; ++step) {
       ASSERT_TRUE((*writer)
                       ->WriteScalars(step, t0 + absl::Seconds(step),
@@ -192,20 +198,23 @@ TEST_F(TfEventsWriterTest, RoundTripsScalarsWithStepsAndTags) {
                                       {"train/accuracy", 0.25f * step}})
                       .ok());
     }
-    ASSERT_TRUE((*writer)->WriteScalars(1LL << 40, t0, {{"big/step", -1.5f}}).ok());
+    ASSERT_TRUE(
+        (*writer)->WriteScalars(1LL << 40, t0, {{"big/step", -1.5f}}).ok());
   }
   const auto files = EventFiles(dir_ + "/run/ps");
   ASSERT_EQ(files.size(), 1u);
   const std::vector<Event> events = ReadEvents(files[0]);
   ASSERT_EQ(events.size(), 5u);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
-  EXPECT_NEAR(events[0].wall_time, absl::ToDoubleSeconds(t0 - absl::UnixEpoch()), 60);
+  EXPECT_NEAR(events[0].wall_time,
+              absl::ToDoubleSeconds(t0 - absl::UnixEpoch()), 60);
   EXPECT_TRUE(events[0].values.empty());
   for (int64_t step = 1; step <= 3; ++step) {
     const Event& e = events[step];
     EXPECT_EQ(e.step, step);
-    EXPECT_DOUBLE_EQ(e.wall_time,
-                     absl::ToDoubleSeconds(t0 + absl::Seconds(step) - absl::UnixEpoch()));
+    EXPECT_DOUBLE_EQ(
+        e.wall_time,
+        absl::ToDoubleSeconds(t0 + absl::Seconds(step) - absl::UnixEpoch()));
     ASSERT_EQ(e.values.size(), 2u);
     EXPECT_EQ(e.values[0].first, "train/loss");
     EXPECT_FLOAT_EQ(e.values[0].second, 2.0f / step);
@@ -237,8 +246,9 @@ TEST_F(TfEventsWriterTest, ConcurrentWritersKeepRecordsWhole) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        (void)(*writer)->WriteScalars(t * 1000 + i, absl::Now(),
-                                      {{"thread/" + std::to_string(t), 1.0f * i}});
+        (void)(*writer)->WriteScalars(
+            t * 1000 + i, absl::Now(),
+            {{"thread/" + std::to_string(t), 1.0f * i}});
       }
     });
   }
@@ -252,7 +262,8 @@ TEST_F(TfEventsWriterTest, UncreatableDirectoryIsAClearError) {
   std::ofstream(dir_ + "/file") << "x";
   auto writer = TfEventsWriter::Open(dir_ + "/file/sub");
   ASSERT_FALSE(writer.ok());
-  EXPECT_NE(writer.status().message().find(dir_ + "/file/sub"), std::string::npos)
+  EXPECT_NE(writer.status().message().find(dir_ + "/file/sub"),
+            std::string::npos)
       << writer.status();
   EXPECT_FALSE(TfEventsWriter::Open("").ok());
 }
@@ -280,7 +291,8 @@ TEST_F(TfEventsWriterTest, TensorBoardSinkWritesStepAndEvalTags) {
   ASSERT_EQ(files.size(), 1u);
   const std::vector<Event> events = ReadEvents(files[0]);
   ASSERT_EQ(events.size(), 3u);
-  std::map<std::string, float> s(events[1].values.begin(), events[1].values.end());
+  std::map<std::string, float> s(events[1].values.begin(),
+                                 events[1].values.end());
   EXPECT_EQ(events[1].step, 4);
   EXPECT_FLOAT_EQ(s.at("train/loss"), 0.75f);
   EXPECT_FLOAT_EQ(s.at("train/accuracy"), 0.5f);
@@ -288,7 +300,8 @@ TEST_F(TfEventsWriterTest, TensorBoardSinkWritesStepAndEvalTags) {
   EXPECT_FLOAT_EQ(s.at("comm/bytes_sent_per_worker"), 500.0f);
   EXPECT_FLOAT_EQ(s.at("time/step_seconds"), 0.125f);
   EXPECT_TRUE(s.count("time/comm_seconds") && s.count("time/compute_seconds"));
-  std::map<std::string, float> e(events[2].values.begin(), events[2].values.end());
+  std::map<std::string, float> e(events[2].values.begin(),
+                                 events[2].values.end());
   EXPECT_EQ(events[2].step, 4);
   EXPECT_FLOAT_EQ(e.at("test/accuracy"), 0.8f);
   EXPECT_FLOAT_EQ(e.at("test/loss"), 0.6f);

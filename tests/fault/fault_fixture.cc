@@ -18,25 +18,38 @@ namespace ferry::testing {
 
 std::vector<std::string> FaultJobArgs(const std::string& mode,
                                       const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--mode", mode, "--workers", "3", "--epochs",
-                                   std::to_string(kEpochs), "--device", "cpu",
-                                   "--heartbeat-timeout", "3", "--checkpoint-every", "100"};
+  std::vector<std::string> args = {"--mode",
+                                   mode,
+                                   "--workers",
+                                   "3",
+                                   "--epochs",
+                                   std::to_string(kEpochs),
+                                   "--device",
+                                   "cpu",
+                                   "--heartbeat-timeout",
+                                   "3",
+                                   "--checkpoint-every",
+                                   "100"};
   if (mode == "ps") args.insert(args.end(), {"--shards", "2"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
-absl::StatusOr<LocalRun> RunLocal(const std::string& name, const std::vector<std::string>& args,
+absl::StatusOr<LocalRun> RunLocal(const std::string& name,
+                                  const std::vector<std::string>& args,
                                   absl::Duration timeout) {
   LocalRun run;
-  run.log_dir = absl::StrCat(::testing::TempDir(), "/ferry-fault-", name, "-", getpid());
+  run.log_dir =
+      absl::StrCat(::testing::TempDir(), "/ferry-fault-", name, "-", getpid());
   std::filesystem::remove_all(run.log_dir);
   std::filesystem::create_directories(run.log_dir);
   const std::string summary = run.log_dir + "/summary.json";
-  std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry", "local"};
+  std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry",
+                                   "local"};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.end(), {"--summary-json", summary, "--log-dir", run.log_dir + "/logs",
-                           "--timeout", std::to_string(absl::ToInt64Seconds(timeout))});
+  argv.insert(argv.end(),
+              {"--summary-json", summary, "--log-dir", run.log_dir + "/logs",
+               "--timeout", std::to_string(absl::ToInt64Seconds(timeout))});
   const absl::Time start = absl::Now();
   auto child = ChildProcess::Spawn(argv, run.log_dir + "/ferry-local.log");
   if (!child.ok()) return child.status();
@@ -45,10 +58,13 @@ absl::StatusOr<LocalRun> RunLocal(const std::string& name, const std::vector<std
   while (!child->Poll().has_value() && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  run.exit_code = child->Poll().has_value() ? *child->Poll() : child->Stop(absl::Seconds(10));
+  run.exit_code = child->Poll().has_value() ? *child->Poll()
+                                            : child->Stop(absl::Seconds(10));
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::ifstream in(summary);
-  if (in) run.summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (in)
+    run.summary =
+        nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   return run;
 }
 
@@ -56,7 +72,8 @@ absl::StatusOr<LocalRun> RunLocal(const std::string& name, const std::vector<std
 // in the build tree (under a lock, so that parallel tests train it once) and
 // reused while it is newer than the binaries.
 const LocalRun& Reference(const std::string& mode) {
-  static std::map<std::string, LocalRun>* cache = new std::map<std::string, LocalRun>();
+  static std::map<std::string, LocalRun>* cache =
+      new std::map<std::string, LocalRun>();
   auto it = cache->find(mode);
   if (it != cache->end()) return it->second;
   const std::string dir = std::string(FERRY_BIN_DIR) + "/../fault-reference";
@@ -66,7 +83,8 @@ const LocalRun& Reference(const std::string& mode) {
   if (lock >= 0) flock(lock, LOCK_EX);
   LocalRun reference;
   std::error_code ec;
-  const auto binary = std::filesystem::last_write_time(std::string(FERRY_BIN_DIR) + "/ferry-worker", ec);
+  const auto binary = std::filesystem::last_write_time(
+      std::string(FERRY_BIN_DIR) + "/ferry-worker", ec);
   const auto saved = std::filesystem::last_write_time(path, ec);
   if (!ec && saved > binary) {
     std::ifstream in(path);
@@ -77,7 +95,8 @@ const LocalRun& Reference(const std::string& mode) {
   if (reference.exit_code != 0) {
     auto run = RunLocal(mode + "-reference", FaultJobArgs(mode));
     if (run.ok()) reference = *run;
-    if (reference.exit_code == 0) std::ofstream(path) << reference.summary.dump();
+    if (reference.exit_code == 0)
+      std::ofstream(path) << reference.summary.dump();
   }
   if (lock >= 0) close(lock);
   return cache->emplace(mode, reference).first->second;
@@ -86,23 +105,27 @@ const LocalRun& Reference(const std::string& mode) {
 int CountEvents(const nlohmann::json& summary, const std::string& kind) {
   int n = 0;
   if (!summary.contains("events")) return 0;
-  for (const auto& e : summary.at("events")) n += e.value("kind", "") == kind ? 1 : 0;
+  for (const auto& e : summary.at("events"))
+    n += e.value("kind", "") == kind ? 1 : 0;
   return n;
 }
 
-void ExpectHealthyRun(const LocalRun& run, const std::string& mode, int min_workers_seen) {
+void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
+                      int min_workers_seen) {
   ASSERT_EQ(run.exit_code, 0) << "ferry local failed; logs in " << run.log_dir;
   ASSERT_TRUE(run.summary.is_object()) << "no summary in " << run.log_dir;
   const nlohmann::json& s = run.summary;
   const auto& accounting = s.at("epochs_accounting");
   ASSERT_EQ(accounting.size(), static_cast<size_t>(kEpochs)) << s.dump(1);
   for (const auto& epoch : accounting) {
-    EXPECT_EQ(epoch.at("samples_applied").get<int64_t>(), kTrainSamples) << epoch.dump();
+    EXPECT_EQ(epoch.at("samples_applied").get<int64_t>(), kTrainSamples)
+        << epoch.dump();
     EXPECT_EQ(epoch.at("samples_dropped").get<int64_t>(), 0) << epoch.dump();
   }
   EXPECT_GE(s.at("workers_seen").get<int>(), min_workers_seen);
   const LocalRun& reference = Reference(mode);
-  ASSERT_EQ(reference.exit_code, 0) << "reference run failed; logs in " << reference.log_dir;
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
   const double accuracy = s.at("test_accuracy").get<double>();
   const double expected = reference.summary.at("test_accuracy").get<double>();
   EXPECT_NEAR(accuracy, expected, 0.01) << "logs in " << run.log_dir;

@@ -25,15 +25,16 @@ struct LocalRun {
 // mode), kEpochs epochs of Fashion-MNIST (938 steps), checkpoints every 100
 // steps, a 3 s heartbeat timeout; plus `extra` flags (e.g. --chaos, with
 // events at steps so that they land mid-training on any machine).
-std::vector<std::string> FaultJobArgs(const std::string& mode,
-                                      const std::vector<std::string>& extra = {});
+std::vector<std::string> FaultJobArgs(
+    const std::string& mode, const std::vector<std::string>& extra = {});
 inline constexpr int kEpochs = 2;
 inline constexpr int64_t kTrainSamples = 60000;
 
 // Runs `ferry local` with `args` (plus --summary-json, --log-dir and
 // --timeout) and waits for it; a run past `timeout` is killed (exit code
 // 137) so that no test hangs.
-absl::StatusOr<LocalRun> RunLocal(const std::string& name, const std::vector<std::string>& args,
+absl::StatusOr<LocalRun> RunLocal(const std::string& name,
+                                  const std::vector<std::string>& args,
                                   absl::Duration timeout = absl::Minutes(4));
 
 // The undisturbed run of `mode`, computed at first use.
@@ -42,7 +43,8 @@ const LocalRun& Reference(const std::string& mode);
 // Asserts what every fault test asserts: the job finished (exit 0), every
 // epoch applied every sample exactly once, accuracy within one point of the
 // undisturbed run, and `min_workers_seen` workers took part.
-void ExpectHealthyRun(const LocalRun& run, const std::string& mode, int min_workers_seen);
+void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
+                      int min_workers_seen);
 
 // Counts the summary's job events of `kind` (events from the coordinator).
 int CountEvents(const nlohmann::json& summary, const std::string& kind);

@@ -218,7 +218,7 @@ class Cluster:
 
 
 ABANDONED = re.compile(r"abandoned step (\d+): ([A-Z_]+): (.*)")
-# The worker's message for a pull that waited for a version (worker/ps_calls.h).
+# The worker's message for a pull that waited for a version (ps/ps_calls.h).
 PULL_WAIT = re.compile(r"ps shard \d+ \([^)]*\) pull of version >= \d+: ")
 
 

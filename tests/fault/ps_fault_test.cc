@@ -6,8 +6,11 @@ namespace ferry::testing {
 namespace {
 
 TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
-  auto run = RunLocal("ps-workers", FaultJobArgs("ps", {"--chaos",
-      "join:1@step100,kill:worker1@step200,join:1@step300,term:worker0@step450"}));
+  auto run =
+      RunLocal("ps-workers",
+               FaultJobArgs("ps", {"--chaos",
+                                   "join:1@step100,kill:worker1@step200,join:1@"
+                                   "step300,term:worker0@step450"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 5);
   EXPECT_GE(CountEvents(run->summary, "evicted"), 1) << run->summary.dump(1);
@@ -15,17 +18,22 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
 }
 
 TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
-  auto run = RunLocal("ps-shard", FaultJobArgs("ps", {"--chaos", "kill:ps1@step250"}));
+  auto run =
+      RunLocal("ps-shard", FaultJobArgs("ps", {"--chaos", "kill:ps1@step250"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 3);
-  EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1) << run->summary.dump(1);
+  EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1)
+      << run->summary.dump(1);
 }
 
 TEST(PsFaultTest, CoordinatorKilledAndResumedFromItsState) {
-  auto run = RunLocal("ps-coordinator", FaultJobArgs("ps", {"--chaos", "kill:coordinator@step300"}));
+  auto run =
+      RunLocal("ps-coordinator",
+               FaultJobArgs("ps", {"--chaos", "kill:coordinator@step300"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 3);
-  EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1) << run->summary.dump(1);
+  EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1)
+      << run->summary.dump(1);
 }
 
 }  // namespace

@@ -7,19 +7,26 @@ namespace ferry::testing {
 namespace {
 
 TEST(RingFaultTest, MembersJoinDieAndLeaveAndTheRingReforms) {
-  auto run = RunLocal("ring-workers", FaultJobArgs("ring", {"--digest-every", "10", "--chaos",
-      "join:1@step100,kill:worker1@step250,term:worker0@step450"}));
+  auto run = RunLocal(
+      "ring-workers",
+      FaultJobArgs(
+          "ring",
+          {"--digest-every", "10", "--chaos",
+           "join:1@step100,kill:worker1@step250,term:worker0@step450"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 4);
-  EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1) << run->summary.dump(1);
+  EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
+      << run->summary.dump(1);
 }
 
 TEST(RingFaultTest, CoordinatorKilledAndResumedFromItsState) {
-  auto run = RunLocal("ring-coordinator", FaultJobArgs("ring", {"--digest-every", "10",
-      "--chaos", "kill:coordinator@step300"}));
+  auto run = RunLocal("ring-coordinator",
+                      FaultJobArgs("ring", {"--digest-every", "10", "--chaos",
+                                            "kill:coordinator@step300"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 3);
-  EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1) << run->summary.dump(1);
+  EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1)
+      << run->summary.dump(1);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Fuzz target: ferry.v1.Coordinator (server/coordinator_service.h over a
+// Fuzz target: ferry.v1.Coordinator (coordinator/coordinator_service.h over a
 // real Coordinator with fake shards), called over a loopback channel.
 //
 // Input: byte 0 picks the mode.
@@ -40,10 +40,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_service.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "server/coordinator.h"
-#include "server/coordinator_service.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/grpc_fuzz_util.h"
 
@@ -112,8 +112,7 @@ class CoordinatorForwarder final : public v1::Coordinator::CallbackService {
                         request, response);
   }
   grpc::ServerUnaryReactor* Heartbeat(
-      grpc::CallbackServerContext* context,
-      const v1::HeartbeatRequest* request,
+      grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
       v1::HeartbeatResponse* response) override {
     return ForwardUnary(sessions_, &CoordinatorService::Heartbeat, context,
                         request, response);
@@ -121,8 +120,8 @@ class CoordinatorForwarder final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
                                   const v1::LeaveRequest* request,
                                   v1::LeaveResponse* response) override {
-    return ForwardUnary(sessions_, &CoordinatorService::Leave, context,
-                        request, response);
+    return ForwardUnary(sessions_, &CoordinatorService::Leave, context, request,
+                        response);
   }
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
                                    const v1::GetJobRequest* request,
@@ -220,8 +219,8 @@ std::unique_ptr<CoordinatorUnderTest> Start(uint8_t a, uint8_t b) {
   c->coordinator = *std::move(coordinator);
   c->service = std::make_unique<CoordinatorService>(c->coordinator.get());
   c->channel = shared.server.channel();
-  c->session = std::make_unique<CallSessions::Scope>(&shared.sessions,
-                                                     c->service.get());
+  c->session =
+      std::make_unique<CallSessions::Scope>(&shared.sessions, c->service.get());
   return c;
 }
 
@@ -341,8 +340,7 @@ void NextTaskOp(CoordinatorUnderTest& c, FuzzInput& in,
   const uint8_t how = in.Byte();
   request.set_generation(w != nullptr && !(how & 0x80) ? w->generation
                                                        : in.Range(-1, 8));
-  request.set_fence(w != nullptr && !(how & 0x40) ? w->fence
-                                                  : in.Range(-1, 8));
+  request.set_fence(w != nullptr && !(how & 0x40) ? w->fence : in.Range(-1, 8));
   if (w != nullptr && w->has_lease && !(how & 0x20)) {
     *request.mutable_done() = Report(in, *w);
   } else if (how & 0x10) {
@@ -367,8 +365,8 @@ void NextTaskOp(CoordinatorUnderTest& c, FuzzInput& in,
 }
 
 void QueryOp(CoordinatorUnderTest& c, int method) {
-  const RawCallResult result = RawCall(c.channel,
-                                       Method(method), {std::string()});
+  const RawCallResult result =
+      RawCall(c.channel, Method(method), {std::string()});
   if (result.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return;  // a loaded machine
   }

@@ -28,8 +28,8 @@ class SessionStamp final : public grpc::experimental::Interceptor {
  public:
   explicit SessionStamp(uint64_t session) : session_(session) {}
 
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods)
-      override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
@@ -94,8 +94,7 @@ void CallSessions::End() {
     return live_.empty();
   };
   const absl::Time start = absl::Now();
-  FuzzCheck(mu_.AwaitWithTimeout(absl::Condition(&drained),
-                                 kSessionDrainLimit),
+  FuzzCheck(mu_.AwaitWithTimeout(absl::Condition(&drained), kSessionDrainLimit),
             "a call of the input still runs on the server long after its "
             "deadline");
   if (Tracing()) {
@@ -133,8 +132,7 @@ uint64_t CallSessions::current() const {
   return session_;
 }
 
-LoopbackServer::LoopbackServer(grpc::Service* service,
-                                 CallSessions* sessions) {
+LoopbackServer::LoopbackServer(grpc::Service* service, CallSessions* sessions) {
   // Protobuf logs an error for every string field that is not UTF-8, which
   // fuzzed requests are all the time; the log costs more than the call.
   google::protobuf::SetLogHandler(nullptr);
@@ -181,8 +179,7 @@ RawCallResult RawCall(const std::shared_ptr<grpc::Channel>& channel,
   if (trace) {
     std::fprintf(stderr, "fuzz call %s: %d (%s), %zu responses, %.2f ms\n",
                  method.c_str(), static_cast<int>(result.status.error_code()),
-                 result.status.error_message().c_str(),
-                 result.responses.size(),
+                 result.status.error_message().c_str(), result.responses.size(),
                  absl::ToDoubleMilliseconds(absl::Now() - start));
   }
   return result;

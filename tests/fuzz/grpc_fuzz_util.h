@@ -51,7 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/rpc_auth.h"  // RejectUnary, RejectRead, RejectWrite
+#include "proto/rpc_auth.h"         // RejectUnary, RejectRead, RejectWrite
 #include "tests/fuzz/fuzz_input.h"  // FuzzCheck
 #include "tests/testing/raw_stream_call.h"
 
@@ -145,8 +145,8 @@ grpc::ServerUnaryReactor* ForwardUnary(
 template <typename S, typename Request, typename Response>
 grpc::ServerReadReactor<Request>* ForwardRead(
     CallSessions* sessions,
-    grpc::ServerReadReactor<Request>* (S::*method)(
-        grpc::CallbackServerContext*, Response*),
+    grpc::ServerReadReactor<Request>* (S::*method)(grpc::CallbackServerContext*,
+                                                   Response*),
     grpc::CallbackServerContext* context, Response* response) {
   S* s = sessions->Admit<S>(context);
   return s != nullptr ? (s->*method)(context, response)

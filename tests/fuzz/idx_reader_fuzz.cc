@@ -1,4 +1,4 @@
-// Fuzz target: the IDX dataset reader (worker/idx_reader.h), which only
+// Fuzz target: the IDX dataset reader (data/idx_reader.h), which only
 // reads files: each input is written to one temporary file per process and
 // read back.
 //
@@ -23,8 +23,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "data/idx_reader.h"
 #include "tests/fuzz/fuzz_input.h"
-#include "worker/idx_reader.h"
 
 namespace ferry::fuzz {
 namespace {

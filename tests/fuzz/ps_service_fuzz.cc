@@ -1,4 +1,4 @@
-// Fuzz target: ferry.v1.ParameterServer (server/ps_service.h over a real
+// Fuzz target: ferry.v1.ParameterServer (ps/ps_service.h over a real
 // PsShard and PsCheckpointer on an in-memory file system), called over a
 // loopback gRPC channel.
 //
@@ -37,9 +37,9 @@
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "ferry/v1/ps.pb.h"
-#include "server/ps_checkpointer.h"
-#include "server/ps_service.h"
-#include "server/ps_shard.h"
+#include "ps/ps_checkpointer.h"
+#include "ps/ps_service.h"
+#include "ps/ps_shard.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/grpc_fuzz_util.h"
 
@@ -67,11 +67,8 @@ struct Layout {
 // Small models: a shard of several chunks, a single-chunk shard, a shard
 // that owns nothing (more shards than elements) and uneven splits.
 const Layout kLayouts[] = {
-    {{5, 3}, 2, 2, 1},
-    {{7}, 7, 1, 0},
-    {{4, 0, 9}, 3, 3, 2},
-    {{1}, 1, 3, 2},
-    {{2, 2}, 1, 2, 0},
+    {{5, 3}, 2, 2, 1}, {{7}, 7, 1, 0},    {{4, 0, 9}, 3, 3, 2},
+    {{1}, 1, 3, 2},    {{2, 2}, 1, 2, 0},
 };
 
 // ferry.v1.ParameterServer for the whole process: forwards every call to
@@ -101,8 +98,7 @@ class PsForwarder final
                         response);
   }
   grpc::ServerUnaryReactor* ShardInfo(
-      grpc::CallbackServerContext* context,
-      const v1::ShardInfoRequest* request,
+      grpc::CallbackServerContext* context, const v1::ShardInfoRequest* request,
       v1::ShardInfoResponse* response) override {
     return ForwardUnary(sessions_, &PsService::ShardInfo, context, request,
                         response);
@@ -170,8 +166,8 @@ std::unique_ptr<PsUnderTest> Start(uint8_t config_byte) {
   FuzzCheck(shard.ok(), "PsShard::Create failed on a fixed layout");
   auto ps = std::make_unique<PsUnderTest>();
   ps->shard = *std::move(shard);
-  ps->checkpointer = std::make_unique<PsCheckpointer>(ps->shard.get(),
-                                                      &ps->fs, kCheckpointDir);
+  ps->checkpointer = std::make_unique<PsCheckpointer>(ps->shard.get(), &ps->fs,
+                                                      kCheckpointDir);
   ps->service =
       std::make_unique<PsService>(ps->shard.get(), ps->checkpointer.get());
   SharedServer& shared = Shared();
@@ -262,9 +258,12 @@ void PushOp(PsUnderTest& ps, FuzzInput& in,
   // A last message that does not parse (data claims 16 bytes, has 3): the
   // push must fail however good the rest was (ps_service.h).
   const bool unparsable_tail = flags & 0x10;
-  if (unparsable_tail) requests.push_back(std::string("\x1a\x10" "abc", 5));
-  const RawCallResult result =
-      RawCall(ps.channel, Method(0), requests);
+  if (unparsable_tail)
+    requests.push_back(
+        std::string("\x1a\x10"
+                    "abc",
+                    5));
+  const RawCallResult result = RawCall(ps.channel, Method(0), requests);
   FuzzCheck(!(unparsable_tail && result.status.ok()),
             "push: a stream with a message that does not parse was accepted");
   if (result.status.ok()) {
@@ -326,8 +325,7 @@ void PullOp(PsUnderTest& ps, FuzzInput& in, std::vector<std::thread>& waits) {
   PsUnderTest* const p = &ps;
   auto pull = [p, bytes, request](absl::Duration deadline) {
     CheckPull(*p->shard, request.min_version(),
-              RawCall(p->channel, Method(1), {bytes},
-                      deadline));
+              RawCall(p->channel, Method(1), {bytes}, deadline));
   };
   if (request.min_version() > version && waits.size() < 4) {
     // Left waiting: a later finalize or restore ends it, or the shard's
@@ -340,13 +338,12 @@ void PullOp(PsUnderTest& ps, FuzzInput& in, std::vector<std::thread>& waits) {
 
 void InfoOp(PsUnderTest& ps) {
   const int64_t before = ps.shard->version();
-  const RawCallResult result =
-      RawCall(ps.channel, Method(3), {std::string()});
+  const RawCallResult result = RawCall(ps.channel, Method(3), {std::string()});
   if (!result.status.ok()) return;
   v1::ShardInfoResponse info;
-  FuzzCheck(result.responses.size() == 1 &&
-                info.ParseFromString(result.responses[0]),
-            "info: no parsable response");
+  FuzzCheck(
+      result.responses.size() == 1 && info.ParseFromString(result.responses[0]),
+      "info: no parsable response");
   FuzzCheck(info.version() >= before && info.version() <= ps.shard->version(),
             "info: version is not the shard's");
   const std::vector<Chunk>& chunks = ps.shard->owned_chunks();
@@ -364,8 +361,8 @@ void CheckpointOp(PsUnderTest& ps, FuzzInput& in) {
   request.set_version(how % 4 == 0   ? in.Int<int64_t>()
                       : how % 4 == 1 ? -1
                                      : ps.shard->version());
-  const RawCallResult result = RawCall(ps.channel, Method(4),
-                                       {request.SerializeAsString()});
+  const RawCallResult result =
+      RawCall(ps.channel, Method(4), {request.SerializeAsString()});
   if (result.status.ok()) ps.checkpointed.insert(ps.shard->version());
 }
 
@@ -399,8 +396,8 @@ void CorruptOp(PsUnderTest& ps, FuzzInput& in) {
   } else if (how % 3 == 1) {
     contents.resize(in.Int<uint16_t>() % contents.size());
   } else {
-    contents[in.Int<uint16_t>() % contents.size()] ^= static_cast<char>(
-        in.Byte() | 1);
+    contents[in.Int<uint16_t>() % contents.size()] ^=
+        static_cast<char>(in.Byte() | 1);
   }
   ps.fs.SetFileContents(path, contents);
 }

@@ -1,4 +1,4 @@
-// Fuzz target: ferry.v1.RingPeer (worker/ring/ring_peer_service.h over a
+// Fuzz target: ferry.v1.RingPeer (ring/ring_peer_service.h over a
 // real RingMailbox and WeightsPublisher), called over a loopback channel.
 //
 // Input: byte 0 picks the mode.
@@ -25,8 +25,8 @@
 // streams the published snapshot exactly (offsets contiguous, totals and
 // steps consistent, bytes equal); the mailbox never holds more than its
 // limit.
-#include <cstddef>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -35,14 +35,14 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "common/byte_counter.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "ferry/v1/ring.pb.h"
+#include "ring/ring_mailbox.h"
+#include "ring/ring_peer_service.h"
+#include "ring/weights_publisher.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/grpc_fuzz_util.h"
-#include "worker/ps_client.h"
-#include "worker/ring/ring_mailbox.h"
-#include "worker/ring/ring_peer_service.h"
-#include "worker/ring/weights_publisher.h"
 
 namespace ferry::fuzz {
 namespace {
@@ -54,9 +54,8 @@ constexpr int kMaxOps = 24;
 
 // ferry.v1.RingPeer for the whole process: forwards every call to the
 // running input's RingPeerService, or refuses a call of an earlier input.
-class RingForwarder final
-    : public v1::RingPeer::WithRawCallbackMethod_Exchange<
-          v1::RingPeer::CallbackService> {
+class RingForwarder final : public v1::RingPeer::WithRawCallbackMethod_Exchange<
+                                v1::RingPeer::CallbackService> {
  public:
   explicit RingForwarder(CallSessions* sessions) : sessions_(sessions) {}
 
@@ -156,9 +155,8 @@ void CheckWeights(const PeerUnderTest& peer, const RawCallResult& result) {
   }
   FuzzCheck(!result.responses.empty(), "GetWeights: OK without a chunk");
   FuzzCheck(received.size() == values.size() * sizeof(float) &&
-                (values.empty() ||
-                 std::memcmp(received.data(), values.data(), received.size()) ==
-                     0),
+                (values.empty() || std::memcmp(received.data(), values.data(),
+                                               received.size()) == 0),
             "GetWeights: values differ from the snapshot");
 }
 
@@ -204,8 +202,8 @@ void CheckExchange(PeerUnderTest& peer,
     // the collective of that generation must fail now, not wait.
     // (A tag the harness never files; OK only if a raw frame filed it.)
     const absl::StatusOr<std::string> taken = peer.mailbox.Take(
-        first.hello().generation(),
-        RingTag{INT64_MIN, INT32_MIN, INT32_MIN}, absl::Now());
+        first.hello().generation(), RingTag{INT64_MIN, INT32_MIN, INT32_MIN},
+        absl::Now());
     FuzzCheck(taken.ok() ||
                   taken.status().code() != absl::StatusCode::kDeadlineExceeded,
               "Exchange: a parse failure did not fail the mailbox");
@@ -248,8 +246,8 @@ void WeightsOp(PeerUnderTest& peer, FuzzInput& in) {
   v1::WeightsRequest request;
   request.set_job_id(in.Byte() == 0xff ? in.Frame() : std::string(kJob));
   request.set_min_step(in.Byte() == 0xff ? in.Int<int64_t>() : in.Range(-1, 3));
-  CheckWeights(peer, RawCall(peer.channel, kGetWeights,
-                             {request.SerializeAsString()}));
+  CheckWeights(
+      peer, RawCall(peer.channel, kGetWeights, {request.SerializeAsString()}));
 }
 
 void MailboxOp(PeerUnderTest& peer, FuzzInput& in) {
@@ -286,8 +284,7 @@ void RunStructured(PeerUnderTest& peer, FuzzInput& in) {
         break;
       default: {
         const bool exchange = in.Bool();
-        RawCall(peer.channel,
-                exchange ? kExchange : kGetWeights, {in.Frame()});
+        RawCall(peer.channel, exchange ? kExchange : kGetWeights, {in.Frame()});
       }
     }
   }
@@ -310,8 +307,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CheckExchange(*peer, requests,
                     RawCall(peer->channel, kExchange, requests));
     } else {
-      CheckWeights(*peer, RawCall(peer->channel, kGetWeights,
-                                  {in.Rest()}));
+      CheckWeights(*peer, RawCall(peer->channel, kGetWeights, {in.Rest()}));
     }
   } else {
     auto peer = Start(in.Byte());

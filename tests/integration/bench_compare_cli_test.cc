@@ -18,11 +18,14 @@ TEST(BenchCompareCliTest, TinySweepWritesEveryReportAndBytesMatchTheModel) {
   fs::remove_all(dir);
   const std::string command =
       std::string(FERRY_BIN_DIR) +
-      "/ferry bench compare --models 64-32-10 --modes ps,ring --workers 2 --shards 2"
+      "/ferry bench compare --models 64-32-10 --modes ps,ring --workers 2 "
+      "--shards 2"
       " --bandwidth 100Mbit --latency 0 --batch 32 --warmup-steps 2 --steps 6"
-      " --run-timeout 120 --plot-script " FERRY_SOURCE_DIR "/bench/plot_compare.py --out " +
+      " --run-timeout 120 --plot-script " FERRY_SOURCE_DIR
+      "/bench/plot_compare.py --out " +
       dir.string() + " > " + (dir.string() + ".log") + " 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << "see " << dir.string() << ".log";
+  ASSERT_EQ(std::system(command.c_str()), 0)
+      << "see " << dir.string() << ".log";
 
   std::ifstream in(dir / "results.json");
   const nlohmann::json results = nlohmann::json::parse(in);
@@ -32,24 +35,31 @@ TEST(BenchCompareCliTest, TinySweepWritesEveryReportAndBytesMatchTheModel) {
   int emulated = 0;
   for (const nlohmann::json& r : runs) {
     for (const char* key :
-         {"mode", "workers", "shards", "model_params", "bytes_per_step_per_worker_measured",
+         {"mode", "workers", "shards", "model_params",
+          "bytes_per_step_per_worker_measured",
           "bytes_per_step_per_worker_predicted", "step_seconds_measured",
           "step_seconds_predicted"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r.at("steps_measured"), 6);
     EXPECT_GT(r.at("bytes_per_step_per_worker_measured").get<double>(), 0);
-    EXPECT_LT(std::abs(r.at("bytes_error").get<double>()), 0.02) << r.at("name");
+    EXPECT_LT(std::abs(r.at("bytes_error").get<double>()), 0.02)
+        << r.at("name");
     if (r.at("link_bandwidth") != "0") {
       ++emulated;
-      EXPECT_GT(r.at("overhead_seconds").get<double>(), 0) << "calibrated by the baseline";
+      EXPECT_GT(r.at("overhead_seconds").get<double>(), 0)
+          << "calibrated by the baseline";
     }
-    if (r.at("mode") == "ps") EXPECT_EQ(r.at("shard_bytes_per_step_measured").size(), 2u);
+    if (r.at("mode") == "ps") {
+      EXPECT_EQ(r.at("shard_bytes_per_step_measured").size(), 2u);
+    }
   }
   EXPECT_EQ(emulated, 2);
-  for (const char* file : {"results.csv", "results.md", "step_time.svg", "bytes_per_worker.svg",
-                           "shard_load.svg", "comm_compute.svg", "predicted_vs_measured.svg"}) {
-    EXPECT_TRUE(fs::exists(dir / file)) << file << " (plots need python3-matplotlib)";
+  for (const char* file :
+       {"results.csv", "results.md", "step_time.svg", "bytes_per_worker.svg",
+        "shard_load.svg", "comm_compute.svg", "predicted_vs_measured.svg"}) {
+    EXPECT_TRUE(fs::exists(dir / file))
+        << file << " (plots need python3-matplotlib)";
   }
 }
 

@@ -26,19 +26,26 @@ TrainOptions EquivalenceReference(int steps) {
 }
 
 std::vector<std::string> EquivalenceJobArgs(int steps) {
-  return {"--model", "64-32-10", "--dataset", "synthetic:600", "--batch", "40",
-          "--epochs", "1", "--max-steps", std::to_string(steps),
-          "--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "cosine",
-          "--warmup-steps", "2", "--weight-decay", "0"};
+  return {"--model",        "64-32-10",
+          "--dataset",      "synthetic:600",
+          "--batch",        "40",
+          "--epochs",       "1",
+          "--max-steps",    std::to_string(steps),
+          "--optimizer",    "adam",
+          "--lr",           "0.01",
+          "--lr-schedule",  "cosine",
+          "--warmup-steps", "2",
+          "--weight-decay", "0"};
 }
 
 TestCluster::~TestCluster() {
   for (ChildProcess& w : workers_) w.Stop(absl::Seconds(5));
-  for (auto it = servers_.rbegin(); it != servers_.rend(); ++it) it->Stop(absl::Seconds(5));
+  for (auto it = servers_.rbegin(); it != servers_.rend(); ++it)
+    it->Stop(absl::Seconds(5));
 }
 
-absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpec& spec,
-                                                                const std::string& log_dir) {
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
+    const ClusterSpec& spec, const std::string& log_dir) {
   std::filesystem::create_directories(log_dir);
   auto cluster = std::make_unique<TestCluster>();
   const std::string bin = FERRY_BIN_DIR;
@@ -53,9 +60,10 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpe
     cluster->shard_addresses_.push_back(absl::StrCat("127.0.0.1:", *p));
     list += (i ? "," : "") + cluster->shard_addresses_.back();
   }
-  std::vector<std::string> argv = {bin + "/ferry-server", "--role", "coordinator", "--listen",
-                                   cluster->coordinator_, "--mode", spec.mode, "--min-workers",
-                                   std::to_string(spec.workers)};
+  std::vector<std::string> argv = {
+      bin + "/ferry-server",       "--role", "coordinator", "--listen",
+      cluster->coordinator_,       "--mode", spec.mode,     "--min-workers",
+      std::to_string(spec.workers)};
   if (shards > 0) argv.insert(argv.end(), {"--shards", list});
   argv.insert(argv.end(), spec.job_args.begin(), spec.job_args.end());
   auto coord = ChildProcess::Spawn(argv, log_dir + "/coordinator.log");
@@ -63,40 +71,49 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterSpe
   cluster->servers_.push_back(std::move(*coord));
   for (int i = 0; i < shards; ++i) {
     auto shard = ChildProcess::Spawn(
-        {bin + "/ferry-server", "--role", "ps", "--listen", cluster->shard_addresses_[i],
-         "--coordinator", cluster->coordinator_, "--shard-id", std::to_string(i)},
+        {bin + "/ferry-server", "--role", "ps", "--listen",
+         cluster->shard_addresses_[i], "--coordinator", cluster->coordinator_,
+         "--shard-id", std::to_string(i)},
         absl::StrCat(log_dir, "/ps", i, ".log"));
     if (!shard.ok()) return shard.status();
     cluster->servers_.push_back(std::move(*shard));
   }
   for (int i = 0; i < spec.workers; ++i) {
-    std::vector<std::string> worker_argv = {bin + "/ferry-worker", "--coordinator",
-                                            cluster->coordinator_, "--device", "cpu",
-                                            "--peer-listen", "127.0.0.1:0"};
+    std::vector<std::string> worker_argv = {bin + "/ferry-worker",
+                                            "--coordinator",
+                                            cluster->coordinator_,
+                                            "--device",
+                                            "cpu",
+                                            "--peer-listen",
+                                            "127.0.0.1:0"};
     for (const std::string& arg : spec.worker_args) {
-      worker_argv.push_back(absl::StrReplaceAll(arg, {{"{i}", std::to_string(i)}}));
+      worker_argv.push_back(
+          absl::StrReplaceAll(arg, {{"{i}", std::to_string(i)}}));
     }
-    auto worker = ChildProcess::Spawn(worker_argv, absl::StrCat(log_dir, "/worker", i, ".log"));
+    auto worker = ChildProcess::Spawn(
+        worker_argv, absl::StrCat(log_dir, "/worker", i, ".log"));
     if (!worker.ok()) return worker.status();
     cluster->workers_.push_back(std::move(*worker));
   }
   return cluster;
 }
 
-absl::StatusOr<v1::StatusResponse> TestCluster::WaitFinished(absl::Duration timeout) {
+absl::StatusOr<v1::StatusResponse> TestCluster::WaitFinished(
+    absl::Duration timeout) {
   auto stub = v1::Coordinator::NewStub(MakeChannel(coordinator_));
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     for (ChildProcess& s : servers_) {
       if (auto code = s.Poll()) {
-        return absl::InternalError(absl::StrCat("a server exited with code ", *code,
-                                                "; see ", s.log_path()));
+        return absl::InternalError(absl::StrCat("a server exited with code ",
+                                                *code, "; see ", s.log_path()));
       }
     }
     grpc::ClientContext context;
     SetDeadline(context, absl::Seconds(2));
     v1::StatusResponse status;
-    if (stub->Status(&context, v1::StatusRequest(), &status).ok() && status.finished()) {
+    if (stub->Status(&context, v1::StatusRequest(), &status).ok() &&
+        status.finished()) {
       return status;
     }
     absl::SleepFor(absl::Milliseconds(200));

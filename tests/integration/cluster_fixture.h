@@ -35,11 +35,13 @@ std::vector<std::string> EquivalenceJobArgs(int steps);
 class TestCluster {
  public:
   ~TestCluster();
-  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(const ClusterSpec& spec,
-                                                            const std::string& log_dir);
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(
+      const ClusterSpec& spec, const std::string& log_dir);
   // Polls the coordinator until the job finished; the final status.
   absl::StatusOr<v1::StatusResponse> WaitFinished(absl::Duration timeout);
-  const std::vector<std::string>& shard_addresses() const { return shard_addresses_; }
+  const std::vector<std::string>& shard_addresses() const {
+    return shard_addresses_;
+  }
   const std::string& coordinator() const { return coordinator_; }
   // Exit codes of the workers (nullopt while running).
   std::vector<std::optional<int>> WorkerExitCodes();

@@ -3,10 +3,10 @@
 // while starting, serving, losing their coordinator and draining.
 #include "proto/health.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,7 +23,8 @@ namespace ferry {
 namespace {
 
 HealthStatus Check(int port, const std::string& service) {
-  return CheckHealth(MakeChannel(absl::StrCat("127.0.0.1:", port)), service, absl::Seconds(2));
+  return CheckHealth(MakeChannel(absl::StrCat("127.0.0.1:", port)), service,
+                     absl::Seconds(2));
 }
 
 TEST(HealthState, ReadinessFollowsStartPeersAndDrainWhileLivenessOnlyDrains) {
@@ -86,7 +87,8 @@ std::string HttpGetMetrics(int port) {
     close(fd);
     return "";
   }
-  const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  const std::string request =
+      "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
   (void)!write(fd, request.data(), request.size());
   std::string out;
   char buf[4096];
@@ -96,7 +98,8 @@ std::string HttpGetMetrics(int port) {
   return out;
 }
 
-bool WaitFor(HealthStatus want, int port, const std::string& service, absl::Duration timeout) {
+bool WaitFor(HealthStatus want, int port, const std::string& service,
+             absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
   while (absl::Now() < give_up) {
     if (Check(port, service) == want) return true;
@@ -121,8 +124,8 @@ TEST_F(ServerHealthTest, ShardIsReadyOnlyWhileItsCoordinatorAnswers) {
   auto ps_health = PickFreePort();
   auto coord_health = PickFreePort();
   auto coord_metrics = PickFreePort();
-  ASSERT_TRUE(coord_port.ok() && ps_port.ok() && ps_health.ok() && coord_health.ok() &&
-              coord_metrics.ok());
+  ASSERT_TRUE(coord_port.ok() && ps_port.ok() && ps_health.ok() &&
+              coord_health.ok() && coord_metrics.ok());
   const std::string bin = FERRY_BIN_DIR;
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   const std::string shard = absl::StrCat("127.0.0.1:", *ps_port);
@@ -130,32 +133,40 @@ TEST_F(ServerHealthTest, ShardIsReadyOnlyWhileItsCoordinatorAnswers) {
   // The shard starts first: it keeps trying to fetch the job, alive but
   // not ready.
   auto ps = ChildProcess::Spawn(
-      {bin + "/ferry-server", "--role", "ps", "--listen", shard, "--coordinator", coord,
-       "--shard-id", "0", "--health-port", std::to_string(*ps_health), "--log-format", "json"},
+      {bin + "/ferry-server", "--role", "ps", "--listen", shard,
+       "--coordinator", coord, "--shard-id", "0", "--health-port",
+       std::to_string(*ps_health), "--log-format", "json"},
       dir_ + "/ps.log");
   ASSERT_TRUE(ps.ok()) << ps.status();
-  ASSERT_TRUE(WaitFor(HealthStatus::kServing, *ps_health, kLivenessService, absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(HealthStatus::kServing, *ps_health, kLivenessService,
+                      absl::Seconds(10)));
   EXPECT_EQ(Check(*ps_health, ""), HealthStatus::kNotServing);
 
   auto coordinator = ChildProcess::Spawn(
-      {bin + "/ferry-server", "--role", "coordinator", "--listen", coord, "--shards", shard,
-       "--model", "16-8-4", "--dataset", "synthetic:64", "--batch", "16", "--epochs", "1",
-       "--health-port", std::to_string(*coord_health), "--metrics-port",
+      {bin + "/ferry-server", "--role", "coordinator", "--listen", coord,
+       "--shards", shard, "--model", "16-8-4", "--dataset", "synthetic:64",
+       "--batch", "16", "--epochs", "1", "--health-port",
+       std::to_string(*coord_health), "--metrics-port",
        std::to_string(*coord_metrics)},
       dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  EXPECT_TRUE(WaitFor(HealthStatus::kServing, *coord_health, "", absl::Seconds(20)));
+  EXPECT_TRUE(
+      WaitFor(HealthStatus::kServing, *coord_health, "", absl::Seconds(20)));
   // The service port answers too, for the service it hosts.
   EXPECT_EQ(Check(*coord_port, "ferry.v1.Coordinator"), HealthStatus::kServing);
-  EXPECT_TRUE(WaitFor(HealthStatus::kServing, *ps_health, "", absl::Seconds(20)));
-  EXPECT_EQ(Check(*ps_port, "ferry.v1.ParameterServer"), HealthStatus::kServing);
+  EXPECT_TRUE(
+      WaitFor(HealthStatus::kServing, *ps_health, "", absl::Seconds(20)));
+  EXPECT_EQ(Check(*ps_port, "ferry.v1.ParameterServer"),
+            HealthStatus::kServing);
   const std::string metrics = HttpGetMetrics(*coord_metrics);
-  EXPECT_NE(metrics.find("200 OK"), std::string::npos) << metrics.substr(0, 200);
+  EXPECT_NE(metrics.find("200 OK"), std::string::npos)
+      << metrics.substr(0, 200);
   EXPECT_NE(metrics.find("ferry_"), std::string::npos);
 
   // The coordinator goes away: the shard is no longer ready, but alive.
   EXPECT_EQ(coordinator->Stop(absl::Seconds(10)), 0);
-  EXPECT_TRUE(WaitFor(HealthStatus::kNotServing, *ps_health, "", absl::Seconds(15)));
+  EXPECT_TRUE(
+      WaitFor(HealthStatus::kNotServing, *ps_health, "", absl::Seconds(15)));
   EXPECT_EQ(Check(*ps_health, kLivenessService), HealthStatus::kServing);
 
   EXPECT_EQ(ps->Stop(absl::Seconds(10)), 0);
@@ -178,29 +189,33 @@ std::string Slurp(const std::string& path) {
   return text.str();
 }
 
-TEST_F(ServerHealthTest, WorkerStaysAliveAfterTheJobWhenAskedAndLeavesOnSigterm) {
+TEST_F(ServerHealthTest,
+       WorkerStaysAliveAfterTheJobWhenAskedAndLeavesOnSigterm) {
   auto coord_port = PickFreePort();
   auto worker_health = PickFreePort();
   ASSERT_TRUE(coord_port.ok() && worker_health.ok());
   const std::string bin = FERRY_BIN_DIR;
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   auto coordinator = ChildProcess::Spawn(
-      {bin + "/ferry-server", "--role", "coordinator", "--mode", "ring", "--listen", coord,
-       "--model", "16-8-4", "--dataset", "synthetic:64", "--batch", "16", "--epochs", "1",
-       "--max-steps", "3"},
+      {bin + "/ferry-server", "--role", "coordinator", "--mode", "ring",
+       "--listen", coord, "--model", "16-8-4", "--dataset", "synthetic:64",
+       "--batch", "16", "--epochs", "1", "--max-steps", "3"},
       dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   auto worker = ChildProcess::Spawn(
-      {bin + "/ferry-worker", "--coordinator", coord, "--peer-listen", "127.0.0.1:0",
-       "--after-finish", "wait", "--health-port", std::to_string(*worker_health)},
+      {bin + "/ferry-worker", "--coordinator", coord, "--peer-listen",
+       "127.0.0.1:0", "--after-finish", "wait", "--health-port",
+       std::to_string(*worker_health)},
       dir_ + "/worker.log");
   ASSERT_TRUE(worker.ok()) << worker.status();
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (Slurp(dir_ + "/worker.log").find("idle until SIGTERM") == std::string::npos &&
+  while (Slurp(dir_ + "/worker.log").find("idle until SIGTERM") ==
+             std::string::npos &&
          !worker->Poll() && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  ASSERT_NE(Slurp(dir_ + "/worker.log").find("idle until SIGTERM"), std::string::npos)
+  ASSERT_NE(Slurp(dir_ + "/worker.log").find("idle until SIGTERM"),
+            std::string::npos)
       << Slurp(dir_ + "/worker.log");
   absl::SleepFor(absl::Seconds(1));
   EXPECT_FALSE(worker->Poll().has_value());  // did not exit

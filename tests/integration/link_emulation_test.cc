@@ -15,16 +15,16 @@
 #include "common/link_shaper.h"
 #include "common/sharding.h"
 #include "gtest/gtest.h"
-#include "server/ps_server.h"
-#include "server/ps_shard.h"
-#include "worker/ps_client.h"
+#include "ps/ps_client.h"
+#include "ps/ps_server.h"
+#include "ps/ps_shard.h"
 
 namespace ferry {
 namespace {
 
-constexpr double kRate = 12.5e6;          // 100 Mbit/s in bytes/s
-constexpr int64_t kElements = 4 << 20;    // 16 MiB of fp32 per direction
-constexpr int64_t kChunk = 256 * 1024;    // 1 MiB messages
+constexpr double kRate = 12.5e6;        // 100 Mbit/s in bytes/s
+constexpr int64_t kElements = 4 << 20;  // 16 MiB of fp32 per direction
+constexpr int64_t kChunk = 256 * 1024;  // 1 MiB messages
 
 class LinkEmulationTest : public ::testing::Test {
  protected:
@@ -53,8 +53,8 @@ class LinkEmulationTest : public ::testing::Test {
     server_.emplace(*std::move(server));
     client_shaper_ = std::make_unique<LinkShaper>(client_limit);
     GrpcParameterClientOptions options;
-    options.job_id = "job";
-    options.worker_id = "w0";
+    options.job_id = std::string("job");
+    options.worker_id = std::string("w0");
     options.shard_addresses = {absl::StrCat("127.0.0.1:", server_->port)};
     auto chunks = PlaceChunks({kElements}, 1, kChunk);
     ASSERT_TRUE(chunks.ok()) << chunks.status();
@@ -129,7 +129,8 @@ TEST_F(LinkEmulationTest, ThroughputFollowsTheLimitWithinFivePercent) {
   // slower than the link, never faster: every transfer must stay under the
   // limit + 5%, and the best of up to 4 must reach 95% of it.
   double best_push = 0, best_pull = 0;
-  for (int64_t step = 1; step <= 4 && (best_push < 0.95 || best_pull < 0.95 || step <= 2);
+  for (int64_t step = 1;
+       step <= 4 && (best_push < 0.95 || best_pull < 0.95 || step <= 2);
        ++step) {
     const double push_s = TimedPush(step, &bytes);
     ASSERT_GE(bytes, kElements * 4);
@@ -137,8 +138,8 @@ TEST_F(LinkEmulationTest, ThroughputFollowsTheLimitWithinFivePercent) {
     const double pull_s = TimedPull(&bytes);
     ASSERT_GE(bytes, kElements * 4);
     const double pull_ratio = bytes / pull_s / kRate;
-    std::printf("push %.3f s (%.4f of the limit), pull %.3f s (%.4f)\n",
-                push_s, push_ratio, pull_s, pull_ratio);
+    std::printf("push %.3f s (%.4f of the limit), pull %.3f s (%.4f)\n", push_s,
+                push_ratio, pull_s, pull_ratio);
     EXPECT_LE(push_ratio, 1.05);
     EXPECT_LE(pull_ratio, 1.05);
     best_push = std::max(best_push, push_ratio);
@@ -159,9 +160,10 @@ TEST_F(LinkEmulationTest, LatencyIsChargedOncePerStreamNotPerMessage) {
   const absl::Duration latency = absl::Milliseconds(100);
   // Both sides shaped, as in `ferry local --link-*`: the push pays the
   // client's send latency, the pull the shard's.
-  ASSERT_NO_FATAL_FAILURE(Start(LinkLimit{kRate, latency}, LinkLimit{kRate, latency}));
+  ASSERT_NO_FATAL_FAILURE(
+      Start(LinkLimit{kRate, latency}, LinkLimit{kRate, latency}));
   int64_t bytes = 0;
-  TimedPull(&bytes);  // connects
+  TimedPull(&bytes);                                   // connects
   const double serialization = kElements * 4 / kRate;  // 1.34 s
   const double push_s = TimedPush(1, &bytes);
   const double pull_s = TimedPull(&bytes);

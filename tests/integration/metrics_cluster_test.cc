@@ -16,7 +16,8 @@ class MetricsClusterTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MetricsClusterTest, LocalRunWritesJsonlAndAnEventFile) {
   const std::string mode = GetParam();
-  const fs::path dir = fs::path(::testing::TempDir()) / ("ferry-metrics-" + mode);
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("ferry-metrics-" + mode);
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path jsonl = dir / "metrics.jsonl";
@@ -24,10 +25,13 @@ TEST_P(MetricsClusterTest, LocalRunWritesJsonlAndAnEventFile) {
   const int steps = 15;
   const std::string command =
       std::string(FERRY_BIN_DIR) + "/ferry local --mode " + mode +
-      " --workers 2 --shards 1 --dataset synthetic:600 --model 64-32-10 --batch 40 --epochs 1"
-      " --max-steps " + std::to_string(steps) + " --timeout 120 --log-dir " +
-      (dir / "logs").string() + " --metrics-jsonl " + jsonl.string() + " --tensorboard-dir " +
-      tb.string() + " > " + (dir / "out.txt").string() + " 2>&1";
+      " --workers 2 --shards 1 --dataset synthetic:600 --model 64-32-10 "
+      "--batch 40 --epochs 1"
+      " --max-steps " +
+      std::to_string(steps) + " --timeout 120 --log-dir " +
+      (dir / "logs").string() + " --metrics-jsonl " + jsonl.string() +
+      " --tensorboard-dir " + tb.string() + " > " + (dir / "out.txt").string() +
+      " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << "see " << (dir / "out.txt");
 
   std::ifstream in(jsonl);
@@ -60,7 +64,8 @@ TEST_P(MetricsClusterTest, LocalRunWritesJsonlAndAnEventFile) {
   EXPECT_GT(fs::file_size(events[0]), 16u * (steps + 2));
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, MetricsClusterTest, ::testing::Values("ps", "ring"));
+INSTANTIATE_TEST_SUITE_P(Modes, MetricsClusterTest,
+                         ::testing::Values("ps", "ring"));
 
 }  // namespace
 }  // namespace ferry

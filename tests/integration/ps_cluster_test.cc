@@ -3,12 +3,12 @@
 #include <cmath>
 
 #include "common/sharding.h"
+#include "compute/cpu_backend.h"
 #include "gtest/gtest.h"
+#include "model/mlp.h"
+#include "ps/ps_client.h"
 #include "tests/integration/cluster_fixture.h"
-#include "worker/mlp.h"
-#include "worker/ps_client.h"
 #include "worker/standalone_trainer.h"
-#include "common/cpu_backend.h"
 
 namespace ferry {
 namespace {
@@ -40,17 +40,20 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
     for (const auto& [role, n] : counts.sent()) worker_bytes += n;
     for (const auto& [role, n] : counts.received()) worker_bytes += n;
   }
-  const double per_step_per_worker = static_cast<double>(worker_bytes) / (80 * 3);
+  const double per_step_per_worker =
+      static_cast<double>(worker_bytes) / (80 * 3);
   EXPECT_NEAR(per_step_per_worker / (2.0 * 4 * 235146), 1.0, 0.01);
   // Per individual shard: the two shards add up to the role total and
   // carry equal halves (placement balanced by bytes).
   for (const auto& [id, counts] : status->worker_bytes()) {
     const auto& per_shard = status->worker_peer_bytes().at(id);
     ASSERT_EQ(per_shard.sent_size(), 2) << id;
-    const int64_t s0 = per_shard.sent().at("ps0"), s1 = per_shard.sent().at("ps1");
+    const int64_t s0 = per_shard.sent().at("ps0"),
+                  s1 = per_shard.sent().at("ps1");
     EXPECT_EQ(s0 + s1, counts.sent().at("ps")) << id;
     EXPECT_EQ(per_shard.received().at("ps0") + per_shard.received().at("ps1"),
-              counts.received().at("ps")) << id;
+              counts.received().at("ps"))
+        << id;
     EXPECT_NEAR(static_cast<double>(s0) / s1, 1.0, 0.05) << id;
   }
 }
@@ -110,10 +113,11 @@ TEST(PsClusterTest, SyncQuorumFinishesEveryEpochWithExactlyOnceAccounting) {
   testing::ClusterSpec spec;
   spec.workers = 3;
   spec.shards = 2;
-  spec.job_args = {"--dataset", "synthetic:960", "--model", "64-32-10", "--batch", "96",
-                   "--epochs", "2", "--sync-quorum", "2"};
-  auto cluster = testing::TestCluster::Start(spec, std::string(::testing::TempDir()) +
-                                                       "/ferry-quorum");
+  spec.job_args = {
+      "--dataset", "synthetic:960", "--model", "64-32-10",      "--batch",
+      "96",        "--epochs",      "2",       "--sync-quorum", "2"};
+  auto cluster = testing::TestCluster::Start(
+      spec, std::string(::testing::TempDir()) + "/ferry-quorum");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(180));
   ASSERT_TRUE(status.ok()) << status.status();

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/compute_backend.h"
+#include "compute/compute_backend.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/standalone_trainer.h"
@@ -20,7 +20,8 @@ std::string LogDir(const std::string& name) {
 
 std::vector<float> ReadFloats(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
   std::vector<float> values(bytes.size() / sizeof(float));
   std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
   return values;
@@ -31,8 +32,9 @@ TEST(RingClusterTest, ThreeWorkersTrainWithIdenticalWeightsAfterEveryStep) {
   spec.mode = "ring";
   spec.workers = 3;
   const int steps = 60;
-  spec.job_args = {"--max-steps", std::to_string(steps), "--epochs", "1", "--batch", "96",
-                   "--digest-every", "1"};
+  spec.job_args = {
+      "--max-steps", std::to_string(steps), "--epochs", "1", "--batch",
+      "96",          "--digest-every",      "1"};
   auto cluster = testing::TestCluster::Start(spec, LogDir("ring-w3"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(180));
@@ -54,7 +56,8 @@ TEST(RingClusterTest, ThreeWorkersTrainWithIdenticalWeightsAfterEveryStep) {
     if (it != counts.sent().end()) peer_sent += it->second;
   }
   const double model_bytes = 4.0 * kMlpParams;
-  const double expected = steps * 3 * (2.0 * 2 / 3) * model_bytes + 2 * model_bytes;
+  const double expected =
+      steps * 3 * (2.0 * 2 / 3) * model_bytes + 2 * model_bytes;
   EXPECT_GE(peer_sent, expected);
   EXPECT_LT(peer_sent / (expected + status->evals_size() * model_bytes), 1.01);
 }
@@ -78,7 +81,8 @@ TEST(RingClusterTest, RingMatchesSingleProcessWeights) {
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->step(), steps);
-  for (int attempt = 0; attempt < 100; ++attempt) {  // workers exit after FINISH
+  for (int attempt = 0; attempt < 100;
+       ++attempt) {  // workers exit after FINISH
     auto codes = (*cluster)->WorkerExitCodes();
     if (codes[0].has_value() && codes[1].has_value()) {
       EXPECT_EQ(*codes[0], 0);

@@ -19,19 +19,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_service.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rpc_security.h"
-#include "tests/integration/tls_certs_fixture.h"
 #include "proto/rpc_util.h"
-#include "server/coordinator.h"
-#include "server/coordinator_service.h"
-#include "server/ps_server.h"
-#include "server/ps_shard.h"
-#include "worker/ring/ring_peer_service.h"
+#include "ps/ps_server.h"
+#include "ps/ps_shard.h"
+#include "ring/ring_peer_service.h"
+#include "tests/integration/tls_certs_fixture.h"
 
 namespace ferry {
 namespace {
@@ -68,7 +68,8 @@ class NoShards final : public ShardControl {
 // One server of each kind, serving with the process's config at start.
 struct Servers {
   ~Servers() {
-    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+    const auto deadline =
+        std::chrono::system_clock::now() + std::chrono::seconds(2);
     if (coordinator != nullptr) coordinator->Shutdown();
     if (coordinator_server != nullptr) {
       coordinator_server->Shutdown(deadline);
@@ -95,7 +96,8 @@ struct Servers {
 using Outcome = std::pair<std::string, grpc::Status>;
 
 template <typename Stub>
-std::unique_ptr<typename Stub::Stub> NewStub(int port, const RpcSecurityConfig& client) {
+std::unique_ptr<typename Stub::Stub> NewStub(int port,
+                                             const RpcSecurityConfig& client) {
   // "localhost" so that the server certificate's SAN matches.
   return Stub::NewStub(MakeChannel(absl::StrCat("localhost:", port), client));
 }
@@ -104,7 +106,8 @@ class TlsAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!HaveOpenssl()) GTEST_SKIP() << "openssl is not on PATH";
-    ASSERT_TRUE(GetCerts().ok) << "openssl failed: see " << GetCerts().Path("gen.log");
+    ASSERT_TRUE(GetCerts().ok)
+        << "openssl failed: see " << GetCerts().Path("gen.log");
   }
 
   void TearDown() override {
@@ -126,7 +129,8 @@ class TlsAuthTest : public ::testing::Test {
     if (!ca.empty()) flags.tls_ca = certs.Path(ca + ".pem");
     flags.require_client_cert = require_client_cert;
     if (!token.empty()) {
-      flags.auth_token_file = WriteFile(certs.dir, "token-" + token, token + "\n");
+      flags.auth_token_file =
+          WriteFile(certs.dir, "token-" + token, token + "\n");
     }
     absl::StatusOr<RpcSecurityConfig> config = LoadRpcSecurity(flags);
     EXPECT_TRUE(config.ok()) << config.status();
@@ -160,7 +164,8 @@ class TlsAuthTest : public ::testing::Test {
     auto coordinator = Coordinator::Create(options, &s.no_shards);
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     s.coordinator = *std::move(coordinator);
-    s.coordinator_service = std::make_unique<CoordinatorService>(s.coordinator.get());
+    s.coordinator_service =
+        std::make_unique<CoordinatorService>(s.coordinator.get());
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(builder);
     AddServingPort(builder, "127.0.0.1:0", &s.coordinator_port);
@@ -203,15 +208,16 @@ class TlsAuthTest : public ::testing::Test {
       writer->WritesDone();
       return writer->Finish();
     });
-    Record(out, "ParameterServer.FinalizeStep", [&](grpc::ClientContext* context) {
-      v1::FinalizeStepRequest request;
-      request.set_job_id("job");
-      v1::Contributor* c = request.add_contributors();
-      c->set_worker_id("a");
-      c->set_num_samples(1);
-      v1::FinalizeStepResponse response;
-      return stub->FinalizeStep(context, request, &response);
-    });
+    Record(out, "ParameterServer.FinalizeStep",
+           [&](grpc::ClientContext* context) {
+             v1::FinalizeStepRequest request;
+             request.set_job_id("job");
+             v1::Contributor* c = request.add_contributors();
+             c->set_worker_id("a");
+             c->set_num_samples(1);
+             v1::FinalizeStepResponse response;
+             return stub->FinalizeStep(context, request, &response);
+           });
     Record(out, "ParameterServer.Pull", [&](grpc::ClientContext* context) {
       v1::PullRequest request;
       request.set_job_id("job");
@@ -223,7 +229,8 @@ class TlsAuthTest : public ::testing::Test {
       while (reader->Read(&message)) ++messages;
       const grpc::Status status = reader->Finish();
       return status.ok() && messages != 1
-                 ? grpc::Status(grpc::StatusCode::INTERNAL, "not one pull message")
+                 ? grpc::Status(grpc::StatusCode::INTERNAL,
+                                "not one pull message")
                  : status;
     });
     Record(out, "ParameterServer.ShardInfo", [&](grpc::ClientContext* context) {
@@ -231,22 +238,25 @@ class TlsAuthTest : public ::testing::Test {
       return stub->ShardInfo(context, v1::ShardInfoRequest(), &response);
     });
     // No checkpoint directory: FAILED_PRECONDITION once past security.
-    Record(out, "ParameterServer.Checkpoint", [&](grpc::ClientContext* context) {
-      v1::CheckpointResponse response;
-      return stub->Checkpoint(context, v1::CheckpointRequest(), &response);
-    });
+    Record(
+        out, "ParameterServer.Checkpoint", [&](grpc::ClientContext* context) {
+          v1::CheckpointResponse response;
+          return stub->Checkpoint(context, v1::CheckpointRequest(), &response);
+        });
     Record(out, "ParameterServer.Restore", [&](grpc::ClientContext* context) {
       v1::RestoreResponse response;
       return stub->Restore(context, v1::RestoreRequest(), &response);
     });
   }
 
-  void CallCoordinator(const RpcSecurityConfig& client, std::vector<Outcome>& out) {
+  void CallCoordinator(const RpcSecurityConfig& client,
+                       std::vector<Outcome>& out) {
     auto stub = NewStub<v1::Coordinator>(servers_->coordinator_port, client);
     std::string worker;
     Record(out, "Coordinator.Register", [&](grpc::ClientContext* context) {
       v1::RegisterResponse response;
-      grpc::Status status = stub->Register(context, v1::RegisterRequest(), &response);
+      grpc::Status status =
+          stub->Register(context, v1::RegisterRequest(), &response);
       worker = response.worker_id();
       return status;
     });
@@ -307,25 +317,29 @@ class TlsAuthTest : public ::testing::Test {
       while (reader->Read(&chunk)) ++chunks;
       const grpc::Status status = reader->Finish();
       return status.ok() && chunks != 1
-                 ? grpc::Status(grpc::StatusCode::INTERNAL, "not one weights chunk")
+                 ? grpc::Status(grpc::StatusCode::INTERNAL,
+                                "not one weights chunk")
                  : status;
     });
   }
 
   // Runs `call` with a fresh context that has the short deadline.
   template <typename Call>
-  static void Record(std::vector<Outcome>& out, const std::string& name, Call call) {
+  static void Record(std::vector<Outcome>& out, const std::string& name,
+                     Call call) {
     grpc::ClientContext context;
     SetDeadline(context, kDeadline);
     out.emplace_back(name, call(&context));
   }
 
   // Every call got `code`, with `message` in its text when not empty.
-  static void ExpectAll(const std::vector<Outcome>& outcomes, grpc::StatusCode code,
+  static void ExpectAll(const std::vector<Outcome>& outcomes,
+                        grpc::StatusCode code,
                         const std::string& message = "") {
     ASSERT_EQ(outcomes.size(), 14u);
     for (const auto& [name, status] : outcomes) {
-      EXPECT_EQ(status.error_code(), code) << name << ": " << status.error_message();
+      EXPECT_EQ(status.error_code(), code)
+          << name << ": " << status.error_message();
       EXPECT_THAT(status.error_message(), HasSubstr(message)) << name;
     }
   }
@@ -335,11 +349,12 @@ class TlsAuthTest : public ::testing::Test {
   static void ExpectAllAccepted(const std::vector<Outcome>& outcomes) {
     ASSERT_EQ(outcomes.size(), 14u);
     for (const auto& [name, status] : outcomes) {
-      const grpc::StatusCode want =
-          name == "ParameterServer.Checkpoint" || name == "ParameterServer.Restore"
-              ? grpc::StatusCode::FAILED_PRECONDITION
-              : grpc::StatusCode::OK;
-      EXPECT_EQ(status.error_code(), want) << name << ": " << status.error_message();
+      const grpc::StatusCode want = name == "ParameterServer.Checkpoint" ||
+                                            name == "ParameterServer.Restore"
+                                        ? grpc::StatusCode::FAILED_PRECONDITION
+                                        : grpc::StatusCode::OK;
+      EXPECT_EQ(status.error_code(), want)
+          << name << ": " << status.error_message();
     }
   }
 
@@ -353,7 +368,8 @@ TEST_F(TlsAuthTest, PlaintextByDefault) {
 
 TEST_F(TlsAuthTest, TlsServerRejectsPlaintextClient) {
   StartServers(Config("server", "ca"));
-  ExpectAll(CallEveryMethod(RpcSecurityConfig()), grpc::StatusCode::UNAVAILABLE);
+  ExpectAll(CallEveryMethod(RpcSecurityConfig()),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(TlsAuthTest, TlsClientRejectsPlaintextServer) {
@@ -368,8 +384,10 @@ TEST_F(TlsAuthTest, TlsWithCaOnlyClientWorks) {
 
 TEST_F(TlsAuthTest, ClientTrustingWrongCaIsRejected) {
   StartServers(Config("server", "ca"));
-  ExpectAll(CallEveryMethod(Config("", "other_ca")), grpc::StatusCode::UNAVAILABLE);
-  ExpectAll(CallEveryMethod(Config("client", "other_ca")), grpc::StatusCode::UNAVAILABLE);
+  ExpectAll(CallEveryMethod(Config("", "other_ca")),
+            grpc::StatusCode::UNAVAILABLE);
+  ExpectAll(CallEveryMethod(Config("client", "other_ca")),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(TlsAuthTest, MutualTlsRejectsClientWithoutCertificate) {
@@ -379,7 +397,8 @@ TEST_F(TlsAuthTest, MutualTlsRejectsClientWithoutCertificate) {
 
 TEST_F(TlsAuthTest, MutualTlsRejectsCertificateFromOtherCa) {
   StartServers(Config("server", "ca", /*require_client_cert=*/true));
-  ExpectAll(CallEveryMethod(Config("rogue", "ca")), grpc::StatusCode::UNAVAILABLE);
+  ExpectAll(CallEveryMethod(Config("rogue", "ca")),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(TlsAuthTest, MutualTlsAcceptsClientCertificate) {
@@ -389,8 +408,8 @@ TEST_F(TlsAuthTest, MutualTlsAcceptsClientCertificate) {
 
 TEST_F(TlsAuthTest, MissingTokenIsUnauthenticated) {
   StartServers(Config("server", "ca", true, kToken));
-  ExpectAll(CallEveryMethod(Config("client", "ca")), grpc::StatusCode::UNAUTHENTICATED,
-            "missing bearer token");
+  ExpectAll(CallEveryMethod(Config("client", "ca")),
+            grpc::StatusCode::UNAUTHENTICATED, "missing bearer token");
 }
 
 TEST_F(TlsAuthTest, WrongTokenIsUnauthenticated) {
@@ -411,8 +430,8 @@ TEST_F(TlsAuthTest, TokenWithoutTls) {
   RpcSecurityConfig server;
   server.token = kToken;
   StartServers(server);
-  ExpectAll(CallEveryMethod(RpcSecurityConfig()), grpc::StatusCode::UNAUTHENTICATED,
-            "missing bearer token");
+  ExpectAll(CallEveryMethod(RpcSecurityConfig()),
+            grpc::StatusCode::UNAUTHENTICATED, "missing bearer token");
   RpcSecurityConfig client;
   client.token = kToken;
   ExpectAllAccepted(CallEveryMethod(client));
@@ -426,7 +445,8 @@ TEST_F(TlsAuthTest, ProcessConfigReachesDefaultMakeChannel) {
   grpc::ClientContext context;
   SetDeadline(context, kDeadline);
   v1::ShardInfoResponse response;
-  grpc::Status status = stub->ShardInfo(&context, v1::ShardInfoRequest(), &response);
+  grpc::Status status =
+      stub->ShardInfo(&context, v1::ShardInfoRequest(), &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
@@ -434,7 +454,8 @@ TEST_F(TlsAuthTest, ClientOnlyConfigCannotServe) {
   // TLS on (a CA) but no certificate: no plaintext fallback, no port.
   SetProcessRpcSecurityForTesting(Config("", "ca"));
   auto ring = StartRingPeerServer("127.0.0.1:0");
-  EXPECT_EQ(ring.status().code(), absl::StatusCode::kUnavailable) << ring.status();
+  EXPECT_EQ(ring.status().code(), absl::StatusCode::kUnavailable)
+      << ring.status();
 }
 
 // LoadRpcSecurity's checks need no real certificates (it reads PEM files,
@@ -522,7 +543,8 @@ TEST_F(TlsAuthFlagsTest, TokenFile) {
   flags.auth_token_file = WriteFile(dir_, "blank", "\n\n");
   EXPECT_THAT(Error(flags), HasSubstr("the token is empty"));
   flags.auth_token_file = WriteFile(dir_, "space", "two words\n");
-  EXPECT_THAT(Error(flags), HasSubstr("--auth-token-file " + flags.auth_token_file));
+  EXPECT_THAT(Error(flags),
+              HasSubstr("--auth-token-file " + flags.auth_token_file));
   flags.auth_token_file = WriteFile(dir_, "ctl", "a\x01b");
   EXPECT_THAT(Error(flags), HasSubstr("visible ASCII"));
   flags.auth_token_file = WriteFile(dir_, "utf8", "p\xc3\xa4ss");

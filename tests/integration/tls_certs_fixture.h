@@ -14,7 +14,9 @@ namespace ferry::testing {
 struct Certs {
   std::string dir;
   bool ok = false;
-  std::string Path(const std::string& name) const { return absl::StrCat(dir, "/", name); }
+  std::string Path(const std::string& name) const {
+    return absl::StrCat(dir, "/", name);
+  }
 };
 
 bool HaveOpenssl();

@@ -28,9 +28,11 @@ class TlsProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testing::HaveOpenssl()) GTEST_SKIP() << "openssl is not on PATH";
-    ASSERT_TRUE(testing::GetCerts().ok) << "openssl failed, see " << testing::GetCerts().dir;
-    dir_ = absl::StrCat(::testing::TempDir(), "/tls-process-", getpid(), "-",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(testing::GetCerts().ok)
+        << "openssl failed, see " << testing::GetCerts().dir;
+    dir_ = absl::StrCat(
+        ::testing::TempDir(), "/tls-process-", getpid(), "-",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     token_file_ = testing::WriteFile(dir_, "token", "tok-123\n");
   }
@@ -39,9 +41,15 @@ class TlsProcessTest : public ::testing::Test {
   // The flags every process of the job gets: mutual TLS plus the token.
   std::vector<std::string> SecurityArgs() const {
     const testing::Certs& c = testing::GetCerts();
-    return {"--tls-cert", c.Path("server.pem"), "--tls-key", c.Path("server.key"),
-            "--tls-ca",   c.Path("ca.pem"),     "--require-client-cert",
-            "--auth-token-file", token_file_};
+    return {"--tls-cert",
+            c.Path("server.pem"),
+            "--tls-key",
+            c.Path("server.key"),
+            "--tls-ca",
+            c.Path("ca.pem"),
+            "--require-client-cert",
+            "--auth-token-file",
+            token_file_};
   }
   RpcSecurityConfig Client(bool with_token) const {
     const testing::Certs& c = testing::GetCerts();
@@ -67,15 +75,24 @@ grpc::Status GetJob(const std::shared_ptr<grpc::Channel>& channel) {
   return stub->GetJob(&context, v1::GetJobRequest(), &job);
 }
 
-TEST_F(TlsProcessTest, HealthPortStaysPlaintextWhileTheServicePortNeedsTlsAndToken) {
+TEST_F(TlsProcessTest,
+       HealthPortStaysPlaintextWhileTheServicePortNeedsTlsAndToken) {
   auto port = PickFreePort();
   auto health_port = PickFreePort();
   ASSERT_TRUE(port.ok() && health_port.ok());
   std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry-server",
-                                   "--role", "coordinator", "--mode", "ring",
-                                   "--listen", absl::StrCat("127.0.0.1:", *port),
-                                   "--model", "16-8-4", "--dataset", "synthetic:64",
-                                   "--health-port", std::to_string(*health_port)};
+                                   "--role",
+                                   "coordinator",
+                                   "--mode",
+                                   "ring",
+                                   "--listen",
+                                   absl::StrCat("127.0.0.1:", *port),
+                                   "--model",
+                                   "16-8-4",
+                                   "--dataset",
+                                   "synthetic:64",
+                                   "--health-port",
+                                   std::to_string(*health_port)};
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto coordinator = ChildProcess::Spawn(argv, dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
@@ -86,19 +103,22 @@ TEST_F(TlsProcessTest, HealthPortStaysPlaintextWhileTheServicePortNeedsTlsAndTok
   HealthStatus status = HealthStatus::kUnreachable;
   for (int i = 0; i < 100 && status != HealthStatus::kServing; ++i) {
     status = CheckHealth(plaintext_health, "", absl::Seconds(1));
-    if (status != HealthStatus::kServing) absl::SleepFor(absl::Milliseconds(100));
+    if (status != HealthStatus::kServing)
+      absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_EQ(status, HealthStatus::kServing);
 
   const std::string service = absl::StrCat("localhost:", *port);
   // The service port: no plaintext, not even for health.
-  EXPECT_EQ(CheckHealth(MakeChannel(service, RpcSecurityConfig()), "", absl::Seconds(2)),
+  EXPECT_EQ(CheckHealth(MakeChannel(service, RpcSecurityConfig()), "",
+                        absl::Seconds(2)),
             HealthStatus::kUnreachable);
   EXPECT_EQ(GetJob(MakeChannel(service, RpcSecurityConfig())).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   // Over mutual TLS: health needs no token, the job does.
-  EXPECT_EQ(CheckHealth(MakeChannel(service, Client(false)), "", absl::Seconds(2)),
-            HealthStatus::kServing);
+  EXPECT_EQ(
+      CheckHealth(MakeChannel(service, Client(false)), "", absl::Seconds(2)),
+      HealthStatus::kServing);
   EXPECT_EQ(GetJob(MakeChannel(service, Client(false))).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(GetJob(MakeChannel(service, Client(true))).ok());
@@ -109,20 +129,22 @@ TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
   auto server = ChildProcess::Spawn(
-      {std::string(FERRY_BIN_DIR) + "/ferry-server", "--role", "coordinator", "--mode", "ring",
-       "--listen", absl::StrCat("127.0.0.1:", *port), "--tls-ca",
-       testing::GetCerts().Path("ca.pem")},
+      {std::string(FERRY_BIN_DIR) + "/ferry-server", "--role", "coordinator",
+       "--mode", "ring", "--listen", absl::StrCat("127.0.0.1:", *port),
+       "--tls-ca", testing::GetCerts().Path("ca.pem")},
       dir_ + "/server.log");
   ASSERT_TRUE(server.ok()) << server.status();
   std::optional<int> rc;
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (!(rc = server->Poll()) && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+  while (!(rc = server->Poll()) && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(50));
   if (!rc) rc = server->Stop(absl::Seconds(5));
   EXPECT_EQ(*rc, 2);
   std::ifstream log(dir_ + "/server.log");
   std::stringstream text;
   text << log.rdbuf();
-  EXPECT_NE(text.str().find("--tls-ca needs --tls-cert and --tls-key"), std::string::npos)
+  EXPECT_NE(text.str().find("--tls-ca needs --tls-cert and --tls-key"),
+            std::string::npos)
       << text.str();
 }
 
@@ -130,13 +152,21 @@ TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
 // lists: --tls-server-name makes a client check another name. Here the
 // server's certificate names localhost and 127.0.0.1, and it is dialled at
 // 127.0.0.2 (loopback too).
-TEST_F(TlsProcessTest, ServerNameOverrideVerifiesPeersDialledByAnUnlistedAddress) {
+TEST_F(TlsProcessTest,
+       ServerNameOverrideVerifiesPeersDialledByAnUnlistedAddress) {
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
   std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry-server",
-                                   "--role", "coordinator", "--mode", "ring",
-                                   "--listen", absl::StrCat("0.0.0.0:", *port),
-                                   "--model", "16-8-4", "--dataset", "synthetic:64"};
+                                   "--role",
+                                   "coordinator",
+                                   "--mode",
+                                   "ring",
+                                   "--listen",
+                                   absl::StrCat("0.0.0.0:", *port),
+                                   "--model",
+                                   "16-8-4",
+                                   "--dataset",
+                                   "synthetic:64"};
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto coordinator = ChildProcess::Spawn(argv, dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
@@ -160,24 +190,44 @@ class TlsJobTest : public TlsProcessTest,
                    public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(TlsJobTest, LocalJobTrainsWithMutualTlsAndTokenOnEveryChannel) {
-  std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry", "local",
-                                   "--mode", GetParam(), "--workers", "2", "--shards", "2",
-                                   "--model", "32-16-4", "--dataset", "synthetic:512",
-                                   "--batch", "32", "--epochs", "1", "--max-steps", "12",
-                                   "--timeout", "120", "--log-dir", dir_ + "/logs",
-                                   "--summary-json", dir_ + "/summary.json"};
+  std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry",
+                                   "local",
+                                   "--mode",
+                                   GetParam(),
+                                   "--workers",
+                                   "2",
+                                   "--shards",
+                                   "2",
+                                   "--model",
+                                   "32-16-4",
+                                   "--dataset",
+                                   "synthetic:512",
+                                   "--batch",
+                                   "32",
+                                   "--epochs",
+                                   "1",
+                                   "--max-steps",
+                                   "12",
+                                   "--timeout",
+                                   "120",
+                                   "--log-dir",
+                                   dir_ + "/logs",
+                                   "--summary-json",
+                                   dir_ + "/summary.json"};
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto job = ChildProcess::Spawn(argv, dir_ + "/ferry-local.log");
   ASSERT_TRUE(job.ok()) << job.status();
   std::optional<int> rc;
   const absl::Time give_up = absl::Now() + absl::Seconds(150);
-  while (!(rc = job->Poll()) && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(200));
+  while (!(rc = job->Poll()) && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(200));
   if (!rc) rc = job->Stop(absl::Seconds(5));
   std::ifstream log(dir_ + "/ferry-local.log");
   std::stringstream text;
   text << log.rdbuf();
   ASSERT_EQ(*rc, 0) << text.str();
-  const nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir_ + "/summary.json"));
+  const nlohmann::json summary =
+      nlohmann::json::parse(std::ifstream(dir_ + "/summary.json"));
   EXPECT_GE(summary["steps"].get<int64_t>(), 12) << summary.dump();
 }
 

@@ -69,7 +69,7 @@ struct HeldCondition {
 };
 
 // Declares `wrapped`, a Condition that evaluates `cond` as held on `mu`.
-#define FERRY_HELD(mu, cond)                  \
+#define FERRY_HELD(mu, cond)                   \
   HeldCondition held_condition{&(cond), (mu)}; \
   const absl::Condition wrapped(&HeldCondition::Eval, &held_condition)
 
@@ -112,14 +112,15 @@ void Mutex::ReaderUnlock() {
 }
 
 void Mutex::LockWhen(const Condition& cond) {
-  static auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
+  static auto real = Real<void (*)(Mutex*, const Condition&)>(
+      "5Mutex8LockWhenERKNS0_9ConditionE");
   FERRY_HELD(this, cond);
   real(this, wrapped);
   Acquired(this);
 }
 void Mutex::ReaderLockWhen(const Condition& cond) {
-  static auto real =
-      Real<void (*)(Mutex*, const Condition&)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  static auto real = Real<void (*)(Mutex*, const Condition&)>(
+      "5Mutex14ReaderLockWhenERKNS0_9ConditionE");
   FERRY_HELD(this, cond);
   real(this, wrapped);
   Acquired(this);
@@ -158,7 +159,8 @@ bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
 }
 
 void Mutex::Await(const Condition& cond) {
-  static auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex5AwaitERKNS0_9ConditionE");
+  static auto real = Real<void (*)(Mutex*, const Condition&)>(
+      "5Mutex5AwaitERKNS0_9ConditionE");
   FERRY_HELD(this, cond);
   Releasing(this);
   real(this, wrapped);
@@ -184,7 +186,8 @@ bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
 }
 
 void CondVar::Wait(Mutex* mu) {
-  static auto real = Real<void (*)(CondVar*, Mutex*)>("7CondVar4WaitEPNS0_5MutexE");
+  static auto real =
+      Real<void (*)(CondVar*, Mutex*)>("7CondVar4WaitEPNS0_5MutexE");
   Releasing(mu);
   real(this, mu);
   Acquired(mu);

@@ -12,13 +12,15 @@
 #include "common/prometheus_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/server/coordinator_fixture.h"
-#include "tests/server/ps_shard_testing.h"
+#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/ps/ps_shard_testing.h"
 
 namespace ferry {
 namespace {
 
-uint64_t Count(prometheus::Histogram& h) { return h.Collect().histogram.sample_count; }
+uint64_t Count(prometheus::Histogram& h) {
+  return h.Collect().histogram.sample_count;
+}
 
 double Rejected(MetricRole role, const std::string& op, absl::StatusCode code) {
   return Metrics().rejected(role, op, code).Value();
@@ -61,17 +63,20 @@ TEST(ServerMetricsTest, PushAndPullThroughTheShardMoveCountersAndHistograms) {
   EXPECT_EQ(m.model_version(MetricRole::kPs).Value(), 1);
   const std::string text = SerializeMetrics();
   EXPECT_THAT(text, testing::HasSubstr("ferry_model_version{role=\"ps\"} 1"));
-  EXPECT_THAT(text, testing::HasSubstr("ferry_push_seconds_count{role=\"ps\"}"));
+  EXPECT_THAT(text,
+              testing::HasSubstr("ferry_push_seconds_count{role=\"ps\"}"));
 }
 
 TEST(ServerMetricsTest, RejectedInputsAreCountedByOpAndReason) {
   auto shard = MakeShard(TestConfig());
-  const double bad_chunk0 = Rejected(MetricRole::kPs, "push", absl::StatusCode::kInvalidArgument);
+  const double bad_chunk0 =
+      Rejected(MetricRole::kPs, "push", absl::StatusCode::kInvalidArgument);
   const double bad_step0 =
       Rejected(MetricRole::kPs, "push", absl::StatusCode::kFailedPrecondition);
   const double finalize0 =
       Rejected(MetricRole::kPs, "finalize", absl::StatusCode::kInvalidArgument);
-  const double pull0 = Rejected(MetricRole::kPs, "pull", absl::StatusCode::kFailedPrecondition);
+  const double pull0 =
+      Rejected(MetricRole::kPs, "pull", absl::StatusCode::kFailedPrecondition);
 
   // A NaN in a chunk, then a push for a step that is not open.
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -79,28 +84,42 @@ TEST(ServerMetricsTest, RejectedInputsAreCountedByOpAndReason) {
       PushSlice(*shard, Header("w1", 0, 1), {1, nan, 3, 4}).status()));
   EXPECT_TRUE(absl::IsFailedPrecondition(
       PushSlice(*shard, Header("w1", 5, 1), {1, 2, 3, 4}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(shard->FinalizeStep("job", 0, {}, 0).status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(shard->WaitForVersion("other", 0, [](auto) {}).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(shard->FinalizeStep("job", 0, {}, 0).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      shard->WaitForVersion("other", 0, [](auto) {}).status()));
 
-  EXPECT_EQ(Rejected(MetricRole::kPs, "push", absl::StatusCode::kInvalidArgument), bad_chunk0 + 1);
-  EXPECT_EQ(Rejected(MetricRole::kPs, "push", absl::StatusCode::kFailedPrecondition),
-            bad_step0 + 1);
-  EXPECT_EQ(Rejected(MetricRole::kPs, "finalize", absl::StatusCode::kInvalidArgument),
-            finalize0 + 1);
-  EXPECT_EQ(Rejected(MetricRole::kPs, "pull", absl::StatusCode::kFailedPrecondition), pull0 + 1);
-  EXPECT_THAT(SerializeMetrics(),
-              testing::HasSubstr("ferry_rejected_inputs_total{op=\"push\",reason=\"invalid_argument\","
-                                 "role=\"ps\"}"));
+  EXPECT_EQ(
+      Rejected(MetricRole::kPs, "push", absl::StatusCode::kInvalidArgument),
+      bad_chunk0 + 1);
+  EXPECT_EQ(
+      Rejected(MetricRole::kPs, "push", absl::StatusCode::kFailedPrecondition),
+      bad_step0 + 1);
+  EXPECT_EQ(
+      Rejected(MetricRole::kPs, "finalize", absl::StatusCode::kInvalidArgument),
+      finalize0 + 1);
+  EXPECT_EQ(
+      Rejected(MetricRole::kPs, "pull", absl::StatusCode::kFailedPrecondition),
+      pull0 + 1);
+  EXPECT_THAT(
+      SerializeMetrics(),
+      testing::HasSubstr(
+          "ferry_rejected_inputs_total{op=\"push\",reason=\"invalid_argument\","
+          "role=\"ps\"}"));
 }
 
 TEST(ServerMetricsTest, AsyncPushesReportStaleness) {
   FerryMetrics& m = Metrics();
   auto shard = MakeShard(TestConfig(PsConsistency::kAsync));
   const uint64_t observed0 = Count(m.push_staleness_steps());
-  ASSERT_TRUE(PushSlice(*shard, Header("w1", 0, 1, 0, /*base_version=*/0), {1, 1, 1, 1}).ok());
+  ASSERT_TRUE(
+      PushSlice(*shard, Header("w1", 0, 1, 0, /*base_version=*/0), {1, 1, 1, 1})
+          .ok());
   EXPECT_EQ(m.staleness_steps().Value(), 0);
   // Computed on version 0, applied at version 1.
-  ASSERT_TRUE(PushSlice(*shard, Header("w2", 0, 1, 0, /*base_version=*/0), {1, 1, 1, 1}).ok());
+  ASSERT_TRUE(
+      PushSlice(*shard, Header("w2", 0, 1, 0, /*base_version=*/0), {1, 1, 1, 1})
+          .ok());
   EXPECT_EQ(m.staleness_steps().Value(), 1);
   EXPECT_EQ(Count(m.push_staleness_steps()), observed0 + 2);
 }
@@ -124,15 +143,16 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
   FerryMetrics& m = Metrics();
   const double steps0 = m.steps(MetricRole::kCoordinator).Value();
   const double samples0 = m.samples(MetricRole::kCoordinator).Value();
-  const double wrong_job0 =
-      Rejected(MetricRole::kCoordinator, "register", absl::StatusCode::kFailedPrecondition);
+  const double wrong_job0 = Rejected(MetricRole::kCoordinator, "register",
+                                     absl::StatusCode::kFailedPrecondition);
   Fixture f(Job(10, 1), 20);
   auto gauges = ExportCoordinatorGauges(f.coordinator.get());
   const std::string a = f.Join();
   RunScrapeHooks();
   EXPECT_EQ(m.members().Value(), 1);
   EXPECT_GE(m.generation(MetricRole::kCoordinator).Value(), 1);
-  EXPECT_EQ(m.checkpoint_age_seconds(MetricRole::kCoordinator).Value(), -1);  // no state_dir
+  EXPECT_EQ(m.checkpoint_age_seconds(MetricRole::kCoordinator).Value(),
+            -1);  // no state_dir
 
   auto r = Next(*f.coordinator, a);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -142,7 +162,8 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
   ASSERT_TRUE(next.ok()) << next.status();
   WaitForFinalize(f.shards, 1);
   // The step is applied right after the shards finalized it.
-  for (int i = 0; i < 200 && m.steps(MetricRole::kCoordinator).Value() < steps0 + 1; ++i) {
+  for (int i = 0;
+       i < 200 && m.steps(MetricRole::kCoordinator).Value() < steps0 + 1; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(m.steps(MetricRole::kCoordinator).Value(), steps0 + 1);
@@ -152,15 +173,19 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
 
   v1::RegisterRequest wrong;
   wrong.set_job_id("another-job");
-  EXPECT_TRUE(absl::IsFailedPrecondition(f.coordinator->Register(wrong).status()));
-  EXPECT_EQ(Rejected(MetricRole::kCoordinator, "register", absl::StatusCode::kFailedPrecondition),
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(f.coordinator->Register(wrong).status()));
+  EXPECT_EQ(Rejected(MetricRole::kCoordinator, "register",
+                     absl::StatusCode::kFailedPrecondition),
             wrong_job0 + 1);
 
   // The coordinator's own traffic reaches ferry_bytes_total at the scrape.
-  const double sent0 = m.bytes(MetricRole::kCoordinator, "worker", true).Value();
+  const double sent0 =
+      m.bytes(MetricRole::kCoordinator, "worker", true).Value();
   f.coordinator->CountBytes("worker", 50, 5);
   RunScrapeHooks();
-  EXPECT_EQ(m.bytes(MetricRole::kCoordinator, "worker", true).Value(), sent0 + 50);
+  EXPECT_EQ(m.bytes(MetricRole::kCoordinator, "worker", true).Value(),
+            sent0 + 50);
   gauges.reset();
 }
 

@@ -12,8 +12,8 @@ TEST(ShardIdFromHostname, TakesTheStatefulSetOrdinal) {
 }
 
 TEST(ShardIdFromHostname, RejectsNamesWithoutATrailingOrdinal) {
-  for (const char* name : {"", "ferry-ps", "ferry-ps-", "ferry-ps2", "7", "-3", "ferry-ps-x1",
-                           "ferry-ps-12345678"}) {
+  for (const char* name : {"", "ferry-ps", "ferry-ps-", "ferry-ps2", "7", "-3",
+                           "ferry-ps-x1", "ferry-ps-12345678"}) {
     auto id = ShardIdFromHostname(name);
     EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << name;
   }

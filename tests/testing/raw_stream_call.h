@@ -36,11 +36,10 @@ inline bool Await(grpc::CompletionQueue& cq) {
 // the status. Stops writing once the server has finished the call. The
 // call has `deadline`. Works for any kind of method: a unary request is a
 // stream of one message.
-inline RawCallResult RawStreamCall(const std::shared_ptr<grpc::Channel>& channel,
-                                   const std::string& method,
-                                   const std::vector<std::string>& messages,
-                                   absl::Duration deadline = absl::Seconds(20),
-                                   size_t max_responses = 1024) {
+inline RawCallResult RawStreamCall(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+    const std::vector<std::string>& messages,
+    absl::Duration deadline = absl::Seconds(20), size_t max_responses = 1024) {
   using internal::Await;
   RawCallResult result;
   grpc::GenericStub stub(channel);
@@ -86,9 +85,10 @@ inline RawCallResult RawStreamCall(const std::shared_ptr<grpc::Channel>& channel
 }
 
 // The same to the server at 127.0.0.1:`port`, on a channel of its own.
-inline RawCallResult RawStreamCall(int port, const std::string& method,
-                                   const std::vector<std::string>& messages,
-                                   absl::Duration deadline = absl::Seconds(20)) {
+inline RawCallResult RawStreamCall(
+    int port, const std::string& method,
+    const std::vector<std::string>& messages,
+    absl::Duration deadline = absl::Seconds(20)) {
   return RawStreamCall(MakeChannel(absl::StrCat("127.0.0.1:", port)), method,
                        messages, deadline);
 }

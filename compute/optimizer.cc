@@ -1,0 +1,71 @@
+#include "compute/optimizer.h"
+
+#include "common/status_macros.h"
+
+namespace ferry {
+
+absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
+                                            ComputeBackend* backend,
+                                            size_t size) {
+  RETURN_IF_ERROR(ValidateOptimizerConfig(config));
+  Optimizer optimizer(config, backend, size);
+  int buffers = 0;
+  switch (config.kind) {
+    case OptimizerKind::kSgd:
+      buffers = 0;
+      break;
+    case OptimizerKind::kMomentum:
+      buffers = 1;
+      break;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      buffers = 2;
+      break;
+  }
+  for (int i = 0; i < buffers; ++i) {
+    ASSIGN_OR_RETURN(DeviceBuffer buffer, backend->Allocate(size));
+    optimizer.state_.push_back(std::move(buffer));
+  }
+  return optimizer;
+}
+
+double Optimizer::NextLearningRate() const {
+  return LearningRateAt(config_, steps_applied_);
+}
+
+absl::Status Optimizer::Apply(const float* grad, float* param) {
+  OptimizerStepParams p;
+  p.lr = static_cast<float>(NextLearningRate());
+  p.weight_decay = static_cast<float>(config_.weight_decay);
+  p.momentum = static_cast<float>(config_.momentum);
+  p.nesterov = config_.nesterov;
+  p.beta1 = static_cast<float>(config_.beta1);
+  p.beta2 = static_cast<float>(config_.beta2);
+  p.epsilon = static_cast<float>(config_.epsilon);
+  p.step = steps_applied_ + 1;
+  switch (config_.kind) {
+    case OptimizerKind::kSgd:
+      RETURN_IF_ERROR(backend_->SgdUpdate(size_, p, grad, param));
+      break;
+    case OptimizerKind::kMomentum:
+      RETURN_IF_ERROR(
+          backend_->MomentumUpdate(size_, p, grad, state_[0].data(), param));
+      break;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      RETURN_IF_ERROR(backend_->AdamUpdate(
+          size_, p, config_.kind == OptimizerKind::kAdamW, grad,
+          state_[0].data(), state_[1].data(), param));
+      break;
+  }
+  ++steps_applied_;
+  return absl::OkStatus();
+}
+
+std::vector<DeviceBuffer*> Optimizer::StateBuffers() {
+  std::vector<DeviceBuffer*> out;
+  for (DeviceBuffer& b : state_) out.push_back(&b);
+  return out;
+}
+
+}  // namespace ferry

@@ -1,0 +1,54 @@
+// An optimizer over one flat range of parameters (a PS shard's slice, or a
+// ring worker's whole model): holds its state buffers on the backend and
+// applies one update per call with the configured learning-rate schedule.
+//
+// Thread safety: not thread-safe; the owner serializes calls.
+#ifndef FERRY_COMPUTE_OPTIMIZER_H_
+#define FERRY_COMPUTE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/optimizer_config.h"
+#include "compute/compute_backend.h"
+
+namespace ferry {
+
+class Optimizer {
+ public:
+  // `backend` must outlive the optimizer. `size` is the number of parameters
+  // this instance updates. INVALID_ARGUMENT for an invalid config.
+  static absl::StatusOr<Optimizer> Create(const OptimizerConfig& config,
+                                          ComputeBackend* backend, size_t size);
+
+  // Applies one update: param -= f(grad, state). Both buffers hold `size()`
+  // elements in the backend's memory space. Increments steps_applied().
+  absl::Status Apply(const float* grad, float* param);
+
+  size_t size() const { return size_; }
+  int64_t steps_applied() const { return steps_applied_; }
+  // Learning rate the next Apply() will use.
+  double NextLearningRate() const;
+  const OptimizerConfig& config() const { return config_; }
+
+  // State buffers (0 for SGD, 1 for momentum, 2 for Adam/AdamW), for
+  // checkpoints and for handing state to a joining ring member.
+  std::vector<DeviceBuffer*> StateBuffers();
+  // Restores the step count (with the state buffers, for checkpoints).
+  void set_steps_applied(int64_t steps) { steps_applied_ = steps; }
+
+ private:
+  Optimizer(const OptimizerConfig& config, ComputeBackend* backend, size_t size)
+      : config_(config), backend_(backend), size_(size) {}
+
+  OptimizerConfig config_;
+  ComputeBackend* backend_;
+  size_t size_;
+  int64_t steps_applied_ = 0;
+  std::vector<DeviceBuffer> state_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COMPUTE_OPTIMIZER_H_

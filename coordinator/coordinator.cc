@@ -1,0 +1,537 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/peer_limits.h"
+#include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+namespace {
+
+v1::NextTaskResponse Action(v1::NextTaskResponse::Action action,
+                            int64_t generation) {
+  v1::NextTaskResponse response;
+  response.set_action(action);
+  response.set_generation(generation);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, ShardControl* shards) {
+  const v1::JobSpec& job = options.job;
+  if (job.global_batch() <= 0 || job.epochs() <= 0 || options.epoch_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job needs global_batch > 0, epochs > 0 and a non-empty "
+                     "dataset (got batch ",
+                     job.global_batch(), ", epochs ", job.epochs(), ", ",
+                     options.epoch_size, " samples)"));
+  }
+  if (job.mode() == v1::MODE_RING &&
+      (job.consistency() != v1::CONSISTENCY_SYNC || job.sync_quorum() > 0)) {
+    return absl::InvalidArgumentError(
+        "ring mode is synchronous: it takes neither async/ssp consistency nor "
+        "a sync quorum");
+  }
+  if (options.min_workers < 1) options.min_workers = 1;
+  if (options.checkpoint_every < 0) {
+    return absl::InvalidArgumentError("checkpoint_every must be >= 0");
+  }
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), shards));
+  {
+    absl::MutexLock lock(&c->mu_);
+    RETURN_IF_ERROR(c->Resume());
+  }
+  c->Start();
+  return c;
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
+    : options_(std::move(options)), shards_(shards) {
+  absl::MutexLock lock(&mu_);
+  queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
+  // Off for good once a shard says it has no checkpoint directory.
+  checkpointing_ = options_.job.mode() == v1::MODE_PS;
+  start_unix_ = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+}
+
+void Coordinator::Start() {
+  finalizer_ = std::thread([this] { FinalizerLoop(); });
+  evaluator_ = std::thread([this] { EvaluatorLoop(); });
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+void Coordinator::Shutdown() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    Persist();
+    for (Waiter& w : waiters_) {
+      replies.emplace_back(
+          std::move(w.done),
+          absl::UnavailableError("coordinator is shutting down"));
+    }
+    waiters_.clear();
+  }
+  SendReplies(replies);
+  for (std::thread* t : {&finalizer_, &evaluator_, &reaper_}) {
+    if (t->joinable()) t->join();  // not started when Create() failed
+  }
+  FlushMetrics();
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
+    const v1::RegisterRequest& request) {
+  std::vector<Reply> replies;
+  v1::RegisterResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [what, value] :
+         {std::pair<absl::string_view, absl::string_view>{"job_id",
+                                                          request.job_id()},
+          {"hostname", request.hostname()},
+          {"peer_address", request.peer_address()}}) {
+      absl::Status status =
+          CheckIdLength(absl::StrCat("the registration's ", what), value);
+      if (!status.ok())
+        return Metrics().Reject(MetricRole::kCoordinator, "register", status);
+    }
+    if (!request.job_id().empty() &&
+        request.job_id() != options_.job.job_id()) {
+      return Metrics().Reject(
+          MetricRole::kCoordinator, "register",
+          absl::FailedPreconditionError(
+              absl::StrCat("this coordinator runs job '", options_.job.job_id(),
+                           "', not '", request.job_id(), "'")));
+    }
+    if (training_done_) {
+      return absl::FailedPreconditionError("the job has finished training");
+    }
+    if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
+      return Metrics().Reject(
+          MetricRole::kCoordinator, "register",
+          LimitExceeded("the number of workers (--max-workers)",
+                        ActiveCount() + 1, options_.max_workers));
+    }
+    Member member;
+    member.join_seq = next_worker_seq_++;
+    member.id = absl::StrCat("w", member.join_seq);
+    member.info = request;
+    member.last_heartbeat = absl::Now();
+    member.joined = member.last_heartbeat;
+    ++generation_;
+    ++workers_seen_;
+    AddEvent("joined", member.id, steps_formed_, 0,
+             absl::StrCat(request.hostname(), " pid ", request.pid()));
+    response.set_worker_id(member.id);
+    response.set_generation(generation_);
+    *response.mutable_job() = options_.job;
+    response.set_heartbeat_interval_ms(
+        absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    members_[member.id] = std::move(member);
+    Persist();
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
+  return response;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
+    const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("worker ", worker_id,
+                     " is not a member (evicted or never registered)"));
+  }
+  it->second.last_heartbeat = absl::Now();
+  v1::HeartbeatResponse response;
+  response.set_generation(generation_);
+  response.set_fence(fence_);
+  return response;
+}
+
+CoordinatorGauges Coordinator::Gauges() const {
+  absl::MutexLock lock(&mu_);
+  CoordinatorGauges g;
+  g.members = static_cast<int64_t>(members_.size());
+  g.generation = generation_;
+  g.steps_applied = options_.job.consistency() == v1::CONSISTENCY_SYNC
+                        ? steps_applied_
+                        : tasks_applied_;
+  g.last_state_write = last_state_write_;
+  g.own_bytes = own_bytes_;
+  return g;
+}
+
+absl::Status Coordinator::Leave(const std::string& worker_id) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (members_.find(worker_id) == members_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("worker ", worker_id, " is not a member"));
+    }
+    RemoveMember(worker_id, "left");
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
+  return absl::OkStatus();
+}
+
+void Coordinator::NextTask(const v1::NextTaskRequest& request,
+                           NextTaskCallback done) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(request.worker_id());
+    if (stopping_) {
+      replies.emplace_back(
+          std::move(done),
+          absl::UnavailableError("coordinator is shutting down"));
+    } else if (it == members_.end()) {
+      replies.emplace_back(
+          std::move(done),
+          absl::NotFoundError(
+              absl::StrCat("worker ", request.worker_id(),
+                           " is not a member (evicted or never registered)")));
+    } else {
+      it->second.last_heartbeat = absl::Now();
+      absl::Status recorded =
+          request.has_done()
+              ? Metrics().Reject(MetricRole::kCoordinator, "report",
+                                 RecordDone(it->second, request.done()))
+              : absl::OkStatus();
+      if (!recorded.ok()) {
+        replies.emplace_back(std::move(done), recorded);
+      } else if (request.report_only()) {
+        replies.emplace_back(std::move(done),
+                             Action(v1::NextTaskResponse::WAIT, generation_));
+      } else if (auto now = TryAssign(request); now.has_value()) {
+        replies.emplace_back(std::move(done), std::move(*now));
+      } else if (const int64_t waiting = ParkedCount(request.worker_id());
+                 waiting >= kMaxParkedLeasesPerWorker) {
+        replies.emplace_back(
+            std::move(done),
+            Metrics().Reject(
+                MetricRole::kCoordinator, "lease",
+                LimitExceeded(
+                    absl::StrCat("the number of waiting lease requests "
+                                 "of worker ",
+                                 request.worker_id()),
+                    waiting + 1, kMaxParkedLeasesPerWorker)));
+      } else {
+        v1::NextTaskRequest parked = request;
+        parked.clear_done();
+        waiters_.push_back({std::move(parked), std::move(done),
+                            absl::Now() + options_.long_poll});
+      }
+      ServeWaiters(replies, false);
+    }
+  }
+  SendReplies(replies);
+  FlushMetrics();  // async: the points of applied tasks
+}
+
+std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
+    const v1::NextTaskRequest& request) {
+  const std::string& worker_id = request.worker_id();
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
+        absl::StrCat("worker ", worker_id, " was evicted")));
+  }
+  if (training_done_) {
+    // Ring members hold the only copy of the weights: keep them until the
+    // final evaluation has fetched them.
+    if (ring_mode() && !finished_) return std::nullopt;
+    return Action(v1::NextTaskResponse::FINISH, generation_);
+  }
+  std::optional<v1::NextTaskResponse> response =
+      options_.job.consistency() == v1::CONSISTENCY_SYNC
+          ? TryAssignSync(it->second,
+                          request.has_after_step() ? request.after_step() : -1,
+                          request.fence())
+          : TryAssignAsync(it->second);
+  if (!response) return std::nullopt;
+  return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
+}
+
+std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
+    Member& member, int64_t after_step, int64_t held_fence) {
+  auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
+    for (auto& [number, step] : open_steps_) {
+      const bool redo =
+          step.fence > held_fence;  // formed again since that lease
+      if ((number <= after_step && !redo) || step.finalizing) continue;
+      for (size_t i = 0; i < step.slots.size(); ++i) {
+        const Slot& slot = step.slots[i];
+        if (slot.worker_id != member.id || slot.pushed) continue;
+        v1::NextTaskResponse r =
+            Action(v1::NextTaskResponse::TRAIN, generation_);
+        r.set_fence(fence_);
+        r.set_committed_steps(CommittedSteps());
+        r.set_step(number);
+        r.set_pull_version(number);
+        r.set_epoch(step.epoch);
+        r.set_epoch_size(options_.epoch_size);
+        for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
+        if (ring_mode()) AddRing(step, i, r);
+        return r;
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto r = find_slot()) return r;
+  if (!EnoughWorkers()) return std::nullopt;
+  if (FormStep(after_step >= 0 ? 2 : 1)) return find_slot();
+  return std::nullopt;
+}
+
+bool Coordinator::FormStep(int max_open) {
+  if (training_done_ || recovery_needed_) return false;
+  const v1::JobSpec& job = options_.job;
+  if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
+  // At most `max_open` steps collecting reports.
+  int collecting = 0;
+  for (const auto& [number, step] : open_steps_)
+    collecting += step.finalizing ? 0 : 1;
+  if (collecting >= max_open) return false;
+  const int64_t available =
+      std::min<int64_t>(job.global_batch(), queue_->remaining());
+  if (available == 0) return false;  // the epoch's last tasks are in flight
+  std::vector<const Member*> ranked;
+  for (const auto& [id, m] : members_) ranked.push_back(&m);
+  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
+    return a->join_seq < b->join_seq;
+  });
+  OpenStep step;
+  step.step = steps_formed_;
+  step.epoch = queue_->epoch();
+  step.ring_generation = generation_;
+  step.fence = fence_;
+  const int64_t w = static_cast<int64_t>(ranked.size());
+  for (int64_t r = 0; r < w; ++r) {
+    const int64_t share = available / w + (r < available % w ? 1 : 0);
+    if (share == 0 && !ring_mode()) continue;
+    Slot slot;
+    slot.worker_id = ranked[r]->id;
+    slot.tasks = queue_->Lease(share);
+    for (const v1::DataTask& t : slot.tasks)
+      slot.samples += t.end() - t.begin();
+    step.slots.push_back(std::move(slot));
+  }
+  open_steps_[step.step] = std::move(step);
+  ++steps_formed_;
+  return true;
+}
+
+void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
+                          v1::NextTaskResponse& r) const {
+  int64_t samples = 0;
+  for (const Slot& slot : step.slots) {
+    v1::RingMember* m = r.add_ring();
+    m->set_worker_id(slot.worker_id);
+    auto it = members_.find(slot.worker_id);
+    if (it != members_.end())
+      m->set_peer_address(it->second.info.peer_address());
+    samples += slot.samples;
+  }
+  r.set_rank(static_cast<int32_t>(slot_index));
+  r.set_step_samples(samples);
+  r.set_ring_generation(step.ring_generation);
+}
+
+std::vector<std::string> Coordinator::PeerAddresses() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Member*> ranked;
+  for (const auto& [id, m] : members_) ranked.push_back(&m);
+  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
+    return a->join_seq < b->join_seq;
+  });
+  std::vector<std::string> addresses;
+  for (const Member* m : ranked) addresses.push_back(m->info.peer_address());
+  return addresses;
+}
+
+std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
+    Member& member) {
+  // A worker re-asking without a report (a retried call) gets the same task.
+  if (member.leases.empty()) {
+    if (!EnoughWorkers()) return std::nullopt;
+    if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
+      int64_t slowest = member.tasks_done;
+      for (const auto& [id, m] : members_)
+        slowest = std::min(slowest, m.tasks_done);
+      if (member.tasks_done > slowest + options_.job.staleness())
+        return std::nullopt;
+    }
+    const int64_t share = std::max<int64_t>(
+        1, options_.job.global_batch() / std::max(1, ActiveCount()));
+    member.leases = queue_->Lease(share);
+    if (member.leases.empty()) return std::nullopt;
+  }
+  v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+  r.set_fence(fence_);
+  r.set_step(member.tasks_done);
+  r.set_pull_version(0);
+  r.set_epoch(queue_->epoch());
+  r.set_epoch_size(options_.epoch_size);
+  for (const v1::DataTask& t : member.leases) *r.add_tasks() = t;
+  return r;
+}
+
+void Coordinator::RemoveMember(const std::string& worker_id,
+                               const std::string& why) {
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) return;
+  ++generation_;
+  Member& member = it->second;
+  departed_bytes_[worker_id] = member.bytes;
+  departed_peer_bytes_[worker_id] = member.peer_bytes;
+  AddEvent(why, worker_id, steps_formed_, 0, "");
+  for (const v1::DataTask& task : member.leases) {
+    if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
+  }
+  if (ring_mode()) {
+    // Its ring cannot finish the steps it has not reported: every member
+    // restarts the first of them from the committed state.
+    for (const auto& [number, step] : open_steps_) {
+      if (step.finalizing) continue;
+      const bool unreported = std::any_of(
+          step.slots.begin(), step.slots.end(),
+          [&](const Slot& s) { return s.worker_id == worker_id && !s.pushed; });
+      if (unreported) {
+        AbortOpenSteps(number, false, absl::StrCat(worker_id, " ", why),
+                       worker_id);
+        break;
+      }
+    }
+  }
+  for (auto step_it = open_steps_.begin(); step_it != open_steps_.end();) {
+    OpenStep& step = step_it->second;
+    if (!step.finalizing) {
+      auto& slots = step.slots;
+      for (auto s = slots.begin(); s != slots.end();) {
+        if (s->worker_id == worker_id && !s->pushed) {
+          for (const v1::DataTask& t : s->tasks)
+            (void)queue_->Release(t.task_id());
+          s = slots.erase(s);
+        } else {
+          ++s;
+        }
+      }
+      if (slots.empty() && step.step + 1 == steps_formed_) {
+        // Nobody left to compute the newest step: un-form it.
+        --steps_formed_;
+        step_it = open_steps_.erase(step_it);
+        continue;
+      }
+      MaybeQueueFinalize(step);
+    }
+    ++step_it;
+  }
+  members_.erase(it);
+  Persist();
+}
+
+void Coordinator::ServeWaiters(std::vector<Reply>& replies,
+                               bool expire_all_due) {
+  const absl::Time now = absl::Now();
+  for (auto w = waiters_.begin(); w != waiters_.end();) {
+    auto assigned = TryAssign(w->request);
+    if (assigned.has_value()) {
+      replies.emplace_back(std::move(w->done), std::move(*assigned));
+      w = waiters_.erase(w);
+    } else if (expire_all_due && now >= w->deadline) {
+      replies.emplace_back(std::move(w->done),
+                           Action(v1::NextTaskResponse::WAIT, generation_));
+      w = waiters_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+}
+
+void Coordinator::SendReplies(std::vector<Reply>& replies) {
+  for (auto& [done, response] : replies) done(std::move(response));
+  replies.clear();
+}
+
+void Coordinator::EvaluatorLoop() {
+  while (true) {
+    std::pair<int64_t, int64_t> request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->stopping_ || !c->eval_queue_.empty();
+          },
+          this));
+      if (stopping_) return;
+      request = eval_queue_.front();
+      eval_queue_.erase(eval_queue_.begin());
+    }
+    const auto result = shards_->Evaluate(request.first);
+    std::vector<Reply> replies;
+    absl::MutexLock lock(&mu_);
+    if (!result.ok()) {
+      LogError("evaluation failed",
+               {{"step", request.first}, {"error", result.status()}});
+    }
+    if (result.ok()) {
+      v1::EvalPoint point;
+      point.set_step(request.first);
+      point.set_epoch(request.second);
+      point.set_test_accuracy(result->first);
+      point.set_test_loss(result->second);
+      point.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+      evals_.push_back(point);
+      QueueEvalMetrics(point);
+    }
+    if (request.second == -1) {
+      finished_ = true;
+      finish_time_ = absl::Now();
+      ServeWaiters(replies, false);  // ring members parked for FINISH
+    }
+    mu_.Unlock();
+    SendReplies(replies);
+    FlushMetrics();
+    mu_.Lock();
+  }
+}
+
+void Coordinator::ReaperLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (stopping_) break;
+    const absl::Time now = absl::Now();
+    std::vector<std::string> dead;
+    for (const auto& [id, m] : members_) {
+      if (now - m.last_heartbeat > options_.heartbeat_timeout)
+        dead.push_back(id);
+    }
+    for (const std::string& id : dead) RemoveMember(id, "evicted");
+    std::vector<Reply> replies;
+    ServeWaiters(replies, /*expire_all_due=*/true);
+    if (!replies.empty()) {
+      mu_.Unlock();
+      SendReplies(replies);
+      mu_.Lock();
+    }
+  }
+}
+
+}  // namespace ferry

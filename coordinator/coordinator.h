@@ -1,0 +1,415 @@
+// Coordinator core: the single source of truth of one job. No gRPC types;
+// the gRPC adapter (coordinator_service.h) translates calls.
+//
+// Responsibilities:
+//  - membership: Register / Heartbeat / Leave, eviction after
+//    `heartbeat_timeout` without a heartbeat; every change bumps the
+//    generation.
+//  - the epoch's data-task queue (EpochTaskQueue) and exactly-once
+//    accounting: a task is applied when its gradient was applied on every
+//    shard, released back to the queue otherwise.
+//  - sync mode: forms each step (contributors = the active members, in join
+//    order; step s takes the global batch from the queue and splits it over
+//    them in rank order, so with fixed membership step s covers permutation
+//    positions [s*B, (s+1)*B) exactly as a single process would), and
+//    finalizes it on the shards (ShardControl::FinalizeStep) once every
+//    contributor (or `sync_quorum` of them) reported its push. A contributor
+//    that leaves or dies before pushing is dropped from the step and its
+//    samples go back to the queue.
+//    Step s+1 forms once step s is finalizing; a prefetching worker
+//    (NextTaskRequest.after_step) lets step s+1 form while step s still
+//    runs, so its next lease is ready when it finishes (pipeline depth 2).
+//  - async / ssp:K: leases tasks of global_batch / members samples on
+//    demand; ssp holds back a worker more than K tasks ahead of the slowest.
+//  - ring mode (always sync): every member is in every step (a member
+//    with no samples contributes zeros) so that the step's ring is the
+//    membership; the TRAIN response names the ring, the rank and the
+//    ring's generation; a step whose ring lost a member gets a new ring
+//    generation. FINISH waits for the final evaluation, which needs the
+//    members' weights.
+//  - evaluation of the shards' weights on the test set after every epoch,
+//    and the job's end (after the last epoch, or max_steps).
+//  - elasticity (docs/elasticity.md): a ring step that loses a member or
+//    whose collective failed is aborted with every later open step: all
+//    their tasks go back to the queue, and the step is formed again under a
+//    new generation and fence (HeartbeatResponse.fence tells the members
+//    to give the old one up), starting from the state after exactly the
+//    committed steps. PS sync: every shard is checkpointed at the same step
+//    every `checkpoint_every` steps and at every epoch end (before the
+//    next epoch starts); when a shard cannot finalize (it restarted), the
+//    coordinator reads the shards' versions, restores every shard to a
+//    version they all have, returns the tasks of the undone steps to the
+//    queue (from a log of applied steps) and re-forms the steps.
+//  - persistence (`state_dir`): the state is written atomically after every
+//    change that matters (membership, step applied, epoch); the step being
+//    finalized is written first as "in doubt". Create() resumes from it:
+//    open steps are aborted, members get a heartbeat timeout to come back,
+//    and the shards are reconciled as above before the next finalize.
+//
+// NextTask is asynchronous: the callback runs once, possibly on another
+// thread, with TRAIN/FINISH as soon as possible or WAIT after
+// `long_poll` without work. No thread blocks while waiting.
+//
+// Thread safety: all public methods are thread-safe.
+#ifndef FERRY_COORDINATOR_COORDINATOR_H_
+#define FERRY_COORDINATOR_COORDINATOR_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/peer_limits.h"
+#include "common/training_metrics.h"
+#include "coordinator/task_queue.h"
+#include "ferry/v1/coordinator.pb.h"
+#include "ferry/v1/coordinator_state.pb.h"
+#include "ferry/v1/ps.pb.h"
+
+namespace ferry {
+
+// The coordinator's view of the PS shards. Calls come from the
+// coordinator's own threads, never under its lock.
+class ShardControl {
+ public:
+  virtual ~ShardControl() = default;
+  // Finalizes `step` over `contributors` on every shard. OK only when every
+  // shard applied it (or had already).
+  virtual absl::Status FinalizeStep(
+      int64_t step, int64_t generation,
+      const std::vector<v1::Contributor>& contributors) = 0;
+  // Evaluates the shards' parameters at version >= min_version on the test
+  // set: returns {accuracy, loss}.
+  virtual absl::StatusOr<std::pair<double, double>> Evaluate(
+      int64_t min_version) = 0;
+  // Checkpoints every shard at `version` (-1: each at its current one). OK
+  // only when every shard's checkpoint is durable.
+  virtual absl::Status Checkpoint(int64_t version) = 0;
+  // Every shard's current version, in shard order (UNAVAILABLE when one
+  // cannot be reached).
+  virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;
+  // Brings every shard to `version` (RestoreRequest) and fences older
+  // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
+  virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
+};
+
+struct CoordinatorOptions {
+  v1::JobSpec job;
+  int64_t epoch_size = 0;  // training samples per epoch
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration long_poll = absl::Seconds(1);
+  int min_workers = 1;
+  int max_workers = kDefaultMaxWorkers;  // 0: no limit
+  // The first step waits until this many workers have registered (a job
+  // that should start with all its workers); later only min_workers counts.
+  int start_workers = 0;
+  // PS: checkpoint every shard every N applied steps (sync) or tasks
+  // (async), and at every epoch end (sync). 0: epoch ends only. Shards
+  // without a checkpoint directory turn checkpoints off.
+  int64_t checkpoint_every = 0;
+  // Non-empty: persist the state here and resume from it.
+  std::string state_dir;
+  // Optional (not owned; must outlive the coordinator): gets one
+  // RecordStep per committed step (sync: per step, with the step's
+  // aggregate; async: per applied task) and one RecordEval per test-set
+  // evaluation, in order, from the coordinator's threads, never under its
+  // lock (coordinator_metrics.cc).
+  MetricsSink* metrics = nullptr;
+};
+
+// What /metrics shows of a coordinator (server/server_metrics.h).
+struct CoordinatorGauges {
+  int64_t members = 0;
+  int64_t generation = 0;
+  int64_t steps_applied = 0;  // sync: the shards' version; async: tasks applied
+  // The last successful write of the state to state_dir; nullopt without
+  // state_dir or before the first write.
+  std::optional<absl::Time> last_state_write;
+  v1::ByteCounts own_bytes;  // CountBytes() so far, by peer role
+};
+
+class Coordinator {
+ public:
+  using NextTaskCallback =
+      std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
+
+  // `shards` must outlive the coordinator. Starts the background threads.
+  // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size);
+  // FAILED_PRECONDITION / DATA_LOSS for a state in `state_dir` that belongs
+  // to another job or cannot be read.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, ShardControl* shards);
+  // Stops the background threads and answers parked NextTask calls with
+  // UNAVAILABLE; later NextTask calls get UNAVAILABLE too. Idempotent; call
+  // before shutting the gRPC server down.
+  void Shutdown();
+  ~Coordinator();
+
+  // FAILED_PRECONDITION when the job is finished or `job_id` names another
+  // job; RESOURCE_EXHAUSTED at max_workers or for a job_id, hostname or
+  // peer_address longer than kMaxIdBytes.
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request);
+  // NOT_FOUND for an unknown or evicted worker. Returns the generation and
+  // the fence.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const std::string& worker_id);
+  // Removes the worker as if it had died (its unpushed work is released).
+  absl::Status Leave(const std::string& worker_id);
+  // Calls `done` with the worker's next action. Besides the errors of the
+  // class comment: RESOURCE_EXHAUSTED when the report's byte-count maps pass
+  // kMaxByteCountEntries keys or kMaxIdBytes per key, or the worker already
+  // has kMaxParkedLeasesPerWorker calls waiting.
+  void NextTask(const v1::NextTaskRequest& request, NextTaskCallback done);
+  v1::StatusResponse Status() const;
+  bool finished() const;
+  // Blocks until the job finished or `timeout` passed; true when finished.
+  bool WaitUntilFinished(absl::Duration timeout) const;
+  const v1::JobSpec& job() const { return options_.job; }
+  // Peer addresses of the members in rank (join) order.
+  std::vector<std::string> PeerAddresses() const;
+  // Bytes the adapter counted for the coordinator's own traffic (also added
+  // to ferry_bytes_total{role="coordinator"}).
+  void CountBytes(const std::string& role, int64_t sent, int64_t received);
+  // A consistent copy of the figures /metrics shows. Cheap (no proto).
+  CoordinatorGauges Gauges() const;
+
+ private:
+  struct Member {
+    std::string id;
+    int64_t join_seq = 0;
+    v1::RegisterRequest info;
+    absl::Time last_heartbeat;
+    int64_t tasks_done = 0;            // async clock
+    std::vector<v1::DataTask> leases;  // async: tasks in flight
+    v1::ByteCounts bytes;
+    v1::ByteCounts peer_bytes;
+    absl::Time joined;
+    bool applied_any = false;  // a gradient of it was applied
+  };
+  struct Slot {
+    std::string worker_id;
+    std::vector<v1::DataTask> tasks;
+    int64_t samples = 0;
+    bool pushed = false;
+  };
+  struct OpenStep {
+    int64_t step = 0;
+    int64_t epoch = 0;
+    std::vector<Slot> slots;  // rank order
+    bool finalizing = false;
+    int64_t ring_generation = 0;     // ring mode: generation of its ring
+    int64_t fence = 0;               // the fence it was formed under
+    std::optional<uint64_t> digest;  // ring mode: first digest reported
+    // Training curves: the step's reports summed (coordinator_metrics.cc).
+    absl::Time formed = absl::Now();
+    double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
+    int64_t correct = 0, reported_samples = 0, reports = 0;
+    // Each reporter's cumulative counts as of its report of this step:
+    // a worker may already have reported the next step by the time this
+    // one commits, so its latest counts would run ahead.
+    std::map<std::string, std::pair<v1::ByteCounts, v1::ByteCounts>>
+        reported_bytes;
+  };
+  struct Waiter {
+    v1::NextTaskRequest request;
+    NextTaskCallback done;
+    absl::Time deadline;
+  };
+  using Reply =
+      std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
+
+  Coordinator(CoordinatorOptions options, ShardControl* shards);
+
+  // Records a step report; an error is returned to the caller.
+  absl::Status RecordDone(Member& member, const v1::StepReport& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A response for the worker now, or nullopt to keep it waiting.
+  std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(
+      const v1::NextTaskRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `after_step` >= 0: only a step after it (prefetch; two steps may be
+  // open), or one formed again under a fence newer than `held_fence`.
+  std::optional<v1::NextTaskResponse> TryAssignSync(Member& member,
+                                                    int64_t after_step,
+                                                    int64_t held_fence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms the next step when fewer than `max_open` open steps are still
+  // collecting reports (not finalizing).
+  bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
+  // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
+  void AddRing(const OpenStep& step, size_t slot_index,
+               v1::NextTaskResponse& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves to the next epoch when the current one is complete; false when
+  // the job has no more epochs.
+  bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops a member that left or died: unpushed work goes back to the queue.
+  // `why`: "left" or "evicted" (the event's kind).
+  void RemoveMember(const std::string& worker_id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Start();
+  // Re-evaluates parked NextTask calls; replies go out after the lock.
+  void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(members_.size());
+  }
+  // NextTask calls of `worker_id` parked in waiters_.
+  int64_t ParkedCount(const std::string& worker_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::count_if(
+        waiters_.begin(), waiters_.end(),
+        [&](const Waiter& w) { return w.request.worker_id() == worker_id; });
+  }
+  // Enough workers to form a step (min_workers now, start_workers ever).
+  bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ActiveCount() >= options_.min_workers &&
+           workers_seen_ >= options_.start_workers;
+  }
+  void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void SendReplies(std::vector<Reply>& replies);
+
+  // Elasticity (coordinator_steps.cc). Aborts every open step >= `from`
+  // (finalizing ones too when `include_finalizing`): tasks back to the
+  // queue, steps re-formed later under a new generation and fence.
+  void AbortOpenSteps(int64_t from, bool include_finalizing,
+                      const std::string& why, const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `step` applied: tasks applied, log kept, version bumped.
+  void ApplyStep(int64_t number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock: brings the shards and the accounting to one
+  // consistent step (after a shard restart or a coordinator restart).
+  void RecoverShards(const std::string& why);
+  // Settles the step that was being finalized: applied (everywhere) or not.
+  void ResolveInDoubt(bool applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock, when idle: starts RecoverShards when a shard
+  // is behind the job's version.
+  void WatchShards();
+  // Undoes the applied steps >= target in the accounting.
+  void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock: checkpoints the shards at `version` when due.
+  void MaybeCheckpoint(int64_t version, bool epoch_end);
+  int64_t CommittedSteps() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(const std::string& kind, const std::string& worker_id,
+                int64_t step, int64_t samples_lost, const std::string& detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persistence (coordinator_state.cc): writes the state when state_dir is
+  // set (a failure is logged; the job goes on).
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Loads the state from state_dir if there is one.
+  absl::Status Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::CoordinatorState SaveState() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadState(const v1::CoordinatorState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Training curves (coordinator_metrics.cc): points are queued under the
+  // lock and written by FlushMetrics() after it, in queue order.
+  void AddStepReport(OpenStep& step, const std::string& worker_id,
+                     const v1::StepReport& done);
+  void QueueStepMetrics(const OpenStep& step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueAsyncMetrics(const v1::StepReport& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueEvalMetrics(const v1::EvalPoint& point)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `step`: the committed step (its reporters' counts as of their reports);
+  // null: every worker's latest counts.
+  void FillCommon(StepMetrics& m, const OpenStep* step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushMetrics() ABSL_LOCKS_EXCLUDED(mu_, metrics_mu_);
+
+  void FinalizerLoop();
+  void EvaluatorLoop();
+  void ReaperLoop();
+
+  const CoordinatorOptions options_;
+  ShardControl* const shards_;
+  const absl::Time start_ = absl::Now();
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_worker_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t workers_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EpochTaskQueue> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::EpochAccounting> accounting_ ABSL_GUARDED_BY(mu_);
+  // Sync mode.
+  std::map<int64_t, OpenStep> open_steps_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_formed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
+  std::vector<int64_t> finalize_queue_ ABSL_GUARDED_BY(mu_);
+  // Async mode: tasks applied so far (sum over workers).
+  int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ring mode: weight digests compared and found different.
+  int64_t digest_checks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t digest_mismatches_ ABSL_GUARDED_BY(mu_) = 0;
+  // Evaluation requests (version) and results.
+  std::vector<std::pair<int64_t, int64_t>> eval_queue_
+      ABSL_GUARDED_BY(mu_);  // {version, epoch}
+  bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool training_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::EvalPoint> evals_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Progress figures.
+  int64_t samples_applied_total_ ABSL_GUARDED_BY(mu_) = 0;
+  double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double compute_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+  std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);
+  // When the last step was applied (before the final evaluation): the end
+  // of the samples/s window.
+  std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ByteCounts> departed_peer_bytes_
+      ABSL_GUARDED_BY(mu_);
+  v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
+
+  // Elasticity.
+  int64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t aborted_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, std::vector<v1::DataTask>> applied_log_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> checkpoints_
+      ABSL_GUARDED_BY(mu_);  // complete, oldest first
+  bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
+  // Set while the shards and the accounting are being reconciled (after a
+  // restart or a lost step): no step forms meanwhile.
+  bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);
+
+  // Training curves waiting for FlushMetrics(); metrics_mu_ keeps them in
+  // order between the threads that flush.
+  absl::Mutex metrics_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
+      pending_metrics_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> last_commit_time_ ABSL_GUARDED_BY(mu_);
+
+  std::thread finalizer_, evaluator_, reaper_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_COORDINATOR_H_

@@ -1,0 +1,163 @@
+#include "coordinator/coordinator_client.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+
+CoordinatorClient::CoordinatorClient(
+    std::unique_ptr<v1::Coordinator::StubInterface> stub,
+    CoordinatorClientOptions options)
+    : stub_(std::move(stub)), options_(std::move(options)) {}
+
+std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
+    const std::string& address, CoordinatorClientOptions options) {
+  return std::make_unique<CoordinatorClient>(
+      v1::Coordinator::NewStub(MakeChannel(address)), std::move(options));
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> CoordinatorClient::Call(
+    grpc::Status (v1::Coordinator::StubInterface::*method)(grpc::ClientContext*,
+                                                           const Request&,
+                                                           Response*),
+    const Request& request, absl::Duration timeout, bool retry) {
+  Backoff backoff(options_.retry);
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout);
+    Response response;
+    counter_.AddSent(static_cast<int64_t>(request.ByteSizeLong()));
+    const absl::Status status =
+        FromGrpcStatus(((*stub_).*method)(&context, request, &response));
+    if (status.ok()) {
+      counter_.AddReceived(static_cast<int64_t>(response.ByteSizeLong()));
+      return response;
+    }
+    const bool cancelled =
+        options_.cancel != nullptr && options_.cancel->load();
+    if (!retry || !absl::IsUnavailable(status) || cancelled ||
+        !backoff.Wait()) {
+      return status;
+    }
+  }
+}
+
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
+    const v1::RegisterRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Register, request,
+              options_.rpc_timeout, /*retry=*/true);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
+    const v1::HeartbeatRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Heartbeat, request,
+              options_.short_timeout, /*retry=*/false);
+}
+
+absl::StatusOr<v1::NextTaskResponse> CoordinatorClient::NextTask(
+    const v1::NextTaskRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::NextTask, request,
+              options_.rpc_timeout, /*retry=*/true);
+}
+
+absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request) {
+  return Call(&v1::Coordinator::StubInterface::Leave, request,
+              options_.short_timeout, /*retry=*/false)
+      .status();
+}
+
+Heartbeater::Heartbeater(CoordinatorClient* client, std::string worker_id,
+                         int64_t generation, absl::Duration interval)
+    : client_(client),
+      worker_id_(std::move(worker_id)),
+      interval_(interval),
+      generation_(generation) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Heartbeater::~Heartbeater() { Stop(); }
+
+void Heartbeater::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Heartbeater::evicted() const {
+  absl::MutexLock lock(&mu_);
+  return evicted_;
+}
+
+int64_t Heartbeater::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+void Heartbeater::ObserveGeneration(int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  generation_ = std::max(generation_, generation);
+}
+
+int64_t Heartbeater::fence() const {
+  absl::MutexLock lock(&mu_);
+  return fence_;
+}
+
+void Heartbeater::SetFenceListener(std::function<void(int64_t)> listener) {
+  absl::MutexLock lock(&mu_);
+  fence_listener_ = std::move(listener);
+}
+
+void Heartbeater::Loop() {
+  absl::StatusCode last_code = absl::StatusCode::kOk;
+  while (true) {
+    v1::HeartbeatRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_);
+      if (stop_) return;
+      request.set_worker_id(worker_id_);
+      request.set_generation(generation_);
+    }
+    absl::StatusOr<v1::HeartbeatResponse> response =
+        client_->Heartbeat(request);
+    if (response.ok()) {
+      ObserveGeneration(response->generation());
+      std::function<void(int64_t)> listener;
+      {
+        absl::MutexLock lock(&mu_);
+        if (response->fence() > fence_) {
+          fence_ = response->fence();
+          listener = fence_listener_;
+        }
+      }
+      if (listener) listener(response->fence());
+      if (last_code != absl::StatusCode::kOk) {
+        LogInfo("heartbeats accepted again");
+      }
+      last_code = absl::StatusCode::kOk;
+      continue;
+    }
+    if (absl::IsNotFound(response.status())) {
+      LogError("evicted by the coordinator", {{"error", response.status()}});
+      absl::MutexLock lock(&mu_);
+      evicted_ = true;
+      return;
+    }
+    if (response.status().code() != last_code) {
+      LogWarn("heartbeat failed (will keep trying)",
+              {{"error", response.status()}});
+    }
+    last_code = response.status().code();
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,140 @@
+// The coordinator's training curves: per committed step (sync), per applied
+// task (async), per evaluation, handed to CoordinatorOptions::metrics.
+#include <algorithm>
+#include <set>
+
+#include "absl/time/clock.h"
+#include "coordinator/coordinator.h"
+
+namespace ferry {
+
+void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
+                                const v1::StepReport& done) {
+  step.loss_sum += done.loss_sum();
+  step.correct += done.correct();
+  step.reported_samples += done.num_samples();
+  step.compute_seconds += done.compute_seconds();
+  step.comm_seconds += done.comm_seconds();
+  ++step.reports;
+  step.reported_bytes[worker_id] = {done.bytes(), done.peer_bytes()};
+}
+
+void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
+  m.time = absl::Now();
+  m.elapsed_seconds =
+      absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
+  m.mode = ring_mode() ? "ring" : "ps";
+  // Cumulative counts of every worker, those that left included: for the
+  // step's reporters as of their report of it, for the others the latest.
+  std::set<std::string> counted;
+  auto add = [&](const std::string& id, const v1::ByteCounts& bytes,
+                 const v1::ByteCounts& peers) {
+    if (bytes.sent().empty() && bytes.received().empty()) return;
+    if (!counted.insert(id).second) return;
+    for (const auto& [role, n] : bytes.sent()) {
+      m.bytes_sent += n;
+      (role == "coordinator" ? m.control_bytes_sent : m.data_bytes_sent) += n;
+    }
+    for (const auto& [role, n] : bytes.received()) {
+      m.bytes_received += n;
+      (role == "coordinator" ? m.control_bytes_received
+                             : m.data_bytes_received) += n;
+    }
+    for (const auto& [peer, n] : peers.sent()) m.peers[peer].sent += n;
+    for (const auto& [peer, n] : peers.received()) m.peers[peer].received += n;
+    for (const auto& [peer, n] : peers.calls()) m.peers[peer].calls += n;
+  };
+  if (step != nullptr) {
+    for (const auto& [id, counts] : step->reported_bytes)
+      add(id, counts.first, counts.second);
+  }
+  for (const auto& [id, member] : members_)
+    add(id, member.bytes, member.peer_bytes);
+  for (const auto& [id, bytes] : departed_bytes_) {
+    const auto peers = departed_peer_bytes_.find(id);
+    add(id, bytes,
+        peers == departed_peer_bytes_.end() ? v1::ByteCounts::default_instance()
+                                            : peers->second);
+  }
+  m.bytes_workers = static_cast<int64_t>(counted.size());
+  m.step_seconds =
+      absl::ToDoubleSeconds(m.time - last_commit_time_.value_or(start_));
+  last_commit_time_ = m.time;
+}
+
+void Coordinator::QueueStepMetrics(const OpenStep& step) {
+  if (options_.metrics == nullptr) return;
+  StepMetrics m;
+  const std::optional<absl::Time> last = last_commit_time_;
+  FillCommon(m, &step);
+  // The first step after a pause (start, recovery) counts from its forming.
+  m.step_seconds = absl::ToDoubleSeconds(
+      m.time - std::max(last.value_or(start_), step.formed));
+  m.step = step.step + 1;
+  m.epoch = step.epoch;
+  for (const Slot& s : step.slots) {
+    if (!s.pushed) continue;
+    m.samples += s.samples;
+    ++m.workers;
+  }
+  if (step.reported_samples > 0) {
+    m.train_loss = step.loss_sum / step.reported_samples;
+    m.train_accuracy =
+        static_cast<double>(step.correct) / step.reported_samples;
+  }
+  if (step.reports > 0) {
+    m.compute_seconds = step.compute_seconds / step.reports;
+    m.comm_seconds = step.comm_seconds / step.reports;
+  }
+  pending_metrics_.emplace_back(std::move(m), std::nullopt);
+}
+
+void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
+  if (options_.metrics == nullptr) return;
+  StepMetrics m;
+  FillCommon(m, nullptr);
+  m.step = tasks_applied_;
+  m.epoch = queue_->epoch();
+  m.samples = done.num_samples();
+  m.workers = 1;
+  if (done.num_samples() > 0) {
+    m.train_loss = done.loss_sum() / done.num_samples();
+    m.train_accuracy = static_cast<double>(done.correct()) / done.num_samples();
+  }
+  m.compute_seconds = done.compute_seconds();
+  m.comm_seconds = done.comm_seconds();
+  pending_metrics_.emplace_back(std::move(m), std::nullopt);
+}
+
+void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
+  if (options_.metrics == nullptr) return;
+  EvalMetrics m;
+  m.time = absl::Now();
+  m.elapsed_seconds =
+      absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
+  m.mode = ring_mode() ? "ring" : "ps";
+  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  m.step = sync ? point.step() : tasks_applied_;
+  m.final = point.epoch() < 0;
+  m.epoch = m.final ? queue_->epoch() : point.epoch();
+  m.test_accuracy = point.test_accuracy();
+  m.test_loss = point.test_loss();
+  pending_metrics_.emplace_back(std::nullopt, std::move(m));
+}
+
+void Coordinator::FlushMetrics() {
+  if (options_.metrics == nullptr) return;
+  absl::MutexLock order(&metrics_mu_);
+  std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
+      points;
+  {
+    absl::MutexLock lock(&mu_);
+    points.swap(pending_metrics_);
+  }
+  for (const auto& [step, eval] : points) {
+    if (step.has_value()) options_.metrics->RecordStep(*step);
+    if (eval.has_value()) options_.metrics->RecordEval(*eval);
+  }
+}
+
+}  // namespace ferry

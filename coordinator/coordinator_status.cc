@@ -1,0 +1,85 @@
+// The coordinator's read-only views: status, progress figures, the end.
+#include <algorithm>
+
+#include "absl/time/clock.h"
+#include "coordinator/coordinator.h"
+
+namespace ferry {
+
+void Coordinator::CountBytes(const std::string& role, int64_t sent,
+                             int64_t received) {
+  absl::MutexLock lock(&mu_);
+  (*own_bytes_.mutable_sent())[role] += sent;
+  (*own_bytes_.mutable_received())[role] += received;
+}
+
+bool Coordinator::finished() const {
+  absl::MutexLock lock(&mu_);
+  return finished_;
+}
+
+bool Coordinator::WaitUntilFinished(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&finished_), timeout);
+}
+
+v1::StatusResponse Coordinator::Status() const {
+  absl::MutexLock lock(&mu_);
+  v1::StatusResponse s;
+  *s.mutable_job() = options_.job;
+  s.set_generation(generation_);
+  const absl::Time now = absl::Now();
+  for (const auto& [id, m] : members_) {
+    v1::MemberStatus* ms = s.add_members();
+    ms->set_worker_id(id);
+    ms->set_peer_address(m.info.peer_address());
+    ms->set_hostname(m.info.hostname());
+    ms->set_pid(m.info.pid());
+    ms->set_steps(m.tasks_done);
+    ms->set_seconds_since_heartbeat(
+        absl::ToDoubleSeconds(now - m.last_heartbeat));
+    (*s.mutable_worker_bytes())[id] = m.bytes;
+    (*s.mutable_worker_peer_bytes())[id] = m.peer_bytes;
+  }
+  for (const auto& [id, bytes] : departed_bytes_) {
+    if (!s.worker_bytes().contains(id)) (*s.mutable_worker_bytes())[id] = bytes;
+  }
+  for (const auto& [id, bytes] : departed_peer_bytes_) {
+    if (!s.worker_peer_bytes().contains(id))
+      (*s.mutable_worker_peer_bytes())[id] = bytes;
+  }
+  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  s.set_step(sync ? steps_applied_ : tasks_applied_);
+  s.set_epoch(queue_->epoch());
+  s.set_epoch_progress(static_cast<double>(queue_->samples_applied()) /
+                       queue_->num_samples());
+  s.set_train_loss(recent_loss_);
+  const absl::Time end = finish_time_.value_or(now);
+  if (first_step_time_) {
+    // Training throughput: up to the last applied step, not the final eval.
+    const absl::Time train_end = training_end_time_.value_or(now);
+    s.set_samples_per_second(
+        samples_applied_total_ /
+        std::max(1e-9, absl::ToDoubleSeconds(train_end - *first_step_time_)));
+  }
+  for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
+  s.set_finished(finished_);
+  s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
+  s.set_samples_applied(samples_applied_total_);
+  for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
+  s.set_workers_seen(workers_seen_);
+  *s.mutable_coordinator_bytes() = own_bytes_;
+  s.set_compute_seconds(compute_seconds_);
+  s.set_comm_seconds(comm_seconds_);
+  s.set_digest_checks(digest_checks_);
+  s.set_digest_mismatches(digest_mismatches_);
+  for (const v1::JobEvent& e : events_) *s.add_events() = e;
+  s.set_aborted_steps(aborted_steps_);
+  s.set_rollbacks(rollbacks_);
+  s.set_checkpoint_version(checkpoints_.empty() ? -1 : checkpoints_.back());
+  s.set_restarts(restarts_);
+  s.set_error(error_);
+  return s;
+}
+
+}  // namespace ferry

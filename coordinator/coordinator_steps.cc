@@ -1,0 +1,615 @@
+// The coordinator's step life cycle: reports, finalization on the shards,
+// checkpoints, aborts and rollbacks (see coordinator.h).
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/peer_limits.h"
+#include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator.h"
+
+namespace ferry {
+namespace {
+
+void Log(const std::string& line) { LogInfo(line); }
+
+int64_t Samples(const std::vector<v1::DataTask>& tasks) {
+  int64_t n = 0;
+  for (const v1::DataTask& t : tasks) n += t.end() - t.begin();
+  return n;
+}
+
+constexpr size_t kMaxEvents = 1000;
+constexpr size_t kCheckpointsKept = 3;
+constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
+
+// RESOURCE_EXHAUSTED when a map of `counts` has more than
+// kMaxByteCountEntries keys or a key longer than kMaxIdBytes.
+absl::Status CheckByteCounts(absl::string_view what,
+                             const v1::ByteCounts& counts) {
+  for (const auto* map :
+       {&counts.sent(), &counts.received(), &counts.calls()}) {
+    const int64_t entries = static_cast<int64_t>(map->size());
+    if (entries > kMaxByteCountEntries) {
+      return LimitExceeded(
+          absl::StrCat("the number of peers in the report's ", what), entries,
+          kMaxByteCountEntries);
+    }
+    for (const auto& [peer, count] : *map) {
+      RETURN_IF_ERROR(CheckIdLength(
+          absl::StrCat("a peer name in the report's ", what), peer));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Coordinator::RecordDone(Member& member,
+                                     const v1::StepReport& done) {
+  RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
+  RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));
+  member.bytes = done.bytes();  // cumulative counts: the latest replaces
+  member.peer_bytes = done.peer_bytes();
+  compute_seconds_ += done.compute_seconds();
+  comm_seconds_ += done.comm_seconds();
+  if (done.num_samples() > 0 && !done.failed()) {
+    const double loss = done.loss_sum() / done.num_samples();
+    recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
+  }
+  if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
+    auto step_it = open_steps_.find(done.step());
+    Slot* slot = nullptr;
+    if (step_it != open_steps_.end()) {
+      for (Slot& s : step_it->second.slots) {
+        if (s.worker_id == member.id) slot = &s;
+      }
+    }
+    // A step that is finalizing was closed over the reports it had (a
+    // quorum): a late report must not mark its samples applied.
+    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing) ||
+        done.fence() != step_it->second.fence) {
+      return absl::AbortedError(absl::StrCat(
+          "step ", done.step(), " is not open for ", member.id,
+          " (finalized without it or re-formed): ask for a new task"));
+    }
+    if (done.failed()) {
+      // Ring: the collective failed on this member; nobody may keep the
+      // step, every member restarts it from the committed state.
+      if (!step_it->second.finalizing) {
+        AbortOpenSteps(done.step(), false, "a member's collective failed",
+                       member.id);
+      }
+      return absl::OkStatus();
+    }
+    if (!slot->pushed) {
+      slot->pushed = true;
+      AddStepReport(step_it->second, member.id, done);
+      if (done.has_weights_digest()) {
+        OpenStep& step = step_it->second;
+        if (!step.digest.has_value()) {
+          step.digest = done.weights_digest();
+        } else {
+          ++digest_checks_;
+          if (*step.digest != done.weights_digest()) ++digest_mismatches_;
+        }
+      }
+      MaybeQueueFinalize(step_it->second);
+    }
+    return absl::OkStatus();
+  }
+  // Async / SSP: a reported push was applied on every shard on arrival.
+  if (member.leases.empty()) {
+    return absl::AbortedError(
+        absl::StrCat(member.id, " holds no task to report"));
+  }
+  for (const v1::DataTask& task : member.leases) {
+    if (task.epoch() == queue_->epoch() &&
+        queue_->Applied(task.task_id()).ok()) {
+      samples_applied_total_ += task.end() - task.begin();
+      Metrics()
+          .samples(MetricRole::kCoordinator)
+          .Increment(static_cast<double>(task.end() - task.begin()));
+    }
+  }
+  Metrics().steps(MetricRole::kCoordinator).Increment();
+  member.leases.clear();
+  if (!member.applied_any) {
+    member.applied_any = true;
+    AddEvent("first_applied", member.id, member.tasks_done, 0,
+             absl::StrCat(absl::ToDoubleSeconds(absl::Now() - member.joined),
+                          " s after joining"));
+  }
+  ++member.tasks_done;
+  ++tasks_applied_;
+  QueueAsyncMetrics(done);
+  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (options_.job.max_steps() > 0 &&
+      tasks_applied_ >= options_.job.max_steps()) {
+    FinishJob();
+  } else {
+    AdvanceEpochIfComplete();
+  }
+  if (checkpointing_ && options_.checkpoint_every > 0 &&
+      tasks_applied_ % options_.checkpoint_every == 0) {
+    finalize_queue_.push_back(-1);  // -1: an async checkpoint for the finalizer
+  }
+  Persist();
+  return absl::OkStatus();
+}
+
+void Coordinator::MaybeQueueFinalize(OpenStep& step) {
+  if (step.finalizing || step.slots.empty()) return;
+  int64_t pushed = 0;
+  for (const Slot& s : step.slots) pushed += s.pushed ? 1 : 0;
+  const int64_t quorum = options_.job.sync_quorum();
+  const int64_t needed = quorum > 0
+                             ? std::min<int64_t>(quorum, step.slots.size())
+                             : static_cast<int64_t>(step.slots.size());
+  if (pushed < needed) return;
+  step.finalizing = true;
+  finalize_queue_.push_back(step.step);
+}
+
+bool Coordinator::AdvanceEpochIfComplete() {
+  if (recovery_needed_) return true;  // after the recovery
+  if (!queue_->complete()) return true;
+  v1::EpochAccounting acc;
+  acc.set_epoch(queue_->epoch());
+  acc.set_samples_applied(queue_->samples_applied());
+  acc.set_samples_released(queue_->samples_released());
+  acc.set_samples_dropped(queue_->num_samples() - queue_->samples_applied());
+  accounting_.push_back(acc);
+  const int64_t version =
+      options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  if (queue_->epoch() + 1 >= options_.job.epochs()) {
+    FinishJob();
+    return false;
+  }
+  eval_queue_.emplace_back(version, queue_->epoch());
+  queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
+                                            options_.epoch_size);
+  // Steps of the finished epoch can no longer be rolled back into it.
+  applied_log_.clear();
+  return true;
+}
+
+void Coordinator::FinishJob() {
+  if (training_done_) return;
+  training_done_ = true;
+  training_end_time_ = absl::Now();
+  const int64_t version =
+      options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
+}
+
+int64_t Coordinator::CommittedSteps() const {
+  int64_t committed = steps_applied_;
+  for (auto it = open_steps_.find(committed);
+       it != open_steps_.end() && it->second.finalizing;
+       it = open_steps_.find(committed)) {
+    ++committed;
+  }
+  return committed;
+}
+
+void Coordinator::AddEvent(const std::string& kind,
+                           const std::string& worker_id, int64_t step,
+                           int64_t samples_lost, const std::string& detail) {
+  v1::JobEvent e;
+  e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  e.set_kind(kind);
+  e.set_worker_id(worker_id);
+  e.set_step(step);
+  e.set_samples_lost(samples_lost);
+  e.set_detail(detail);
+  Log(absl::StrCat(
+      kind, worker_id.empty() ? "" : " ", worker_id, " at step ", step,
+      samples_lost > 0 ? absl::StrCat(", ", samples_lost, " samples lost") : "",
+      detail.empty() ? "" : ": ", detail));
+  events_.push_back(std::move(e));
+  if (events_.size() > kMaxEvents) events_.erase(events_.begin());
+}
+
+void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
+                                 const std::string& why,
+                                 const std::string& worker_id) {
+  int64_t lost = 0;
+  int64_t count = 0;
+  int64_t first = -1;
+  for (auto it = open_steps_.lower_bound(from); it != open_steps_.end();) {
+    if (it->second.finalizing && !include_finalizing) {
+      ++it;
+      continue;
+    }
+    for (const Slot& s : it->second.slots) {
+      for (const v1::DataTask& t : s.tasks) {
+        if (t.epoch() == queue_->epoch() && queue_->Release(t.task_id()).ok()) {
+          lost += t.end() - t.begin();
+        }
+      }
+    }
+    if (first < 0) first = it->first;
+    ++count;
+    it = open_steps_.erase(it);
+  }
+  if (include_finalizing) {
+    finalize_queue_.erase(
+        std::remove_if(finalize_queue_.begin(), finalize_queue_.end(),
+                       [&](int64_t s) { return s >= from; }),
+        finalize_queue_.end());
+  }
+  ++generation_;
+  ++fence_;
+  if (count == 0) return;
+  // Steps are numbered densely: the aborted ones are formed again.
+  steps_formed_ = open_steps_.empty() ? std::max(steps_applied_, first)
+                                      : std::min(steps_formed_, first);
+  aborted_steps_ += count;
+  AddEvent(
+      "step_aborted", worker_id, first, lost,
+      absl::StrCat(why, " (", count, " open step", count == 1 ? "" : "s", ")"));
+}
+
+void Coordinator::ApplyStep(int64_t number) {
+  OpenStep& step = open_steps_.at(number);
+  std::vector<v1::DataTask>& log = applied_log_[number];
+  for (const Slot& s : step.slots) {
+    for (const v1::DataTask& t : s.tasks) {
+      if (t.epoch() != queue_->epoch()) continue;
+      if (s.pushed) {
+        if (queue_->Applied(t.task_id()).ok()) {
+          samples_applied_total_ += t.end() - t.begin();
+          log.push_back(t);
+        }
+      } else {
+        (void)queue_->Release(t.task_id());  // dropped by the quorum
+      }
+    }
+    auto m = members_.find(s.worker_id);
+    if (s.pushed && m != members_.end() && !m->second.applied_any) {
+      m->second.applied_any = true;
+      AddEvent(
+          "first_applied", s.worker_id, number, 0,
+          absl::StrCat(absl::ToDoubleSeconds(absl::Now() - m->second.joined),
+                       " s after joining"));
+    }
+  }
+  QueueStepMetrics(step);
+  int64_t step_samples = 0;
+  for (const Slot& s : step.slots) step_samples += s.pushed ? s.samples : 0;
+  Metrics().steps(MetricRole::kCoordinator).Increment();
+  Metrics()
+      .samples(MetricRole::kCoordinator)
+      .Increment(static_cast<double>(step_samples));
+  open_steps_.erase(number);
+  steps_applied_ = number + 1;
+  in_doubt_.reset();
+  if (!first_step_time_) first_step_time_ = absl::Now();
+}
+
+void Coordinator::ResolveInDoubt(bool applied) {
+  const int64_t number = in_doubt_->step();
+  if (open_steps_.count(number) > 0) {
+    if (applied) ApplyStep(number);  // else AbortOpenSteps releases it
+    in_doubt_.reset();
+    return;
+  }
+  // Resumed from the saved state: the step's tasks are leased.
+  std::vector<v1::DataTask>& log = applied_log_[number];
+  for (const v1::DataTask& t : in_doubt_->tasks()) {
+    if (t.epoch() != queue_->epoch()) continue;
+    if (!applied) {
+      (void)queue_->Release(t.task_id());
+    } else if (queue_->Applied(t.task_id()).ok()) {
+      samples_applied_total_ += t.end() - t.begin();
+      Metrics()
+          .samples(MetricRole::kCoordinator)
+          .Increment(static_cast<double>(t.end() - t.begin()));
+      log.push_back(t);
+    }
+  }
+  if (applied) {
+    Metrics().steps(MetricRole::kCoordinator).Increment();
+    steps_applied_ = number + 1;
+    AddEvent("step_recovered", "", number, 0,
+             "applied everywhere before the restart");
+  } else {
+    applied_log_.erase(number);
+  }
+  in_doubt_.reset();
+}
+
+void Coordinator::FinalizerLoop() {
+  while (true) {
+    int64_t number;
+    int64_t generation;
+    std::vector<v1::Contributor> contributors;
+    {
+      absl::MutexLock lock(&mu_);
+      const bool woken = mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                return c->stopping_ || !c->finalize_queue_.empty() ||
+                       c->recovery_needed_;
+              },
+              this),
+          kShardWatchInterval);
+      if (stopping_) return;
+      if (!woken) {
+        // Idle: a shard that restarted behind the job stalls every worker's
+        // pull or push without any step reaching the finalizer. Look.
+        mu_.Unlock();
+        WatchShards();
+        mu_.Lock();
+        continue;
+      }
+      if (recovery_needed_) {
+        mu_.Unlock();
+        RecoverShards("the coordinator restarted");
+        mu_.Lock();
+        continue;
+      }
+      std::sort(finalize_queue_.begin(), finalize_queue_.end());
+      number = finalize_queue_.front();
+      if (number < 0) {  // async checkpoint
+        finalize_queue_.erase(finalize_queue_.begin());
+        mu_.Unlock();
+        MaybeCheckpoint(-1, false);
+        mu_.Lock();
+        continue;
+      }
+      generation = generation_;
+      v1::AppliedStep doubt;
+      doubt.set_step(number);
+      for (const Slot& s : open_steps_.at(number).slots) {
+        if (!s.pushed) continue;
+        v1::Contributor c;
+        c.set_worker_id(s.worker_id);
+        c.set_num_samples(s.samples);
+        contributors.push_back(c);
+        for (const v1::DataTask& t : s.tasks) *doubt.add_tasks() = t;
+      }
+      in_doubt_ = std::move(doubt);
+      Persist();  // a restart must know this step may have been applied
+    }
+    const absl::Status status =
+        shards_->FinalizeStep(number, generation, contributors);
+    if (!status.ok()) {
+      if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+        // Shards unreachable or restarting: retry the same step shortly.
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(200));
+        continue;
+      }
+      // A shard lost the step (it restarted from a checkpoint): bring all
+      // shards and the accounting back to one consistent step.
+      {
+        absl::MutexLock lock(&mu_);
+        recovery_needed_ = true;  // no step forms meanwhile
+      }
+      RecoverShards(std::string(status.message()));
+      continue;
+    }
+    bool epoch_end = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto queued =
+          std::find(finalize_queue_.begin(), finalize_queue_.end(), number);
+      if (queued != finalize_queue_.end()) finalize_queue_.erase(queued);
+      ApplyStep(number);
+      epoch_end = queue_->complete();
+    }
+    FlushMetrics();
+    MaybeCheckpoint(number + 1, epoch_end);
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      if (options_.job.max_steps() > 0 &&
+          steps_applied_ >= options_.job.max_steps()) {
+        FinishJob();
+      } else {
+        AdvanceEpochIfComplete();
+      }
+      Persist();
+      ServeWaiters(replies, false);
+    }
+    SendReplies(replies);
+  }
+}
+
+void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!checkpointing_) return;
+    const int64_t every = options_.checkpoint_every;
+    const bool due =
+        version < 0 || epoch_end || (every > 0 && version % every == 0);
+    if (!due) return;
+  }
+  // An epoch may only start once its start is checkpointed: a rollback
+  // never reaches into the previous epoch. Retry while a shard restarts.
+  absl::Status status;
+  for (int attempt = 0;; ++attempt) {
+    status = shards_->Checkpoint(version);
+    if (status.ok() || !epoch_end || !absl::IsUnavailable(status) ||
+        attempt >= 50)
+      break;
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(200)))
+      return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!status.ok()) {
+    Log(absl::StrCat("checkpoint at version ", version,
+                     " failed: ", status.ToString()));
+    if (absl::IsFailedPrecondition(status) &&
+        absl::StrContains(status.message(), "no checkpoint directory")) {
+      checkpointing_ = false;  // shards run without --checkpoint-dir
+      Log("shards have no checkpoint directory: checkpoints are off");
+    }
+    return;
+  }
+  if (version < 0) return;  // async: nothing to roll back to
+  checkpoints_.push_back(version);
+  if (checkpoints_.size() > kCheckpointsKept)
+    checkpoints_.erase(checkpoints_.begin());
+  // Keep the log from the oldest checkpoint a restarted shard may hold.
+  const int64_t keep_from = checkpoints_.size() >= 2
+                                ? checkpoints_[checkpoints_.size() - 2]
+                                : checkpoints_.front();
+  applied_log_.erase(applied_log_.begin(), applied_log_.lower_bound(keep_from));
+  Persist();
+}
+
+void Coordinator::WatchShards() {
+  if (options_.job.mode() != v1::MODE_PS ||
+      options_.job.consistency() != v1::CONSISTENCY_SYNC) {
+    return;
+  }
+  absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+  if (!versions.ok() || versions->empty())
+    return;  // down: FinalizeStep retries
+  const auto low = std::min_element(versions->begin(), versions->end());
+  std::string why;
+  {
+    absl::MutexLock lock(&mu_);
+    // Every finalized step is on every shard: a lower version is a restart.
+    if (*low >= steps_applied_ || recovery_needed_) return;
+    recovery_needed_ = true;
+    why =
+        absl::StrCat("shard ", low - versions->begin(), " is at version ", *low,
+                     " behind the job's ", steps_applied_, " (it restarted)");
+  }
+  RecoverShards(why);
+}
+
+void Coordinator::RecoverShards(const std::string& why) {
+  if (options_.job.mode() != v1::MODE_PS ||
+      options_.job.consistency() != v1::CONSISTENCY_SYNC) {
+    absl::MutexLock lock(&mu_);
+    // Ring: a step is in doubt only once every member reported it applied.
+    if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
+    AbortOpenSteps(0, true, why, "");
+    steps_formed_ = steps_applied_;
+    recovery_needed_ = false;
+    AdvanceEpochIfComplete();
+    Persist();
+    return;
+  }
+  while (true) {
+    absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+    int64_t target = 0;
+    int64_t generation = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      if (!versions.ok() || versions->empty()) {
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(200));
+        continue;
+      }
+      const int64_t low = *std::min_element(versions->begin(), versions->end());
+      const int64_t high =
+          *std::max_element(versions->begin(), versions->end());
+      if (in_doubt_.has_value())
+        ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
+      target = std::min(low, steps_applied_);
+      // A version no checkpoint holds cannot be the target unless every
+      // shard is at it already.
+      if (!(low == high && low == target) &&
+          std::find(checkpoints_.begin(), checkpoints_.end(), target) ==
+              checkpoints_.end()) {
+        int64_t best = 0;
+        for (int64_t c : checkpoints_) {
+          if (c <= target) best = std::max(best, c);
+        }
+        target = best;
+      }
+      AbortOpenSteps(0, true, why, "");
+      generation = generation_;
+      Persist();
+    }
+    absl::Status restored = shards_->RestoreTo(target, generation);
+    if (absl::IsFailedPrecondition(restored) && target == 0) {
+      absl::MutexLock lock(&mu_);
+      error_ = absl::StrCat("no version every shard can return to: ",
+                            restored.message());
+      Log(error_);
+      return;  // recovery_needed_ stays set: no step forms
+    }
+    if (absl::IsFailedPrecondition(restored) && target > 0) {
+      absl::MutexLock lock(&mu_);
+      Log(absl::StrCat("restore to version ", target, " failed (",
+                       restored.ToString(), "); trying an older checkpoint"));
+      checkpoints_.erase(
+          std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                         [&](int64_t c) { return c >= target; }),
+          checkpoints_.end());
+      continue;
+    }
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!restored.ok()) {
+        Log(absl::StrCat("restoring the shards to version ", target,
+                         " failed: ", restored.ToString(), "; retrying"));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(200));
+        if (stopping_) return;
+        continue;
+      }
+      RollBackAccounting(target);
+      recovery_needed_ = false;
+      AdvanceEpochIfComplete();
+      Persist();
+      ServeWaiters(replies, false);
+    }
+    SendReplies(replies);
+    return;
+  }
+}
+
+void Coordinator::RollBackAccounting(int64_t target) {
+  const int64_t from = steps_applied_;
+  int64_t lost = 0;
+  if (target < from) {
+    const bool covered =
+        !applied_log_.empty() && applied_log_.begin()->first <= target;
+    if (!covered && target < from) {
+      error_ = absl::StrCat(
+          "the shards rolled back to version ", target,
+          " before the applied-step log (",
+          applied_log_.empty() ? from : applied_log_.begin()->first,
+          "): samples of the undone steps may be missed this epoch");
+      Log(error_);
+    }
+    // Newest first, so that the queue hands them out in their old order.
+    for (auto it = applied_log_.rbegin();
+         it != applied_log_.rend() && it->first >= target; ++it) {
+      for (auto t = it->second.rbegin(); t != it->second.rend(); ++t) {
+        if (queue_->Reclaim(*t).ok()) {
+          samples_applied_total_ -= t->end() - t->begin();
+          lost += t->end() - t->begin();
+        }
+      }
+    }
+    applied_log_.erase(applied_log_.lower_bound(target), applied_log_.end());
+    ++rollbacks_;
+  }
+  steps_applied_ = target;
+  steps_formed_ = target;
+  in_doubt_.reset();
+  if (target < from) {
+    AddEvent("shards_rolled_back", "", target, lost,
+             absl::StrCat("from version ", from, " to ", target));
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,169 @@
+#include "coordinator/grpc_shard_control.h"
+
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+constexpr absl::Duration kFinalizeTimeout = absl::Seconds(10);
+constexpr absl::Duration kCheckpointTimeout = absl::Seconds(30);
+constexpr absl::Duration kVersionsTimeout = absl::Seconds(5);
+
+absl::Status CallError(const grpc::Status& status, absl::string_view what) {
+  return absl::Status(FromGrpcStatus(status).code(),
+                      absl::StrCat(what, ": ", status.error_message()));
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
+    const v1::JobSpec& job, Dataset test_set) {
+  std::unique_ptr<GrpcShardControl> control(new GrpcShardControl());
+  control->job_ = job;
+  for (const std::string& address : job.shard_addresses()) {
+    control->stubs_.push_back(
+        v1::ParameterServer::NewStub(MakeChannel(address)));
+  }
+  ASSIGN_OR_RETURN(control->evaluator_,
+                   TestSetEvaluator::Create(job.model(), std::move(test_set)));
+
+  GrpcParameterClientOptions options;
+  options.job_id = job.job_id();
+  options.worker_id = "coordinator";
+  options.shard_addresses.assign(job.shard_addresses().begin(),
+                                 job.shard_addresses().end());
+  ASSIGN_OR_RETURN(
+      options.chunks,
+      PlaceChunks(control->evaluator_->model().layout().TensorSizes(),
+                  job.shard_addresses_size(), job.max_chunk_elements()));
+  ASSIGN_OR_RETURN(control->puller_,
+                   GrpcParameterClient::Create(std::move(options)));
+  absl::MutexLock lock(&control->eval_mu_);
+  control->params_.resize(control->evaluator_->num_parameters());
+  return control;
+}
+
+absl::Status GrpcShardControl::OnEveryShard(
+    const std::function<absl::Status(size_t)>& call) {
+  std::vector<std::future<absl::Status>> calls;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    calls.push_back(std::async(std::launch::async, call, s));
+  }
+  absl::Status first = absl::OkStatus();
+  for (size_t s = 0; s < calls.size(); ++s) {
+    absl::Status status = calls[s].get();
+    if (first.ok() && !status.ok()) {
+      first =
+          absl::Status(status.code(),
+                       absl::StrCat("shard ", s, " (", job_.shard_addresses(s),
+                                    "): ", status.message()));
+    }
+  }
+  return first;
+}
+
+absl::Status GrpcShardControl::FinalizeStep(
+    int64_t step, int64_t generation,
+    const std::vector<v1::Contributor>& contributors) {
+  v1::FinalizeStepRequest request;
+  request.set_job_id(job_.job_id());
+  request.set_step(step);
+  request.set_generation(generation);
+  for (const v1::Contributor& c : contributors) *request.add_contributors() = c;
+  return OnEveryShard([&](size_t s) -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(context, kFinalizeTimeout);
+    v1::FinalizeStepResponse response;
+    finalize_bytes_.AddSent(request.ByteSizeLong());
+    const grpc::Status status =
+        stubs_[s]->FinalizeStep(&context, request, &response);
+    finalize_bytes_.AddReceived(response.ByteSizeLong());
+    if (!status.ok())
+      return CallError(status, absl::StrCat("FinalizeStep(", step, ")"));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status GrpcShardControl::Checkpoint(int64_t version) {
+  v1::CheckpointRequest request;
+  request.set_job_id(job_.job_id());
+  request.set_version(version);
+  return OnEveryShard([&](size_t s) -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(context, kCheckpointTimeout);
+    v1::CheckpointResponse response;
+    finalize_bytes_.AddSent(request.ByteSizeLong());
+    const grpc::Status status =
+        stubs_[s]->Checkpoint(&context, request, &response);
+    finalize_bytes_.AddReceived(response.ByteSizeLong());
+    if (!status.ok())
+      return CallError(status, absl::StrCat("Checkpoint(", version, ")"));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<int64_t>> GrpcShardControl::Versions() {
+  std::vector<int64_t> versions(stubs_.size(), -1);
+  const v1::ShardInfoRequest request;
+  RETURN_IF_ERROR(OnEveryShard([&](size_t s) -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(context, kVersionsTimeout);
+    v1::ShardInfoResponse response;
+    finalize_bytes_.AddSent(request.ByteSizeLong());
+    const grpc::Status status =
+        stubs_[s]->ShardInfo(&context, request, &response);
+    finalize_bytes_.AddReceived(response.ByteSizeLong());
+    if (!status.ok()) return CallError(status, "ShardInfo");
+    if (response.job_id() != job_.job_id() ||
+        response.shard_id() != static_cast<int32_t>(s)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ShardInfo: it serves shard ", response.shard_id(),
+                       " of job '", response.job_id(), "', expected shard ", s,
+                       " of job '", job_.job_id(), "'"));
+    }
+    versions[s] = response.version();
+    return absl::OkStatus();
+  }));
+  return versions;
+}
+
+absl::Status GrpcShardControl::RestoreTo(int64_t version, int64_t generation) {
+  v1::RestoreRequest request;
+  request.set_job_id(job_.job_id());
+  request.set_version(version);
+  request.set_generation(generation);
+  return OnEveryShard([&](size_t s) -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(context, kCheckpointTimeout);
+    v1::RestoreResponse response;
+    finalize_bytes_.AddSent(request.ByteSizeLong());
+    const grpc::Status status =
+        stubs_[s]->Restore(&context, request, &response);
+    finalize_bytes_.AddReceived(response.ByteSizeLong());
+    if (!status.ok()) {
+      return CallError(status, absl::StrCat("Restore(", version,
+                                            ", generation ", generation, ")"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(
+    int64_t min_version) {
+  absl::MutexLock lock(&eval_mu_);
+  RETURN_IF_ERROR(puller_->Pull(min_version, params_.data()).status());
+  return evaluator_->Evaluate(params_.data());
+}
+
+TransferBytes GrpcShardControl::bytes() const {
+  TransferBytes total = finalize_bytes_.Get();
+  const TransferBytes pulls = puller_->bytes();
+  total.sent += pulls.sent;
+  total.received += pulls.received;
+  return total;
+}
+
+}  // namespace ferry

@@ -1,0 +1,61 @@
+// ShardControl over gRPC: FinalizeStep, Checkpoint, Restore and ShardInfo
+// (Versions) to every shard in parallel, each call with a deadline
+// (finalize 10 s, checkpoint and restore 30 s, versions 5 s), OK only when
+// every shard answered OK; the first error names the shard and its address.
+// Evaluation pulls the shards' weights like a worker does and runs the test
+// set.
+//
+// Thread safety: every method may run concurrently with the others.
+#ifndef FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_
+#define FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/test_set_evaluator.h"
+#include "data/dataset.h"
+#include "ferry/v1/ps.grpc.pb.h"
+#include "ps/ps_client.h"
+
+namespace ferry {
+
+class GrpcShardControl final : public ShardControl {
+ public:
+  // `test_set` is used for evaluation. INVALID_ARGUMENT for a bad job.
+  static absl::StatusOr<std::unique_ptr<GrpcShardControl>> Create(
+      const v1::JobSpec& job, Dataset test_set);
+
+  absl::Status FinalizeStep(
+      int64_t step, int64_t generation,
+      const std::vector<v1::Contributor>& contributors) override;
+  absl::StatusOr<std::pair<double, double>> Evaluate(
+      int64_t min_version) override;
+  absl::Status Checkpoint(int64_t version) override;
+  // FAILED_PRECONDITION when a shard serves another job.
+  absl::StatusOr<std::vector<int64_t>> Versions() override;
+  absl::Status RestoreTo(int64_t version, int64_t generation) override;
+  // Bytes sent to / received from the shards by every call above.
+  TransferBytes bytes() const;
+
+ private:
+  GrpcShardControl() = default;
+  // Runs call(s) for every shard s in parallel; the first error, prefixed
+  // with "shard s (address): ".
+  absl::Status OnEveryShard(const std::function<absl::Status(size_t)>& call);
+
+  v1::JobSpec job_;
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
+  ByteCounter finalize_bytes_;
+  absl::Mutex eval_mu_;
+  std::unique_ptr<TestSetEvaluator> evaluator_;
+  std::unique_ptr<GrpcParameterClient> puller_;
+  std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_

@@ -1,0 +1,45 @@
+// The coordinator's evaluation of a flat parameter buffer on the test set
+// (CPU backend, 1 thread), shared by the PS and ring controls.
+//
+// Thread safety: Evaluate() serializes callers.
+#ifndef FERRY_COORDINATOR_TEST_SET_EVALUATOR_H_
+#define FERRY_COORDINATOR_TEST_SET_EVALUATOR_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "compute/compute_backend.h"
+#include "data/batch_stager.h"
+#include "data/dataset.h"
+#include "model/mlp.h"
+
+namespace ferry {
+
+class TestSetEvaluator {
+ public:
+  // INVALID_ARGUMENT for a bad model spec.
+  static absl::StatusOr<std::unique_ptr<TestSetEvaluator>> Create(
+      const std::string& model_spec, Dataset test_set);
+
+  int64_t num_parameters() const { return model_->layout().total_elements(); }
+  const Mlp& model() const { return *model_; }
+
+  // {accuracy, mean loss} of `params` (num_parameters() host floats).
+  absl::StatusOr<std::pair<double, double>> Evaluate(const float* params);
+
+ private:
+  TestSetEvaluator() = default;
+
+  absl::Mutex mu_;
+  Dataset test_set_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::unique_ptr<Mlp> model_;
+  std::unique_ptr<BatchStager> stager_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_TEST_SET_EVALUATOR_H_

@@ -1,0 +1,30 @@
+// Selects the train and test datasets of a job by name.
+#ifndef FERRY_DATA_DATA_SOURCE_H_
+#define FERRY_DATA_DATA_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data/dataset.h"
+
+namespace ferry {
+
+struct TrainTestData {
+  Dataset train;
+  Dataset test;
+};
+
+// `name` is "fashion-mnist" or "mnist" (IDX files in `data_dir`, empty for
+// the Fashion-MNIST default) or "synthetic:N" (N training samples and N/6
+// test samples shaped for the model, deterministic by `seed`).
+// INVALID_ARGUMENT for an unknown name or a dataset whose feature count or
+// class count does not fit the model; NOT_FOUND / DATA_LOSS from the reader.
+absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
+                                            const std::string& data_dir,
+                                            int input_dim, int num_classes,
+                                            uint64_t seed);
+
+}  // namespace ferry
+
+#endif  // FERRY_DATA_DATA_SOURCE_H_

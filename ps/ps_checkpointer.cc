@@ -1,0 +1,181 @@
+#include "ps/ps_checkpointer.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+namespace {
+
+ShardCheckpoint ToCheckpoint(const CheckpointIdentity& identity,
+                             const PsShardState& state) {
+  ShardCheckpoint c;
+  c.identity = identity;
+  c.version = state.version;
+  c.steps_applied = state.optimizer_steps;
+  c.params = state.params;
+  c.state = state.optimizer_state;
+  return c;
+}
+
+PsShardState ToState(ShardCheckpoint c) {
+  PsShardState state;
+  state.version = c.version;
+  state.optimizer_steps = c.steps_applied;
+  state.params = std::move(c.params);
+  state.optimizer_state = std::move(c.state);
+  return state;
+}
+
+}  // namespace
+
+CheckpointIdentity IdentityOf(const PsShard& shard) {
+  CheckpointIdentity id;
+  id.job_id = shard.config().job_id;
+  id.shard_id = shard.config().shard_id;
+  id.num_shards = shard.config().num_shards;
+  id.range_begin = shard.range().begin;
+  id.range_end = shard.range().end;
+  return id;
+}
+
+PsCheckpointer::PsCheckpointer(PsShard* shard, FileSystem* fs, std::string dir)
+    : shard_(shard),
+      dir_(std::move(dir)),
+      store_(dir_.empty() ? nullptr
+                          : std::make_unique<CheckpointStore>(
+                                fs, dir_, IdentityOf(*shard))) {}
+
+absl::Status PsCheckpointer::CheckJob(absl::string_view job_id) const {
+  if (job_id != shard_->config().job_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("request for job '%s', this shard serves job '%s'",
+                        job_id, shard_->config().job_id));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
+    const PsShardState& state) {
+  ASSIGN_OR_RETURN(std::string path,
+                   store_->Write(ToCheckpoint(store_->identity(), state)));
+  {
+    absl::MutexLock lock(&time_mu_);
+    last_checkpoint_ = absl::Now();
+  }
+  return PsCheckpointWritten{std::move(path), state.version};
+}
+
+void PsCheckpointer::DeleteNewerLocked(int64_t version) {
+  if (store_ == nullptr) return;
+  absl::StatusOr<int> deleted = store_->DeleteNewerThan(version);
+  if (!deleted.ok()) {
+    LogWarn("cannot delete checkpoints newer than the restored version",
+            {{"shard", shard_->config().shard_id},
+             {"version", version},
+             {"error", deleted.status()}});
+  } else if (*deleted > 0) {
+    LogInfo("deleted checkpoints abandoned by the rollback",
+            {{"shard", shard_->config().shard_id},
+             {"deleted", *deleted},
+             {"newer_than_version", version}});
+  }
+}
+
+absl::StatusOr<PsCheckpointWritten> PsCheckpointer::Checkpoint(
+    absl::string_view job_id, int64_t version) {
+  RETURN_IF_ERROR(CheckJob(job_id));
+  if (version < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("checkpoint version %d: must be >= 0 or -1", version));
+  }
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shard %d has no checkpoint directory (--checkpoint-dir)",
+        shard_->config().shard_id));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(PsShardState state, shard_->ExportState(version));
+  return WriteLocked(state);
+}
+
+absl::StatusOr<int64_t> PsCheckpointer::Restore(absl::string_view job_id,
+                                                int64_t version,
+                                                int64_t generation) {
+  RETURN_IF_ERROR(CheckJob(job_id));
+  if (version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("restore to version %d: must be >= 0", version));
+  }
+  const int32_t shard_id = shard_->config().shard_id;
+  absl::MutexLock lock(&mu_);
+  absl::Status kept = shard_->RollBackOpenStep(version, generation);
+  if (kept.ok()) {
+    DeleteNewerLocked(version);
+    return version;
+  }
+  // FAILED_PRECONDITION: the shard is at another version; load it.
+  if (!absl::IsFailedPrecondition(kept)) return kept;
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot restore shard %d to version %d: %s, and it has no checkpoint "
+        "directory (--checkpoint-dir)",
+        shard_id, version, kept.message()));
+  }
+  absl::StatusOr<ShardCheckpoint> checkpoint = store_->LoadVersion(version);
+  if (absl::IsNotFound(checkpoint.status())) {
+    const absl::StatusOr<std::vector<int64_t>> versions =
+        store_->ListVersions();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot restore shard %d to version %d: %s (checkpoints: [%s]); %s",
+        shard_id, version, checkpoint.status().message(),
+        versions.ok() ? absl::StrJoin(*versions, ", ") : "?", kept.message()));
+  }
+  if (!checkpoint.ok()) return checkpoint.status();
+  RETURN_IF_ERROR(
+      shard_->RestoreState(ToState(*std::move(checkpoint)), generation));
+  DeleteNewerLocked(version);
+  return version;
+}
+
+absl::StatusOr<std::optional<PsCheckpointWritten>> PsCheckpointer::Resume() {
+  if (store_ == nullptr) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  std::string path;
+  absl::StatusOr<ShardCheckpoint> checkpoint = store_->LoadNewest(&path);
+  if (absl::IsNotFound(checkpoint.status())) return std::nullopt;
+  if (!checkpoint.ok()) return checkpoint.status();
+  const int64_t version = checkpoint->version;
+  absl::Status restored =
+      shard_->RestoreState(ToState(*std::move(checkpoint)), /*generation=*/0);
+  if (!restored.ok()) {
+    return absl::Status(restored.code(),
+                        absl::StrCat(path, ": ", restored.message()));
+  }
+  {
+    absl::MutexLock time_lock(&time_mu_);
+    last_checkpoint_ = absl::Now();
+  }
+  return PsCheckpointWritten{std::move(path), version};
+}
+
+std::optional<absl::Time> PsCheckpointer::last_checkpoint_time() const {
+  absl::MutexLock lock(&time_mu_);
+  return last_checkpoint_;
+}
+
+absl::StatusOr<std::optional<PsCheckpointWritten>>
+PsCheckpointer::CheckpointAndStop() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(PsShardState state, shard_->StopUpdates());
+  if (store_ == nullptr) return std::nullopt;
+  return WriteLocked(state);
+}
+
+}  // namespace ferry

@@ -1,0 +1,348 @@
+#include "ps/ps_client.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/link_shaper.h"
+#include "common/prometheus_metrics.h"
+#include "ferry/v1/ps.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "proto/raw_wire.h"
+#include "proto/rpc_util.h"
+#include "ps/call_rounds.h"
+#include "ps/ps_calls.h"
+#include "ps/ps_wire.h"
+
+namespace ferry {
+
+static_assert(std::endian::native == std::endian::little,
+              "tensor bytes on the wire are little-endian fp32");
+
+namespace {
+
+using ps_internal::Annotate;
+using ps_internal::PullCall;
+using ps_internal::PushCall;
+using Shard = GrpcParameterClient::Shard;
+
+// Waits for started `calls` of `group`; cancels the rest after a fatal one.
+class GrpcPushSession final : public PushSession {
+ public:
+  GrpcPushSession(const GrpcParameterClientOptions& options,
+                  const std::vector<std::unique_ptr<Shard>>& shards,
+                  int64_t num_elements, ByteCounter* counter,
+                  ErrorFeedback* feedback, const PushInfo& info)
+      : options_(options),
+        shards_(shards),
+        num_elements_(num_elements),
+        counter_(counter),
+        feedback_(feedback),
+        group_(static_cast<int>(shards.size())),
+        partial_(options.chunks.size()),
+        covered_(options.chunks.size(), 0) {
+    v1::PushRequest header;
+    v1::PushHeader* h = header.mutable_header();
+    h->set_job_id(options.job_id);
+    h->set_worker_id(options.worker_id);
+    h->set_generation(info.generation);
+    h->set_step(info.step);
+    h->set_num_samples(info.num_samples);
+    h->set_base_version(info.base_version);
+    const grpc::ByteBuffer header_message = SerializeMessage(header);
+    for (const auto& shard : shards_) {
+      calls_.push_back(std::make_unique<PushCall>(
+          *shard, options.rpc_timeout, counter_, &group_,
+          std::deque<grpc::ByteBuffer>{header_message}, /*is_retry=*/false));
+    }
+    for (auto& call : calls_) call->Start();
+  }
+
+  ~GrpcPushSession() override {
+    if (finished_) return;
+    for (auto& call : calls_) call->Cancel();
+    group_.WaitAll();
+  }
+
+  absl::Status Ready(int64_t offset, int64_t length,
+                     const float* grads) override {
+    if (finished_)
+      return absl::FailedPreconditionError("push already finished");
+    if (offset < 0 || length < 0 || offset + length > num_elements_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient range [", offset, ", ", offset + length,
+                       ") is outside the ", num_elements_, " parameters"));
+    }
+    if (length == 0) return absl::OkStatus();
+    const int64_t end = offset + length;
+    auto next = declared_.lower_bound(offset);
+    if ((next != declared_.end() && next->first < end) ||
+        (next != declared_.begin() && std::prev(next)->second > offset)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient range [", offset, ", ", end,
+                       ") overlaps one declared before"));
+    }
+    declared_.emplace(offset, end);
+    declared_elements_ += length;
+    const std::vector<Chunk>& chunks = options_.chunks;
+    // The last chunk starting at or before `offset`, then on while they
+    // overlap.
+    auto first = std::upper_bound(
+        chunks.begin(), chunks.end(), offset,
+        [](int64_t value, const Chunk& c) { return value < c.flat_offset; });
+    if (first != chunks.begin()) --first;
+    for (size_t i = first - chunks.begin();
+         i < chunks.size() && chunks[i].flat_offset < end; ++i) {
+      const Chunk& c = chunks[i];
+      const int64_t lo = std::max(offset, c.flat_offset);
+      const int64_t hi = std::min(end, c.flat_offset + c.length);
+      if (lo >= hi) continue;
+      // The chunk's bytes go into a slice of their own, which the message
+      // then references: one copy, from `grads` to the slice.
+      grpc::Slice& data = partial_[i];
+      if (data.size() == 0) {
+        data = shards_[c.shard]->buffers->Make(c.length * sizeof(float));
+      }
+      // The slice was just allocated for this chunk and nobody else
+      // references it yet: writing through begin() is safe.
+      std::memcpy(const_cast<uint8_t*>(data.begin()) +
+                      (lo - c.flat_offset) * sizeof(float),
+                  grads + (lo - offset), (hi - lo) * sizeof(float));
+      covered_[i] += hi - lo;
+      if (covered_[i] == c.length) {
+        if (options_.compression.compressed()) {
+          data = Compress(c, data);
+        }
+        if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
+        calls_[c.shard]->Enqueue(ChunkMessage(
+            c.id, data, static_cast<int>(options_.compression.encoding)));
+        data = grpc::Slice();
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish() override {
+    if (finished_)
+      return absl::FailedPreconditionError("push already finished");
+    finished_ = true;
+    if (declared_elements_ != num_elements_) {
+      for (auto& call : calls_) call->Cancel();
+      group_.WaitAll();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push finished with ", declared_elements_, " of ", num_elements_,
+          " gradient elements declared; the push was cancelled"));
+    }
+    for (auto& call : calls_) call->Close();
+    // Round 0 is the streams opened in the constructor; later rounds resend
+    // the kept messages to the shards that were UNAVAILABLE.
+    const absl::Status status =
+        RetryRounds(static_cast<int>(shards_.size()), options_.retry,
+                    [this](const std::vector<int>& shards, int round) {
+                      std::vector<absl::Status> statuses;
+                      if (round == 0) {
+                        group_.WaitAll();
+                        for (int s : shards)
+                          statuses.push_back(calls_[s]->status());
+                        return statuses;
+                      }
+                      CallGroup group(static_cast<int>(shards.size()));
+                      std::vector<std::unique_ptr<PushCall>> calls;
+                      for (int s : shards) {
+                        calls.push_back(std::make_unique<PushCall>(
+                            *shards_[s], options_.rpc_timeout, counter_, &group,
+                            calls_[s]->TakeRequests(), /*is_retry=*/true));
+                      }
+                      for (auto& call : calls) call->Start();
+                      group.WaitAll();
+                      for (size_t i = 0; i < shards.size(); ++i) {
+                        statuses.push_back(calls[i]->status());
+                        calls_[shards[i]] = std::move(calls[i]);
+                      }
+                      return statuses;
+                    });
+    if (status.ok()) {  // ferry_push_seconds: first chunk to the last answer
+      Metrics()
+          .push_seconds(MetricRole::kWorker)
+          .Observe(SecondsSince(first_chunk_.value_or(created_)));
+    }
+    return status;
+  }
+
+ private:
+  // The chunk's fp32 gradient `fp32` (released) encoded per the options,
+  // through the error feedback residual when there is one.
+  grpc::Slice Compress(const Chunk& c, const grpc::Slice& fp32) {
+    const GradientCompression& comp = options_.compression;
+    encoded_.clear();
+    const float* values = reinterpret_cast<const float*>(fp32.begin());
+    if (feedback_ != nullptr) {
+      feedback_->Encode(comp.encoding, c.flat_offset, values, c.length,
+                        comp.topk_ratio, &encoded_);
+    } else {
+      Encode(comp.encoding, values, c.length, comp.topk_ratio, &encoded_);
+    }
+    return grpc::Slice(encoded_);
+  }
+
+  const GrpcParameterClientOptions& options_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const int64_t num_elements_;
+  ByteCounter* const counter_;
+  ErrorFeedback* const feedback_;                 // null: none
+  std::string encoded_;                           // Compress()'s scratch
+  CallGroup group_;                               // the calls of round 0
+  std::vector<std::unique_ptr<PushCall>> calls_;  // [shard], latest attempt
+  std::map<int64_t, int64_t> declared_;           // begin -> end, disjoint
+  int64_t declared_elements_ = 0;
+  std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
+  std::vector<int64_t> covered_;      // [chunk] elements declared
+  bool finished_ = false;
+  const absl::Time created_ = absl::Now();
+  std::optional<absl::Time> first_chunk_;  // when the first chunk was sent
+};
+
+}  // namespace
+
+GrpcParameterClient::GrpcParameterClient(GrpcParameterClientOptions options)
+    : options_(std::move(options)) {}
+
+GrpcParameterClient::~GrpcParameterClient() = default;
+
+absl::StatusOr<std::unique_ptr<GrpcParameterClient>>
+GrpcParameterClient::Create(GrpcParameterClientOptions options) {
+  const int num_shards = static_cast<int>(options.shard_addresses.size());
+  if (num_shards == 0) {
+    return absl::InvalidArgumentError("parameter client: no shard addresses");
+  }
+  auto client = absl::WrapUnique(new GrpcParameterClient(std::move(options)));
+  for (int s = 0; s < num_shards; ++s) {
+    auto shard = std::make_unique<Shard>();
+    shard->id = s;
+    shard->address = client->options_.shard_addresses[s];
+    const std::shared_ptr<grpc::Channel> channel = MakeChannel(shard->address);
+    shard->stub = std::make_unique<grpc::GenericStub>(channel);
+    shard->control = v1::ParameterServer::NewStub(channel);
+    shard->shaper = client->options_.shaper;
+    client->shards_.push_back(std::move(shard));
+  }
+  int64_t flat = 0;
+  const std::vector<Chunk>& chunks = client->options_.chunks;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    if (c.id != static_cast<int32_t>(i) || c.flat_offset != flat ||
+        c.length < 1 || c.shard < 0 || c.shard >= num_shards) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter client: chunk ", i, " (id ", c.id, ", offset ",
+          c.flat_offset, ", shard ", c.shard,
+          ") does not continue a placement over ", num_shards, " shards"));
+    }
+    flat += c.length;
+    ++client->shards_[c.shard]->num_chunks;
+  }
+  for (auto& shard : client->shards_) {
+    int64_t bytes = 0;
+    for (const Chunk& c : chunks) {
+      if (c.shard == shard->id) bytes += c.length * sizeof(float);
+    }
+    shard->buffers =
+        std::make_shared<ChunkBufferPool>(static_cast<size_t>(bytes));
+  }
+  client->num_elements_ = flat;
+  const GradientCompression& comp = client->options_.compression;
+  if (absl::Status s = ValidateCompression(comp); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter client: ", s.message()));
+  }
+  if (comp.uses_feedback()) {
+    client->feedback_ = std::make_unique<ErrorFeedback>(flat);
+  }
+  return client;
+}
+
+absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
+                                                  float* flat_params) {
+  v1::PullRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_worker_id(options_.worker_id);
+  request.set_min_version(min_version);
+  int64_t version = PullCall::kNoVersion;
+  const absl::Time begun = absl::Now();
+  const absl::Status status = RetryRounds(
+      static_cast<int>(shards_.size()), options_.retry,
+      [&](const std::vector<int>& shards, int) {
+        CallGroup group(static_cast<int>(shards.size()));
+        std::vector<std::unique_ptr<PullCall>> calls;
+        for (int s : shards) {
+          calls.push_back(std::make_unique<PullCall>(
+              *shards_[s], options_.chunks, request, options_.rpc_timeout,
+              flat_params, &counter_, &group));
+        }
+        for (auto& call : calls) call->Start();
+        std::vector<absl::Status> statuses = WaitCalls(group, calls);
+        for (size_t i = 0; i < calls.size(); ++i) {
+          const int64_t v = calls[i]->version();
+          if (statuses[i].ok() && v != PullCall::kNoVersion &&
+              (version == PullCall::kNoVersion || v < version)) {
+            version = v;
+          }
+        }
+        return statuses;
+      });
+  if (!status.ok()) return status;
+  Metrics().pull_seconds(MetricRole::kWorker).Observe(SecondsSince(begun));
+  // Only shards without chunks answered: nothing tells the version.
+  return version == PullCall::kNoVersion ? min_version : version;
+}
+
+absl::Status GrpcParameterClient::CheckShards(absl::Duration timeout) {
+  const int n = static_cast<int>(shards_.size());
+  std::unique_ptr<grpc::ClientContext[]> contexts(new grpc::ClientContext[n]);
+  std::vector<v1::ShardInfoResponse> responses(n);
+  std::vector<absl::Status> statuses(n);
+  CallGroup group(n);
+  const v1::ShardInfoRequest request;
+  for (int s = 0; s < n; ++s) {
+    SetDeadline(contexts[s], timeout);
+    shards_[s]->control->async()->ShardInfo(
+        &contexts[s], &request, &responses[s], [&, s](grpc::Status status) {
+          statuses[s] = ps_internal::Annotate(FromGrpcStatus(status),
+                                              *shards_[s], "shard info");
+          group.Done(false);
+        });
+  }
+  group.WaitAll();
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+std::map<std::string, TransferBytes> GrpcParameterClient::peer_bytes() const {
+  std::map<std::string, TransferBytes> bytes;
+  for (const auto& shard : shards_) {
+    bytes[absl::StrCat("ps", shard->id)] = shard->bytes->Get();
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<PushSession>> GrpcParameterClient::BeginPush(
+    const PushInfo& info) {
+  if (info.num_samples < 0) {
+    return absl::InvalidArgumentError("push: negative num_samples");
+  }
+  return std::make_unique<GrpcPushSession>(options_, shards_, num_elements_,
+                                           &counter_, feedback_.get(), info);
+}
+
+}  // namespace ferry

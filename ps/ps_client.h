@@ -1,0 +1,177 @@
+// The worker's view of the parameter-server shards: pull the flat parameter
+// buffer from every shard, push the flat gradient to every shard, each shard
+// receiving exactly the chunks that PlaceChunks() assigns to it.
+//
+// ParameterClient is the interface the trainer uses (no gRPC types);
+// GrpcParameterClient implements it over ferry.v1.ParameterServer with the
+// gRPC callback API: all shards are contacted in parallel, without a thread
+// per shard, and every call has a deadline. Chunk data is copied once on each
+// side of the wire: Ready() copies a gradient into the slice that is sent,
+// Pull() copies from the received slices into flat_params (raw ByteBuffers
+// with the canonical PushRequest / PullResponse encoding, no protobuf
+// `bytes` copies). The push buffers are recycled: a client keeps up to one
+// model's worth of them (each shard's bytes) between pushes.
+#ifndef FERRY_PS_PS_CLIENT_H_
+#define FERRY_PS_PS_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/backoff.h"
+#include "common/byte_counter.h"
+#include "common/gradient_codec.h"
+#include "common/link_shaper.h"
+#include "common/sharding.h"
+
+namespace ferry {
+
+// What a push is about; becomes the ferry.v1.PushHeader with the client's
+// job and worker ids.
+struct PushInfo {
+  int64_t generation = 0;
+  int64_t step = 0;
+  int64_t num_samples = 0;   // samples whose gradients were summed
+  int64_t base_version = 0;  // version the gradient was computed on
+};
+
+// One push of one gradient to every shard, fed range by range while the
+// backward pass produces it (in any order, typically reverse layer order).
+//
+// Thread safety: one thread at a time. Destroying a session that was not
+// finished cancels its streams: the shards see an aborted push and apply
+// nothing.
+class PushSession {
+ public:
+  virtual ~PushSession() = default;
+
+  // Declares the gradient of flat range [offset, offset + length) final;
+  // `grads[i]` is the value of element offset + i (host memory, copied before
+  // returning). Every chunk whose elements have all been declared is sent at
+  // once. Errors: INVALID_ARGUMENT when the range is outside the parameter
+  // buffer or overlaps a range declared before; FAILED_PRECONDITION after
+  // Finish(). A shard failing does not fail Ready(); Finish() reports it.
+  virtual absl::Status Ready(int64_t offset, int64_t length,
+                             const float* grads) = 0;
+
+  // Closes every stream and waits for every shard's answer, retrying shards
+  // that were UNAVAILABLE per the client's RetryPolicy. A shard answering
+  // ALREADY_EXISTS counts as accepted, on any attempt: it holds this
+  // worker's push of this step from an earlier attempt (a retry whose
+  // answer was lost, or an abandoned attempt at the same lease that another
+  // shard failed). Returns OK when every shard accepted the push. Errors:
+  // FAILED_PRECONDITION when some element was never declared (nothing is
+  // committed: the streams are cancelled) or when called twice; otherwise
+  // the first failing shard's status (e.g. ABORTED stale generation,
+  // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED), its message naming
+  // the shard.
+  virtual absl::Status Finish() = 0;
+};
+
+// Thread safety: Pull(), BeginPush() and bytes() may be called from several
+// threads at once; each PushSession is used by one thread.
+class ParameterClient {
+ public:
+  virtual ~ParameterClient() = default;
+
+  // Number of elements of the flat parameter buffer.
+  virtual int64_t num_elements() const = 0;
+
+  // Fills flat_params[0, num_elements()) from every shard, each at version
+  // >= min_version, and returns the smallest shard version (shards of an
+  // async job may differ by a few versions; all chunks of one shard carry
+  // one version). Errors: DATA_LOSS when a shard sends an unknown, foreign,
+  // duplicate or wrongly sized chunk, misses one of its chunks, mixes
+  // versions or answers a version below min_version; DEADLINE_EXCEEDED when
+  // a shard does not reach min_version in time; UNAVAILABLE when a shard
+  // stays unreachable through the retry budget; others as the shard returns
+  // them. On error flat_params is partly written.
+  virtual absl::StatusOr<int64_t> Pull(int64_t min_version,
+                                       float* flat_params) = 0;
+
+  // Opens a push to every shard (writes the header). Errors are reported by
+  // the session's Finish(); BeginPush itself fails only on a bad `info`
+  // (INVALID_ARGUMENT: negative num_samples).
+  virtual absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
+      const PushInfo& info) = 0;
+
+  // Whether every shard answers right now: one ShardInfo call to each, in
+  // parallel, each with deadline `timeout`. OK when every shard answered;
+  // otherwise the first failing shard's status (e.g. DEADLINE_EXCEEDED,
+  // UNAVAILABLE), its message naming the shard. Tells a pull that ran out
+  // of time waiting for a version that other workers have not pushed yet
+  // (every shard answers) from a shard this worker cannot reach (a network
+  // partition, a dead shard). The default (fakes) answers OK.
+  virtual absl::Status CheckShards(absl::Duration timeout) {
+    (void)timeout;
+    return absl::OkStatus();
+  }
+
+  // Cumulative payload bytes exchanged with the shards.
+  virtual TransferBytes bytes() const = 0;
+  // The same per shard, keyed "ps<shard id>" (empty when not tracked).
+  virtual std::map<std::string, TransferBytes> peer_bytes() const { return {}; }
+};
+
+struct GrpcParameterClientOptions {
+  std::string job_id;
+  std::string worker_id;
+  std::vector<std::string> shard_addresses;  // index = shard id
+  // The placement over shard_addresses.size() shards (PlaceChunks()).
+  std::vector<Chunk> chunks;
+  // Deadline of every Push and Pull attempt. A pull may wait for other
+  // workers' pushes, so this is long; a push's first attempt runs from
+  // BeginPush(), so it also covers the backward pass.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  RetryPolicy retry;
+  // Link emulation (not owned; must outlive the client; null: none): push
+  // messages and pull requests wait for its send bucket, pull responses for
+  // its receive bucket, on its timer thread (no gRPC thread blocks).
+  LinkShaper* shaper = nullptr;
+  // Gradient encoding of every pushed chunk (each message names its own).
+  // Lossy encodings with error_feedback keep a residual per flat element
+  // in the client, carried from one push to the next.
+  GradientCompression compression;
+};
+
+class GrpcParameterClient final : public ParameterClient {
+ public:
+  // Connects lazily (no RPC is made). INVALID_ARGUMENT when there is no
+  // shard, the chunks are not numbered 0..n-1 in flat order without gaps, or
+  // a chunk names a shard outside the address list.
+  static absl::StatusOr<std::unique_ptr<GrpcParameterClient>> Create(
+      GrpcParameterClientOptions options);
+  ~GrpcParameterClient() override;
+
+  int64_t num_elements() const override { return num_elements_; }
+  absl::StatusOr<int64_t> Pull(int64_t min_version,
+                               float* flat_params) override;
+  absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
+      const PushInfo& info) override;
+  absl::Status CheckShards(absl::Duration timeout) override;
+  TransferBytes bytes() const override { return counter_.Get(); }
+  std::map<std::string, TransferBytes> peer_bytes() const override;
+
+  struct Shard;  // channel + stub + owned chunk ids; defined in the .cc
+
+ private:
+  explicit GrpcParameterClient(GrpcParameterClientOptions options);
+
+  GrpcParameterClientOptions options_;
+  int64_t num_elements_ = 0;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  ByteCounter counter_;
+  // Lossy compression with error feedback: the residual (else null). Used by
+  // one push session at a time.
+  std::unique_ptr<ErrorFeedback> feedback_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_PS_PS_CLIENT_H_

@@ -1,0 +1,430 @@
+#include "ps/ps_service.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "proto/raw_wire.h"
+#include "proto/rpc_auth.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+
+// Peer roles for byte accounting.
+constexpr char kWorkerRole[] = "worker";
+constexpr char kCoordinatorRole[] = "coordinator";
+
+absl::Status NoCheckpointDirectory() {
+  return absl::FailedPreconditionError(
+      "this shard has no checkpoint directory (--checkpoint-dir)");
+}
+
+PsPushHeader FromProto(const v1::PushHeader& h) {
+  PsPushHeader header;
+  header.job_id = h.job_id();
+  header.worker_id = h.worker_id();
+  header.generation = h.generation();
+  header.step = h.step();
+  header.num_samples = h.num_samples();
+  header.base_version = h.base_version();
+  return header;
+}
+
+// Push: header, then chunks, commit at end-of-stream. Reads the stream raw
+// and parses each message itself, so that a message that does not parse is
+// an error rather than the stream's end (see ps_service.h). Deletes itself
+// in OnDone. gRPC serializes the reactions of one call, so no lock is
+// needed.
+class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  PushReactor(grpc::CallbackServerContext* context, PsShard* shard,
+              LinkShaper* shaper, grpc::ByteBuffer* response)
+      : context_(context), shard_(shard), shaper_(shaper), response_(response) {
+    StartRead(&buffer_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndOfStream();
+      return;
+    }
+    ++received_;
+    const int64_t size = static_cast<int64_t>(buffer_.Length());
+    shard_->RecordBytes(kWorkerRole, 0, size);
+    absl::Status status =
+        ParseStreamMessage(buffer_, request_, "push", received_);
+    status = status.ok() ? Consume() : shard_->RejectPush(status);
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    if (shaper_ != nullptr) {
+      // Link emulation: read on once this message passed the receive
+      // bucket. Nothing finishes the call meanwhile (only reactions to a
+      // read do), so the reactor outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper_->ReserveReceive(size, now);
+      if (release > now) {
+        shaper_->RunAt(release, [this] { StartRead(&buffer_); });
+        return;
+      }
+    }
+    StartRead(&buffer_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Consume() {
+    if (staging_ == nullptr) {
+      if (!request_.has_header()) {
+        return shard_->RejectPush(absl::InvalidArgumentError(
+            "the first message of a push must carry the header"));
+      }
+      absl::StatusOr<std::unique_ptr<PsPushStaging>> staging =
+          shard_->BeginPush(FromProto(request_.header()));
+      if (!staging.ok()) return staging.status();
+      staging_ = *std::move(staging);
+      // A chunk may ride along with the header; real chunks are never empty.
+      if (request_.data().empty()) return absl::OkStatus();
+    } else if (request_.has_header()) {
+      return shard_->RejectPush(absl::InvalidArgumentError(
+          "push header repeated after the first message"));
+    }
+    const std::string& data = request_.data();
+    return shard_->AddChunk(*staging_, request_.chunk_id(),
+                            static_cast<GradientEncoding>(request_.encoding()),
+                            data.data(), data.size());
+  }
+
+  void EndOfStream() {
+    if (context_->IsCancelled()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "push cancelled"));
+      return;
+    }
+    if (staging_ == nullptr) {
+      Finish(ToGrpcStatus(shard_->RejectPush(
+          absl::InvalidArgumentError("push stream ended without a header"))));
+      return;
+    }
+    absl::StatusOr<int64_t> version = shard_->CommitPush(std::move(staging_));
+    v1::PushResponse response;
+    if (version.ok()) response.set_version(*version);
+    *response_ = SerializeMessage(response);
+    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_->Length()),
+                        0);
+    Finish(ToGrpcStatus(version.status()));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  PsShard* const shard_;
+  LinkShaper* const shaper_;          // null: no link emulation
+  grpc::ByteBuffer* const response_;  // the encoded PushResponse
+  grpc::ByteBuffer buffer_;           // the message being read
+  v1::PushRequest request_;           // buffer_, parsed
+  int64_t received_ = 0;              // messages read, the one in hand included
+  std::unique_ptr<PsPushStaging> staging_;
+};
+
+// The encoded fields of a PullResponse before its data (version, chunk_id,
+// data's tag and length), canonical protobuf encoding.
+grpc::Slice PullPrefix(int64_t version, int32_t chunk_id, size_t data_size) {
+  constexpr uint8_t kVersionTag = 1 << 3 | kWireVarint;
+  constexpr uint8_t kChunkIdTag = 2 << 3 | kWireVarint;
+  constexpr uint8_t kDataTag = 3 << 3 | kWireLength;
+  uint8_t buffer[40];
+  uint8_t* p = buffer;
+  if (version != 0) {  // proto3 omits zero scalars
+    *p++ = kVersionTag;
+    p = PutVarint(static_cast<uint64_t>(version), p);
+  }
+  if (chunk_id != 0) {
+    *p++ = kChunkIdTag;
+    p = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
+  }
+  if (data_size != 0) {
+    *p++ = kDataTag;
+    p = PutVarint(data_size, p);
+  }
+  return grpc::Slice(buffer, static_cast<size_t>(p - buffer));
+}
+
+// A slice over `n` bytes at `data` inside `snapshot`, which it keeps alive
+// until gRPC has sent them: no copy of the parameters.
+grpc::Slice SnapshotSlice(std::shared_ptr<const PsSnapshot> snapshot,
+                          const void* data, size_t n) {
+  using Ref = std::shared_ptr<const PsSnapshot>;
+  return grpc::Slice(
+      const_cast<void*>(data), n,
+      [](void* ref) { delete static_cast<Ref*>(ref); },
+      new Ref(std::move(snapshot)));
+}
+
+// Pull: waits on the shard without a thread, then streams the snapshot one
+// chunk per message (an encoded PullResponse whose data references the
+// snapshot). The ready callback arrives on another thread and may race
+// OnCancel; `mu_` decides which of the two finishes the call. Finish is
+// called only once the wait is resolved (callback run or wait cancelled), so
+// no callback can touch the reactor after OnDone deletes it.
+class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  PullReactor(PsShard* shard, LinkShaper* shaper,
+              const grpc::ByteBuffer& raw_request)
+      : shard_(shard), shaper_(shaper) {
+    v1::PullRequest request;
+    grpc::ByteBuffer copy(raw_request);  // parsing consumes its input
+    if (absl::Status parsed = ParseStreamMessage(copy, request, "pull", 1);
+        !parsed.ok()) {
+      Finish(ToGrpcStatus(parsed));
+      return;
+    }
+    shard_->RecordBytes(kWorkerRole, 0,
+                        static_cast<int64_t>(request.ByteSizeLong()));
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = true;
+    }
+    // OnCancel cannot run before this handler returns, so wait_id_ is set
+    // before anyone reads it; the callback may already have run (inline or
+    // on another thread) and only needs `waiting_`.
+    absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
+        request.job_id(), request.min_version(),
+        [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
+          OnReady(std::move(snapshot));
+        });
+    if (!id.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        waiting_ = false;
+      }
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    wait_id_ = *id;
+  }
+
+  void OnCancel() override {
+    PullWaitId id = kNoPullWait;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      // Not waiting: writes are under way (a failed write finishes the call)
+      // or the call is finished.
+      if (!waiting_) return;
+      id = wait_id_;
+    }
+    if (id == kNoPullWait || !shard_->CancelWait(id)) {
+      return;  // the callback is running; it sees cancelled_ and finishes
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+    }
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnReady(absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+      cancelled = cancelled_;
+    }
+    if (cancelled) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
+      return;
+    }
+    if (!snapshot.ok()) {  // shut down or rolled back
+      Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    snapshot_ = *std::move(snapshot);
+    ready_ = absl::Now();
+    WriteNext();
+  }
+
+  // One write in flight at a time: called by OnReady, then by OnWriteDone.
+  void WriteNext() {
+    const std::vector<Chunk>& chunks = shard_->owned_chunks();
+    if (next_chunk_ >= chunks.size()) {  // a shard that owns no chunk
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const Chunk& chunk = chunks[next_chunk_++];
+    const float* values =
+        snapshot_->values.data() + (chunk.flat_offset - shard_->range().begin);
+    const size_t size = static_cast<size_t>(chunk.length) * sizeof(float);
+    const grpc::Slice slices[2] = {
+        PullPrefix(snapshot_->version, chunk.id, size),
+        SnapshotSlice(snapshot_, values, size)};
+    response_ = grpc::ByteBuffer(slices, 2);
+    shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_.Length()),
+                        0);
+    const bool last = next_chunk_ == chunks.size();
+    if (shaper_ != nullptr) {
+      // Link emulation: every chunk was ready at ready_; the shaper clamps
+      // that to now - latency, so the latency of the previous message does
+      // not delay this one's serialization. Finish comes only from the
+      // write (or its failure), after the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper_->ReserveSend(
+          static_cast<int64_t>(response_.Length()), now, ready_);
+      if (release > now) {
+        shaper_->RunAt(release, [this, last] { StartNextWrite(last); });
+        return;
+      }
+    }
+    StartNextWrite(last);
+  }
+
+  void StartNextWrite(bool last) {
+    if (last) {
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&response_);
+    }
+  }
+
+  PsShard* const shard_;
+  LinkShaper* const shaper_;  // null: no link emulation
+  absl::Time ready_;          // when the snapshot came (link emulation)
+  absl::Mutex mu_;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+  // Owned by the writer chain (OnReady -> WriteNext -> OnWriteDone ...).
+  std::shared_ptr<const PsSnapshot> snapshot_;
+  size_t next_chunk_ = 0;
+  grpc::ByteBuffer response_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectRead<grpc::ByteBuffer>(auth);
+  }
+  return new PushReactor(context, shard_, shaper_, response);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectWrite<grpc::ByteBuffer>(auth);
+  }
+  return new PullReactor(shard_, shaper_, *request);
+}
+
+grpc::ServerUnaryReactor* PsService::FinalizeStep(
+    grpc::CallbackServerContext* context,
+    const v1::FinalizeStepRequest* request,
+    v1::FinalizeStepResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  std::vector<PsContributor> contributors;
+  contributors.reserve(request->contributors_size());
+  for (const v1::Contributor& c : request->contributors()) {
+    contributors.push_back(PsContributor{c.worker_id(), c.num_samples()});
+  }
+  absl::StatusOr<int64_t> version = shard_->FinalizeStep(
+      request->job_id(), request->step(), contributors, request->generation());
+  if (version.ok()) response->set_version(*version);
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(version.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::ShardInfo(
+    grpc::CallbackServerContext* context,
+    const v1::ShardInfoRequest* /*request*/, v1::ShardInfoResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
+  const PsShardInfo info = shard_->Info();
+  response->set_job_id(info.job_id);
+  response->set_shard_id(info.shard_id);
+  response->set_num_shards(info.num_shards);
+  response->set_version(info.version);
+  response->set_num_elements(info.num_elements);
+  for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
+  response->set_rejected_pushes(info.rejected_pushes);
+  auto& sent = *response->mutable_bytes()->mutable_sent();
+  for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
+  auto& received = *response->mutable_bytes()->mutable_received();
+  for (const auto& [role, bytes] : info.bytes_received) received[role] = bytes;
+  response->set_pending_pulls(info.pending_pulls);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Checkpoint(
+    grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
+    v1::CheckpointResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  absl::Status status = NoCheckpointDirectory();
+  if (checkpointer_ != nullptr) {
+    absl::StatusOr<PsCheckpointWritten> written =
+        checkpointer_->Checkpoint(request->job_id(), request->version());
+    status = written.status();
+    if (written.ok()) {
+      response->set_path(written->path);
+      response->set_version(written->version);
+    }
+  }
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Restore(
+    grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
+    v1::RestoreResponse* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectUnary(context, auth);
+  }
+  shard_->RecordBytes(kCoordinatorRole, 0,
+                      static_cast<int64_t>(request->ByteSizeLong()));
+  absl::Status status = NoCheckpointDirectory();
+  if (checkpointer_ != nullptr) {
+    absl::StatusOr<int64_t> version = checkpointer_->Restore(
+        request->job_id(), request->version(), request->generation());
+    status = version.status();
+    if (version.ok()) response->set_version(*version);
+  }
+  shard_->RecordBytes(kCoordinatorRole,
+                      static_cast<int64_t>(response->ByteSizeLong()), 0);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace ferry

@@ -1,0 +1,558 @@
+#include "ps/ps_shard.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+#include "common/peer_limits.h"
+#include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
+#include "compute/cpu_backend.h"
+
+namespace ferry {
+
+static_assert(std::endian::native == std::endian::little,
+              "chunks travel as little-endian fp32 and are copied as is");
+
+namespace {
+absl::Status Rejected(absl::string_view op, absl::Status status) {
+  return Metrics().Reject(MetricRole::kPs, op, std::move(status));
+}
+
+absl::Status ShutDownError(int32_t shard_id) {
+  return absl::UnavailableError(
+      absl::StrFormat("shard %d is shutting down", shard_id));
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
+  if (config.job_id.empty()) {
+    return absl::InvalidArgumentError("job_id must not be empty");
+  }
+  if (config.num_shards < 1 || config.shard_id < 0 ||
+      config.shard_id >= config.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shard_id %d is not in [0, num_shards=%d)",
+                        config.shard_id, config.num_shards));
+  }
+  ASSIGN_OR_RETURN(std::vector<Chunk> chunks,
+                   PlaceChunks(config.tensor_sizes, config.num_shards,
+                               config.max_chunk_elements));
+  int64_t total = 0;
+  for (int64_t size : config.tensor_sizes) total += size;
+  const FlatRange range = ShardRange(total, config.num_shards, config.shard_id);
+  if (static_cast<int64_t>(config.initial_slice.size()) != range.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "initial_slice has %d elements, shard %d owns %d ([%d, %d))",
+        config.initial_slice.size(), config.shard_id, range.size(), range.begin,
+        range.end));
+  }
+  for (size_t i = 0; i < config.initial_slice.size(); ++i) {
+    if (!std::isfinite(config.initial_slice[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("initial_slice[%d] is not finite", i));
+    }
+  }
+  std::unique_ptr<ComputeBackend> backend = MakeCpuBackend(1);
+  ASSIGN_OR_RETURN(Optimizer optimizer,
+                   Optimizer::Create(config.optimizer, backend.get(),
+                                     static_cast<size_t>(range.size())));
+  std::vector<float> params = std::move(config.initial_slice);
+  config.initial_slice.clear();  // the slice lives in params_ only
+  return std::unique_ptr<PsShard>(
+      new PsShard(std::move(config), range, std::move(chunks),
+                  std::move(params), std::move(backend), std::move(optimizer)));
+}
+
+PsShard::PsShard(PsShardConfig config, FlatRange range,
+                 std::vector<Chunk> all_chunks, std::vector<float> params,
+                 std::unique_ptr<ComputeBackend> backend, Optimizer optimizer)
+    : config_(std::move(config)),
+      all_chunks_(std::move(all_chunks)),
+      range_(range),
+      backend_(std::move(backend)),
+      optimizer_(std::move(optimizer)),
+      params_(std::move(params)),
+      scratch_(params_.size()) {
+  for (const Chunk& chunk : all_chunks_) {
+    if (chunk.shard == config_.shard_id) owned_.push_back(chunk);
+  }
+  first_owned_id_ = owned_.empty() ? 0 : owned_.front().id;
+}
+
+absl::Status PsShard::RejectPush(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  ++rejected_pushes_;
+  return Rejected("push", std::move(status));
+}
+
+absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
+  if (updates_stopped_) return StoppedError();
+  RETURN_IF_ERROR(CheckIdLength("the push's job_id", h.job_id));
+  RETURN_IF_ERROR(CheckIdLength("the push's worker_id", h.worker_id));
+  if (h.job_id != config_.job_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("push for job '%s', this shard serves job '%s'",
+                        h.job_id, config_.job_id));
+  }
+  if (h.worker_id.empty()) {
+    return absl::InvalidArgumentError("push header has no worker_id");
+  }
+  if (h.num_samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("push from %s: num_samples must be >= 1, got %d",
+                        h.worker_id, h.num_samples));
+  }
+  if (h.base_version < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "push from %s: negative base_version %d", h.worker_id, h.base_version));
+  }
+  if (h.generation < max_generation_) {
+    return absl::AbortedError(absl::StrFormat(
+        "push from %s has generation %d, older than generation %d", h.worker_id,
+        h.generation, max_generation_));
+  }
+  if (config_.consistency == PsConsistency::kSync) {
+    if (h.step < version_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "push from %s for step %d: step already applied (version %d)",
+          h.worker_id, h.step, version_));
+    }
+    if (h.step > version_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "push from %s for step %d: step not open yet (open step %d)",
+          h.worker_id, h.step, version_));
+    }
+    if (pending_.contains(h.worker_id)) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "worker %s already pushed step %d", h.worker_id, h.step));
+    }
+    const int64_t buffered = static_cast<int64_t>(pending_.size());
+    if (buffered >= config_.limits.max_step_pushes) {
+      return LimitExceeded(
+          absl::StrFormat("the number of pushes buffered for step %d", h.step),
+          buffered + 1, config_.limits.max_step_pushes);
+    }
+  } else {
+    if (h.base_version > version_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "push from %s: base_version %d is ahead of the shard's version %d",
+          h.worker_id, h.base_version, version_));
+    }
+    auto it = last_step_.find(h.worker_id);
+    if (it != last_step_.end() && h.step <= it->second) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "worker %s already pushed step %d (last applied step %d)",
+          h.worker_id, h.step, it->second));
+    }
+    const int64_t known = static_cast<int64_t>(last_step_.size());
+    if (it == last_step_.end() && known >= config_.limits.max_async_workers) {
+      return LimitExceeded("the number of async workers the shard remembers",
+                           known + 1, config_.limits.max_async_workers);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
+    const PsPushHeader& header) {
+  auto staging = std::make_unique<PsPushStaging>();
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status status = CheckHeaderLocked(header);
+    const int64_t open = open_pushes_->load();
+    if (status.ok() && open >= config_.limits.max_open_pushes) {
+      status = LimitExceeded("the number of pushes being received", open + 1,
+                             config_.limits.max_open_pushes);
+    }
+    if (!status.ok()) {
+      ++rejected_pushes_;
+      return Rejected("push", std::move(status));
+    }
+    open_pushes_->fetch_add(1);
+    staging->open_pushes_ = open_pushes_;
+    staging->rollbacks_ = rollbacks_;
+  }
+  staging->begun_ = absl::Now();
+  staging->header_ = header;
+  // Every owned element is written by exactly one chunk before a commit, so
+  // a recycled buffer needs no clearing.
+  staging->grad_ = TakeGradBuffer();
+  staging->seen_.assign(owned_.size(), false);
+  return staging;
+}
+
+absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                               const void* data, size_t num_bytes) {
+  return AddChunk(staging, chunk_id, GradientEncoding::kFp32, data, num_bytes);
+}
+
+absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                               GradientEncoding encoding, const void* data,
+                               size_t num_bytes) {
+  if (!staging.error_.ok()) return staging.error_;
+  const auto fail = [&](absl::Status status) {
+    staging.error_ = status;
+    return RejectPush(std::move(status));
+  };
+  if (chunk_id < 0 || chunk_id >= static_cast<int32_t>(all_chunks_.size())) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("unknown chunk %d (the model has %d chunks)", chunk_id,
+                        all_chunks_.size())));
+  }
+  const Chunk& chunk = all_chunks_[chunk_id];
+  if (chunk.shard != config_.shard_id) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("chunk %d is owned by shard %d, not shard %d", chunk_id,
+                        chunk.shard, config_.shard_id)));
+  }
+  const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
+  if (staging.seen_[index]) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("chunk %d sent twice in one push", chunk_id)));
+  }
+  float* dst = staging.grad_.data() + (chunk.flat_offset - range_.begin);
+  if (encoding == GradientEncoding::kFp32) {
+    const size_t expected = static_cast<size_t>(chunk.length) * sizeof(float);
+    if (num_bytes != expected) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("chunk %d has %d bytes, expected %d (%d floats)",
+                          chunk_id, num_bytes, expected, chunk.length)));
+    }
+    std::memcpy(dst, data, num_bytes);
+  } else if (absl::Status decoded = Decode(
+                 encoding,
+                 absl::string_view(static_cast<const char*>(data), num_bytes),
+                 chunk.length, dst);
+             !decoded.ok()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("chunk %d (encoding %d): %s", chunk_id,
+                        static_cast<int>(encoding), decoded.message())));
+  }
+  for (int64_t i = 0; i < chunk.length; ++i) {
+    if (!std::isfinite(dst[i])) {
+      return fail(absl::InvalidArgumentError(absl::StrFormat(
+          "chunk %d: element %d is not finite (%f)", chunk_id, i, dst[i])));
+    }
+  }
+  staging.seen_[index] = true;
+  ++staging.chunks_seen_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsShard::CommitPush(
+    std::unique_ptr<PsPushStaging> staging) {
+  if (!staging->error_.ok()) return staging->error_;
+  if (staging->chunks_seen_ != static_cast<int64_t>(owned_.size())) {
+    for (size_t i = 0; i < owned_.size(); ++i) {
+      if (!staging->seen_[i]) {
+        return RejectPush(absl::InvalidArgumentError(absl::StrFormat(
+            "push from %s is missing chunk %d (%d of %d chunks received)",
+            staging->header_.worker_id, owned_[i].id, staging->chunks_seen_,
+            owned_.size())));
+      }
+    }
+  }
+  const PsPushHeader& h = staging->header_;
+  std::vector<float>& grad = staging->grad_;
+  if (config_.consistency == PsConsistency::kAsync) {
+    const float n = static_cast<float>(h.num_samples);
+    for (float& g : grad) g /= n;
+  }
+  ReadyList ready;
+  int64_t version = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status status = CheckHeaderLocked(h);
+    if (status.ok() && staging->rollbacks_ != rollbacks_) {
+      status = absl::AbortedError(absl::StrFormat(
+          "push from %s: shard %d was rolled back to version %d while the "
+          "push was received",
+          h.worker_id, config_.shard_id, version_));
+    }
+    if (!status.ok()) {
+      ++rejected_pushes_;
+      return Rejected("push", std::move(status));
+    }
+    if (config_.consistency == PsConsistency::kSync) {
+      pending_[h.worker_id] = Contribution{h.num_samples, std::move(grad)};
+    } else {
+      const int64_t staleness = version_ - h.base_version;
+      RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
+      RecycleGradBuffer(std::move(grad));
+      last_step_[h.worker_id] = h.step;
+      max_staleness_ = std::max(max_staleness_, staleness);
+      sum_staleness_ += staleness;
+      Metrics().staleness_steps().Set(static_cast<double>(staleness));
+      Metrics().push_staleness_steps().Observe(static_cast<double>(staleness));
+    }
+    ++accepted_pushes_;
+    version = version_;
+  }
+  Metrics()
+      .push_seconds(MetricRole::kPs)
+      .Observe(SecondsSince(staging->begun_));
+  for (auto& [callback, snapshot] : ready) callback(std::move(snapshot));
+  return version;
+}
+
+absl::StatusOr<int64_t> PsShard::FinalizeStep(
+    absl::string_view job_id, int64_t step,
+    absl::Span<const PsContributor> contributors, int64_t generation) {
+  ReadyList ready;
+  int64_t version = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (job_id != config_.job_id) {
+      return Rejected("finalize",
+                      absl::FailedPreconditionError(absl::StrFormat(
+                          "finalize for job '%s', this shard serves job '%s'",
+                          job_id, config_.job_id)));
+    }
+    if (config_.consistency != PsConsistency::kSync) {
+      return Rejected(
+          "finalize",
+          absl::FailedPreconditionError(
+              "FinalizeStep is for sync mode only; this shard is async"));
+    }
+    if (updates_stopped_) return StoppedError();
+    if (step < version_) return version_;  // already applied: idempotent
+    if (step > version_) {
+      return Rejected(
+          "finalize",
+          absl::FailedPreconditionError(absl::StrFormat(
+              "finalize of step %d: shard %d is at version %d (it may have "
+              "restarted or been rolled back)",
+              step, config_.shard_id, version_)));
+    }
+    if (generation < max_generation_) {
+      return Rejected(
+          "finalize",
+          absl::AbortedError(absl::StrFormat(
+              "finalize of step %d has generation %d, older than generation %d",
+              step, generation, max_generation_)));
+    }
+    if (contributors.empty()) {
+      return Rejected("finalize",
+                      absl::InvalidArgumentError(absl::StrFormat(
+                          "finalize of step %d names no contributor", step)));
+    }
+    const int64_t named_count = static_cast<int64_t>(contributors.size());
+    if (named_count > config_.limits.max_step_pushes) {
+      return Rejected(
+          "finalize",
+          LimitExceeded(
+              absl::StrFormat("the number of contributors of step %d", step),
+              named_count, config_.limits.max_step_pushes));
+    }
+    absl::flat_hash_set<absl::string_view> named;
+    int64_t total_samples = 0;
+    for (const PsContributor& c : contributors) {
+      if (!named.insert(c.worker_id).second) {
+        return Rejected("finalize",
+                        absl::InvalidArgumentError(absl::StrFormat(
+                            "finalize of step %d names worker %s twice", step,
+                            c.worker_id)));
+      }
+      auto it = pending_.find(c.worker_id);
+      if (it == pending_.end()) {
+        return Rejected("finalize",
+                        absl::FailedPreconditionError(absl::StrFormat(
+                            "worker %s has not pushed step %d to shard %d",
+                            c.worker_id, step, config_.shard_id)));
+      }
+      if (c.num_samples != it->second.num_samples) {
+        return Rejected(
+            "finalize",
+            absl::InvalidArgumentError(absl::StrFormat(
+                "worker %s: finalize says %d samples, its push said %d",
+                c.worker_id, c.num_samples, it->second.num_samples)));
+      }
+      total_samples += c.num_samples;
+    }
+    // Sum in the order named, then divide (0 + g is exact).
+    std::fill(scratch_.begin(), scratch_.end(), 0.0f);
+    for (const PsContributor& c : contributors) {
+      const std::vector<float>& g = pending_[c.worker_id].grad;
+      for (size_t i = 0; i < g.size(); ++i) scratch_[i] += g[i];
+    }
+    const float n = static_cast<float>(total_samples);
+    for (float& g : scratch_) g /= n;
+    RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
+    for (auto& [worker, contribution] : pending_) {
+      RecycleGradBuffer(std::move(contribution.grad));
+    }
+    pending_.clear();
+    max_generation_ = generation;
+    version = version_;
+  }
+  for (auto& [callback, snapshot] : ready) callback(std::move(snapshot));
+  return version;
+}
+
+absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
+  absl::Status status = optimizer_.Apply(grad, params_.data());
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrFormat("optimizer update of shard %d failed: %s",
+                        config_.shard_id, status.ToString()));
+  }
+  ++version_;
+  // Readers get snapshots only under mu_: if nobody else holds the old one
+  // now, nobody can, and its memory serves the next snapshot.
+  if (snapshot_ != nullptr && snapshot_.use_count() == 1) {
+    spare_snapshot_ = std::const_pointer_cast<PsSnapshot>(std::move(snapshot_));
+  }
+  snapshot_.reset();
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.min_version <= version_) {
+      ready.emplace_back(std::move(it->second.ready), SnapshotLocked());
+      waiters_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> PsShard::TakeGradBuffer() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_grads_.empty()) {
+      std::vector<float> buffer = std::move(free_grads_.back());
+      free_grads_.pop_back();
+      return buffer;
+    }
+  }
+  return std::vector<float>(static_cast<size_t>(range_.size()));
+}
+
+void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
+  // Enough for every contributor of a step plus pushes in flight.
+  constexpr size_t kMaxFree = 8;
+  if (free_grads_.size() < kMaxFree &&
+      buffer.size() == static_cast<size_t>(range_.size())) {
+    free_grads_.push_back(std::move(buffer));
+  }
+}
+
+std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
+  if (snapshot_ == nullptr) {
+    std::shared_ptr<PsSnapshot> snapshot = std::move(spare_snapshot_);
+    if (snapshot == nullptr) snapshot = std::make_shared<PsSnapshot>();
+    snapshot->version = version_;
+    snapshot->values.assign(params_.begin(), params_.end());
+    snapshot_ = std::move(snapshot);
+  }
+  return snapshot_;
+}
+
+absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
+                                                   int64_t min_version,
+                                                   ReadyCallback ready) {
+  absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    if (job_id != config_.job_id) {
+      return Rejected(
+          "pull", absl::FailedPreconditionError(absl::StrFormat(
+                      "pull for job '%s', this shard serves job '%s'", job_id,
+                      config_.job_id)));
+    }
+    if (shut_down_) {
+      snapshot = ShutDownError(config_.shard_id);
+    } else if (version_ < min_version) {
+      const int64_t pending = static_cast<int64_t>(waiters_.size());
+      if (pending >= config_.limits.max_pending_pulls) {
+        return Rejected(
+            "pull", LimitExceeded("the number of pending pulls", pending + 1,
+                                  config_.limits.max_pending_pulls));
+      }
+      const PullWaitId id = next_wait_id_++;
+      // ferry_pull_seconds: how long the pull waited for its version.
+      ReadyCallback timed =
+          [begun = absl::Now(), ready = std::move(ready)](
+              absl::StatusOr<std::shared_ptr<const PsSnapshot>> s) {
+            if (s.ok())
+              Metrics()
+                  .pull_seconds(MetricRole::kPs)
+                  .Observe(SecondsSince(begun));
+            ready(std::move(s));
+          };
+      waiters_.emplace(id, Waiter{min_version, std::move(timed)});
+      return id;
+    } else {
+      snapshot = SnapshotLocked();
+    }
+  }
+  if (snapshot.ok()) Metrics().pull_seconds(MetricRole::kPs).Observe(0);
+  ready(std::move(snapshot));
+  return kNoPullWait;
+}
+
+bool PsShard::CancelWait(PullWaitId id) {
+  absl::MutexLock lock(&mu_);
+  return waiters_.erase(id) > 0;
+}
+
+void PsShard::Shutdown() {
+  std::vector<ReadyCallback> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [id, waiter] : waiters_) {
+      callbacks.push_back(std::move(waiter.ready));
+    }
+    waiters_.clear();
+  }
+  const absl::Status status = ShutDownError(config_.shard_id);
+  for (ReadyCallback& callback : callbacks) callback(status);
+}
+
+void PsShard::RecordBytes(absl::string_view role, int64_t sent,
+                          int64_t received) {
+  Metrics().AddBytes(MetricRole::kPs, role, sent, received);
+  absl::MutexLock lock(&bytes_mu_);
+  const std::string key(role);
+  if (sent != 0) bytes_sent_[key] += sent;
+  if (received != 0) bytes_received_[key] += received;
+}
+
+std::shared_ptr<const PsSnapshot> PsShard::CurrentSnapshot() {
+  absl::MutexLock lock(&mu_);
+  return SnapshotLocked();
+}
+
+int64_t PsShard::version() const {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+PsShardInfo PsShard::Info() const {
+  PsShardInfo info;
+  info.job_id = config_.job_id;
+  info.shard_id = config_.shard_id;
+  info.num_shards = config_.num_shards;
+  info.num_elements = range_.size();
+  for (const Chunk& chunk : owned_) info.chunk_ids.push_back(chunk.id);
+  {
+    absl::MutexLock lock(&mu_);
+    info.version = version_;
+    info.accepted_pushes = accepted_pushes_;
+    info.rejected_pushes = rejected_pushes_;
+    info.max_generation = max_generation_;
+    info.max_staleness = max_staleness_;
+    info.sum_staleness = sum_staleness_;
+    info.pending_pulls = static_cast<int64_t>(waiters_.size());
+  }
+  absl::MutexLock lock(&bytes_mu_);
+  info.bytes_sent = bytes_sent_;
+  info.bytes_received = bytes_received_;
+  return info;
+}
+
+}  // namespace ferry

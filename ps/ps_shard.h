@@ -1,0 +1,396 @@
+// PsShard: the core of one parameter-server shard, without gRPC types. It owns
+// the chunks that PlaceChunks() assigns to its shard id (one contiguous flat
+// range of the model, the "slice"), receives gradient pushes, applies the
+// optimizer to the slice and answers waits for a version.
+//
+// Versions: version() counts the optimizer updates applied; it starts at 0.
+//
+// Pushes carry the SUM of per-sample gradients of `num_samples` samples and
+// are all-or-nothing: BeginPush() opens a private staging buffer for
+// (worker, step), AddChunk() copies one chunk into it, CommitPush() checks that
+// every owned chunk arrived exactly once and hands the gradient to the shard.
+// A rejected push (any error from the three calls) changes nothing but the
+// rejected_pushes counter.
+//
+// Consistency:
+//  - kSync: step s is open while version() == s. Every committed push for the
+//    open step is kept in its own buffer (one per worker; nothing is summed on
+//    arrival). FinalizeStep(s, contributors) averages exactly the contributors'
+//    buffers (sum of their gradients / sum of their num_samples), applies one
+//    update, discards every other buffer of the step and makes version s+1.
+//  - kAsync (also used for SSP; the staleness bound is enforced by the
+//    coordinator): each committed push is applied on arrival as
+//    sum / num_samples; staleness = version - base_version is recorded.
+//
+// Generation fencing: the shard remembers the highest generation named by a
+// successful FinalizeStep() or a restore; pushes and finalizes with an
+// older generation are ABORTED.
+//
+// Waits: WaitForVersion() registers a callback that runs (outside the lock,
+// on the thread that makes the version available, or inline when it already
+// is) with an immutable snapshot of the slice; no thread waits.
+//
+// Checkpoints and rollback: ExportState() copies the version, the slice and
+// the optimizer state consistently; RestoreState() replaces them, and
+// RollBackOpenStep() keeps them. Both drop the open step's pushes (also
+// those still being received), end every pending wait with ABORTED and fence
+// older generations. StopUpdates() freezes the state for a final checkpoint
+// at shutdown.
+//
+// Metrics (common/prometheus_metrics.h, role "ps"): rejected pushes,
+// finalizes and pulls count in ferry_rejected_inputs_total{op}; committed
+// pushes observe ferry_push_seconds (BeginPush to commit) and, async,
+// ferry_staleness_steps; answered waits observe ferry_pull_seconds;
+// RecordBytes adds to ferry_bytes_total.
+//
+// Thread safety: every method may be called concurrently from any thread. A
+// PsPushStaging is used by one thread at a time.
+#ifndef FERRY_PS_PS_SHARD_H_
+#define FERRY_PS_PS_SHARD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/gradient_codec.h"
+#include "common/optimizer_config.h"
+#include "common/peer_limits.h"
+#include "common/sharding.h"
+#include "compute/compute_backend.h"
+#include "compute/optimizer.h"
+
+namespace ferry {
+
+enum class PsConsistency { kSync, kAsync };
+
+struct PsShardConfig {
+  std::string job_id;
+  int32_t shard_id = 0;
+  int32_t num_shards = 1;
+  std::vector<int64_t> tensor_sizes;  // model order, elements per tensor
+  int64_t max_chunk_elements = kDefaultMaxChunkElements;
+  OptimizerConfig optimizer;
+  PsConsistency consistency = PsConsistency::kSync;
+  // What peers may make the shard hold (common/peer_limits.h).
+  PsLimits limits;
+  // Exactly the shard's range ShardRange(total, num_shards, shard_id) of the
+  // full initial flat parameters.
+  std::vector<float> initial_slice;
+};
+
+// Mirrors ferry.v1.PushHeader.
+struct PsPushHeader {
+  std::string job_id;
+  std::string worker_id;
+  int64_t generation = 0;
+  int64_t step = 0;          // sync: the step pushed for; async: worker clock
+  int64_t num_samples = 0;   // >= 1
+  int64_t base_version = 0;  // version the gradient was computed on
+};
+
+struct PsContributor {
+  std::string worker_id;
+  int64_t num_samples = 0;
+};
+
+// Everything a checkpoint holds of a shard (host copies).
+struct PsShardState {
+  int64_t version = 0;
+  int64_t optimizer_steps = 0;  // Optimizer::steps_applied()
+  std::vector<float> params;    // the slice
+  std::vector<std::vector<float>> optimizer_state;  // each the slice's size
+};
+
+// One version of the slice, immutable and shared by every reader.
+struct PsSnapshot {
+  int64_t version = 0;
+  std::vector<float> values;  // the whole slice, index 0 = range().begin
+};
+
+struct PsShardInfo {
+  std::string job_id;
+  int32_t shard_id = 0;
+  int32_t num_shards = 0;
+  int64_t version = 0;
+  int64_t num_elements = 0;
+  std::vector<int32_t> chunk_ids;
+  int64_t accepted_pushes = 0;
+  int64_t rejected_pushes = 0;
+  int64_t max_generation = 0;
+  int64_t max_staleness = 0;  // async only
+  int64_t sum_staleness = 0;  // async only; mean = sum / accepted_pushes
+  int64_t pending_pulls = 0;
+  std::map<std::string, int64_t> bytes_sent;      // by peer role
+  std::map<std::string, int64_t> bytes_received;  // by peer role
+};
+
+// A push being received; created by PsShard::BeginPush. Opaque to callers.
+class PsPushStaging {
+ public:
+  ~PsPushStaging() {
+    if (open_pushes_ != nullptr) open_pushes_->fetch_sub(1);
+  }
+  const PsPushHeader& header() const { return header_; }
+
+ private:
+  friend class PsShard;
+  // The shard's count of open pushes, released with the staging.
+  std::shared_ptr<std::atomic<int64_t>> open_pushes_;
+  PsPushHeader header_;
+  std::vector<float> grad_;  // the shard's slice
+  std::vector<bool> seen_;   // by owned chunk index
+  int64_t chunks_seen_ = 0;
+  absl::Status error_;      // first error; once set, the push is rejected
+  uint64_t rollbacks_ = 0;  // the shard's rollback count at BeginPush
+  absl::Time begun_;        // BeginPush, for ferry_push_seconds
+};
+
+using PullWaitId = uint64_t;
+inline constexpr PullWaitId kNoPullWait = 0;
+
+class PsShard {
+ public:
+  // Called with the snapshot (never null) of the first version >= the one
+  // waited for; or with UNAVAILABLE when the shard shuts its waits down
+  // (Shutdown()), ABORTED when it is rolled back (RestoreState(),
+  // RollBackOpenStep()).
+  using ReadyCallback =
+      std::function<void(absl::StatusOr<std::shared_ptr<const PsSnapshot>>)>;
+
+  // INVALID_ARGUMENT for an invalid config: empty job_id, shard_id outside
+  // [0, num_shards), bad tensor sizes / chunk size, invalid optimizer, or an
+  // initial_slice whose size is not the shard's range or holds non-finite
+  // values.
+  static absl::StatusOr<std::unique_ptr<PsShard>> Create(PsShardConfig config);
+
+  PsShard(const PsShard&) = delete;
+  PsShard& operator=(const PsShard&) = delete;
+
+  // Opens a push. Errors (each counted in rejected_pushes):
+  //  INVALID_ARGUMENT    empty worker_id, num_samples < 1, base_version < 0;
+  //  FAILED_PRECONDITION wrong job_id; sync: step != version() (below:
+  //                      already applied, above: not open yet); async:
+  //                      base_version > version();
+  //  ALREADY_EXISTS      sync: the worker already committed a push for this
+  //                      step; async: step <= the worker's last applied step;
+  //  ABORTED             header generation older than the newest generation
+  //                      named by FinalizeStep or a restore;
+  //  RESOURCE_EXHAUSTED  job_id or worker_id longer than kMaxIdBytes;
+  //                      limits.max_open_pushes stagings alive; sync:
+  //                      limits.max_step_pushes workers already pushed the
+  //                      open step; async: a new worker when
+  //                      limits.max_async_workers are remembered;
+  //  UNAVAILABLE         after StopUpdates().
+  // The staging counts as an open push until it is destroyed.
+  absl::StatusOr<std::unique_ptr<PsPushStaging>> BeginPush(
+      const PsPushHeader& header);
+
+  // Copies one chunk of `num_bytes` bytes (little-endian fp32) into `staging`.
+  // INVALID_ARGUMENT naming the chunk for an unknown id, a chunk owned by
+  // another shard, a chunk already added, a byte length other than
+  // 4 * chunk.length, or a non-finite value. After an error the staging is
+  // rejected for good (counted once). Takes no lock.
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        const void* data, size_t num_bytes);
+  // The same for a chunk in `encoding` (common/gradient_codec.h), decoded
+  // into the staging's fp32 buffer, so aggregation and the optimizer see
+  // fp32. Also INVALID_ARGUMENT naming the chunk for an unknown encoding or
+  // data that is not a valid encoding of chunk.length elements (wrong
+  // size, top-k index out of range or not increasing).
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        GradientEncoding encoding, const void* data,
+                        size_t num_bytes);
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        absl::Span<const float> values) {
+    return AddChunk(staging, chunk_id, values.data(),
+                    values.size() * sizeof(float));
+  }
+
+  // Commits a push. Returns the version after the push was accepted (sync: the
+  // current version, the step is applied later; async: the version that
+  // includes this push). Errors: the staging's error, INVALID_ARGUMENT naming
+  // the first owned chunk missing, any BeginPush error re-checked against
+  // the state at commit time, or ABORTED when the shard was rolled back since
+  // BeginPush. On error nothing changes but rejected_pushes.
+  absl::StatusOr<int64_t> CommitPush(std::unique_ptr<PsPushStaging> staging);
+
+  // Counts a push that the caller refused before it reached the shard (e.g. a
+  // stream without a header) in rejected_pushes; returns `status`.
+  absl::Status RejectPush(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Sync mode: applies step `step` over exactly `contributors` and returns the
+  // version after it. Idempotent: for an already applied step (step <
+  // version()) returns OK with the current version and changes nothing.
+  // Errors (nothing changes):
+  //  FAILED_PRECONDITION wrong job_id, async mode, step > version() (the
+  //                      message names the shard's version: it may have
+  //                      restarted or been rolled back), or a contributor
+  //                      that has not pushed this step here;
+  //  INVALID_ARGUMENT    no contributors, a repeated worker, num_samples < 1
+  //                      or different from the num_samples it pushed;
+  //  RESOURCE_EXHAUSTED  more than limits.max_step_pushes contributors;
+  //  ABORTED             generation older than one already finalized or
+  //                      restored;
+  //  UNAVAILABLE         after StopUpdates();
+  //  INTERNAL            the optimizer failed.
+  absl::StatusOr<int64_t> FinalizeStep(
+      absl::string_view job_id, int64_t step,
+      absl::Span<const PsContributor> contributors, int64_t generation);
+
+  // Calls `ready` with a snapshot once version() >= min_version: inline
+  // (before returning kNoPullWait) when it already is, else later on the
+  // thread that applies that version. Returns an id for CancelWait.
+  // FAILED_PRECONDITION for a wrong job_id, RESOURCE_EXHAUSTED when
+  // limits.max_pending_pulls waits are pending (`ready` is never called then).
+  absl::StatusOr<PullWaitId> WaitForVersion(absl::string_view job_id,
+                                            int64_t min_version,
+                                            ReadyCallback ready);
+  // Forgets a wait. Returns true when `ready` will never be called; false when
+  // it has been or is being called (possibly right now on another thread).
+  bool CancelWait(PullWaitId id);
+
+  // Calls every pending wait's callback with UNAVAILABLE, and makes later
+  // WaitForVersion calls do the same at once, so that a server can drain its
+  // calls. Pushes and finalizes keep working.
+  void Shutdown();
+
+  // A copy of the state, taken under the lock (consistent). With
+  // `expected_version` >= 0: FAILED_PRECONDITION naming the shard's version
+  // unless it is exactly that one. INTERNAL when the optimizer state cannot
+  // be copied off the backend.
+  absl::StatusOr<PsShardState> ExportState(int64_t expected_version = -1);
+
+  // Exports the state (as ExportState(-1)) and, atomically with it, stops
+  // every later update: pushes, finalizes and restores answer UNAVAILABLE
+  // "shutting down"; pulls of the frozen version still work. For the last
+  // checkpoint before a process exits. Irreversible.
+  absl::StatusOr<PsShardState> StopUpdates();
+
+  // Replaces the version, the slice and the optimizer state with `state`,
+  // then drops the open step's pushes (sync) and every push still being
+  // received (their CommitPush answers ABORTED), forgets the workers' last
+  // async steps, ends every pending wait with ABORTED "shard S rolled back
+  // to version V", and raises the fence to max(fence, generation). Nothing
+  // changes on error:
+  //  FAILED_PRECONDITION params or optimizer buffers not of this shard's
+  //                      slice size, or another number of optimizer buffers
+  //                      (a checkpoint of another job configuration);
+  //  INVALID_ARGUMENT    negative version or steps, non-finite values;
+  //  UNAVAILABLE         after StopUpdates().
+  absl::Status RestoreState(const PsShardState& state, int64_t generation);
+
+  // As RestoreState() with the current state: keeps the version, the slice
+  // and the optimizer state and drops / aborts / fences as above.
+  // FAILED_PRECONDITION naming the shard's version when it is not `version`;
+  // UNAVAILABLE after StopUpdates().
+  absl::Status RollBackOpenStep(int64_t version, int64_t generation);
+
+  // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
+  void RecordBytes(absl::string_view role, int64_t sent, int64_t received);
+
+  std::shared_ptr<const PsSnapshot> CurrentSnapshot();
+  int64_t version() const;
+  PsShardInfo Info() const;
+
+  // The config, without initial_slice (the slice lives in the shard).
+  const PsShardConfig& config() const { return config_; }
+  FlatRange range() const { return range_; }
+  // The chunks this shard owns, in flat order (ids are consecutive).
+  const std::vector<Chunk>& owned_chunks() const { return owned_; }
+
+ private:
+  struct Contribution {
+    int64_t num_samples = 0;
+    std::vector<float> grad;
+  };
+  struct Waiter {
+    int64_t min_version = 0;
+    ReadyCallback ready;
+  };
+  using ReadyList =
+      std::vector<std::pair<ReadyCallback, std::shared_ptr<const PsSnapshot>>>;
+
+  PsShard(PsShardConfig config, FlatRange range, std::vector<Chunk> all_chunks,
+          std::vector<float> params, std::unique_ptr<ComputeBackend> backend,
+          Optimizer optimizer);
+
+  absl::Status CheckHeaderLocked(const PsPushHeader& header) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies `grad` (already averaged) to the slice and bumps the version;
+  // moves the waits that become ready into `ready`.
+  absl::Status ApplyLocked(const float* grad, ReadyList& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const PsSnapshot> SnapshotLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PsShardState> ExportLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckStateLocked(const PsShardState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rollback common to RestoreState and RollBackOpenStep (after the
+  // state, if any, was replaced); moves the waits into `aborted`.
+  void RollBackLocked(int64_t generation, std::vector<ReadyCallback>& aborted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StoppedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Immutable after construction.
+  const PsShardConfig config_;
+  const std::vector<Chunk> all_chunks_;
+  const FlatRange range_;
+  std::vector<Chunk> owned_;
+  int32_t first_owned_id_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(mu_);
+  Optimizer optimizer_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sync: the open step's buffers by worker.
+  absl::flat_hash_map<std::string, Contribution> pending_ ABSL_GUARDED_BY(mu_);
+  // Async: last applied step by worker.
+  absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  // Memory reuse (a large slice is otherwise fresh, page-faulting memory on
+  // every push and version): gradient buffers of applied pushes, and the
+  // last snapshot once no reader holds it.
+  std::vector<std::vector<float>> free_grads_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PsSnapshot> spare_snapshot_ ABSL_GUARDED_BY(mu_);
+  // A gradient buffer of the slice's size: recycled (contents unspecified)
+  // or new (zeroed).
+  std::vector<float> TakeGradBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+  void RecycleGradBuffer(std::vector<float> buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Stagings alive; incremented under mu_, decremented by ~PsPushStaging.
+  const std::shared_ptr<std::atomic<int64_t>> open_pushes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
+  PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool updates_stopped_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t accepted_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_staleness_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sum_staleness_ ABSL_GUARDED_BY(mu_) = 0;
+
+  mutable absl::Mutex bytes_mu_;
+  std::map<std::string, int64_t> bytes_sent_ ABSL_GUARDED_BY(bytes_mu_);
+  std::map<std::string, int64_t> bytes_received_ ABSL_GUARDED_BY(bytes_mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_PS_PS_SHARD_H_

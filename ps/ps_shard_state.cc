@@ -1,0 +1,170 @@
+// PsShard: exporting and restoring the state (checkpoints, rollback,
+// shutdown). The rest of the class is in ps_shard.cc.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "ps/ps_shard.h"
+
+namespace ferry {
+namespace {
+
+// Index of the first non-finite value, or -1.
+int64_t FirstNonFinite(const std::vector<float>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+absl::Status PsShard::StoppedError() const {
+  return absl::UnavailableError(
+      absl::StrFormat("shard %d is shutting down: it applies no more updates",
+                      config_.shard_id));
+}
+
+absl::StatusOr<PsShardState> PsShard::ExportLocked() {
+  PsShardState state;
+  state.version = version_;
+  state.optimizer_steps = optimizer_.steps_applied();
+  state.params = params_;
+  for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
+    std::vector<float> host(buffer->size());
+    const absl::Status status =
+        backend_->CopyToHost(buffer->data(), buffer->size(), host.data());
+    if (!status.ok()) {
+      return absl::InternalError(
+          absl::StrFormat("shard %d: cannot copy the optimizer state: %s",
+                          config_.shard_id, status.ToString()));
+    }
+    state.optimizer_state.push_back(std::move(host));
+  }
+  return state;
+}
+
+absl::StatusOr<PsShardState> PsShard::ExportState(int64_t expected_version) {
+  absl::MutexLock lock(&mu_);
+  if (expected_version >= 0 && expected_version != version_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
+                        version_, expected_version));
+  }
+  return ExportLocked();
+}
+
+absl::StatusOr<PsShardState> PsShard::StopUpdates() {
+  absl::MutexLock lock(&mu_);
+  updates_stopped_ = true;
+  return ExportLocked();
+}
+
+absl::Status PsShard::CheckStateLocked(const PsShardState& state) {
+  if (state.version < 0 || state.optimizer_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state of version %d with %d optimizer steps: must not be negative",
+        state.version, state.optimizer_steps));
+  }
+  const size_t n = static_cast<size_t>(range_.size());
+  if (state.params.size() != n) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("state holds %d parameters, shard %d owns %d",
+                        state.params.size(), config_.shard_id, n));
+  }
+  const size_t buffers = optimizer_.StateBuffers().size();
+  if (state.optimizer_state.size() != buffers) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "state holds %d optimizer buffers, shard %d's optimizer keeps %d",
+        state.optimizer_state.size(), config_.shard_id, buffers));
+  }
+  for (size_t b = 0; b < buffers; ++b) {
+    if (state.optimizer_state[b].size() != n) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "optimizer buffer %d holds %d elements, shard %d owns %d", b,
+          state.optimizer_state[b].size(), config_.shard_id, n));
+    }
+  }
+  if (const int64_t i = FirstNonFinite(state.params); i >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("state: parameter %d is not finite", i));
+  }
+  for (size_t b = 0; b < buffers; ++b) {
+    if (const int64_t i = FirstNonFinite(state.optimizer_state[b]); i >= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "state: optimizer buffer %d element %d is not finite", b, i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PsShard::RollBackLocked(int64_t generation,
+                             std::vector<ReadyCallback>& aborted) {
+  for (auto& [worker, contribution] : pending_) {
+    RecycleGradBuffer(std::move(contribution.grad));
+  }
+  pending_.clear();
+  last_step_.clear();
+  ++rollbacks_;  // pushes begun before now can no longer commit
+  max_generation_ = std::max(max_generation_, generation);
+  for (auto& [id, waiter] : waiters_)
+    aborted.push_back(std::move(waiter.ready));
+  waiters_.clear();
+}
+
+absl::Status PsShard::RestoreState(const PsShardState& state,
+                                   int64_t generation) {
+  std::vector<ReadyCallback> aborted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (updates_stopped_) return StoppedError();
+    RETURN_IF_ERROR(CheckStateLocked(state));
+    std::vector<DeviceBuffer*> buffers = optimizer_.StateBuffers();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const absl::Status status =
+          backend_->CopyToDevice(state.optimizer_state[b].data(),
+                                 buffers[b]->size(), buffers[b]->data());
+      if (!status.ok()) {
+        return absl::InternalError(
+            absl::StrFormat("shard %d: cannot restore the optimizer state: %s",
+                            config_.shard_id, status.ToString()));
+      }
+    }
+    optimizer_.set_steps_applied(state.optimizer_steps);
+    params_.assign(state.params.begin(), state.params.end());
+    version_ = state.version;
+    // The current snapshot describes the replaced state.
+    if (snapshot_ != nullptr && snapshot_.use_count() == 1) {
+      spare_snapshot_ =
+          std::const_pointer_cast<PsSnapshot>(std::move(snapshot_));
+    }
+    snapshot_.reset();
+    RollBackLocked(generation, aborted);
+  }
+  const absl::Status status = absl::AbortedError(absl::StrFormat(
+      "shard %d rolled back to version %d", config_.shard_id, state.version));
+  for (ReadyCallback& callback : aborted) callback(status);
+  return absl::OkStatus();
+}
+
+absl::Status PsShard::RollBackOpenStep(int64_t version, int64_t generation) {
+  std::vector<ReadyCallback> aborted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (updates_stopped_) return StoppedError();
+    if (version != version_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
+                          version_, version));
+    }
+    RollBackLocked(generation, aborted);
+  }
+  const absl::Status status = absl::AbortedError(absl::StrFormat(
+      "shard %d rolled back to version %d", config_.shard_id, version));
+  for (ReadyCallback& callback : aborted) callback(status);
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

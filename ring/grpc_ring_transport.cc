@@ -1,0 +1,309 @@
+#include "ring/grpc_ring_transport.h"
+
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "ferry/v1/ring.grpc.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "proto/raw_wire.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+
+constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
+
+// A RingMessage on the wire with the floats copied once: the small fields
+// (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
+// length, then the data in its own slice. Protobuf parses the concatenation
+// as one RingMessage.
+grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head,
+                                   const float* data, int64_t count) {
+  std::string prefix = head.SerializeAsString();
+  const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
+  uint8_t data_head[11];
+  data_head[0] = 5 << 3 | kWireLength;  // field 5: data
+  const uint8_t* end = PutVarint(bytes, data_head + 1);
+  prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
+  grpc::Slice slices[2] = {grpc::Slice(prefix),
+                           grpc::Slice(static_cast<size_t>(bytes))};
+  if (bytes > 0)
+    std::memcpy(const_cast<uint8_t*>(slices[1].begin()), data, bytes);
+  return grpc::ByteBuffer(slices, 2);
+}
+
+// The same for an opaque payload (a compressed gradient piece): `head`
+// carries encoded = true, `payload` is copied once into its own slice.
+grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
+                                   const std::string& payload) {
+  std::string prefix = head.SerializeAsString();
+  uint8_t data_head[11];
+  data_head[0] = 5 << 3 | kWireLength;  // field 5: data
+  const uint8_t* end = PutVarint(payload.size(), data_head + 1);
+  prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
+  const grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice(payload)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace
+
+// The client side of one Exchange stream: queued messages, one write in
+// flight. Callbacks come from gRPC threads; `mu_` guards the queue.
+// (The service is client-streaming; the generic stub drives it as a bidi
+// call: many messages out, the summary read back at the end.)
+class GrpcRingTransport::Writer final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  Writer(const GrpcRingTransportOptions& options, std::string peer_name)
+      : options_(options), peer_name_(std::move(peer_name)) {
+    const int next = (options.rank + 1) % static_cast<int>(options.ring.size());
+    stub_ = std::make_unique<grpc::GenericStub>(
+        MakeChannel(options.ring[next].peer_address));
+    SetDeadline(context_, options.stream_deadline);
+    stub_->PrepareBidiStreamingCall(&context_, kExchangeMethod,
+                                    grpc::StubOptions(), this);
+    StartRead(&summary_);
+    StartCall();
+  }
+
+  // Queues `message`. UNAVAILABLE once the stream has ended.
+  absl::Status Enqueue(grpc::ByteBuffer message) {
+    absl::MutexLock lock(&mu_);
+    if (done_) return failure_;
+    // Counted when handed over, so a report right after a collective
+    // includes all of it.
+    options_.counter->AddSent(static_cast<int64_t>(message.Length()));
+    if (options_.shaper != nullptr) {
+      release_.push_back(options_.shaper->ReserveSend(
+          static_cast<int64_t>(message.Length()), absl::Now()));
+    }
+    queue_.push_back(std::move(message));
+    if (!writing_) StartNextLocked();
+    return absl::OkStatus();
+  }
+
+  void Cancel() { context_.TryCancel(); }
+
+  // Half-closes once the queue is drained, then waits for the end.
+  void Close(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!writing_ && !done_ && !closed_) {
+      closed_ = true;
+      StartWritesDone();
+    }
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+      context_.TryCancel();
+      mu_.Await(absl::Condition(&done_));
+    }
+  }
+
+  void OnReadDone(bool) override {}  // the summary, or the stream's end
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) return;  // the stream failed; OnDone follows with the status
+    queue_.pop_front();
+    if (!release_.empty()) release_.pop_front();
+    if (!queue_.empty()) {
+      StartNextLocked();
+    } else if (closing_ && !closed_) {
+      closed_ = true;
+      StartWritesDone();
+    }
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    failure_ = absl::UnavailableError(
+        absl::StrFormat("the link to %s ended: %s", peer_name_,
+                        status.ok() ? std::string("closed")
+                                    : FromGrpcStatus(status).ToString()));
+    if (!status.ok() || !closing_) {
+      options_.mailbox->Fail(options_.generation, failure_);
+    }
+    done_ = true;
+  }
+
+ private:
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;  // also while the message waits for the link
+    if (!release_.empty() && release_.front() > absl::Now()) {
+      // Link emulation: a hold keeps the call alive until the timer has
+      // started the write. Added while the summary read is pending.
+      AddHold();
+      options_.shaper->RunAt(release_.front(), [this] {
+        {
+          absl::MutexLock lock(&mu_);
+          StartNextLocked();
+        }
+        RemoveHold();
+      });
+      return;
+    }
+    StartWrite(&queue_.front());
+  }
+
+  const GrpcRingTransportOptions& options_;
+  const std::string peer_name_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer summary_;
+  absl::Mutex mu_;
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  // Link emulation: when each queued message may go (empty without one).
+  std::deque<absl::Time> release_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<GrpcRingTransport>> GrpcRingTransport::Create(
+    GrpcRingTransportOptions options) {
+  const int n = static_cast<int>(options.ring.size());
+  if (n == 0 || options.rank < 0 || options.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ring rank %d outside a ring of %d", options.rank, n));
+  }
+  if (options.mailbox == nullptr || options.counter == nullptr) {
+    return absl::InvalidArgumentError(
+        "ring transport needs a mailbox and a counter");
+  }
+  for (int r = 0; r < n; ++r) {
+    if (n > 1 && options.ring[r].peer_address.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("ring member %d (%s) has no peer address", r,
+                          options.ring[r].worker_id));
+    }
+  }
+  options.mailbox->Enter(options.generation);
+  return std::unique_ptr<GrpcRingTransport>(
+      new GrpcRingTransport(std::move(options)));
+}
+
+GrpcRingTransport::GrpcRingTransport(GrpcRingTransportOptions options)
+    : options_(std::move(options)) {}
+
+GrpcRingTransport::~GrpcRingTransport() {
+  if (writer_ != nullptr) writer_->Close(absl::Seconds(1));
+}
+
+std::string GrpcRingTransport::PeerName(int rank) const {
+  const RingMemberAddress& m = options_.ring[rank];
+  return absl::StrFormat("ring rank %d (%s at %s)", rank, m.worker_id,
+                         m.peer_address);
+}
+
+v1::RingMessage GrpcRingTransport::StartMessage(const RingTag& tag) {
+  v1::RingMessage message;
+  if (writer_ == nullptr) {
+    const int next = (rank() + 1) % size();
+    writer_ = std::make_unique<Writer>(options_, PeerName(next));
+    v1::RingHello* hello = message.mutable_hello();
+    hello->set_job_id(options_.job_id);
+    hello->set_generation(options_.generation);
+    hello->set_from_rank(rank());
+    hello->set_ring_size(size());
+    hello->set_from_worker_id(options_.ring[rank()].worker_id);
+  }
+  message.set_op_id(tag.op_id);
+  message.set_stage(tag.stage);
+  message.set_piece(tag.piece);
+  return message;
+}
+
+absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
+                                     int64_t count) {
+  v1::RingMessage message = StartMessage(tag);
+  return writer_->Enqueue(EncodeRingMessage(message, data, count));
+}
+
+void GrpcRingTransport::CountReceived(const RingTag& tag, size_t payload_bytes,
+                                      bool encoded) {
+  // The wire size of the RingMessage that carried it (the hello, if any,
+  // was counted on arrival by the peer service).
+  v1::RingMessage header;
+  header.set_op_id(tag.op_id);
+  header.set_stage(tag.stage);
+  header.set_piece(tag.piece);
+  header.set_encoded(encoded);
+  const size_t data =
+      payload_bytes == 0
+          ? 0
+          : 1 +
+                google::protobuf::io::CodedOutputStream::VarintSize64(
+                    payload_bytes) +
+                payload_bytes;
+  options_.counter->AddReceived(
+      static_cast<int64_t>(header.ByteSizeLong() + data));
+}
+
+absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
+                                     int64_t count, RecvOp op,
+                                     absl::Time deadline) {
+  const int prev = (rank() + size() - 1) % size();
+  absl::StatusOr<std::string> payload =
+      options_.mailbox->Take(options_.generation, tag, deadline);
+  if (!payload.ok()) {
+    return absl::Status(
+        payload.status().code(),
+        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
+                        tag.ToString(), PeerName(prev),
+                        payload.status().message()));
+  }
+  CountReceived(tag, payload->size(), /*encoded=*/false);
+  if (static_cast<int64_t>(payload->size()) !=
+      count * static_cast<int64_t>(sizeof(float))) {
+    return absl::DataLossError(absl::StrFormat(
+        "ring message %s from %s holds %d bytes, expected %d floats",
+        tag.ToString(), PeerName(prev), payload->size(), count));
+  }
+  const float* src = reinterpret_cast<const float*>(payload->data());
+  if (op == RecvOp::kCopy) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
+                                          std::string payload) {
+  v1::RingMessage message = StartMessage(tag);
+  message.set_encoded(true);
+  return writer_->Enqueue(EncodeRingPayload(message, payload));
+}
+
+absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
+                                                         absl::Time deadline) {
+  absl::StatusOr<std::string> payload =
+      options_.mailbox->Take(options_.generation, tag, deadline);
+  if (!payload.ok()) {
+    const int prev = (rank() + size() - 1) % size();
+    return absl::Status(
+        payload.status().code(),
+        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
+                        tag.ToString(), PeerName(prev),
+                        payload.status().message()));
+  }
+  CountReceived(tag, payload->size(), /*encoded=*/true);
+  return payload;
+}
+
+void GrpcRingTransport::Abort() {
+  options_.mailbox->Fail(
+      options_.generation,
+      absl::CancelledError("the ring transport was aborted"));
+  if (writer_ != nullptr) writer_->Cancel();
+}
+
+}  // namespace ferry

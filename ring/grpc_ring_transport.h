@@ -1,0 +1,83 @@
+// RingTransport over ferry.v1.RingPeer: one Exchange stream to the next
+// rank (opened on the first Send, kept for the ring's lifetime, written by
+// the gRPC callback API so Send never waits for the network), and the
+// local RingMailbox into which this worker's RingPeerService files what the
+// previous rank streams.
+//
+// One transport per ring generation: when the ring changes, destroy it and
+// make a new one.
+#ifndef FERRY_RING_GRPC_RING_TRANSPORT_H_
+#define FERRY_RING_GRPC_RING_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/byte_counter.h"
+#include "common/link_shaper.h"
+#include "ferry/v1/ring.pb.h"
+#include "ring/ring_mailbox.h"
+#include "ring/ring_transport.h"
+
+namespace ferry {
+
+struct RingMemberAddress {
+  std::string worker_id;
+  std::string peer_address;  // HOST:PORT of its RingPeer service
+};
+
+struct GrpcRingTransportOptions {
+  std::string job_id;
+  int64_t generation = 0;
+  int rank = 0;
+  std::vector<RingMemberAddress> ring;  // rank order
+  RingMailbox* mailbox = nullptr;       // this worker's; not owned
+  ByteCounter* counter = nullptr;       // bytes to/from peers; not owned
+  // Link emulation (not owned; null: none): each message waits for its send
+  // bucket, booked when Send() queues it, on the shaper's timer thread.
+  LinkShaper* shaper = nullptr;
+  // Deadline of the Exchange stream (it spans the ring's lifetime; every
+  // Recv has its own, much shorter deadline).
+  absl::Duration stream_deadline = absl::Hours(24 * 7);
+};
+
+class GrpcRingTransport final : public RingTransport {
+ public:
+  // INVALID_ARGUMENT for a rank outside the ring, an empty address or a
+  // missing mailbox / counter. Connects lazily.
+  static absl::StatusOr<std::unique_ptr<GrpcRingTransport>> Create(
+      GrpcRingTransportOptions options);
+  // Closes the stream (half-close, then waits up to 1 s for its end).
+  ~GrpcRingTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return static_cast<int>(options_.ring.size()); }
+  absl::Status Send(const RingTag& tag, const float* data,
+                    int64_t count) override;
+  absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
+                    absl::Time deadline) override;
+  absl::Status SendBytes(const RingTag& tag, std::string payload) override;
+  absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
+                                        absl::Time deadline) override;
+  void Abort() override;
+
+  class Writer;  // the Exchange stream's reactor; defined in the .cc
+
+ private:
+  explicit GrpcRingTransport(GrpcRingTransportOptions options);
+  std::string PeerName(int rank) const;
+  // A message for `tag`; the first one of the stream (which also opens the
+  // writer to the next rank) carries the hello.
+  v1::RingMessage StartMessage(const RingTag& tag);
+  // Counts a message the collective took from the mailbox as received.
+  void CountReceived(const RingTag& tag, size_t payload_bytes, bool encoded);
+
+  const GrpcRingTransportOptions options_;
+  std::unique_ptr<Writer> writer_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RING_GRPC_RING_TRANSPORT_H_

@@ -1,0 +1,306 @@
+#include "ring/ring_collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+namespace {
+
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// floor(s * count / n) without overflowing for any count.
+int64_t SegmentStart(int64_t count, int n, int s) {
+  return (count / n) * s + (count % n) * s / n;
+}
+
+// Segment s (taken mod n) of count elements over n ranks.
+Range Segment(int64_t count, int n, int s) {
+  s = ((s % n) + n) % n;
+  return {SegmentStart(count, n, s), SegmentStart(count, n, s + 1)};
+}
+
+int64_t NumPieces(int64_t elements, int64_t piece_elements) {
+  return elements == 0 ? 0 : (elements - 1) / piece_elements + 1;
+}
+
+// Piece p of `range`: its offset in the buffer and its length.
+Range Piece(const Range& range, int64_t piece_elements, int64_t p) {
+  const int64_t begin = range.begin + p * piece_elements;
+  return {begin, std::min(range.end, begin + piece_elements)};
+}
+
+absl::Status WithContext(const absl::Status& status, const char* what,
+                         int64_t op_id, int stage, int rank, int size) {
+  return absl::Status(
+      status.code(),
+      absl::StrCat(what, " op ", op_id, " stage ", stage, " (rank ", rank,
+                   " of ", size, "): ", status.message()));
+}
+
+}  // namespace
+
+RingCollective::RingCollective(RingTransport* transport, Options options)
+    : transport_(transport), options_(options) {}
+
+absl::Status RingCollective::CheckArgs(const char* what, const float* data,
+                                       int64_t count) const {
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative count ", count));
+  }
+  if (data == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null data"));
+  }
+  if (options_.piece_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": piece_elements must be >= 1, got ", options_.piece_elements));
+  }
+  // Broadcast sends the whole buffer as one run of pieces; an all-reduce
+  // segment is never longer.
+  if (NumPieces(count, options_.piece_elements) >
+      std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", count, " elements in pieces of ",
+                     options_.piece_elements, " overflow the piece tag"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
+                                          int64_t count) {
+  RETURN_IF_ERROR(CheckArgs("AllReduceSum", data, count));
+  const int n = size();
+  const int r = rank();
+  if (n == 1 || count == 0) return absl::OkStatus();
+  const absl::Time begun = absl::Now();
+  const absl::Time deadline = begun + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const int last_stage = 2 * n - 3;
+
+  // Stage 0: our own segment, all pieces at once.
+  const Range own = Segment(count, n, r);
+  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+    const Range piece = Piece(own, piece_elements, p);
+    const RingTag tag{op_id, 0, static_cast<int32_t>(p)};
+    if (absl::Status s =
+            transport_->Send(tag, data + piece.begin, piece.size());
+        !s.ok()) {
+      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+    }
+  }
+  // Stage k: receive segment (r - k - 1), forward each piece for stage k + 1.
+  for (int k = 0; k <= last_stage; ++k) {
+    const Range segment = Segment(count, n, r - k - 1);
+    const RecvOp op = k < n - 1 ? RecvOp::kAdd : RecvOp::kCopy;
+    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+      const Range piece = Piece(segment, piece_elements, p);
+      float* const ptr = data + piece.begin;
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      if (absl::Status s =
+              transport_->Recv(in_tag, ptr, piece.size(), op, deadline);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k, r, n);
+      }
+      if (k == last_stage) continue;
+      const RingTag out_tag{op_id, k + 1, static_cast<int32_t>(p)};
+      if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+      }
+    }
+  }
+  Metrics().allreduce_seconds().Observe(SecondsSince(begun));
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllReduceSumCompressed(
+    int64_t op_id, float* data, int64_t count,
+    const GradientCompression& compression, float* residual) {
+  if (!compression.compressed()) return AllReduceSum(op_id, data, count);
+  RETURN_IF_ERROR(CheckArgs("AllReduceSum", data, count));
+  if (absl::Status s = ValidateCompression(compression); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllReduceSum op ", op_id, ": ", s.message()));
+  }
+  if (size() == 1 || count == 0) return absl::OkStatus();
+  const absl::Time begun = absl::Now();
+  const absl::Status status =
+      compression.encoding == GradientEncoding::kTopK
+          ? AllGatherTopK(op_id, data, count, compression.topk_ratio, residual)
+          : AllReduceRounded(op_id, data, count, compression.encoding,
+                             residual);
+  if (status.ok()) Metrics().allreduce_seconds().Observe(SecondsSince(begun));
+  return status;
+}
+
+absl::Status RingCollective::AllReduceRounded(int64_t op_id, float* data,
+                                              int64_t count,
+                                              GradientEncoding encoding,
+                                              float* residual) {
+  const int n = size();
+  const int r = rank();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const int last_stage = 2 * n - 3;
+  if (residual != nullptr) {
+    // Our own contribution, rounded with error feedback: every later
+    // encoding of our own values is then exact.
+    for (int64_t i = 0; i < count; ++i) {
+      const float v = data[i] + residual[i];
+      const float q = RoundTrip(encoding, v);
+      residual[i] = std::isfinite(q) ? v - q : 0.0f;
+      data[i] = q;
+    }
+  }
+  const auto send = [&](int stage, int64_t p, const float* ptr, int64_t len) {
+    std::string payload;
+    Encode(encoding, ptr, len, 0, &payload);
+    absl::Status s = transport_->SendBytes(
+        RingTag{op_id, stage, static_cast<int32_t>(p)}, std::move(payload));
+    return s.ok() ? s : WithContext(s, "AllReduceSum", op_id, stage, r, n);
+  };
+  const Range own = Segment(count, n, r);
+  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+    const Range piece = Piece(own, piece_elements, p);
+    RETURN_IF_ERROR(send(0, p, data + piece.begin, piece.size()));
+  }
+  for (int k = 0; k <= last_stage; ++k) {
+    const Range segment = Segment(count, n, r - k - 1);
+    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+      const Range piece = Piece(segment, piece_elements, p);
+      float* const ptr = data + piece.begin;
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      absl::StatusOr<std::string> payload =
+          transport_->RecvBytes(in_tag, deadline);
+      absl::Status s = payload.status();
+      if (s.ok()) {
+        s = Decode(encoding, *payload, piece.size(), ptr,
+                   k < n - 1 ? DecodeOp::kAdd : DecodeOp::kCopy);
+      }
+      if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k, r, n);
+      if (k == last_stage) continue;
+      if (k >= n - 1) {  // all-gather: forward the bytes as received
+        s = transport_->SendBytes(
+            RingTag{op_id, k + 1, static_cast<int32_t>(p)},
+            *std::move(payload));
+        if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        continue;
+      }
+      if (k == n - 2) {
+        // The segment's final sum: keep exactly what the others will get.
+        for (int64_t i = 0; i < piece.size(); ++i) {
+          ptr[i] = RoundTrip(encoding, ptr[i]);
+        }
+      }
+      RETURN_IF_ERROR(send(k + 1, p, ptr, piece.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
+                                           int64_t count, double ratio,
+                                           float* residual) {
+  const int n = size();
+  const int r = rank();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+  const Range all{0, count};
+  const int64_t pieces = NumPieces(count, piece_elements);
+  // sets[rank][piece]: that rank's encoded top-k of the piece.
+  std::vector<std::vector<std::string>> sets(n,
+                                             std::vector<std::string>(pieces));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const Range piece = Piece(all, piece_elements, p);
+    EncodeWithFeedback(
+        GradientEncoding::kTopK, data + piece.begin, piece.size(), ratio,
+        residual == nullptr ? nullptr : residual + piece.begin, &sets[r][p]);
+    if (absl::Status s = transport_->SendBytes(
+            RingTag{op_id, 0, static_cast<int32_t>(p)}, sets[r][p]);
+        !s.ok()) {
+      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+    }
+  }
+  for (int k = 0; k <= n - 2; ++k) {
+    const int from = ((r - k - 1) % n + n) % n;
+    for (int64_t p = 0; p < pieces; ++p) {
+      const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      absl::StatusOr<std::string> payload =
+          transport_->RecvBytes(in_tag, deadline);
+      if (!payload.ok()) {
+        return WithContext(payload.status(), "AllReduceSum", op_id, k, r, n);
+      }
+      sets[from][p] = *std::move(payload);
+      if (k == n - 2) continue;
+      if (absl::Status s = transport_->SendBytes(
+              RingTag{op_id, k + 1, static_cast<int32_t>(p)}, sets[from][p]);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+      }
+    }
+  }
+  // The same sum, in the same order, on every rank.
+  for (int64_t p = 0; p < pieces; ++p) {
+    const Range piece = Piece(all, piece_elements, p);
+    float* const ptr = data + piece.begin;
+    std::fill(ptr, ptr + piece.size(), 0.0f);
+    for (int src = 0; src < n; ++src) {
+      if (absl::Status s = Decode(GradientEncoding::kTopK, sets[src][p],
+                                  piece.size(), ptr, DecodeOp::kAdd);
+          !s.ok()) {
+        return WithContext(s, "AllReduceSum", op_id, n - 2, r, n);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
+                                       int64_t count, int root) {
+  const int n = size();
+  const int r = rank();
+  if (root < 0 || root >= n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Broadcast op ", op_id, ": root ", root, " outside [0, ", n, ")"));
+  }
+  RETURN_IF_ERROR(CheckArgs("Broadcast", data, count));
+  if (n == 1 || count == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int distance = (r - root + n) % n;  // hops from root to us
+  const bool forward = distance + 1 < n;    // next rank is not root
+  const Range all{0, count};
+  for (int64_t p = 0; p < NumPieces(count, options_.piece_elements); ++p) {
+    const Range piece = Piece(all, options_.piece_elements, p);
+    float* const ptr = data + piece.begin;
+    if (distance > 0) {
+      const RingTag in_tag{op_id, distance - 1, static_cast<int32_t>(p)};
+      if (absl::Status s = transport_->Recv(in_tag, ptr, piece.size(),
+                                            RecvOp::kCopy, deadline);
+          !s.ok()) {
+        return WithContext(s, "Broadcast", op_id, distance - 1, r, n);
+      }
+    }
+    if (!forward) continue;
+    const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
+    if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+        !s.ok()) {
+      return WithContext(s, "Broadcast", op_id, distance, r, n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

@@ -1,0 +1,78 @@
+// Where a worker's ring peer service files the messages its left neighbour
+// streams to it, until the local collective takes them (RingTransport::Recv
+// of GrpcRingTransport). No gRPC types.
+//
+// Messages belong to a ring generation. Only the newest generation seen is
+// kept: a message of an older generation is refused, and a newer one drops
+// everything older (a collective of the old ring waiting in Take() gets
+// CANCELLED).
+//
+// Thread safety: all methods are thread-safe.
+#ifndef FERRY_RING_RING_MAILBOX_H_
+#define FERRY_RING_RING_MAILBOX_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/peer_limits.h"
+#include "ring/ring_transport.h"
+
+namespace ferry {
+
+class RingMailbox {
+ public:
+  // `max_buffered_bytes` bounds what unclaimed messages may hold,
+  // `max_messages` how many there may be.
+  explicit RingMailbox(int64_t max_buffered_bytes = int64_t{1} << 30,
+                       int64_t max_messages = kDefaultMaxRingMessages)
+      : max_buffered_bytes_(max_buffered_bytes), max_messages_(max_messages) {}
+
+  // Files `payload` under (generation, tag). Errors: ABORTED for a
+  // generation older than the newest seen; ALREADY_EXISTS for a tag filed
+  // twice; RESOURCE_EXHAUSTED when the buffered bytes or messages would pass
+  // their limit.
+  // Nothing is filed on error.
+  absl::Status Deliver(int64_t generation, const RingTag& tag,
+                       std::string payload);
+
+  // Waits for (generation, tag) and removes it from the box. Errors:
+  // DEADLINE_EXCEEDED at `deadline`; CANCELLED when a newer generation
+  // arrived, when Fail() was called for this generation, or after Close();
+  // the failure's status when the sender's stream broke (see Fail()).
+  absl::StatusOr<std::string> Take(int64_t generation, const RingTag& tag,
+                                   absl::Time deadline);
+
+  // Moves to `generation` (drops older messages) if it is newer than the
+  // newest seen. Returns false if `generation` is older than the newest.
+  bool Enter(int64_t generation);
+
+  // Records that the stream of `generation` broke: waiting and later Take()
+  // calls of that generation get `status` (if nothing is filed for them).
+  void Fail(int64_t generation, absl::Status status);
+
+  // Wakes every Take() with CANCELLED; later calls get CANCELLED too.
+  void Close();
+
+  int64_t buffered_bytes() const;
+
+ private:
+  bool EnterLocked(int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int64_t max_buffered_bytes_;
+  const int64_t max_messages_;
+  mutable absl::Mutex mu_;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
+  std::map<RingTag, std::string> messages_ ABSL_GUARDED_BY(mu_);
+  int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RING_RING_MAILBOX_H_

@@ -1,0 +1,287 @@
+#include "ring/ring_peer_service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/peer_limits.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "proto/raw_wire.h"
+#include "proto/rpc_auth.h"
+#include "proto/rpc_util.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kWeightsChunkElements = 256 * 1024;  // 1 MiB
+
+// Files every message of one neighbour's stream; deletes itself in OnDone.
+// Reads the stream raw and parses each message itself, so that a message
+// that does not parse is an error rather than the stream's end (see the
+// header). gRPC serializes the reactions of one call, so no lock is needed.
+class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  ExchangeReactor(grpc::CallbackServerContext* context,
+                  RingPeerService* service, grpc::ByteBuffer* response)
+      : context_(context), service_(service), response_(response) {
+    StartRead(&buffer_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (context_->IsCancelled() && generation_ >= 0) {
+        service_->mailbox()->Fail(generation_,
+                                  absl::UnavailableError(absl::StrFormat(
+                                      "the stream from ring rank %d (%s) broke",
+                                      from_rank_, from_worker_)));
+      }
+      FinishWithSummary();
+      return;
+    }
+    ++received_;
+    const int64_t size = static_cast<int64_t>(buffer_.Length());
+    if (absl::Status parsed =
+            ParseStreamMessage(buffer_, message_, "ring", received_);
+        !parsed.ok()) {
+      service_->counter()->AddReceived(size);  // never taken
+      End(parsed);
+      return;
+    }
+    // Only the hello is counted here; the rest of a filed message when the
+    // collective takes it (GrpcRingTransport), so that a report after a
+    // step does not count messages of the next step that arrived early.
+    const int64_t hello =
+        message_.has_hello()
+            ? static_cast<int64_t>(
+                  1 +
+                  google::protobuf::io::CodedOutputStream::VarintSize64(
+                      message_.hello().ByteSizeLong()) +
+                  message_.hello().ByteSizeLong())
+            : 0;
+    service_->counter()->AddReceived(hello);
+    const absl::Status status = File();
+    if (!status.ok()) {
+      service_->counter()->AddReceived(size - hello);  // never taken
+      End(status);
+      return;
+    }
+    if (LinkShaper* shaper = service_->shaper(); shaper != nullptr) {
+      // Link emulation: read on once this message passed the receive
+      // bucket; only a read's reaction finishes the call, so the reactor
+      // outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper->ReserveReceive(size, now);
+      if (release > now) {
+        shaper->RunAt(release, [this] { StartRead(&buffer_); });
+        return;
+      }
+    }
+    StartRead(&buffer_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Ends the call OK with the encoded ExchangeSummary.
+  void FinishWithSummary() {
+    v1::ExchangeSummary summary;
+    summary.set_messages(filed_);
+    *response_ = SerializeMessage(summary);
+    Finish(grpc::Status::OK);
+  }
+
+  // Ends the call with `error`, failing the stream's generation (if it got
+  // that far) so that the collective waiting for its pieces fails at once.
+  void End(const absl::Status& error) {
+    if (generation_ >= 0) service_->mailbox()->Fail(generation_, error);
+    Finish(ToGrpcStatus(error));
+  }
+
+  // Files message_ (the first must carry the hello); returns the error
+  // that ends the stream.
+  absl::Status File() {
+    if (generation_ < 0) {
+      if (!message_.has_hello()) {
+        return absl::InvalidArgumentError(
+            "the first ring message must carry the hello");
+      }
+      const v1::RingHello& hello = message_.hello();
+      const std::string job = service_->job_id();
+      if (job.empty()) {
+        return absl::UnavailableError("this worker has not joined a job yet");
+      }
+      if (hello.job_id() != job) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "ring message for job '%s'; this worker runs job '%s'",
+            hello.job_id(), job));
+      }
+      RETURN_IF_ERROR(CheckIdLength("the ring hello's from_worker_id",
+                                    hello.from_worker_id()));
+      if (!service_->mailbox()->Enter(hello.generation())) {
+        return absl::AbortedError(
+            absl::StrFormat("ring generation %d is older than this worker's",
+                            hello.generation()));
+      }
+      generation_ = hello.generation();
+      from_rank_ = hello.from_rank();
+      from_worker_ = hello.from_worker_id();
+    } else if (message_.has_hello()) {
+      return absl::InvalidArgumentError("ring hello repeated in a stream");
+    }
+    if (!message_.encoded() && message_.data().size() % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring message of %d bytes is not a whole number of floats",
+          message_.data().size()));
+    }
+    ++filed_;
+    RingTag tag{message_.op_id(), message_.stage(), message_.piece()};
+    return service_->mailbox()->Deliver(generation_, tag,
+                                        std::move(*message_.mutable_data()));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  RingPeerService* const service_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer buffer_;  // the message being read
+  v1::RingMessage message_;  // buffer_, parsed
+  int64_t received_ = 0;     // messages read, the one in hand included
+  int64_t filed_ = 0;        // ExchangeSummary.messages
+  int64_t generation_ = -1;
+  int from_rank_ = -1;
+  std::string from_worker_;
+};
+
+// Streams one snapshot in chunks, one write in flight; deletes itself in
+// OnDone.
+class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
+ public:
+  WeightsReactor(RingPeerService* service, const v1::WeightsRequest& request)
+      : service_(service) {
+    service_->counter()->AddReceived(
+        static_cast<int64_t>(request.ByteSizeLong()));
+    const std::string job = service_->job_id();
+    if (request.job_id() != job) {
+      Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrFormat(
+          "weights of job '%s' asked; this worker runs job '%s'",
+          request.job_id(), job))));
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> snapshot =
+        service_->publisher()->Get(request.min_step());
+    if (!snapshot.ok()) {
+      Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    snapshot_ = *std::move(snapshot);
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(
+          grpc::Status(grpc::StatusCode::CANCELLED, "weights stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    const int64_t total = static_cast<int64_t>(snapshot_->values.size());
+    if (offset_ >= total && offset_ > 0) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const int64_t n = std::min(kWeightsChunkElements, total - offset_);
+    chunk_.set_steps_applied(snapshot_->steps_applied);
+    chunk_.set_offset(offset_);
+    chunk_.set_total_elements(total);
+    chunk_.set_data(
+        reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
+        static_cast<size_t>(n) * sizeof(float));
+    offset_ += std::max<int64_t>(n, 1);
+    service_->counter()->AddSent(static_cast<int64_t>(chunk_.ByteSizeLong()));
+    StartWrite(&chunk_);
+  }
+
+  RingPeerService* const service_;
+  std::shared_ptr<const WeightsSnapshot> snapshot_;
+  v1::WeightsChunk chunk_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace
+
+void RingPeerService::set_job_id(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  job_id_ = job_id;
+}
+
+std::string RingPeerService::job_id() const {
+  absl::MutexLock lock(&mu_);
+  return job_id_;
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* RingPeerService::Exchange(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectRead<grpc::ByteBuffer>(auth);
+  }
+  return new ExchangeReactor(context, this, response);
+}
+
+grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
+    grpc::CallbackServerContext* context, const v1::WeightsRequest* request) {
+  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    return RejectWrite<v1::WeightsChunk>(auth);
+  }
+  return new WeightsReactor(this, *request);
+}
+
+std::string AdvertisedPeerAddress(const std::string& listen,
+                                  const std::string& advertise, int port) {
+  if (!advertise.empty()) {
+    if (advertise.find(':') == std::string::npos) {
+      return absl::StrCat(advertise, ":", port);
+    }
+    return advertise;
+  }
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::unique_ptr<RingPeerServer>> StartRingPeerServer(
+    const std::string& listen_address, LinkShaper* shaper) {
+  auto peer = std::make_unique<RingPeerServer>();
+  peer->mailbox = std::make_unique<RingMailbox>();
+  peer->publisher = std::make_unique<WeightsPublisher>();
+  peer->counter = std::make_unique<ByteCounter>();
+  peer->shaper = shaper;
+  peer->service = std::make_unique<RingPeerService>(
+      peer->mailbox.get(), peer->publisher.get(), peer->counter.get(), shaper);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  AddServingPort(builder, listen_address, &peer->port);
+  builder.RegisterService(peer->service.get());
+  peer->server = builder.BuildAndStart();
+  if (peer->server == nullptr || peer->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for ring peers on '", listen_address,
+                     "' (address in use or invalid?)"));
+  }
+  return peer;
+}
+
+}  // namespace ferry

@@ -1,0 +1,47 @@
+// Hands a ring worker's current weights to readers outside its training
+// loop (the coordinator's evaluation via RingPeer.GetWeights) without
+// stopping the loop: a reader that finds the snapshot too old marks it
+// wanted and retries; the training loop refreshes the snapshot between two
+// steps only when it is wanted.
+//
+// Thread safety: all methods are thread-safe.
+#ifndef FERRY_RING_WEIGHTS_PUBLISHER_H_
+#define FERRY_RING_WEIGHTS_PUBLISHER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ferry {
+
+struct WeightsSnapshot {
+  int64_t steps_applied = 0;
+  std::vector<float> values;  // the flat parameter buffer
+};
+
+class WeightsPublisher {
+ public:
+  // The newest snapshot if it has >= min_step steps applied. Otherwise
+  // marks a refresh wanted and returns UNAVAILABLE (retry shortly).
+  absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> Get(int64_t min_step);
+
+  // True when a reader waits for a fresher snapshot than the newest.
+  bool wanted() const { return wanted_.load(std::memory_order_acquire); }
+
+  // Replaces the snapshot and clears `wanted`.
+  void Publish(int64_t steps_applied, std::vector<float> values);
+
+ private:
+  std::atomic<bool> wanted_{false};
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RING_WEIGHTS_PUBLISHER_H_

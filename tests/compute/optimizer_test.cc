@@ -1,0 +1,135 @@
+#include "compute/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "compute/cpu_backend.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+// Straightforward double-precision reference of each optimizer (PyTorch's
+// documented update rules), run side by side with the backend kernels.
+struct Reference {
+  OptimizerConfig c;
+  std::vector<double> p, m, v;
+  int64_t t = 0;
+  void Step(const std::vector<double>& g_in) {
+    const double lr = LearningRateAt(c, t);
+    ++t;
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = g_in[i];
+      switch (c.kind) {
+        case OptimizerKind::kSgd:
+          p[i] -= lr * (g + c.weight_decay * p[i]);
+          break;
+        case OptimizerKind::kMomentum: {
+          g += c.weight_decay * p[i];
+          m[i] = c.momentum * m[i] + g;
+          p[i] -= lr * (c.nesterov ? g + c.momentum * m[i] : m[i]);
+          break;
+        }
+        case OptimizerKind::kAdam:
+        case OptimizerKind::kAdamW: {
+          if (c.kind == OptimizerKind::kAdamW) {
+            p[i] -= lr * c.weight_decay * p[i];
+          } else {
+            g += c.weight_decay * p[i];
+          }
+          m[i] = c.beta1 * m[i] + (1 - c.beta1) * g;
+          v[i] = c.beta2 * v[i] + (1 - c.beta2) * g * g;
+          const double mhat = m[i] / (1 - std::pow(c.beta1, t));
+          const double vhat = v[i] / (1 - std::pow(c.beta2, t));
+          p[i] -= lr * mhat / (std::sqrt(vhat) + c.epsilon);
+          break;
+        }
+      }
+    }
+  }
+};
+
+class OptimizerTest : public testing::TestWithParam<OptimizerKind> {};
+
+TEST_P(OptimizerTest, MatchesReferenceOverManySteps) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.05;
+  config.weight_decay = 0.01;
+  config.nesterov = true;
+  config.schedule.kind = ScheduleKind::kCosine;
+  config.schedule.warmup_steps = 3;
+  config.schedule.total_steps = 20;
+  const size_t n = 37;
+  auto opt = Optimizer::Create(config, backend.get(), n);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+
+  Reference ref{config, std::vector<double>(n), std::vector<double>(n, 0.0),
+                std::vector<double>(n, 0.0)};
+  std::vector<float> param(n);
+  for (size_t i = 0; i < n; ++i)
+    param[i] = static_cast<float>(ref.p[i] = std::sin(i + 1.0));
+  for (int step = 0; step < 20; ++step) {
+    std::vector<float> grad(n);
+    std::vector<double> grad_d(n);
+    for (size_t i = 0; i < n; ++i)
+      grad_d[i] = grad[i] = static_cast<float>(std::cos(step * 0.7 + i));
+    ASSERT_TRUE(opt->Apply(grad.data(), param.data()).ok());
+    ref.Step(grad_d);
+  }
+  EXPECT_EQ(opt->steps_applied(), 20);
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_NEAR(param[i], ref.p[i], 2e-5) << "element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllKinds, OptimizerTest,
+    testing::Values(OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                    OptimizerKind::kAdam, OptimizerKind::kAdamW),
+    [](const auto& info) { return OptimizerKindName(info.param); });
+
+TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {
+  OptimizerConfig c;
+  c.lr = 1.0;
+  c.schedule.kind = ScheduleKind::kCosine;
+  c.schedule.warmup_steps = 4;
+  c.schedule.total_steps = 104;
+  c.schedule.min_lr_ratio = 0.1;
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 0), 0.25);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 3), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 4), 1.0);
+  EXPECT_NEAR(LearningRateAt(c, 54), 0.55, 1e-12);
+  EXPECT_NEAR(LearningRateAt(c, 104), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(c, 500), 0.1, 1e-12);
+}
+
+TEST(LrScheduleTest, StepDecay) {
+  OptimizerConfig c;
+  c.lr = 1.0;
+  c.schedule.kind = ScheduleKind::kStep;
+  c.schedule.step_size = 10;
+  c.schedule.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 9), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 10), 0.5);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 25), 0.25);
+}
+
+TEST(OptimizerConfigTest, RejectsUntrainableConfigs) {
+  OptimizerConfig c;
+  c.lr = 0;
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  c.lr = std::nan("");
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  c = OptimizerConfig();
+  c.beta2 = 1.0;
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  c = OptimizerConfig();
+  c.schedule.kind = ScheduleKind::kCosine;
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  EXPECT_FALSE(ParseOptimizerKind("rmsprop").ok());
+  EXPECT_EQ(*ParseOptimizerKind("adamw"), OptimizerKind::kAdamW);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,249 @@
+// The coordinator under churn: ring steps aborted and re-formed, shard
+// rollbacks with the accounting, and a restart from the saved state.
+#include <filesystem>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/coordinator.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace ferry {
+namespace {
+
+v1::JobSpec RingJob(int batch, int epochs) {
+  v1::JobSpec job = Job(batch, epochs);
+  job.set_mode(v1::MODE_RING);
+  return job;
+}
+
+int64_t Fence(Coordinator& c, const std::string& worker) {
+  auto beat = c.Heartbeat(worker);
+  return beat.ok() ? beat->fence() : -1;
+}
+
+bool HasEvent(const v1::StatusResponse& s, const std::string& kind) {
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() == kind) return true;
+  }
+  return false;
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string dir =
+      absl::StrCat(testing::TempDir(), "/", name, "-", getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
+  Fixture f(RingJob(10, 1), 20);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ(ra->ring_size(), 2);
+  const int64_t fence = Fence(*f.coordinator, a);
+  // a finished its part of the all-reduce; b leaves before reporting: the
+  // ring could not have finished, so nobody may keep step 0.
+  v1::NextTaskRequest report;
+  report.set_worker_id(a);
+  *report.mutable_done() = Done(*ra);
+  report.set_report_only(true);
+  ASSERT_TRUE(Call(*f.coordinator, report).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  EXPECT_GT(Fence(*f.coordinator, a), fence);
+
+  auto again = NextWork(*f.coordinator, a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(again->step(), 0);
+  EXPECT_EQ(again->committed_steps(), 0);
+  ASSERT_EQ(again->ring_size(), 1);
+  EXPECT_EQ(again->ring(0).worker_id(), a);
+  EXPECT_GT(again->ring_generation(), ra->ring_generation());
+  EXPECT_GT(again->fence(), ra->fence());
+  // The whole global batch again, in its old order.
+  int64_t samples = 0;
+  for (const auto& t : again->tasks()) samples += t.end() - t.begin();
+  EXPECT_EQ(samples, 10);
+  EXPECT_EQ(again->tasks(0).begin(), 0);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.aborted_steps(), 1);
+  EXPECT_TRUE(HasEvent(s, "step_aborted"));
+  EXPECT_TRUE(HasEvent(s, "left"));
+}
+
+TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
+  Fixture f(RingJob(10, 1), 40);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  v1::NextTaskRequest prefetch;
+  prefetch.set_worker_id(a);
+  prefetch.set_after_step(0);
+  auto next = Call(*f.coordinator, prefetch);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->step(), 1);
+
+  v1::NextTaskRequest failed;
+  failed.set_worker_id(b);
+  failed.mutable_done()->set_step(0);
+  failed.mutable_done()->set_fence(rb->fence());
+  failed.mutable_done()->set_failed(true);
+  failed.set_report_only(true);
+  ASSERT_TRUE(Call(*f.coordinator, failed).ok());
+  // a's success report for the aborted step is refused.
+  v1::NextTaskRequest late;
+  late.set_worker_id(a);
+  *late.mutable_done() = Done(*ra);
+  late.set_report_only(true);
+  EXPECT_TRUE(absl::IsAborted(Call(*f.coordinator, late).status()));
+
+  auto a0 = NextWork(*f.coordinator, a);
+  auto b0 = NextWork(*f.coordinator, b);
+  ASSERT_TRUE(a0.ok() && b0.ok());
+  EXPECT_EQ(a0->step(), 0);
+  EXPECT_EQ(b0->step(), 0);
+  EXPECT_EQ(a0->ring_generation(), b0->ring_generation());
+  EXPECT_GT(a0->ring_generation(), ra->ring_generation());
+  EXPECT_EQ(a0->tasks(0).begin(), 0);
+  EXPECT_EQ(f.coordinator->Status().aborted_steps(), 2);
+}
+
+// Drives one worker through `steps` sync steps (reports each, asks again).
+absl::StatusOr<v1::NextTaskResponse> RunSteps(Fixture& f, const std::string& w,
+                                              v1::NextTaskResponse lease,
+                                              int steps) {
+  for (int i = 0; i < steps; ++i) {
+    const v1::StepReport done = Done(lease);
+    auto next = NextWork(*f.coordinator, w, &done);
+    if (!next.ok()) return next.status();
+    lease = *next;
+  }
+  return lease;
+}
+
+TEST(CoordinatorElasticTest,
+     ShardLosingAStepRollsBackToACheckpointAndRequeuesTheSamples) {
+  Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+  }
+  const std::string w = f.Join();
+  auto lease = Next(*f.coordinator, w);
+  ASSERT_TRUE(lease.ok());
+  lease = RunSteps(f, w, *lease, 5);  // steps 0..4 applied
+  ASSERT_TRUE(lease.ok());
+  WaitForFinalize(f.shards, 5);
+  ASSERT_EQ(lease->step(), 5);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_EQ(f.shards.checkpoints, (std::vector<int64_t>{2, 4}));
+    // Shard 1 restarts from its checkpoint at version 4 and lost step 5.
+    f.shards.versions = {5, 4};
+    f.shards.lose_next = 1;
+  }
+  const v1::StepReport done = Done(*lease);
+  auto after = NextWork(*f.coordinator, w, &done);
+  for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
+    absl::SleepFor(
+        absl::Milliseconds(20));  // the step in hand is void once restored
+    after = NextWork(*f.coordinator, w);
+  }
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->step(), 4);             // step 4 runs again...
+  EXPECT_EQ(after->tasks(0).begin(), 16);  // ...on the samples it had
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_EQ(f.shards.restores, (std::vector<int64_t>{4}));
+  }
+  v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.rollbacks(), 1);
+  EXPECT_EQ(s.samples_applied(), 16);
+  EXPECT_TRUE(HasEvent(s, "shards_rolled_back"));
+  // The epoch still applies every sample exactly once.
+  auto end = RunSteps(f, w, *after, 6);
+  ASSERT_TRUE(end.ok());
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 1);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 40);
+  EXPECT_EQ(s.accounting(0).samples_dropped(), 0);
+  EXPECT_EQ(s.samples_applied(), 40);
+}
+
+TEST(CoordinatorElasticTest,
+     RestartResumesAndSettlesTheStepInDoubtFromTheShards) {
+  const std::string dir = TempDir("coordinator-state");
+  Fixture f(Job(4, 2), 16, 1, dir);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0};
+  }
+  const std::string w = f.Join();
+  auto lease = Next(*f.coordinator, w);
+  ASSERT_TRUE(lease.ok());
+  lease = RunSteps(f, w, *lease, 2);
+  WaitForFinalize(f.shards, 2);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_EQ(lease->step(), 2);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.fail_next = 1000000;  // step 2 stays in doubt
+  }
+  v1::NextTaskRequest report;
+  report.set_worker_id(w);
+  *report.mutable_done() = Done(*lease);
+  report.set_report_only(true);
+  ASSERT_TRUE(Call(*f.coordinator, report).ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  f.coordinator->Shutdown();
+  f.coordinator.reset();
+  {
+    // ...but the shards had applied it before the coordinator died.
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.fail_next = 0;
+    f.shards.versions = {3};
+  }
+  auto restarted = f.Restart();
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  f.coordinator = std::move(*restarted);
+  auto next = NextWork(*f.coordinator, w);  // the worker is still a member
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->step(), 3);
+  EXPECT_EQ(next->tasks(0).begin(), 12);
+  v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.restarts(), 1);
+  EXPECT_EQ(s.samples_applied(), 12);
+  EXPECT_TRUE(HasEvent(s, "coordinator_restarted"));
+  EXPECT_TRUE(HasEvent(s, "step_recovered"));
+  auto end = RunSteps(f, w, *next, 5);
+  ASSERT_TRUE(end.ok());
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 2);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 16);
+  EXPECT_EQ(s.accounting(1).samples_applied(), 16);
+}
+
+TEST(CoordinatorElasticTest, StateOfAnotherJobIsRefused) {
+  const std::string dir = TempDir("coordinator-other");
+  { Fixture f(Job(4, 1), 16, 1, dir); }
+  CoordinatorOptions options;
+  options.job = Job(8, 1);
+  options.epoch_size = 16;
+  options.state_dir = dir;
+  FakeShards shards;
+  auto c = Coordinator::Create(options, &shards);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.status())) << c.status();
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,128 @@
+#include "tests/coordinator/coordinator_fixture.h"
+
+#include <future>
+
+#include "absl/time/clock.h"
+
+namespace ferry {
+
+absl::Status FakeShards::FinalizeStep(
+    int64_t step, int64_t, const std::vector<v1::Contributor>& contributors) {
+  absl::MutexLock lock(&mu);
+  if (fail_next > 0) {
+    --fail_next;
+    return absl::UnavailableError("shard down");
+  }
+  if (lose_next > 0) {
+    --lose_next;
+    return absl::FailedPreconditionError(
+        "shard restarted: step is above its version");
+  }
+  finalized.push_back({step, contributors});
+  for (int64_t& v : versions) v = step + 1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<double, double>> FakeShards::Evaluate(int64_t) {
+  return std::make_pair(0.5, 1.0);
+}
+
+absl::Status FakeShards::Checkpoint(int64_t version) {
+  absl::MutexLock lock(&mu);
+  checkpoints.push_back(version);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> FakeShards::Versions() {
+  absl::MutexLock lock(&mu);
+  return versions;
+}
+
+absl::Status FakeShards::RestoreTo(int64_t version, int64_t) {
+  absl::MutexLock lock(&mu);
+  restores.push_back(version);
+  for (int64_t& v : versions) v = version;
+  return absl::OkStatus();
+}
+
+void WaitForFinalize(FakeShards& shards, size_t n) {
+  for (int i = 0; i < 300; ++i) {
+    {
+      absl::MutexLock lock(&shards.mu);
+      if (shards.finalized.size() >= n) return;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
+  v1::JobSpec job;
+  job.set_job_id("job");
+  job.set_global_batch(batch);
+  job.set_epochs(epochs);
+  job.set_consistency(consistency);
+  return job;
+}
+
+absl::StatusOr<v1::NextTaskResponse> Call(Coordinator& c,
+                                          const v1::NextTaskRequest& request) {
+  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
+  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) {
+    promise.set_value(std::move(r));
+  });
+  return promise.get_future().get();
+}
+
+absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c,
+                                          const std::string& worker,
+                                          const v1::StepReport* done) {
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  if (done) *request.mutable_done() = *done;
+  return Call(c, request);
+}
+
+absl::StatusOr<v1::NextTaskResponse> NextWork(Coordinator& c,
+                                              const std::string& worker,
+                                              const v1::StepReport* done) {
+  auto r = Next(c, worker, done);
+  for (int i = 0;
+       i < 100 && r.ok() && r->action() == v1::NextTaskResponse::WAIT; ++i) {
+    r = Next(c, worker);
+  }
+  return r;
+}
+
+v1::StepReport Done(const v1::NextTaskResponse& r) {
+  v1::StepReport report;
+  report.set_step(r.step());
+  report.set_fence(r.fence());
+  int64_t n = 0;
+  for (const auto& t : r.tasks()) n += t.end() - t.begin();
+  report.set_num_samples(n);
+  report.set_loss_sum(n * 0.5);
+  return report;
+}
+
+Fixture::Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers,
+                 std::string state_dir, int64_t checkpoint_every) {
+  options.job = std::move(job);
+  options.epoch_size = epoch_size;
+  options.long_poll = absl::Milliseconds(50);
+  options.min_workers = min_workers;
+  options.heartbeat_timeout = absl::Milliseconds(300);
+  options.state_dir = std::move(state_dir);
+  options.checkpoint_every = checkpoint_every;
+  coordinator = *Coordinator::Create(options, &shards);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Fixture::Restart() {
+  return Coordinator::Create(options, &shards);
+}
+
+std::string Fixture::Join() {
+  v1::RegisterRequest request;
+  return coordinator->Register(request)->worker_id();
+}
+
+}  // namespace ferry

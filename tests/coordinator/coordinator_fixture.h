@@ -1,0 +1,70 @@
+// Helpers for the coordinator's tests: fake shards, job specs, NextTask
+// calls that behave like a worker's, and a fixture owning a coordinator.
+#ifndef FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
+#define FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator.h"
+
+namespace ferry {
+
+// Records finalized steps, checkpoints and restores; evaluation returns a
+// fixed accuracy. `versions` is what Versions() answers (tests set it to
+// play a restarted shard); `fail_next` makes FinalizeStep UNAVAILABLE, and
+// `lose_next` FAILED_PRECONDITION (a shard that lost the step).
+class FakeShards : public ShardControl {
+ public:
+  absl::Status FinalizeStep(
+      int64_t step, int64_t generation,
+      const std::vector<v1::Contributor>& contributors) override;
+  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override;
+  absl::Status Checkpoint(int64_t version) override;
+  absl::StatusOr<std::vector<int64_t>> Versions() override;
+  absl::Status RestoreTo(int64_t version, int64_t generation) override;
+
+  absl::Mutex mu;
+  int fail_next = 0;
+  int lose_next = 0;
+  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
+  std::vector<int64_t> checkpoints, restores, versions;
+};
+
+// Waits (bounded) until the fake shards saw `n` finalizes.
+void WaitForFinalize(FakeShards& shards, size_t n = 1);
+
+v1::JobSpec Job(int batch, int epochs,
+                v1::Consistency consistency = v1::CONSISTENCY_SYNC);
+
+// NextTask, waited for.
+absl::StatusOr<v1::NextTaskResponse> Call(Coordinator& c,
+                                          const v1::NextTaskRequest& request);
+absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c,
+                                          const std::string& worker,
+                                          const v1::StepReport* done = nullptr);
+// Like a worker: reports once, then asks again while told to WAIT.
+absl::StatusOr<v1::NextTaskResponse> NextWork(
+    Coordinator& c, const std::string& worker,
+    const v1::StepReport* done = nullptr);
+// A successful report of the lease `r`.
+v1::StepReport Done(const v1::NextTaskResponse& r);
+
+struct Fixture {
+  explicit Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers = 1,
+                   std::string state_dir = "", int64_t checkpoint_every = 0);
+  // A coordinator over the same shards and options (a restart).
+  absl::StatusOr<std::unique_ptr<Coordinator>> Restart();
+  std::string Join();
+
+  CoordinatorOptions options;
+  FakeShards shards;
+  std::unique_ptr<Coordinator> coordinator;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_

@@ -1,0 +1,147 @@
+// The coordinator's training curves, through a fake MetricsSink.
+#include <future>
+#include <vector>
+
+#include "coordinator/coordinator.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace ferry {
+namespace {
+
+class FakeSink : public MetricsSink {
+ public:
+  void RecordStep(const StepMetrics& m) override {
+    absl::MutexLock lock(&mu);
+    steps.push_back(m);
+  }
+  void RecordEval(const EvalMetrics& m) override {
+    absl::MutexLock lock(&mu);
+    evals.push_back(m);
+  }
+  absl::Mutex mu;
+  std::vector<StepMetrics> steps;
+  std::vector<EvalMetrics> evals;
+};
+
+// A report like Done() with accuracy, timing and cumulative byte counts.
+v1::StepReport Report(const v1::NextTaskResponse& r, int64_t cumulative_sent) {
+  v1::StepReport report = Done(r);
+  report.set_correct(report.num_samples() / 2);
+  report.set_compute_seconds(0.25);
+  report.set_comm_seconds(0.5);
+  (*report.mutable_bytes()->mutable_sent())["ps"] = cumulative_sent;
+  (*report.mutable_bytes()->mutable_received())["ps"] = 2 * cumulative_sent;
+  return report;
+}
+
+// The fixture's coordinator again, with `sink` injected.
+void UseSink(Fixture& f, FakeSink& sink) {
+  f.coordinator->Shutdown();
+  f.options.metrics = &sink;
+  f.coordinator = *f.Restart();
+}
+
+TEST(CoordinatorMetricsTest, OnePointPerCommittedStepWithItsAggregate) {
+  Fixture f(Job(8, 2), 21);
+  FakeSink sink;
+  UseSink(f, sink);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  int64_t reports = 0;
+  for (int guard = 0; guard < 200; ++guard) {
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    if (ra->action() == v1::NextTaskResponse::FINISH &&
+        rb->action() == v1::NextTaskResponse::FINISH) {
+      break;
+    }
+    ++reports;
+    const v1::StepReport da = Report(*ra, 100 * reports),
+                         db = Report(*rb, 1000 * reports);
+    const bool a_task = ra->action() == v1::NextTaskResponse::TRAIN;
+    const bool b_task = rb->action() == v1::NextTaskResponse::TRAIN;
+    std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
+        std::async(std::launch::async, [&] {
+          return a_task ? NextWork(*f.coordinator, a, &da)
+                        : NextWork(*f.coordinator, a);
+        });
+    rb =
+        b_task ? NextWork(*f.coordinator, b, &db) : NextWork(*f.coordinator, b);
+    ra = fa.get();
+  }
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  f.coordinator->Shutdown();  // flushes what is left
+  absl::MutexLock lock(&sink.mu);
+  // 21 samples / batch 8 = 3 steps per epoch (8, 8, 5), two epochs.
+  ASSERT_EQ(sink.steps.size(), 6u);
+  const int64_t expected_samples[] = {8, 8, 5, 8, 8, 5};
+  int64_t last_sent = 0;
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    const StepMetrics& m = sink.steps[i];
+    EXPECT_EQ(m.step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(m.epoch, static_cast<int64_t>(i) / 3);
+    EXPECT_EQ(m.samples, expected_samples[i]);
+    EXPECT_EQ(m.workers, 2);
+    EXPECT_EQ(m.mode, "ps");
+    EXPECT_DOUBLE_EQ(m.train_loss, 0.5);  // Done(): loss_sum = n * 0.5
+    EXPECT_GT(m.train_accuracy, 0.0);
+    EXPECT_LE(m.train_accuracy, 0.5);
+    EXPECT_DOUBLE_EQ(m.compute_seconds, 0.25);
+    EXPECT_DOUBLE_EQ(m.comm_seconds, 0.5);
+    EXPECT_GE(m.step_seconds, 0.0);
+    EXPECT_GE(m.elapsed_seconds, 0.0);
+    EXPECT_EQ(m.bytes_workers, 2);
+    EXPECT_GE(m.bytes_sent, last_sent);  // cumulative
+    EXPECT_EQ(m.bytes_received, 2 * m.bytes_sent);
+    last_sent = m.bytes_sent;
+  }
+  // The last step's counts are both workers' latest reports.
+  EXPECT_EQ(sink.steps.back().bytes_sent, 1100 * reports);
+  ASSERT_EQ(sink.evals.size(), 2u);  // after epoch 0, and the final one
+  EXPECT_EQ(sink.evals[0].step, 3);
+  EXPECT_EQ(sink.evals[0].epoch, 0);
+  EXPECT_FALSE(sink.evals[0].final);
+  EXPECT_EQ(sink.evals[1].step, 6);
+  EXPECT_TRUE(sink.evals[1].final);
+  EXPECT_DOUBLE_EQ(sink.evals[1].test_accuracy, 0.5);  // FakeShards::Evaluate
+  EXPECT_DOUBLE_EQ(sink.evals[1].test_loss, 1.0);
+}
+
+TEST(CoordinatorMetricsTest, AsyncGetsOnePointPerAppliedTask) {
+  Fixture f(Job(8, 1, v1::CONSISTENCY_ASYNC), 16);
+  FakeSink sink;
+  UseSink(f, sink);
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  int tasks = 0;
+  while (r.ok() && r->action() == v1::NextTaskResponse::TRAIN && tasks < 10) {
+    ++tasks;
+    const v1::StepReport done = Report(*r, 10 * tasks);
+    r = NextWork(*f.coordinator, a, &done);
+  }
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  f.coordinator->Shutdown();
+  absl::MutexLock lock(&sink.mu);
+  ASSERT_EQ(sink.steps.size(), static_cast<size_t>(tasks));
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    EXPECT_EQ(sink.steps[i].step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(sink.steps[i].workers, 1);
+    EXPECT_EQ(sink.steps[i].bytes_sent, 10 * static_cast<int64_t>(i + 1));
+  }
+  ASSERT_EQ(sink.evals.size(), 1u);
+  EXPECT_EQ(sink.evals[0].step, tasks);
+}
+
+TEST(CoordinatorMetricsTest, NoSinkNoPoints) {
+  Fixture f(Job(8, 1), 8);  // metrics == nullptr: nothing queued, no crash
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  ASSERT_TRUE(r.ok());
+  const v1::StepReport done = Done(*r);
+  ASSERT_TRUE(NextWork(*f.coordinator, a, &done).ok());
+  EXPECT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+}
+
+}  // namespace
+}  // namespace ferry

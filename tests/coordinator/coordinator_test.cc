@@ -1,0 +1,271 @@
+#include "coordinator/coordinator.h"
+
+#include <future>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace ferry {
+namespace {
+
+TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
+  Fixture f(Job(10, 1), 25, /*min_workers=*/2);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(ra->step(), 0);
+  EXPECT_EQ(rb->step(), 0);
+  // Step 0 = positions [0, 10): rank 0 takes [0, 5), rank 1 [5, 10).
+  EXPECT_EQ(ra->tasks(0).begin(), 0);
+  EXPECT_EQ(ra->tasks(0).end(), 5);
+  EXPECT_EQ(rb->tasks(0).begin(), 5);
+  EXPECT_EQ(rb->tasks(0).end(), 10);
+}
+
+TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
+  Fixture f(Job(8, 2), 21);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  int guard = 0;
+  while (++guard < 200) {
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    if (ra->action() == v1::NextTaskResponse::FINISH &&
+        rb->action() == v1::NextTaskResponse::FINISH)
+      break;
+    auto da = Done(*ra), db = Done(*rb);
+    auto a_task = ra->action() == v1::NextTaskResponse::TRAIN;
+    auto b_task = rb->action() == v1::NextTaskResponse::TRAIN;
+    // Both report, then ask again (the first may wait for the second).
+    std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
+        std::async(std::launch::async, [&] {
+          return a_task ? NextWork(*f.coordinator, a, &da)
+                        : NextWork(*f.coordinator, a);
+        });
+    rb =
+        b_task ? NextWork(*f.coordinator, b, &db) : NextWork(*f.coordinator, b);
+    ra = fa.get();
+  }
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 2);
+  for (const auto& acc : s.accounting()) {
+    EXPECT_EQ(acc.samples_applied(), 21);
+    EXPECT_EQ(acc.samples_dropped(), 0);
+  }
+  // 21 samples / batch 8 = 3 steps per epoch (8, 8, 5).
+  EXPECT_EQ(s.step(), 6);
+  EXPECT_EQ(f.shards.finalized.size(), 6u);
+  EXPECT_EQ(f.shards.finalized[2].second.size(), 2u);
+  EXPECT_EQ(f.shards.finalized[2].second[0].num_samples() +
+                f.shards.finalized[2].second[1].num_samples(),
+            5);
+  EXPECT_TRUE(s.finished());
+  EXPECT_EQ(s.evals_size(), 2);  // after epoch 0, and the final one
+}
+
+TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
+  Fixture f(Job(10, 1), 10, /*min_workers=*/1);
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(*f.coordinator, a);
+  auto rb = Next(*f.coordinator, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  auto da = Done(*ra);
+  // a pushed; b leaves before pushing: step 0 finalizes over {a} only.
+  std::future<absl::StatusOr<v1::NextTaskResponse>> fa = std::async(
+      std::launch::async, [&] { return NextWork(*f.coordinator, a, &da); });
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  auto next = fa.get();
+  ASSERT_TRUE(next.ok());
+  // Step 1 may be handed out while step 0 is still being finalized (its
+  // pull waits for version 1): wait for the finalizer.
+  WaitForFinalize(f.shards);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), a);
+  }
+  // b's samples [5, 10) come back to a in the next step.
+  ASSERT_EQ(next->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(next->step(), 1);
+  EXPECT_EQ(next->tasks(0).begin(), 5);
+  EXPECT_EQ(next->tasks(0).end(), 10);
+  const v1::StepReport next_done = Done(*next);
+  auto last = NextWork(*f.coordinator, a, &next_done);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->action(), v1::NextTaskResponse::FINISH);
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 1);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 10);
+  EXPECT_EQ(s.accounting(0).samples_released(), 5);
+  EXPECT_EQ(s.workers_seen(), 2);
+}
+
+TEST(CoordinatorTest, DeadWorkerIsEvictedAfterHeartbeatTimeout) {
+  Fixture f(Job(4, 1), 8);
+  const std::string a = f.Join();
+  const int64_t gen = f.coordinator->Status().generation();
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ(f.coordinator->Heartbeat(a).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_GT(f.coordinator->Status().generation(), gen);
+  EXPECT_EQ(Next(*f.coordinator, a).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(CoordinatorTest, ReportForAStepWithoutTheWorkerIsAborted) {
+  Fixture f(Job(4, 1), 8);
+  const std::string a = f.Join();
+  v1::StepReport bogus;
+  bogus.set_step(5);
+  EXPECT_EQ(Next(*f.coordinator, a, &bogus).status().code(),
+            absl::StatusCode::kAborted);
+}
+
+TEST(CoordinatorTest, WaitsBelowMinimumWorkers) {
+  Fixture f(Job(4, 1), 8, /*min_workers=*/2);
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
+}
+
+TEST(CoordinatorTest, FinalizeIsRetriedWhenAShardIsDown) {
+  Fixture f(Job(4, 1), 4);
+  f.shards.fail_next = 2;
+  const std::string a = f.Join();
+  auto r = Next(*f.coordinator, a);
+  auto d = Done(*r);
+  auto finish = NextWork(*f.coordinator, a, &d);
+  ASSERT_TRUE(finish.ok());
+  EXPECT_EQ(finish->action(), v1::NextTaskResponse::FINISH);
+  EXPECT_EQ(f.shards.finalized.size(), 1u);
+}
+
+TEST(CoordinatorTest, SspHoldsBackAWorkerTooFarAhead) {
+  v1::JobSpec job = Job(4, 1, v1::CONSISTENCY_SSP);
+  job.set_staleness(1);
+  Fixture f(job, 1000, 2);
+  const std::string fast = f.Join(), slow = f.Join();
+  ASSERT_EQ(Next(*f.coordinator, slow)->action(), v1::NextTaskResponse::TRAIN);
+  auto r = Next(*f.coordinator, fast);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN) << "clock " << i;
+    auto d = Done(*r);
+    r = Next(*f.coordinator, fast, &d);
+  }
+  // fast has done 2 tasks, slow 0: 2 > 0 + 1, so fast must wait.
+  EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
+}
+
+TEST(CoordinatorTest, RejectsOtherJobsAndBadSpecs) {
+  Fixture f(Job(4, 1), 8);
+  v1::RegisterRequest other;
+  other.set_job_id("not-this-one");
+  EXPECT_EQ(f.coordinator->Register(other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  FakeShards shards;
+  CoordinatorOptions bad;
+  bad.job = Job(0, 1);
+  bad.epoch_size = 8;
+  EXPECT_EQ(Coordinator::Create(bad, &shards).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
+  v1::JobSpec job = Job(10, 1);
+  job.set_sync_quorum(1);
+  Fixture f(job, 20, /*min_workers=*/2);
+  const std::string fast = f.Join(), slow = f.Join();
+  auto rf = Next(*f.coordinator, fast);
+  auto rs = Next(*f.coordinator, slow);
+  ASSERT_TRUE(rf.ok() && rs.ok());
+  ASSERT_EQ(rs->tasks(0).begin(), 5);
+  const v1::StepReport df = Done(*rf), ds = Done(*rs);
+  auto next = NextWork(*f.coordinator, fast, &df);
+  ASSERT_TRUE(next.ok());
+  WaitForFinalize(f.shards);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    ASSERT_EQ(f.shards.finalized[0].second.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), fast);
+  }
+  // The straggler's report for step 0 comes too late: ABORTED, not applied.
+  EXPECT_EQ(Next(*f.coordinator, slow, &ds).status().code(),
+            absl::StatusCode::kAborted);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.samples_applied(), 5);
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+absl::StatusOr<v1::NextTaskResponse> Prefetch(Coordinator& c,
+                                              const std::string& worker,
+                                              int64_t after_step) {
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  request.set_after_step(after_step);
+  return Call(c, request);
+}
+
+absl::StatusOr<v1::NextTaskResponse> ReportOnly(Coordinator& c,
+                                                const std::string& worker,
+                                                const v1::StepReport& done) {
+  v1::NextTaskRequest request;
+  request.set_worker_id(worker);
+  *request.mutable_done() = done;
+  request.set_report_only(true);
+  return Call(c, request);
+}
+
+TEST(CoordinatorTest, PrefetchFormsTheNextStepWhileThisOneRunsButNoFurther) {
+  Fixture f(Job(10, 1), 100, /*min_workers=*/2);
+  const std::string a = f.Join(), b = f.Join();
+  auto a0 = Next(*f.coordinator, a);
+  auto b0 = Next(*f.coordinator, b);
+  ASSERT_TRUE(a0.ok() && b0.ok());
+  ASSERT_EQ(a0->step(), 0);
+  // Step 1 forms although nobody reported step 0; it takes the next positions.
+  auto a1 = Prefetch(*f.coordinator, a, 0);
+  ASSERT_TRUE(a1.ok()) << a1.status();
+  ASSERT_EQ(a1->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(a1->step(), 1);
+  EXPECT_EQ(a1->tasks(0).begin(), 10);
+  // Step 2 would be a third step collecting reports: the long-poll expires.
+  auto a2 = Prefetch(*f.coordinator, a, 1);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ(a2->action(), v1::NextTaskResponse::WAIT);
+  // Reports alone are answered at once; step 0 then finalizes with both.
+  auto ack = ReportOnly(*f.coordinator, a, Done(*a0));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->action(), v1::NextTaskResponse::WAIT);
+  ASSERT_TRUE(ReportOnly(*f.coordinator, b, Done(*b0)).ok());
+  WaitForFinalize(f.shards);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    ASSERT_EQ(f.shards.finalized.size(), 1u);
+    EXPECT_EQ(f.shards.finalized[0].first, 0);
+    EXPECT_EQ(f.shards.finalized[0].second.size(), 2u);
+  }
+  auto a2_now = Prefetch(*f.coordinator, a, 1);
+  ASSERT_TRUE(a2_now.ok());
+  EXPECT_EQ(a2_now->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(a2_now->step(), 2);
+  EXPECT_EQ(a2_now->tasks(0).begin(), 20);
+  // Without after_step a worker gets its oldest unreported step back.
+  auto again = Next(*f.coordinator, b);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->step(), 1);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,199 @@
+// The ring collectives over the real gRPC transport: N peer servers on
+// loopback in one process, one thread per rank.
+#include "ring/grpc_ring_transport.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "ring/ring_collective.h"
+#include "ring/ring_peer_service.h"
+
+namespace ferry {
+namespace {
+
+constexpr char kJob[] = "ring-test";
+
+struct Ring {
+  std::vector<std::unique_ptr<RingPeerServer>> peers;
+  std::vector<RingMemberAddress> members;
+
+  explicit Ring(int n) {
+    for (int r = 0; r < n; ++r) {
+      auto peer = StartRingPeerServer("127.0.0.1:0");
+      EXPECT_TRUE(peer.ok()) << peer.status();
+      (*peer)->service->set_job_id(kJob);
+      members.push_back(
+          {absl::StrCat("w", r), absl::StrCat("127.0.0.1:", (*peer)->port)});
+      peers.push_back(std::move(*peer));
+    }
+  }
+
+  std::unique_ptr<GrpcRingTransport> Transport(int rank, int64_t generation = 1,
+                                               const std::string& job = kJob) {
+    GrpcRingTransportOptions o;
+    o.job_id = job;
+    o.generation = generation;
+    o.rank = rank;
+    o.ring = members;
+    o.mailbox = peers[rank]->mailbox.get();
+    o.counter = peers[rank]->counter.get();
+    auto t = GrpcRingTransport::Create(o);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return std::move(*t);
+  }
+};
+
+// Runs AllReduceSum on ranks [0, participants) of an n-rank ring.
+std::vector<absl::Status> AllReduce(Ring& ring, int n, int participants,
+                                    int64_t count,
+                                    std::vector<std::vector<float>>& data,
+                                    absl::Duration timeout,
+                                    int64_t piece = 1000) {
+  std::vector<absl::Status> results(n);
+  std::vector<std::unique_ptr<GrpcRingTransport>> transports;
+  for (int r = 0; r < n; ++r) transports.push_back(ring.Transport(r));
+  data.assign(n, std::vector<float>(count));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < participants; ++r) {
+    for (int64_t i = 0; i < count; ++i)
+      data[r][i] = static_cast<float>((r + 1) * (i % 7));
+    threads.emplace_back([&, r] {
+      RingCollective collective(transports[r].get(), {piece, timeout});
+      results[r] = collective.AllReduceSum(/*op_id=*/1, data[r].data(), count);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+TEST(GrpcRingTransportTest, AllReduceOverLoopbackSumsOnEveryRank) {
+  for (int n : {1, 2, 3}) {
+    for (int64_t count : {int64_t{0}, int64_t{7}, int64_t{10007}}) {
+      Ring ring(n);
+      std::vector<std::vector<float>> data;
+      auto results = AllReduce(ring, n, n, count, data, absl::Seconds(20));
+      const float rank_sum = n * (n + 1) / 2.0f;
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(results[r].ok())
+            << "n=" << n << " rank " << r << ": " << results[r];
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(data[r][i], rank_sum * (i % 7))
+              << "n=" << n << " rank " << r << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(GrpcRingTransportTest, BytesOnTheWireAreTheRingVolumePlusFraming) {
+  const int n = 3;
+  const int64_t count = 300000;  // divisible by 3
+  Ring ring(n);
+  std::vector<std::vector<float>> data;
+  auto results =
+      AllReduce(ring, n, n, count, data, absl::Seconds(30), 64 * 1024);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(results[r].ok()) << results[r];
+    const double payload = 2.0 * (n - 1) / n * count * sizeof(float);
+    const TransferBytes bytes = ring.peers[r]->counter->Get();
+    EXPECT_GE(bytes.sent, payload);
+    EXPECT_LT(bytes.sent, payload * 1.01) << "rank " << r;
+  }
+}
+
+TEST(GrpcRingTransportTest, SilentPeerFailsTheCollectiveWithinItsDeadline) {
+  Ring ring(3);
+  std::vector<std::vector<float>> data;
+  const absl::Time start = absl::Now();
+  // Rank 2 never takes part: ranks 0 and 1 must give up, not hang.
+  auto results = AllReduce(ring, 3, 2, 3000, data, absl::Seconds(1));
+  const absl::Duration took = absl::Now() - start;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
+        << results[r];
+  }
+  EXPECT_NE(results[0].message().find("ring rank 2 (w2"), std::string::npos)
+      << results[0];
+  EXPECT_LT(took, absl::Seconds(4));
+}
+
+TEST(GrpcRingTransportTest, DeadNextPeerIsUnavailableNotAHang) {
+  Ring ring(2);
+  ring.peers[1]->server->Shutdown(std::chrono::system_clock::now());
+  auto transport = ring.Transport(0);
+  RingCollective collective(transport.get(), {1000, absl::Seconds(10)});
+  std::vector<float> data(5000, 1.0f);
+  const absl::Time start = absl::Now();
+  const absl::Status status =
+      collective.AllReduceSum(1, data.data(), data.size());
+  EXPECT_TRUE(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))
+      << status;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(11));
+}
+
+TEST(GrpcRingTransportTest, OtherJobAndOlderGenerationAreRefused) {
+  Ring ring(2);
+  {
+    auto stranger = ring.Transport(0, /*generation=*/1, "another-job");
+    ASSERT_TRUE(
+        stranger->Send({1, 0, 0}, std::vector<float>(4).data(), 4).ok());
+  }
+  // Nothing of the foreign job was filed for rank 1.
+  EXPECT_EQ(ring.peers[1]->mailbox->buffered_bytes(), 0);
+  ring.peers[1]->mailbox->Enter(5);
+  {
+    auto old = ring.Transport(0, /*generation=*/4);
+    ASSERT_TRUE(old->Send({1, 0, 0}, std::vector<float>(4).data(), 4).ok());
+  }
+  EXPECT_EQ(ring.peers[1]->mailbox->buffered_bytes(), 0);
+}
+
+TEST(RingMailboxTest, DeliverTakeAndErrors) {
+  RingMailbox box(/*max_buffered_bytes=*/16);
+  EXPECT_TRUE(box.Deliver(2, {1, 0, 0}, std::string(8, 'a')).ok());
+  EXPECT_EQ(box.Deliver(2, {1, 0, 0}, "x").code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(box.Deliver(2, {1, 0, 1}, std::string(12, 'b')).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(box.Deliver(1, {1, 0, 2}, "x").code(), absl::StatusCode::kAborted);
+  auto got = box.Take(2, {1, 0, 0}, absl::Now() + absl::Seconds(1));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, std::string(8, 'a'));
+  EXPECT_EQ(box.Take(2, {1, 0, 3}, absl::Now() + absl::Milliseconds(20))
+                .status()
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  box.Fail(2, absl::UnavailableError("link broke"));
+  EXPECT_EQ(
+      box.Take(2, {1, 0, 3}, absl::Now() + absl::Seconds(5)).status().code(),
+      absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(box.Enter(3));  // a new ring clears the failure
+  EXPECT_EQ(
+      box.Take(2, {1, 0, 3}, absl::Now() + absl::Seconds(5)).status().code(),
+      absl::StatusCode::kCancelled);
+  box.Close();
+  EXPECT_EQ(
+      box.Take(3, {1, 0, 3}, absl::Now() + absl::Seconds(5)).status().code(),
+      absl::StatusCode::kCancelled);
+}
+
+TEST(WeightsPublisherTest, ReadersGetFreshEnoughSnapshotsOnly) {
+  WeightsPublisher publisher;
+  EXPECT_FALSE(publisher.wanted());
+  EXPECT_TRUE(absl::IsUnavailable(publisher.Get(0).status()));
+  EXPECT_TRUE(publisher.wanted());
+  publisher.Publish(5, {1.0f, 2.0f});
+  EXPECT_FALSE(publisher.wanted());
+  auto snapshot = publisher.Get(5);
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ((*snapshot)->steps_applied, 5);
+  EXPECT_EQ((*snapshot)->values, std::vector<float>({1.0f, 2.0f}));
+  EXPECT_TRUE(absl::IsUnavailable(publisher.Get(6).status()));
+  EXPECT_TRUE(publisher.wanted());
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,1 @@
+#include "worker/trainer.h"

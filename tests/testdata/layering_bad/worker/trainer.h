@@ -1,0 +1,1 @@
+// a worker header
