@@ -39,8 +39,10 @@ def paired_bars(runs, measured_key, predicted_key, scale, ylabel, title, path):
     width = 0.4
     ax.bar([x - width / 2 for x in xs], [r[measured_key] * scale for r in runs], width,
            label="measured")
-    ax.bar([x + width / 2 for x in xs], [r[predicted_key] * scale for r in runs], width,
-           label="cost model")
+    # A loopback baseline has no time prediction (null): no bar.
+    ax.bar([x + width / 2 for x in xs],
+           [float("nan") if r[predicted_key] is None else r[predicted_key] * scale
+            for r in runs], width, label="cost model")
     ax.set_xticks(list(xs))
     ax.set_xticklabels([label(r) for r in runs], rotation=35, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)

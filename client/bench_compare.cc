@@ -395,12 +395,15 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
                           {"error", std::string(record.status().message())}});
       continue;
     }
+    const nlohmann::json& step_predicted = (*record)["step_seconds_predicted"];
     progress.Line(absl::StrFormat(
-        "[%d/%d] %s: step %.4f s (model %.4f), %.3f MB/worker/step (model "
+        "[%d/%d] %s: step %.4f s (model %s), %.3f MB/worker/step (model "
         "%.3f)  [%.0f s]",
         i + 1, sweep->size(), Describe(c),
         (*record)["step_seconds_measured"].get<double>(),
-        (*record)["step_seconds_predicted"].get<double>(),
+        step_predicted.is_null()
+            ? std::string("n/a: loopback baseline")
+            : absl::StrFormat("%.4f", step_predicted.get<double>()),
         (*record)["bytes_per_step_per_worker_measured"].get<double>() / 1e6,
         (*record)["bytes_per_step_per_worker_predicted"].get<double>() / 1e6,
         seconds));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "model/model_spec.h"
 
 namespace ferry {
 namespace {
@@ -28,6 +29,12 @@ double RelativeError(double measured, double predicted) {
 }
 
 std::string Percent(double x) { return absl::StrFormat("%+.1f%%", 100 * x); }
+
+// The class count of an MLP spec (its last size); 0 when it does not parse.
+int MlpClasses(const std::string& spec) {
+  absl::StatusOr<std::vector<int>> sizes = ParseMlpSpec(spec);
+  return sizes.ok() ? sizes->back() : 0;
+}
 
 }  // namespace
 
@@ -115,6 +122,14 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   const double comm_error =
       RelativeError(m.comm_seconds, p.exposed_comm_seconds);
   const bool emulated = c.bandwidth != "0";
+  // A loopback run has no link in the model: its measured communication
+  // time is what calibrates overhead_seconds for the emulated runs, so no
+  // time is predicted for it (null), rather than a "prediction" of zero.
+  const bool times_predicted = c.bandwidth != "0" || c.latency != "0";
+  const auto predicted = [&](double v) {
+    return times_predicted ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
+  const double chance = 1.0 / std::max(1, MlpClasses(c.mlp_spec));
   nlohmann::json notes = nlohmann::json::array();
   if (std::abs(bytes_error) > 0.02) {
     notes.push_back(absl::StrFormat(
@@ -124,9 +139,7 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
             : "unexplained: check the per-peer bytes in the run's summary"));
   }
   if (!emulated) {
-    notes.push_back(
-        "no link emulation: the model has no bandwidth term, times are not "
-        "compared");
+    // Said once in the table's preamble (ResultsMarkdown).
   } else if (std::abs(comm_error) > 0.15 || std::abs(step_error) > 0.15) {
     const double gap_ms = 1e3 * (m.comm_seconds - p.exposed_comm_seconds);
     std::string why;
@@ -154,41 +167,46 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   nlohmann::json shard_bytes_predicted = nlohmann::json::array();
   for (const RoleBytes& s : p.shards)
     shard_bytes_predicted.push_back(s.sent + s.received);
-  return {{"name", c.Name()},
-          {"mode", c.mode},
-          {"model", c.model},
-          {"mlp_spec", c.mlp_spec},
-          {"model_params", p.params},
-          {"workers", c.workers},
-          {"shards", c.shards},
-          {"consistency", c.consistency},
-          {"compression", c.compression},
-          {"link_bandwidth", c.bandwidth},
-          {"link_latency", c.latency},
-          {"global_batch", c.batch},
-          {"steps_measured", m.steps},
-          {"bytes_per_step_per_worker_measured", bytes_measured},
-          {"bytes_per_step_per_worker_predicted", bytes_predicted},
-          {"bytes_sent_per_step_per_worker_measured", m.bytes_sent_per_worker},
-          {"bytes_sent_per_step_per_worker_predicted", p.worker.sent},
-          {"bytes_error", bytes_error},
-          {"control_bytes_per_step_per_worker", m.control_bytes_per_worker},
-          {"step_seconds_measured", m.step_seconds},
-          {"step_seconds_predicted", p.step_seconds},
-          {"step_error", step_error},
-          {"compute_seconds_per_step", m.compute_seconds},
-          {"comm_seconds_measured", m.comm_seconds},
-          {"comm_seconds_predicted", p.exposed_comm_seconds},
-          {"comm_seconds_total_predicted", p.comm_seconds},
-          {"comm_error", comm_error},
-          {"overhead_seconds", p.overhead_seconds},
-          {"bottleneck_predicted", p.bottleneck},
-          {"shard_bytes_per_step_measured", m.shard_bytes},
-          {"shard_bytes_per_step_predicted", shard_bytes_predicted},
-          {"shard_requests_per_step_measured", m.shard_requests},
-          {"test_accuracy", m.test_accuracy},
-          {"final_loss", m.final_loss},
-          {"notes", notes}};
+  return {
+      {"name", c.Name()},
+      {"mode", c.mode},
+      {"model", c.model},
+      {"mlp_spec", c.mlp_spec},
+      {"model_params", p.params},
+      {"workers", c.workers},
+      {"shards", c.shards},
+      {"consistency", c.consistency},
+      {"compression", c.compression},
+      {"link_bandwidth", c.bandwidth},
+      {"link_latency", c.latency},
+      {"global_batch", c.batch},
+      {"steps_measured", m.steps},
+      {"bytes_per_step_per_worker_measured", bytes_measured},
+      {"bytes_per_step_per_worker_predicted", bytes_predicted},
+      {"bytes_sent_per_step_per_worker_measured", m.bytes_sent_per_worker},
+      {"bytes_sent_per_step_per_worker_predicted", p.worker.sent},
+      {"bytes_error", bytes_error},
+      {"control_bytes_per_step_per_worker", m.control_bytes_per_worker},
+      {"step_seconds_measured", m.step_seconds},
+      {"step_seconds_predicted", predicted(p.step_seconds)},
+      {"step_error", predicted(step_error)},
+      {"time_model", times_predicted ? "link model + overhead_seconds"
+                                     : "none (loopback baseline: calibrates "
+                                       "overhead_seconds)"},
+      {"compute_seconds_per_step", m.compute_seconds},
+      {"comm_seconds_measured", m.comm_seconds},
+      {"comm_seconds_predicted", predicted(p.exposed_comm_seconds)},
+      {"comm_seconds_total_predicted", predicted(p.comm_seconds)},
+      {"comm_error", predicted(comm_error)},
+      {"overhead_seconds", p.overhead_seconds},
+      {"bottleneck_predicted", p.bottleneck},
+      {"shard_bytes_per_step_measured", m.shard_bytes},
+      {"shard_bytes_per_step_predicted", shard_bytes_predicted},
+      {"shard_requests_per_step_measured", m.shard_requests},
+      {"test_accuracy", m.test_accuracy},
+      {"test_accuracy_chance", chance},
+      {"final_loss", m.final_loss},
+      {"notes", notes}};
 }
 
 std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
@@ -225,7 +243,9 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
     for (const char* c : kColumns) {
       const nlohmann::json& v = r.contains(c) ? r.at(c) : nlohmann::json(0);
       absl::StrAppend(&row, row.empty() ? "" : ",",
-                      v.is_string() ? v.get<std::string>() : v.dump());
+                      v.is_string() ? v.get<std::string>()
+                      : v.is_null() ? ""  // not predicted
+                                    : v.dump());
     }
     out += row + "\n";
   }
@@ -240,21 +260,35 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
       "overhead term "
       "measured by the run's loopback baseline (`overhead_seconds` in "
       "results.json; the "
-      "baselines are the rows with link `loopback`).\n\n"
+      "baselines are the rows with link `loopback`). A loopback row has no "
+      "link in the model: its times are not predicted (—), they calibrate "
+      "the overhead of the emulated rows. Sanity acc is the test accuracy "
+      "after the run's few steps (less than an epoch): a check that "
+      "training moved, not a result; a run still at chance level says "
+      "so.\n\n"
       "| mode | model | W | S | consistency | compression | link | "
       "bytes/step/worker "
       "measured | predicted | err | step s measured | predicted | err | "
       "compute s | exposed "
-      "comm s measured | predicted | test acc |\n"
+      "comm s measured | predicted | sanity acc |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const auto mb = [](const nlohmann::json& v) {
     return absl::StrFormat("%.3f MB", v.get<double>() / 1e6);
   };
   const auto sec = [](const nlohmann::json& v) {
-    return absl::StrFormat("%.4f", v.get<double>());
+    return v.is_null() ? std::string("—")
+                       : absl::StrFormat("%.4f", v.get<double>());
   };
   const auto pct = [](const nlohmann::json& v) {
-    return Percent(v.get<double>());
+    return v.is_null() ? std::string("n/a (no link model)")
+                       : Percent(v.get<double>());
+  };
+  // Accuracy below twice chance (ten classes: 0.2) did not learn yet.
+  const auto acc = [](const nlohmann::json& r) {
+    const double a = r.at("test_accuracy").get<double>();
+    const double chance = r.value("test_accuracy_chance", 0.0);
+    if (a < 2 * chance) return absl::StrFormat("≈ chance (%.2f)", a);
+    return absl::StrFormat("%.4f", a);
   };
   std::string notes;
   for (const nlohmann::json& r : runs) {
@@ -274,8 +308,7 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
         " | ", sec(r.at("step_seconds_predicted")), " | ",
         pct(r.at("step_error")), " | ", sec(r.at("compute_seconds_per_step")),
         " | ", sec(r.at("comm_seconds_measured")), " | ",
-        sec(r.at("comm_seconds_predicted")), " | ",
-        absl::StrFormat("%.4f", r.at("test_accuracy").get<double>()), " |\n");
+        sec(r.at("comm_seconds_predicted")), " | ", acc(r), " |\n");
     for (const auto& n : r.at("notes")) {
       absl::StrAppend(&notes, "- `", r.at("name").get<std::string>(),
                       "`: ", n.get<std::string>(), "\n");

@@ -18,6 +18,7 @@
 #include "client/process_supervisor.h"
 #include "client/status_poller.h"
 #include "client/supervision.h"
+#include "common/exit_codes.h"
 #include "common/progress.h"
 #include "common/shutdown_signal.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
@@ -352,7 +353,12 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     }
     if (exit_code != 0) break;
     if (absl::Status s = procs.Tick(now); !s.ok()) {
-      fail(absl::StrCat("giving up: ", s.message()));
+      if (absl::IsInvalidArgument(s)) {
+        fail(absl::StrCat("configuration error: ", s.message()));
+        exit_code = kExitConfig;
+      } else {
+        fail(absl::StrCat("giving up: ", s.message()));
+      }
       break;
     }
     if (procs.coordinator_starts() != coordinator_starts) {

@@ -52,8 +52,10 @@ struct LocalClusterOptions {
 
 // Runs the job to its end. Returns the exit code: 0 when the job finished,
 // 1 on a failure (a shard or the coordinator out of restarts, no workers
-// left, the coordinator's status reports an error, timeout), 2 for a chaos
-// plan that does not fit the cluster, 130 when interrupted. Writes the
+// left, the coordinator's status reports an error, timeout), 2
+// (kExitConfig) for a chaos plan that does not fit the cluster or a process
+// that refused its configuration (printed at once with its log's last
+// lines, never restarted), 130 when interrupted. Writes the
 // summary (when asked) on success, with `chaos_events`, `restarts` and
 // `workers_started` added to BuildSummary's keys.
 int RunLocalCluster(const LocalClusterOptions& options);

@@ -15,10 +15,12 @@
 #include "client/local_cluster.h"
 #include "client/status_view.h"
 #include "common/cli_flags.h"
+#include "common/exit_codes.h"
 #include "common/link_shaper.h"
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
 #include "common/training_metrics.h"
+#include "data/data_source.h"
 #include "proto/rpc_security.h"
 
 namespace {
@@ -317,6 +319,14 @@ int main(int argc, char** argv) {
   if (heartbeat_interval_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(), {"--heartbeat-interval",
                                          std::to_string(heartbeat_interval)});
+  }
+  // A model the dataset does not fit is refused here, before any process
+  // starts, with the coordinator's own message.
+  if (auto fits = ferry::CheckModelFitsDataset(model, dataset, data_dir);
+      !fits.ok()) {
+    std::fprintf(stderr, "ferry local: %s\n",
+                 std::string(fits.message()).c_str());
+    return ferry::kExitConfig;
   }
   if (!metrics_jsonl.empty() || !tensorboard_dir.empty()) {
     // Checked here (the coordinator would refuse to start, and be restarted)

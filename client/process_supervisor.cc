@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,23 @@ namespace {
 // When an event happened, comparable with the coordinator's job events.
 double UnixSeconds() {
   return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+}
+
+// How much of a child's log a configuration error quotes.
+constexpr int kConfigErrorLogLines = 8;
+
+// The last `n` lines of the file at `path` (each ending in a newline), or
+// nothing when it cannot be read.
+std::string LastLines(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(std::move(line));
+    if (static_cast<int>(lines.size()) > n) lines.pop_front();
+  }
+  std::string out;
+  for (const std::string& line : lines) absl::StrAppend(&out, "  ", line, "\n");
+  return out;
 }
 }  // namespace
 
@@ -209,6 +227,15 @@ absl::Status ProcessSupervisor::Tick(absl::Time now) {
         p.restart_at = now + options_.restart_delay;
         Print(now, absl::StrCat(who, " ", d.reason, "; restarting in ",
                                 absl::FormatDuration(options_.restart_delay)));
+        break;
+      case ExitDecision::Kind::kConfigError:
+        Print(now, absl::StrCat(who, " ", d.reason, "; see ", p.log_path));
+        if (failure.ok()) {
+          failure = absl::InvalidArgumentError(
+              absl::StrCat(p.name.ToString(), " refused its configuration:\n",
+                           LastLines(p.log_path, kConfigErrorLogLines),
+                           "(full log: ", p.log_path, ")"));
+        }
         break;
       case ExitDecision::Kind::kFail:
         Print(now, absl::StrCat(who, " ", d.reason, "; see ", p.log_path));

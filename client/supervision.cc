@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 
 namespace ferry {
 
@@ -20,6 +21,11 @@ ExitDecision DecideOnExit(const ChildExit& e) {
   d.reason = DescribeExitCode(e.exit_code);
   if (e.chaos_signalled) absl::StrAppend(&d.reason, " (chaos)");
   if (e.stopping) return d;
+  if (e.exit_code == kExitConfig && !e.chaos_signalled) {
+    d.kind = ExitDecision::Kind::kConfigError;
+    absl::StrAppend(&d.reason, ": invalid configuration, not restarted");
+    return d;
+  }
   if (e.role == ProcessName::Role::kWorker) {
     if (e.exit_code != 0 && !e.chaos_signalled) {
       d.kind = ExitDecision::Kind::kReport;

@@ -37,6 +37,9 @@ struct ExitDecision {
     kReport,  // a worker that died on its own: say so; the job goes on
     kRestart,  // a shard or the coordinator: start it again after the delay
     kFail,     // a shard or the coordinator out of restarts: the job fails
+    // Any process that refused its configuration (exit kExitConfig): the
+    // same flags would fail the same way, so the job fails at once.
+    kConfigError,
   };
   Kind kind = Kind::kIgnore;
   // Counts against ChildExit::max_restarts (an unexpected death).
@@ -47,6 +50,7 @@ struct ExitDecision {
 
 // What to do when a child exits:
 //   stopping                                  -> kIgnore
+//   any role, exit kExitConfig, not chaos     -> kConfigError
 //   worker, exit 0 or chaos kill/term         -> kIgnore
 //   worker, anything else                     -> kReport
 //   shard/coordinator, chaos kill/term        -> kRestart (bound not used)

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/model_spec.h"
 
 namespace ferry {
 
@@ -23,9 +24,13 @@ absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
       return absl::InvalidArgumentError(absl::StrCat(
           "dataset '", name, "': expected synthetic:N with N > 0"));
     }
-    data.train = MakeSyntheticDataset(n, input_dim, num_classes, seed);
-    data.test = MakeSyntheticDataset(std::max<int64_t>(1, n / 6), input_dim,
-                                     num_classes, seed + 1);
+    // One draw split in two, so that train and test share the class
+    // prototypes (the first n samples are the same as a draw of n alone).
+    const int64_t test_n = std::max<int64_t>(1, n / 6);
+    Dataset all =
+        MakeSyntheticDataset(n + test_n, input_dim, num_classes, seed);
+    data.test = SliceDataset(all, n, test_n);
+    data.train = SliceDataset(all, 0, n);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown dataset '", name,
@@ -42,6 +47,14 @@ absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
                      " classes but the model's output size is ", num_classes));
   }
   return data;
+}
+
+absl::Status CheckModelFitsDataset(const std::string& model,
+                                   const std::string& name,
+                                   const std::string& data_dir) {
+  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(model));
+  return LoadTrainTest(name, data_dir, sizes.front(), sizes.back(), /*seed=*/1)
+      .status();
 }
 
 }  // namespace ferry

@@ -17,13 +17,22 @@ struct TrainTestData {
 
 // `name` is "fashion-mnist" or "mnist" (IDX files in `data_dir`, empty for
 // the Fashion-MNIST default) or "synthetic:N" (N training samples and N/6
-// test samples shaped for the model, deterministic by `seed`).
+// test samples of the same classes, shaped for the model, deterministic by
+// `seed`).
 // INVALID_ARGUMENT for an unknown name or a dataset whose feature count or
 // class count does not fit the model; NOT_FOUND / DATA_LOSS from the reader.
 absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
                                             const std::string& data_dir,
                                             int input_dim, int num_classes,
                                             uint64_t seed);
+
+// Checks, before any process starts, that the MLP spec `model` parses and
+// fits dataset `name` (the coordinator's own checks, with its messages):
+// INVALID_ARGUMENT naming what does not fit; NOT_FOUND / DATA_LOSS when the
+// dataset cannot be read. Reads the dataset once.
+absl::Status CheckModelFitsDataset(const std::string& model,
+                                   const std::string& name,
+                                   const std::string& data_dir);
 
 }  // namespace ferry
 

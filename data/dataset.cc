@@ -132,6 +132,19 @@ Dataset MakeSyntheticDataset(int64_t num_samples, int feature_dim,
   return dataset;
 }
 
+Dataset SliceDataset(const Dataset& dataset, int64_t first, int64_t count) {
+  const size_t dim = static_cast<size_t>(dataset.feature_dim);
+  Dataset slice;
+  slice.num_samples = count;
+  slice.feature_dim = dataset.feature_dim;
+  slice.num_classes = dataset.num_classes;
+  slice.features.assign(dataset.features.begin() + first * dim,
+                        dataset.features.begin() + (first + count) * dim);
+  slice.labels.assign(dataset.labels.begin() + first,
+                      dataset.labels.begin() + first + count);
+  return slice;
+}
+
 absl::Status GatherBatch(const Dataset& dataset,
                          absl::Span<const int64_t> indices,
                          absl::Span<float> features,

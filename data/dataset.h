@@ -37,6 +37,11 @@ struct Dataset {
   std::vector<int32_t> labels;  // [num_samples], each in [0, num_classes)
 };
 
+// Samples [first, first + count) of `dataset` as a dataset of its own (same
+// feature_dim and num_classes). REQUIRES: 0 <= first, 0 <= count,
+// first + count <= dataset.num_samples.
+Dataset SliceDataset(const Dataset& dataset, int64_t first, int64_t count);
+
 // Loads one split of Fashion-MNIST from `dir`: train-images-idx3-ubyte.gz and
 // train-labels-idx1-ubyte.gz (kTrain) or t10k-images-idx3-ubyte.gz and
 // t10k-labels-idx1-ubyte.gz (kTest); for each file the uncompressed name (no

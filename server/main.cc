@@ -9,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "common/allocator_tuning.h"
 #include "common/cli_flags.h"
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
@@ -20,6 +21,10 @@ int main(int argc, char** argv) {
   ferry::BlockShutdownSignals();
   CLI::App app{
       "ferry-server: coordinator or parameter-server shard of a ferry job"};
+  app.footer(
+      "Exit status: 0 done, 1 runtime error (supervisors restart it), 2 "
+      "invalid configuration (bad usage, a model the dataset does not fit; "
+      "never restarted).");
   std::string role;
   ferry::CoordinatorFlags c;
   ferry::PsFlags p;
@@ -200,7 +205,12 @@ int main(int argc, char** argv) {
   ferry::OpsFlags ops_flags;
   ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help is 0; any bad usage is a configuration error.
+    return app.exit(e) == 0 ? 0 : ferry::kExitConfig;
+  }
 
   if (role == "ps" && shard_id_from_hostname) {
     const char* env = std::getenv("HOSTNAME");
@@ -211,7 +221,7 @@ int main(int argc, char** argv) {
     if (!id.ok()) {
       std::fprintf(stderr, "ferry-server: %s\n",
                    std::string(id.status().message()).c_str());
-      return 2;
+      return ferry::kExitConfig;
     }
     p.shard_id = *id;
   }
@@ -224,7 +234,7 @@ int main(int argc, char** argv) {
   if (!ops.ok()) {
     std::fprintf(stderr, "ferry-server: %s\n",
                  std::string(ops.status().message()).c_str());
-    return 2;
+    return ferry::StartupExitCode(ops.status());
   }
 
   if (role == "coordinator") {
@@ -232,7 +242,7 @@ int main(int argc, char** argv) {
     if (!config.ok()) {
       std::fprintf(stderr, "ferry-server: %s\n",
                    std::string(config.status().message()).c_str());
-      return 2;
+      return ferry::kExitConfig;
     }
     c.optimizer = *config;
     if (!listen.empty()) c.listen = listen;

@@ -1,6 +1,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "common/gradient_codec.h"
 #include "common/log.h"
 #include "common/sharding.h"
@@ -24,9 +25,11 @@ namespace {
 // DDP's default bucket: 25 MiB of fp32.
 constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
 
-int Fail(const absl::Status& status) {
+// Logs why the coordinator cannot run; kExitConfig for an invalid
+// configuration (INVALID_ARGUMENT, or `config` set), kExitFailure otherwise.
+int Fail(const absl::Status& status, bool config = false) {
   LogError("cannot run the coordinator", {{"error", status}});
-  return 1;
+  return config ? kExitConfig : StartupExitCode(status);
 }
 
 absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
@@ -101,8 +104,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // Training curves: a path that cannot be written refuses the start.
   auto metrics = OpenMetricsSinks(f.metrics_jsonl, f.tensorboard_dir);
   if (!metrics.ok()) {
-    Fail(metrics.status());
-    return 2;
+    return Fail(metrics.status(), /*config=*/true);
   }
   auto sizes = ParseMlpSpec(f.model);
   if (!sizes.ok()) return Fail(sizes.status());
@@ -110,7 +112,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   if (!layout.ok()) return Fail(layout.status());
   auto data = LoadTrainTest(f.dataset, f.data_dir, sizes->front(),
                             sizes->back(), f.seed);
-  if (!data.ok()) return Fail(data.status());
+  // A dataset that is missing or unreadable is a configuration error too.
+  if (!data.ok()) return Fail(data.status(), /*config=*/true);
   auto job = BuildJob(f, *layout, data->train.num_samples);
   if (!job.ok()) return Fail(job.status());
 

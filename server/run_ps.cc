@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/backoff.h"
+#include "common/exit_codes.h"
 #include "common/file_system.h"
 #include "common/link_shaper.h"
 #include "common/log.h"
@@ -25,9 +26,10 @@
 namespace ferry {
 namespace {
 
+// Logs why the shard cannot run; kExitConfig for INVALID_ARGUMENT.
 int Fail(const absl::Status& status) {
   LogError("cannot run the PS shard", {{"error", status}});
-  return 1;
+  return StartupExitCode(status);
 }
 
 // Fetches the job from the coordinator, retrying while it is unreachable.
@@ -108,12 +110,12 @@ absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {
 int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   if (f.coordinator.empty()) {
     LogError("--coordinator HOST:PORT is required");
-    return 2;
+    return kExitConfig;
   }
   auto link = ParseLinkLimit(f.link_bandwidth, f.link_latency);
   if (!link.ok()) {
     LogError(link.status().message());
-    return 2;
+    return kExitConfig;
   }
   // Declared before the server, which uses it, so that it outlives it.
   std::unique_ptr<LinkShaper> shaper;

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/allocator_tuning.h"
 #include "common/cli_flags.h"
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/ops_flags.h"
 #include "common/progress.h"
@@ -28,20 +29,20 @@ int RunStandaloneMain(ferry::TrainOptions options,
   auto config = opt_flags.ToConfig();
   if (!config.ok()) {
     std::cerr << "ferry-worker: " << config.status().message() << "\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   options.optimizer = *config;
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   options.device = *choice;
   ferry::ProgressPrinter progress(stderr);
   auto summary = ferry::RunStandalone(options, progress);
   if (!summary.ok()) {
     std::cerr << "ferry-worker: " << summary.status() << "\n";
-    return 1;
+    return ferry::StartupExitCode(summary.status());
   }
   nlohmann::json json = summary->ToJson();
   std::printf(
@@ -84,7 +85,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   options.device = *choice;
   options.rpc_timeout = absl::Seconds(rpc_timeout_s);
@@ -94,7 +95,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
       ferry::ProcessOps::Start(ops_flags, "worker", ferry::MetricRole::kWorker);
   if (!ops.ok()) {
     std::cerr << "ferry-worker: " << ops.status().message() << "\n";
-    return 2;
+    return ferry::StartupExitCode(ops.status());
   }
   // Ready while the coordinator answers; draining from the first SIGTERM.
   (*ops)->health().SetStarted();
@@ -164,7 +165,8 @@ int main(int argc, char** argv) {
       "                          step and leave the job (exit 0); a second "
       "signal kills.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
-      "Exit status: 0 done, 1 runtime error (incl. eviction), 2 bad usage.");
+      "Exit status: 0 done, 1 runtime error (incl. eviction), 2 invalid "
+      "configuration (bad usage, a model the dataset does not fit).");
   app.add_flag("--standalone", standalone, "train in this process alone");
   app.add_option("--coordinator", worker_options.coordinator_address,
                  "HOST:PORT of the job's coordinator (distributed mode)");
@@ -240,27 +242,27 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; any bad usage is 2
+    return app.exit(e) == 0 ? 0 : ferry::kExitConfig;  // --help is 0
   }
 
   if (standalone && !worker_options.coordinator_address.empty()) {
     std::cerr
         << "ferry-worker: --standalone and --coordinator exclude each other\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   if (standalone)
     return RunStandaloneMain(options, opt_flags, device, summary_path);
   if (worker_options.coordinator_address.empty()) {
     std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "
                  "--standalone to train alone (see --help)\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   worker_options.threads = options.threads;
   worker_options.collective_timeout = absl::Seconds(collective_timeout_s);
   auto link = ferry::ParseLinkLimit(link_bandwidth, link_latency);
   if (!link.ok()) {
     std::cerr << "ferry-worker: " << link.status().message() << "\n";
-    return 2;
+    return ferry::kExitConfig;
   }
   worker_options.link = *link;
   return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path,

@@ -10,6 +10,7 @@ namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(BenchCompareTest, SweepCrossesEveryAxisAndRingHasNoShards) {
   BenchCompareFlags f;
@@ -179,6 +180,50 @@ TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
   const std::string md = ResultsMarkdown({r});
   EXPECT_THAT(md, HasSubstr("| ps | fashion-mlp |"));
   EXPECT_THAT(md, HasSubstr("Where measurement and model differ"));
+}
+
+// A loopback run has no link in the model: its times are not predicted, so
+// no table shows a "+472%" step-time error for it; an accuracy at chance
+// level is labelled, not shown as a result.
+TEST(BenchCompareTest, LoopbackRowsHaveNoTimePredictionAndChanceIsLabelled) {
+  BenchConfig c;
+  c.model = "fashion-mlp";
+  c.mlp_spec = "784-256-128-10";
+  c.mode = "ring";
+  c.bandwidth = "0";
+  c.latency = "0";
+  BenchMeasurement m;
+  m.steps = 10;
+  m.bytes_sent_per_worker = 1000;
+  m.bytes_received_per_worker = 1000;
+  m.step_seconds = 0.0103;
+  m.compute_seconds = 0.0018;
+  m.comm_seconds = 0.0083;
+  m.test_accuracy = 0.0922;
+  CostPrediction p;
+  p.worker.sent = 1000;
+  p.worker.received = 1000;
+  p.step_seconds = 0.0018;  // compute only: the model has no link here
+  const nlohmann::json r = RunRecord(c, m, p);
+  EXPECT_TRUE(r["step_error"].is_null());
+  EXPECT_TRUE(r["comm_error"].is_null());
+  EXPECT_TRUE(r["step_seconds_predicted"].is_null());
+  EXPECT_DOUBLE_EQ(r["test_accuracy_chance"].get<double>(), 0.1);
+  const std::string md = ResultsMarkdown({r});
+  EXPECT_THAT(md, HasSubstr("n/a (no link model)"));
+  EXPECT_THAT(md, Not(HasSubstr("+472")));
+  EXPECT_THAT(md, HasSubstr("≈ chance (0.09)"));
+  EXPECT_THAT(md, Not(HasSubstr("0.0922")));
+  const std::string csv = ResultsCsv({r});
+  EXPECT_THAT(csv, Not(HasSubstr("null")));
+
+  // The same run on an emulated link is predicted and compared; a learnt
+  // accuracy is shown as it is.
+  c.bandwidth = "1Gbit";
+  m.test_accuracy = 0.81;
+  const nlohmann::json e = RunRecord(c, m, p);
+  EXPECT_TRUE(e["step_error"].is_number());
+  EXPECT_THAT(ResultsMarkdown({e}), HasSubstr("| 0.8100 |"));
 }
 
 }  // namespace

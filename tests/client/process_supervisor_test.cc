@@ -160,6 +160,21 @@ TEST_F(ProcessSupervisorTest, UnexpectedDeathsRestartUpToTheBoundThenFail) {
   EXPECT_EQ(Entry("coordinator")["exit_code"], 3);
 }
 
+TEST_F(ProcessSupervisorTest, ConfigErrorFailsAtOnceWithTheLogTail) {
+  ProcessSupervisor s(Options(), absl::Now());
+  ASSERT_TRUE(s.StartServer({Role::kCoordinator, 0}, "127.0.0.1:1",
+                            {"/bin/sh", "-c",
+                             "echo starting; echo model spec is bad; exit 2"})
+                  .ok());
+  absl::Status failure = TickUntil(s, [] { return false; });
+  EXPECT_EQ(failure.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(failure.message(),
+              HasSubstr("coordinator refused its configuration"));
+  EXPECT_THAT(failure.message(), HasSubstr("model spec is bad"));
+  EXPECT_EQ(s.coordinator_starts(), 1);  // never restarted
+  EXPECT_EQ(s.RestartsJson(), nlohmann::json({{"coordinator", 0}}));
+}
+
 TEST_F(ProcessSupervisorTest, WorkersAreReportedNotRestarted) {
   SupervisorOptions o = Options();
   o.worker_argv = {"/bin/sh", "-c", "exit 1"};

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -36,7 +37,7 @@ TEST(DescribeExitCodeTest, CodesAndSignals) {
 }
 
 TEST(DecideOnExitTest, WorkersAreNeverRestarted) {
-  for (int code : {0, 1, 2, 127, 128 + SIGKILL, 128 + SIGTERM, 128 + SIGSEGV}) {
+  for (int code : {0, 1, 3, 127, 128 + SIGKILL, 128 + SIGTERM, 128 + SIGSEGV}) {
     for (bool chaos : {false, true}) {
       const ExitDecision d = DecideOnExit(Exit(Role::kWorker, code, chaos));
       EXPECT_NE(d.kind, Kind::kRestart) << code << " " << chaos;
@@ -69,8 +70,9 @@ TEST(DecideOnExitTest, ChaosDeathsOfServersRestartWithoutUsingTheBudget) {
 
 TEST(DecideOnExitTest, UnexpectedServerDeathsRestartUpToTheBound) {
   for (Role role : {Role::kPs, Role::kCoordinator}) {
-    // Any exit code, 0 included (a StatefulSet restarts whatever the code).
-    for (int code : {0, 1, 2, 128 + SIGKILL, 128 + SIGSEGV}) {
+    // Any exit code but kExitConfig, 0 included (a StatefulSet restarts
+    // whatever the code).
+    for (int code : {0, 1, 3, 128 + SIGKILL, 128 + SIGSEGV}) {
       for (int max : {0, 1, 5}) {
         for (int restarts = 0; restarts <= max + 1; ++restarts) {
           const ExitDecision d =
@@ -88,6 +90,23 @@ TEST(DecideOnExitTest, UnexpectedServerDeathsRestartUpToTheBound) {
   EXPECT_THAT(DecideOnExit(Exit(Role::kCoordinator, 1, false, 5, 5)).reason,
               HasSubstr("exited with code 1 unexpectedly after 5 restarts "
                         "(--max-restarts 5)"));
+}
+
+// A process that refused its configuration would refuse it again: the job
+// fails at once, whatever the role, with no restart counted.
+TEST(DecideOnExitTest, ConfigErrorsAreNeverRestarted) {
+  for (Role role : {Role::kWorker, Role::kPs, Role::kCoordinator}) {
+    for (int restarts : {0, 4}) {
+      const ExitDecision d =
+          DecideOnExit(Exit(role, kExitConfig, false, restarts, 5));
+      EXPECT_EQ(d.kind, Kind::kConfigError);
+      EXPECT_FALSE(d.unexpected);
+      EXPECT_THAT(d.reason, HasSubstr("invalid configuration, not restarted"));
+    }
+    // Chaos killed it: not a configuration error.
+    EXPECT_NE(DecideOnExit(Exit(role, kExitConfig, true)).kind,
+              Kind::kConfigError);
+  }
 }
 
 TEST(DecideOnExitTest, EverythingIsExpectedWhileStopping) {

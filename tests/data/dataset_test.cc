@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "data/data_source.h"
 #include "data/idx_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -316,38 +317,72 @@ TEST(SyntheticDatasetTest, PinnedValues) {
   EXPECT_EQ(d.features, expected);
 }
 
-TEST(SyntheticDatasetTest, IsLearnable) {
-  // A nearest-centroid classifier fit on one half classifies the other half.
-  const int dim = 32, classes = 10;
-  const Dataset d = MakeSyntheticDataset(4000, dim, classes, 5);
-  const int64_t half = d.num_samples / 2;
+// Accuracy on `test` of a nearest-centroid classifier fit on `train`.
+double NearestCentroidAccuracy(const Dataset& train, const Dataset& test) {
+  const int dim = train.feature_dim, classes = train.num_classes;
   std::vector<double> centroid(classes * dim, 0.0);
   std::vector<int> count(classes, 0);
-  for (int64_t i = 0; i < half; ++i) {
-    ++count[d.labels[i]];
+  for (int64_t i = 0; i < train.num_samples; ++i) {
+    ++count[train.labels[i]];
     for (int j = 0; j < dim; ++j) {
-      centroid[d.labels[i] * dim + j] += d.features[i * dim + j];
+      centroid[train.labels[i] * dim + j] += train.features[i * dim + j];
     }
   }
   for (int c = 0; c < classes; ++c) {
-    for (int j = 0; j < dim; ++j)
+    for (int j = 0; j < dim; ++j) {
       centroid[c * dim + j] /= std::max(count[c], 1);
+    }
   }
   int correct = 0;
-  for (int64_t i = half; i < d.num_samples; ++i) {
+  for (int64_t i = 0; i < test.num_samples; ++i) {
     int best = 0;
     double best_dist = 1e300;
     for (int c = 0; c < classes; ++c) {
       double dist = 0;
       for (int j = 0; j < dim; ++j) {
-        const double diff = d.features[i * dim + j] - centroid[c * dim + j];
+        const double diff = test.features[i * dim + j] - centroid[c * dim + j];
         dist += diff * diff;
       }
       if (dist < best_dist) best_dist = dist, best = c;
     }
-    correct += best == d.labels[i];
+    correct += best == test.labels[i];
   }
-  EXPECT_GT(static_cast<double>(correct) / (d.num_samples - half), 0.9);
+  return static_cast<double>(correct) / std::max<int64_t>(test.num_samples, 1);
+}
+
+TEST(SyntheticDatasetTest, IsLearnable) {
+  // A nearest-centroid classifier fit on one half classifies the other half.
+  const Dataset d = MakeSyntheticDataset(4000, 32, 10, 5);
+  EXPECT_GT(NearestCentroidAccuracy(SliceDataset(d, 0, 2000),
+                                    SliceDataset(d, 2000, 2000)),
+            0.9);
+}
+
+TEST(SyntheticDatasetTest, TestSplitSharesTheTrainingClasses) {
+  // synthetic:N's test set must be learnable from its training set (it was
+  // drawn with other class prototypes once: chance accuracy forever).
+  auto data = LoadTrainTest("synthetic:3000", "", 32, 10, 1);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->train.num_samples, 3000);
+  EXPECT_EQ(data->test.num_samples, 500);
+  EXPECT_GT(NearestCentroidAccuracy(data->train, data->test), 0.9);
+  // The training set is the same draw as before the split.
+  EXPECT_EQ(data->train.features,
+            MakeSyntheticDataset(3000, 32, 10, 1).features);
+  EXPECT_EQ(data->train.labels, MakeSyntheticDataset(3000, 32, 10, 1).labels);
+}
+
+TEST(SliceDataset, TakesTheRowsAsked) {
+  const Dataset d = MakeSyntheticDataset(10, 3, 4, 9);
+  const Dataset s = SliceDataset(d, 2, 5);
+  EXPECT_EQ(s.num_samples, 5);
+  EXPECT_EQ(s.feature_dim, 3);
+  EXPECT_EQ(s.num_classes, 4);
+  EXPECT_EQ(s.labels,
+            std::vector<int32_t>(d.labels.begin() + 2, d.labels.begin() + 7));
+  EXPECT_EQ(s.features, std::vector<float>(d.features.begin() + 6,
+                                           d.features.begin() + 21));
+  EXPECT_EQ(SliceDataset(d, 10, 0).num_samples, 0);
 }
 
 TEST(SyntheticDatasetTest, ClampsArguments) {

@@ -1,0 +1,118 @@
+// A configuration that cannot work is refused at once, with its message, and
+// never restarted: by `ferry local` before anything starts, and by the
+// servers themselves (exit kExitConfig) when they are started another way.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/child_process.h"
+#include "common/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ConfigErrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(
+        ::testing::TempDir(), "/config-error-",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
+        getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  struct Result {
+    int exit_code = -1;
+    absl::Duration took;
+    std::string output;
+  };
+
+  // Runs `argv` to its end (at most 60 s) with its output in a log.
+  Result Run(const std::vector<std::string>& argv) {
+    const std::string log = dir_ + "/out.log";
+    const absl::Time start = absl::Now();
+    auto child = ChildProcess::Spawn(argv, log);
+    EXPECT_TRUE(child.ok()) << child.status();
+    Result r;
+    if (!child.ok()) return r;
+    std::optional<int> rc;
+    const absl::Time give_up = start + absl::Seconds(60);
+    while (!(rc = child->Poll()) && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (!rc) rc = child->Stop(absl::Seconds(5));
+    r.exit_code = *rc;
+    r.took = absl::Now() - start;
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    r.output = text.str();
+    return r;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ConfigErrorTest, FerryLocalRefusesAModelSpecThatDoesNotParse) {
+  const Result r =
+      Run({std::string(FERRY_BIN_DIR) + "/ferry", "local", "--mode", "ring",
+           "--workers", "1", "--dataset", "synthetic:600", "--model",
+           "784-abc-10", "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_LT(r.took, absl::Seconds(5));
+  EXPECT_THAT(r.output, HasSubstr("'abc' is not a positive layer size"));
+  EXPECT_THAT(r.output, Not(HasSubstr("restart")));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"))
+      << "nothing should have started";
+}
+
+TEST_F(ConfigErrorTest, FerryLocalRefusesAModelTheDatasetDoesNotFit) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed";
+  }
+  const Result r =
+      Run({std::string(FERRY_BIN_DIR) + "/ferry", "local", "--mode", "ring",
+           "--workers", "1", "--model", "100-10", "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("784 features per sample but the model's input size "
+                        "is 100"));
+}
+
+TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
+  const Result r =
+      Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--role",
+           "coordinator", "--mode", "ring", "--listen", "127.0.0.1:0",
+           "--dataset", "synthetic:600", "--model", "784-abc-10"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("'abc' is not a positive layer size"));
+}
+
+TEST_F(ConfigErrorTest, BadUsageIsAConfigErrorAndHelpIsNot) {
+  EXPECT_EQ(Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--role",
+                 "coordinator", "--no-such-flag"})
+                .exit_code,
+            kExitConfig);
+  EXPECT_EQ(
+      Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--help"}).exit_code,
+      0);
+  EXPECT_EQ(
+      Run({std::string(FERRY_BIN_DIR) + "/ferry-worker", "--bogus"}).exit_code,
+      kExitConfig);
+}
+
+}  // namespace
+}  // namespace ferry
