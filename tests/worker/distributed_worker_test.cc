@@ -28,6 +28,7 @@
 #include "model/mlp.h"
 #include "model/model_spec.h"
 #include "proto/job_convert.h"
+#include "tests/worker/ps_test_fixture.h"
 #include "tests/worker/worker_test_fixture.h"
 
 namespace ferry {
@@ -41,7 +42,7 @@ using testing::RingHubs;
 constexpr int64_t kTrainSamples = 96;
 constexpr int kBatch = 12;
 
-v1::JobSpec RingJob(int epochs) {
+v1::JobSpec Job(v1::Mode mode, int epochs) {
   v1::JobSpec job;
   job.set_job_id("job");
   job.set_model("10-16-4");
@@ -49,7 +50,8 @@ v1::JobSpec RingJob(int epochs) {
   job.set_global_batch(kBatch);
   job.set_epochs(epochs);
   job.set_seed(5);
-  job.set_mode(v1::MODE_RING);
+  job.set_mode(mode);
+  if (mode == v1::MODE_PS) job.add_shard_addresses("in-memory");
   job.set_consistency(v1::CONSISTENCY_SYNC);
   job.set_bucket_elements(64);  // several buckets
   job.set_digest_every(1);
@@ -111,10 +113,13 @@ std::vector<float> ReadWeights(const std::string& path) {
   return values;
 }
 
-// One coordinator, its in-memory rings, the workers' clock.
-class RingCluster {
+// One coordinator, its in-memory rings, the workers' clock; `shards` (not
+// owned; NoShards for ring jobs) and `parameter_client` serve PS jobs.
+class Cluster {
  public:
-  explicit RingCluster(v1::JobSpec job, int start_workers) {
+  Cluster(v1::JobSpec job, int start_workers, ShardControl* shards,
+          ParameterClientFactory parameter_client = {})
+      : shards_(shards), parameter_client_(std::move(parameter_client)) {
     CoordinatorOptions options;
     options.job = std::move(job);
     options.epoch_size = kTrainSamples;
@@ -122,9 +127,9 @@ class RingCluster {
     options.heartbeat_timeout = absl::Minutes(5);  // nobody is evicted
     options.long_poll = absl::Milliseconds(200);
     options.start_workers = start_workers;
-    coordinator_ = *Coordinator::Create(std::move(options), &shards_);
+    coordinator_ = *Coordinator::Create(std::move(options), shards_);
   }
-  ~RingCluster() { coordinator_->Shutdown(); }
+  ~Cluster() { coordinator_->Shutdown(); }
 
   struct Worker {
     WorkerOptions options;
@@ -157,6 +162,7 @@ class RingCluster {
         coordinator_.get(), std::move(on_lease));
     w.coordinator = coordinator.get();
     deps.coordinator = std::move(coordinator);
+    deps.parameter_client = parameter_client_;
     deps.clock = &clock_;
     w.thread = std::thread([&w, deps = std::move(deps)]() mutable {
       w.result = RunDistributedWorker(w.options, std::move(deps));
@@ -174,7 +180,8 @@ class RingCluster {
   RingHubs& hubs() { return hubs_; }
 
  private:
-  NoShards shards_;
+  ShardControl* const shards_;
+  const ParameterClientFactory parameter_client_;
   RingHubs hubs_;
   FakeClock clock_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -197,14 +204,15 @@ void ExpectMatchesReference(const std::vector<float>& weights,
 }
 
 TEST(DistributedWorkerTest, RingOfThreeMatchesASingleProcess) {
-  const v1::JobSpec job = RingJob(/*epochs=*/2);
-  RingCluster cluster(job, /*start_workers=*/3);
-  std::vector<RingCluster::Worker*> workers;
+  const v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/2);
+  NoShards shards;
+  Cluster cluster(job, /*start_workers=*/3, &shards);
+  std::vector<Cluster::Worker*> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(&cluster.Start());
   cluster.JoinAll();
 
   const std::vector<float> reference = SingleProcessWeights(job);
-  for (RingCluster::Worker* w : workers) {
+  for (Cluster::Worker* w : workers) {
     ASSERT_TRUE(w->result.ok()) << w->result.status();
     EXPECT_EQ(w->result->end_reason, "finished");
     EXPECT_EQ(w->result->steps, 16);
@@ -221,44 +229,42 @@ TEST(DistributedWorkerTest, RingOfThreeMatchesASingleProcess) {
 }
 
 TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
-  const v1::JobSpec job = RingJob(/*epochs=*/3);  // 24 steps
-  RingCluster cluster(job, /*start_workers=*/3);
+  const v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/3);  // 24 steps
+  NoShards shards;
+  Cluster cluster(job, /*start_workers=*/3, &shards);
   RingHubs& hubs = cluster.hubs();
   std::atomic<bool> failed{false};
   std::atomic<bool> join_asked{false};
   absl::Notification start_joiner, joiner_registered;
 
   // Worker 0 holds its lease of step 14 until a fourth worker registered.
-  RingCluster::Worker& w0 =
-      cluster.Start([&](const v1::NextTaskResponse& lease) {
-        if (lease.step() >= 14 && !join_asked.exchange(true)) {
-          start_joiner.Notify();
-          joiner_registered.WaitForNotification();
-        }
-      });
+  Cluster::Worker& w0 = cluster.Start([&](const v1::NextTaskResponse& lease) {
+    if (lease.step() >= 14 && !join_asked.exchange(true)) {
+      start_joiner.Notify();
+      joiner_registered.WaitForNotification();
+    }
+  });
   // Worker 1's link breaks once, in step 3 or the step it is still in.
-  RingCluster::Worker& w1 =
-      cluster.Start([&](const v1::NextTaskResponse& lease) {
-        if (lease.step() >= 3 && !failed.exchange(true)) {
-          hubs.FailNextSend(lease.ring_generation(), lease.rank());
-        }
-      });
+  Cluster::Worker& w1 = cluster.Start([&](const v1::NextTaskResponse& lease) {
+    if (lease.step() >= 3 && !failed.exchange(true)) {
+      hubs.FailNextSend(lease.ring_generation(), lease.rank());
+    }
+  });
   // Worker 2 leaves after its step 8.
-  RingCluster::Worker* w2_ptr = nullptr;
-  RingCluster::Worker& w2 =
-      cluster.Start([&](const v1::NextTaskResponse& lease) {
-        if (lease.step() >= 8) w2_ptr->stop.store(true);
-      });
+  Cluster::Worker* w2_ptr = nullptr;
+  Cluster::Worker& w2 = cluster.Start([&](const v1::NextTaskResponse& lease) {
+    if (lease.step() >= 8) w2_ptr->stop.store(true);
+  });
   w2_ptr = &w2;
 
   start_joiner.WaitForNotification();
-  RingCluster::Worker& w3 = cluster.Start();
+  Cluster::Worker& w3 = cluster.Start();
   w3.coordinator->registered().WaitForNotification();
   joiner_registered.Notify();
   cluster.JoinAll();
 
   const std::vector<float> reference = SingleProcessWeights(job);
-  for (RingCluster::Worker* w : {&w0, &w1, &w3}) {
+  for (Cluster::Worker* w : {&w0, &w1, &w3}) {
     ASSERT_TRUE(w->result.ok()) << w->result.status();
     EXPECT_EQ(w->result->end_reason, "finished");
     EXPECT_EQ(w->Weights(), w0.Weights());  // bit for bit
@@ -287,6 +293,32 @@ TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
   EXPECT_TRUE(joined_late);
   // Rings: the first, after the failure, without worker 2, with worker 3.
   EXPECT_GE(hubs.generations().size(), 4u);
+}
+
+TEST(DistributedWorkerTest, PsWorkersMatchASingleProcess) {
+  const v1::JobSpec job = Job(v1::MODE_PS, /*epochs=*/2);
+  const std::vector<int> sizes = *ParseMlpSpec(job.model());
+  testing::InMemoryPs ps(
+      FromProto(job.optimizer()),
+      MlpInitialParameters(sizes, *MlpLayout(sizes), job.seed()));
+  Cluster cluster(job, /*start_workers=*/3, &ps, ps.ClientFactory());
+  std::vector<Cluster::Worker*> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(&cluster.Start());
+  cluster.JoinAll();
+
+  const std::vector<float> reference = SingleProcessWeights(job);
+  for (Cluster::Worker* w : workers) {
+    ASSERT_TRUE(w->result.ok()) << w->result.status();
+    EXPECT_EQ(w->result->end_reason, "finished");
+    EXPECT_EQ(w->result->steps, 16);  // every worker in every step
+    ExpectMatchesReference(w->Weights(), reference);
+  }
+  EXPECT_EQ(ps.version(), 16);  // one version per step
+  EXPECT_EQ(ps.late_pushes(), 0);
+  const v1::StatusResponse status = cluster.coordinator().Status();
+  EXPECT_EQ(status.step(), 16);
+  ExpectEveryEpochAppliedOnce(status, 2);
+  EXPECT_TRUE(cluster.hubs().generations().empty());  // no ring in PS mode
 }
 
 }  // namespace
