@@ -72,7 +72,7 @@ absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request) {
       .status();
 }
 
-Heartbeater::Heartbeater(CoordinatorClient* client, std::string worker_id,
+Heartbeater::Heartbeater(CoordinatorApi* client, std::string worker_id,
                          int64_t generation, absl::Duration interval)
     : client_(client),
       worker_id_(std::move(worker_id)),

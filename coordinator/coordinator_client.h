@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "common/backoff.h"
 #include "common/byte_counter.h"
+#include "coordinator/coordinator_api.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 
 namespace ferry {
@@ -34,10 +35,11 @@ struct CoordinatorClientOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// The gRPC implementation of CoordinatorApi.
 // Thread safety: every method may be called from several threads at once.
 // Errors are the coordinator's (see coordinator.proto), or UNAVAILABLE /
 // DEADLINE_EXCEEDED from the transport.
-class CoordinatorClient {
+class CoordinatorClient final : public CoordinatorApi {
  public:
   // `stub` may be a real stub or a MockCoordinatorStub.
   CoordinatorClient(std::unique_ptr<v1::Coordinator::StubInterface> stub,
@@ -48,19 +50,19 @@ class CoordinatorClient {
 
   // FAILED_PRECONDITION (other job, job finished), RESOURCE_EXHAUSTED.
   absl::StatusOr<v1::RegisterResponse> Register(
-      const v1::RegisterRequest& request);
+      const v1::RegisterRequest& request) override;
   // NOT_FOUND: evicted.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& request);
+      const v1::HeartbeatRequest& request) override;
   // NOT_FOUND: unknown or evicted; ABORTED: drop the report and ask again.
   // A retried call resends the same report: the coordinator must treat a
   // repeated report as one.
   absl::StatusOr<v1::NextTaskResponse> NextTask(
-      const v1::NextTaskRequest& request);
-  absl::Status Leave(const v1::LeaveRequest& request);
+      const v1::NextTaskRequest& request) override;
+  absl::Status Leave(const v1::LeaveRequest& request) override;
 
   // Cumulative payload bytes exchanged with the coordinator.
-  TransferBytes bytes() const { return counter_.Get(); }
+  TransferBytes bytes() const override { return counter_.Get(); }
 
  private:
   template <typename Request, typename Response>
@@ -83,8 +85,8 @@ class CoordinatorClient {
 class Heartbeater {
  public:
   // `client` must outlive the Heartbeater.
-  Heartbeater(CoordinatorClient* client, std::string worker_id,
-              int64_t generation, absl::Duration interval);
+  Heartbeater(CoordinatorApi* client, std::string worker_id, int64_t generation,
+              absl::Duration interval);
   ~Heartbeater();  // Stop()
 
   // Ends the thread and waits for it. Idempotent.
@@ -103,7 +105,7 @@ class Heartbeater {
  private:
   void Loop();
 
-  CoordinatorClient* const client_;
+  CoordinatorApi* const client_;
   const std::string worker_id_;
   const absl::Duration interval_;
   mutable absl::Mutex mu_;

@@ -6,36 +6,25 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
-#include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "common/backoff.h"
-#include "common/gradient_codec.h"
 #include "common/log.h"
-#include "common/sharding.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_client.h"
-#include "data/batch_stager.h"
-#include "data/data_source.h"
-#include "model/mlp.h"
-#include "proto/health.h"
-#include "proto/job_convert.h"
-#include "ring/ring_peer_service.h"
-#include "worker/job_options.h"
-#include "worker/lease_samples.h"
-#include "worker/ring_exchange.h"
+#include "worker/gradient_exchange.h"
+#include "worker/make_gradient_exchange.h"
+#include "worker/step_trainer.h"
 #include "worker/worker_metrics.h"
 
 namespace ferry {
 namespace {
 
-constexpr int kMaxConsecutiveFailures = 10;
-constexpr int kMaxConsecutiveRingFailures = 60;
 constexpr int64_t kLogEverySteps = 50;
 // Deadline of the ShardInfo calls that tell waiting from failing.
 constexpr absl::Duration kShardCheckTimeout = absl::Seconds(2);
@@ -49,42 +38,27 @@ bool IsStepRetriable(const absl::Status& s) {
          absl::IsAlreadyExists(s) || absl::IsCancelled(s);
 }
 
-double Seconds(absl::Time since) {
-  return absl::ToDoubleSeconds(absl::Now() - since);
-}
-
-void AddBytes(const std::string& role, const TransferBytes& bytes,
-              v1::ByteCounts* out) {
-  (*out->mutable_sent())[role] = bytes.sent;
-  (*out->mutable_received())[role] = bytes.received;
-  if (bytes.calls > 0) (*out->mutable_calls())[role] = bytes.calls;
-}
-
 class Worker {
  public:
-  explicit Worker(const WorkerOptions& options) : options_(options) {}
-  ~Worker() {
-    if (options_.health != nullptr && peer_ != nullptr) {
-      options_.health->Detach(peer_->server.get());
-    }
-  }
+  Worker(const WorkerOptions& options, WorkerDeps deps)
+      : options_(options), deps_(std::move(deps)), clock_(*deps_.clock) {}
 
   absl::StatusOr<WorkerSummary> Run() {
-    const absl::Time start = absl::Now();
+    const absl::Time start = clock_.Now();
     if (absl::Status joined = Join(); !joined.ok()) {
       if (!stop_requested()) return joined;
       summary_.end_reason = "stopped";  // asked to stop while registering
       return summary_;
     }
     absl::Status status = Setup();
-    if (status.ok() && ring_ != nullptr) {
-      // The coordinator aborted open steps: give up a ring step in flight
-      // at once instead of waiting for its collective deadline.
-      RingExchange* ring = ring_.get();
+    if (status.ok()) {
+      // The coordinator aborted open steps: give up a step in flight at
+      // once instead of waiting for its deadline (fenced modes).
+      GradientExchange* exchange = exchange_.get();
       heartbeater_->SetFenceListener(
-          [ring](int64_t fence) { ring->CancelIfOlder(fence); });
+          [exchange](int64_t fence) { exchange->CancelIfOlder(fence); });
+      status = Loop();
     }
-    if (status.ok()) status = Loop();
     if (status.ok() && !options_.final_weights_path.empty()) {
       status = SaveFinalWeights();
     }
@@ -93,55 +67,41 @@ class Worker {
     if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
       v1::LeaveRequest leave;
       leave.set_worker_id(worker_id_);
-      const absl::Status left = coordinator_->Leave(leave);
+      const absl::Status left = coordinator().Leave(leave);
       if (!left.ok()) Log(absl::StrCat("leave failed: ", left.ToString()));
     }
     if (!status.ok()) return status;
-    if (ps_ != nullptr) summary_.ps_bytes = ps_->bytes();
-    summary_.peer_bytes = peer_->counter->Get();
-    summary_.coordinator_bytes = coordinator_->bytes();
+    summary_.ps_bytes = exchange_->bytes().ps;
+    if (const ByteCounter* peer = deps_.peer->counter(); peer != nullptr) {
+      summary_.peer_bytes = peer->Get();
+    }
+    summary_.coordinator_bytes = coordinator().bytes();
     summary_.link = options_.link;
-    if (shaper_ != nullptr) summary_.link_stats = shaper_->stats();
+    summary_.link_stats = deps_.peer->link_stats();
     summary_.wall_seconds = Seconds(start);
     return summary_;
   }
 
  private:
+  CoordinatorApi& coordinator() { return *deps_.coordinator; }
   bool stop_requested() const {
     return options_.stop_requested != nullptr &&
            options_.stop_requested->load();
   }
+  double Seconds(absl::Time since) const {
+    return absl::ToDoubleSeconds(clock_.Now() - since);
+  }
 
-  // Starts the peer service, registers and starts heartbeats.
+  // Registers and starts heartbeats.
   absl::Status Join() {
-    if (options_.link.enabled()) {
-      shaper_ = std::make_unique<LinkShaper>(options_.link);
-      Log(absl::StrCat("link emulation: ", options_.link.ToString(),
-                       " per direction, burst ", shaper_->burst_bytes(),
-                       " bytes"));
-    }
-    ASSIGN_OR_RETURN(peer_, StartRingPeerServer(options_.peer_listen_address,
-                                                shaper_.get()));
-    if (options_.health != nullptr) {
-      options_.health->Attach(peer_->server.get(), {"ferry.v1.RingPeer"});
-    }
-    const std::string peer_address =
-        AdvertisedPeerAddress(options_.peer_listen_address,
-                              options_.peer_advertise_address, peer_->port);
-    CoordinatorClientOptions copts;
-    copts.rpc_timeout = options_.rpc_timeout;
-    copts.short_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
-    copts.retry = options_.retry;
-    copts.cancel = options_.stop_requested;
-    coordinator_ =
-        CoordinatorClient::Connect(options_.coordinator_address, copts);
+    const std::string peer_address = deps_.peer->address();
     v1::RegisterRequest request;
     request.set_peer_address(peer_address);
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     request.set_hostname(host);
     request.set_pid(getpid());
-    absl::StatusOr<v1::RegisterResponse> reg = coordinator_->Register(request);
+    absl::StatusOr<v1::RegisterResponse> reg = coordinator().Register(request);
     if (!reg.ok()) {
       return absl::Status(reg.status().code(),
                           absl::StrCat("register with coordinator ",
@@ -150,13 +110,13 @@ class Worker {
     }
     job_ = reg->job();
     worker_id_ = reg->worker_id();
-    peer_->service->set_job_id(job_.job_id());
+    deps_.peer->SetJob(job_.job_id());
     summary_.worker_id = worker_id_;
     summary_.job_id = job_.job_id();
     const int64_t interval_ms = reg->heartbeat_interval_ms();
     const absl::Duration interval = absl::Milliseconds(
         interval_ms > 0 ? std::max<int64_t>(interval_ms, 50) : 1000);
-    heartbeater_ = std::make_unique<Heartbeater>(coordinator_.get(), worker_id_,
+    heartbeater_ = std::make_unique<Heartbeater>(&coordinator(), worker_id_,
                                                  reg->generation(), interval);
     Log(
         absl::StrFormat("registered with %s as %s: job %s, generation %d, "
@@ -167,58 +127,29 @@ class Worker {
     return absl::OkStatus();
   }
 
-  // Checks the job, then loads data and builds backend, model, buffers and
-  // the PS client.
+  // Checks the job, builds backend, model, data and buffers, then the
+  // job's exchange (the only place the mode is looked at).
   absl::Status Setup() {
-    if (!ring() && job_.shard_addresses_size() == 0) {
-      return absl::FailedPreconditionError(
-          "the job lists no parameter-server shards");
-    }
-    ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job_.model()));
-    ASSIGN_OR_RETURN(backend_, MakeBackend(options_.device, options_.threads));
-    summary_.device = backend_->Name();
-    ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend_.get()));
-    model_.emplace(std::move(model));
-    RETURN_IF_ERROR(CheckJobTensors(job_, model_->layout()));
-    ASSIGN_OR_RETURN(data_, LoadTrainTest(job_.dataset(), job_.data_dir(),
-                                          model_->input_dim(),
-                                          model_->num_classes(), job_.seed()));
-    lease_samples_.emplace(data_.train.num_samples, job_.seed());
-    const int64_t n = model_->layout().total_elements();
-    ASSIGN_OR_RETURN(params_, backend_->Allocate(n));
-    ASSIGN_OR_RETURN(grads_, backend_->Allocate(n));
-    if (!backend_->IsHostMemory()) {
-      ASSIGN_OR_RETURN(host_params_, backend_->AllocateHost(n));
-      ASSIGN_OR_RETURN(host_grads_, backend_->AllocateHost(n));
-    }
-    if (ring()) {
-      RingExchangeOptions ropts =
-          RingExchangeOptionsForJob(job_, worker_id_, model_->layout());
-      ropts.backend = backend_.get();
-      ropts.peer = peer_.get();
-      ropts.params = params_.data();
-      ropts.grads = grads_.data();
-      ropts.host_grads =
-          backend_->IsHostMemory() ? grads_.data() : host_grads_.data();
-      ropts.collective_timeout = options_.collective_timeout;
-      ASSIGN_OR_RETURN(ring_, RingExchange::Create(std::move(ropts)));
-      const std::vector<float> init = model_->InitialParameters(job_.seed());
-      RETURN_IF_ERROR(backend_->CopyToDevice(init.data(), n, params_.data()));
-      Log(absl::StrFormat(
-          "%d parameters, %d train samples, device %s, ring mode, "
-          "%d gradient buckets",
-          n, data_.train.num_samples, summary_.device, ring_->num_buckets()));
-      return absl::OkStatus();
-    }
+    RETURN_IF_ERROR(CheckExchangeJob(job_));
     ASSIGN_OR_RETURN(
-        GrpcParameterClientOptions popts,
-        ParameterClientOptionsForJob(job_, worker_id_, model_->layout()));
-    popts.rpc_timeout = options_.rpc_timeout;
-    popts.retry = options_.retry;
-    popts.shaper = shaper_.get();
-    ASSIGN_OR_RETURN(ps_, GrpcParameterClient::Create(std::move(popts)));
-    Log(absl::StrFormat("%d parameters, %d train samples, device %s", n,
-                        data_.train.num_samples, summary_.device));
+        trainer_, StepTrainer::Create(job_, options_.device, options_.threads));
+    summary_.device = trainer_->backend()->Name();
+    ExchangeContext context;
+    context.job = &job_;
+    context.worker_id = worker_id_;
+    context.layout = &trainer_->layout();
+    context.backend = trainer_->backend();
+    context.buffers = trainer_->buffers();
+    context.collective_timeout = options_.collective_timeout;
+    context.shard_check_timeout =
+        std::min(options_.rpc_timeout, kShardCheckTimeout);
+    ASSIGN_OR_RETURN(exchange_, MakeGradientExchange(context, deps_.peer.get(),
+                                                     deps_.parameter_client));
+    policy_ = exchange_->policy();
+    Log(absl::StrFormat("%d parameters, %d train samples, device %s, %s mode",
+                        trainer_->buffers().num_elements,
+                        trainer_->train_samples(), summary_.device,
+                        exchange_->mode()));
     return absl::OkStatus();
   }
 
@@ -241,27 +172,27 @@ class Worker {
     }
     pending_.emplace();
     pending_->report = std::move(report);
-    pending_->asked = absl::Now();
+    pending_->asked = clock_.Now();
     pending_->result = std::async(std::launch::async, [this, request] {
-      return coordinator_->NextTask(request);
+      return coordinator().NextTask(request);
     });
   }
 
-  // Waits for the pending call, publishing weights meanwhile (ring mode:
+  // Waits for the pending call, serving the exchange meanwhile (ring mode:
   // the coordinator's evaluation may be what the coordinator waits for).
   absl::StatusOr<v1::NextTaskResponse> AwaitLease() {
     while (pending_->result.wait_for(std::chrono::milliseconds(20)) !=
            std::future_status::ready) {
-      PublishWeights();
+      exchange_->BetweenSteps();
     }
     return pending_->result.get();
   }
 
-  void PublishWeights() {
-    if (ring_ == nullptr) return;
-    const absl::Status published = ring_->PublishIfWanted();
-    if (!published.ok())
-      Log(absl::StrCat("publish weights: ", published.ToString()));
+  // Drops a prefetched lease (its step is redone or the worker stops).
+  void DropPendingLease() {
+    if (!pending_.has_value()) return;
+    (void)AwaitLease();
+    pending_.reset();
   }
 
   // Waits for the report sent last (if any) and returns its status.
@@ -279,7 +210,7 @@ class Worker {
     request.set_report_only(true);
     absl::Status status;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      status = coordinator_->NextTask(request).status();
+      status = coordinator().NextTask(request).status();
       if (!absl::IsDeadlineExceeded(status)) break;
     }
     if (absl::IsAborted(status)) {  // the step went on without us
@@ -290,6 +221,45 @@ class Worker {
     return status;
   }
 
+  // What the loop does after a failed step: OK to ask for the next lease,
+  // or the error that ends the worker.
+  absl::Status HandleFailure(const v1::NextTaskResponse& lease,
+                             const absl::Status& failure, int& failures,
+                             Backoff& backoff) {
+    exchange_->AbandonStep();
+    if (policy_.report_failed_steps) {
+      // Every member restarts the step from the committed state.
+      RETURN_IF_ERROR(AwaitReport());
+      v1::StepReport failed;
+      failed.set_step(lease.step());
+      failed.set_fence(lease.fence());
+      failed.set_failed(true);
+      (void)SendReport(failed);
+    }
+    DropPendingLease();  // the prefetched lease: redo this step first
+    if (!IsStepRetriable(failure)) return failure;
+    ++summary_.abandoned_steps;
+    Log(absl::StrCat("abandoned step ", lease.step(), ": ",
+                     failure.ToString()));
+    // A step closed without us (a sync quorum cut the straggler) is
+    // expected, not a fault: it does not count towards giving up.
+    const bool closed_without_us =
+        absl::IsFailedPrecondition(failure) || absl::IsAlreadyExists(failure);
+    // A sync step waits for all its contributors: a call that ran out of
+    // time waiting for another worker (one cut off from a shard, say) did
+    // not fail here and does not count either, so that the workers that
+    // reach every shard outlast the one that does not, which gives up and
+    // leaves (tests/fault/network_partition_test.py).
+    if (!closed_without_us && !exchange_->WaitedForOthers(failure) &&
+        ++failures >= policy_.max_consecutive_failures) {
+      return failure;
+    }
+    // E.g. a ring keeps failing until the coordinator evicts a dead member
+    // (a heartbeat timeout): back off and wait for it.
+    if (policy_.backoff_after_failure) backoff.Wait();
+    return absl::OkStatus();
+  }
+
   // Sync mode leases are prefetched: while a step runs, the lease of the
   // next one is already asked for, and each report goes out on its own as
   // soon as the step is done, so no step waits for a coordinator round trip.
@@ -298,16 +268,16 @@ class Worker {
     std::optional<v1::StepReport> done;  // not yet sent
     std::optional<int64_t> last_step;    // leased, when prefetching
     int failures = 0;
-    // Ring failures wait for the coordinator to evict a dead member.
-    Backoff ring_backoff(RetryPolicy{.initial_backoff = absl::Milliseconds(100),
-                                     .max_backoff = absl::Seconds(1),
-                                     .budget = absl::InfiniteDuration()});
+    Backoff backoff(RetryPolicy{.initial_backoff = absl::Milliseconds(100),
+                                .max_backoff = absl::Seconds(1),
+                                .budget = absl::InfiniteDuration()},
+                    &clock_);
     while (true) {
       if (heartbeater_->evicted()) return Evicted();
       const bool stopping = stop_requested();
       if (!pending_.has_value()) {
         if (stopping && !done.has_value()) break;
-        PublishWeights();
+        exchange_->BetweenSteps();
         Ask(std::move(done), prefetch ? last_step : std::nullopt);
         done.reset();
       }
@@ -316,12 +286,10 @@ class Worker {
       const absl::Time asked = pending_->asked;
       pending_.reset();
       if (absl::IsNotFound(lease.status())) return Evicted();
-      if (stopping)
-        break;  // the last report went out; Leave releases any new lease
-      if (absl::IsAborted(lease.status()))
-        continue;  // a step we are no longer part of
+      if (stopping) break;  // the last report went out; Leave releases a lease
+      if (absl::IsAborted(lease.status())) continue;  // a step without us
       if (absl::IsDeadlineExceeded(lease.status()) &&
-          ++failures < kMaxConsecutiveFailures) {
+          ++failures < kMaxConsecutiveLeaseFailures) {
         done = std::move(sent);  // may not have arrived
         continue;
       }
@@ -333,7 +301,7 @@ class Worker {
       }
       if (lease->action() == v1::NextTaskResponse::WAIT) {
         // The coordinator long-polls; do not spin if it answered at once.
-        absl::SleepFor(absl::Milliseconds(100) - (absl::Now() - asked));
+        clock_.SleepFor(absl::Milliseconds(100) - (clock_.Now() - asked));
         continue;
       }
       if (prefetch) {
@@ -342,75 +310,30 @@ class Worker {
         Ask(std::nullopt, last_step);
       }
       absl::StatusOr<v1::StepReport> report =
-          ring() && lease->fence() < heartbeater_->fence()
+          policy_.fenced && lease->fence() < heartbeater_->fence()
               ? absl::AbortedError("the lease predates an abort (older fence)")
               : Train(*lease);
       if (!report.ok()) {
-        if (ring_ != nullptr) {
-          // Every member restarts the step from the committed state.
-          ring_->Abandon();
-          RETURN_IF_ERROR(AwaitReport());
-          v1::StepReport failed;
-          failed.set_step(lease->step());
-          failed.set_fence(lease->fence());
-          failed.set_failed(true);
-          (void)SendReport(failed);
-        }
-        if (pending_.has_value()) {  // drop the prefetched lease: redo this
-                                     // step first
-          (void)AwaitLease();
-          pending_.reset();
-        }
         last_step.reset();
-        if (!IsStepRetriable(report.status())) return report.status();
-        ++summary_.abandoned_steps;
-        Log(absl::StrCat("abandoned step ", lease->step(), ": ",
-                         report.status().ToString()));
-        // A step closed without us (a sync quorum cut the straggler) is
-        // expected, not a fault: it does not count towards giving up.
-        const bool closed_without_us =
-            absl::IsFailedPrecondition(report.status()) ||
-            absl::IsAlreadyExists(report.status());
-        // A sync step waits for all its contributors: a call that ran out
-        // of time while every shard answers waited for another worker (one
-        // cut off from a shard, say), it did not fail here. It does not
-        // count either, so that the workers that reach every shard outlast
-        // the one that does not, which gives up and leaves (its slot is
-        // dropped and the step completes without it). Counting it made the
-        // healthy workers exit first (tests/fault/network_partition_test.py).
-        const bool waited_for_others =
-            !ring() && absl::IsDeadlineExceeded(report.status()) &&
-            ps_->CheckShards(std::min(options_.rpc_timeout, kShardCheckTimeout))
-                .ok();
-        // A ring keeps failing until the coordinator evicts a dead member
-        // (a heartbeat timeout): back off and wait for it, up to about a
-        // minute of failures in a row.
-        const int limit =
-            ring() ? kMaxConsecutiveRingFailures : kMaxConsecutiveFailures;
-        if (!closed_without_us && !waited_for_others && ++failures >= limit) {
-          return report.status();
-        }
-        if (ring()) ring_backoff.Wait();
+        RETURN_IF_ERROR(
+            HandleFailure(*lease, report.status(), failures, backoff));
         continue;
       }
       failures = 0;
-      ring_backoff.Reset();
-      if (prefetch) {
-        // The report travels while the next step runs; one at a time.
-        RETURN_IF_ERROR(AwaitReport());
-        report_in_flight_ = std::async(
-            std::launch::async,
-            [this, r = *std::move(report)] { return SendReport(r); });
-        if (stop_requested()) {
-          RETURN_IF_ERROR(AwaitReport());
-          if (pending_.has_value()) {
-            (void)AwaitLease();
-            pending_.reset();
-          }
-          break;
-        }
-      } else {
+      backoff.Reset();
+      if (!prefetch) {
         done = *std::move(report);
+        continue;
+      }
+      // The report travels while the next step runs; one at a time.
+      RETURN_IF_ERROR(AwaitReport());
+      report_in_flight_ =
+          std::async(std::launch::async,
+                     [this, r = *std::move(report)] { return SendReport(r); });
+      if (stop_requested()) {
+        RETURN_IF_ERROR(AwaitReport());
+        DropPendingLease();
+        break;
       }
     }
     RETURN_IF_ERROR(AwaitReport());
@@ -429,18 +352,10 @@ class Worker {
                      "finishing its step"));
   }
 
-  bool ring() const { return job_.mode() == v1::MODE_RING; }
-
-  // Writes the weights the worker ends with (ring: its own; PS: the
-  // shards' newest) as raw little-endian fp32, atomically.
+  // Writes the weights the worker ends with (the exchange's final weights)
+  // as raw little-endian fp32, atomically.
   absl::Status SaveFinalWeights() {
-    const int64_t n = model_->layout().total_elements();
-    std::vector<float> host(n);
-    if (ring()) {
-      RETURN_IF_ERROR(backend_->CopyToHost(params_.data(), n, host.data()));
-    } else {
-      RETURN_IF_ERROR(ps_->Pull(0, host.data()).status());
-    }
+    ASSIGN_OR_RETURN(const std::vector<float> host, exchange_->FinalWeights());
     const std::string& path = options_.final_weights_path;
     const std::string temp = path + ".tmp";
     std::FILE* f = std::fopen(temp.c_str(), "wb");
@@ -451,144 +366,57 @@ class Worker {
       return absl::PermissionDeniedError(
           absl::StrCat("cannot write the final weights to ", path));
     }
-    Log(absl::StrFormat("wrote %d final weights to %s", n, path));
+    Log(absl::StrFormat("wrote %d final weights to %s", host.size(), path));
     return absl::OkStatus();
   }
 
-  // One TRAIN lease: bring the weights up to date (PS: pull; ring: join the
-  // ring), forward + backward with the gradient exchange overlapped (PS:
-  // push; ring: bucket all-reduce), finish the exchange (ring: apply the
-  // optimizer).
+  // One TRAIN lease through the exchange, then its report.
   absl::StatusOr<v1::StepReport> Train(const v1::NextTaskResponse& lease) {
-    ASSIGN_OR_RETURN(std::vector<int64_t> indices,
-                     lease_samples_->Indices(lease, /*allow_empty=*/ring()));
-    const int batch = static_cast<int>(indices.size());
-    const int64_t n = model_->layout().total_elements();
-    const absl::Time compute_start = absl::Now();
-    if (!stager_.has_value() || stager_max_ < batch) {
-      stager_max_ = std::max({batch, job_.global_batch(), 1});
-      ASSIGN_OR_RETURN(BatchStager stager,
-                       BatchStager::Create(backend_.get(), model_->input_dim(),
-                                           stager_max_));
-      stager_.emplace(std::move(stager));
-    }
-    if (batch > 0) RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
-    double compute = Seconds(compute_start);
-
-    const absl::Time prepare_start = absl::Now();
-    std::unique_ptr<PushSession> push;
-    if (ring()) {
-      RETURN_IF_ERROR(ring_->BeginStep(lease));
-    } else {
-      float* pull_target =
-          backend_->IsHostMemory() ? params_.data() : host_params_.data();
-      ASSIGN_OR_RETURN(const int64_t version,
-                       ps_->Pull(lease.pull_version(), pull_target));
-      if (!backend_->IsHostMemory()) {
-        RETURN_IF_ERROR(
-            backend_->CopyToDevice(host_params_.data(), n, params_.data()));
-      }
-      PushInfo info;
-      info.generation = lease.generation() > 0 ? lease.generation()
-                                               : heartbeater_->generation();
-      info.step = lease.step();
-      info.num_samples = batch;
-      info.base_version = version;
-      ASSIGN_OR_RETURN(push, ps_->BeginPush(info));
-    }
-    double comm = Seconds(prepare_start);
-
-    float* host_grads =
-        backend_->IsHostMemory() ? grads_.data() : host_grads_.data();
-    absl::Status ready_status;
-    const auto on_ready = [&](int64_t offset, int64_t length) {
-      if (!ready_status.ok()) return;
-      if (backend_->IsHostMemory()) {
-        ready_status = backend_->Synchronize();
-      } else {
-        ready_status = backend_->CopyToHost(grads_.data() + offset, length,
-                                            host_grads + offset);
-      }
-      if (!ready_status.ok()) return;
-      ready_status = ring() ? ring_->Ready(offset, length)
-                            : push->Ready(offset, length, host_grads + offset);
-    };
-    const absl::Time backward_start = absl::Now();
-    LossStats stats;
-    if (batch > 0) {
-      ASSIGN_OR_RETURN(
-          stats, model_->ForwardBackward(params_.data(), stager_->inputs(),
-                                         stager_->labels(), batch,
-                                         /*grad_scale=*/1.0f, grads_.data(),
-                                         on_ready));
-    } else {  // a ring rank without samples contributes zeros
-      std::fill(host_grads, host_grads + n, 0.0f);
-      ready_status = ring_->Ready(0, n);
-    }
-    RETURN_IF_ERROR(ready_status);
-    compute += Seconds(backward_start);
-    const absl::Time finish_start = absl::Now();
-    RETURN_IF_ERROR(ring() ? ring_->FinishStep() : push->Finish());
-    comm += Seconds(finish_start);
-
+    ASSIGN_OR_RETURN(
+        const StepResult step,
+        trainer_->Train(lease, heartbeater_->generation(), *exchange_, clock_));
     ++summary_.steps;
-    summary_.samples += batch;
-    summary_.loss_sum += stats.loss_sum;
-    summary_.correct += stats.correct;
-    summary_.compute_seconds += compute;
-    summary_.comm_seconds += comm;
+    summary_.samples += step.samples;
+    summary_.loss_sum += step.stats.loss_sum;
+    summary_.correct += step.stats.correct;
+    summary_.compute_seconds += step.compute_seconds;
+    summary_.comm_seconds += step.comm_seconds;
     v1::StepReport report;
     report.set_step(lease.step());
     report.set_fence(lease.fence());
     if (lease.tasks_size() > 0) report.set_task_id(lease.tasks(0).task_id());
-    report.set_loss_sum(stats.loss_sum);
-    report.set_correct(stats.correct);
-    report.set_num_samples(batch);
-    report.set_compute_seconds(compute);
-    report.set_comm_seconds(comm);
-    if (ring() && job_.digest_every() > 0 &&
-        ring_->steps_applied() % job_.digest_every() == 0) {
-      ASSIGN_OR_RETURN(const uint64_t digest, ring_->WeightsDigest());
-      report.set_weights_digest(digest);
-    }
-    if (ps_ != nullptr) {
-      AddBytes("ps", ps_->bytes(), report.mutable_bytes());
-      for (const auto& [peer, bytes] : ps_->peer_bytes()) {
-        AddBytes(peer, bytes, report.mutable_peer_bytes());
-      }
-    }
-    if (ring()) AddBytes(kRingPeerRole, ring_->bytes(), report.mutable_bytes());
-    AddBytes("coordinator", coordinator_->bytes(), report.mutable_bytes());
-    step_metrics_.Record(batch, heartbeater_->generation(), report.bytes());
+    report.set_loss_sum(step.stats.loss_sum);
+    report.set_correct(step.stats.correct);
+    report.set_num_samples(step.samples);
+    report.set_compute_seconds(step.compute_seconds);
+    report.set_comm_seconds(step.comm_seconds);
+    RETURN_IF_ERROR(exchange_->AddToReport(report));
+    AddRoleBytes("coordinator", coordinator().bytes(), report.mutable_bytes());
+    step_metrics_.Record(step.samples, heartbeater_->generation(),
+                         report.bytes());
     if (summary_.steps % kLogEverySteps == 0) {
       Log(absl::StrFormat(
           "step %d (epoch %d): loss %.4f, compute %.3f s, comm %.3f s",
-          lease.step(), lease.epoch(), batch > 0 ? stats.loss_sum / batch : 0.0,
-          compute, comm));
+          lease.step(), lease.epoch(),
+          step.samples > 0 ? step.stats.loss_sum / step.samples : 0.0,
+          step.compute_seconds, step.comm_seconds));
     }
     return report;
   }
 
+  // Lease calls that time out in a row before the worker gives up.
+  static constexpr int kMaxConsecutiveLeaseFailures = 10;
+
   const WorkerOptions& options_;
-  // Link emulation (null: none). Declared first: outlives the peer server
-  // and the PS client, whose held messages it may still release.
-  std::unique_ptr<LinkShaper> shaper_;
-  std::unique_ptr<CoordinatorClient> coordinator_;
+  // Declared first: outlives everything built from it.
+  WorkerDeps deps_;
+  Clock& clock_;
   std::unique_ptr<Heartbeater> heartbeater_;
-  std::unique_ptr<RingPeerServer> peer_;
-  std::unique_ptr<ParameterClient> ps_;  // PS mode
-  std::unique_ptr<RingExchange> ring_;   // ring mode
   v1::JobSpec job_;
   std::string worker_id_;
-  std::unique_ptr<ComputeBackend> backend_;
-  std::optional<Mlp> model_;
-  TrainTestData data_;
-  DeviceBuffer params_, grads_;  // backend memory
-  DeviceBuffer host_params_,
-      host_grads_;  // pinned staging, non-host backends only
-  std::optional<BatchStager> stager_;
-  int stager_max_ = 0;
-  std::optional<LeaseSamples> lease_samples_;
+  std::unique_ptr<StepTrainer> trainer_;
+  std::unique_ptr<GradientExchange> exchange_;  // the job's mode
+  ExchangePolicy policy_;
   std::optional<PendingLease> pending_;
   std::future<absl::Status> report_in_flight_;
   int64_t held_fence_ = 0;  // fence of the lease being trained (prefetching)
@@ -598,15 +426,20 @@ class Worker {
 
 }  // namespace
 
-absl::StatusOr<WorkerSummary> RunDistributedWorker(
-    const WorkerOptions& options) {
+absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options,
+                                                   WorkerDeps deps) {
   if (options.coordinator_address.empty()) {
     return absl::InvalidArgumentError("no coordinator address");
   }
   if (options.threads < 1 || options.rpc_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("threads and rpc timeout must be > 0");
   }
-  Worker worker(options);
+  if (deps.peer == nullptr || deps.coordinator == nullptr ||
+      deps.clock == nullptr) {
+    return absl::InvalidArgumentError(
+        "worker deps need a peer endpoint, a coordinator and a clock");
+  }
+  Worker worker(options, std::move(deps));
   return worker.Run();
 }
 

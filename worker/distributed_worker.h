@@ -1,19 +1,22 @@
 // A stateless worker of a job run by a coordinator:
 //
-//   start the ring peer service -> Register -> heartbeat thread -> load
-//   data, build model and backend ->
+//   Register -> heartbeat thread -> load data, build model and backend
+//   (StepTrainer) -> pick the job's GradientExchange once
+//   (MakeGradientExchange: PS or ring) ->
 //   loop { NextTask(report of the previous step):
-//            TRAIN (PS mode): pull version >= pull_version from every
-//                    shard, forward and backward over the leased samples
-//                    (gradient SUM), pushing each layer's gradient to every
-//                    shard while the earlier layers still run backward;
-//            TRAIN (ring mode): join the lease's ring (rank 0's weights are
-//                    broadcast into a new ring), forward and backward,
-//                    all-reducing each gradient bucket as soon as the
-//                    backward pass has produced it, then apply the
-//                    optimizer locally;
+//            TRAIN:  StepTrainer::Train through the exchange (PS: pull,
+//                    then push each layer's gradient SUM while the earlier
+//                    layers still run backward; ring: join the lease's
+//                    ring, all-reduce each bucket as soon as it is final,
+//                    apply the optimizer locally);
 //            WAIT:   ask again;
 //            FINISH: leave }
+//
+// The loop has no mode branches: what differs between modes is the
+// exchange and its ExchangePolicy (worker/gradient_exchange.h). Everything
+// that touches the outside (coordinator, shards, peers, clock) comes in
+// through WorkerDeps (worker/worker_deps.h); ferry-worker wires the gRPC
+// ones (worker/grpc_worker_deps.h), tests in-memory ones.
 //
 // The samples of a DataTask are EpochPermutation(epoch_size, job.seed, epoch,
 // shuffle = true)[begin, end), so every worker and the standalone trainer
@@ -31,6 +34,7 @@
 #include "compute/compute_backend.h"
 #include "nlohmann/json.hpp"
 #include "ps/ps_client.h"
+#include "worker/worker_deps.h"
 
 namespace ferry {
 
@@ -96,8 +100,10 @@ struct WorkerSummary {
 //
 // A step that fails with UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED (stale
 // generation), FAILED_PRECONDITION (step not open), ALREADY_EXISTS or
-// CANCELLED is abandoned: nothing is reported for it and the worker asks for
-// the next task; 10 such failures in a row end the worker with the last one.
+// CANCELLED is abandoned (GradientExchange::AbandonStep; a ring member
+// reports it as failed so the coordinator re-forms it) and the worker asks
+// for the next task; ExchangePolicy::max_consecutive_failures such failures
+// in a row (PS 10, ring 60, with backoff) end the worker with the last one.
 // In PS mode a DEADLINE_EXCEEDED does not count when every shard then
 // answers a ShardInfo call (ParameterClient::CheckShards): the step was
 // waiting for another contributor, e.g. one cut off from a shard by a
@@ -108,13 +114,17 @@ struct WorkerSummary {
 // Errors: NOT_FOUND when the coordinator evicted this worker; UNAVAILABLE
 // when the coordinator stays unreachable through the retry budget;
 // FAILED_PRECONDITION / RESOURCE_EXHAUSTED when Register is refused, or when
-// the job's tensors do not match its model; UNAVAILABLE when the peer
-// service cannot listen;
+// the job's tensors do not match its model (or a PS job has no shards);
 // INVALID_ARGUMENT for a lease without samples or outside the dataset;
 // DATA_LOSS from a shard sending a bad pull; errors of dataset loading and
 // the backend as they come.
-absl::StatusOr<WorkerSummary> RunDistributedWorker(
-    const WorkerOptions& options);
+//
+// `options` configures the loop (device, threads, rpc_timeout for the
+// shard checks, collective_timeout, final_weights_path, stop_requested);
+// the gRPC-only fields (addresses, link, health, retry) matter to
+// MakeGrpcWorkerDeps alone. INVALID_ARGUMENT for missing deps.
+absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options,
+                                                   WorkerDeps deps);
 
 }  // namespace ferry
 

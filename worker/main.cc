@@ -18,6 +18,7 @@
 #include "common/progress.h"
 #include "proto/process_ops.h"
 #include "worker/distributed_worker.h"
+#include "worker/grpc_worker_deps.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
@@ -102,7 +103,13 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   (*ops)->DrainWhen(&g_stop_requested);
   (*ops)->WatchPeer("coordinator", options.coordinator_address);
   options.health = &(*ops)->health();
-  auto summary = ferry::RunDistributedWorker(options);
+  auto deps = ferry::MakeGrpcWorkerDeps(options);
+  if (!deps.ok()) {
+    (*ops)->health().SetDraining();
+    ferry::LogError("worker failed", {{"error", deps.status()}});
+    return 1;
+  }
+  auto summary = ferry::RunDistributedWorker(options, *std::move(deps));
   // A worker that stays after the job (--after-finish wait) stays alive for
   // its liveness probe: a Deployment would restart an exited container.
   const bool idle =

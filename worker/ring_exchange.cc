@@ -4,9 +4,11 @@
 #include <cstring>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "ring/ring_peer_service.h"
 
 namespace ferry {
 namespace {
@@ -16,11 +18,11 @@ constexpr int64_t kBroadcastOp = 0;
 
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
     RingExchangeOptions options) {
-  if (options.backend == nullptr || options.peer == nullptr ||
+  if (options.backend == nullptr || !options.connect ||
       options.params == nullptr || options.grads == nullptr ||
       options.host_grads == nullptr) {
     return absl::InvalidArgumentError(
-        "ring exchange: missing backend, peer or buffers");
+        "ring exchange: missing backend, transport factory or buffers");
   }
   const int64_t n = std::accumulate(options.tensor_sizes.begin(),
                                     options.tensor_sizes.end(), int64_t{0});
@@ -54,21 +56,10 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
         "state are all gone",
         {{"rank0_steps", have}, {"resume_step", lease.step()}});
   }
-  GrpcRingTransportOptions topts;
-  topts.job_id = options_.job_id;
-  topts.generation = lease.ring_generation();
-  topts.rank = lease.rank();
-  for (const v1::RingMember& m : lease.ring()) {
-    topts.ring.push_back({m.worker_id(), m.peer_address()});
-  }
-  topts.mailbox = options_.peer->mailbox.get();
-  topts.counter = options_.peer->counter.get();
-  topts.shaper = options_.peer->shaper;  // link emulation, if any
   auto session = std::make_unique<Session>();
   session->ring_generation = lease.ring_generation();
   session->fence = lease.fence();
-  ASSIGN_OR_RETURN(session->transport,
-                   GrpcRingTransport::Create(std::move(topts)));
+  ASSIGN_OR_RETURN(session->transport, options_.connect(lease));
   RingCollectiveOptions copts;
   copts.timeout = options_.collective_timeout;
   session->collective =
@@ -157,7 +148,18 @@ absl::Status RingExchange::RollBackTo(int64_t steps) {
   return absl::OkStatus();
 }
 
-absl::Status RingExchange::BeginStep(const v1::NextTaskResponse& lease) {
+ExchangePolicy RingExchange::policy() const {
+  ExchangePolicy policy;
+  policy.allow_empty_batch = true;
+  policy.fenced = true;
+  policy.report_failed_steps = true;
+  policy.max_consecutive_failures = 60;
+  policy.backoff_after_failure = true;
+  return policy;
+}
+
+absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
+  const v1::NextTaskResponse& lease = *step.lease;
   if (lease.ring_size() == 0 || lease.rank() < 0 ||
       lease.rank() >= lease.ring_size() || lease.step_samples() <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -177,7 +179,7 @@ absl::Status RingExchange::BeginStep(const v1::NextTaskResponse& lease) {
   if (session_ == nullptr ||
       session_->ring_generation != lease.ring_generation()) {
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
-      Abandon();
+      AbandonStep();
       return joined;
     }
   }
@@ -197,7 +199,7 @@ absl::Status RingExchange::FinishStep() {
   if (session_ == nullptr)
     return absl::FailedPreconditionError("no ring step begun");
   if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
-    Abandon();
+    AbandonStep();
     return reduced;
   }
   RETURN_IF_ERROR(CopyState());
@@ -211,7 +213,7 @@ absl::Status RingExchange::FinishStep() {
   return optimizer_.Apply(options_.grads, options_.params);
 }
 
-void RingExchange::Abandon() {
+void RingExchange::AbandonStep() {
   // Abort first: a bucket in flight then ends at once instead of running
   // into its deadline while the reducer is destroyed.
   absl::MutexLock lock(&cancel_mu_);
@@ -235,11 +237,24 @@ absl::StatusOr<std::vector<float>> RingExchange::HostParams() {
   return host;
 }
 
-absl::Status RingExchange::PublishIfWanted() {
-  WeightsPublisher* publisher = options_.peer->publisher.get();
-  if (!publisher->wanted()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
-  publisher->Publish(optimizer_.steps_applied(), std::move(host));
+void RingExchange::BetweenSteps() {
+  WeightsPublisher* publisher = options_.publisher;
+  if (publisher == nullptr || !publisher->wanted()) return;
+  absl::StatusOr<std::vector<float>> host = HostParams();
+  if (!host.ok()) {
+    LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
+    return;
+  }
+  publisher->Publish(optimizer_.steps_applied(), *std::move(host));
+}
+
+absl::Status RingExchange::AddToReport(v1::StepReport& report) {
+  if (options_.digest_every > 0 &&
+      optimizer_.steps_applied() % options_.digest_every == 0) {
+    ASSIGN_OR_RETURN(const uint64_t digest, WeightsDigest());
+    report.set_weights_digest(digest);
+  }
+  AddRoleBytes(kRingPeerRole, PeerBytes(), report.mutable_bytes());
   return absl::OkStatus();
 }
 

@@ -1,9 +1,13 @@
-// The ring-mode half of a worker's step: keeps one ring session (links,
-// collective, bucket reducer) per ring generation, broadcasts rank 0's
-// state (weights, optimizer state and step count) into a new ring,
-// all-reduces gradient buckets while the backward pass runs, then divides
-// by the step's sample count and applies the optimizer locally (the same
-// common/ code a PS shard runs).
+// The ring mode's GradientExchange (worker/gradient_exchange.h): keeps one
+// ring session (links, collective, bucket reducer) per ring generation,
+// broadcasts rank 0's state (weights, optimizer state and step count) into
+// a new ring, all-reduces gradient buckets while the backward pass runs,
+// then divides by the step's sample count and applies the optimizer locally
+// (the same common/ code a PS shard runs).
+//
+// Links come from a RingTransportFactory: GrpcRingTransport over the
+// worker's RingPeer service in ferry-worker, an InMemoryRingHub's
+// transports in tests (many ranks in one process).
 //
 // Rollback: before applying a step the state is copied (the last
 // kStateCopies steps are kept). A new ring generation starts from the state
@@ -17,6 +21,7 @@
 #define FERRY_WORKER_RING_EXCHANGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,17 +34,36 @@
 #include "ferry/v1/coordinator.pb.h"
 #include "ring/bucket_plan.h"
 #include "ring/bucket_reducer.h"
-#include "ring/grpc_ring_transport.h"
 #include "ring/ring_collective.h"
-#include "ring/ring_peer_service.h"
+#include "ring/ring_transport.h"
+#include "ring/weights_publisher.h"
+#include "worker/gradient_exchange.h"
 
 namespace ferry {
+
+// Opens this worker's links of the ring a lease names (its
+// ring_generation, rank and members in rank order); called once per ring
+// generation, the previous generation's transport destroyed first.
+// Errors: INVALID_ARGUMENT for a ring it cannot connect (e.g. an empty
+// address); others as the transport's.
+using RingTransportFactory =
+    std::function<absl::StatusOr<std::unique_ptr<RingTransport>>(
+        const v1::NextTaskResponse& lease)>;
 
 struct RingExchangeOptions {
   std::string job_id;
   std::string worker_id;
   ComputeBackend* backend = nullptr;  // not owned
-  RingPeerServer* peer = nullptr;     // this worker's peer service; not owned
+  RingTransportFactory connect;       // required
+  // Not owned; may be null. Where the weights go when a reader (the
+  // coordinator's evaluation) asks for them (BetweenSteps).
+  WeightsPublisher* publisher = nullptr;
+  // Not owned; may be null (bytes() then reports zeros). The bytes the
+  // transports count for peer traffic.
+  const ByteCounter* counter = nullptr;
+  // A weights digest goes into the report of every digest_every-th applied
+  // step (0: never).
+  int64_t digest_every = 0;
   std::vector<int64_t> tensor_sizes;  // model order
   int64_t bucket_elements = 0;
   OptimizerConfig optimizer;
@@ -57,36 +81,49 @@ struct RingExchangeOptions {
   GradientCompression compression;
 };
 
-class RingExchange {
+class RingExchange final : public GradientExchange {
  public:
-  // INVALID_ARGUMENT for a bad bucket size or optimizer config.
+  // INVALID_ARGUMENT for missing backend, factory or buffers, a bad bucket
+  // size, optimizer config or compression.
   static absl::StatusOr<std::unique_ptr<RingExchange>> Create(
       RingExchangeOptions options);
 
-  // Before computing `lease`: joins the lease's ring (new links and a
-  // broadcast of rank 0's weights into params when the ring generation
-  // changed) and starts the step's all-reduce. INVALID_ARGUMENT for a lease
-  // without a ring or with step_samples <= 0; transport errors otherwise.
-  absl::Status BeginStep(const v1::NextTaskResponse& lease);
+  std::string mode() const override { return "ring"; }
+  // Empty batches allowed, fenced, failed steps reported, up to 60
+  // failures in a row with backoff (the coordinator evicts a dead member
+  // after a heartbeat timeout).
+  ExchangePolicy policy() const override;
+  // Before computing the lease: joins its ring (new links and a broadcast
+  // of rank 0's weights into params when the ring generation changed) and
+  // starts the step's all-reduce. INVALID_ARGUMENT for a lease without a
+  // ring, with this worker not at its rank or with step_samples <= 0;
+  // transport errors otherwise (the session is then dropped).
+  absl::Status BeginStep(const ExchangeStep& step) override;
   // host_grads[offset, offset + length) is final.
-  absl::Status Ready(int64_t offset, int64_t length);
+  absl::Status Ready(int64_t offset, int64_t length) override;
   // Waits for every bucket, then params -= optimizer(sum / step_samples).
   // On error the ring session is dropped (the next step builds a new one).
-  absl::Status FinishStep();
+  absl::Status FinishStep() override;
   // Drops the ring session after a failed step.
-  void Abandon();
+  void AbandonStep() override;
   // Thread-safe: when the step in flight was leased under a fence older
   // than `fence` (the coordinator aborted it), its collective ends at once
   // with CANCELLED.
-  void CancelIfOlder(int64_t fence);
+  void CancelIfOlder(int64_t fence) override;
+  bool WaitedForOthers(const absl::Status&) override { return false; }
+  // Copies params to the publisher when a reader asked for them.
+  void BetweenSteps() override;
+  // The peer bytes under kRingPeerRole; the digest when due.
+  absl::Status AddToReport(v1::StepReport& report) override;
+  absl::StatusOr<std::vector<float>> FinalWeights() override {
+    return HostParams();
+  }
+  ExchangeBytes bytes() const override { return {{}, PeerBytes()}; }
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
   size_t num_buckets() const { return plan_.size(); }
-  // Copies params to the publisher when a reader asked for them.
-  absl::Status PublishIfWanted();
   // FNV-1a over the bytes of params (host copy for device backends).
   absl::StatusOr<uint64_t> WeightsDigest();
-  TransferBytes bytes() const { return options_.peer->counter->Get(); }
 
  private:
   RingExchange(RingExchangeOptions options, std::vector<Bucket> plan,
@@ -96,6 +133,10 @@ class RingExchange {
         optimizer_(std::move(optimizer)),
         n_(n) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
+  TransferBytes PeerBytes() const {
+    return options_.counter == nullptr ? TransferBytes{}
+                                       : options_.counter->Get();
+  }
   absl::StatusOr<std::vector<float>> HostParams();
   // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
   // when no copy of that step is kept.
@@ -108,7 +149,7 @@ class RingExchange {
   struct Session {
     int64_t ring_generation = 0;
     int64_t fence = 0;
-    std::unique_ptr<GrpcRingTransport> transport;
+    std::unique_ptr<RingTransport> transport;
     std::unique_ptr<RingCollective> collective;
     std::unique_ptr<BucketAllReducer> reducer;
     int64_t next_op = 0;

@@ -1,0 +1,333 @@
+// RingExchange with several ranks in one process over in-memory rings
+// (tests/worker/worker_test_fixture.h): every rank's weights must equal a
+// reference computed here with the same optimizer code, through ring
+// generation changes (a member leaves, a member joins with nothing), a
+// rollback of a step the coordinator aborted after some ranks applied it,
+// and a failed collective that is given up and redone.
+#include "worker/ring_exchange.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/worker_test_fixture.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::FloatEq;
+using ::testing::Pointwise;
+
+const std::vector<int64_t> kTensors = {7, 5, 3};
+constexpr int64_t kN = 15;
+constexpr int64_t kSamplesPerRank = 2;
+
+OptimizerConfig Momentum() {
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kMomentum;
+  config.lr = 0.5;
+  config.momentum = 0.5;
+  return config;
+}
+
+// Member `seed`'s gradient SUM of `step` (small multiples of 1/4: every sum
+// of them is exact in float, whatever the order).
+float Grad(int seed, int64_t step, int64_t i) {
+  return 0.25f * static_cast<float>((i * 3 + step + 2 * seed) % 7 - 3);
+}
+
+std::vector<float> Initial() {
+  std::vector<float> v(kN);
+  for (int64_t i = 0; i < kN; ++i) v[i] = 0.125f * static_cast<float>(i % 5);
+  return v;
+}
+
+struct Member {
+  std::string id;
+  int seed = 0;  // which gradients it computes
+  std::unique_ptr<ComputeBackend> backend;
+  DeviceBuffer params, grads;
+  std::unique_ptr<RingExchange> exchange;
+
+  std::vector<float> Params() const {
+    return std::vector<float>(params.data(), params.data() + kN);
+  }
+};
+
+std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
+                                   testing::RingHubs* hubs,
+                                   const std::vector<float>& init) {
+  auto m = std::make_unique<Member>();
+  m->id = id;
+  m->seed = seed;
+  m->backend = *MakeBackend(DeviceChoice::kCpu, 1);
+  m->params = *m->backend->Allocate(kN);
+  m->grads = *m->backend->Allocate(kN);
+  std::copy(init.begin(), init.end(), m->params.data());
+  RingExchangeOptions options;
+  options.job_id = "job";
+  options.worker_id = id;
+  options.backend = m->backend.get();
+  options.connect = [hubs](const v1::NextTaskResponse& lease) {
+    return hubs->Connect(lease.ring_generation(), lease.ring_size(),
+                         lease.rank());
+  };
+  options.tensor_sizes = kTensors;
+  options.bucket_elements = 8;  // two buckets: {3, 5} and {7}
+  options.optimizer = Momentum();
+  options.params = m->params.data();
+  options.grads = m->grads.data();
+  options.host_grads = m->grads.data();
+  options.collective_timeout = absl::Minutes(5);  // ends by cancel, not time
+  m->exchange = *RingExchange::Create(std::move(options));
+  return m;
+}
+
+// The single-process reference: the same optimizer over the mean gradient.
+class Reference {
+ public:
+  Reference()
+      : backend_(*MakeBackend(DeviceChoice::kCpu, 1)),
+        params_(*backend_->Allocate(kN)),
+        grads_(*backend_->Allocate(kN)),
+        optimizer_(*Optimizer::Create(Momentum(), backend_.get(), kN)) {
+    const std::vector<float> init = Initial();
+    std::copy(init.begin(), init.end(), params_.data());
+  }
+  // One step whose contributors computed with `seeds`.
+  void Step(int64_t step, const std::vector<int>& seeds) {
+    for (int64_t i = 0; i < kN; ++i) {
+      float sum = 0.0f;
+      for (int seed : seeds) sum += Grad(seed, step, i);
+      grads_.data()[i] = sum;
+    }
+    const float samples = static_cast<float>(kSamplesPerRank * seeds.size());
+    ASSERT_TRUE(backend_->Scale(kN, 1.0f / samples, grads_.data()).ok());
+    ASSERT_TRUE(optimizer_.Apply(grads_.data(), params_.data()).ok());
+  }
+  std::vector<float> Params() const {
+    return std::vector<float>(params_.data(), params_.data() + kN);
+  }
+
+ private:
+  std::unique_ptr<ComputeBackend> backend_;
+  DeviceBuffer params_, grads_;
+  Optimizer optimizer_;
+};
+
+v1::NextTaskResponse Lease(int64_t step, int64_t ring_generation, int64_t fence,
+                           const std::vector<Member*>& ring, int rank) {
+  v1::NextTaskResponse lease;
+  lease.set_step(step);
+  lease.set_ring_generation(ring_generation);
+  lease.set_fence(fence);
+  for (const Member* m : ring) {
+    v1::RingMember* member = lease.add_ring();
+    member->set_worker_id(m->id);
+    member->set_peer_address("in-memory");
+  }
+  lease.set_rank(rank);
+  lease.set_step_samples(kSamplesPerRank * static_cast<int64_t>(ring.size()));
+  return lease;
+}
+
+// One rank's step up to the last Ready (tensors declared last to first,
+// like the backward pass).
+absl::Status BeginAndReduce(Member& m, const v1::NextTaskResponse& lease,
+                            int seed_offset = 0) {
+  ExchangeStep step;
+  step.lease = &lease;
+  step.num_samples = kSamplesPerRank;
+  RETURN_IF_ERROR(m.exchange->BeginStep(step));
+  for (int64_t i = 0; i < kN; ++i) {
+    m.grads.data()[i] = Grad(m.seed + seed_offset, lease.step(), i);
+  }
+  int64_t end = kN;
+  for (auto it = kTensors.rbegin(); it != kTensors.rend(); ++it) {
+    end -= *it;
+    RETURN_IF_ERROR(m.exchange->Ready(end, *it));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FullStep(Member& m, const v1::NextTaskResponse& lease,
+                      int seed_offset = 0) {
+  RETURN_IF_ERROR(BeginAndReduce(m, lease, seed_offset));
+  return m.exchange->FinishStep();
+}
+
+// Runs `step` on every member of `ring` at once.
+void RunStep(const std::vector<Member*>& ring, int64_t step,
+             int64_t ring_generation, int64_t fence = 0) {
+  std::vector<absl::Status> statuses(ring.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    threads.emplace_back([&, r] {
+      statuses[r] =
+          FullStep(*ring[r], Lease(step, ring_generation, fence, ring, r));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < ring.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok())
+        << "step " << step << " rank " << r << ": " << statuses[r];
+  }
+}
+
+std::vector<int> Seeds(const std::vector<Member*>& ring) {
+  std::vector<int> seeds;
+  for (const Member* m : ring) seeds.push_back(m->seed);
+  return seeds;
+}
+
+void ExpectAllEqual(const std::vector<Member*>& ring, const Reference& ref,
+                    int64_t steps) {
+  for (const Member* m : ring) {
+    EXPECT_THAT(m->Params(), Pointwise(FloatEq(), ref.Params())) << m->id;
+    EXPECT_EQ(m->exchange->steps_applied(), steps) << m->id;
+  }
+}
+
+TEST(RingExchangeTest, ThreeRanksMatchTheReference) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  Reference ref;
+  for (int64_t step = 0; step < 4; ++step) {
+    RunStep(ring, step, /*ring_generation=*/1);
+    ref.Step(step, Seeds(ring));
+  }
+  ExpectAllEqual(ring, ref, 4);
+  EXPECT_NE(ref.Params(), Initial());  // the steps moved the weights
+}
+
+TEST(RingExchangeTest, MembersLeaveAndJoinAcrossRingGenerations) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  Reference ref;
+  // Generation 1: w0 w1 w2.
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  for (int64_t step = 0; step < 3; ++step) {
+    RunStep(ring, step, 1);
+    ref.Step(step, Seeds(ring));
+  }
+  // Generation 2: w2 left.
+  ring = {owned[0].get(), owned[1].get()};
+  for (int64_t step = 3; step < 5; ++step) {
+    RunStep(ring, step, 2);
+    ref.Step(step, Seeds(ring));
+  }
+  // Generation 3: w3 joins with other weights and no optimizer state; rank
+  // 0's weights, momentum and step count are broadcast to it.
+  owned.push_back(MakeMember("w3", 3, &hubs, std::vector<float>(kN, 9.0f)));
+  ring = {owned[0].get(), owned[1].get(), owned[3].get()};
+  for (int64_t step = 5; step < 8; ++step) {
+    RunStep(ring, step, 3);
+    ref.Step(step, Seeds(ring));
+  }
+  ExpectAllEqual(ring, ref, 8);
+  EXPECT_THAT(hubs.generations(), ::testing::ElementsAre(1, 2, 3));
+  // w2 kept the weights of generation 1's end.
+  EXPECT_EQ(owned[2]->exchange->steps_applied(), 3);
+}
+
+TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  Reference ref;
+  for (int64_t step = 0; step < 2; ++step) {
+    RunStep(ring, step, 1);
+    ref.Step(step, Seeds(ring));
+  }
+  // Step 2: ranks 0 and 2 apply it; rank 1 reduces its buckets but fails
+  // before applying. The coordinator aborts the step.
+  absl::Status reduced1;
+  std::thread rank1(
+      [&] { reduced1 = BeginAndReduce(*ring[1], Lease(2, 1, 0, ring, 1)); });
+  absl::Status applied0, applied2;
+  std::thread rank0(
+      [&] { applied0 = FullStep(*ring[0], Lease(2, 1, 0, ring, 0)); });
+  std::thread rank2(
+      [&] { applied2 = FullStep(*ring[2], Lease(2, 1, 0, ring, 2)); });
+  rank0.join();
+  rank2.join();
+  rank1.join();
+  ASSERT_TRUE(reduced1.ok()) << reduced1;
+  ASSERT_TRUE(applied0.ok()) << applied0;
+  ASSERT_TRUE(applied2.ok()) << applied2;
+  ring[1]->exchange->AbandonStep();
+  EXPECT_EQ(ring[0]->exchange->steps_applied(), 3);
+  EXPECT_EQ(ring[1]->exchange->steps_applied(), 2);
+  // Re-formed under a new ring generation from the state after 2 steps,
+  // with other gradients (the step's samples are leased again).
+  std::vector<absl::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      statuses[r] = FullStep(*ring[r], Lease(2, 2, 1, ring, r), 100);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  ref.Step(2, {100, 101, 102});
+  RunStep(ring, 3, 2, 1);
+  ref.Step(3, Seeds(ring));
+  ExpectAllEqual(ring, ref, 4);
+}
+
+TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  Reference ref;
+  RunStep(ring, 0, 1);
+  ref.Step(0, Seeds(ring));
+  // Step 1: rank 1's link breaks; nobody can finish. Rank 1 fails on its
+  // own; the others are cancelled by the newer fence (what the heartbeat
+  // thread does once the coordinator aborted the step).
+  hubs.FailNextSend(1, 1);
+  std::vector<absl::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back(
+        [&, r] { statuses[r] = FullStep(*ring[r], Lease(1, 1, 0, ring, r)); });
+  }
+  threads[1].join();
+  EXPECT_TRUE(absl::IsUnavailable(statuses[1])) << statuses[1];
+  ring[0]->exchange->CancelIfOlder(1);
+  ring[2]->exchange->CancelIfOlder(1);
+  threads[0].join();
+  threads[2].join();
+  EXPECT_TRUE(absl::IsCancelled(statuses[0])) << statuses[0];
+  EXPECT_TRUE(absl::IsCancelled(statuses[2])) << statuses[2];
+  for (Member* m : ring) {
+    m->exchange->AbandonStep();
+    EXPECT_EQ(m->exchange->steps_applied(), 1) << m->id;
+  }
+  for (int64_t step = 1; step < 3; ++step) {
+    RunStep(ring, step, 2, 1);
+    ref.Step(step, Seeds(ring));
+  }
+  ExpectAllEqual(ring, ref, 3);
+}
+
+}  // namespace
+}  // namespace ferry

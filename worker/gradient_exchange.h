@@ -1,0 +1,188 @@
+// GradientExchange: what the worker's training loop needs from a training
+// mode for one synchronous or asynchronous step, so that the loop never
+// branches on the mode. One exchange is chosen once, when the job is known,
+// by MakeGradientExchange() (worker/make_gradient_exchange.h):
+//
+//   PS   (PsExchange, worker/ps_exchange.h): BeginStep pulls the weights of
+//        version >= lease.pull_version from every shard and opens a push
+//        session; Ready pushes each final gradient range to its shards;
+//        FinishStep waits until every shard accepted the push. The optimizer
+//        runs on the shards.
+//   ring (RingExchange, worker/ring_exchange.h): BeginStep joins the lease's
+//        ring (a new ring generation: new links, rank 0's state broadcast,
+//        rolled back to the committed step first); Ready all-reduces each
+//        complete bucket; FinishStep waits for every bucket and applies the
+//        optimizer locally.
+//
+// A step, as the loop drives it:
+//
+//   BeginStep(step)                        weights in buffers.params
+//   forward + backward; for every range that became final:
+//     Ready(offset, length)                buffers.host_grads[range] final
+//   FinishStep()                           the step's gradient is committed
+//   AddToReport(report)                    mode's figures for the coordinator
+//
+// and after any of them failed: AbandonStep(), then the loop asks the
+// coordinator again (policy() says how it counts and reports the failure).
+//
+// Extension points. Every method works on flat ranges of the parameter
+// buffer (model/parameter_layout.h), never on the whole model at once, so:
+//  - a hybrid mode (sparse tables on the PS, dense layers in the ring) is a
+//    GradientExchange that owns one exchange per tensor group (each built
+//    over that group's ranges), fans BeginStep / FinishStep / AbandonStep
+//    out to all of them and routes each Ready range to the group that owns
+//    it (ranges never cross a tensor boundary: the backward pass declares
+//    whole tensors);
+//  - a pipeline mode is an exchange whose Ready/FinishStep exchange the
+//    gradients of the stages' own layers (its buffers cover those layers)
+//    and whose BeginStep waits for the stage's inputs.
+//
+// Ownership: an exchange owns its clients (ParameterClient, ring transports)
+// and never owns the buffers or the backend it is given; those outlive it.
+//
+// Thread safety: one thread, the training loop's, calls every method, except
+// CancelIfOlder(), which any thread (the heartbeat thread) may call at any
+// time.
+#ifndef FERRY_WORKER_GRADIENT_EXCHANGE_H_
+#define FERRY_WORKER_GRADIENT_EXCHANGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/byte_counter.h"
+#include "ferry/v1/coordinator.pb.h"
+
+namespace ferry {
+
+// The worker's flat parameter and gradient buffers (num_elements floats
+// each), not owned. params and grads are in the backend's memory;
+// host_params and host_grads are host staging buffers, equal to params and
+// grads for a host-memory backend.
+struct ExchangeBuffers {
+  int64_t num_elements = 0;
+  float* params = nullptr;
+  float* grads = nullptr;
+  float* host_params = nullptr;
+  float* host_grads = nullptr;
+};
+
+// One TRAIN lease as the loop hands it to the exchange.
+struct ExchangeStep {
+  const v1::NextTaskResponse* lease = nullptr;  // not owned; outlives the step
+  // The membership generation the worker knows (the lease's when it names
+  // one, else the newest heartbeat's).
+  int64_t generation = 0;
+  // This worker's samples in the step; 0 only when policy() allows it (the
+  // gradient is then all zeros, declared by the loop in one Ready call).
+  int64_t num_samples = 0;
+};
+
+// How the loop treats this mode's leases and failures; fixed for the
+// exchange's lifetime.
+struct ExchangePolicy {
+  // A lease without samples is trained (zeros contributed) instead of
+  // refused with INVALID_ARGUMENT (ring: every member is in every step).
+  bool allow_empty_batch = false;
+  // A lease formed under a fence older than the newest one the heartbeats
+  // saw is given up (ABORTED) without starting it.
+  bool fenced = false;
+  // A failed step is reported to the coordinator (StepReport.failed), so
+  // that it re-forms the step for every member.
+  bool report_failed_steps = false;
+  // Failures in a row (not counting steps closed without this worker or
+  // waits for other workers) after which the worker gives up.
+  int max_consecutive_failures = 10;
+  // Wait (exponential backoff on the worker's clock) before asking for the
+  // next lease after a failure, e.g. until a dead member is evicted.
+  bool backoff_after_failure = false;
+};
+
+// Cumulative bytes of the exchange's traffic, by kind of peer.
+struct ExchangeBytes {
+  TransferBytes ps;     // with PS shards
+  TransferBytes peers;  // with other workers
+};
+
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+
+  // "ps" or "ring" (logs and summaries).
+  virtual std::string mode() const = 0;
+  virtual ExchangePolicy policy() const = 0;
+
+  // Makes buffers.params the weights `step` computes on and opens the
+  // step's gradient exchange. REQUIRES: no step open (FinishStep or
+  // AbandonStep called after the previous BeginStep).
+  // Errors: INVALID_ARGUMENT for a lease the mode cannot train (a ring
+  // lease without a ring, rank or samples); PS: the ParameterClient's Pull
+  // errors (DATA_LOSS, DEADLINE_EXCEEDED, UNAVAILABLE, ...); ring: the
+  // transport's (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) and
+  // FAILED_PRECONDITION when rank 0 cannot roll back to the lease's step.
+  virtual absl::Status BeginStep(const ExchangeStep& step) = 0;
+
+  // buffers.host_grads[offset, offset + length) holds the final gradient
+  // SUM of the step's samples for that range. Ranges come in any order and
+  // do not overlap; together they cover the whole buffer once.
+  // Errors: FAILED_PRECONDITION without an open step; INVALID_ARGUMENT for
+  // a range outside the buffer or declared twice; a transport failure may
+  // surface here or only in FinishStep.
+  virtual absl::Status Ready(int64_t offset, int64_t length) = 0;
+
+  // Completes the step. OK means the step's gradient is committed: PS,
+  // every shard accepted the push (ALREADY_EXISTS from a retried push
+  // counts as accepted); ring, every bucket was all-reduced and
+  // buffers.params -= optimizer(sum / step_samples) was applied exactly
+  // once. Errors: FAILED_PRECONDITION when a range was never declared or
+  // no step is open; PS: the first failing shard's status (ABORTED stale
+  // generation, FAILED_PRECONDITION step closed, UNAVAILABLE,
+  // DEADLINE_EXCEEDED, ...); ring: the collective's (DEADLINE_EXCEEDED,
+  // UNAVAILABLE naming the peer, CANCELLED after CancelIfOlder).
+  // The step is closed whatever the outcome.
+  virtual absl::Status FinishStep() = 0;
+
+  // Drops whatever the open step holds (PS: the push streams are cancelled,
+  // the shards apply nothing; ring: the ring session is dropped, the next
+  // step forms a new one). Idempotent; no step is open afterwards.
+  virtual void AbandonStep() = 0;
+
+  // Any thread: when the open step was leased under a fence older than
+  // `fence` (the coordinator aborted it), its exchange ends at once with
+  // CANCELLED. A no-op for modes without fences.
+  virtual void CancelIfOlder(int64_t fence) = 0;
+
+  // Whether `failure` (of BeginStep/Ready/FinishStep) was a wait for other
+  // workers rather than a fault of this one (PS: DEADLINE_EXCEEDED while
+  // every shard answers); such failures do not count towards giving up.
+  virtual bool WaitedForOthers(const absl::Status& failure) = 0;
+
+  // Called between steps and while waiting for a lease (ring: hands the
+  // weights to a reader that asked for them). Never fails the loop.
+  virtual void BetweenSteps() = 0;
+
+  // Adds the mode's figures to a finished step's report: the cumulative
+  // byte counts of its peers and, when due, the weights digest.
+  virtual absl::Status AddToReport(v1::StepReport& report) = 0;
+
+  // The weights the worker ends with, flat, on the host (PS: the shards'
+  // newest; ring: its own). Errors as BeginStep's.
+  virtual absl::StatusOr<std::vector<float>> FinalWeights() = 0;
+
+  virtual ExchangeBytes bytes() const = 0;
+};
+
+// Sets `bytes` under `role` in `out` (sent, received and, when any, calls):
+// how exchanges put their cumulative counts into a StepReport.
+inline void AddRoleBytes(const std::string& role, const TransferBytes& bytes,
+                         v1::ByteCounts* out) {
+  (*out->mutable_sent())[role] = bytes.sent;
+  (*out->mutable_received())[role] = bytes.received;
+  if (bytes.calls > 0) (*out->mutable_calls())[role] = bytes.calls;
+}
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_GRADIENT_EXCHANGE_H_

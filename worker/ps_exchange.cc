@@ -1,0 +1,70 @@
+#include "worker/ps_exchange.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace ferry {
+
+PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
+                       ComputeBackend* backend, ExchangeBuffers buffers,
+                       absl::Duration shard_check_timeout)
+    : client_(std::move(client)),
+      backend_(backend),
+      buffers_(buffers),
+      shard_check_timeout_(shard_check_timeout) {}
+
+absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
+  push_.reset();
+  const v1::NextTaskResponse& lease = *step.lease;
+  ASSIGN_OR_RETURN(const int64_t version,
+                   client_->Pull(lease.pull_version(), buffers_.host_params));
+  if (buffers_.host_params != buffers_.params) {
+    RETURN_IF_ERROR(backend_->CopyToDevice(
+        buffers_.host_params, buffers_.num_elements, buffers_.params));
+  }
+  PushInfo info;
+  info.generation = step.generation;
+  info.step = lease.step();
+  info.num_samples = step.num_samples;
+  info.base_version = version;
+  ASSIGN_OR_RETURN(push_, client_->BeginPush(info));
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::Ready(int64_t offset, int64_t length) {
+  if (push_ == nullptr) {
+    return absl::FailedPreconditionError("no PS step begun");
+  }
+  return push_->Ready(offset, length, buffers_.host_grads + offset);
+}
+
+absl::Status PsExchange::FinishStep() {
+  if (push_ == nullptr) {
+    return absl::FailedPreconditionError("no PS step begun");
+  }
+  const absl::Status finished = push_->Finish();
+  push_.reset();
+  return finished;
+}
+
+bool PsExchange::WaitedForOthers(const absl::Status& failure) {
+  return absl::IsDeadlineExceeded(failure) &&
+         client_->CheckShards(shard_check_timeout_).ok();
+}
+
+absl::Status PsExchange::AddToReport(v1::StepReport& report) {
+  AddRoleBytes("ps", client_->bytes(), report.mutable_bytes());
+  for (const auto& [peer, bytes] : client_->peer_bytes()) {
+    AddRoleBytes(peer, bytes, report.mutable_peer_bytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> PsExchange::FinalWeights() {
+  std::vector<float> host(buffers_.num_elements);
+  RETURN_IF_ERROR(client_->Pull(0, host.data()).status());
+  return host;
+}
+
+}  // namespace ferry

@@ -1,0 +1,56 @@
+// The PS mode's GradientExchange (worker/gradient_exchange.h) over a
+// ParameterClient (ps/ps_client.h: gRPC in ferry-worker, a fake in tests):
+// BeginStep pulls the weights of version >= lease.pull_version into
+// host_params (copied to the backend when it is not host memory) and opens
+// a push session tagged with the step, generation, sample count and the
+// pulled version; Ready pushes host_grads' range; FinishStep waits for
+// every shard.
+//
+// Thread safety: as GradientExchange (CancelIfOlder is a no-op: PS steps
+// are fenced by the shards' generation checks, not by the heartbeat).
+#ifndef FERRY_WORKER_PS_EXCHANGE_H_
+#define FERRY_WORKER_PS_EXCHANGE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "compute/compute_backend.h"
+#include "ps/ps_client.h"
+#include "worker/gradient_exchange.h"
+
+namespace ferry {
+
+class PsExchange final : public GradientExchange {
+ public:
+  // `backend` and the buffers are not owned and outlive the exchange.
+  // `shard_check_timeout` is the deadline of the ShardInfo calls that tell
+  // a wait for other workers from a failure (WaitedForOthers).
+  PsExchange(std::unique_ptr<ParameterClient> client, ComputeBackend* backend,
+             ExchangeBuffers buffers, absl::Duration shard_check_timeout);
+
+  std::string mode() const override { return "ps"; }
+  ExchangePolicy policy() const override { return ExchangePolicy{}; }
+  absl::Status BeginStep(const ExchangeStep& step) override;
+  absl::Status Ready(int64_t offset, int64_t length) override;
+  absl::Status FinishStep() override;
+  void AbandonStep() override { push_.reset(); }
+  void CancelIfOlder(int64_t) override {}
+  bool WaitedForOthers(const absl::Status& failure) override;
+  void BetweenSteps() override {}
+  absl::Status AddToReport(v1::StepReport& report) override;
+  absl::StatusOr<std::vector<float>> FinalWeights() override;
+  ExchangeBytes bytes() const override { return {client_->bytes(), {}}; }
+
+ private:
+  const std::unique_ptr<ParameterClient> client_;
+  ComputeBackend* const backend_;
+  const ExchangeBuffers buffers_;
+  const absl::Duration shard_check_timeout_;
+  std::unique_ptr<PushSession> push_;  // the open step's
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_PS_EXCHANGE_H_

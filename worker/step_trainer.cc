@@ -1,0 +1,117 @@
+#include "worker/step_trainer.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+namespace {
+
+double SecondsSince(Clock& clock, absl::Time since) {
+  return absl::ToDoubleSeconds(clock.Now() - since);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
+    const v1::JobSpec& job, DeviceChoice device, int threads) {
+  auto trainer = std::unique_ptr<StepTrainer>(new StepTrainer());
+  trainer->global_batch_ = job.global_batch();
+  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
+  ASSIGN_OR_RETURN(trainer->backend_, MakeBackend(device, threads));
+  ComputeBackend* backend = trainer->backend_.get();
+  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend));
+  trainer->model_.emplace(std::move(model));
+  const Mlp& mlp = *trainer->model_;
+  RETURN_IF_ERROR(CheckJobTensors(job, mlp.layout()));
+  ASSIGN_OR_RETURN(trainer->data_,
+                   LoadTrainTest(job.dataset(), job.data_dir(), mlp.input_dim(),
+                                 mlp.num_classes(), job.seed()));
+  trainer->lease_samples_.emplace(trainer->data_.train.num_samples, job.seed());
+  const int64_t n = mlp.layout().total_elements();
+  ASSIGN_OR_RETURN(trainer->params_, backend->Allocate(n));
+  ASSIGN_OR_RETURN(trainer->grads_, backend->Allocate(n));
+  ExchangeBuffers& buffers = trainer->buffers_;
+  buffers.num_elements = n;
+  buffers.params = trainer->params_.data();
+  buffers.grads = trainer->grads_.data();
+  buffers.host_params = buffers.params;
+  buffers.host_grads = buffers.grads;
+  if (!backend->IsHostMemory()) {
+    ASSIGN_OR_RETURN(trainer->host_params_, backend->AllocateHost(n));
+    ASSIGN_OR_RETURN(trainer->host_grads_, backend->AllocateHost(n));
+    buffers.host_params = trainer->host_params_.data();
+    buffers.host_grads = trainer->host_grads_.data();
+  }
+  const std::vector<float> init = mlp.InitialParameters(job.seed());
+  RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
+  return trainer;
+}
+
+absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
+                                              int64_t generation,
+                                              GradientExchange& exchange,
+                                              Clock& clock) {
+  const bool allow_empty = exchange.policy().allow_empty_batch;
+  ASSIGN_OR_RETURN(std::vector<int64_t> indices,
+                   lease_samples_->Indices(lease, allow_empty));
+  const int batch = static_cast<int>(indices.size());
+  const int64_t n = buffers_.num_elements;
+  const absl::Time compute_start = clock.Now();
+  if (!stager_.has_value() || stager_max_ < batch) {
+    stager_max_ = std::max({batch, global_batch_, 1});
+    ASSIGN_OR_RETURN(
+        BatchStager stager,
+        BatchStager::Create(backend_.get(), model_->input_dim(), stager_max_));
+    stager_.emplace(std::move(stager));
+  }
+  if (batch > 0) RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
+  StepResult result;
+  result.samples = batch;
+  result.compute_seconds = SecondsSince(clock, compute_start);
+
+  const absl::Time prepare_start = clock.Now();
+  ExchangeStep step;
+  step.lease = &lease;
+  step.generation = lease.generation() > 0 ? lease.generation() : generation;
+  step.num_samples = batch;
+  RETURN_IF_ERROR(exchange.BeginStep(step));
+  result.comm_seconds = SecondsSince(clock, prepare_start);
+
+  float* host_grads = buffers_.host_grads;
+  const bool host_memory = backend_->IsHostMemory();
+  absl::Status ready_status;
+  const auto on_ready = [&](int64_t offset, int64_t length) {
+    if (!ready_status.ok()) return;
+    if (host_memory) {
+      ready_status = backend_->Synchronize();
+    } else {
+      ready_status = backend_->CopyToHost(buffers_.grads + offset, length,
+                                          host_grads + offset);
+    }
+    if (!ready_status.ok()) return;
+    ready_status = exchange.Ready(offset, length);
+  };
+  const absl::Time backward_start = clock.Now();
+  if (batch > 0) {
+    ASSIGN_OR_RETURN(
+        result.stats,
+        model_->ForwardBackward(buffers_.params, stager_->inputs(),
+                                stager_->labels(), batch,
+                                /*grad_scale=*/1.0f, buffers_.grads, on_ready));
+  } else {  // a rank without samples contributes zeros
+    std::fill(host_grads, host_grads + n, 0.0f);
+    ready_status = exchange.Ready(0, n);
+  }
+  RETURN_IF_ERROR(ready_status);
+  result.compute_seconds += SecondsSince(clock, backward_start);
+  const absl::Time finish_start = clock.Now();
+  RETURN_IF_ERROR(exchange.FinishStep());
+  result.comm_seconds += SecondsSince(clock, finish_start);
+  return result;
+}
+
+}  // namespace ferry

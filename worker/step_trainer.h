@@ -1,0 +1,85 @@
+// The compute half of a distributed worker's step: owns the backend, the
+// model, the job's dataset and the flat parameter / gradient buffers, and
+// trains one TRAIN lease through a GradientExchange:
+//
+//   stage the lease's samples -> exchange.BeginStep (weights into params)
+//   -> forward + backward, each layer's final gradient range handed to
+//   exchange.Ready as soon as the backward pass has produced it (copied to
+//   host_grads first on a device backend) -> exchange.FinishStep.
+//
+// It knows nothing of the mode: the exchange decides what BeginStep and
+// FinishStep do. A lease without samples (allowed by the exchange's policy)
+// contributes an all-zero gradient.
+//
+// Thread safety: not thread-safe; the training loop's thread uses it.
+#ifndef FERRY_WORKER_STEP_TRAINER_H_
+#define FERRY_WORKER_STEP_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "compute/compute_backend.h"
+#include "data/batch_stager.h"
+#include "data/data_source.h"
+#include "ferry/v1/coordinator.pb.h"
+#include "model/mlp.h"
+#include "worker/gradient_exchange.h"
+#include "worker/lease_samples.h"
+
+namespace ferry {
+
+// What one trained step produced.
+struct StepResult {
+  int64_t samples = 0;
+  LossStats stats;
+  double compute_seconds = 0.0;  // staging + forward/backward
+  double comm_seconds = 0.0;     // BeginStep + FinishStep (not overlapped)
+};
+
+class StepTrainer {
+ public:
+  // Builds the backend (`device`, `threads`), the job's model (checked
+  // against the job's tensors), loads its dataset and allocates the
+  // buffers; params start at the model's initial parameters from the job's
+  // seed. Errors: INVALID_ARGUMENT / FAILED_PRECONDITION for a model or
+  // dataset that does not fit the job; the backend's and the reader's.
+  static absl::StatusOr<std::unique_ptr<StepTrainer>> Create(
+      const v1::JobSpec& job, DeviceChoice device, int threads);
+
+  // Trains `lease` through `exchange` (generation: the membership
+  // generation the worker knows, for a lease that names none).
+  // Errors: INVALID_ARGUMENT for a lease without samples (unless the
+  // exchange's policy allows it) or outside the dataset; the exchange's
+  // and the backend's. On error the exchange's step may still be open: the
+  // caller abandons it.
+  absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
+                                   int64_t generation,
+                                   GradientExchange& exchange, Clock& clock);
+
+  ComputeBackend* backend() const { return backend_.get(); }
+  const ParameterLayout& layout() const { return model_->layout(); }
+  const ExchangeBuffers& buffers() const { return buffers_; }
+  int64_t train_samples() const { return data_.train.num_samples; }
+
+ private:
+  StepTrainer() = default;
+
+  int global_batch_ = 0;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::optional<Mlp> model_;
+  TrainTestData data_;
+  DeviceBuffer params_, grads_;            // backend memory
+  DeviceBuffer host_params_, host_grads_;  // staging, non-host backends only
+  ExchangeBuffers buffers_;
+  std::optional<BatchStager> stager_;
+  int stager_max_ = 0;
+  std::optional<LeaseSamples> lease_samples_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_STEP_TRAINER_H_
