@@ -1,0 +1,212 @@
+// PsExchange over a recording ParameterClient, and the one factory that
+// picks a job's exchange.
+#include "worker/ps_exchange.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/model_spec.h"
+#include "proto/job_convert.h"
+#include "tests/worker/worker_test_fixture.h"
+#include "worker/make_gradient_exchange.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kN = 6;
+
+// What the exchange did to the client.
+struct Calls {
+  std::vector<int64_t> pulls;  // min_version of each
+  std::vector<PushInfo> pushes;
+  std::vector<std::pair<int64_t, float>> ready;  // offset, first value
+  int finished = 0;
+  int destroyed_unfinished = 0;
+  int shard_checks = 0;
+  absl::Status shards = absl::OkStatus();  // what CheckShards answers
+  absl::Status finish = absl::OkStatus();  // what Finish answers
+};
+
+class RecordingSession final : public PushSession {
+ public:
+  explicit RecordingSession(Calls* calls) : calls_(calls) {}
+  ~RecordingSession() override {
+    if (!finished_) ++calls_->destroyed_unfinished;
+  }
+  absl::Status Ready(int64_t offset, int64_t length,
+                     const float* grads) override {
+    (void)length;
+    calls_->ready.emplace_back(offset, grads[0]);
+    return absl::OkStatus();
+  }
+  absl::Status Finish() override {
+    finished_ = true;
+    ++calls_->finished;
+    return calls_->finish;
+  }
+
+ private:
+  Calls* const calls_;
+  bool finished_ = false;
+};
+
+class RecordingClient final : public ParameterClient {
+ public:
+  explicit RecordingClient(Calls* calls) : calls_(calls) {}
+  int64_t num_elements() const override { return kN; }
+  absl::StatusOr<int64_t> Pull(int64_t min_version, float* out) override {
+    calls_->pulls.push_back(min_version);
+    for (int64_t i = 0; i < kN; ++i) out[i] = static_cast<float>(i);
+    return min_version + 2;  // a newer version than asked
+  }
+  absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
+      const PushInfo& info) override {
+    calls_->pushes.push_back(info);
+    return std::unique_ptr<PushSession>(
+        std::make_unique<RecordingSession>(calls_));
+  }
+  absl::Status CheckShards(absl::Duration) override {
+    ++calls_->shard_checks;
+    return calls_->shards;
+  }
+  TransferBytes bytes() const override { return {100, 200, 3}; }
+
+ private:
+  Calls* const calls_;
+};
+
+class PsExchangeTest : public ::testing::Test {
+ protected:
+  PsExchangeTest() : backend_(*MakeBackend(DeviceChoice::kCpu, 1)) {
+    buffers_.num_elements = kN;
+    buffers_.params = params_.data();
+    buffers_.grads = grads_.data();
+    buffers_.host_params = params_.data();
+    buffers_.host_grads = grads_.data();
+    exchange_ = std::make_unique<PsExchange>(
+        std::make_unique<RecordingClient>(&calls_), backend_.get(), buffers_,
+        absl::Seconds(2));
+  }
+
+  Calls calls_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::vector<float> params_ = std::vector<float>(kN, -1.0f);
+  std::vector<float> grads_ = std::vector<float>(kN, 0.5f);
+  ExchangeBuffers buffers_;
+  std::unique_ptr<PsExchange> exchange_;
+};
+
+TEST_F(PsExchangeTest, PullsThenPushesTheStepTaggedWithThePulledVersion) {
+  v1::NextTaskResponse lease;
+  lease.set_step(7);
+  lease.set_pull_version(7);
+  ExchangeStep step{&lease, /*generation=*/3, /*num_samples=*/4};
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(7));
+  EXPECT_EQ(params_[5], 5.0f);  // pulled into params
+  ASSERT_EQ(calls_.pushes.size(), 1u);
+  EXPECT_EQ(calls_.pushes[0].step, 7);
+  EXPECT_EQ(calls_.pushes[0].generation, 3);
+  EXPECT_EQ(calls_.pushes[0].num_samples, 4);
+  EXPECT_EQ(calls_.pushes[0].base_version, 9);
+  grads_[4] = 2.5f;
+  ASSERT_TRUE(exchange_->Ready(4, 2).ok());
+  ASSERT_TRUE(exchange_->Ready(0, 4).ok());
+  EXPECT_THAT(calls_.ready, ::testing::ElementsAre(std::make_pair(4, 2.5f),
+                                                   std::make_pair(0, 0.5f)));
+  ASSERT_TRUE(exchange_->FinishStep().ok());
+  EXPECT_EQ(calls_.finished, 1);
+  // The step is closed: nothing more to declare or finish.
+  EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->Ready(0, 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->FinishStep()));
+
+  v1::StepReport report;
+  ASSERT_TRUE(exchange_->AddToReport(report).ok());
+  EXPECT_EQ(report.bytes().sent().at("ps"), 100);
+  EXPECT_EQ(report.bytes().received().at("ps"), 200);
+  EXPECT_EQ(report.bytes().calls().at("ps"), 3);
+  EXPECT_FALSE(report.has_weights_digest());
+}
+
+TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
+  v1::NextTaskResponse lease;
+  ExchangeStep step{&lease, 1, 2};
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  exchange_->AbandonStep();
+  EXPECT_EQ(calls_.destroyed_unfinished, 1);  // the shards apply nothing
+  EXPECT_EQ(calls_.finished, 0);
+  exchange_->AbandonStep();  // idempotent
+
+  // A timeout while every shard answers was a wait for other workers.
+  EXPECT_TRUE(exchange_->WaitedForOthers(absl::DeadlineExceededError("x")));
+  calls_.shards = absl::UnavailableError("shard 1 cut off");
+  EXPECT_FALSE(exchange_->WaitedForOthers(absl::DeadlineExceededError("x")));
+  EXPECT_EQ(calls_.shard_checks, 2);
+  EXPECT_FALSE(exchange_->WaitedForOthers(absl::UnavailableError("x")));
+  EXPECT_EQ(calls_.shard_checks, 2);  // only timeouts are checked
+
+  const ExchangePolicy policy = exchange_->policy();
+  EXPECT_FALSE(policy.allow_empty_batch);
+  EXPECT_FALSE(policy.fenced);
+  EXPECT_FALSE(policy.report_failed_steps);
+  EXPECT_EQ(policy.max_consecutive_failures, 10);
+}
+
+TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
+  const std::vector<int> sizes = {4, 3, 2};
+  const ParameterLayout layout = *MlpLayout(sizes);
+  std::unique_ptr<ComputeBackend> backend = *MakeBackend(DeviceChoice::kCpu, 1);
+  std::vector<float> params(layout.total_elements()),
+      grads(layout.total_elements());
+  v1::JobSpec job;
+  job.set_job_id("job");
+  job.set_bucket_elements(8);
+  *job.mutable_optimizer() = ToProto(OptimizerConfig{});
+  ExchangeContext context;
+  context.job = &job;
+  context.worker_id = "w";
+  context.layout = &layout;
+  context.backend = backend.get();
+  context.buffers = {layout.total_elements(), params.data(), grads.data(),
+                     params.data(), grads.data()};
+  int clients = 0;
+  ParameterClientFactory factory =
+      [&clients](const v1::JobSpec&, const std::string&, const ParameterLayout&)
+      -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
+    ++clients;
+    return std::unique_ptr<ParameterClient>(
+        std::make_unique<RecordingClient>(nullptr));
+  };
+
+  // PS without shards: refused before anything is built.
+  job.set_mode(v1::MODE_PS);
+  EXPECT_TRUE(absl::IsFailedPrecondition(CheckExchangeJob(job)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      MakeGradientExchange(context, nullptr, factory).status()));
+  job.add_shard_addresses("ps0:1");
+  absl::StatusOr<std::unique_ptr<GradientExchange>> ps =
+      MakeGradientExchange(context, nullptr, factory);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_EQ((*ps)->mode(), "ps");
+  EXPECT_EQ(clients, 1);
+
+  // Ring: needs the peer endpoint, never builds a PS client.
+  job.set_mode(v1::MODE_RING);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      MakeGradientExchange(context, nullptr, factory).status()));
+  testing::RingHubs hubs;
+  testing::InMemoryPeerEndpoint peer(&hubs, "peer");
+  absl::StatusOr<std::unique_ptr<GradientExchange>> ring =
+      MakeGradientExchange(context, &peer, factory);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ((*ring)->mode(), "ring");
+  EXPECT_TRUE((*ring)->policy().fenced);
+  EXPECT_TRUE((*ring)->policy().allow_empty_batch);
+  EXPECT_EQ(clients, 1);
+}
+
+}  // namespace
+}  // namespace ferry
