@@ -17,12 +17,6 @@ namespace {
 
 void Log(const std::string& line) { LogInfo(line); }
 
-int64_t Samples(const std::vector<v1::DataTask>& tasks) {
-  int64_t n = 0;
-  for (const v1::DataTask& t : tasks) n += t.end() - t.begin();
-  return n;
-}
-
 constexpr size_t kMaxEvents = 1000;
 constexpr size_t kCheckpointsKept = 3;
 constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
