@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
@@ -40,6 +39,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "a sync quorum");
   }
   if (options.min_workers < 1) options.min_workers = 1;
+  if (options.clock == nullptr) options.clock = RealClock();
+  if (options.file_system == nullptr) options.file_system = PosixFileSystem();
   if (options.checkpoint_every < 0) {
     return absl::InvalidArgumentError("checkpoint_every must be >= 0");
   }
@@ -53,12 +54,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
-    : options_(std::move(options)), shards_(shards) {
+    : options_(std::move(options)),
+      shards_(shards),
+      persistence_(options_.file_system, options_.state_dir) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   // Off for good once a shard says it has no checkpoint directory.
   checkpointing_ = options_.job.mode() == v1::MODE_PS;
-  start_unix_ = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }
 
 void Coordinator::Start() {
@@ -127,7 +130,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
     member.join_seq = next_worker_seq_++;
     member.id = absl::StrCat("w", member.join_seq);
     member.info = request;
-    member.last_heartbeat = absl::Now();
+    member.last_heartbeat = Now();
     member.joined = member.last_heartbeat;
     ++generation_;
     ++workers_seen_;
@@ -155,7 +158,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
         absl::StrCat("worker ", worker_id,
                      " is not a member (evicted or never registered)"));
   }
-  it->second.last_heartbeat = absl::Now();
+  it->second.last_heartbeat = Now();
   v1::HeartbeatResponse response;
   response.set_generation(generation_);
   response.set_fence(fence_);
@@ -207,7 +210,7 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
               absl::StrCat("worker ", request.worker_id(),
                            " is not a member (evicted or never registered)")));
     } else {
-      it->second.last_heartbeat = absl::Now();
+      it->second.last_heartbeat = Now();
       absl::Status recorded =
           request.has_done()
               ? Metrics().Reject(MetricRole::kCoordinator, "report",
@@ -234,8 +237,8 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
       } else {
         v1::NextTaskRequest parked = request;
         parked.clear_done();
-        waiters_.push_back({std::move(parked), std::move(done),
-                            absl::Now() + options_.long_poll});
+        waiters_.push_back(
+            {std::move(parked), std::move(done), Now() + options_.long_poll});
       }
       ServeWaiters(replies, false);
     }
@@ -321,6 +324,7 @@ bool Coordinator::FormStep(int max_open) {
   step.epoch = queue_->epoch();
   step.ring_generation = generation_;
   step.fence = fence_;
+  step.formed = Now();
   const int64_t w = static_cast<int64_t>(ranked.size());
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share = available / w + (r < available % w ? 1 : 0);
@@ -448,7 +452,7 @@ void Coordinator::RemoveMember(const std::string& worker_id,
 
 void Coordinator::ServeWaiters(std::vector<Reply>& replies,
                                bool expire_all_due) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (auto w = waiters_.begin(); w != waiters_.end();) {
     auto assigned = TryAssign(w->request);
     if (assigned.has_value()) {
@@ -496,13 +500,13 @@ void Coordinator::EvaluatorLoop() {
       point.set_epoch(request.second);
       point.set_test_accuracy(result->first);
       point.set_test_loss(result->second);
-      point.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+      point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);
     }
     if (request.second == -1) {
       finished_ = true;
-      finish_time_ = absl::Now();
+      finish_time_ = Now();
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
     mu_.Unlock();
@@ -512,20 +516,34 @@ void Coordinator::EvaluatorLoop() {
   }
 }
 
+void Coordinator::ExpireTimeouts(std::vector<Reply>& replies) {
+  const absl::Time now = Now();
+  std::vector<std::string> dead;
+  for (const auto& [id, m] : members_) {
+    if (now - m.last_heartbeat > options_.heartbeat_timeout) dead.push_back(id);
+  }
+  for (const std::string& id : dead) RemoveMember(id, "evicted");
+  ServeWaiters(replies, /*expire_all_due=*/true);
+}
+
+void Coordinator::CheckTimeouts() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    ExpireTimeouts(replies);
+  }
+  SendReplies(replies);
+}
+
 void Coordinator::ReaperLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
+    // Real time: the reaper looks every 100 ms whatever options.clock says.
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
     if (stopping_) break;
-    const absl::Time now = absl::Now();
-    std::vector<std::string> dead;
-    for (const auto& [id, m] : members_) {
-      if (now - m.last_heartbeat > options_.heartbeat_timeout)
-        dead.push_back(id);
-    }
-    for (const std::string& id : dead) RemoveMember(id, "evicted");
     std::vector<Reply> replies;
-    ServeWaiters(replies, /*expire_all_due=*/true);
+    ExpireTimeouts(replies);
     if (!replies.empty()) {
       mu_.Unlock();
       SendReplies(replies);

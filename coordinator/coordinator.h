@@ -67,10 +67,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/file_system.h"
 #include "common/peer_limits.h"
 #include "common/training_metrics.h"
+#include "coordinator/coordinator_persistence.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -118,14 +120,24 @@ struct CoordinatorOptions {
   // (async), and at every epoch end (sync). 0: epoch ends only. Shards
   // without a checkpoint directory turn checkpoints off.
   int64_t checkpoint_every = 0;
-  // Non-empty: persist the state here and resume from it.
+  // Non-empty: persist the state here and resume from it, through
+  // `file_system` (not owned; must outlive the coordinator; null means
+  // PosixFileSystem()).
   std::string state_dir;
+  FileSystem* file_system = PosixFileSystem();
   // Optional (not owned; must outlive the coordinator): gets one
   // RecordStep per committed step (sync: per step, with the step's
   // aggregate; async: per applied task) and one RecordEval per test-set
   // evaluation, in order, from the coordinator's threads, never under its
   // lock (coordinator_metrics.cc).
   MetricsSink* metrics = nullptr;
+  // Every time the coordinator reads (heartbeat deadlines, long-poll
+  // deadlines, step and uptime figures, events) comes from this clock (not
+  // owned; must outlive the coordinator; null means RealClock()). Waits of
+  // the background threads are bounded in real time (the reaper looks every
+  // 100 ms), so a FakeClock never hangs them: tests advance it and call
+  // CheckTimeouts().
+  Clock* clock = RealClock();
 };
 
 // What /metrics shows of a coordinator (server/server_metrics.h).
@@ -183,6 +195,11 @@ class Coordinator {
   void CountBytes(const std::string& role, int64_t sent, int64_t received);
   // A consistent copy of the figures /metrics shows. Cheap (no proto).
   CoordinatorGauges Gauges() const;
+  // Evicts members whose last heartbeat is older than heartbeat_timeout and
+  // answers WAIT to parked NextTask calls whose long poll is over, both by
+  // options.clock. The reaper thread calls it every 100 ms of real time;
+  // tests call it after advancing a FakeClock.
+  void CheckTimeouts();
 
  private:
   struct Member {
@@ -212,7 +229,7 @@ class Coordinator {
     int64_t fence = 0;               // the fence it was formed under
     std::optional<uint64_t> digest;  // ring mode: first digest reported
     // Training curves: the step's reports summed (coordinator_metrics.cc).
-    absl::Time formed = absl::Now();
+    absl::Time formed;  // options.clock's time when it formed
     double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
     int64_t correct = 0, reported_samples = 0, reports = 0;
     // Each reporter's cumulative counts as of its report of this step:
@@ -249,6 +266,10 @@ class Coordinator {
   // collecting reports (not finalizing).
   bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
+  absl::Time Now() const { return options_.clock->Now(); }
+  // CheckTimeouts()'s work; replies go out after the lock.
+  void ExpireTimeouts(std::vector<Reply>& replies)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
   void AddRing(const OpenStep& step, size_t slot_index,
                v1::NextTaskResponse& r) const
@@ -338,7 +359,8 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   ShardControl* const shards_;
-  const absl::Time start_ = absl::Now();
+  const absl::Time start_ = options_.clock->Now();
+  CoordinatorPersistence persistence_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/time/clock.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
@@ -20,7 +19,7 @@ void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
 }
 
 void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
-  m.time = absl::Now();
+  m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ring_mode() ? "ring" : "ps";
@@ -109,7 +108,7 @@ void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
 void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   if (options_.metrics == nullptr) return;
   EvalMetrics m;
-  m.time = absl::Now();
+  m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ring_mode() ? "ring" : "ps";

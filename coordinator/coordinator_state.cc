@@ -1,24 +1,14 @@
 // The coordinator's persisted state: save after every change that matters,
 // resume after a restart (see coordinator.h).
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
 namespace {
-
-constexpr uint32_t kStateFormat = 1;
-
-std::string StatePath(const std::string& dir) {
-  return dir + "/coordinator.state";
-}
 
 double UnixSeconds(absl::Time t) {
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
@@ -27,30 +17,11 @@ absl::Time FromUnixSeconds(double s) {
   return absl::UnixEpoch() + absl::Seconds(s);
 }
 
-// Atomic replace: a reader (or a restarted coordinator) sees the old or the
-// new file, never half of one. Not fsynced: it survives the process, which
-// is what a restart needs; after a machine crash the shards' versions
-// decide (RecoverShards).
-absl::Status WriteAtomically(const std::string& path,
-                             const std::string& bytes) {
-  const std::string temp = path + ".tmp";
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (f == nullptr)
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", temp));
-  const bool written =
-      std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed || std::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::DataLossError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 v1::CoordinatorState Coordinator::SaveState() const {
   v1::CoordinatorState s;
-  s.set_format(kStateFormat);
+  s.set_format(CoordinatorPersistence::kFormat);
   *s.mutable_job() = options_.job;
   s.set_generation(generation_);
   s.set_fence(fence_);
@@ -101,22 +72,16 @@ v1::CoordinatorState Coordinator::SaveState() const {
 }
 
 void Coordinator::Persist() {
-  if (options_.state_dir.empty()) return;
-  const absl::Status written = WriteAtomically(StatePath(options_.state_dir),
-                                               SaveState().SerializeAsString());
+  if (!persistence_.enabled()) return;
+  const absl::Status written = persistence_.Save(SaveState());
   if (!written.ok()) {
     LogError("saving the coordinator state failed", {{"error", written}});
   } else {
-    last_state_write_ = absl::Now();  // ferry_checkpoint_age_seconds
+    last_state_write_ = Now();  // ferry_checkpoint_age_seconds
   }
 }
 
 absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
-  if (s.format() != kStateFormat) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("saved coordinator state has format ", s.format(),
-                     ", this build reads ", kStateFormat));
-  }
   if (s.job().SerializeAsString() != options_.job.SerializeAsString()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the saved coordinator state in ", options_.state_dir, " is for job '",
@@ -129,7 +94,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   fence_ = s.fence();
   next_worker_seq_ = s.next_worker_seq();
   workers_seen_ = s.workers_seen();
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (const v1::MemberState& ms : s.members()) {
     Member m;
     m.id = ms.id();
@@ -190,29 +155,14 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
 }
 
 absl::Status Coordinator::Resume() {
-  if (options_.state_dir.empty()) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::create_directories(options_.state_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the state directory ", options_.state_dir,
-                     ": ", ec.message()));
-  }
-  const std::string path = StatePath(options_.state_dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  ASSIGN_OR_RETURN(std::optional<v1::CoordinatorState> state,
+                   persistence_.Load());
+  if (!state.has_value()) {
     Persist();  // a fresh job: save its start
     return absl::OkStatus();
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  v1::CoordinatorState state;
-  if (!state.ParseFromString(bytes.str())) {
-    return absl::DataLossError(
-        absl::StrCat("cannot parse the coordinator state ", path));
-  }
-  RETURN_IF_ERROR(LoadState(state));
-  LogInfo("coordinator resumed", {{"path", path},
+  RETURN_IF_ERROR(LoadState(*state));
+  LogInfo("coordinator resumed", {{"path", persistence_.path()},
                                   {"epoch", queue_->epoch()},
                                   {"steps_applied", steps_applied_},
                                   {"members", members_.size()}});

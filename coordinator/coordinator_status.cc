@@ -1,7 +1,6 @@
 // The coordinator's read-only views: status, progress figures, the end.
 #include <algorithm>
 
-#include "absl/time/clock.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
@@ -28,7 +27,7 @@ v1::StatusResponse Coordinator::Status() const {
   v1::StatusResponse s;
   *s.mutable_job() = options_.job;
   s.set_generation(generation_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (const auto& [id, m] : members_) {
     v1::MemberStatus* ms = s.add_members();
     ms->set_worker_id(id);

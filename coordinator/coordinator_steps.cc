@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
@@ -16,12 +15,6 @@ namespace ferry {
 namespace {
 
 void Log(const std::string& line) { LogInfo(line); }
-
-int64_t Samples(const std::vector<v1::DataTask>& tasks) {
-  int64_t n = 0;
-  for (const v1::DataTask& t : tasks) n += t.end() - t.begin();
-  return n;
-}
 
 constexpr size_t kMaxEvents = 1000;
 constexpr size_t kCheckpointsKept = 3;
@@ -121,13 +114,13 @@ absl::Status Coordinator::RecordDone(Member& member,
   if (!member.applied_any) {
     member.applied_any = true;
     AddEvent("first_applied", member.id, member.tasks_done, 0,
-             absl::StrCat(absl::ToDoubleSeconds(absl::Now() - member.joined),
+             absl::StrCat(absl::ToDoubleSeconds(Now() - member.joined),
                           " s after joining"));
   }
   ++member.tasks_done;
   ++tasks_applied_;
   QueueAsyncMetrics(done);
-  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (!first_step_time_) first_step_time_ = Now();
   if (options_.job.max_steps() > 0 &&
       tasks_applied_ >= options_.job.max_steps()) {
     FinishJob();
@@ -181,7 +174,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
 void Coordinator::FinishJob() {
   if (training_done_) return;
   training_done_ = true;
-  training_end_time_ = absl::Now();
+  training_end_time_ = Now();
   const int64_t version =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
   eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
@@ -201,7 +194,7 @@ void Coordinator::AddEvent(const std::string& kind,
                            const std::string& worker_id, int64_t step,
                            int64_t samples_lost, const std::string& detail) {
   v1::JobEvent e;
-  e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  e.set_unix_seconds(absl::ToDoubleSeconds(Now() - absl::UnixEpoch()));
   e.set_kind(kind);
   e.set_worker_id(worker_id);
   e.set_step(step);
@@ -273,10 +266,9 @@ void Coordinator::ApplyStep(int64_t number) {
     auto m = members_.find(s.worker_id);
     if (s.pushed && m != members_.end() && !m->second.applied_any) {
       m->second.applied_any = true;
-      AddEvent(
-          "first_applied", s.worker_id, number, 0,
-          absl::StrCat(absl::ToDoubleSeconds(absl::Now() - m->second.joined),
-                       " s after joining"));
+      AddEvent("first_applied", s.worker_id, number, 0,
+               absl::StrCat(absl::ToDoubleSeconds(Now() - m->second.joined),
+                            " s after joining"));
     }
   }
   QueueStepMetrics(step);
@@ -289,7 +281,7 @@ void Coordinator::ApplyStep(int64_t number) {
   open_steps_.erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
-  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (!first_step_time_) first_step_time_ = Now();
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {

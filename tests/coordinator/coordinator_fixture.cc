@@ -2,13 +2,12 @@
 
 #include <future>
 
-#include "absl/time/clock.h"
-
 namespace ferry {
 
 absl::Status FakeShards::FinalizeStep(
     int64_t step, int64_t, const std::vector<v1::Contributor>& contributors) {
   absl::MutexLock lock(&mu);
+  attempted.push_back(step);
   if (fail_next > 0) {
     --fail_next;
     return absl::UnavailableError("shard down");
@@ -45,14 +44,21 @@ absl::Status FakeShards::RestoreTo(int64_t version, int64_t) {
   return absl::OkStatus();
 }
 
+bool WaitForShards(FakeShards& shards,
+                   const std::function<bool(FakeShards&)>& done) {
+  struct Arg {
+    FakeShards* shards;
+    const std::function<bool(FakeShards&)>* done;
+  } arg{&shards, &done};
+  absl::MutexLock lock(&shards.mu);
+  return shards.mu.AwaitWithTimeout(
+      absl::Condition(
+          +[](Arg* a) { return (*a->done)(*a->shards); }, &arg),
+      absl::Seconds(3));
+}
+
 void WaitForFinalize(FakeShards& shards, size_t n) {
-  for (int i = 0; i < 300; ++i) {
-    {
-      absl::MutexLock lock(&shards.mu);
-      if (shards.finalized.size() >= n) return;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitForShards(shards, [n](FakeShards& s) { return s.finalized.size() >= n; });
 }
 
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
@@ -105,14 +111,17 @@ v1::StepReport Done(const v1::NextTaskResponse& r) {
 }
 
 Fixture::Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers,
-                 std::string state_dir, int64_t checkpoint_every) {
+                 std::string state_dir, int64_t checkpoint_every,
+                 bool fake_clock) {
   options.job = std::move(job);
   options.epoch_size = epoch_size;
   options.long_poll = absl::Milliseconds(50);
   options.min_workers = min_workers;
   options.heartbeat_timeout = absl::Milliseconds(300);
   options.state_dir = std::move(state_dir);
+  options.file_system = &fs;
   options.checkpoint_every = checkpoint_every;
+  if (fake_clock) options.clock = &clock;
   coordinator = *Coordinator::Create(options, &shards);
 }
 

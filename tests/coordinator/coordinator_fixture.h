@@ -3,12 +3,15 @@
 #ifndef FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 #define FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/file_system.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
@@ -31,11 +34,16 @@ class FakeShards : public ShardControl {
   int fail_next = 0;
   int lose_next = 0;
   std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
+  std::vector<int64_t> attempted;  // every FinalizeStep call's step
   std::vector<int64_t> checkpoints, restores, versions;
 };
 
-// Waits (bounded) until the fake shards saw `n` finalizes.
+// Waits (bounded: 3 s of real time) until the fake shards saw `n`
+// finalizes; no sleeping, it waits on the fake's mutex.
 void WaitForFinalize(FakeShards& shards, size_t n = 1);
+// Waits (bounded: 3 s) until `done` holds under shards.mu; false on timeout.
+bool WaitForShards(FakeShards& shards,
+                   const std::function<bool(FakeShards&)>& done);
 
 v1::JobSpec Job(int batch, int epochs,
                 v1::Consistency consistency = v1::CONSISTENCY_SYNC);
@@ -54,12 +62,17 @@ absl::StatusOr<v1::NextTaskResponse> NextWork(
 v1::StepReport Done(const v1::NextTaskResponse& r);
 
 struct Fixture {
+  // `fake_clock`: the coordinator reads `clock` (heartbeats and long polls
+  // expire only when a test advances it and calls CheckTimeouts()).
   explicit Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers = 1,
-                   std::string state_dir = "", int64_t checkpoint_every = 0);
+                   std::string state_dir = "", int64_t checkpoint_every = 0,
+                   bool fake_clock = false);
   // A coordinator over the same shards and options (a restart).
   absl::StatusOr<std::unique_ptr<Coordinator>> Restart();
   std::string Join();
 
+  FakeClock clock;
+  InMemoryFileSystem fs;  // where state_dir is (options.file_system)
   CoordinatorOptions options;
   FakeShards shards;
   std::unique_ptr<Coordinator> coordinator;

@@ -1,8 +1,10 @@
 #include "coordinator/coordinator.h"
 
 #include <future>
+#include <optional>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
@@ -106,15 +108,44 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
 }
 
 TEST(CoordinatorTest, DeadWorkerIsEvictedAfterHeartbeatTimeout) {
-  Fixture f(Job(4, 1), 8);
+  Fixture f(Job(4, 1), 8, 1, "", 0, /*fake_clock=*/true);
   const std::string a = f.Join();
   const int64_t gen = f.coordinator->Status().generation();
-  absl::SleepFor(absl::Milliseconds(600));
+  f.clock.Advance(absl::Milliseconds(300));  // not past the timeout yet
+  f.coordinator->CheckTimeouts();
+  ASSERT_TRUE(f.coordinator->Heartbeat(a).ok());
+  f.clock.Advance(absl::Milliseconds(301));
+  f.coordinator->CheckTimeouts();
   EXPECT_EQ(f.coordinator->Heartbeat(a).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_GT(f.coordinator->Status().generation(), gen);
   EXPECT_EQ(Next(*f.coordinator, a).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(CoordinatorTest, LongPollAnswersWaitOnceTheClockPassesItsDeadline) {
+  Fixture f(Job(4, 1), 8, /*min_workers=*/2, "", 0, /*fake_clock=*/true);
+  const std::string a = f.Join();
+  absl::Mutex mu;
+  std::optional<absl::StatusOr<v1::NextTaskResponse>> reply;
+  v1::NextTaskRequest request;
+  request.set_worker_id(a);
+  f.coordinator->NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) {
+    absl::MutexLock lock(&mu);
+    reply = std::move(r);
+  });
+  f.clock.Advance(absl::Milliseconds(49));
+  f.coordinator->CheckTimeouts();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_FALSE(reply.has_value());  // parked: one worker of two
+  }
+  f.clock.Advance(absl::Milliseconds(1));
+  f.coordinator->CheckTimeouts();
+  absl::MutexLock lock(&mu);
+  ASSERT_TRUE(reply.has_value());
+  ASSERT_TRUE(reply->ok()) << reply->status();
+  EXPECT_EQ((*reply)->action(), v1::NextTaskResponse::WAIT);
 }
 
 TEST(CoordinatorTest, ReportForAStepWithoutTheWorkerIsAborted) {
