@@ -126,22 +126,14 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
           LimitExceeded("the number of workers (--max-workers)",
                         ActiveCount() + 1, options_.max_workers));
     }
-    Member member;
-    member.join_seq = next_worker_seq_++;
-    member.id = absl::StrCat("w", member.join_seq);
-    member.info = request;
-    member.last_heartbeat = Now();
-    member.joined = member.last_heartbeat;
-    ++generation_;
-    ++workers_seen_;
+    const Member& member = membership_.Add(request, Now());
     AddEvent("joined", member.id, steps_formed_, 0,
              absl::StrCat(request.hostname(), " pid ", request.pid()));
     response.set_worker_id(member.id);
-    response.set_generation(generation_);
+    response.set_generation(membership_.generation());
     *response.mutable_job() = options_.job;
     response.set_heartbeat_interval_ms(
         absl::ToInt64Milliseconds(options_.heartbeat_interval));
-    members_[member.id] = std::move(member);
     Persist();
     ServeWaiters(replies, false);
   }
@@ -152,15 +144,9 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
     const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("worker ", worker_id,
-                     " is not a member (evicted or never registered)"));
-  }
-  it->second.last_heartbeat = Now();
+  RETURN_IF_ERROR(membership_.Heartbeat(worker_id, Now()));
   v1::HeartbeatResponse response;
-  response.set_generation(generation_);
+  response.set_generation(membership_.generation());
   response.set_fence(fence_);
   return response;
 }
@@ -168,8 +154,8 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
 CoordinatorGauges Coordinator::Gauges() const {
   absl::MutexLock lock(&mu_);
   CoordinatorGauges g;
-  g.members = static_cast<int64_t>(members_.size());
-  g.generation = generation_;
+  g.members = membership_.size();
+  g.generation = membership_.generation();
   g.steps_applied = options_.job.consistency() == v1::CONSISTENCY_SYNC
                         ? steps_applied_
                         : tasks_applied_;
@@ -182,7 +168,7 @@ absl::Status Coordinator::Leave(const std::string& worker_id) {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    if (members_.find(worker_id) == members_.end()) {
+    if (membership_.Find(worker_id) == nullptr) {
       return absl::NotFoundError(
           absl::StrCat("worker ", worker_id, " is not a member"));
     }
@@ -198,29 +184,29 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    auto it = members_.find(request.worker_id());
+    Member* member = membership_.Find(request.worker_id());
     if (stopping_) {
       replies.emplace_back(
           std::move(done),
           absl::UnavailableError("coordinator is shutting down"));
-    } else if (it == members_.end()) {
+    } else if (member == nullptr) {
       replies.emplace_back(
           std::move(done),
           absl::NotFoundError(
               absl::StrCat("worker ", request.worker_id(),
                            " is not a member (evicted or never registered)")));
     } else {
-      it->second.last_heartbeat = Now();
+      member->last_heartbeat = Now();
       absl::Status recorded =
           request.has_done()
               ? Metrics().Reject(MetricRole::kCoordinator, "report",
-                                 RecordDone(it->second, request.done()))
+                                 RecordDone(*member, request.done()))
               : absl::OkStatus();
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
       } else if (request.report_only()) {
-        replies.emplace_back(std::move(done),
-                             Action(v1::NextTaskResponse::WAIT, generation_));
+        replies.emplace_back(std::move(done), Action(v1::NextTaskResponse::WAIT,
+                                                     membership_.generation()));
       } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
       } else if (const int64_t waiting = ParkedCount(request.worker_id());
@@ -250,8 +236,8 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
 std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     const v1::NextTaskRequest& request) {
   const std::string& worker_id = request.worker_id();
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) {
+  Member* member = membership_.Find(worker_id);
+  if (member == nullptr) {
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
   }
@@ -259,14 +245,14 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     // Ring members hold the only copy of the weights: keep them until the
     // final evaluation has fetched them.
     if (ring_mode() && !finished_) return std::nullopt;
-    return Action(v1::NextTaskResponse::FINISH, generation_);
+    return Action(v1::NextTaskResponse::FINISH, membership_.generation());
   }
   std::optional<v1::NextTaskResponse> response =
       options_.job.consistency() == v1::CONSISTENCY_SYNC
-          ? TryAssignSync(it->second,
+          ? TryAssignSync(*member,
                           request.has_after_step() ? request.after_step() : -1,
                           request.fence())
-          : TryAssignAsync(it->second);
+          : TryAssignAsync(*member);
   if (!response) return std::nullopt;
   return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
 }
@@ -282,7 +268,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
         v1::NextTaskResponse r =
-            Action(v1::NextTaskResponse::TRAIN, generation_);
+            Action(v1::NextTaskResponse::TRAIN, membership_.generation());
         r.set_fence(fence_);
         r.set_committed_steps(CommittedSteps());
         r.set_step(number);
@@ -314,15 +300,11 @@ bool Coordinator::FormStep(int max_open) {
   const int64_t available =
       std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight
-  std::vector<const Member*> ranked;
-  for (const auto& [id, m] : members_) ranked.push_back(&m);
-  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
-    return a->join_seq < b->join_seq;
-  });
+  const std::vector<const Member*> ranked = membership_.Ranked();
   OpenStep step;
   step.step = steps_formed_;
   step.epoch = queue_->epoch();
-  step.ring_generation = generation_;
+  step.ring_generation = membership_.generation();
   step.fence = fence_;
   step.formed = Now();
   const int64_t w = static_cast<int64_t>(ranked.size());
@@ -347,9 +329,8 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   for (const Slot& slot : step.slots) {
     v1::RingMember* m = r.add_ring();
     m->set_worker_id(slot.worker_id);
-    auto it = members_.find(slot.worker_id);
-    if (it != members_.end())
-      m->set_peer_address(it->second.info.peer_address());
+    if (const Member* member = membership_.Find(slot.worker_id))
+      m->set_peer_address(member->info.peer_address());
     samples += slot.samples;
   }
   r.set_rank(static_cast<int32_t>(slot_index));
@@ -359,13 +340,9 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
 
 std::vector<std::string> Coordinator::PeerAddresses() const {
   absl::MutexLock lock(&mu_);
-  std::vector<const Member*> ranked;
-  for (const auto& [id, m] : members_) ranked.push_back(&m);
-  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
-    return a->join_seq < b->join_seq;
-  });
   std::vector<std::string> addresses;
-  for (const Member* m : ranked) addresses.push_back(m->info.peer_address());
+  for (const Member* m : membership_.Ranked())
+    addresses.push_back(m->info.peer_address());
   return addresses;
 }
 
@@ -376,7 +353,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
     if (!EnoughWorkers()) return std::nullopt;
     if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
       int64_t slowest = member.tasks_done;
-      for (const auto& [id, m] : members_)
+      for (const auto& [id, m] : membership_.members())
         slowest = std::min(slowest, m.tasks_done);
       if (member.tasks_done > slowest + options_.job.staleness())
         return std::nullopt;
@@ -386,7 +363,8 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
     member.leases = queue_->Lease(share);
     if (member.leases.empty()) return std::nullopt;
   }
-  v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+  v1::NextTaskResponse r =
+      Action(v1::NextTaskResponse::TRAIN, membership_.generation());
   r.set_fence(fence_);
   r.set_step(member.tasks_done);
   r.set_pull_version(0);
@@ -398,14 +376,12 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
 
 void Coordinator::RemoveMember(const std::string& worker_id,
                                const std::string& why) {
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) return;
-  ++generation_;
-  Member& member = it->second;
-  departed_bytes_[worker_id] = member.bytes;
-  departed_peer_bytes_[worker_id] = member.peer_bytes;
+  const Member* member = membership_.Find(worker_id);
+  if (member == nullptr) return;
+  const std::vector<v1::DataTask> leases = member->leases;
+  membership_.Remove(worker_id);  // bumps the generation
   AddEvent(why, worker_id, steps_formed_, 0, "");
-  for (const v1::DataTask& task : member.leases) {
+  for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
   if (ring_mode()) {
@@ -446,7 +422,6 @@ void Coordinator::RemoveMember(const std::string& worker_id,
     }
     ++step_it;
   }
-  members_.erase(it);
   Persist();
 }
 
@@ -459,8 +434,9 @@ void Coordinator::ServeWaiters(std::vector<Reply>& replies,
       replies.emplace_back(std::move(w->done), std::move(*assigned));
       w = waiters_.erase(w);
     } else if (expire_all_due && now >= w->deadline) {
-      replies.emplace_back(std::move(w->done),
-                           Action(v1::NextTaskResponse::WAIT, generation_));
+      replies.emplace_back(
+          std::move(w->done),
+          Action(v1::NextTaskResponse::WAIT, membership_.generation()));
       w = waiters_.erase(w);
     } else {
       ++w;
@@ -517,12 +493,10 @@ void Coordinator::EvaluatorLoop() {
 }
 
 void Coordinator::ExpireTimeouts(std::vector<Reply>& replies) {
-  const absl::Time now = Now();
-  std::vector<std::string> dead;
-  for (const auto& [id, m] : members_) {
-    if (now - m.last_heartbeat > options_.heartbeat_timeout) dead.push_back(id);
+  for (const std::string& id :
+       membership_.Expired(Now(), options_.heartbeat_timeout)) {
+    RemoveMember(id, "evicted");
   }
-  for (const std::string& id : dead) RemoveMember(id, "evicted");
   ServeWaiters(replies, /*expire_all_due=*/true);
 }
 

@@ -73,6 +73,7 @@
 #include "common/peer_limits.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_persistence.h"
+#include "coordinator/membership.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -202,18 +203,7 @@ class Coordinator {
   void CheckTimeouts();
 
  private:
-  struct Member {
-    std::string id;
-    int64_t join_seq = 0;
-    v1::RegisterRequest info;
-    absl::Time last_heartbeat;
-    int64_t tasks_done = 0;            // async clock
-    std::vector<v1::DataTask> leases;  // async: tasks in flight
-    v1::ByteCounts bytes;
-    v1::ByteCounts peer_bytes;
-    absl::Time joined;
-    bool applied_any = false;  // a gradient of it was applied
-  };
+  using Member = Membership::Member;
   struct Slot {
     std::string worker_id;
     std::vector<v1::DataTask> tasks;
@@ -287,7 +277,7 @@ class Coordinator {
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return static_cast<int>(members_.size());
+    return membership_.size();
   }
   // NextTask calls of `worker_id` parked in waiters_.
   int64_t ParkedCount(const std::string& worker_id) const
@@ -299,7 +289,7 @@ class Coordinator {
   // Enough workers to form a step (min_workers now, start_workers ever).
   bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ActiveCount() >= options_.min_workers &&
-           workers_seen_ >= options_.start_workers;
+           membership_.workers_seen() >= options_.start_workers;
   }
   void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void SendReplies(std::vector<Reply>& replies);
@@ -364,10 +354,7 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_worker_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t workers_seen_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  Membership membership_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<EpochTaskQueue> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::EpochAccounting> accounting_ ABSL_GUARDED_BY(mu_);
   // Sync mode.
@@ -398,9 +385,6 @@ class Coordinator {
   // When the last step was applied (before the final evaluation): the end
   // of the samples/s window.
   std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::ByteCounts> departed_peer_bytes_
-      ABSL_GUARDED_BY(mu_);
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
   // Elasticity.

@@ -47,13 +47,14 @@ void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
     for (const auto& [id, counts] : step->reported_bytes)
       add(id, counts.first, counts.second);
   }
-  for (const auto& [id, member] : members_)
+  for (const auto& [id, member] : membership_.members())
     add(id, member.bytes, member.peer_bytes);
-  for (const auto& [id, bytes] : departed_bytes_) {
-    const auto peers = departed_peer_bytes_.find(id);
+  const auto& departed_peers = membership_.departed_peer_bytes();
+  for (const auto& [id, bytes] : membership_.departed_bytes()) {
+    const auto peers = departed_peers.find(id);
     add(id, bytes,
-        peers == departed_peer_bytes_.end() ? v1::ByteCounts::default_instance()
-                                            : peers->second);
+        peers == departed_peers.end() ? v1::ByteCounts::default_instance()
+                                      : peers->second);
   }
   m.bytes_workers = static_cast<int64_t>(counted.size());
   m.step_seconds =

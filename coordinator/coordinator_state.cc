@@ -23,20 +23,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   v1::CoordinatorState s;
   s.set_format(CoordinatorPersistence::kFormat);
   *s.mutable_job() = options_.job;
-  s.set_generation(generation_);
-  s.set_fence(fence_);
-  s.set_next_worker_seq(next_worker_seq_);
-  s.set_workers_seen(workers_seen_);
-  for (const auto& [id, m] : members_) {
-    v1::MemberState* ms = s.add_members();
-    ms->set_id(id);
-    ms->set_join_seq(m.join_seq);
-    *ms->mutable_info() = m.info;
-    ms->set_tasks_done(m.tasks_done);
-    *ms->mutable_bytes() = m.bytes;
-    *ms->mutable_peer_bytes() = m.peer_bytes;
-    ms->set_applied_any(m.applied_any);
-  }
+  membership_.SaveTo(s);
   *s.mutable_queue() = queue_->ToProto();
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
   s.set_steps_applied(steps_applied_);
@@ -54,10 +41,6 @@ v1::CoordinatorState Coordinator::SaveState() const {
   }
   s.set_start_unix_seconds(start_unix_);
   for (const v1::JobEvent& e : events_) *s.add_events() = e;
-  for (const auto& [id, b] : departed_bytes_)
-    (*s.mutable_departed_bytes())[id] = b;
-  for (const auto& [id, b] : departed_peer_bytes_)
-    (*s.mutable_departed_peer_bytes())[id] = b;
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
   s.set_restarts(restarts_);
@@ -90,24 +73,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   }
   ASSIGN_OR_RETURN(EpochTaskQueue queue, EpochTaskQueue::FromProto(s.queue()));
   queue_ = std::make_unique<EpochTaskQueue>(std::move(queue));
-  generation_ = s.generation();
-  fence_ = s.fence();
-  next_worker_seq_ = s.next_worker_seq();
-  workers_seen_ = s.workers_seen();
-  const absl::Time now = Now();
-  for (const v1::MemberState& ms : s.members()) {
-    Member m;
-    m.id = ms.id();
-    m.join_seq = ms.join_seq();
-    m.info = ms.info();
-    m.tasks_done = ms.tasks_done();
-    m.bytes = ms.bytes();
-    m.peer_bytes = ms.peer_bytes();
-    m.applied_any = ms.applied_any();
-    m.last_heartbeat = now;  // a heartbeat timeout to come back
-    m.joined = now;
-    members_[m.id] = std::move(m);
-  }
+  membership_.LoadFrom(s, Now());
   accounting_.assign(s.accounting().begin(), s.accounting().end());
   steps_applied_ = s.steps_applied();
   steps_formed_ = s.steps_applied();
@@ -121,9 +87,6 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   if (s.has_in_doubt()) in_doubt_ = s.in_doubt();
   start_unix_ = s.start_unix_seconds();
   events_.assign(s.events().begin(), s.events().end());
-  for (const auto& [id, b] : s.departed_bytes()) departed_bytes_[id] = b;
-  for (const auto& [id, b] : s.departed_peer_bytes())
-    departed_peer_bytes_[id] = b;
   aborted_steps_ = s.aborted_steps();
   rollbacks_ = s.rollbacks();
   restarts_ = s.restarts() + 1;
@@ -144,13 +107,13 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
     }
     if (!doubtful) (void)queue_->Release(t.task_id());
   }
-  for (auto& [id, m] : members_) m.leases.clear();
-  ++generation_;
+  membership_.NextGeneration();
   ++fence_;
   if (s.training_done()) FinishJob();  // evaluates again and ends
   recovery_needed_ = true;
-  AddEvent("coordinator_restarted", "", steps_applied_, 0,
-           absl::StrCat(members_.size(), " members kept, restart ", restarts_));
+  AddEvent(
+      "coordinator_restarted", "", steps_applied_, 0,
+      absl::StrCat(membership_.size(), " members kept, restart ", restarts_));
   return absl::OkStatus();
 }
 
@@ -165,7 +128,7 @@ absl::Status Coordinator::Resume() {
   LogInfo("coordinator resumed", {{"path", persistence_.path()},
                                   {"epoch", queue_->epoch()},
                                   {"steps_applied", steps_applied_},
-                                  {"members", members_.size()}});
+                                  {"members", membership_.size()}});
   Persist();
   return absl::OkStatus();
 }

@@ -236,7 +236,7 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
                        [&](int64_t s) { return s >= from; }),
         finalize_queue_.end());
   }
-  ++generation_;
+  membership_.NextGeneration();
   ++fence_;
   if (count == 0) return;
   // Steps are numbered densely: the aborted ones are formed again.
@@ -263,11 +263,11 @@ void Coordinator::ApplyStep(int64_t number) {
         (void)queue_->Release(t.task_id());  // dropped by the quorum
       }
     }
-    auto m = members_.find(s.worker_id);
-    if (s.pushed && m != members_.end() && !m->second.applied_any) {
-      m->second.applied_any = true;
+    Member* m = membership_.Find(s.worker_id);
+    if (s.pushed && m != nullptr && !m->applied_any) {
+      m->applied_any = true;
       AddEvent("first_applied", s.worker_id, number, 0,
-               absl::StrCat(absl::ToDoubleSeconds(Now() - m->second.joined),
+               absl::StrCat(absl::ToDoubleSeconds(Now() - m->joined),
                             " s after joining"));
     }
   }
@@ -355,7 +355,7 @@ void Coordinator::FinalizerLoop() {
         mu_.Lock();
         continue;
       }
-      generation = generation_;
+      generation = membership_.generation();
       v1::AppliedStep doubt;
       doubt.set_step(number);
       for (const Slot& s : open_steps_.at(number).slots) {
@@ -525,7 +525,7 @@ void Coordinator::RecoverShards(const std::string& why) {
         target = best;
       }
       AbortOpenSteps(0, true, why, "");
-      generation = generation_;
+      generation = membership_.generation();
       Persist();
     }
     absl::Status restored = shards_->RestoreTo(target, generation);
