@@ -74,6 +74,7 @@
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_persistence.h"
 #include "coordinator/membership.h"
+#include "coordinator/recovery_log.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -392,10 +393,7 @@ class Coordinator {
   int64_t aborted_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int64_t, std::vector<v1::DataTask>> applied_log_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> checkpoints_
-      ABSL_GUARDED_BY(mu_);  // complete, oldest first
+  RecoveryLog recovery_ ABSL_GUARDED_BY(mu_);
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
   // Set while the shards and the accounting are being reconciled (after a

@@ -30,12 +30,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_tasks_applied(tasks_applied_);
   s.set_samples_applied_total(samples_applied_total_);
   for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
-  for (const auto& [step, tasks] : applied_log_) {
-    v1::AppliedStep* a = s.add_applied_log();
-    a->set_step(step);
-    for (const v1::DataTask& t : tasks) *a->add_tasks() = t;
-  }
-  for (int64_t c : checkpoints_) s.add_checkpoints(c);
+  recovery_.SaveTo(s);
   if (in_doubt_.has_value()) {
     *s.mutable_in_doubt() = *in_doubt_;
   }
@@ -80,10 +75,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   tasks_applied_ = s.tasks_applied();
   samples_applied_total_ = s.samples_applied_total();
   evals_.assign(s.evals().begin(), s.evals().end());
-  for (const v1::AppliedStep& a : s.applied_log()) {
-    applied_log_[a.step()].assign(a.tasks().begin(), a.tasks().end());
-  }
-  checkpoints_.assign(s.checkpoints().begin(), s.checkpoints().end());
+  recovery_.LoadFrom(s);
   if (s.has_in_doubt()) in_doubt_ = s.in_doubt();
   start_unix_ = s.start_unix_seconds();
   events_.assign(s.events().begin(), s.events().end());

@@ -75,7 +75,7 @@ v1::StatusResponse Coordinator::Status() const {
   for (const v1::JobEvent& e : events_) *s.add_events() = e;
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
-  s.set_checkpoint_version(checkpoints_.empty() ? -1 : checkpoints_.back());
+  s.set_checkpoint_version(recovery_.latest_checkpoint());
   s.set_restarts(restarts_);
   s.set_error(error_);
   return s;

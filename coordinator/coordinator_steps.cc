@@ -17,7 +17,6 @@ namespace {
 void Log(const std::string& line) { LogInfo(line); }
 
 constexpr size_t kMaxEvents = 1000;
-constexpr size_t kCheckpointsKept = 3;
 constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
 
 // RESOURCE_EXHAUSTED when a map of `counts` has more than
@@ -167,7 +166,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
   queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
                                             options_.epoch_size);
   // Steps of the finished epoch can no longer be rolled back into it.
-  applied_log_.clear();
+  recovery_.ClearSteps();
   return true;
 }
 
@@ -250,14 +249,14 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
 
 void Coordinator::ApplyStep(int64_t number) {
   OpenStep& step = open_steps_.at(number);
-  std::vector<v1::DataTask>& log = applied_log_[number];
+  recovery_.LogStep(number);
   for (const Slot& s : step.slots) {
     for (const v1::DataTask& t : s.tasks) {
       if (t.epoch() != queue_->epoch()) continue;
       if (s.pushed) {
         if (queue_->Applied(t.task_id()).ok()) {
           samples_applied_total_ += t.end() - t.begin();
-          log.push_back(t);
+          recovery_.RecordApplied(number, t);
         }
       } else {
         (void)queue_->Release(t.task_id());  // dropped by the quorum
@@ -292,7 +291,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
     return;
   }
   // Resumed from the saved state: the step's tasks are leased.
-  std::vector<v1::DataTask>& log = applied_log_[number];
+  recovery_.LogStep(number);
   for (const v1::DataTask& t : in_doubt_->tasks()) {
     if (t.epoch() != queue_->epoch()) continue;
     if (!applied) {
@@ -302,7 +301,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
       Metrics()
           .samples(MetricRole::kCoordinator)
           .Increment(static_cast<double>(t.end() - t.begin()));
-      log.push_back(t);
+      recovery_.RecordApplied(number, t);
     }
   }
   if (applied) {
@@ -311,7 +310,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
     AddEvent("step_recovered", "", number, 0,
              "applied everywhere before the restart");
   } else {
-    applied_log_.erase(number);
+    recovery_.Forget(number);
   }
   in_doubt_.reset();
 }
@@ -449,14 +448,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
     return;
   }
   if (version < 0) return;  // async: nothing to roll back to
-  checkpoints_.push_back(version);
-  if (checkpoints_.size() > kCheckpointsKept)
-    checkpoints_.erase(checkpoints_.begin());
-  // Keep the log from the oldest checkpoint a restarted shard may hold.
-  const int64_t keep_from = checkpoints_.size() >= 2
-                                ? checkpoints_[checkpoints_.size() - 2]
-                                : checkpoints_.front();
-  applied_log_.erase(applied_log_.begin(), applied_log_.lower_bound(keep_from));
+  recovery_.AddCheckpoint(version);
   Persist();
 }
 
@@ -512,18 +504,7 @@ void Coordinator::RecoverShards(const std::string& why) {
           *std::max_element(versions->begin(), versions->end());
       if (in_doubt_.has_value())
         ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
-      target = std::min(low, steps_applied_);
-      // A version no checkpoint holds cannot be the target unless every
-      // shard is at it already.
-      if (!(low == high && low == target) &&
-          std::find(checkpoints_.begin(), checkpoints_.end(), target) ==
-              checkpoints_.end()) {
-        int64_t best = 0;
-        for (int64_t c : checkpoints_) {
-          if (c <= target) best = std::max(best, c);
-        }
-        target = best;
-      }
+      target = recovery_.RestoreTarget(low, high, steps_applied_);
       AbortOpenSteps(0, true, why, "");
       generation = membership_.generation();
       Persist();
@@ -540,10 +521,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       absl::MutexLock lock(&mu_);
       Log(absl::StrCat("restore to version ", target, " failed (",
                        restored.ToString(), "); trying an older checkpoint"));
-      checkpoints_.erase(
-          std::remove_if(checkpoints_.begin(), checkpoints_.end(),
-                         [&](int64_t c) { return c >= target; }),
-          checkpoints_.end());
+      recovery_.DropCheckpointsFrom(target);
       continue;
     }
     std::vector<Reply> replies;
@@ -572,27 +550,20 @@ void Coordinator::RollBackAccounting(int64_t target) {
   const int64_t from = steps_applied_;
   int64_t lost = 0;
   if (target < from) {
-    const bool covered =
-        !applied_log_.empty() && applied_log_.begin()->first <= target;
-    if (!covered && target < from) {
+    if (!recovery_.Covers(target)) {
       error_ = absl::StrCat(
           "the shards rolled back to version ", target,
-          " before the applied-step log (",
-          applied_log_.empty() ? from : applied_log_.begin()->first,
+          " before the applied-step log (", recovery_.first_step(from),
           "): samples of the undone steps may be missed this epoch");
       Log(error_);
     }
     // Newest first, so that the queue hands them out in their old order.
-    for (auto it = applied_log_.rbegin();
-         it != applied_log_.rend() && it->first >= target; ++it) {
-      for (auto t = it->second.rbegin(); t != it->second.rend(); ++t) {
-        if (queue_->Reclaim(*t).ok()) {
-          samples_applied_total_ -= t->end() - t->begin();
-          lost += t->end() - t->begin();
-        }
+    for (const v1::DataTask& t : recovery_.TakeFrom(target)) {
+      if (queue_->Reclaim(t).ok()) {
+        samples_applied_total_ -= t.end() - t.begin();
+        lost += t.end() - t.begin();
       }
     }
-    applied_log_.erase(applied_log_.lower_bound(target), applied_log_.end());
     ++rollbacks_;
   }
   steps_applied_ = target;
