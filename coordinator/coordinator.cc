@@ -24,6 +24,21 @@ v1::NextTaskResponse Action(v1::NextTaskResponse::Action action,
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     CoordinatorOptions options, ShardControl* shards) {
+  return Create(std::move(options), shards, shards);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, WeightsEvaluator* evaluator) {
+  if (options.job.mode() != v1::MODE_RING) {
+    return absl::InvalidArgumentError(
+        "a PS job needs the shards' ShardControl, not only an evaluator");
+  }
+  return Create(std::move(options), nullptr, evaluator);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, ShardControl* shards,
+    WeightsEvaluator* evaluator) {
   const v1::JobSpec& job = options.job;
   if (job.global_batch() <= 0 || job.epochs() <= 0 || options.epoch_size <= 0) {
     return absl::InvalidArgumentError(
@@ -44,7 +59,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   if (options.checkpoint_every < 0) {
     return absl::InvalidArgumentError("checkpoint_every must be >= 0");
   }
-  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), shards));
+  std::unique_ptr<Coordinator> c(
+      new Coordinator(std::move(options), shards, evaluator));
   {
     absl::MutexLock lock(&c->mu_);
     RETURN_IF_ERROR(c->Resume());
@@ -53,9 +69,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   return c;
 }
 
-Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
+Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards,
+                         WeightsEvaluator* evaluator)
     : options_(std::move(options)),
       shards_(shards),
+      weights_(evaluator),
       persistence_(options_.file_system, options_.state_dir) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
@@ -463,7 +481,7 @@ void Coordinator::EvaluatorLoop() {
       request = eval_queue_.front();
       eval_queue_.erase(eval_queue_.begin());
     }
-    const auto result = shards_->Evaluate(request.first);
+    const auto result = weights_->Evaluate(request.first);
     std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {

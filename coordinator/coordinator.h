@@ -75,37 +75,13 @@
 #include "coordinator/coordinator_persistence.h"
 #include "coordinator/membership.h"
 #include "coordinator/recovery_log.h"
+#include "coordinator/shard_control.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
 
 namespace ferry {
-
-// The coordinator's view of the PS shards. Calls come from the
-// coordinator's own threads, never under its lock.
-class ShardControl {
- public:
-  virtual ~ShardControl() = default;
-  // Finalizes `step` over `contributors` on every shard. OK only when every
-  // shard applied it (or had already).
-  virtual absl::Status FinalizeStep(
-      int64_t step, int64_t generation,
-      const std::vector<v1::Contributor>& contributors) = 0;
-  // Evaluates the shards' parameters at version >= min_version on the test
-  // set: returns {accuracy, loss}.
-  virtual absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) = 0;
-  // Checkpoints every shard at `version` (-1: each at its current one). OK
-  // only when every shard's checkpoint is durable.
-  virtual absl::Status Checkpoint(int64_t version) = 0;
-  // Every shard's current version, in shard order (UNAVAILABLE when one
-  // cannot be reached).
-  virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;
-  // Brings every shard to `version` (RestoreRequest) and fences older
-  // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
-  virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
-};
 
 struct CoordinatorOptions {
   v1::JobSpec job;
@@ -158,12 +134,18 @@ class Coordinator {
   using NextTaskCallback =
       std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
 
-  // `shards` must outlive the coordinator. Starts the background threads.
+  // `shards` must outlive the coordinator; they finalize, checkpoint,
+  // restore and evaluate. Starts the background threads.
   // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size);
   // FAILED_PRECONDITION / DATA_LOSS for a state in `state_dir` that belongs
   // to another job or cannot be read.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options, ShardControl* shards);
+  // Ring mode: no shards; `evaluator` (must outlive the coordinator)
+  // evaluates the members' weights. INVALID_ARGUMENT for a PS job, else as
+  // above.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, WeightsEvaluator* evaluator);
   // Stops the background threads and answers parked NextTask calls with
   // UNAVAILABLE; later NextTask calls get UNAVAILABLE too. Idempotent; call
   // before shutting the gRPC server down.
@@ -237,7 +219,11 @@ class Coordinator {
   using Reply =
       std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
 
-  Coordinator(CoordinatorOptions options, ShardControl* shards);
+  Coordinator(CoordinatorOptions options, ShardControl* shards,
+              WeightsEvaluator* evaluator);
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, ShardControl* shards,
+      WeightsEvaluator* evaluator);
 
   // Records a step report; an error is returned to the caller.
   absl::Status RecordDone(Member& member, const v1::StepReport& done)
@@ -349,7 +335,8 @@ class Coordinator {
   void ReaperLoop();
 
   const CoordinatorOptions options_;
-  ShardControl* const shards_;
+  ShardControl* const shards_;  // null in ring mode without shards
+  WeightsEvaluator* const weights_;
   const absl::Time start_ = options_.clock->Now();
   CoordinatorPersistence persistence_ ABSL_GUARDED_BY(mu_);
 

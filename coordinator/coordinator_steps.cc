@@ -368,8 +368,11 @@ void Coordinator::FinalizerLoop() {
       in_doubt_ = std::move(doubt);
       Persist();  // a restart must know this step may have been applied
     }
+    // Ring mode without shards: the members applied the step themselves.
     const absl::Status status =
-        shards_->FinalizeStep(number, generation, contributors);
+        shards_ == nullptr
+            ? absl::OkStatus()
+            : shards_->FinalizeStep(number, generation, contributors);
     if (!status.ok()) {
       if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
         // Shards unreachable or restarting: retry the same step shortly.

@@ -143,8 +143,8 @@ TEST(CoordinatorElasticTest,
   const v1::StepReport done = Done(*lease);
   auto after = NextWork(*f.coordinator, w, &done);
   // The step in hand is void once the shards are restored.
-  ASSERT_TRUE(WaitForShards(f.shards,
-                            [](FakeShards& s) { return !s.restores.empty(); }));
+  ASSERT_TRUE(WaitForShards(
+      f.shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
   for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
     after = NextWork(*f.coordinator, w);
   }
@@ -194,7 +194,7 @@ TEST(CoordinatorElasticTest,
   report.set_report_only(true);
   ASSERT_TRUE(Call(*f.coordinator, report).ok());
   // The finalizer saved step 2 as in doubt before it tried the shards.
-  ASSERT_TRUE(WaitForShards(f.shards, [](FakeShards& s) {
+  ASSERT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
     return std::count(s.attempted.begin(), s.attempted.end(), 2) > 0;
   }));
   f.coordinator->Shutdown();

@@ -4,51 +4,11 @@
 
 namespace ferry {
 
-absl::Status FakeShards::FinalizeStep(
-    int64_t step, int64_t, const std::vector<v1::Contributor>& contributors) {
-  absl::MutexLock lock(&mu);
-  attempted.push_back(step);
-  if (fail_next > 0) {
-    --fail_next;
-    return absl::UnavailableError("shard down");
-  }
-  if (lose_next > 0) {
-    --lose_next;
-    return absl::FailedPreconditionError(
-        "shard restarted: step is above its version");
-  }
-  finalized.push_back({step, contributors});
-  for (int64_t& v : versions) v = step + 1;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::pair<double, double>> FakeShards::Evaluate(int64_t) {
-  return std::make_pair(0.5, 1.0);
-}
-
-absl::Status FakeShards::Checkpoint(int64_t version) {
-  absl::MutexLock lock(&mu);
-  checkpoints.push_back(version);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int64_t>> FakeShards::Versions() {
-  absl::MutexLock lock(&mu);
-  return versions;
-}
-
-absl::Status FakeShards::RestoreTo(int64_t version, int64_t) {
-  absl::MutexLock lock(&mu);
-  restores.push_back(version);
-  for (int64_t& v : versions) v = version;
-  return absl::OkStatus();
-}
-
-bool WaitForShards(FakeShards& shards,
-                   const std::function<bool(FakeShards&)>& done) {
+bool WaitForShards(FakeShardControl& shards,
+                   const std::function<bool(FakeShardControl&)>& done) {
   struct Arg {
-    FakeShards* shards;
-    const std::function<bool(FakeShards&)>* done;
+    FakeShardControl* shards;
+    const std::function<bool(FakeShardControl&)>* done;
   } arg{&shards, &done};
   absl::MutexLock lock(&shards.mu);
   return shards.mu.AwaitWithTimeout(
@@ -57,8 +17,9 @@ bool WaitForShards(FakeShards& shards,
       absl::Seconds(3));
 }
 
-void WaitForFinalize(FakeShards& shards, size_t n) {
-  WaitForShards(shards, [n](FakeShards& s) { return s.finalized.size() >= n; });
+void WaitForFinalize(FakeShardControl& shards, size_t n) {
+  WaitForShards(shards,
+                [n](FakeShardControl& s) { return s.finalized.size() >= n; });
 }
 
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {

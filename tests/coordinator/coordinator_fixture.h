@@ -1,4 +1,5 @@
-// Helpers for the coordinator's tests: fake shards, job specs, NextTask
+// Helpers for the coordinator's tests (the fake shards are
+// tests/testing/fake_shard_control.h): job specs, NextTask
 // calls that behave like a worker's, and a fixture owning a coordinator.
 #ifndef FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 #define FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
@@ -13,37 +14,16 @@
 #include "common/clock.h"
 #include "common/file_system.h"
 #include "coordinator/coordinator.h"
+#include "tests/testing/fake_shard_control.h"
 
 namespace ferry {
 
-// Records finalized steps, checkpoints and restores; evaluation returns a
-// fixed accuracy. `versions` is what Versions() answers (tests set it to
-// play a restarted shard); `fail_next` makes FinalizeStep UNAVAILABLE, and
-// `lose_next` FAILED_PRECONDITION (a shard that lost the step).
-class FakeShards : public ShardControl {
- public:
-  absl::Status FinalizeStep(
-      int64_t step, int64_t generation,
-      const std::vector<v1::Contributor>& contributors) override;
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override;
-  absl::Status Checkpoint(int64_t version) override;
-  absl::StatusOr<std::vector<int64_t>> Versions() override;
-  absl::Status RestoreTo(int64_t version, int64_t generation) override;
-
-  absl::Mutex mu;
-  int fail_next = 0;
-  int lose_next = 0;
-  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
-  std::vector<int64_t> attempted;  // every FinalizeStep call's step
-  std::vector<int64_t> checkpoints, restores, versions;
-};
-
 // Waits (bounded: 3 s of real time) until the fake shards saw `n`
 // finalizes; no sleeping, it waits on the fake's mutex.
-void WaitForFinalize(FakeShards& shards, size_t n = 1);
+void WaitForFinalize(FakeShardControl& shards, size_t n = 1);
 // Waits (bounded: 3 s) until `done` holds under shards.mu; false on timeout.
-bool WaitForShards(FakeShards& shards,
-                   const std::function<bool(FakeShards&)>& done);
+bool WaitForShards(FakeShardControl& shards,
+                   const std::function<bool(FakeShardControl&)>& done);
 
 v1::JobSpec Job(int batch, int epochs,
                 v1::Consistency consistency = v1::CONSISTENCY_SYNC);
@@ -74,7 +54,7 @@ struct Fixture {
   FakeClock clock;
   InMemoryFileSystem fs;  // where state_dir is (options.file_system)
   CoordinatorOptions options;
-  FakeShards shards;
+  FakeShardControl shards;
   std::unique_ptr<Coordinator> coordinator;
 };
 
