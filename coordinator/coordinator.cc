@@ -145,7 +145,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
                         ActiveCount() + 1, options_.max_workers));
     }
     const Member& member = membership_.Add(request, Now());
-    AddEvent("joined", member.id, steps_formed_, 0,
+    AddEvent("joined", member.id, steps_.formed(), 0,
              absl::StrCat(request.hostname(), " pid ", request.pid()));
     response.set_worker_id(member.id);
     response.set_generation(membership_.generation());
@@ -278,7 +278,7 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
     Member& member, int64_t after_step, int64_t held_fence) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
-    for (auto& [number, step] : open_steps_) {
+    for (auto& [number, step] : steps_.open()) {
       const bool redo =
           step.fence > held_fence;  // formed again since that lease
       if ((number <= after_step && !redo) || step.finalizing) continue;
@@ -309,18 +309,14 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
 bool Coordinator::FormStep(int max_open) {
   if (training_done_ || recovery_needed_) return false;
   const v1::JobSpec& job = options_.job;
-  if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
+  if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.
-  int collecting = 0;
-  for (const auto& [number, step] : open_steps_)
-    collecting += step.finalizing ? 0 : 1;
-  if (collecting >= max_open) return false;
+  if (steps_.Collecting() >= max_open) return false;
   const int64_t available =
       std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight
   const std::vector<const Member*> ranked = membership_.Ranked();
   OpenStep step;
-  step.step = steps_formed_;
   step.epoch = queue_->epoch();
   step.ring_generation = membership_.generation();
   step.fence = fence_;
@@ -336,8 +332,7 @@ bool Coordinator::FormStep(int max_open) {
       slot.samples += t.end() - t.begin();
     step.slots.push_back(std::move(slot));
   }
-  open_steps_[step.step] = std::move(step);
-  ++steps_formed_;
+  steps_.Add(std::move(step));
   return true;
 }
 
@@ -398,14 +393,14 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   if (member == nullptr) return;
   const std::vector<v1::DataTask> leases = member->leases;
   membership_.Remove(worker_id);  // bumps the generation
-  AddEvent(why, worker_id, steps_formed_, 0, "");
+  AddEvent(why, worker_id, steps_.formed(), 0, "");
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
   if (ring_mode()) {
     // Its ring cannot finish the steps it has not reported: every member
     // restarts the first of them from the committed state.
-    for (const auto& [number, step] : open_steps_) {
+    for (const auto& [number, step] : steps_.open()) {
       if (step.finalizing) continue;
       const bool unreported = std::any_of(
           step.slots.begin(), step.slots.end(),
@@ -417,7 +412,8 @@ void Coordinator::RemoveMember(const std::string& worker_id,
       }
     }
   }
-  for (auto step_it = open_steps_.begin(); step_it != open_steps_.end();) {
+  std::map<int64_t, OpenStep>& open = steps_.open();
+  for (auto step_it = open.begin(); step_it != open.end();) {
     OpenStep& step = step_it->second;
     if (!step.finalizing) {
       auto& slots = step.slots;
@@ -430,10 +426,10 @@ void Coordinator::RemoveMember(const std::string& worker_id,
           ++s;
         }
       }
-      if (slots.empty() && step.step + 1 == steps_formed_) {
+      if (slots.empty() && step.step + 1 == steps_.formed()) {
         // Nobody left to compute the newest step: un-form it.
-        --steps_formed_;
-        step_it = open_steps_.erase(step_it);
+        steps_.set_formed(steps_.formed() - 1);
+        step_it = open.erase(step_it);
         continue;
       }
       MaybeQueueFinalize(step);

@@ -76,6 +76,7 @@
 #include "coordinator/membership.h"
 #include "coordinator/recovery_log.h"
 #include "coordinator/shard_control.h"
+#include "coordinator/step_table.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -187,30 +188,7 @@ class Coordinator {
 
  private:
   using Member = Membership::Member;
-  struct Slot {
-    std::string worker_id;
-    std::vector<v1::DataTask> tasks;
-    int64_t samples = 0;
-    bool pushed = false;
-  };
-  struct OpenStep {
-    int64_t step = 0;
-    int64_t epoch = 0;
-    std::vector<Slot> slots;  // rank order
-    bool finalizing = false;
-    int64_t ring_generation = 0;     // ring mode: generation of its ring
-    int64_t fence = 0;               // the fence it was formed under
-    std::optional<uint64_t> digest;  // ring mode: first digest reported
-    // Training curves: the step's reports summed (coordinator_metrics.cc).
-    absl::Time formed;  // options.clock's time when it formed
-    double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
-    int64_t correct = 0, reported_samples = 0, reports = 0;
-    // Each reporter's cumulative counts as of its report of this step:
-    // a worker may already have reported the next step by the time this
-    // one commits, so its latest counts would run ahead.
-    std::map<std::string, std::pair<v1::ByteCounts, v1::ByteCounts>>
-        reported_bytes;
-  };
+  using Slot = StepSlot;
   struct Waiter {
     v1::NextTaskRequest request;
     NextTaskCallback done;
@@ -346,10 +324,8 @@ class Coordinator {
   std::unique_ptr<EpochTaskQueue> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::EpochAccounting> accounting_ ABSL_GUARDED_BY(mu_);
   // Sync mode.
-  std::map<int64_t, OpenStep> open_steps_ ABSL_GUARDED_BY(mu_);
-  int64_t steps_formed_ ABSL_GUARDED_BY(mu_) = 0;
+  StepTable steps_ ABSL_GUARDED_BY(mu_);
   int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
-  std::vector<int64_t> finalize_queue_ ABSL_GUARDED_BY(mu_);
   // Async mode: tasks applied so far (sum over workers).
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
   // Ring mode: weight digests compared and found different.

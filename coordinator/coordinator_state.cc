@@ -71,7 +71,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   membership_.LoadFrom(s, Now());
   accounting_.assign(s.accounting().begin(), s.accounting().end());
   steps_applied_ = s.steps_applied();
-  steps_formed_ = s.steps_applied();
+  steps_.set_formed(s.steps_applied());
   tasks_applied_ = s.tasks_applied();
   samples_applied_total_ = s.samples_applied_total();
   evals_.assign(s.evals().begin(), s.evals().end());

@@ -54,17 +54,17 @@ absl::Status Coordinator::RecordDone(Member& member,
     recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
   }
   if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
-    auto step_it = open_steps_.find(done.step());
+    OpenStep* open = steps_.Find(done.step());
     Slot* slot = nullptr;
-    if (step_it != open_steps_.end()) {
-      for (Slot& s : step_it->second.slots) {
+    if (open != nullptr) {
+      for (Slot& s : open->slots) {
         if (s.worker_id == member.id) slot = &s;
       }
     }
     // A step that is finalizing was closed over the reports it had (a
     // quorum): a late report must not mark its samples applied.
-    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing) ||
-        done.fence() != step_it->second.fence) {
+    if (slot == nullptr || (!slot->pushed && open->finalizing) ||
+        done.fence() != open->fence) {
       return absl::AbortedError(absl::StrCat(
           "step ", done.step(), " is not open for ", member.id,
           " (finalized without it or re-formed): ask for a new task"));
@@ -72,7 +72,7 @@ absl::Status Coordinator::RecordDone(Member& member,
     if (done.failed()) {
       // Ring: the collective failed on this member; nobody may keep the
       // step, every member restarts it from the committed state.
-      if (!step_it->second.finalizing) {
+      if (!open->finalizing) {
         AbortOpenSteps(done.step(), false, "a member's collective failed",
                        member.id);
       }
@@ -80,9 +80,9 @@ absl::Status Coordinator::RecordDone(Member& member,
     }
     if (!slot->pushed) {
       slot->pushed = true;
-      AddStepReport(step_it->second, member.id, done);
+      AddStepReport(*open, member.id, done);
       if (done.has_weights_digest()) {
-        OpenStep& step = step_it->second;
+        OpenStep& step = *open;
         if (!step.digest.has_value()) {
           step.digest = done.weights_digest();
         } else {
@@ -90,7 +90,7 @@ absl::Status Coordinator::RecordDone(Member& member,
           if (*step.digest != done.weights_digest()) ++digest_mismatches_;
         }
       }
-      MaybeQueueFinalize(step_it->second);
+      MaybeQueueFinalize(*open);
     }
     return absl::OkStatus();
   }
@@ -128,23 +128,14 @@ absl::Status Coordinator::RecordDone(Member& member,
   }
   if (checkpointing_ && options_.checkpoint_every > 0 &&
       tasks_applied_ % options_.checkpoint_every == 0) {
-    finalize_queue_.push_back(-1);  // -1: an async checkpoint for the finalizer
+    steps_.QueueCheckpoint();  // an async checkpoint for the finalizer
   }
   Persist();
   return absl::OkStatus();
 }
 
 void Coordinator::MaybeQueueFinalize(OpenStep& step) {
-  if (step.finalizing || step.slots.empty()) return;
-  int64_t pushed = 0;
-  for (const Slot& s : step.slots) pushed += s.pushed ? 1 : 0;
-  const int64_t quorum = options_.job.sync_quorum();
-  const int64_t needed = quorum > 0
-                             ? std::min<int64_t>(quorum, step.slots.size())
-                             : static_cast<int64_t>(step.slots.size());
-  if (pushed < needed) return;
-  step.finalizing = true;
-  finalize_queue_.push_back(step.step);
+  steps_.QueueIfReady(step, options_.job.sync_quorum());
 }
 
 bool Coordinator::AdvanceEpochIfComplete() {
@@ -180,13 +171,7 @@ void Coordinator::FinishJob() {
 }
 
 int64_t Coordinator::CommittedSteps() const {
-  int64_t committed = steps_applied_;
-  for (auto it = open_steps_.find(committed);
-       it != open_steps_.end() && it->second.finalizing;
-       it = open_steps_.find(committed)) {
-    ++committed;
-  }
-  return committed;
+  return steps_.Committed(steps_applied_);
 }
 
 void Coordinator::AddEvent(const std::string& kind,
@@ -211,36 +196,25 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
                                  const std::string& why,
                                  const std::string& worker_id) {
   int64_t lost = 0;
-  int64_t count = 0;
-  int64_t first = -1;
-  for (auto it = open_steps_.lower_bound(from); it != open_steps_.end();) {
-    if (it->second.finalizing && !include_finalizing) {
-      ++it;
-      continue;
-    }
-    for (const Slot& s : it->second.slots) {
+  const std::vector<OpenStep> aborted =
+      steps_.RemoveFrom(from, include_finalizing);
+  for (const OpenStep& step : aborted) {
+    for (const Slot& s : step.slots) {
       for (const v1::DataTask& t : s.tasks) {
         if (t.epoch() == queue_->epoch() && queue_->Release(t.task_id()).ok()) {
           lost += t.end() - t.begin();
         }
       }
     }
-    if (first < 0) first = it->first;
-    ++count;
-    it = open_steps_.erase(it);
   }
-  if (include_finalizing) {
-    finalize_queue_.erase(
-        std::remove_if(finalize_queue_.begin(), finalize_queue_.end(),
-                       [&](int64_t s) { return s >= from; }),
-        finalize_queue_.end());
-  }
+  const int64_t count = static_cast<int64_t>(aborted.size());
+  const int64_t first = aborted.empty() ? -1 : aborted.front().step;
   membership_.NextGeneration();
   ++fence_;
   if (count == 0) return;
   // Steps are numbered densely: the aborted ones are formed again.
-  steps_formed_ = open_steps_.empty() ? std::max(steps_applied_, first)
-                                      : std::min(steps_formed_, first);
+  steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
+                                          : std::min(steps_.formed(), first));
   aborted_steps_ += count;
   AddEvent(
       "step_aborted", worker_id, first, lost,
@@ -248,7 +222,7 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
 }
 
 void Coordinator::ApplyStep(int64_t number) {
-  OpenStep& step = open_steps_.at(number);
+  OpenStep& step = steps_.open().at(number);
   recovery_.LogStep(number);
   for (const Slot& s : step.slots) {
     for (const v1::DataTask& t : s.tasks) {
@@ -277,7 +251,7 @@ void Coordinator::ApplyStep(int64_t number) {
   Metrics()
       .samples(MetricRole::kCoordinator)
       .Increment(static_cast<double>(step_samples));
-  open_steps_.erase(number);
+  steps_.open().erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
   if (!first_step_time_) first_step_time_ = Now();
@@ -285,7 +259,7 @@ void Coordinator::ApplyStep(int64_t number) {
 
 void Coordinator::ResolveInDoubt(bool applied) {
   const int64_t number = in_doubt_->step();
-  if (open_steps_.count(number) > 0) {
+  if (steps_.Find(number) != nullptr) {
     if (applied) ApplyStep(number);  // else AbortOpenSteps releases it
     in_doubt_.reset();
     return;
@@ -325,7 +299,7 @@ void Coordinator::FinalizerLoop() {
       const bool woken = mu_.AwaitWithTimeout(
           absl::Condition(
               +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                return c->stopping_ || !c->finalize_queue_.empty() ||
+                return c->stopping_ || !c->steps_.queue_empty() ||
                        c->recovery_needed_;
               },
               this),
@@ -345,10 +319,9 @@ void Coordinator::FinalizerLoop() {
         mu_.Lock();
         continue;
       }
-      std::sort(finalize_queue_.begin(), finalize_queue_.end());
-      number = finalize_queue_.front();
-      if (number < 0) {  // async checkpoint
-        finalize_queue_.erase(finalize_queue_.begin());
+      number = steps_.NextQueued();
+      if (number == StepTable::kCheckpoint) {  // async checkpoint
+        steps_.Dequeue(number);
         mu_.Unlock();
         MaybeCheckpoint(-1, false);
         mu_.Lock();
@@ -357,7 +330,7 @@ void Coordinator::FinalizerLoop() {
       generation = membership_.generation();
       v1::AppliedStep doubt;
       doubt.set_step(number);
-      for (const Slot& s : open_steps_.at(number).slots) {
+      for (const Slot& s : steps_.open().at(number).slots) {
         if (!s.pushed) continue;
         v1::Contributor c;
         c.set_worker_id(s.worker_id);
@@ -393,9 +366,7 @@ void Coordinator::FinalizerLoop() {
     bool epoch_end = false;
     {
       absl::MutexLock lock(&mu_);
-      auto queued =
-          std::find(finalize_queue_.begin(), finalize_queue_.end(), number);
-      if (queued != finalize_queue_.end()) finalize_queue_.erase(queued);
+      steps_.Dequeue(number);
       ApplyStep(number);
       epoch_end = queue_->complete();
     }
@@ -484,7 +455,7 @@ void Coordinator::RecoverShards(const std::string& why) {
     // Ring: a step is in doubt only once every member reported it applied.
     if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
     AbortOpenSteps(0, true, why, "");
-    steps_formed_ = steps_applied_;
+    steps_.set_formed(steps_applied_);
     recovery_needed_ = false;
     AdvanceEpochIfComplete();
     Persist();
@@ -570,7 +541,7 @@ void Coordinator::RollBackAccounting(int64_t target) {
     ++rollbacks_;
   }
   steps_applied_ = target;
-  steps_formed_ = target;
+  steps_.set_formed(target);
   in_doubt_.reset();
   if (target < from) {
     AddEvent("shards_rolled_back", "", target, lost,
