@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
@@ -25,6 +24,21 @@ v1::NextTaskResponse Action(v1::NextTaskResponse::Action action,
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     CoordinatorOptions options, ShardControl* shards) {
+  return Create(std::move(options), shards, shards);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, WeightsEvaluator* evaluator) {
+  if (options.job.mode() != v1::MODE_RING) {
+    return absl::InvalidArgumentError(
+        "a PS job needs the shards' ShardControl, not only an evaluator");
+  }
+  return Create(std::move(options), nullptr, evaluator);
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, ShardControl* shards,
+    WeightsEvaluator* evaluator) {
   const v1::JobSpec& job = options.job;
   if (job.global_batch() <= 0 || job.epochs() <= 0 || options.epoch_size <= 0) {
     return absl::InvalidArgumentError(
@@ -40,10 +54,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "a sync quorum");
   }
   if (options.min_workers < 1) options.min_workers = 1;
+  if (options.clock == nullptr) options.clock = RealClock();
+  if (options.file_system == nullptr) options.file_system = PosixFileSystem();
   if (options.checkpoint_every < 0) {
     return absl::InvalidArgumentError("checkpoint_every must be >= 0");
   }
-  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), shards));
+  std::unique_ptr<Coordinator> c(
+      new Coordinator(std::move(options), shards, evaluator));
   {
     absl::MutexLock lock(&c->mu_);
     RETURN_IF_ERROR(c->Resume());
@@ -52,13 +69,17 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   return c;
 }
 
-Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards)
-    : options_(std::move(options)), shards_(shards) {
+Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards,
+                         WeightsEvaluator* evaluator)
+    : options_(std::move(options)),
+      shards_(shards),
+      weights_(evaluator),
+      persistence_(options_.file_system, options_.state_dir) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   // Off for good once a shard says it has no checkpoint directory.
   checkpointing_ = options_.job.mode() == v1::MODE_PS;
-  start_unix_ = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }
 
 void Coordinator::Start() {
@@ -123,22 +144,14 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
           LimitExceeded("the number of workers (--max-workers)",
                         ActiveCount() + 1, options_.max_workers));
     }
-    Member member;
-    member.join_seq = next_worker_seq_++;
-    member.id = absl::StrCat("w", member.join_seq);
-    member.info = request;
-    member.last_heartbeat = absl::Now();
-    member.joined = member.last_heartbeat;
-    ++generation_;
-    ++workers_seen_;
-    AddEvent("joined", member.id, steps_formed_, 0,
+    const Member& member = membership_.Add(request, Now());
+    AddEvent("joined", member.id, steps_.formed(), 0,
              absl::StrCat(request.hostname(), " pid ", request.pid()));
     response.set_worker_id(member.id);
-    response.set_generation(generation_);
+    response.set_generation(membership_.generation());
     *response.mutable_job() = options_.job;
     response.set_heartbeat_interval_ms(
         absl::ToInt64Milliseconds(options_.heartbeat_interval));
-    members_[member.id] = std::move(member);
     Persist();
     ServeWaiters(replies, false);
   }
@@ -149,15 +162,9 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
     const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("worker ", worker_id,
-                     " is not a member (evicted or never registered)"));
-  }
-  it->second.last_heartbeat = absl::Now();
+  RETURN_IF_ERROR(membership_.Heartbeat(worker_id, Now()));
   v1::HeartbeatResponse response;
-  response.set_generation(generation_);
+  response.set_generation(membership_.generation());
   response.set_fence(fence_);
   return response;
 }
@@ -165,8 +172,8 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
 CoordinatorGauges Coordinator::Gauges() const {
   absl::MutexLock lock(&mu_);
   CoordinatorGauges g;
-  g.members = static_cast<int64_t>(members_.size());
-  g.generation = generation_;
+  g.members = membership_.size();
+  g.generation = membership_.generation();
   g.steps_applied = options_.job.consistency() == v1::CONSISTENCY_SYNC
                         ? steps_applied_
                         : tasks_applied_;
@@ -179,7 +186,7 @@ absl::Status Coordinator::Leave(const std::string& worker_id) {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    if (members_.find(worker_id) == members_.end()) {
+    if (membership_.Find(worker_id) == nullptr) {
       return absl::NotFoundError(
           absl::StrCat("worker ", worker_id, " is not a member"));
     }
@@ -195,29 +202,29 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    auto it = members_.find(request.worker_id());
+    Member* member = membership_.Find(request.worker_id());
     if (stopping_) {
       replies.emplace_back(
           std::move(done),
           absl::UnavailableError("coordinator is shutting down"));
-    } else if (it == members_.end()) {
+    } else if (member == nullptr) {
       replies.emplace_back(
           std::move(done),
           absl::NotFoundError(
               absl::StrCat("worker ", request.worker_id(),
                            " is not a member (evicted or never registered)")));
     } else {
-      it->second.last_heartbeat = absl::Now();
+      member->last_heartbeat = Now();
       absl::Status recorded =
           request.has_done()
               ? Metrics().Reject(MetricRole::kCoordinator, "report",
-                                 RecordDone(it->second, request.done()))
+                                 RecordDone(*member, request.done()))
               : absl::OkStatus();
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
       } else if (request.report_only()) {
-        replies.emplace_back(std::move(done),
-                             Action(v1::NextTaskResponse::WAIT, generation_));
+        replies.emplace_back(std::move(done), Action(v1::NextTaskResponse::WAIT,
+                                                     membership_.generation()));
       } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
       } else if (const int64_t waiting = ParkedCount(request.worker_id());
@@ -234,8 +241,8 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
       } else {
         v1::NextTaskRequest parked = request;
         parked.clear_done();
-        waiters_.push_back({std::move(parked), std::move(done),
-                            absl::Now() + options_.long_poll});
+        waiters_.push_back(
+            {std::move(parked), std::move(done), Now() + options_.long_poll});
       }
       ServeWaiters(replies, false);
     }
@@ -247,8 +254,8 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
 std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     const v1::NextTaskRequest& request) {
   const std::string& worker_id = request.worker_id();
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) {
+  Member* member = membership_.Find(worker_id);
+  if (member == nullptr) {
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
   }
@@ -256,14 +263,14 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     // Ring members hold the only copy of the weights: keep them until the
     // final evaluation has fetched them.
     if (ring_mode() && !finished_) return std::nullopt;
-    return Action(v1::NextTaskResponse::FINISH, generation_);
+    return Action(v1::NextTaskResponse::FINISH, membership_.generation());
   }
   std::optional<v1::NextTaskResponse> response =
       options_.job.consistency() == v1::CONSISTENCY_SYNC
-          ? TryAssignSync(it->second,
+          ? TryAssignSync(*member,
                           request.has_after_step() ? request.after_step() : -1,
                           request.fence())
-          : TryAssignAsync(it->second);
+          : TryAssignAsync(*member);
   if (!response) return std::nullopt;
   return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
 }
@@ -271,7 +278,7 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
     Member& member, int64_t after_step, int64_t held_fence) {
   auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
-    for (auto& [number, step] : open_steps_) {
+    for (auto& [number, step] : steps_.open()) {
       const bool redo =
           step.fence > held_fence;  // formed again since that lease
       if ((number <= after_step && !redo) || step.finalizing) continue;
@@ -279,7 +286,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         const Slot& slot = step.slots[i];
         if (slot.worker_id != member.id || slot.pushed) continue;
         v1::NextTaskResponse r =
-            Action(v1::NextTaskResponse::TRAIN, generation_);
+            Action(v1::NextTaskResponse::TRAIN, membership_.generation());
         r.set_fence(fence_);
         r.set_committed_steps(CommittedSteps());
         r.set_step(number);
@@ -302,25 +309,18 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
 bool Coordinator::FormStep(int max_open) {
   if (training_done_ || recovery_needed_) return false;
   const v1::JobSpec& job = options_.job;
-  if (job.max_steps() > 0 && steps_formed_ >= job.max_steps()) return false;
+  if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.
-  int collecting = 0;
-  for (const auto& [number, step] : open_steps_)
-    collecting += step.finalizing ? 0 : 1;
-  if (collecting >= max_open) return false;
+  if (steps_.Collecting() >= max_open) return false;
   const int64_t available =
       std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight
-  std::vector<const Member*> ranked;
-  for (const auto& [id, m] : members_) ranked.push_back(&m);
-  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
-    return a->join_seq < b->join_seq;
-  });
+  const std::vector<const Member*> ranked = membership_.Ranked();
   OpenStep step;
-  step.step = steps_formed_;
   step.epoch = queue_->epoch();
-  step.ring_generation = generation_;
+  step.ring_generation = membership_.generation();
   step.fence = fence_;
+  step.formed = Now();
   const int64_t w = static_cast<int64_t>(ranked.size());
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share = available / w + (r < available % w ? 1 : 0);
@@ -332,8 +332,7 @@ bool Coordinator::FormStep(int max_open) {
       slot.samples += t.end() - t.begin();
     step.slots.push_back(std::move(slot));
   }
-  open_steps_[step.step] = std::move(step);
-  ++steps_formed_;
+  steps_.Add(std::move(step));
   return true;
 }
 
@@ -343,9 +342,8 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   for (const Slot& slot : step.slots) {
     v1::RingMember* m = r.add_ring();
     m->set_worker_id(slot.worker_id);
-    auto it = members_.find(slot.worker_id);
-    if (it != members_.end())
-      m->set_peer_address(it->second.info.peer_address());
+    if (const Member* member = membership_.Find(slot.worker_id))
+      m->set_peer_address(member->info.peer_address());
     samples += slot.samples;
   }
   r.set_rank(static_cast<int32_t>(slot_index));
@@ -355,13 +353,9 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
 
 std::vector<std::string> Coordinator::PeerAddresses() const {
   absl::MutexLock lock(&mu_);
-  std::vector<const Member*> ranked;
-  for (const auto& [id, m] : members_) ranked.push_back(&m);
-  std::sort(ranked.begin(), ranked.end(), [](const Member* a, const Member* b) {
-    return a->join_seq < b->join_seq;
-  });
   std::vector<std::string> addresses;
-  for (const Member* m : ranked) addresses.push_back(m->info.peer_address());
+  for (const Member* m : membership_.Ranked())
+    addresses.push_back(m->info.peer_address());
   return addresses;
 }
 
@@ -372,7 +366,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
     if (!EnoughWorkers()) return std::nullopt;
     if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
       int64_t slowest = member.tasks_done;
-      for (const auto& [id, m] : members_)
+      for (const auto& [id, m] : membership_.members())
         slowest = std::min(slowest, m.tasks_done);
       if (member.tasks_done > slowest + options_.job.staleness())
         return std::nullopt;
@@ -382,7 +376,8 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
     member.leases = queue_->Lease(share);
     if (member.leases.empty()) return std::nullopt;
   }
-  v1::NextTaskResponse r = Action(v1::NextTaskResponse::TRAIN, generation_);
+  v1::NextTaskResponse r =
+      Action(v1::NextTaskResponse::TRAIN, membership_.generation());
   r.set_fence(fence_);
   r.set_step(member.tasks_done);
   r.set_pull_version(0);
@@ -394,20 +389,18 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
 
 void Coordinator::RemoveMember(const std::string& worker_id,
                                const std::string& why) {
-  auto it = members_.find(worker_id);
-  if (it == members_.end()) return;
-  ++generation_;
-  Member& member = it->second;
-  departed_bytes_[worker_id] = member.bytes;
-  departed_peer_bytes_[worker_id] = member.peer_bytes;
-  AddEvent(why, worker_id, steps_formed_, 0, "");
-  for (const v1::DataTask& task : member.leases) {
+  const Member* member = membership_.Find(worker_id);
+  if (member == nullptr) return;
+  const std::vector<v1::DataTask> leases = member->leases;
+  membership_.Remove(worker_id);  // bumps the generation
+  AddEvent(why, worker_id, steps_.formed(), 0, "");
+  for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
   if (ring_mode()) {
     // Its ring cannot finish the steps it has not reported: every member
     // restarts the first of them from the committed state.
-    for (const auto& [number, step] : open_steps_) {
+    for (const auto& [number, step] : steps_.open()) {
       if (step.finalizing) continue;
       const bool unreported = std::any_of(
           step.slots.begin(), step.slots.end(),
@@ -419,7 +412,8 @@ void Coordinator::RemoveMember(const std::string& worker_id,
       }
     }
   }
-  for (auto step_it = open_steps_.begin(); step_it != open_steps_.end();) {
+  std::map<int64_t, OpenStep>& open = steps_.open();
+  for (auto step_it = open.begin(); step_it != open.end();) {
     OpenStep& step = step_it->second;
     if (!step.finalizing) {
       auto& slots = step.slots;
@@ -432,31 +426,31 @@ void Coordinator::RemoveMember(const std::string& worker_id,
           ++s;
         }
       }
-      if (slots.empty() && step.step + 1 == steps_formed_) {
+      if (slots.empty() && step.step + 1 == steps_.formed()) {
         // Nobody left to compute the newest step: un-form it.
-        --steps_formed_;
-        step_it = open_steps_.erase(step_it);
+        steps_.set_formed(steps_.formed() - 1);
+        step_it = open.erase(step_it);
         continue;
       }
       MaybeQueueFinalize(step);
     }
     ++step_it;
   }
-  members_.erase(it);
   Persist();
 }
 
 void Coordinator::ServeWaiters(std::vector<Reply>& replies,
                                bool expire_all_due) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (auto w = waiters_.begin(); w != waiters_.end();) {
     auto assigned = TryAssign(w->request);
     if (assigned.has_value()) {
       replies.emplace_back(std::move(w->done), std::move(*assigned));
       w = waiters_.erase(w);
     } else if (expire_all_due && now >= w->deadline) {
-      replies.emplace_back(std::move(w->done),
-                           Action(v1::NextTaskResponse::WAIT, generation_));
+      replies.emplace_back(
+          std::move(w->done),
+          Action(v1::NextTaskResponse::WAIT, membership_.generation()));
       w = waiters_.erase(w);
     } else {
       ++w;
@@ -483,7 +477,7 @@ void Coordinator::EvaluatorLoop() {
       request = eval_queue_.front();
       eval_queue_.erase(eval_queue_.begin());
     }
-    const auto result = shards_->Evaluate(request.first);
+    const auto result = weights_->Evaluate(request.first);
     std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {
@@ -496,13 +490,13 @@ void Coordinator::EvaluatorLoop() {
       point.set_epoch(request.second);
       point.set_test_accuracy(result->first);
       point.set_test_loss(result->second);
-      point.set_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+      point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);
     }
     if (request.second == -1) {
       finished_ = true;
-      finish_time_ = absl::Now();
+      finish_time_ = Now();
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
     mu_.Unlock();
@@ -512,20 +506,32 @@ void Coordinator::EvaluatorLoop() {
   }
 }
 
+void Coordinator::ExpireTimeouts(std::vector<Reply>& replies) {
+  for (const std::string& id :
+       membership_.Expired(Now(), options_.heartbeat_timeout)) {
+    RemoveMember(id, "evicted");
+  }
+  ServeWaiters(replies, /*expire_all_due=*/true);
+}
+
+void Coordinator::CheckTimeouts() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    ExpireTimeouts(replies);
+  }
+  SendReplies(replies);
+}
+
 void Coordinator::ReaperLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
+    // Real time: the reaper looks every 100 ms whatever options.clock says.
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
     if (stopping_) break;
-    const absl::Time now = absl::Now();
-    std::vector<std::string> dead;
-    for (const auto& [id, m] : members_) {
-      if (now - m.last_heartbeat > options_.heartbeat_timeout)
-        dead.push_back(id);
-    }
-    for (const std::string& id : dead) RemoveMember(id, "evicted");
     std::vector<Reply> replies;
-    ServeWaiters(replies, /*expire_all_due=*/true);
+    ExpireTimeouts(replies);
     if (!replies.empty()) {
       mu_.Unlock();
       SendReplies(replies);

@@ -67,41 +67,22 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/file_system.h"
 #include "common/peer_limits.h"
 #include "common/training_metrics.h"
+#include "coordinator/coordinator_persistence.h"
+#include "coordinator/membership.h"
+#include "coordinator/recovery_log.h"
+#include "coordinator/shard_control.h"
+#include "coordinator/step_table.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
 
 namespace ferry {
-
-// The coordinator's view of the PS shards. Calls come from the
-// coordinator's own threads, never under its lock.
-class ShardControl {
- public:
-  virtual ~ShardControl() = default;
-  // Finalizes `step` over `contributors` on every shard. OK only when every
-  // shard applied it (or had already).
-  virtual absl::Status FinalizeStep(
-      int64_t step, int64_t generation,
-      const std::vector<v1::Contributor>& contributors) = 0;
-  // Evaluates the shards' parameters at version >= min_version on the test
-  // set: returns {accuracy, loss}.
-  virtual absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) = 0;
-  // Checkpoints every shard at `version` (-1: each at its current one). OK
-  // only when every shard's checkpoint is durable.
-  virtual absl::Status Checkpoint(int64_t version) = 0;
-  // Every shard's current version, in shard order (UNAVAILABLE when one
-  // cannot be reached).
-  virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;
-  // Brings every shard to `version` (RestoreRequest) and fences older
-  // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
-  virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
-};
 
 struct CoordinatorOptions {
   v1::JobSpec job;
@@ -118,14 +99,24 @@ struct CoordinatorOptions {
   // (async), and at every epoch end (sync). 0: epoch ends only. Shards
   // without a checkpoint directory turn checkpoints off.
   int64_t checkpoint_every = 0;
-  // Non-empty: persist the state here and resume from it.
+  // Non-empty: persist the state here and resume from it, through
+  // `file_system` (not owned; must outlive the coordinator; null means
+  // PosixFileSystem()).
   std::string state_dir;
+  FileSystem* file_system = PosixFileSystem();
   // Optional (not owned; must outlive the coordinator): gets one
   // RecordStep per committed step (sync: per step, with the step's
   // aggregate; async: per applied task) and one RecordEval per test-set
   // evaluation, in order, from the coordinator's threads, never under its
   // lock (coordinator_metrics.cc).
   MetricsSink* metrics = nullptr;
+  // Every time the coordinator reads (heartbeat deadlines, long-poll
+  // deadlines, step and uptime figures, events) comes from this clock (not
+  // owned; must outlive the coordinator; null means RealClock()). Waits of
+  // the background threads are bounded in real time (the reaper looks every
+  // 100 ms), so a FakeClock never hangs them: tests advance it and call
+  // CheckTimeouts().
+  Clock* clock = RealClock();
 };
 
 // What /metrics shows of a coordinator (server/server_metrics.h).
@@ -144,12 +135,18 @@ class Coordinator {
   using NextTaskCallback =
       std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
 
-  // `shards` must outlive the coordinator. Starts the background threads.
+  // `shards` must outlive the coordinator; they finalize, checkpoint,
+  // restore and evaluate. Starts the background threads.
   // INVALID_ARGUMENT for an unusable job (batch, epochs, epoch size);
   // FAILED_PRECONDITION / DATA_LOSS for a state in `state_dir` that belongs
   // to another job or cannot be read.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options, ShardControl* shards);
+  // Ring mode: no shards; `evaluator` (must outlive the coordinator)
+  // evaluates the members' weights. INVALID_ARGUMENT for a PS job, else as
+  // above.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, WeightsEvaluator* evaluator);
   // Stops the background threads and answers parked NextTask calls with
   // UNAVAILABLE; later NextTask calls get UNAVAILABLE too. Idempotent; call
   // before shutting the gRPC server down.
@@ -183,44 +180,15 @@ class Coordinator {
   void CountBytes(const std::string& role, int64_t sent, int64_t received);
   // A consistent copy of the figures /metrics shows. Cheap (no proto).
   CoordinatorGauges Gauges() const;
+  // Evicts members whose last heartbeat is older than heartbeat_timeout and
+  // answers WAIT to parked NextTask calls whose long poll is over, both by
+  // options.clock. The reaper thread calls it every 100 ms of real time;
+  // tests call it after advancing a FakeClock.
+  void CheckTimeouts();
 
  private:
-  struct Member {
-    std::string id;
-    int64_t join_seq = 0;
-    v1::RegisterRequest info;
-    absl::Time last_heartbeat;
-    int64_t tasks_done = 0;            // async clock
-    std::vector<v1::DataTask> leases;  // async: tasks in flight
-    v1::ByteCounts bytes;
-    v1::ByteCounts peer_bytes;
-    absl::Time joined;
-    bool applied_any = false;  // a gradient of it was applied
-  };
-  struct Slot {
-    std::string worker_id;
-    std::vector<v1::DataTask> tasks;
-    int64_t samples = 0;
-    bool pushed = false;
-  };
-  struct OpenStep {
-    int64_t step = 0;
-    int64_t epoch = 0;
-    std::vector<Slot> slots;  // rank order
-    bool finalizing = false;
-    int64_t ring_generation = 0;     // ring mode: generation of its ring
-    int64_t fence = 0;               // the fence it was formed under
-    std::optional<uint64_t> digest;  // ring mode: first digest reported
-    // Training curves: the step's reports summed (coordinator_metrics.cc).
-    absl::Time formed = absl::Now();
-    double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
-    int64_t correct = 0, reported_samples = 0, reports = 0;
-    // Each reporter's cumulative counts as of its report of this step:
-    // a worker may already have reported the next step by the time this
-    // one commits, so its latest counts would run ahead.
-    std::map<std::string, std::pair<v1::ByteCounts, v1::ByteCounts>>
-        reported_bytes;
-  };
+  using Member = Membership::Member;
+  using Slot = StepSlot;
   struct Waiter {
     v1::NextTaskRequest request;
     NextTaskCallback done;
@@ -229,7 +197,11 @@ class Coordinator {
   using Reply =
       std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
 
-  Coordinator(CoordinatorOptions options, ShardControl* shards);
+  Coordinator(CoordinatorOptions options, ShardControl* shards,
+              WeightsEvaluator* evaluator);
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options, ShardControl* shards,
+      WeightsEvaluator* evaluator);
 
   // Records a step report; an error is returned to the caller.
   absl::Status RecordDone(Member& member, const v1::StepReport& done)
@@ -249,6 +221,10 @@ class Coordinator {
   // collecting reports (not finalizing).
   bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
+  absl::Time Now() const { return options_.clock->Now(); }
+  // CheckTimeouts()'s work; replies go out after the lock.
+  void ExpireTimeouts(std::vector<Reply>& replies)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
   void AddRing(const OpenStep& step, size_t slot_index,
                v1::NextTaskResponse& r) const
@@ -266,7 +242,7 @@ class Coordinator {
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return static_cast<int>(members_.size());
+    return membership_.size();
   }
   // NextTask calls of `worker_id` parked in waiters_.
   int64_t ParkedCount(const std::string& worker_id) const
@@ -278,7 +254,7 @@ class Coordinator {
   // Enough workers to form a step (min_workers now, start_workers ever).
   bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ActiveCount() >= options_.min_workers &&
-           workers_seen_ >= options_.start_workers;
+           membership_.workers_seen() >= options_.start_workers;
   }
   void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void SendReplies(std::vector<Reply>& replies);
@@ -337,22 +313,19 @@ class Coordinator {
   void ReaperLoop();
 
   const CoordinatorOptions options_;
-  ShardControl* const shards_;
-  const absl::Time start_ = absl::Now();
+  ShardControl* const shards_;  // null in ring mode without shards
+  WeightsEvaluator* const weights_;
+  const absl::Time start_ = options_.clock->Now();
+  CoordinatorPersistence persistence_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_worker_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t workers_seen_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  Membership membership_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<EpochTaskQueue> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::EpochAccounting> accounting_ ABSL_GUARDED_BY(mu_);
   // Sync mode.
-  std::map<int64_t, OpenStep> open_steps_ ABSL_GUARDED_BY(mu_);
-  int64_t steps_formed_ ABSL_GUARDED_BY(mu_) = 0;
+  StepTable steps_ ABSL_GUARDED_BY(mu_);
   int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
-  std::vector<int64_t> finalize_queue_ ABSL_GUARDED_BY(mu_);
   // Async mode: tasks applied so far (sum over workers).
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
   // Ring mode: weight digests compared and found different.
@@ -376,9 +349,6 @@ class Coordinator {
   // When the last step was applied (before the final evaluation): the end
   // of the samples/s window.
   std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::ByteCounts> departed_bytes_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::ByteCounts> departed_peer_bytes_
-      ABSL_GUARDED_BY(mu_);
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
   // Elasticity.
@@ -386,10 +356,7 @@ class Coordinator {
   int64_t aborted_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int64_t, std::vector<v1::DataTask>> applied_log_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> checkpoints_
-      ABSL_GUARDED_BY(mu_);  // complete, oldest first
+  RecoveryLog recovery_ ABSL_GUARDED_BY(mu_);
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
   // Set while the shards and the accounting are being reconciled (after a

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/time/clock.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
@@ -20,7 +19,7 @@ void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
 }
 
 void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
-  m.time = absl::Now();
+  m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ring_mode() ? "ring" : "ps";
@@ -48,13 +47,14 @@ void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
     for (const auto& [id, counts] : step->reported_bytes)
       add(id, counts.first, counts.second);
   }
-  for (const auto& [id, member] : members_)
+  for (const auto& [id, member] : membership_.members())
     add(id, member.bytes, member.peer_bytes);
-  for (const auto& [id, bytes] : departed_bytes_) {
-    const auto peers = departed_peer_bytes_.find(id);
+  const auto& departed_peers = membership_.departed_peer_bytes();
+  for (const auto& [id, bytes] : membership_.departed_bytes()) {
+    const auto peers = departed_peers.find(id);
     add(id, bytes,
-        peers == departed_peer_bytes_.end() ? v1::ByteCounts::default_instance()
-                                            : peers->second);
+        peers == departed_peers.end() ? v1::ByteCounts::default_instance()
+                                      : peers->second);
   }
   m.bytes_workers = static_cast<int64_t>(counted.size());
   m.step_seconds =
@@ -109,7 +109,7 @@ void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
 void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   if (options_.metrics == nullptr) return;
   EvalMetrics m;
-  m.time = absl::Now();
+  m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ring_mode() ? "ring" : "ps";

@@ -1,24 +1,14 @@
 // The coordinator's persisted state: save after every change that matters,
 // resume after a restart (see coordinator.h).
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
 namespace {
-
-constexpr uint32_t kStateFormat = 1;
-
-std::string StatePath(const std::string& dir) {
-  return dir + "/coordinator.state";
-}
 
 double UnixSeconds(absl::Time t) {
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
@@ -27,66 +17,25 @@ absl::Time FromUnixSeconds(double s) {
   return absl::UnixEpoch() + absl::Seconds(s);
 }
 
-// Atomic replace: a reader (or a restarted coordinator) sees the old or the
-// new file, never half of one. Not fsynced: it survives the process, which
-// is what a restart needs; after a machine crash the shards' versions
-// decide (RecoverShards).
-absl::Status WriteAtomically(const std::string& path,
-                             const std::string& bytes) {
-  const std::string temp = path + ".tmp";
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (f == nullptr)
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", temp));
-  const bool written =
-      std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed || std::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::DataLossError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 v1::CoordinatorState Coordinator::SaveState() const {
   v1::CoordinatorState s;
-  s.set_format(kStateFormat);
+  s.set_format(CoordinatorPersistence::kFormat);
   *s.mutable_job() = options_.job;
-  s.set_generation(generation_);
-  s.set_fence(fence_);
-  s.set_next_worker_seq(next_worker_seq_);
-  s.set_workers_seen(workers_seen_);
-  for (const auto& [id, m] : members_) {
-    v1::MemberState* ms = s.add_members();
-    ms->set_id(id);
-    ms->set_join_seq(m.join_seq);
-    *ms->mutable_info() = m.info;
-    ms->set_tasks_done(m.tasks_done);
-    *ms->mutable_bytes() = m.bytes;
-    *ms->mutable_peer_bytes() = m.peer_bytes;
-    ms->set_applied_any(m.applied_any);
-  }
+  membership_.SaveTo(s);
   *s.mutable_queue() = queue_->ToProto();
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
   s.set_steps_applied(steps_applied_);
   s.set_tasks_applied(tasks_applied_);
   s.set_samples_applied_total(samples_applied_total_);
   for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
-  for (const auto& [step, tasks] : applied_log_) {
-    v1::AppliedStep* a = s.add_applied_log();
-    a->set_step(step);
-    for (const v1::DataTask& t : tasks) *a->add_tasks() = t;
-  }
-  for (int64_t c : checkpoints_) s.add_checkpoints(c);
+  recovery_.SaveTo(s);
   if (in_doubt_.has_value()) {
     *s.mutable_in_doubt() = *in_doubt_;
   }
   s.set_start_unix_seconds(start_unix_);
   for (const v1::JobEvent& e : events_) *s.add_events() = e;
-  for (const auto& [id, b] : departed_bytes_)
-    (*s.mutable_departed_bytes())[id] = b;
-  for (const auto& [id, b] : departed_peer_bytes_)
-    (*s.mutable_departed_peer_bytes())[id] = b;
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
   s.set_restarts(restarts_);
@@ -101,22 +50,16 @@ v1::CoordinatorState Coordinator::SaveState() const {
 }
 
 void Coordinator::Persist() {
-  if (options_.state_dir.empty()) return;
-  const absl::Status written = WriteAtomically(StatePath(options_.state_dir),
-                                               SaveState().SerializeAsString());
+  if (!persistence_.enabled()) return;
+  const absl::Status written = persistence_.Save(SaveState());
   if (!written.ok()) {
     LogError("saving the coordinator state failed", {{"error", written}});
   } else {
-    last_state_write_ = absl::Now();  // ferry_checkpoint_age_seconds
+    last_state_write_ = Now();  // ferry_checkpoint_age_seconds
   }
 }
 
 absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
-  if (s.format() != kStateFormat) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("saved coordinator state has format ", s.format(),
-                     ", this build reads ", kStateFormat));
-  }
   if (s.job().SerializeAsString() != options_.job.SerializeAsString()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the saved coordinator state in ", options_.state_dir, " is for job '",
@@ -125,40 +68,17 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   }
   ASSIGN_OR_RETURN(EpochTaskQueue queue, EpochTaskQueue::FromProto(s.queue()));
   queue_ = std::make_unique<EpochTaskQueue>(std::move(queue));
-  generation_ = s.generation();
-  fence_ = s.fence();
-  next_worker_seq_ = s.next_worker_seq();
-  workers_seen_ = s.workers_seen();
-  const absl::Time now = absl::Now();
-  for (const v1::MemberState& ms : s.members()) {
-    Member m;
-    m.id = ms.id();
-    m.join_seq = ms.join_seq();
-    m.info = ms.info();
-    m.tasks_done = ms.tasks_done();
-    m.bytes = ms.bytes();
-    m.peer_bytes = ms.peer_bytes();
-    m.applied_any = ms.applied_any();
-    m.last_heartbeat = now;  // a heartbeat timeout to come back
-    m.joined = now;
-    members_[m.id] = std::move(m);
-  }
+  membership_.LoadFrom(s, Now());
   accounting_.assign(s.accounting().begin(), s.accounting().end());
   steps_applied_ = s.steps_applied();
-  steps_formed_ = s.steps_applied();
+  steps_.set_formed(s.steps_applied());
   tasks_applied_ = s.tasks_applied();
   samples_applied_total_ = s.samples_applied_total();
   evals_.assign(s.evals().begin(), s.evals().end());
-  for (const v1::AppliedStep& a : s.applied_log()) {
-    applied_log_[a.step()].assign(a.tasks().begin(), a.tasks().end());
-  }
-  checkpoints_.assign(s.checkpoints().begin(), s.checkpoints().end());
+  recovery_.LoadFrom(s);
   if (s.has_in_doubt()) in_doubt_ = s.in_doubt();
   start_unix_ = s.start_unix_seconds();
   events_.assign(s.events().begin(), s.events().end());
-  for (const auto& [id, b] : s.departed_bytes()) departed_bytes_[id] = b;
-  for (const auto& [id, b] : s.departed_peer_bytes())
-    departed_peer_bytes_[id] = b;
   aborted_steps_ = s.aborted_steps();
   rollbacks_ = s.rollbacks();
   restarts_ = s.restarts() + 1;
@@ -179,43 +99,28 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
     }
     if (!doubtful) (void)queue_->Release(t.task_id());
   }
-  for (auto& [id, m] : members_) m.leases.clear();
-  ++generation_;
+  membership_.NextGeneration();
   ++fence_;
   if (s.training_done()) FinishJob();  // evaluates again and ends
   recovery_needed_ = true;
-  AddEvent("coordinator_restarted", "", steps_applied_, 0,
-           absl::StrCat(members_.size(), " members kept, restart ", restarts_));
+  AddEvent(
+      "coordinator_restarted", "", steps_applied_, 0,
+      absl::StrCat(membership_.size(), " members kept, restart ", restarts_));
   return absl::OkStatus();
 }
 
 absl::Status Coordinator::Resume() {
-  if (options_.state_dir.empty()) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::create_directories(options_.state_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the state directory ", options_.state_dir,
-                     ": ", ec.message()));
-  }
-  const std::string path = StatePath(options_.state_dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  ASSIGN_OR_RETURN(std::optional<v1::CoordinatorState> state,
+                   persistence_.Load());
+  if (!state.has_value()) {
     Persist();  // a fresh job: save its start
     return absl::OkStatus();
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  v1::CoordinatorState state;
-  if (!state.ParseFromString(bytes.str())) {
-    return absl::DataLossError(
-        absl::StrCat("cannot parse the coordinator state ", path));
-  }
-  RETURN_IF_ERROR(LoadState(state));
-  LogInfo("coordinator resumed", {{"path", path},
+  RETURN_IF_ERROR(LoadState(*state));
+  LogInfo("coordinator resumed", {{"path", persistence_.path()},
                                   {"epoch", queue_->epoch()},
                                   {"steps_applied", steps_applied_},
-                                  {"members", members_.size()}});
+                                  {"members", membership_.size()}});
   Persist();
   return absl::OkStatus();
 }

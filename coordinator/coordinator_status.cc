@@ -1,7 +1,6 @@
 // The coordinator's read-only views: status, progress figures, the end.
 #include <algorithm>
 
-#include "absl/time/clock.h"
 #include "coordinator/coordinator.h"
 
 namespace ferry {
@@ -27,9 +26,9 @@ v1::StatusResponse Coordinator::Status() const {
   absl::MutexLock lock(&mu_);
   v1::StatusResponse s;
   *s.mutable_job() = options_.job;
-  s.set_generation(generation_);
-  const absl::Time now = absl::Now();
-  for (const auto& [id, m] : members_) {
+  s.set_generation(membership_.generation());
+  const absl::Time now = Now();
+  for (const auto& [id, m] : membership_.members()) {
     v1::MemberStatus* ms = s.add_members();
     ms->set_worker_id(id);
     ms->set_peer_address(m.info.peer_address());
@@ -41,10 +40,10 @@ v1::StatusResponse Coordinator::Status() const {
     (*s.mutable_worker_bytes())[id] = m.bytes;
     (*s.mutable_worker_peer_bytes())[id] = m.peer_bytes;
   }
-  for (const auto& [id, bytes] : departed_bytes_) {
+  for (const auto& [id, bytes] : membership_.departed_bytes()) {
     if (!s.worker_bytes().contains(id)) (*s.mutable_worker_bytes())[id] = bytes;
   }
-  for (const auto& [id, bytes] : departed_peer_bytes_) {
+  for (const auto& [id, bytes] : membership_.departed_peer_bytes()) {
     if (!s.worker_peer_bytes().contains(id))
       (*s.mutable_worker_peer_bytes())[id] = bytes;
   }
@@ -67,7 +66,7 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
   s.set_samples_applied(samples_applied_total_);
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
-  s.set_workers_seen(workers_seen_);
+  s.set_workers_seen(membership_.workers_seen());
   *s.mutable_coordinator_bytes() = own_bytes_;
   s.set_compute_seconds(compute_seconds_);
   s.set_comm_seconds(comm_seconds_);
@@ -76,7 +75,7 @@ v1::StatusResponse Coordinator::Status() const {
   for (const v1::JobEvent& e : events_) *s.add_events() = e;
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
-  s.set_checkpoint_version(checkpoints_.empty() ? -1 : checkpoints_.back());
+  s.set_checkpoint_version(recovery_.latest_checkpoint());
   s.set_restarts(restarts_);
   s.set_error(error_);
   return s;

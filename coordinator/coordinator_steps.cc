@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
@@ -18,7 +17,6 @@ namespace {
 void Log(const std::string& line) { LogInfo(line); }
 
 constexpr size_t kMaxEvents = 1000;
-constexpr size_t kCheckpointsKept = 3;
 constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
 
 // RESOURCE_EXHAUSTED when a map of `counts` has more than
@@ -56,17 +54,17 @@ absl::Status Coordinator::RecordDone(Member& member,
     recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
   }
   if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
-    auto step_it = open_steps_.find(done.step());
+    OpenStep* open = steps_.Find(done.step());
     Slot* slot = nullptr;
-    if (step_it != open_steps_.end()) {
-      for (Slot& s : step_it->second.slots) {
+    if (open != nullptr) {
+      for (Slot& s : open->slots) {
         if (s.worker_id == member.id) slot = &s;
       }
     }
     // A step that is finalizing was closed over the reports it had (a
     // quorum): a late report must not mark its samples applied.
-    if (slot == nullptr || (!slot->pushed && step_it->second.finalizing) ||
-        done.fence() != step_it->second.fence) {
+    if (slot == nullptr || (!slot->pushed && open->finalizing) ||
+        done.fence() != open->fence) {
       return absl::AbortedError(absl::StrCat(
           "step ", done.step(), " is not open for ", member.id,
           " (finalized without it or re-formed): ask for a new task"));
@@ -74,7 +72,7 @@ absl::Status Coordinator::RecordDone(Member& member,
     if (done.failed()) {
       // Ring: the collective failed on this member; nobody may keep the
       // step, every member restarts it from the committed state.
-      if (!step_it->second.finalizing) {
+      if (!open->finalizing) {
         AbortOpenSteps(done.step(), false, "a member's collective failed",
                        member.id);
       }
@@ -82,9 +80,9 @@ absl::Status Coordinator::RecordDone(Member& member,
     }
     if (!slot->pushed) {
       slot->pushed = true;
-      AddStepReport(step_it->second, member.id, done);
+      AddStepReport(*open, member.id, done);
       if (done.has_weights_digest()) {
-        OpenStep& step = step_it->second;
+        OpenStep& step = *open;
         if (!step.digest.has_value()) {
           step.digest = done.weights_digest();
         } else {
@@ -92,7 +90,7 @@ absl::Status Coordinator::RecordDone(Member& member,
           if (*step.digest != done.weights_digest()) ++digest_mismatches_;
         }
       }
-      MaybeQueueFinalize(step_it->second);
+      MaybeQueueFinalize(*open);
     }
     return absl::OkStatus();
   }
@@ -115,13 +113,13 @@ absl::Status Coordinator::RecordDone(Member& member,
   if (!member.applied_any) {
     member.applied_any = true;
     AddEvent("first_applied", member.id, member.tasks_done, 0,
-             absl::StrCat(absl::ToDoubleSeconds(absl::Now() - member.joined),
+             absl::StrCat(absl::ToDoubleSeconds(Now() - member.joined),
                           " s after joining"));
   }
   ++member.tasks_done;
   ++tasks_applied_;
   QueueAsyncMetrics(done);
-  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (!first_step_time_) first_step_time_ = Now();
   if (options_.job.max_steps() > 0 &&
       tasks_applied_ >= options_.job.max_steps()) {
     FinishJob();
@@ -130,23 +128,14 @@ absl::Status Coordinator::RecordDone(Member& member,
   }
   if (checkpointing_ && options_.checkpoint_every > 0 &&
       tasks_applied_ % options_.checkpoint_every == 0) {
-    finalize_queue_.push_back(-1);  // -1: an async checkpoint for the finalizer
+    steps_.QueueCheckpoint();  // an async checkpoint for the finalizer
   }
   Persist();
   return absl::OkStatus();
 }
 
 void Coordinator::MaybeQueueFinalize(OpenStep& step) {
-  if (step.finalizing || step.slots.empty()) return;
-  int64_t pushed = 0;
-  for (const Slot& s : step.slots) pushed += s.pushed ? 1 : 0;
-  const int64_t quorum = options_.job.sync_quorum();
-  const int64_t needed = quorum > 0
-                             ? std::min<int64_t>(quorum, step.slots.size())
-                             : static_cast<int64_t>(step.slots.size());
-  if (pushed < needed) return;
-  step.finalizing = true;
-  finalize_queue_.push_back(step.step);
+  steps_.QueueIfReady(step, options_.job.sync_quorum());
 }
 
 bool Coordinator::AdvanceEpochIfComplete() {
@@ -168,34 +157,28 @@ bool Coordinator::AdvanceEpochIfComplete() {
   queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
                                             options_.epoch_size);
   // Steps of the finished epoch can no longer be rolled back into it.
-  applied_log_.clear();
+  recovery_.ClearSteps();
   return true;
 }
 
 void Coordinator::FinishJob() {
   if (training_done_) return;
   training_done_ = true;
-  training_end_time_ = absl::Now();
+  training_end_time_ = Now();
   const int64_t version =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
   eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
 }
 
 int64_t Coordinator::CommittedSteps() const {
-  int64_t committed = steps_applied_;
-  for (auto it = open_steps_.find(committed);
-       it != open_steps_.end() && it->second.finalizing;
-       it = open_steps_.find(committed)) {
-    ++committed;
-  }
-  return committed;
+  return steps_.Committed(steps_applied_);
 }
 
 void Coordinator::AddEvent(const std::string& kind,
                            const std::string& worker_id, int64_t step,
                            int64_t samples_lost, const std::string& detail) {
   v1::JobEvent e;
-  e.set_unix_seconds(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  e.set_unix_seconds(absl::ToDoubleSeconds(Now() - absl::UnixEpoch()));
   e.set_kind(kind);
   e.set_worker_id(worker_id);
   e.set_step(step);
@@ -213,36 +196,25 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
                                  const std::string& why,
                                  const std::string& worker_id) {
   int64_t lost = 0;
-  int64_t count = 0;
-  int64_t first = -1;
-  for (auto it = open_steps_.lower_bound(from); it != open_steps_.end();) {
-    if (it->second.finalizing && !include_finalizing) {
-      ++it;
-      continue;
-    }
-    for (const Slot& s : it->second.slots) {
+  const std::vector<OpenStep> aborted =
+      steps_.RemoveFrom(from, include_finalizing);
+  for (const OpenStep& step : aborted) {
+    for (const Slot& s : step.slots) {
       for (const v1::DataTask& t : s.tasks) {
         if (t.epoch() == queue_->epoch() && queue_->Release(t.task_id()).ok()) {
           lost += t.end() - t.begin();
         }
       }
     }
-    if (first < 0) first = it->first;
-    ++count;
-    it = open_steps_.erase(it);
   }
-  if (include_finalizing) {
-    finalize_queue_.erase(
-        std::remove_if(finalize_queue_.begin(), finalize_queue_.end(),
-                       [&](int64_t s) { return s >= from; }),
-        finalize_queue_.end());
-  }
-  ++generation_;
+  const int64_t count = static_cast<int64_t>(aborted.size());
+  const int64_t first = aborted.empty() ? -1 : aborted.front().step;
+  membership_.NextGeneration();
   ++fence_;
   if (count == 0) return;
   // Steps are numbered densely: the aborted ones are formed again.
-  steps_formed_ = open_steps_.empty() ? std::max(steps_applied_, first)
-                                      : std::min(steps_formed_, first);
+  steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
+                                          : std::min(steps_.formed(), first));
   aborted_steps_ += count;
   AddEvent(
       "step_aborted", worker_id, first, lost,
@@ -250,27 +222,26 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
 }
 
 void Coordinator::ApplyStep(int64_t number) {
-  OpenStep& step = open_steps_.at(number);
-  std::vector<v1::DataTask>& log = applied_log_[number];
+  OpenStep& step = steps_.open().at(number);
+  recovery_.LogStep(number);
   for (const Slot& s : step.slots) {
     for (const v1::DataTask& t : s.tasks) {
       if (t.epoch() != queue_->epoch()) continue;
       if (s.pushed) {
         if (queue_->Applied(t.task_id()).ok()) {
           samples_applied_total_ += t.end() - t.begin();
-          log.push_back(t);
+          recovery_.RecordApplied(number, t);
         }
       } else {
         (void)queue_->Release(t.task_id());  // dropped by the quorum
       }
     }
-    auto m = members_.find(s.worker_id);
-    if (s.pushed && m != members_.end() && !m->second.applied_any) {
-      m->second.applied_any = true;
-      AddEvent(
-          "first_applied", s.worker_id, number, 0,
-          absl::StrCat(absl::ToDoubleSeconds(absl::Now() - m->second.joined),
-                       " s after joining"));
+    Member* m = membership_.Find(s.worker_id);
+    if (s.pushed && m != nullptr && !m->applied_any) {
+      m->applied_any = true;
+      AddEvent("first_applied", s.worker_id, number, 0,
+               absl::StrCat(absl::ToDoubleSeconds(Now() - m->joined),
+                            " s after joining"));
     }
   }
   QueueStepMetrics(step);
@@ -280,21 +251,21 @@ void Coordinator::ApplyStep(int64_t number) {
   Metrics()
       .samples(MetricRole::kCoordinator)
       .Increment(static_cast<double>(step_samples));
-  open_steps_.erase(number);
+  steps_.open().erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
-  if (!first_step_time_) first_step_time_ = absl::Now();
+  if (!first_step_time_) first_step_time_ = Now();
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {
   const int64_t number = in_doubt_->step();
-  if (open_steps_.count(number) > 0) {
+  if (steps_.Find(number) != nullptr) {
     if (applied) ApplyStep(number);  // else AbortOpenSteps releases it
     in_doubt_.reset();
     return;
   }
   // Resumed from the saved state: the step's tasks are leased.
-  std::vector<v1::DataTask>& log = applied_log_[number];
+  recovery_.LogStep(number);
   for (const v1::DataTask& t : in_doubt_->tasks()) {
     if (t.epoch() != queue_->epoch()) continue;
     if (!applied) {
@@ -304,7 +275,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
       Metrics()
           .samples(MetricRole::kCoordinator)
           .Increment(static_cast<double>(t.end() - t.begin()));
-      log.push_back(t);
+      recovery_.RecordApplied(number, t);
     }
   }
   if (applied) {
@@ -313,7 +284,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
     AddEvent("step_recovered", "", number, 0,
              "applied everywhere before the restart");
   } else {
-    applied_log_.erase(number);
+    recovery_.Forget(number);
   }
   in_doubt_.reset();
 }
@@ -328,7 +299,7 @@ void Coordinator::FinalizerLoop() {
       const bool woken = mu_.AwaitWithTimeout(
           absl::Condition(
               +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                return c->stopping_ || !c->finalize_queue_.empty() ||
+                return c->stopping_ || !c->steps_.queue_empty() ||
                        c->recovery_needed_;
               },
               this),
@@ -348,19 +319,18 @@ void Coordinator::FinalizerLoop() {
         mu_.Lock();
         continue;
       }
-      std::sort(finalize_queue_.begin(), finalize_queue_.end());
-      number = finalize_queue_.front();
-      if (number < 0) {  // async checkpoint
-        finalize_queue_.erase(finalize_queue_.begin());
+      number = steps_.NextQueued();
+      if (number == StepTable::kCheckpoint) {  // async checkpoint
+        steps_.Dequeue(number);
         mu_.Unlock();
         MaybeCheckpoint(-1, false);
         mu_.Lock();
         continue;
       }
-      generation = generation_;
+      generation = membership_.generation();
       v1::AppliedStep doubt;
       doubt.set_step(number);
-      for (const Slot& s : open_steps_.at(number).slots) {
+      for (const Slot& s : steps_.open().at(number).slots) {
         if (!s.pushed) continue;
         v1::Contributor c;
         c.set_worker_id(s.worker_id);
@@ -371,8 +341,11 @@ void Coordinator::FinalizerLoop() {
       in_doubt_ = std::move(doubt);
       Persist();  // a restart must know this step may have been applied
     }
+    // Ring mode without shards: the members applied the step themselves.
     const absl::Status status =
-        shards_->FinalizeStep(number, generation, contributors);
+        shards_ == nullptr
+            ? absl::OkStatus()
+            : shards_->FinalizeStep(number, generation, contributors);
     if (!status.ok()) {
       if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
         // Shards unreachable or restarting: retry the same step shortly.
@@ -393,9 +366,7 @@ void Coordinator::FinalizerLoop() {
     bool epoch_end = false;
     {
       absl::MutexLock lock(&mu_);
-      auto queued =
-          std::find(finalize_queue_.begin(), finalize_queue_.end(), number);
-      if (queued != finalize_queue_.end()) finalize_queue_.erase(queued);
+      steps_.Dequeue(number);
       ApplyStep(number);
       epoch_end = queue_->complete();
     }
@@ -451,14 +422,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
     return;
   }
   if (version < 0) return;  // async: nothing to roll back to
-  checkpoints_.push_back(version);
-  if (checkpoints_.size() > kCheckpointsKept)
-    checkpoints_.erase(checkpoints_.begin());
-  // Keep the log from the oldest checkpoint a restarted shard may hold.
-  const int64_t keep_from = checkpoints_.size() >= 2
-                                ? checkpoints_[checkpoints_.size() - 2]
-                                : checkpoints_.front();
-  applied_log_.erase(applied_log_.begin(), applied_log_.lower_bound(keep_from));
+  recovery_.AddCheckpoint(version);
   Persist();
 }
 
@@ -491,7 +455,7 @@ void Coordinator::RecoverShards(const std::string& why) {
     // Ring: a step is in doubt only once every member reported it applied.
     if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
     AbortOpenSteps(0, true, why, "");
-    steps_formed_ = steps_applied_;
+    steps_.set_formed(steps_applied_);
     recovery_needed_ = false;
     AdvanceEpochIfComplete();
     Persist();
@@ -514,20 +478,9 @@ void Coordinator::RecoverShards(const std::string& why) {
           *std::max_element(versions->begin(), versions->end());
       if (in_doubt_.has_value())
         ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
-      target = std::min(low, steps_applied_);
-      // A version no checkpoint holds cannot be the target unless every
-      // shard is at it already.
-      if (!(low == high && low == target) &&
-          std::find(checkpoints_.begin(), checkpoints_.end(), target) ==
-              checkpoints_.end()) {
-        int64_t best = 0;
-        for (int64_t c : checkpoints_) {
-          if (c <= target) best = std::max(best, c);
-        }
-        target = best;
-      }
+      target = recovery_.RestoreTarget(low, high, steps_applied_);
       AbortOpenSteps(0, true, why, "");
-      generation = generation_;
+      generation = membership_.generation();
       Persist();
     }
     absl::Status restored = shards_->RestoreTo(target, generation);
@@ -542,10 +495,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       absl::MutexLock lock(&mu_);
       Log(absl::StrCat("restore to version ", target, " failed (",
                        restored.ToString(), "); trying an older checkpoint"));
-      checkpoints_.erase(
-          std::remove_if(checkpoints_.begin(), checkpoints_.end(),
-                         [&](int64_t c) { return c >= target; }),
-          checkpoints_.end());
+      recovery_.DropCheckpointsFrom(target);
       continue;
     }
     std::vector<Reply> replies;
@@ -574,31 +524,24 @@ void Coordinator::RollBackAccounting(int64_t target) {
   const int64_t from = steps_applied_;
   int64_t lost = 0;
   if (target < from) {
-    const bool covered =
-        !applied_log_.empty() && applied_log_.begin()->first <= target;
-    if (!covered && target < from) {
+    if (!recovery_.Covers(target)) {
       error_ = absl::StrCat(
           "the shards rolled back to version ", target,
-          " before the applied-step log (",
-          applied_log_.empty() ? from : applied_log_.begin()->first,
+          " before the applied-step log (", recovery_.first_step(from),
           "): samples of the undone steps may be missed this epoch");
       Log(error_);
     }
     // Newest first, so that the queue hands them out in their old order.
-    for (auto it = applied_log_.rbegin();
-         it != applied_log_.rend() && it->first >= target; ++it) {
-      for (auto t = it->second.rbegin(); t != it->second.rend(); ++t) {
-        if (queue_->Reclaim(*t).ok()) {
-          samples_applied_total_ -= t->end() - t->begin();
-          lost += t->end() - t->begin();
-        }
+    for (const v1::DataTask& t : recovery_.TakeFrom(target)) {
+      if (queue_->Reclaim(t).ok()) {
+        samples_applied_total_ -= t.end() - t.begin();
+        lost += t.end() - t.begin();
       }
     }
-    applied_log_.erase(applied_log_.lower_bound(target), applied_log_.end());
     ++rollbacks_;
   }
   steps_applied_ = target;
-  steps_formed_ = target;
+  steps_.set_formed(target);
   in_doubt_.reset();
   if (target < from) {
     AddEvent("shards_rolled_back", "", target, lost,

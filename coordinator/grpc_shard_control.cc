@@ -65,6 +65,24 @@ absl::Status GrpcShardControl::OnEveryShard(
   return first;
 }
 
+template <typename Request, typename Response>
+absl::Status GrpcShardControl::CallEveryShard(
+    ShardMethod<Request, Response> method, const Request& request,
+    absl::Duration timeout, absl::string_view what,
+    const std::function<absl::Status(size_t, const Response&)>& check) {
+  return OnEveryShard([&](size_t s) -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout);
+    Response response;
+    finalize_bytes_.AddSent(request.ByteSizeLong());
+    const grpc::Status status =
+        (stubs_[s].get()->*method)(&context, request, &response);
+    finalize_bytes_.AddReceived(response.ByteSizeLong());
+    if (!status.ok()) return CallError(status, what);
+    return check ? check(s, response) : absl::OkStatus();
+  });
+}
+
 absl::Status GrpcShardControl::FinalizeStep(
     int64_t step, int64_t generation,
     const std::vector<v1::Contributor>& contributors) {
@@ -73,60 +91,36 @@ absl::Status GrpcShardControl::FinalizeStep(
   request.set_step(step);
   request.set_generation(generation);
   for (const v1::Contributor& c : contributors) *request.add_contributors() = c;
-  return OnEveryShard([&](size_t s) -> absl::Status {
-    grpc::ClientContext context;
-    SetDeadline(context, kFinalizeTimeout);
-    v1::FinalizeStepResponse response;
-    finalize_bytes_.AddSent(request.ByteSizeLong());
-    const grpc::Status status =
-        stubs_[s]->FinalizeStep(&context, request, &response);
-    finalize_bytes_.AddReceived(response.ByteSizeLong());
-    if (!status.ok())
-      return CallError(status, absl::StrCat("FinalizeStep(", step, ")"));
-    return absl::OkStatus();
-  });
+  return CallEveryShard<v1::FinalizeStepRequest, v1::FinalizeStepResponse>(
+      &v1::ParameterServer::Stub::FinalizeStep, request, kFinalizeTimeout,
+      absl::StrCat("FinalizeStep(", step, ")"));
 }
 
 absl::Status GrpcShardControl::Checkpoint(int64_t version) {
   v1::CheckpointRequest request;
   request.set_job_id(job_.job_id());
   request.set_version(version);
-  return OnEveryShard([&](size_t s) -> absl::Status {
-    grpc::ClientContext context;
-    SetDeadline(context, kCheckpointTimeout);
-    v1::CheckpointResponse response;
-    finalize_bytes_.AddSent(request.ByteSizeLong());
-    const grpc::Status status =
-        stubs_[s]->Checkpoint(&context, request, &response);
-    finalize_bytes_.AddReceived(response.ByteSizeLong());
-    if (!status.ok())
-      return CallError(status, absl::StrCat("Checkpoint(", version, ")"));
-    return absl::OkStatus();
-  });
+  return CallEveryShard<v1::CheckpointRequest, v1::CheckpointResponse>(
+      &v1::ParameterServer::Stub::Checkpoint, request, kCheckpointTimeout,
+      absl::StrCat("Checkpoint(", version, ")"));
 }
 
 absl::StatusOr<std::vector<int64_t>> GrpcShardControl::Versions() {
   std::vector<int64_t> versions(stubs_.size(), -1);
-  const v1::ShardInfoRequest request;
-  RETURN_IF_ERROR(OnEveryShard([&](size_t s) -> absl::Status {
-    grpc::ClientContext context;
-    SetDeadline(context, kVersionsTimeout);
-    v1::ShardInfoResponse response;
-    finalize_bytes_.AddSent(request.ByteSizeLong());
-    const grpc::Status status =
-        stubs_[s]->ShardInfo(&context, request, &response);
-    finalize_bytes_.AddReceived(response.ByteSizeLong());
-    if (!status.ok()) return CallError(status, "ShardInfo");
-    if (response.job_id() != job_.job_id() ||
-        response.shard_id() != static_cast<int32_t>(s)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("ShardInfo: it serves shard ", response.shard_id(),
-                       " of job '", response.job_id(), "', expected shard ", s,
-                       " of job '", job_.job_id(), "'"));
-    }
-    versions[s] = response.version();
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR((CallEveryShard<v1::ShardInfoRequest, v1::ShardInfoResponse>(
+      &v1::ParameterServer::Stub::ShardInfo, v1::ShardInfoRequest(),
+      kVersionsTimeout, "ShardInfo",
+      [&](size_t s, const v1::ShardInfoResponse& response) -> absl::Status {
+        if (response.job_id() != job_.job_id() ||
+            response.shard_id() != static_cast<int32_t>(s)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("ShardInfo: it serves shard ", response.shard_id(),
+                           " of job '", response.job_id(), "', expected shard ",
+                           s, " of job '", job_.job_id(), "'"));
+        }
+        versions[s] = response.version();
+        return absl::OkStatus();
+      })));
   return versions;
 }
 
@@ -135,20 +129,9 @@ absl::Status GrpcShardControl::RestoreTo(int64_t version, int64_t generation) {
   request.set_job_id(job_.job_id());
   request.set_version(version);
   request.set_generation(generation);
-  return OnEveryShard([&](size_t s) -> absl::Status {
-    grpc::ClientContext context;
-    SetDeadline(context, kCheckpointTimeout);
-    v1::RestoreResponse response;
-    finalize_bytes_.AddSent(request.ByteSizeLong());
-    const grpc::Status status =
-        stubs_[s]->Restore(&context, request, &response);
-    finalize_bytes_.AddReceived(response.ByteSizeLong());
-    if (!status.ok()) {
-      return CallError(status, absl::StrCat("Restore(", version,
-                                            ", generation ", generation, ")"));
-    }
-    return absl::OkStatus();
-  });
+  return CallEveryShard<v1::RestoreRequest, v1::RestoreResponse>(
+      &v1::ParameterServer::Stub::Restore, request, kCheckpointTimeout,
+      absl::StrCat("Restore(", version, ", generation ", generation, ")"));
 }
 
 absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(

@@ -46,6 +46,18 @@ class GrpcShardControl final : public ShardControl {
   // Runs call(s) for every shard s in parallel; the first error, prefixed
   // with "shard s (address): ".
   absl::Status OnEveryShard(const std::function<absl::Status(size_t)>& call);
+  template <typename Request, typename Response>
+  using ShardMethod = grpc::Status (v1::ParameterServer::Stub::*)(
+      grpc::ClientContext*, const Request&, Response*);
+  // OnEveryShard of one unary call: `request` to every shard with
+  // `timeout`, bytes counted; a failed call is "<what>: <message>" with the
+  // call's code; `check` (optional) judges each shard's response.
+  template <typename Request, typename Response>
+  absl::Status CallEveryShard(
+      ShardMethod<Request, Response> method, const Request& request,
+      absl::Duration timeout, absl::string_view what,
+      const std::function<absl::Status(size_t, const Response&)>& check =
+          nullptr);
 
   v1::JobSpec job_;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;

@@ -30,11 +30,6 @@ void RingControl::set_member_source(MemberSource source) {
   members_ = std::move(source);
 }
 
-absl::Status RingControl::FinalizeStep(int64_t, int64_t,
-                                       const std::vector<v1::Contributor>&) {
-  return absl::OkStatus();  // ring members applied the step themselves
-}
-
 absl::Status RingControl::Fetch(const std::string& address, int64_t min_step,
                                 std::vector<float>& params) {
   auto stub = v1::RingPeer::NewStub(MakeChannel(address));

@@ -1,10 +1,10 @@
-// The coordinator's ShardControl for ring mode: there are no shards. Steps
-// are applied by the workers themselves (FinalizeStep only acknowledges),
-// and evaluation fetches the weights of a ring member (RingPeer.GetWeights,
-// retried while the member has not published them yet) and runs them on
-// the test set.
+// The coordinator's WeightsEvaluator for ring mode: there are no shards
+// (steps are applied by the workers themselves, so the coordinator needs no
+// ShardControl), and evaluation fetches the weights of a ring member
+// (RingPeer.GetWeights, retried while the member has not published them yet)
+// and runs them on the test set.
 //
-// Thread safety: FinalizeStep and Evaluate may run concurrently.
+// Thread safety: Evaluate and set_member_source may run concurrently.
 #ifndef FERRY_COORDINATOR_RING_CONTROL_H_
 #define FERRY_COORDINATOR_RING_CONTROL_H_
 
@@ -15,12 +15,12 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/byte_counter.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/shard_control.h"
 #include "coordinator/test_set_evaluator.h"
 
 namespace ferry {
 
-class RingControl final : public ShardControl {
+class RingControl final : public WeightsEvaluator {
  public:
   // Returns the peer addresses of the current members, rank order.
   using MemberSource = std::function<std::vector<std::string>()>;
@@ -33,23 +33,11 @@ class RingControl final : public ShardControl {
   // coordinator is created).
   void set_member_source(MemberSource source);
 
-  absl::Status FinalizeStep(
-      int64_t step, int64_t generation,
-      const std::vector<v1::Contributor>& contributors) override;
   // Weights after >= min_version steps from the first member that has them.
   // DEADLINE_EXCEEDED when none could give them within fetch_timeout;
   // DATA_LOSS for a malformed weights stream.
   absl::StatusOr<std::pair<double, double>> Evaluate(
       int64_t min_version) override;
-  // Ring mode has no shards: the members hold the weights. Checkpoint is a
-  // no-op, Versions is empty, RestoreTo is FAILED_PRECONDITION.
-  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<int64_t>> Versions() override {
-    return std::vector<int64_t>{};
-  }
-  absl::Status RestoreTo(int64_t, int64_t) override {
-    return absl::FailedPreconditionError("ring mode has no shards to restore");
-  }
   TransferBytes bytes() const { return counter_.Get(); }
 
  private:

@@ -8,8 +8,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
-#include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
+#include "proto/unary_handler.h"
 
 namespace ferry {
 namespace {
@@ -17,6 +17,13 @@ namespace {
 // Peer roles for byte accounting.
 constexpr char kWorkerRole[] = "worker";
 constexpr char kCoordinatorRole[] = "coordinator";
+
+// The shard's traffic with the coordinator (PsShard::RecordBytes).
+CountCallBytes CoordinatorBytes(PsShard* shard) {
+  return [shard](int64_t sent, int64_t received) {
+    shard->RecordBytes(kCoordinatorRole, sent, received);
+  };
+}
 
 absl::Status NoCheckpointDirectory() {
   return absl::FailedPreconditionError(
@@ -318,113 +325,86 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectRead<grpc::ByteBuffer>(auth);
-  }
-  return new PushReactor(context, shard_, shaper_, response);
+  return AuthorizedRead<grpc::ByteBuffer>(context, [&] {
+    return new PushReactor(context, shard_, shaper_, response);
+  });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectWrite<grpc::ByteBuffer>(auth);
-  }
-  return new PullReactor(shard_, shaper_, *request);
+  return AuthorizedWrite<grpc::ByteBuffer>(
+      context, [&] { return new PullReactor(shard_, shaper_, *request); });
 }
 
 grpc::ServerUnaryReactor* PsService::FinalizeStep(
     grpc::CallbackServerContext* context,
     const v1::FinalizeStepRequest* request,
     v1::FinalizeStepResponse* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectUnary(context, auth);
-  }
-  shard_->RecordBytes(kCoordinatorRole, 0,
-                      static_cast<int64_t>(request->ByteSizeLong()));
-  std::vector<PsContributor> contributors;
-  contributors.reserve(request->contributors_size());
-  for (const v1::Contributor& c : request->contributors()) {
-    contributors.push_back(PsContributor{c.worker_id(), c.num_samples()});
-  }
-  absl::StatusOr<int64_t> version = shard_->FinalizeStep(
-      request->job_id(), request->step(), contributors, request->generation());
-  if (version.ok()) response->set_version(*version);
-  shard_->RecordBytes(kCoordinatorRole,
-                      static_cast<int64_t>(response->ByteSizeLong()), 0);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(version.status()));
-  return reactor;
+  return HandleUnary(
+      context, *request, *response, CoordinatorBytes(shard_), [&] {
+        std::vector<PsContributor> contributors;
+        contributors.reserve(request->contributors_size());
+        for (const v1::Contributor& c : request->contributors()) {
+          contributors.push_back(PsContributor{c.worker_id(), c.num_samples()});
+        }
+        absl::StatusOr<int64_t> version =
+            shard_->FinalizeStep(request->job_id(), request->step(),
+                                 contributors, request->generation());
+        if (version.ok()) response->set_version(*version);
+        return version.status();
+      });
 }
 
 grpc::ServerUnaryReactor* PsService::ShardInfo(
-    grpc::CallbackServerContext* context,
-    const v1::ShardInfoRequest* /*request*/, v1::ShardInfoResponse* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectUnary(context, auth);
-  }
-  const PsShardInfo info = shard_->Info();
-  response->set_job_id(info.job_id);
-  response->set_shard_id(info.shard_id);
-  response->set_num_shards(info.num_shards);
-  response->set_version(info.version);
-  response->set_num_elements(info.num_elements);
-  for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
-  response->set_rejected_pushes(info.rejected_pushes);
-  auto& sent = *response->mutable_bytes()->mutable_sent();
-  for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
-  auto& received = *response->mutable_bytes()->mutable_received();
-  for (const auto& [role, bytes] : info.bytes_received) received[role] = bytes;
-  response->set_pending_pulls(info.pending_pulls);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+    grpc::CallbackServerContext* context, const v1::ShardInfoRequest* request,
+    v1::ShardInfoResponse* response) {
+  // Not counted: a status read.
+  return HandleUnary(context, *request, *response, CountCallBytes(), [&] {
+    const PsShardInfo info = shard_->Info();
+    response->set_job_id(info.job_id);
+    response->set_shard_id(info.shard_id);
+    response->set_num_shards(info.num_shards);
+    response->set_version(info.version);
+    response->set_num_elements(info.num_elements);
+    for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
+    response->set_rejected_pushes(info.rejected_pushes);
+    auto& sent = *response->mutable_bytes()->mutable_sent();
+    for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
+    auto& received = *response->mutable_bytes()->mutable_received();
+    for (const auto& [role, bytes] : info.bytes_received)
+      received[role] = bytes;
+    response->set_pending_pulls(info.pending_pulls);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* PsService::Checkpoint(
     grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectUnary(context, auth);
-  }
-  shard_->RecordBytes(kCoordinatorRole, 0,
-                      static_cast<int64_t>(request->ByteSizeLong()));
-  absl::Status status = NoCheckpointDirectory();
-  if (checkpointer_ != nullptr) {
-    absl::StatusOr<PsCheckpointWritten> written =
-        checkpointer_->Checkpoint(request->job_id(), request->version());
-    status = written.status();
-    if (written.ok()) {
-      response->set_path(written->path);
-      response->set_version(written->version);
-    }
-  }
-  shard_->RecordBytes(kCoordinatorRole,
-                      static_cast<int64_t>(response->ByteSizeLong()), 0);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return HandleUnary(
+      context, *request, *response, CoordinatorBytes(shard_), [&] {
+        if (checkpointer_ == nullptr) return NoCheckpointDirectory();
+        absl::StatusOr<PsCheckpointWritten> written =
+            checkpointer_->Checkpoint(request->job_id(), request->version());
+        if (written.ok()) {
+          response->set_path(written->path);
+          response->set_version(written->version);
+        }
+        return written.status();
+      });
 }
 
 grpc::ServerUnaryReactor* PsService::Restore(
     grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
     v1::RestoreResponse* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectUnary(context, auth);
-  }
-  shard_->RecordBytes(kCoordinatorRole, 0,
-                      static_cast<int64_t>(request->ByteSizeLong()));
-  absl::Status status = NoCheckpointDirectory();
-  if (checkpointer_ != nullptr) {
-    absl::StatusOr<int64_t> version = checkpointer_->Restore(
-        request->job_id(), request->version(), request->generation());
-    status = version.status();
-    if (version.ok()) response->set_version(*version);
-  }
-  shard_->RecordBytes(kCoordinatorRole,
-                      static_cast<int64_t>(response->ByteSizeLong()), 0);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return HandleUnary(
+      context, *request, *response, CoordinatorBytes(shard_), [&] {
+        if (checkpointer_ == nullptr) return NoCheckpointDirectory();
+        absl::StatusOr<int64_t> version = checkpointer_->Restore(
+            request->job_id(), request->version(), request->generation());
+        if (version.ok()) response->set_version(*version);
+        return version.status();
+      });
 }
 
 }  // namespace ferry

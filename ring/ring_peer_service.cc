@@ -12,8 +12,8 @@
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "proto/raw_wire.h"
-#include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
+#include "proto/unary_handler.h"
 
 namespace ferry {
 namespace {
@@ -231,18 +231,14 @@ std::string RingPeerService::job_id() const {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* RingPeerService::Exchange(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectRead<grpc::ByteBuffer>(auth);
-  }
-  return new ExchangeReactor(context, this, response);
+  return AuthorizedRead<grpc::ByteBuffer>(
+      context, [&] { return new ExchangeReactor(context, this, response); });
 }
 
 grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
     grpc::CallbackServerContext* context, const v1::WeightsRequest* request) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
-    return RejectWrite<v1::WeightsChunk>(auth);
-  }
-  return new WeightsReactor(this, *request);
+  return AuthorizedWrite<v1::WeightsChunk>(
+      context, [&] { return new WeightsReactor(this, *request); });
 }
 
 std::string AdvertisedPeerAddress(const std::string& listen,

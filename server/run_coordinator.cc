@@ -117,8 +117,10 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   auto job = BuildJob(f, *layout, data->train.num_samples);
   if (!job.ok()) return Fail(job.status());
 
-  std::unique_ptr<ShardControl> shards;
-  RingControl* ring = nullptr;
+  // PS mode: the shards; ring mode: only an evaluator of the members'
+  // weights.
+  std::unique_ptr<GrpcShardControl> shards;
+  std::unique_ptr<RingControl> ring;
   if (job->mode() == v1::MODE_PS) {
     auto control = GrpcShardControl::Create(*job, std::move(data->test));
     if (!control.ok()) return Fail(control.status());
@@ -126,8 +128,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   } else {
     auto control = RingControl::Create(*job, std::move(data->test));
     if (!control.ok()) return Fail(control.status());
-    ring = control->get();
-    shards = std::move(*control);
+    ring = std::move(*control);
   }
   CoordinatorOptions options;
   options.job = *job;
@@ -145,7 +146,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
     return Fail(absl::InvalidArgumentError(
         "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));
   }
-  auto core = Coordinator::Create(options, shards.get());
+  auto core = shards != nullptr ? Coordinator::Create(options, shards.get())
+                                : Coordinator::Create(options, ring.get());
   if (!core.ok()) return Fail(core.status());
   if (ring != nullptr) {
     Coordinator* coordinator = core->get();

@@ -1,12 +1,10 @@
 // The coordinator under churn: ring steps aborted and re-formed, shard
 // rollbacks with the accounting, and a restart from the saved state.
-#include <filesystem>
+#include <algorithm>
 #include <future>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "coordinator/coordinator.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
@@ -30,13 +28,6 @@ bool HasEvent(const v1::StatusResponse& s, const std::string& kind) {
     if (e.kind() == kind) return true;
   }
   return false;
-}
-
-std::string TempDir(const std::string& name) {
-  const std::string dir =
-      absl::StrCat(testing::TempDir(), "/", name, "-", getpid());
-  std::filesystem::remove_all(dir);
-  return dir;
 }
 
 TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
@@ -151,9 +142,10 @@ TEST(CoordinatorElasticTest,
   }
   const v1::StepReport done = Done(*lease);
   auto after = NextWork(*f.coordinator, w, &done);
+  // The step in hand is void once the shards are restored.
+  ASSERT_TRUE(WaitForShards(
+      f.shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
   for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
-    absl::SleepFor(
-        absl::Milliseconds(20));  // the step in hand is void once restored
     after = NextWork(*f.coordinator, w);
   }
   ASSERT_TRUE(after.ok()) << after.status();
@@ -180,8 +172,7 @@ TEST(CoordinatorElasticTest,
 
 TEST(CoordinatorElasticTest,
      RestartResumesAndSettlesTheStepInDoubtFromTheShards) {
-  const std::string dir = TempDir("coordinator-state");
-  Fixture f(Job(4, 2), 16, 1, dir);
+  Fixture f(Job(4, 2), 16, 1, "state");
   {
     absl::MutexLock lock(&f.shards.mu);
     f.shards.versions = {0};
@@ -202,7 +193,10 @@ TEST(CoordinatorElasticTest,
   *report.mutable_done() = Done(*lease);
   report.set_report_only(true);
   ASSERT_TRUE(Call(*f.coordinator, report).ok());
-  absl::SleepFor(absl::Milliseconds(300));
+  // The finalizer saved step 2 as in doubt before it tried the shards.
+  ASSERT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return std::count(s.attempted.begin(), s.attempted.end(), 2) > 0;
+  }));
   f.coordinator->Shutdown();
   f.coordinator.reset();
   {
@@ -233,14 +227,12 @@ TEST(CoordinatorElasticTest,
 }
 
 TEST(CoordinatorElasticTest, StateOfAnotherJobIsRefused) {
-  const std::string dir = TempDir("coordinator-other");
-  { Fixture f(Job(4, 1), 16, 1, dir); }
-  CoordinatorOptions options;
+  Fixture f(Job(4, 1), 16, 1, "state");
+  f.coordinator->Shutdown();
+  ASSERT_GT(f.fs.writes(), 0);
+  CoordinatorOptions options = f.options;
   options.job = Job(8, 1);
-  options.epoch_size = 16;
-  options.state_dir = dir;
-  FakeShards shards;
-  auto c = Coordinator::Create(options, &shards);
+  auto c = Coordinator::Create(options, &f.shards);
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(c.status())) << c.status();
 }

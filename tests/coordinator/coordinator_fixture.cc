@@ -2,57 +2,24 @@
 
 #include <future>
 
-#include "absl/time/clock.h"
-
 namespace ferry {
 
-absl::Status FakeShards::FinalizeStep(
-    int64_t step, int64_t, const std::vector<v1::Contributor>& contributors) {
-  absl::MutexLock lock(&mu);
-  if (fail_next > 0) {
-    --fail_next;
-    return absl::UnavailableError("shard down");
-  }
-  if (lose_next > 0) {
-    --lose_next;
-    return absl::FailedPreconditionError(
-        "shard restarted: step is above its version");
-  }
-  finalized.push_back({step, contributors});
-  for (int64_t& v : versions) v = step + 1;
-  return absl::OkStatus();
+bool WaitForShards(FakeShardControl& shards,
+                   const std::function<bool(FakeShardControl&)>& done) {
+  struct Arg {
+    FakeShardControl* shards;
+    const std::function<bool(FakeShardControl&)>* done;
+  } arg{&shards, &done};
+  absl::MutexLock lock(&shards.mu);
+  return shards.mu.AwaitWithTimeout(
+      absl::Condition(
+          +[](Arg* a) { return (*a->done)(*a->shards); }, &arg),
+      absl::Seconds(3));
 }
 
-absl::StatusOr<std::pair<double, double>> FakeShards::Evaluate(int64_t) {
-  return std::make_pair(0.5, 1.0);
-}
-
-absl::Status FakeShards::Checkpoint(int64_t version) {
-  absl::MutexLock lock(&mu);
-  checkpoints.push_back(version);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int64_t>> FakeShards::Versions() {
-  absl::MutexLock lock(&mu);
-  return versions;
-}
-
-absl::Status FakeShards::RestoreTo(int64_t version, int64_t) {
-  absl::MutexLock lock(&mu);
-  restores.push_back(version);
-  for (int64_t& v : versions) v = version;
-  return absl::OkStatus();
-}
-
-void WaitForFinalize(FakeShards& shards, size_t n) {
-  for (int i = 0; i < 300; ++i) {
-    {
-      absl::MutexLock lock(&shards.mu);
-      if (shards.finalized.size() >= n) return;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+void WaitForFinalize(FakeShardControl& shards, size_t n) {
+  WaitForShards(shards,
+                [n](FakeShardControl& s) { return s.finalized.size() >= n; });
 }
 
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
@@ -105,14 +72,17 @@ v1::StepReport Done(const v1::NextTaskResponse& r) {
 }
 
 Fixture::Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers,
-                 std::string state_dir, int64_t checkpoint_every) {
+                 std::string state_dir, int64_t checkpoint_every,
+                 bool fake_clock) {
   options.job = std::move(job);
   options.epoch_size = epoch_size;
   options.long_poll = absl::Milliseconds(50);
   options.min_workers = min_workers;
   options.heartbeat_timeout = absl::Milliseconds(300);
   options.state_dir = std::move(state_dir);
+  options.file_system = &fs;
   options.checkpoint_every = checkpoint_every;
+  if (fake_clock) options.clock = &clock;
   coordinator = *Coordinator::Create(options, &shards);
 }
 

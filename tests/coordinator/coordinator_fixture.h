@@ -1,41 +1,29 @@
-// Helpers for the coordinator's tests: fake shards, job specs, NextTask
+// Helpers for the coordinator's tests (the fake shards are
+// tests/testing/fake_shard_control.h): job specs, NextTask
 // calls that behave like a worker's, and a fixture owning a coordinator.
 #ifndef FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 #define FERRY_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/file_system.h"
 #include "coordinator/coordinator.h"
+#include "tests/testing/fake_shard_control.h"
 
 namespace ferry {
 
-// Records finalized steps, checkpoints and restores; evaluation returns a
-// fixed accuracy. `versions` is what Versions() answers (tests set it to
-// play a restarted shard); `fail_next` makes FinalizeStep UNAVAILABLE, and
-// `lose_next` FAILED_PRECONDITION (a shard that lost the step).
-class FakeShards : public ShardControl {
- public:
-  absl::Status FinalizeStep(
-      int64_t step, int64_t generation,
-      const std::vector<v1::Contributor>& contributors) override;
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override;
-  absl::Status Checkpoint(int64_t version) override;
-  absl::StatusOr<std::vector<int64_t>> Versions() override;
-  absl::Status RestoreTo(int64_t version, int64_t generation) override;
-
-  absl::Mutex mu;
-  int fail_next = 0;
-  int lose_next = 0;
-  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
-  std::vector<int64_t> checkpoints, restores, versions;
-};
-
-// Waits (bounded) until the fake shards saw `n` finalizes.
-void WaitForFinalize(FakeShards& shards, size_t n = 1);
+// Waits (bounded: 3 s of real time) until the fake shards saw `n`
+// finalizes; no sleeping, it waits on the fake's mutex.
+void WaitForFinalize(FakeShardControl& shards, size_t n = 1);
+// Waits (bounded: 3 s) until `done` holds under shards.mu; false on timeout.
+bool WaitForShards(FakeShardControl& shards,
+                   const std::function<bool(FakeShardControl&)>& done);
 
 v1::JobSpec Job(int batch, int epochs,
                 v1::Consistency consistency = v1::CONSISTENCY_SYNC);
@@ -54,14 +42,19 @@ absl::StatusOr<v1::NextTaskResponse> NextWork(
 v1::StepReport Done(const v1::NextTaskResponse& r);
 
 struct Fixture {
+  // `fake_clock`: the coordinator reads `clock` (heartbeats and long polls
+  // expire only when a test advances it and calls CheckTimeouts()).
   explicit Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers = 1,
-                   std::string state_dir = "", int64_t checkpoint_every = 0);
+                   std::string state_dir = "", int64_t checkpoint_every = 0,
+                   bool fake_clock = false);
   // A coordinator over the same shards and options (a restart).
   absl::StatusOr<std::unique_ptr<Coordinator>> Restart();
   std::string Join();
 
+  FakeClock clock;
+  InMemoryFileSystem fs;  // where state_dir is (options.file_system)
   CoordinatorOptions options;
-  FakeShards shards;
+  FakeShardControl shards;
   std::unique_ptr<Coordinator> coordinator;
 };
 

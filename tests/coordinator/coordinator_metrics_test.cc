@@ -104,7 +104,8 @@ TEST(CoordinatorMetricsTest, OnePointPerCommittedStepWithItsAggregate) {
   EXPECT_FALSE(sink.evals[0].final);
   EXPECT_EQ(sink.evals[1].step, 6);
   EXPECT_TRUE(sink.evals[1].final);
-  EXPECT_DOUBLE_EQ(sink.evals[1].test_accuracy, 0.5);  // FakeShards::Evaluate
+  EXPECT_DOUBLE_EQ(sink.evals[1].test_accuracy,
+                   0.5);  // FakeShardControl::Evaluate
   EXPECT_DOUBLE_EQ(sink.evals[1].test_loss, 1.0);
 }
 

@@ -1,8 +1,10 @@
 #include "coordinator/coordinator.h"
 
 #include <future>
+#include <optional>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
@@ -106,15 +108,44 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
 }
 
 TEST(CoordinatorTest, DeadWorkerIsEvictedAfterHeartbeatTimeout) {
-  Fixture f(Job(4, 1), 8);
+  Fixture f(Job(4, 1), 8, 1, "", 0, /*fake_clock=*/true);
   const std::string a = f.Join();
   const int64_t gen = f.coordinator->Status().generation();
-  absl::SleepFor(absl::Milliseconds(600));
+  f.clock.Advance(absl::Milliseconds(300));  // not past the timeout yet
+  f.coordinator->CheckTimeouts();
+  ASSERT_TRUE(f.coordinator->Heartbeat(a).ok());
+  f.clock.Advance(absl::Milliseconds(301));
+  f.coordinator->CheckTimeouts();
   EXPECT_EQ(f.coordinator->Heartbeat(a).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_GT(f.coordinator->Status().generation(), gen);
   EXPECT_EQ(Next(*f.coordinator, a).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(CoordinatorTest, LongPollAnswersWaitOnceTheClockPassesItsDeadline) {
+  Fixture f(Job(4, 1), 8, /*min_workers=*/2, "", 0, /*fake_clock=*/true);
+  const std::string a = f.Join();
+  absl::Mutex mu;
+  std::optional<absl::StatusOr<v1::NextTaskResponse>> reply;
+  v1::NextTaskRequest request;
+  request.set_worker_id(a);
+  f.coordinator->NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) {
+    absl::MutexLock lock(&mu);
+    reply = std::move(r);
+  });
+  f.clock.Advance(absl::Milliseconds(49));
+  f.coordinator->CheckTimeouts();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_FALSE(reply.has_value());  // parked: one worker of two
+  }
+  f.clock.Advance(absl::Milliseconds(1));
+  f.coordinator->CheckTimeouts();
+  absl::MutexLock lock(&mu);
+  ASSERT_TRUE(reply.has_value());
+  ASSERT_TRUE(reply->ok()) << reply->status();
+  EXPECT_EQ((*reply)->action(), v1::NextTaskResponse::WAIT);
 }
 
 TEST(CoordinatorTest, ReportForAStepWithoutTheWorkerIsAborted) {
@@ -168,11 +199,57 @@ TEST(CoordinatorTest, RejectsOtherJobsAndBadSpecs) {
   other.set_job_id("not-this-one");
   EXPECT_EQ(f.coordinator->Register(other).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  FakeShards shards;
+  FakeShardControl shards;
   CoordinatorOptions bad;
   bad.job = Job(0, 1);
   bad.epoch_size = 8;
   EXPECT_EQ(Coordinator::Create(bad, &shards).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Ring mode's only seam: the members' weights at a version, evaluated.
+class RecordingEvaluator final : public WeightsEvaluator {
+ public:
+  absl::StatusOr<std::pair<double, double>> Evaluate(
+      int64_t min_version) override {
+    absl::MutexLock lock(&mu);
+    versions.push_back(min_version);
+    return std::make_pair(0.25, 2.0);
+  }
+  absl::Mutex mu;
+  std::vector<int64_t> versions;
+};
+
+TEST(CoordinatorTest, RingJobRunsOnAnEvaluatorAloneAndPsJobsRefuseOne) {
+  RecordingEvaluator evaluator;
+  CoordinatorOptions options;
+  options.job = Job(4, 1);
+  options.job.set_mode(v1::MODE_RING);
+  options.epoch_size = 8;
+  options.long_poll = absl::Milliseconds(50);
+  auto c = Coordinator::Create(options, &evaluator);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string w = (*c)->Register(v1::RegisterRequest())->worker_id();
+  auto lease = NextWork(**c, w);
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
+    EXPECT_EQ(lease->step(), step);
+    const v1::StepReport done = Done(*lease);
+    lease = NextWork(**c, w, &done);
+  }
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->action(), v1::NextTaskResponse::FINISH);
+  ASSERT_TRUE((*c)->WaitUntilFinished(absl::Seconds(5)));
+  const v1::StatusResponse s = (*c)->Status();
+  ASSERT_EQ(s.evals_size(), 1);
+  EXPECT_DOUBLE_EQ(s.evals(0).test_accuracy(), 0.25);
+  {
+    absl::MutexLock lock(&evaluator.mu);
+    EXPECT_EQ(evaluator.versions, (std::vector<int64_t>{2}));
+  }
+  options.job.set_mode(v1::MODE_PS);
+  EXPECT_EQ(Coordinator::Create(options, &evaluator).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

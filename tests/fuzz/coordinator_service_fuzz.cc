@@ -46,6 +46,7 @@
 #include "ferry/v1/coordinator.pb.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/grpc_fuzz_util.h"
+#include "tests/testing/fake_shard_control.h"
 
 namespace ferry::fuzz {
 namespace {
@@ -62,42 +63,6 @@ const char* const kMethods[] = {"Register", "Heartbeat", "Leave",
 std::string Method(int index) {
   return std::string("/ferry.v1.Coordinator/") + kMethods[index % 6];
 }
-
-// Shards that apply every finalize (or fail every `fail_every`-th one with
-// UNAVAILABLE, as a restarting shard would) and track one version.
-class FakeShards final : public ShardControl {
- public:
-  explicit FakeShards(int fail_every) : fail_every_(fail_every) {}
-
-  absl::Status FinalizeStep(int64_t step, int64_t,
-                            const std::vector<v1::Contributor>&) override {
-    absl::MutexLock lock(&mu_);
-    if (fail_every_ > 0 && ++calls_ % fail_every_ == 0) {
-      return absl::UnavailableError("fake shard restarting");
-    }
-    if (step + 1 > version_) version_ = step + 1;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
-    return std::make_pair(0.5, 1.0);
-  }
-  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<int64_t>> Versions() override {
-    absl::MutexLock lock(&mu_);
-    return std::vector<int64_t>{version_, version_};
-  }
-  absl::Status RestoreTo(int64_t version, int64_t) override {
-    absl::MutexLock lock(&mu_);
-    version_ = version;
-    return absl::OkStatus();
-  }
-
- private:
-  const int fail_every_;
-  absl::Mutex mu_;
-  int64_t calls_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 // ferry.v1.Coordinator for the whole process: forwards every call to the
 // running input's CoordinatorService, or refuses a call of an earlier input.
@@ -163,7 +128,7 @@ SharedServer& Shared() {
 
 // One input's coordinator behind the shared server.
 struct CoordinatorUnderTest {
-  std::unique_ptr<FakeShards> shards;
+  std::unique_ptr<FakeShardControl> shards;
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<CoordinatorService> service;
   std::shared_ptr<grpc::Channel> channel;
@@ -207,7 +172,13 @@ CoordinatorOptions Options(uint8_t a, uint8_t b) {
 std::unique_ptr<CoordinatorUnderTest> Start(uint8_t a, uint8_t b) {
   SharedServer& shared = Shared();  // first: it quiets the logs
   auto c = std::make_unique<CoordinatorUnderTest>();
-  c->shards = std::make_unique<FakeShards>(b & 0x80 ? 3 : 0);
+  // Shards that apply every finalize, or fail every third one with
+  // UNAVAILABLE as a restarting shard would.
+  c->shards = std::make_unique<FakeShardControl>(std::vector<int64_t>{0, 0});
+  {
+    absl::MutexLock lock(&c->shards->mu);
+    c->shards->fail_every = b & 0x80 ? 3 : 0;
+  }
   CoordinatorOptions options = Options(a, b);
   auto coordinator = Coordinator::Create(options, c->shards.get());
   if (!coordinator.ok()) {  // e.g. ring with a quorum: the default job

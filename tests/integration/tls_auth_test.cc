@@ -32,6 +32,7 @@
 #include "ps/ps_shard.h"
 #include "ring/ring_peer_service.h"
 #include "tests/integration/tls_certs_fixture.h"
+#include "tests/testing/fake_shard_control.h"
 
 namespace ferry {
 namespace {
@@ -47,23 +48,6 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kDeadline = absl::Seconds(5);
 constexpr char kToken[] = "s3cret-token.ABC_123";
 constexpr char kRingJob[] = "ring-job";
-
-// The coordinator's shards are not called by these tests.
-class NoShards final : public ShardControl {
- public:
-  absl::Status FinalizeStep(int64_t, int64_t,
-                            const std::vector<v1::Contributor>&) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
-    return std::make_pair(0.0, 0.0);
-  }
-  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<int64_t>> Versions() override {
-    return std::vector<int64_t>{0};
-  }
-  absl::Status RestoreTo(int64_t, int64_t) override { return absl::OkStatus(); }
-};
 
 // One server of each kind, serving with the process's config at start.
 struct Servers {
@@ -84,7 +68,7 @@ struct Servers {
 
   std::unique_ptr<PsShard> shard;
   PsServer ps;
-  NoShards no_shards;
+  FakeShardControl shards;
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<CoordinatorService> coordinator_service;
   std::unique_ptr<grpc::Server> coordinator_server;
@@ -161,7 +145,7 @@ class TlsAuthTest : public ::testing::Test {
     options.job.set_epochs(1);
     options.epoch_size = 16;
     options.long_poll = absl::Milliseconds(100);
-    auto coordinator = Coordinator::Create(options, &s.no_shards);
+    auto coordinator = Coordinator::Create(options, &s.shards);
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     s.coordinator = *std::move(coordinator);
     s.coordinator_service =

@@ -1,0 +1,54 @@
+// CoordinatorPersistence: where the coordinator's state (v1::CoordinatorState)
+// lives between runs: one file, "<state_dir>/coordinator.state", written
+// atomically through a FileSystem (common/file_system.h), so that tests run
+// it against InMemoryFileSystem.
+//
+// Ownership: does not own `fs`, which must outlive it.
+// Thread safety: not thread-safe; the Coordinator calls it under its mutex
+// (writes of the one path are serialized there, as FileSystem requires).
+#ifndef FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
+#define FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/file_system.h"
+#include "ferry/v1/coordinator_state.pb.h"
+
+namespace ferry {
+
+class CoordinatorPersistence {
+ public:
+  // The format this build writes and reads (CoordinatorState.format).
+  static constexpr uint32_t kFormat = 1;
+
+  // REQUIRES: fs != nullptr. An empty `dir` turns persistence off: Load
+  // finds nothing and Save does nothing.
+  CoordinatorPersistence(FileSystem* fs, std::string dir);
+
+  bool enabled() const { return !dir_.empty(); }
+  const std::string& path() const { return path_; }
+
+  // Creates the directory and reads the saved state. nullopt when there is
+  // none (a fresh job, or persistence off). Errors: the FileSystem's
+  // (PERMISSION_DENIED, ...) for a directory that cannot be created or a
+  // file that cannot be read; DATA_LOSS for a file that does not parse;
+  // FAILED_PRECONDITION for another format.
+  absl::StatusOr<std::optional<v1::CoordinatorState>> Load();
+  // REQUIRES: state.format() == kFormat.
+  // Replaces the saved state atomically (a reader sees the old or the new
+  // one). The FileSystem's errors (RESOURCE_EXHAUSTED when the disk is
+  // full, ...). OK without doing anything when persistence is off.
+  absl::Status Save(const v1::CoordinatorState& state);
+
+ private:
+  FileSystem* const fs_;
+  const std::string dir_;
+  const std::string path_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_

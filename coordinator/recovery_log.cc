@@ -1,0 +1,74 @@
+#include "coordinator/recovery_log.h"
+
+#include <algorithm>
+
+namespace ferry {
+
+void RecoveryLog::RecordApplied(int64_t step, const v1::DataTask& task) {
+  steps_[step].push_back(task);
+}
+
+void RecoveryLog::Forget(int64_t step) { steps_.erase(step); }
+
+void RecoveryLog::AddCheckpoint(int64_t version) {
+  checkpoints_.push_back(version);
+  if (checkpoints_.size() > kCheckpointsKept)
+    checkpoints_.erase(checkpoints_.begin());
+  // Keep the log from the oldest checkpoint a restarted shard may hold.
+  const int64_t keep_from = checkpoints_.size() >= 2
+                                ? checkpoints_[checkpoints_.size() - 2]
+                                : checkpoints_.front();
+  steps_.erase(steps_.begin(), steps_.lower_bound(keep_from));
+}
+
+void RecoveryLog::DropCheckpointsFrom(int64_t version) {
+  checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                    [&](int64_t c) { return c >= version; }),
+                     checkpoints_.end());
+}
+
+int64_t RecoveryLog::RestoreTarget(int64_t low, int64_t high,
+                                   int64_t steps_applied) const {
+  int64_t target = std::min(low, steps_applied);
+  // A version no checkpoint holds cannot be the target unless every shard
+  // is at it already.
+  if (!(low == high && low == target) &&
+      std::find(checkpoints_.begin(), checkpoints_.end(), target) ==
+          checkpoints_.end()) {
+    int64_t best = 0;
+    for (int64_t c : checkpoints_) {
+      if (c <= target) best = std::max(best, c);
+    }
+    target = best;
+  }
+  return target;
+}
+
+std::vector<v1::DataTask> RecoveryLog::TakeFrom(int64_t target) {
+  std::vector<v1::DataTask> tasks;
+  for (auto it = steps_.rbegin(); it != steps_.rend() && it->first >= target;
+       ++it) {
+    tasks.insert(tasks.end(), it->second.rbegin(), it->second.rend());
+  }
+  steps_.erase(steps_.lower_bound(target), steps_.end());
+  return tasks;
+}
+
+void RecoveryLog::SaveTo(v1::CoordinatorState& s) const {
+  for (const auto& [step, tasks] : steps_) {
+    v1::AppliedStep* a = s.add_applied_log();
+    a->set_step(step);
+    for (const v1::DataTask& t : tasks) *a->add_tasks() = t;
+  }
+  for (int64_t c : checkpoints_) s.add_checkpoints(c);
+}
+
+void RecoveryLog::LoadFrom(const v1::CoordinatorState& s) {
+  steps_.clear();
+  for (const v1::AppliedStep& a : s.applied_log()) {
+    steps_[a.step()].assign(a.tasks().begin(), a.tasks().end());
+  }
+  checkpoints_.assign(s.checkpoints().begin(), s.checkpoints().end());
+}
+
+}  // namespace ferry

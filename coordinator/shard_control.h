@@ -1,0 +1,56 @@
+// The coordinator's view of what holds the model, split by what each mode
+// needs:
+//  - WeightsEvaluator: evaluates the weights at a version on the test set
+//    (both modes; ring mode needs nothing else: RingControl);
+//  - ShardControl: PS mode's shards besides: finalizing a sync step over
+//    its exact contributors, checkpoints, versions and restores
+//    (GrpcShardControl).
+// Calls come from the coordinator's own threads, never under its lock.
+// Implementations must allow calls from several threads at once.
+#ifndef FERRY_COORDINATOR_SHARD_CONTROL_H_
+#define FERRY_COORDINATOR_SHARD_CONTROL_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ferry/v1/ps.pb.h"
+
+namespace ferry {
+
+class WeightsEvaluator {
+ public:
+  virtual ~WeightsEvaluator() = default;
+  // Evaluates the weights at version >= min_version on the test set:
+  // returns {accuracy, loss}. Errors: UNAVAILABLE / DEADLINE_EXCEEDED when
+  // the weights cannot be fetched, DATA_LOSS for malformed weights.
+  virtual absl::StatusOr<std::pair<double, double>> Evaluate(
+      int64_t min_version) = 0;
+};
+
+class ShardControl : public WeightsEvaluator {
+ public:
+  // Finalizes `step` over `contributors` on every shard. OK only when every
+  // shard applied it (or had already); UNAVAILABLE / DEADLINE_EXCEEDED when
+  // a shard cannot be reached (the coordinator retries); any other error
+  // (FAILED_PRECONDITION: a shard lost the step) starts a recovery.
+  virtual absl::Status FinalizeStep(
+      int64_t step, int64_t generation,
+      const std::vector<v1::Contributor>& contributors) = 0;
+  // Checkpoints every shard at `version` (-1: each at its current one). OK
+  // only when every shard's checkpoint is durable; FAILED_PRECONDITION
+  // "no checkpoint directory" turns checkpoints off.
+  virtual absl::Status Checkpoint(int64_t version) = 0;
+  // Every shard's current version, in shard order (UNAVAILABLE when one
+  // cannot be reached).
+  virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;
+  // Brings every shard to `version` (RestoreRequest) and fences older
+  // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
+  virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_SHARD_CONTROL_H_

@@ -1,0 +1,85 @@
+// FakeShardControl: the one fake of the coordinator's ShardControl for
+// every test folder (coordinator, server, integration, fuzz). It records
+// finalized steps, checkpoints and restores and tracks the shards'
+// versions; evaluation returns {0.5, 1.0}. Knobs, set under `mu`:
+//  - versions: what Versions() answers (one entry per shard; empty: no
+//    shards to watch). A finalize raises every entry to step + 1, a
+//    restore sets them; tests set it to play a restarted shard.
+//  - fail_next: the next n FinalizeStep calls are UNAVAILABLE;
+//  - lose_next: the next n are FAILED_PRECONDITION (a shard lost the step);
+//  - fail_every: every n-th call is UNAVAILABLE (a restarting shard).
+// Header-only: any test folder may include it. Thread-safe.
+#ifndef FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
+#define FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/shard_control.h"
+
+namespace ferry {
+
+class FakeShardControl final : public ShardControl {
+ public:
+  FakeShardControl() = default;
+  explicit FakeShardControl(std::vector<int64_t> shard_versions)
+      : versions(std::move(shard_versions)) {}
+
+  absl::Status FinalizeStep(
+      int64_t step, int64_t,
+      const std::vector<v1::Contributor>& contributors) override {
+    absl::MutexLock lock(&mu);
+    attempted.push_back(step);
+    if (fail_every > 0 && ++calls % fail_every == 0) {
+      return absl::UnavailableError("fake shard restarting");
+    }
+    if (fail_next > 0) {
+      --fail_next;
+      return absl::UnavailableError("shard down");
+    }
+    if (lose_next > 0) {
+      --lose_next;
+      return absl::FailedPreconditionError(
+          "shard restarted: step is above its version");
+    }
+    finalized.push_back({step, contributors});
+    for (int64_t& v : versions) v = std::max(v, step + 1);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
+    return std::make_pair(0.5, 1.0);
+  }
+  absl::Status Checkpoint(int64_t version) override {
+    absl::MutexLock lock(&mu);
+    checkpoints.push_back(version);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int64_t>> Versions() override {
+    absl::MutexLock lock(&mu);
+    return versions;
+  }
+  absl::Status RestoreTo(int64_t version, int64_t) override {
+    absl::MutexLock lock(&mu);
+    restores.push_back(version);
+    for (int64_t& v : versions) v = version;
+    return absl::OkStatus();
+  }
+
+  absl::Mutex mu;
+  int fail_next = 0;
+  int lose_next = 0;
+  int fail_every = 0;
+  int64_t calls = 0;
+  std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
+  std::vector<int64_t> attempted;  // every finalize
+  std::vector<int64_t> checkpoints;
+  std::vector<int64_t> restores;
+  std::vector<int64_t> versions;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
