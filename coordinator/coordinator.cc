@@ -307,7 +307,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
 }
 
 bool Coordinator::FormStep(int max_open) {
-  if (training_done_ || recovery_needed_) return false;
+  if (training_done_ || recovery_needed_ || steps_held_for_eval_) return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.
@@ -465,7 +465,7 @@ void Coordinator::SendReplies(std::vector<Reply>& replies) {
 
 void Coordinator::EvaluatorLoop() {
   while (true) {
-    std::pair<int64_t, int64_t> request;
+    EvalRequest request;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -477,24 +477,31 @@ void Coordinator::EvaluatorLoop() {
       request = eval_queue_.front();
       eval_queue_.erase(eval_queue_.begin());
     }
-    const auto result = weights_->Evaluate(request.first);
+    // An epoch end holds the next epoch's steps only until its weights are
+    // fetched; the test-set pass runs while training goes on. A failed
+    // fetch releases them too.
+    const auto result = weights_->EvaluateAndNotify(request.version, [&] {
+      if (request.holds_steps) ReleaseStepsHeldForEval();
+    });
+    if (request.holds_steps) ReleaseStepsHeldForEval();
     std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {
       LogError("evaluation failed",
-               {{"step", request.first}, {"error", result.status()}});
+               {{"step", request.version}, {"error", result.status()}});
     }
     if (result.ok()) {
       v1::EvalPoint point;
-      point.set_step(request.first);
-      point.set_epoch(request.second);
+      point.set_step(request.version);
+      point.set_epoch(request.epoch);
+      point.set_final(request.final);
       point.set_test_accuracy(result->first);
       point.set_test_loss(result->second);
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);
     }
-    if (request.second == -1) {
+    if (request.final) {
       finished_ = true;
       finish_time_ = Now();
       ServeWaiters(replies, false);  // ring members parked for FINISH
@@ -504,6 +511,17 @@ void Coordinator::EvaluatorLoop() {
     FlushMetrics();
     mu_.Lock();
   }
+}
+
+void Coordinator::ReleaseStepsHeldForEval() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!steps_held_for_eval_) return;
+    steps_held_for_eval_ = false;
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
 }
 
 void Coordinator::ExpireTimeouts(std::vector<Reply>& replies) {

@@ -256,7 +256,12 @@ class Coordinator {
     return ActiveCount() >= options_.min_workers &&
            membership_.workers_seen() >= options_.start_workers;
   }
-  void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends training; the final evaluation names `epoch` when the job ended
+  // with that epoch, -1 when it stopped inside one.
+  void FinishJob(int64_t epoch = -1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lets steps form again after an epoch-end evaluation's fetch and answers
+  // the long polls that waited for it.
+  void ReleaseStepsHeldForEval() ABSL_LOCKS_EXCLUDED(mu_);
   static void SendReplies(std::vector<Reply>& replies);
 
   // Elasticity (coordinator_steps.cc). Aborts every open step >= `from`
@@ -331,9 +336,18 @@ class Coordinator {
   // Ring mode: weight digests compared and found different.
   int64_t digest_checks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t digest_mismatches_ ABSL_GUARDED_BY(mu_) = 0;
-  // Evaluation requests (version) and results.
-  std::vector<std::pair<int64_t, int64_t>> eval_queue_
-      ABSL_GUARDED_BY(mu_);  // {version, epoch}
+  // Evaluation requests and results.
+  struct EvalRequest {
+    int64_t version = 0;
+    int64_t epoch = -1;  // the epoch that ended at `version`, or -1
+    bool final = false;  // the job's last evaluation
+    // Sync epoch end: no step of the next epoch forms until the weights of
+    // `version` are fetched (so the epoch's line reports its own weights).
+    bool holds_steps = false;
+  };
+  std::vector<EvalRequest> eval_queue_ ABSL_GUARDED_BY(mu_);
+  // Steps are held for an epoch-end evaluation's fetch (see EvalRequest).
+  bool steps_held_for_eval_ ABSL_GUARDED_BY(mu_) = false;
   bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;
   bool training_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -115,8 +115,8 @@ void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   m.mode = ring_mode() ? "ring" : "ps";
   const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
   m.step = sync ? point.step() : tasks_applied_;
-  m.final = point.epoch() < 0;
-  m.epoch = m.final ? queue_->epoch() : point.epoch();
+  m.final = point.final();
+  m.epoch = point.epoch() >= 0 ? point.epoch() : queue_->epoch();
   m.test_accuracy = point.test_accuracy();
   m.test_loss = point.test_loss();
   pending_metrics_.emplace_back(std::nullopt, std::move(m));

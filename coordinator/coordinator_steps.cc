@@ -150,10 +150,13 @@ bool Coordinator::AdvanceEpochIfComplete() {
   const int64_t version =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
   if (queue_->epoch() + 1 >= options_.job.epochs()) {
-    FinishJob();
+    FinishJob(queue_->epoch());
     return false;
   }
-  eval_queue_.emplace_back(version, queue_->epoch());
+  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  eval_queue_.push_back(
+      {.version = version, .epoch = queue_->epoch(), .holds_steps = sync});
+  if (sync) steps_held_for_eval_ = true;
   queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
                                             options_.epoch_size);
   // Steps of the finished epoch can no longer be rolled back into it.
@@ -161,13 +164,13 @@ bool Coordinator::AdvanceEpochIfComplete() {
   return true;
 }
 
-void Coordinator::FinishJob() {
+void Coordinator::FinishJob(int64_t epoch) {
   if (training_done_) return;
   training_done_ = true;
   training_end_time_ = Now();
   const int64_t version =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
-  eval_queue_.emplace_back(version, -1);  // -1 marks the final evaluation
+  eval_queue_.push_back({.version = version, .epoch = epoch, .final = true});
 }
 
 int64_t Coordinator::CommittedSteps() const {

@@ -136,8 +136,14 @@ absl::Status GrpcShardControl::RestoreTo(int64_t version, int64_t generation) {
 
 absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(
     int64_t min_version) {
+  return EvaluateAndNotify(min_version, [] {});
+}
+
+absl::StatusOr<std::pair<double, double>> GrpcShardControl::EvaluateAndNotify(
+    int64_t min_version, absl::FunctionRef<void()> fetched) {
   absl::MutexLock lock(&eval_mu_);
   RETURN_IF_ERROR(puller_->Pull(min_version, params_.data()).status());
+  fetched();
   return evaluator_->Evaluate(params_.data());
 }
 

@@ -34,6 +34,8 @@ class GrpcShardControl final : public ShardControl {
       const std::vector<v1::Contributor>& contributors) override;
   absl::StatusOr<std::pair<double, double>> Evaluate(
       int64_t min_version) override;
+  absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+      int64_t min_version, absl::FunctionRef<void()> fetched) override;
   absl::Status Checkpoint(int64_t version) override;
   // FAILED_PRECONDITION when a shard serves another job.
   absl::StatusOr<std::vector<int64_t>> Versions() override;

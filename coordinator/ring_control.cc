@@ -71,6 +71,11 @@ absl::Status RingControl::Fetch(const std::string& address, int64_t min_step,
 
 absl::StatusOr<std::pair<double, double>> RingControl::Evaluate(
     int64_t min_version) {
+  return EvaluateAndNotify(min_version, [] {});
+}
+
+absl::StatusOr<std::pair<double, double>> RingControl::EvaluateAndNotify(
+    int64_t min_version, absl::FunctionRef<void()> fetched) {
   MemberSource source;
   {
     absl::MutexLock lock(&mu_);
@@ -87,7 +92,10 @@ absl::StatusOr<std::pair<double, double>> RingControl::Evaluate(
     for (const std::string& address : members) {
       if (address.empty()) continue;
       last = Fetch(address, min_version, params);
-      if (last.ok()) return evaluator_->Evaluate(params.data());
+      if (last.ok()) {
+        fetched();
+        return evaluator_->Evaluate(params.data());
+      }
       if (!absl::IsUnavailable(last)) break;  // a real fault: try again later
     }
   } while (backoff.Wait());

@@ -38,6 +38,8 @@ class RingControl final : public WeightsEvaluator {
   // DATA_LOSS for a malformed weights stream.
   absl::StatusOr<std::pair<double, double>> Evaluate(
       int64_t min_version) override;
+  absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+      int64_t min_version, absl::FunctionRef<void()> fetched) override;
   TransferBytes bytes() const { return counter_.Get(); }
 
  private:

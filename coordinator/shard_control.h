@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ferry/v1/ps.pb.h"
@@ -28,6 +29,17 @@ class WeightsEvaluator {
   // the weights cannot be fetched, DATA_LOSS for malformed weights.
   virtual absl::StatusOr<std::pair<double, double>> Evaluate(
       int64_t min_version) = 0;
+
+  // Evaluate(), calling `fetched` once the weights are in hand, before the
+  // test-set pass (not at all when they could not be fetched), so that the
+  // caller can let training go on during the pass. This default calls
+  // `fetched` after the whole evaluation.
+  virtual absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+      int64_t min_version, absl::FunctionRef<void()> fetched) {
+    auto result = Evaluate(min_version);
+    if (result.ok()) fetched();
+    return result;
+  }
 };
 
 class ShardControl : public WeightsEvaluator {
