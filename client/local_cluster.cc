@@ -123,7 +123,8 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
                        {"epoch", static_cast<int64_t>(num(e, "epoch"))},
                        {"test_accuracy", num(e, "test_accuracy")},
                        {"test_loss", num(e, "test_loss")},
-                       {"seconds", num(e, "seconds")}});
+                       {"seconds", num(e, "seconds")},
+                       {"final", e.value("final", false)}});
       test_accuracy = num(e, "test_accuracy");
     }
   }

@@ -117,6 +117,9 @@ struct CoordinatorOptions {
   // 100 ms), so a FakeClock never hangs them: tests advance it and call
   // CheckTimeouts().
   Clock* clock = RealClock();
+  // Real-time pause before a finalize or checkpoint is retried on shards
+  // that were unreachable (restarting). Tests shorten it.
+  absl::Duration shard_retry = absl::Milliseconds(200);
 };
 
 // What /metrics shows of a coordinator (server/server_metrics.h).

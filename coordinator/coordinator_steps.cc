@@ -353,8 +353,7 @@ void Coordinator::FinalizerLoop() {
       if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
         // Shards unreachable or restarting: retry the same step shortly.
         absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(200));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
         continue;
       }
       // A shard lost the step (it restarted from a checkpoint): bring all
@@ -409,8 +408,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
         attempt >= 50)
       break;
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(200)))
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry))
       return;
   }
   absl::MutexLock lock(&mu_);
@@ -472,8 +470,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       if (!versions.ok() || versions->empty()) {
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(200));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
         continue;
       }
       const int64_t low = *std::min_element(versions->begin(), versions->end());
@@ -507,8 +504,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       if (!restored.ok()) {
         Log(absl::StrCat("restoring the shards to version ", target,
                          " failed: ", restored.ToString(), "; retrying"));
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(200));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
         if (stopping_) return;
         continue;
       }

@@ -33,8 +33,8 @@ bool HasEvent(const v1::StatusResponse& s, const std::string& kind) {
 TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   Fixture f(RingJob(10, 1), 20);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   ASSERT_EQ(ra->ring_size(), 2);
   const int64_t fence = Fence(*f.coordinator, a);
@@ -44,11 +44,11 @@ TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   report.set_worker_id(a);
   *report.mutable_done() = Done(*ra);
   report.set_report_only(true);
-  ASSERT_TRUE(Call(*f.coordinator, report).ok());
+  ASSERT_TRUE(Call(f, report).ok());
   ASSERT_TRUE(f.coordinator->Leave(b).ok());
   EXPECT_GT(Fence(*f.coordinator, a), fence);
 
-  auto again = NextWork(*f.coordinator, a);
+  auto again = NextWork(f, a);
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_EQ(again->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(again->step(), 0);
@@ -71,13 +71,13 @@ TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
 TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
   Fixture f(RingJob(10, 1), 40);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   v1::NextTaskRequest prefetch;
   prefetch.set_worker_id(a);
   prefetch.set_after_step(0);
-  auto next = Call(*f.coordinator, prefetch);
+  auto next = Call(f, prefetch);
   ASSERT_TRUE(next.ok());
   ASSERT_EQ(next->step(), 1);
 
@@ -87,16 +87,16 @@ TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
   failed.mutable_done()->set_fence(rb->fence());
   failed.mutable_done()->set_failed(true);
   failed.set_report_only(true);
-  ASSERT_TRUE(Call(*f.coordinator, failed).ok());
+  ASSERT_TRUE(Call(f, failed).ok());
   // a's success report for the aborted step is refused.
   v1::NextTaskRequest late;
   late.set_worker_id(a);
   *late.mutable_done() = Done(*ra);
   late.set_report_only(true);
-  EXPECT_TRUE(absl::IsAborted(Call(*f.coordinator, late).status()));
+  EXPECT_TRUE(absl::IsAborted(Call(f, late).status()));
 
-  auto a0 = NextWork(*f.coordinator, a);
-  auto b0 = NextWork(*f.coordinator, b);
+  auto a0 = NextWork(f, a);
+  auto b0 = NextWork(f, b);
   ASSERT_TRUE(a0.ok() && b0.ok());
   EXPECT_EQ(a0->step(), 0);
   EXPECT_EQ(b0->step(), 0);
@@ -112,7 +112,7 @@ absl::StatusOr<v1::NextTaskResponse> RunSteps(Fixture& f, const std::string& w,
                                               int steps) {
   for (int i = 0; i < steps; ++i) {
     const v1::StepReport done = Done(lease);
-    auto next = NextWork(*f.coordinator, w, &done);
+    auto next = NextWork(f, w, &done);
     if (!next.ok()) return next.status();
     lease = *next;
   }
@@ -127,7 +127,7 @@ TEST(CoordinatorElasticTest,
     f.shards.versions = {0, 0};
   }
   const std::string w = f.Join();
-  auto lease = Next(*f.coordinator, w);
+  auto lease = Next(f, w);
   ASSERT_TRUE(lease.ok());
   lease = RunSteps(f, w, *lease, 5);  // steps 0..4 applied
   ASSERT_TRUE(lease.ok());
@@ -141,12 +141,12 @@ TEST(CoordinatorElasticTest,
     f.shards.lose_next = 1;
   }
   const v1::StepReport done = Done(*lease);
-  auto after = NextWork(*f.coordinator, w, &done);
+  auto after = NextWork(f, w, &done);
   // The step in hand is void once the shards are restored.
   ASSERT_TRUE(WaitForShards(
       f.shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
   for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
-    after = NextWork(*f.coordinator, w);
+    after = NextWork(f, w);
   }
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->step(), 4);             // step 4 runs again...
@@ -178,7 +178,7 @@ TEST(CoordinatorElasticTest,
     f.shards.versions = {0};
   }
   const std::string w = f.Join();
-  auto lease = Next(*f.coordinator, w);
+  auto lease = Next(f, w);
   ASSERT_TRUE(lease.ok());
   lease = RunSteps(f, w, *lease, 2);
   WaitForFinalize(f.shards, 2);
@@ -192,7 +192,7 @@ TEST(CoordinatorElasticTest,
   report.set_worker_id(w);
   *report.mutable_done() = Done(*lease);
   report.set_report_only(true);
-  ASSERT_TRUE(Call(*f.coordinator, report).ok());
+  ASSERT_TRUE(Call(f, report).ok());
   // The finalizer saved step 2 as in doubt before it tried the shards.
   ASSERT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
     return std::count(s.attempted.begin(), s.attempted.end(), 2) > 0;
@@ -208,7 +208,7 @@ TEST(CoordinatorElasticTest,
   auto restarted = f.Restart();
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   f.coordinator = std::move(*restarted);
-  auto next = NextWork(*f.coordinator, w);  // the worker is still a member
+  auto next = NextWork(f, w);  // the worker is still a member
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->step(), 3);
   EXPECT_EQ(next->tasks(0).begin(), 12);

@@ -39,29 +39,32 @@ TEST(CoordinatorEpochEvalTest, NextEpochWaitsForTheEpochsWeights) {
   options.job.set_mode(v1::MODE_RING);
   options.epoch_size = 8;
   options.long_poll = absl::Milliseconds(50);
+  FakeClock clock;
+  options.clock = &clock;
   auto c = Coordinator::Create(options, &evaluator);
   ASSERT_TRUE(c.ok()) << c.status();
+  const Polled polled(**c, &clock, options.long_poll);
   const std::string w = (*c)->Register(v1::RegisterRequest())->worker_id();
-  auto lease = NextWork(**c, w);
+  auto lease = NextWork(polled, w);
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
   v1::StepReport done = Done(*lease);
-  lease = NextWork(**c, w, &done);
+  lease = NextWork(polled, w, &done);
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(lease->step(), 1);
   done = Done(*lease);
   // Epoch 0 is complete with step 1; while its weights are being fetched,
   // every long poll ends in WAIT (one call each: Next, not NextWork).
-  lease = Next(**c, w, &done);
+  lease = Next(polled, w, &done);
   evaluator.entered.WaitForNotification();
   for (int poll = 0; poll < 3; ++poll) {
     ASSERT_TRUE(lease.ok()) << lease.status();
     EXPECT_EQ(lease->action(), v1::NextTaskResponse::WAIT) << poll;
-    lease = Next(**c, w);
+    lease = Next(polled, w);
   }
   evaluator.release.Notify();
-  lease = NextWork(**c, w);
+  lease = NextWork(polled, w);
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(lease->step(), 2);
@@ -69,7 +72,7 @@ TEST(CoordinatorEpochEvalTest, NextEpochWaitsForTheEpochsWeights) {
     ASSERT_TRUE(lease.ok()) << lease.status();
     ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
     done = Done(*lease);
-    lease = NextWork(**c, w, &done);
+    lease = NextWork(polled, w, &done);
   }
   ASSERT_TRUE((*c)->WaitUntilFinished(absl::Seconds(5)));
   const v1::StatusResponse s = (*c)->Status();

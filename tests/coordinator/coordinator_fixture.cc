@@ -1,6 +1,9 @@
 #include "tests/coordinator/coordinator_fixture.h"
 
 #include <future>
+#include <memory>
+
+#include "absl/time/clock.h"
 
 namespace ferry {
 
@@ -22,6 +25,16 @@ void WaitForFinalize(FakeShardControl& shards, size_t n) {
                 [n](FakeShardControl& s) { return s.finalized.size() >= n; });
 }
 
+bool WaitForStatus(Coordinator& c,
+                   const std::function<bool(const v1::StatusResponse&)>& done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(3);
+  while (!done(c.Status())) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
   v1::JobSpec job;
   job.set_job_id("job");
@@ -31,17 +44,34 @@ v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
   return job;
 }
 
-absl::StatusOr<v1::NextTaskResponse> Call(Coordinator& c,
+Polled::Polled(Fixture& f)
+    : coordinator(f.coordinator.get()),
+      clock(&f.clock),
+      long_poll(f.options.long_poll) {}
+
+absl::StatusOr<v1::NextTaskResponse> Call(Polled c,
                                           const v1::NextTaskRequest& request) {
-  std::promise<absl::StatusOr<v1::NextTaskResponse>> promise;
-  c.NextTask(request, [&](absl::StatusOr<v1::NextTaskResponse> r) {
-    promise.set_value(std::move(r));
-  });
-  return promise.get_future().get();
+  auto promise =
+      std::make_shared<std::promise<absl::StatusOr<v1::NextTaskResponse>>>();
+  std::future<absl::StatusOr<v1::NextTaskResponse>> answer =
+      promise->get_future();
+  c.coordinator->NextTask(request,
+                          [promise](absl::StatusOr<v1::NextTaskResponse> r) {
+                            promise->set_value(std::move(r));
+                          });
+  if (c.clock == nullptr) return answer.get();
+  for (int polls = 0; polls < 1000; ++polls) {
+    if (answer.wait_for(absl::ToChronoMilliseconds(kSettle)) ==
+        std::future_status::ready) {
+      return answer.get();
+    }
+    c.clock->Advance(c.long_poll);
+    c.coordinator->CheckTimeouts();
+  }
+  return absl::DeadlineExceededError("NextTask unanswered after 1000 polls");
 }
 
-absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c,
-                                          const std::string& worker,
+absl::StatusOr<v1::NextTaskResponse> Next(Polled c, const std::string& worker,
                                           const v1::StepReport* done) {
   v1::NextTaskRequest request;
   request.set_worker_id(worker);
@@ -49,7 +79,7 @@ absl::StatusOr<v1::NextTaskResponse> Next(Coordinator& c,
   return Call(c, request);
 }
 
-absl::StatusOr<v1::NextTaskResponse> NextWork(Coordinator& c,
+absl::StatusOr<v1::NextTaskResponse> NextWork(Polled c,
                                               const std::string& worker,
                                               const v1::StepReport* done) {
   auto r = Next(c, worker, done);
@@ -72,17 +102,17 @@ v1::StepReport Done(const v1::NextTaskResponse& r) {
 }
 
 Fixture::Fixture(v1::JobSpec job, int64_t epoch_size, int min_workers,
-                 std::string state_dir, int64_t checkpoint_every,
-                 bool fake_clock) {
+                 std::string state_dir, int64_t checkpoint_every) {
   options.job = std::move(job);
   options.epoch_size = epoch_size;
   options.long_poll = absl::Milliseconds(50);
   options.min_workers = min_workers;
-  options.heartbeat_timeout = absl::Milliseconds(300);
+  options.heartbeat_timeout = kHeartbeatTimeout;
   options.state_dir = std::move(state_dir);
   options.file_system = &fs;
   options.checkpoint_every = checkpoint_every;
-  if (fake_clock) options.clock = &clock;
+  options.clock = &clock;
+  options.shard_retry = absl::Milliseconds(1);
   coordinator = *Coordinator::Create(options, &shards);
 }
 

@@ -53,25 +53,25 @@ TEST(CoordinatorLimitsTest, OverlongRegistrationFieldsAreRefused) {
 TEST(CoordinatorLimitsTest, ReportsWithTooManyPeersAreRefused) {
   Fixture f(Job(4, 1), 64);
   const std::string w = f.Join();
-  auto lease = NextWork(*f.coordinator, w);
+  auto lease = NextWork(f, w);
   ASSERT_TRUE(lease.ok()) << lease.status();
   v1::StepReport done = Done(*lease);
   for (int i = 0; i <= kMaxByteCountEntries; ++i) {
     (*done.mutable_peer_bytes()->mutable_sent())[absl::StrCat("ps", i)] = 1;
   }
-  ExpectLimit(Next(*f.coordinator, w, &done).status(),
+  ExpectLimit(Next(f, w, &done).status(),
               "peers in the report's peer_bytes is 257");
 
   v1::StepReport long_key = Done(*lease);
   (*long_key.mutable_bytes()
         ->mutable_received())[std::string(kMaxIdBytes + 1, 'p')] = 1;
-  ExpectLimit(Next(*f.coordinator, w, &long_key).status(),
+  ExpectLimit(Next(f, w, &long_key).status(),
               "peer name in the report's bytes");
 
   // The step was not reported by either: the right report still goes in.
   EXPECT_EQ(f.coordinator->Status().step(), 0);
   const v1::StepReport right = Done(*lease);
-  EXPECT_TRUE(NextWork(*f.coordinator, w, &right).ok());
+  EXPECT_TRUE(NextWork(f, w, &right).ok());
 }
 
 TEST(CoordinatorLimitsTest, ParkedLeaseRequestsPerWorkerAreBounded) {

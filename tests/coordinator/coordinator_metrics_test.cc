@@ -47,8 +47,8 @@ TEST(CoordinatorMetricsTest, OnePointPerCommittedStepWithItsAggregate) {
   FakeSink sink;
   UseSink(f, sink);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   int64_t reports = 0;
   for (int guard = 0; guard < 200; ++guard) {
     ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
@@ -61,13 +61,10 @@ TEST(CoordinatorMetricsTest, OnePointPerCommittedStepWithItsAggregate) {
                          db = Report(*rb, 1000 * reports);
     const bool a_task = ra->action() == v1::NextTaskResponse::TRAIN;
     const bool b_task = rb->action() == v1::NextTaskResponse::TRAIN;
-    std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
-        std::async(std::launch::async, [&] {
-          return a_task ? NextWork(*f.coordinator, a, &da)
-                        : NextWork(*f.coordinator, a);
-        });
-    rb =
-        b_task ? NextWork(*f.coordinator, b, &db) : NextWork(*f.coordinator, b);
+    std::future<absl::StatusOr<v1::NextTaskResponse>> fa = std::async(
+        std::launch::async,
+        [&] { return a_task ? NextWork(f, a, &da) : NextWork(f, a); });
+    rb = b_task ? NextWork(f, b, &db) : NextWork(f, b);
     ra = fa.get();
   }
   ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
@@ -114,12 +111,12 @@ TEST(CoordinatorMetricsTest, AsyncGetsOnePointPerAppliedTask) {
   FakeSink sink;
   UseSink(f, sink);
   const std::string a = f.Join();
-  auto r = Next(*f.coordinator, a);
+  auto r = Next(f, a);
   int tasks = 0;
   while (r.ok() && r->action() == v1::NextTaskResponse::TRAIN && tasks < 10) {
     ++tasks;
     const v1::StepReport done = Report(*r, 10 * tasks);
-    r = NextWork(*f.coordinator, a, &done);
+    r = NextWork(f, a, &done);
   }
   ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
   f.coordinator->Shutdown();
@@ -137,10 +134,10 @@ TEST(CoordinatorMetricsTest, AsyncGetsOnePointPerAppliedTask) {
 TEST(CoordinatorMetricsTest, NoSinkNoPoints) {
   Fixture f(Job(8, 1), 8);  // metrics == nullptr: nothing queued, no crash
   const std::string a = f.Join();
-  auto r = Next(*f.coordinator, a);
+  auto r = Next(f, a);
   ASSERT_TRUE(r.ok());
   const v1::StepReport done = Done(*r);
-  ASSERT_TRUE(NextWork(*f.coordinator, a, &done).ok());
+  ASSERT_TRUE(NextWork(f, a, &done).ok());
   EXPECT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
 }
 

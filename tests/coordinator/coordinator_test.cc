@@ -14,8 +14,8 @@ namespace {
 TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
   Fixture f(Job(10, 1), 25, /*min_workers=*/2);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   EXPECT_EQ(ra->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(ra->step(), 0);
@@ -30,8 +30,8 @@ TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
 TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
   Fixture f(Job(8, 2), 21);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   int guard = 0;
   while (++guard < 200) {
     ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
@@ -42,13 +42,10 @@ TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
     auto a_task = ra->action() == v1::NextTaskResponse::TRAIN;
     auto b_task = rb->action() == v1::NextTaskResponse::TRAIN;
     // Both report, then ask again (the first may wait for the second).
-    std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
-        std::async(std::launch::async, [&] {
-          return a_task ? NextWork(*f.coordinator, a, &da)
-                        : NextWork(*f.coordinator, a);
-        });
-    rb =
-        b_task ? NextWork(*f.coordinator, b, &db) : NextWork(*f.coordinator, b);
+    std::future<absl::StatusOr<v1::NextTaskResponse>> fa = std::async(
+        std::launch::async,
+        [&] { return a_task ? NextWork(f, a, &da) : NextWork(f, a); });
+    rb = b_task ? NextWork(f, b, &db) : NextWork(f, b);
     ra = fa.get();
   }
   ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
@@ -72,13 +69,13 @@ TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
 TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
   Fixture f(Job(10, 1), 10, /*min_workers=*/1);
   const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(*f.coordinator, a);
-  auto rb = Next(*f.coordinator, b);
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   auto da = Done(*ra);
   // a pushed; b leaves before pushing: step 0 finalizes over {a} only.
-  std::future<absl::StatusOr<v1::NextTaskResponse>> fa = std::async(
-      std::launch::async, [&] { return NextWork(*f.coordinator, a, &da); });
+  std::future<absl::StatusOr<v1::NextTaskResponse>> fa =
+      std::async(std::launch::async, [&] { return NextWork(f, a, &da); });
   ASSERT_TRUE(f.coordinator->Leave(b).ok());
   auto next = fa.get();
   ASSERT_TRUE(next.ok());
@@ -97,7 +94,7 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
   EXPECT_EQ(next->tasks(0).begin(), 5);
   EXPECT_EQ(next->tasks(0).end(), 10);
   const v1::StepReport next_done = Done(*next);
-  auto last = NextWork(*f.coordinator, a, &next_done);
+  auto last = NextWork(f, a, &next_done);
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(last->action(), v1::NextTaskResponse::FINISH);
   const v1::StatusResponse s = f.coordinator->Status();
@@ -108,23 +105,22 @@ TEST(CoordinatorTest, WorkerLeavingMidStepIsDroppedAndItsSamplesReleased) {
 }
 
 TEST(CoordinatorTest, DeadWorkerIsEvictedAfterHeartbeatTimeout) {
-  Fixture f(Job(4, 1), 8, 1, "", 0, /*fake_clock=*/true);
+  Fixture f(Job(4, 1), 8);
   const std::string a = f.Join();
   const int64_t gen = f.coordinator->Status().generation();
-  f.clock.Advance(absl::Milliseconds(300));  // not past the timeout yet
+  f.clock.Advance(Fixture::kHeartbeatTimeout);  // not past the timeout yet
   f.coordinator->CheckTimeouts();
   ASSERT_TRUE(f.coordinator->Heartbeat(a).ok());
-  f.clock.Advance(absl::Milliseconds(301));
+  f.clock.Advance(Fixture::kHeartbeatTimeout + absl::Milliseconds(1));
   f.coordinator->CheckTimeouts();
   EXPECT_EQ(f.coordinator->Heartbeat(a).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_GT(f.coordinator->Status().generation(), gen);
-  EXPECT_EQ(Next(*f.coordinator, a).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Next(f, a).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(CoordinatorTest, LongPollAnswersWaitOnceTheClockPassesItsDeadline) {
-  Fixture f(Job(4, 1), 8, /*min_workers=*/2, "", 0, /*fake_clock=*/true);
+  Fixture f(Job(4, 1), 8, /*min_workers=*/2);
   const std::string a = f.Join();
   absl::Mutex mu;
   std::optional<absl::StatusOr<v1::NextTaskResponse>> reply;
@@ -153,14 +149,13 @@ TEST(CoordinatorTest, ReportForAStepWithoutTheWorkerIsAborted) {
   const std::string a = f.Join();
   v1::StepReport bogus;
   bogus.set_step(5);
-  EXPECT_EQ(Next(*f.coordinator, a, &bogus).status().code(),
-            absl::StatusCode::kAborted);
+  EXPECT_EQ(Next(f, a, &bogus).status().code(), absl::StatusCode::kAborted);
 }
 
 TEST(CoordinatorTest, WaitsBelowMinimumWorkers) {
   Fixture f(Job(4, 1), 8, /*min_workers=*/2);
   const std::string a = f.Join();
-  auto r = Next(*f.coordinator, a);
+  auto r = Next(f, a);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
 }
@@ -169,9 +164,9 @@ TEST(CoordinatorTest, FinalizeIsRetriedWhenAShardIsDown) {
   Fixture f(Job(4, 1), 4);
   f.shards.fail_next = 2;
   const std::string a = f.Join();
-  auto r = Next(*f.coordinator, a);
+  auto r = Next(f, a);
   auto d = Done(*r);
-  auto finish = NextWork(*f.coordinator, a, &d);
+  auto finish = NextWork(f, a, &d);
   ASSERT_TRUE(finish.ok());
   EXPECT_EQ(finish->action(), v1::NextTaskResponse::FINISH);
   EXPECT_EQ(f.shards.finalized.size(), 1u);
@@ -182,12 +177,12 @@ TEST(CoordinatorTest, SspHoldsBackAWorkerTooFarAhead) {
   job.set_staleness(1);
   Fixture f(job, 1000, 2);
   const std::string fast = f.Join(), slow = f.Join();
-  ASSERT_EQ(Next(*f.coordinator, slow)->action(), v1::NextTaskResponse::TRAIN);
-  auto r = Next(*f.coordinator, fast);
+  ASSERT_EQ(Next(f, slow)->action(), v1::NextTaskResponse::TRAIN);
+  auto r = Next(f, fast);
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN) << "clock " << i;
     auto d = Done(*r);
-    r = Next(*f.coordinator, fast, &d);
+    r = Next(f, fast, &d);
   }
   // fast has done 2 tasks, slow 0: 2 > 0 + 1, so fast must wait.
   EXPECT_EQ(r->action(), v1::NextTaskResponse::WAIT);
@@ -227,16 +222,19 @@ TEST(CoordinatorTest, RingJobRunsOnAnEvaluatorAloneAndPsJobsRefuseOne) {
   options.job.set_mode(v1::MODE_RING);
   options.epoch_size = 8;
   options.long_poll = absl::Milliseconds(50);
+  FakeClock clock;
+  options.clock = &clock;
   auto c = Coordinator::Create(options, &evaluator);
   ASSERT_TRUE(c.ok()) << c.status();
+  const Polled polled(**c, &clock, options.long_poll);
   const std::string w = (*c)->Register(v1::RegisterRequest())->worker_id();
-  auto lease = NextWork(**c, w);
+  auto lease = NextWork(polled, w);
   for (int step = 0; step < 2; ++step) {
     ASSERT_TRUE(lease.ok()) << lease.status();
     ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN);
     EXPECT_EQ(lease->step(), step);
     const v1::StepReport done = Done(*lease);
-    lease = NextWork(**c, w, &done);
+    lease = NextWork(polled, w, &done);
   }
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->action(), v1::NextTaskResponse::FINISH);
@@ -258,12 +256,12 @@ TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
   job.set_sync_quorum(1);
   Fixture f(job, 20, /*min_workers=*/2);
   const std::string fast = f.Join(), slow = f.Join();
-  auto rf = Next(*f.coordinator, fast);
-  auto rs = Next(*f.coordinator, slow);
+  auto rf = Next(f, fast);
+  auto rs = Next(f, slow);
   ASSERT_TRUE(rf.ok() && rs.ok());
   ASSERT_EQ(rs->tasks(0).begin(), 5);
   const v1::StepReport df = Done(*rf), ds = Done(*rs);
-  auto next = NextWork(*f.coordinator, fast, &df);
+  auto next = NextWork(f, fast, &df);
   ASSERT_TRUE(next.ok());
   WaitForFinalize(f.shards);
   {
@@ -273,10 +271,10 @@ TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
     EXPECT_EQ(f.shards.finalized[0].second[0].worker_id(), fast);
   }
   // The straggler's report for step 0 comes too late: ABORTED, not applied.
-  EXPECT_EQ(Next(*f.coordinator, slow, &ds).status().code(),
-            absl::StatusCode::kAborted);
-  const v1::StatusResponse s = f.coordinator->Status();
-  EXPECT_EQ(s.samples_applied(), 5);
+  EXPECT_EQ(Next(f, slow, &ds).status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
+    return s.samples_applied() == 5;
+  })) << f.coordinator->Status().samples_applied();
 }
 
 }  // namespace
@@ -285,7 +283,7 @@ TEST(CoordinatorTest, QuorumFinalizesWithoutTheStragglerAndReleasesItsSamples) {
 namespace ferry {
 namespace {
 
-absl::StatusOr<v1::NextTaskResponse> Prefetch(Coordinator& c,
+absl::StatusOr<v1::NextTaskResponse> Prefetch(Polled c,
                                               const std::string& worker,
                                               int64_t after_step) {
   v1::NextTaskRequest request;
@@ -294,7 +292,7 @@ absl::StatusOr<v1::NextTaskResponse> Prefetch(Coordinator& c,
   return Call(c, request);
 }
 
-absl::StatusOr<v1::NextTaskResponse> ReportOnly(Coordinator& c,
+absl::StatusOr<v1::NextTaskResponse> ReportOnly(Polled c,
                                                 const std::string& worker,
                                                 const v1::StepReport& done) {
   v1::NextTaskRequest request;
@@ -307,25 +305,25 @@ absl::StatusOr<v1::NextTaskResponse> ReportOnly(Coordinator& c,
 TEST(CoordinatorTest, PrefetchFormsTheNextStepWhileThisOneRunsButNoFurther) {
   Fixture f(Job(10, 1), 100, /*min_workers=*/2);
   const std::string a = f.Join(), b = f.Join();
-  auto a0 = Next(*f.coordinator, a);
-  auto b0 = Next(*f.coordinator, b);
+  auto a0 = Next(f, a);
+  auto b0 = Next(f, b);
   ASSERT_TRUE(a0.ok() && b0.ok());
   ASSERT_EQ(a0->step(), 0);
   // Step 1 forms although nobody reported step 0; it takes the next positions.
-  auto a1 = Prefetch(*f.coordinator, a, 0);
+  auto a1 = Prefetch(f, a, 0);
   ASSERT_TRUE(a1.ok()) << a1.status();
   ASSERT_EQ(a1->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(a1->step(), 1);
   EXPECT_EQ(a1->tasks(0).begin(), 10);
   // Step 2 would be a third step collecting reports: the long-poll expires.
-  auto a2 = Prefetch(*f.coordinator, a, 1);
+  auto a2 = Prefetch(f, a, 1);
   ASSERT_TRUE(a2.ok());
   EXPECT_EQ(a2->action(), v1::NextTaskResponse::WAIT);
   // Reports alone are answered at once; step 0 then finalizes with both.
-  auto ack = ReportOnly(*f.coordinator, a, Done(*a0));
+  auto ack = ReportOnly(f, a, Done(*a0));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(ack->action(), v1::NextTaskResponse::WAIT);
-  ASSERT_TRUE(ReportOnly(*f.coordinator, b, Done(*b0)).ok());
+  ASSERT_TRUE(ReportOnly(f, b, Done(*b0)).ok());
   WaitForFinalize(f.shards);
   {
     absl::MutexLock lock(&f.shards.mu);
@@ -333,13 +331,13 @@ TEST(CoordinatorTest, PrefetchFormsTheNextStepWhileThisOneRunsButNoFurther) {
     EXPECT_EQ(f.shards.finalized[0].first, 0);
     EXPECT_EQ(f.shards.finalized[0].second.size(), 2u);
   }
-  auto a2_now = Prefetch(*f.coordinator, a, 1);
+  auto a2_now = Prefetch(f, a, 1);
   ASSERT_TRUE(a2_now.ok());
   EXPECT_EQ(a2_now->action(), v1::NextTaskResponse::TRAIN);
   EXPECT_EQ(a2_now->step(), 2);
   EXPECT_EQ(a2_now->tasks(0).begin(), 20);
   // Without after_step a worker gets its oldest unreported step back.
-  auto again = Next(*f.coordinator, b);
+  auto again = Next(f, b);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->step(), 1);
 }
