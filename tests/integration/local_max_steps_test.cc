@@ -28,9 +28,9 @@ class LocalMaxStepsTest : public ::testing::TestWithParam<MaxStepsCase> {};
 
 TEST_P(LocalMaxStepsTest, EndsWithAFinalEvaluationAndASummary) {
   const MaxStepsCase& c = GetParam();
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/max-steps-",
-                                       c.mode, "-", c.consistency, "-",
-                                       getpid());
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/max-steps-", c.mode, "-",
+                   c.consistency, "-", getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   constexpr int kSteps = 12;
