@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compute/kernel_math.h"
 
 namespace ferry {
 
@@ -135,6 +136,71 @@ class ComputeBackend {
   virtual absl::StatusOr<double> SumSquares(size_t n, const float* x) = 0;
   // True when every element is finite (no NaN or Inf).
   virtual absl::StatusOr<bool> AllFinite(size_t n, const float* x) = 0;
+
+  // ---- Layer kernels (NCHW activations; see compute/kernel_math.h) ----
+  // The per-element math and index arithmetic of these kernels is the
+  // FERRY_HD functions of kernel_math.h on every backend. INVALID_ARGUMENT
+  // on negative sizes or a window geometry with no output.
+
+  // cols[C * kh * kw, OH * OW] = im2col of ONE sample x [C, H, W] (padding
+  // reads 0).
+  virtual absl::Status Im2Col(const WindowGeometry& g, const float* x,
+                              float* cols) = 0;
+  // dx[C, H, W] = col2im(cols): every input element receives the sum of the
+  // cols entries im2col read from it (overwrites dx).
+  virtual absl::Status Col2Im(const WindowGeometry& g, const float* cols,
+                              float* dx) = 0;
+  // x[i, c, s] += bias[c] for x [n, channels, spatial].
+  virtual absl::Status AddChannelBias(int n, int channels, int spatial,
+                                      const float* bias, float* x) = 0;
+  // dbias[c] = sum over i, s of dy[i, c, s] (overwrites dbias).
+  virtual absl::Status ChannelBiasGrad(int n, int channels, int spatial,
+                                       const float* dy, float* dbias) = 0;
+  // Max pooling of x [n, C, H, W] into y [n, C, OH, OW] (padding never
+  // wins). The backward pass recomputes each window's first argmax from x and
+  // routes dy there: dx [n, C, H, W] (overwritten).
+  virtual absl::Status MaxPoolForward(int n, const WindowGeometry& g,
+                                      const float* x, float* y) = 0;
+  virtual absl::Status MaxPoolBackward(int n, const WindowGeometry& g,
+                                       const float* x, const float* dy,
+                                       float* dx) = 0;
+  // Average pooling, count_include_pad=True (divisor kh * kw).
+  virtual absl::Status AvgPoolForward(int n, const WindowGeometry& g,
+                                      const float* x, float* y) = 0;
+  virtual absl::Status AvgPoolBackward(int n, const WindowGeometry& g,
+                                       const float* dy, float* dx) = 0;
+  // y[r, e] = x[r, e] * DropoutFactor(key, r, e) for [rows, row_size]; y may
+  // alias x. The same call computes the backward pass (dx from dy), since the
+  // mask is a pure function of the key. INVALID_ARGUMENT unless 0 <= p < 1.
+  virtual absl::Status Dropout(int rows, int64_t row_size,
+                               const DropoutKey& key, const float* x,
+                               float* y) = 0;
+  // Training-mode BatchNorm: per-channel batch mean and biased variance over
+  // (n, spatial); y = gamma * xhat + beta; save_mean / save_invstd
+  // [channels] keep the statistics for the backward pass; running_mean /
+  // running_var are updated with PyTorch's momentum rule and the unbiased
+  // variance; *num_batches_tracked += 1 when it is non-null. INVALID_ARGUMENT
+  // when n * spatial < 2 (PyTorch refuses a single value per channel).
+  virtual absl::Status BatchNormForwardTrain(
+      const BatchNormShape& s, const float* x, const float* gamma,
+      const float* beta, float* running_mean, float* running_var,
+      float* num_batches_tracked, float* save_mean, float* save_invstd,
+      float* y) = 0;
+  // Eval-mode BatchNorm: normalizes with the running statistics.
+  virtual absl::Status BatchNormForwardEval(const BatchNormShape& s,
+                                            const float* x, const float* gamma,
+                                            const float* beta,
+                                            const float* running_mean,
+                                            const float* running_var,
+                                            float* y) = 0;
+  // Backward of BatchNormForwardTrain: dx (may be null: not needed), dgamma
+  // and dbeta [channels] (overwritten).
+  virtual absl::Status BatchNormBackward(const BatchNormShape& s,
+                                         const float* x, const float* dy,
+                                         const float* gamma,
+                                         const float* save_mean,
+                                         const float* save_invstd, float* dx,
+                                         float* dgamma, float* dbeta) = 0;
 
   // Optimizer updates, in place on `param` and the state buffers.
   // SGD: p -= lr * (g + wd * p)

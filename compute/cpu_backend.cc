@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "compute/cpu_layer_kernels.h"
+#include "compute/layer_checks.h"
 
 namespace ferry {
 namespace {
@@ -182,6 +184,93 @@ class CpuBackend final : public ComputeBackend {
       if (!std::isfinite(x[i])) return false;
     }
     return true;
+  }
+
+  absl::Status Im2Col(const WindowGeometry& g, const float* x,
+                      float* cols) override {
+    RETURN_IF_ERROR(ValidateWindow("Im2Col", 1, g));
+    cpu::Im2Col(g, x, cols);
+    return absl::OkStatus();
+  }
+  absl::Status Col2Im(const WindowGeometry& g, const float* cols,
+                      float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("Col2Im", 1, g));
+    cpu::Col2Im(g, cols, dx);
+    return absl::OkStatus();
+  }
+  absl::Status AddChannelBias(int n, int channels, int spatial,
+                              const float* bias, float* x) override {
+    RETURN_IF_ERROR(CheckShape("AddChannelBias", n, channels));
+    RETURN_IF_ERROR(CheckShape("AddChannelBias", n, spatial));
+    cpu::AddChannelBias(n, channels, spatial, bias, x);
+    return absl::OkStatus();
+  }
+  absl::Status ChannelBiasGrad(int n, int channels, int spatial,
+                               const float* dy, float* dbias) override {
+    RETURN_IF_ERROR(CheckShape("ChannelBiasGrad", n, channels));
+    RETURN_IF_ERROR(CheckShape("ChannelBiasGrad", n, spatial));
+    cpu::ChannelBiasGrad(n, channels, spatial, dy, dbias);
+    return absl::OkStatus();
+  }
+  absl::Status MaxPoolForward(int n, const WindowGeometry& g, const float* x,
+                              float* y) override {
+    RETURN_IF_ERROR(ValidateWindow("MaxPoolForward", n, g));
+    cpu::MaxPoolForward(n, g, x, y);
+    return absl::OkStatus();
+  }
+  absl::Status MaxPoolBackward(int n, const WindowGeometry& g, const float* x,
+                               const float* dy, float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("MaxPoolBackward", n, g));
+    cpu::MaxPoolBackward(n, g, x, dy, dx);
+    return absl::OkStatus();
+  }
+  absl::Status AvgPoolForward(int n, const WindowGeometry& g, const float* x,
+                              float* y) override {
+    RETURN_IF_ERROR(ValidateWindow("AvgPoolForward", n, g));
+    cpu::AvgPoolForward(n, g, x, y);
+    return absl::OkStatus();
+  }
+  absl::Status AvgPoolBackward(int n, const WindowGeometry& g, const float* dy,
+                               float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("AvgPoolBackward", n, g));
+    cpu::AvgPoolBackward(n, g, dy, dx);
+    return absl::OkStatus();
+  }
+  absl::Status Dropout(int rows, int64_t row_size, const DropoutKey& key,
+                       const float* x, float* y) override {
+    RETURN_IF_ERROR(ValidateDropout(rows, row_size, key));
+    cpu::Dropout(rows, row_size, key, x, y);
+    return absl::OkStatus();
+  }
+  absl::Status BatchNormForwardTrain(const BatchNormShape& s, const float* x,
+                                     const float* gamma, const float* beta,
+                                     float* running_mean, float* running_var,
+                                     float* num_batches_tracked,
+                                     float* save_mean, float* save_invstd,
+                                     float* y) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardTrain", s, true));
+    cpu::BatchNormForwardTrain(s, x, gamma, beta, running_mean, running_var,
+                               num_batches_tracked, save_mean, save_invstd, y);
+    return absl::OkStatus();
+  }
+  absl::Status BatchNormForwardEval(const BatchNormShape& s, const float* x,
+                                    const float* gamma, const float* beta,
+                                    const float* running_mean,
+                                    const float* running_var,
+                                    float* y) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardEval", s, false));
+    cpu::BatchNormForwardEval(s, x, gamma, beta, running_mean, running_var, y);
+    return absl::OkStatus();
+  }
+  absl::Status BatchNormBackward(const BatchNormShape& s, const float* x,
+                                 const float* dy, const float* gamma,
+                                 const float* save_mean,
+                                 const float* save_invstd, float* dx,
+                                 float* dgamma, float* dbeta) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormBackward", s, true));
+    cpu::BatchNormBackward(s, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                           dbeta);
+    return absl::OkStatus();
   }
 
   absl::Status SgdUpdate(size_t n, const OptimizerStepParams& p,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "model/normal_init.h"
 
 namespace ferry {
 
@@ -61,18 +62,7 @@ std::vector<float> MlpInitialParameters(const std::vector<int>& sizes,
     const bool last = l + 1 == num_layers;
     const double stddev =
         last ? std::sqrt(2.0 / (fan_in + fan_out)) : std::sqrt(2.0 / fan_in);
-    // Box-Muller on raw 64-bit draws: same numbers on every platform.
-    for (int64_t i = 0; i < weight.numel; i += 2) {
-      const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
-      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1));
-      params[weight.offset + i] =
-          static_cast<float>(stddev * r * std::cos(2 * M_PI * u2));
-      if (i + 1 < weight.numel) {
-        params[weight.offset + i + 1] =
-            static_cast<float>(stddev * r * std::sin(2 * M_PI * u2));
-      }
-    }
+    FillNormal(rng, stddev, params.data() + weight.offset, weight.numel);
   }
   return params;
 }

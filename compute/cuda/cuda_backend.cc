@@ -29,7 +29,9 @@
 #include "common/status_macros.h"
 #include "compute/compute_backend.h"
 #include "compute/cuda/kernels.h"
+#include "compute/cuda/layer_kernels.h"
 #include "compute/cuda_entry.h"
+#include "compute/layer_checks.h"
 
 namespace ferry {
 namespace {
@@ -343,6 +345,100 @@ class CudaBackend final : public ComputeBackend {
         kernels::LaunchFindNonFinite(n, x, result_device_, stream_)));
     ASSIGN_OR_RETURN(kernels::ReductionResult result, ReadResult());
     return result.count == 0;
+  }
+
+  absl::Status Im2Col(const WindowGeometry& g, const float* x,
+                      float* cols) override {
+    RETURN_IF_ERROR(ValidateWindow("Im2Col", 1, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchIm2Col(g, x, cols, stream_));
+  }
+  absl::Status Col2Im(const WindowGeometry& g, const float* cols,
+                      float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("Col2Im", 1, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchCol2Im(g, cols, dx, stream_));
+  }
+  absl::Status AddChannelBias(int n, int channels, int spatial,
+                              const float* bias, float* x) override {
+    RETURN_IF_ERROR(CheckDims("AddChannelBias", n, channels));
+    RETURN_IF_ERROR(CheckDims("AddChannelBias", n, spatial));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(
+        kernels::LaunchAddChannelBias(n, channels, spatial, bias, x, stream_));
+  }
+  absl::Status ChannelBiasGrad(int n, int channels, int spatial,
+                               const float* dy, float* dbias) override {
+    RETURN_IF_ERROR(CheckDims("ChannelBiasGrad", n, channels));
+    RETURN_IF_ERROR(CheckDims("ChannelBiasGrad", n, spatial));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchChannelBiasGrad(n, channels, spatial,
+                                                           dy, dbias, stream_));
+  }
+  absl::Status MaxPoolForward(int n, const WindowGeometry& g, const float* x,
+                              float* y) override {
+    RETURN_IF_ERROR(ValidateWindow("MaxPoolForward", n, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchMaxPoolForward(n, g, x, y, stream_));
+  }
+  absl::Status MaxPoolBackward(int n, const WindowGeometry& g, const float* x,
+                               const float* dy, float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("MaxPoolBackward", n, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(
+        kernels::LaunchMaxPoolBackward(n, g, x, dy, dx, stream_));
+  }
+  absl::Status AvgPoolForward(int n, const WindowGeometry& g, const float* x,
+                              float* y) override {
+    RETURN_IF_ERROR(ValidateWindow("AvgPoolForward", n, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchAvgPoolForward(n, g, x, y, stream_));
+  }
+  absl::Status AvgPoolBackward(int n, const WindowGeometry& g, const float* dy,
+                               float* dx) override {
+    RETURN_IF_ERROR(ValidateWindow("AvgPoolBackward", n, g));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(
+        kernels::LaunchAvgPoolBackward(n, g, dy, dx, stream_));
+  }
+  absl::Status Dropout(int rows, int64_t row_size, const DropoutKey& key,
+                       const float* x, float* y) override {
+    RETURN_IF_ERROR(ValidateDropout(rows, row_size, key));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(
+        kernels::LaunchDropout(rows, row_size, key, x, y, stream_));
+  }
+  absl::Status BatchNormForwardTrain(const BatchNormShape& s, const float* x,
+                                     const float* gamma, const float* beta,
+                                     float* running_mean, float* running_var,
+                                     float* num_batches_tracked,
+                                     float* save_mean, float* save_invstd,
+                                     float* y) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardTrain", s, true));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormForwardTrain(
+        s, x, gamma, beta, running_mean, running_var, num_batches_tracked,
+        save_mean, save_invstd, y, stream_));
+  }
+  absl::Status BatchNormForwardEval(const BatchNormShape& s, const float* x,
+                                    const float* gamma, const float* beta,
+                                    const float* running_mean,
+                                    const float* running_var,
+                                    float* y) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardEval", s, false));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormForwardEval(
+        s, x, gamma, beta, running_mean, running_var, y, stream_));
+  }
+  absl::Status BatchNormBackward(const BatchNormShape& s, const float* x,
+                                 const float* dy, const float* gamma,
+                                 const float* save_mean,
+                                 const float* save_invstd, float* dx,
+                                 float* dgamma, float* dbeta) override {
+    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormBackward", s, true));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormBackward(
+        s, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, stream_));
   }
 
   absl::Status SgdUpdate(size_t n, const OptimizerStepParams& p,
