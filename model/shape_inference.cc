@@ -138,8 +138,12 @@ std::string ShapeString(const SampleShape& shape) {
 }
 
 int64_t ShapeElements(const SampleShape& shape) {
+  constexpr int64_t kSaturated = int64_t{1} << 62;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d <= 0) return 0;
+    n = n > kSaturated / d ? kSaturated : n * d;  // no overflow on huge shapes
+  }
   return n;
 }
 
@@ -155,6 +159,10 @@ absl::StatusOr<std::vector<SampleShape>> InferShapes(const ModelDef& def) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model input shape ", ShapeString(input), " has a bad dimension"));
     }
+  }
+  if (ShapeElements(input) > kMaxDim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model input shape ", ShapeString(input), " is too large"));
   }
   std::vector<SampleShape> shapes;
   SampleShape current = input;

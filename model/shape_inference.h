@@ -32,6 +32,7 @@ using SampleShape = std::vector<int64_t>;
 
 // "[1, 28, 28]".
 std::string ShapeString(const SampleShape& shape);
+// Product of the dimensions (saturates at 2^62; 0 for a dimension <= 0).
 int64_t ShapeElements(const SampleShape& shape);
 
 // The output shape of every layer: result[i] is layer i's output; the input

@@ -211,6 +211,11 @@ TEST(ModelJson, RefusesBadSpecsNamingTheLayer) {
   EXPECT_THAT(
       std::string(ParseError(linear, R"({"shape": [4], "std": 0})").message()),
       HasSubstr("'std' is 0"));
+  EXPECT_THAT(std::string(ParseError(linear,
+                                     R"({"shape": [2000000000, 2000000000,
+                                                   2000000000]})")
+                              .message()),
+              HasSubstr("is too large"));
   EXPECT_THAT(std::string(ParseError(linear, R"({"shape": [4, 4]})").message()),
               HasSubstr("\"shape\" must be [C, H, W] or [F]"));
   // NaN is not JSON: refused by the parser, with its position.
