@@ -72,7 +72,8 @@
 #include "common/allocator_tuning.h"
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
-#include "model/model_spec.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "nlohmann/json.hpp"
 #include "proto/rpc_util.h"
 #include "ps/ps_client.h"
@@ -369,12 +370,12 @@ int Run(Flags f) {
   }
   // The model, as a worker builds it (the coordinator parses --model the
   // same way), for the layout of its parameters.
-  auto sizes = ParseMlpSpec(f.model);
-  if (!sizes.ok()) {
+  auto model = ResolveModelSpec(f.model);
+  if (!model.ok()) {
     return Fail(absl::InvalidArgumentError(
-        absl::StrCat("bad flags: --model: ", sizes.status().message())));
+        absl::StrCat("bad flags: --model: ", model.status().message())));
   }
-  auto layout = MlpLayout(*sizes);
+  auto layout = ModelParameterLayout(*model);
   if (!layout.ok()) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("bad flags: --model: ", layout.status().message())));
@@ -470,8 +471,9 @@ int main(int argc, char** argv) {
   app.add_option("--shards", f.shards, "PS shard processes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--model", f.model,
-                 "MLP layer sizes of the job (message size)")
+  app.add_option(
+         "--model", f.model,
+         "the job's model: a preset, JSON file or MLP sizes (message size)")
       ->capture_default_str();
   app.add_option("--max-chunk-elements", f.max_chunk_elements,
                  "largest wire chunk in floats (0: the coordinator's default)")

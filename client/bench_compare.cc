@@ -144,7 +144,7 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
   in.mode = c.mode == "ps" ? CostMode::kPs : CostMode::kRing;
   in.workers = c.workers;
   in.shards = std::max(1, c.shards);
-  ASSIGN_OR_RETURN(in.tensor_sizes, MlpTensorSizes(c.mlp_spec));
+  ASSIGN_OR_RETURN(in.tensor_sizes, ModelTensorSizes(c.mlp_spec));
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(c.bandwidth));
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(c.latency));
   in.latency_seconds = absl::ToDoubleSeconds(latency);

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "model/model_spec.h"
+#include "model/model_presets.h"
 
 namespace ferry {
 namespace {
@@ -30,10 +30,10 @@ double RelativeError(double measured, double predicted) {
 
 std::string Percent(double x) { return absl::StrFormat("%+.1f%%", 100 * x); }
 
-// The class count of an MLP spec (its last size); 0 when it does not parse.
-int MlpClasses(const std::string& spec) {
-  absl::StatusOr<std::vector<int>> sizes = ParseMlpSpec(spec);
-  return sizes.ok() ? sizes->back() : 0;
+// The class count of a model spec; 0 when it does not resolve.
+int ModelClasses(const std::string& spec) {
+  absl::StatusOr<ModelDef> def = ResolveModelSpec(spec);
+  return def.ok() ? static_cast<int>(def->classes) : 0;
 }
 
 }  // namespace
@@ -129,7 +129,7 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   const auto predicted = [&](double v) {
     return times_predicted ? nlohmann::json(v) : nlohmann::json(nullptr);
   };
-  const double chance = 1.0 / std::max(1, MlpClasses(c.mlp_spec));
+  const double chance = 1.0 / std::max(1, ModelClasses(c.mlp_spec));
   nlohmann::json notes = nlohmann::json::array();
   if (std::abs(bytes_error) > 0.02) {
     notes.push_back(absl::StrFormat(

@@ -41,7 +41,7 @@ std::string Millis(double s) { return absl::StrFormat("%.3f ms", s * 1e3); }
 absl::StatusOr<CostInput> ToInput(const CostFlags& f) {
   CostInput in;
   ASSIGN_OR_RETURN(const std::string spec, ResolveModel(f.model));
-  ASSIGN_OR_RETURN(in.tensor_sizes, MlpTensorSizes(spec));
+  ASSIGN_OR_RETURN(in.tensor_sizes, ModelTensorSizes(spec));
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(f.bandwidth));
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(f.latency));
   in.latency_seconds = absl::ToDoubleSeconds(latency);

@@ -9,7 +9,8 @@
 #include "absl/strings/strip.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
-#include "model/model_spec.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "ring/bucket_plan.h"
 
 namespace ferry {
@@ -321,9 +322,9 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
   return p;
 }
 
-absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec) {
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(spec));
-  ASSIGN_OR_RETURN(ParameterLayout layout, MlpLayout(sizes));
+absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec) {
+  ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(spec));
+  ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(def));
   return layout.TensorSizes();
 }
 
@@ -343,13 +344,17 @@ absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec) {
   for (const ModelPreset& p : ModelPresets()) {
     if (p.name == name_or_spec) return p.mlp_spec;
   }
-  if (ParseMlpSpec(name_or_spec).ok()) return name_or_spec;
+  const absl::StatusOr<ModelDef> def = ResolveModelSpec(name_or_spec);
+  if (def.ok()) return name_or_spec;
   std::string names;
   for (const ModelPreset& p : ModelPresets())
     absl::StrAppend(&names, names.empty() ? "" : ", ", p.name);
-  return absl::InvalidArgumentError(
-      absl::StrCat("model '", name_or_spec, "': expected a preset (", names,
-                   ") or an MLP spec like 784-256-128-10"));
+  for (const std::string& p : ModelPresetNames())
+    absl::StrAppend(&names, ", ", p);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model '", name_or_spec, "': expected a preset (", names,
+      "), a ferry.model.v1 JSON file or an MLP spec like 784-256-128-10 (",
+      def.status().message(), ")"));
 }
 
 absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {

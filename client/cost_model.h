@@ -85,19 +85,21 @@ struct CostPrediction {
 // colocated with shards != workers.
 absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
 
-// Tensor sizes of an MLP spec "784-256-128-10" (weight then bias per layer,
-// as model/mlp.cc lays them out).
-absl::StatusOr<std::vector<int64_t>> MlpTensorSizes(const std::string& spec);
+// Tensor sizes of a model (anything model/model_presets.h's
+// ResolveModelSpec takes: mlp, convnet, a JSON path, "784-256-128-10"), in
+// the layout every process uses (model/model_params.h).
+absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec);
 
-// Named model presets: MLP specs of about the size of the named model
-// (synthetic stand-ins: same parameter count, not the same layers).
+// The cost model's own presets: MLP specs of about the size of the named
+// model (synthetic stand-ins: same parameter count, not the same layers).
 struct ModelPreset {
   std::string name;
   std::string mlp_spec;
   std::string description;
 };
 const std::vector<ModelPreset>& ModelPresets();
-// A preset name or an MLP spec -> the MLP spec. INVALID_ARGUMENT otherwise.
+// A cost-model preset name -> its MLP spec; anything ResolveModelSpec takes
+// -> itself. INVALID_ARGUMENT otherwise, naming the presets.
 absl::StatusOr<std::string> ResolveModel(const std::string& name_or_spec);
 
 // Crossovers with everything else in `input` held fixed; -1 when none in

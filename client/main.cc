@@ -21,6 +21,7 @@
 #include "common/shutdown_signal.h"
 #include "common/training_metrics.h"
 #include "data/data_source.h"
+#include "model/model_presets.h"
 #include "proto/rpc_security.h"
 
 namespace {
@@ -93,7 +94,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   local->add_option("--sync-quorum", quorum,
                     "sync: finalize after this many pushes (0: all)");
-  local->add_option("--model", model, "MLP layer sizes")->capture_default_str();
+  local
+      ->add_option("--model", model,
+                   "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
+                   "directory with model.json, or MLP sizes like "
+                   "784-256-128-10")
+      ->capture_default_str();
   local->add_option("--dataset", dataset, "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
   local->add_option("--data-dir", data_dir, "IDX files directory");
@@ -298,6 +304,9 @@ int main(int argc, char** argv) {
     o.link_args.insert(o.link_args.end(), {"--link-latency", link_latency});
   o.epochs = epochs;
   o.global_batch = batch;
+  if (std::error_code ec; std::filesystem::exists(model, ec)) {
+    model = std::filesystem::absolute(model, ec).string();
+  }
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed,
                        o.consistency, quorum, max_steps, opt);
   o.job_args.insert(o.job_args.end(),
@@ -320,10 +329,16 @@ int main(int argc, char** argv) {
     o.job_args.insert(o.job_args.end(), {"--heartbeat-interval",
                                          std::to_string(heartbeat_interval)});
   }
-  // A model the dataset does not fit is refused here, before any process
-  // starts, with the coordinator's own message.
-  if (auto fits = ferry::CheckModelFitsDataset(model, dataset, data_dir);
-      !fits.ok()) {
+  // A model that does not parse, or that the dataset does not fit, is
+  // refused here, before any process starts, with the coordinator's own
+  // message. A model file is passed on by absolute path (the processes' working
+  // directory is not ours to rely on).
+  absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
+  absl::Status fits = model_def.status();
+  if (fits.ok()) {
+    fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
+  }
+  if (!fits.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",
                  std::string(fits.message()).c_str());
     return ferry::kExitConfig;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -27,8 +28,9 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
     control->stubs_.push_back(
         v1::ParameterServer::NewStub(MakeChannel(address)));
   }
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(control->evaluator_,
-                   TestSetEvaluator::Create(job.model(), std::move(test_set)));
+                   TestSetEvaluator::Create(model, std::move(test_set)));
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();

@@ -7,6 +7,7 @@
 #include "common/backoff.h"
 #include "common/status_macros.h"
 #include "ferry/v1/ring.grpc.pb.h"
+#include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -20,8 +21,9 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
   std::unique_ptr<RingControl> control(new RingControl());
   control->job_ = job;
   control->fetch_timeout_ = fetch_timeout;
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(control->evaluator_,
-                   TestSetEvaluator::Create(job.model(), std::move(test_set)));
+                   TestSetEvaluator::Create(model, std::move(test_set)));
   return control;
 }
 

@@ -10,15 +10,15 @@ constexpr int kEvalBatch = 1000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TestSetEvaluator>> TestSetEvaluator::Create(
-    const std::string& model_spec, Dataset test_set) {
+    const ModelDef& model_def, Dataset test_set) {
   std::unique_ptr<TestSetEvaluator> e(new TestSetEvaluator());
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(model_spec));
   e->backend_ = MakeCpuBackend(1);
-  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, e->backend_.get()));
-  e->model_ = std::make_unique<Mlp>(std::move(model));
-  ASSIGN_OR_RETURN(
-      BatchStager stager,
-      BatchStager::Create(e->backend_.get(), sizes.front(), kEvalBatch));
+  ASSIGN_OR_RETURN(SequentialModel model,
+                   SequentialModel::Create(model_def, e->backend_.get()));
+  e->model_ = std::make_unique<SequentialModel>(std::move(model));
+  ASSIGN_OR_RETURN(BatchStager stager,
+                   BatchStager::Create(e->backend_.get(),
+                                       e->model_->input_dim(), kEvalBatch));
   e->stager_ = std::make_unique<BatchStager>(std::move(stager));
   e->test_set_ = std::move(test_set);
   return e;

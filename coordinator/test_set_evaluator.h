@@ -14,18 +14,19 @@
 #include "compute/compute_backend.h"
 #include "data/batch_stager.h"
 #include "data/dataset.h"
-#include "model/mlp.h"
+#include "model/model_def.h"
+#include "model/sequential_model.h"
 
 namespace ferry {
 
 class TestSetEvaluator {
  public:
-  // INVALID_ARGUMENT for a bad model spec.
+  // INVALID_ARGUMENT for a bad model.
   static absl::StatusOr<std::unique_ptr<TestSetEvaluator>> Create(
-      const std::string& model_spec, Dataset test_set);
+      const ModelDef& model, Dataset test_set);
 
   int64_t num_parameters() const { return model_->layout().total_elements(); }
-  const Mlp& model() const { return *model_; }
+  const SequentialModel& model() const { return *model_; }
 
   // {accuracy, mean loss} of `params` (num_parameters() host floats).
   absl::StatusOr<std::pair<double, double>> Evaluate(const float* params);
@@ -36,7 +37,7 @@ class TestSetEvaluator {
   absl::Mutex mu_;
   Dataset test_set_;
   std::unique_ptr<ComputeBackend> backend_;
-  std::unique_ptr<Mlp> model_;
+  std::unique_ptr<SequentialModel> model_;
   std::unique_ptr<BatchStager> stager_;
 };
 

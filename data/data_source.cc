@@ -1,23 +1,26 @@
 #include "data/data_source.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "model/model_spec.h"
+#include "model/shape_inference.h"
 
 namespace ferry {
 
-absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
-                                            const std::string& data_dir,
-                                            int input_dim, int num_classes,
-                                            uint64_t seed) {
+absl::StatusOr<TrainTestData> LoadTrainTest(
+    const std::string& name, const std::string& data_dir, int input_dim,
+    int num_classes, uint64_t seed, const PixelNormalization& normalization) {
   TrainTestData data;
   if (name == "fashion-mnist" || name == "mnist") {
     const std::string dir =
         data_dir.empty() ? kDefaultFashionMnistDir : data_dir;
-    ASSIGN_OR_RETURN(data.train, LoadFashionMnist(dir, Split::kTrain));
-    ASSIGN_OR_RETURN(data.test, LoadFashionMnist(dir, Split::kTest));
+    ASSIGN_OR_RETURN(data.train,
+                     LoadFashionMnist(dir, Split::kTrain, normalization));
+    ASSIGN_OR_RETURN(data.test,
+                     LoadFashionMnist(dir, Split::kTest, normalization));
   } else if (absl::StartsWith(name, "synthetic:")) {
     int64_t n = 0;
     if (!absl::SimpleAtoi(name.substr(10), &n) || n <= 0) {
@@ -49,12 +52,29 @@ absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
   return data;
 }
 
-absl::Status CheckModelFitsDataset(const std::string& model,
+absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
+                                            const std::string& data_dir,
+                                            const ModelDef& model,
+                                            uint64_t seed) {
+  const int64_t input_dim = ShapeElements(model.input.shape);
+  if (input_dim <= 0 || input_dim > std::numeric_limits<int>::max() ||
+      model.classes <= 0 || model.classes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's input ", ShapeString(model.input.shape), " or its ",
+        model.classes, " classes cannot be a dataset's"));
+  }
+  PixelNormalization normalization;
+  normalization.scale = model.input.scale;
+  normalization.mean = model.input.mean;
+  normalization.std = model.input.std;
+  return LoadTrainTest(name, data_dir, static_cast<int>(input_dim),
+                       static_cast<int>(model.classes), seed, normalization);
+}
+
+absl::Status CheckModelFitsDataset(const ModelDef& model,
                                    const std::string& name,
                                    const std::string& data_dir) {
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(model));
-  return LoadTrainTest(name, data_dir, sizes.front(), sizes.back(), /*seed=*/1)
-      .status();
+  return LoadTrainTest(name, data_dir, model, /*seed=*/1).status();
 }
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
+#include "model/model_def.h"
 
 namespace ferry {
 
@@ -21,16 +22,23 @@ struct TrainTestData {
 // `seed`).
 // INVALID_ARGUMENT for an unknown name or a dataset whose feature count or
 // class count does not fit the model; NOT_FOUND / DATA_LOSS from the reader.
+// IDX images are normalised by `normalization`.
+absl::StatusOr<TrainTestData> LoadTrainTest(
+    const std::string& name, const std::string& data_dir, int input_dim,
+    int num_classes, uint64_t seed,
+    const PixelNormalization& normalization = {});
+// The same for `model`: its input's element count, class count and pixel
+// normalization (its "input" scale, mean and std).
 absl::StatusOr<TrainTestData> LoadTrainTest(const std::string& name,
                                             const std::string& data_dir,
-                                            int input_dim, int num_classes,
+                                            const ModelDef& model,
                                             uint64_t seed);
 
-// Checks, before any process starts, that the MLP spec `model` parses and
-// fits dataset `name` (the coordinator's own checks, with its messages):
-// INVALID_ARGUMENT naming what does not fit; NOT_FOUND / DATA_LOSS when the
-// dataset cannot be read. Reads the dataset once.
-absl::Status CheckModelFitsDataset(const std::string& model,
+// Checks, before any process starts, that `model` fits dataset `name` (the
+// coordinator's own checks, with its messages): INVALID_ARGUMENT naming what
+// does not fit; NOT_FOUND / DATA_LOSS when the dataset cannot be read. Reads
+// the dataset once.
+absl::Status CheckModelFitsDataset(const ModelDef& model,
                                    const std::string& name,
                                    const std::string& data_dir);
 

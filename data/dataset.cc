@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -59,7 +60,9 @@ int32_t LabelBelow(std::mt19937_64& rng, uint32_t bound) {
 
 }  // namespace
 
-absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split) {
+absl::StatusOr<Dataset> LoadFashionMnist(
+    const std::string& dir, Split split,
+    const PixelNormalization& normalization) {
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   ASSIGN_OR_RETURN(std::string images_path,
                    ResolveIdxPath(dir, prefix + "-images-idx3-ubyte"));
@@ -91,8 +94,13 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split) {
 
   std::array<float, 256> normalised;
   for (int x = 0; x < 256; ++x) {
-    normalised[x] =
-        (static_cast<float>(x) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+    // In float, as the model's own arithmetic; scale 1/255 divides by 255
+    // (bit for bit what the data layer always computed).
+    const float pixel = std::abs(normalization.scale * 255.0 - 1.0) < 1e-12
+                            ? static_cast<float>(x) / 255.0f
+                            : static_cast<float>(x * normalization.scale);
+    normalised[x] = (pixel - static_cast<float>(normalization.mean)) /
+                    static_cast<float>(normalization.std);
   }
   Dataset dataset;
   dataset.num_samples = n;

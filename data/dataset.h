@@ -29,6 +29,14 @@ inline constexpr int kFashionMnistClasses = 10;
 
 enum class Split { kTrain, kTest };
 
+// What a model sees of a raw pixel x in [0, 255]: (x * scale - mean) / std
+// (a model spec's "input"; model/model_def.h). The default is Fashion-MNIST's.
+struct PixelNormalization {
+  double scale = 1.0 / 255.0;
+  double mean = kFashionMnistMean;
+  double std = kFashionMnistStd;
+};
+
 struct Dataset {
   int64_t num_samples = 0;
   int feature_dim = 0;
@@ -46,7 +54,8 @@ Dataset SliceDataset(const Dataset& dataset, int64_t first, int64_t count);
 // train-labels-idx1-ubyte.gz (kTrain) or t10k-images-idx3-ubyte.gz and
 // t10k-labels-idx1-ubyte.gz (kTest); for each file the uncompressed name (no
 // ".gz") is used when the .gz is absent. MNIST in the same layout loads too.
-// Features are rows * cols normalised pixels; num_classes is 10.
+// Features are rows * cols pixels normalised by `normalization`; num_classes
+// is 10.
 //
 // Errors:
 //   NOT_FOUND  neither name exists; the message names the .gz path and says
@@ -54,7 +63,9 @@ Dataset SliceDataset(const Dataset& dataset, int64_t first, int64_t count);
 //   DATA_LOSS  a corrupt file (see ReadIdxFile), image and label counts that
 //              differ, or a label outside [0, 10);
 //   others as ReadIdxFile returns them.
-absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split);
+absl::StatusOr<Dataset> LoadFashionMnist(
+    const std::string& dir, Split split,
+    const PixelNormalization& normalization = {});
 
 // Makes a learnable classification data set that depends only on the
 // arguments, on every platform and compiler: each class c has a prototype

@@ -8,7 +8,8 @@
 
 namespace ferry {
 
-absl::StatusOr<EvalResult> EvaluateDataset(Mlp& model, const float* params,
+absl::StatusOr<EvalResult> EvaluateDataset(SequentialModel& model,
+                                           const float* params,
                                            const Dataset& data,
                                            BatchStager& stager, int batch) {
   if (data.num_samples == 0) {

@@ -5,7 +5,7 @@
 #include "absl/status/statusor.h"
 #include "data/batch_stager.h"
 #include "data/dataset.h"
-#include "model/mlp.h"
+#include "model/sequential_model.h"
 
 namespace ferry {
 
@@ -17,7 +17,8 @@ struct EvalResult {
 
 // Runs `model` with backend-resident `params` over every sample of `data`
 // in batches of the stager's size. INVALID_ARGUMENT on an empty dataset.
-absl::StatusOr<EvalResult> EvaluateDataset(Mlp& model, const float* params,
+absl::StatusOr<EvalResult> EvaluateDataset(SequentialModel& model,
+                                           const float* params,
                                            const Dataset& data,
                                            BatchStager& stager, int batch);
 

@@ -18,9 +18,9 @@ struct DtypeInfo {
 };
 
 constexpr DtypeInfo kDtypes[] = {
-    {SafetensorsDtype::kF32, "F32", 4},  {SafetensorsDtype::kF64, "F64", 8},
-    {SafetensorsDtype::kF16, "F16", 2},  {SafetensorsDtype::kBF16, "BF16", 2},
-    {SafetensorsDtype::kI64, "I64", 8},  {SafetensorsDtype::kI32, "I32", 4},
+    {SafetensorsDtype::kF32, "F32", 4}, {SafetensorsDtype::kF64, "F64", 8},
+    {SafetensorsDtype::kF16, "F16", 2}, {SafetensorsDtype::kBF16, "BF16", 2},
+    {SafetensorsDtype::kI64, "I64", 8}, {SafetensorsDtype::kI32, "I32", 4},
 };
 
 const DtypeInfo& Info(SafetensorsDtype dtype) {
@@ -110,8 +110,7 @@ absl::StatusOr<std::string> EncodeSafetensors(const SafetensorsFile& file) {
     }
     const int64_t numel = Numel(t.shape);
     if (numel < 0 || static_cast<size_t>(numel) != t.values.size()) {
-      return Invalid(absl::StrCat("tensor '", t.name, "' has ",
-                                  t.values.size(),
+      return Invalid(absl::StrCat("tensor '", t.name, "' has ", t.values.size(),
                                   " values, which its shape does not hold"));
     }
     const bool i64 = t.dtype == SafetensorsDtype::kI64;
@@ -251,8 +250,8 @@ absl::StatusOr<SafetensorsFile> DecodeSafetensors(absl::string_view bytes) {
     sorted.push_back(std::move(t));
   }
   if (expected != data.size()) {
-    return Invalid(absl::StrCat(data.size() - expected,
-                                " bytes after the last tensor"));
+    return Invalid(
+        absl::StrCat(data.size() - expected, " bytes after the last tensor"));
   }
   file.tensors = std::move(sorted);
   return file;

@@ -42,6 +42,17 @@ struct StepContext {
                              // batch of the step
 };
 
+// The context ferry's trainers pass: `step` is the epoch and `first_sample`
+// the epoch-order position of row 0 (a batch's rows are consecutive
+// positions). A sync step's global batch is consecutive positions split
+// across the ranks in rank order, so a worker's rows get the masks the same
+// rows get in a single process with the same global batch, however the batch
+// is split, and a sample keeps its masks when an aborted step is re-formed.
+inline StepContext EpochPositionContext(uint64_t seed, int64_t epoch,
+                                        int64_t first_position) {
+  return StepContext{seed, epoch, first_position};
+}
+
 class SequentialModel {
  public:
   // Called when the gradient of a flat range [offset, offset + length) is

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "model/model_presets.h"
 
 namespace ferry {
 
@@ -102,6 +103,16 @@ absl::StatusOr<v1::Mode> ParseMode(const std::string& text) {
 
 std::string ModeName(v1::Mode mode) {
   return mode == v1::MODE_RING ? "ring" : "ps";
+}
+
+absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
+  if (job.model_def().empty()) return ResolveModelSpec(job.model());
+  absl::StatusOr<ModelDef> def = ParseModelJson(job.model_def());
+  if (!def.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(), "': ", def.status().message()));
+  }
+  return def;
 }
 
 absl::Status CheckJobTensors(const v1::JobSpec& job,

@@ -8,6 +8,7 @@
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
 #include "ferry/v1/common.pb.h"
+#include "model/model_def.h"
 #include "model/parameter_layout.h"
 
 namespace ferry {
@@ -27,6 +28,11 @@ std::string ConsistencyName(v1::Consistency consistency, int staleness);
 // "ps" or "ring".
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
 std::string ModeName(v1::Mode mode);
+
+// The model a job trains: JobSpec.model_def when set, else JobSpec.model as
+// --model text (a preset or an MLP string). INVALID_ARGUMENT when it does not
+// parse or validate.
+absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.

@@ -43,7 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--job-id", c.job_id, "job name")
       ->capture_default_str()
       ->group(job);
-  app.add_option("--model", c.model, "MLP layer sizes")
+  app.add_option("--model", c.model,
+                 "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
+                 "directory, or MLP sizes like 784-256-128-10")
       ->capture_default_str()
       ->group(job);
   app.add_option("--dataset", c.dataset, "fashion-mnist, mnist or synthetic:N")

@@ -12,7 +12,8 @@
 #include "coordinator/grpc_shard_control.h"
 #include "coordinator/ring_control.h"
 #include "data/data_source.h"
-#include "model/model_spec.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
@@ -33,11 +34,13 @@ int Fail(const absl::Status& status, bool config = false) {
 }
 
 absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
+                                     const ModelDef& model,
                                      const ParameterLayout& layout,
                                      int64_t epoch_size) {
   v1::JobSpec job;
   job.set_job_id(f.job_id);
   job.set_model(f.model);
+  job.set_model_def(ModelToJson(model));
   job.set_dataset(f.dataset);
   job.set_data_dir(f.data_dir);
   job.set_global_batch(f.global_batch);
@@ -106,15 +109,16 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   if (!metrics.ok()) {
     return Fail(metrics.status(), /*config=*/true);
   }
-  auto sizes = ParseMlpSpec(f.model);
-  if (!sizes.ok()) return Fail(sizes.status());
-  auto layout = MlpLayout(*sizes);
+  // A model that cannot be read (a missing JSON file) is a configuration
+  // error as much as one that does not parse.
+  auto model = ResolveModelSpec(f.model);
+  if (!model.ok()) return Fail(model.status(), /*config=*/true);
+  auto layout = ModelParameterLayout(*model);
   if (!layout.ok()) return Fail(layout.status());
-  auto data = LoadTrainTest(f.dataset, f.data_dir, sizes->front(),
-                            sizes->back(), f.seed);
+  auto data = LoadTrainTest(f.dataset, f.data_dir, *model, f.seed);
   // A dataset that is missing or unreadable is a configuration error too.
   if (!data.ok()) return Fail(data.status(), /*config=*/true);
-  auto job = BuildJob(f, *layout, data->train.num_samples);
+  auto job = BuildJob(f, *model, *layout, data->train.num_samples);
   if (!job.ok()) return Fail(job.status());
 
   // PS mode: the shards; ring mode: only an evaluator of the members'

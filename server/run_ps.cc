@@ -13,7 +13,7 @@
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
-#include "model/model_spec.h"
+#include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
@@ -66,10 +66,11 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
         absl::StrCat("--shard-id ", shard_id, " is outside the job's ",
                      job.shard_addresses_size(), " shards"));
   }
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
-  ASSIGN_OR_RETURN(ParameterLayout layout, MlpLayout(sizes));
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
+  ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(model));
+  RETURN_IF_ERROR(CheckJobTensors(job, layout));
   const std::vector<float> init =
-      MlpInitialParameters(sizes, layout, job.seed());
+      ModelInitialParameters(model, layout, job.seed());
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;

@@ -209,7 +209,9 @@ int main(int argc, char** argv) {
       "--link-latency", link_latency,
       "distributed mode: one-way latency added to every message sent "
       "(pipelined), e.g. 50us, 1ms; empty or 0: none");
-  app.add_option("--model", options.model, "MLP layer sizes")
+  app.add_option("--model", options.model,
+                 "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
+                 "directory, or MLP sizes like 784-256-128-10")
       ->capture_default_str();
   app.add_option("--dataset", options.dataset,
                  "fashion-mnist, mnist or synthetic:N")

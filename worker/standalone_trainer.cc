@@ -10,7 +10,8 @@
 #include "data/data_source.h"
 #include "data/evaluator.h"
 #include "data/sampler.h"
-#include "model/mlp.h"
+#include "model/model_presets.h"
+#include "model/sequential_model.h"
 
 namespace ferry {
 
@@ -39,13 +40,13 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   if (options.batch <= 0 || options.epochs <= 0) {
     return absl::InvalidArgumentError("batch and epochs must be > 0");
   }
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(options.model));
+  ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(options.model));
   ASSIGN_OR_RETURN(auto backend, MakeBackend(options.device, options.threads));
-  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend.get()));
+  ASSIGN_OR_RETURN(SequentialModel model,
+                   SequentialModel::Create(def, backend.get()));
   ASSIGN_OR_RETURN(
       TrainTestData data,
-      LoadTrainTest(options.dataset, options.data_dir, model.input_dim(),
-                    model.num_classes(), options.seed));
+      LoadTrainTest(options.dataset, options.data_dir, def, options.seed));
 
   const int64_t n = data.train.num_samples;
   const int64_t steps_per_epoch = (n + options.batch - 1) / options.batch;
@@ -87,10 +88,11 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
           static_cast<int>(std::min<int64_t>(options.batch, n - begin));
       RETURN_IF_ERROR(stager.Stage(
           data.train, absl::MakeConstSpan(order).subspan(begin, b)));
-      ASSIGN_OR_RETURN(
-          LossStats stats,
-          model.ForwardBackward(params.data(), stager.inputs(), stager.labels(),
-                                b, 1.0f / b, grads.data()));
+      ASSIGN_OR_RETURN(LossStats stats,
+                       model.ForwardBackward(
+                           params.data(), stager.inputs(), stager.labels(), b,
+                           1.0f / b, grads.data(), {},
+                           EpochPositionContext(options.seed, epoch, begin)));
       RETURN_IF_ERROR(optimizer.Apply(grads.data(), params.data()));
       loss_sum += stats.loss_sum;
       correct += stats.correct;

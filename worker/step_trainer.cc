@@ -10,6 +10,13 @@
 namespace ferry {
 namespace {
 
+// Dropout masks by epoch position (EpochPositionContext): rows are staged
+// in the order of the lease's tasks, each a range of epoch positions.
+StepContext DropoutContext(const v1::NextTaskResponse& lease, uint64_t seed) {
+  const int64_t first = lease.tasks_size() > 0 ? lease.tasks(0).begin() : 0;
+  return EpochPositionContext(seed, lease.epoch(), first);
+}
+
 double SecondsSince(Clock& clock, absl::Time since) {
   return absl::ToDoubleSeconds(clock.Now() - since);
 }
@@ -20,16 +27,17 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
     const v1::JobSpec& job, DeviceChoice device, int threads) {
   auto trainer = std::unique_ptr<StepTrainer>(new StepTrainer());
   trainer->global_batch_ = job.global_batch();
-  ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(job.model()));
+  trainer->seed_ = job.seed();
+  ASSIGN_OR_RETURN(ModelDef def, JobModel(job));
   ASSIGN_OR_RETURN(trainer->backend_, MakeBackend(device, threads));
   ComputeBackend* backend = trainer->backend_.get();
-  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(sizes, backend));
+  ASSIGN_OR_RETURN(SequentialModel model,
+                   SequentialModel::Create(def, backend));
   trainer->model_.emplace(std::move(model));
-  const Mlp& mlp = *trainer->model_;
+  const SequentialModel& mlp = *trainer->model_;
   RETURN_IF_ERROR(CheckJobTensors(job, mlp.layout()));
-  ASSIGN_OR_RETURN(trainer->data_,
-                   LoadTrainTest(job.dataset(), job.data_dir(), mlp.input_dim(),
-                                 mlp.num_classes(), job.seed()));
+  ASSIGN_OR_RETURN(trainer->data_, LoadTrainTest(job.dataset(), job.data_dir(),
+                                                 def, job.seed()));
   trainer->lease_samples_.emplace(trainer->data_.train.num_samples, job.seed());
   const int64_t n = mlp.layout().total_elements();
   ASSIGN_OR_RETURN(trainer->params_, backend->Allocate(n));
@@ -97,11 +105,11 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   };
   const absl::Time backward_start = clock.Now();
   if (batch > 0) {
-    ASSIGN_OR_RETURN(
-        result.stats,
-        model_->ForwardBackward(buffers_.params, stager_->inputs(),
-                                stager_->labels(), batch,
-                                /*grad_scale=*/1.0f, buffers_.grads, on_ready));
+    ASSIGN_OR_RETURN(result.stats, model_->ForwardBackward(
+                                       buffers_.params, stager_->inputs(),
+                                       stager_->labels(), batch,
+                                       /*grad_scale=*/1.0f, buffers_.grads,
+                                       on_ready, DropoutContext(lease, seed_)));
   } else {  // a rank without samples contributes zeros
     std::fill(host_grads, host_grads + n, 0.0f);
     ready_status = exchange.Ready(0, n);

@@ -26,7 +26,7 @@
 #include "data/batch_stager.h"
 #include "data/data_source.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "model/mlp.h"
+#include "model/sequential_model.h"
 #include "worker/gradient_exchange.h"
 #include "worker/lease_samples.h"
 
@@ -70,7 +70,8 @@ class StepTrainer {
 
   int global_batch_ = 0;
   std::unique_ptr<ComputeBackend> backend_;
-  std::optional<Mlp> model_;
+  std::optional<SequentialModel> model_;
+  uint64_t seed_ = 0;
   TrainTestData data_;
   DeviceBuffer params_, grads_;            // backend memory
   DeviceBuffer host_params_, host_grads_;  // staging, non-host backends only

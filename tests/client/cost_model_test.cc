@@ -260,8 +260,12 @@ TEST(CostModelTest, ResolvesPresetsAndSpecs) {
 
 TEST(CostModelTest, PresetsHaveTheAdvertisedSizes) {
   const auto params = [](const std::string& name) {
-    return Sum(*MlpTensorSizes(*ResolveModel(name)));
+    return Sum(*ModelTensorSizes(*ResolveModel(name)));
   };
+  // The layer-library presets resolve as themselves.
+  EXPECT_EQ(*ResolveModel("convnet"), "convnet");
+  EXPECT_EQ(params("convnet"), 1199882);
+  EXPECT_EQ(params("mlp"), params("fashion-mlp"));
   EXPECT_EQ(params("fashion-mlp"),
             784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_NEAR(params("resnet50"), 25.5e6, 0.5e6);

@@ -5,34 +5,38 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "model/model_spec.h"
 #include "proto/rpc_util.h"
 
 namespace ferry::testing {
 
-TrainOptions EquivalenceReference(int steps) {
+TrainOptions EquivalenceReference(int steps, const std::string& model) {
   TrainOptions single;
-  single.model = "64-32-10";
+  single.model = model;
   single.dataset = "synthetic:600";
   single.batch = 40;
   single.epochs = 1;
   single.max_steps = steps;
   single.device = DeviceChoice::kCpu;
-  single.optimizer.kind = OptimizerKind::kAdam;
-  single.optimizer.lr = 0.01;
+  const bool mlp = ParseMlpSpec(model).ok();
+  single.optimizer.kind = mlp ? OptimizerKind::kAdam : OptimizerKind::kMomentum;
+  single.optimizer.lr = mlp ? 0.01 : 0.05;
   single.optimizer.weight_decay = 0;
   single.optimizer.schedule.kind = ScheduleKind::kCosine;
   single.optimizer.schedule.warmup_steps = 2;
   return single;
 }
 
-std::vector<std::string> EquivalenceJobArgs(int steps) {
-  return {"--model",        "64-32-10",
+std::vector<std::string> EquivalenceJobArgs(int steps,
+                                            const std::string& model) {
+  return {"--model",        model,
           "--dataset",      "synthetic:600",
           "--batch",        "40",
           "--epochs",       "1",
           "--max-steps",    std::to_string(steps),
-          "--optimizer",    "adam",
-          "--lr",           "0.01",
+          "--optimizer",    ParseMlpSpec(model).ok() ? "adam" : "momentum",
+          "--lr",           ParseMlpSpec(model).ok() ? "0.01" : "0.05",
+          "--nesterov",     "false",
           "--lr-schedule",  "cosine",
           "--warmup-steps", "2",
           "--weight-decay", "0"};

@@ -29,8 +29,16 @@ struct ClusterSpec {
 // model 64-32-10 on synthetic:600, batch 40, Adam with a cosine schedule,
 // `steps` steps. As options of the single-process reference run, and as the
 // coordinator's flags for the same job.
-TrainOptions EquivalenceReference(int steps);
-std::vector<std::string> EquivalenceJobArgs(int steps);
+// `model`: an MLP string or a preset ("convnet": dropout masks must match
+// across the split of the global batch too). MLPs train with Adam; other
+// models with momentum SGD, because Adam turns the rounding noise of a
+// near-zero gradient (a dead ReLU unit, an input dropped for almost every
+// sample) into a whole lr-sized step, which no split of a batch can keep
+// within 1e-4.
+TrainOptions EquivalenceReference(int steps,
+                                  const std::string& model = "64-32-10");
+std::vector<std::string> EquivalenceJobArgs(
+    int steps, const std::string& model = "64-32-10");
 
 class TestCluster {
  public:

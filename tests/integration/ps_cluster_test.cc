@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "common/sharding.h"
-#include "compute/cpu_backend.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "ps/ps_client.h"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/standalone_trainer.h"
@@ -59,35 +59,39 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
 }
 
 // Sync PS with 2 workers and global batch B applies exactly the updates of a
-// single process with batch B over the same sample order.
-TEST(PsClusterTest, SyncPsMatchesSingleProcessWeights) {
-  const std::string model = "64-32-10";
+// single process with batch B over the same sample order: for an MLP, and
+// for the ConvNet (convolutions, pooling, dropout masks by sample position).
+class SyncPsEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
+  const std::string model = GetParam();
   const int steps = 6;
   ProgressPrinter quiet(stderr, false);
-  auto reference = RunStandalone(testing::EquivalenceReference(steps), quiet);
+  auto reference =
+      RunStandalone(testing::EquivalenceReference(steps, model), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
   testing::ClusterSpec spec;
   spec.workers = 2;
   spec.shards = 2;
-  spec.job_args = testing::EquivalenceJobArgs(steps);
+  spec.job_args = testing::EquivalenceJobArgs(steps, model);
   auto cluster = testing::TestCluster::Start(spec, LogDir("equivalence"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->step(), steps);
 
-  auto backend = MakeCpuBackend(1);
-  auto mlp = Mlp::Create(*ParseMlpSpec(model), backend.get());
+  auto layout = ModelParameterLayout(*ResolveModelSpec(model));
+  ASSERT_TRUE(layout.ok()) << layout.status();
   GrpcParameterClientOptions options;
   options.job_id = status->job().job_id();
   options.worker_id = "test";
   options.shard_addresses = (*cluster)->shard_addresses();
-  options.chunks = *PlaceChunks(mlp->layout().TensorSizes(), 2,
+  options.chunks = *PlaceChunks(layout->TensorSizes(), 2,
                                 status->job().max_chunk_elements());
   auto client = GrpcParameterClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
-  std::vector<float> weights(mlp->layout().total_elements());
+  std::vector<float> weights(layout->total_elements());
   auto version = (*client)->Pull(steps, weights.data());
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, steps);
@@ -99,6 +103,13 @@ TEST(PsClusterTest, SyncPsMatchesSingleProcessWeights) {
   }
   EXPECT_LT(max_diff, 1e-4) << "sync PS drifted from the single-process run";
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, SyncPsEquivalenceTest,
+                         ::testing::Values("64-32-10", "convnet"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "convnet" ? std::string("convnet")
+                                                       : std::string("mlp");
+                         });
 
 }  // namespace
 }  // namespace ferry

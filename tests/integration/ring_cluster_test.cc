@@ -63,18 +63,23 @@ TEST(RingClusterTest, ThreeWorkersTrainWithIdenticalWeightsAfterEveryStep) {
 }
 
 // Ring all-reduce with 2 workers and global batch B applies the updates of
-// a single process with batch B over the same sample order.
-TEST(RingClusterTest, RingMatchesSingleProcessWeights) {
+// a single process with batch B over the same sample order: for an MLP and
+// for the ConvNet (dropout masks by sample position).
+class RingEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RingEquivalenceTest, RingMatchesSingleProcessWeights) {
+  const std::string model = GetParam();
   const int steps = 6;
   ProgressPrinter quiet(stderr, false);
-  auto reference = RunStandalone(testing::EquivalenceReference(steps), quiet);
+  auto reference =
+      RunStandalone(testing::EquivalenceReference(steps, model), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
-  const std::string dir = LogDir("ring-equivalence");
+  const std::string dir = LogDir("ring-equivalence-" + model);
   testing::ClusterSpec spec;
   spec.mode = "ring";
   spec.workers = 2;
-  spec.job_args = testing::EquivalenceJobArgs(steps);
+  spec.job_args = testing::EquivalenceJobArgs(steps, model);
   spec.worker_args = {"--final-weights", dir + "/weights{i}.bin"};
   auto cluster = testing::TestCluster::Start(spec, dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -104,6 +109,13 @@ TEST(RingClusterTest, RingMatchesSingleProcessWeights) {
   }
   EXPECT_LT(max_diff, 1e-4) << "ring drifted from the single-process run";
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, RingEquivalenceTest,
+                         ::testing::Values("64-32-10", "convnet"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "convnet" ? std::string("convnet")
+                                                       : std::string("mlp");
+                         });
 
 }  // namespace
 }  // namespace ferry

@@ -14,10 +14,10 @@ using ::testing::HasSubstr;
 
 SafetensorsFile TwoTensors() {
   SafetensorsFile f;
-  f.tensors.push_back({"0.weight", {2, 3}, SafetensorsDtype::kF32,
-                       {1, -2, 3.5f, 4, 5, 6}});
-  f.tensors.push_back({"1.num_batches_tracked", {}, SafetensorsDtype::kI64,
-                       {42}});
+  f.tensors.push_back(
+      {"0.weight", {2, 3}, SafetensorsDtype::kF32, {1, -2, 3.5f, 4, 5, 6}});
+  f.tensors.push_back(
+      {"1.num_batches_tracked", {}, SafetensorsDtype::kI64, {42}});
   f.tensors.push_back({"0.bias", {2}, SafetensorsDtype::kF32, {0.25f, -0}});
   f.metadata["format"] = "pt";
   return f;
@@ -103,8 +103,7 @@ TEST(SafetensorsTest, RefusesMalformedFilesSayingWhat) {
        "has dtype \"Q8\""},
       {Raw(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
        "do not hold shape [3]"},
-      {Raw(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
-           data),
+      {Raw(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
        "bad shape"},
       {Raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
            R"("v":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
