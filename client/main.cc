@@ -22,6 +22,7 @@
 #include "common/training_metrics.h"
 #include "data/data_source.h"
 #include "model/model_presets.h"
+#include "proto/job_convert.h"
 #include "proto/rpc_security.h"
 
 namespace {
@@ -335,6 +336,7 @@ int main(int argc, char** argv) {
   // directory is not ours to rely on).
   absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
   absl::Status fits = model_def.status();
+  if (fits.ok()) fits = ferry::CheckModelForDistributedJob(*model_def);
   if (fits.ok()) {
     fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
   }

@@ -56,12 +56,20 @@ LayerDef MaxPool(int64_t kernel) {
   return d;
 }
 
+// Digits separated by dashes, like 784-256-128-10.
 bool LooksLikeMlpString(const std::string& text) {
   if (text.empty()) return false;
   for (char c : text) {
     if (!std::isdigit(static_cast<unsigned char>(c)) && c != '-') return false;
   }
   return true;
+}
+
+// Dash-separated words that are not a path ("784-abc-10"): meant as an MLP.
+bool MeantAsMlpString(const std::string& text) {
+  return text.find('-') != std::string::npos &&
+         text.find('/') == std::string::npos &&
+         text.find('.') == std::string::npos;
 }
 
 }  // namespace
@@ -113,6 +121,12 @@ absl::StatusOr<ModelDef> ResolveModelSpec(const std::string& text,
     path = absl::StrCat(text, "/model.json");
     absl::StatusOr<std::string> in_dir = fs->ReadFile(path);
     if (!in_dir.ok()) {
+      if (absl::IsNotFound(contents.status()) && MeantAsMlpString(text)) {
+        // Says what is wrong with it.
+        if (absl::Status bad = ParseMlpSpec(text).status(); !bad.ok()) {
+          return bad;
+        }
+      }
       return absl::Status(
           contents.status().code() == absl::StatusCode::kNotFound
               ? absl::StatusCode::kNotFound

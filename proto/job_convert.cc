@@ -115,6 +115,20 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
   return def;
 }
 
+absl::Status CheckModelForDistributedJob(const ModelDef& model) {
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerType type = model.layers[i].type;
+    if (type == LayerType::kBatchNorm1d || type == LayerType::kBatchNorm2d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", i, " (", LayerTypeName(type),
+          "): distributed jobs do not keep BatchNorm running statistics "
+          "consistent across workers yet; train this model standalone "
+          "(ferry-worker --standalone)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckJobTensors(const v1::JobSpec& job,
                              const ParameterLayout& layout) {
   if (job.tensors_size() == 0) return absl::OkStatus();

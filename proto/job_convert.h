@@ -34,6 +34,13 @@ std::string ModeName(v1::Mode mode);
 // parse or validate.
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 
+// Whether a distributed job (PS or ring) can train `model`. A model with
+// state (BatchNorm running statistics) is refused with INVALID_ARGUMENT
+// naming the layer: the exchanges do not keep replicas' state consistent
+// yet, so evaluation would read statistics no worker computed. Standalone
+// training takes any model.
+absl::Status CheckModelForDistributedJob(const ModelDef& model);
+
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.
 absl::Status CheckJobTensors(const v1::JobSpec& job,

@@ -113,6 +113,9 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // error as much as one that does not parse.
   auto model = ResolveModelSpec(f.model);
   if (!model.ok()) return Fail(model.status(), /*config=*/true);
+  if (auto ok = CheckModelForDistributedJob(*model); !ok.ok()) {
+    return Fail(ok, /*config=*/true);
+  }
   auto layout = ModelParameterLayout(*model);
   if (!layout.ok()) return Fail(layout.status());
   auto data = LoadTrainTest(f.dataset, f.data_dir, *model, f.seed);

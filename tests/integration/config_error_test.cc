@@ -92,6 +92,35 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesAModelTheDatasetDoesNotFit) {
                         "is 100"));
 }
 
+TEST_F(ConfigErrorTest, FerryLocalRefusesAModelFileThatDoesNotChainOrHasState) {
+  const std::string bad = dir_ + "/bad.json";
+  std::ofstream(bad) << R"({"format": "ferry.model.v1",
+    "input": {"shape": [1, 28, 28]}, "classes": 10, "layers": [
+      {"type": "Conv2d", "args": {"in_channels": 1, "out_channels": 4,
+                                  "kernel_size": 3}},
+      {"type": "Flatten"},
+      {"type": "Linear", "args": {"in_features": 9000, "out_features": 10}}]})";
+  Result r = Run({std::string(FERRY_BIN_DIR) + "/ferry", "local", "--mode",
+                  "ring", "--workers", "1", "--dataset", "synthetic:600",
+                  "--model", bad, "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("layer 2 (Linear): in_features is 9000 but "
+                                  "its input has 2704 features"));
+
+  const std::string norm = dir_ + "/norm.json";
+  std::ofstream(norm) << R"({"format": "ferry.model.v1",
+    "input": {"shape": [784]}, "classes": 10, "layers": [
+      {"type": "Linear", "args": {"in_features": 784, "out_features": 16}},
+      {"type": "BatchNorm1d", "args": {"num_features": 16}},
+      {"type": "Linear", "args": {"in_features": 16, "out_features": 10}}]})";
+  r = Run({std::string(FERRY_BIN_DIR) + "/ferry", "local", "--mode", "ps",
+           "--workers", "1", "--dataset", "synthetic:600", "--model", norm,
+           "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("layer 1 (BatchNorm1d): distributed jobs"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"));
+}
+
 TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
   const Result r =
       Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--role",

@@ -25,8 +25,10 @@
 #include "data/sampler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "model/model_spec.h"
+#include "model/sequential_model.h"
 #include "proto/job_convert.h"
 #include "tests/worker/ps_test_fixture.h"
 #include "tests/worker/worker_test_fixture.h"
@@ -59,7 +61,8 @@ v1::JobSpec Job(v1::Mode mode, int epochs) {
   optimizer.kind = OptimizerKind::kMomentum;
   optimizer.lr = 0.1;
   *job.mutable_optimizer() = ToProto(optimizer);
-  const ParameterLayout layout = *MlpLayout(*ParseMlpSpec(job.model()));
+  const ParameterLayout layout =
+      *ModelParameterLayout(*ResolveModelSpec(job.model()));
   for (const TensorSlot& t : layout.tensors()) {
     v1::TensorSpec* spec = job.add_tensors();
     spec->set_name(t.name);
@@ -72,9 +75,9 @@ v1::JobSpec Job(v1::Mode mode, int epochs) {
 // positions [s*B, (s+1)*B), the mean gradient, the same optimizer.
 std::vector<float> SingleProcessWeights(const v1::JobSpec& job) {
   std::unique_ptr<ComputeBackend> backend = *MakeBackend(DeviceChoice::kCpu, 1);
-  Mlp mlp = *Mlp::Create(*ParseMlpSpec(job.model()), backend.get());
-  TrainTestData data = *LoadTrainTest(job.dataset(), "", mlp.input_dim(),
-                                      mlp.num_classes(), job.seed());
+  const ModelDef def = *ResolveModelSpec(job.model());
+  SequentialModel mlp = *SequentialModel::Create(def, backend.get());
+  TrainTestData data = *LoadTrainTest(job.dataset(), "", def, job.seed());
   const int64_t n = mlp.layout().total_elements();
   DeviceBuffer params = *backend->Allocate(n);
   DeviceBuffer grads = *backend->Allocate(n);
@@ -297,10 +300,10 @@ TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
 
 TEST(DistributedWorkerTest, PsWorkersMatchASingleProcess) {
   const v1::JobSpec job = Job(v1::MODE_PS, /*epochs=*/2);
-  const std::vector<int> sizes = *ParseMlpSpec(job.model());
+  const ModelDef def = *ResolveModelSpec(job.model());
   testing::InMemoryPs ps(
       FromProto(job.optimizer()),
-      MlpInitialParameters(sizes, *MlpLayout(sizes), job.seed()));
+      ModelInitialParameters(def, *ModelParameterLayout(def), job.seed()));
   Cluster cluster(job, /*start_workers=*/3, &ps, ps.ClientFactory());
   std::vector<Cluster::Worker*> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(&cluster.Start());
