@@ -43,10 +43,10 @@ absl::Status ExportModel(const std::string& dir, const ModelValues& model,
   ASSIGN_OR_RETURN(ParameterLayout state, ModelStateLayout(model.def));
   if (static_cast<int64_t>(model.params.size()) != params.total_elements() ||
       static_cast<int64_t>(model.state.size()) != state.total_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "export: ", model.params.size(), " parameters and ",
-        model.state.size(), " state values for a model of ",
-        params.total_elements(), " and ", state.total_elements()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: ", model.params.size(), " parameters and ",
+                     model.state.size(), " state values for a model of ",
+                     params.total_elements(), " and ", state.total_elements()));
   }
   SafetensorsFile file;
   file.metadata["format"] = "pt";
@@ -75,8 +75,7 @@ absl::Status ExportModel(const std::string& dir, const ModelValues& model,
   }
   ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(file));
   RETURN_IF_ERROR(fs->CreateDirectories(dir));
-  RETURN_IF_ERROR(
-      fs->WriteFileAtomically(Join(dir, kModelWeightsFile), bytes));
+  RETURN_IF_ERROR(fs->WriteFileAtomically(Join(dir, kModelWeightsFile), bytes));
   return fs->WriteFileAtomically(Join(dir, kModelJsonFile),
                                  ModelToJson(model.def) + "\n");
 }
@@ -109,9 +108,9 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
     for (const TensorSlot& slot : layout.tensors()) {
       auto it = tensors.find(slot.name);
       if (it == tensors.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            weights_path, ": tensor '", slot.name, "' ",
-            ShapeText(slot.shape), " of the model is missing"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(weights_path, ": tensor '", slot.name, "' ",
+                         ShapeText(slot.shape), " of the model is missing"));
       }
       const SafetensorsTensor& t = *it->second;
       if (t.shape != slot.shape) {
@@ -126,8 +125,7 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
                            "' holds a non-finite value at element ", i));
         }
       }
-      std::copy(t.values.begin(), t.values.end(),
-                values.begin() + slot.offset);
+      std::copy(t.values.begin(), t.values.end(), values.begin() + slot.offset);
       tensors.erase(it);
     }
     return absl::OkStatus();

@@ -48,8 +48,7 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
 // naming the first difference (input shape, class count, a layer's type or
 // argument) otherwise. Normalization (scale, mean, std) may differ: the job's
 // own applies.
-absl::Status CheckSameModel(const ModelDef& expected,
-                            const ModelDef& imported);
+absl::Status CheckSameModel(const ModelDef& expected, const ModelDef& imported);
 
 }  // namespace ferry
 

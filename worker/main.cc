@@ -209,10 +209,22 @@ int main(int argc, char** argv) {
       "--link-latency", link_latency,
       "distributed mode: one-way latency added to every message sent "
       "(pipelined), e.g. 50us, 1ms; empty or 0: none");
-  app.add_option("--model", options.model,
-                 "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
-                 "directory, or MLP sizes like 784-256-128-10")
-      ->capture_default_str();
+  CLI::Option* model_flag =
+      app.add_option("--model", options.model,
+                     "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
+                     "directory, or MLP sizes like 784-256-128-10 (default "
+                     "with --init-from: that directory's model)")
+          ->capture_default_str();
+  app.add_option("--init-from", options.init_from,
+                 "standalone: start from this model directory (model.json + "
+                 "model.safetensors, written by --export or "
+                 "scripts/ferry_torch.py) instead of the seed's weights");
+  app.add_option("--export", options.export_dir,
+                 "standalone: write the trained model here (model.json + "
+                 "model.safetensors, loadable by PyTorch)");
+  app.add_flag("--evaluate-only", options.evaluate_only,
+               "standalone: evaluate the starting weights (--init-from) on "
+               "the test set and stop");
   app.add_option("--dataset", options.dataset,
                  "fashion-mnist, mnist or synthetic:N")
       ->capture_default_str();
@@ -258,6 +270,16 @@ int main(int argc, char** argv) {
     std::cerr
         << "ferry-worker: --standalone and --coordinator exclude each other\n";
     return ferry::kExitConfig;
+  }
+  if (!standalone && (!options.init_from.empty() ||
+                      !options.export_dir.empty() || options.evaluate_only)) {
+    std::cerr << "ferry-worker: --init-from, --export and --evaluate-only are "
+                 "standalone flags; a distributed job takes them on the "
+                 "coordinator (ferry local --init-from/--export)\n";
+    return ferry::kExitConfig;
+  }
+  if (!options.init_from.empty() && model_flag->count() == 0) {
+    options.model = options.init_from;  // the directory's model.json
   }
   if (standalone)
     return RunStandaloneMain(options, opt_flags, device, summary_path);

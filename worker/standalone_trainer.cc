@@ -10,6 +10,7 @@
 #include "data/data_source.h"
 #include "data/evaluator.h"
 #include "data/sampler.h"
+#include "model/model_export.h"
 #include "model/model_presets.h"
 #include "model/sequential_model.h"
 
@@ -41,6 +42,14 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
     return absl::InvalidArgumentError("batch and epochs must be > 0");
   }
   ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(options.model));
+  std::optional<ModelValues> start_from;
+  if (!options.init_from.empty()) {
+    ASSIGN_OR_RETURN(start_from, ImportModel(options.init_from));
+    if (absl::Status same = CheckSameModel(def, start_from->def); !same.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--init-from ", options.init_from, ": ", same.message()));
+    }
+  }
   ASSIGN_OR_RETURN(auto backend, MakeBackend(options.device, options.threads));
   ASSIGN_OR_RETURN(SequentialModel model,
                    SequentialModel::Create(def, backend.get()));
@@ -56,7 +65,11 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   const size_t num_params = model.layout().total_elements();
   ASSIGN_OR_RETURN(DeviceBuffer params, backend->Allocate(num_params));
   ASSIGN_OR_RETURN(DeviceBuffer grads, backend->Allocate(num_params));
-  const std::vector<float> init = model.InitialParameters(options.seed);
+  const std::vector<float> init =
+      start_from ? start_from->params : model.InitialParameters(options.seed);
+  if (start_from && !start_from->state.empty()) {
+    RETURN_IF_ERROR(model.SetState(start_from->state));
+  }
   RETURN_IF_ERROR(
       backend->CopyToDevice(init.data(), num_params, params.data()));
   ASSIGN_OR_RETURN(Optimizer optimizer,
@@ -76,6 +89,16 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
       options.batch, OptimizerKindName(opt_config.kind), opt_config.lr,
       summary.device));
 
+  if (options.evaluate_only) {
+    ASSIGN_OR_RETURN(EvalResult eval,
+                     EvaluateDataset(model, params.data(), data.test, stager,
+                                     options.batch));
+    summary.test_accuracy = eval.accuracy;
+    summary.final_loss = eval.mean_loss;
+    summary.final_parameters = init;
+    summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return summary;
+  }
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     const std::vector<int64_t> order =
@@ -133,6 +156,17 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   summary.final_parameters.resize(num_params);
   RETURN_IF_ERROR(backend->CopyToHost(params.data(), num_params,
                                       summary.final_parameters.data()));
+  if (!options.export_dir.empty()) {
+    ModelValues trained;
+    trained.def = def;
+    trained.params = summary.final_parameters;
+    ASSIGN_OR_RETURN(trained.state, model.GetState());
+    RETURN_IF_ERROR(ExportModel(options.export_dir, trained));
+    progress.Line(
+        absl::StrFormat("exported the model to %s (model.json, "
+                        "model.safetensors)",
+                        options.export_dir));
+  }
   summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return summary;
 }

@@ -27,6 +27,14 @@ struct TrainOptions {
   DeviceChoice device = DeviceChoice::kAuto;
   int threads = 1;
   int64_t max_steps = 0;  // > 0: stop after this many steps (tests, benches)
+  // Non-empty: start from this model directory (model.json +
+  // model.safetensors, model/model_export.h) instead of the seed's initial
+  // values; its model must be `model` (CheckSameModel).
+  std::string init_from;
+  // Non-empty: write the trained model there at the end.
+  std::string export_dir;
+  // Evaluate the starting weights on the test set and stop (no training).
+  bool evaluate_only = false;
 };
 
 struct EpochStats {
@@ -51,9 +59,11 @@ struct TrainSummary {
   nlohmann::json ToJson() const;
 };
 
-// Trains and evaluates after every epoch. Errors: INVALID_ARGUMENT for bad
-// options, NOT_FOUND / DATA_LOSS for missing or corrupt data, UNAVAILABLE
-// for --device cuda without a GPU.
+// Trains and evaluates after every epoch (evaluate_only: evaluates once,
+// steps == 0). Errors: INVALID_ARGUMENT for bad options or an init_from
+// model that is not `model`, NOT_FOUND / DATA_LOSS for missing or corrupt
+// data or model files, UNAVAILABLE for --device cuda without a GPU; the file
+// system's for an export that cannot be written.
 absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
                                            ProgressPrinter& progress);
 

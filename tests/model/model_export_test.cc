@@ -80,9 +80,9 @@ TEST(ModelExportTest, ImportNamesTheFirstDifference) {
 
   SafetensorsFile missing = file;
   missing.tensors.erase(missing.tensors.begin() + 4);  // 1.running_mean
-  ASSERT_TRUE(fs.WriteFileAtomically("m/model.safetensors",
-                                     *EncodeSafetensors(missing))
-                  .ok());
+  ASSERT_TRUE(
+      fs.WriteFileAtomically("m/model.safetensors", *EncodeSafetensors(missing))
+          .ok());
   EXPECT_THAT(ImportModel("m", &fs).status().message(),
               HasSubstr("tensor '1.running_mean' [2] of the model is missing"));
 
@@ -99,8 +99,9 @@ TEST(ModelExportTest, ImportNamesTheFirstDifference) {
   ASSERT_TRUE(
       fs.WriteFileAtomically("m/model.safetensors", *EncodeSafetensors(shape))
           .ok());
-  EXPECT_THAT(ImportModel("m", &fs).status().message(),
-              HasSubstr("'4.weight' has shape [32, 3], the model's is [3, 32]"));
+  EXPECT_THAT(
+      ImportModel("m", &fs).status().message(),
+      HasSubstr("'4.weight' has shape [32, 3], the model's is [3, 32]"));
 
   SafetensorsFile nan = file;
   nan.tensors[0].values[3] = std::nanf("");

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Models move between ferry and PyTorch (Debian's python3-torch).
+
+1. ferry trains the ConvNet briefly and exports it (--export); PyTorch builds
+   nn.Sequential from model.json, load_state_dict(strict=True) takes
+   model.safetensors, and its test accuracy is ferry's within 0.002.
+2. PyTorch trains the ConvNet briefly and exports it with
+   scripts/ferry_torch.py; ferry evaluates it (--init-from --evaluate-only)
+   to PyTorch's test accuracy within 0.002.
+Usage: torch_interop_test.py BIN_DIR SOURCE_DIR. Exit 77 (skipped) without
+torch or the Fashion-MNIST files.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOLERANCE = 0.002
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def run(argv, timeout=600):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(argv)} exited {p.returncode}\n"
+                 f"{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def last_json(text):
+    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+
+
+def main():
+    bin_dir, src = sys.argv[1], sys.argv[2]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIP: python3-torch is not installed (scripts/setup "
+              "--with-peers)")
+        return 77
+    if not os.path.isdir(DATA):
+        print(f"SKIP: {DATA} is missing (dataset-fashion-mnist)")
+        return 77
+    helper = os.path.join(src, "scripts", "ferry_torch.py")
+    worker = os.path.join(bin_dir, "ferry-worker")
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # 1. ferry -> PyTorch.
+        exported = os.path.join(tmp, "from-ferry")
+        summary = os.path.join(tmp, "ferry.json")
+        run([worker, "--standalone", "--model", "convnet", "--epochs", "1",
+             "--max-steps", "30", "--device", "cpu", "--export", exported,
+             "--summary-json", summary])
+        with open(summary) as f:
+            ferry_acc = json.load(f)["test_accuracy"]
+        torch_acc = last_json(run([sys.executable, helper, "eval",
+                                   exported]))["test_accuracy"]
+        print(f"ferry-trained ConvNet: ferry {ferry_acc:.4f}, "
+              f"PyTorch {torch_acc:.4f}")
+        if abs(ferry_acc - torch_acc) > TOLERANCE:
+            failures.append(f"PyTorch reads ferry's export at {torch_acc}, "
+                            f"ferry reported {ferry_acc}")
+        if ferry_acc < 0.3:
+            failures.append(f"ferry's 30 steps did not train: {ferry_acc}")
+
+        # 2. PyTorch -> ferry.
+        from_torch = os.path.join(tmp, "from-torch")
+        torch_acc = last_json(run([sys.executable, helper, "train",
+                                   "--preset", "convnet", "--steps", "30",
+                                   "--out", from_torch]))["test_accuracy"]
+        summary = os.path.join(tmp, "eval.json")
+        run([worker, "--standalone", "--init-from", from_torch,
+             "--evaluate-only", "--device", "cpu", "--summary-json",
+             summary])
+        with open(summary) as f:
+            ferry_acc = json.load(f)["test_accuracy"]
+        print(f"PyTorch-trained ConvNet: PyTorch {torch_acc:.4f}, "
+              f"ferry {ferry_acc:.4f}")
+        if abs(ferry_acc - torch_acc) > TOLERANCE:
+            failures.append(f"ferry reads PyTorch's export at {ferry_acc}, "
+                            f"PyTorch measured {torch_acc}")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
