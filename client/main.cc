@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
 #include "client/bench_compare.h"
 #include "client/chaos_plan.h"
 #include "client/cost_command.h"
@@ -27,6 +28,10 @@
 
 namespace {
 
+// A double as flag text that parses back to the same value (std::to_string
+// prints 6 decimals: an lr of 1e-7 would become 0).
+std::string ExactNumber(double x) { return absl::StrFormat("%.17g", x); }
+
 // Coordinator flags for the job described on the `ferry local` command line.
 std::vector<std::string> JobArgs(const std::string& model,
                                  const std::string& dataset,
@@ -45,17 +50,17 @@ std::vector<std::string> JobArgs(const std::string& model,
       "--sync-quorum",  std::to_string(quorum),
       "--max-steps",    std::to_string(max_steps),
       "--optimizer",    o.optimizer,
-      "--lr",           std::to_string(o.lr),
-      "--momentum",     std::to_string(o.momentum),
+      "--lr",           ExactNumber(o.lr),
+      "--momentum",     ExactNumber(o.momentum),
       "--nesterov",     o.nesterov ? "true" : "false",
-      "--weight-decay", std::to_string(o.weight_decay),
-      "--beta1",        std::to_string(o.beta1),
-      "--beta2",        std::to_string(o.beta2),
+      "--weight-decay", ExactNumber(o.weight_decay),
+      "--beta1",        ExactNumber(o.beta1),
+      "--beta2",        ExactNumber(o.beta2),
       "--lr-schedule",  o.schedule,
       "--warmup-steps", std::to_string(o.warmup_steps),
-      "--min-lr-ratio", std::to_string(o.min_lr_ratio),
+      "--min-lr-ratio", ExactNumber(o.min_lr_ratio),
       "--lr-step-size", std::to_string(o.step_size),
-      "--lr-gamma",     std::to_string(o.gamma)};
+      "--lr-gamma",     ExactNumber(o.gamma)};
   if (!data_dir.empty()) args.insert(args.end(), {"--data-dir", data_dir});
   return args;
 }
@@ -110,6 +115,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   local->add_option("--max-steps", max_steps,
                     "stop after this many steps (0: no limit)");
+  std::string init_from, export_dir;
+  CLI::Option* model_flag = local->get_option("--model");
+  local->add_option("--init-from", init_from,
+                    "start from this model directory (model.json + "
+                    "model.safetensors, from --export or "
+                    "scripts/ferry_torch.py); its model is the job's unless "
+                    "--model is given");
+  local->add_option("--export", export_dir,
+                    "write the model here at every evaluation, the last one "
+                    "at the end of the job (model.json + model.safetensors, "
+                    "loadable by PyTorch)");
   int64_t bucket_elements = 0, digest_every = 0;
   std::string compression = "none";
   bool error_feedback = true;
@@ -305,8 +321,13 @@ int main(int argc, char** argv) {
     o.link_args.insert(o.link_args.end(), {"--link-latency", link_latency});
   o.epochs = epochs;
   o.global_batch = batch;
-  if (std::error_code ec; std::filesystem::exists(model, ec)) {
-    model = std::filesystem::absolute(model, ec).string();
+  if (!init_from.empty() && model_flag->count() == 0) model = init_from;
+  for (std::string* path : {&model, &init_from, &export_dir}) {
+    if (std::error_code ec;
+        !path->empty() &&
+        (path == &export_dir || std::filesystem::exists(*path, ec))) {
+      *path = std::filesystem::absolute(*path, ec).string();
+    }
   }
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed,
                        o.consistency, quorum, max_steps, opt);
@@ -318,6 +339,12 @@ int main(int argc, char** argv) {
                      error_feedback ? "true" : "false"});
   o.job_args.insert(o.job_args.end(),
                     {"--min-workers", std::to_string(min_workers)});
+  if (!init_from.empty()) {
+    o.job_args.insert(o.job_args.end(), {"--init-from", init_from});
+  }
+  if (!export_dir.empty()) {
+    o.job_args.insert(o.job_args.end(), {"--export", export_dir});
+  }
   if (checkpoint_every_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(),
                       {"--checkpoint-every", std::to_string(checkpoint_every)});
@@ -365,5 +392,20 @@ int main(int argc, char** argv) {
                          std::filesystem::absolute(tensorboard_dir).string()});
     }
   }
-  return ferry::RunLocalCluster(o);
+  const int rc = ferry::RunLocalCluster(o);
+  if (rc == 0 && !export_dir.empty()) {
+    // The coordinator writes it at every evaluation; the last one is the
+    // job's final evaluation (before the job reports finished).
+    if (std::error_code ec;
+        !std::filesystem::exists(export_dir + "/model.safetensors", ec)) {
+      std::fprintf(stderr,
+                   "ferry local: the model was not exported to %s (see "
+                   "coordinator.log)\n",
+                   export_dir.c_str());
+      return ferry::kExitFailure;
+    }
+    std::printf("model exported to %s (model.json, model.safetensors)\n",
+                export_dir.c_str());
+  }
+  return rc;
 }

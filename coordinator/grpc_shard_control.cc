@@ -21,7 +21,7 @@ absl::Status CallError(const grpc::Status& status, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
-    const v1::JobSpec& job, Dataset test_set) {
+    const v1::JobSpec& job, Dataset test_set, const std::string& export_dir) {
   std::unique_ptr<GrpcShardControl> control(new GrpcShardControl());
   control->job_ = job;
   for (const std::string& address : job.shard_addresses()) {
@@ -29,8 +29,9 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
         v1::ParameterServer::NewStub(MakeChannel(address)));
   }
   ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(control->evaluator_,
-                   TestSetEvaluator::Create(model, std::move(test_set)));
+  ASSIGN_OR_RETURN(
+      control->evaluator_,
+      TestSetEvaluator::Create(model, std::move(test_set), export_dir));
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();

@@ -25,9 +25,11 @@ namespace ferry {
 
 class GrpcShardControl final : public ShardControl {
  public:
-  // `test_set` is used for evaluation. INVALID_ARGUMENT for a bad job.
+  // `test_set` is used for evaluation; `export_dir` (non-empty) receives
+  // every evaluated model (TestSetEvaluator). INVALID_ARGUMENT for a bad job.
   static absl::StatusOr<std::unique_ptr<GrpcShardControl>> Create(
-      const v1::JobSpec& job, Dataset test_set);
+      const v1::JobSpec& job, Dataset test_set,
+      const std::string& export_dir = "");
 
   absl::Status FinalizeStep(
       int64_t step, int64_t generation,

@@ -17,13 +17,15 @@ constexpr absl::Duration kCallTimeout = absl::Seconds(10);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
-    const v1::JobSpec& job, Dataset test_set, absl::Duration fetch_timeout) {
+    const v1::JobSpec& job, Dataset test_set, const std::string& export_dir,
+    absl::Duration fetch_timeout) {
   std::unique_ptr<RingControl> control(new RingControl());
   control->job_ = job;
   control->fetch_timeout_ = fetch_timeout;
   ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(control->evaluator_,
-                   TestSetEvaluator::Create(model, std::move(test_set)));
+  ASSIGN_OR_RETURN(
+      control->evaluator_,
+      TestSetEvaluator::Create(model, std::move(test_set), export_dir));
   return control;
 }
 

@@ -25,8 +25,11 @@ class RingControl final : public WeightsEvaluator {
   // Returns the peer addresses of the current members, rank order.
   using MemberSource = std::function<std::vector<std::string>()>;
 
+  // `export_dir` (non-empty): every evaluated model is written there
+  // (TestSetEvaluator).
   static absl::StatusOr<std::unique_ptr<RingControl>> Create(
       const v1::JobSpec& job, Dataset test_set,
+      const std::string& export_dir = "",
       absl::Duration fetch_timeout = absl::Seconds(30));
 
   // Must be set before the coordinator evaluates (i.e. right after the

@@ -1,8 +1,10 @@
 #include "coordinator/test_set_evaluator.h"
 
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "compute/cpu_backend.h"
 #include "data/evaluator.h"
+#include "model/model_export.h"
 
 namespace ferry {
 namespace {
@@ -10,8 +12,11 @@ constexpr int kEvalBatch = 1000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TestSetEvaluator>> TestSetEvaluator::Create(
-    const ModelDef& model_def, Dataset test_set) {
+    const ModelDef& model_def, Dataset test_set,
+    const std::string& export_dir) {
   std::unique_ptr<TestSetEvaluator> e(new TestSetEvaluator());
+  e->def_ = model_def;
+  e->export_dir_ = export_dir;
   e->backend_ = MakeCpuBackend(1);
   ASSIGN_OR_RETURN(SequentialModel model,
                    SequentialModel::Create(model_def, e->backend_.get()));
@@ -30,6 +35,17 @@ absl::StatusOr<std::pair<double, double>> TestSetEvaluator::Evaluate(
   ASSIGN_OR_RETURN(
       EvalResult result,
       EvaluateDataset(*model_, params, test_set_, *stager_, kEvalBatch));
+  if (!export_dir_.empty()) {
+    ModelValues values;
+    values.def = def_;
+    values.params.assign(params, params + num_parameters());
+    if (absl::Status s = ExportModel(export_dir_, values); !s.ok()) {
+      LogError("cannot export the model", {{"dir", export_dir_}, {"error", s}});
+    } else {
+      LogInfo("model exported",
+              {{"dir", export_dir_}, {"test_accuracy", result.accuracy}});
+    }
+  }
   return std::make_pair(result.accuracy, result.mean_loss);
 }
 

@@ -21,9 +21,15 @@ namespace ferry {
 
 class TestSetEvaluator {
  public:
-  // INVALID_ARGUMENT for a bad model.
+  // INVALID_ARGUMENT for a bad model. `export_dir` non-empty: every
+  // evaluated parameter buffer is also written there as a model directory
+  // (model/model_export.h), replacing the previous one, before Evaluate
+  // returns; so when a job has finished, the directory holds the model of
+  // its final evaluation. A failed write is logged and leaves the
+  // evaluation's result alone.
   static absl::StatusOr<std::unique_ptr<TestSetEvaluator>> Create(
-      const ModelDef& model, Dataset test_set);
+      const ModelDef& model, Dataset test_set,
+      const std::string& export_dir = "");
 
   int64_t num_parameters() const { return model_->layout().total_elements(); }
   const SequentialModel& model() const { return *model_; }
@@ -35,6 +41,8 @@ class TestSetEvaluator {
   TestSetEvaluator() = default;
 
   absl::Mutex mu_;
+  ModelDef def_;
+  std::string export_dir_;
   Dataset test_set_;
   std::unique_ptr<ComputeBackend> backend_;
   std::unique_ptr<SequentialModel> model_;

@@ -5,6 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "model/model_export.h"
+#include "model/model_params.h"
 #include "model/model_presets.h"
 
 namespace ferry {
@@ -113,6 +115,21 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
         "the job's model '", job.model(), "': ", def.status().message()));
   }
   return def;
+}
+
+absl::StatusOr<std::vector<float>> JobInitialParameters(
+    const v1::JobSpec& job, const ModelDef& model,
+    const ParameterLayout& layout) {
+  if (job.init_from().empty()) {
+    return ModelInitialParameters(model, layout, job.seed());
+  }
+  absl::StatusOr<ModelValues> imported = ImportModel(job.init_from());
+  if (!imported.ok()) return imported.status();
+  if (absl::Status same = CheckSameModel(model, imported->def); !same.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--init-from ", job.init_from(), ": ", same.message()));
+  }
+  return std::move(imported->params);
 }
 
 absl::Status CheckModelForDistributedJob(const ModelDef& model) {

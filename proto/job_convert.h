@@ -41,6 +41,13 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 // training takes any model.
 absl::Status CheckModelForDistributedJob(const ModelDef& model);
 
+// The job's starting parameters: those of JobSpec.init_from (checked to be
+// the job's model; INVALID_ARGUMENT naming the first difference, the reader's
+// errors for missing or malformed files), else the seed's.
+absl::StatusOr<std::vector<float>> JobInitialParameters(
+    const v1::JobSpec& job, const ModelDef& model,
+    const ParameterLayout& layout);
+
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.
 absl::Status CheckJobTensors(const v1::JobSpec& job,

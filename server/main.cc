@@ -91,6 +91,17 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", c.max_steps,
                  "stop after this many steps (0: no limit)")
       ->group(job);
+  app.add_option("--init-from", c.init_from,
+                 "start from this model directory (model.json + "
+                 "model.safetensors) instead of the seed's weights; shards "
+                 "and ring workers read it, so it must be at the same path "
+                 "for them")
+      ->group(job);
+  app.add_option("--export", c.export_dir,
+                 "write the model here at every evaluation (epoch ends and "
+                 "the end of the job): model.json + model.safetensors, "
+                 "loadable by PyTorch")
+      ->group(job);
   app.add_option("--compression", c.compression,
                  "gradients on the wire: none, fp16, bf16 or topk:R (R = "
                  "fraction kept)")

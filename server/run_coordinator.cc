@@ -41,6 +41,10 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   job.set_job_id(f.job_id);
   job.set_model(f.model);
   job.set_model_def(ModelToJson(model));
+  job.set_init_from(f.init_from);
+  if (!f.init_from.empty()) {  // refused now rather than by every shard
+    RETURN_IF_ERROR(JobInitialParameters(job, model, layout).status());
+  }
   job.set_dataset(f.dataset);
   job.set_data_dir(f.data_dir);
   job.set_global_batch(f.global_batch);
@@ -129,11 +133,13 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   std::unique_ptr<GrpcShardControl> shards;
   std::unique_ptr<RingControl> ring;
   if (job->mode() == v1::MODE_PS) {
-    auto control = GrpcShardControl::Create(*job, std::move(data->test));
+    auto control =
+        GrpcShardControl::Create(*job, std::move(data->test), f.export_dir);
     if (!control.ok()) return Fail(control.status());
     shards = std::move(*control);
   } else {
-    auto control = RingControl::Create(*job, std::move(data->test));
+    auto control =
+        RingControl::Create(*job, std::move(data->test), f.export_dir);
     if (!control.ok()) return Fail(control.status());
     ring = std::move(*control);
   }

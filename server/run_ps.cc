@@ -69,8 +69,8 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(model));
   RETURN_IF_ERROR(CheckJobTensors(job, layout));
-  const std::vector<float> init =
-      ModelInitialParameters(model, layout, job.seed());
+  ASSIGN_OR_RETURN(const std::vector<float> init,
+                   JobInitialParameters(job, model, layout));
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;

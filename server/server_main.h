@@ -32,6 +32,8 @@ struct CoordinatorFlags {
   int64_t max_chunk_elements = 0;  // 0: the default
   int64_t bucket_elements = 0;     // 0: the default
   int64_t max_steps = 0;
+  std::string init_from;     // a model directory the job starts from
+  std::string export_dir;    // the evaluated model is written here
   int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
   std::string compression =
       "none";                  // gradients on the wire: none|fp16|bf16|topk:R

@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
     buffers.host_params = trainer->host_params_.data();
     buffers.host_grads = trainer->host_grads_.data();
   }
-  const std::vector<float> init = mlp.InitialParameters(job.seed());
+  ASSIGN_OR_RETURN(const std::vector<float> init,
+                   JobInitialParameters(job, def, mlp.layout()));
   RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   return trainer;
 }

@@ -7,6 +7,10 @@
 2. PyTorch trains the ConvNet briefly and exports it with
    scripts/ferry_torch.py; ferry evaluates it (--init-from --evaluate-only)
    to PyTorch's test accuracy within 0.002.
+3. A distributed job (ferry local, PS and ring) starts from PyTorch's export
+   (--init-from) with a learning rate too small to move a weight: its final
+   evaluation is PyTorch's accuracy, and its --export reads back in PyTorch
+   at the same accuracy.
 Usage: torch_interop_test.py BIN_DIR SOURCE_DIR. Exit 77 (skipped) without
 torch or the Fashion-MNIST files.
 """
@@ -81,6 +85,28 @@ def main():
         if abs(ferry_acc - torch_acc) > TOLERANCE:
             failures.append(f"ferry reads PyTorch's export at {ferry_acc}, "
                             f"PyTorch measured {torch_acc}")
+        # 3. PyTorch -> a distributed ferry job -> PyTorch.
+        for mode in ("ps", "ring"):
+            out = os.path.join(tmp, f"job-{mode}")
+            summary = os.path.join(tmp, f"job-{mode}.json")
+            run([os.path.join(bin_dir, "ferry"), "local", "--mode", mode,
+                 "--workers", "2", "--shards", "2", "--init-from", from_torch,
+                 "--lr", "1e-30", "--weight-decay", "0", "--warmup-steps",
+                 "0", "--max-steps", "2", "--device", "cpu", "--export", out,
+                 "--summary-json", summary, "--log-dir",
+                 os.path.join(tmp, f"logs-{mode}")])
+            with open(summary) as f:
+                job_acc = json.load(f)["test_accuracy"]
+            back = last_json(run([sys.executable, helper, "eval",
+                                  out]))["test_accuracy"]
+            print(f"{mode} job from PyTorch's weights: job {job_acc:.4f}, "
+                  f"its export in PyTorch {back:.4f}")
+            if abs(job_acc - torch_acc) > TOLERANCE:
+                failures.append(f"{mode} job started from PyTorch's weights "
+                                f"evaluates {job_acc}, not {torch_acc}")
+            if abs(back - job_acc) > TOLERANCE:
+                failures.append(f"{mode} job's export reads {back} in "
+                                f"PyTorch, the job reported {job_acc}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
