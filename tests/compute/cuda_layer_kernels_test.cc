@@ -22,16 +22,13 @@
 #include "compute/cpu_backend.h"
 #include "compute/cuda_entry.h"
 #include "compute/kernel_math.h"
+#include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
 
 std::vector<float> RandomVector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
+  return testing::RandomValues(n, seed);
 }
 
 DeviceBuffer OrDie(absl::StatusOr<DeviceBuffer> b) {

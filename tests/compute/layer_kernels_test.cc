@@ -9,16 +9,13 @@
 #include "compute/cpu_backend.h"
 #include "compute/kernel_math.h"
 #include "gtest/gtest.h"
+#include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
 
 std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return testing::RandomValues(n, seed);
 }
 
 double Dot(const std::vector<float>& a, const std::vector<float>& b) {

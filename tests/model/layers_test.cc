@@ -14,16 +14,13 @@
 #include "model/model_def.h"
 #include "model/model_params.h"
 #include "model/shape_inference.h"
+#include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
 
 std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return testing::RandomValues(n, seed);
 }
 
 struct Case {
