@@ -322,13 +322,15 @@ int main(int argc, char** argv) {
   o.epochs = epochs;
   o.global_batch = batch;
   if (!init_from.empty() && model_flag->count() == 0) model = init_from;
-  for (std::string* path : {&model, &init_from, &export_dir}) {
-    if (std::error_code ec;
-        !path->empty() &&
-        (path == &export_dir || std::filesystem::exists(*path, ec))) {
-      *path = std::filesystem::absolute(*path, ec).string();
-    }
-  }
+  // Paths reach the processes absolute (their working directory is not
+  // ours); --model is a path only when it names an existing file.
+  const auto absolute = [](std::string& path) {
+    std::error_code ec;
+    if (!path.empty()) path = std::filesystem::absolute(path, ec).string();
+  };
+  if (std::error_code ec; std::filesystem::exists(model, ec)) absolute(model);
+  absolute(init_from);
+  absolute(export_dir);
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed,
                        o.consistency, quorum, max_steps, opt);
   o.job_args.insert(o.job_args.end(),
@@ -359,8 +361,7 @@ int main(int argc, char** argv) {
   }
   // A model that does not parse, or that the dataset does not fit, is
   // refused here, before any process starts, with the coordinator's own
-  // message. A model file is passed on by absolute path (the processes' working
-  // directory is not ours to rely on).
+  // message.
   absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
   absl::Status fits = model_def.status();
   if (fits.ok()) fits = ferry::CheckModelForDistributedJob(*model_def);

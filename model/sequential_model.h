@@ -37,9 +37,10 @@ namespace ferry {
 // Which dropout masks a training pass draws.
 struct StepContext {
   uint64_t seed = 0;         // the job's seed
-  int64_t step = 0;          // global step number
-  int64_t first_sample = 0;  // position of this batch's row 0 in the global
-                             // batch of the step
+  int64_t step = 0;          // the mask's step key (ferry's trainers pass
+                             // the epoch: EpochPositionContext)
+  int64_t first_sample = 0;  // position of this batch's row 0 (trainers:
+                             // in the epoch's order)
 };
 
 // The context ferry's trainers pass: `step` is the epoch and `first_sample`

@@ -204,26 +204,4 @@ absl::Status ValidateModel(const ModelDef& def) {
   return absl::OkStatus();
 }
 
-absl::Status CheckModelFitsData(const ModelDef& def,
-                                const SampleShape& sample_shape,
-                                int64_t classes) {
-  const SampleShape& in = def.input.shape;
-  const bool fits = sample_shape.size() == 1
-                        ? sample_shape[0] == ShapeElements(in)
-                        : sample_shape == in;
-  if (!fits) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model's input ", ShapeString(in), " (", ShapeElements(in),
-        " values) does not fit the dataset's samples ",
-        ShapeString(sample_shape), " (", ShapeElements(sample_shape),
-        " values)"));
-  }
-  if (classes != def.classes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the model has ", def.classes,
-                     " classes but the dataset has ", classes));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace ferry

@@ -44,15 +44,6 @@ absl::StatusOr<std::vector<SampleShape>> InferShapes(const ModelDef& def);
 // positive dimensions, std > 0, and a last layer whose output is [classes].
 absl::Status ValidateModel(const ModelDef& def);
 
-// Whether the model fits a dataset whose samples have `sample_shape` (as the
-// data layer delivers them: [F] flat, or [C, H, W]) and `classes` classes.
-// A flat [F] sample fits any model input with F elements (images are stored
-// flattened); otherwise the shapes must be equal. INVALID_ARGUMENT naming
-// both sides otherwise.
-absl::Status CheckModelFitsData(const ModelDef& def,
-                                const SampleShape& sample_shape,
-                                int64_t classes);
-
 }  // namespace ferry
 
 #endif  // FERRY_MODEL_SHAPE_INFERENCE_H_

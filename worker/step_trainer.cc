@@ -54,8 +54,15 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
     buffers.host_params = trainer->host_params_.data();
     buffers.host_grads = trainer->host_grads_.data();
   }
-  ASSIGN_OR_RETURN(const std::vector<float> init,
-                   JobInitialParameters(job, def, mlp.layout()));
+  // Ring members start from the job's initial parameters themselves; a PS
+  // worker's are overwritten by its first pull (and the shards, not the
+  // workers, read --init-from).
+  std::vector<float> init;
+  if (job.mode() == v1::MODE_RING) {
+    ASSIGN_OR_RETURN(init, JobInitialParameters(job, def, mlp.layout()));
+  } else {
+    init = mlp.InitialParameters(job.seed());
+  }
   RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   return trainer;
 }

@@ -257,16 +257,5 @@ TEST(ModelSpec, ResolvesPresetsStringsFilesAndDirectories) {
   EXPECT_THAT(std::string(bad.message()), HasSubstr("/bad.json: "));
 }
 
-TEST(ModelSpec, ChecksTheDatasetShapeAndClasses) {
-  const ModelDef convnet = ConvNetModelDef();
-  EXPECT_TRUE(CheckModelFitsData(convnet, {784}, 10).ok());
-  EXPECT_TRUE(CheckModelFitsData(convnet, {1, 28, 28}, 10).ok());
-  EXPECT_THAT(std::string(CheckModelFitsData(convnet, {3072}, 10).message()),
-              HasSubstr("input [1, 28, 28] (784 values) does not fit"));
-  EXPECT_THAT(std::string(CheckModelFitsData(convnet, {784}, 100).message()),
-              HasSubstr("the model has 10 classes but the dataset has 100"));
-  EXPECT_FALSE(CheckModelFitsData(convnet, {28, 28, 1}, 10).ok());
-}
-
 }  // namespace
 }  // namespace ferry

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Samples the resident memory of a process and all its descendants until it
+# exits: one CSV line per process per sample, "seconds,pid,name,rss_kib".
+# Usage: bench/rss_sample.sh PID OUT.csv [interval_s, default 5]
+# Used by bench/convnet_accuracy.sh to show that a training process's memory
+# is flat over an epoch (activations and workspaces allocated once per batch
+# shape, not per step).
+set -euo pipefail
+pid=$1
+out=$2
+interval=${3:-5}
+start=$(date +%s)
+echo "seconds,pid,name,rss_kib" >"$out"
+descendants() {
+  local p=$1
+  echo "$p"
+  for child in $(pgrep -P "$p" 2>/dev/null || true); do descendants "$child"; done
+}
+while kill -0 "$pid" 2>/dev/null; do
+  now=$(($(date +%s) - start))
+  for p in $(descendants "$pid"); do
+    [[ -r /proc/$p/status ]] || continue
+    awk -v t="$now" -v p="$p" '/^Name:/ {n=$2} /^VmRSS:/ {r=$2}
+      END {if (r != "") printf "%s,%s,%s,%s\n", t, p, n, r}' \
+      "/proc/$p/status" >>"$out" 2>/dev/null || true
+  done
+  sleep "$interval"
+done
