@@ -324,7 +324,7 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& in) {
 
 absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec) {
   ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(spec));
-  ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(def));
+  ASSIGN_OR_RETURN(ParameterLayout layout, ModelJobLayout(def));
   return layout.TensorSizes();
 }
 

@@ -87,7 +87,8 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
 
 // Tensor sizes of a model (anything model/model_presets.h's
 // ResolveModelSpec takes: mlp, convnet, a JSON path, "784-256-128-10"), in
-// the layout every process uses (model/model_params.h).
+// the layout every process exchanges (model/model_params.h ModelJobLayout:
+// parameters, then BatchNorm state).
 absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec);
 
 // The cost model's own presets: MLP specs of about the size of the named

@@ -364,7 +364,6 @@ int main(int argc, char** argv) {
   // message.
   absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
   absl::Status fits = model_def.status();
-  if (fits.ok()) fits = ferry::CheckModelForDistributedJob(*model_def);
   if (fits.ok()) {
     fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
   }

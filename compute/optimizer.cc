@@ -1,14 +1,21 @@
 #include "compute/optimizer.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace ferry {
 
 absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
                                             ComputeBackend* backend,
-                                            size_t size) {
+                                            size_t size, size_t trainable) {
   RETURN_IF_ERROR(ValidateOptimizerConfig(config));
-  Optimizer optimizer(config, backend, size);
+  if (trainable == kAllTrainable) trainable = size;
+  if (trainable > size) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer over ", size,
+                                                   " values with ", trainable,
+                                                   " trainable ones"));
+  }
+  Optimizer optimizer(config, backend, size, trainable);
   int buffers = 0;
   switch (config.kind) {
     case OptimizerKind::kSgd:
@@ -43,20 +50,25 @@ absl::Status Optimizer::Apply(const float* grad, float* param) {
   p.beta2 = static_cast<float>(config_.beta2);
   p.epsilon = static_cast<float>(config_.epsilon);
   p.step = steps_applied_ + 1;
-  switch (config_.kind) {
+  const size_t n = trainable_;
+  // A shard's slice may hold state only (n == 0): no kernel to launch.
+  switch (n == 0 ? OptimizerKind::kSgd : config_.kind) {
     case OptimizerKind::kSgd:
-      RETURN_IF_ERROR(backend_->SgdUpdate(size_, p, grad, param));
+      if (n > 0) RETURN_IF_ERROR(backend_->SgdUpdate(n, p, grad, param));
       break;
     case OptimizerKind::kMomentum:
       RETURN_IF_ERROR(
-          backend_->MomentumUpdate(size_, p, grad, state_[0].data(), param));
+          backend_->MomentumUpdate(n, p, grad, state_[0].data(), param));
       break;
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW:
       RETURN_IF_ERROR(backend_->AdamUpdate(
-          size_, p, config_.kind == OptimizerKind::kAdamW, grad,
-          state_[0].data(), state_[1].data(), param));
+          n, p, config_.kind == OptimizerKind::kAdamW, grad, state_[0].data(),
+          state_[1].data(), param));
       break;
+  }
+  if (size_ > n) {
+    RETURN_IF_ERROR(backend_->Axpy(size_ - n, 1.0f, grad + n, param + n));
   }
   ++steps_applied_;
   return absl::OkStatus();

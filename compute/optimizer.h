@@ -6,6 +6,7 @@
 #ifndef FERRY_COMPUTE_OPTIMIZER_H_
 #define FERRY_COMPUTE_OPTIMIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -17,16 +18,26 @@ namespace ferry {
 
 class Optimizer {
  public:
-  // `backend` must outlive the optimizer. `size` is the number of parameters
-  // this instance updates. INVALID_ARGUMENT for an invalid config.
-  static absl::StatusOr<Optimizer> Create(const OptimizerConfig& config,
-                                          ComputeBackend* backend, size_t size);
+  static constexpr size_t kAllTrainable = SIZE_MAX;
 
-  // Applies one update: param -= f(grad, state). Both buffers hold `size()`
-  // elements in the backend's memory space. Increments steps_applied().
+  // `backend` must outlive the optimizer. `size` is the number of values
+  // this instance updates; the first `trainable` of them (all by default)
+  // are parameters, the rest non-trainable state (BatchNorm running
+  // statistics at the end of a job's flat buffer, model/model_params.h
+  // ModelJobLayout), whose "gradient" is the step's mean change of the state.
+  // INVALID_ARGUMENT for an invalid config or trainable > size.
+  static absl::StatusOr<Optimizer> Create(const OptimizerConfig& config,
+                                          ComputeBackend* backend, size_t size,
+                                          size_t trainable = kAllTrainable);
+
+  // Applies one update: param[i] -= f(grad[i], state) for i < trainable(),
+  // param[i] += grad[i] (no learning rate, no weight decay) for the state
+  // after it. Both buffers hold `size()` elements in the backend's memory
+  // space. Increments steps_applied().
   absl::Status Apply(const float* grad, float* param);
 
   size_t size() const { return size_; }
+  size_t trainable() const { return trainable_; }
   int64_t steps_applied() const { return steps_applied_; }
   // Learning rate the next Apply() will use.
   double NextLearningRate() const;
@@ -39,12 +50,17 @@ class Optimizer {
   void set_steps_applied(int64_t steps) { steps_applied_ = steps; }
 
  private:
-  Optimizer(const OptimizerConfig& config, ComputeBackend* backend, size_t size)
-      : config_(config), backend_(backend), size_(size) {}
+  Optimizer(const OptimizerConfig& config, ComputeBackend* backend, size_t size,
+            size_t trainable)
+      : config_(config),
+        backend_(backend),
+        size_(size),
+        trainable_(trainable) {}
 
   OptimizerConfig config_;
   ComputeBackend* backend_;
   size_t size_;
+  size_t trainable_;
   int64_t steps_applied_ = 0;
   std::vector<DeviceBuffer> state_;
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 
@@ -38,10 +39,10 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
   options.worker_id = "coordinator";
   options.shard_addresses.assign(job.shard_addresses().begin(),
                                  job.shard_addresses().end());
-  ASSIGN_OR_RETURN(
-      options.chunks,
-      PlaceChunks(control->evaluator_->model().layout().TensorSizes(),
-                  job.shard_addresses_size(), job.max_chunk_elements()));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
+  ASSIGN_OR_RETURN(options.chunks,
+                   PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
+                               job.max_chunk_elements()));
   ASSIGN_OR_RETURN(control->puller_,
                    GrpcParameterClient::Create(std::move(options)));
   absl::MutexLock lock(&control->eval_mu_);

@@ -21,6 +21,8 @@ absl::StatusOr<std::unique_ptr<TestSetEvaluator>> TestSetEvaluator::Create(
   ASSIGN_OR_RETURN(SequentialModel model,
                    SequentialModel::Create(model_def, e->backend_.get()));
   e->model_ = std::make_unique<SequentialModel>(std::move(model));
+  e->job_elements_ = e->model_->layout().total_elements() +
+                     e->model_->state_layout().total_elements();
   ASSIGN_OR_RETURN(BatchStager stager,
                    BatchStager::Create(e->backend_.get(),
                                        e->model_->input_dim(), kEvalBatch));
@@ -30,16 +32,23 @@ absl::StatusOr<std::unique_ptr<TestSetEvaluator>> TestSetEvaluator::Create(
 }
 
 absl::StatusOr<std::pair<double, double>> TestSetEvaluator::Evaluate(
-    const float* params) {
+    const float* values) {
   absl::MutexLock lock(&mu_);
+  const int64_t num_params = model_->layout().total_elements();
+  const int64_t num_state = job_elements_ - num_params;
+  if (num_state > 0) {
+    RETURN_IF_ERROR(backend_->CopyToDevice(values + num_params, num_state,
+                                           model_->state()));
+  }
   ASSIGN_OR_RETURN(
       EvalResult result,
-      EvaluateDataset(*model_, params, test_set_, *stager_, kEvalBatch));
+      EvaluateDataset(*model_, values, test_set_, *stager_, kEvalBatch));
   if (!export_dir_.empty()) {
-    ModelValues values;
-    values.def = def_;
-    values.params.assign(params, params + num_parameters());
-    if (absl::Status s = ExportModel(export_dir_, values); !s.ok()) {
+    ModelValues exported;
+    exported.def = def_;
+    exported.params.assign(values, values + num_params);
+    exported.state.assign(values + num_params, values + job_elements_);
+    if (absl::Status s = ExportModel(export_dir_, exported); !s.ok()) {
       LogError("cannot export the model", {{"dir", export_dir_}, {"error", s}});
     } else {
       LogInfo("model exported",

@@ -31,17 +31,21 @@ class TestSetEvaluator {
       const ModelDef& model, Dataset test_set,
       const std::string& export_dir = "");
 
-  int64_t num_parameters() const { return model_->layout().total_elements(); }
+  // The job's flat buffer (model/model_params.h ModelJobLayout): the
+  // model's parameters, then its BatchNorm state.
+  int64_t num_parameters() const { return job_elements_; }
   const SequentialModel& model() const { return *model_; }
 
-  // {accuracy, mean loss} of `params` (num_parameters() host floats).
-  absl::StatusOr<std::pair<double, double>> Evaluate(const float* params);
+  // {accuracy, mean loss} of `values` (num_parameters() host floats: the
+  // parameters, and the running statistics BatchNorm evaluates with).
+  absl::StatusOr<std::pair<double, double>> Evaluate(const float* values);
 
  private:
   TestSetEvaluator() = default;
 
   absl::Mutex mu_;
   ModelDef def_;
+  int64_t job_elements_ = 0;
   std::string export_dir_;
   Dataset test_set_;
   std::unique_ptr<ComputeBackend> backend_;

@@ -1,6 +1,7 @@
 #include "model/model_params.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 
@@ -37,15 +38,21 @@ bool FollowedByRelu(const ModelDef& def, size_t i) {
   return false;
 }
 
+using LayerTensorDefs =
+    std::vector<ParameterLayout::TensorDef> (*)(const LayerDef&);
+
+// The tensors every `defs` gives, in order, each over all layers, named
+// "<layer index>.<name>".
 absl::StatusOr<ParameterLayout> Prefixed(
-    const ModelDef& def,
-    std::vector<ParameterLayout::TensorDef> (*defs)(const LayerDef&)) {
+    const ModelDef& def, std::initializer_list<LayerTensorDefs> defs) {
   RETURN_IF_ERROR(ValidateModel(def));
   std::vector<ParameterLayout::TensorDef> all;
-  for (size_t i = 0; i < def.layers.size(); ++i) {
-    for (ParameterLayout::TensorDef t : defs(def.layers[i])) {
-      t.name = absl::StrCat(i, ".", t.name);
-      all.push_back(std::move(t));
+  for (LayerTensorDefs of_layer : defs) {
+    for (size_t i = 0; i < def.layers.size(); ++i) {
+      for (ParameterLayout::TensorDef t : of_layer(def.layers[i])) {
+        t.name = absl::StrCat(i, ".", t.name);
+        all.push_back(std::move(t));
+      }
     }
   }
   return ParameterLayout::Create(all);
@@ -85,11 +92,15 @@ std::vector<ParameterLayout::TensorDef> LayerStateDefs(const LayerDef& d) {
 }
 
 absl::StatusOr<ParameterLayout> ModelParameterLayout(const ModelDef& def) {
-  return Prefixed(def, &LayerParamDefs);
+  return Prefixed(def, {&LayerParamDefs});
 }
 
 absl::StatusOr<ParameterLayout> ModelStateLayout(const ModelDef& def) {
-  return Prefixed(def, &LayerStateDefs);
+  return Prefixed(def, {&LayerStateDefs});
+}
+
+absl::StatusOr<ParameterLayout> ModelJobLayout(const ModelDef& def) {
+  return Prefixed(def, {&LayerParamDefs, &LayerStateDefs});
 }
 
 std::vector<float> ModelInitialParameters(const ModelDef& def,
@@ -136,6 +147,16 @@ std::vector<float> ModelInitialState(const ModelDef& def,
     tensor += 3;
   }
   return state;
+}
+
+absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
+                                                         uint64_t seed) {
+  ASSIGN_OR_RETURN(const ParameterLayout params, ModelParameterLayout(def));
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(def));
+  std::vector<float> values = ModelInitialParameters(def, params, seed);
+  const std::vector<float> initial_state = ModelInitialState(def, state);
+  values.insert(values.end(), initial_state.begin(), initial_state.end());
+  return values;
 }
 
 }  // namespace ferry

@@ -31,6 +31,15 @@ absl::StatusOr<ParameterLayout> ModelParameterLayout(const ModelDef& def);
 // Empty layout for models without BatchNorm.
 absl::StatusOr<ParameterLayout> ModelStateLayout(const ModelDef& def);
 
+// The flat buffer of a distributed job (what workers exchange, shards hold
+// and checkpoint, evaluators read): every tensor of ModelParameterLayout, then
+// every tensor of ModelStateLayout. The first ModelParameterLayout(def)
+// .total_elements() are trained by the optimizer; the rest is state, which
+// each step moves by the contributors' sample-weighted mean change
+// (docs/models.md, "BatchNorm in distributed jobs"). Equals
+// ModelParameterLayout for a model without state.
+absl::StatusOr<ParameterLayout> ModelJobLayout(const ModelDef& def);
+
 // Deterministic initial parameters (bit-identical on every platform): one
 // mt19937_64 seeded with `seed` draws every weight tensor in layer order
 // (FillNormal); a Linear or Conv2d weight is He-normal (std sqrt(2/fan_in),
@@ -46,6 +55,10 @@ std::vector<float> ModelInitialParameters(const ModelDef& def,
 // REQUIRES: `layout` == ModelStateLayout(def).
 std::vector<float> ModelInitialState(const ModelDef& def,
                                      const ParameterLayout& layout);
+// ModelInitialParameters followed by ModelInitialState: the initial values of
+// ModelJobLayout(def).
+absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
+                                                         uint64_t seed);
 
 }  // namespace ferry
 

@@ -117,33 +117,18 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
   return def;
 }
 
-absl::StatusOr<std::vector<float>> JobInitialParameters(
-    const v1::JobSpec& job, const ModelDef& model,
-    const ParameterLayout& layout) {
-  if (job.init_from().empty()) {
-    return ModelInitialParameters(model, layout, job.seed());
-  }
+absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
+                                                    const ModelDef& model) {
+  if (job.init_from().empty()) return ModelJobInitialValues(model, job.seed());
   absl::StatusOr<ModelValues> imported = ImportModel(job.init_from());
   if (!imported.ok()) return imported.status();
   if (absl::Status same = CheckSameModel(model, imported->def); !same.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--init-from ", job.init_from(), ": ", same.message()));
   }
-  return std::move(imported->params);
-}
-
-absl::Status CheckModelForDistributedJob(const ModelDef& model) {
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    const LayerType type = model.layers[i].type;
-    if (type == LayerType::kBatchNorm1d || type == LayerType::kBatchNorm2d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer ", i, " (", LayerTypeName(type),
-          "): distributed jobs do not keep BatchNorm running statistics "
-          "consistent across workers yet; train this model standalone "
-          "(ferry-worker --standalone)"));
-    }
-  }
-  return absl::OkStatus();
+  std::vector<float> values = std::move(imported->params);
+  values.insert(values.end(), imported->state.begin(), imported->state.end());
+  return values;
 }
 
 absl::Status CheckJobTensors(const v1::JobSpec& job,

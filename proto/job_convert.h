@@ -34,19 +34,12 @@ std::string ModeName(v1::Mode mode);
 // parse or validate.
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 
-// Whether a distributed job (PS or ring) can train `model`. A model with
-// state (BatchNorm running statistics) is refused with INVALID_ARGUMENT
-// naming the layer: the exchanges do not keep replicas' state consistent
-// yet, so evaluation would read statistics no worker computed. Standalone
-// training takes any model.
-absl::Status CheckModelForDistributedJob(const ModelDef& model);
-
-// The job's starting parameters: those of JobSpec.init_from (checked to be
-// the job's model; INVALID_ARGUMENT naming the first difference, the reader's
-// errors for missing or malformed files), else the seed's.
-absl::StatusOr<std::vector<float>> JobInitialParameters(
-    const v1::JobSpec& job, const ModelDef& model,
-    const ParameterLayout& layout);
+// The job's starting flat buffer (model/model_params.h ModelJobLayout:
+// parameters, then BatchNorm state): JobSpec.init_from's values (checked to
+// be the job's model; INVALID_ARGUMENT naming the first difference, the
+// reader's errors for missing or malformed files), else the seed's.
+absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
+                                                    const ModelDef& model);
 
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.

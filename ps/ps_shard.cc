@@ -57,10 +57,18 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
           absl::StrFormat("initial_slice[%d] is not finite", i));
     }
   }
+  if (config.state_elements < 0 || config.state_elements > total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d state elements in a model of %d", config.state_elements, total));
+  }
+  // The state is a suffix of the model, so of every slice it reaches.
+  const int64_t trainable = std::clamp<int64_t>(
+      total - config.state_elements - range.begin, 0, range.size());
   std::unique_ptr<ComputeBackend> backend = MakeCpuBackend(1);
   ASSIGN_OR_RETURN(Optimizer optimizer,
                    Optimizer::Create(config.optimizer, backend.get(),
-                                     static_cast<size_t>(range.size())));
+                                     static_cast<size_t>(range.size()),
+                                     static_cast<size_t>(trainable)));
   std::vector<float> params = std::move(config.initial_slice);
   config.initial_slice.clear();  // the slice lives in params_ only
   return std::unique_ptr<PsShard>(

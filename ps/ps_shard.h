@@ -80,6 +80,11 @@ struct PsShardConfig {
   int32_t shard_id = 0;
   int32_t num_shards = 1;
   std::vector<int64_t> tensor_sizes;  // model order, elements per tensor
+  // The last state_elements of the model's flat buffer are non-trainable
+  // state (model/model_params.h ModelJobLayout): a step adds the
+  // contributors' mean "gradient" (their mean change of the state) to them
+  // instead of running the optimizer.
+  int64_t state_elements = 0;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;

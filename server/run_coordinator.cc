@@ -43,7 +43,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   job.set_model_def(ModelToJson(model));
   job.set_init_from(f.init_from);
   if (!f.init_from.empty()) {  // refused now rather than by every shard
-    RETURN_IF_ERROR(JobInitialParameters(job, model, layout).status());
+    RETURN_IF_ERROR(JobInitialValues(job, model).status());
   }
   job.set_dataset(f.dataset);
   job.set_data_dir(f.data_dir);
@@ -117,10 +117,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // error as much as one that does not parse.
   auto model = ResolveModelSpec(f.model);
   if (!model.ok()) return Fail(model.status(), /*config=*/true);
-  if (auto ok = CheckModelForDistributedJob(*model); !ok.ok()) {
-    return Fail(ok, /*config=*/true);
-  }
-  auto layout = ModelParameterLayout(*model);
+  auto layout = ModelJobLayout(*model);
   if (!layout.ok()) return Fail(layout.status());
   auto data = LoadTrainTest(f.dataset, f.data_dir, *model, f.seed);
   // A dataset that is missing or unreadable is a configuration error too.

@@ -67,10 +67,10 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
                      job.shard_addresses_size(), " shards"));
   }
   ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(model));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
   RETURN_IF_ERROR(CheckJobTensors(job, layout));
-  ASSIGN_OR_RETURN(const std::vector<float> init,
-                   JobInitialParameters(job, model, layout));
+  ASSIGN_OR_RETURN(const std::vector<float> init, JobInitialValues(job, model));
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;
@@ -78,6 +78,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.shard_id = shard_id;
   config.num_shards = job.shard_addresses_size();
   config.tensor_sizes = layout.TensorSizes();
+  config.state_elements = state.total_elements();
   config.max_chunk_elements = job.max_chunk_elements();
   config.optimizer = FromProto(job.optimizer());
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC

@@ -26,11 +26,13 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
 
 RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
                                               const std::string& worker_id,
-                                              const ParameterLayout& layout) {
+                                              const ParameterLayout& layout,
+                                              int64_t state_elements) {
   RingExchangeOptions options;
   options.job_id = job.job_id();
   options.worker_id = worker_id;
   options.tensor_sizes = layout.TensorSizes();
+  options.state_elements = state_elements;
   options.bucket_elements = job.bucket_elements() > 0 ? job.bucket_elements()
                                                       : layout.total_elements();
   options.optimizer = FromProto(job.optimizer());

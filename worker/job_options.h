@@ -22,12 +22,14 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
     const v1::JobSpec& job, const std::string& worker_id,
     const ParameterLayout& layout);
 
-// Job id, worker id, the tensor sizes of `layout`, the bucket size
-// (bucket_elements, or one bucket of the whole model when 0), optimizer and
-// compression.
+// Job id, worker id, the tensor sizes of `layout` (the job's flat buffer,
+// model/model_params.h ModelJobLayout) of which the last `state_elements`
+// are BatchNorm state, the bucket size (bucket_elements, or one bucket of
+// the whole model when 0), optimizer and compression.
 RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
                                               const std::string& worker_id,
-                                              const ParameterLayout& layout);
+                                              const ParameterLayout& layout,
+                                              int64_t state_elements = 0);
 
 }  // namespace ferry
 

@@ -26,8 +26,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
     if (peer == nullptr) {
       return absl::InvalidArgumentError("ring job without a peer endpoint");
     }
-    RingExchangeOptions options =
-        RingExchangeOptionsForJob(job, context.worker_id, *context.layout);
+    RingExchangeOptions options = RingExchangeOptionsForJob(
+        job, context.worker_id, *context.layout, context.state_elements);
     options.backend = context.backend;
     const std::string job_id = job.job_id();
     options.connect = [peer, job_id](const v1::NextTaskResponse& lease) {

@@ -28,9 +28,16 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
                                     options.tensor_sizes.end(), int64_t{0});
   ASSIGN_OR_RETURN(std::vector<Bucket> plan,
                    PlanBuckets(options.tensor_sizes, options.bucket_elements));
-  ASSIGN_OR_RETURN(Optimizer optimizer,
-                   Optimizer::Create(options.optimizer, options.backend,
-                                     static_cast<size_t>(n)));
+  if (options.state_elements < 0 || options.state_elements > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring exchange: ", options.state_elements,
+                     " state elements in a model of ", n));
+  }
+  ASSIGN_OR_RETURN(
+      Optimizer optimizer,
+      Optimizer::Create(options.optimizer, options.backend,
+                        static_cast<size_t>(n),
+                        static_cast<size_t>(n - options.state_elements)));
   RETURN_IF_ERROR(ValidateCompression(options.compression));
   const bool feedback = options.compression.uses_feedback();
   auto exchange = std::unique_ptr<RingExchange>(new RingExchange(

@@ -65,6 +65,10 @@ struct RingExchangeOptions {
   // step (0: never).
   int64_t digest_every = 0;
   std::vector<int64_t> tensor_sizes;  // model order
+  // The last state_elements of the buffers are non-trainable state
+  // (model/model_params.h ModelJobLayout): all-reduced like gradients, then
+  // added instead of going through the optimizer.
+  int64_t state_elements = 0;
   int64_t bucket_elements = 0;
   OptimizerConfig optimizer;
   // Buffers of num_parameters floats, not owned: params and grads in the

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "model/model_params.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -34,12 +35,13 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
   ASSIGN_OR_RETURN(SequentialModel model,
                    SequentialModel::Create(def, backend));
   trainer->model_.emplace(std::move(model));
-  const SequentialModel& mlp = *trainer->model_;
-  RETURN_IF_ERROR(CheckJobTensors(job, mlp.layout()));
+  ASSIGN_OR_RETURN(trainer->job_layout_, ModelJobLayout(def));
+  RETURN_IF_ERROR(CheckJobTensors(job, trainer->job_layout_));
+  trainer->state_before_.resize(trainer->state_elements());
   ASSIGN_OR_RETURN(trainer->data_, LoadTrainTest(job.dataset(), job.data_dir(),
                                                  def, job.seed()));
   trainer->lease_samples_.emplace(trainer->data_.train.num_samples, job.seed());
-  const int64_t n = mlp.layout().total_elements();
+  const int64_t n = trainer->job_layout_.total_elements();
   ASSIGN_OR_RETURN(trainer->params_, backend->Allocate(n));
   ASSIGN_OR_RETURN(trainer->grads_, backend->Allocate(n));
   ExchangeBuffers& buffers = trainer->buffers_;
@@ -59,9 +61,9 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
   // workers, read --init-from).
   std::vector<float> init;
   if (job.mode() == v1::MODE_RING) {
-    ASSIGN_OR_RETURN(init, JobInitialParameters(job, def, mlp.layout()));
+    ASSIGN_OR_RETURN(init, JobInitialValues(job, def));
   } else {
-    init = mlp.InitialParameters(job.seed());
+    ASSIGN_OR_RETURN(init, ModelJobInitialValues(def, job.seed()));
   }
   RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   return trainer;
@@ -113,11 +115,14 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   };
   const absl::Time backward_start = clock.Now();
   if (batch > 0) {
+    RETURN_IF_ERROR(LoadState());
     ASSIGN_OR_RETURN(result.stats, model_->ForwardBackward(
                                        buffers_.params, stager_->inputs(),
                                        stager_->labels(), batch,
                                        /*grad_scale=*/1.0f, buffers_.grads,
                                        on_ready, DropoutContext(lease, seed_)));
+    RETURN_IF_ERROR(ready_status);
+    RETURN_IF_ERROR(DeclareStateChange(batch, exchange));
   } else {  // a rank without samples contributes zeros
     std::fill(host_grads, host_grads + n, 0.0f);
     ready_status = exchange.Ready(0, n);
@@ -128,6 +133,27 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
   return result;
+}
+
+absl::Status StepTrainer::LoadState() {
+  const int64_t s = state_elements();
+  if (s == 0) return absl::OkStatus();
+  const float* exchanged = buffers_.params + (buffers_.num_elements - s);
+  RETURN_IF_ERROR(backend_->Copy(exchanged, s, model_->state()));
+  return backend_->CopyToHost(exchanged, s, state_before_.data());
+}
+
+absl::Status StepTrainer::DeclareStateChange(int batch,
+                                             GradientExchange& exchange) {
+  const int64_t s = state_elements();
+  if (s == 0) return absl::OkStatus();
+  const int64_t offset = buffers_.num_elements - s;
+  float* change = buffers_.host_grads + offset;
+  RETURN_IF_ERROR(backend_->CopyToHost(model_->state(), s, change));
+  for (int64_t i = 0; i < s; ++i) {
+    change[i] = (change[i] - state_before_[i]) * static_cast<float>(batch);
+  }
+  return exchange.Ready(offset, s);
 }
 
 }  // namespace ferry

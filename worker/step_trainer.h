@@ -11,6 +11,14 @@
 // FinishStep do. A lease without samples (allowed by the exchange's policy)
 // contributes an all-zero gradient.
 //
+// BatchNorm state rides with the gradient: the buffers' last
+// state_elements() hold the running statistics. A step trains from the
+// exchanged state and declares, as that range's "gradient", its change
+// times the step's samples; the exchange's mean over the step's samples is
+// then the contributors' sample-weighted mean change, which the optimizer
+// adds (compute/optimizer.h). Every replica so ends each step with the same
+// state (docs/models.md, "BatchNorm in distributed jobs").
+//
 // Thread safety: not thread-safe; the training loop's thread uses it.
 #ifndef FERRY_WORKER_STEP_TRAINER_H_
 #define FERRY_WORKER_STEP_TRAINER_H_
@@ -19,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -61,16 +70,30 @@ class StepTrainer {
                                    GradientExchange& exchange, Clock& clock);
 
   ComputeBackend* backend() const { return backend_.get(); }
-  const ParameterLayout& layout() const { return model_->layout(); }
+  // The job's flat buffer (model/model_params.h ModelJobLayout): the
+  // model's parameters, then its last state_elements() of BatchNorm state.
+  const ParameterLayout& layout() const { return job_layout_; }
+  int64_t state_elements() const {
+    return job_layout_.total_elements() - model_->layout().total_elements();
+  }
   const ExchangeBuffers& buffers() const { return buffers_; }
   int64_t train_samples() const { return data_.train.num_samples; }
 
  private:
   StepTrainer() = default;
 
+  // Before a batch: the model's state buffer := the exchanged state (the
+  // buffers' tail), remembered on the host.
+  absl::Status LoadState();
+  // After it: host_grads' tail := (state now - state before) * batch,
+  // declared to `exchange`.
+  absl::Status DeclareStateChange(int batch, GradientExchange& exchange);
+
   int global_batch_ = 0;
   std::unique_ptr<ComputeBackend> backend_;
   std::optional<SequentialModel> model_;
+  ParameterLayout job_layout_;
+  std::vector<float> state_before_;  // host, state_elements() floats
   uint64_t seed_ = 0;
   TrainTestData data_;
   DeviceBuffer params_, grads_;            // backend memory

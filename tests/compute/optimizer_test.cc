@@ -89,6 +89,44 @@ INSTANTIATE_TEST_SUITE_P(
                     OptimizerKind::kAdam, OptimizerKind::kAdamW),
     [](const auto& info) { return OptimizerKindName(info.param); });
 
+// The values after `trainable` are state: the update adds the "gradient"
+// (the mean change of the state) without learning rate or weight decay;
+// the trainable prefix is updated exactly as an optimizer of its own size.
+TEST_P(OptimizerTest, StateAfterTheTrainablePrefixIsMovedByItsGradient) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.1;
+  config.weight_decay = 0.5;
+  const size_t n = 7, trainable = 4;
+  auto opt = Optimizer::Create(config, backend.get(), n, trainable);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  EXPECT_EQ(opt->trainable(), trainable);
+  auto prefix_only = Optimizer::Create(config, backend.get(), trainable);
+  ASSERT_TRUE(prefix_only.ok());
+  std::vector<float> param = {1, -2, 3, 0.5, 0.25, 1.0, 7};
+  std::vector<float> expected(param.begin(), param.begin() + trainable);
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> grad = {0.5f, -0.25f, 1, 2, 0.125f, -0.5f, 1};
+    ASSERT_TRUE(opt->Apply(grad.data(), param.data()).ok());
+    ASSERT_TRUE(prefix_only->Apply(grad.data(), expected.data()).ok());
+  }
+  for (size_t i = 0; i < trainable; ++i) EXPECT_EQ(param[i], expected[i]) << i;
+  EXPECT_FLOAT_EQ(param[4], 0.25f + 3 * 0.125f);
+  EXPECT_FLOAT_EQ(param[5], 1.0f - 3 * 0.5f);
+  EXPECT_FLOAT_EQ(param[6], 10.0f);
+
+  EXPECT_EQ(Optimizer::Create(config, backend.get(), 3, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // All state (a PS slice past the parameters): no kernel, only the adds.
+  auto state_only = Optimizer::Create(config, backend.get(), 2, 0);
+  ASSERT_TRUE(state_only.ok());
+  std::vector<float> state = {1, 2};
+  const std::vector<float> change = {0.5f, -1};
+  ASSERT_TRUE(state_only->Apply(change.data(), state.data()).ok());
+  EXPECT_EQ(state, (std::vector<float>{1.5f, 1}));
+}
+
 TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {
   OptimizerConfig c;
   c.lr = 1.0;

@@ -92,7 +92,7 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesAModelTheDatasetDoesNotFit) {
                         "is 100"));
 }
 
-TEST_F(ConfigErrorTest, FerryLocalRefusesAModelFileThatDoesNotChainOrHasState) {
+TEST_F(ConfigErrorTest, FerryLocalRefusesAModelFileThatDoesNotChain) {
   const std::string bad = dir_ + "/bad.json";
   std::ofstream(bad) << R"({"format": "ferry.model.v1",
     "input": {"shape": [1, 28, 28]}, "classes": 10, "layers": [
@@ -106,18 +106,6 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesAModelFileThatDoesNotChainOrHasState) {
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
   EXPECT_THAT(r.output, HasSubstr("layer 2 (Linear): in_features is 9000 but "
                                   "its input has 2704 features"));
-
-  const std::string norm = dir_ + "/norm.json";
-  std::ofstream(norm) << R"({"format": "ferry.model.v1",
-    "input": {"shape": [784]}, "classes": 10, "layers": [
-      {"type": "Linear", "args": {"in_features": 784, "out_features": 16}},
-      {"type": "BatchNorm1d", "args": {"num_features": 16}},
-      {"type": "Linear", "args": {"in_features": 16, "out_features": 10}}]})";
-  r = Run({std::string(FERRY_BIN_DIR) + "/ferry", "local", "--mode", "ps",
-           "--workers", "1", "--dataset", "synthetic:600", "--model", norm,
-           "--log-dir", dir_ + "/logs"});
-  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("layer 1 (BatchNorm1d): distributed jobs"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"));
 }
 

@@ -110,6 +110,27 @@ TEST(PsShardTest, SyncUpdateEqualsOptimizerApplyOnTheMean) {
   EXPECT_EQ(Params(*shard), expected);
 }
 
+// The model's last 2 elements are state (BatchNorm running statistics):
+// shard 1's slice [4, 8) holds parameters 4, 5 and state 6, 7. A step moves
+// the state by the contributors' sample-weighted mean change, with no
+// learning rate, while the parameters get the optimizer.
+TEST(PsShardTest, StateElementsAreMovedByTheMeanChange) {
+  PsShardConfig config = TestConfig();
+  config.state_elements = 2;
+  auto shard = MakeShard(config);
+  // Pushes carry SUMs over samples: a's 2 samples changed the state by
+  // {1, -1} each, b's 3 samples by {2, 4}.
+  ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2), {2, 4, 2, -2}).ok());
+  ASSERT_TRUE(PushSlice(*shard, Header("b", 0, 3), {3, 1, 6, 12}).ok());
+  ASSERT_TRUE(shard->FinalizeStep("job", 0, {{"a", 2}, {"b", 3}}, 0).ok());
+  // Parameters: mean {1, 1}, SGD lr 0.5. State: {3 + 8/5, 4 + 10/5}.
+  EXPECT_THAT(Params(*shard), ElementsAre(0.5f, 1.5f, 4.6f, 6.0f));
+
+  config.state_elements = 9;
+  EXPECT_EQ(PsShard::Create(config).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PsShardTest, FinalizeWithAnUnpushedContributorChangesNothing) {
   auto shard = MakeShard(TestConfig());
   ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2), {2, 4, 6, 8}).ok());
