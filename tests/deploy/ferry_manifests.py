@@ -153,6 +153,47 @@ def env_names_of(binary):
     return _help_cache[binary]
 
 
+# Variables that name a file or directory the process reads.
+PATH_VARS = ("FERRY_MODEL", "FERRY_INIT_FROM")
+
+
+def path_problems(docs, pod_spec, container, env):
+    """Each absolute path in PATH_VARS lies on a volume the container mounts;
+    on a ConfigMap volume it is one of the files the ConfigMap projects."""
+    problems = []
+    for var in PATH_VARS:
+        path = env.get(var, "")
+        if not path.startswith("/"):
+            continue  # a preset name or MLP sizes
+        mounts = [m for m in container.get("volumeMounts", [])
+                  if path == m["mountPath"]
+                  or path.startswith(m["mountPath"].rstrip("/") + "/")]
+        if not mounts:
+            problems.append(f"{var}={path} is on no volume the container mounts")
+            continue
+        mount = max(mounts, key=lambda m: len(m["mountPath"]))
+        volume = next((v for v in pod_spec.get("volumes", [])
+                       if v["name"] == mount["name"]), None)
+        if volume is None:
+            problems.append(f"{var}: volumeMount {mount['name']} names no volume")
+            continue
+        if "configMap" not in volume:
+            continue
+        relative = path[len(mount["mountPath"].rstrip("/")) + 1:]
+        found = find(docs, "ConfigMap", volume["configMap"]["name"])
+        if not found:
+            problems.append(f"{var}: ConfigMap {volume['configMap']['name']} is not in "
+                            "the manifests")
+            continue
+        items = volume["configMap"].get("items")
+        files = ({i["path"] for i in items} if items
+                 else set((found[0].get("data") or {}).keys()))
+        if relative not in files:
+            problems.append(f"{var}={path}: ConfigMap {volume['configMap']['name']} "
+                            f"projects no file {relative!r} (it has {sorted(files)})")
+    return problems
+
+
 def consistency_problems(docs, bin_dir=None):
     """ferry-specific checks the schemas cannot make. Returns a list of
     messages (empty: consistent)."""
@@ -174,6 +215,7 @@ def consistency_problems(docs, bin_dir=None):
             except (LookupError, KeyError) as e:
                 problems.append(f"{where}: {e}")
                 continue
+            problems += [f"{where}: {p}" for p in path_problems(docs, spec, c, env)]
             ports = container_ports(c)
             # Every listening port the process is told to use is declared.
             for key in ("FERRY_LISTEN", "FERRY_PEER_LISTEN"):
