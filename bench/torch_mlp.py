@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for ferry's benchmarks: the same MLP on Fashion-MNIST.
+"""PyTorch baseline for ferry's benchmarks: the same model on Fashion-MNIST
+(an MLP given as sizes, or --model convnet: ferry's `convnet` preset, the
+PyTorch MNIST example network).
 
   torch_mlp.py --mode single --steps 400 --batch 128
   torch_mlp.py --mode ddp --world 2 --steps 400 --batch 128   (gloo, CPU, global batch)
+  torch_mlp.py --mode ddp --world 2 --steps 60 --model convnet
 
 Prints one JSON line: {"mode", "world", "batch", "steps", "seconds", "samples_per_second"}.
 Run with Debian's /usr/bin/python3 (python3-torch). One intra-op thread per process.
@@ -30,6 +33,14 @@ def load_images(data_dir):
     return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
 
+def convnet():
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128),
+        nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
+
+
 def model(sizes):
     layers = []
     for i in range(len(sizes) - 1):
@@ -43,7 +54,11 @@ def train(rank, args, out):
     torch.set_num_threads(1)
     torch.manual_seed(1)
     x, y = load_images(args.data_dir)
-    net = model([int(s) for s in args.model.split("-")])
+    if args.model == "convnet":
+        x = x.view(-1, 1, 28, 28)
+        net = convnet()
+    else:
+        net = model([int(s) for s in args.model.split("-")])
     world = args.world if args.mode == "ddp" else 1
     if args.mode == "ddp":
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -86,7 +101,8 @@ def main():
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--batch", type=int, default=128, help="global batch")
-    p.add_argument("--model", default="784-256-128-10")
+    p.add_argument("--model", default="784-256-128-10",
+                   help="MLP sizes or convnet")
     p.add_argument("--data-dir", default=DATA)
     p.add_argument("--port", type=int, default=29533)
     args = p.parse_args()

@@ -1,12 +1,47 @@
 #include "model/sequential_model.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/model_params.h"
 
 namespace ferry {
+namespace {
+
+// Times one layer call into SequentialModel::LayerTimes (a no-op without
+// one): synchronizes the backend at construction and in Add().
+class LayerTimer {
+ public:
+  LayerTimer(SequentialModel::LayerTimes* times, ComputeBackend* backend)
+      : times_(times), backend_(backend) {
+    if (times_ != nullptr) {
+      sync_ = backend_->Synchronize();
+      start_ = std::chrono::steady_clock::now();
+    }
+  }
+  absl::Status Add(size_t layer, bool backward) {
+    if (times_ == nullptr) return absl::OkStatus();
+    RETURN_IF_ERROR(sync_);
+    RETURN_IF_ERROR(backend_->Synchronize());
+    std::vector<double>& v =
+        backward ? times_->backward_seconds : times_->forward_seconds;
+    if (v.size() <= layer) v.resize(layer + 1, 0.0);
+    v[layer] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count();
+    return absl::OkStatus();
+  }
+
+ private:
+  SequentialModel::LayerTimes* times_;
+  ComputeBackend* backend_;
+  absl::Status sync_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 absl::StatusOr<SequentialModel> SequentialModel::Create(
     const ModelDef& def, ComputeBackend* backend) {
@@ -114,9 +149,11 @@ absl::Status SequentialModel::Forward(const LayerContext& ctx,
     }
     const Slot& slot = slots_[i];
     float* y = activations_[i].data();
+    LayerTimer timer(ctx.training ? layer_times_ : nullptr, backend_);
     RETURN_IF_ERROR(layers_[i]->Forward(
         ctx, slot.param_count > 0 ? params + slot.param_offset : nullptr,
         slot.has_state ? state_.data() + slot.state_offset : nullptr, x, y));
+    RETURN_IF_ERROR(timer.Add(i, /*backward=*/false));
     outputs_[i] = y;
     x = y;
   }
@@ -148,10 +185,12 @@ absl::StatusOr<LossStats> SequentialModel::ForwardBackward(
     if (i > first_param_layer_) {
       dx = delta == delta_a_.data() ? delta_b_.data() : delta_a_.data();
     }
+    LayerTimer timer(layer_times_, backend_);
     RETURN_IF_ERROR(layer.Backward(
         ctx, slot.param_count > 0 ? params + slot.param_offset : nullptr, x,
         outputs_[i], delta, dx,
         slot.param_count > 0 ? grads + slot.param_offset : nullptr));
+    RETURN_IF_ERROR(timer.Add(i, /*backward=*/true));
     if (slot.param_count > 0 && on_ready) {
       on_ready(slot.param_offset, slot.param_count);
     }

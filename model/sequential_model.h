@@ -105,6 +105,21 @@ class SequentialModel {
                                             const GradReadyFn& on_ready = {},
                                             const StepContext& context = {});
 
+  // Wall time per layer of training passes, for benchmarks
+  // (bench/model_step.cc). While set (not owned; null to stop), every
+  // layer's Forward and Backward in ForwardBackward is bracketed by backend
+  // synchronizations and its seconds added here, indexed by layer (the
+  // vectors grow to the layer count; the loss is not counted). The
+  // synchronizations cost time: leave it unset in training.
+  struct LayerTimes {
+    std::vector<double> forward_seconds;
+    std::vector<double> backward_seconds;
+  };
+  void set_layer_times(LayerTimes* times) { layer_times_ = times; }
+  // Whether ForwardBackward computes layer i's input gradient (no layer
+  // before it has parameters: it does not).
+  bool ComputesInputGradient(int i) const { return i > first_param_layer_; }
+
   // Evaluation pass (dropout off, BatchNorm on running statistics); loss sum
   // and correct count over the batch. Does not change the state.
   absl::StatusOr<LossStats> Evaluate(const float* params, const float* inputs,
@@ -134,6 +149,7 @@ class SequentialModel {
   std::vector<Slot> slots_;
   DeviceBuffer state_;
   int first_param_layer_ = 0;  // no input gradient is needed before it
+  LayerTimes* layer_times_ = nullptr;
   int workspace_batch_ = 0;
   std::vector<DeviceBuffer> activations_;  // [i]: layer i's output (not views)
   std::vector<const float*> outputs_;      // [i]: where layer i's output is
