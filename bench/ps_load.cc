@@ -375,7 +375,7 @@ int Run(Flags f) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("bad flags: --model: ", model.status().message())));
   }
-  auto layout = ModelParameterLayout(*model);
+  auto layout = ModelJobLayout(*model);
   if (!layout.ok()) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("bad flags: --model: ", layout.status().message())));

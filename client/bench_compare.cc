@@ -227,7 +227,8 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
   std::string presets;
   for (const ModelPreset& p : ModelPresets()) presets += " " + p.name;
   cmd.add_option("--models", f.models,
-                 "presets (" + presets + " ) or MLP specs")
+                 "presets (" + presets.substr(1) +
+                     " mlp convnet), ferry.model.v1 JSON files or MLP specs")
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--modes", f.modes, "ps, ring")

@@ -149,7 +149,11 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   }
   cmd.add_option(
          "--model", f.model,
-         "a preset or an MLP spec like 784-256-128-10; presets:" + presets)
+         "a preset, a ferry.model.v1 JSON file (docs/models.md) or MLP "
+         "sizes like 784-256-128-10; presets:" +
+             presets +
+             "\n  mlp: 784-256-128-10 (the default MLP)\n  convnet: the "
+             "PyTorch MNIST example ConvNet, 1.2M parameters")
       ->capture_default_str();
   cmd.add_option("--workers", f.workers, "workers (W)")
       ->capture_default_str()

@@ -365,6 +365,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
   absl::Status fits = model_def.status();
   if (fits.ok()) {
+    fits = ferry::CheckModelForDistributedJob(
+        *model_def, o.mode == "ring" || o.consistency == "sync", batch,
+        o.workers);
+  }
+  if (fits.ok()) {
     fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
   }
   if (!fits.ok()) {

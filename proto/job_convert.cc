@@ -131,6 +131,32 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
   return values;
 }
 
+absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
+                                         int64_t global_batch, int workers) {
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerType type = model.layers[i].type;
+    if (type != LayerType::kBatchNorm1d && type != LayerType::kBatchNorm2d) {
+      continue;
+    }
+    const std::string layer =
+        absl::StrCat("layer ", i, " (", LayerTypeName(type), ")");
+    if (!sync) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(layer,
+                       ": BatchNorm's running statistics need sync steps; use "
+                       "--consistency sync or the ring"));
+    }
+    if (global_batch < 2 * static_cast<int64_t>(workers)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          layer,
+          ": BatchNorm trains on at least 2 samples per worker; --batch ",
+          global_batch, " over ", workers, " workers gives fewer"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckJobTensors(const v1::JobSpec& job,
                              const ParameterLayout& layout) {
   if (job.tensors_size() == 0) return absl::OkStatus();

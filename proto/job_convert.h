@@ -34,6 +34,15 @@ std::string ModeName(v1::Mode mode);
 // parse or validate.
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 
+// Whether a distributed job can train `model` so: a model with BatchNorm
+// state needs sync steps (`sync`: ring, or PS sync; an async or SSP push
+// would move the state by a change computed against stale state, which
+// overshoots as staleness grows) and at least 2 samples per worker in a
+// step (global_batch >= 2 * workers: BatchNorm trains on at least two
+// values per channel). INVALID_ARGUMENT naming the first BatchNorm layer.
+absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
+                                         int64_t global_batch, int workers);
+
 // The job's starting flat buffer (model/model_params.h ModelJobLayout:
 // parameters, then BatchNorm state): JobSpec.init_from's values (checked to
 // be the job's model; INVALID_ARGUMENT naming the first difference, the

@@ -120,12 +120,13 @@ class GrpcPushSession final : public PushSession {
                   grads + (lo - offset), (hi - lo) * sizeof(float));
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
-        if (options_.compression.compressed()) {
-          data = Compress(c, data);
-        }
+        const bool compress = options_.compression.compressed() &&
+                              c.flat_offset < options_.uncompressed_from;
+        if (compress) data = Compress(c, data);
         if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
         calls_[c.shard]->Enqueue(ChunkMessage(
-            c.id, data, static_cast<int>(options_.compression.encoding)));
+            c.id, data,
+            compress ? static_cast<int>(options_.compression.encoding) : 0));
         data = grpc::Slice();
       }
     }

@@ -138,6 +138,12 @@ struct GrpcParameterClientOptions {
   // Lossy encodings with error_feedback keep a residual per flat element
   // in the client, carried from one push to the next.
   GradientCompression compression;
+  // Chunks at or after this flat offset (the job's BatchNorm state,
+  // model/model_params.h ModelJobLayout) are pushed as fp32 whatever the
+  // compression: a few KB whose values (changes times samples, step counts)
+  // fp16/bf16 could overflow or round and top-k would defer. Chunks never
+  // straddle it (they never cross a tensor).
+  int64_t uncompressed_from = INT64_MAX;
 };
 
 class GrpcParameterClient final : public ParameterClient {

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -51,6 +52,34 @@ absl::StatusOr<std::vector<Bucket>> PlanBuckets(
     open = size;
   }
   close();
+  return plan;
+}
+
+absl::StatusOr<std::vector<Bucket>> PlanBucketsWithState(
+    const std::vector<int64_t>& tensor_sizes, int64_t bucket_elements,
+    int64_t state_elements) {
+  size_t split = tensor_sizes.size();
+  int64_t tail = 0;
+  while (split > 0 && tail < state_elements) tail += tensor_sizes[--split];
+  if (tail != state_elements || state_elements < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no trailing tensors hold exactly ", state_elements,
+                     " state elements"));
+  }
+  const std::vector<int64_t> params(tensor_sizes.begin(),
+                                    tensor_sizes.begin() + split);
+  const std::vector<int64_t> state(tensor_sizes.begin() + split,
+                                   tensor_sizes.end());
+  ASSIGN_OR_RETURN(std::vector<Bucket> plan,
+                   PlanBuckets(params, bucket_elements));
+  ASSIGN_OR_RETURN(const std::vector<Bucket> state_plan,
+                   PlanBuckets(state, bucket_elements));
+  int64_t num_params = 0;
+  for (int64_t size : params) num_params += size;
+  for (Bucket b : state_plan) {
+    b.offset += num_params;
+    plan.push_back(b);
+  }
   return plan;
 }
 

@@ -35,6 +35,18 @@ struct Bucket {
 absl::StatusOr<std::vector<Bucket>> PlanBuckets(
     const std::vector<int64_t>& tensor_sizes, int64_t bucket_elements);
 
+// A job whose flat buffer ends with non-trainable state (BatchNorm running
+// statistics, model/model_params.h ModelJobLayout: the trailing tensors
+// holding `state_elements`): PlanBuckets over the parameter tensors, then
+// PlanBuckets over the state tensors (offsets past the parameters), listed
+// last. The state's change is declared after the backward pass and is
+// all-reduced uncompressed, so it never shares a bucket with parameters.
+// Errors: PlanBuckets'; INVALID_ARGUMENT when no run of trailing tensors
+// holds exactly state_elements.
+absl::StatusOr<std::vector<Bucket>> PlanBucketsWithState(
+    const std::vector<int64_t>& tensor_sizes, int64_t bucket_elements,
+    int64_t state_elements);
+
 }  // namespace ferry
 
 #endif  // FERRY_RING_BUCKET_PLAN_H_

@@ -84,9 +84,12 @@ void BucketAllReducer::Run() {
     const int64_t op_id = first_op_id_ + static_cast<int64_t>(index);
     busy_ = true;
     mu_.Unlock();
+    const bool compress = bucket.offset < uncompressed_from_;
     absl::Status status = collective_->AllReduceSumCompressed(
-        op_id, grads_ + bucket.offset, bucket.length, compression_,
-        residual_ == nullptr ? nullptr : residual_ + bucket.offset);
+        op_id, grads_ + bucket.offset, bucket.length,
+        compress ? compression_ : GradientCompression{},
+        residual_ == nullptr || !compress ? nullptr
+                                          : residual_ + bucket.offset);
     mu_.Lock();
     busy_ = false;
     if (!status.ok() && first_error_.ok()) {

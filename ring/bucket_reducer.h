@@ -58,6 +58,11 @@ class BucketAllReducer {
                    float* grads, GradientCompression compression,
                    float* residual);
 
+  // Buckets starting at or after `offset` are all-reduced in fp32 without
+  // error feedback whatever the compression (the job's BatchNorm state,
+  // model/model_params.h ModelJobLayout). Call before the first Start.
+  void set_uncompressed_from(int64_t offset) { uncompressed_from_ = offset; }
+
   // Stops the background thread: buckets queued but not started are dropped
   // (left unreduced); one being all-reduced is waited for (at most the
   // collective's timeout).
@@ -106,6 +111,7 @@ class BucketAllReducer {
   float* const grads_;
   const GradientCompression compression_;
   float* const residual_;  // null: no error feedback
+  int64_t uncompressed_from_ = INT64_MAX;
   int64_t total_ = 0;
   absl::Status plan_status_;       // OK when plan_ is a valid partition
   std::vector<size_t> by_offset_;  // plan indices sorted by offset

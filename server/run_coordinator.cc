@@ -95,6 +95,9 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   const int workers =
       std::max({1, f.expected_workers > 0 ? f.expected_workers : f.min_workers,
                 f.expected_workers > 0 ? 0 : f.start_workers});
+  RETURN_IF_ERROR(CheckModelForDistributedJob(
+      model, mode == v1::MODE_RING || consistency == v1::CONSISTENCY_SYNC,
+      f.global_batch, workers));
   ResolveScheduleLength(optimizer,
                         consistency == v1::CONSISTENCY_SYNC
                             ? steps_per_epoch

@@ -31,8 +31,9 @@
 //    GradientExchange that owns one exchange per tensor group (each built
 //    over that group's ranges), fans BeginStep / FinishStep / AbandonStep
 //    out to all of them and routes each Ready range to the group that owns
-//    it (ranges never cross a tensor boundary: the backward pass declares
-//    whole tensors);
+//    it (ranges are whole tensors: the backward pass declares a layer's
+//    tensors, the trainer the BatchNorm state's after it; a group boundary
+//    must fall between such ranges);
 //  - a pipeline mode is an exchange whose Ready/FinishStep exchange the
 //    gradients of the stages' own layers (its buffers cover those layers)
 //    and whose BeginStep waits for the stage's inputs.

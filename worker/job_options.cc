@@ -2,6 +2,7 @@
 
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "model/model_params.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -21,6 +22,16 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
                   job.max_chunk_elements() > 0 ? job.max_chunk_elements()
                                                : kDefaultMaxChunkElements));
   options.compression = FromProto(job.compression());
+  // BatchNorm state chunks travel uncompressed. A job spec without a model
+  // (tools, tests) has no state.
+  if (!job.model().empty() || !job.model_def().empty()) {
+    ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
+    ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
+    if (state.total_elements() > 0) {
+      options.uncompressed_from =
+          layout.total_elements() - state.total_elements();
+    }
+  }
   return options;
 }
 

@@ -26,8 +26,10 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
   }
   const int64_t n = std::accumulate(options.tensor_sizes.begin(),
                                     options.tensor_sizes.end(), int64_t{0});
-  ASSIGN_OR_RETURN(std::vector<Bucket> plan,
-                   PlanBuckets(options.tensor_sizes, options.bucket_elements));
+  ASSIGN_OR_RETURN(
+      std::vector<Bucket> plan,
+      PlanBucketsWithState(options.tensor_sizes, options.bucket_elements,
+                           options.state_elements));
   if (options.state_elements < 0 || options.state_elements > n) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring exchange: ", options.state_elements,
@@ -75,6 +77,7 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
       session->collective.get(), plan_, options_.host_grads,
       options_.compression,
       feedback_ == nullptr ? nullptr : feedback_->residual());
+  session->reducer->set_uncompressed_from(n_ - options_.state_elements);
   session->next_op = kBroadcastOp + 1;
   RingCollective* collective = session->collective.get();
   {

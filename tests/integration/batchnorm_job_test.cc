@@ -53,8 +53,9 @@ class BatchNormJobTest : public ::testing::Test {
 
   // Runs `ferry local` in `mode` (2 workers; PS: 2 shards, sync) for kSteps
   // steps of the same global batches; returns its summary.
-  nlohmann::json RunJob(const std::string& mode) {
-    const std::string out = dir_ + "/" + mode;
+  nlohmann::json RunJob(const std::string& mode,
+                        const std::string& compression = "none") {
+    const std::string out = dir_ + "/" + mode + "-" + compression;
     std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry",
                                      "local",
                                      "--mode",
@@ -92,6 +93,7 @@ class BatchNormJobTest : public ::testing::Test {
                                      "--timeout",
                                      "150"};
     if (mode == "ps") argv.insert(argv.end(), {"--shards", "2"});
+    argv.insert(argv.end(), {"--compression", compression});
     auto child = ChildProcess::Spawn(argv, out + ".log");
     EXPECT_TRUE(child.ok()) << child.status();
     if (!child.ok()) return {};
@@ -126,8 +128,8 @@ TEST_F(BatchNormJobTest, PsAndRingKeepTheSameRunningStatisticsAndEvaluateThem) {
   const nlohmann::json ps_summary = RunJob("ps");
   const nlohmann::json ring_summary = RunJob("ring");
   ASSERT_TRUE(ps_summary.is_object() && ring_summary.is_object());
-  auto ps = ImportModel(dir_ + "/ps/model");
-  auto ring = ImportModel(dir_ + "/ring/model");
+  auto ps = ImportModel(dir_ + "/ps-none/model");
+  auto ring = ImportModel(dir_ + "/ring-none/model");
   ASSERT_TRUE(ps.ok()) << ps.status();
   ASSERT_TRUE(ring.ok()) << ring.status();
 
@@ -176,6 +178,25 @@ TEST_F(BatchNormJobTest, PsAndRingKeepTheSameRunningStatisticsAndEvaluateThem) {
   ASSERT_TRUE(without.ok());
   EXPECT_GT(std::abs(without->second - with_state->second), 1e-3)
       << "the evaluation does not depend on the running statistics";
+}
+
+// The state's changes travel uncompressed: with top-k keeping 1 % of the
+// gradient (which would defer most of the state to later steps), every
+// layer still counts exactly every step.
+TEST_F(BatchNormJobTest, CompressedJobsSendTheStateExactly) {
+  for (const std::string mode : {"ps", "ring"}) {
+    const nlohmann::json summary = RunJob(mode, "topk:0.01");
+    ASSERT_TRUE(summary.is_object()) << mode;
+    auto exported = ImportModel(dir_ + "/" + mode + "-topk:0.01/model");
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    auto state_layout = ModelStateLayout(exported->def);
+    ASSERT_TRUE(state_layout.ok());
+    for (const TensorSlot& t : state_layout->tensors()) {
+      if (t.name.ends_with("num_batches_tracked")) {
+        EXPECT_EQ(exported->state[t.offset], kSteps) << mode << " " << t.name;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -109,6 +109,31 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesAModelFileThatDoesNotChain) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"));
 }
 
+// BatchNorm's running statistics need sync steps and >= 2 samples per
+// worker: refused before any process starts, naming the layer.
+TEST_F(ConfigErrorTest, FerryLocalRefusesBatchNormWhereItCannotTrain) {
+  const std::string norm = dir_ + "/norm.json";
+  std::ofstream(norm) << R"({"format": "ferry.model.v1",
+    "input": {"shape": [784]}, "classes": 10, "layers": [
+      {"type": "Linear", "args": {"in_features": 784, "out_features": 16}},
+      {"type": "BatchNorm1d", "args": {"num_features": 16}},
+      {"type": "Linear", "args": {"in_features": 16, "out_features": 10}}]})";
+  const std::string local = std::string(FERRY_BIN_DIR) + "/ferry";
+  Result r = Run({local, "local", "--mode", "ps", "--consistency", "async",
+                  "--workers", "2", "--dataset", "synthetic:600", "--model",
+                  norm, "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("layer 1 (BatchNorm1d): BatchNorm's running "
+                                  "statistics need sync steps"));
+  r = Run({local, "local", "--mode", "ring", "--workers", "3", "--batch", "5",
+           "--dataset", "synthetic:600", "--model", norm, "--log-dir",
+           dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("at least 2 samples per worker; --batch 5 "
+                                  "over 3 workers"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"));
+}
+
 TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
   const Result r =
       Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--role",

@@ -90,6 +90,32 @@ TEST(BucketPlanTest, HandPickedPlans) {
                {0, 4096}}));
 }
 
+// BatchNorm state (the trailing tensors) gets buckets of its own, listed
+// after every parameter bucket: it is declared after the backward pass.
+TEST(BucketPlanTest, StateTensorsGetTheirOwnBucketsLast) {
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  const auto pairs = [](const std::vector<int64_t>& sizes, int64_t b,
+                        int64_t state) {
+    auto plan = PlanBucketsWithState(sizes, b, state);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    V out;
+    if (plan.ok())
+      for (const Bucket& x : *plan) out.emplace_back(x.offset, x.length);
+    return out;
+  };
+  // Parameters {4, 2}, state {2, 2, 1}: without the split the state would
+  // share the first bucket with the last parameters.
+  EXPECT_EQ(Pairs({4, 2, 2, 2, 1}, 8), (V{{4, 7}, {0, 4}}));
+  EXPECT_EQ(pairs({4, 2, 2, 2, 1}, 8, 5), (V{{0, 6}, {6, 5}}));
+  EXPECT_EQ(pairs({4, 2, 2, 2, 1}, 4, 5), (V{{4, 2}, {0, 4}, {8, 3}, {6, 2}}));
+  EXPECT_EQ(pairs({4, 2}, 8, 0), Pairs({4, 2}, 8));
+  // The state must be exactly some trailing tensors.
+  EXPECT_EQ(PlanBucketsWithState({4, 2, 2}, 8, 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlanBucketsWithState({4, 2}, 8, 7).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BucketPlanTest, ExhaustiveSmallModels) {
   const std::vector<int64_t> sizes_to_try = {0, 1, 2, 3, 5, 7};
   const int kMaxTensors = 4;
