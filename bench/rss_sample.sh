@@ -20,9 +20,15 @@ while kill -0 "$pid" 2>/dev/null; do
   now=$(($(date +%s) - start))
   for p in $(descendants "$pid"); do
     [[ -r /proc/$p/status ]] || continue
-    awk -v t="$now" -v p="$p" '/^Name:/ {n=$2} /^VmRSS:/ {r=$2}
-      END {if (r != "") printf "%s,%s,%s,%s\n", t, p, n, r}' \
-      "/proc/$p/status" >>"$out" 2>/dev/null || true
+    # The program's name, with its --role and --shard-id when it has them
+    # (ferry-server-coordinator, ferry-server-ps-1, ferry-worker, ...).
+    name=$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | awk '
+      NR == 1 {n = $0; sub(".*/", "", n)}
+      prev == "--role" || prev == "--shard-id" {n = n "-" $0}
+      {prev = $0}
+      END {print n}')
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    [[ -n "$rss" && -n "$name" ]] && echo "$now,$p,$name,$rss" >>"$out"
   done
   sleep "$interval"
 done

@@ -146,6 +146,9 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   CoordinatorOptions options;
   options.job = *job;
   options.epoch_size = data->train.num_samples;
+  // Only the size of the training set is needed here (the workers load
+  // it): free its samples (188 MB for Fashion-MNIST) for the job's life.
+  data->train = Dataset{};
   options.min_workers = f.min_workers;
   options.start_workers = f.start_workers;
   options.max_workers = f.max_workers;
