@@ -98,10 +98,17 @@ void MaxPoolForward(int n, const WindowGeometry& g, const float* x, float* y) {
   const int ow_count = OutWidth(g);
   const size_t in_plane = static_cast<size_t>(g.height) * g.width;
   const size_t planes = static_cast<size_t>(n) * g.channels;
+  const bool two_by_two = IsMaxPool2x2(g);
   for (size_t p = 0; p < planes; ++p) {
     const float* plane = x + p * in_plane;
     float* out = y + p * oh_count * ow_count;
     for (int oh = 0; oh < oh_count; ++oh) {
+      if (two_by_two) {  // the common case, vectorized (kernel_math.h)
+        for (int ow = 0; ow < ow_count; ++ow) {
+          MaxPool2x2(plane, g.width, oh, ow, &out[oh * ow_count + ow]);
+        }
+        continue;
+      }
       for (int ow = 0; ow < ow_count; ++ow) {
         const int best = MaxPoolArgmax(g, plane, oh, ow);
         out[oh * ow_count + ow] = best < 0 ? 0.0f : plane[best];
@@ -117,11 +124,26 @@ void MaxPoolBackward(int n, const WindowGeometry& g, const float* x,
   const size_t in_plane = static_cast<size_t>(g.height) * g.width;
   const size_t planes = static_cast<size_t>(n) * g.channels;
   std::fill(dx, dx + planes * in_plane, 0.0f);
+  const bool two_by_two = IsMaxPool2x2(g);
   for (size_t p = 0; p < planes; ++p) {
     const float* plane = x + p * in_plane;
     const float* grad = dy + p * oh_count * ow_count;
     float* out = dx + p * in_plane;
     for (int oh = 0; oh < oh_count; ++oh) {
+      if (two_by_two) {  // disjoint windows: every element written once
+        for (int ow = 0; ow < ow_count; ++ow) {
+          float unused;
+          const int best = MaxPool2x2(plane, g.width, oh, ow, &unused);
+          const float d = grad[oh * ow_count + ow];
+          const int top = 2 * oh * g.width + 2 * ow;
+          const int bottom = top + g.width;
+          out[top] = best == top ? d : 0.0f;
+          out[top + 1] = best == top + 1 ? d : 0.0f;
+          out[bottom] = best == bottom ? d : 0.0f;
+          out[bottom + 1] = best == bottom + 1 ? d : 0.0f;
+        }
+        continue;
+      }
       for (int ow = 0; ow < ow_count; ++ow) {
         const int best = MaxPoolArgmax(g, plane, oh, ow);
         if (best >= 0) out[best] += grad[oh * ow_count + ow];

@@ -143,6 +143,43 @@ FERRY_HD inline int MaxPoolArgmax(const WindowGeometry& g, const float* plane,
   return best;
 }
 
+// Whether max pooling's scan replaces the best value so far by `v`: a larger
+// value, or the first NaN (MaxPoolArgmax's rule).
+FERRY_HD inline bool MaxPoolTakes(float v, float best) {
+  return v > best || (v != v && best == best);
+}
+
+// MaxPoolArgmax for a 2x2 window of stride 2 without padding, output
+// (oh, ow) of a plane `width` wide: the same element (first maximum, first
+// NaN) picked as a pairwise tree, (top-left, top-right) and (bottom-left,
+// bottom-right), then the two winners with the top one first. Its short,
+// branch-free dependency chain is what lets the CPU loop vectorize.
+// Writes the maximum to *value and returns its index in the plane.
+FERRY_HD inline int MaxPool2x2(const float* plane, int width, int oh, int ow,
+                               float* value) {
+  const int top = 2 * oh * width + 2 * ow;
+  const int bottom = top + width;
+  float a = plane[top];
+  int ia = top;
+  bool take = MaxPoolTakes(plane[top + 1], a);
+  a = take ? plane[top + 1] : a;
+  ia = take ? top + 1 : ia;
+  float c = plane[bottom];
+  int ic = bottom;
+  take = MaxPoolTakes(plane[bottom + 1], c);
+  c = take ? plane[bottom + 1] : c;
+  ic = take ? bottom + 1 : ic;
+  take = MaxPoolTakes(c, a);
+  *value = take ? c : a;
+  return take ? ic : ia;
+}
+
+// Whether a max pooling is the 2x2, stride-2, unpadded kind of MaxPool2x2.
+FERRY_HD inline bool IsMaxPool2x2(const WindowGeometry& g) {
+  return g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 &&
+         g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 // Average pooling (count_include_pad=True): the window sum over real input
 // elements divided by kh * kw.
 FERRY_HD inline float AvgPoolValue(const WindowGeometry& g, const float* plane,

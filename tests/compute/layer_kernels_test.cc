@@ -105,6 +105,58 @@ TEST(LayerKernels, Im2ColAndCol2ImMatchTheElementFunctionsAndAreAdjoint) {
   }
 }
 
+// The 2x2 stride-2 fast path picks exactly MaxPoolArgmax's element: on
+// ties (ReLU zeros), on NaNs (the first one wins) and with odd plane sizes
+// (the last row and column are left out), forward and backward.
+TEST(LayerKernels, MaxPool2x2FastPathEqualsTheGeneralWindow) {
+  auto backend = MakeCpuBackend(1);
+  WindowGeometry g;
+  g.channels = 3;
+  g.height = 7;
+  g.width = 9;
+  g.kernel_h = g.kernel_w = 2;
+  g.stride_h = g.stride_w = 2;
+  ASSERT_TRUE(IsMaxPool2x2(g));
+  const int n = 2;
+  const size_t plane = static_cast<size_t>(g.height) * g.width;
+  const size_t out_plane = static_cast<size_t>(OutHeight(g)) * OutWidth(g);
+  std::vector<float> x = Random(n * g.channels * plane, 5);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i % 3 == 0) x[i] = 0.0f;  // ties
+    if (i % 17 == 0 || i % 17 == 1) x[i] = NAN;
+    if (i % 29 == 0) x[i] = -INFINITY;
+  }
+  const std::vector<float> dy = Random(n * g.channels * out_plane, 6);
+  std::vector<float> y(dy.size()), dx(x.size());
+  ASSERT_TRUE(backend->MaxPoolForward(n, g, x.data(), y.data()).ok());
+  ASSERT_TRUE(
+      backend->MaxPoolBackward(n, g, x.data(), dy.data(), dx.data()).ok());
+  int nan_windows = 0;
+  for (int p = 0; p < n * g.channels; ++p) {
+    const float* xp = x.data() + p * plane;
+    for (int oh = 0; oh < OutHeight(g); ++oh) {
+      for (int ow = 0; ow < OutWidth(g); ++ow) {
+        const float want = xp[MaxPoolArgmax(g, xp, oh, ow)];
+        const float got = y[p * out_plane + oh * OutWidth(g) + ow];
+        if (std::isnan(want)) {
+          ++nan_windows;
+          EXPECT_TRUE(std::isnan(got));
+        } else {
+          EXPECT_EQ(got, want);
+        }
+      }
+    }
+    for (int ih = 0; ih < g.height; ++ih) {
+      for (int iw = 0; iw < g.width; ++iw) {
+        EXPECT_EQ(dx[p * plane + ih * g.width + iw],
+                  MaxPoolGrad(g, xp, dy.data() + p * out_plane, ih, iw))
+            << "plane " << p << " (" << ih << ", " << iw << ")";
+      }
+    }
+  }
+  EXPECT_GT(nan_windows, 0);
+}
+
 TEST(LayerKernels, PoolingForwardAndBackward) {
   auto backend = MakeCpuBackend(1);
   const int n = 2;
