@@ -45,11 +45,14 @@ Backoff::Backoff(const RetryPolicy& policy, Clock* clock)
       give_up_(GiveUpAt(policy, clock->Now())) {}
 
 bool Backoff::Wait() {
-  if (policy_.budget <= absl::ZeroDuration()) return false;
+  if (policy_.budget <= absl::ZeroDuration() || exhausted_) return false;
   thread_local absl::BitGen rng;
   const absl::Duration wait =
       JitteredBackoff(policy_, retries_, absl::Uniform(rng, 0.0, 1.0));
-  if (clock_->Now() + wait > give_up_) return false;
+  if (clock_->Now() + wait > give_up_) {
+    exhausted_ = true;
+    return false;
+  }
   clock_->SleepFor(wait);
   ++retries_;
   return true;
@@ -57,6 +60,7 @@ bool Backoff::Wait() {
 
 void Backoff::Reset() {
   retries_ = 0;
+  exhausted_ = false;
   give_up_ = GiveUpAt(policy_, clock_->Now());
 }
 

@@ -47,7 +47,9 @@ class Backoff {
   explicit Backoff(const RetryPolicy& policy, Clock* clock = RealClock());
 
   // Sleeps the next wait and returns true; or returns false at once when that
-  // wait would end after the budget (the caller gives up with its last error).
+  // wait would end after the budget (the caller gives up with its last error),
+  // and from then on until Reset(): a shorter jittered draw on a later call
+  // does not revive a budget already given up.
   bool Wait();
 
   // Starts over (after a success): the next wait is initial_backoff again and
@@ -64,6 +66,7 @@ class Backoff {
   Clock* clock_;
   absl::Time give_up_;
   int retries_ = 0;
+  bool exhausted_ = false;
 };
 
 }  // namespace ferry
