@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "model/model_export.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
@@ -129,6 +130,13 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
   std::vector<float> values = std::move(imported->params);
   values.insert(values.end(), imported->state.begin(), imported->state.end());
   return values;
+}
+
+absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
+  if (job.model().empty() && job.model_def().empty()) return 0;
+  ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
+  return state.total_elements();
 }
 
 absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,

@@ -43,6 +43,11 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job);
 absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
                                          int64_t global_batch, int workers);
 
+// Elements of BatchNorm state at the end of the job's flat buffer
+// (ModelStateLayout of JobModel); 0 for a job spec without a model (tools,
+// tests). The JobModel's errors otherwise.
+absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job);
+
 // The job's starting flat buffer (model/model_params.h ModelJobLayout:
 // parameters, then BatchNorm state): JobSpec.init_from's values (checked to
 // be the job's model; INVALID_ARGUMENT naming the first difference, the

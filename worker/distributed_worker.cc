@@ -138,7 +138,6 @@ class Worker {
     context.job = &job_;
     context.worker_id = worker_id_;
     context.layout = &trainer_->layout();
-    context.state_elements = trainer_->state_elements();
     context.backend = trainer_->backend();
     context.buffers = trainer_->buffers();
     context.collective_timeout = options_.collective_timeout;

@@ -2,7 +2,6 @@
 
 #include "common/sharding.h"
 #include "common/status_macros.h"
-#include "model/model_params.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -22,28 +21,20 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
                   job.max_chunk_elements() > 0 ? job.max_chunk_elements()
                                                : kDefaultMaxChunkElements));
   options.compression = FromProto(job.compression());
-  // BatchNorm state chunks travel uncompressed. A job spec without a model
-  // (tools, tests) has no state.
-  if (!job.model().empty() || !job.model_def().empty()) {
-    ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
-    ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
-    if (state.total_elements() > 0) {
-      options.uncompressed_from =
-          layout.total_elements() - state.total_elements();
-    }
-  }
+  // BatchNorm state chunks travel uncompressed.
+  ASSIGN_OR_RETURN(const int64_t state, JobStateElements(job));
+  if (state > 0) options.uncompressed_from = layout.total_elements() - state;
   return options;
 }
 
-RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
-                                              const std::string& worker_id,
-                                              const ParameterLayout& layout,
-                                              int64_t state_elements) {
+absl::StatusOr<RingExchangeOptions> RingExchangeOptionsForJob(
+    const v1::JobSpec& job, const std::string& worker_id,
+    const ParameterLayout& layout) {
   RingExchangeOptions options;
   options.job_id = job.job_id();
   options.worker_id = worker_id;
   options.tensor_sizes = layout.TensorSizes();
-  options.state_elements = state_elements;
+  ASSIGN_OR_RETURN(options.state_elements, JobStateElements(job));
   options.bucket_elements = job.bucket_elements() > 0 ? job.bucket_elements()
                                                       : layout.total_elements();
   options.optimizer = FromProto(job.optimizer());

@@ -23,13 +23,13 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
     const ParameterLayout& layout);
 
 // Job id, worker id, the tensor sizes of `layout` (the job's flat buffer,
-// model/model_params.h ModelJobLayout) of which the last `state_elements`
+// model/model_params.h ModelJobLayout) of which the last JobStateElements(job)
 // are BatchNorm state, the bucket size (bucket_elements, or one bucket of
 // the whole model when 0), optimizer and compression.
-RingExchangeOptions RingExchangeOptionsForJob(const v1::JobSpec& job,
-                                              const std::string& worker_id,
-                                              const ParameterLayout& layout,
-                                              int64_t state_elements = 0);
+// Errors: JobStateElements'.
+absl::StatusOr<RingExchangeOptions> RingExchangeOptionsForJob(
+    const v1::JobSpec& job, const std::string& worker_id,
+    const ParameterLayout& layout);
 
 }  // namespace ferry
 

@@ -26,8 +26,9 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
     if (peer == nullptr) {
       return absl::InvalidArgumentError("ring job without a peer endpoint");
     }
-    RingExchangeOptions options = RingExchangeOptionsForJob(
-        job, context.worker_id, *context.layout, context.state_elements);
+    ASSIGN_OR_RETURN(
+        RingExchangeOptions options,
+        RingExchangeOptionsForJob(job, context.worker_id, *context.layout));
     options.backend = context.backend;
     const std::string job_id = job.job_id();
     options.connect = [peer, job_id](const v1::NextTaskResponse& lease) {

@@ -22,10 +22,8 @@ namespace ferry {
 struct ExchangeContext {
   const v1::JobSpec* job = nullptr;
   std::string worker_id;
-  // The job's flat buffer (model/model_params.h ModelJobLayout); its last
-  // state_elements are BatchNorm state.
+  // The job's flat buffer (model/model_params.h ModelJobLayout).
   const ParameterLayout* layout = nullptr;
-  int64_t state_elements = 0;
   ComputeBackend* backend = nullptr;
   ExchangeBuffers buffers;
   // Ring: deadline of one collective (a bucket or the broadcast).

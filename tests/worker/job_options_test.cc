@@ -58,7 +58,9 @@ TEST(JobOptionsTest, ParameterClientDefaultChunkSizeAndPlacementErrors) {
 
 TEST(JobOptionsTest, RingBucketsDefaultToTheWholeModel) {
   v1::JobSpec job = Job();
-  RingExchangeOptions options = RingExchangeOptionsForJob(job, "w1", Layout());
+  auto ring = RingExchangeOptionsForJob(job, "w1", Layout());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  RingExchangeOptions& options = *ring;
   EXPECT_EQ(options.job_id, "j");
   EXPECT_EQ(options.worker_id, "w1");
   EXPECT_EQ(options.tensor_sizes, (std::vector<int64_t>{12, 4}));
@@ -66,7 +68,7 @@ TEST(JobOptionsTest, RingBucketsDefaultToTheWholeModel) {
   EXPECT_DOUBLE_EQ(options.optimizer.lr, 0.25);
   EXPECT_EQ(options.compression.encoding, GradientEncoding::kTopK);
   job.set_bucket_elements(6);
-  EXPECT_EQ(RingExchangeOptionsForJob(job, "w1", Layout()).bucket_elements, 6);
+  EXPECT_EQ(RingExchangeOptionsForJob(job, "w1", Layout())->bucket_elements, 6);
 }
 
 }  // namespace
