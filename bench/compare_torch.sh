@@ -3,15 +3,18 @@
 # MLP 784-256-128-10; or convnet), batch 128, 1 thread per process, both
 # measured in this run:
 #   1. single process: ferry-worker --standalone vs torch (CPU)
-#   2. 2 workers: ferry local --mode ps (sync, 2 shards) vs torch DDP (gloo)
-#   3. 2 workers: ferry local --mode ring vs the same torch DDP figure
+#   2. W workers: ferry local --mode ps (sync, 2 shards) vs torch DDP (gloo)
+#      with W ranks; and the same PS job with --finalize-on-push false (the
+#      coordinator finalizes every step: the path before issue 19)
+#   3. W workers: ferry local --mode ring vs the same torch DDP figure
 # Prints each figure and the ratio ferry/torch. Needs scripts/setup --with-peers.
-# Usage: bench/compare_torch.sh [steps] [model]   (default 600, 784-256-128-10;
-#        the ConvNet: bench/compare_torch.sh 60 convnet)
+# Usage: bench/compare_torch.sh [steps] [model] [workers]   (default 600,
+#        784-256-128-10, 2; the ConvNet: bench/compare_torch.sh 60 convnet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-600}
 model=${2:-784-256-128-10}
+workers=${3:-2}
 bin=build/bin
 out=$(mktemp -d)
 py=/usr/bin/python3
@@ -23,15 +26,21 @@ torch_single=$($py bench/torch_mlp.py --model "$model" --mode single --steps "$s
 printf "single process   ferry %8.0f samples/s   torch %8.0f samples/s   ratio %.2f\n" \
   "$ferry_single" "$torch_single" "$(python3 -c "print($ferry_single/$torch_single)")"
 
-$bin/ferry local --mode ps --workers 2 --shards 2 --model "$model" --epochs 1 --max-steps "$steps" --device cpu \
-  --summary-json "$out/ps.json" --log-dir "$out/logs" >/dev/null 2>&1
-ferry_ps=$(python3 -c "import json;print(json.load(open('$out/ps.json'))['samples_per_second'])")
-torch_ddp=$($py bench/torch_mlp.py --model "$model" --mode ddp --world 2 --steps "$steps" | python3 -c "import json,sys;print(json.load(sys.stdin)['samples_per_second'])")
-printf "2 workers        ferry PS sync %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
-  "$ferry_ps" "$torch_ddp" "$(python3 -c "print($ferry_ps/$torch_ddp)")"
-$bin/ferry local --mode ring --workers 2 --model "$model" --epochs 1 --max-steps "$steps" --device cpu \
+ferry_ps_run() {  # $1: --finalize-on-push value, $2: summary name
+  $bin/ferry local --mode ps --workers "$workers" --shards 2 --model "$model" --epochs 1 --max-steps "$steps" \
+    --device cpu --finalize-on-push "$1" --summary-json "$out/$2.json" --log-dir "$out/logs-$2" >/dev/null 2>&1
+  python3 -c "import json;print(json.load(open('$out/$2.json'))['samples_per_second'])"
+}
+ferry_ps=$(ferry_ps_run true ps)
+torch_ddp=$($py bench/torch_mlp.py --model "$model" --mode ddp --world "$workers" --steps "$steps" | python3 -c "import json,sys;print(json.load(sys.stdin)['samples_per_second'])")
+ferry_ps_coord=$(ferry_ps_run false ps-coordinator)
+printf "%d workers        ferry PS sync %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
+  "$workers" "$ferry_ps" "$torch_ddp" "$(python3 -c "print($ferry_ps/$torch_ddp)")"
+printf "%d workers        ferry PS sync, coordinator finalize %8.0f samples/s   ratio %.2f (finalize on push: %.2fx)\n" \
+  "$workers" "$ferry_ps_coord" "$(python3 -c "print($ferry_ps_coord/$torch_ddp)")" "$(python3 -c "print($ferry_ps/$ferry_ps_coord)")"
+$bin/ferry local --mode ring --workers "$workers" --model "$model" --epochs 1 --max-steps "$steps" --device cpu \
   --summary-json "$out/ring.json" --log-dir "$out/logs-ring" >/dev/null 2>&1
 ferry_ring=$(python3 -c "import json;print(json.load(open('$out/ring.json'))['samples_per_second'])")
-printf "2 workers        ferry ring    %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
-  "$ferry_ring" "$torch_ddp" "$(python3 -c "print($ferry_ring/$torch_ddp)")"
+printf "%d workers        ferry ring    %8.0f samples/s   torch DDP %8.0f samples/s   ratio %.2f\n" \
+  "$workers" "$ferry_ring" "$torch_ddp" "$(python3 -c "print($ferry_ring/$torch_ddp)")"
 rm -rf "$out"

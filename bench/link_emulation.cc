@@ -104,7 +104,7 @@ absl::StatusOr<Result> Measure(const Flags& f, const LinkLimit& limit) {
     const bool timed = i >= f.warmup;
     TransferBytes before = (*client)->bytes();
     absl::Time start = absl::Now();
-    auto push = (*client)->BeginPush(PushInfo{0, i + 1, 1, 0});
+    auto push = (*client)->BeginPush(PushInfo{0, i + 1, 1, 0, {}});
     if (!push.ok()) return push.status();
     if (absl::Status s = (*push)->Ready(0, n, grads.data()); !s.ok()) return s;
     if (absl::Status s = (*push)->Finish(); !s.ok()) return s;

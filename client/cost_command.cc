@@ -120,18 +120,33 @@ absl::Status Run(const CostFlags& f) {
   }
   std::printf("\n%s wins: %.2fx faster per step\n", ps_wins ? "PS" : "ring",
               ratio);
-  const auto or_none = [](int64_t v, const std::string& what) {
-    return v < 0 ? std::string("none in the searched range")
-                 : absl::StrCat(what, " ", v);
-  };
-  std::printf("crossovers (everything else fixed):\n");
-  std::printf("  PS beats ring from:  %s\n",
-              or_none(cross.min_shards_ps_beats_ring, "shards =").c_str());
-  std::printf(
-      "  PS beats ring below: %s\n",
-      or_none(cross.params_ps_beats_ring_below, "parameters =").c_str());
-  std::printf("  PS beats ring from:  %s\n",
-              or_none(cross.min_workers_ps_beats_ring, "workers =").c_str());
+  std::printf("crossovers (one quantity varied, everything else as above):\n");
+  const std::string shards_line =
+      cross.min_shards_ps_beats_ring < 0
+          ? std::string("PS never beats ring")
+          : absl::StrCat("PS beats ring from ", cross.min_shards_ps_beats_ring,
+                         " shards");
+  std::printf("  shards 1..64 (%d workers):              %s\n", f.workers,
+              shards_line.c_str());
+  std::string size_line;
+  if (cross.params_ps_beats_ring_below >= 0) {
+    size_line = absl::StrCat("PS beats ring below ",
+                             cross.params_ps_beats_ring_below, " parameters");
+  } else if (cross.sizes_ps_wins == 0) {
+    size_line = "PS beats ring at no size";
+  } else {
+    size_line = "PS beats ring at every size";
+  }
+  std::printf("  model size (every tensor x 2^-20..2^10): %s\n",
+              size_line.c_str());
+  const std::string workers_line =
+      cross.min_workers_ps_beats_ring < 0
+          ? std::string("PS never beats ring")
+          : absl::StrCat("PS beats ring from ", cross.min_workers_ps_beats_ring,
+                         " workers");
+  std::printf("  workers 2..256 (%d shard%s):              %s\n",
+              std::max(1, f.shards), f.shards == 1 ? "" : "s",
+              workers_line.c_str());
   if (in.bandwidth_bytes_per_second == 0 && in.latency_seconds == 0) {
     std::printf(
         "\nnote: no --bandwidth and no --latency: only the bytes are "

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/peer_limits.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "model/model_params.h"
@@ -157,17 +158,6 @@ double ReadyTime(int64_t offset, int64_t total, double backward_seconds) {
              : backward_seconds * static_cast<double>(total - offset) / total;
 }
 
-// Tensor start offsets (model order).
-std::vector<int64_t> TensorOffsets(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> offsets;
-  int64_t at = 0;
-  for (int64_t s : sizes) {
-    offsets.push_back(at);
-    at += s;
-  }
-  return offsets;
-}
-
 absl::Status Validate(const CostInput& in) {
   if (in.workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
   if (in.mode == CostMode::kPs && in.shards < 1) {
@@ -184,6 +174,9 @@ absl::Status Validate(const CostInput& in) {
     return absl::InvalidArgumentError(
         "bandwidth, latency and compute must be >= 0, backward_fraction in [0, "
         "1]");
+  }
+  if (in.update_seconds_per_element < 0) {
+    return absl::InvalidArgumentError("update time per element must be >= 0");
   }
   if (in.max_chunk_elements < 1 || in.bucket_elements < 1 ||
       in.piece_elements < 1) {
@@ -211,6 +204,7 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
     push_shard = std::max(push_shard, in.workers * bytes.push_per_shard[s]);
     pull_shard = std::max(pull_shard, in.workers * bytes.pull_per_shard[s]);
   }
+  const int64_t push_worker_all = push_worker, pull_worker_all = pull_worker;
   if (in.colocated) {
     // Host h = worker h + shard h on one link: its own shard's share stays
     // local; its shard serves the other W-1 workers.
@@ -231,26 +225,69 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
                push_s = Transfer(push_shard, rate);
   const double pull_w = Transfer(pull_worker, rate),
                pull_s = Transfer(pull_shard, rate);
-  p.push_seconds = std::max(push_w, push_s) + lat;
-  p.pull_seconds = lat + std::max(pull_w, pull_s) + lat;  // request, then data
-  p.comm_seconds = p.push_seconds + p.pull_seconds;
-  // Pushes overlap backward: tensors leave in reverse order as they are
-  // ready, through a pipe as fast as the push phase's bottleneck.
+  // Each direction of every link is its own budget. A worker's stream to a
+  // shard gets the worker's rate, or its share of the shard's link when
+  // fewer shards serve more workers (W/S streams per shard link).
+  const double share =
+      std::min(1.0, static_cast<double>(in.shards) / in.workers);
+  // Colocated: a host's link carries its worker's streams and its shard's
+  // answers to the other workers in each direction: half the rate each.
+  const double stream_rate = rate * share / (in.colocated ? 2.0 : 1.0);
+  // Colocated: the own shard's share of the bytes stays on the host.
+  const double wire =
+      in.colocated ? static_cast<double>(in.workers - 1) / in.workers : 1.0;
+  const auto on_wire = [&](int64_t bytes) {
+    return static_cast<int64_t>(wire * static_cast<double>(bytes));
+  };
+  p.push_seconds = Transfer(on_wire(push_worker_all), stream_rate) + lat;
+  p.pull_seconds = Transfer(on_wire(pull_worker_all), stream_rate) + lat;
+  ASSIGN_OR_RETURN(
+      std::vector<Chunk> chunks,
+      PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+  // The step's timeline from the start of backward (time 0) to the last
+  // pulled byte. Chunks leave in reverse flat order as backward produces
+  // them, one after another on the worker's uplink; a shard has the
+  // worker's push once its last chunk arrived and (finalizing on push)
+  // applies the step as soon as every worker's push is in: workers are
+  // symmetric, so that is then too. The pulls of the next version were
+  // asked for at the step's start (pull ahead): each shard streams its
+  // slice back once it applied the step, overlapping the pushes still
+  // going to the other shards; the slices share the worker's downlink in
+  // the order the shards finish.
+  const auto timeline = [&](double backward) {
+    std::vector<double> applied(in.shards, 0.0);
+    std::vector<int64_t> slice(in.shards, 0);
+    double up_free = 0;
+    for (int i = static_cast<int>(chunks.size()) - 1; i >= 0; --i) {
+      const Chunk& c = chunks[i];
+      const int64_t chunk_bytes = IntField(c.id) +
+                                  EncodingField(in.compression) +
+                                  BytesField(Payload(in.compression, c.length));
+      up_free = std::max(up_free, ReadyTime(c.flat_offset, total, backward)) +
+                Transfer(on_wire(chunk_bytes), stream_rate);
+      applied[c.shard] = std::max(applied[c.shard], up_free + lat);
+      slice[c.shard] += c.length;
+    }
+    std::vector<int> order(in.shards);
+    for (int s = 0; s < in.shards; ++s) {
+      order[s] = s;
+      applied[s] += in.update_seconds_per_element * slice[s];
+    }
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return applied[a] < applied[b]; });
+    double down_free = 0;
+    for (int s : order) {
+      down_free = std::max(down_free, applied[s]) +
+                  Transfer(on_wire(bytes.pull_per_shard[s]), stream_rate);
+    }
+    return down_free + lat;
+  };
+  // Communication alone (as if the gradient were there at once), then as
+  // it overlaps the backward pass.
+  p.comm_seconds = timeline(0) + in.overhead_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
-  const double push_rate =
-      p.push_seconds - lat > 0 ? push_worker / (p.push_seconds - lat) : 0.0;
-  const std::vector<int64_t> offsets = TensorOffsets(in.tensor_sizes);
-  double link_free = 0;
-  for (int i = static_cast<int>(offsets.size()) - 1; i >= 0; --i) {
-    const int64_t b =
-        static_cast<int64_t>(static_cast<double>(push_worker) *
-                             in.tensor_sizes[i] / std::max<int64_t>(total, 1));
-    link_free = std::max(link_free, ReadyTime(offsets[i], total, backward)) +
-                Transfer(b, push_rate);
-  }
-  const double exposed_push = std::max(link_free, backward) + lat - backward;
-  p.exposed_comm_seconds = exposed_push + p.pull_seconds + in.overhead_seconds;
-  p.comm_seconds += in.overhead_seconds;
+  p.exposed_comm_seconds =
+      std::max(timeline(backward), backward) - backward + in.overhead_seconds;
   p.bottleneck = push_s > push_w ? "shard link" : "worker link";
   const double link = std::max(push_w, push_s) + std::max(pull_w, pull_s);
   if (2 * 3 * lat > link) p.bottleneck = "latency";
@@ -390,7 +427,10 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
                                                static_cast<double>(s), k)));
       total += s;
     }
+    if (total > kMaxModelElements) break;  // beyond what a job can hold
     ASSIGN_OR_RETURN(const bool ps, faster_ps(scaled));
+    ++c.sizes_searched;
+    if (ps) ++c.sizes_ps_wins;
     if (ps) {
       ps_won_smaller = true;
     } else if (ps_won_smaller) {

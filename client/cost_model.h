@@ -10,10 +10,14 @@
 // Time model (one worker's step, every process behind its own full-duplex
 // link of `bandwidth` bytes/s each way and `latency` per message; see
 // docs/comparison.md for the derivation):
-// - PS (sync): push, then the shards apply the step, then pull. A phase
-//   lasts as long as the busier end of it: the worker moving its N bytes,
-//   or the busiest shard moving W times its slice. Pushes overlap the
-//   backward pass (chunks leave as layers finish); pulls do not overlap.
+// - PS (sync, finalize on push + pull ahead): chunks leave as backward
+//   produces them, one after another on the worker's uplink; a shard
+//   applies the step once the last worker's last chunk for it arrived
+//   (plus its update time per element), and its slice of the next version
+//   streams back on the downlink at once, while pushes to other shards
+//   still run. Each link direction is its own budget; with fewer shards
+//   than workers a stream gets S/W of a link. One shard: push then pull,
+//   2N/B; many shards: about N/B once shards >= workers (BytePS).
 // - Ring: every gradient bucket is all-reduced in 2(W-1) stages of N_b/W
 //   elements each way per link; buckets overlap the backward pass except
 //   the last one (the first layer's).
@@ -45,12 +49,15 @@ struct CostInput {
   double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
   // The stack's own cost of a step's exchange with no link limit (what
   // loopback measures: serialization, copies, gRPC, control RPCs; `ferry
-  // bench compare` calibrates it from an unlimited run). PS adds it: the
-  // control round trip between push and pull (report, FinalizeStep, the
-  // pull's answer) cannot overlap the transfer. Ring overlaps it with the
+  // bench compare` calibrates it from an unlimited run). PS adds it to the
+  // exposed time (the stack's work happens between a push's last chunk and
+  // the pull's answer). Ring overlaps it with the
   // transfer: communication takes max(link time, overhead); with
   // compression it adds (every hop decodes and encodes before forwarding).
   double overhead_seconds = 0;
+  // PS: a shard's time to apply a step, per element of its slice
+  // (optimizer + snapshot for the pulls; ~1 ns on this project's CPU).
+  double update_seconds_per_element = 1e-9;
   int64_t max_chunk_elements = 256 * 1024;         // PS chunks
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // ring buckets
   int64_t piece_elements = 256 * 1024;             // ring messages
@@ -110,6 +117,9 @@ struct Crossover {
   // PS faster for models below this many parameters (every tensor scaled
   // by the same power of two, 2^-20 .. 2^10 of the input).
   int64_t params_ps_beats_ring_below = -1;
+  // Of the model sizes tried (up to the crossover), how many PS won.
+  int sizes_searched = 0;
+  int sizes_ps_wins = 0;
   int min_workers_ps_beats_ring = -1;  // searched 2..256
 };
 absl::StatusOr<Crossover> FindCrossover(const CostInput& input);

@@ -139,6 +139,13 @@ int main(int argc, char** argv) {
           "--error-feedback", error_feedback,
           "lossy compression: add what the wire dropped to the next step")
       ->capture_default_str();
+  bool finalize_on_push = true;
+  local
+      ->add_option("--finalize-on-push", finalize_on_push,
+                   "PS sync: shards apply a step as soon as all its "
+                   "contributors pushed (false: the coordinator finalizes "
+                   "every step, the path before this option)")
+      ->capture_default_str();
   local->add_option(
       "--bucket-elements", bucket_elements,
       "ring: gradient bucket size in floats (0: 25 MiB, like DDP)");
@@ -339,8 +346,10 @@ int main(int argc, char** argv) {
   o.job_args.insert(o.job_args.end(),
                     {"--compression", compression, "--error-feedback",
                      error_feedback ? "true" : "false"});
-  o.job_args.insert(o.job_args.end(),
-                    {"--min-workers", std::to_string(min_workers)});
+  o.job_args.insert(
+      o.job_args.end(),
+      {"--min-workers", std::to_string(min_workers), "--finalize-on-push",
+       finalize_on_push ? "true" : "false"});
   if (!init_from.empty()) {
     o.job_args.insert(o.job_args.end(), {"--init-from", init_from});
   }

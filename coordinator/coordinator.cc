@@ -295,6 +295,13 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         r.set_epoch_size(options_.epoch_size);
         for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
         if (ring_mode()) AddRing(step, i, r);
+        if (FinalizesOnPush(number)) {
+          for (const Slot& s : step.slots) {
+            v1::Contributor* c = r.add_step_contributors();
+            c->set_worker_id(s.worker_id);
+            c->set_num_samples(s.samples);
+          }
+        }
         return r;
       }
     }
@@ -334,6 +341,18 @@ bool Coordinator::FormStep(int max_open) {
   }
   steps_.Add(std::move(step));
   return true;
+}
+
+bool Coordinator::FinalizesOnPush(int64_t step) const {
+  if (options_.job.mode() != v1::MODE_PS ||
+      options_.job.consistency() != v1::CONSISTENCY_SYNC ||
+      options_.job.sync_quorum() > 0 || !options_.finalize_on_push) {
+    return false;
+  }
+  // The shards must still be at version `step` when the coordinator
+  // checkpoints it (after applying step - 1).
+  const int64_t every = options_.checkpoint_every;
+  return !(checkpointing_ && every > 0 && step > 0 && step % every == 0);
 }
 
 void Coordinator::AddRing(const OpenStep& step, size_t slot_index,

@@ -99,6 +99,11 @@ struct CoordinatorOptions {
   // (async), and at every epoch end (sync). 0: epoch ends only. Shards
   // without a checkpoint directory turn checkpoints off.
   int64_t checkpoint_every = 0;
+  // PS sync without a quorum: TRAIN leases name the step's contributors so
+  // that the shards apply a step on its last push (finalize on push); the
+  // coordinator's FinalizeStep then only confirms it. Steps right after a
+  // checkpoint's version are left to the coordinator.
+  bool finalize_on_push = true;
   // Non-empty: persist the state here and resume from it, through
   // `file_system` (not owned; must outlive the coordinator; null means
   // PosixFileSystem()).
@@ -229,6 +234,8 @@ class Coordinator {
   void ExpireTimeouts(std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
+  // Whether the lease of `step` names its contributors (finalize on push).
+  bool FinalizesOnPush(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddRing(const OpenStep& step, size_t slot_index,
                v1::NextTaskResponse& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -356,11 +356,16 @@ void Coordinator::FinalizerLoop() {
         mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
         continue;
       }
-      // A shard lost the step (it restarted from a checkpoint): bring all
-      // shards and the accounting back to one consistent step.
+      // A shard lost the step (it restarted from a checkpoint), or applied
+      // it on push over another contributor set (a worker this step dropped
+      // had pushed there): bring all shards and the accounting back to one
+      // consistent step.
       {
         absl::MutexLock lock(&mu_);
         recovery_needed_ = true;  // no step forms meanwhile
+        // Shards at number + 1 may hold another set's update: undo it.
+        if (absl::IsAlreadyExists(status) && in_doubt_.has_value())
+          ResolveInDoubt(false);
       }
       RecoverShards(std::string(status.message()));
       continue;

@@ -59,7 +59,11 @@ absl::Status GrpcShardControl::OnEveryShard(
   absl::Status first = absl::OkStatus();
   for (size_t s = 0; s < calls.size(); ++s) {
     absl::Status status = calls[s].get();
-    if (first.ok() && !status.ok()) {
+    // ALREADY_EXISTS (a step applied over another set) decides how the
+    // coordinator recovers: it must not hide behind another shard's error.
+    const bool decisive =
+        absl::IsAlreadyExists(status) && !absl::IsAlreadyExists(first);
+    if ((first.ok() || decisive) && !status.ok()) {
       first =
           absl::Status(status.code(),
                        absl::StrCat("shard ", s, " (", job_.shard_addresses(s),

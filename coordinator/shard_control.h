@@ -45,9 +45,11 @@ class WeightsEvaluator {
 class ShardControl : public WeightsEvaluator {
  public:
   // Finalizes `step` over `contributors` on every shard. OK only when every
-  // shard applied it (or had already); UNAVAILABLE / DEADLINE_EXCEEDED when
-  // a shard cannot be reached (the coordinator retries); any other error
-  // (FAILED_PRECONDITION: a shard lost the step) starts a recovery.
+  // shard applied it (or had already, over the same set); UNAVAILABLE /
+  // DEADLINE_EXCEEDED when a shard cannot be reached (the coordinator
+  // retries); any other error starts a recovery: FAILED_PRECONDITION (a
+  // shard lost the step), ALREADY_EXISTS (a shard applied it on push over
+  // another set: the step is undone).
   virtual absl::Status FinalizeStep(
       int64_t step, int64_t generation,
       const std::vector<v1::Contributor>& contributors) = 0;

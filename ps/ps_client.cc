@@ -51,6 +51,7 @@ class GrpcPushSession final : public PushSession {
         group_(static_cast<int>(shards.size())),
         partial_(options.chunks.size()),
         covered_(options.chunks.size(), 0) {
+    for (const auto& shard : shards_) unsent_.push_back(shard->num_chunks);
     v1::PushRequest header;
     v1::PushHeader* h = header.mutable_header();
     h->set_job_id(options.job_id);
@@ -59,6 +60,11 @@ class GrpcPushSession final : public PushSession {
     h->set_step(info.step);
     h->set_num_samples(info.num_samples);
     h->set_base_version(info.base_version);
+    for (const PsContributor& c : info.step_contributors) {
+      v1::Contributor* added = h->add_step_contributors();
+      added->set_worker_id(c.worker_id);
+      added->set_num_samples(c.num_samples);
+    }
     const grpc::ByteBuffer header_message = SerializeMessage(header);
     for (const auto& shard : shards_) {
       calls_.push_back(std::make_unique<PushCall>(
@@ -128,6 +134,10 @@ class GrpcPushSession final : public PushSession {
             c.id, data,
             compress ? static_cast<int>(options_.compression.encoding) : 0));
         data = grpc::Slice();
+        // The shard's last chunk: close its stream now, so that it commits
+        // (and, finalizing on push, applies the step and answers pulls)
+        // while the other shards' chunks are still being produced.
+        if (--unsent_[c.shard] == 0) calls_[c.shard]->Close();
       }
     }
     return absl::OkStatus();
@@ -138,7 +148,11 @@ class GrpcPushSession final : public PushSession {
       return absl::FailedPreconditionError("push already finished");
     finished_ = true;
     if (declared_elements_ != num_elements_) {
-      for (auto& call : calls_) call->Cancel();
+      // Shards whose chunks all went out have committed (or will): only
+      // the others are cancelled.
+      for (size_t s = 0; s < calls_.size(); ++s) {
+        if (unsent_[s] > 0 || shards_[s]->num_chunks == 0) calls_[s]->Cancel();
+      }
       group_.WaitAll();
       return absl::FailedPreconditionError(absl::StrCat(
           "push finished with ", declared_elements_, " of ", num_elements_,
@@ -208,9 +222,55 @@ class GrpcPushSession final : public PushSession {
   int64_t declared_elements_ = 0;
   std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
   std::vector<int64_t> covered_;      // [chunk] elements declared
+  std::vector<int64_t> unsent_;       // [shard] chunks not yet enqueued
   bool finished_ = false;
   const absl::Time created_ = absl::Now();
   std::optional<absl::Time> first_chunk_;  // when the first chunk was sent
+};
+
+// One PullCall per shard, started at once and waited for later.
+class GrpcPendingPull final : public PendingPull {
+ public:
+  GrpcPendingPull(const std::vector<std::unique_ptr<Shard>>& shards,
+                  const std::vector<Chunk>& chunks,
+                  const v1::PullRequest& request, absl::Duration timeout,
+                  float* flat_params, ByteCounter* counter)
+      : min_version_(request.min_version()),
+        group_(static_cast<int>(shards.size())) {
+    for (const auto& shard : shards) {
+      calls_.push_back(std::make_unique<PullCall>(
+          *shard, chunks, request, timeout, flat_params, counter, &group_));
+    }
+    for (auto& call : calls_) call->Start();
+  }
+
+  ~GrpcPendingPull() override {
+    if (waited_) return;
+    for (auto& call : calls_) call->Cancel();
+    group_.WaitAll();
+  }
+
+  absl::StatusOr<int64_t> Wait() override {
+    if (waited_) return absl::FailedPreconditionError("pull already waited");
+    waited_ = true;
+    const std::vector<absl::Status> statuses = WaitCalls(group_, calls_);
+    int64_t version = PullCall::kNoVersion;
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      if (!statuses[i].ok()) return statuses[i];
+      const int64_t v = calls_[i]->version();
+      if (v != PullCall::kNoVersion &&
+          (version == PullCall::kNoVersion || v < version)) {
+        version = v;
+      }
+    }
+    return version == PullCall::kNoVersion ? min_version_ : version;
+  }
+
+ private:
+  const int64_t min_version_;
+  CallGroup group_;  // outlives the calls
+  std::vector<std::unique_ptr<PullCall>> calls_;
+  bool waited_ = false;
 };
 
 }  // namespace
@@ -304,6 +364,17 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   Metrics().pull_seconds(MetricRole::kWorker).Observe(SecondsSince(begun));
   // Only shards without chunks answered: nothing tells the version.
   return version == PullCall::kNoVersion ? min_version : version;
+}
+
+absl::StatusOr<std::unique_ptr<PendingPull>> GrpcParameterClient::StartPull(
+    int64_t min_version, float* flat_params) {
+  v1::PullRequest request;
+  request.set_job_id(options_.job_id);
+  request.set_worker_id(options_.worker_id);
+  request.set_min_version(min_version);
+  return std::make_unique<GrpcPendingPull>(shards_, options_.chunks, request,
+                                           options_.rpc_timeout, flat_params,
+                                           &counter_);
 }
 
 absl::Status GrpcParameterClient::CheckShards(absl::Duration timeout) {

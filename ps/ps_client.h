@@ -29,6 +29,7 @@
 #include "common/gradient_codec.h"
 #include "common/link_shaper.h"
 #include "common/sharding.h"
+#include "ps/step_contributors.h"
 
 namespace ferry {
 
@@ -39,6 +40,9 @@ struct PushInfo {
   int64_t step = 0;
   int64_t num_samples = 0;   // samples whose gradients were summed
   int64_t base_version = 0;  // version the gradient was computed on
+  // Sync: the step's whole contributor set (PushHeader.step_contributors),
+  // or empty.
+  std::vector<PsContributor> step_contributors;
 };
 
 // One push of one gradient to every shard, fed range by range while the
@@ -54,9 +58,11 @@ class PushSession {
   // Declares the gradient of flat range [offset, offset + length) final;
   // `grads[i]` is the value of element offset + i (host memory, copied before
   // returning). Every chunk whose elements have all been declared is sent at
-  // once. Errors: INVALID_ARGUMENT when the range is outside the parameter
-  // buffer or overlaps a range declared before; FAILED_PRECONDITION after
-  // Finish(). A shard failing does not fail Ready(); Finish() reports it.
+  // once, and a shard's stream is closed as soon as its last chunk is sent:
+  // that shard commits the push then, before Finish(). Errors: INVALID_ARGUMENT
+  // when the range is outside the parameter buffer or overlaps a range declared
+  // before; FAILED_PRECONDITION after Finish(). A shard failing does not fail
+  // Ready(); Finish() reports it.
   virtual absl::Status Ready(int64_t offset, int64_t length,
                              const float* grads) = 0;
 
@@ -66,16 +72,30 @@ class PushSession {
   // worker's push of this step from an earlier attempt (a retry whose
   // answer was lost, or an abandoned attempt at the same lease that another
   // shard failed). Returns OK when every shard accepted the push. Errors:
-  // FAILED_PRECONDITION when some element was never declared (nothing is
-  // committed: the streams are cancelled) or when called twice; otherwise
+  // FAILED_PRECONDITION when some element was never declared (the streams
+  // still open are cancelled; shards whose chunks were all sent have
+  // committed) or when called twice; otherwise
   // the first failing shard's status (e.g. ABORTED stale generation,
   // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED), its message naming
   // the shard.
   virtual absl::Status Finish() = 0;
 };
 
-// Thread safety: Pull(), BeginPush() and bytes() may be called from several
-// threads at once; each PushSession is used by one thread.
+// A pull started ahead of need (StartPull). Destroying it cancels the calls
+// still running and waits for them: nothing writes into the destination
+// after the destructor returns.
+class PendingPull {
+ public:
+  virtual ~PendingPull() = default;
+  // Waits for every shard's answer. Returns the smallest shard version, or
+  // the first failing shard's status (no retries: the caller pulls again).
+  // Once it returned, the destination holds the pulled values. Call once.
+  virtual absl::StatusOr<int64_t> Wait() = 0;
+};
+
+// Thread safety: Pull(), StartPull(), BeginPush() and bytes() may be called
+// from several threads at once; each PushSession and PendingPull is used by
+// one thread.
 class ParameterClient {
  public:
   virtual ~ParameterClient() = default;
@@ -94,6 +114,21 @@ class ParameterClient {
   // them. On error flat_params is partly written.
   virtual absl::StatusOr<int64_t> Pull(int64_t min_version,
                                        float* flat_params) = 0;
+
+  // Starts a Pull(min_version, flat_params) without waiting: each shard's
+  // chunks land in flat_params as soon as that shard reaches min_version, so
+  // a sync worker can ask for the next version before it pushes this step,
+  // and each shard's weights arrive while its pushes to other shards still
+  // run (the parameter server's overlap of both link directions). The
+  // caller must not read or write a shard's range of flat_params until
+  // Wait() returned, and must expect it written as soon as that shard's
+  // version exists. UNIMPLEMENTED when the client cannot (fakes): use Pull.
+  virtual absl::StatusOr<std::unique_ptr<PendingPull>> StartPull(
+      int64_t min_version, float* flat_params) {
+    (void)min_version;
+    (void)flat_params;
+    return absl::UnimplementedError("this parameter client has no StartPull");
+  }
 
   // Opens a push to every shard (writes the header). Errors are reported by
   // the session's Finish(); BeginPush itself fails only on a bad `info`
@@ -158,6 +193,8 @@ class GrpcParameterClient final : public ParameterClient {
   int64_t num_elements() const override { return num_elements_; }
   absl::StatusOr<int64_t> Pull(int64_t min_version,
                                float* flat_params) override;
+  absl::StatusOr<std::unique_ptr<PendingPull>> StartPull(
+      int64_t min_version, float* flat_params) override;
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override;
   absl::Status CheckShards(absl::Duration timeout) override;

@@ -38,6 +38,10 @@ PsPushHeader FromProto(const v1::PushHeader& h) {
   header.step = h.step();
   header.num_samples = h.num_samples();
   header.base_version = h.base_version();
+  header.step_contributors.reserve(h.step_contributors_size());
+  for (const v1::Contributor& c : h.step_contributors()) {
+    header.step_contributors.push_back({c.worker_id(), c.num_samples()});
+  }
   return header;
 }
 
@@ -374,6 +378,7 @@ grpc::ServerUnaryReactor* PsService::ShardInfo(
     for (const auto& [role, bytes] : info.bytes_received)
       received[role] = bytes;
     response->set_pending_pulls(info.pending_pulls);
+    response->set_steps_finalized_on_push(info.steps_finalized_on_push);
     return absl::OkStatus();
   });
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
@@ -21,6 +22,15 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 absl::Status Rejected(absl::string_view op, absl::Status status) {
   return Metrics().Reject(MetricRole::kPs, op, std::move(status));
+}
+
+// The same workers with the same samples, in any order.
+bool SameSet(absl::Span<const PsContributor> a,
+             absl::Span<const PsContributor> b) {
+  if (a.size() != b.size()) return false;
+  return std::all_of(a.begin(), a.end(), [&](const PsContributor& c) {
+    return std::find(b.begin(), b.end(), c) != b.end();
+  });
 }
 
 absl::Status ShutDownError(int32_t shard_id) {
@@ -124,7 +134,35 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
         "push from %s has generation %d, older than generation %d", h.worker_id,
         h.generation, max_generation_));
   }
+  if (!h.step_contributors.empty()) {
+    if (config_.consistency != PsConsistency::kSync) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "push from %s names step contributors; they are for sync mode only",
+          h.worker_id));
+    }
+    const std::string what = absl::StrCat("push from ", h.worker_id);
+    RETURN_IF_ERROR(CheckStepContributors(what, h.step_contributors,
+                                          config_.limits.max_step_pushes));
+    const bool named = std::any_of(
+        h.step_contributors.begin(), h.step_contributors.end(),
+        [&](const PsContributor& c) {
+          return c.worker_id == h.worker_id && c.num_samples == h.num_samples;
+        });
+    if (!named) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: its step contributors (%s) do not name it with its %d samples",
+          what, DescribeContributors(h.step_contributors), h.num_samples));
+    }
+  }
   if (config_.consistency == PsConsistency::kSync) {
+    if (h.step < version_ && AppliedPushLocked(h)) {
+      // Finalized on push while the worker's pushes to other shards failed:
+      // this shard has (and applied) exactly this push, so a retry counts
+      // as accepted, as for a push still buffered.
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "worker %s's push of step %d was applied here (version %d)",
+          h.worker_id, h.step, version_));
+    }
     if (h.step < version_) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "push from %s for step %d: step already applied (version %d)",
@@ -287,7 +325,13 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       return Rejected("push", std::move(status));
     }
     if (config_.consistency == PsConsistency::kSync) {
-      pending_[h.worker_id] = Contribution{h.num_samples, std::move(grad)};
+      pending_[h.worker_id] =
+          Contribution{h.num_samples, std::move(grad), h.step_contributors};
+      if (!h.step_contributors.empty() &&
+          StepCompleteLocked(h.step_contributors)) {
+        RETURN_IF_ERROR(ApplyStepLocked(h.step_contributors, ready));
+        ++steps_finalized_on_push_;
+      }
     } else {
       const int64_t staleness = version_ - h.base_version;
       RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
@@ -328,7 +372,22 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
               "FinalizeStep is for sync mode only; this shard is async"));
     }
     if (updates_stopped_) return StoppedError();
-    if (step < version_) return version_;  // already applied: idempotent
+    if (step < version_) {  // already applied: idempotent
+      auto applied = applied_sets_.find(step);
+      if (applied != applied_sets_.end() &&
+          !SameSet(applied->second, contributors)) {
+        return Rejected(
+            "finalize",
+            absl::AlreadyExistsError(absl::StrFormat(
+                "step %d was already applied on shard %d over {%s}, not {%s}",
+                step, config_.shard_id, DescribeContributors(applied->second),
+                DescribeContributors(contributors))));
+      }
+      // As for a step applied here: the coordinator's generation fences
+      // older pushes (a step finalized on push raised no fence).
+      max_generation_ = std::max(max_generation_, generation);
+      return version_;
+    }
     if (step > version_) {
       return Rejected(
           "finalize",
@@ -344,28 +403,13 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
               "finalize of step %d has generation %d, older than generation %d",
               step, generation, max_generation_)));
     }
-    if (contributors.empty()) {
-      return Rejected("finalize",
-                      absl::InvalidArgumentError(absl::StrFormat(
-                          "finalize of step %d names no contributor", step)));
+    if (absl::Status valid =
+            CheckStepContributors(absl::StrFormat("finalize of step %d", step),
+                                  contributors, config_.limits.max_step_pushes);
+        !valid.ok()) {
+      return Rejected("finalize", std::move(valid));
     }
-    const int64_t named_count = static_cast<int64_t>(contributors.size());
-    if (named_count > config_.limits.max_step_pushes) {
-      return Rejected(
-          "finalize",
-          LimitExceeded(
-              absl::StrFormat("the number of contributors of step %d", step),
-              named_count, config_.limits.max_step_pushes));
-    }
-    absl::flat_hash_set<absl::string_view> named;
-    int64_t total_samples = 0;
     for (const PsContributor& c : contributors) {
-      if (!named.insert(c.worker_id).second) {
-        return Rejected("finalize",
-                        absl::InvalidArgumentError(absl::StrFormat(
-                            "finalize of step %d names worker %s twice", step,
-                            c.worker_id)));
-      }
       auto it = pending_.find(c.worker_id);
       if (it == pending_.end()) {
         return Rejected("finalize",
@@ -380,26 +424,57 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
                 "worker %s: finalize says %d samples, its push said %d",
                 c.worker_id, c.num_samples, it->second.num_samples)));
       }
-      total_samples += c.num_samples;
     }
-    // Sum in the order named, then divide (0 + g is exact).
-    std::fill(scratch_.begin(), scratch_.end(), 0.0f);
-    for (const PsContributor& c : contributors) {
-      const std::vector<float>& g = pending_[c.worker_id].grad;
-      for (size_t i = 0; i < g.size(); ++i) scratch_[i] += g[i];
-    }
-    const float n = static_cast<float>(total_samples);
-    for (float& g : scratch_) g /= n;
-    RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
-    for (auto& [worker, contribution] : pending_) {
-      RecycleGradBuffer(std::move(contribution.grad));
-    }
-    pending_.clear();
+    RETURN_IF_ERROR(ApplyStepLocked(contributors, ready));
     max_generation_ = generation;
     version = version_;
   }
   for (auto& [callback, snapshot] : ready) callback(std::move(snapshot));
   return version;
+}
+
+bool PsShard::AppliedPushLocked(const PsPushHeader& h) const {
+  auto applied = applied_sets_.find(h.step);
+  if (applied == applied_sets_.end()) return false;
+  return std::find(applied->second.begin(), applied->second.end(),
+                   PsContributor{h.worker_id, h.num_samples}) !=
+         applied->second.end();
+}
+
+bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
+  for (const PsContributor& c : set) {
+    auto it = pending_.find(c.worker_id);
+    if (it == pending_.end() || it->second.num_samples != c.num_samples ||
+        it->second.step_set != set) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status PsShard::ApplyStepLocked(
+    absl::Span<const PsContributor> contributors, ReadyList& ready) {
+  int64_t total_samples = 0;
+  for (const PsContributor& c : contributors) total_samples += c.num_samples;
+  // Sum in the order named, then divide (0 + g is exact).
+  std::fill(scratch_.begin(), scratch_.end(), 0.0f);
+  for (const PsContributor& c : contributors) {
+    const std::vector<float>& g = pending_[c.worker_id].grad;
+    for (size_t i = 0; i < g.size(); ++i) scratch_[i] += g[i];
+  }
+  const float n = static_cast<float>(total_samples);
+  for (float& g : scratch_) g /= n;
+  const int64_t step = version_;
+  RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
+  for (auto& [worker, contribution] : pending_) {
+    RecycleGradBuffer(std::move(contribution.grad));
+  }
+  pending_.clear();
+  applied_sets_[step].assign(contributors.begin(), contributors.end());
+  while (static_cast<int64_t>(applied_sets_.size()) > kRememberedSteps) {
+    applied_sets_.erase(applied_sets_.begin());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
@@ -556,6 +631,7 @@ PsShardInfo PsShard::Info() const {
     info.max_staleness = max_staleness_;
     info.sum_staleness = sum_staleness_;
     info.pending_pulls = static_cast<int64_t>(waiters_.size());
+    info.steps_finalized_on_push = steps_finalized_on_push_;
   }
   absl::MutexLock lock(&bytes_mu_);
   info.bytes_sent = bytes_sent_;

@@ -18,6 +18,16 @@
 //    arrival). FinalizeStep(s, contributors) averages exactly the contributors'
 //    buffers (sum of their gradients / sum of their num_samples), applies one
 //    update, discards every other buffer of the step and makes version s+1.
+//    Finalize on push: a push may name the step's whole contributor set
+//    (step_contributors, as the coordinator formed it). Once every worker of
+//    that set has a committed push for the open step that names the same
+//    set, the commit of the last one applies the step over exactly that set
+//    (as FinalizeStep would, in the set's order) without waiting for the
+//    coordinator. The set each recent step was applied over is remembered:
+//    a later FinalizeStep of that step over the same set is the idempotent
+//    success it always was, over another set ALREADY_EXISTS (the step must be
+//    undone by a restore: the coordinator decided otherwise, e.g. it dropped
+//    a worker that died after its pushes).
 //  - kAsync (also used for SSP; the staleness bound is enforced by the
 //    coordinator): each committed push is applied on arrival as
 //    sum / num_samples; staleness = version - base_version is recorded.
@@ -70,6 +80,7 @@
 #include "common/sharding.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
+#include "ps/step_contributors.h"
 
 namespace ferry {
 
@@ -103,11 +114,9 @@ struct PsPushHeader {
   int64_t step = 0;          // sync: the step pushed for; async: worker clock
   int64_t num_samples = 0;   // >= 1
   int64_t base_version = 0;  // version the gradient was computed on
-};
-
-struct PsContributor {
-  std::string worker_id;
-  int64_t num_samples = 0;
+  // Sync: the step's whole contributor set (finalize on push), or empty
+  // (the coordinator's FinalizeStep closes the step).
+  std::vector<PsContributor> step_contributors;
 };
 
 // Everything a checkpoint holds of a shard (host copies).
@@ -137,6 +146,7 @@ struct PsShardInfo {
   int64_t max_staleness = 0;  // async only
   int64_t sum_staleness = 0;  // async only; mean = sum / accepted_pushes
   int64_t pending_pulls = 0;
+  int64_t steps_finalized_on_push = 0;  // sync: applied without FinalizeStep
   std::map<std::string, int64_t> bytes_sent;      // by peer role
   std::map<std::string, int64_t> bytes_received;  // by peer role
 };
@@ -167,6 +177,9 @@ inline constexpr PullWaitId kNoPullWait = 0;
 
 class PsShard {
  public:
+  // How many applied steps' contributor sets are remembered.
+  static constexpr int64_t kRememberedSteps = 64;
+
   // Called with the snapshot (never null) of the first version >= the one
   // waited for; or with UNAVAILABLE when the shard shuts its waits down
   // (Shutdown()), ABORTED when it is rolled back (RestoreState(),
@@ -185,11 +198,17 @@ class PsShard {
 
   // Opens a push. Errors (each counted in rejected_pushes):
   //  INVALID_ARGUMENT    empty worker_id, num_samples < 1, base_version < 0;
+  //                      step_contributors in async mode, or not a valid
+  //                      set (CheckStepContributors) naming the pusher with
+  //                      its num_samples;
   //  FAILED_PRECONDITION wrong job_id; sync: step != version() (below:
   //                      already applied, above: not open yet); async:
   //                      base_version > version();
   //  ALREADY_EXISTS      sync: the worker already committed a push for this
-  //                      step; async: step <= the worker's last applied step;
+  //                      step, or the step was applied with this worker's
+  //                      push (same samples) among the last
+  //                      kRememberedSteps steps; async: step <= the
+  //                      worker's last applied step;
   //  ABORTED             header generation older than the newest generation
   //                      named by FinalizeStep or a restore;
   //  RESOURCE_EXHAUSTED  job_id or worker_id longer than kMaxIdBytes;
@@ -224,7 +243,8 @@ class PsShard {
   }
 
   // Commits a push. Returns the version after the push was accepted (sync: the
-  // current version, the step is applied later; async: the version that
+  // current version, the step is applied later, or the version after it when
+  // this push completed its step_contributors; async: the version that
   // includes this push). Errors: the staging's error, INVALID_ARGUMENT naming
   // the first owned chunk missing, any BeginPush error re-checked against
   // the state at commit time, or ABORTED when the shard was rolled back since
@@ -243,8 +263,8 @@ class PsShard {
   //                      message names the shard's version: it may have
   //                      restarted or been rolled back), or a contributor
   //                      that has not pushed this step here;
-  //  INVALID_ARGUMENT    no contributors, a repeated worker, num_samples < 1
-  //                      or different from the num_samples it pushed;
+  //  INVALID_ARGUMENT    not a valid set (CheckStepContributors), or a
+  //                      num_samples different from the one it pushed;
   //  RESOURCE_EXHAUSTED  more than limits.max_step_pushes contributors;
   //  ABORTED             generation older than one already finalized or
   //                      restored;
@@ -319,6 +339,7 @@ class PsShard {
   struct Contribution {
     int64_t num_samples = 0;
     std::vector<float> grad;
+    std::vector<PsContributor> step_set;  // the push's step_contributors
   };
   struct Waiter {
     int64_t min_version = 0;
@@ -336,6 +357,20 @@ class PsShard {
   // Applies `grad` (already averaged) to the slice and bumps the version;
   // moves the waits that become ready into `ready`.
   absl::Status ApplyLocked(const float* grad, ReadyList& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: applies the open step over `contributors` (each has a pending
+  // buffer): sums them in that order, divides by their samples, applies,
+  // drops every buffer of the step and remembers the set.
+  absl::Status ApplyStepLocked(absl::Span<const PsContributor> contributors,
+                               ReadyList& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: true when step h.step was applied over a set naming h's worker
+  // with h's samples (one of the last kRememberedSteps steps).
+  bool AppliedPushLocked(const PsPushHeader& h) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: true when every worker of `set` has a pending push that names
+  // exactly `set` with its num_samples.
+  bool StepCompleteLocked(absl::Span<const PsContributor> set) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const PsSnapshot> SnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -365,6 +400,10 @@ class PsShard {
   int64_t max_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Sync: the open step's buffers by worker.
   absl::flat_hash_map<std::string, Contribution> pending_ ABSL_GUARDED_BY(mu_);
+  // Sync: the sets recent steps were applied over, by step.
+  std::map<int64_t, std::vector<PsContributor>> applied_sets_
+      ABSL_GUARDED_BY(mu_);
+  int64_t steps_finalized_on_push_ ABSL_GUARDED_BY(mu_) = 0;
   // Async: last applied step by worker.
   absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);

@@ -107,6 +107,8 @@ void PsShard::RollBackLocked(int64_t generation,
   }
   pending_.clear();
   last_step_.clear();
+  // Steps at or after the version kept were not applied to it.
+  applied_sets_.erase(applied_sets_.lower_bound(version_), applied_sets_.end());
   ++rollbacks_;  // pushes begun before now can no longer commit
   max_generation_ = std::max(max_generation_, generation);
   for (auto& [id, waiter] : waiters_)

@@ -149,6 +149,13 @@ int main(int argc, char** argv) {
          "epoch ends only)")
       ->capture_default_str()
       ->group(job);
+  app.add_option(
+         "--finalize-on-push", c.finalize_on_push,
+         "PS sync: leases name the step's contributors so that a shard applies "
+         "a step as soon as all of them pushed, without waiting for the "
+         "coordinator (false: the coordinator finalizes every step)")
+      ->capture_default_str()
+      ->group(job);
   app.add_option("--metrics-jsonl", c.metrics_jsonl,
                  "append training curves here, one JSON object per committed "
                  "step and per "

@@ -155,6 +155,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);
   options.checkpoint_every = f.checkpoint_every;
+  options.finalize_on_push = f.finalize_on_push;
   options.state_dir = f.state_dir;
   options.metrics = metrics->get();
   if (f.heartbeat_interval_s <= 0 ||

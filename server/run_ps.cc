@@ -193,8 +193,12 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
                                  {"path", (*last)->path}});
   }
   server->Shutdown(absl::Seconds(2));
+  const PsShardInfo info = (*shard)->Info();
   LogInfo("PS shard stopped",
           {{"shard", f.shard_id},
+           {"version", info.version},
+           {"steps_finalized_on_push", info.steps_finalized_on_push},
+           {"rejected_pushes", info.rejected_pushes},
            {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
   return rc;
 }

@@ -46,8 +46,10 @@ struct CoordinatorFlags {
   double heartbeat_interval_s = 1.0;
   std::string state_dir;           // empty: the state lives in memory only
   int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
-  std::string metrics_jsonl;       // training curves as JSON lines (appended)
-  std::string tensorboard_dir;     // training curves as TensorBoard events
+  bool finalize_on_push =
+      true;                     // PS sync: shards apply a step on its last push
+  std::string metrics_jsonl;    // training curves as JSON lines (appended)
+  std::string tensorboard_dir;  // training curves as TensorBoard events
 };
 
 struct PsFlags {

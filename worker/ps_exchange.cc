@@ -14,11 +14,21 @@ PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
       buffers_(buffers),
       shard_check_timeout_(shard_check_timeout) {}
 
+absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version) {
+  if (ahead_ != nullptr && ahead_version_ == min_version) {
+    absl::StatusOr<int64_t> pulled = ahead_->Wait();
+    ahead_.reset();
+    if (pulled.ok()) return pulled;
+    // A shard failed or was rolled back meanwhile: pull with retries.
+  }
+  ahead_.reset();  // another version: cancelled, nothing writes any more
+  return client_->Pull(min_version, buffers_.host_params);
+}
+
 absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   push_.reset();
   const v1::NextTaskResponse& lease = *step.lease;
-  ASSIGN_OR_RETURN(const int64_t version,
-                   client_->Pull(lease.pull_version(), buffers_.host_params));
+  ASSIGN_OR_RETURN(const int64_t version, PullVersion(lease.pull_version()));
   if (buffers_.host_params != buffers_.params) {
     RETURN_IF_ERROR(backend_->CopyToDevice(
         buffers_.host_params, buffers_.num_elements, buffers_.params));
@@ -28,7 +38,18 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   info.step = lease.step();
   info.num_samples = step.num_samples;
   info.base_version = version;
+  for (const v1::Contributor& c : lease.step_contributors()) {
+    info.step_contributors.push_back({c.worker_id(), c.num_samples()});
+  }
   ASSIGN_OR_RETURN(push_, client_->BeginPush(info));
+  if (!info.step_contributors.empty()) {
+    absl::StatusOr<std::unique_ptr<PendingPull>> ahead =
+        client_->StartPull(lease.step() + 1, buffers_.host_params);
+    if (ahead.ok()) {
+      ahead_ = *std::move(ahead);
+      ahead_version_ = lease.step() + 1;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -45,6 +66,7 @@ absl::Status PsExchange::FinishStep() {
   }
   const absl::Status finished = push_->Finish();
   push_.reset();
+  if (!finished.ok()) ahead_.reset();  // the version may never come
   return finished;
 }
 

@@ -6,6 +6,17 @@
 // pulled version; Ready pushes host_grads' range; FinishStep waits for
 // every shard.
 //
+// Pull ahead (sync leases that name the step's contributors, i.e. shards
+// that finalize on push): BeginStep also starts the pull of the version
+// this step makes (step + 1) into host_params, so each shard's new weights
+// arrive as soon as that shard applied the step, overlapping the pushes to
+// the other shards and the next lease's round trip. It is safe because a
+// shard can only make step + 1 after this worker's push to it, i.e. after
+// the backward pass declared (and so stopped reading) every range it owns.
+// The next BeginStep uses it when its lease pulls exactly that version and
+// it succeeded; otherwise it is cancelled (waited for) and a normal pull
+// runs.
+//
 // Thread safety: as GradientExchange (CancelIfOlder is a no-op: PS steps
 // are fenced by the shards' generation checks, not by the heartbeat).
 #ifndef FERRY_WORKER_PS_EXCHANGE_H_
@@ -35,7 +46,10 @@ class PsExchange final : public GradientExchange {
   absl::Status BeginStep(const ExchangeStep& step) override;
   absl::Status Ready(int64_t offset, int64_t length) override;
   absl::Status FinishStep() override;
-  void AbandonStep() override { push_.reset(); }
+  void AbandonStep() override {
+    push_.reset();
+    ahead_.reset();
+  }
   void CancelIfOlder(int64_t) override {}
   bool WaitedForOthers(const absl::Status& failure) override;
   void BetweenSteps() override {}
@@ -48,7 +62,14 @@ class PsExchange final : public GradientExchange {
   ComputeBackend* const backend_;
   const ExchangeBuffers buffers_;
   const absl::Duration shard_check_timeout_;
-  std::unique_ptr<PushSession> push_;  // the open step's
+  // The weights of version >= `min_version` into host_params: from the
+  // pull started ahead when it asked for exactly that version, else pulled
+  // now.
+  absl::StatusOr<int64_t> PullVersion(int64_t min_version);
+
+  std::unique_ptr<PushSession> push_;   // the open step's
+  std::unique_ptr<PendingPull> ahead_;  // pull of ahead_version_, if any
+  int64_t ahead_version_ = -1;
 };
 
 }  // namespace ferry

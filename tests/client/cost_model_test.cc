@@ -23,6 +23,7 @@ CostInput Input(CostMode mode, int workers, int shards,
   in.workers = workers;
   in.shards = shards;
   in.tensor_sizes = std::move(sizes);
+  in.update_seconds_per_element = 0;  // link arithmetic only
   return in;
 }
 
@@ -108,9 +109,12 @@ TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
   in.bandwidth_bytes_per_second = 1e9;
   auto balanced = PredictStep(in);
   ASSERT_TRUE(balanced.ok());
-  // W == S: worker and shard links carry the same bytes; push + pull.
-  EXPECT_NEAR(balanced->comm_seconds, 2 * n_bytes / 1e9,
-              2 * n_bytes / 1e9 * 1e-3);
+  // W == S: worker and shard links carry the same bytes. The shards finish
+  // one after another (one tensor, placed in four slices) and each slice's
+  // pull overlaps the pushes still running: N/B up, then the last quarter
+  // down.
+  EXPECT_NEAR(balanced->comm_seconds, 1.25 * n_bytes / 1e9,
+              n_bytes / 1e9 * 1e-3);
   in.shards = 1;  // one shard receives every worker's whole gradient
   auto hot = PredictStep(in);
   ASSERT_TRUE(hot.ok());
@@ -123,11 +127,52 @@ TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
   ASSERT_TRUE(fast.ok());
   EXPECT_NEAR(fast->comm_seconds, hot->comm_seconds / 2,
               hot->comm_seconds * 1e-3);
-  // Latency adds one message each way for a push and a round trip for a pull.
+  // Latency adds one message each way: the push's last chunk, and the
+  // pulled weights (the pull was asked for ahead, its request is off the
+  // path).
   in.latency_seconds = 0.01;
   auto slow = PredictStep(in);
   ASSERT_TRUE(slow.ok());
-  EXPECT_NEAR(slow->comm_seconds - fast->comm_seconds, 0.03, 1e-9);
+  EXPECT_NEAR(slow->comm_seconds - fast->comm_seconds, 0.02, 1e-9);
+}
+
+// BytePS's argument, which finalize on push + pull ahead implement: with
+// more shards each shard's weights come back while the pushes to the others
+// still run, so a step tends to N/B per worker instead of push + pull
+// (2N/B), and beats the ring's 2(W-1)N/(WB) once shards >= workers.
+TEST(CostModelTest, PullsOverlapPushesAsShardsGrow) {
+  const std::vector<int64_t> sizes(64, 1 << 16);  // 16 MiB in 64 tensors
+  const double n_bytes = 4.0 * 64 * (1 << 16);
+  CostInput in = Input(CostMode::kPs, 2, 1, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  in.update_seconds_per_element = 0;
+  std::vector<double> comm;
+  for (int shards : {1, 2, 4, 8}) {
+    in.shards = shards;
+    auto p = PredictStep(in);
+    ASSERT_TRUE(p.ok());
+    comm.push_back(p->comm_seconds);
+    // One shard serves both workers: its link carries 2N each way, push
+    // then pull. From shards >= workers: N/B up, the last slice down.
+    const double expected = shards == 1 ? 4.0 : 1.0 + 1.0 / shards;
+    EXPECT_NEAR(p->comm_seconds, expected * n_bytes / 1e9, n_bytes / 1e9 * 1e-2)
+        << shards << " shards";
+  }
+  EXPECT_GT(comm[0], comm[1]);
+  EXPECT_GT(comm[1], comm[3]);
+  in.workers = 4;
+  in.shards = 4;
+  auto ps = PredictStep(in);
+  in.mode = CostMode::kRing;
+  auto ring = PredictStep(in);
+  ASSERT_TRUE(ps.ok() && ring.ok());
+  EXPECT_LT(ps->comm_seconds, ring->comm_seconds);
+  // A shard's update time delays its slice's pull.
+  in.mode = CostMode::kPs;
+  in.update_seconds_per_element = 1e-8;
+  auto slow_update = PredictStep(in);
+  ASSERT_TRUE(slow_update.ok());
+  EXPECT_GT(slow_update->comm_seconds, ps->comm_seconds);
 }
 
 TEST(CostModelTest, RingTimeIsBandwidthPlusTwoWMinusOneLatencies) {
@@ -155,6 +200,7 @@ TEST(CostModelTest, BackwardHidesCommunicationButNeverMoreThanItLasts) {
     in.compute_seconds = 100;
     auto lots = PredictStep(in);
     ASSERT_TRUE(none.ok() && some.ok() && lots.ok());
+    // Without compute nothing hides the communication.
     EXPECT_NEAR(none->exposed_comm_seconds, none->comm_seconds,
                 none->comm_seconds * 1e-6);
     EXPECT_LT(some->exposed_comm_seconds, some->comm_seconds);
@@ -199,7 +245,10 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   ASSERT_TRUE(colocated.ok() && ring.ok());
   // (W-1)/W of the model leaves each host per phase, as in a ring.
   ExpectNear(colocated->worker.sent, ring->worker.sent / 2.0, 1e-2);
-  EXPECT_NEAR(colocated->comm_seconds, ring->comm_seconds,
+  // Each host link direction carries its worker's stream and its shard's
+  // answers (half the rate each): the pushes take as long as the ring's
+  // whole all-reduce, then the last of the four slices comes back.
+  EXPECT_NEAR(colocated->comm_seconds, 1.25 * ring->comm_seconds,
               ring->comm_seconds * 1e-2);
   in.mode = CostMode::kPs;
   in.shards = 2;
@@ -215,12 +264,15 @@ TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
   auto cross = FindCrossover(in);
   ASSERT_TRUE(cross.ok());
   EXPECT_EQ(cross->min_shards_ps_beats_ring, 1);
-  // Big model, fast network: ring wins at every shard count...
+  // Big model, fast network: one shard carries every worker's gradient and
+  // loses to the ring, but with shards close to the workers the overlap of
+  // pushes and pulls wins (BytePS)...
   in.tensor_sizes = {100'000'000};
   in.latency_seconds = 50e-6;
   cross = FindCrossover(in);
   ASSERT_TRUE(cross.ok());
-  EXPECT_EQ(cross->min_shards_ps_beats_ring, -1);
+  EXPECT_GT(cross->min_shards_ps_beats_ring, 1);
+  EXPECT_LE(cross->min_shards_ps_beats_ring, 8);
   // ...and PS wins again once the model is small enough.
   ASSERT_GT(cross->params_ps_beats_ring_below, 0);
   CostInput small = in;

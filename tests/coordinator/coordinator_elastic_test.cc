@@ -238,4 +238,53 @@ TEST(CoordinatorElasticTest, StateOfAnotherJobIsRefused) {
 }
 
 }  // namespace
+// The shards finalized a step on push over a contributor set the
+// coordinator did not decide (a worker it dropped had pushed everywhere):
+// the step is undone by a restore and its samples are trained again, so
+// every sample is still applied exactly once.
+TEST(CoordinatorElasticTest,
+     StepAppliedOnPushOverAnotherSetIsUndoneAndItsSamplesRequeued) {
+  Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+  }
+  const std::string w = f.Join();
+  auto lease = Next(f, w);
+  ASSERT_TRUE(lease.ok());
+  lease = RunSteps(f, w, *lease, 5);  // steps 0..4 applied
+  ASSERT_TRUE(lease.ok());
+  WaitForFinalize(f.shards, 5);
+  ASSERT_EQ(lease->step(), 5);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.applied_other_next = 1;
+  }
+  const v1::StepReport done = Done(*lease);
+  auto after = NextWork(f, w, &done);
+  ASSERT_TRUE(WaitForShards(
+      f.shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
+  for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
+    after = NextWork(f, w);
+  }
+  ASSERT_TRUE(after.ok()) << after.status();
+  // Every shard was at version 6 holding the other set's step 5: not a
+  // version the job can keep. Back to the checkpoint at 4.
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_EQ(f.shards.restores, (std::vector<int64_t>{4}));
+  }
+  EXPECT_EQ(after->step(), 4);
+  EXPECT_EQ(after->tasks(0).begin(), 16);
+  v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.samples_applied(), 16);
+  auto end = RunSteps(f, w, *after, 6);
+  ASSERT_TRUE(end.ok());
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 1);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 40);
+  EXPECT_EQ(s.accounting(0).samples_dropped(), 0);
+}
+
 }  // namespace ferry

@@ -27,6 +27,55 @@ TEST(CoordinatorTest, SyncStepsSplitTheGlobalBatchInRankOrder) {
   EXPECT_EQ(rb->tasks(0).end(), 10);
 }
 
+// Finalize on push: a PS sync lease names the step's whole contributor set
+// (rank order, each worker's samples), except for a step whose start
+// version is checkpointed (the shards must wait there for the coordinator)
+// and in quorum jobs (the coordinator picks the set).
+TEST(CoordinatorTest, LeasesNameTheStepsContributorsForFinalizeOnPush) {
+  auto names = [](const v1::NextTaskResponse& r) {
+    std::vector<std::pair<std::string, int64_t>> set;
+    for (const v1::Contributor& c : r.step_contributors())
+      set.emplace_back(c.worker_id(), c.num_samples());
+    return set;
+  };
+  Fixture f(Job(10, 1), 50, /*min_workers=*/2, "", /*checkpoint_every=*/2);
+  const std::string a = f.Join(), b = f.Join();
+  for (int64_t step = 0; step < 3; ++step) {
+    auto ra = Next(f, a);
+    auto rb = Next(f, b);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    ASSERT_EQ(ra->step(), step);
+    ASSERT_EQ(rb->step(), step);
+    const std::vector<std::pair<std::string, int64_t>> expected =
+        step == 2
+            ? std::vector<std::pair<std::string, int64_t>>{}
+            : std::vector<std::pair<std::string, int64_t>>{{a, 5}, {b, 5}};
+    EXPECT_EQ(names(*ra), expected) << "step " << step;
+    EXPECT_EQ(names(*rb), expected) << "step " << step;
+    const v1::StepReport da = Done(*ra), db = Done(*rb);
+    ASSERT_TRUE(Next(f, a, &da).ok());
+    ASSERT_TRUE(Next(f, b, &db).ok());
+    WaitForFinalize(f.shards, static_cast<size_t>(step + 1));
+  }
+
+  v1::JobSpec quorum = Job(10, 1);
+  quorum.set_sync_quorum(1);
+  Fixture q(quorum, 20, /*min_workers=*/2);
+  const std::string qa = q.Join(), qb = q.Join();
+  auto lease = Next(q, qa);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE(names(*lease).empty());
+
+  Fixture off(Job(10, 1), 20);
+  off.coordinator.reset();
+  off.options.finalize_on_push = false;
+  off.coordinator = *Coordinator::Create(off.options, &off.shards);
+  const std::string oa = off.Join();
+  lease = Next(off, oa);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE(names(*lease).empty());
+}
+
 TEST(CoordinatorTest, SyncRunsAllEpochsAndAccountsEverySampleOnce) {
   Fixture f(Job(8, 2), 21);
   const std::string a = f.Join(), b = f.Join();

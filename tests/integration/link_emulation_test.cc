@@ -76,7 +76,7 @@ class LinkEmulationTest : public ::testing::Test {
   double TimedPush(int64_t step, int64_t* bytes) {
     const int64_t before = client_->bytes().sent;
     const absl::Time start = absl::Now();
-    auto push = client_->BeginPush(PushInfo{0, step, 1, 0});
+    auto push = client_->BeginPush(PushInfo{0, step, 1, 0, {}});
     EXPECT_TRUE(push.ok()) << push.status();
     if (!push.ok()) return 0;
     EXPECT_TRUE((*push)->Ready(0, kElements, grads_.data()).ok());

@@ -247,8 +247,12 @@ class Cluster {
 };
 
 PushInfo Info() {
-  return PushInfo{
-      .generation = 3, .step = 12, .num_samples = 64, .base_version = 5};
+  PushInfo info;
+  info.generation = 3;
+  info.step = 12;
+  info.num_samples = 64;
+  info.base_version = 5;
+  return info;
 }
 
 // Checks that every shard got one complete push of `grads`: exactly its own
@@ -338,19 +342,51 @@ TEST(PushSessionTest, RejectsOverlappingAndOutOfRangeRanges) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// Waits (bounded: 5 s) until shard `s` has received `n` push streams.
+std::vector<ReceivedPush> WaitForPushes(Cluster& cluster, int s, size_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  std::vector<ReceivedPush> pushes = cluster.shard(s).pushes();
+  while (pushes.size() < n && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+    pushes = cluster.shard(s).pushes();
+  }
+  return pushes;
+}
+
 TEST(PushSessionTest, IncompleteGradientIsCancelledNotCommitted) {
   Cluster cluster(2);
   auto client = cluster.Client();
   const std::vector<float> grads(kTotal, 1.0f);
   auto session = *client->BeginPush(Info());
+  // Shard 1 owns [13, 26): all of its chunks are declared, shard 0's not.
   ASSERT_TRUE(session->Ready(10, 16, grads.data() + 10).ok());
   const absl::Status status = session->Finish();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  // The shards saw a cancelled stream, never a completed one.
-  for (int s = 0; s < 2; ++s) {
-    for (const ReceivedPush& push : cluster.shard(s).pushes())
-      EXPECT_TRUE(push.cancelled);
-  }
+  // Shard 1 got its whole push (its stream closed with its last chunk);
+  // shard 0 saw at most a cancelled stream, never a completed one.
+  const std::vector<ReceivedPush> pushes1 = WaitForPushes(cluster, 1, 1);
+  for (const ReceivedPush& push : cluster.shard(0).pushes())
+    EXPECT_TRUE(push.cancelled);
+  ASSERT_EQ(pushes1.size(), 1u);
+  EXPECT_FALSE(pushes1[0].cancelled);
+}
+
+// A shard's stream closes as soon as its last chunk is sent, before
+// Finish(): the shard commits (and may apply the step) while the other
+// shards' chunks are still being produced.
+TEST(PushSessionTest, ShardStreamClosesWithItsLastChunk) {
+  Cluster cluster(2);
+  auto client = cluster.Client();
+  const std::vector<float> grads = Ramp(1.0f, 1.0f);
+  auto session = *client->BeginPush(Info());
+  ASSERT_TRUE(session->Ready(13, 13, grads.data() + 13).ok());
+  const std::vector<ReceivedPush> early = WaitForPushes(cluster, 1, 1);
+  ASSERT_EQ(early.size(), 1u);  // complete while shard 0 still waits
+  EXPECT_FALSE(early[0].cancelled);
+  EXPECT_TRUE(cluster.shard(0).pushes().empty());
+  ASSERT_TRUE(session->Ready(0, 13, grads.data()).ok());
+  ASSERT_TRUE(session->Finish().ok());
+  ExpectPushed(cluster, 2, grads);
 }
 
 TEST(PushSessionTest, AbandonedSessionDoesNotHang) {
@@ -520,6 +556,41 @@ TEST(PullCasesTest, DataLossOnOneShardCancelsTheWaitingOthers) {
   const absl::Time start = absl::Now();
   EXPECT_EQ(client->Pull(5, flat.data()).status().code(),
             absl::StatusCode::kDataLoss);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(PendingPullTest, StartedPullFillsTheBufferOnceEveryShardAnswers) {
+  Cluster cluster(3, /*version=*/9);
+  cluster.shard(2).set_version(8);
+  auto client = cluster.Client();
+  std::vector<float> flat(kTotal);
+  auto pending = client->StartPull(8, flat.data());
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  absl::StatusOr<int64_t> version = (*pending)->Wait();
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(*version, 8);
+  EXPECT_EQ(flat, cluster.params());
+  // Waiting twice is a caller error, not a second pull.
+  EXPECT_EQ((*pending)->Wait().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PendingPullTest, FailureIsReturnedWithoutRetryAndDroppingCancels) {
+  Cluster cluster(2);
+  cluster.shard(1).FailNextPull({grpc::UNAVAILABLE, "restarting"});
+  auto client = cluster.Client();
+  std::vector<float> flat(kTotal);
+  auto pending = *client->StartPull(5, flat.data());
+  EXPECT_EQ(pending->Wait().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(cluster.shard(1).pull_requests().size(), 1u);
+
+  // A pull that waits for a version that never comes: dropping it cancels
+  // it at once, long before its deadline.
+  cluster.shard(0).set_fault(PullFault::kHang);
+  auto waiting = client->StartPull(6, flat.data());
+  ASSERT_TRUE(waiting.ok());
+  const absl::Time start = absl::Now();
+  waiting->reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 

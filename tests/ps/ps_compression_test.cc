@@ -172,7 +172,7 @@ TEST(PsCompressionTest, ShardRejectsMalformedEncodedChunks) {
   config.initial_slice.assign(4, 0.0f);
   auto shard = PsShard::Create(config);
   ASSERT_TRUE(shard.ok());
-  PsPushHeader header{"job", "w0", 0, 0, 1, 0};
+  PsPushHeader header{"job", "w0", 0, 0, 1, 0, {}};
   auto staging = (*shard)->BeginPush(header);
   ASSERT_TRUE(staging.ok());
   const std::string odd(7, '\0');

@@ -73,7 +73,7 @@ TEST(PsShardLimitsTest, FinalizeNamingMoreContributorsThanTheLimitIsRefused) {
   const std::vector<float> before = Params(*shard);
   const std::vector<PsContributor> three = {{"a", 1}, {"b", 1}, {"c", 1}};
   ExpectLimit(shard->FinalizeStep("job", 0, three, 0).status(),
-              "contributors of step 0 is 3");
+              "contributors of finalize of step 0 is 3");
   EXPECT_EQ(shard->version(), 0);
   EXPECT_EQ(Params(*shard), before);
 }

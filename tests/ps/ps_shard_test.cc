@@ -176,6 +176,127 @@ TEST(PsShardTest, RefinalizeIsIdempotent) {
   EXPECT_EQ(Params(*shard), after);
 }
 
+// A push naming the step's whole contributor set: the commit of the last
+// one applies the step, exactly as FinalizeStep over that set would.
+PsPushHeader WithSet(PsPushHeader header, std::vector<PsContributor> set) {
+  header.step_contributors = std::move(set);
+  return header;
+}
+
+TEST(PsShardTest, FinalizeOnPushAppliesTheStepOnItsLastPush) {
+  auto on_push = MakeShard(TestConfig());
+  auto by_coordinator = MakeShard(TestConfig());
+  const std::vector<PsContributor> set = {{"b", 3}, {"a", 2}};
+  for (int64_t step = 0; step < 3; ++step) {
+    const std::vector<float> a = {2, 4, 6, 8.0f + step};
+    const std::vector<float> b = {3, 1, 4, 2};
+    ASSERT_EQ(*PushSlice(*on_push, WithSet(Header("a", step, 2, step), set), a),
+              step);  // not complete yet: nothing applied
+    ASSERT_EQ(*PushSlice(*on_push, WithSet(Header("b", step, 3, step), set), b),
+              step + 1);  // the last contributor's commit applied it
+    ASSERT_TRUE(PushSlice(*by_coordinator, Header("a", step, 2), a).ok());
+    ASSERT_TRUE(PushSlice(*by_coordinator, Header("b", step, 3), b).ok());
+    ASSERT_TRUE(by_coordinator->FinalizeStep("job", step, set, 0).ok());
+    EXPECT_EQ(Params(*on_push), Params(*by_coordinator)) << "step " << step;
+    // The coordinator's later finalize over the same set (any order) only
+    // confirms it.
+    auto confirmed =
+        on_push->FinalizeStep("job", step, {{"a", 2}, {"b", 3}}, step);
+    ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+    EXPECT_EQ(*confirmed, step + 1);
+    // ...and raises the fence to its generation, as one that applies does.
+    EXPECT_EQ(on_push->Info().max_generation, step);
+  }
+  EXPECT_EQ(on_push->Info().steps_finalized_on_push, 3);
+  // A worker retrying a push this shard already applied (its pushes to
+  // other shards failed) is told ALREADY_EXISTS (accepted), not that the
+  // step is over; a worker not in that step's set still is.
+  EXPECT_EQ(
+      PushSlice(*on_push, WithSet(Header("a", 2, 2, 2), set), {1, 1, 1, 1})
+          .status()
+          .code(),
+      absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      PushSlice(*on_push, Header("c", 2, 2, 2), {1, 1, 1, 1}).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(on_push->version(), 3);
+  EXPECT_EQ(by_coordinator->Info().steps_finalized_on_push, 0);
+}
+
+TEST(PsShardTest, FinalizeOnPushWaitsForEveryNamedWorker) {
+  auto shard = MakeShard(TestConfig());
+  const std::vector<PsContributor> set = {{"a", 2}, {"b", 3}};
+  ASSERT_TRUE(
+      PushSlice(*shard, WithSet(Header("a", 0, 2), set), {2, 4, 6, 8}).ok());
+  // b pushes without the set (an older lease): no finalize on push.
+  ASSERT_EQ(*PushSlice(*shard, Header("b", 0, 3), {3, 1, 4, 2}), 0);
+  // c is not in the set: its push changes nothing of the set's progress.
+  ASSERT_EQ(*PushSlice(*shard, Header("c", 0, 1), {9, 9, 9, 9}), 0);
+  EXPECT_EQ(shard->version(), 0);
+  EXPECT_EQ(shard->Info().steps_finalized_on_push, 0);
+  // The coordinator closes it.
+  ASSERT_TRUE(shard->FinalizeStep("job", 0, set, 0).ok());
+  EXPECT_EQ(shard->version(), 1);
+}
+
+TEST(PsShardTest, FinalizeOfAStepAppliedOnPushOverAnotherSetIsRefused) {
+  auto shard = MakeShard(TestConfig());
+  const std::vector<PsContributor> set = {{"a", 2}, {"b", 3}};
+  ASSERT_TRUE(
+      PushSlice(*shard, WithSet(Header("a", 0, 2), set), {2, 4, 6, 8}).ok());
+  ASSERT_TRUE(
+      PushSlice(*shard, WithSet(Header("b", 0, 3), set), {3, 1, 4, 2}).ok());
+  ASSERT_EQ(shard->version(), 1);
+  const std::vector<float> after = Params(*shard);
+  // The coordinator dropped b (it died after pushing here): the shard holds
+  // an update the job did not decide.
+  const absl::Status other =
+      shard->FinalizeStep("job", 0, {{"a", 2}}, 0).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(other.message()), HasSubstr("a:2, b:3"));
+  EXPECT_EQ(shard->version(), 1);
+  EXPECT_EQ(Params(*shard), after);
+  // A rollback to version 0 forgets it: step 0 is open again.
+  ASSERT_TRUE(shard
+                  ->RestoreState({.version = 0,
+                                  .optimizer_steps = 0,
+                                  .params = TestConfig().initial_slice,
+                                  .optimizer_state = {}},
+                                 1)
+                  .ok());
+  ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2, 1), {2, 4, 6, 8}).ok());
+  ASSERT_TRUE(shard->FinalizeStep("job", 0, {{"a", 2}}, 1).ok());
+  EXPECT_THAT(Params(*shard), ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
+}
+
+TEST(PsShardTest, PushesWithABadContributorSetAreRefused) {
+  auto shard = MakeShard(TestConfig());
+  auto code = [&](PsPushHeader header) {
+    return PushSlice(*shard, header, {1, 1, 1, 1}).status().code();
+  };
+  // The set does not name the pusher, or not with its samples.
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"b", 2}})),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 3}})),
+            absl::StatusCode::kInvalidArgument);
+  // Repeated worker, no samples, empty id.
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"a", 2}})),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"b", 0}})),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"", 1}})),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(shard->Info().rejected_pushes, 5);
+  EXPECT_EQ(shard->version(), 0);
+  // Async shards take no set.
+  auto async = MakeShard(TestConfig(PsConsistency::kAsync));
+  EXPECT_EQ(
+      PushSlice(*async, WithSet(Header("a", 0, 2), {{"a", 2}}), {1, 1, 1, 1})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PsShardTest, GenerationFencing) {
   auto shard = MakeShard(TestConfig());
   ASSERT_TRUE(

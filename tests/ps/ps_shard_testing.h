@@ -41,8 +41,8 @@ inline std::unique_ptr<PsShard> MakeShard(const PsShardConfig& config) {
 inline PsPushHeader Header(const std::string& worker, int64_t step,
                            int64_t num_samples, int64_t generation = 0,
                            int64_t base_version = 0) {
-  return PsPushHeader{"job", worker,      generation,
-                      step,  num_samples, base_version};
+  return PsPushHeader{"job",       worker,       generation, step,
+                      num_samples, base_version, {}};
 }
 
 // Pushes a full slice gradient (4 values) split into the owned chunks.

@@ -7,7 +7,10 @@
 //    restore sets them; tests set it to play a restarted shard.
 //  - fail_next: the next n FinalizeStep calls are UNAVAILABLE;
 //  - lose_next: the next n are FAILED_PRECONDITION (a shard lost the step);
-//  - fail_every: every n-th call is UNAVAILABLE (a restarting shard).
+//  - fail_every: every n-th call is UNAVAILABLE (a restarting shard);
+//  - applied_other_next: the next n are ALREADY_EXISTS and raise the
+//    versions to step + 1 (the shards finalized the step on push over
+//    another contributor set).
 // Header-only: any test folder may include it. Thread-safe.
 #ifndef FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
 #define FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
@@ -40,6 +43,12 @@ class FakeShardControl final : public ShardControl {
       --fail_next;
       return absl::UnavailableError("shard down");
     }
+    if (applied_other_next > 0) {
+      --applied_other_next;
+      for (int64_t& v : versions) v = std::max(v, step + 1);
+      return absl::AlreadyExistsError(
+          "step was already applied over another contributor set");
+    }
     if (lose_next > 0) {
       --lose_next;
       return absl::FailedPreconditionError(
@@ -71,6 +80,7 @@ class FakeShardControl final : public ShardControl {
   absl::Mutex mu;
   int fail_next = 0;
   int lose_next = 0;
+  int applied_other_next = 0;
   int fail_every = 0;
   int64_t calls = 0;
   std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Memory at scale on one machine: a ~100M-parameter MLP (default
+# 784-8192-8192-3328-10, 100.9M parameters, momentum SGD) trained by W
+# workers and S shards on the synthetic dataset, once in sync PS mode and
+# once in ring mode, a few steps each. Every process's resident memory is
+# sampled (bench/rss_sample.sh, every second) and its peak is printed against
+# its state:
+#   - a shard against its slice + the optimizer state (momentum: 2 x P/S x 4 B);
+#   - a worker against the model (P x 4 B);
+#   - the coordinator against the model (it evaluates the weights).
+# Usage: bench/scale_memory.sh [steps, default 4] [model] [workers, default 4]
+#        [shards, default 4]
+# Writes out/scale-memory/{ps,ring}.csv and prints the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-4}
+model=${2:-784-8192-8192-3328-10}
+workers=${3:-4}
+shards=${4:-4}
+bin=build/bin
+out=out/scale-memory
+mkdir -p "$out"
+params=$(python3 -c "
+s=[int(x) for x in '$model'.split('-')]
+print(sum(a*b+b for a,b in zip(s,s[1:])))")
+echo "model $model: $params parameters ($(python3 -c "print(round($params*4/2**20))") MiB fp32); $workers workers, $shards shards, $steps steps"
+
+run() {  # $1: mode
+  local mode=$1 extra=()
+  [[ $mode == ps ]] && extra=(--shards "$shards")
+  $bin/ferry local --mode "$mode" --workers "$workers" "${extra[@]}" --model "$model" \
+    --dataset synthetic:20000 --batch 128 --epochs 1 --max-steps "$steps" --device cpu \
+    --summary-json "$out/$mode.json" --log-dir "$out/logs-$mode" --timeout 1800 >"$out/$mode.log" 2>&1 &
+  local pid=$!
+  bench/rss_sample.sh "$pid" "$out/$mode.csv" 1 &
+  local sampler=$!
+  wait "$pid" || { echo "ferry local --mode $mode failed: $out/$mode.log" >&2; return 1; }
+  wait "$sampler" || true
+  python3 - "$out/$mode.csv" "$mode" "$params" "$shards" <<'EOF'
+import csv, collections, sys
+path, mode, params, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+peak = collections.defaultdict(int)  # (name, pid) -> KiB
+with open(path) as f:
+    for row in csv.DictReader(f):
+        key = (row["name"], row["pid"])
+        peak[key] = max(peak[key], int(row["rss_kib"]))
+model_mib = params * 4 / 2**20
+print(f"{mode}: {'process':<24} {'peak RSS':>10} {'state':>10} {'ratio':>6}")
+for (name, pid), kib in sorted(peak.items()):
+    if name.startswith("ferry-server-ps"):
+        state, what = 2 * model_mib / shards, "slice+momentum"
+    elif name.startswith("ferry-worker") or name.startswith("ferry-server-coordinator"):
+        state, what = model_mib, "model"
+    else:
+        continue
+    mib = kib / 1024
+    print(f"{mode}: {name:<24} {mib:8.0f} MiB {state:7.0f} MiB {mib / state:5.2f}x  ({what})")
+EOF
+}
+run ps
+run ring

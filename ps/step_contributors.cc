@@ -1,0 +1,52 @@
+#include "ps/step_contributors.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/peer_limits.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+
+absl::Status CheckStepContributors(absl::string_view what,
+                                   absl::Span<const PsContributor> contributors,
+                                   int64_t max_contributors) {
+  if (contributors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " names no contributor"));
+  }
+  const int64_t count = static_cast<int64_t>(contributors.size());
+  if (count > max_contributors) {
+    return LimitExceeded(absl::StrCat("the number of contributors of ", what),
+                         count, max_contributors);
+  }
+  absl::flat_hash_set<absl::string_view> named;
+  for (const PsContributor& c : contributors) {
+    RETURN_IF_ERROR(
+        CheckIdLength(absl::StrCat("a contributor of ", what), c.worker_id));
+    if (c.worker_id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " names a contributor without a worker id"));
+    }
+    if (!named.insert(c.worker_id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s names worker %s twice", what, c.worker_id));
+    }
+    if (c.num_samples < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: worker %s has %d samples, must be >= 1", what,
+                          c.worker_id, c.num_samples));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeContributors(absl::Span<const PsContributor> contributors) {
+  return absl::StrJoin(contributors, ", ",
+                       [](std::string* out, const PsContributor& c) {
+                         absl::StrAppend(out, c.worker_id, ":", c.num_samples);
+                       });
+}
+
+}  // namespace ferry
