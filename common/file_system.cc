@@ -69,6 +69,16 @@ class Posix final : public FileSystem {
  public:
   absl::Status WriteFileAtomically(const std::string& path,
                                    absl::string_view contents) override {
+    return Replace(path, contents, /*sync=*/true);
+  }
+  absl::Status ReplaceFile(const std::string& path,
+                           absl::string_view contents) override {
+    return Replace(path, contents, /*sync=*/false);
+  }
+
+  // Temp file, (fsync), rename, (fsync of the directory).
+  static absl::Status Replace(const std::string& path,
+                              absl::string_view contents, bool sync) {
     const std::string temp = path + ".tmp";
     {
       Fd fd(
@@ -87,7 +97,7 @@ class Posix final : public FileSystem {
         p += n;
         left -= static_cast<size_t>(n);
       }
-      if (::fsync(fd.get()) != 0) {
+      if (sync && ::fsync(fd.get()) != 0) {
         const int error = errno;
         ::unlink(temp.c_str());
         return ErrnoError(error, "fsync", temp);
@@ -102,6 +112,7 @@ class Posix final : public FileSystem {
       ::unlink(temp.c_str());
       return ErrnoError(error, "rename to", path);
     }
+    if (!sync) return absl::OkStatus();
     // The rename is durable once the directory entry is.
     const std::string dir = Parent(path);
     Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -39,6 +39,15 @@ class FileSystem {
   // fsyncs the directory. The directory must exist (NOT_FOUND otherwise).
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
+  // As WriteFileAtomically without the fsyncs: a reader, and a process
+  // started after this one died, see the old file or the whole new one; a
+  // machine crash may lose the replacement. For state written often whose
+  // loss a restart reconciles (the coordinator's state: docs/elasticity.md).
+  // The default is WriteFileAtomically.
+  virtual absl::Status ReplaceFile(const std::string& path,
+                                   absl::string_view contents) {
+    return WriteFileAtomically(path, contents);
+  }
   // The whole file. NOT_FOUND when it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The names (not paths) of the entries of `dir`, sorted, without "." and

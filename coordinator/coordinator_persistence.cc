@@ -39,7 +39,9 @@ CoordinatorPersistence::Load() {
 
 absl::Status CoordinatorPersistence::Save(const v1::CoordinatorState& state) {
   if (!enabled()) return absl::OkStatus();
-  return fs_->WriteFileAtomically(path_, state.SerializeAsString());
+  // Written twice per sync step: no fsync (docs/elasticity.md). A machine
+  // crash that loses it is reconciled against the shards' versions.
+  return fs_->ReplaceFile(path_, state.SerializeAsString());
 }
 
 }  // namespace ferry
