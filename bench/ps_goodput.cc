@@ -13,7 +13,11 @@
 //
 // Consistency: `async` (default) applies a push on arrival, so one iteration
 // is exactly push + pull with no coordinator in the loop; `sync` adds the
-// FinalizeStep round trip and the shard's sum/average pass. Either way the
+// FinalizeStep round trip and the shard's sum/average pass; `sync-on-push`
+// is a sync worker's path since issue 19: the push names its contributor
+// set (the shard applies the step on it, no FinalizeStep) and the pull of
+// the new version is started before the push, so each shard's weights come
+// back while the others are still pushed to. Either way the
 // timed path includes the shard core's own work (staging, finiteness check,
 // SGD update, snapshot copy): it is what a worker waits for. `core_*` reports
 // that work alone (the same PsShard calls without gRPC) so the transport's
@@ -102,7 +106,7 @@ PsShardConfig ShardConfig(const Flags& f, int64_t n, int shard_id,
   config.max_chunk_elements = static_cast<int64_t>(f.chunk_kib) * 256;
   config.optimizer.lr = 1e-3;  // plain SGD: the cheapest update
   config.consistency =
-      f.consistency == "sync" ? PsConsistency::kSync : PsConsistency::kAsync;
+      f.consistency == "async" ? PsConsistency::kAsync : PsConsistency::kSync;
   const FlatRange range = ShardRange(n, num_shards, shard_id);
   config.initial_slice.assign(static_cast<size_t>(range.size()), 0.5f);
   return config;
@@ -251,7 +255,8 @@ void StopShard(ChildShard& child) {
 int Run(const Flags& f) {
   const int64_t n = NumElements(f);
   if (n < 1 || f.iters < 1 || f.warmup < 0 || f.shards < 1 || f.chunk_kib < 1 ||
-      (f.consistency != "async" && f.consistency != "sync")) {
+      (f.consistency != "async" && f.consistency != "sync" &&
+       f.consistency != "sync-on-push")) {
     return Fail(absl::InvalidArgumentError("bad flags (see --help)"));
   }
   // Shards and their servers (each its own gRPC server and port).
@@ -305,6 +310,11 @@ int Run(const Flags& f) {
 
   Phases phases;
   const bool sync = f.consistency == "sync";
+  // Finalize on push + pull ahead, as a sync worker does: the push names
+  // its step's (one-worker) contributor set, the pull of the next version
+  // is started before the push, so each shard's weights come back while
+  // the other shards are still being pushed to.
+  const bool on_push = f.consistency == "sync-on-push";
   TransferBytes bytes_before;
   double cpu_before = 0, cpu_before_children = 0;
   for (int i = 0; i < f.warmup + f.iters; ++i) {
@@ -319,6 +329,13 @@ int Run(const Flags& f) {
     info.step = i;
     info.num_samples = 1;
     info.base_version = i;
+    std::unique_ptr<PendingPull> ahead;
+    if (on_push) {
+      info.step_contributors = {{"w0", 1}};
+      auto started = (*client)->StartPull(i + 1, params.data());
+      if (!started.ok()) return Fail(started.status());
+      ahead = *std::move(started);
+    }
     auto session = (*client)->BeginPush(info);
     if (!session.ok()) return Fail(session.status());
     if (absl::Status s = (*session)->Ready(0, n, grads.data()); !s.ok())
@@ -329,7 +346,7 @@ int Run(const Flags& f) {
       if (absl::Status s = Finalize(stubs, i); !s.ok()) return Fail(s);
     }
     const absl::Time t2 = absl::Now();
-    auto version = (*client)->Pull(i + 1, params.data());
+    auto version = on_push ? ahead->Wait() : (*client)->Pull(i + 1, params.data());
     if (!version.ok()) return Fail(version.status());
     const absl::Time t3 = absl::Now();
     if (*version != i + 1) {
@@ -438,8 +455,10 @@ int main(int argc, char** argv) {
                  "largest chunk in KiB (max_chunk_elements = 256 * this)")
       ->capture_default_str();
   app.add_option("--consistency", f.consistency,
-                 "async: apply on arrival; sync: + FinalizeStep per step")
-      ->check(CLI::IsMember({"async", "sync"}))
+                 "async: apply on arrival; sync: + FinalizeStep per step; "
+                 "sync-on-push: shards finalize on the push, the pull is "
+                 "started ahead (a sync worker's path)")
+      ->check(CLI::IsMember({"async", "sync", "sync-on-push"}))
       ->capture_default_str();
   app.add_flag("!--no-core-baseline", f.core_baseline,
                "skip timing the shard core alone (no gRPC)");

@@ -29,7 +29,7 @@ run() {  # $1: mode
   local mode=$1 extra=()
   [[ $mode == ps ]] && extra=(--shards "$shards")
   $bin/ferry local --mode "$mode" --workers "$workers" "${extra[@]}" --model "$model" \
-    --dataset synthetic:20000 --batch 128 --epochs 1 --max-steps "$steps" --device cpu \
+    --dataset synthetic:1200 --batch 128 --epochs 1 --max-steps "$steps" --device cpu \
     --summary-json "$out/$mode.json" --log-dir "$out/logs-$mode" --timeout 1800 >"$out/$mode.log" 2>&1 &
   local pid=$!
   bench/rss_sample.sh "$pid" "$out/$mode.csv" 1 &
