@@ -346,7 +346,8 @@ int Run(const Flags& f) {
       if (absl::Status s = Finalize(stubs, i); !s.ok()) return Fail(s);
     }
     const absl::Time t2 = absl::Now();
-    auto version = on_push ? ahead->Wait() : (*client)->Pull(i + 1, params.data());
+    auto version =
+        on_push ? ahead->Wait() : (*client)->Pull(i + 1, params.data());
     if (!version.ok()) return Fail(version.status());
     const absl::Time t3 = absl::Now();
     if (*version != i + 1) {

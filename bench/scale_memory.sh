@@ -10,7 +10,8 @@
 #   - the coordinator against the model (it evaluates the weights).
 # Usage: bench/scale_memory.sh [steps, default 4] [model] [workers, default 4]
 #        [shards, default 4]
-# Writes out/scale-memory/{ps,ring}.csv and prints the table.
+# Env: MODES (default "ps ring"). Writes out/scale-memory/{ps,ring}.csv and
+# prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-4}
@@ -57,5 +58,4 @@ for (name, pid), kib in sorted(peak.items()):
     print(f"{mode}: {name:<24} {mib:8.0f} MiB {state:7.0f} MiB {mib / state:5.2f}x  ({what})")
 EOF
 }
-run ps
-run ring
+for mode in ${MODES:-ps ring}; do run "$mode"; done

@@ -113,8 +113,22 @@ class GrpcPushSession final : public PushSession {
       const int64_t lo = std::max(offset, c.flat_offset);
       const int64_t hi = std::min(end, c.flat_offset + c.length);
       if (lo >= hi) continue;
-      // The chunk's bytes go into a slice of their own, which the message
-      // then references: one copy, from `grads` to the slice.
+      const bool compress = options_.compression.compressed() &&
+                            c.flat_offset < options_.uncompressed_from;
+      if (!compress && covered_[i] == 0 && lo == c.flat_offset &&
+          hi == c.flat_offset + c.length) {
+        // The whole fp32 chunk is in this range: the message references
+        // `grads` itself (no copy; the caller keeps it until Finish).
+        covered_[i] = c.length;
+        Send(c,
+             grpc::Slice(grads + (lo - offset),
+                         static_cast<size_t>(c.length) * sizeof(float),
+                         grpc::Slice::STATIC_SLICE),
+             false);
+        continue;
+      }
+      // A chunk cut by ranges (or encoded) is assembled in a slice of its
+      // own, which the message then references: one copy.
       grpc::Slice& data = partial_[i];
       if (data.size() == 0) {
         data = shards_[c.shard]->buffers->Make(c.length * sizeof(float));
@@ -126,21 +140,23 @@ class GrpcPushSession final : public PushSession {
                   grads + (lo - offset), (hi - lo) * sizeof(float));
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
-        const bool compress = options_.compression.compressed() &&
-                              c.flat_offset < options_.uncompressed_from;
-        if (compress) data = Compress(c, data);
-        if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
-        calls_[c.shard]->Enqueue(ChunkMessage(
-            c.id, data,
-            compress ? static_cast<int>(options_.compression.encoding) : 0));
+        Send(c, compress ? Compress(c, data) : data, compress);
         data = grpc::Slice();
-        // The shard's last chunk: close its stream now, so that it commits
-        // (and, finalizing on push, applies the step and answers pulls)
-        // while the other shards' chunks are still being produced.
-        if (--unsent_[c.shard] == 0) calls_[c.shard]->Close();
       }
     }
     return absl::OkStatus();
+  }
+
+  // Queues chunk `c`'s message on its shard's stream; closes the stream
+  // after the shard's last chunk, so that the shard commits (and, finalizing
+  // on push, applies the step and answers pulls) while the other shards'
+  // chunks are still being produced.
+  void Send(const Chunk& c, const grpc::Slice& data, bool encoded) {
+    if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
+    calls_[c.shard]->Enqueue(ChunkMessage(
+        c.id, data,
+        encoded ? static_cast<int>(options_.compression.encoding) : 0));
+    if (--unsent_[c.shard] == 0) calls_[c.shard]->Close();
   }
 
   absl::Status Finish() override {

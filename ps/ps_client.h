@@ -5,12 +5,13 @@
 // ParameterClient is the interface the trainer uses (no gRPC types);
 // GrpcParameterClient implements it over ferry.v1.ParameterServer with the
 // gRPC callback API: all shards are contacted in parallel, without a thread
-// per shard, and every call has a deadline. Chunk data is copied once on each
-// side of the wire: Ready() copies a gradient into the slice that is sent,
-// Pull() copies from the received slices into flat_params (raw ByteBuffers
-// with the canonical PushRequest / PullResponse encoding, no protobuf
-// `bytes` copies). The push buffers are recycled: a client keeps up to one
-// model's worth of them (each shard's bytes) between pushes.
+// per shard, and every call has a deadline. Chunk data is copied at most
+// once on each side of the wire: Ready() sends a chunk straight from the
+// caller's gradient (or copies it into a slice when ranges cut it or it is
+// encoded), Pull() copies from the received slices into flat_params (raw
+// ByteBuffers with the canonical PushRequest / PullResponse encoding, no
+// protobuf `bytes` copies). The push buffers are recycled: a client keeps up to
+// one model's worth of them (each shard's bytes) between pushes.
 #ifndef FERRY_PS_PS_CLIENT_H_
 #define FERRY_PS_PS_CLIENT_H_
 
@@ -56,13 +57,15 @@ class PushSession {
   virtual ~PushSession() = default;
 
   // Declares the gradient of flat range [offset, offset + length) final;
-  // `grads[i]` is the value of element offset + i (host memory, copied before
-  // returning). Every chunk whose elements have all been declared is sent at
-  // once, and a shard's stream is closed as soon as its last chunk is sent:
-  // that shard commits the push then, before Finish(). Errors: INVALID_ARGUMENT
-  // when the range is outside the parameter buffer or overlaps a range declared
-  // before; FAILED_PRECONDITION after Finish(). A shard failing does not fail
-  // Ready(); Finish() reports it.
+  // `grads[i]` is the value of element offset + i (host memory). It must stay
+  // unchanged until Finish() returned or the session is destroyed: a chunk
+  // the range covers whole is sent from it without a copy (fp32; chunks cut
+  // by ranges, and encoded ones, are copied). Every chunk whose elements have
+  // all been declared is sent at once, and a shard's stream is closed as soon
+  // as its last chunk is sent: that shard commits the push then, before
+  // Finish(). Errors: INVALID_ARGUMENT when the range is outside the parameter
+  // buffer or overlaps a range declared before; FAILED_PRECONDITION after
+  // Finish(). A shard failing does not fail Ready(); Finish() reports it.
   virtual absl::Status Ready(int64_t offset, int64_t length,
                              const float* grads) = 0;
 

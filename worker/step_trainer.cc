@@ -56,16 +56,14 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
     buffers.host_params = trainer->host_params_.data();
     buffers.host_grads = trainer->host_grads_.data();
   }
-  // Ring members start from the job's initial parameters themselves; a PS
-  // worker's are overwritten by its first pull (and the shards, not the
-  // workers, read --init-from).
-  std::vector<float> init;
+  // Ring members start from the job's initial parameters themselves. A PS
+  // worker's (parameters and state) are all written by its first pull
+  // before any step reads them, and the shards, not the workers, read
+  // --init-from: computing them here would only double the startup peak.
   if (job.mode() == v1::MODE_RING) {
-    ASSIGN_OR_RETURN(init, JobInitialValues(job, def));
-  } else {
-    ASSIGN_OR_RETURN(init, ModelJobInitialValues(def, job.seed()));
+    ASSIGN_OR_RETURN(const std::vector<float> init, JobInitialValues(job, def));
+    RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   }
-  RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   return trainer;
 }
 
