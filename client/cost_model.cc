@@ -38,10 +38,13 @@ int64_t BytesField(int64_t len) {
 constexpr int64_t kIdBytes = 12;           // "job-1a2b3c4d", "worker-3"...
 constexpr int64_t kTypicalCounter = 1000;  // version / step / op id
 // PushRequest{header: PushHeader{job_id, worker_id, generation, step,
-// num_samples, base_version}}.
-int64_t PushHeaderMessage() {
-  const int64_t header =
-      2 * BytesField(kIdBytes) + 4 * IntField(kTypicalCounter);
+// num_samples, base_version, step_contributors: one Contributor{worker_id,
+// num_samples} per worker (sync, finalize on push)}}.
+int64_t PushHeaderMessage(int workers) {
+  const int64_t contributor =
+      BytesField(BytesField(kIdBytes) + IntField(kTypicalCounter));
+  const int64_t header = 2 * BytesField(kIdBytes) +
+                         4 * IntField(kTypicalCounter) + workers * contributor;
   return BytesField(header);
 }
 int64_t PullRequestMessage() {
@@ -68,7 +71,7 @@ absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
       std::vector<Chunk> chunks,
       PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
   PsBytes b;
-  b.push_per_shard.assign(in.shards, PushHeaderMessage());
+  b.push_per_shard.assign(in.shards, PushHeaderMessage(in.workers));
   b.pull_per_shard.assign(in.shards, 0);
   for (const Chunk& c : chunks) {
     b.push_per_shard[c.shard] += IntField(c.id) +

@@ -23,6 +23,11 @@ class ByteCounter {
     received_.fetch_add(n, std::memory_order_relaxed);
   }
   void AddCall() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  void Add(const TransferBytes& t) {
+    sent_.fetch_add(t.sent, std::memory_order_relaxed);
+    received_.fetch_add(t.received, std::memory_order_relaxed);
+    calls_.fetch_add(t.calls, std::memory_order_relaxed);
+  }
   TransferBytes Get() const {
     return {sent_.load(std::memory_order_relaxed),
             received_.load(std::memory_order_relaxed),

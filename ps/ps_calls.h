@@ -76,10 +76,15 @@ class PullCall final
  public:
   static constexpr int64_t kNoVersion = -1;
 
+  // `counter` gets every byte; so does `shard_counter` (null: the shard's
+  // own counter).
   PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
            const v1::PullRequest& request, absl::Duration timeout, float* flat,
-           ByteCounter* counter, CallGroup* group)
+           ByteCounter* counter, CallGroup* group,
+           ByteCounter* shard_counter = nullptr)
       : shard_(shard),
+        shard_counter_(shard_counter != nullptr ? shard_counter
+                                                : shard.bytes.get()),
         chunks_(chunks),
         min_version_(request.min_version()),
         request_size_(static_cast<int64_t>(request.ByteSizeLong())),
@@ -92,8 +97,8 @@ class PullCall final
 
   void Start() {
     counter_->AddSent(request_size_);
-    shard_.bytes->AddSent(request_size_);
-    shard_.bytes->AddCall();
+    shard_counter_->AddSent(request_size_);
+    shard_counter_->AddCall();
     SetDeadline(context_, timeout_);
     shard_.stub->PrepareBidiStreamingCall(&context_, kPullMethod,
                                           grpc::StubOptions(), this);
@@ -124,7 +129,7 @@ class PullCall final
     if (!ok) return;  // end of stream or failure: OnDone follows
     const int64_t size = static_cast<int64_t>(response_.Length());
     counter_->AddReceived(size);
-    shard_.bytes->AddReceived(size);
+    shard_counter_->AddReceived(size);
     error_ = Accept();
     response_.Clear();
     if (!error_.ok()) {
@@ -207,6 +212,7 @@ class PullCall final
   }
 
   const Shard& shard_;
+  ByteCounter* const shard_counter_;
   const std::vector<Chunk>& chunks_;
   const int64_t min_version_;
   const int64_t request_size_;

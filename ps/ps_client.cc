@@ -244,18 +244,25 @@ class GrpcPushSession final : public PushSession {
   std::optional<absl::Time> first_chunk_;  // when the first chunk was sent
 };
 
-// One PullCall per shard, started at once and waited for later.
+// One PullCall per shard, started at once and waited for later. Its bytes
+// reach the client's counters when it ends (Wait, or the destructor), not
+// as they arrive: a worker's per-step byte report then counts exactly one
+// pull per step, whenever the pull ahead happened to land.
 class GrpcPendingPull final : public PendingPull {
  public:
   GrpcPendingPull(const std::vector<std::unique_ptr<Shard>>& shards,
                   const std::vector<Chunk>& chunks,
                   const v1::PullRequest& request, absl::Duration timeout,
                   float* flat_params, ByteCounter* counter)
-      : min_version_(request.min_version()),
-        group_(static_cast<int>(shards.size())) {
-    for (const auto& shard : shards) {
-      calls_.push_back(std::make_unique<PullCall>(
-          *shard, chunks, request, timeout, flat_params, counter, &group_));
+      : shards_(shards),
+        counter_(counter),
+        min_version_(request.min_version()),
+        group_(static_cast<int>(shards.size())),
+        shard_bytes_(shards.size()) {
+    for (size_t s = 0; s < shards.size(); ++s) {
+      calls_.push_back(std::make_unique<PullCall>(*shards[s], chunks, request,
+                                                  timeout, flat_params, &bytes_,
+                                                  &group_, &shard_bytes_[s]));
     }
     for (auto& call : calls_) call->Start();
   }
@@ -264,12 +271,14 @@ class GrpcPendingPull final : public PendingPull {
     if (waited_) return;
     for (auto& call : calls_) call->Cancel();
     group_.WaitAll();
+    CountBytes();
   }
 
   absl::StatusOr<int64_t> Wait() override {
     if (waited_) return absl::FailedPreconditionError("pull already waited");
     waited_ = true;
     const std::vector<absl::Status> statuses = WaitCalls(group_, calls_);
+    CountBytes();
     int64_t version = PullCall::kNoVersion;
     for (size_t i = 0; i < calls_.size(); ++i) {
       if (!statuses[i].ok()) return statuses[i];
@@ -283,8 +292,19 @@ class GrpcPendingPull final : public PendingPull {
   }
 
  private:
+  void CountBytes() {
+    counter_->Add(bytes_.Get());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      shards_[s]->bytes->Add(shard_bytes_[s].Get());
+    }
+  }
+
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  ByteCounter* const counter_;  // the client's
   const int64_t min_version_;
   CallGroup group_;  // outlives the calls
+  ByteCounter bytes_;
+  std::vector<ByteCounter> shard_bytes_;  // [shard]
   std::vector<std::unique_ptr<PullCall>> calls_;
   bool waited_ = false;
 };

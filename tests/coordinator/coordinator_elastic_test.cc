@@ -1,6 +1,7 @@
 // The coordinator under churn: ring steps aborted and re-formed, shard
 // rollbacks with the accounting, and a restart from the saved state.
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <string>
 #include <vector>
@@ -119,8 +120,13 @@ absl::StatusOr<v1::NextTaskResponse> RunSteps(Fixture& f, const std::string& w,
   return lease;
 }
 
-TEST(CoordinatorElasticTest,
-     ShardLosingAStepRollsBackToACheckpointAndRequeuesTheSamples) {
+// Applies steps 0..4 (checkpoints at 2 and 4), lets `break_shards` put the
+// fake shards in a state where step 5 cannot be finalized as decided, and
+// checks that the coordinator restores every shard to the checkpoint at 4,
+// re-runs step 4 on the samples it had and still applies every sample of
+// the epoch exactly once.
+void ExpectRollbackToTheCheckpointAt4(
+    const std::function<void(FakeShardControl&)>& break_shards) {
   Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
   {
     absl::MutexLock lock(&f.shards.mu);
@@ -136,9 +142,7 @@ TEST(CoordinatorElasticTest,
   {
     absl::MutexLock lock(&f.shards.mu);
     EXPECT_EQ(f.shards.checkpoints, (std::vector<int64_t>{2, 4}));
-    // Shard 1 restarts from its checkpoint at version 4 and lost step 5.
-    f.shards.versions = {5, 4};
-    f.shards.lose_next = 1;
+    break_shards(f.shards);
   }
   const v1::StepReport done = Done(*lease);
   auto after = NextWork(f, w, &done);
@@ -168,6 +172,26 @@ TEST(CoordinatorElasticTest,
   EXPECT_EQ(s.accounting(0).samples_applied(), 40);
   EXPECT_EQ(s.accounting(0).samples_dropped(), 0);
   EXPECT_EQ(s.samples_applied(), 40);
+}
+
+TEST(CoordinatorElasticTest,
+     ShardLosingAStepRollsBackToACheckpointAndRequeuesTheSamples) {
+  ExpectRollbackToTheCheckpointAt4([](FakeShardControl& shards) {
+    // Shard 1 restarts from its checkpoint at version 4 and lost step 5.
+    shards.versions = {5, 4};
+    shards.lose_next = 1;
+  });
+}
+
+// The shards finalized step 5 on push over a contributor set the
+// coordinator did not decide (a worker it dropped had pushed everywhere):
+// every shard is at version 6 with an update the job did not decide, so
+// the coordinator must not take it as applied (it did without the
+// ALREADY_EXISTS path: no restore).
+TEST(CoordinatorElasticTest,
+     StepAppliedOnPushOverAnotherSetIsUndoneAndItsSamplesRequeued) {
+  ExpectRollbackToTheCheckpointAt4(
+      [](FakeShardControl& shards) { shards.applied_other_next = 1; });
 }
 
 TEST(CoordinatorElasticTest,
@@ -238,53 +262,5 @@ TEST(CoordinatorElasticTest, StateOfAnotherJobIsRefused) {
 }
 
 }  // namespace
-// The shards finalized a step on push over a contributor set the
-// coordinator did not decide (a worker it dropped had pushed everywhere):
-// the step is undone by a restore and its samples are trained again, so
-// every sample is still applied exactly once.
-TEST(CoordinatorElasticTest,
-     StepAppliedOnPushOverAnotherSetIsUndoneAndItsSamplesRequeued) {
-  Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
-  {
-    absl::MutexLock lock(&f.shards.mu);
-    f.shards.versions = {0, 0};
-  }
-  const std::string w = f.Join();
-  auto lease = Next(f, w);
-  ASSERT_TRUE(lease.ok());
-  lease = RunSteps(f, w, *lease, 5);  // steps 0..4 applied
-  ASSERT_TRUE(lease.ok());
-  WaitForFinalize(f.shards, 5);
-  ASSERT_EQ(lease->step(), 5);
-  {
-    absl::MutexLock lock(&f.shards.mu);
-    f.shards.applied_other_next = 1;
-  }
-  const v1::StepReport done = Done(*lease);
-  auto after = NextWork(f, w, &done);
-  ASSERT_TRUE(WaitForShards(
-      f.shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
-  for (int i = 0; i < 100 && after.ok() && after->step() != 4; ++i) {
-    after = NextWork(f, w);
-  }
-  ASSERT_TRUE(after.ok()) << after.status();
-  // Every shard was at version 6 holding the other set's step 5: not a
-  // version the job can keep. Back to the checkpoint at 4.
-  {
-    absl::MutexLock lock(&f.shards.mu);
-    EXPECT_EQ(f.shards.restores, (std::vector<int64_t>{4}));
-  }
-  EXPECT_EQ(after->step(), 4);
-  EXPECT_EQ(after->tasks(0).begin(), 16);
-  v1::StatusResponse s = f.coordinator->Status();
-  EXPECT_EQ(s.samples_applied(), 16);
-  auto end = RunSteps(f, w, *after, 6);
-  ASSERT_TRUE(end.ok());
-  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
-  s = f.coordinator->Status();
-  ASSERT_EQ(s.accounting_size(), 1);
-  EXPECT_EQ(s.accounting(0).samples_applied(), 40);
-  EXPECT_EQ(s.accounting(0).samples_dropped(), 0);
-}
 
 }  // namespace ferry
