@@ -87,6 +87,7 @@ absl::Status Run(const CostFlags& f) {
         {"crossover",
          {{"min_shards_ps_beats_ring", cross.min_shards_ps_beats_ring},
           {"params_ps_beats_ring_below", cross.params_ps_beats_ring_below},
+          {"params_ps_beats_ring_from", cross.params_ps_beats_ring_from},
           {"min_workers_ps_beats_ring", cross.min_workers_ps_beats_ring}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return absl::OkStatus();
@@ -132,6 +133,9 @@ absl::Status Run(const CostFlags& f) {
   if (cross.params_ps_beats_ring_below >= 0) {
     size_line = absl::StrCat("PS beats ring below ",
                              cross.params_ps_beats_ring_below, " parameters");
+  } else if (cross.params_ps_beats_ring_from >= 0) {
+    size_line = absl::StrCat("PS beats ring from ",
+                             cross.params_ps_beats_ring_from, " parameters");
   } else if (cross.sizes_ps_wins == 0) {
     size_line = "PS beats ring at no size";
   } else {

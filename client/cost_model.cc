@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -420,8 +421,10 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
   if (in.mode == CostMode::kRing || in.shards < 1)
     in.shards = std::max(1, input.shards);
   in.colocated = false;
-  // Scale every tensor by 2^k, small to large: where ring starts winning.
-  bool ps_won_smaller = false;
+  // Scale every tensor by 2^k, small to large: the first size where the
+  // winner changes (PS winning small models for latency, or large ones for
+  // bandwidth when the ring's overlap of the stack's overhead wins small).
+  std::optional<bool> first_ps;
   for (int k = -20; k <= 10; ++k) {
     CostInput scaled = in;
     int64_t total = 0;
@@ -434,12 +437,14 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
     ASSIGN_OR_RETURN(const bool ps, faster_ps(scaled));
     ++c.sizes_searched;
     if (ps) ++c.sizes_ps_wins;
+    if (!first_ps.has_value()) first_ps = ps;
+    if (ps == *first_ps) continue;
     if (ps) {
-      ps_won_smaller = true;
-    } else if (ps_won_smaller) {
+      c.params_ps_beats_ring_from = total;
+    } else {
       c.params_ps_beats_ring_below = total;
-      break;
     }
+    break;
   }
   in = input;
   in.shards = std::max(1, input.shards);

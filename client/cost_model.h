@@ -117,6 +117,9 @@ struct Crossover {
   // PS faster for models below this many parameters (every tensor scaled
   // by the same power of two, 2^-20 .. 2^10 of the input).
   int64_t params_ps_beats_ring_below = -1;
+  // PS faster from this many parameters on (ring faster below it: the
+  // stack's overhead, which the ring overlaps, dominates small models).
+  int64_t params_ps_beats_ring_from = -1;
   // Of the model sizes tried (up to the crossover), how many PS won.
   int sizes_searched = 0;
   int sizes_ps_wins = 0;

@@ -255,6 +255,33 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   EXPECT_FALSE(PredictStep(in).ok());
 }
 
+// The other way round: the stack's overhead, which an uncompressed ring
+// overlaps with its transfer and PS adds, decides small models for the
+// ring; with as many shards as workers PS's bandwidth wins large ones.
+TEST(CostModelTest, SizeCrossoverCanGoFromRingToPs) {
+  CostInput in = Input(CostMode::kPs, 4, 4, {1 << 20});
+  in.bandwidth_bytes_per_second = 1e9;
+  in.latency_seconds = 50e-6;
+  in.overhead_seconds = 0.1;
+  auto cross = FindCrossover(in);
+  ASSERT_TRUE(cross.ok());
+  EXPECT_EQ(cross->params_ps_beats_ring_below, -1);
+  ASSERT_GT(cross->params_ps_beats_ring_from, 0);
+  for (int64_t params : {cross->params_ps_beats_ring_from / 4,
+                         cross->params_ps_beats_ring_from * 4}) {
+    CostInput sized = in;
+    sized.tensor_sizes = {params};
+    sized.mode = CostMode::kPs;
+    auto ps = PredictStep(sized);
+    sized.mode = CostMode::kRing;
+    auto ring = PredictStep(sized);
+    ASSERT_TRUE(ps.ok() && ring.ok());
+    EXPECT_EQ(ps->step_seconds<ring->step_seconds, params> cross
+                  ->params_ps_beats_ring_from)
+        << params << " parameters";
+  }
+}
+
 TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
   // Latency-bound: a small model over a slow-to-answer network; ring's
   // 2(W-1) latencies lose to PS's 3 once there are enough shards.
