@@ -1,5 +1,7 @@
 #include "ps/step_contributors.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,6 +42,14 @@ absl::Status CheckStepContributors(absl::string_view what,
     }
   }
   return absl::OkStatus();
+}
+
+bool SameContributors(absl::Span<const PsContributor> a,
+                      absl::Span<const PsContributor> b) {
+  if (a.size() != b.size()) return false;
+  return std::all_of(a.begin(), a.end(), [&](const PsContributor& c) {
+    return std::find(b.begin(), b.end(), c) != b.end();
+  });
 }
 
 std::string DescribeContributors(absl::Span<const PsContributor> contributors) {

@@ -31,6 +31,10 @@ absl::Status CheckStepContributors(absl::string_view what,
                                    absl::Span<const PsContributor> contributors,
                                    int64_t max_contributors);
 
+// The same workers with the same samples, in any order.
+bool SameContributors(absl::Span<const PsContributor> a,
+                      absl::Span<const PsContributor> b);
+
 // "w0:64, w1:64", for messages.
 std::string DescribeContributors(absl::Span<const PsContributor> contributors);
 
