@@ -343,12 +343,14 @@ bool Coordinator::FormStep(int max_open) {
   return true;
 }
 
+bool Coordinator::FinalizeOnPushJob() const {
+  return options_.job.mode() == v1::MODE_PS &&
+         options_.job.consistency() == v1::CONSISTENCY_SYNC &&
+         options_.job.sync_quorum() == 0 && options_.finalize_on_push;
+}
+
 bool Coordinator::FinalizesOnPush(int64_t step) const {
-  if (options_.job.mode() != v1::MODE_PS ||
-      options_.job.consistency() != v1::CONSISTENCY_SYNC ||
-      options_.job.sync_quorum() > 0 || !options_.finalize_on_push) {
-    return false;
-  }
+  if (!FinalizeOnPushJob()) return false;
   // The shards must still be at version `step` when the coordinator
   // checkpoints it (after applying step - 1).
   const int64_t every = options_.checkpoint_every;

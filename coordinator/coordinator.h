@@ -236,6 +236,15 @@ class Coordinator {
   // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
   // Whether the lease of `step` names its contributors (finalize on push).
   bool FinalizesOnPush(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job applies steps on push (some leases name their contributors).
+  bool FinalizeOnPushJob() const;
+  // Finalize on push: the shards must hear of a new generation when it
+  // moves, since a step applied on push raises no fence before the next
+  // lease can be pulled for.
+  bool FenceDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the fence (outside the lock); an unreachable shard gets it from
+  // its next FinalizeStep instead (an event records the failure).
+  void FenceShards(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
   void AddRing(const OpenStep& step, size_t slot_index,
                v1::NextTaskResponse& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -386,6 +395,8 @@ class Coordinator {
   // Set while the shards and the accounting are being reconciled (after a
   // restart or a lost step): no step forms meanwhile.
   bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
+  // The last generation sent to the shards by FenceShards.
+  int64_t fenced_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;

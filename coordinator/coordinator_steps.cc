@@ -303,7 +303,7 @@ void Coordinator::FinalizerLoop() {
           absl::Condition(
               +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
                 return c->stopping_ || !c->steps_.queue_empty() ||
-                       c->recovery_needed_;
+                       c->recovery_needed_ || c->FenceDue();
               },
               this),
           kShardWatchInterval);
@@ -313,6 +313,13 @@ void Coordinator::FinalizerLoop() {
         // pull or push without any step reaching the finalizer. Look.
         mu_.Unlock();
         WatchShards();
+        mu_.Lock();
+        continue;
+      }
+      if (FenceDue()) {
+        const int64_t generation = membership_.generation();
+        mu_.Unlock();
+        FenceShards(generation);
         mu_.Lock();
         continue;
       }
@@ -430,6 +437,21 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
   if (version < 0) return;  // async: nothing to roll back to
   recovery_.AddCheckpoint(version);
   Persist();
+}
+
+bool Coordinator::FenceDue() const {
+  return shards_ != nullptr && FinalizeOnPushJob() &&
+         fenced_generation_ < membership_.generation();
+}
+
+void Coordinator::FenceShards(int64_t generation) {
+  const absl::Status status = shards_->Fence(generation);
+  absl::MutexLock lock(&mu_);
+  fenced_generation_ = std::max(fenced_generation_, generation);
+  if (!status.ok()) {
+    AddEvent("fence_failed", "", steps_.formed(), 0,
+             absl::StrCat("generation ", generation, ": ", status.message()));
+  }
 }
 
 void Coordinator::WatchShards() {

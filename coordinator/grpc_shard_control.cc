@@ -142,6 +142,15 @@ absl::Status GrpcShardControl::RestoreTo(int64_t version, int64_t generation) {
       absl::StrCat("Restore(", version, ", generation ", generation, ")"));
 }
 
+absl::Status GrpcShardControl::Fence(int64_t generation) {
+  v1::FenceRequest request;
+  request.set_job_id(job_.job_id());
+  request.set_generation(generation);
+  return CallEveryShard<v1::FenceRequest, v1::FenceResponse>(
+      &v1::ParameterServer::Stub::Fence, request, kFinalizeTimeout,
+      absl::StrCat("Fence(", generation, ")"));
+}
+
 absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(
     int64_t min_version) {
   return EvaluateAndNotify(min_version, [] {});

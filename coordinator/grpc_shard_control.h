@@ -1,9 +1,9 @@
-// ShardControl over gRPC: FinalizeStep, Checkpoint, Restore and ShardInfo
-// (Versions) to every shard in parallel, each call with a deadline
-// (finalize 10 s, checkpoint and restore 30 s, versions 5 s), OK only when
-// every shard answered OK; the first error names the shard and its address.
-// Evaluation pulls the shards' weights like a worker does and runs the test
-// set.
+// ShardControl over gRPC: FinalizeStep, Fence, Checkpoint, Restore and
+// ShardInfo (Versions) to every shard in parallel, each call with a deadline
+// (finalize and fence 10 s, checkpoint and restore 30 s, versions 5 s), OK only
+// when every shard answered OK; the first error names the shard and its
+// address. Evaluation pulls the shards' weights like a worker does and runs the
+// test set.
 //
 // Thread safety: every method may run concurrently with the others.
 #ifndef FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_
@@ -42,6 +42,7 @@ class GrpcShardControl final : public ShardControl {
   // FAILED_PRECONDITION when a shard serves another job.
   absl::StatusOr<std::vector<int64_t>> Versions() override;
   absl::Status RestoreTo(int64_t version, int64_t generation) override;
+  absl::Status Fence(int64_t generation) override;
   // Bytes sent to / received from the shards by every call above.
   TransferBytes bytes() const;
 

@@ -63,6 +63,11 @@ class ShardControl : public WeightsEvaluator {
   // Brings every shard to `version` (RestoreRequest) and fences older
   // generations. FAILED_PRECONDITION when a shard has no checkpoint there.
   virtual absl::Status RestoreTo(int64_t version, int64_t generation) = 0;
+  // Raises every shard's generation fence to `generation` (FenceRequest):
+  // later pushes leased under older generations are ABORTED. OK when every
+  // shard's fence is there; UNAVAILABLE / DEADLINE_EXCEEDED when one cannot
+  // be reached (its next FinalizeStep raises it anyway).
+  virtual absl::Status Fence(int64_t generation) = 0;
 };
 
 }  // namespace ferry

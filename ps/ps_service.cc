@@ -359,6 +359,18 @@ grpc::ServerUnaryReactor* PsService::FinalizeStep(
       });
 }
 
+grpc::ServerUnaryReactor* PsService::Fence(grpc::CallbackServerContext* context,
+                                           const v1::FenceRequest* request,
+                                           v1::FenceResponse* response) {
+  return HandleUnary(
+      context, *request, *response, CoordinatorBytes(shard_), [&] {
+        absl::StatusOr<int64_t> fence =
+            shard_->RaiseFence(request->job_id(), request->generation());
+        if (fence.ok()) response->set_generation(*fence);
+        return fence.status();
+      });
+}
+
 grpc::ServerUnaryReactor* PsService::ShardInfo(
     grpc::CallbackServerContext* context, const v1::ShardInfoRequest* request,
     v1::ShardInfoResponse* response) {

@@ -25,7 +25,7 @@
 //    waits for the shaper's receive bucket before the next is read, each
 //    pull message waits for its send bucket before it is written, on the
 //    shaper's timer thread. The coordinator's control RPCs are not shaped.
-//  - FinalizeStep, ShardInfo: unary.
+//  - FinalizeStep, Fence, ShardInfo: unary.
 //  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
 //    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
 //    service has none.
@@ -68,6 +68,9 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
       grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Fence(grpc::CallbackServerContext* context,
+                                  const v1::FenceRequest* request,
+                                  v1::FenceResponse* response) override;
   grpc::ServerUnaryReactor* FinalizeStep(
       grpc::CallbackServerContext* context,
       const v1::FinalizeStepRequest* request,

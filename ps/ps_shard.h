@@ -33,8 +33,8 @@
 //    sum / num_samples; staleness = version - base_version is recorded.
 //
 // Generation fencing: the shard remembers the highest generation named by a
-// successful FinalizeStep() or a restore; pushes and finalizes with an
-// older generation are ABORTED.
+// successful FinalizeStep(), a restore or RaiseFence(); pushes and finalizes
+// with an older generation are ABORTED.
 //
 // Waits: WaitForVersion() registers a callback that runs (outside the lock,
 // on the thread that makes the version available, or inline when it already
@@ -315,6 +315,14 @@ class PsShard {
   //  INVALID_ARGUMENT    negative version or steps, non-finite values;
   //  UNAVAILABLE         after StopUpdates().
   absl::Status RestoreState(const PsShardState& state, int64_t generation);
+
+  // Raises the fence to max(fence, generation) and returns it; keeps every
+  // push already held (also those being received: their commit is checked
+  // against the new fence). Allowed after StopUpdates() (it changes no
+  // state a checkpoint holds). FAILED_PRECONDITION for a wrong job_id,
+  // INVALID_ARGUMENT for a negative generation.
+  absl::StatusOr<int64_t> RaiseFence(absl::string_view job_id,
+                                     int64_t generation);
 
   // As RestoreState() with the current state: keeps the version, the slice
   // and the optimizer state and drops / aborts / fences as above.

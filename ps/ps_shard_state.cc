@@ -151,6 +151,22 @@ absl::Status PsShard::RestoreState(const PsShardState& state,
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> PsShard::RaiseFence(absl::string_view job_id,
+                                            int64_t generation) {
+  if (job_id != config_.job_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("fence for job '%s', this shard serves job '%s'",
+                        job_id, config_.job_id));
+  }
+  if (generation < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fence: negative generation %d", generation));
+  }
+  absl::MutexLock lock(&mu_);
+  max_generation_ = std::max(max_generation_, generation);
+  return max_generation_;
+}
+
 absl::Status PsShard::RollBackOpenStep(int64_t version, int64_t generation) {
   std::vector<ReadyCallback> aborted;
   {

@@ -31,6 +31,49 @@ bool HasEvent(const v1::StatusResponse& s, const std::string& kind) {
   return false;
 }
 
+// Finalize on push: a step applied on push raises no fence, so the shards
+// hear of every new generation (a join, a departure) from the coordinator
+// at once; an unreachable shard is recorded and left to the next finalize.
+TEST(CoordinatorElasticTest, ShardsAreFencedWhenTheGenerationMoves) {
+  Fixture f(Job(10, 1), 20);
+  (void)f.Join();
+  auto generation = [&] { return f.coordinator->Status().generation(); };
+  auto fenced_at = [&](int64_t g) {
+    return WaitForShards(f.shards, [g](FakeShardControl& s) {
+      return !s.fences.empty() && s.fences.back() == g;
+    });
+  };
+  EXPECT_TRUE(fenced_at(generation()));
+  const std::string b = f.Join();
+  EXPECT_TRUE(fenced_at(generation()));
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.fence_unreachable = true;
+  }
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  EXPECT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
+    return HasEvent(s, "fence_failed");
+  }));
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.fence_unreachable = false;
+  }
+  (void)f.Join();
+  EXPECT_TRUE(fenced_at(generation()));
+
+  // The coordinator's finalize raises the fence itself: no Fence calls.
+  Fixture off(Job(10, 1), 20);
+  off.coordinator.reset();
+  off.options.finalize_on_push = false;
+  off.shards.fences.clear();  // the fixture's first coordinator's
+  off.coordinator = *Coordinator::Create(off.options, &off.shards);
+  const std::string oa = off.Join();
+  auto lease = Next(off, oa);
+  ASSERT_TRUE(lease.ok());
+  absl::MutexLock lock(&off.shards.mu);
+  EXPECT_TRUE(off.shards.fences.empty());
+}
+
 TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   Fixture f(RingJob(10, 1), 20);
   const std::string a = f.Join(), b = f.Join();

@@ -20,7 +20,9 @@ reached there (coordinator :7070, shards :7071 and /metrics on :9100).
      UNAVAILABLE inside one pull) and --hold seconds have passed (at most
      --max-hold).
   3. A fourth worker (w3) joins: the coordinator's generation moves on while
-     w1 (and the others) hold leases of the old one. Then the cut heals.
+     w1 (and the others) hold leases of the old one. Once both shards show
+     the new generation's fence (ferry_generation{role="ps"}: the
+     coordinator's Fence), the cut heals.
   4. Later (step >= 300) a second, shorter cut (one deadline) lands at
      another point of a step (which part of a step a cut hits is chance:
      the pull, or the push with ps0 already done), then heals.
@@ -314,6 +316,12 @@ def scenario(cluster, net, args, timeline):
           f"w1 stopped heartbeating: {members[cut_id]}")
     log(f"w3 joined: generation {s['generation']}, members {sorted(members)}, "
         f"step {s['step']}")
+    # The coordinator fences the shards when its generation moves (a step
+    # applied on push raises no fence of its own): heal once both have it.
+    new_generation = int(s["generation"])
+    wait_for(f"both shards fenced at generation {new_generation}",
+             lambda: all(metric_sum(cluster.metrics(k), "ferry_generation", role="ps")
+                         >= new_generation for k in ("ps0", "ps1")), 15)
     net.heal("w1", "ps1")
     timeline["w1_quiet_through_join"] = (
         max(x[0] for x in abandoned(cluster, "w1", cut)) < timeline["join"])

@@ -465,6 +465,30 @@ TEST_F(PsServiceTest, FinalizeErrorsAndIdempotence) {
   EXPECT_EQ(shard_->version(), 1);
 }
 
+TEST_F(PsServiceTest, FenceRefusesOlderGenerationsOverTheWire) {
+  auto fence = [&](const std::string& job, int64_t generation,
+                   int64_t* after = nullptr) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(5));
+    v1::FenceRequest request;
+    request.set_job_id(job);
+    request.set_generation(generation);
+    v1::FenceResponse response;
+    grpc::Status status = stub_->Fence(&context, request, &response);
+    if (after != nullptr) *after = response.generation();
+    return status;
+  };
+  int64_t after = 0;
+  ASSERT_TRUE(fence("job", 3, &after).ok());
+  EXPECT_EQ(after, 3);
+  EXPECT_EQ(fence("other", 9).error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_EQ(fence("job", -2).error_code(), grpc::INVALID_ARGUMENT);
+  const v1::PushHeader stale = Header("a", 0, 2, 2);
+  EXPECT_EQ(Push(&stale, Slice({2, 4, 6, 8})).error_code(), grpc::ABORTED);
+  Step(0, {2, 4, 6, 8}, 3);
+  EXPECT_EQ(shard_->version(), 1);
+}
+
 TEST_F(PsServiceTest, RestoreBringsTheVersionAndTheWeightsBack) {
   Step(0, {2, 4, 6, 8});
   v1::CheckpointResponse written;

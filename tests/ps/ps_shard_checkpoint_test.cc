@@ -148,6 +148,40 @@ TEST(PsShardStateTest, RollBackOpenStepKeepsTheStateAndDropsThePushes) {
   ASSERT_TRUE(PushSlice(*shard, Header("a", 1, 1, 1), {1, 1, 1, 1}).ok());
 }
 
+TEST(PsShardStateTest, RaiseFenceRefusesOlderPushesAndKeepsHeldOnes) {
+  auto shard = MakeShard(TestConfig());
+  ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 1, 1), {1, 1, 1, 1}).ok());
+  // b's push began before the fence: its commit is checked against it.
+  const std::vector<float> g = {1, 1, 1, 1};
+  auto begun = shard->BeginPush(Header("b", 0, 1, 1));
+  ASSERT_TRUE(begun.ok());
+  ASSERT_TRUE(shard->AddChunk(**begun, 2, absl::MakeSpan(&g[0], 1)).ok());
+  ASSERT_TRUE(shard->AddChunk(**begun, 3, absl::MakeSpan(&g[1], 2)).ok());
+  ASSERT_TRUE(shard->AddChunk(**begun, 4, absl::MakeSpan(&g[3], 1)).ok());
+
+  absl::StatusOr<int64_t> fence = shard->RaiseFence("job", 2);
+  ASSERT_TRUE(fence.ok()) << fence.status();
+  EXPECT_EQ(*fence, 2);
+  EXPECT_EQ(shard->Info().max_generation, 2);
+  EXPECT_EQ(shard->CommitPush(std::move(begun).value()).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(
+      PushSlice(*shard, Header("c", 0, 1, 1), {1, 1, 1, 1}).status().code(),
+      absl::StatusCode::kAborted);
+  ASSERT_TRUE(PushSlice(*shard, Header("c", 0, 1, 2), {1, 1, 1, 1}).ok());
+  // a's push, held from before the fence, still counts.
+  EXPECT_TRUE(shard->FinalizeStep("job", 0, {{"a", 1}, {"c", 1}}, 2).ok());
+  EXPECT_EQ(shard->version(), 1);
+
+  // Never lowered; bad requests change nothing.
+  EXPECT_EQ(*shard->RaiseFence("job", 1), 2);
+  EXPECT_EQ(shard->RaiseFence("other", 5).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(shard->RaiseFence("job", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(shard->Info().max_generation, 2);
+}
+
 TEST(PsShardStateTest, StopUpdatesFreezesTheState) {
   auto shard = MakeShard(TestConfig());
   Step(*shard, 0, {2, 4, 6, 8});

@@ -77,7 +77,16 @@ class FakeShardControl final : public ShardControl {
     return absl::OkStatus();
   }
 
+  absl::Status Fence(int64_t generation) override {
+    absl::MutexLock lock(&mu);
+    if (fence_unreachable) return absl::UnavailableError("shard down");
+    fences.push_back(generation);
+    return absl::OkStatus();
+  }
+
   absl::Mutex mu;
+  bool fence_unreachable = false;
+  std::vector<int64_t> fences;  // every fence that reached the shards
   int fail_next = 0;
   int lose_next = 0;
   int applied_other_next = 0;

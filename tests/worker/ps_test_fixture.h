@@ -42,6 +42,8 @@ class InMemoryPs final : public ShardControl {
   absl::Status RestoreTo(int64_t, int64_t) override {
     return absl::UnimplementedError("no checkpoints in memory");
   }
+  // No generations in memory: nothing to fence.
+  absl::Status Fence(int64_t) override { return absl::OkStatus(); }
 
   // Waits (up to `timeout`) for version >= min_version, then copies the
   // weights. DEADLINE_EXCEEDED when it does not come.

@@ -111,6 +111,7 @@ class NoShards final : public ShardControl {
     return std::vector<int64_t>{};
   }
   absl::Status RestoreTo(int64_t, int64_t) override { return absl::OkStatus(); }
+  absl::Status Fence(int64_t) override { return absl::OkStatus(); }
 };
 
 }  // namespace ferry::testing
