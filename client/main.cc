@@ -12,6 +12,7 @@
 #include "client/bench_compare.h"
 #include "client/chaos_plan.h"
 #include "client/cost_command.h"
+#include "client/data_command.h"
 #include "client/health_command.h"
 #include "client/local_cluster.h"
 #include "client/status_view.h"
@@ -266,6 +267,11 @@ int main(int argc, char** argv) {
   ferry::BenchCompareFlags compare_flags;
   ferry::AddBenchCompareFlags(*compare, compare_flags);
 
+  CLI::App* data = app.add_subcommand("data", "generate data sets");
+  data->require_subcommand(1);
+  ferry::DataCtrFlags ctr_flags;
+  CLI::App* ctr = ferry::AddDataCtrCommand(*data, ctr_flags);
+
   CLI::App* status = app.add_subcommand("status", "show a running job");
   std::string coordinator;
   bool json = false;
@@ -296,6 +302,7 @@ int main(int argc, char** argv) {
   if (*status) return ferry::ShowStatus(coordinator, json);
   if (*health) return ferry::RunHealth(health_flags);
   if (*cost) return ferry::RunCost(cost_flags);
+  if (*ctr) return ferry::RunDataCtr(ctr_flags);
   if (*compare) return ferry::RunBenchCompare(compare_flags);
   if (auto config = opt.ToConfig(); !config.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",

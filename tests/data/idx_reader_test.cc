@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/data/temp_dir_test.h"
 
 namespace ferry {
 namespace {
@@ -44,17 +45,8 @@ Bytes Iota(size_t n) {
   return out;
 }
 
-class IdxReaderTest : public ::testing::Test {
+class IdxReaderTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("ferry_idx_" + std::to_string(getpid()) + "_" + info->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string WritePlain(const std::string& name, const Bytes& bytes) {
     const std::string path = (dir_ / name).string();
     FILE* f = fopen(path.c_str(), "wb");
@@ -75,8 +67,6 @@ class IdxReaderTest : public ::testing::Test {
     gzclose(f);
     return path;
   }
-
-  std::filesystem::path dir_;
 };
 
 void ExpectDataLoss(const absl::StatusOr<IdxArray>& result,
