@@ -229,60 +229,75 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
                push_s = Transfer(push_shard, rate);
   const double pull_w = Transfer(pull_worker, rate),
                pull_s = Transfer(pull_shard, rate);
-  // Each direction of every link is its own budget. A worker's stream to a
-  // shard gets the worker's rate, or its share of the shard's link when
-  // fewer shards serve more workers (W/S streams per shard link).
-  const double share =
-      std::min(1.0, static_cast<double>(in.shards) / in.workers);
-  // Colocated: a host's link carries its worker's streams and its shard's
-  // answers to the other workers in each direction: half the rate each.
-  const double stream_rate = rate * share / (in.colocated ? 2.0 : 1.0);
-  // Colocated: the own shard's share of the bytes stays on the host.
+  // Each direction of every link is its own budget. Colocated: a host's
+  // link carries its worker's streams and its shard's answers to the other
+  // workers in each direction: half the rate each.
+  const double link_rate = rate / (in.colocated ? 2.0 : 1.0);
+  // Colocated: the own shard's share of the bytes stays on the host, and a
+  // shard's link serves the other W - 1 workers.
   const double wire =
       in.colocated ? static_cast<double>(in.workers - 1) / in.workers : 1.0;
+  const int64_t shard_streams = in.colocated ? in.workers - 1 : in.workers;
   const auto on_wire = [&](int64_t bytes) {
     return static_cast<int64_t>(wire * static_cast<double>(bytes));
   };
-  p.push_seconds = Transfer(on_wire(push_worker_all), stream_rate) + lat;
-  p.pull_seconds = Transfer(on_wire(pull_worker_all), stream_rate) + lat;
+  p.push_seconds =
+      std::max(Transfer(on_wire(push_worker_all), link_rate), push_s) + lat;
+  p.pull_seconds =
+      std::max(Transfer(on_wire(pull_worker_all), link_rate), pull_s) + lat;
   ASSIGN_OR_RETURN(
       std::vector<Chunk> chunks,
       PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+  // The order a worker sends its chunks in: tensors as backward produces
+  // them (last first), each tensor's chunks in flat order, as the worker's
+  // Ready() calls queue them on its uplink.
+  std::stable_sort(
+      chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) {
+        return a.tensor != b.tensor ? a.tensor > b.tensor
+                                    : a.flat_offset < b.flat_offset;
+      });
   // The step's timeline from the start of backward (time 0) to the last
-  // pulled byte. Chunks leave in reverse flat order as backward produces
-  // them, one after another on the worker's uplink; a shard has the
-  // worker's push once its last chunk arrived and (finalizing on push)
-  // applies the step as soon as every worker's push is in: workers are
-  // symmetric, so that is then too. The pulls of the next version were
-  // asked for at the step's start (pull ahead): each shard streams its
-  // slice back once it applied the step, overlapping the pushes still
-  // going to the other shards; the slices share the worker's downlink in
-  // the order the shards finish.
+  // pulled byte, a two-stage pipeline in each direction. Push: each chunk
+  // leaves on the worker's uplink once its tensor is ready, then crosses
+  // its shard's link, which takes it from every worker (the workers are
+  // symmetric and send at the same time: W copies). A shard applies the
+  // step once the last of them is in (finalize on push), plus its update
+  // time. Pull (asked for ahead, off the path): each shard's slice goes out
+  // on the shard's link to every worker once it applied the step, and
+  // reaches the worker's downlink in the order the shards finish; a slice
+  // is in when both links carried it.
   const auto timeline = [&](double backward) {
-    std::vector<double> applied(in.shards, 0.0);
+    std::vector<double> shard_in(in.shards, 0.0);
     std::vector<int64_t> slice(in.shards, 0);
     double up_free = 0;
-    for (int i = static_cast<int>(chunks.size()) - 1; i >= 0; --i) {
-      const Chunk& c = chunks[i];
+    for (const Chunk& c : chunks) {
       const int64_t chunk_bytes = IntField(c.id) +
                                   EncodingField(in.compression) +
                                   BytesField(Payload(in.compression, c.length));
-      up_free = std::max(up_free, ReadyTime(c.flat_offset, total, backward)) +
-                Transfer(on_wire(chunk_bytes), stream_rate);
-      applied[c.shard] = std::max(applied[c.shard], up_free + lat);
+      const int64_t tensor_start = c.flat_offset - c.offset_in_tensor;
+      const double up = Transfer(on_wire(chunk_bytes), link_rate);
+      up_free =
+          std::max(up_free, ReadyTime(tensor_start, total, backward)) + up;
+      // The copies stream in from when this worker's started leaving.
+      shard_in[c.shard] = std::max(shard_in[c.shard], up_free - up + lat) +
+                          Transfer(shard_streams * chunk_bytes, link_rate);
       slice[c.shard] += c.length;
     }
+    std::vector<double> applied(in.shards, 0.0);
     std::vector<int> order(in.shards);
     for (int s = 0; s < in.shards; ++s) {
       order[s] = s;
-      applied[s] += in.update_seconds_per_element * slice[s];
+      applied[s] = shard_in[s] + in.update_seconds_per_element * slice[s];
     }
     std::sort(order.begin(), order.end(),
               [&](int a, int b) { return applied[a] < applied[b]; });
     double down_free = 0;
     for (int s : order) {
-      down_free = std::max(down_free, applied[s]) +
-                  Transfer(on_wire(bytes.pull_per_shard[s]), stream_rate);
+      const int64_t slice_bytes = bytes.pull_per_shard[s];
+      down_free = std::max(
+          std::max(down_free, applied[s]) +
+              Transfer(on_wire(slice_bytes), link_rate),
+          applied[s] + Transfer(shard_streams * slice_bytes, link_rate));
     }
     return down_free + lat;
   };

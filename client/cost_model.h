@@ -10,14 +10,15 @@
 // Time model (one worker's step, every process behind its own full-duplex
 // link of `bandwidth` bytes/s each way and `latency` per message; see
 // docs/comparison.md for the derivation):
-// - PS (sync, finalize on push + pull ahead): chunks leave as backward
-//   produces them, one after another on the worker's uplink; a shard
-//   applies the step once the last worker's last chunk for it arrived
-//   (plus its update time per element), and its slice of the next version
-//   streams back on the downlink at once, while pushes to other shards
-//   still run. Each link direction is its own budget; with fewer shards
-//   than workers a stream gets S/W of a link. One shard: push then pull,
-//   2N/B; many shards: about N/B once shards >= workers (BytePS).
+// - PS (sync, finalize on push + pull ahead): chunks leave tensor by tensor
+//   as backward produces them, one after another on the worker's uplink,
+//   and each crosses its shard's link, which takes it from all W workers;
+//   a shard applies the step once the last copy is in (plus its update
+//   time per element), then sends its slice to all W workers, which take
+//   the slices on their downlinks in the order the shards finish. Each
+//   link direction is its own budget. One shard: push then pull, 2WN/B;
+//   S shards: about N/B (1 + (2W - 1)/S), since a shard's slice cannot
+//   return before every worker's push to it is in.
 // - Ring: every gradient bucket is all-reduced in 2(W-1) stages of N_b/W
 //   elements each way per link; buckets overlap the backward pass except
 //   the last one (the first layer's).

@@ -109,12 +109,13 @@ TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
   in.bandwidth_bytes_per_second = 1e9;
   auto balanced = PredictStep(in);
   ASSERT_TRUE(balanced.ok());
-  // W == S: worker and shard links carry the same bytes. The shards finish
-  // one after another (one tensor, placed in four slices) and each slice's
-  // pull overlaps the pushes still running: N/B up, then the last quarter
-  // down.
-  EXPECT_NEAR(balanced->comm_seconds, 1.25 * n_bytes / 1e9,
-              n_bytes / 1e9 * 1e-3);
+  // W == S: worker and shard links carry the same bytes. The worker sends
+  // the slices one after another (one tensor, in flat order), and a shard's
+  // link takes each of its chunks from all 4 workers: the shards have the
+  // step at 1, 1.25, 1.5 and 1.75 N/B, and each then sends its quarter to
+  // 4 workers (N/B on its link): the last slice is in at 2.75 N/B.
+  EXPECT_NEAR(balanced->comm_seconds, 2.75 * n_bytes / 1e9,
+              n_bytes / 1e9 * 1e-2);
   in.shards = 1;  // one shard receives every worker's whole gradient
   auto hot = PredictStep(in);
   ASSERT_TRUE(hot.ok());
@@ -136,10 +137,13 @@ TEST(CostModelTest, PsTimeIsTheBusierEndOfEachPhase) {
   EXPECT_NEAR(slow->comm_seconds - fast->comm_seconds, 0.02, 1e-9);
 }
 
-// BytePS's argument, which finalize on push + pull ahead implement: with
-// more shards each shard's weights come back while the pushes to the others
-// still run, so a step tends to N/B per worker instead of push + pull
-// (2N/B), and beats the ring's 2(W-1)N/(WB) once shards >= workers.
+// Pulls overlap the pushes to later shards, but with a shard's step applied
+// as a whole a shard's link must first take its slice from every worker
+// (W x N/S) and then send it back to every worker: with the worker sending
+// the shards' chunks one shard after another, shard k of S has the step at
+// (k + W) / S x N/B and the last slice is in at 1 + (2W - 1) / S x N/B.
+// The ring's 2(W - 1)/W x N/B is beaten only with many more shards than
+// workers (BytePS's N/B needs each chunk applied and pulled on its own).
 TEST(CostModelTest, PullsOverlapPushesAsShardsGrow) {
   const std::vector<int64_t> sizes(64, 1 << 16);  // 16 MiB in 64 tensors
   const double n_bytes = 4.0 * 64 * (1 << 16);
@@ -152,26 +156,30 @@ TEST(CostModelTest, PullsOverlapPushesAsShardsGrow) {
     auto p = PredictStep(in);
     ASSERT_TRUE(p.ok());
     comm.push_back(p->comm_seconds);
-    // One shard serves both workers: its link carries 2N each way, push
-    // then pull. From shards >= workers: N/B up, the last slice down.
-    const double expected = shards == 1 ? 4.0 : 1.0 + 1.0 / shards;
+    const double expected = 1.0 + 3.0 / shards;  // W = 2
     EXPECT_NEAR(p->comm_seconds, expected * n_bytes / 1e9, n_bytes / 1e9 * 1e-2)
         << shards << " shards";
   }
   EXPECT_GT(comm[0], comm[1]);
   EXPECT_GT(comm[1], comm[3]);
   in.workers = 4;
+  auto ps_vs_ring = [&](int shards) {
+    CostInput ps_in = in;
+    ps_in.shards = shards;
+    auto ps = PredictStep(ps_in);
+    ps_in.mode = CostMode::kRing;
+    auto ring = PredictStep(ps_in);
+    EXPECT_TRUE(ps.ok() && ring.ok());
+    return ps->comm_seconds / ring->comm_seconds;
+  };
+  EXPECT_GT(ps_vs_ring(4), 1.0);   // 2.75 against 1.5
+  EXPECT_LT(ps_vs_ring(32), 1.0);  // 1.22 against 1.5
+  // A shard's update time delays its slice's pull.
   in.shards = 4;
   auto ps = PredictStep(in);
-  in.mode = CostMode::kRing;
-  auto ring = PredictStep(in);
-  ASSERT_TRUE(ps.ok() && ring.ok());
-  EXPECT_LT(ps->comm_seconds, ring->comm_seconds);
-  // A shard's update time delays its slice's pull.
-  in.mode = CostMode::kPs;
   in.update_seconds_per_element = 1e-8;
   auto slow_update = PredictStep(in);
-  ASSERT_TRUE(slow_update.ok());
+  ASSERT_TRUE(ps.ok() && slow_update.ok());
   EXPECT_GT(slow_update->comm_seconds, ps->comm_seconds);
 }
 
@@ -246,10 +254,12 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   // (W-1)/W of the model leaves each host per phase, as in a ring.
   ExpectNear(colocated->worker.sent, ring->worker.sent / 2.0, 1e-2);
   // Each host link direction carries its worker's stream and its shard's
-  // answers (half the rate each): the pushes take as long as the ring's
-  // whole all-reduce, then the last of the four slices comes back.
-  EXPECT_NEAR(colocated->comm_seconds, 1.25 * ring->comm_seconds,
-              ring->comm_seconds * 1e-2);
+  // answers (half the rate each), and a shard takes each chunk from the 3
+  // other workers: in units of one chunk (N/16) at B, the shards have the
+  // step at 24, 30, 36, 42 and the last slice is in at 66, against the
+  // ring's 24.
+  EXPECT_NEAR(colocated->comm_seconds, 2.75 * ring->comm_seconds,
+              ring->comm_seconds * 2e-2);
   in.mode = CostMode::kPs;
   in.shards = 2;
   EXPECT_FALSE(PredictStep(in).ok());
@@ -257,9 +267,10 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
 
 // The other way round: the stack's overhead, which an uncompressed ring
 // overlaps with its transfer and PS adds, decides small models for the
-// ring; with as many shards as workers PS's bandwidth wins large ones.
+// ring; with enough shards (8 per worker here) PS's bandwidth wins large
+// ones.
 TEST(CostModelTest, SizeCrossoverCanGoFromRingToPs) {
-  CostInput in = Input(CostMode::kPs, 4, 4, {1 << 20});
+  CostInput in = Input(CostMode::kPs, 4, 32, {1 << 20});
   in.bandwidth_bytes_per_second = 1e9;
   in.latency_seconds = 50e-6;
   in.overhead_seconds = 0.1;
@@ -292,14 +303,14 @@ TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
   ASSERT_TRUE(cross.ok());
   EXPECT_EQ(cross->min_shards_ps_beats_ring, 1);
   // Big model, fast network: one shard carries every worker's gradient and
-  // loses to the ring, but with shards close to the workers the overlap of
-  // pushes and pulls wins (BytePS)...
+  // loses to the ring; PS wins once each shard's link carries little
+  // enough: about W (2W - 1) / (W - 2) = 20 shards for 8 workers...
   in.tensor_sizes = {100'000'000};
   in.latency_seconds = 50e-6;
   cross = FindCrossover(in);
   ASSERT_TRUE(cross.ok());
-  EXPECT_GT(cross->min_shards_ps_beats_ring, 1);
-  EXPECT_LE(cross->min_shards_ps_beats_ring, 8);
+  EXPECT_GT(cross->min_shards_ps_beats_ring, 8);
+  EXPECT_LE(cross->min_shards_ps_beats_ring, 24);
   // ...and PS wins again once the model is small enough.
   ASSERT_GT(cross->params_ps_beats_ring_below, 0);
   CostInput small = in;
