@@ -352,12 +352,35 @@ def idx_seeds():
     }
 
 
+# --- criteo_reader_fuzz --------------------------------------------------
+def criteo_line(label, ids, dense_missing=()):
+    dense = ["" if j in dense_missing else str(j * 3 - 1) for j in range(13)]
+    cats = ["" if i is None else "%08x" % i for i in ids]
+    return "\t".join([str(label)] + dense + cats).encode()
+
+
+def criteo_seeds():
+    ids = [0x68FD1E64 + k for k in range(26)]
+    good = b"\n".join(criteo_line(k % 2, ids[k:] + ids[:k], (k,))
+                      for k in range(4)) + b"\n"
+    holes = criteo_line(1, [None] * 26, range(13)) + b"\r\n"
+    return {
+        "plain": b"\x00" + good,
+        "small_blocks": b"\x04" + good + holes,
+        "short_lines": b"\x18" + good,
+        "gzip_wrapped": b"\x01" + b"\x00\x00" + good,
+        "gzip_cut": b"\x03" + b"\x40\x00" + good,
+        "mixed": b"\x00" + good + b"garbage\n\n" + holes,
+    }
+
+
 TARGETS = {
     "ps_service_fuzz": ps_seeds,
     "coordinator_service_fuzz": coordinator_seeds,
     "ring_peer_fuzz": ring_seeds,
     "checkpoint_reader_fuzz": checkpoint_seeds,
     "idx_reader_fuzz": idx_seeds,
+    "criteo_reader_fuzz": criteo_seeds,
 }
 
 
