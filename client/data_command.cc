@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "data/ctr_generator.h"
 
 namespace ferry {
 
@@ -15,42 +14,35 @@ CLI::App* AddDataCtrCommand(CLI::App& data, DataCtrFlags& f) {
       "C1-C26) with Zipf-distributed ids and labels from a hidden teacher "
       "whose test AUC (meta.json) is the ceiling");
   ctr->add_option("--out", f.out, "output directory (created)")->required();
-  ctr->add_option("--rows", f.rows, "training rows (train.tsv)")
+  ctr->add_option("--rows", f.generator.rows, "training rows (train.tsv)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  ctr->add_option("--test-rows", f.test_rows, "test rows (test.tsv)")
+  ctr->add_option("--test-rows", f.generator.test_rows, "test rows (test.tsv)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  ctr->add_option("--seed", f.seed, "same seed, same bytes")
+  ctr->add_option("--seed", f.generator.seed, "same seed, same bytes")
       ->capture_default_str();
-  ctr->add_option("--zipf", f.zipf,
+  ctr->add_option("--zipf", f.generator.zipf_exponent,
                   "Zipf exponent of the ids of every field (> 0)")
       ->capture_default_str();
-  ctr->add_option("--vocab-sizes", f.vocab_sizes,
+  ctr->add_option("--vocab-sizes", f.generator.vocab_sizes,
                   "26 per-field vocabulary sizes, comma separated (default: "
                   "Criteo Kaggle's, 3 to 10.1M ids, 33.8M in all)")
       ->delimiter(',');
-  ctr->add_option("--teacher-factors", f.teacher_factors,
+  ctr->add_option("--teacher-factors", f.generator.teacher_factors,
                   "factor dimension of the teacher's interactions (0: none)")
       ->capture_default_str();
-  ctr->add_option("--target-ctr", f.target_ctr,
+  ctr->add_option("--target-ctr", f.generator.target_ctr,
                   "positive rate the teacher's bias is set for")
       ->capture_default_str();
-  ctr->add_flag("--gzip", f.gzip, "write train.tsv.gz and test.tsv.gz");
+  ctr->add_flag("--gzip", f.generator.gzip,
+                "write train.tsv.gz and test.tsv.gz");
   ctr->add_flag("--quiet", f.quiet, "no progress lines");
   return ctr;
 }
 
 int RunDataCtr(const DataCtrFlags& f) {
-  CtrGeneratorOptions o;
-  o.rows = f.rows;
-  o.test_rows = f.test_rows;
-  o.seed = f.seed;
-  o.zipf_exponent = f.zipf;
-  o.vocab_sizes = f.vocab_sizes;
-  o.teacher_factors = f.teacher_factors;
-  o.target_ctr = f.target_ctr;
-  o.gzip = f.gzip;
+  const CtrGeneratorOptions& o = f.generator;
   if (absl::Status ok = CheckCtrGeneratorOptions(o); !ok.ok()) {
     std::fprintf(stderr, "ferry data ctr: %s\n",
                  std::string(ok.message()).c_str());

@@ -5,24 +5,22 @@
 #ifndef FERRY_CLIENT_DATA_COMMAND_H_
 #define FERRY_CLIENT_DATA_COMMAND_H_
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "data/ctr_generator.h"
 
 namespace ferry {
 
 struct DataCtrFlags {
   std::string out;
-  int64_t rows = 100000;
-  int64_t test_rows = 20000;
-  uint64_t seed = 1;
-  double zipf = 1.1;
-  std::vector<int64_t> vocab_sizes;  // empty: Criteo Kaggle's
-  int teacher_factors = 4;
-  double target_ctr = 0.25;
-  bool gzip = false;
+  // Bound to the flags; the defaults are the command's, not the library's.
+  CtrGeneratorOptions generator = [] {
+    CtrGeneratorOptions o;
+    o.rows = 100000;
+    o.test_rows = 20000;
+    return o;
+  }();
   bool quiet = false;
 };
 

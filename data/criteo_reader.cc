@@ -48,12 +48,12 @@ absl::StatusOr<bool> CriteoReader::FillLine() {
       skipping_long_line_ = true;
       end_ = 0;
     }
+    const uint64_t room = buffer_.size() - end_;
     ASSIGN_OR_RETURN(
         const uint64_t got,
-        stream_->Read(reinterpret_cast<uint8_t*>(buffer_.data() + end_),
-                      buffer_.size() - end_));
+        stream_->Read(reinterpret_cast<uint8_t*>(buffer_.data() + end_), room));
     end_ += got;
-    if (got < buffer_.size() - (end_ - got)) {
+    if (got < room) {  // ByteStream reads short only at the end
       RETURN_IF_ERROR(stream_->CheckCleanEnd());
       eof_ = true;
     }

@@ -1,18 +1,17 @@
 #include "data/ctr_generator.h"
 
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_system.h"
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
 #include "data/ctr_metrics.h"
@@ -255,10 +254,8 @@ absl::StatusOr<CtrGeneratedMeta> WriteCtrDataset(
     const std::string& dir, const CtrGeneratorOptions& options,
     const std::function<void(int64_t, int64_t)>& progress) {
   ASSIGN_OR_RETURN(const CtrGenerator generator, CtrGenerator::Create(options));
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat(
-        dir, ": cannot create: ", std::generic_category().message(errno)));
-  }
+  FileSystem* fs = PosixFileSystem();
+  RETURN_IF_ERROR(fs->CreateDirectories(dir));
   const int64_t total = options.rows + options.test_rows;
   const int64_t every = std::max<int64_t>(1, total / 100);
   int64_t done = 0;
@@ -320,17 +317,8 @@ absl::StatusOr<CtrGeneratedMeta> WriteCtrDataset(
     j["teacher_test_auc"] = nullptr;  // one class only: undefined
   }
   j["teacher_test_logloss"] = meta.teacher_test_logloss;
-  const std::string path = dir + "/meta.json";
-  {
-    std::ofstream out(path + ".tmp");
-    out << j.dump(2) << "\n";
-    if (!out) {
-      return absl::InternalError(absl::StrCat(path, ": write failed"));
-    }
-  }
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat(path, ": cannot rename"));
-  }
+  RETURN_IF_ERROR(
+      fs->WriteFileAtomically(dir + "/meta.json", j.dump(2) + "\n"));
   return meta;
 }
 

@@ -88,7 +88,8 @@ class CtrGenerator {
 // Writes DIR/train.tsv, DIR/test.tsv (".gz" with options.gzip) and
 // DIR/meta.json (the options, the positive rates and the teacher's test AUC
 // and log loss as "teacher_test_auc", "teacher_test_logloss"). Each file is
-// written under a temporary name and renamed when complete; DIR is created.
+// written under a temporary name and renamed when complete (meta.json via
+// FileSystem::WriteFileAtomically); DIR and its parents are created.
 // `progress`, when set, is called with (rows written, rows in all) every
 // ~1 % of the rows. Errors: INVALID_ARGUMENT (options), INTERNAL naming the
 // path for I/O failures.

@@ -35,8 +35,8 @@ inline std::string Gzip(const std::string& bytes) {
 inline const std::string& TempPath() {
   static const std::string* path = [] {
     const char* dir = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(dir != nullptr && *dir ? dir : "/tmp") + "/ferry_fuzz_XXXXXX";
+    std::string pattern = std::string(dir != nullptr && *dir ? dir : "/tmp") +
+                          "/ferry_fuzz_XXXXXX";
     const int fd = mkstemp(pattern.data());
     FuzzCheck(fd >= 0, "mkstemp");
     close(fd);
