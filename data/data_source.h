@@ -19,7 +19,9 @@ struct TrainTestData {
 // `name` is "fashion-mnist" or "mnist" (IDX files in `data_dir`, empty for
 // the Fashion-MNIST default) or "synthetic:N" (N training samples and N/6
 // test samples of the same classes, shaped for the model, deterministic by
-// `seed`).
+// `seed`). "criteo:DIR" (CTR data for sparse models, data/ctr_dataset.h:
+// ParseCtrDatasetSpec, LoadCtrTrainTest) is refused here with
+// INVALID_ARGUMENT: the dense trainers do not take it.
 // INVALID_ARGUMENT for an unknown name or a dataset whose feature count or
 // class count does not fit the model; NOT_FOUND / DATA_LOSS from the reader.
 // IDX images are normalised by `normalization`.
