@@ -359,6 +359,11 @@ absl::StatusOr<ModelDef> ParseModelJson(std::string_view text) {
   if (!root.is_object()) {
     return absl::InvalidArgumentError("model JSON must be an object");
   }
+  if (auto kind = root.find("kind"); kind != root.end() && *kind == "dlrm") {
+    return absl::InvalidArgumentError(
+        "model JSON is a DLRM CTR model (\"kind\": \"dlrm\", "
+        "model/dlrm_spec.h), not a sequential model");
+  }
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string& key = it.key();
     if (key != "format" && key != "input" && key != "classes" &&

@@ -109,6 +109,11 @@ absl::StatusOr<ModelDef> ResolveModelSpec(const std::string& text,
                                           FileSystem* fs) {
   if (text == "mlp") return MlpModelDef({784, 256, 128, 10});
   if (text == "convnet") return ConvNetModelDef();
+  if (text == "dlrm") {
+    return absl::InvalidArgumentError(
+        "--model 'dlrm' is a DLRM CTR model (model/dlrm_spec.h: "
+        "ResolveDlrmSpec), not a sequential model");
+  }
   if (LooksLikeMlpString(text)) {
     ASSIGN_OR_RETURN(std::vector<int> sizes, ParseMlpSpec(text));
     ModelDef def = MlpModelDef(sizes);
