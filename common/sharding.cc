@@ -85,4 +85,13 @@ std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks,
   return loads;
 }
 
+int32_t ShardOfRow(int32_t table, uint64_t id, int32_t num_shards) {
+  uint64_t z = id ^ (static_cast<uint64_t>(static_cast<uint32_t>(table)) *
+                     0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<int32_t>(z % static_cast<uint64_t>(num_shards));
+}
+
 }  // namespace ferry

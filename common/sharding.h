@@ -45,6 +45,13 @@ struct FlatRange {
 };
 FlatRange ShardRange(int64_t total, int num_shards, int shard);
 
+// The shard that holds row `id` of embedding table `table`: a fixed hash of
+// (table, id) modulo num_shards (splitmix64's finalizer over the id mixed
+// with the table), so rows spread evenly whatever the ids' distribution and
+// every process computes the same placement. Part of the checkpoint format:
+// never change it. REQUIRES: num_shards >= 1.
+int32_t ShardOfRow(int32_t table, uint64_t id, int32_t num_shards);
+
 // Elements per shard for a placement (index = shard).
 std::vector<int64_t> ShardLoads(absl::Span<const Chunk> chunks, int num_shards);
 

@@ -107,5 +107,44 @@ TEST(ShardingTest, PlacementIsAPureFunction) {
   }
 }
 
+TEST(ShardOfRowTest, InRangeAndStable) {
+  for (int32_t shards : {1, 2, 3, 4, 7, 64}) {
+    for (uint64_t id : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 32,
+                        ~uint64_t{0}, uint64_t{0x68fd1e64}}) {
+      const int32_t s = ShardOfRow(5, id, shards);
+      EXPECT_GE(s, 0);
+      EXPECT_LT(s, shards);
+      EXPECT_EQ(s, ShardOfRow(5, id, shards));
+    }
+  }
+  // The placement is part of the checkpoint format: pinned values.
+  EXPECT_EQ(ShardOfRow(0, 0, 1000003), 0);
+  EXPECT_EQ(ShardOfRow(3, 12345, 1000003), 517850);
+  EXPECT_EQ(ShardOfRow(25, uint64_t{1} << 32, 1000003), 729883);
+}
+
+TEST(ShardOfRowTest, SpreadsConsecutiveAndStridedIdsEvenly) {
+  for (int32_t shards : {2, 3, 4, 7}) {
+    for (uint64_t stride : {uint64_t{1}, uint64_t{4}, uint64_t{1} << 20}) {
+      std::vector<int64_t> counts(shards, 0);
+      const int n = 70000;
+      for (int i = 0; i < n; ++i) ++counts[ShardOfRow(1, i * stride, shards)];
+      for (int64_t c : counts) {
+        EXPECT_NEAR(static_cast<double>(c), static_cast<double>(n) / shards,
+                    0.03 * n / shards)
+            << "shards " << shards << " stride " << stride;
+      }
+    }
+  }
+}
+
+TEST(ShardOfRowTest, TablesPlaceTheSameIdIndependently) {
+  int same = 0;
+  const int n = 10000;
+  for (int i = 0; i < n; ++i)
+    same += ShardOfRow(0, i, 4) == ShardOfRow(1, i, 4);
+  EXPECT_NEAR(same, n / 4, n / 20);  // independent: 1 in 4 agree
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1,0 +1,245 @@
+#include "ps/sparse_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+#include "common/sharding.h"
+
+namespace ferry {
+namespace {
+
+// A memory eviction frees down to this share of max_bytes, so that it runs
+// once per many new rows rather than on every one.
+constexpr double kEvictTarget = 0.9;
+
+// Per-row bytes that count towards max_bytes besides RowBytes(): the id and
+// last-seen step in the blocks and the index slot (SparseTable's layout).
+constexpr int64_t kRowOverheadBytes = 16 + 5;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SparseStore>> SparseStore::Create(
+    const SparseStoreConfig& config) {
+  if (config.num_shards < 1 || config.shard_id < 0 ||
+      config.shard_id >= config.num_shards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sparse store: shard %d of %d", config.shard_id, config.num_shards));
+  }
+  if (config.dims.empty() ||
+      config.dims.size() > static_cast<size_t>(kMaxEmbeddingTables)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("sparse store: %d embedding tables (1 to %d allowed)",
+                        config.dims.size(), kMaxEmbeddingTables));
+  }
+  if (config.ttl_steps < 0 || config.max_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "sparse store: ttl_steps and max_bytes must be >= 0");
+  }
+  auto store = std::unique_ptr<SparseStore>(new SparseStore(config));
+  for (size_t t = 0; t < config.dims.size(); ++t) {
+    SparseTableConfig tc;
+    tc.table = static_cast<int32_t>(t);
+    tc.dim = config.dims[t];
+    tc.optimizer = config.optimizer;
+    tc.seed = config.seed;
+    tc.init_scale = config.init_scale;
+    tc.admit_count = config.admit_count;
+    absl::StatusOr<std::unique_ptr<SparseTable>> table =
+        SparseTable::Create(tc);
+    if (!table.ok()) return table.status();
+    store->tables_.push_back(*std::move(table));
+  }
+  return store;
+}
+
+absl::Status SparseStore::CheckIdsPlaced(int32_t table,
+                                         absl::Span<const uint64_t> ids) const {
+  if (table < 0 || table >= num_tables()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d does not exist (the job has %d tables)", table,
+        num_tables()));
+  }
+  if (config_.num_shards == 1) return absl::OkStatus();
+  for (uint64_t id : ids) {
+    const int32_t shard = ShardOfRow(table, id, config_.num_shards);
+    if (shard != config_.shard_id) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: id %d belongs on shard %d, not shard %d", table,
+          id, shard, config_.shard_id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseStore::CheckRows(absl::Span<const SparseRows> rows) const {
+  absl::flat_hash_set<int32_t> tables_seen;
+  for (const SparseRows& part : rows) {
+    if (absl::Status s = CheckIdsPlaced(part.table, part.ids); !s.ok()) {
+      return s;
+    }
+    if (!tables_seen.insert(part.table).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d appears twice in one push", part.table));
+    }
+    const int64_t dim = tables_[part.table]->dim();
+    if (static_cast<int64_t>(part.grads.size()) !=
+        static_cast<int64_t>(part.ids.size()) * dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: %d ids with %d gradient floats (dim %d)",
+          part.table, part.ids.size(), part.grads.size(), dim));
+    }
+    absl::flat_hash_set<uint64_t> ids;
+    ids.reserve(part.ids.size());
+    for (size_t i = 0; i < part.ids.size(); ++i) {
+      if (!ids.insert(part.ids[i]).second) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("embedding table %d: id %d appears twice in one "
+                            "push",
+                            part.table, part.ids[i]));
+      }
+      for (int64_t k = 0; k < dim; ++k) {
+        if (!std::isfinite(part.grads[i * dim + k])) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "embedding table %d: non-finite gradient for id %d", part.table,
+              part.ids[i]));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseStore::Read(int32_t table, absl::Span<const uint64_t> ids,
+                               absl::Span<float> out) const {
+  if (absl::Status s = CheckIdsPlaced(table, ids); !s.ok()) return s;
+  return tables_[table]->Read(ids, out);
+}
+
+absl::Status SparseStore::ApplyStep(
+    absl::Span<const std::vector<SparseRows>* const> contributions,
+    int64_t total_samples, int64_t step) {
+  if (total_samples < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sparse step %d: total_samples %d must be >= 1", step, total_samples));
+  }
+  for (const std::vector<SparseRows>* rows : contributions) {
+    if (absl::Status s = CheckRows(*rows); !s.ok()) return s;
+  }
+  // Per table: the ids in first-seen order and their gradient sums, summed
+  // in the contributions' order.
+  struct Sum {
+    absl::flat_hash_map<uint64_t, uint32_t> slot;
+    std::vector<uint64_t> ids;
+    std::vector<float> grads;
+  };
+  std::vector<Sum> sums(tables_.size());
+  for (const std::vector<SparseRows>* rows : contributions) {
+    for (const SparseRows& part : *rows) {
+      Sum& sum = sums[part.table];
+      const int64_t dim = tables_[part.table]->dim();
+      for (size_t i = 0; i < part.ids.size(); ++i) {
+        auto [it, added] = sum.slot.try_emplace(
+            part.ids[i], static_cast<uint32_t>(sum.ids.size()));
+        if (added) {
+          sum.ids.push_back(part.ids[i]);
+          sum.grads.resize(sum.grads.size() + dim, 0.0f);
+        }
+        float* dst = sum.grads.data() + int64_t{it->second} * dim;
+        const float* src = part.grads.data() + i * dim;
+        for (int64_t k = 0; k < dim; ++k) dst[k] += src[k];
+      }
+    }
+  }
+  const float n = static_cast<float>(total_samples);
+  for (size_t t = 0; t < sums.size(); ++t) {
+    Sum& sum = sums[t];
+    if (sum.ids.empty()) continue;
+    for (float& g : sum.grads) g /= n;
+    // Checked above: unique, sized and finite (a mean of finite sums may
+    // still overflow to inf, which Apply refuses before changing anything).
+    if (absl::Status s = tables_[t]->Apply(sum.ids, sum.grads, step); !s.ok()) {
+      return s;
+    }
+  }
+  EnforceLimits(step);
+  return absl::OkStatus();
+}
+
+int64_t SparseStore::Bytes() const {
+  int64_t bytes = 0;
+  for (const auto& table : tables_) {
+    bytes += table->rows() * (table->RowBytes() + kRowOverheadBytes);
+  }
+  return bytes;
+}
+
+void SparseStore::EnforceLimits(int64_t step) {
+  const int64_t ttl = config_.ttl_steps;
+  if (ttl > 0 && step - last_ttl_scan_ >= std::max<int64_t>(1, ttl / 4)) {
+    last_ttl_scan_ = step;
+    for (auto& table : tables_) table->EvictUnseenSince(step - ttl);
+  }
+  if (config_.max_bytes <= 0 || Bytes() <= config_.max_bytes) return;
+  // Bytes to free, oldest steps first, across the tables.
+  int64_t excess =
+      Bytes() - static_cast<int64_t>(kEvictTarget *
+                                     static_cast<double>(config_.max_bytes));
+  std::map<int64_t, std::vector<int64_t>> by_step;  // step -> rows per table
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    for (const auto& [seen, count] : tables_[t]->LastSeenHistogram()) {
+      auto& counts = by_step[seen];
+      counts.resize(tables_.size(), 0);
+      counts[t] = count;
+    }
+  }
+  int64_t threshold = step + 1;  // evict every row seen before it
+  std::vector<int64_t> partial(tables_.size(), 0);  // rows at the threshold
+  for (const auto& [seen, counts] : by_step) {
+    int64_t step_bytes = 0;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      step_bytes += counts[t] * (tables_[t]->RowBytes() + kRowOverheadBytes);
+    }
+    if (step_bytes < excess) {
+      excess -= step_bytes;
+      continue;
+    }
+    // Part of this step's rows: table by table.
+    threshold = seen;
+    for (size_t t = 0; t < tables_.size() && excess > 0; ++t) {
+      const int64_t row_cost = tables_[t]->RowBytes() + kRowOverheadBytes;
+      partial[t] = std::min(counts[t], (excess + row_cost - 1) / row_cost);
+      excess -= partial[t] * row_cost;
+    }
+    break;
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    tables_[t]->EvictSeenBefore(threshold);
+    if (partial[t] > 0) tables_[t]->EvictSeenAt(threshold, partial[t]);
+  }
+}
+
+SparseStoreStats SparseStore::Stats() const {
+  SparseStoreStats s;
+  for (const auto& table : tables_) {
+    SparseTableStats t = table->Stats();
+    s.total.rows += t.rows;
+    s.total.pending_ids += t.pending_ids;
+    s.total.rows_created += t.rows_created;
+    s.total.ids_admitted += t.ids_admitted;
+    s.total.updates_dropped += t.updates_dropped;
+    s.total.evicted_ttl += t.evicted_ttl;
+    s.total.evicted_memory += t.evicted_memory;
+    s.total.row_bytes += t.row_bytes;
+    s.total.overhead_bytes += t.overhead_bytes;
+    s.tables.push_back(t);
+  }
+  s.bytes = Bytes();
+  return s;
+}
+
+}  // namespace ferry

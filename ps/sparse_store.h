@@ -1,0 +1,114 @@
+// SparseStore: the embedding rows one PS shard holds, over every table of a
+// job, without gRPC types. Row (table, id) lives on shard
+// ShardOfRow(table, id, num_shards) (common/sharding.h); each table's part is
+// a SparseTable (ps/sparse_table.h: admission, row-wise optimizer, reads of
+// unseen rows as their initial values).
+//
+// Updates come as contributions: one worker's row gradients of one step,
+// SUMS over its samples, per table (SparseRows). ApplyStep() sums the
+// contributions in the order given (per id), divides by the step's total
+// samples (the mean gradient, as for dense parameters) and applies one
+// update per touched row. Then it enforces the limits:
+//  - TTL: rows and admission counters unseen for more than ttl_steps steps
+//    are dropped; the tables are scanned every max(1, ttl_steps / 4) steps,
+//    so a row lives between ttl_steps and 1.25 x ttl_steps unseen steps;
+//  - memory: when the rows' bytes (values, optimizer state, ids, steps and
+//    index) exceed max_bytes, the least recently updated rows of all tables
+//    are dropped until they fit in 90 % of it (a step's own rows last).
+// Both are counted in Stats().
+//
+// Errors: CheckRows() refuses a contribution that names an unknown table,
+// an id twice in one table, an id placed on another shard, a gradient of the
+// wrong size or a non-finite one (INVALID_ARGUMENT naming the table and id);
+// ApplyStep() checks every contribution first and changes nothing on error.
+// Thread safety: not thread-safe; the shard serializes calls.
+#ifndef FERRY_PS_SPARSE_STORE_H_
+#define FERRY_PS_SPARSE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/sparse_table.h"
+
+namespace ferry {
+
+// One table's part of a contribution: ids (unique) and their summed
+// gradients, ids.size() x dim.
+struct SparseRows {
+  int32_t table = 0;
+  std::vector<uint64_t> ids;
+  std::vector<float> grads;
+};
+
+struct SparseStoreConfig {
+  int32_t shard_id = 0;
+  int32_t num_shards = 1;
+  std::vector<int32_t> dims;  // table t's embedding dim, t = 0 .. T-1
+  RowOptimizerParams optimizer;
+  uint64_t seed = 0;
+  float init_scale = 0.0f;  // 0: 1 / sqrt(dim)
+  int32_t admit_count = 1;
+  int64_t ttl_steps = 0;  // 0: rows never expire
+  int64_t max_bytes = 0;  // 0: no limit
+};
+
+struct SparseStoreStats {
+  SparseTableStats total;  // summed over the tables
+  std::vector<SparseTableStats> tables;
+  // What max_bytes limits: rows x (RowBytes() + 21), the 21 bytes being a
+  // row's id, last-seen step and index slot at the index's usual load.
+  int64_t bytes = 0;
+};
+
+class SparseStore {
+ public:
+  // INVALID_ARGUMENT for shard_id outside [0, num_shards), no tables, more
+  // than kMaxEmbeddingTables, a table's config refused by SparseTable, or a
+  // negative ttl_steps / max_bytes.
+  static absl::StatusOr<std::unique_ptr<SparseStore>> Create(
+      const SparseStoreConfig& config);
+
+  const SparseStoreConfig& config() const { return config_; }
+  int32_t num_tables() const { return static_cast<int32_t>(tables_.size()); }
+  const SparseTable& table(int32_t t) const { return *tables_[t]; }
+  SparseTable& mutable_table(int32_t t) { return *tables_[t]; }
+
+  // Checks one contribution (see the errors above).
+  absl::Status CheckRows(absl::Span<const SparseRows> rows) const;
+
+  // Values of `ids` of table `table` into `out` [ids.size() x dim].
+  // INVALID_ARGUMENT for an unknown table, an id placed on another shard or
+  // a wrong output size.
+  absl::Status Read(int32_t table, absl::Span<const uint64_t> ids,
+                    absl::Span<float> out) const;
+
+  // Applies step `step` over `contributions` (each as CheckRows wants it)
+  // whose samples add up to `total_samples` (>= 1), then the TTL and memory
+  // limits.
+  absl::Status ApplyStep(
+      absl::Span<const std::vector<SparseRows>* const> contributions,
+      int64_t total_samples, int64_t step);
+
+  SparseStoreStats Stats() const;
+
+ private:
+  explicit SparseStore(const SparseStoreConfig& config) : config_(config) {}
+
+  absl::Status CheckIdsPlaced(int32_t table,
+                              absl::Span<const uint64_t> ids) const;
+  void EnforceLimits(int64_t step);
+  int64_t Bytes() const;
+
+  const SparseStoreConfig config_;
+  std::vector<std::unique_ptr<SparseTable>> tables_;
+  int64_t last_ttl_scan_ = -1;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_PS_SPARSE_STORE_H_

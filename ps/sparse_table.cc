@@ -1,0 +1,364 @@
+#include "ps/sparse_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_format.h"
+
+namespace ferry {
+namespace {
+
+// Row numbers are uint32; keep clear of the top.
+constexpr int64_t kMaxRowsPerTable = int64_t{1} << 31;
+
+absl::Status CheckFinite(const char* field, float value, bool positive) {
+  if (!std::isfinite(value) || value < 0.0f || (positive && value == 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("row optimizer %s must be %s and finite, got %g", field,
+                        positive ? "> 0" : ">= 0", value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RowOptimizerKind> ParseRowOptimizerKind(
+    const std::string& text) {
+  if (text == "sgd") return RowOptimizerKind::kSgd;
+  if (text == "adagrad") return RowOptimizerKind::kAdagrad;
+  if (text == "ftrl") return RowOptimizerKind::kFtrl;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown embedding optimizer '%s' (sgd, adagrad, ftrl)", text));
+}
+
+std::string RowOptimizerKindName(RowOptimizerKind kind) {
+  switch (kind) {
+    case RowOptimizerKind::kSgd:
+      return "sgd";
+    case RowOptimizerKind::kAdagrad:
+      return "adagrad";
+    case RowOptimizerKind::kFtrl:
+      return "ftrl";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateRowOptimizer(const RowOptimizerParams& p) {
+  if (absl::Status s = CheckFinite("lr", p.lr, true); !s.ok()) return s;
+  if (absl::Status s = CheckFinite("epsilon", p.epsilon, false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckFinite("initial_accumulator", p.initial_accumulator, false);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckFinite("beta", p.beta, false); !s.ok()) return s;
+  if (absl::Status s = CheckFinite("l1", p.l1, false); !s.ok()) return s;
+  return CheckFinite("l2", p.l2, false);
+}
+
+size_t SparseTable::IndexHash::operator()(uint32_t row) const {
+  return absl::Hash<uint64_t>{}(table->IdOf(row));
+}
+size_t SparseTable::IndexHash::operator()(Key key) const {
+  return absl::Hash<uint64_t>{}(key.id);
+}
+bool SparseTable::IndexEq::operator()(uint32_t row, Key key) const {
+  return table->IdOf(row) == key.id;
+}
+
+absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
+    const SparseTableConfig& config) {
+  if (config.table < 0 || config.table >= kMaxEmbeddingTables) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("embedding table id %d outside [0, %d)", config.table,
+                        kMaxEmbeddingTables));
+  }
+  if (config.dim < 1 || config.dim > kMaxEmbeddingDim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("embedding table %d: dim %d outside [1, %d]",
+                        config.table, config.dim, kMaxEmbeddingDim));
+  }
+  if (!std::isfinite(config.init_scale) || config.init_scale < 0.0f) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("embedding table %d: init_scale %g must be >= 0",
+                        config.table, config.init_scale));
+  }
+  if (absl::Status s = ValidateRowOptimizer(config.optimizer); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("embedding table %d: %s", config.table, s.message()));
+  }
+  SparseTableConfig resolved = config;
+  if (resolved.init_scale == 0.0f) {
+    resolved.init_scale = 1.0f / std::sqrt(static_cast<float>(config.dim));
+  }
+  return std::unique_ptr<SparseTable>(new SparseTable(resolved));
+}
+
+SparseTable::SparseTable(const SparseTableConfig& config)
+    : config_(config),
+      stride_(config.dim + RowStateFloats(config.optimizer.kind, config.dim)),
+      index_(0, IndexHash{this}, IndexEq{this}) {}
+
+bool SparseTable::Admitted(uint64_t id) const {
+  if (config_.admit_count <= 1) return true;
+  auto it = pending_.find(id);
+  // Counters are erased when the row is created; a counter that reached
+  // the threshold stays until then.
+  return it != pending_.end() && it->second.count >= config_.admit_count;
+}
+
+absl::Status SparseTable::Read(absl::Span<const uint64_t> ids,
+                               absl::Span<float> out) const {
+  const int dim = config_.dim;
+  if (out.size() != ids.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d: read of %d ids into %d floats (dim %d)",
+        config_.table, ids.size(), out.size(), dim));
+  }
+  std::vector<float> fresh(stride_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    float* dst = out.data() + i * dim;
+    auto it = index_.find(Key{ids[i]});
+    if (it != index_.end()) {
+      std::copy_n(RowData(*it), dim, dst);
+    } else if (Admitted(ids[i])) {
+      InitRow(fresh.data(), config_.seed, config_.table, ids[i], dim,
+              config_.init_scale, config_.optimizer);
+      std::copy_n(fresh.data(), dim, dst);
+    } else {
+      std::fill_n(dst, dim, 0.0f);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Apply(absl::Span<const uint64_t> ids,
+                                absl::Span<const float> grads, int64_t step) {
+  const int dim = config_.dim;
+  if (grads.size() != ids.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d: %d ids with %d gradient floats (dim %d)",
+        config_.table, ids.size(), grads.size(), dim));
+  }
+  // Check everything before changing anything.
+  absl::flat_hash_set<uint64_t> seen;
+  seen.reserve(ids.size());
+  int64_t new_rows = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!seen.insert(ids[i]).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("embedding table %d: id %d appears twice in one "
+                          "update",
+                          config_.table, ids[i]));
+    }
+    for (int k = 0; k < dim; ++k) {
+      if (!std::isfinite(grads[i * dim + k])) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "embedding table %d: non-finite gradient for id %d (element %d)",
+            config_.table, ids[i], k));
+      }
+    }
+    if (!index_.contains(Key{ids[i]}) && Admitted(ids[i])) ++new_rows;
+  }
+  if (rows_ + new_rows > kMaxRowsPerTable) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("embedding table %d would hold %d rows, more than %d",
+                        config_.table, rows_ + new_rows, kMaxRowsPerTable));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t id = ids[i];
+    auto it = index_.find(Key{id});
+    uint32_t row;
+    if (it != index_.end()) {
+      row = *it;
+    } else if (Admitted(id)) {
+      if (config_.admit_count > 1) pending_.erase(id);
+      row = AddRow(id, step);
+      InitRow(RowData(row), config_.seed, config_.table, id, dim,
+              config_.init_scale, config_.optimizer);
+      ++counts_.rows_created;
+    } else {
+      Pending& p = pending_[id];
+      p.last_seen = step;
+      if (++p.count >= config_.admit_count) ++counts_.ids_admitted;
+      ++counts_.updates_dropped;
+      continue;
+    }
+    ApplyRowUpdate(RowData(row), grads.data() + i * dim, dim,
+                   config_.optimizer);
+    LastSeenOf(row) = step;
+  }
+  return absl::OkStatus();
+}
+
+uint32_t SparseTable::AddRow(uint64_t id, int64_t last_seen) {
+  const uint32_t row = static_cast<uint32_t>(rows_);
+  if (row / kBlockRows >= blocks_.size()) {
+    Block block;
+    block.values = std::make_unique<float[]>(int64_t{kBlockRows} * stride_);
+    block.ids = std::make_unique<uint64_t[]>(kBlockRows);
+    block.last_seen = std::make_unique<int64_t[]>(kBlockRows);
+    blocks_.push_back(std::move(block));
+  }
+  IdOf(row) = id;
+  LastSeenOf(row) = last_seen;
+  ++rows_;
+  index_.insert(row);
+  return row;
+}
+
+void SparseTable::RemoveRow(uint32_t row) {
+  const uint32_t last = static_cast<uint32_t>(rows_ - 1);
+  index_.erase(row);
+  if (row != last) {
+    index_.erase(last);
+    std::copy_n(RowData(last), stride_, RowData(row));
+    IdOf(row) = IdOf(last);
+    LastSeenOf(row) = LastSeenOf(last);
+    index_.insert(row);
+  }
+  --rows_;
+  // Keep one spare block so that a table hovering at a block boundary does
+  // not allocate and free a block per row.
+  const size_t needed =
+      static_cast<size_t>((rows_ + kBlockRows - 1) / kBlockRows);
+  while (blocks_.size() > needed + 1) blocks_.pop_back();
+}
+
+int64_t SparseTable::RemoveRowsIf(const std::function<bool(uint32_t)>& evict,
+                                  int64_t n) {
+  int64_t removed = 0;
+  uint32_t row = 0;
+  while (row < rows_ && removed < n) {
+    if (evict(row)) {
+      RemoveRow(row);  // the last row moved here: look at it next
+      ++removed;
+    } else {
+      ++row;
+    }
+  }
+  return removed;
+}
+
+int64_t SparseTable::EvictUnseenSince(int64_t step) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto here = it++;
+    if (here->second.last_seen < step) pending_.erase(here);
+  }
+  const int64_t removed =
+      RemoveRowsIf([&](uint32_t row) { return LastSeenOf(row) < step; }, rows_);
+  counts_.evicted_ttl += removed;
+  return removed;
+}
+
+absl::flat_hash_map<int64_t, int64_t> SparseTable::LastSeenHistogram() const {
+  absl::flat_hash_map<int64_t, int64_t> histogram;
+  for (uint32_t row = 0; row < rows_; ++row) ++histogram[LastSeenOf(row)];
+  return histogram;
+}
+
+int64_t SparseTable::EvictSeenBefore(int64_t step) {
+  const int64_t removed =
+      RemoveRowsIf([&](uint32_t row) { return LastSeenOf(row) < step; }, rows_);
+  counts_.evicted_memory += removed;
+  return removed;
+}
+
+int64_t SparseTable::EvictSeenAt(int64_t step, int64_t n) {
+  const int64_t removed =
+      RemoveRowsIf([&](uint32_t row) { return LastSeenOf(row) == step; }, n);
+  counts_.evicted_memory += removed;
+  return removed;
+}
+
+int64_t SparseTable::EvictOldest(int64_t n) {
+  if (n <= 0) return 0;
+  const absl::flat_hash_map<int64_t, int64_t> histogram = LastSeenHistogram();
+  const std::map<int64_t, int64_t> by_step(histogram.begin(), histogram.end());
+  int64_t removed = 0;
+  for (const auto& [step, count] : by_step) {
+    if (removed >= n) break;
+    removed += EvictSeenAt(step, n - removed);
+  }
+  return removed;
+}
+
+SparseTableStats SparseTable::Stats() const {
+  SparseTableStats s = counts_;
+  s.rows = rows_;
+  s.pending_ids = static_cast<int64_t>(pending_.size());
+  s.row_bytes = rows_ * RowBytes();
+  const int64_t block_slots = static_cast<int64_t>(blocks_.size()) * kBlockRows;
+  s.overhead_bytes =
+      block_slots * (RowBytes() + 16) - s.row_bytes +
+      static_cast<int64_t>(index_.capacity()) * (sizeof(uint32_t) + 1) +
+      static_cast<int64_t>(pending_.capacity()) *
+          (sizeof(std::pair<uint64_t, Pending>) + 1);
+  return s;
+}
+
+void SparseTable::ForEachRow(
+    const std::function<void(uint64_t, int64_t, absl::Span<const float>)>& fn)
+    const {
+  for (uint32_t row = 0; row < rows_; ++row) {
+    fn(IdOf(row), LastSeenOf(row),
+       absl::Span<const float>(RowData(row), stride_));
+  }
+}
+
+void SparseTable::ForEachPending(
+    const std::function<void(uint64_t, int32_t, int64_t)>& fn) const {
+  for (const auto& [id, p] : pending_) fn(id, p.count, p.last_seen);
+}
+
+absl::Status SparseTable::InsertRow(uint64_t id, int64_t last_seen,
+                                    absl::Span<const float> row) {
+  if (static_cast<int64_t>(row.size()) != stride_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("embedding table %d: row %d has %d floats, expected %d",
+                        config_.table, id, row.size(), stride_));
+  }
+  if (index_.contains(Key{id})) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d: row %d is already stored", config_.table, id));
+  }
+  for (float v : row) {
+    if (!std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("embedding table %d: row %d holds a non-finite value",
+                          config_.table, id));
+    }
+  }
+  if (rows_ >= kMaxRowsPerTable) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "embedding table %d holds %d rows already", config_.table, rows_));
+  }
+  pending_.erase(id);
+  const uint32_t r = AddRow(id, last_seen);
+  std::copy(row.begin(), row.end(), RowData(r));
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::InsertPending(uint64_t id, int32_t count,
+                                        int64_t last_seen) {
+  // A counter at the threshold is an admitted id without a row yet.
+  if (config_.admit_count <= 1 || count < 1 || count > config_.admit_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d: pending count %d for id %d outside [1, %d]",
+        config_.table, count, id, config_.admit_count));
+  }
+  if (index_.contains(Key{id})) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "embedding table %d: id %d has a row and a pending count",
+        config_.table, id));
+  }
+  pending_[id] = Pending{count, last_seen};
+  return absl::OkStatus();
+}
+
+}  // namespace ferry
