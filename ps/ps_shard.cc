@@ -70,11 +70,19 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
                    Optimizer::Create(config.optimizer, backend.get(),
                                      static_cast<size_t>(range.size()),
                                      static_cast<size_t>(trainable)));
+  std::unique_ptr<SparseStore> sparse;
+  if (config.sparse.has_value()) {
+    config.sparse->shard_id = config.shard_id;
+    config.sparse->num_shards = config.num_shards;
+    ASSIGN_OR_RETURN(sparse, SparseStore::Create(*config.sparse));
+  }
   std::vector<float> params = std::move(config.initial_slice);
   config.initial_slice.clear();  // the slice lives in params_ only
-  return std::unique_ptr<PsShard>(
+  auto shard = std::unique_ptr<PsShard>(
       new PsShard(std::move(config), range, std::move(chunks),
                   std::move(params), std::move(backend), std::move(optimizer)));
+  shard->sparse_ = std::move(sparse);
+  return shard;
 }
 
 PsShard::PsShard(PsShardConfig config, FlatRange range,
@@ -317,7 +325,8 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     }
     if (config_.consistency == PsConsistency::kSync) {
       pending_[h.worker_id] =
-          Contribution{h.num_samples, std::move(grad), h.step_contributors};
+          Contribution{h.num_samples, std::move(grad),
+                       std::move(staging->rows_), h.step_contributors};
       if (!h.step_contributors.empty() &&
           StepCompleteLocked(h.step_contributors)) {
         RETURN_IF_ERROR(ApplyStepLocked(h.step_contributors, ready));
@@ -325,6 +334,15 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       }
     } else {
       const int64_t staleness = version_ - h.base_version;
+      if (sparse_ != nullptr && !staging->rows_.empty()) {
+        const std::vector<SparseRows>* rows = &staging->rows_;
+        if (absl::Status applied = sparse_->ApplyStep(
+                absl::MakeConstSpan(&rows, 1), h.num_samples, version_);
+            !applied.ok()) {
+          ++rejected_pushes_;
+          return Rejected("push", std::move(applied));
+        }
+      }
       RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
       RecycleGradBuffer(std::move(grad));
       last_step_[h.worker_id] = h.step;
@@ -498,6 +516,7 @@ PsShardInfo PsShard::Info() const {
     info.sum_staleness = sum_staleness_;
     info.pending_pulls = static_cast<int64_t>(waiters_.size());
     info.steps_finalized_on_push = steps_finalized_on_push_;
+    if (sparse_ != nullptr) info.sparse = sparse_->Stats();
   }
   absl::MutexLock lock(&bytes_mu_);
   info.bytes_sent = bytes_sent_;

@@ -32,6 +32,13 @@
 //    coordinator): each committed push is applied on arrival as
 //    sum / num_samples; staleness = version - base_version is recorded.
 //
+// Embedding tables (config.sparse): a push may carry row gradients besides
+// its chunks (AddRows), kept with its dense buffer; a sync step applies the
+// contributors' rows (SparseStore::ApplyStep: their mean, one update per
+// touched row) together with the dense update, an async push on arrival.
+// ReadRows serves pulls of rows. The rows are not in ExportState /
+// RestoreState: a rollback or restore leaves them as they are.
+//
 // Generation fencing: the shard remembers the highest generation named by a
 // successful FinalizeStep(), a restore or RaiseFence(); pushes and finalizes
 // with an older generation are ABORTED.
@@ -63,6 +70,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +88,7 @@
 #include "common/sharding.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
+#include "ps/sparse_store.h"
 #include "ps/step_contributors.h"
 
 namespace ferry {
@@ -104,6 +113,9 @@ struct PsShardConfig {
   // Exactly the shard's range ShardRange(total, num_shards, shard_id) of the
   // full initial flat parameters.
   std::vector<float> initial_slice;
+  // Embedding tables (ps/sparse_store.h): set for models with them. Its
+  // shard_id and num_shards are the shard's own (Create sets them).
+  std::optional<SparseStoreConfig> sparse;
 };
 
 // Mirrors ferry.v1.PushHeader.
@@ -146,7 +158,8 @@ struct PsShardInfo {
   int64_t max_staleness = 0;  // async only
   int64_t sum_staleness = 0;  // async only; mean = sum / accepted_pushes
   int64_t pending_pulls = 0;
-  int64_t steps_finalized_on_push = 0;  // sync: applied without FinalizeStep
+  int64_t steps_finalized_on_push = 0;     // sync: applied without FinalizeStep
+  std::optional<SparseStoreStats> sparse;  // jobs with embedding tables
   std::map<std::string, int64_t> bytes_sent;      // by peer role
   std::map<std::string, int64_t> bytes_received;  // by peer role
 };
@@ -164,8 +177,9 @@ class PsPushStaging {
   // The shard's count of open pushes, released with the staging.
   std::shared_ptr<std::atomic<int64_t>> open_pushes_;
   PsPushHeader header_;
-  std::vector<float> grad_;  // the shard's slice
-  std::vector<bool> seen_;   // by owned chunk index
+  std::vector<float> grad_;       // the shard's slice
+  std::vector<bool> seen_;        // by owned chunk index
+  std::vector<SparseRows> rows_;  // embedding rows, one part per table
   int64_t chunks_seen_ = 0;
   absl::Status error_;      // first error; once set, the push is rejected
   uint64_t rollbacks_ = 0;  // the shard's rollback count at BeginPush
@@ -241,6 +255,29 @@ class PsShard {
     return AddChunk(staging, chunk_id, values.data(),
                     values.size() * sizeof(float));
   }
+
+  // Adds one table's row gradients (sums over the push's samples, as the
+  // chunks) to `staging`. INVALID_ARGUMENT naming the table (and id) for a
+  // job without embedding tables, an unknown table, a table already added to
+  // this push, or what SparseStore::CheckRows refuses (an id placed on
+  // another shard or repeated, a wrong size, a non-finite value). After an
+  // error the staging is rejected for good. Takes no lock.
+  absl::Status AddRows(PsPushStaging& staging, SparseRows rows);
+
+  // Reads rows of the embedding tables into `out` (one vector per part of
+  // `tables`, ids.size() x dim floats) and returns the version they are
+  // of. Unseen ids read as their initial values or zeros (see SparseTable).
+  // FAILED_PRECONDITION for a wrong job_id or a job without embedding
+  // tables; INVALID_ARGUMENT naming the table for an unknown table or an
+  // id placed on another shard. Callers wait for a version first
+  // (WaitForVersion) to read the rows a step needs.
+  struct RowsToRead {
+    int32_t table = 0;
+    absl::Span<const uint64_t> ids;
+  };
+  absl::StatusOr<int64_t> ReadRows(absl::string_view job_id,
+                                   absl::Span<const RowsToRead> tables,
+                                   std::vector<std::vector<float>>& out);
 
   // Commits a push. Returns the version after the push was accepted (sync: the
   // current version, the step is applied later, or the version after it when
@@ -347,6 +384,7 @@ class PsShard {
   struct Contribution {
     int64_t num_samples = 0;
     std::vector<float> grad;
+    std::vector<SparseRows> rows;
     std::vector<PsContributor> step_set;  // the push's step_contributors
   };
   struct Waiter {
@@ -412,6 +450,9 @@ class PsShard {
   std::map<int64_t, std::vector<PsContributor>> applied_sets_
       ABSL_GUARDED_BY(mu_);
   int64_t steps_finalized_on_push_ ABSL_GUARDED_BY(mu_) = 0;
+  // Embedding tables; null for a job without them. CheckRows and config()
+  // read only immutable data and may be called without mu_.
+  std::unique_ptr<SparseStore> sparse_;
   // Async: last applied step by worker.
   absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);

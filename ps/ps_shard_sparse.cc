@@ -1,0 +1,76 @@
+// PsShard's embedding rows: pushes of row gradients and reads of rows (the
+// steps that apply them are in ps_shard.cc and ps_shard_steps.cc).
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/prometheus_metrics.h"
+#include "ps/ps_shard.h"
+
+namespace ferry {
+namespace {
+absl::Status Rejected(absl::string_view op, absl::Status status) {
+  return Metrics().Reject(MetricRole::kPs, op, std::move(status));
+}
+}  // namespace
+
+absl::Status PsShard::AddRows(PsPushStaging& staging, SparseRows rows) {
+  if (!staging.error_.ok()) return staging.error_;
+  absl::Status status;
+  if (sparse_ == nullptr) {
+    status = absl::InvalidArgumentError(absl::StrFormat(
+        "push from %s carries rows of embedding table %d; job '%s' has no "
+        "embedding tables",
+        staging.header_.worker_id, rows.table, config_.job_id));
+  } else {
+    for (const SparseRows& part : staging.rows_) {
+      if (part.table == rows.table) {
+        status = absl::InvalidArgumentError(absl::StrFormat(
+            "embedding table %d appears twice in one push", rows.table));
+      }
+    }
+    if (status.ok()) status = sparse_->CheckRows(absl::MakeConstSpan(&rows, 1));
+  }
+  if (!status.ok()) {
+    staging.error_ = status;
+    return RejectPush(std::move(status));
+  }
+  staging.rows_.push_back(std::move(rows));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsShard::ReadRows(
+    absl::string_view job_id, absl::Span<const RowsToRead> tables,
+    std::vector<std::vector<float>>& out) {
+  absl::MutexLock lock(&mu_);
+  if (job_id != config_.job_id) {
+    return Rejected("pull", absl::FailedPreconditionError(absl::StrFormat(
+                                "row pull for job '%s', this shard serves "
+                                "job '%s'",
+                                job_id, config_.job_id)));
+  }
+  if (sparse_ == nullptr) {
+    return Rejected("pull",
+                    absl::FailedPreconditionError(absl::StrFormat(
+                        "job '%s' has no embedding tables", config_.job_id)));
+  }
+  std::vector<std::vector<float>> values(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const RowsToRead& part = tables[i];
+    if (part.table < 0 || part.table >= sparse_->num_tables()) {
+      return Rejected("pull", absl::InvalidArgumentError(absl::StrFormat(
+                                  "embedding table %d does not exist (the "
+                                  "job has %d tables)",
+                                  part.table, sparse_->num_tables())));
+    }
+    values[i].resize(part.ids.size() * sparse_->table(part.table).dim());
+    if (absl::Status s =
+            sparse_->Read(part.table, part.ids, absl::MakeSpan(values[i]));
+        !s.ok()) {
+      return Rejected("pull", std::move(s));
+    }
+  }
+  out = std::move(values);
+  return version_;
+}
+
+}  // namespace ferry
