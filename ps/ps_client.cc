@@ -23,6 +23,7 @@
 #include "ps/call_rounds.h"
 #include "ps/ps_calls.h"
 #include "ps/ps_wire.h"
+#include "ps/sparse_rows_wire.h"
 
 namespace ferry {
 
@@ -51,7 +52,11 @@ class GrpcPushSession final : public PushSession {
         group_(static_cast<int>(shards.size())),
         partial_(options.chunks.size()),
         covered_(options.chunks.size(), 0) {
-    for (const auto& shard : shards_) unsent_.push_back(shard->num_chunks);
+    // With rows, a shard's stream also waits for AddRows.
+    for (const auto& shard : shards_) {
+      unsent_.push_back(shard->num_chunks + (info.with_rows ? 1 : 0));
+    }
+    rows_expected_ = info.with_rows;
     v1::PushRequest header;
     v1::PushHeader* h = header.mutable_header();
     h->set_job_id(options.job_id);
@@ -147,6 +152,51 @@ class GrpcPushSession final : public PushSession {
     return absl::OkStatus();
   }
 
+  absl::Status AddRows(const std::vector<SparseRows>& rows) override {
+    if (finished_) {
+      return absl::FailedPreconditionError("push already finished");
+    }
+    if (!rows_expected_) {
+      return absl::FailedPreconditionError(
+          "push rows: the session was begun without PushInfo.with_rows, or "
+          "its rows were added already");
+    }
+    for (const SparseRows& part : rows) {
+      if (part.ids.empty() ? !part.grads.empty()
+                           : part.grads.size() % part.ids.size() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("push rows of embedding table ", part.table, ": ",
+                         part.grads.size(), " gradient floats for ",
+                         part.ids.size(), " ids"));
+      }
+    }
+    rows_expected_ = false;
+    const int num_shards = static_cast<int>(shards_.size());
+    for (const SparseRows& part : rows) {
+      if (part.ids.empty()) continue;
+      const size_t dim = part.grads.size() / part.ids.size();
+      // Split by placement, keeping the ids' order per shard.
+      std::vector<std::vector<uint64_t>> ids(num_shards);
+      std::vector<std::vector<float>> grads(num_shards);
+      for (size_t i = 0; i < part.ids.size(); ++i) {
+        const int32_t s = ShardOfRow(part.table, part.ids[i], num_shards);
+        ids[s].push_back(part.ids[i]);
+        grads[s].insert(grads[s].end(), part.grads.begin() + i * dim,
+                        part.grads.begin() + (i + 1) * dim);
+      }
+      for (int s = 0; s < num_shards; ++s) {
+        if (ids[s].empty()) continue;
+        v1::PushRequest message;
+        ToSparseRowsPart(part.table, ids[s], grads[s], message.mutable_rows());
+        calls_[s]->Enqueue(SerializeMessage(message));
+      }
+    }
+    for (int s = 0; s < num_shards; ++s) {
+      if (--unsent_[s] == 0) calls_[s]->Close();
+    }
+    return absl::OkStatus();
+  }
+
   // Queues chunk `c`'s message on its shard's stream; closes the stream
   // after the shard's last chunk, so that the shard commits (and, finalizing
   // on push, applies the step and answers pulls) while the other shards'
@@ -163,16 +213,18 @@ class GrpcPushSession final : public PushSession {
     if (finished_)
       return absl::FailedPreconditionError("push already finished");
     finished_ = true;
-    if (declared_elements_ != num_elements_) {
+    if (declared_elements_ != num_elements_ || rows_expected_) {
       // Shards whose chunks all went out have committed (or will): only
       // the others are cancelled.
       for (size_t s = 0; s < calls_.size(); ++s) {
         if (unsent_[s] > 0 || shards_[s]->num_chunks == 0) calls_[s]->Cancel();
       }
       group_.WaitAll();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "push finished with ", declared_elements_, " of ", num_elements_,
-          " gradient elements declared; the push was cancelled"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("push finished with ", declared_elements_, " of ",
+                       num_elements_, " gradient elements declared",
+                       rows_expected_ ? " and without its rows" : "",
+                       "; the push was cancelled"));
     }
     for (auto& call : calls_) call->Close();
     // Round 0 is the streams opened in the constructor; later rounds resend
@@ -240,6 +292,7 @@ class GrpcPushSession final : public PushSession {
   std::vector<int64_t> covered_;      // [chunk] elements declared
   std::vector<int64_t> unsent_;       // [shard] chunks not yet enqueued
   bool finished_ = false;
+  bool rows_expected_ = false;  // begun with_rows, AddRows not yet called
   const absl::Time created_ = absl::Now();
   std::optional<absl::Time> first_chunk_;  // when the first chunk was sent
 };

@@ -30,6 +30,7 @@
 #include "common/gradient_codec.h"
 #include "common/link_shaper.h"
 #include "common/sharding.h"
+#include "ps/sparse_store.h"
 #include "ps/step_contributors.h"
 
 namespace ferry {
@@ -44,6 +45,15 @@ struct PushInfo {
   // Sync: the step's whole contributor set (PushHeader.step_contributors),
   // or empty.
   std::vector<PsContributor> step_contributors;
+  // The push will carry embedding rows (PushSession::AddRows): no shard's
+  // stream closes before they are added.
+  bool with_rows = false;
+};
+
+// One table's ids of a row pull.
+struct RowRequest {
+  int32_t table = 0;
+  absl::Span<const uint64_t> ids;
 };
 
 // One push of one gradient to every shard, fed range by range while the
@@ -82,6 +92,20 @@ class PushSession {
   // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED), its message naming
   // the shard.
   virtual absl::Status Finish() = 0;
+
+  // Jobs with embedding tables, a session begun with PushInfo.with_rows:
+  // adds the push's row gradients (per table, unique ids, sums over its
+  // samples), each row to the shard ShardOfRow places it on, and lets
+  // every shard's stream close once its chunks are sent too. Call once,
+  // before Finish(); a push without rows for a shard sends it none.
+  // FAILED_PRECONDITION when the session was not begun with_rows, rows were
+  // already added, or after Finish(); INVALID_ARGUMENT for a part whose
+  // gradient size is not a multiple of its ids. The shards check the rest
+  // (Finish() reports it). The default (fakes): UNIMPLEMENTED.
+  virtual absl::Status AddRows(const std::vector<SparseRows>& rows) {
+    (void)rows;
+    return absl::UnimplementedError("this push session carries no rows");
+  }
 };
 
 // A pull started ahead of need (StartPull). Destroying it cancels the calls
@@ -151,6 +175,24 @@ class ParameterClient {
     return absl::OkStatus();
   }
 
+  // Reads embedding rows: out[i] gets tables[i].ids.size() x dim floats,
+  // each row from the shard that holds it, once that shard's version is
+  // >= min_version (a sync step's rows: pull them with the step's version).
+  // Returns the smallest version the shards answered (min_version when no
+  // shard was asked). Errors: DATA_LOSS when a shard answers other tables,
+  // sizes that do not divide into its ids, or dims that differ between
+  // shards; DEADLINE_EXCEEDED / UNAVAILABLE (after the retry budget) as for
+  // Pull; the shard's own errors (e.g. INVALID_ARGUMENT for an unknown
+  // table), naming the shard. The default (fakes): UNIMPLEMENTED.
+  virtual absl::StatusOr<int64_t> PullRows(
+      int64_t min_version, absl::Span<const RowRequest> tables,
+      std::vector<std::vector<float>>& out) {
+    (void)min_version;
+    (void)tables;
+    (void)out;
+    return absl::UnimplementedError("this parameter client pulls no rows");
+  }
+
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;
   // The same per shard, keyed "ps<shard id>" (empty when not tracked).
@@ -201,6 +243,9 @@ class GrpcParameterClient final : public ParameterClient {
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override;
   absl::Status CheckShards(absl::Duration timeout) override;
+  absl::StatusOr<int64_t> PullRows(
+      int64_t min_version, absl::Span<const RowRequest> tables,
+      std::vector<std::vector<float>>& out) override;  // ps_client_rows.cc
   TransferBytes bytes() const override { return counter_.Get(); }
   std::map<std::string, TransferBytes> peer_bytes() const override;
 

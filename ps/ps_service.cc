@@ -10,6 +10,7 @@
 #include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
+#include "ps/sparse_rows_wire.h"
 
 namespace ferry {
 namespace {
@@ -100,11 +101,23 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           shard_->BeginPush(FromProto(request_.header()));
       if (!staging.ok()) return staging.status();
       staging_ = *std::move(staging);
-      // A chunk may ride along with the header; real chunks are never empty.
-      if (request_.data().empty()) return absl::OkStatus();
+      // A chunk (or rows) may ride along with the header; real chunks are
+      // never empty.
+      if (request_.data().empty() && !request_.has_rows()) {
+        return absl::OkStatus();
+      }
     } else if (request_.has_header()) {
       return shard_->RejectPush(absl::InvalidArgumentError(
           "push header repeated after the first message"));
+    }
+    if (request_.has_rows()) {
+      if (!request_.data().empty()) {
+        return shard_->RejectPush(absl::InvalidArgumentError(
+            "a push message carries a chunk and rows; send one per message"));
+      }
+      absl::StatusOr<SparseRows> rows = FromSparseRowsPart(request_.rows());
+      if (!rows.ok()) return shard_->RejectPush(rows.status());
+      return shard_->AddRows(*staging_, *std::move(rows));
     }
     const std::string& data = request_.data();
     return shard_->AddChunk(*staging_, request_.chunk_id(),
@@ -325,7 +338,113 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer response_;
 };
 
+// PullRows: waits on the shard for min_version without a thread, then reads
+// the rows under the shard's lock and answers. As PullReactor, `mu_`
+// decides between the ready callback and OnCancel, and Finish runs once the
+// wait is resolved.
+class PullRowsReactor final : public grpc::ServerUnaryReactor {
+ public:
+  PullRowsReactor(PsShard* shard, const v1::PullRowsRequest& request,
+                  v1::PullRowsResponse* response)
+      : shard_(shard), request_(request), response_(response) {
+    shard_->RecordBytes(kWorkerRole, 0,
+                        static_cast<int64_t>(request_.ByteSizeLong()));
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = true;
+    }
+    absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
+        request_.job_id(), request_.min_version(),
+        [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
+          OnReady(snapshot.status());
+        });
+    if (!id.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        waiting_ = false;
+      }
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    wait_id_ = *id;
+  }
+
+  void OnCancel() override {
+    PullWaitId id = kNoPullWait;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (!waiting_) return;
+      id = wait_id_;
+    }
+    if (id == kNoPullWait || !shard_->CancelWait(id)) return;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+    }
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "row pull cancelled"));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnReady(const absl::Status& waited) {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = false;
+      cancelled = cancelled_;
+    }
+    if (cancelled) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "row pull cancelled"));
+      return;
+    }
+    Finish(ToGrpcStatus(waited.ok() ? Read() : waited));
+  }
+
+  absl::Status Read() {
+    std::vector<SparseRows> parts;
+    std::vector<PsShard::RowsToRead> tables;
+    parts.reserve(request_.tables_size());
+    for (const v1::SparseRowsPart& part : request_.tables()) {
+      absl::StatusOr<SparseRows> rows = FromSparseRowsPart(part);
+      if (!rows.ok()) return rows.status();
+      parts.push_back(*std::move(rows));
+    }
+    for (const SparseRows& part : parts) {
+      tables.push_back({part.table, part.ids});
+    }
+    std::vector<std::vector<float>> values;
+    absl::StatusOr<int64_t> version =
+        shard_->ReadRows(request_.job_id(), tables, values);
+    if (!version.ok()) return version.status();
+    response_->set_version(*version);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      ToSparseRowsPart(parts[i].table, {}, values[i], response_->add_tables());
+    }
+    shard_->RecordBytes(kWorkerRole,
+                        static_cast<int64_t>(response_->ByteSizeLong()), 0);
+    return absl::OkStatus();
+  }
+
+  PsShard* const shard_;
+  const v1::PullRowsRequest& request_;    // owned by gRPC until OnDone
+  v1::PullRowsResponse* const response_;  // likewise
+  absl::Mutex mu_;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+};
+
 }  // namespace
+
+grpc::ServerUnaryReactor* PsService::PullRows(
+    grpc::CallbackServerContext* context, const v1::PullRowsRequest* request,
+    v1::PullRowsResponse* response) {
+  return AuthorizedUnary(
+      context, [&] { return new PullRowsReactor(shard_, *request, response); });
+}
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
@@ -391,6 +510,18 @@ grpc::ServerUnaryReactor* PsService::ShardInfo(
       received[role] = bytes;
     response->set_pending_pulls(info.pending_pulls);
     response->set_steps_finalized_on_push(info.steps_finalized_on_push);
+    if (info.sparse.has_value()) {
+      const SparseTableStats& t = info.sparse->total;
+      v1::SparseStats* sparse = response->mutable_sparse();
+      sparse->set_rows(t.rows);
+      sparse->set_pending_ids(t.pending_ids);
+      sparse->set_rows_created(t.rows_created);
+      sparse->set_ids_admitted(t.ids_admitted);
+      sparse->set_updates_dropped(t.updates_dropped);
+      sparse->set_evicted_ttl(t.evicted_ttl);
+      sparse->set_evicted_memory(t.evicted_memory);
+      sparse->set_bytes(info.sparse->bytes);
+    }
     return absl::OkStatus();
   });
 }

@@ -85,6 +85,10 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
                                     const v1::RestoreRequest* request,
                                     v1::RestoreResponse* response) override;
+  // Waits for the version like Pull (no thread), then answers the rows.
+  grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* context,
+                                     const v1::PullRowsRequest* request,
+                                     v1::PullRowsResponse* response) override;
 
  private:
   PsShard* const shard_;
