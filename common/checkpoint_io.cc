@@ -136,7 +136,8 @@ std::string EncodeCheckpoint(const ShardCheckpoint& c) {
   out.reserve(64 + id.job_id.size() +
               (c.state.size() + 1) * c.params.size() * sizeof(float));
   out.append(kMagic, sizeof(kMagic));
-  Put<uint32_t>(out, kCheckpointFormatVersion);
+  Put<uint32_t>(out, c.tables.empty() ? kCheckpointFormatVersion
+                                      : kCheckpointFormatWithTables);
   Put<uint32_t>(out, static_cast<uint32_t>(id.job_id.size()));
   out.append(id.job_id);
   Put<int32_t>(out, id.shard_id);
@@ -149,6 +150,7 @@ std::string EncodeCheckpoint(const ShardCheckpoint& c) {
   Put<uint64_t>(out, c.params.size());
   PutFloats(out, c.params);
   for (const std::vector<float>& buffer : c.state) PutFloats(out, buffer);
+  if (!c.tables.empty()) EncodeTables(c.tables, out);
   Put<uint32_t>(out, Crc32(out));
   return out;
 }
@@ -190,11 +192,14 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   // The CRC holds: what follows is what the writer wrote.
   Reader format_reader(body.substr(sizeof(kMagic)));
   const uint32_t format = format_reader.Get<uint32_t>();
-  if (format != kCheckpointFormatVersion) {
+  if (format != kCheckpointFormatVersion &&
+      format != kCheckpointFormatWithTables) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "checkpoint format version %d is not supported (this build reads %d)",
-        format, kCheckpointFormatVersion));
+        "checkpoint format version %d is not supported (this build reads %d "
+        "and %d)",
+        format, kCheckpointFormatVersion, kCheckpointFormatWithTables));
   }
+  const bool with_tables = format == kCheckpointFormatWithTables;
   if (!have_header) {
     return absl::DataLossError("checkpoint header does not fit in the file");
   }
@@ -207,7 +212,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
       static_cast<uint64_t>(id.range_end) -
               static_cast<uint64_t>(id.range_begin) !=
           h.elements ||
-      !implied.has_value() || *implied != body.size()) {
+      !implied.has_value() ||
+      (with_tables ? *implied > body.size() : *implied != body.size())) {
     return absl::DataLossError(absl::StrFormat(
         "checkpoint sizes do not add up: range [%d, %d), %d elements per "
         "buffer, %d state buffers, %d bytes",
@@ -227,6 +233,12 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   c.params = GetFloats(r, h.elements);
   for (uint32_t i = 0; i < h.num_state; ++i) {
     c.state.push_back(GetFloats(r, h.elements));
+  }
+  if (with_tables) {
+    absl::StatusOr<std::vector<TableCheckpoint>> tables =
+        DecodeTables(body.substr(*implied));
+    if (!tables.ok()) return tables.status();
+    c.tables = *std::move(tables);
   }
   return c;
 }
@@ -301,6 +313,7 @@ absl::StatusOr<std::string> CheckpointStore::Write(
         "than %d state buffers)",
         n, kMaxCheckpointStateBuffers));
   }
+  if (absl::Status s = ValidateTables(checkpoint.tables); !s.ok()) return s;
   const std::string bytes = EncodeCheckpoint(checkpoint);
   const std::string path =
       CheckpointPath(dir_, identity_.shard_id, checkpoint.version);

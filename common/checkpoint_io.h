@@ -13,6 +13,7 @@
 //   u64 elements_per_buffer          = range_end - range_begin
 //   params                           elements_per_buffer fp32
 //   state buffer 0, 1, ...           elements_per_buffer fp32 each
+//   (format version 2 only: the embedding rows, common/checkpoint_tables.h)
 //   u32 crc32                        zlib crc32 of every byte before it
 // Every format version ends with that CRC, so a reader checks it before it
 // interprets anything but the magic.
@@ -31,11 +32,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/checkpoint_tables.h"
 #include "common/file_system.h"
 
 namespace ferry {
 
+// Written for shards without embedding tables (1) and with them (2); both
+// are read.
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
+inline constexpr uint32_t kCheckpointFormatWithTables = 2;
 // The most optimizer state buffers a checkpoint may hold (Adam has 2). The
 // reader refuses more, so that a small file with zero-element buffers cannot
 // make it allocate one vector per claimed buffer (up to 2^32).
@@ -57,6 +62,9 @@ struct ShardCheckpoint {
   int64_t steps_applied = 0;
   std::vector<float> params;              // range_end - range_begin elements
   std::vector<std::vector<float>> state;  // each params.size() elements
+  // The shard's embedding tables (jobs with them): written as format
+  // version 2; a version 1 file has none.
+  std::vector<TableCheckpoint> tables;
 };
 
 // The file's bytes. REQUIRES: params.size() == range_end - range_begin,
@@ -98,8 +106,9 @@ class CheckpointStore {
   // this shard's checkpoints older than the newest `keep`. Returns the path.
   // A failed deletion is only logged to stderr. Errors: the file system's;
   // FAILED_PRECONDITION when the checkpoint is of another slice;
-  // INVALID_ARGUMENT when its buffers have the wrong sizes or there are
-  // more than kMaxCheckpointStateBuffers state buffers.
+  // INVALID_ARGUMENT when its buffers have the wrong sizes, there are
+  // more than kMaxCheckpointStateBuffers state buffers, or its tables do
+  // not pass ValidateTables.
   absl::StatusOr<std::string> Write(const ShardCheckpoint& checkpoint);
 
   // This shard's checkpoint versions found in the directory, ascending (by

@@ -21,6 +21,7 @@ ShardCheckpoint ToCheckpoint(const CheckpointIdentity& identity,
   c.steps_applied = state.optimizer_steps;
   c.params = state.params;
   c.state = state.optimizer_state;
+  c.tables = state.tables;
   return c;
 }
 
@@ -30,6 +31,7 @@ PsShardState ToState(ShardCheckpoint c) {
   state.optimizer_steps = c.steps_applied;
   state.params = std::move(c.params);
   state.optimizer_state = std::move(c.state);
+  state.tables = std::move(c.tables);
   return state;
 }
 

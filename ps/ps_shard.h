@@ -36,8 +36,8 @@
 // its chunks (AddRows), kept with its dense buffer; a sync step applies the
 // contributors' rows (SparseStore::ApplyStep: their mean, one update per
 // touched row) together with the dense update, an async push on arrival.
-// ReadRows serves pulls of rows. The rows are not in ExportState /
-// RestoreState: a rollback or restore leaves them as they are.
+// ReadRows serves pulls of rows. ExportState and RestoreState include the
+// rows (PsShardState.tables); a rollback of the open step keeps them.
 //
 // Generation fencing: the shard remembers the highest generation named by a
 // successful FinalizeStep(), a restore or RaiseFence(); pushes and finalizes
@@ -137,6 +137,9 @@ struct PsShardState {
   int64_t optimizer_steps = 0;  // Optimizer::steps_applied()
   std::vector<float> params;    // the slice
   std::vector<std::vector<float>> optimizer_state;  // each the slice's size
+  // Jobs with embedding tables: every table's rows held here (one part per
+  // table, SparseStore::Export).
+  std::vector<TableCheckpoint> tables;
 };
 
 // One version of the slice, immutable and shared by every reader.
@@ -347,8 +350,9 @@ class PsShard {
   // to version V", and raises the fence to max(fence, generation). Nothing
   // changes on error:
   //  FAILED_PRECONDITION params or optimizer buffers not of this shard's
-  //                      slice size, or another number of optimizer buffers
-  //                      (a checkpoint of another job configuration);
+  //                      slice size, or another number of optimizer buffers,
+  //                      or other embedding tables (a checkpoint of another
+  //                      job configuration);
   //  INVALID_ARGUMENT    negative version or steps, non-finite values;
   //  UNAVAILABLE         after StopUpdates().
   absl::Status RestoreState(const PsShardState& state, int64_t generation);

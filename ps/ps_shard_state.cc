@@ -43,6 +43,7 @@ absl::StatusOr<PsShardState> PsShard::ExportLocked() {
     }
     state.optimizer_state.push_back(std::move(host));
   }
+  if (sparse_ != nullptr) state.tables = sparse_->Export();
   return state;
 }
 
@@ -123,6 +124,13 @@ absl::Status PsShard::RestoreState(const PsShardState& state,
     absl::MutexLock lock(&mu_);
     if (updates_stopped_) return StoppedError();
     RETURN_IF_ERROR(CheckStateLocked(state));
+    if (sparse_ == nullptr && !state.tables.empty()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "state holds %d embedding tables; shard %d's job has none",
+          state.tables.size(), config_.shard_id));
+    }
+    // Checked and built aside first: nothing changes on error.
+    if (sparse_ != nullptr) RETURN_IF_ERROR(sparse_->Restore(state.tables));
     std::vector<DeviceBuffer*> buffers = optimizer_.StateBuffers();
     for (size_t b = 0; b < buffers.size(); ++b) {
       const absl::Status status =

@@ -59,10 +59,11 @@ absl::StatusOr<std::unique_ptr<SparseStore>> SparseStore::Create(
 
 absl::Status SparseStore::CheckIdsPlaced(int32_t table,
                                          absl::Span<const uint64_t> ids) const {
-  if (table < 0 || table >= num_tables()) {
+  const int32_t tables = static_cast<int32_t>(config_.dims.size());
+  if (table < 0 || table >= tables) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "embedding table %d does not exist (the job has %d tables)", table,
-        num_tables()));
+        tables));
   }
   if (config_.num_shards == 1) return absl::OkStatus();
   for (uint64_t id : ids) {
@@ -86,7 +87,7 @@ absl::Status SparseStore::CheckRows(absl::Span<const SparseRows> rows) const {
       return absl::InvalidArgumentError(absl::StrFormat(
           "embedding table %d appears twice in one push", part.table));
     }
-    const int64_t dim = tables_[part.table]->dim();
+    const int64_t dim = config_.dims[part.table];
     if (static_cast<int64_t>(part.grads.size()) !=
         static_cast<int64_t>(part.ids.size()) * dim) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -240,6 +241,73 @@ SparseStoreStats SparseStore::Stats() const {
   }
   s.bytes = Bytes();
   return s;
+}
+
+std::vector<TableCheckpoint> SparseStore::Export() const {
+  std::vector<TableCheckpoint> parts;
+  for (const auto& table : tables_) {
+    TableCheckpoint part;
+    part.table = table->config().table;
+    part.row_floats = static_cast<uint32_t>(table->RowFloats());
+    part.ids.reserve(table->rows());
+    part.last_seen.reserve(table->rows());
+    part.values.reserve(table->rows() * table->RowFloats());
+    table->ForEachRow(
+        [&](uint64_t id, int64_t last_seen, absl::Span<const float> row) {
+          part.ids.push_back(id);
+          part.last_seen.push_back(last_seen);
+          part.values.insert(part.values.end(), row.begin(), row.end());
+        });
+    table->ForEachPending([&](uint64_t id, int32_t count, int64_t last_seen) {
+      part.pending_ids.push_back(id);
+      part.pending_counts.push_back(count);
+      part.pending_last_seen.push_back(last_seen);
+    });
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
+  if (parts.size() != tables_.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the checkpoint holds %d embedding tables, the job has %d",
+        parts.size(), tables_.size()));
+  }
+  if (absl::Status s = ValidateTables(parts); !s.ok()) return s;
+  // Build the new tables aside; swap them in only when all is well.
+  absl::StatusOr<std::unique_ptr<SparseStore>> fresh = Create(config_);
+  if (!fresh.ok()) return fresh.status();
+  for (size_t t = 0; t < parts.size(); ++t) {
+    const TableCheckpoint& part = parts[t];
+    SparseTable& table = *(*fresh)->tables_[t];
+    if (part.table != static_cast<int32_t>(t) ||
+        part.row_floats != static_cast<uint32_t>(table.RowFloats())) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "checkpoint part %d is table %d with %d floats per row; the job's "
+          "table %d has %d",
+          t, part.table, part.row_floats, t, table.RowFloats()));
+    }
+    if (absl::Status s = CheckIdsPlaced(part.table, part.ids); !s.ok()) {
+      return s;
+    }
+    for (size_t i = 0; i < part.ids.size(); ++i) {
+      absl::Status s =
+          table.InsertRow(part.ids[i], part.last_seen[i],
+                          absl::MakeConstSpan(part.values)
+                              .subspan(i * part.row_floats, part.row_floats));
+      if (!s.ok()) return s;
+    }
+    for (size_t i = 0; i < part.pending_ids.size(); ++i) {
+      absl::Status s =
+          table.InsertPending(part.pending_ids[i], part.pending_counts[i],
+                              part.pending_last_seen[i]);
+      if (!s.ok()) return s;
+    }
+  }
+  tables_ = std::move((*fresh)->tables_);
+  last_ttl_scan_ = -1;
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

@@ -17,11 +17,16 @@
 //    are dropped until they fit in 90 % of it (a step's own rows last).
 // Both are counted in Stats().
 //
+// CheckRows() and config() read only what Create fixed (the dims, the
+// placement), so a shard may call them without its lock; every other
+// method needs the caller's serialization.
+//
 // Errors: CheckRows() refuses a contribution that names an unknown table,
 // an id twice in one table, an id placed on another shard, a gradient of the
 // wrong size or a non-finite one (INVALID_ARGUMENT naming the table and id);
 // ApplyStep() checks every contribution first and changes nothing on error.
-// Thread safety: not thread-safe; the shard serializes calls.
+// Thread safety: not thread-safe (but for CheckRows and config, above); the
+// shard serializes calls.
 #ifndef FERRY_PS_SPARSE_STORE_H_
 #define FERRY_PS_SPARSE_STORE_H_
 
@@ -33,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/checkpoint_tables.h"
 #include "ps/sparse_table.h"
 
 namespace ferry {
@@ -95,6 +101,17 @@ class SparseStore {
       int64_t total_samples, int64_t step);
 
   SparseStoreStats Stats() const;
+
+  // Checkpoints: every table's rows and admission counters (one part per
+  // table, in table order). A copy: the caller holds it while writing.
+  std::vector<TableCheckpoint> Export() const;
+  // Replaces every table with `tables` (as Export wrote them). Nothing
+  // changes on error: FAILED_PRECONDITION when the parts are not exactly
+  // this store's tables with their row sizes (a checkpoint of another job
+  // configuration); INVALID_ARGUMENT naming the table and id for a row
+  // placed on another shard, a repeated id, a non-finite value or a
+  // counter SparseTable::InsertPending refuses.
+  absl::Status Restore(const std::vector<TableCheckpoint>& tables);
 
  private:
   explicit SparseStore(const SparseStoreConfig& config) : config_(config) {}

@@ -106,11 +106,11 @@ TEST(CheckpointIoTest, EveryFlippedByteIsDataLoss) {
 
 TEST(CheckpointIoTest, UnknownFormatIsFailedPreconditionBadSizesDataLoss) {
   std::string bytes = EncodeCheckpoint(Sample());
-  bytes[8] = 2;  // format version
+  bytes[8] = 3;  // format version
   FixCrc(bytes);
   absl::Status status = DecodeCheckpoint(bytes).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("format version 2"));
+  EXPECT_THAT(status.message(), HasSubstr("format version 3"));
 
   bytes = EncodeCheckpoint(Sample());
   // Header offsets: job length at 12, job at 16, range_end at 35.

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/sharding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps/ps_checkpointer.h"
 #include "ps/ps_shard.h"
 #include "ps_shard_testing.h"
 
@@ -207,6 +209,97 @@ TEST(PsShardSparse, ReadRowsNamesWhatIsWrong) {
   EXPECT_EQ(out[0].size(), 3u * kDim);
   EXPECT_NE(out[0][0], 0.0f);
   EXPECT_EQ(shard->Info().sparse->total.rows, 0);
+}
+
+// A sync step with rows of both tables from one worker.
+void Step(PsShard& shard, int64_t step, const std::vector<uint64_t>& ids0,
+          const std::vector<uint64_t>& ids1) {
+  PsPushHeader h = Header("a", step, 1);
+  h.step_contributors = {{"a", 1}};
+  std::vector<float> g0(ids0.size() * kDim), g1(ids1.size() * kDim);
+  for (size_t i = 0; i < g0.size(); ++i) g0[i] = 0.1f * (i + 1 + step);
+  for (size_t i = 0; i < g1.size(); ++i) g1[i] = -0.2f * (i + 1);
+  ASSERT_TRUE(Push(shard, h, kZeroSlice, {{0, ids0, g0}, {1, ids1, g1}}).ok());
+}
+
+TEST(PsShardSparse, ExportAndRestoreCarryRowsAndCounters) {
+  PsShardConfig config = SparseConfig();
+  config.sparse->admit_count = 2;
+  auto shard = MakeShard(config);
+  const std::vector<uint64_t> ids0 = Ids(0, 3), ids1 = Ids(1, 2);
+  for (int64_t step = 0; step < 3; ++step) {
+    Step(*shard, step, step == 0 ? std::vector<uint64_t>{ids0[0]} : ids0, ids1);
+  }
+  auto exported = shard->ExportState();
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->tables.size(), 2u);
+  const std::vector<float> rows0 = Rows(*shard, 0, ids0),
+                           rows1 = Rows(*shard, 1, ids1);
+  // Another shard of the same job restores the rows and counters.
+  auto copy = MakeShard(config);
+  ASSERT_TRUE(copy->RestoreState(*exported, 0).ok());
+  EXPECT_EQ(Rows(*copy, 0, ids0), rows0);
+  EXPECT_EQ(Rows(*copy, 1, ids1), rows1);
+  EXPECT_EQ(copy->Info().sparse->total.rows, shard->Info().sparse->total.rows);
+  EXPECT_EQ(copy->Info().sparse->total.pending_ids,
+            shard->Info().sparse->total.pending_ids);
+  // A step later, restoring the export brings the rows back.
+  Step(*shard, 3, ids0, ids1);
+  EXPECT_NE(Rows(*shard, 0, ids0), rows0);
+  ASSERT_TRUE(shard->RestoreState(*exported, 0).ok());
+  EXPECT_EQ(Rows(*shard, 0, ids0), rows0);
+  EXPECT_EQ(shard->version(), 3);
+}
+
+TEST(PsShardSparse, RestoreOfOtherTablesChangesNothing) {
+  auto shard = MakeShard(SparseConfig());
+  const std::vector<uint64_t> ids0 = Ids(0, 2), ids1 = Ids(1, 2);
+  Step(*shard, 0, ids0, ids1);
+  auto good = shard->ExportState();
+  ASSERT_TRUE(good.ok());
+  const std::vector<float> before = Rows(*shard, 0, ids0);
+  PsShardState bad = *good;
+  bad.tables.pop_back();
+  EXPECT_TRUE(absl::IsFailedPrecondition(shard->RestoreState(bad, 0)));
+  bad = *good;
+  bad.tables[0].row_floats = 5;
+  bad.tables[0].values.resize(bad.tables[0].ids.size() * 5);
+  EXPECT_TRUE(absl::IsFailedPrecondition(shard->RestoreState(bad, 0)));
+  bad = *good;
+  bad.tables[1].ids[0] = Ids(1, 1, false)[0];  // another shard's row
+  EXPECT_THAT(shard->RestoreState(bad, 0).message(),
+              HasSubstr("belongs on shard 0"));
+  bad = *good;
+  bad.version = 0;
+  bad.params[0] = 99.0f;
+  bad.tables[0].values[0] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(shard->RestoreState(bad, 0).ok());
+  EXPECT_EQ(Rows(*shard, 0, ids0), before);
+  EXPECT_EQ(shard->version(), 1);
+  EXPECT_NE(Params(*shard)[0], 99.0f);
+  // A dense job refuses a state with tables.
+  auto dense = MakeShard(TestConfig());
+  EXPECT_TRUE(absl::IsFailedPrecondition(dense->RestoreState(*good, 0)));
+}
+
+TEST(PsShardSparse, CheckpointFilesCarryTheRows) {
+  InMemoryFileSystem fs;
+  auto shard = MakeShard(SparseConfig());
+  PsCheckpointer checkpointer(shard.get(), &fs, "/ckpt");
+  const std::vector<uint64_t> ids0 = Ids(0, 4), ids1 = Ids(1, 1);
+  Step(*shard, 0, ids0, ids1);
+  Step(*shard, 1, ids0, ids1);
+  ASSERT_TRUE(checkpointer.Checkpoint("job", -1).ok());
+  const std::vector<float> rows0 = Rows(*shard, 0, ids0);
+  // A restarted shard resumes from the file with its rows.
+  auto restarted = MakeShard(SparseConfig());
+  PsCheckpointer again(restarted.get(), &fs, "/ckpt");
+  auto resumed = again.Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE(resumed->has_value());
+  EXPECT_EQ(restarted->version(), 2);
+  EXPECT_EQ(Rows(*restarted, 0, ids0), rows0);
+  EXPECT_EQ(restarted->Info().sparse->total.rows, 5);
 }
 
 }  // namespace

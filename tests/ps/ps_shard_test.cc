@@ -261,7 +261,8 @@ TEST(PsShardTest, FinalizeOfAStepAppliedOnPushOverAnotherSetIsRefused) {
                   ->RestoreState({.version = 0,
                                   .optimizer_steps = 0,
                                   .params = TestConfig().initial_slice,
-                                  .optimizer_state = {}},
+                                  .optimizer_state = {},
+                                  .tables = {}},
                                  1)
                   .ok());
   ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2, 1), {2, 4, 6, 8}).ok());
