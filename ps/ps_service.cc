@@ -154,6 +154,65 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::unique_ptr<PsPushStaging> staging_;
 };
 
+// A pull reactor's wait on the shard's version (no thread), and the race
+// between its ready callback (another thread, or inline) and OnCancel:
+// whichever resolves the wait finishes the call, and Finish is only called
+// once the wait is resolved, so no callback touches a deleted reactor.
+class VersionWait {
+ public:
+  // Registers `ready` for `min_version`. An error is the shard's refusal
+  // (the caller finishes with it); on OK `ready` may already have run.
+  // OnCancel cannot run before the reactor's constructor returns, so the id
+  // is set before Cancel reads it.
+  absl::Status Start(PsShard* shard, const std::string& job_id,
+                     int64_t min_version, PsShard::ReadyCallback ready) {
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_ = true;
+    }
+    absl::StatusOr<PullWaitId> id =
+        shard->WaitForVersion(job_id, min_version, std::move(ready));
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) {
+      waiting_ = false;
+      return id.status();
+    }
+    wait_id_ = *id;
+    return absl::OkStatus();
+  }
+
+  // From OnCancel: true when the wait was withdrawn before its callback ran
+  // (the caller finishes CANCELLED); false when the callback runs or ran
+  // (it sees the cancellation) or the call is past waiting.
+  bool Cancel(PsShard* shard) {
+    PullWaitId id = kNoPullWait;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (!waiting_) return false;
+      id = wait_id_;
+    }
+    if (id == kNoPullWait || !shard->CancelWait(id)) return false;
+    absl::MutexLock lock(&mu_);
+    waiting_ = false;
+    return true;
+  }
+
+  // First thing in the ready callback: true when the call was cancelled
+  // meanwhile (the caller finishes CANCELLED).
+  bool Ready() {
+    absl::MutexLock lock(&mu_);
+    waiting_ = false;
+    return cancelled_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+};
+
 // The encoded fields of a PullResponse before its data (version, chunk_id,
 // data's tag and length), canonical protobuf encoding.
 grpc::Slice PullPrefix(int64_t version, int32_t chunk_id, size_t data_size) {
@@ -190,10 +249,8 @@ grpc::Slice SnapshotSlice(std::shared_ptr<const PsSnapshot> snapshot,
 
 // Pull: waits on the shard without a thread, then streams the snapshot one
 // chunk per message (an encoded PullResponse whose data references the
-// snapshot). The ready callback arrives on another thread and may race
-// OnCancel; `mu_` decides which of the two finishes the call. Finish is
-// called only once the wait is resolved (callback run or wait cancelled), so
-// no callback can touch the reactor after OnDone deletes it.
+// snapshot). VersionWait settles the race of the ready callback with
+// OnCancel.
 class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PullReactor(PsShard* shard, LinkShaper* shaper,
@@ -208,48 +265,20 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     shard_->RecordBytes(kWorkerRole, 0,
                         static_cast<int64_t>(request.ByteSizeLong()));
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = true;
+    if (absl::Status started = wait_.Start(
+            shard_, request.job_id(), request.min_version(),
+            [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
+              OnReady(std::move(snapshot));
+            });
+        !started.ok()) {
+      Finish(ToGrpcStatus(started));
     }
-    // OnCancel cannot run before this handler returns, so wait_id_ is set
-    // before anyone reads it; the callback may already have run (inline or
-    // on another thread) and only needs `waiting_`.
-    absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
-        request.job_id(), request.min_version(),
-        [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
-          OnReady(std::move(snapshot));
-        });
-    if (!id.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        waiting_ = false;
-      }
-      Finish(ToGrpcStatus(id.status()));
-      return;
-    }
-    absl::MutexLock lock(&mu_);
-    wait_id_ = *id;
   }
 
   void OnCancel() override {
-    PullWaitId id = kNoPullWait;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      // Not waiting: writes are under way (a failed write finishes the call)
-      // or the call is finished.
-      if (!waiting_) return;
-      id = wait_id_;
+    if (wait_.Cancel(shard_)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
     }
-    if (id == kNoPullWait || !shard_->CancelWait(id)) {
-      return;  // the callback is running; it sees cancelled_ and finishes
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = false;
-    }
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
   }
 
   void OnWriteDone(bool ok) override {
@@ -264,13 +293,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   void OnReady(absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
-    bool cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = false;
-      cancelled = cancelled_;
-    }
-    if (cancelled) {
+    if (wait_.Ready()) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
       return;
     }
@@ -328,20 +351,15 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   PsShard* const shard_;
   LinkShaper* const shaper_;  // null: no link emulation
   absl::Time ready_;          // when the snapshot came (link emulation)
-  absl::Mutex mu_;
-  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+  VersionWait wait_;
   // Owned by the writer chain (OnReady -> WriteNext -> OnWriteDone ...).
   std::shared_ptr<const PsSnapshot> snapshot_;
   size_t next_chunk_ = 0;
   grpc::ByteBuffer response_;
 };
 
-// PullRows: waits on the shard for min_version without a thread, then reads
-// the rows under the shard's lock and answers. As PullReactor, `mu_`
-// decides between the ready callback and OnCancel, and Finish runs once the
-// wait is resolved.
+// PullRows: waits on the shard for min_version without a thread (as Pull),
+// then reads the rows under the shard's lock and answers.
 class PullRowsReactor final : public grpc::ServerUnaryReactor {
  public:
   PullRowsReactor(PsShard* shard, const v1::PullRowsRequest& request,
@@ -349,54 +367,27 @@ class PullRowsReactor final : public grpc::ServerUnaryReactor {
       : shard_(shard), request_(request), response_(response) {
     shard_->RecordBytes(kWorkerRole, 0,
                         static_cast<int64_t>(request_.ByteSizeLong()));
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = true;
+    if (absl::Status started = wait_.Start(
+            shard_, request_.job_id(), request_.min_version(),
+            [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
+              OnReady(snapshot.status());
+            });
+        !started.ok()) {
+      Finish(ToGrpcStatus(started));
     }
-    absl::StatusOr<PullWaitId> id = shard_->WaitForVersion(
-        request_.job_id(), request_.min_version(),
-        [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
-          OnReady(snapshot.status());
-        });
-    if (!id.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        waiting_ = false;
-      }
-      Finish(ToGrpcStatus(id.status()));
-      return;
-    }
-    absl::MutexLock lock(&mu_);
-    wait_id_ = *id;
   }
 
   void OnCancel() override {
-    PullWaitId id = kNoPullWait;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      if (!waiting_) return;
-      id = wait_id_;
+    if (wait_.Cancel(shard_)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "row pull cancelled"));
     }
-    if (id == kNoPullWait || !shard_->CancelWait(id)) return;
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = false;
-    }
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "row pull cancelled"));
   }
 
   void OnDone() override { delete this; }
 
  private:
   void OnReady(const absl::Status& waited) {
-    bool cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      waiting_ = false;
-      cancelled = cancelled_;
-    }
-    if (cancelled) {
+    if (wait_.Ready()) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "row pull cancelled"));
       return;
     }
@@ -431,10 +422,7 @@ class PullRowsReactor final : public grpc::ServerUnaryReactor {
   PsShard* const shard_;
   const v1::PullRowsRequest& request_;    // owned by gRPC until OnDone
   v1::PullRowsResponse* const response_;  // likewise
-  absl::Mutex mu_;
-  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  PullWaitId wait_id_ ABSL_GUARDED_BY(mu_) = kNoPullWait;
+  VersionWait wait_;
 };
 
 }  // namespace
