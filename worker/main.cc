@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/allocator_tuning.h"
@@ -16,15 +19,123 @@
 #include "common/log.h"
 #include "common/ops_flags.h"
 #include "common/progress.h"
+#include "common/status_macros.h"
 #include "proto/process_ops.h"
+#include "ps/sparse_table.h"
+#include "worker/ctr_trainer.h"
 #include "worker/distributed_worker.h"
 #include "worker/grpc_worker_deps.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
 
+// The --embedding-* flags as typed.
+struct EmbeddingFlags {
+  std::string optimizer = "adagrad";
+  double lr = ferry::kDefaultEmbeddingLr;
+  int admit_count = 1;
+  int64_t ttl_steps = 0;
+  int64_t max_mb = 0;
+  double ftrl_beta = 1.0;
+  double ftrl_l1 = 0.0;
+  double ftrl_l2 = 0.0;
+  bool given = false;  // any of them on the command line
+
+  absl::StatusOr<ferry::EmbeddingOptions> ToOptions() const {
+    ferry::EmbeddingOptions options;
+    auto kind = ferry::ParseRowOptimizerKind(optimizer);
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--embedding-optimizer: ", kind.status().message()));
+    }
+    options.optimizer.kind = *kind;
+    options.optimizer.lr = static_cast<float>(lr);
+    options.optimizer.beta = static_cast<float>(ftrl_beta);
+    options.optimizer.l1 = static_cast<float>(ftrl_l1);
+    options.optimizer.l2 = static_cast<float>(ftrl_l2);
+    options.admit_count = admit_count;
+    options.ttl_steps = ttl_steps;
+    options.max_mb = max_mb;
+    RETURN_IF_ERROR(ferry::ValidateEmbeddingOptions(options));
+    return options;
+  }
+};
+
+void AddEmbeddingFlags(CLI::App& app, EmbeddingFlags& f,
+                       std::vector<CLI::Option*>& options) {
+  options.push_back(
+      app.add_option("--embedding-optimizer", f.optimizer,
+                     "DLRM (standalone): the embedding rows' row-wise "
+                     "optimizer: sgd, adagrad (one accumulator per row) or "
+                     "ftrl")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"sgd", "adagrad", "ftrl"})));
+  options.push_back(app.add_option("--embedding-lr", f.lr,
+                                   "DLRM: the embedding rows' learning rate "
+                                   "(FTRL: alpha)")
+                        ->capture_default_str());
+  options.push_back(
+      app.add_option("--embedding-admit-count", f.admit_count,
+                     "DLRM: an id gets a row once this many steps named it; "
+                     "until then it reads as zeros (1: at once)")
+          ->capture_default_str());
+  options.push_back(
+      app.add_option("--embedding-ttl-steps", f.ttl_steps,
+                     "DLRM: evict rows unseen for this many steps (0: never)")
+          ->capture_default_str());
+  options.push_back(
+      app.add_option("--embedding-max-mb", f.max_mb,
+                     "DLRM: memory limit of the embedding rows in MiB; the "
+                     "least recently used rows are evicted past it (0: none)")
+          ->capture_default_str());
+  options.push_back(app.add_option("--embedding-ftrl-beta", f.ftrl_beta,
+                                   "DLRM, --embedding-optimizer ftrl: beta")
+                        ->capture_default_str());
+  options.push_back(app.add_option("--embedding-ftrl-l1", f.ftrl_l1,
+                                   "DLRM, --embedding-optimizer ftrl: L1")
+                        ->capture_default_str());
+  options.push_back(app.add_option("--embedding-ftrl-l2", f.ftrl_l2,
+                                   "DLRM, --embedding-optimizer ftrl: L2")
+                        ->capture_default_str());
+}
+
+int WriteSummary(const nlohmann::json& json, const std::string& path) {
+  if (path.empty()) return 0;
+  std::ofstream out(path);
+  out << json.dump(2) << "\n";
+  if (!out) {
+    std::cerr << "ferry-worker: cannot write " << path << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int RunCtrStandaloneMain(const ferry::TrainOptions& options,
+                         const EmbeddingFlags& embedding_flags,
+                         const std::string& summary_path) {
+  auto embedding = embedding_flags.ToOptions();
+  if (!embedding.ok()) {
+    std::cerr << "ferry-worker: " << embedding.status().message() << "\n";
+    return ferry::kExitConfig;
+  }
+  ferry::ProgressPrinter progress(stderr);
+  auto summary = ferry::RunCtrStandalone(options, *embedding, progress);
+  if (!summary.ok()) {
+    std::cerr << "ferry-worker: " << summary.status() << "\n";
+    return ferry::StartupExitCode(summary.status());
+  }
+  std::printf(
+      "done: %d epochs, %lld steps, test auc %.4f, test logloss %.4f, %.0f "
+      "samples/s, %lld embedding rows, %.1f s\n",
+      summary->epochs, static_cast<long long>(summary->steps),
+      summary->test_auc, summary->test_logloss, summary->samples_per_second,
+      static_cast<long long>(summary->embedding_rows), summary->wall_seconds);
+  return WriteSummary(summary->ToJson(), summary_path);
+}
+
 int RunStandaloneMain(ferry::TrainOptions options,
                       const ferry::OptimizerFlags& opt_flags,
+                      const EmbeddingFlags& embedding_flags,
                       const std::string& device,
                       const std::string& summary_path) {
   auto config = opt_flags.ToConfig();
@@ -39,6 +150,16 @@ int RunStandaloneMain(ferry::TrainOptions options,
     return ferry::kExitConfig;
   }
   options.device = *choice;
+  if (ferry::IsDlrmModelText(options.model)) {
+    return RunCtrStandaloneMain(options, embedding_flags, summary_path);
+  }
+  if (embedding_flags.given) {
+    std::cerr << "ferry-worker: the --embedding-* flags apply to DLRM models "
+                 "(--model dlrm or a JSON file with \"kind\": \"dlrm\"), "
+                 "not to --model "
+              << options.model << "\n";
+    return ferry::kExitConfig;
+  }
   ferry::ProgressPrinter progress(stderr);
   auto summary = ferry::RunStandalone(options, progress);
   if (!summary.ok()) {
@@ -52,15 +173,7 @@ int RunStandaloneMain(ferry::TrainOptions options,
       summary->epochs, static_cast<long long>(summary->steps),
       summary->test_accuracy, summary->samples_per_second,
       summary->wall_seconds);
-  if (!summary_path.empty()) {
-    std::ofstream out(summary_path);
-    out << json.dump(2) << "\n";
-    if (!out) {
-      std::cerr << "ferry-worker: cannot write " << summary_path << "\n";
-      return 1;
-    }
-  }
-  return 0;
+  return WriteSummary(json, summary_path);
 }
 
 std::atomic<bool> g_stop_requested{false};
@@ -211,9 +324,10 @@ int main(int argc, char** argv) {
       "(pipelined), e.g. 50us, 1ms; empty or 0: none");
   CLI::Option* model_flag =
       app.add_option("--model", options.model,
-                     "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
-                     "directory, or MLP sizes like 784-256-128-10 (default "
-                     "with --init-from: that directory's model)")
+                     "a preset (mlp, convnet, dlrm), a ferry.model.v1 JSON "
+                     "file or directory (\"kind\": \"dlrm\" for a DLRM), or "
+                     "MLP sizes like 784-256-128-10 (default with "
+                     "--init-from: that directory's model)")
           ->capture_default_str();
   app.add_option("--init-from", options.init_from,
                  "standalone: start from this model directory (model.json + "
@@ -226,7 +340,9 @@ int main(int argc, char** argv) {
                "standalone: evaluate the starting weights (--init-from) on "
                "the test set and stop");
   app.add_option("--dataset", options.dataset,
-                 "fashion-mnist, mnist or synthetic:N")
+                 "fashion-mnist, mnist, synthetic:N, or criteo:DIR (CTR data "
+                 "for DLRM: DIR/train.tsv and DIR/test.tsv, e.g. from "
+                 "`ferry data ctr`)")
       ->capture_default_str();
   app.add_option(
       "--data-dir", options.data_dir,
@@ -249,6 +365,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
+  EmbeddingFlags embedding_flags;
+  std::vector<CLI::Option*> embedding_options;
+  AddEmbeddingFlags(app, embedding_flags, embedding_options);
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
                  "distributed mode, when the job has finished: exit, or wait "
@@ -281,8 +400,19 @@ int main(int argc, char** argv) {
   if (!options.init_from.empty() && model_flag->count() == 0) {
     options.model = options.init_from;  // the directory's model.json
   }
-  if (standalone)
-    return RunStandaloneMain(options, opt_flags, device, summary_path);
+  for (const CLI::Option* option : embedding_options) {
+    if (option->count() > 0) embedding_flags.given = true;
+  }
+  if (!standalone && embedding_flags.given) {
+    std::cerr << "ferry-worker: the --embedding-* flags are standalone flags; "
+                 "a distributed job takes its embedding options from the "
+                 "coordinator\n";
+    return ferry::kExitConfig;
+  }
+  if (standalone) {
+    return RunStandaloneMain(options, opt_flags, embedding_flags, device,
+                             summary_path);
+  }
   if (worker_options.coordinator_address.empty()) {
     std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "
                  "--standalone to train alone (see --help)\n";

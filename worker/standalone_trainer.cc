@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "compute/optimizer.h"
 #include "data/batch_stager.h"
+#include "data/ctr_dataset.h"
 #include "data/data_source.h"
 #include "data/evaluator.h"
 #include "data/sampler.h"
@@ -40,6 +42,14 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
   const absl::Time start = absl::Now();
   if (options.batch <= 0 || options.epochs <= 0) {
     return absl::InvalidArgumentError("batch and epochs must be > 0");
+  }
+  if (IsCtrDatasetSpec(options.dataset)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dataset ", options.dataset,
+        " holds CTR examples (13 integer and 26 categorical features): train "
+        "a DLRM model on it (--model dlrm, or a JSON file with \"kind\": "
+        "\"dlrm\"), not --model ",
+        options.model));
   }
   ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(options.model));
   std::optional<ModelValues> start_from;
