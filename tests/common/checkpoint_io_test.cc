@@ -1,7 +1,6 @@
 #include "common/checkpoint_io.h"
 
 #include <stdlib.h>
-#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/checkpoint_crc.h"
 
 namespace ferry {
 namespace {
@@ -44,12 +44,7 @@ void ExpectSame(const ShardCheckpoint& a, const ShardCheckpoint& b) {
 }
 
 // Rewrites the trailing CRC so that only the edited field is "wrong".
-void FixCrc(std::string& bytes) {
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32(0, reinterpret_cast<const Bytef*>(bytes.data()),
-            static_cast<uInt>(bytes.size() - 4)));
-  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
-}
+void FixCrc(std::string& bytes) { testing::FixCheckpointCrc(bytes); }
 
 TEST(CheckpointIoTest, RoundTrip) {
   const ShardCheckpoint c = Sample();
@@ -229,7 +224,7 @@ TEST(CheckpointStoreTest, DeleteNewerThanAndFailedWrites) {
 }
 
 TEST(CheckpointStoreTest, PosixRoundTripInATempDir) {
-  std::string root = testing::TempDir() + "/ferry-ckpt-XXXXXX";
+  std::string root = ::testing::TempDir() + "/ferry-ckpt-XXXXXX";
   ASSERT_NE(mkdtemp(root.data()), nullptr);
   const std::string dir = root + "/nested/dir";  // created by Write
   CheckpointStore store(PosixFileSystem(), dir, Identity());

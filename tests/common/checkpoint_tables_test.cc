@@ -1,8 +1,6 @@
 // Checkpoints with embedding tables (format version 2).
 #include "common/checkpoint_tables.h"
 
-#include <zlib.h>
-
 #include <cstring>
 #include <limits>
 #include <string>
@@ -11,6 +9,7 @@
 #include "common/checkpoint_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/checkpoint_crc.h"
 
 namespace ferry {
 namespace {
@@ -59,12 +58,7 @@ bool SameTables(const std::vector<TableCheckpoint>& x,
   return true;
 }
 
-void FixCrc(std::string& bytes) {
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32(0, reinterpret_cast<const Bytef*>(bytes.data()),
-            static_cast<uInt>(bytes.size() - 4)));
-  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
-}
+void FixCrc(std::string& bytes) { testing::FixCheckpointCrc(bytes); }
 
 TEST(CheckpointTables, RoundTripAsFormatVersion2) {
   const ShardCheckpoint c = WithTables();
