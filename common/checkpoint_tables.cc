@@ -22,6 +22,7 @@ void Put(std::string& out, T value) {
 
 template <typename T>
 void PutArray(std::string& out, const std::vector<T>& values) {
+  if (values.empty()) return;  // data() may be null
   out.append(reinterpret_cast<const char*>(values.data()),
              values.size() * sizeof(T));
 }
@@ -44,7 +45,7 @@ class SectionReader {
   bool GetArray(uint64_t n, std::vector<T>& values) {
     if (n > left() / sizeof(T)) return false;
     values.resize(n);
-    std::memcpy(values.data(), bytes_.data() + pos_, n * sizeof(T));
+    if (n > 0) std::memcpy(values.data(), bytes_.data() + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
     return true;
   }

@@ -115,7 +115,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::PullRows(
       const v1::SparseRowsPart& part = response.tables(p);
       const size_t count = asked_part.ids().size() / sizeof(uint64_t);
       const size_t bytes = part.values().size();
-      if (part.table() != asked_part.table() || count == 0 ||
+      if (part.table() != asked_part.table() || count == 0 || bytes == 0 ||
           bytes % (count * sizeof(float)) != 0) {
         return fail(absl::StrCat("answered ", bytes, " bytes of table ",
                                  part.table(), " for ", count, " ids of table ",

@@ -14,10 +14,17 @@ void ToSparseRowsPart(int32_t table, absl::Span<const uint64_t> ids,
                       absl::Span<const float> values,
                       v1::SparseRowsPart* part) {
   part->set_table(table);
-  part->set_ids(reinterpret_cast<const char*>(ids.data()),
-                ids.size() * sizeof(uint64_t));
-  part->set_values(reinterpret_cast<const char*>(values.data()),
-                   values.size() * sizeof(float));
+  part->clear_ids();
+  part->clear_values();
+  // Empty spans may hold null pointers, which memcpy must not see.
+  if (!ids.empty()) {
+    part->set_ids(reinterpret_cast<const char*>(ids.data()),
+                  ids.size() * sizeof(uint64_t));
+  }
+  if (!values.empty()) {
+    part->set_values(reinterpret_cast<const char*>(values.data()),
+                     values.size() * sizeof(float));
+  }
 }
 
 absl::StatusOr<SparseRows> FromSparseRowsPart(const v1::SparseRowsPart& part) {
@@ -40,9 +47,11 @@ absl::StatusOr<SparseRows> FromSparseRowsPart(const v1::SparseRowsPart& part) {
   SparseRows rows;
   rows.table = part.table();
   rows.ids.resize(static_cast<size_t>(count));
-  std::memcpy(rows.ids.data(), ids.data(), ids.size());
+  if (!ids.empty()) std::memcpy(rows.ids.data(), ids.data(), ids.size());
   rows.grads.resize(values.size() / sizeof(float));
-  std::memcpy(rows.grads.data(), values.data(), values.size());
+  if (!values.empty()) {
+    std::memcpy(rows.grads.data(), values.data(), values.size());
+  }
   return rows;
 }
 
