@@ -238,6 +238,11 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
     absl::StatusOr<std::vector<TableCheckpoint>> tables =
         DecodeTables(body.substr(*implied));
     if (!tables.ok()) return tables.status();
+    // Writers use version 2 only for tables (the encoding is canonical).
+    if (tables->empty()) {
+      return absl::DataLossError(
+          "checkpoint format version 2 without embedding tables");
+    }
     c.tables = *std::move(tables);
   }
   return c;
