@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "compute/ctr_math.h"
 #include "model/model_def.h"
+#include "model/model_file.h"
 #include "model/normal_init.h"
 #include "nlohmann/json.hpp"
 
@@ -199,27 +200,20 @@ absl::StatusOr<DlrmSpec> ResolveDlrmSpec(const std::string& text,
   if (absl::StatusOr<DlrmSpec> preset = DlrmPreset(text); preset.ok()) {
     return preset;
   }
-  std::string path = text;
-  absl::StatusOr<std::string> contents = fs->ReadFile(path);
-  if (!contents.ok()) {
-    path = absl::StrCat(text, "/model.json");
-    absl::StatusOr<std::string> in_dir = fs->ReadFile(path);
-    if (!in_dir.ok()) {
-      return absl::Status(
-          contents.status().code() == absl::StatusCode::kNotFound
-              ? absl::StatusCode::kNotFound
-              : absl::StatusCode::kInvalidArgument,
-          absl::StrCat("--model '", text,
-                       "' is not a DLRM preset (dlrm), a DLRM model JSON "
-                       "file or a directory holding model.json: ",
-                       contents.status().message()));
-    }
-    contents = std::move(in_dir);
+  absl::StatusOr<ModelFile> file = ReadModelFile(text, fs);
+  if (!file.ok()) {
+    return absl::Status(
+        absl::IsNotFound(file.status()) ? absl::StatusCode::kNotFound
+                                        : absl::StatusCode::kInvalidArgument,
+        absl::StrCat("--model '", text,
+                     "' is not a DLRM preset (dlrm), a DLRM model JSON "
+                     "file or a directory holding model.json: ",
+                     file.status().message()));
   }
-  absl::StatusOr<DlrmSpec> spec = ParseDlrmJson(*contents);
+  absl::StatusOr<DlrmSpec> spec = ParseDlrmJson(file->contents);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", spec.status().message()));
+        absl::StrCat(file->path, ": ", spec.status().message()));
   }
   return spec;
 }

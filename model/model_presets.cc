@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/model_file.h"
 #include "model/model_spec.h"
 #include "model/shape_inference.h"
 
@@ -120,34 +121,27 @@ absl::StatusOr<ModelDef> ResolveModelSpec(const std::string& text,
     RETURN_IF_ERROR(ValidateModel(def));
     return def;
   }
-  std::string path = text;
-  absl::StatusOr<std::string> contents = fs->ReadFile(path);
-  if (!contents.ok()) {
-    path = absl::StrCat(text, "/model.json");
-    absl::StatusOr<std::string> in_dir = fs->ReadFile(path);
-    if (!in_dir.ok()) {
-      if (absl::IsNotFound(contents.status()) && MeantAsMlpString(text)) {
-        // Says what is wrong with it.
-        if (absl::Status bad = ParseMlpSpec(text).status(); !bad.ok()) {
-          return bad;
-        }
+  absl::StatusOr<ModelFile> file = ReadModelFile(text, fs);
+  if (!file.ok()) {
+    if (absl::IsNotFound(file.status()) && MeantAsMlpString(text)) {
+      // Says what is wrong with it.
+      if (absl::Status bad = ParseMlpSpec(text).status(); !bad.ok()) {
+        return bad;
       }
-      return absl::Status(
-          contents.status().code() == absl::StatusCode::kNotFound
-              ? absl::StatusCode::kNotFound
-              : absl::StatusCode::kInvalidArgument,
-          absl::StrCat("--model '", text,
-                       "' is not a preset (mlp, convnet), an MLP like "
-                       "784-256-128-10, a model JSON file or a directory "
-                       "holding model.json: ",
-                       contents.status().message()));
     }
-    contents = std::move(in_dir);
+    return absl::Status(
+        absl::IsNotFound(file.status()) ? absl::StatusCode::kNotFound
+                                        : absl::StatusCode::kInvalidArgument,
+        absl::StrCat("--model '", text,
+                     "' is not a preset (mlp, convnet), an MLP like "
+                     "784-256-128-10, a model JSON file or a directory "
+                     "holding model.json: ",
+                     file.status().message()));
   }
-  absl::StatusOr<ModelDef> def = ParseModelJson(*contents);
+  absl::StatusOr<ModelDef> def = ParseModelJson(file->contents);
   if (!def.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", def.status().message()));
+        absl::StrCat(file->path, ": ", def.status().message()));
   }
   return def;
 }

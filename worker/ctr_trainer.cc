@@ -14,6 +14,7 @@
 #include "data/ctr_metrics.h"
 #include "data/sampler.h"
 #include "model/dlrm_spec.h"
+#include "model/model_file.h"
 #include "ps/sparse_table.h"
 #include "worker/ctr_step.h"
 #include "worker/embedding_row_source.h"
@@ -93,10 +94,8 @@ absl::Status ValidateEmbeddingOptions(const EmbeddingOptions& options) {
 
 bool IsDlrmModelText(const std::string& text, FileSystem* fs) {
   if (DlrmPreset(text).ok()) return true;
-  absl::StatusOr<std::string> contents = fs->ReadFile(text);
-  if (!contents.ok())
-    contents = fs->ReadFile(absl::StrCat(text, "/model.json"));
-  return contents.ok() && IsDlrmJson(*contents);
+  absl::StatusOr<ModelFile> file = ReadModelFile(text, fs);
+  return file.ok() && IsDlrmJson(file->contents);
 }
 
 nlohmann::json CtrTrainSummary::ToJson() const {
