@@ -336,7 +336,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       const int64_t staleness = version_ - h.base_version;
       if (sparse_ != nullptr && !staging->rows_.empty()) {
         const std::vector<SparseRows>* rows = &staging->rows_;
-        if (absl::Status applied = sparse_->ApplyStep(
+        if (absl::Status applied = sparse_->ApplyCheckedStep(
                 absl::MakeConstSpan(&rows, 1), h.num_samples, version_);
             !applied.ok()) {
           ++rejected_pushes_;

@@ -117,13 +117,12 @@ absl::Status PsShard::ApplyStepLocked(
   for (float& g : scratch_) g /= n;
   const int64_t step = version_;
   if (sparse_ != nullptr) {
-    // Checked on arrival; ApplyStep checks again and changes nothing on
-    // error, so the step is still all or nothing.
+    // Each push's rows were checked on arrival (AddRows).
     std::vector<const std::vector<SparseRows>*> rows;
     for (const PsContributor& c : contributors) {
       rows.push_back(&pending_[c.worker_id].rows);
     }
-    RETURN_IF_ERROR(sparse_->ApplyStep(rows, total_samples, step));
+    RETURN_IF_ERROR(sparse_->ApplyCheckedStep(rows, total_samples, step));
   }
   RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
   for (auto& [worker, contribution] : pending_) {

@@ -131,6 +131,12 @@ absl::Status SparseStore::ApplyStep(
   for (const std::vector<SparseRows>* rows : contributions) {
     if (absl::Status s = CheckRows(*rows); !s.ok()) return s;
   }
+  return ApplyCheckedStep(contributions, total_samples, step);
+}
+
+absl::Status SparseStore::ApplyCheckedStep(
+    absl::Span<const std::vector<SparseRows>* const> contributions,
+    int64_t total_samples, int64_t step) {
   // Per table: the ids in first-seen order and their gradient sums, summed
   // in the contributions' order.
   struct Sum {
@@ -156,14 +162,26 @@ absl::Status SparseStore::ApplyStep(
       }
     }
   }
+  // Means first, all checked before any table changes: finite sums may
+  // still overflow.
   const float n = static_cast<float>(total_samples);
   for (size_t t = 0; t < sums.size(); ++t) {
-    Sum& sum = sums[t];
-    if (sum.ids.empty()) continue;
-    for (float& g : sum.grads) g /= n;
-    // Checked above: unique, sized and finite (a mean of finite sums may
-    // still overflow to inf, which Apply refuses before changing anything).
-    if (absl::Status s = tables_[t]->Apply(sum.ids, sum.grads, step); !s.ok()) {
+    for (size_t i = 0; i < sums[t].grads.size(); ++i) {
+      float& g = sums[t].grads[i];
+      g /= n;
+      if (!std::isfinite(g)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "embedding table %d: the step's mean gradient for id %d "
+            "overflows",
+            t, sums[t].ids[i / tables_[t]->dim()]));
+      }
+    }
+  }
+  for (size_t t = 0; t < sums.size(); ++t) {
+    if (sums[t].ids.empty()) continue;
+    // Unique, sized and finite: Apply's own checks pass.
+    if (absl::Status s = tables_[t]->Apply(sums[t].ids, sums[t].grads, step);
+        !s.ok()) {
       return s;
     }
   }

@@ -99,6 +99,14 @@ class SparseStore {
   absl::Status ApplyStep(
       absl::Span<const std::vector<SparseRows>* const> contributions,
       int64_t total_samples, int64_t step);
+  // The same for contributions that already passed CheckRows (a shard
+  // checks each push's rows as they arrive): skips that check. REQUIRES:
+  // every contribution passed CheckRows and total_samples >= 1. A mean that
+  // overflows to infinity is still refused (by the table, before it
+  // changes).
+  absl::Status ApplyCheckedStep(
+      absl::Span<const std::vector<SparseRows>* const> contributions,
+      int64_t total_samples, int64_t step);
 
   SparseStoreStats Stats() const;
 

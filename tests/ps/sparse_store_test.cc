@@ -113,6 +113,16 @@ TEST(SparseStore, RefusesBadContributionsAndChangesNothing) {
               HasSubstr("does not exist"));
 }
 
+TEST(SparseStore, AnOverflowingMeanChangesNoTable) {
+  auto s = Make(Config());
+  const float big = 3e38f;
+  const std::vector<SparseRows> a = {{0, {1}, {1, 1}}, {1, {2}, {big, 0, 0}}};
+  const std::vector<SparseRows> b = {{1, {2}, {big, 0, 0}}};
+  const absl::Status status = s->ApplyStep({&a, &b}, 1, 0);
+  EXPECT_THAT(status.message(), HasSubstr("id 2 overflows"));
+  EXPECT_EQ(s->Stats().total.rows, 0);  // table 0's row was not created
+}
+
 TEST(SparseStore, ShardsTogetherActLikeOneStore) {
   // The same steps split by placement over 3 shards give the rows one
   // store gives.
