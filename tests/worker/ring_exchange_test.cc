@@ -92,15 +92,6 @@ std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
   return m;
 }
 
-// Members w0, w1, w2 (seeds 0, 1, 2) from Initial().
-std::vector<std::unique_ptr<Member>> ThreeMembers(testing::RingHubs* hubs) {
-  std::vector<std::unique_ptr<Member>> members;
-  for (int r = 0; r < 3; ++r) {
-    members.push_back(MakeMember("w" + std::to_string(r), r, hubs, Initial()));
-  }
-  return members;
-}
-
 // The single-process reference: the same optimizer over the mean gradient.
 class Reference {
  public:
@@ -211,7 +202,10 @@ void ExpectAllEqual(const std::vector<Member*>& ring, const Reference& ref,
 
 TEST(RingExchangeTest, ThreeRanksMatchTheReference) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned = ThreeMembers(&hubs);
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 4; ++step) {
@@ -257,7 +251,10 @@ TEST(RingExchangeTest, MembersLeaveAndJoinAcrossRingGenerations) {
 
 TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned = ThreeMembers(&hubs);
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 2; ++step) {
@@ -304,7 +301,10 @@ TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
 // of the state before the step just applied, is kept.
 TEST(RingExchangeTest, KeepsOnlyTheCopyOfTheCommittedStep) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned = ThreeMembers(&hubs);
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 4; ++step) {
@@ -333,7 +333,10 @@ TEST(RingExchangeTest, KeepsOnlyTheCopyOfTheCommittedStep) {
 // the steps are redone once.
 TEST(RingExchangeTest, TwoAppliedAbortedStepsAreRolledBack) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned = ThreeMembers(&hubs);
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 3; ++step) {
@@ -451,7 +454,10 @@ TEST(RingExchangeTest, PublishingTheWeightsFreesTheCopiesOfCommittedSteps) {
 
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned = ThreeMembers(&hubs);
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   RunStep(ring, 0, 1);
