@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # Samples the resident memory of a process and all its descendants until it
-# exits: one CSV line per process per sample,
-# "seconds,pid,name,rss_kib,hwm_kib" (hwm: the kernel's peak RSS so far,
-# VmHWM, which also sees peaks between two samples).
+# exits: one CSV line per process per sample, "seconds,pid,name,rss_kib".
 # Usage: bench/rss_sample.sh PID OUT.csv [interval_s, default 5]
 # Used by bench/convnet_accuracy.sh to show that a training process's memory
 # is flat over an epoch (activations and workspaces allocated once per batch
@@ -12,7 +10,7 @@ pid=$1
 out=$2
 interval=${3:-5}
 start=$(date +%s)
-echo "seconds,pid,name,rss_kib,hwm_kib" >"$out"
+echo "seconds,pid,name,rss_kib" >"$out"
 descendants() {
   local p=$1
   echo "$p"
@@ -29,9 +27,8 @@ while kill -0 "$pid" 2>/dev/null; do
       prev == "--role" || prev == "--shard-id" {n = n "-" $0}
       {prev = $0}
       END {print n}')
-    read -r rss hwm < <(awk '/^VmRSS:/ {r = $2} /^VmHWM:/ {h = $2}
-      END {print r, h}' "/proc/$p/status" 2>/dev/null || true)
-    [[ -n "$rss" && -n "$name" ]] && echo "$now,$p,$name,$rss,${hwm:-$rss}" >>"$out"
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    [[ -n "$rss" && -n "$name" ]] && echo "$now,$p,$name,$rss" >>"$out"
   done
   sleep "$interval"
 done

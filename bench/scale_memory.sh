@@ -8,13 +8,9 @@
 #   - a shard against its slice + the optimizer state (momentum: 2 x P/S x 4 B);
 #   - a worker against the model (P x 4 B);
 #   - the coordinator against the model (it evaluates the weights).
-# "peak RSS" is the largest sample; "HWM" the kernel's own peak (VmHWM) at the
-# last sample, which also catches a peak between two samples.
 # Usage: bench/scale_memory.sh [steps, default 4] [model] [workers, default 4]
 #        [shards, default 4]
-# Env: MODES (default "ps ring"), BIN_DIR (default build/bin), OUT_DIR
-# (default out/scale-memory), LOCAL_ARGS (more `ferry local` flags, e.g.
-# "--bucket-elements 4194304"). Writes out/scale-memory/{ps,ring}.csv and
+# Env: MODES (default "ps ring"). Writes out/scale-memory/{ps,ring}.csv and
 # prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +18,8 @@ steps=${1:-4}
 model=${2:-784-8192-8192-3328-10}
 workers=${3:-4}
 shards=${4:-4}
-bin=${BIN_DIR:-build/bin}
-out=${OUT_DIR:-out/scale-memory}
+bin=build/bin
+out=out/scale-memory
 mkdir -p "$out"
 params=$(python3 -c "
 s=[int(x) for x in '$model'.split('-')]
@@ -35,8 +31,7 @@ run() {  # $1: mode
   [[ $mode == ps ]] && extra=(--shards "$shards")
   $bin/ferry local --mode "$mode" --workers "$workers" "${extra[@]}" --model "$model" \
     --dataset synthetic:1200 --batch 128 --epochs 1 --max-steps "$steps" --device cpu \
-    --summary-json "$out/$mode.json" --log-dir "$out/logs-$mode" --timeout 1800 ${LOCAL_ARGS:-} \
-    >"$out/$mode.log" 2>&1 &
+    --summary-json "$out/$mode.json" --log-dir "$out/logs-$mode" --timeout 1800 >"$out/$mode.log" 2>&1 &
   local pid=$!
   bench/rss_sample.sh "$pid" "$out/$mode.csv" 1 &
   local sampler=$!
@@ -46,14 +41,12 @@ run() {  # $1: mode
 import csv, collections, sys
 path, mode, params, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 peak = collections.defaultdict(int)  # (name, pid) -> KiB
-hwm = collections.defaultdict(int)
 with open(path) as f:
     for row in csv.DictReader(f):
         key = (row["name"], row["pid"])
         peak[key] = max(peak[key], int(row["rss_kib"]))
-        hwm[key] = max(hwm[key], int(row.get("hwm_kib") or row["rss_kib"]))
 model_mib = params * 4 / 2**20
-print(f"{mode}: {'process':<24} {'peak RSS':>10} {'state':>10} {'ratio':>6} {'HWM':>10} {'ratio':>6}")
+print(f"{mode}: {'process':<24} {'peak RSS':>10} {'state':>10} {'ratio':>6}")
 for (name, pid), kib in sorted(peak.items()):
     if name.startswith("ferry-server-ps"):
         state, what = 2 * model_mib / shards, "slice+momentum"
@@ -62,9 +55,7 @@ for (name, pid), kib in sorted(peak.items()):
     else:
         continue
     mib = kib / 1024
-    top = hwm[(name, pid)] / 1024
-    print(f"{mode}: {name:<24} {mib:8.0f} MiB {state:7.0f} MiB {mib / state:5.2f}x "
-          f"{top:6.0f} MiB {top / state:5.2f}x  ({what})")
+    print(f"{mode}: {name:<24} {mib:8.0f} MiB {state:7.0f} MiB {mib / state:5.2f}x  ({what})")
 EOF
 }
 for mode in ${MODES:-ps ring}; do run "$mode"; done

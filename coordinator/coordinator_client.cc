@@ -116,11 +116,6 @@ void Heartbeater::SetFenceListener(std::function<void(int64_t)> listener) {
   fence_listener_ = std::move(listener);
 }
 
-void Heartbeater::SetCommittedListener(std::function<void(int64_t)> listener) {
-  absl::MutexLock lock(&mu_);
-  committed_listener_ = std::move(listener);
-}
-
 void Heartbeater::Loop() {
   absl::StatusCode last_code = absl::StatusCode::kOk;
   while (true) {
@@ -145,15 +140,6 @@ void Heartbeater::Loop() {
         }
       }
       if (listener) listener(response->fence());
-      std::function<void(int64_t)> committed_listener;
-      {
-        absl::MutexLock lock(&mu_);
-        if (response->committed_steps() > committed_) {
-          committed_ = response->committed_steps();
-          committed_listener = committed_listener_;
-        }
-      }
-      if (committed_listener) committed_listener(response->committed_steps());
       if (last_code != absl::StatusCode::kOk) {
         LogInfo("heartbeats accepted again");
       }

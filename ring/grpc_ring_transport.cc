@@ -18,10 +18,6 @@ namespace ferry {
 namespace {
 
 constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
-// What a link's queue may hold before Send waits for the writes: 32 pieces
-// of the collective's default 1 MiB.
-constexpr int64_t kMaxQueuedBytes = int64_t{32} << 20;
-constexpr absl::Duration kMaxSendWait = absl::Seconds(5);
 
 // A RingMessage on the wire with the floats copied once: the small fields
 // (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
@@ -76,29 +72,19 @@ class GrpcRingTransport::Writer final
     StartCall();
   }
 
-  // Queues `message`, then waits while more than kMaxQueuedBytes are
-  // queued (until the stream ends). UNAVAILABLE once the stream has ended.
+  // Queues `message`. UNAVAILABLE once the stream has ended.
   absl::Status Enqueue(grpc::ByteBuffer message) {
     absl::MutexLock lock(&mu_);
     if (done_) return failure_;
-    const int64_t bytes = static_cast<int64_t>(message.Length());
     // Counted when handed over, so a report right after a collective
     // includes all of it.
-    options_.counter->AddSent(bytes);
+    options_.counter->AddSent(static_cast<int64_t>(message.Length()));
     if (options_.shaper != nullptr) {
-      release_.push_back(options_.shaper->ReserveSend(bytes, absl::Now()));
+      release_.push_back(options_.shaper->ReserveSend(
+          static_cast<int64_t>(message.Length()), absl::Now()));
     }
     queue_.push_back(std::move(message));
-    queued_bytes_ += bytes;
     if (!writing_) StartNextLocked();
-    // A broadcast of the whole state would otherwise sit here as copies
-    // (memory the allocator keeps once freed). A link that moves nothing for
-    // kMaxSendWait stops the waits until its queue drains: the collective's
-    // Recv deadlines then decide, as without the bound.
-    if (!mu_.AwaitWithTimeout(absl::Condition(this, &Writer::HasRoomLocked),
-                              kMaxSendWait)) {
-      stalled_ = true;
-    }
     return absl::OkStatus();
   }
 
@@ -124,8 +110,6 @@ class GrpcRingTransport::Writer final
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) return;  // the stream failed; OnDone follows with the status
-    queued_bytes_ -= static_cast<int64_t>(queue_.front().Length());
-    if (queued_bytes_ <= kMaxQueuedBytes) stalled_ = false;
     queue_.pop_front();
     if (!release_.empty()) release_.pop_front();
     if (!queue_.empty()) {
@@ -149,10 +133,6 @@ class GrpcRingTransport::Writer final
   }
 
  private:
-  bool HasRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queued_bytes_ <= kMaxQueuedBytes || done_ || stalled_;
-  }
-
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = true;  // also while the message waits for the link
     if (!release_.empty() && release_.front() > absl::Now()) {
@@ -178,8 +158,6 @@ class GrpcRingTransport::Writer final
   grpc::ByteBuffer summary_;
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stalled_ ABSL_GUARDED_BY(mu_) = false;  // a wait timed out
   // Link emulation: when each queued message may go (empty without one).
   std::deque<absl::Time> release_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

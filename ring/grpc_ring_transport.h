@@ -1,10 +1,6 @@
 // RingTransport over ferry.v1.RingPeer: one Exchange stream to the next
 // rank (opened on the first Send, kept for the ring's lifetime, written by
-// the gRPC callback API; Send waits for the network only while more than
-// 32 MiB are queued for the link, so that a broadcast of a whole model is
-// not copied into the queue at once, and at most 5 s per stall of the link;
-// it never waits for the receiver's Recv: the peer service files what
-// arrives in its mailbox), and the
+// the gRPC callback API so Send never waits for the network), and the
 // local RingMailbox into which this worker's RingPeerService files what the
 // previous rank streams.
 //

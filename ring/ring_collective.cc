@@ -282,23 +282,9 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
   const int distance = (r - root + n) % n;  // hops from root to us
   const bool forward = distance + 1 < n;    // next rank is not root
   const Range all{0, count};
-  const int64_t pieces = NumPieces(count, options_.piece_elements);
-  // Flow control: the last rank acknowledges every piece to root (its next
-  // rank) with an empty message of stage n - 1, and root sends piece p only
-  // once piece p - kBroadcastWindow arrived there, so at most that many
-  // pieces wait in the chain's queues and mailboxes, however slow a rank.
-  const auto await_ack = [&](int64_t p) -> absl::Status {
-    const RingTag ack{op_id, n - 1, static_cast<int32_t>(p)};
-    float none = 0.0f;
-    absl::Status s = transport_->Recv(ack, &none, 0, RecvOp::kCopy, deadline);
-    return s.ok() ? s : WithContext(s, "Broadcast", op_id, n - 1, r, n);
-  };
-  for (int64_t p = 0; p < pieces; ++p) {
+  for (int64_t p = 0; p < NumPieces(count, options_.piece_elements); ++p) {
     const Range piece = Piece(all, options_.piece_elements, p);
     float* const ptr = data + piece.begin;
-    if (distance == 0 && p >= kBroadcastWindow) {
-      RETURN_IF_ERROR(await_ack(p - kBroadcastWindow));
-    }
     if (distance > 0) {
       const RingTag in_tag{op_id, distance - 1, static_cast<int32_t>(p)};
       if (absl::Status s = transport_->Recv(in_tag, ptr, piece.size(),
@@ -307,19 +293,11 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
         return WithContext(s, "Broadcast", op_id, distance - 1, r, n);
       }
     }
-    const RingTag out_tag =
-        forward ? RingTag{op_id, distance, static_cast<int32_t>(p)}
-                : RingTag{op_id, n - 1, static_cast<int32_t>(p)};
-    if (absl::Status s =
-            transport_->Send(out_tag, ptr, forward ? piece.size() : 0);
+    if (!forward) continue;
+    const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
+    if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
         !s.ok()) {
-      return WithContext(s, "Broadcast", op_id, out_tag.stage, r, n);
-    }
-  }
-  if (distance == 0) {  // the last acknowledgements: nothing left behind
-    for (int64_t p = std::max<int64_t>(0, pieces - kBroadcastWindow);
-         p < pieces; ++p) {
-      RETURN_IF_ERROR(await_ack(p));
+      return WithContext(s, "Broadcast", op_id, distance, r, n);
     }
   }
   return absl::OkStatus();

@@ -41,8 +41,6 @@ struct RingCollectiveOptions {
 class RingCollective {
  public:
   using Options = RingCollectiveOptions;
-  // Pieces a Broadcast's root sends ahead of the last rank's acknowledgement.
-  static constexpr int64_t kBroadcastWindow = 16;
 
   // `transport` is not owned and must outlive this object.
   explicit RingCollective(RingTransport* transport, Options options = {});
@@ -87,11 +85,7 @@ class RingCollective {
   // Copies root's data[0, count) to every rank along the chain root ->
   // root + 1 -> ... -> root - 1, piece by piece: each rank receives a piece
   // and forwards it at once unless its next rank is root. Stage of a message
-  // = its sender's distance from root. The last rank acknowledges each
-  // piece to root (an empty message of stage N - 1); root keeps at most
-  // kBroadcastWindow pieces unacknowledged and returns once every piece
-  // was acknowledged, so a broadcast of any size holds at most that many
-  // pieces in the chain's queues and mailboxes.
+  // = its sender's distance from root.
   // Errors: INVALID_ARGUMENT for a root outside [0, N), count < 0, null data
   // with count > 0, or bad piece_elements; otherwise the transport's error
   // with "Broadcast op <id>" and the rank prepended. Never blocks past

@@ -1,6 +1,5 @@
 #include "ring/weights_publisher.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,17 +13,11 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
     return snapshot_;
   }
   wanted_.store(true, std::memory_order_release);
-  wanted_step_ = std::max(wanted_step_, min_step);
   return absl::UnavailableError(absl::StrCat(
       "weights after step ", min_step, " are not published yet (newest: ",
       snapshot_ == nullptr ? std::string("none")
                            : absl::StrCat(snapshot_->steps_applied),
       "); retry"));
-}
-
-int64_t WeightsPublisher::wanted_step() const {
-  absl::MutexLock lock(&mu_);
-  return wanted_step_;
 }
 
 void WeightsPublisher::Publish(int64_t steps_applied,

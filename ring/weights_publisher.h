@@ -32,10 +32,6 @@ class WeightsPublisher {
 
   // True when a reader waits for a fresher snapshot than the newest.
   bool wanted() const { return wanted_.load(std::memory_order_acquire); }
-  // The largest min_step a reader waited for (0: none). The only reader,
-  // the coordinator's evaluation, asks for steps it has applied, so this
-  // many steps are committed (WeightsRequest.min_step).
-  int64_t wanted_step() const;
 
   // Replaces the snapshot and clears `wanted`.
   void Publish(int64_t steps_applied, std::vector<float> values);
@@ -44,7 +40,6 @@ class WeightsPublisher {
   std::atomic<bool> wanted_{false};
   mutable absl::Mutex mu_;
   std::shared_ptr<const WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
-  int64_t wanted_step_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

@@ -57,15 +57,12 @@ class Worker {
       GradientExchange* exchange = exchange_.get();
       heartbeater_->SetFenceListener(
           [exchange](int64_t fence) { exchange->CancelIfOlder(fence); });
-      heartbeater_->SetCommittedListener(
-          [exchange](int64_t steps) { exchange->ObserveCommitted(steps); });
       status = Loop();
     }
     if (status.ok() && !options_.final_weights_path.empty()) {
       status = SaveFinalWeights();
     }
     heartbeater_->SetFenceListener(nullptr);
-    heartbeater_->SetCommittedListener(nullptr);
     heartbeater_->Stop();
     if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
       v1::LeaveRequest leave;

@@ -1,6 +1,5 @@
 #include "worker/ring_exchange.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -79,201 +78,83 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
       options_.compression,
       feedback_ == nullptr ? nullptr : feedback_->residual());
   session->reducer->set_uncompressed_from(n_ - options_.state_elements);
-  // The broadcast's ops: params, each optimizer state buffer, the step
-  // count.
-  session->next_op =
-      kBroadcastOp + 2 + static_cast<int64_t>(optimizer_.StateBuffers().size());
+  session->next_op = kBroadcastOp + 1;
   RingCollective* collective = session->collective.get();
   {
     absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
     session_ = std::move(session);
   }
-  return options_.backend->IsHostMemory() ? BroadcastState(*collective, 0)
-                                          : BroadcastStaged(*collective, 0);
+  return BroadcastState(*collective, 0);
 }
 
 absl::Status RingExchange::BroadcastState(RingCollective& collective,
                                           int root) {
-  // In place from the root's live buffers; into a rollback copy elsewhere,
-  // so that a broadcast that fails half-way leaves the live state whole.
-  // Op kBroadcastOp: params; kBroadcastOp + 1 + k: state buffer k; then the
-  // step count (an int64 in the bits of two floats; a broadcast copies
-  // bits).
+  // One host buffer: params, each optimizer state buffer, the step count
+  // (an int64 in the bits of two floats; a broadcast copies bits).
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  const int64_t steps_op =
-      kBroadcastOp + 1 + static_cast<int64_t>(state.size());
-  float steps_bits[2] = {0.0f, 0.0f};
-  if (session_->transport->rank() == root) {
-    RETURN_IF_ERROR(
-        collective.Broadcast(kBroadcastOp, options_.params, n_, root));
+  const int64_t total = n_ * (1 + static_cast<int64_t>(state.size())) + 2;
+  std::vector<float> host(total);
+  ComputeBackend* backend = options_.backend;
+  const bool sender = session_->transport->rank() == root;
+  if (sender) {
+    RETURN_IF_ERROR(backend->CopyToHost(options_.params, n_, host.data()));
     for (size_t k = 0; k < state.size(); ++k) {
-      RETURN_IF_ERROR(
-          collective.Broadcast(kBroadcastOp + 1 + static_cast<int64_t>(k),
-                               state[k]->data(), n_, root));
+      RETURN_IF_ERROR(backend->CopyToHost(state[k]->data(), n_,
+                                          host.data() + n_ * (k + 1)));
     }
     const int64_t steps = optimizer_.steps_applied();
-    std::memcpy(steps_bits, &steps, sizeof(steps));
-    return collective.Broadcast(steps_op, steps_bits, 2, root);
+    std::memcpy(host.data() + total - 2, &steps, sizeof(steps));
   }
-  ReleaseCopyOfLiveState();  // e.g. the one just rolled back to
-  ASSIGN_OR_RETURN(StateCopy copy, TakeBuffers());
-  absl::Status received =
-      collective.Broadcast(kBroadcastOp, copy.params.data(), n_, root);
-  for (size_t k = 0; k < state.size() && received.ok(); ++k) {
-    received = collective.Broadcast(kBroadcastOp + 1 + static_cast<int64_t>(k),
-                                    copy.state[k].data(), n_, root);
+  RETURN_IF_ERROR(collective.Broadcast(kBroadcastOp, host.data(), total, root));
+  if (sender) return absl::OkStatus();
+  RETURN_IF_ERROR(backend->CopyToDevice(host.data(), n_, options_.params));
+  for (size_t k = 0; k < state.size(); ++k) {
+    RETURN_IF_ERROR(backend->CopyToDevice(host.data() + n_ * (k + 1), n_,
+                                          state[k]->data()));
   }
-  if (received.ok())
-    received = collective.Broadcast(steps_op, steps_bits, 2, root);
-  if (!received.ok()) {
-    if (spare_.params.empty()) spare_ = std::move(copy);
-    return received;
+  int64_t steps = 0;
+  std::memcpy(&steps, host.data() + total - 2, sizeof(steps));
+  optimizer_.set_steps_applied(steps);
+  return backend->Synchronize();
+}
+
+absl::Status RingExchange::CopyState() {
+  const int64_t steps = optimizer_.steps_applied();
+  StateCopy& copy = copies_[steps % kStateCopies];
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+  ComputeBackend* backend = options_.backend;
+  if (copy.params.empty()) {
+    ASSIGN_OR_RETURN(copy.params, backend->Allocate(n_));
+    for (size_t k = 0; k < state.size(); ++k) {
+      ASSIGN_OR_RETURN(DeviceBuffer b, backend->Allocate(n_));
+      copy.state.push_back(std::move(b));
+    }
   }
+  copy.steps = -1;
+  RETURN_IF_ERROR(backend->Copy(options_.params, n_, copy.params.data()));
+  for (size_t k = 0; k < state.size(); ++k) {
+    RETURN_IF_ERROR(backend->Copy(state[k]->data(), n_, copy.state[k].data()));
+  }
+  copy.steps = steps;
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::RollBackTo(int64_t steps) {
+  StateCopy& copy = copies_[steps % kStateCopies];
+  if (copy.steps != steps) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no copy of the state after %d steps is kept (have %d steps applied)",
+        steps, optimizer_.steps_applied()));
+  }
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
   RETURN_IF_ERROR(backend->Copy(copy.params.data(), n_, options_.params));
   for (size_t k = 0; k < state.size(); ++k) {
     RETURN_IF_ERROR(backend->Copy(copy.state[k].data(), n_, state[k]->data()));
   }
-  std::memcpy(&copy.steps, steps_bits, sizeof(copy.steps));
-  optimizer_.set_steps_applied(copy.steps);
-  // The received state is the copy of the ring's first step.
-  DropCopies(copy.steps);
-  Keep(std::move(copy));
-  return backend->Synchronize();
-}
-
-absl::Status RingExchange::BroadcastStaged(RingCollective& collective,
-                                           int root) {
-  // One host buffer per broadcast op, the same ops as BroadcastState.
-  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  std::vector<float*> buffers = {options_.params};
-  for (DeviceBuffer* b : state) buffers.push_back(b->data());
-  const bool sender = session_->transport->rank() == root;
-  ComputeBackend* backend = options_.backend;
-  // Received buffers are applied only once everything arrived.
-  std::vector<std::vector<float>> host(sender ? 1 : buffers.size());
-  for (size_t k = 0; k < buffers.size(); ++k) {
-    std::vector<float>& h = host[sender ? 0 : k];
-    h.resize(n_);
-    if (sender) RETURN_IF_ERROR(backend->CopyToHost(buffers[k], n_, h.data()));
-    RETURN_IF_ERROR(collective.Broadcast(kBroadcastOp + static_cast<int64_t>(k),
-                                         h.data(), n_, root));
-  }
-  float steps_bits[2] = {0.0f, 0.0f};
-  const int64_t steps_op = kBroadcastOp + static_cast<int64_t>(buffers.size());
-  if (sender) {
-    const int64_t steps = optimizer_.steps_applied();
-    std::memcpy(steps_bits, &steps, sizeof(steps));
-    return collective.Broadcast(steps_op, steps_bits, 2, root);
-  }
-  RETURN_IF_ERROR(collective.Broadcast(steps_op, steps_bits, 2, root));
-  for (size_t k = 0; k < buffers.size(); ++k) {
-    RETURN_IF_ERROR(backend->CopyToDevice(host[k].data(), n_, buffers[k]));
-  }
-  int64_t steps = 0;
-  std::memcpy(&steps, steps_bits, sizeof(steps));
-  optimizer_.set_steps_applied(steps);
-  DropCopies(steps);
-  return backend->Synchronize();
-}
-
-void RingExchange::ObserveCommitted(int64_t steps) {
-  int64_t seen = committed_.load();
-  while (steps > seen && !committed_.compare_exchange_weak(seen, steps)) {
-  }
-}
-
-std::vector<int64_t> RingExchange::rollback_steps() const {
-  std::vector<int64_t> steps;
-  for (const StateCopy& c : copies_) steps.push_back(c.steps);
-  return steps;
-}
-
-void RingExchange::DropCopies(int64_t steps_applied) {
-  const int64_t committed = committed_.load();
-  for (auto it = copies_.begin(); it != copies_.end();) {
-    if (it->steps >= committed && it->steps <= steps_applied) {
-      ++it;
-      continue;
-    }
-    if (spare_.params.empty()) spare_ = std::move(*it);
-    it = copies_.erase(it);
-  }
-}
-
-void RingExchange::ReleaseCopyOfLiveState() {
-  if (copies_.empty() || copies_.back().steps != optimizer_.steps_applied()) {
-    return;
-  }
-  if (spare_.params.empty()) spare_ = std::move(copies_.back());
-  copies_.pop_back();
-}
-
-absl::StatusOr<RingExchange::StateCopy> RingExchange::TakeBuffers() {
-  StateCopy copy = std::move(spare_);
-  spare_ = StateCopy();
-  copy.steps = -1;
-  if (!copy.params.empty()) return copy;
-  const size_t count = optimizer_.StateBuffers().size();
-  ComputeBackend* backend = options_.backend;
-  ASSIGN_OR_RETURN(copy.params, backend->Allocate(n_));
-  for (size_t k = 0; k < count; ++k) {
-    ASSIGN_OR_RETURN(DeviceBuffer b, backend->Allocate(n_));
-    copy.state.push_back(std::move(b));
-  }
-  return copy;
-}
-
-void RingExchange::Keep(StateCopy copy) {
-  auto at =
-      std::find_if(copies_.begin(), copies_.end(),
-                   [&](const StateCopy& c) { return c.steps >= copy.steps; });
-  copies_.erase(at, copies_.end());  // later (aborted) lineages
-  copies_.push_back(std::move(copy));
-  while (copies_.size() > kMaxStateCopies) copies_.erase(copies_.begin());
-}
-
-absl::Status RingExchange::CopyState() {
-  const int64_t steps = optimizer_.steps_applied();
-  DropCopies(steps);
-  // A copy of this very step (the broadcast's, or one from before a failed
-  // step) is taken again: the buffers are reused.
-  ReleaseCopyOfLiveState();
-  ASSIGN_OR_RETURN(StateCopy copy, TakeBuffers());
-  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  ComputeBackend* backend = options_.backend;
-  absl::Status copied = backend->Copy(options_.params, n_, copy.params.data());
-  for (size_t k = 0; k < state.size() && copied.ok(); ++k) {
-    copied = backend->Copy(state[k]->data(), n_, copy.state[k].data());
-  }
-  if (!copied.ok()) {
-    spare_ = std::move(copy);
-    return copied;
-  }
-  copy.steps = steps;
-  Keep(std::move(copy));
-  return absl::OkStatus();
-}
-
-absl::Status RingExchange::RollBackTo(int64_t steps) {
-  auto it = std::find_if(copies_.begin(), copies_.end(),
-                         [&](const StateCopy& c) { return c.steps == steps; });
-  if (it == copies_.end()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "no copy of the state after %d steps is kept (have %d steps applied, "
-        "%d committed)",
-        steps, optimizer_.steps_applied(), committed_.load()));
-  }
-  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  ComputeBackend* backend = options_.backend;
-  RETURN_IF_ERROR(backend->Copy(it->params.data(), n_, options_.params));
-  for (size_t k = 0; k < state.size(); ++k) {
-    RETURN_IF_ERROR(backend->Copy(it->state[k].data(), n_, state[k]->data()));
-  }
   LogWarn("rolled the ring state back",
           {{"from_steps", optimizer_.steps_applied()}, {"to_steps", steps}});
   optimizer_.set_steps_applied(steps);
-  DropCopies(steps);  // the copies after it belong to aborted steps
   return absl::OkStatus();
 }
 
@@ -305,8 +186,6 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
     absl::MutexLock lock(&cancel_mu_);
     step_fence_ = lease.fence();
   }
-  ObserveCommitted(lease.committed_steps());
-  DropCopies(optimizer_.steps_applied());
   if (session_ == nullptr ||
       session_->ring_generation != lease.ring_generation()) {
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
@@ -371,13 +250,6 @@ absl::StatusOr<std::vector<float>> RingExchange::HostParams() {
 void RingExchange::BetweenSteps() {
   WeightsPublisher* publisher = options_.publisher;
   if (publisher == nullptr || !publisher->wanted()) return;
-  // The snapshot is a model-sized buffer: first free the copies no rollback
-  // needs any more instead of holding them next to it. The reader's step is
-  // committed (WeightsRequest.min_step): at the job's end, or an epoch's,
-  // that is every step this member applied.
-  ObserveCommitted(publisher->wanted_step());
-  DropCopies(optimizer_.steps_applied());
-  spare_ = StateCopy();
   absl::StatusOr<std::vector<float>> host = HostParams();
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));

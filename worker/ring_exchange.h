@@ -9,30 +9,17 @@
 // worker's RingPeer service in ferry-worker, an InMemoryRingHub's
 // transports in tests (many ranks in one process).
 //
-// Rollback: a new ring generation starts from the state after exactly
-// `lease.step()` steps: a member that applied steps the coordinator then
-// aborted goes back to its copy first, so rank 0 always broadcasts the
-// committed state. Before applying step s the state (params + optimizer
-// state) is copied; a copy is kept only while the coordinator may still
-// abort the steps after it: copies of the state before the committed step
-// (`committed_steps` of a lease, or ObserveCommitted from the heartbeats)
-// are dropped, and at most kMaxStateCopies are kept. With committed steps
-// reported in time that is one copy: 2 models for momentum.
-//
-// Memory (host-memory backends): params, grads and the optimizer state are
-// the caller's and the optimizer's; this class adds its rollback copies, a
-// host copy of params while a weights digest is computed or a snapshot is
-// published, and no buffer per step. The broadcast of a new ring sends from
-// the live buffers and receives into a rollback copy (which then is the
-// copy of the ring's first step); device backends stage it through host
-// buffers (a receiver's hold the whole state until all of it arrived).
+// Rollback: before applying a step the state is copied (the last
+// kStateCopies steps are kept). A new ring generation starts from the state
+// after exactly `lease.step()` steps: a member that applied steps the
+// coordinator then aborted goes back to its copy first, so rank 0 always
+// broadcasts the committed state.
 //
 // Thread safety: one thread (the worker's training loop) uses it, except
-// CancelIfOlder() and ObserveCommitted(), which any thread may call.
+// CancelIfOlder(), which any thread may call.
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
 #define FERRY_WORKER_RING_EXCHANGE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -127,15 +114,8 @@ class RingExchange final : public GradientExchange {
   // than `fence` (the coordinator aborted it), its collective ends at once
   // with CANCELLED.
   void CancelIfOlder(int64_t fence) override;
-  // Thread-safe: the coordinator says the first `steps` steps are
-  // committed (never aborted again). The copies of the state before them
-  // are dropped before the next step's copy is taken (or at the next
-  // BeginStep).
-  void ObserveCommitted(int64_t steps) override;
   bool WaitedForOthers(const absl::Status&) override { return false; }
-  // Copies params to the publisher when a reader asked for them, after
-  // freeing the rollback copies the committed steps no longer need (the
-  // reader's min_step counts as committed: WeightsPublisher::wanted_step).
+  // Copies params to the publisher when a reader asked for them.
   void BetweenSteps() override;
   // The peer bytes under kRingPeerRole; the digest when due.
   absl::Status AddToReport(v1::StepReport& report) override;
@@ -146,8 +126,6 @@ class RingExchange final : public GradientExchange {
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
   size_t num_buckets() const { return plan_.size(); }
-  // The steps whose state is kept for a rollback, oldest first.
-  std::vector<int64_t> rollback_steps() const;
   // FNV-1a over the bytes of params (host copy for device backends).
   absl::StatusOr<uint64_t> WeightsDigest();
 
@@ -164,33 +142,13 @@ class RingExchange final : public GradientExchange {
                                        : options_.counter->Get();
   }
   absl::StatusOr<std::vector<float>> HostParams();
-  struct StateCopy {
-    int64_t steps = -1;  // -1: holds nothing valid
-    DeviceBuffer params;
-    std::vector<DeviceBuffer> state;  // one per Optimizer::StateBuffers()
-  };
-  // Puts the state back to after `steps` steps from its copy and drops the
-  // copies of later (aborted) steps. FAILED_PRECONDITION when no copy of
-  // that step is kept.
+  // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
+  // when no copy of that step is kept.
   absl::Status RollBackTo(int64_t steps);
-  // Drops the copies no rollback can need: those before the committed step
-  // and those after `steps_applied` (aborted). A dropped copy's buffers are
-  // kept as spare_ for the next copy.
-  void DropCopies(int64_t steps_applied);
-  // Drops the copy of the state after steps_applied() steps (the live
-  // state holds the same), its buffers kept as spare_.
-  void ReleaseCopyOfLiveState();
-  // A copy whose buffers are allocated (the spare's or new), not yet in
-  // copies_; its steps is -1.
-  absl::StatusOr<StateCopy> TakeBuffers();
-  // Keeps `copy` (steps set) and drops the oldest beyond kMaxStateCopies.
-  void Keep(StateCopy copy);
   // Copies the state before the step about to be applied.
   absl::Status CopyState();
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
-  // The same staged through host buffers (backends without host memory).
-  absl::Status BroadcastStaged(RingCollective& collective, int root);
 
   struct Session {
     int64_t ring_generation = 0;
@@ -205,19 +163,19 @@ class RingExchange final : public GradientExchange {
   const std::vector<Bucket> plan_;
   Optimizer optimizer_;
   const int64_t n_;
-  // A safety bound: a coordinator that never reports committed steps gets
-  // the copies of the last kMaxStateCopies steps.
-  static constexpr size_t kMaxStateCopies = 3;
+  struct StateCopy {
+    int64_t steps = -1;  // -1: empty
+    DeviceBuffer params;
+    std::vector<DeviceBuffer> state;
+  };
+  static constexpr int kStateCopies = 3;
 
   std::unique_ptr<Session>
       session_;  // written by the training thread under cancel_mu_
   absl::Mutex cancel_mu_;
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
-  // The newest committed step count seen (leases and ObserveCommitted).
-  std::atomic<int64_t> committed_{0};
   int64_t step_samples_ = 0;
-  std::vector<StateCopy> copies_;  // ascending steps, all valid
-  StateCopy spare_;                // buffers of a dropped copy, or empty
+  StateCopy copies_[kStateCopies];
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
 };
 

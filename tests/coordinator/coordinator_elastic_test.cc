@@ -4,7 +4,6 @@
 #include <functional>
 #include <future>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "coordinator/coordinator.h"
@@ -111,36 +110,6 @@ TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   EXPECT_EQ(s.aborted_steps(), 1);
   EXPECT_TRUE(HasEvent(s, "step_aborted"));
   EXPECT_TRUE(HasEvent(s, "left"));
-}
-
-// A ring member learns from its heartbeats that a step is committed before
-// its next lease (asked for, and answered, while the step ran) could say so.
-TEST(CoordinatorElasticTest, HeartbeatsSayHowManyRingStepsAreCommitted) {
-  Fixture f(RingJob(10, 1), 40);
-  const std::string a = f.Join(), b = f.Join();
-  auto ra = Next(f, a);
-  auto rb = Next(f, b);
-  ASSERT_TRUE(ra.ok() && rb.ok());
-  v1::NextTaskRequest prefetch;
-  prefetch.set_worker_id(a);
-  prefetch.set_after_step(0);
-  auto next = Call(f, prefetch);
-  ASSERT_TRUE(next.ok());
-  ASSERT_EQ(next->step(), 1);
-  EXPECT_EQ(next->committed_steps(), 0);
-  auto committed = [&] {
-    auto beat = f.coordinator->Heartbeat(a);
-    return beat.ok() ? beat->committed_steps() : -1;
-  };
-  EXPECT_EQ(committed(), 0);
-  for (const auto& [worker, lease] : {std::pair{a, *ra}, std::pair{b, *rb}}) {
-    v1::NextTaskRequest report;
-    report.set_worker_id(worker);
-    *report.mutable_done() = Done(lease);
-    report.set_report_only(true);
-    ASSERT_TRUE(Call(f, report).ok());
-    EXPECT_EQ(committed(), worker == a ? 0 : 1) << "after " << worker;
-  }
 }
 
 TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {

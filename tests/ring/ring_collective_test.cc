@@ -168,41 +168,6 @@ TEST(RingCollectiveTest, BroadcastFromEveryRoot) {
   }
 }
 
-// A last rank that is late holds the root back: at most kBroadcastWindow
-// pieces are sent ahead of its acknowledgements (what would otherwise pile
-// up in the queues and mailboxes of a real ring is the whole buffer).
-TEST(RingCollectiveTest, BroadcastRootWaitsForTheLastRanksAcknowledgements) {
-  constexpr int kRanks = 3;
-  constexpr int64_t kCount = 100;  // pieces of one float
-  static_assert(kCount > RingCollective::kBroadcastWindow);
-  InMemoryRingHub hub(kRanks);
-  std::vector<std::vector<float>> data(kRanks,
-                                       std::vector<float>(kCount, -1.0f));
-  for (int64_t i = 0; i < kCount; ++i) data[0][i] = Input(0, i);
-  std::vector<absl::Status> statuses(kRanks);
-  auto run = [&](int r) {
-    statuses[r] = RingCollective(hub.transport(r), {.piece_elements = 1})
-                      .Broadcast(5, data[r].data(), kCount, /*root=*/0);
-  };
-  std::thread root(run, 0), middle(run, 1);
-  const int64_t window_bytes = 4 * RingCollective::kBroadcastWindow;
-  for (int i = 0; i < 1000 && hub.bytes_sent(0) < window_bytes; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  absl::SleepFor(absl::Milliseconds(100));  // time to run further, if it could
-  EXPECT_EQ(hub.bytes_sent(0), window_bytes);
-  EXPECT_EQ(hub.bytes_sent(1), window_bytes);  // forwarded, not acknowledged
-  std::thread last(run, 2);
-  root.join();
-  middle.join();
-  last.join();
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
-    EXPECT_EQ(data[r], data[0]) << "rank " << r;
-  }
-  EXPECT_EQ(hub.bytes_sent(0), 4 * kCount);
-}
-
 TEST(RingCollectiveTest, RejectsInvalidArguments) {
   InMemoryRingHub hub(3);
   RingCollective ring(hub.transport(0));

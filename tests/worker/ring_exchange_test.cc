@@ -3,11 +3,9 @@
 // reference computed here with the same optimizer code, through ring
 // generation changes (a member leaves, a member joins with nothing), a
 // rollback of a step the coordinator aborted after some ranks applied it,
-// a failed collective that is given up and redone, and the rollback copies
-// kept for the steps the coordinator has not committed.
+// and a failed collective that is given up and redone.
 #include "worker/ring_exchange.h"
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,8 +61,7 @@ struct Member {
 
 std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
                                    testing::RingHubs* hubs,
-                                   const std::vector<float>& init,
-                                   WeightsPublisher* publisher = nullptr) {
+                                   const std::vector<float>& init) {
   auto m = std::make_unique<Member>();
   m->id = id;
   m->seed = seed;
@@ -87,7 +84,6 @@ std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
   options.grads = m->grads.data();
   options.host_grads = m->grads.data();
   options.collective_timeout = absl::Minutes(5);  // ends by cancel, not time
-  options.publisher = publisher;
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }
@@ -165,18 +161,15 @@ absl::Status FullStep(Member& m, const v1::NextTaskResponse& lease,
   return m.exchange->FinishStep();
 }
 
-// Runs `step` on every member of `ring` at once (leases saying that the
-// first `committed` steps are committed).
+// Runs `step` on every member of `ring` at once.
 void RunStep(const std::vector<Member*>& ring, int64_t step,
-             int64_t ring_generation, int64_t fence = 0, int64_t committed = 0,
-             int seed_offset = 0) {
+             int64_t ring_generation, int64_t fence = 0) {
   std::vector<absl::Status> statuses(ring.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ring.size(); ++r) {
     threads.emplace_back([&, r] {
-      v1::NextTaskResponse lease = Lease(step, ring_generation, fence, ring, r);
-      lease.set_committed_steps(committed);
-      statuses[r] = FullStep(*ring[r], lease, seed_offset);
+      statuses[r] =
+          FullStep(*ring[r], Lease(step, ring_generation, fence, ring, r));
     });
   }
   for (std::thread& t : threads) t.join();
@@ -295,161 +288,6 @@ TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
   RunStep(ring, 3, 2, 1);
   ref.Step(3, Seeds(ring));
   ExpectAllEqual(ring, ref, 4);
-}
-
-// Leases that say every earlier step is committed (no prefetch): one copy,
-// of the state before the step just applied, is kept.
-TEST(RingExchangeTest, KeepsOnlyTheCopyOfTheCommittedStep) {
-  testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
-  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
-  Reference ref;
-  for (int64_t step = 0; step < 4; ++step) {
-    RunStep(ring, step, 1, 0, /*committed=*/step);
-    ref.Step(step, Seeds(ring));
-    for (const Member* m : ring) {
-      EXPECT_THAT(m->exchange->rollback_steps(), ::testing::ElementsAre(step))
-          << m->id << " after step " << step;
-    }
-  }
-  ExpectAllEqual(ring, ref, 4);
-  // Without committed steps (an older coordinator) the copies are bounded.
-  for (int64_t step = 4; step < 9; ++step) {
-    RunStep(ring, step, 1, 0, /*committed=*/0);
-    ref.Step(step, Seeds(ring));
-  }
-  EXPECT_THAT(ring[0]->exchange->rollback_steps(),
-              ::testing::ElementsAre(6, 7, 8));
-  ExpectAllEqual(ring, ref, 9);
-}
-
-// Prefetched leases lag a step behind (the lease of step s says s - 1 steps
-// are committed). The coordinator then aborts two steps every member
-// applied (a member died before its report of the first one arrived): the
-// members go back two steps, rank 0 broadcasts that committed state, and
-// the steps are redone once.
-TEST(RingExchangeTest, TwoAppliedAbortedStepsAreRolledBack) {
-  testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
-  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
-  Reference ref;
-  for (int64_t step = 0; step < 3; ++step) {
-    RunStep(ring, step, 1, 0, /*committed=*/std::max<int64_t>(0, step - 1));
-    if (step == 0) ref.Step(step, Seeds(ring));
-  }
-  for (const Member* m : ring) {
-    EXPECT_THAT(m->exchange->rollback_steps(), ::testing::ElementsAre(1, 2))
-        << m->id;
-    EXPECT_EQ(m->exchange->steps_applied(), 3) << m->id;
-  }
-  // Ring generation 2 starts from the state after 1 step, with other
-  // gradients (the aborted steps' samples are leased again).
-  for (int64_t step = 1; step < 3; ++step) {
-    RunStep(ring, step, 2, 1, /*committed=*/1, /*seed_offset=*/100);
-    ref.Step(step, {100, 101, 102});
-  }
-  ExpectAllEqual(ring, ref, 3);
-}
-
-// The heartbeats' committed count drops the copies the stale lease kept,
-// before the next copy is taken; a rollback below it cannot be served.
-TEST(RingExchangeTest, ObservedCommittedStepsDropCopies) {
-  testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 2; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
-  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
-  Reference ref;
-  RunStep(ring, 0, 1, 0, /*committed=*/0);
-  ref.Step(0, Seeds(ring));
-  for (Member* m : ring) m->exchange->ObserveCommitted(1);
-  RunStep(ring, 1, 1, 0, /*committed=*/0);  // the lease lags
-  ref.Step(1, Seeds(ring));
-  for (Member* m : ring) {
-    EXPECT_THAT(m->exchange->rollback_steps(), ::testing::ElementsAre(1))
-        << m->id;
-    m->exchange->ObserveCommitted(0);  // never goes back
-  }
-  // A ring (of one) asked to start from before the committed step: rank 0
-  // has no copy of it and says so; nothing changes.
-  ring[0]->exchange->ObserveCommitted(2);
-  v1::NextTaskResponse lease = Lease(1, 2, 1, {ring[0]}, 0);
-  ExchangeStep step;
-  step.lease = &lease;
-  step.num_samples = kSamplesPerRank;
-  const absl::Status begun = ring[0]->exchange->BeginStep(step);
-  EXPECT_TRUE(absl::IsFailedPrecondition(begun)) << begun;
-  EXPECT_THAT(ring[0]->exchange->rollback_steps(), ::testing::IsEmpty());
-  ExpectAllEqual(ring, ref, 2);
-}
-
-// A member that joins receives rank 0's state into its rollback copy: the
-// copy of the ring's first step, which it can roll back to.
-TEST(RingExchangeTest, JoinerKeepsTheBroadcastStateAsItsCopy) {
-  testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 2; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
-  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
-  Reference ref;
-  for (int64_t step = 0; step < 2; ++step) {
-    RunStep(ring, step, 1, 0, step);
-    ref.Step(step, Seeds(ring));
-  }
-  owned.push_back(MakeMember("w2", 2, &hubs, std::vector<float>(kN, 9.0f)));
-  ring.push_back(owned[2].get());
-  // Step 2 in ring generation 2: applied by all, then aborted.
-  RunStep(ring, 2, 2, 0, /*committed=*/2);
-  EXPECT_THAT(owned[2]->exchange->rollback_steps(), ::testing::ElementsAre(2));
-  // Redone in generation 3 with w2 at rank 0: it must broadcast the state
-  // after 2 steps, not the one it applied.
-  std::vector<Member*> again = {owned[2].get(), owned[0].get(), owned[1].get()};
-  RunStep(again, 2, 3, 1, /*committed=*/2, /*seed_offset=*/100);
-  ref.Step(2, {102, 100, 101});
-  ExpectAllEqual(again, ref, 3);
-}
-
-// A snapshot for a reader (the coordinator's evaluation) is taken after
-// the copies of committed steps are freed; the reader's min_step counts as
-// committed (it asks only for steps it applied), so at a job's end the
-// member holds no copy next to the snapshot.
-TEST(RingExchangeTest, PublishingTheWeightsFreesTheCopiesOfCommittedSteps) {
-  testing::RingHubs hubs;
-  WeightsPublisher publisher;
-  std::vector<std::unique_ptr<Member>> owned;
-  owned.push_back(MakeMember("w0", 0, &hubs, Initial(), &publisher));
-  owned.push_back(MakeMember("w1", 1, &hubs, Initial()));
-  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
-  RunStep(ring, 0, 1, 0, /*committed=*/0);
-  RunStep(ring, 1, 1, 0, /*committed=*/0);
-  EXPECT_FALSE(publisher.Get(1).ok());  // asks for a snapshot
-  ring[0]->exchange->BetweenSteps();
-  // Step 0 is committed, step 1 may still be aborted.
-  EXPECT_THAT(ring[0]->exchange->rollback_steps(), ::testing::ElementsAre(1));
-  auto snapshot = publisher.Get(1);
-  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  EXPECT_EQ((*snapshot)->steps_applied, 2);
-  EXPECT_EQ((*snapshot)->values, ring[0]->Params());
-  // The job's end: the coordinator applied both steps and asks for them.
-  RunStep(ring, 2, 1, 0, /*committed=*/1);
-  EXPECT_FALSE(publisher.Get(3).ok());
-  ring[0]->exchange->BetweenSteps();
-  EXPECT_THAT(ring[0]->exchange->rollback_steps(), ::testing::IsEmpty());
-  snapshot = publisher.Get(3);
-  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  EXPECT_EQ((*snapshot)->values, ring[0]->Params());
-  // w1 got no reader: it keeps the copies of the steps it does not know
-  // to be committed (its lease said 1).
-  EXPECT_THAT(ring[1]->exchange->rollback_steps(),
-              ::testing::ElementsAre(1, 2));
 }
 
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
