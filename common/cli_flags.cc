@@ -74,6 +74,41 @@ void AddOptimizerFlags(CLI::App& app, OptimizerFlags& f) {
       ->group(group);
 }
 
+bool EmbeddingFlags::given() const {
+  for (const CLI::Option* option : options) {
+    if (option->count() > 0) return true;
+  }
+  return false;
+}
+
+void AddEmbeddingFlags(CLI::App& app, EmbeddingFlags& f) {
+  const std::string group = "Embedding tables (DLRM)";
+  const auto add = [&](CLI::Option* option) {
+    f.options.push_back(option->capture_default_str()->group(group));
+  };
+  add(app.add_option("--embedding-optimizer", f.optimizer,
+                     "DLRM: the embedding rows' row-wise optimizer: sgd, "
+                     "adagrad (one accumulator per row) or ftrl")
+          ->check(CLI::IsMember({"sgd", "adagrad", "ftrl"})));
+  add(app.add_option("--embedding-lr", f.lr,
+                     "DLRM: the embedding rows' learning rate (FTRL: alpha)"));
+  add(app.add_option("--embedding-admit-count", f.admit_count,
+                     "DLRM: an id gets a row once this many steps named it; "
+                     "until then it reads as zeros (1: at once)"));
+  add(app.add_option("--embedding-ttl-steps", f.ttl_steps,
+                     "DLRM: evict rows unseen for this many steps (0: never)"));
+  add(app.add_option("--embedding-max-mb", f.max_mb,
+                     "DLRM: memory limit of the embedding rows in MiB (per "
+                     "PS shard); the least recently used rows are evicted "
+                     "past it (0: none)"));
+  add(app.add_option("--embedding-ftrl-beta", f.ftrl_beta,
+                     "DLRM, --embedding-optimizer ftrl: beta"));
+  add(app.add_option("--embedding-ftrl-l1", f.ftrl_l1,
+                     "DLRM, --embedding-optimizer ftrl: L1"));
+  add(app.add_option("--embedding-ftrl-l2", f.ftrl_l2,
+                     "DLRM, --embedding-optimizer ftrl: L2"));
+}
+
 void BindEnvironment(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string name = option->get_single_name();

@@ -5,6 +5,7 @@
 #define FERRY_COMMON_CLI_FLAGS_H_
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -32,6 +33,27 @@ struct OptimizerFlags {
 };
 
 void AddOptimizerFlags(CLI::App& app, OptimizerFlags& flags);
+
+// The --embedding-* flags of DLRM models as typed (docs/sparse.md);
+// model/embedding_options.h's ToEmbeddingOptions() validates them.
+struct EmbeddingFlags {
+  std::string optimizer = "adagrad";
+  double lr = 0.05;  // kDefaultEmbeddingLr
+  int admit_count = 1;
+  int64_t ttl_steps = 0;
+  int64_t max_mb = 0;
+  double ftrl_beta = 1.0;
+  double ftrl_l1 = 0.0;
+  double ftrl_l2 = 0.0;
+
+  // Whether any of them was on the command line (after parsing).
+  bool given() const;
+
+  std::vector<CLI::Option*> options;  // filled by AddEmbeddingFlags
+};
+
+// Adds the --embedding-* flags (group "Embedding tables (DLRM)").
+void AddEmbeddingFlags(CLI::App& app, EmbeddingFlags& flags);
 
 // Makes every long option of `app` (and its subcommands) readable from an
 // environment variable FERRY_<NAME> (dashes become underscores, upper case),

@@ -32,6 +32,7 @@
 #include "absl/types/span.h"
 #include "data/criteo_format.h"
 #include "data/criteo_reader.h"
+#include "model/embedding_bag.h"
 
 namespace ferry {
 
@@ -46,20 +47,6 @@ static_assert(kCriteoCategorical <= 32, "the missing mask is 32 bits");
 // computed in double and rounded to float. An empty integer reads as 0 and
 // so becomes 0.
 float CtrDenseTransform(int64_t x);
-
-// One batch, in the layout of the embedding-bag layer's SparseBatch
-// (model/embedding_bag.h): the trainer moves `offsets` and `ids` across.
-struct CtrBatch {
-  int batch = 0;                 // samples
-  int num_fields = 0;            // kCriteoCategorical once filled
-  std::vector<float> dense;      // [batch, kCriteoDense], transformed
-  std::vector<float> labels;     // [batch], 0 or 1
-  std::vector<int32_t> offsets;  // batch * num_fields + 1 entries
-  // Bag b = sample * num_fields + field spans ids[offsets[b], offsets[b+1]):
-  // one id per bag for Criteo. Field f's ids are keys of table f: the
-  // 8-hex-digit value, or kCriteoMissingId (2^32) for an empty column.
-  std::vector<uint64_t> ids;
-};
 
 struct CtrDatasetOptions {
   // > 0: load at most this many examples of each file (a slice for tests and
@@ -99,8 +86,10 @@ class CtrDataset {
   uint64_t id(int64_t i, int field) const;  // kCriteoMissingId when empty
   bool missing(int64_t i, int field) const;
 
-  // Fills `batch` with samples `indices`, in order (duplicates allowed; an
-  // empty list gives batch 0 and offsets {0}). The vectors are resized to
+  // Fills `batch` (model/embedding_bag.h) with samples `indices`, in order
+  // (duplicates allowed; an empty list gives batch 0 and offsets {0}):
+  // kCriteoCategorical fields of one id each, the 8-hex-digit value or
+  // kCriteoMissingId (2^32) for an empty column. The vectors are resized to
   // fit, so a CtrBatch reused for batches of one size allocates only once.
   // Nothing is changed unless OK is returned.
   // Errors: OUT_OF_RANGE naming the first index outside [0, num_samples());

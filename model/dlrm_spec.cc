@@ -218,6 +218,12 @@ absl::StatusOr<DlrmSpec> ResolveDlrmSpec(const std::string& text,
   return spec;
 }
 
+bool IsDlrmModelText(const std::string& text, FileSystem* fs) {
+  if (DlrmPreset(text).ok()) return true;
+  absl::StatusOr<ModelFile> file = ReadModelFile(text, fs);
+  return file.ok() && IsDlrmJson(file->contents);
+}
+
 absl::StatusOr<ParameterLayout> DlrmParameterLayout(const DlrmSpec& s) {
   RETURN_IF_ERROR(ValidateDlrmSpec(s));
   std::vector<ParameterLayout::TensorDef> defs;

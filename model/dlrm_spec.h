@@ -94,6 +94,12 @@ bool IsDlrmJson(std::string_view text);
 absl::StatusOr<DlrmSpec> ResolveDlrmSpec(const std::string& text,
                                          FileSystem* fs = PosixFileSystem());
 
+// Whether --model `text` names a DLRM: the preset "dlrm", or a JSON file (or
+// a directory's model.json) whose "kind" is "dlrm". Reads at most two small
+// files; false for anything unreadable (the dense resolver reports it).
+bool IsDlrmModelText(const std::string& text,
+                     FileSystem* fs = PosixFileSystem());
+
 // The dense parameters (names above), bottom then top, each Linear's weight
 // then bias. INVALID_ARGUMENT for an invalid spec; RESOURCE_EXHAUSTED beyond
 // the layout limits (parameter_layout.h).

@@ -36,6 +36,28 @@ struct SparseBatch {
   std::vector<uint64_t> ids;
 };
 
+// One table's part of a step's embedding gradient (or of a contribution to
+// a store): ids (unique) and d(loss sum)/d(row) summed over the step's
+// samples, ids.size() x dim.
+struct SparseRows {
+  int32_t table = 0;
+  std::vector<uint64_t> ids;
+  std::vector<float> grads;
+};
+
+// One CTR batch as the data layer stages it (data/ctr_dataset.h), in
+// SparseBatch's layout: the trainer moves `offsets` and `ids` across.
+struct CtrBatch {
+  int batch = 0;                 // samples
+  int num_fields = 0;            // categorical fields
+  std::vector<float> dense;      // [batch, dense features], transformed
+  std::vector<float> labels;     // [batch], 0 or 1
+  std::vector<int32_t> offsets;  // batch * num_fields + 1 entries
+  // Bag b = sample * num_fields + field spans ids[offsets[b], offsets[b+1]);
+  // field f's ids are keys of table f.
+  std::vector<uint64_t> ids;
+};
+
 // INVALID_ARGUMENT, naming the first offending entry, unless batch >= 0,
 // num_fields >= 0 and the offsets are as SparseBatch says.
 absl::Status ValidateSparseBatch(const SparseBatch& batch);

@@ -108,7 +108,86 @@ std::string ModeName(v1::Mode mode) {
   return mode == v1::MODE_RING ? "ring" : "ps";
 }
 
+v1::EmbeddingSpec ToProto(const EmbeddingOptions& options) {
+  v1::EmbeddingSpec spec;
+  const RowOptimizerParams& o = options.optimizer;
+  spec.set_optimizer(RowOptimizerKindName(o.kind));
+  spec.set_lr(o.lr);
+  spec.set_epsilon(o.epsilon);
+  spec.set_initial_accumulator(o.initial_accumulator);
+  spec.set_beta(o.beta);
+  spec.set_l1(o.l1);
+  spec.set_l2(o.l2);
+  spec.set_admit_count(options.admit_count);
+  spec.set_ttl_steps(options.ttl_steps);
+  spec.set_max_mb(options.max_mb);
+  return spec;
+}
+
+absl::StatusOr<EmbeddingOptions> FromProto(const v1::EmbeddingSpec& spec) {
+  EmbeddingOptions options;
+  RowOptimizerParams& o = options.optimizer;
+  ASSIGN_OR_RETURN(o.kind, ParseRowOptimizerKind(spec.optimizer()));
+  o.lr = static_cast<float>(spec.lr());
+  o.epsilon = static_cast<float>(spec.epsilon());
+  o.initial_accumulator = static_cast<float>(spec.initial_accumulator());
+  o.beta = static_cast<float>(spec.beta());
+  o.l1 = static_cast<float>(spec.l1());
+  o.l2 = static_cast<float>(spec.l2());
+  options.admit_count = spec.admit_count();
+  options.ttl_steps = spec.ttl_steps();
+  options.max_mb = spec.max_mb();
+  RETURN_IF_ERROR(ValidateEmbeddingOptions(options));
+  return options;
+}
+
+bool IsDlrmJob(const v1::JobSpec& job) { return IsDlrmJson(job.model_def()); }
+
+absl::StatusOr<DlrmSpec> JobDlrmSpec(const v1::JobSpec& job) {
+  if (!IsDlrmJob(job)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(), "' is not a DLRM CTR model"));
+  }
+  absl::StatusOr<DlrmSpec> spec = ParseDlrmJson(job.model_def());
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(), "': ", spec.status().message()));
+  }
+  return spec;
+}
+
+absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job) {
+  if (IsDlrmJob(job)) {
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    return DlrmParameterLayout(spec);
+  }
+  ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
+  return ModelJobLayout(model);
+}
+
+absl::StatusOr<std::vector<float>> JobDenseInitialValues(
+    const v1::JobSpec& job) {
+  if (IsDlrmJob(job)) {
+    if (!job.init_from().empty()) {
+      return absl::InvalidArgumentError(
+          "--init-from is not supported for DLRM models yet (their embedding "
+          "tables have no export format)");
+    }
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
+    return DlrmInitialParameters(spec, layout, job.seed());
+  }
+  ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
+  return JobInitialValues(job, model);
+}
+
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
+  if (IsDlrmJob(job)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(),
+        "' is a DLRM CTR model, not a layer stack (this path trains dense "
+        "models only)"));
+  }
   if (job.model_def().empty()) return ResolveModelSpec(job.model());
   absl::StatusOr<ModelDef> def = ParseModelJson(job.model_def());
   if (!def.ok()) {
@@ -134,6 +213,7 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
 
 absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
   if (job.model().empty() && job.model_def().empty()) return 0;
+  if (IsDlrmJob(job)) return 0;  // no BatchNorm in a DLRM
   ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
   return state.total_elements();

@@ -8,6 +8,8 @@
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
 #include "ferry/v1/common.pb.h"
+#include "model/dlrm_spec.h"
+#include "model/embedding_options.h"
 #include "model/model_def.h"
 #include "model/parameter_layout.h"
 
@@ -28,6 +30,24 @@ std::string ConsistencyName(v1::Consistency consistency, int staleness);
 // "ps" or "ring".
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
 std::string ModeName(v1::Mode mode);
+
+// JobSpec.embedding. FromProto checks it (ValidateEmbeddingOptions:
+// INVALID_ARGUMENT naming the flag; an unknown optimizer name too).
+v1::EmbeddingSpec ToProto(const EmbeddingOptions& options);
+absl::StatusOr<EmbeddingOptions> FromProto(const v1::EmbeddingSpec& spec);
+
+// Whether the job trains a DLRM CTR model (model_def's "kind" is "dlrm"):
+// dense layers as usual plus hash-keyed embedding tables (docs/sparse.md).
+bool IsDlrmJob(const v1::JobSpec& job);
+// The DLRM of such a job. INVALID_ARGUMENT when model_def is not one.
+absl::StatusOr<DlrmSpec> JobDlrmSpec(const v1::JobSpec& job);
+// The job's flat buffer (what shards hold and workers push): for a DLRM its
+// dense parameters (DlrmParameterLayout), else ModelJobLayout(JobModel).
+absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
+// The job's starting flat buffer: DlrmInitialParameters for a DLRM (which
+// has no init_from yet: INVALID_ARGUMENT when set), else JobInitialValues.
+absl::StatusOr<std::vector<float>> JobDenseInitialValues(
+    const v1::JobSpec& job);
 
 // The model a job trains: JobSpec.model_def when set, else JobSpec.model as
 // --model text (a preset or an MLP string). INVALID_ARGUMENT when it does not

@@ -51,10 +51,7 @@ struct PushInfo {
 };
 
 // One table's ids of a row pull.
-struct RowRequest {
-  int32_t table = 0;
-  absl::Span<const uint64_t> ids;
-};
+using RowRequest = TableIds;
 
 // One push of one gradient to every shard, fed range by range while the
 // backward pass produces it (in any order, typically reverse layer order).
@@ -261,6 +258,27 @@ class GrpcParameterClient final : public ParameterClient {
   // Lossy compression with error feedback: the residual (else null). Used by
   // one push session at a time.
   std::unique_ptr<ErrorFeedback> feedback_;
+};
+
+// A CTR step's rows from the shards (not owned; the client outlives this
+// object): every Read is one PullRows of version >= min_version(), so a sync
+// step reads the rows of the version its dense weights were pulled at.
+class ParameterClientRowSource final : public EmbeddingRowSource {
+ public:
+  explicit ParameterClientRowSource(ParameterClient* client)
+      : client_(client) {}
+
+  void set_min_version(int64_t version) { min_version_ = version; }
+  int64_t min_version() const { return min_version_; }
+
+  absl::Status Read(absl::Span<const TableIds> tables,
+                    std::vector<std::vector<float>>& out) override {
+    return client_->PullRows(min_version_, tables, out).status();
+  }
+
+ private:
+  ParameterClient* const client_;
+  int64_t min_version_ = 0;
 };
 
 }  // namespace ferry

@@ -328,4 +328,40 @@ absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
   return absl::OkStatus();
 }
 
+SparseStoreConfig MakeSparseStoreConfig(const EmbeddingOptions& options,
+                                        std::vector<int32_t> dims,
+                                        uint64_t seed, int32_t shard_id,
+                                        int32_t num_shards) {
+  SparseStoreConfig config;
+  config.shard_id = shard_id;
+  config.num_shards = num_shards;
+  config.dims = std::move(dims);
+  config.optimizer = options.optimizer;
+  config.seed = seed;
+  config.admit_count = options.admit_count;
+  config.ttl_steps = options.ttl_steps;
+  config.max_bytes = options.max_mb * (int64_t{1} << 20);
+  return config;
+}
+
+absl::Status SparseStoreRowSource::Read(absl::Span<const TableIds> tables,
+                                        std::vector<std::vector<float>>& out) {
+  out.resize(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TableIds& t = tables[i];
+    if (t.table < 0 || t.table >= store_->num_tables()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", t.table, " is not one of the ",
+                       store_->num_tables(), " tables"));
+    }
+    out[i].resize(t.ids.size() * store_->table(t.table).dim());
+    absl::Status read = store_->Read(t.table, t.ids, absl::MakeSpan(out[i]));
+    if (!read.ok()) {
+      return absl::Status(
+          read.code(), absl::StrCat("table ", t.table, ": ", read.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ferry

@@ -39,17 +39,12 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/checkpoint_tables.h"
+#include "model/embedding_bag.h"
+#include "model/embedding_options.h"
+#include "model/embedding_row_source.h"
 #include "ps/sparse_table.h"
 
 namespace ferry {
-
-// One table's part of a contribution: ids (unique) and their summed
-// gradients, ids.size() x dim.
-struct SparseRows {
-  int32_t table = 0;
-  std::vector<uint64_t> ids;
-  std::vector<float> grads;
-};
 
 struct SparseStoreConfig {
   int32_t shard_id = 0;
@@ -62,6 +57,14 @@ struct SparseStoreConfig {
   int64_t ttl_steps = 0;  // 0: rows never expire
   int64_t max_bytes = 0;  // 0: no limit
 };
+
+// The store of shard `shard_id` of `num_shards` for tables of `dims` under
+// the job's embedding options (optimizer, admission, TTL, memory limit in
+// MiB over all of the shard's tables) and seed.
+SparseStoreConfig MakeSparseStoreConfig(const EmbeddingOptions& options,
+                                        std::vector<int32_t> dims,
+                                        uint64_t seed, int32_t shard_id = 0,
+                                        int32_t num_shards = 1);
 
 struct SparseStoreStats {
   SparseTableStats total;  // summed over the tables
@@ -132,6 +135,21 @@ class SparseStore {
   const SparseStoreConfig config_;
   std::vector<std::unique_ptr<SparseTable>> tables_;
   int64_t last_ttl_scan_ = -1;
+};
+
+// The rows of a SparseStore as a CTR step's source (not owned; it must
+// outlive this object). REQUIRES: the store holds every id it is asked for
+// (num_shards 1, or ids already routed to their shard). Errors are Read's,
+// prefixed with the table.
+class SparseStoreRowSource : public EmbeddingRowSource {
+ public:
+  explicit SparseStoreRowSource(const SparseStore* store) : store_(store) {}
+
+  absl::Status Read(absl::Span<const TableIds> tables,
+                    std::vector<std::vector<float>>& out) override;
+
+ private:
+  const SparseStore* store_;
 };
 
 }  // namespace ferry

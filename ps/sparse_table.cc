@@ -14,52 +14,7 @@ namespace {
 // Row numbers are uint32; keep clear of the top.
 constexpr int64_t kMaxRowsPerTable = int64_t{1} << 31;
 
-absl::Status CheckFinite(const char* field, float value, bool positive) {
-  if (!std::isfinite(value) || value < 0.0f || (positive && value == 0.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("row optimizer %s must be %s and finite, got %g", field,
-                        positive ? "> 0" : ">= 0", value));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-absl::StatusOr<RowOptimizerKind> ParseRowOptimizerKind(
-    const std::string& text) {
-  if (text == "sgd") return RowOptimizerKind::kSgd;
-  if (text == "adagrad") return RowOptimizerKind::kAdagrad;
-  if (text == "ftrl") return RowOptimizerKind::kFtrl;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown embedding optimizer '%s' (sgd, adagrad, ftrl)", text));
-}
-
-std::string RowOptimizerKindName(RowOptimizerKind kind) {
-  switch (kind) {
-    case RowOptimizerKind::kSgd:
-      return "sgd";
-    case RowOptimizerKind::kAdagrad:
-      return "adagrad";
-    case RowOptimizerKind::kFtrl:
-      return "ftrl";
-  }
-  return "unknown";
-}
-
-absl::Status ValidateRowOptimizer(const RowOptimizerParams& p) {
-  if (absl::Status s = CheckFinite("lr", p.lr, true); !s.ok()) return s;
-  if (absl::Status s = CheckFinite("epsilon", p.epsilon, false); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckFinite("initial_accumulator", p.initial_accumulator, false);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckFinite("beta", p.beta, false); !s.ok()) return s;
-  if (absl::Status s = CheckFinite("l1", p.l1, false); !s.ok()) return s;
-  return CheckFinite("l2", p.l2, false);
-}
 
 size_t SparseTable::IndexHash::operator()(uint32_t row) const {
   return absl::Hash<uint64_t>{}(table->IdOf(row));

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compute/row_optimizer_math.h"
+#include "model/embedding_options.h"
 
 namespace ferry {
 
@@ -59,13 +60,6 @@ struct SparseTableConfig {
   float init_scale = 0.0f;  // uniform in [-s, s); 0 = 1 / sqrt(dim)
   int32_t admit_count = 1;
 };
-
-// "sgd", "adagrad", "ftrl"; INVALID_ARGUMENT otherwise.
-absl::StatusOr<RowOptimizerKind> ParseRowOptimizerKind(const std::string& text);
-std::string RowOptimizerKindName(RowOptimizerKind kind);
-// INVALID_ARGUMENT naming the field: lr <= 0 or not finite, epsilon,
-// beta, l1, l2 or initial_accumulator negative or not finite.
-absl::Status ValidateRowOptimizer(const RowOptimizerParams& params);
 
 struct SparseTableStats {
   int64_t rows = 0;             // stored rows

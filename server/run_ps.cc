@@ -66,11 +66,10 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
         absl::StrCat("--shard-id ", shard_id, " is outside the job's ",
                      job.shard_addresses_size(), " shards"));
   }
-  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
-  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, JobDenseLayout(job));
+  ASSIGN_OR_RETURN(const int64_t state_elements, JobStateElements(job));
   RETURN_IF_ERROR(CheckJobTensors(job, layout));
-  ASSIGN_OR_RETURN(const std::vector<float> init, JobInitialValues(job, model));
+  ASSIGN_OR_RETURN(const std::vector<float> init, JobDenseInitialValues(job));
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;
@@ -78,7 +77,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.shard_id = shard_id;
   config.num_shards = job.shard_addresses_size();
   config.tensor_sizes = layout.TensorSizes();
-  config.state_elements = state.total_elements();
+  config.state_elements = state_elements;
   config.max_chunk_elements = job.max_chunk_elements();
   config.optimizer = FromProto(job.optimizer());
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
@@ -87,6 +86,17 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.initial_slice.assign(init.begin() + range.begin,
                               init.begin() + range.end);
   config.limits = limits;
+  if (IsDlrmJob(job)) {  // its embedding rows: the ones ShardOfRow places here
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    absl::StatusOr<EmbeddingOptions> embedding = FromProto(job.embedding());
+    if (!embedding.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job's embedding tables: ", embedding.status().message()));
+    }
+    config.sparse = MakeSparseStoreConfig(
+        *embedding, std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
+        job.seed(), shard_id, job.shard_addresses_size());
+  }
   return config;
 }
 

@@ -13,11 +13,10 @@
 #include "data/ctr_dataset.h"
 #include "data/ctr_metrics.h"
 #include "data/sampler.h"
+#include "model/ctr_step.h"
 #include "model/dlrm_spec.h"
 #include "model/model_file.h"
 #include "ps/sparse_table.h"
-#include "worker/ctr_step.h"
-#include "worker/embedding_row_source.h"
 
 namespace ferry {
 namespace {
@@ -66,37 +65,6 @@ absl::StatusOr<CtrEval> EvaluateCtr(CtrStep& step, const float* params,
 }
 
 }  // namespace
-
-absl::Status ValidateEmbeddingOptions(const EmbeddingOptions& options) {
-  if (absl::Status s = ValidateRowOptimizer(options.optimizer); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--embedding-*: ", s.message()));
-  }
-  if (options.admit_count < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--embedding-admit-count must be >= 1 (1: every id is "
-                     "admitted at once), got ",
-                     options.admit_count));
-  }
-  if (options.ttl_steps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--embedding-ttl-steps must be >= 0 (0: off), got ",
-                     options.ttl_steps));
-  }
-  if (options.max_mb < 0 || options.max_mb > (int64_t{1} << 40)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--embedding-max-mb must be in [0, 2^40] (0: no limit), "
-                     "got ",
-                     options.max_mb));
-  }
-  return absl::OkStatus();
-}
-
-bool IsDlrmModelText(const std::string& text, FileSystem* fs) {
-  if (DlrmPreset(text).ok()) return true;
-  absl::StatusOr<ModelFile> file = ReadModelFile(text, fs);
-  return file.ok() && IsDlrmJson(file->contents);
-}
 
 nlohmann::json CtrTrainSummary::ToJson() const {
   nlohmann::json epochs_json = nlohmann::json::array();
@@ -173,15 +141,11 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
   progress.Line(absl::StrCat("train: ", data.train.load_summary()));
   progress.Line(absl::StrCat("test: ", data.test.load_summary()));
 
-  SparseStoreConfig store_config;
-  store_config.dims.assign(spec.num_fields, spec.embedding_dim);
-  store_config.optimizer = embedding.optimizer;
-  store_config.seed = options.seed;
-  store_config.admit_count = embedding.admit_count;
-  store_config.ttl_steps = embedding.ttl_steps;
-  store_config.max_bytes = embedding.max_mb * (int64_t{1} << 20);
-  ASSIGN_OR_RETURN(std::unique_ptr<SparseStore> store,
-                   SparseStore::Create(store_config));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<SparseStore> store,
+      SparseStore::Create(MakeSparseStoreConfig(
+          embedding, std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
+          options.seed)));
   SparseStoreRowSource rows(store.get());
 
   const int64_t n = data.train.num_samples();

@@ -1,7 +1,7 @@
 // Single-process training of a DLRM CTR model (model/dlrm_spec.h) on Criteo
 // TSV data (`--dataset criteo:DIR`, data/ctr_dataset.h): the reference the
 // distributed sparse paths must reproduce. One CtrStep per batch
-// (worker/ctr_step.h); the dense parameters take the job's dense optimizer
+// (model/ctr_step.h); the dense parameters take the job's dense optimizer
 // (compute/optimizer.h) on the mean gradient, the embedding rows live in one
 // SparseStore (ps/sparse_store.h, one shard) and take its row-wise optimizer
 // through ApplyStep (the mean over the batch), with admission, TTL and memory
@@ -17,33 +17,12 @@
 #include "absl/status/statusor.h"
 #include "common/file_system.h"
 #include "common/progress.h"
-#include "compute/row_optimizer_math.h"
+#include "model/embedding_options.h"
 #include "nlohmann/json.hpp"
 #include "ps/sparse_store.h"
 #include "worker/standalone_trainer.h"
 
 namespace ferry {
-
-// The embedding tables' options (the --embedding-* flags).
-struct EmbeddingOptions {
-  RowOptimizerParams optimizer;  // kind adagrad, lr kDefaultEmbeddingLr
-  int32_t admit_count = 1;
-  int64_t ttl_steps = 0;  // 0: rows never expire
-  int64_t max_mb = 0;     // 0: no memory limit (MiB over all tables)
-};
-
-// Row-wise Adagrad's default learning rate (docs/sparse.md, "Training").
-inline constexpr float kDefaultEmbeddingLr = 0.05f;
-
-// INVALID_ARGUMENT naming the flag (--embedding-lr, --embedding-admit-count,
-// ...) for a value that cannot train.
-absl::Status ValidateEmbeddingOptions(const EmbeddingOptions& options);
-
-// Whether --model `text` names a DLRM: the preset "dlrm", or a JSON file (or
-// a directory's model.json) whose "kind" is "dlrm". Reads at most two small
-// files; false for anything unreadable (the dense resolver reports it).
-bool IsDlrmModelText(const std::string& text,
-                     FileSystem* fs = PosixFileSystem());
 
 struct CtrEpochStats {
   int epoch = 0;

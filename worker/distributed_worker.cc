@@ -18,8 +18,8 @@
 #include "common/status_macros.h"
 #include "coordinator/coordinator_client.h"
 #include "worker/gradient_exchange.h"
+#include "worker/lease_trainer.h"
 #include "worker/make_gradient_exchange.h"
-#include "worker/step_trainer.h"
 #include "worker/worker_metrics.h"
 
 namespace ferry {
@@ -131,8 +131,8 @@ class Worker {
   // job's exchange (the only place the mode is looked at).
   absl::Status Setup() {
     RETURN_IF_ERROR(CheckExchangeJob(job_));
-    ASSIGN_OR_RETURN(
-        trainer_, StepTrainer::Create(job_, options_.device, options_.threads));
+    ASSIGN_OR_RETURN(trainer_,
+                     MakeLeaseTrainer(job_, options_.device, options_.threads));
     summary_.device = trainer_->backend()->Name();
     ExchangeContext context;
     context.job = &job_;
@@ -414,7 +414,7 @@ class Worker {
   std::unique_ptr<Heartbeater> heartbeater_;
   v1::JobSpec job_;
   std::string worker_id_;
-  std::unique_ptr<StepTrainer> trainer_;
+  std::unique_ptr<LeaseTrainer> trainer_;
   std::unique_ptr<GradientExchange> exchange_;  // the job's mode
   ExchangePolicy policy_;
   std::optional<PendingLease> pending_;

@@ -55,6 +55,8 @@
 #include "absl/status/statusor.h"
 #include "common/byte_counter.h"
 #include "ferry/v1/coordinator.pb.h"
+#include "model/embedding_bag.h"
+#include "model/embedding_row_source.h"
 
 namespace ferry {
 
@@ -159,6 +161,24 @@ class GradientExchange {
   // workers rather than a fault of this one (PS: DEADLINE_EXCEEDED while
   // every shard answers); such failures do not count towards giving up.
   virtual bool WaitedForOthers(const absl::Status& failure) = 0;
+
+  // Jobs with embedding tables (DLRM), between BeginStep and FinishStep:
+  // where the open step reads its batch's rows (PS: one row pull from the
+  // shards at the version BeginStep pulled). nullptr for a mode that holds
+  // no tables; the trainer then refuses the step.
+  virtual EmbeddingRowSource* embedding_rows() { return nullptr; }
+
+  // The open step's row gradients (per table its unique ids and the sums
+  // over the step's samples), once per step, before FinishStep; FinishStep
+  // then commits them with the dense gradient (PS: with the push, so a
+  // shard applies both or neither). Errors: FAILED_PRECONDITION without an
+  // open step or a second time; UNIMPLEMENTED for a mode without tables;
+  // a transport failure may surface here or in FinishStep.
+  virtual absl::Status ReadyRows(const std::vector<SparseRows>& rows) {
+    (void)rows;
+    return absl::UnimplementedError(
+        "this training mode holds no embedding tables");
+  }
 
   // Called between steps and while waiting for a lease (ring: hands the
   // weights to a reader that asked for them). Never fails the loop.

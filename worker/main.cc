@@ -20,84 +20,15 @@
 #include "common/ops_flags.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "model/dlrm_spec.h"
+#include "model/embedding_options.h"
 #include "proto/process_ops.h"
-#include "ps/sparse_table.h"
 #include "worker/ctr_trainer.h"
 #include "worker/distributed_worker.h"
 #include "worker/grpc_worker_deps.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
-
-// The --embedding-* flags as typed.
-struct EmbeddingFlags {
-  std::string optimizer = "adagrad";
-  double lr = ferry::kDefaultEmbeddingLr;
-  int admit_count = 1;
-  int64_t ttl_steps = 0;
-  int64_t max_mb = 0;
-  double ftrl_beta = 1.0;
-  double ftrl_l1 = 0.0;
-  double ftrl_l2 = 0.0;
-  bool given = false;  // any of them on the command line
-
-  absl::StatusOr<ferry::EmbeddingOptions> ToOptions() const {
-    ferry::EmbeddingOptions options;
-    auto kind = ferry::ParseRowOptimizerKind(optimizer);
-    if (!kind.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--embedding-optimizer: ", kind.status().message()));
-    }
-    options.optimizer.kind = *kind;
-    options.optimizer.lr = static_cast<float>(lr);
-    options.optimizer.beta = static_cast<float>(ftrl_beta);
-    options.optimizer.l1 = static_cast<float>(ftrl_l1);
-    options.optimizer.l2 = static_cast<float>(ftrl_l2);
-    options.admit_count = admit_count;
-    options.ttl_steps = ttl_steps;
-    options.max_mb = max_mb;
-    RETURN_IF_ERROR(ferry::ValidateEmbeddingOptions(options));
-    return options;
-  }
-};
-
-void AddEmbeddingFlags(CLI::App& app, EmbeddingFlags& f,
-                       std::vector<CLI::Option*>& options) {
-  options.push_back(
-      app.add_option("--embedding-optimizer", f.optimizer,
-                     "DLRM (standalone): the embedding rows' row-wise "
-                     "optimizer: sgd, adagrad (one accumulator per row) or "
-                     "ftrl")
-          ->capture_default_str()
-          ->check(CLI::IsMember({"sgd", "adagrad", "ftrl"})));
-  options.push_back(app.add_option("--embedding-lr", f.lr,
-                                   "DLRM: the embedding rows' learning rate "
-                                   "(FTRL: alpha)")
-                        ->capture_default_str());
-  options.push_back(
-      app.add_option("--embedding-admit-count", f.admit_count,
-                     "DLRM: an id gets a row once this many steps named it; "
-                     "until then it reads as zeros (1: at once)")
-          ->capture_default_str());
-  options.push_back(
-      app.add_option("--embedding-ttl-steps", f.ttl_steps,
-                     "DLRM: evict rows unseen for this many steps (0: never)")
-          ->capture_default_str());
-  options.push_back(
-      app.add_option("--embedding-max-mb", f.max_mb,
-                     "DLRM: memory limit of the embedding rows in MiB; the "
-                     "least recently used rows are evicted past it (0: none)")
-          ->capture_default_str());
-  options.push_back(app.add_option("--embedding-ftrl-beta", f.ftrl_beta,
-                                   "DLRM, --embedding-optimizer ftrl: beta")
-                        ->capture_default_str());
-  options.push_back(app.add_option("--embedding-ftrl-l1", f.ftrl_l1,
-                                   "DLRM, --embedding-optimizer ftrl: L1")
-                        ->capture_default_str());
-  options.push_back(app.add_option("--embedding-ftrl-l2", f.ftrl_l2,
-                                   "DLRM, --embedding-optimizer ftrl: L2")
-                        ->capture_default_str());
-}
 
 int WriteSummary(const nlohmann::json& json, const std::string& path) {
   if (path.empty()) return 0;
@@ -111,9 +42,9 @@ int WriteSummary(const nlohmann::json& json, const std::string& path) {
 }
 
 int RunCtrStandaloneMain(const ferry::TrainOptions& options,
-                         const EmbeddingFlags& embedding_flags,
+                         const ferry::EmbeddingFlags& embedding_flags,
                          const std::string& summary_path) {
-  auto embedding = embedding_flags.ToOptions();
+  auto embedding = ferry::ToEmbeddingOptions(embedding_flags);
   if (!embedding.ok()) {
     std::cerr << "ferry-worker: " << embedding.status().message() << "\n";
     return ferry::kExitConfig;
@@ -135,7 +66,7 @@ int RunCtrStandaloneMain(const ferry::TrainOptions& options,
 
 int RunStandaloneMain(ferry::TrainOptions options,
                       const ferry::OptimizerFlags& opt_flags,
-                      const EmbeddingFlags& embedding_flags,
+                      const ferry::EmbeddingFlags& embedding_flags,
                       const std::string& device,
                       const std::string& summary_path) {
   auto config = opt_flags.ToConfig();
@@ -153,7 +84,7 @@ int RunStandaloneMain(ferry::TrainOptions options,
   if (ferry::IsDlrmModelText(options.model)) {
     return RunCtrStandaloneMain(options, embedding_flags, summary_path);
   }
-  if (embedding_flags.given) {
+  if (embedding_flags.given()) {
     std::cerr << "ferry-worker: the --embedding-* flags apply to DLRM models "
                  "(--model dlrm or a JSON file with \"kind\": \"dlrm\"), "
                  "not to --model "
@@ -365,9 +296,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--summary-json", summary_path, "write a JSON summary here");
   ferry::AddOptimizerFlags(app, opt_flags);
-  EmbeddingFlags embedding_flags;
-  std::vector<CLI::Option*> embedding_options;
-  AddEmbeddingFlags(app, embedding_flags, embedding_options);
+  ferry::EmbeddingFlags embedding_flags;
+  ferry::AddEmbeddingFlags(app, embedding_flags);
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
                  "distributed mode, when the job has finished: exit, or wait "
@@ -400,10 +330,7 @@ int main(int argc, char** argv) {
   if (!options.init_from.empty() && model_flag->count() == 0) {
     options.model = options.init_from;  // the directory's model.json
   }
-  for (const CLI::Option* option : embedding_options) {
-    if (option->count() > 0) embedding_flags.given = true;
-  }
-  if (!standalone && embedding_flags.given) {
+  if (!standalone && embedding_flags.given()) {
     std::cerr << "ferry-worker: the --embedding-* flags are standalone flags; "
                  "a distributed job takes its embedding options from the "
                  "coordinator\n";

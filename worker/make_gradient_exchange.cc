@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "proto/job_convert.h"
 #include "worker/job_options.h"
 #include "worker/ps_exchange.h"
 #include "worker/ring_exchange.h"
@@ -23,6 +24,11 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
   const v1::JobSpec& job = *context.job;
   RETURN_IF_ERROR(CheckExchangeJob(job));
   if (job.mode() == v1::MODE_RING) {
+    if (IsDlrmJob(job)) {
+      return absl::InvalidArgumentError(
+          "ring mode cannot train a DLRM yet (its embedding tables live on PS "
+          "shards): use --mode ps");
+    }
     if (peer == nullptr) {
       return absl::InvalidArgumentError("ring job without a peer endpoint");
     }
@@ -52,7 +58,7 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
                    parameter_client(job, context.worker_id, *context.layout));
   return std::unique_ptr<GradientExchange>(std::make_unique<PsExchange>(
       std::move(client), context.backend, context.buffers,
-      context.shard_check_timeout));
+      context.shard_check_timeout, /*embedding_tables=*/IsDlrmJob(job)));
 }
 
 }  // namespace ferry

@@ -8,11 +8,14 @@ namespace ferry {
 
 PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
                        ComputeBackend* backend, ExchangeBuffers buffers,
-                       absl::Duration shard_check_timeout)
+                       absl::Duration shard_check_timeout,
+                       bool embedding_tables)
     : client_(std::move(client)),
       backend_(backend),
       buffers_(buffers),
-      shard_check_timeout_(shard_check_timeout) {}
+      shard_check_timeout_(shard_check_timeout),
+      embedding_tables_(embedding_tables),
+      row_source_(client_.get()) {}
 
 absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version) {
   if (ahead_ != nullptr && ahead_version_ == min_version) {
@@ -38,6 +41,8 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   info.step = lease.step();
   info.num_samples = step.num_samples;
   info.base_version = version;
+  info.with_rows = embedding_tables_;
+  row_source_.set_min_version(version);
   for (const v1::Contributor& c : lease.step_contributors()) {
     info.step_contributors.push_back({c.worker_id(), c.num_samples()});
   }
@@ -58,6 +63,18 @@ absl::Status PsExchange::Ready(int64_t offset, int64_t length) {
     return absl::FailedPreconditionError("no PS step begun");
   }
   return push_->Ready(offset, length, buffers_.host_grads + offset);
+}
+
+EmbeddingRowSource* PsExchange::embedding_rows() {
+  return embedding_tables_ ? &row_source_ : nullptr;
+}
+
+absl::Status PsExchange::ReadyRows(const std::vector<SparseRows>& rows) {
+  if (!embedding_tables_) return GradientExchange::ReadyRows(rows);
+  if (push_ == nullptr) {
+    return absl::FailedPreconditionError("no PS step begun");
+  }
+  return push_->AddRows(rows);
 }
 
 absl::Status PsExchange::FinishStep() {

@@ -17,6 +17,11 @@
 // it succeeded; otherwise it is cancelled (waited for) and a normal pull
 // runs.
 //
+// Jobs with embedding tables: the step's rows are read with one PullRows of
+// the version BeginStep pulled (so rows and dense weights are of one version
+// in a sync step) and pushed in the same push session as the dense gradient
+// (PushInfo.with_rows), so a shard applies both or neither.
+//
 // Thread safety: as GradientExchange (CancelIfOlder is a no-op: PS steps
 // are fenced by the shards' generation checks, not by the heartbeat).
 #ifndef FERRY_WORKER_PS_EXCHANGE_H_
@@ -38,8 +43,12 @@ class PsExchange final : public GradientExchange {
   // `backend` and the buffers are not owned and outlive the exchange.
   // `shard_check_timeout` is the deadline of the ShardInfo calls that tell
   // a wait for other workers from a failure (WaitedForOthers).
+  // `embedding_tables`: the job has embedding tables on the shards (a DLRM):
+  // every push carries the step's rows (ReadyRows), and embedding_rows()
+  // reads from the shards.
   PsExchange(std::unique_ptr<ParameterClient> client, ComputeBackend* backend,
-             ExchangeBuffers buffers, absl::Duration shard_check_timeout);
+             ExchangeBuffers buffers, absl::Duration shard_check_timeout,
+             bool embedding_tables = false);
 
   std::string mode() const override { return "ps"; }
   ExchangePolicy policy() const override { return ExchangePolicy{}; }
@@ -52,6 +61,8 @@ class PsExchange final : public GradientExchange {
   }
   void CancelIfOlder(int64_t) override {}
   bool WaitedForOthers(const absl::Status& failure) override;
+  EmbeddingRowSource* embedding_rows() override;
+  absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   void BetweenSteps() override {}
   absl::Status AddToReport(v1::StepReport& report) override;
   absl::StatusOr<std::vector<float>> FinalWeights() override;
@@ -62,6 +73,9 @@ class PsExchange final : public GradientExchange {
   ComputeBackend* const backend_;
   const ExchangeBuffers buffers_;
   const absl::Duration shard_check_timeout_;
+  const bool embedding_tables_;
+  // Reads rows at the version the open step pulled.
+  ParameterClientRowSource row_source_;
   // The weights of version >= `min_version` into host_params: from the
   // pull started ahead when it asked for exactly that version, else pulled
   // now.

@@ -42,20 +42,8 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
                                                  def, job.seed()));
   trainer->lease_samples_.emplace(trainer->data_.train.num_samples, job.seed());
   const int64_t n = trainer->job_layout_.total_elements();
-  ASSIGN_OR_RETURN(trainer->params_, backend->Allocate(n));
-  ASSIGN_OR_RETURN(trainer->grads_, backend->Allocate(n));
-  ExchangeBuffers& buffers = trainer->buffers_;
-  buffers.num_elements = n;
-  buffers.params = trainer->params_.data();
-  buffers.grads = trainer->grads_.data();
-  buffers.host_params = buffers.params;
-  buffers.host_grads = buffers.grads;
-  if (!backend->IsHostMemory()) {
-    ASSIGN_OR_RETURN(trainer->host_params_, backend->AllocateHost(n));
-    ASSIGN_OR_RETURN(trainer->host_grads_, backend->AllocateHost(n));
-    buffers.host_params = trainer->host_params_.data();
-    buffers.host_grads = trainer->host_grads_.data();
-  }
+  ASSIGN_OR_RETURN(trainer->buffers_, TrainerBuffers::Allocate(backend, n));
+  const ExchangeBuffers& buffers = trainer->buffers_.view;
   // Ring members start from the job's initial parameters themselves. A PS
   // worker's (parameters and state) are all written by its first pull
   // before any step reads them, and the shards, not the workers, read
@@ -75,7 +63,7 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   ASSIGN_OR_RETURN(std::vector<int64_t> indices,
                    lease_samples_->Indices(lease, allow_empty));
   const int batch = static_cast<int>(indices.size());
-  const int64_t n = buffers_.num_elements;
+  const int64_t n = buffers_.view.num_elements;
   const absl::Time compute_start = clock.Now();
   if (!stager_.has_value() || stager_max_ < batch) {
     stager_max_ = std::max({batch, global_batch_, 1});
@@ -97,7 +85,7 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, prepare_start);
 
-  float* host_grads = buffers_.host_grads;
+  float* host_grads = buffers_.view.host_grads;
   const bool host_memory = backend_->IsHostMemory();
   absl::Status ready_status;
   const auto on_ready = [&](int64_t offset, int64_t length) {
@@ -105,7 +93,7 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
     if (host_memory) {
       ready_status = backend_->Synchronize();
     } else {
-      ready_status = backend_->CopyToHost(buffers_.grads + offset, length,
+      ready_status = backend_->CopyToHost(buffers_.view.grads + offset, length,
                                           host_grads + offset);
     }
     if (!ready_status.ok()) return;
@@ -115,9 +103,9 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   if (batch > 0) {
     RETURN_IF_ERROR(LoadState());
     ASSIGN_OR_RETURN(result.stats, model_->ForwardBackward(
-                                       buffers_.params, stager_->inputs(),
+                                       buffers_.view.params, stager_->inputs(),
                                        stager_->labels(), batch,
-                                       /*grad_scale=*/1.0f, buffers_.grads,
+                                       /*grad_scale=*/1.0f, buffers_.view.grads,
                                        on_ready, DropoutContext(lease, seed_)));
     RETURN_IF_ERROR(ready_status);
     RETURN_IF_ERROR(DeclareStateChange(batch, exchange));
@@ -136,7 +124,8 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
 absl::Status StepTrainer::LoadState() {
   const int64_t s = state_elements();
   if (s == 0) return absl::OkStatus();
-  const float* exchanged = buffers_.params + (buffers_.num_elements - s);
+  const float* exchanged =
+      buffers_.view.params + (buffers_.view.num_elements - s);
   RETURN_IF_ERROR(backend_->Copy(exchanged, s, model_->state()));
   return backend_->CopyToHost(exchanged, s, state_before_.data());
 }
@@ -145,8 +134,8 @@ absl::Status StepTrainer::DeclareStateChange(int batch,
                                              GradientExchange& exchange) {
   const int64_t s = state_elements();
   if (s == 0) return absl::OkStatus();
-  const int64_t offset = buffers_.num_elements - s;
-  float* change = buffers_.host_grads + offset;
+  const int64_t offset = buffers_.view.num_elements - s;
+  float* change = buffers_.view.host_grads + offset;
   RETURN_IF_ERROR(backend_->CopyToHost(model_->state(), s, change));
   for (int64_t i = 0; i < s; ++i) {
     change[i] = (change[i] - state_before_[i]) * static_cast<float>(batch);

@@ -1,6 +1,6 @@
-// The compute half of a distributed worker's step: owns the backend, the
-// model, the job's dataset and the flat parameter / gradient buffers, and
-// trains one TRAIN lease through a GradientExchange:
+// The LeaseTrainer (worker/lease_trainer.h) of layer-stack models: owns the
+// backend, the model, the job's dataset and the flat parameter / gradient
+// buffers, and trains one TRAIN lease through a GradientExchange:
 //
 //   stage the lease's samples -> exchange.BeginStep (weights into params)
 //   -> forward + backward, each layer's final gradient range handed to
@@ -38,18 +38,11 @@
 #include "model/sequential_model.h"
 #include "worker/gradient_exchange.h"
 #include "worker/lease_samples.h"
+#include "worker/lease_trainer.h"
 
 namespace ferry {
 
-// What one trained step produced.
-struct StepResult {
-  int64_t samples = 0;
-  LossStats stats;
-  double compute_seconds = 0.0;  // staging + forward/backward
-  double comm_seconds = 0.0;     // BeginStep + FinishStep (not overlapped)
-};
-
-class StepTrainer {
+class StepTrainer final : public LeaseTrainer {
  public:
   // Builds the backend (`device`, `threads`), the job's model (checked
   // against the job's tensors), loads its dataset and allocates the
@@ -67,17 +60,18 @@ class StepTrainer {
   // caller abandons it.
   absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
                                    int64_t generation,
-                                   GradientExchange& exchange, Clock& clock);
+                                   GradientExchange& exchange,
+                                   Clock& clock) override;
 
-  ComputeBackend* backend() const { return backend_.get(); }
+  ComputeBackend* backend() const override { return backend_.get(); }
   // The job's flat buffer (model/model_params.h ModelJobLayout): the
   // model's parameters, then its last state_elements() of BatchNorm state.
-  const ParameterLayout& layout() const { return job_layout_; }
+  const ParameterLayout& layout() const override { return job_layout_; }
   int64_t state_elements() const {
     return job_layout_.total_elements() - model_->layout().total_elements();
   }
-  const ExchangeBuffers& buffers() const { return buffers_; }
-  int64_t train_samples() const { return data_.train.num_samples; }
+  const ExchangeBuffers& buffers() const override { return buffers_.view; }
+  int64_t train_samples() const override { return data_.train.num_samples; }
 
  private:
   StepTrainer() = default;
@@ -96,9 +90,7 @@ class StepTrainer {
   std::vector<float> state_before_;  // host, state_elements() floats
   uint64_t seed_ = 0;
   TrainTestData data_;
-  DeviceBuffer params_, grads_;            // backend memory
-  DeviceBuffer host_params_, host_grads_;  // staging, non-host backends only
-  ExchangeBuffers buffers_;
+  TrainerBuffers buffers_;
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
   std::optional<LeaseSamples> lease_samples_;

@@ -12,6 +12,7 @@
 #include "data/ctr_generator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/dlrm_spec.h"
 
 namespace ferry {
 namespace {

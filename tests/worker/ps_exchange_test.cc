@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/dlrm_spec.h"
 #include "model/model_spec.h"
 #include "proto/job_convert.h"
 #include "tests/worker/worker_test_fixture.h"
@@ -23,6 +24,9 @@ struct Calls {
   std::vector<int64_t> pulls;  // min_version of each
   std::vector<PushInfo> pushes;
   std::vector<std::pair<int64_t, float>> ready;  // offset, first value
+  std::vector<std::vector<SparseRows>> rows;     // AddRows calls
+  std::vector<int64_t> row_pulls;                // min_version of each
+  std::vector<int32_t> row_pull_tables;
   int finished = 0;
   int destroyed_unfinished = 0;
   int shard_checks = 0;
@@ -40,6 +44,10 @@ class RecordingSession final : public PushSession {
                      const float* grads) override {
     (void)length;
     calls_->ready.emplace_back(offset, grads[0]);
+    return absl::OkStatus();
+  }
+  absl::Status AddRows(const std::vector<SparseRows>& rows) override {
+    calls_->rows.push_back(rows);
     return absl::OkStatus();
   }
   absl::Status Finish() override {
@@ -71,6 +79,21 @@ class RecordingClient final : public ParameterClient {
   absl::Status CheckShards(absl::Duration) override {
     ++calls_->shard_checks;
     return calls_->shards;
+  }
+  // Row i of a table reads as table * 100 + id in every element.
+  absl::StatusOr<int64_t> PullRows(
+      int64_t min_version, absl::Span<const RowRequest> tables,
+      std::vector<std::vector<float>>& out) override {
+    calls_->row_pulls.push_back(min_version);
+    out.assign(tables.size(), {});
+    for (size_t t = 0; t < tables.size(); ++t) {
+      calls_->row_pull_tables.push_back(tables[t].table);
+      for (uint64_t id : tables[t].ids) {
+        out[t].insert(out[t].end(), 2,
+                      static_cast<float>(tables[t].table * 100 + id));
+      }
+    }
+    return min_version;
   }
   TransferBytes bytes() const override { return {100, 200, 3}; }
 
@@ -155,6 +178,52 @@ TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
   EXPECT_EQ(policy.max_consecutive_failures, 10);
 }
 
+TEST_F(PsExchangeTest, DenseJobsHaveNoRows) {
+  v1::NextTaskResponse lease;
+  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  EXPECT_FALSE(calls_.pushes[0].with_rows);
+  EXPECT_EQ(exchange_->embedding_rows(), nullptr);
+  EXPECT_TRUE(absl::IsUnimplemented(exchange_->ReadyRows({})));
+}
+
+TEST_F(PsExchangeTest, TablesReadRowsAtThePulledVersionAndPushThemWithTheStep) {
+  PsExchange exchange(std::make_unique<RecordingClient>(&calls_),
+                      backend_.get(), buffers_, absl::Seconds(2),
+                      /*embedding_tables=*/true);
+  ASSERT_NE(exchange.embedding_rows(), nullptr);
+  // No step open: rows cannot be pushed.
+  EXPECT_TRUE(absl::IsFailedPrecondition(exchange.ReadyRows({})));
+
+  v1::NextTaskResponse lease;
+  lease.set_step(4);
+  lease.set_pull_version(4);
+  ASSERT_TRUE(exchange.BeginStep({&lease, 1, 3}).ok());
+  ASSERT_EQ(calls_.pushes.size(), 1u);
+  EXPECT_TRUE(calls_.pushes[0].with_rows);
+
+  const std::vector<uint64_t> ids0 = {7, 9}, ids2 = {1};
+  const TableIds read[] = {{0, ids0}, {2, ids2}};
+  std::vector<std::vector<float>> values;
+  ASSERT_TRUE(exchange.embedding_rows()->Read(read, values).ok());
+  // The client answered version 6 for a pull of 4: rows are read at 6.
+  EXPECT_THAT(calls_.row_pulls, ::testing::ElementsAre(6));
+  EXPECT_THAT(calls_.row_pull_tables, ::testing::ElementsAre(0, 2));
+  EXPECT_EQ(values[0], (std::vector<float>{7, 7, 9, 9}));
+  EXPECT_EQ(values[1], (std::vector<float>{201, 201}));
+
+  SparseRows rows;
+  rows.table = 2;
+  rows.ids = {1};
+  rows.grads = {0.5f, -0.5f};
+  ASSERT_TRUE(exchange.ReadyRows({rows}).ok());
+  ASSERT_TRUE(exchange.Ready(0, kN).ok());
+  ASSERT_TRUE(exchange.FinishStep().ok());
+  ASSERT_EQ(calls_.rows.size(), 1u);
+  ASSERT_EQ(calls_.rows[0].size(), 1u);
+  EXPECT_EQ(calls_.rows[0][0].table, 2);
+  EXPECT_EQ(calls_.rows[0][0].grads, rows.grads);
+}
+
 TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
   const std::vector<int> sizes = {4, 3, 2};
   const ParameterLayout layout = *MlpLayout(sizes);
@@ -206,6 +275,35 @@ TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
   EXPECT_TRUE((*ring)->policy().fenced);
   EXPECT_TRUE((*ring)->policy().allow_empty_batch);
   EXPECT_EQ(clients, 1);
+}
+
+TEST(MakeGradientExchangeTest, ADlrmTrainsOnlyOnTheShards) {
+  v1::JobSpec job;
+  job.set_job_id("ctr");
+  job.set_model_def(DlrmToJson(DlrmSpec{}));
+  job.add_shard_addresses("ps0:1");
+  const ParameterLayout layout = *DlrmParameterLayout(DlrmSpec{});
+  std::unique_ptr<ComputeBackend> backend = *MakeBackend(DeviceChoice::kCpu, 1);
+  ExchangeContext context;
+  context.job = &job;
+  context.worker_id = "w";
+  context.layout = &layout;
+  context.backend = backend.get();
+  ParameterClientFactory factory = [](const v1::JobSpec&, const std::string&,
+                                      const ParameterLayout&)
+      -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
+    return std::unique_ptr<ParameterClient>(
+        std::make_unique<RecordingClient>(nullptr));
+  };
+  job.set_mode(v1::MODE_PS);
+  auto ps = MakeGradientExchange(context, nullptr, factory);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_NE((*ps)->embedding_rows(), nullptr);  // rows from the shards
+
+  job.set_mode(v1::MODE_RING);
+  auto ring = MakeGradientExchange(context, nullptr, factory);
+  EXPECT_TRUE(absl::IsInvalidArgument(ring.status()));
+  EXPECT_THAT(ring.status().message(), ::testing::HasSubstr("--mode ps"));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "worker/ctr_step.h"
+#include "model/ctr_step.h"
 
 #include <utility>
 
@@ -55,22 +55,30 @@ absl::Status CtrStep::Prepare(const CtrBatch& batch, EmbeddingRowSource& rows) {
   ASSIGN_OR_RETURN(unique_, DeduplicateIds(sparse_));
 
   const int dim = s.embedding_dim;
-  row_values_.resize(s.num_fields);
-  std::vector<absl::Span<const float>> views(s.num_fields);
+  read_.clear();
+  int64_t total_ids = 0;
   for (int t = 0; t < s.num_fields; ++t) {
-    const std::vector<uint64_t>& ids = unique_.ids[t];
-    std::vector<float>& values = row_values_[t];
-    values.resize(ids.size() * dim);
-    if (!ids.empty()) {
-      absl::Status read = rows.Read(t, ids, absl::MakeSpan(values));
-      if (!read.ok()) {
-        return absl::Status(
-            read.code(),
-            absl::StrCat("reading ", ids.size(), " rows of embedding table ", t,
-                         ": ", read.message()));
-      }
+    if (unique_.ids[t].empty()) continue;
+    read_.push_back({t, unique_.ids[t]});
+    total_ids += static_cast<int64_t>(unique_.ids[t].size());
+  }
+  if (absl::Status read = rows.Read(read_, row_values_); !read.ok()) {
+    return absl::Status(
+        read.code(),
+        absl::StrCat("reading ", total_ids, " rows of ", read_.size(),
+                     " embedding tables: ", read.message()));
+  }
+  std::vector<absl::Span<const float>> views(s.num_fields);
+  for (size_t i = 0; i < read_.size(); ++i) {
+    const TableIds& t = read_[i];
+    if (row_values_.size() != read_.size() ||
+        row_values_[i].size() != t.ids.size() * dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the row source answered ",
+          i < row_values_.size() ? row_values_[i].size() : 0, " values for ",
+          t.ids.size(), " rows of dim ", dim, " of table ", t.table));
     }
-    views[t] = values;
+    views[t.table] = row_values_[i];
   }
   pooled_host_.resize(static_cast<size_t>(b) * model_.pooled_dim());
   RETURN_IF_ERROR(GatherPooled(sparse_, unique_, views, dim, s.pooling,

@@ -8,13 +8,14 @@
 //
 // It returns SUMS over the batch's samples (grad_scale 1): the dense
 // gradient in `grads`, and per table the gradient of each unique row
-// (SparseRows, ps/sparse_store.h), ready for SparseStore::ApplyStep or a
-// push, whose receiver divides by the step's samples.
+// (SparseRows, model/embedding_bag.h), ready for SparseStore::ApplyStep or
+// a push, whose receiver divides by the step's samples. The rows of a
+// batch's unique ids are read from the EmbeddingRowSource in one call.
 //
 // Thread safety: not thread-safe (it owns its workspaces); one training
 // thread uses it.
-#ifndef FERRY_WORKER_CTR_STEP_H_
-#define FERRY_WORKER_CTR_STEP_H_
+#ifndef FERRY_MODEL_CTR_STEP_H_
+#define FERRY_MODEL_CTR_STEP_H_
 
 #include <cstdint>
 #include <vector>
@@ -23,11 +24,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compute/compute_backend.h"
-#include "data/ctr_dataset.h"
 #include "model/dlrm_model.h"
 #include "model/embedding_bag.h"
-#include "ps/sparse_store.h"
-#include "worker/embedding_row_source.h"
+#include "model/embedding_row_source.h"
 
 namespace ferry {
 
@@ -64,9 +63,9 @@ class CtrStep {
   // d(sum of losses)/d(params) and returns the row gradient sums.
   // Errors (nothing written to `grads` unless the model ran):
   // INVALID_ARGUMENT for an empty batch or one that does not fit the spec
-  // (num_fields, dense width, labels, malformed offsets); the row source's
-  // errors with their code, the message prefixed with the table; the
-  // backend's.
+  // (num_fields, dense width, labels, malformed offsets), or rows of
+  // another size than the tables' dim; the row source's errors with their
+  // code, the message prefixed with what was read; the backend's.
   absl::StatusOr<CtrStepResult> ForwardBackward(const CtrBatch& batch,
                                                 const float* params,
                                                 EmbeddingRowSource& rows,
@@ -93,7 +92,8 @@ class CtrStep {
   ComputeBackend* backend_;
   SparseBatch sparse_;
   UniqueRows unique_;
-  std::vector<std::vector<float>> row_values_;  // per table
+  std::vector<TableIds> read_;                  // tables with ids
+  std::vector<std::vector<float>> row_values_;  // per entry of read_
   std::vector<float> pooled_host_, d_pooled_host_;
   int capacity_ = 0;
   DeviceBuffer dense_dev_, pooled_dev_, d_pooled_dev_;
@@ -101,4 +101,4 @@ class CtrStep {
 
 }  // namespace ferry
 
-#endif  // FERRY_WORKER_CTR_STEP_H_
+#endif  // FERRY_MODEL_CTR_STEP_H_

@@ -1,4 +1,4 @@
-#include "worker/ctr_step.h"
+#include "model/ctr_step.h"
 
 #include <cstdint>
 #include <map>
@@ -60,17 +60,25 @@ std::unique_ptr<SparseStore> MakeStore(const DlrmSpec& spec) {
   return *std::move(store);
 }
 
-// Counts reads and fails those of one table.
+// Records reads (calls, and per table the ids asked) and fails a read that
+// asks for one table.
 class RecordingSource : public EmbeddingRowSource {
  public:
   RecordingSource(const SparseStore* store, int fail_table)
       : inner_(store), fail_table_(fail_table) {}
-  absl::Status Read(int32_t table, absl::Span<const uint64_t> ids,
-                    absl::Span<float> out) override {
-    reads_[table].push_back(std::vector<uint64_t>(ids.begin(), ids.end()));
-    if (table == fail_table_) return absl::UnavailableError("shard 3 is gone");
-    return inner_.Read(table, ids, out);
+  absl::Status Read(absl::Span<const TableIds> tables,
+                    std::vector<std::vector<float>>& out) override {
+    ++calls_;
+    for (const TableIds& t : tables) {
+      reads_[t.table].push_back(
+          std::vector<uint64_t>(t.ids.begin(), t.ids.end()));
+      if (t.table == fail_table_) {
+        return absl::UnavailableError("table 1 on shard 3 is gone");
+      }
+    }
+    return inner_.Read(tables, out);
   }
+  int calls_ = 0;
   std::map<int32_t, std::vector<std::vector<uint64_t>>> reads_;
 
  private:
@@ -173,6 +181,7 @@ TEST(CtrStepTest, ReadsAndReturnsOnlyTheUniqueIds) {
   ASSERT_TRUE(result.ok()) << result.status();
 
   // One read per table holding ids, each of its distinct ids once.
+  EXPECT_EQ(source.calls_, 1);  // every table in one read
   ASSERT_EQ(source.reads_.size(), 2u);
   EXPECT_EQ(source.reads_[0], (std::vector<std::vector<uint64_t>>{{5, 6}}));
   EXPECT_EQ(source.reads_[1], (std::vector<std::vector<uint64_t>>{{9, 8}}));
@@ -209,8 +218,9 @@ TEST(CtrStepTest, ARowSourceErrorPropagatesNamingTheTable) {
       step->ForwardBackward(batch, params.data(), source, grads.data());
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(result.status().message(), HasSubstr("embedding table 1"));
-  EXPECT_THAT(result.status().message(), HasSubstr("shard 3 is gone"));
+  EXPECT_THAT(result.status().message(), HasSubstr("embedding tables"));
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("table 1 on shard 3 is gone"));
   EXPECT_EQ(grads, std::vector<float>(step->num_params(), 42.0f));
 
   std::vector<float> probs(batch.batch);

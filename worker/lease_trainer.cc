@@ -1,0 +1,43 @@
+#include "worker/lease_trainer.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+#include "proto/job_convert.h"
+#include "worker/ctr_lease_trainer.h"
+#include "worker/step_trainer.h"
+
+namespace ferry {
+
+absl::StatusOr<TrainerBuffers> TrainerBuffers::Allocate(ComputeBackend* backend,
+                                                        int64_t n) {
+  TrainerBuffers b;
+  ASSIGN_OR_RETURN(b.params, backend->Allocate(n));
+  ASSIGN_OR_RETURN(b.grads, backend->Allocate(n));
+  b.view.num_elements = n;
+  b.view.params = b.params.data();
+  b.view.grads = b.grads.data();
+  b.view.host_params = b.view.params;
+  b.view.host_grads = b.view.grads;
+  if (!backend->IsHostMemory()) {
+    ASSIGN_OR_RETURN(b.host_params, backend->AllocateHost(n));
+    ASSIGN_OR_RETURN(b.host_grads, backend->AllocateHost(n));
+    b.view.host_params = b.host_params.data();
+    b.view.host_grads = b.host_grads.data();
+  }
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
+    const v1::JobSpec& job, DeviceChoice device, int threads) {
+  if (IsDlrmJob(job)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CtrLeaseTrainer> trainer,
+                     CtrLeaseTrainer::Create(job, device, threads));
+    return std::unique_ptr<LeaseTrainer>(std::move(trainer));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<StepTrainer> trainer,
+                   StepTrainer::Create(job, device, threads));
+  return std::unique_ptr<LeaseTrainer>(std::move(trainer));
+}
+
+}  // namespace ferry

@@ -1,0 +1,80 @@
+// LeaseTrainer: the compute half of a distributed worker's step, as the
+// training loop (worker/distributed_worker.cc) sees it: it owns the backend,
+// the model, the job's training data and the flat dense parameter / gradient
+// buffers, and trains one TRAIN lease through a GradientExchange. One per
+// kind of model:
+//   StepTrainer    (worker/step_trainer.h): layer-stack models (ModelDef);
+//   CtrLeaseTrainer (worker/ctr_lease_trainer.h): DLRM CTR models, whose
+//                   embedding rows come from and go to the exchange
+//                   (GradientExchange::embedding_rows / ReadyRows).
+// MakeLeaseTrainer picks it from the job.
+//
+// Thread safety: not thread-safe; the training loop's thread uses it.
+#ifndef FERRY_WORKER_LEASE_TRAINER_H_
+#define FERRY_WORKER_LEASE_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "compute/compute_backend.h"
+#include "ferry/v1/coordinator.pb.h"
+#include "model/parameter_layout.h"
+#include "model/sequential_model.h"
+#include "worker/gradient_exchange.h"
+
+namespace ferry {
+
+// What one trained step produced.
+struct StepResult {
+  int64_t samples = 0;
+  LossStats stats;
+  double compute_seconds = 0.0;  // staging + forward/backward
+  double comm_seconds = 0.0;     // BeginStep + FinishStep (not overlapped)
+  // CTR models: distinct ids of the step's batch, summed over the tables.
+  int64_t unique_ids = 0;
+};
+
+// A trainer's flat dense buffers of n floats: params and grads in the
+// backend's memory, and host staging copies for a backend that is not host
+// memory (`view` points at all four; host_* == params / grads otherwise).
+struct TrainerBuffers {
+  DeviceBuffer params, grads, host_params, host_grads;
+  ExchangeBuffers view;
+
+  // The backend's allocation errors.
+  static absl::StatusOr<TrainerBuffers> Allocate(ComputeBackend* backend,
+                                                 int64_t n);
+};
+
+class LeaseTrainer {
+ public:
+  virtual ~LeaseTrainer() = default;
+
+  // Trains `lease` through `exchange` (generation: the membership
+  // generation the worker knows, for a lease that names none).
+  // Errors: INVALID_ARGUMENT for a lease without samples (unless the
+  // exchange's policy allows it) or outside the dataset; the exchange's
+  // and the backend's. On error the exchange's step may still be open: the
+  // caller abandons it.
+  virtual absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
+                                           int64_t generation,
+                                           GradientExchange& exchange,
+                                           Clock& clock) = 0;
+
+  virtual ComputeBackend* backend() const = 0;
+  // The job's flat buffer (proto/job_convert.h JobDenseLayout).
+  virtual const ParameterLayout& layout() const = 0;
+  virtual const ExchangeBuffers& buffers() const = 0;
+  virtual int64_t train_samples() const = 0;
+};
+
+// CtrLeaseTrainer for a DLRM job (IsDlrmJob), StepTrainer otherwise; their
+// Create errors.
+absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
+    const v1::JobSpec& job, DeviceChoice device, int threads);
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_LEASE_TRAINER_H_
