@@ -17,6 +17,7 @@
 #include "client/child_process.h"
 #include "client/process_supervisor.h"
 #include "client/status_poller.h"
+#include "client/status_view.h"
 #include "client/supervision.h"
 #include "common/exit_codes.h"
 #include "common/progress.h"
@@ -39,15 +40,17 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 std::string ProgressText(const v1::StatusResponse& s) {
-  std::string acc =
-      s.evals_size() > 0
-          ? absl::StrFormat("%.4f", s.evals(s.evals_size() - 1).test_accuracy())
-          : "-";
+  std::string test = "test acc -";
+  if (s.evals_size() > 0) {
+    const v1::EvalPoint& e = s.evals(s.evals_size() - 1);
+    test = e.has_test_auc()
+               ? absl::StrFormat("test auc %.4f", e.test_auc())
+               : absl::StrFormat("test acc %.4f", e.test_accuracy());
+  }
   return absl::StrFormat(
-      "epoch %d/%d  step %d  %d workers  %.0f samples/s  loss %.4f  test acc "
-      "%s",
+      "epoch %d/%d  step %d  %d workers  %.0f samples/s  loss %.4f  %s",
       s.epoch() + 1, s.job().epochs(), s.step(), s.members_size(),
-      s.samples_per_second(), s.train_loss(), acc);
+      s.samples_per_second(), s.train_loss(), test);
 }
 
 }  // namespace
@@ -116,16 +119,26 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
   const double worker_bytes = bytes["worker"]["sent"].get<double>() +
                               bytes["worker"]["received"].get<double>();
   double test_accuracy = 0, final_loss = num(s, "train_loss");
+  // CTR (DLRM) jobs: the last evaluation's AUC and log loss.
+  bool has_auc = false;
+  double test_auc = 0, test_logloss = 0;
   nlohmann::json evals = nlohmann::json::array();
   if (s.contains("evals")) {
     for (const auto& e : s.at("evals")) {
-      evals.push_back({{"step", static_cast<int64_t>(num(e, "step"))},
-                       {"epoch", static_cast<int64_t>(num(e, "epoch"))},
-                       {"test_accuracy", num(e, "test_accuracy")},
-                       {"test_loss", num(e, "test_loss")},
-                       {"seconds", num(e, "seconds")},
-                       {"final", e.value("final", false)}});
+      nlohmann::json point = {{"step", static_cast<int64_t>(num(e, "step"))},
+                              {"epoch", static_cast<int64_t>(num(e, "epoch"))},
+                              {"test_accuracy", num(e, "test_accuracy")},
+                              {"test_loss", num(e, "test_loss")},
+                              {"seconds", num(e, "seconds")},
+                              {"final", e.value("final", false)}};
       test_accuracy = num(e, "test_accuracy");
+      has_auc = e.contains("test_auc");
+      if (has_auc) {
+        test_auc = num(e, "test_auc");
+        test_logloss = num(e, "test_loss");
+        point["test_auc"] = test_auc;
+      }
+      evals.push_back(std::move(point));
     }
   }
   nlohmann::json accounting = nlohmann::json::array();
@@ -154,7 +167,7 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
            {"detail", e.value("detail", "")}});
     }
   }
-  return {
+  nlohmann::json summary = {
       {"mode", options.mode},
       {"consistency", options.consistency},
       {"workers", options.workers},
@@ -187,6 +200,11 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
            ? static_cast<int64_t>(num(s, "checkpoint_version"))
            : int64_t{-1}},
       {"coordinator_restarts", static_cast<int64_t>(num(s, "restarts"))}};
+  if (has_auc) {
+    summary["test_auc"] = test_auc;
+    summary["test_logloss"] = test_logloss;
+  }
+  return summary;
 }
 
 namespace {
@@ -373,9 +391,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       for (const v1::EvalPoint& e : (*status)->evals()) {
         if (e.epoch() > last_epoch_printed) {
           last_epoch_printed = static_cast<int>(e.epoch());
-          progress.Line(absl::StrFormat(
-              "epoch %2d done: step %d, test accuracy %.4f, %.1f s",
-              e.epoch() + 1, e.step(), e.test_accuracy(), e.seconds()));
+          progress.Line(absl::StrFormat("epoch %2d done: step %d, %s, %.1f s",
+                                        e.epoch() + 1, e.step(),
+                                        EvalScoresText(e), e.seconds()));
         }
       }
       const v1::StatusResponse& st = **status;
@@ -453,14 +471,19 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     summary["workers_started"] = procs.workers_started();
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
+    const std::string scores =
+        summary.contains("test_auc")
+            ? absl::StrFormat("test auc %.4f logloss %.4f",
+                              summary["test_auc"].get<double>(),
+                              summary["test_logloss"].get<double>())
+            : absl::StrFormat("test accuracy %.4f",
+                              summary["test_accuracy"].get<double>());
     progress.Line(absl::StrFormat(
-        "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, test "
-        "accuracy %.4f, "
+        "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, %s, "
         "%.0f bytes/step/worker",
         o.mode, o.consistency, o.workers, summary["steps"].get<int64_t>(),
         summary["wall_seconds"].get<double>(),
-        summary["samples_per_second"].get<double>(),
-        summary["test_accuracy"].get<double>(),
+        summary["samples_per_second"].get<double>(), scores,
         summary["bytes_per_step_per_worker"].get<double>()));
     if (!o.summary_json.empty()) {
       std::ofstream out(o.summary_json);

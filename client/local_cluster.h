@@ -67,7 +67,10 @@ int RunLocalCluster(const LocalClusterOptions& options);
 // samples_dropped}]`, `evals`, the coordinator's job `events: [{unix_seconds,
 // kind, worker_id, step, samples_lost, detail}]`, `aborted_steps`,
 // `rollbacks`, `checkpoint_version` (-1: none) and `coordinator_restarts`
-// (times it resumed from its state). Missing status fields read as 0.
+// (times it resumed from its state); for a CTR (DLRM) job `test_auc` and
+// `test_logloss` (the last evaluation's; `test_accuracy` is then the fraction
+// right at a 0.5 threshold), also in each of `evals`. Missing status fields
+// read as 0.
 // Exposed for tests.
 nlohmann::json BuildSummary(const LocalClusterOptions& options,
                             const std::string& status_json,

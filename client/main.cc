@@ -22,7 +22,11 @@
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
 #include "common/training_metrics.h"
+#include "data/ctr_dataset.h"
 #include "data/data_source.h"
+#include "data/dlrm_job_check.h"
+#include "model/dlrm_spec.h"
+#include "model/embedding_options.h"
 #include "model/model_presets.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_security.h"
@@ -103,11 +107,13 @@ int main(int argc, char** argv) {
                     "sync: finalize after this many pushes (0: all)");
   local
       ->add_option("--model", model,
-                   "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
-                   "directory with model.json, or MLP sizes like "
+                   "a preset (mlp, convnet, dlrm), a ferry.model.v1 JSON file "
+                   "or directory with model.json, or MLP sizes like "
                    "784-256-128-10")
       ->capture_default_str();
-  local->add_option("--dataset", dataset, "fashion-mnist, mnist or synthetic:N")
+  local
+      ->add_option("--dataset", dataset,
+                   "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM")
       ->capture_default_str();
   local->add_option("--data-dir", data_dir, "IDX files directory");
   local->add_option("--device", o.device, "worker device: auto, cpu or cuda")
@@ -229,6 +235,8 @@ int main(int argc, char** argv) {
                        "coordinator's)")
           ->check(CLI::PositiveNumber);
   ferry::AddOptimizerFlags(*local, opt);
+  ferry::EmbeddingFlags embedding;
+  ferry::AddEmbeddingFlags(*local, embedding);
   // Training curves, written by the coordinator (a restarted one appends to
   // the JSONL and starts a new event file).
   std::string metrics_jsonl, tensorboard_dir;
@@ -345,6 +353,11 @@ int main(int argc, char** argv) {
   if (std::error_code ec; std::filesystem::exists(model, ec)) absolute(model);
   absolute(init_from);
   absolute(export_dir);
+  if (ferry::IsCtrDatasetSpec(dataset)) {
+    std::string dir = dataset.substr(dataset.find(':') + 1);
+    absolute(dir);
+    dataset = "criteo:" + dir;
+  }
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed,
                        o.consistency, quorum, max_steps, opt);
   o.job_args.insert(o.job_args.end(),
@@ -363,6 +376,18 @@ int main(int argc, char** argv) {
   if (!export_dir.empty()) {
     o.job_args.insert(o.job_args.end(), {"--export", export_dir});
   }
+  if (embedding.given()) {
+    o.job_args.insert(
+        o.job_args.end(),
+        {"--embedding-optimizer", embedding.optimizer, "--embedding-lr",
+         ExactNumber(embedding.lr), "--embedding-admit-count",
+         std::to_string(embedding.admit_count), "--embedding-ttl-steps",
+         std::to_string(embedding.ttl_steps), "--embedding-max-mb",
+         std::to_string(embedding.max_mb), "--embedding-ftrl-beta",
+         ExactNumber(embedding.ftrl_beta), "--embedding-ftrl-l1",
+         ExactNumber(embedding.ftrl_l1), "--embedding-ftrl-l2",
+         ExactNumber(embedding.ftrl_l2)});
+  }
   if (checkpoint_every_flag->count() > 0) {
     o.job_args.insert(o.job_args.end(),
                       {"--checkpoint-every", std::to_string(checkpoint_every)});
@@ -378,15 +403,27 @@ int main(int argc, char** argv) {
   // A model that does not parse, or that the dataset does not fit, is
   // refused here, before any process starts, with the coordinator's own
   // message.
-  absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
-  absl::Status fits = model_def.status();
-  if (fits.ok()) {
-    fits = ferry::CheckModelForDistributedJob(
-        *model_def, o.mode == "ring" || o.consistency == "sync", batch,
-        o.workers);
-  }
-  if (fits.ok()) {
-    fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
+  const bool dlrm = ferry::IsDlrmModelText(model);
+  absl::Status fits =
+      ferry::CheckEmbeddingFlagsFitModel(embedding.given(), dlrm, model);
+  if (fits.ok() && dlrm) {
+    // The data is read by the coordinator (its errors end the job at once).
+    fits = ferry::ResolveCriteoDlrm(model, dataset).status();
+    if (fits.ok()) {
+      fits = ferry::CheckDistributedDlrmFlags(o.mode, init_from, export_dir);
+    }
+    if (fits.ok()) fits = ferry::ToEmbeddingOptions(embedding).status();
+  } else if (fits.ok()) {
+    absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
+    fits = model_def.status();
+    if (fits.ok()) {
+      fits = ferry::CheckModelForDistributedJob(
+          *model_def, o.mode == "ring" || o.consistency == "sync", batch,
+          o.workers);
+    }
+    if (fits.ok()) {
+      fits = ferry::CheckModelFitsDataset(*model_def, dataset, data_dir);
+    }
   }
   if (!fits.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",

@@ -2,12 +2,21 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
+
+std::string EvalScoresText(const v1::EvalPoint& eval) {
+  if (eval.has_test_auc()) {
+    return absl::StrFormat("test auc %.4f logloss %.4f", eval.test_auc(),
+                           eval.test_loss());
+  }
+  return absl::StrFormat("test accuracy %.4f", eval.test_accuracy());
+}
 
 int ShowStatus(const std::string& coordinator, bool json) {
   auto stub = v1::Coordinator::NewStub(MakeChannel(coordinator));
@@ -46,7 +55,7 @@ int ShowStatus(const std::string& coordinator, bool json) {
       s.wall_seconds());
   if (s.evals_size() > 0) {
     const v1::EvalPoint& e = s.evals(s.evals_size() - 1);
-    std::printf("test accuracy %.4f at step %lld\n", e.test_accuracy(),
+    std::printf("%s at step %lld\n", EvalScoresText(e).c_str(),
                 static_cast<long long>(e.step()));
   }
   std::printf("%d members (%lld seen):\n", s.members_size(),

@@ -47,15 +47,17 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
 }
 
 nlohmann::json EvalMetricsJson(const EvalMetrics& m) {
-  return {{"kind", "eval"},
-          {"step", m.step},
-          {"unix_seconds", UnixSeconds(m.time)},
-          {"elapsed_seconds", m.elapsed_seconds},
-          {"epoch", m.epoch},
-          {"final", m.final},
-          {"mode", m.mode},
-          {"test_accuracy", m.test_accuracy},
-          {"test_loss", m.test_loss}};
+  nlohmann::json j = {{"kind", "eval"},
+                      {"step", m.step},
+                      {"unix_seconds", UnixSeconds(m.time)},
+                      {"elapsed_seconds", m.elapsed_seconds},
+                      {"epoch", m.epoch},
+                      {"final", m.final},
+                      {"mode", m.mode},
+                      {"test_accuracy", m.test_accuracy},
+                      {"test_loss", m.test_loss}};
+  if (m.test_auc.has_value()) j["test_auc"] = *m.test_auc;
+  return j;
 }
 
 absl::StatusOr<std::unique_ptr<JsonlMetricsSink>> JsonlMetricsSink::Open(

@@ -6,7 +6,8 @@
 //   "bytes_received","bytes_workers","step_seconds","compute_seconds",
 //   "comm_seconds"}
 // Evaluation lines: {"kind":"eval","step","unix_seconds","elapsed_seconds",
-//   "epoch","final","mode","test_accuracy","test_loss"}
+//   "epoch","final","mode","test_accuracy","test_loss"} and "test_auc" when
+//   the evaluation has one (CTR models)
 // (field meanings: StepMetrics / EvalMetrics in training_metrics.h).
 //
 // The file is opened for appending: a restarted process goes on in the same

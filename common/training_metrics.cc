@@ -61,9 +61,12 @@ void TensorBoardMetricsSink::Write(
 }
 
 void TensorBoardMetricsSink::RecordEval(const EvalMetrics& m) {
-  const std::vector<std::pair<std::string, float>> values = {
+  std::vector<std::pair<std::string, float>> values = {
       {"test/accuracy", static_cast<float>(m.test_accuracy)},
       {"test/loss", static_cast<float>(m.test_loss)}};
+  if (m.test_auc.has_value()) {
+    values.emplace_back("test/auc", static_cast<float>(*m.test_auc));
+  }
   Write(m.step, m.time, values);
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,7 +74,8 @@ struct EvalMetrics {
   bool final = false;  // the evaluation at the end of the job
   std::string mode;
   double test_accuracy = 0;
-  double test_loss = 0;
+  double test_loss = 0;                           // CTR models: the log loss
+  std::optional<double> test_auc = std::nullopt;  // CTR models: the ROC AUC
 };
 
 class MetricsSink {
@@ -100,7 +102,7 @@ class MetricsFanOut final : public MetricsSink {
 // "comm/bytes_received", "comm/bytes_sent_per_worker",
 // "comm/bytes_received_per_worker", "time/step_seconds",
 // "time/compute_seconds", "time/comm_seconds", "time/elapsed_seconds";
-// evaluations: "test/accuracy", "test/loss".
+// evaluations: "test/accuracy", "test/loss" and, when set, "test/auc".
 class TensorBoardMetricsSink final : public MetricsSink {
  public:
   explicit TensorBoardMetricsSink(std::unique_ptr<TfEventsWriter> writer);

@@ -516,8 +516,9 @@ void Coordinator::EvaluatorLoop() {
       point.set_step(request.version);
       point.set_epoch(request.epoch);
       point.set_final(request.final);
-      point.set_test_accuracy(result->first);
-      point.set_test_loss(result->second);
+      point.set_test_accuracy(result->accuracy);
+      point.set_test_loss(result->loss);
+      if (result->auc.has_value()) point.set_test_auc(*result->auc);
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);

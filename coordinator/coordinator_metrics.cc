@@ -119,6 +119,7 @@ void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   m.epoch = point.epoch() >= 0 ? point.epoch() : queue_->epoch();
   m.test_accuracy = point.test_accuracy();
   m.test_loss = point.test_loss();
+  if (point.has_test_auc()) m.test_auc = point.test_auc();
   pending_metrics_.emplace_back(std::nullopt, std::move(m));
 }
 

@@ -22,31 +22,58 @@ absl::Status CallError(const grpc::Status& status, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
-    const v1::JobSpec& job, Dataset test_set, const std::string& export_dir) {
+    const v1::JobSpec& job, JobTestSet test_set,
+    const std::string& export_dir) {
   std::unique_ptr<GrpcShardControl> control(new GrpcShardControl());
   control->job_ = job;
   for (const std::string& address : job.shard_addresses()) {
     control->stubs_.push_back(
         v1::ParameterServer::NewStub(MakeChannel(address)));
   }
-  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(
-      control->evaluator_,
-      TestSetEvaluator::Create(model, std::move(test_set), export_dir));
+  int64_t num_parameters = 0;
+  if (IsDlrmJob(job)) {
+    if (!export_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--export is not supported for DLRM models yet: embedding tables "
+          "have no export format");
+    }
+    CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
+    if (ctr == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job's model '", job.model(),
+          "' is a DLRM: it is evaluated on a criteo: dataset's test split"));
+    }
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    ASSIGN_OR_RETURN(control->ctr_evaluator_,
+                     CtrTestEvaluator::Create(spec, std::move(*ctr)));
+    num_parameters = control->ctr_evaluator_->num_parameters();
+  } else {
+    Dataset* dense = std::get_if<Dataset>(&test_set);
+    if (dense == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job's model '", job.model(),
+          "' is not a DLRM: it cannot be evaluated on Criteo examples"));
+    }
+    ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
+    ASSIGN_OR_RETURN(
+        control->evaluator_,
+        TestSetEvaluator::Create(model, std::move(*dense), export_dir));
+    num_parameters = control->evaluator_->num_parameters();
+  }
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();
   options.worker_id = "coordinator";
   options.shard_addresses.assign(job.shard_addresses().begin(),
                                  job.shard_addresses().end());
-  ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, JobDenseLayout(job));
   ASSIGN_OR_RETURN(options.chunks,
                    PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
                                job.max_chunk_elements()));
   ASSIGN_OR_RETURN(control->puller_,
                    GrpcParameterClient::Create(std::move(options)));
   absl::MutexLock lock(&control->eval_mu_);
-  control->params_.resize(control->evaluator_->num_parameters());
+  control->params_.resize(static_cast<size_t>(num_parameters));
   return control;
 }
 
@@ -151,17 +178,25 @@ absl::Status GrpcShardControl::Fence(int64_t generation) {
       absl::StrCat("Fence(", generation, ")"));
 }
 
-absl::StatusOr<std::pair<double, double>> GrpcShardControl::Evaluate(
-    int64_t min_version) {
+absl::StatusOr<TestScores> GrpcShardControl::Evaluate(int64_t min_version) {
   return EvaluateAndNotify(min_version, [] {});
 }
 
-absl::StatusOr<std::pair<double, double>> GrpcShardControl::EvaluateAndNotify(
+absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
   absl::MutexLock lock(&eval_mu_);
-  RETURN_IF_ERROR(puller_->Pull(min_version, params_.data()).status());
-  fetched();
-  return evaluator_->Evaluate(params_.data());
+  ASSIGN_OR_RETURN(const int64_t version,
+                   puller_->Pull(min_version, params_.data()));
+  if (ctr_evaluator_ == nullptr) {
+    fetched();
+    return evaluator_->Evaluate(params_.data());
+  }
+  ParameterClientRowSource rows(puller_.get());
+  rows.set_min_version(version);
+  absl::StatusOr<TestScores> scores =
+      ctr_evaluator_->Evaluate(params_.data(), rows);
+  if (scores.ok()) fetched();
+  return scores;
 }
 
 TransferBytes GrpcShardControl::bytes() const {

@@ -3,7 +3,9 @@
 // (finalize and fence 10 s, checkpoint and restore 30 s, versions 5 s), OK only
 // when every shard answered OK; the first error names the shard and its
 // address. Evaluation pulls the shards' weights like a worker does and runs the
-// test set.
+// test set: TestSetEvaluator for a dense model; for a DLRM (IsDlrmJob)
+// CtrTestEvaluator, with the embedding rows pulled from the shards batch by
+// batch at a version >= the dense weights'.
 //
 // Thread safety: every method may run concurrently with the others.
 #ifndef FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_
@@ -12,31 +14,42 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/ctr_test_evaluator.h"
 #include "coordinator/test_set_evaluator.h"
+#include "data/ctr_dataset.h"
 #include "data/dataset.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "ps/ps_client.h"
 
 namespace ferry {
 
+// What a job is evaluated on: a dense model's test set, or a DLRM's test
+// split of Criteo examples.
+using JobTestSet = std::variant<Dataset, CtrDataset>;
+
 class GrpcShardControl final : public ShardControl {
  public:
-  // `test_set` is used for evaluation; `export_dir` (non-empty) receives
-  // every evaluated model (TestSetEvaluator). INVALID_ARGUMENT for a bad job.
+  // `test_set` is used for evaluation: a Dataset for a dense model, a
+  // CtrDataset for a DLRM. `export_dir` (non-empty, dense models only)
+  // receives every evaluated model (TestSetEvaluator). INVALID_ARGUMENT for a
+  // bad job, a test set of the other kind, or an export_dir with a DLRM.
   static absl::StatusOr<std::unique_ptr<GrpcShardControl>> Create(
-      const v1::JobSpec& job, Dataset test_set,
+      const v1::JobSpec& job, JobTestSet test_set,
       const std::string& export_dir = "");
 
   absl::Status FinalizeStep(
       int64_t step, int64_t generation,
       const std::vector<v1::Contributor>& contributors) override;
-  absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) override;
-  absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+  absl::StatusOr<TestScores> Evaluate(int64_t min_version) override;
+  // A DLRM's rows are part of its weights: they are in hand, and `fetched`
+  // is called, only once the whole test split has been scored, so that
+  // training (held at an epoch end) does not move them during the pass.
+  absl::StatusOr<TestScores> EvaluateAndNotify(
       int64_t min_version, absl::FunctionRef<void()> fetched) override;
   absl::Status Checkpoint(int64_t version) override;
   // FAILED_PRECONDITION when a shard serves another job.
@@ -68,7 +81,10 @@ class GrpcShardControl final : public ShardControl {
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
   ByteCounter finalize_bytes_;
   absl::Mutex eval_mu_;
+  // Exactly one is set: evaluator_ for a dense model, ctr_evaluator_ for a
+  // DLRM.
   std::unique_ptr<TestSetEvaluator> evaluator_;
+  std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   std::unique_ptr<GrpcParameterClient> puller_;
   std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
 };

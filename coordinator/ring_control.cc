@@ -22,6 +22,11 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
   std::unique_ptr<RingControl> control(new RingControl());
   control->job_ = job;
   control->fetch_timeout_ = fetch_timeout;
+  if (IsDlrmJob(job)) {
+    return absl::InvalidArgumentError(
+        "ring and hybrid modes for DLRM models are not built yet; use --mode "
+        "ps");
+  }
   ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(
       control->evaluator_,
@@ -73,12 +78,11 @@ absl::Status RingControl::Fetch(const std::string& address, int64_t min_step,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<double, double>> RingControl::Evaluate(
-    int64_t min_version) {
+absl::StatusOr<TestScores> RingControl::Evaluate(int64_t min_version) {
   return EvaluateAndNotify(min_version, [] {});
 }
 
-absl::StatusOr<std::pair<double, double>> RingControl::EvaluateAndNotify(
+absl::StatusOr<TestScores> RingControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
   MemberSource source;
   {

@@ -26,7 +26,8 @@ class RingControl final : public WeightsEvaluator {
   using MemberSource = std::function<std::vector<std::string>()>;
 
   // `export_dir` (non-empty): every evaluated model is written there
-  // (TestSetEvaluator).
+  // (TestSetEvaluator). INVALID_ARGUMENT for a bad job, and for a DLRM
+  // (ring mode trains dense models only so far).
   static absl::StatusOr<std::unique_ptr<RingControl>> Create(
       const v1::JobSpec& job, Dataset test_set,
       const std::string& export_dir = "",
@@ -39,9 +40,8 @@ class RingControl final : public WeightsEvaluator {
   // Weights after >= min_version steps from the first member that has them.
   // DEADLINE_EXCEEDED when none could give them within fetch_timeout;
   // DATA_LOSS for a malformed weights stream.
-  absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) override;
-  absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+  absl::StatusOr<TestScores> Evaluate(int64_t min_version) override;
+  absl::StatusOr<TestScores> EvaluateAndNotify(
       int64_t min_version, absl::FunctionRef<void()> fetched) override;
   TransferBytes bytes() const { return counter_.Get(); }
 

@@ -11,7 +11,7 @@
 #define FERRY_COORDINATOR_SHARD_CONTROL_H_
 
 #include <cstdint>
-#include <utility>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -21,20 +21,30 @@
 
 namespace ferry {
 
+// One evaluation of the weights on the test set.
+struct TestScores {
+  // Fraction of the samples right (CTR models: a click predicted when its
+  // probability is above 0.5).
+  double accuracy = 0;
+  // Mean loss per sample (CTR models: the log loss).
+  double loss = 0;
+  // CTR models only: the ROC AUC of the click probabilities.
+  std::optional<double> auc = std::nullopt;
+};
+
 class WeightsEvaluator {
  public:
   virtual ~WeightsEvaluator() = default;
-  // Evaluates the weights at version >= min_version on the test set:
-  // returns {accuracy, loss}. Errors: UNAVAILABLE / DEADLINE_EXCEEDED when
-  // the weights cannot be fetched, DATA_LOSS for malformed weights.
-  virtual absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) = 0;
+  // Evaluates the weights at version >= min_version on the test set.
+  // Errors: UNAVAILABLE / DEADLINE_EXCEEDED when the weights cannot be
+  // fetched, DATA_LOSS for malformed weights.
+  virtual absl::StatusOr<TestScores> Evaluate(int64_t min_version) = 0;
 
   // Evaluate(), calling `fetched` once the weights are in hand, before the
   // test-set pass (not at all when they could not be fetched), so that the
   // caller can let training go on during the pass. This default calls
   // `fetched` after the whole evaluation.
-  virtual absl::StatusOr<std::pair<double, double>> EvaluateAndNotify(
+  virtual absl::StatusOr<TestScores> EvaluateAndNotify(
       int64_t min_version, absl::FunctionRef<void()> fetched) {
     auto result = Evaluate(min_version);
     if (result.ok()) fetched();

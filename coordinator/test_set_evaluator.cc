@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<TestSetEvaluator>> TestSetEvaluator::Create(
   return e;
 }
 
-absl::StatusOr<std::pair<double, double>> TestSetEvaluator::Evaluate(
-    const float* values) {
+absl::StatusOr<TestScores> TestSetEvaluator::Evaluate(const float* values) {
   absl::MutexLock lock(&mu_);
   const int64_t num_params = model_->layout().total_elements();
   const int64_t num_state = job_elements_ - num_params;
@@ -58,7 +57,7 @@ absl::StatusOr<std::pair<double, double>> TestSetEvaluator::Evaluate(
               {{"dir", export_dir_}, {"test_accuracy", result.accuracy}});
     }
   }
-  return std::make_pair(result.accuracy, result.mean_loss);
+  return TestScores{.accuracy = result.accuracy, .loss = result.mean_loss};
 }
 
 }  // namespace ferry

@@ -7,11 +7,11 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "compute/compute_backend.h"
+#include "coordinator/shard_control.h"
 #include "data/batch_stager.h"
 #include "data/dataset.h"
 #include "model/model_def.h"
@@ -36,9 +36,10 @@ class TestSetEvaluator {
   int64_t num_parameters() const { return job_elements_; }
   const SequentialModel& model() const { return *model_; }
 
-  // {accuracy, mean loss} of `values` (num_parameters() host floats: the
-  // parameters, and the running statistics BatchNorm evaluates with).
-  absl::StatusOr<std::pair<double, double>> Evaluate(const float* values);
+  // The accuracy and mean loss (no AUC) of `values` (num_parameters() host
+  // floats: the parameters, and the running statistics BatchNorm evaluates
+  // with).
+  absl::StatusOr<TestScores> Evaluate(const float* values);
 
  private:
   TestSetEvaluator() = default;

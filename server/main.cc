@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
+#include "model/embedding_options.h"
 #include "proto/process_ops.h"
 #include "server/server_main.h"
 
@@ -44,11 +45,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->group(job);
   app.add_option("--model", c.model,
-                 "a preset (mlp, convnet), a ferry.model.v1 JSON file or "
-                 "directory, or MLP sizes like 784-256-128-10")
+                 "a preset (mlp, convnet, dlrm), a ferry.model.v1 JSON file "
+                 "or directory, or MLP sizes like 784-256-128-10")
       ->capture_default_str()
       ->group(job);
-  app.add_option("--dataset", c.dataset, "fashion-mnist, mnist or synthetic:N")
+  app.add_option("--dataset", c.dataset,
+                 "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM")
       ->capture_default_str()
       ->group(job);
   app.add_option("--data-dir", c.data_dir, "IDX files directory")->group(job);
@@ -167,6 +169,8 @@ int main(int argc, char** argv) {
                  "(created if missing)")
       ->group(job);
   ferry::AddOptimizerFlags(app, opt);
+  ferry::EmbeddingFlags embedding;
+  ferry::AddEmbeddingFlags(app, embedding);
 
   const std::string ps = "PS shard";
   app.add_option("--coordinator", p.coordinator, "coordinator HOST:PORT")
@@ -265,6 +269,14 @@ int main(int argc, char** argv) {
       return ferry::kExitConfig;
     }
     c.optimizer = *config;
+    auto tables = ferry::ToEmbeddingOptions(embedding);
+    if (!tables.ok()) {
+      std::fprintf(stderr, "ferry-server: %s\n",
+                   std::string(tables.status().message()).c_str());
+      return ferry::kExitConfig;
+    }
+    c.embedding = *tables;
+    c.embedding_given = embedding.given();
     if (!listen.empty()) c.listen = listen;
     c.port_file = port_file;
     return ferry::RunCoordinator(c, **ops);

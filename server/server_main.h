@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/optimizer_config.h"
 #include "common/peer_limits.h"
+#include "model/embedding_options.h"
 
 namespace ferry {
 
@@ -18,8 +19,8 @@ struct CoordinatorFlags {
   std::string listen = "0.0.0.0:7070";
   std::string port_file;  // write the bound port here (for --listen ...:0)
   std::string job_id = "ferry-job";
-  std::string model = "784-256-128-10";
-  std::string dataset = "fashion-mnist";
+  std::string model = "784-256-128-10";   // or a DLRM: dlrm, a JSON file
+  std::string dataset = "fashion-mnist";  // a DLRM's: criteo:DIR
   std::string data_dir;
   OptimizerConfig optimizer;
   int global_batch = 128;
@@ -50,6 +51,10 @@ struct CoordinatorFlags {
       true;                     // PS sync: shards apply a step on its last push
   std::string metrics_jsonl;    // training curves as JSON lines (appended)
   std::string tensorboard_dir;  // training curves as TensorBoard events
+  // A DLRM's embedding tables (the --embedding-* flags), and whether any of
+  // those flags was given (refused with a dense model).
+  EmbeddingOptions embedding;
+  bool embedding_given = false;
 };
 
 struct PsFlags {

@@ -390,6 +390,7 @@ class Worker {
     report.set_num_samples(step.samples);
     report.set_compute_seconds(step.compute_seconds);
     report.set_comm_seconds(step.comm_seconds);
+    report.set_unique_ids(step.unique_ids);
     RETURN_IF_ERROR(exchange_->AddToReport(report));
     AddRoleBytes("coordinator", coordinator().bytes(), report.mutable_bytes());
     step_metrics_.Record(step.samples, heartbeater_->generation(),

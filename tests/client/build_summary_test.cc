@@ -2,6 +2,9 @@
 // coordinator status in its JSON form (int64 fields as strings, like
 // protobuf's JSON printer writes them).
 #include "client/local_cluster.h"
+#include "client/status_view.h"
+#include "ferry/v1/coordinator.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -50,6 +53,56 @@ TEST(BuildSummaryTest, AccountingWorkersSeenEventsAndRecovery) {
   EXPECT_EQ(s["checkpoint_version"], 900);
   EXPECT_EQ(s["coordinator_restarts"], 1);
   EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.88);
+}
+
+// The status as `ferry local` prints it to JSON (every primitive field).
+std::string StatusJson(const v1::StatusResponse& status) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  EXPECT_TRUE(
+      google::protobuf::util::MessageToJsonString(status, &out, options).ok());
+  return out;
+}
+
+TEST(BuildSummaryTest, CtrJobsGetTheirAucAndLogLoss) {
+  v1::StatusResponse status;
+  status.set_step(40);
+  v1::EvalPoint* first = status.add_evals();
+  first->set_step(20);
+  first->set_test_accuracy(0.7);
+  first->set_test_loss(0.55);
+  first->set_test_auc(0.71);
+  v1::EvalPoint* last = status.add_evals();
+  last->set_step(40);
+  last->set_final(true);
+  last->set_test_accuracy(0.75);
+  last->set_test_loss(0.5);
+  last->set_test_auc(0.78);
+  const nlohmann::json s =
+      BuildSummary(LocalClusterOptions(), StatusJson(status), {});
+  EXPECT_DOUBLE_EQ(s["test_auc"].get<double>(), 0.78);
+  EXPECT_DOUBLE_EQ(s["test_logloss"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.75);
+  ASSERT_EQ(s["evals"].size(), 2u);
+  EXPECT_DOUBLE_EQ(s["evals"][0]["test_auc"].get<double>(), 0.71);
+  EXPECT_DOUBLE_EQ(s["evals"][1]["test_auc"].get<double>(), 0.78);
+  EXPECT_EQ(EvalScoresText(*last), "test auc 0.7800 logloss 0.5000");
+}
+
+TEST(BuildSummaryTest, DenseJobsHaveNoAuc) {
+  v1::StatusResponse status;
+  v1::EvalPoint* e = status.add_evals();
+  e->set_test_accuracy(0.875);
+  e->set_test_loss(0.25);
+  const nlohmann::json s =
+      BuildSummary(LocalClusterOptions(), StatusJson(status), {});
+  EXPECT_FALSE(s.contains("test_auc")) << s.dump();
+  EXPECT_FALSE(s.contains("test_logloss"));
+  EXPECT_FALSE(s["evals"][0].contains("test_auc"));
+  EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.875);
+  EXPECT_EQ(EvalScoresText(*e), "test accuracy 0.8750");
 }
 
 TEST(BuildSummaryTest, MissingFieldsReadAsEmpty) {

@@ -96,6 +96,25 @@ TEST_F(JsonlMetricsSinkTest, WritesOneParseableLinePerPointWithTheKeys) {
   EXPECT_EQ(lines[2]["final"], true);
   EXPECT_DOUBLE_EQ(lines[2]["test_accuracy"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(lines[2]["test_loss"].get<double>(), 0.5);
+  EXPECT_FALSE(lines[2].contains("test_auc")) << "a dense model has no AUC";
+}
+
+TEST_F(JsonlMetricsSinkTest, CtrEvaluationsCarryTheirAuc) {
+  auto sink = JsonlMetricsSink::Open(path_);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EvalMetrics eval;
+  eval.step = 7;
+  eval.time = absl::Now();
+  eval.mode = "ps";
+  eval.test_accuracy = 0.75;
+  eval.test_loss = 0.45;
+  eval.test_auc = 0.8125;
+  (*sink)->RecordEval(eval);
+  const std::vector<nlohmann::json> lines = ReadLines(path_);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_DOUBLE_EQ(lines[0]["test_auc"].get<double>(), 0.8125);
+  EXPECT_DOUBLE_EQ(lines[0]["test_loss"].get<double>(), 0.45);
+  EXPECT_DOUBLE_EQ(lines[0]["test_accuracy"].get<double>(), 0.75);
 }
 
 TEST_F(JsonlMetricsSinkTest, ReopeningAppends) {

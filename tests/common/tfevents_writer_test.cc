@@ -305,6 +305,29 @@ TEST_F(TfEventsWriterTest, TensorBoardSinkWritesStepAndEvalTags) {
   EXPECT_EQ(events[2].step, 4);
   EXPECT_FLOAT_EQ(e.at("test/accuracy"), 0.8f);
   EXPECT_FLOAT_EQ(e.at("test/loss"), 0.6f);
+  EXPECT_EQ(e.count("test/auc"), 0u) << "a dense model has no AUC";
+}
+
+TEST_F(TfEventsWriterTest, TensorBoardSinkWritesTheAucOfCtrEvaluations) {
+  auto sinks = OpenMetricsSinks("", dir_);
+  ASSERT_TRUE(sinks.ok()) << sinks.status();
+  EvalMetrics eval;
+  eval.step = 9;
+  eval.time = absl::Now();
+  eval.test_accuracy = 0.75;
+  eval.test_loss = 0.45;
+  eval.test_auc = 0.8125;
+  (*sinks)->RecordEval(eval);
+  const auto files = EventFiles(dir_);
+  ASSERT_EQ(files.size(), 1u);
+  const std::vector<Event> events = ReadEvents(files[0]);
+  ASSERT_EQ(events.size(), 2u);  // the file version, then the point
+  std::map<std::string, float> e(events[1].values.begin(),
+                                 events[1].values.end());
+  EXPECT_EQ(events[1].step, 9);
+  EXPECT_FLOAT_EQ(e.at("test/auc"), 0.8125f);
+  EXPECT_FLOAT_EQ(e.at("test/loss"), 0.45f);
+  EXPECT_FLOAT_EQ(e.at("test/accuracy"), 0.75f);
 }
 
 }  // namespace

@@ -16,13 +16,12 @@ namespace {
 class GatedEvaluator final : public WeightsEvaluator {
  public:
   explicit GatedEvaluator(int64_t gated_version) : gated_(gated_version) {}
-  absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) override {
+  absl::StatusOr<TestScores> Evaluate(int64_t min_version) override {
     if (min_version == gated_) {
       entered.Notify();
       release.WaitForNotification();
     }
-    return std::make_pair(0.5, 1.0);
+    return TestScores{.accuracy = 0.5, .loss = 1.0};
   }
   absl::Notification entered, release;
 

@@ -131,6 +131,40 @@ TEST(CoordinatorMetricsTest, AsyncGetsOnePointPerAppliedTask) {
   EXPECT_EQ(sink.evals[0].step, tasks);
 }
 
+// A CTR model's evaluation carries its AUC into the job's status and the
+// curves; a dense model's has none.
+TEST(CoordinatorMetricsTest, AnAucReachesTheStatusAndTheCurves) {
+  for (const bool ctr : {false, true}) {
+    Fixture f(Job(8, 1), 8);
+    FakeSink sink;
+    {
+      absl::MutexLock lock(&f.shards.mu);
+      if (ctr) f.shards.scores = {.accuracy = 0.75, .loss = 0.4, .auc = 0.8};
+    }
+    UseSink(f, sink);
+    const std::string a = f.Join();
+    auto r = Next(f, a);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const v1::StepReport done = Done(*r);
+    ASSERT_TRUE(NextWork(f, a, &done).ok());
+    ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+    const v1::StatusResponse s = f.coordinator->Status();
+    f.coordinator->Shutdown();
+    ASSERT_EQ(s.evals_size(), 1) << ctr;
+    EXPECT_EQ(s.evals(0).has_test_auc(), ctr);
+    absl::MutexLock lock(&sink.mu);
+    ASSERT_EQ(sink.evals.size(), 1u) << ctr;
+    EXPECT_EQ(sink.evals[0].test_auc.has_value(), ctr);
+    if (ctr) {
+      EXPECT_DOUBLE_EQ(s.evals(0).test_auc(), 0.8);
+      EXPECT_DOUBLE_EQ(s.evals(0).test_loss(), 0.4);
+      EXPECT_DOUBLE_EQ(s.evals(0).test_accuracy(), 0.75);
+      EXPECT_DOUBLE_EQ(*sink.evals[0].test_auc, 0.8);
+      EXPECT_DOUBLE_EQ(sink.evals[0].test_loss, 0.4);
+    }
+  }
+}
+
 TEST(CoordinatorMetricsTest, NoSinkNoPoints) {
   Fixture f(Job(8, 1), 8);  // metrics == nullptr: nothing queued, no crash
   const std::string a = f.Join();

@@ -254,11 +254,10 @@ TEST(CoordinatorTest, RejectsOtherJobsAndBadSpecs) {
 // Ring mode's only seam: the members' weights at a version, evaluated.
 class RecordingEvaluator final : public WeightsEvaluator {
  public:
-  absl::StatusOr<std::pair<double, double>> Evaluate(
-      int64_t min_version) override {
+  absl::StatusOr<TestScores> Evaluate(int64_t min_version) override {
     absl::MutexLock lock(&mu);
     versions.push_back(min_version);
-    return std::make_pair(0.25, 2.0);
+    return TestScores{.accuracy = 0.25, .loss = 2.0};
   }
   absl::Mutex mu;
   std::vector<int64_t> versions;

@@ -170,13 +170,13 @@ TEST_F(BatchNormJobTest, PsAndRingKeepTheSameRunningStatisticsAndEvaluateThem) {
   ASSERT_TRUE(with_state.ok()) << with_state.status();
   const nlohmann::json& last = ps_summary["evals"].back();
   EXPECT_TRUE(last["final"].get<bool>());
-  EXPECT_NEAR(with_state->first, last["test_accuracy"].get<double>(), 1e-9);
-  EXPECT_NEAR(with_state->second, last["test_loss"].get<double>(), 1e-5);
+  EXPECT_NEAR(with_state->accuracy, last["test_accuracy"].get<double>(), 1e-9);
+  EXPECT_NEAR(with_state->loss, last["test_loss"].get<double>(), 1e-5);
   std::copy(initial.begin(), initial.end(),
             values.begin() + static_cast<int64_t>(ps->params.size()));
   auto without = (*evaluator)->Evaluate(values.data());
   ASSERT_TRUE(without.ok());
-  EXPECT_GT(std::abs(without->second - with_state->second), 1e-3)
+  EXPECT_GT(std::abs(without->loss - with_state->loss), 1e-3)
       << "the evaluation does not depend on the running statistics";
 }
 

@@ -143,6 +143,54 @@ TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
   EXPECT_THAT(r.output, HasSubstr("'abc' is not a positive layer size"));
 }
 
+// A DLRM job that cannot run yet, and --embedding-* flags without a DLRM:
+// refused by `ferry local` before anything starts, and by the coordinator
+// itself, with the same words.
+TEST_F(ConfigErrorTest, DlrmJobsThatCannotRunAreRefused) {
+  const std::string local = std::string(FERRY_BIN_DIR) + "/ferry";
+  const std::string data = "criteo:" + dir_ + "/no-data";
+  Result r = Run({local, "local", "--mode", "ring", "--workers", "1", "--model",
+                  "dlrm", "--dataset", data, "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("ring and hybrid modes for DLRM models are "
+                                  "not built yet; use --mode ps"));
+  r = Run({local, "local", "--model", "dlrm", "--dataset", "synthetic:600",
+           "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("trains on --dataset criteo:DIR"));
+  r = Run({local, "local", "--model", "784-16-10", "--dataset", "synthetic:600",
+           "--embedding-lr", "0.1", "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("784-16-10 is a dense model"));
+  r = Run({local, "local", "--model", "dlrm", "--dataset", data, "--export",
+           dir_ + "/out", "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--export is not supported for DLRM"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"))
+      << "nothing should have started";
+
+  const std::string server = std::string(FERRY_BIN_DIR) + "/ferry-server";
+  r = Run({server, "--role", "coordinator", "--mode", "ring", "--listen",
+           "127.0.0.1:0", "--model", "dlrm", "--dataset", data});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("ring and hybrid modes for DLRM models"));
+  r = Run({server, "--role", "coordinator", "--listen", "127.0.0.1:0",
+           "--shards", "127.0.0.1:1", "--model", "dlrm", "--dataset",
+           "fashion-mnist"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("trains on --dataset criteo:DIR"));
+  r = Run({server, "--role", "coordinator", "--listen", "127.0.0.1:0",
+           "--shards", "127.0.0.1:1", "--model", "784-16-10", "--dataset",
+           "synthetic:600", "--embedding-admit-count", "2"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--embedding-* flags"));
+  // A missing data directory: the coordinator's configuration error too.
+  r = Run({server, "--role", "coordinator", "--listen", "127.0.0.1:0",
+           "--shards", "127.0.0.1:1", "--model", "dlrm", "--dataset", data});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no-data"));
+}
+
 TEST_F(ConfigErrorTest, BadUsageIsAConfigErrorAndHelpIsNot) {
   EXPECT_EQ(Run({std::string(FERRY_BIN_DIR) + "/ferry-server", "--role",
                  "coordinator", "--no-such-flag"})

@@ -1,7 +1,8 @@
 // FakeShardControl: the one fake of the coordinator's ShardControl for
 // every test folder (coordinator, server, integration, fuzz). It records
 // finalized steps, checkpoints and restores and tracks the shards'
-// versions; evaluation returns {0.5, 1.0}. Knobs, set under `mu`:
+// versions; evaluation returns `scores` (accuracy 0.5, loss 1.0, no AUC
+// unless a test sets one). Knobs, set under `mu`:
 //  - versions: what Versions() answers (one entry per shard; empty: no
 //    shards to watch). A finalize raises every entry to step + 1, a
 //    restore sets them; tests set it to play a restarted shard.
@@ -58,8 +59,9 @@ class FakeShardControl final : public ShardControl {
     for (int64_t& v : versions) v = std::max(v, step + 1);
     return absl::OkStatus();
   }
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
-    return std::make_pair(0.5, 1.0);
+  absl::StatusOr<TestScores> Evaluate(int64_t) override {
+    absl::MutexLock lock(&mu);
+    return scores;
   }
   absl::Status Checkpoint(int64_t version) override {
     absl::MutexLock lock(&mu);
@@ -97,6 +99,7 @@ class FakeShardControl final : public ShardControl {
   std::vector<int64_t> checkpoints;
   std::vector<int64_t> restores;
   std::vector<int64_t> versions;
+  TestScores scores{.accuracy = 0.5, .loss = 1.0};  // what Evaluate answers
 };
 
 }  // namespace ferry

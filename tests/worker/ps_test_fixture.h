@@ -34,8 +34,8 @@ class InMemoryPs final : public ShardControl {
   absl::Status FinalizeStep(
       int64_t step, int64_t generation,
       const std::vector<v1::Contributor>& contributors) override;
-  absl::StatusOr<std::pair<double, double>> Evaluate(int64_t) override {
-    return std::make_pair(0.5, 1.0);
+  absl::StatusOr<TestScores> Evaluate(int64_t) override {
+    return TestScores{.accuracy = 0.5, .loss = 1.0};
   }
   absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<int64_t>> Versions() override;

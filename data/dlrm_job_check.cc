@@ -1,0 +1,64 @@
+#include "data/dlrm_job_check.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "data/ctr_dataset.h"
+
+namespace ferry {
+
+absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
+                                           const std::string& dataset) {
+  if (!IsCtrDatasetSpec(dataset)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model ", model,
+        " is a DLRM CTR model: it trains on --dataset criteo:DIR (Criteo TSV "
+        "files; `ferry data ctr --out DIR` writes some), not '",
+        dataset, "'"));
+  }
+  RETURN_IF_ERROR(ParseCtrDatasetSpec(dataset).status());
+  ASSIGN_OR_RETURN(DlrmSpec spec, ResolveDlrmSpec(model));
+  if (spec.dense_features != kCriteoDense ||
+      spec.num_fields != kCriteoCategorical) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--model %s has %d dense features and %d categorical fields; Criteo "
+        "data (--dataset %s) has %d and %d",
+        model, spec.dense_features, spec.num_fields, dataset, kCriteoDense,
+        kCriteoCategorical));
+  }
+  return spec;
+}
+
+absl::Status CheckDistributedDlrmFlags(const std::string& mode,
+                                       const std::string& init_from,
+                                       const std::string& export_dir) {
+  if (mode != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mode ", mode,
+        ": ring and hybrid modes for DLRM models are not built yet; use "
+        "--mode ps"));
+  }
+  if (!init_from.empty()) {
+    return absl::InvalidArgumentError(
+        "--init-from is not supported for DLRM models yet: embedding tables "
+        "have no export format");
+  }
+  if (!export_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--export is not supported for DLRM models yet: embedding tables "
+        "have no export format");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEmbeddingFlagsFitModel(bool given, bool dlrm,
+                                         const std::string& model) {
+  if (!given || dlrm) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the --embedding-* flags configure a DLRM's embedding tables; --model ",
+      model,
+      " is a dense model (use --model dlrm or a JSON file with \"kind\": "
+      "\"dlrm\")"));
+}
+
+}  // namespace ferry

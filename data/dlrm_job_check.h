@@ -1,0 +1,38 @@
+// The checks a DLRM (CTR) job's flags must pass before anything starts,
+// shared by the coordinator (server/run_coordinator.cc) and `ferry local`
+// (client/main.cc) so that both refuse a configuration with the same words
+// and neither starts a process that cannot train. INVALID_ARGUMENT, naming
+// the flag, for each; callers exit with kExitConfig.
+#ifndef FERRY_DATA_DLRM_JOB_CHECK_H_
+#define FERRY_DATA_DLRM_JOB_CHECK_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/dlrm_spec.h"
+
+namespace ferry {
+
+// The DLRM that --model `model` names (IsDlrmModelText), checked to train on
+// --dataset `dataset`: a criteo:DIR spec, and the spec's dense_features /
+// num_fields Criteo's 13 / 26. ResolveDlrmSpec's errors (a file that cannot
+// be read or parsed) otherwise. Reads no data.
+absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
+                                           const std::string& dataset);
+
+// What a distributed DLRM job cannot do yet: --mode other than ps (ring and
+// hybrid are still to come), --init-from and --export (the embedding tables
+// have no export format). Empty strings are "not given".
+absl::Status CheckDistributedDlrmFlags(const std::string& mode,
+                                       const std::string& init_from,
+                                       const std::string& export_dir);
+
+// The --embedding-* flags configure a DLRM's tables: given (`given`) with a
+// dense --model `model` (`dlrm` false) they are refused.
+absl::Status CheckEmbeddingFlagsFitModel(bool given, bool dlrm,
+                                         const std::string& model);
+
+}  // namespace ferry
+
+#endif  // FERRY_DATA_DLRM_JOB_CHECK_H_

@@ -1,0 +1,151 @@
+#include "server/coordinator_job.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/gradient_codec.h"
+#include "common/log.h"
+#include "common/sharding.h"
+#include "common/status_macros.h"
+#include "data/ctr_dataset.h"
+#include "data/data_source.h"
+#include "data/dlrm_job_check.h"
+#include "model/dlrm_spec.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+namespace {
+
+// DDP's default bucket: 25 MiB of fp32.
+constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
+
+// The job's spec for a model whose JSON is `model_def` and whose flat buffer
+// is `layout`; `dense` is the model when it is a layer stack (nullptr for a
+// DLRM: its checks are done by the caller).
+absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
+                                     const std::string& model_def,
+                                     const ModelDef* dense,
+                                     const ParameterLayout& layout,
+                                     int64_t epoch_size) {
+  v1::JobSpec job;
+  job.set_job_id(f.job_id);
+  job.set_model(f.model);
+  job.set_model_def(model_def);
+  job.set_init_from(f.init_from);
+  if (dense != nullptr && !f.init_from.empty()) {
+    // Refused now rather than by every shard.
+    RETURN_IF_ERROR(JobInitialValues(job, *dense).status());
+  }
+  job.set_dataset(f.dataset);
+  job.set_data_dir(f.data_dir);
+  job.set_global_batch(f.global_batch);
+  job.set_epochs(f.epochs);
+  job.set_seed(f.seed);
+  ASSIGN_OR_RETURN(v1::Mode mode, ParseMode(f.mode));
+  job.set_mode(mode);
+  v1::Consistency consistency;
+  int staleness = 0;
+  RETURN_IF_ERROR(ParseConsistency(f.consistency, &consistency, &staleness));
+  job.set_consistency(consistency);
+  job.set_staleness(staleness);
+  job.set_sync_quorum(f.sync_quorum);
+  if (mode == v1::MODE_PS && f.shards.empty()) {
+    return absl::InvalidArgumentError(
+        "PS mode needs --shards HOST:PORT[,HOST:PORT...]");
+  }
+  for (const std::string& s : f.shards) job.add_shard_addresses(s);
+  job.set_max_chunk_elements(f.max_chunk_elements > 0
+                                 ? f.max_chunk_elements
+                                 : kDefaultMaxChunkElements);
+  job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements
+                                                : kDefaultBucketElements);
+  job.set_max_steps(f.max_steps);
+  if (f.digest_every < 0) {
+    return absl::InvalidArgumentError("--digest-every must be >= 0");
+  }
+  job.set_digest_every(f.digest_every);
+  {
+    absl::StatusOr<GradientCompression> c =
+        ParseCompression(f.compression, f.error_feedback);
+    if (!c.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--compression: ", c.status().message()));
+    }
+    *job.mutable_compression() = ToProto(*c);
+  }
+  for (const TensorSlot& t : layout.tensors()) {
+    v1::TensorSpec* spec = job.add_tensors();
+    spec->set_name(t.name);
+    for (int64_t d : t.shape) spec->add_shape(d);
+  }
+  // The schedule counts optimizer updates: one per step in sync mode, one
+  // per push (global_batch / workers samples) in async mode.
+  OptimizerConfig optimizer = f.optimizer;
+  const int64_t steps_per_epoch =
+      (epoch_size + f.global_batch - 1) / f.global_batch;
+  const int workers =
+      std::max({1, f.expected_workers > 0 ? f.expected_workers : f.min_workers,
+                f.expected_workers > 0 ? 0 : f.start_workers});
+  if (dense != nullptr) {
+    RETURN_IF_ERROR(CheckModelForDistributedJob(
+        *dense, mode == v1::MODE_RING || consistency == v1::CONSISTENCY_SYNC,
+        f.global_batch, workers));
+  }
+  ResolveScheduleLength(optimizer,
+                        consistency == v1::CONSISTENCY_SYNC
+                            ? steps_per_epoch
+                            : steps_per_epoch * workers,
+                        f.epochs);
+  RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
+  *job.mutable_optimizer() = ToProto(optimizer);
+  return job;
+}
+
+absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
+  // The flags first: nothing is read for a job that cannot run.
+  ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveCriteoDlrm(f.model, f.dataset));
+  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.init_from, f.export_dir));
+  RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
+  ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(f.dataset));
+  ASSIGN_OR_RETURN(CtrTrainTest data, LoadCtrTrainTest(dir));
+  LogInfo("CTR data loaded", {{"train", data.train.load_summary()},
+                              {"test", data.test.load_summary()}});
+  CoordinatorJob out;
+  // Only the size of the training split is needed here (the workers load
+  // it): its examples (161 bytes each) go when `data` does.
+  out.epoch_size = data.train.num_samples();
+  ASSIGN_OR_RETURN(out.job, BuildJob(f, DlrmToJson(spec), /*dense=*/nullptr,
+                                     layout, out.epoch_size));
+  *out.job.mutable_embedding() = ToProto(f.embedding);
+  out.test_set = std::move(data.test);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<CoordinatorJob> BuildCoordinatorJob(const CoordinatorFlags& f) {
+  RETURN_IF_ERROR(ParseMode(f.mode).status());
+  const bool dlrm = IsDlrmModelText(f.model);
+  RETURN_IF_ERROR(
+      CheckEmbeddingFlagsFitModel(f.embedding_given, dlrm, f.model));
+  if (dlrm) return BuildDlrmJob(f);
+
+  ASSIGN_OR_RETURN(const ModelDef model, ResolveModelSpec(f.model));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
+  ASSIGN_OR_RETURN(TrainTestData data,
+                   LoadTrainTest(f.dataset, f.data_dir, model, f.seed));
+  CoordinatorJob out;
+  // Only the size of the training set is needed here (the workers load
+  // it): its samples (188 MB for Fashion-MNIST) go when `data` does.
+  out.epoch_size = data.train.num_samples;
+  ASSIGN_OR_RETURN(
+      out.job, BuildJob(f, ModelToJson(model), &model, layout, out.epoch_size));
+  out.test_set = std::move(data.test);
+  return out;
+}
+
+}  // namespace ferry

@@ -1,0 +1,172 @@
+// A DLRM trained by a real `ferry local --mode ps` cluster (coordinator, two
+// PS shards holding the embedding rows, two workers) on CTR data written by
+// `ferry data ctr`, against `ferry-worker --standalone` on the same data with
+// the same seed and global batch: sync PS applies exactly the single
+// process's steps (dense mean gradient, row-wise Adagrad on the mean row
+// gradient), so the test AUC agrees to rounding. The workers' PS traffic
+// follows the batch's unique ids, not the tables' size.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/child_process.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct ProcessRun {
+  int rc = -1;
+  std::string output;
+};
+
+ProcessRun RunToEnd(const std::vector<std::string>& argv,
+                    const std::string& log, absl::Duration timeout) {
+  ProcessRun run;
+  auto child = ChildProcess::Spawn(argv, log);
+  if (!child.ok()) {
+    run.output = std::string(child.status().message());
+    return run;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::optional<int> rc;
+  while (!(rc = child->Poll()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  run.rc = rc ? *rc : child->Stop(absl::Seconds(5));
+  std::ifstream in(log);
+  run.output.assign(std::istreambuf_iterator<char>(in),
+                    std::istreambuf_iterator<char>());
+  return run;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+constexpr int kTrainRows = 12000;
+constexpr int kBatch = 64;
+
+class CtrPsJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(
+        absl::StrCat(::testing::TempDir(), "/ctr-ps-job-", getpid()));
+    std::filesystem::remove_all(*dir_);
+    std::filesystem::create_directories(*dir_);
+    std::string vocab;
+    for (int f = 0; f < 26; ++f) {
+      absl::StrAppend(&vocab, f == 0 ? "" : ",",
+                      f % 3 == 0 ? 3000 : 10 * (f + 1));
+    }
+    const ProcessRun gen =
+        RunToEnd({Bin("ferry"), "data", "ctr", "--out", *dir_ + "/data",
+                  "--rows", std::to_string(kTrainRows), "--test-rows", "3000",
+                  "--seed", "13", "--vocab-sizes", vocab, "--quiet"},
+                 *dir_ + "/gen.log", absl::Seconds(120));
+    ASSERT_EQ(gen.rc, 0) << gen.output;
+    std::ofstream(*dir_ + "/small.json")
+        << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
+               "bottom": [16], "top": [16]})";
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static std::string Bin(const std::string& name) {
+    return std::string(FERRY_BIN_DIR) + "/" + name;
+  }
+  // The job's flags, shared by both runs.
+  static std::vector<std::string> JobFlags() {
+    return {"--model",        *dir_ + "/small.json",
+            "--dataset",      "criteo:" + *dir_ + "/data",
+            "--device",       "cpu",
+            "--epochs",       "1",
+            "--batch",        std::to_string(kBatch),
+            "--seed",         "5",
+            "--optimizer",    "adam",
+            "--lr",           "0.003",
+            "--lr-schedule",  "constant",
+            "--warmup-steps", "0",
+            "--weight-decay", "0"};
+  }
+
+  static std::string* dir_;
+};
+std::string* CtrPsJobTest::dir_ = nullptr;
+
+TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
+  std::vector<std::string> alone = {Bin("ferry-worker"), "--standalone",
+                                    "--summary-json", *dir_ + "/alone.json"};
+  const std::vector<std::string> job = JobFlags();
+  alone.insert(alone.end(), job.begin(), job.end());
+  const ProcessRun a =
+      RunToEnd(alone, *dir_ + "/alone.log", absl::Seconds(180));
+  ASSERT_EQ(a.rc, 0) << a.output;
+  const nlohmann::json s = ReadJson(*dir_ + "/alone.json");
+  ASSERT_FALSE(s.is_discarded()) << a.output;
+
+  std::vector<std::string> local = {Bin("ferry"),     "local",
+                                    "--mode",         "ps",
+                                    "--workers",      "2",
+                                    "--shards",       "2",
+                                    "--log-dir",      *dir_ + "/logs",
+                                    "--timeout",      "240",
+                                    "--summary-json", *dir_ + "/ps.json"};
+  local.insert(local.end(), job.begin(), job.end());
+  const ProcessRun p = RunToEnd(local, *dir_ + "/ps.log", absl::Seconds(300));
+  ASSERT_EQ(p.rc, 0) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("test auc"));
+  const nlohmann::json d = ReadJson(*dir_ + "/ps.json");
+  ASSERT_FALSE(d.is_discarded()) << p.output;
+
+  const double auc = d["test_auc"].get<double>();
+  EXPECT_GT(auc, 0.65) << p.output;
+  EXPECT_NEAR(auc, s["test_auc"].get<double>(), 2e-3) << p.output;
+  EXPECT_NEAR(d["test_logloss"].get<double>(), s["test_logloss"].get<double>(),
+              2e-3);
+  const int64_t steps = d["steps"].get<int64_t>();
+  EXPECT_EQ(steps, (kTrainRows + kBatch - 1) / kBatch);
+
+  // Per step, a worker pulls and pushes the dense part (6,137 floats for
+  // small.json) and its half-batch's unique rows (ids of 8 bytes out, 8
+  // floats back; ids and 8 gradient floats out): at most 26 x 32 rows. A
+  // pull of whole tables would be ~28,000 rows of 32 bytes.
+  const double dense_bytes = 4.0 * 6137;
+  const nlohmann::json& to_ps = d["worker_bytes_by_peer"]["ps"];
+  const double ps_bytes =
+      to_ps["sent"].get<double>() + to_ps["received"].get<double>();
+  const double per_worker_step = ps_bytes / steps / 2;
+  const double row_bytes = 2 * (8 + 8 * 4);
+  EXPECT_GT(per_worker_step, 2 * dense_bytes) << d.dump(2);
+  EXPECT_LT(per_worker_step,
+            2 * dense_bytes + 26.0 * kBatch / 2 * row_bytes + 8192)
+      << d.dump(2);
+}
+
+TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {
+  const std::string data = "criteo:" + *dir_ + "/data";
+  ProcessRun r = RunToEnd(
+      {Bin("ferry"), "local", "--mode", "ring", "--model", "dlrm", "--dataset",
+       data, "--log-dir", *dir_ + "/ring-logs", "--timeout", "60"},
+      *dir_ + "/ring.log", absl::Seconds(90));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--mode ps"));
+}
+
+}  // namespace
+}  // namespace ferry

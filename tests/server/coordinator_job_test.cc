@@ -1,0 +1,195 @@
+// BuildCoordinatorJob: the job a coordinator serves from its flags, dense
+// and DLRM, and the configurations it refuses (the coordinator exits with
+// kExitConfig for each).
+#include "server/coordinator_job.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "data/ctr_generator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/dlrm_spec.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kSmallDlrm[] =
+    R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 4,
+        "bottom": [8], "top": [8]})";
+
+class CoordinatorJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(
+        absl::StrCat(::testing::TempDir(), "/coordinator-job-", getpid()));
+    std::filesystem::create_directories(*dir_);
+    CtrGeneratorOptions gen;
+    gen.rows = 300;
+    gen.test_rows = 120;
+    gen.seed = 2;
+    gen.vocab_sizes.assign(26, 20);
+    ASSERT_TRUE(WriteCtrDataset(*dir_ + "/ctr", gen).ok());
+    std::ofstream(*dir_ + "/small.json") << kSmallDlrm;
+    std::ofstream(*dir_ + "/narrow.json")
+        << R"({"format": "ferry.model.v1", "kind": "dlrm",
+              "dense_features": 10, "embedding_dim": 4})";
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static CoordinatorFlags Dlrm() {
+    CoordinatorFlags f;
+    f.model = *dir_ + "/small.json";
+    f.dataset = "criteo:" + *dir_ + "/ctr";
+    f.shards = {"127.0.0.1:1", "127.0.0.1:2"};
+    f.global_batch = 64;
+    f.epochs = 2;
+    return f;
+  }
+  static CoordinatorFlags Dense() {
+    CoordinatorFlags f;
+    f.model = "784-16-10";
+    f.dataset = "synthetic:600";
+    f.shards = {"127.0.0.1:1"};
+    return f;
+  }
+
+  static std::string* dir_;
+};
+std::string* CoordinatorJobTest::dir_ = nullptr;
+
+TEST_F(CoordinatorJobTest, ADlrmJobCarriesItsSpecTablesAndTestSplit) {
+  CoordinatorFlags f = Dlrm();
+  f.embedding.optimizer.kind = RowOptimizerKind::kFtrl;
+  f.embedding.optimizer.lr = 0.1f;
+  f.embedding.admit_count = 3;
+  f.embedding_given = true;
+  auto built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const v1::JobSpec& job = built->job;
+  ASSERT_TRUE(IsDlrmJob(job));
+  auto spec = JobDlrmSpec(job);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->embedding_dim, 4);
+  EXPECT_EQ(job.model(), f.model);
+  EXPECT_EQ(job.dataset(), f.dataset);
+  EXPECT_EQ(job.mode(), v1::MODE_PS);
+  EXPECT_EQ(job.shard_addresses_size(), 2);
+  auto tables = FromProto(job.embedding());
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  EXPECT_EQ(tables->optimizer.kind, RowOptimizerKind::kFtrl);
+  EXPECT_FLOAT_EQ(tables->optimizer.lr, 0.1f);
+  EXPECT_EQ(tables->admit_count, 3);
+  // The tensors are the DLRM's dense parameters.
+  auto layout = DlrmParameterLayout(*spec);
+  ASSERT_TRUE(layout.ok());
+  ASSERT_EQ(job.tensors_size(), static_cast<int>(layout->tensors().size()));
+  EXPECT_EQ(job.tensors(0).name(), "bot_l.0.weight");
+  EXPECT_TRUE(CheckJobTensors(job, *layout).ok());
+  EXPECT_EQ(built->epoch_size, 300);
+  const CtrDataset* test = std::get_if<CtrDataset>(&built->test_set);
+  ASSERT_NE(test, nullptr);
+  EXPECT_EQ(test->num_samples(), 120);
+}
+
+TEST_F(CoordinatorJobTest, TheDlrmPresetTakesTheDefaultTables) {
+  CoordinatorFlags f = Dlrm();
+  f.model = "dlrm";
+  f.consistency = "async";
+  auto built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->job.consistency(), v1::CONSISTENCY_ASYNC);
+  auto tables = FromProto(built->job.embedding());
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  EXPECT_EQ(tables->optimizer.kind, RowOptimizerKind::kAdagrad);
+  EXPECT_FLOAT_EQ(tables->optimizer.lr, kDefaultEmbeddingLr);
+  EXPECT_EQ(tables->admit_count, 1);
+}
+
+TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
+  auto built = BuildCoordinatorJob(Dense());
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_FALSE(IsDlrmJob(built->job));
+  EXPECT_FALSE(built->job.has_embedding());
+  EXPECT_EQ(built->epoch_size, 600);
+  const Dataset* test = std::get_if<Dataset>(&built->test_set);
+  ASSERT_NE(test, nullptr);
+  EXPECT_EQ(test->num_samples, 100);
+}
+
+TEST_F(CoordinatorJobTest, ADlrmInRingModeIsRefused) {
+  CoordinatorFlags f = Dlrm();
+  f.mode = "ring";
+  const absl::Status s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("ring and hybrid modes for DLRM models are not built "
+                        "yet; use --mode ps"));
+}
+
+TEST_F(CoordinatorJobTest, ADlrmOnAnotherDatasetIsRefused) {
+  for (const std::string dataset : {"fashion-mnist", "synthetic:600"}) {
+    CoordinatorFlags f = Dlrm();
+    f.dataset = dataset;
+    const absl::Status s = BuildCoordinatorJob(f).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("trains on --dataset criteo:DIR"));
+    EXPECT_THAT(s.message(), HasSubstr(dataset));
+  }
+  CoordinatorFlags f = Dlrm();
+  f.dataset = "criteo:" + *dir_ + "/missing";
+  EXPECT_TRUE(absl::IsNotFound(BuildCoordinatorJob(f).status()));
+}
+
+TEST_F(CoordinatorJobTest, ADlrmThatIsNotCriteosShapeIsRefused) {
+  CoordinatorFlags f = Dlrm();
+  f.model = *dir_ + "/narrow.json";
+  const absl::Status s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("10 dense features and 26 categorical"));
+}
+
+TEST_F(CoordinatorJobTest, ADlrmCannotBeExportedOrInitialized) {
+  CoordinatorFlags f = Dlrm();
+  f.export_dir = *dir_ + "/out";
+  absl::Status s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--export is not supported for DLRM"));
+  f = Dlrm();
+  f.init_from = *dir_ + "/in";
+  s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--init-from is not supported for DLRM"));
+}
+
+TEST_F(CoordinatorJobTest, BadTableOptionsAreRefused) {
+  CoordinatorFlags f = Dlrm();
+  f.embedding.admit_count = 0;
+  f.embedding_given = true;
+  const absl::Status s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--embedding-admit-count"));
+}
+
+TEST_F(CoordinatorJobTest, EmbeddingFlagsWithADenseModelAreRefused) {
+  CoordinatorFlags f = Dense();
+  f.embedding_given = true;
+  const absl::Status s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--embedding-* flags"));
+  EXPECT_THAT(s.message(), HasSubstr("784-16-10 is a dense model"));
+}
+
+}  // namespace
+}  // namespace ferry
