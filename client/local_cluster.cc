@@ -203,6 +203,24 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
   if (has_auc) {
     summary["test_auc"] = test_auc;
     summary["test_logloss"] = test_logloss;
+    summary["unique_ids_per_step"] =
+        steps > 0 ? num(s, "unique_ids") / steps : 0.0;
+    // The shards' embedding rows and counters, summed.
+    nlohmann::json embedding = nlohmann::json::object();
+    for (const std::string& info : shard_info_json) {
+      const nlohmann::json j = nlohmann::json::parse(info);
+      if (!j.contains("sparse")) continue;
+      for (const auto& [key, value] : j.at("sparse").items()) {
+        const int64_t v =
+            static_cast<int64_t>(num(j.at("sparse"), key.c_str()));
+        embedding[key] =
+            (embedding.contains(key) ? embedding[key].get<int64_t>() : 0) + v;
+        (void)value;
+      }
+    }
+    summary["embedding_rows"] =
+        embedding.contains("rows") ? embedding["rows"].get<int64_t>() : 0;
+    summary["embedding"] = std::move(embedding);
   }
   return summary;
 }

@@ -376,6 +376,7 @@ class Coordinator {
   int64_t samples_applied_total_ ABSL_GUARDED_BY(mu_) = 0;
   double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
   double compute_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
+  int64_t unique_ids_ ABSL_GUARDED_BY(mu_) = 0;  // CTR jobs, all reports
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);

@@ -48,6 +48,7 @@ absl::Status Coordinator::RecordDone(Member& member,
   member.bytes = done.bytes();  // cumulative counts: the latest replaces
   member.peer_bytes = done.peer_bytes();
   compute_seconds_ += done.compute_seconds();
+  unique_ids_ += done.unique_ids();
   comm_seconds_ += done.comm_seconds();
   if (done.num_samples() > 0 && !done.failed()) {
     const double loss = done.loss_sum() / done.num_samples();

@@ -1,6 +1,9 @@
 // BuildSummary: the summary keys fault tests and scripts read, from a
 // coordinator status in its JSON form (int64 fields as strings, like
 // protobuf's JSON printer writes them).
+#include <string>
+#include <vector>
+
 #include "client/local_cluster.h"
 #include "client/status_view.h"
 #include "ferry/v1/coordinator.pb.h"
@@ -80,8 +83,17 @@ TEST(BuildSummaryTest, CtrJobsGetTheirAucAndLogLoss) {
   last->set_test_accuracy(0.75);
   last->set_test_loss(0.5);
   last->set_test_auc(0.78);
+  status.set_unique_ids(40 * 3000);
+  // Two shards' ShardInfo, as `ferry local` reads them (proto JSON: int64
+  // as strings).
+  const std::vector<std::string> shards = {
+      R"({"shard_id": 0, "sparse": {"rows": "700", "evicted_ttl": "5"}})",
+      R"({"shard_id": 1, "sparse": {"rows": "650", "evicted_ttl": "0"}})"};
   const nlohmann::json s =
-      BuildSummary(LocalClusterOptions(), StatusJson(status), {});
+      BuildSummary(LocalClusterOptions(), StatusJson(status), shards);
+  EXPECT_DOUBLE_EQ(s["unique_ids_per_step"].get<double>(), 3000.0);
+  EXPECT_EQ(s["embedding_rows"].get<int64_t>(), 1350);
+  EXPECT_EQ(s["embedding"]["evicted_ttl"].get<int64_t>(), 5);
   EXPECT_DOUBLE_EQ(s["test_auc"].get<double>(), 0.78);
   EXPECT_DOUBLE_EQ(s["test_logloss"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.75);

@@ -40,6 +40,14 @@ absl::StatusOr<LocalRun> RunLocal(const std::string& name,
 // The undisturbed run of `mode`, computed at first use.
 const LocalRun& Reference(const std::string& mode);
 
+// The undisturbed run of the job `args` (RunLocal's), computed at first use
+// and kept as the build tree's fault-reference/NAME.json: reused while it is
+// newer than the binaries (ferry, ferry-server, ferry-worker) and was run
+// with the same `args`. `exit_code` is not 0 when the run failed.
+const LocalRun& Reference(const std::string& name,
+                          const std::vector<std::string>& args,
+                          absl::Duration timeout = absl::Minutes(4));
+
 // Asserts what every fault test asserts: the job finished (exit 0), every
 // epoch applied every sample exactly once, accuracy within one point of the
 // undisturbed run, and `min_workers_seen` workers took part.

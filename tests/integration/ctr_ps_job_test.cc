@@ -141,6 +141,12 @@ TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
               2e-3);
   const int64_t steps = d["steps"].get<int64_t>();
   EXPECT_EQ(steps, (kTrainRows + kBatch - 1) / kBatch);
+  // The same steps create the same rows, spread over the two shards.
+  EXPECT_EQ(d["embedding_rows"].get<int64_t>(),
+            s["embedding_rows"].get<int64_t>());
+  const double unique_ids = d["unique_ids_per_step"].get<double>();
+  EXPECT_GT(unique_ids, 0.0);
+  EXPECT_LE(unique_ids, 26.0 * kBatch);
 
   // Per step, a worker pulls and pushes the dense part (6,137 floats for
   // small.json) and its half-batch's unique rows (ids of 8 bytes out, 8
@@ -156,6 +162,10 @@ TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   EXPECT_LT(per_worker_step,
             2 * dense_bytes + 26.0 * kBatch / 2 * row_bytes + 8192)
       << d.dump(2);
+  // What moves beyond the dense part is the unique rows: ~80 bytes each.
+  const double row_traffic = ps_bytes / steps - 2 * 2 * dense_bytes;
+  EXPECT_GT(row_traffic, 0.9 * unique_ids * row_bytes) << d.dump(2);
+  EXPECT_LT(row_traffic, 1.3 * unique_ids * row_bytes + 4096) << d.dump(2);
 }
 
 TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {

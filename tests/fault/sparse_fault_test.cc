@@ -1,0 +1,346 @@
+// A DLRM job (embedding rows on the PS shards) under faults, with real
+// processes and signals (see fault_fixture.h): `ferry local --mode ps` on CTR
+// data written by `ferry data ctr`, a shard or a worker SIGKILLed mid-training
+// by the chaos plan. A killed shard is restarted by the supervisor, resumes
+// from its checkpoint (format v2: the dense slice and every row with its
+// optimizer state and admission counter) and the coordinator rolls every
+// shard back to the common checkpoint version.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/child_process.h"
+#include "ferry/v1/ps.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/rpc_util.h"
+#include "tests/fault/fault_fixture.h"
+
+namespace ferry::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kRows = 12000;
+constexpr int kBatch = 64;
+constexpr int kSparseEpochs = 1;
+constexpr int kStepsPerEpoch = (kRows + kBatch - 1) / kBatch;  // 188
+
+std::string ReferenceDir() {
+  return std::string(FERRY_BIN_DIR) + "/../fault-reference";
+}
+
+// The CTR data and the model file, written once into the build tree (under a
+// lock, so that parallel tests write them once) and kept while newer than the
+// `ferry` binary: the job's arguments then stay the same between test
+// processes, and Reference() reuses the undisturbed run. Returns the
+// directory; empty (with a test failure) when `ferry data ctr` failed.
+std::string CtrData() {
+  const std::string dir = ReferenceDir() + "/dlrm-ctr-data";
+  std::filesystem::create_directories(ReferenceDir());
+  const int lock = open((dir + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  if (lock >= 0) flock(lock, LOCK_EX);
+  std::error_code ec;
+  const auto written =
+      std::filesystem::last_write_time(dir + "/model.json", ec);
+  const auto built = std::filesystem::last_write_time(
+      std::string(FERRY_BIN_DIR) + "/ferry", ec);
+  if (ec || written <= built) {
+    const std::string tmp = absl::StrCat(dir, ".tmp.", getpid());
+    std::filesystem::remove_all(tmp);
+    std::filesystem::create_directories(tmp);
+    std::string vocab;
+    for (int f = 0; f < 26; ++f) {
+      absl::StrAppend(&vocab, f == 0 ? "" : ",",
+                      f % 3 == 0 ? 3000 : 10 * (f + 1));
+    }
+    const std::vector<std::string> argv = {
+        std::string(FERRY_BIN_DIR) + "/ferry",
+        "data",
+        "ctr",
+        "--out",
+        tmp + "/data",
+        "--rows",
+        std::to_string(kRows),
+        "--test-rows",
+        "3000",
+        "--seed",
+        "13",
+        "--vocab-sizes",
+        vocab,
+        "--quiet"};
+    auto child = ChildProcess::Spawn(argv, tmp + "/gen.log");
+    std::optional<int> rc;
+    if (child.ok()) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(60);
+      while (!(rc = child->Poll()) && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      if (!rc) rc = child->Stop(absl::Seconds(5));
+    }
+    std::ofstream(tmp + "/model.json")
+        << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
+               "bottom": [16], "top": [16]})";
+    if (rc == 0) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::rename(tmp, dir);
+    } else {
+      ADD_FAILURE() << "ferry data ctr failed (" << (rc ? *rc : -1)
+                    << "); see " << tmp << "/gen.log";
+    }
+  }
+  if (lock >= 0) close(lock);
+  return std::filesystem::exists(dir + "/model.json") ? dir : "";
+}
+
+// The DLRM job: 2 shards, 2 workers, sync, kSparseEpochs epochs of kRows
+// rows at batch 64 (188 steps an epoch), dense Adam, row-wise Adagrad on the
+// rows (the defaults), a checkpoint every 20 steps, a 3 s heartbeat timeout;
+// plus `extra` (a chaos plan).
+std::vector<std::string> SparseJobArgs(
+    const std::string& data, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--mode",
+                                   "ps",
+                                   "--workers",
+                                   "2",
+                                   "--shards",
+                                   "2",
+                                   "--model",
+                                   data + "/model.json",
+                                   "--dataset",
+                                   "criteo:" + data + "/data",
+                                   "--device",
+                                   "cpu",
+                                   "--epochs",
+                                   std::to_string(kSparseEpochs),
+                                   "--batch",
+                                   std::to_string(kBatch),
+                                   "--seed",
+                                   "5",
+                                   "--optimizer",
+                                   "adam",
+                                   "--lr",
+                                   "0.003",
+                                   "--lr-schedule",
+                                   "constant",
+                                   "--warmup-steps",
+                                   "0",
+                                   "--weight-decay",
+                                   "0",
+                                   "--heartbeat-timeout",
+                                   "3",
+                                   "--checkpoint-every",
+                                   "20"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+constexpr absl::Duration kJobTimeout = absl::Minutes(2);
+
+// What one ShardInfo of the watched shard said, and which process said it.
+struct ShardSample {
+  int64_t pid = -1;
+  int64_t version = 0;
+  int64_t rows = 0;
+};
+
+// Polls one shard's ShardInfo every 20 ms from its own thread while a job
+// runs, following `ferry local`'s cluster file to the shard's address and
+// process id: a new pid there is a new incarnation (the supervisor writes it
+// after it has reaped the old one), reached on a new channel.
+class ShardWatcher {
+ public:
+  ShardWatcher(std::string cluster_file, std::string shard)
+      : cluster_file_(std::move(cluster_file)),
+        shard_(std::move(shard)),
+        thread_([this] { Run(); }) {}
+  ~ShardWatcher() { Stop(); }
+
+  // Stops polling; returns every sample, oldest first.
+  std::vector<ShardSample> Stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    absl::MutexLock lock(&mu_);
+    return samples_;
+  }
+
+ private:
+  void Run() {
+    int64_t pid = -1;
+    std::unique_ptr<v1::ParameterServer::Stub> stub;
+    while (!done_) {
+      std::ifstream in(cluster_file_);
+      const nlohmann::json cluster = nlohmann::json::parse(in, nullptr, false);
+      if (cluster.is_array()) {
+        for (const auto& p : cluster) {
+          if (p.value("name", "") != shard_ ||
+              p.value("status", "") != "running" ||
+              p.value("pid", int64_t{-1}) == pid) {
+            continue;
+          }
+          pid = p.value("pid", int64_t{-1});
+          stub = v1::ParameterServer::NewStub(
+              MakeChannel(p.value("address", "")));
+        }
+      }
+      if (stub != nullptr) {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Milliseconds(500));
+        v1::ShardInfoResponse info;
+        if (stub->ShardInfo(&context, v1::ShardInfoRequest(), &info).ok()) {
+          absl::MutexLock lock(&mu_);
+          samples_.push_back({pid, info.version(), info.sparse().rows()});
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  const std::string cluster_file_;
+  const std::string shard_;
+  std::atomic<bool> done_{false};
+  absl::Mutex mu_;
+  std::vector<ShardSample> samples_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+// Asserts what every sparse fault test asserts: the job finished, every
+// epoch applied every sample exactly once (none dropped), as many steps as
+// the undisturbed run counted, the same embedding rows at the end (every
+// training id was applied, so a row lost on the way and never touched again
+// would be missing), and a test AUC clearly above chance and within
+// `auc_bound` of the undisturbed run's.
+void ExpectHealthySparseRun(const LocalRun& run, const LocalRun& reference,
+                            double auc_bound) {
+  ASSERT_EQ(run.exit_code, 0) << "ferry local failed; logs in " << run.log_dir;
+  ASSERT_TRUE(run.summary.is_object()) << "no summary in " << run.log_dir;
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
+  const nlohmann::json& s = run.summary;
+  const nlohmann::json& r = reference.summary;
+  const auto& accounting = s.at("epochs_accounting");
+  ASSERT_EQ(accounting.size(), static_cast<size_t>(kSparseEpochs)) << s.dump(1);
+  for (const auto& epoch : accounting) {
+    EXPECT_EQ(epoch.at("samples_applied").get<int64_t>(), kRows)
+        << epoch.dump();
+    EXPECT_EQ(epoch.at("samples_dropped").get<int64_t>(), 0) << epoch.dump();
+  }
+  EXPECT_EQ(r.at("steps").get<int64_t>(), kSparseEpochs * kStepsPerEpoch);
+  EXPECT_GT(s.at("embedding_rows").get<int64_t>(), 0) << s.dump(1);
+  EXPECT_EQ(s.at("embedding_rows").get<int64_t>(),
+            r.at("embedding_rows").get<int64_t>())
+      << "logs in " << run.log_dir;
+  const double auc = s.at("test_auc").get<double>();
+  EXPECT_GT(auc, 0.65) << "logs in " << run.log_dir;
+  EXPECT_NEAR(auc, r.at("test_auc").get<double>(), auc_bound)
+      << "logs in " << run.log_dir;
+}
+
+class SparseFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = CtrData();
+    ASSERT_FALSE(data_.empty());
+  }
+  const LocalRun& SparseReference() {
+    return Reference("dlrm-ps", SparseJobArgs(data_), kJobTimeout);
+  }
+
+  std::string data_;
+};
+
+TEST_F(SparseFaultTest, ShardKilledWithSigkillComesBackWithItsRows) {
+  const LocalRun& reference = SparseReference();
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
+  const std::string cluster_file = absl::StrCat(
+      ::testing::TempDir(), "/ferry-sparse-shard-", getpid(), ".json");
+  std::filesystem::remove(cluster_file);
+  ShardWatcher watcher(cluster_file, "ps1");
+  // Step 90 of 188: after four checkpoints (every 20 steps), so the shard
+  // comes back with rows from version 80 and the job replays 10+ steps.
+  auto run = RunLocal("dlrm-shard",
+                      SparseJobArgs(data_, {"--chaos", "kill:ps1@step90",
+                                            "--cluster-file", cluster_file}),
+                      kJobTimeout);
+  const std::vector<ShardSample> samples = watcher.Stop();
+  ASSERT_TRUE(run.ok()) << run.status();
+  // The rollback replays the steps since the common checkpoint with the
+  // same samples in the same steps, so the result is the undisturbed run's
+  // up to the order in which floating-point sums meet (measured: equal to
+  // 1e-4 or closer); 0.005 leaves margin while a lost or re-initialised
+  // table, a skipped or twice-applied step would move it further.
+  ExpectHealthySparseRun(*run, reference, 0.005);
+  const nlohmann::json& s = run->summary;
+  EXPECT_EQ(s.at("restarts").value("ps1", 0), 1) << s.dump(1);
+  EXPECT_GE(s.at("rollbacks").get<int64_t>(), 1) << s.dump(1);
+
+  // The new ps1 resumed from a checkpoint of its own...
+  const std::string log = ReadFile(run->log_dir + "/logs/ps1.log");
+  EXPECT_THAT(log, HasSubstr("resumed from checkpoint")) << run->log_dir;
+  // ...holding its rows: its first answer (before or after the
+  // coordinator's rollback: both are a checkpointed state) shows at least
+  // the rows the killed process held at that version or earlier (rows only
+  // grow in this job: no TTL, no memory limit, admission at the first use).
+  ASSERT_FALSE(samples.empty());
+  const int64_t first_pid = samples.front().pid;
+  size_t restarted = 0;
+  while (restarted < samples.size() && samples[restarted].pid == first_pid) {
+    ++restarted;
+  }
+  ASSERT_LT(restarted, samples.size())
+      << "no ShardInfo from the restarted ps1; logs in " << run->log_dir;
+  const ShardSample& back = samples[restarted];
+  int64_t rows_then = 0, last_version = 0;
+  for (size_t i = 0; i < restarted; ++i) {
+    last_version = std::max(last_version, samples[i].version);
+    if (samples[i].version <= back.version) {
+      rows_then = std::max(rows_then, samples[i].rows);
+    }
+  }
+  EXPECT_GT(back.version, 0) << "logs in " << run->log_dir;
+  EXPECT_LE(back.version, last_version + 1);
+  EXPECT_GT(back.rows, 0) << "logs in " << run->log_dir;
+  EXPECT_GE(back.rows, rows_then)
+      << "version " << back.version << "; logs in " << run->log_dir;
+}
+
+TEST_F(SparseFaultTest, WorkerKilledMidStepAppliesNothingTwice) {
+  const LocalRun& reference = SparseReference();
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
+  auto run = RunLocal("dlrm-worker",
+                      SparseJobArgs(data_, {"--chaos", "kill:worker1@step90"}),
+                      kJobTimeout);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // A worker's death changes which worker computes which samples and how
+  // the leftover samples fall into steps, so the run is not the
+  // undisturbed one step for step; TODO(measure) bound.
+  ExpectHealthySparseRun(*run, reference, 0.01);
+  const nlohmann::json& s = run->summary;
+  EXPECT_GE(CountEvents(s, "evicted"), 1) << s.dump(1);
+  EXPECT_GE(s.at("workers_seen").get<int>(), 2);
+}
+
+}  // namespace
+}  // namespace ferry::testing
