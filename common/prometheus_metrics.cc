@@ -204,6 +204,34 @@ FerryMetrics::FerryMetrics()
                                      0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64});
   pending_pulls_ = &pending.Add({});
   members_ = &members.Add({});
+
+  auto& rows = prometheus::BuildGauge()
+                   .Name("ferry_embedding_rows")
+                   .Help(
+                       "A PS shard's embedding rows (state=stored) and ids "
+                       "counted but not yet admitted (state=pending)")
+                   .Register(r);
+  embedding_rows_[0] = &rows.Add({{"state", "stored"}});
+  embedding_rows_[1] = &rows.Add({{"state", "pending"}});
+  embedding_bytes_ =
+      &prometheus::BuildGauge()
+           .Name("ferry_embedding_bytes")
+           .Help(
+               "A PS shard's embedding memory as --embedding-max-mb counts it")
+           .Register(r)
+           .Add({});
+  auto& events =
+      prometheus::BuildCounter()
+          .Name("ferry_embedding_events_total")
+          .Help(
+              "A PS shard's embedding rows created, ids admitted, updates "
+              "dropped before admission, rows evicted by TTL or memory")
+          .Register(r);
+  const char* const kEvents[kNumEmbeddingEvents] = {
+      "created", "admitted", "dropped_update", "evicted_ttl", "evicted_memory"};
+  for (int e = 0; e < kNumEmbeddingEvents; ++e) {
+    embedding_events_[e] = &events.Add({{"event", kEvents[e]}});
+  }
 }
 
 prometheus::Counter& FerryMetrics::bytes(MetricRole role,

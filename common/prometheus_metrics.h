@@ -42,6 +42,17 @@ namespace ferry {
 // The process roles, as label values "coordinator", "ps", "worker".
 enum class MetricRole { kCoordinator = 0, kPs = 1, kWorker = 2 };
 inline constexpr int kNumMetricRoles = 3;
+
+// What happened to a PS shard's embedding rows (ps/sparse_table.h's
+// counters): ferry_embedding_events_total{event}.
+enum class EmbeddingEvent {
+  kCreated = 0,        // "created": rows made (an id admitted or restored)
+  kAdmitted = 1,       // "admitted": ids that reached --embedding-admit-count
+  kDroppedUpdate = 2,  // "dropped_update": updates of ids not yet admitted
+  kEvictedTtl = 3,     // "evicted_ttl": rows unseen for --embedding-ttl-steps
+  kEvictedMemory = 4,  // "evicted_memory": LRU rows past --embedding-max-mb
+};
+inline constexpr int kNumEmbeddingEvents = 5;
 const char* MetricRoleName(MetricRole role);
 
 // The peer role label of a byte-count key as the services use them:
@@ -107,6 +118,17 @@ class FerryMetrics {
   prometheus::Gauge& checkpoint_age_seconds(MetricRole role) {
     return *checkpoint_age_[Index(role)];
   }
+  // PS shards of jobs with embedding tables (scrape time, see
+  // server/server_metrics.h): ferry_embedding_rows{state="stored"} rows
+  // held, {state="pending"} ids counted but not yet admitted;
+  // ferry_embedding_bytes what --embedding-max-mb limits.
+  prometheus::Gauge& embedding_rows(bool pending) {
+    return *embedding_rows_[pending ? 1 : 0];
+  }
+  prometheus::Gauge& embedding_bytes() { return *embedding_bytes_; }
+  prometheus::Counter& embedding_events(EmbeddingEvent event) {
+    return *embedding_events_[static_cast<size_t>(event)];
+  }
   // ferry_rejected_inputs_total{role,op,reason}.
   prometheus::Counter& rejected(MetricRole role, absl::string_view op,
                                 absl::StatusCode code);
@@ -138,6 +160,9 @@ class FerryMetrics {
   prometheus::Gauge* pending_pulls_;
   prometheus::Gauge* members_;
   PerRole<prometheus::Gauge> generation_, model_version_, checkpoint_age_;
+  std::array<prometheus::Gauge*, 2> embedding_rows_;
+  prometheus::Gauge* embedding_bytes_;
+  std::array<prometheus::Counter*, kNumEmbeddingEvents> embedding_events_;
 };
 
 // The process-wide metrics (created on first use, never destroyed).

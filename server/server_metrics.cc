@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include <array>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,9 +22,30 @@ double AgeSeconds(const std::optional<absl::Time>& last) {
 
 std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard,
                                               PsCheckpointer* checkpointer) {
-  return RegisterScrapeHook([shard, checkpointer] {
+  // The store counts its events cumulatively; each scrape adds what grew
+  // since the previous one (a count that went down, after a restore to an
+  // older checkpoint, starts over from there).
+  auto last = std::make_shared<std::array<int64_t, kNumEmbeddingEvents>>();
+  return RegisterScrapeHook([shard, checkpointer, last] {
     const PsShardInfo info = shard->Info();
     FerryMetrics& m = Metrics();
+    if (info.sparse.has_value()) {
+      const SparseTableStats& t = info.sparse->total;
+      m.embedding_rows(false).Set(static_cast<double>(t.rows));
+      m.embedding_rows(true).Set(static_cast<double>(t.pending_ids));
+      m.embedding_bytes().Set(static_cast<double>(info.sparse->bytes));
+      const int64_t now[kNumEmbeddingEvents] = {
+          t.rows_created, t.ids_admitted, t.updates_dropped, t.evicted_ttl,
+          t.evicted_memory};
+      for (int e = 0; e < kNumEmbeddingEvents; ++e) {
+        const int64_t grown = now[e] - (*last)[e];
+        if (grown > 0) {
+          m.embedding_events(static_cast<EmbeddingEvent>(e))
+              .Increment(static_cast<double>(grown));
+        }
+        (*last)[e] = now[e];
+      }
+    }
     m.model_version(MetricRole::kPs).Set(static_cast<double>(info.version));
     m.pending_pulls().Set(static_cast<double>(info.pending_pulls));
     m.generation(MetricRole::kPs).Set(static_cast<double>(info.max_generation));

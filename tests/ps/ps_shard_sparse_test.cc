@@ -46,19 +46,7 @@ std::vector<uint64_t> Ids(int32_t table, int n, bool mine = true) {
 absl::StatusOr<int64_t> Push(PsShard& shard, const PsPushHeader& header,
                              const std::vector<float>& g,
                              std::vector<SparseRows> rows) {
-  auto staging = shard.BeginPush(header);
-  if (!staging.ok()) return staging.status();
-  PsPushStaging& s = **staging;
-  for (SparseRows& part : rows) {
-    if (absl::Status added = shard.AddRows(s, std::move(part)); !added.ok()) {
-      return added;
-    }
-  }
-  absl::Status status = shard.AddChunk(s, 2, absl::MakeSpan(&g[0], 1));
-  if (status.ok()) status = shard.AddChunk(s, 3, absl::MakeSpan(&g[1], 2));
-  if (status.ok()) status = shard.AddChunk(s, 4, absl::MakeSpan(&g[3], 1));
-  if (!status.ok()) return status;
-  return shard.CommitPush(std::move(staging).value());
+  return PushSlice(shard, header, g, std::move(rows));
 }
 
 std::vector<float> Rows(PsShard& shard, int32_t table,

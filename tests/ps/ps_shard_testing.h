@@ -45,13 +45,20 @@ inline PsPushHeader Header(const std::string& worker, int64_t step,
                       num_samples, base_version, {}};
 }
 
-// Pushes a full slice gradient (4 values) split into the owned chunks.
+// Pushes a full slice gradient (4 values) split into the owned chunks, with
+// embedding `rows` (a shard with a sparse store) added first.
 inline absl::StatusOr<int64_t> PushSlice(PsShard& shard,
                                          const PsPushHeader& header,
-                                         const std::vector<float>& g) {
+                                         const std::vector<float>& g,
+                                         std::vector<SparseRows> rows = {}) {
   auto staging = shard.BeginPush(header);
   if (!staging.ok()) return staging.status();
   PsPushStaging& s = **staging;
+  for (SparseRows& part : rows) {
+    if (absl::Status added = shard.AddRows(s, std::move(part)); !added.ok()) {
+      return added;
+    }
+  }
   absl::Status status = shard.AddChunk(s, 2, absl::MakeSpan(&g[0], 1));
   if (status.ok()) status = shard.AddChunk(s, 3, absl::MakeSpan(&g[1], 2));
   if (status.ok()) status = shard.AddChunk(s, 4, absl::MakeSpan(&g[3], 1));

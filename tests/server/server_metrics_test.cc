@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "common/file_system.h"
 #include "common/prometheus_metrics.h"
+#include "common/sharding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
@@ -137,6 +138,59 @@ TEST(ServerMetricsTest, ShardCheckpointAgeIsMinusOneUntilTheFirstCheckpoint) {
   const double age = m.checkpoint_age_seconds(MetricRole::kPs).Value();
   EXPECT_GE(age, 0);
   EXPECT_LT(age, 60);
+}
+
+TEST(ServerMetricsTest, ShardEmbeddingRowsAndEventsAreExported) {
+  FerryMetrics& m = Metrics();
+  PsShardConfig config = TestConfig();
+  SparseStoreConfig sparse;
+  sparse.shard_id = config.shard_id;
+  sparse.num_shards = config.num_shards;
+  sparse.dims = {2};
+  sparse.optimizer.kind = RowOptimizerKind::kSgd;
+  sparse.optimizer.lr = 1.0f;
+  sparse.admit_count = 2;  // an id's first sighting stores nothing
+  config.sparse = sparse;
+  auto shard = MakeShard(config);
+  auto gauges = ExportShardGauges(shard.get(), nullptr);
+  const auto events = [&](EmbeddingEvent e) {
+    return m.embedding_events(e).Value();
+  };
+  const double created0 = events(EmbeddingEvent::kCreated);
+  const double dropped0 = events(EmbeddingEvent::kDroppedUpdate);
+  std::vector<uint64_t> ids;  // three ids placed on this shard
+  for (uint64_t id = 1; ids.size() < 3; ++id) {
+    if (ShardOfRow(0, id, config.num_shards) == config.shard_id) {
+      ids.push_back(id);
+    }
+  }
+  const auto step = [&](int64_t s) {
+    SparseRows rows;
+    rows.table = 0;
+    rows.ids = ids;
+    rows.grads.assign(ids.size() * 2, 0.5f);
+    ASSERT_TRUE(
+        PushSlice(*shard, Header("w1", s, 1), {0, 0, 0, 0}, {rows}).ok());
+    ASSERT_TRUE(shard->FinalizeStep("job", s, {{"w1", 1}}, 0).ok());
+  };
+  const double admitted0 = events(EmbeddingEvent::kAdmitted);
+  step(0);  // counted, not admitted
+  RunScrapeHooks();
+  EXPECT_EQ(m.embedding_rows(false).Value(), 0);
+  EXPECT_EQ(m.embedding_rows(true).Value(), 3);
+  EXPECT_EQ(events(EmbeddingEvent::kDroppedUpdate), dropped0 + 3);
+  step(1);  // the second sighting admits them (its update still dropped)
+  RunScrapeHooks();
+  EXPECT_EQ(events(EmbeddingEvent::kAdmitted), admitted0 + 3);
+  EXPECT_EQ(events(EmbeddingEvent::kDroppedUpdate), dropped0 + 6);
+  step(2);  // the next update creates their rows
+  RunScrapeHooks();
+  EXPECT_EQ(m.embedding_rows(false).Value(), 3);
+  EXPECT_EQ(m.embedding_rows(true).Value(), 0);
+  EXPECT_EQ(events(EmbeddingEvent::kCreated), created0 + 3);
+  EXPECT_GT(m.embedding_bytes().Value(), 0);
+  RunScrapeHooks();  // nothing new: nothing added twice
+  EXPECT_EQ(events(EmbeddingEvent::kCreated), created0 + 3);
 }
 
 TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
