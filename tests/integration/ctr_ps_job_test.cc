@@ -168,6 +168,31 @@ TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   EXPECT_LT(row_traffic, 1.3 * unique_ids * row_bytes + 4096) << d.dump(2);
 }
 
+TEST_F(CtrPsJobTest, AsyncAndSspJobsLearnToo) {
+  for (const std::string consistency : {"async", "ssp:2"}) {
+    const std::string name = consistency == "async" ? "async" : "ssp";
+    std::vector<std::string> local = {
+        Bin("ferry"),     "local",
+        "--mode",         "ps",
+        "--workers",      "2",
+        "--shards",       "2",
+        "--consistency",  consistency,
+        "--log-dir",      *dir_ + "/" + name + "-logs",
+        "--timeout",      "240",
+        "--summary-json", *dir_ + "/" + name + ".json"};
+    const std::vector<std::string> job = JobFlags();
+    local.insert(local.end(), job.begin(), job.end());
+    const ProcessRun p =
+        RunToEnd(local, *dir_ + "/" + name + ".log", absl::Seconds(300));
+    ASSERT_EQ(p.rc, 0) << p.output;
+    const nlohmann::json d = ReadJson(*dir_ + "/" + name + ".json");
+    ASSERT_FALSE(d.is_discarded()) << p.output;
+    // Stale rows and weights cost a little accuracy, not the model.
+    EXPECT_GT(d["test_auc"].get<double>(), 0.65) << consistency << p.output;
+    EXPECT_GT(d["embedding_rows"].get<int64_t>(), 0);
+  }
+}
+
 TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {
   const std::string data = "criteo:" + *dir_ + "/data";
   ProcessRun r = RunToEnd(
