@@ -91,11 +91,11 @@ class CtrPsJobTest : public ::testing::Test {
     return std::string(FERRY_BIN_DIR) + "/" + name;
   }
   // The job's flags, shared by both runs.
-  static std::vector<std::string> JobFlags() {
+  static std::vector<std::string> JobFlags(int epochs = 1) {
     return {"--model",        *dir_ + "/small.json",
             "--dataset",      "criteo:" + *dir_ + "/data",
             "--device",       "cpu",
-            "--epochs",       "1",
+            "--epochs",       std::to_string(epochs),
             "--batch",        std::to_string(kBatch),
             "--seed",         "5",
             "--optimizer",    "adam",
@@ -191,6 +191,48 @@ TEST_F(CtrPsJobTest, AsyncAndSspJobsLearnToo) {
     EXPECT_GT(d["test_auc"].get<double>(), 0.65) << consistency << p.output;
     EXPECT_GT(d["embedding_rows"].get<int64_t>(), 0);
   }
+}
+
+TEST_F(CtrPsJobTest, WorkersJoinAndLeaveMidTraining) {
+  // Two epochs (376 steps): a third worker joins at step 20 (it is training
+  // a second or two later, once it has loaded the data), the first one
+  // leaves (SIGTERM: it finishes its step and says goodbye) at step 60;
+  // every sample of each epoch is applied exactly once.
+  std::vector<std::string> local = {
+      Bin("ferry"),     "local",
+      "--mode",         "ps",
+      "--workers",      "2",
+      "--shards",       "2",
+      "--chaos",        "join:1@step20,term:worker0@step60",
+      "--log-dir",      *dir_ + "/elastic-logs",
+      "--timeout",      "240",
+      "--summary-json", *dir_ + "/elastic.json"};
+  const std::vector<std::string> job = JobFlags(/*epochs=*/2);
+  local.insert(local.end(), job.begin(), job.end());
+  const ProcessRun p =
+      RunToEnd(local, *dir_ + "/elastic.log", absl::Seconds(300));
+  ASSERT_EQ(p.rc, 0) << p.output;
+  const nlohmann::json d = ReadJson(*dir_ + "/elastic.json");
+  ASSERT_FALSE(d.is_discarded()) << p.output;
+  EXPECT_EQ(d["workers_seen"].get<int>(), 3) << d.dump(2);
+  // One worker left before the end, and all three had steps applied (ids
+  // are given in registration order, not in start order).
+  int left_early = 0, applied = 0;
+  for (const nlohmann::json& e : d["events"]) {
+    const std::string kind = e["kind"].get<std::string>();
+    if (kind == "left" &&
+        e["step"].get<int64_t>() < d["steps"].get<int64_t>()) {
+      ++left_early;
+    }
+    if (kind == "first_applied") ++applied;
+  }
+  EXPECT_EQ(left_early, 1) << d["events"].dump(2);
+  EXPECT_EQ(applied, 3) << d["events"].dump(2);
+  ASSERT_EQ(d["epochs_accounting"].size(), 2u) << d.dump(2);
+  for (const nlohmann::json& epoch : d["epochs_accounting"]) {
+    EXPECT_EQ(epoch["samples_applied"].get<int64_t>(), kTrainRows) << d.dump(2);
+  }
+  EXPECT_GT(d["test_auc"].get<double>(), 0.65) << p.output;
 }
 
 TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {
