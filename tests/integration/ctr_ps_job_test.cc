@@ -17,40 +17,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/child_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/process_run.h"
 
 namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct ProcessRun {
-  int rc = -1;
-  std::string output;
-};
-
-ProcessRun RunToEnd(const std::vector<std::string>& argv,
-                    const std::string& log, absl::Duration timeout) {
-  ProcessRun run;
-  auto child = ChildProcess::Spawn(argv, log);
-  if (!child.ok()) {
-    run.output = std::string(child.status().message());
-    return run;
-  }
-  const absl::Time deadline = absl::Now() + timeout;
-  std::optional<int> rc;
-  while (!(rc = child->Poll()) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  run.rc = rc ? *rc : child->Stop(absl::Seconds(5));
-  std::ifstream in(log);
-  run.output.assign(std::istreambuf_iterator<char>(in),
-                    std::istreambuf_iterator<char>());
-  return run;
-}
+using ::ferry::testing::FerryBin;
+using ::ferry::testing::ProcessRun;
+using ::ferry::testing::RunToEnd;
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -67,16 +46,9 @@ class CtrPsJobTest : public ::testing::Test {
         absl::StrCat(::testing::TempDir(), "/ctr-ps-job-", getpid()));
     std::filesystem::remove_all(*dir_);
     std::filesystem::create_directories(*dir_);
-    std::string vocab;
-    for (int f = 0; f < 26; ++f) {
-      absl::StrAppend(&vocab, f == 0 ? "" : ",",
-                      f % 3 == 0 ? 3000 : 10 * (f + 1));
-    }
     const ProcessRun gen =
-        RunToEnd({Bin("ferry"), "data", "ctr", "--out", *dir_ + "/data",
-                  "--rows", std::to_string(kTrainRows), "--test-rows", "3000",
-                  "--seed", "13", "--vocab-sizes", vocab, "--quiet"},
-                 *dir_ + "/gen.log", absl::Seconds(120));
+        testing::WriteCtrData(*dir_ + "/data", kTrainRows, 3000, /*seed=*/13,
+                              /*large=*/3000, *dir_ + "/gen.log");
     ASSERT_EQ(gen.rc, 0) << gen.output;
     std::ofstream(*dir_ + "/small.json")
         << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
@@ -87,9 +59,7 @@ class CtrPsJobTest : public ::testing::Test {
     delete dir_;
   }
 
-  static std::string Bin(const std::string& name) {
-    return std::string(FERRY_BIN_DIR) + "/" + name;
-  }
+  static std::string Bin(const std::string& name) { return FerryBin(name); }
   // The job's flags, shared by both runs.
   static std::vector<std::string> JobFlags(int epochs = 1) {
     return {"--model",        *dir_ + "/small.json",

@@ -15,40 +15,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/child_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/process_run.h"
 
 namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct ProcessRun {
-  int rc = -1;
-  std::string output;
-};
-
-ProcessRun RunToEnd(const std::vector<std::string>& argv,
-                    const std::string& log) {
-  ProcessRun run;
-  auto child = ChildProcess::Spawn(argv, log);
-  if (!child.ok()) {
-    run.output = std::string(child.status().message());
-    return run;
-  }
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  std::optional<int> rc;
-  while (!(rc = child->Poll()) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  run.rc = rc ? *rc : child->Stop(absl::Seconds(2));
-  std::ifstream in(log);
-  run.output.assign(std::istreambuf_iterator<char>(in),
-                    std::istreambuf_iterator<char>());
-  return run;
-}
+using ::ferry::testing::ProcessRun;
+using ::ferry::testing::RunToEnd;
 
 class CtrStandaloneTest : public ::testing::Test {
  protected:
@@ -59,16 +37,9 @@ class CtrStandaloneTest : public ::testing::Test {
     std::filesystem::create_directories(*dir_);
     // Vocabularies of 10 to 5,000 ids: a slice 40,000 rows learn in one
     // epoch (test AUC 0.76 here, the teacher's 0.87).
-    std::string vocab;
-    for (int f = 0; f < 26; ++f) {
-      absl::StrAppend(&vocab, f == 0 ? "" : ",",
-                      f % 3 == 0 ? 5000 : 10 * (f + 1));
-    }
     const ProcessRun gen =
-        RunToEnd({std::string(FERRY_BIN_DIR) + "/ferry", "data", "ctr", "--out",
-                  *dir_ + "/data", "--rows", "40000", "--test-rows", "8000",
-                  "--seed", "11", "--vocab-sizes", vocab, "--quiet"},
-                 *dir_ + "/gen.log");
+        testing::WriteCtrData(*dir_ + "/data", 40000, 8000, /*seed=*/11,
+                              /*large=*/5000, *dir_ + "/gen.log");
     ASSERT_EQ(gen.rc, 0) << gen.output;
     std::ofstream(*dir_ + "/small.json")
         << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,

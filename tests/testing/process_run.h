@@ -1,0 +1,71 @@
+// Runs a real program to its end for integration tests: its exit status and
+// everything it wrote (stdout and stderr, through a log file), killed when
+// it outlives `timeout`. Also the CTR data set and small DLRM the sparse
+// tests share.
+#ifndef FERRY_TESTS_TESTING_PROCESS_RUN_H_
+#define FERRY_TESTS_TESTING_PROCESS_RUN_H_
+
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/child_process.h"
+
+namespace ferry::testing {
+
+struct ProcessRun {
+  int rc = -1;  // -1: it could not be started
+  std::string output;
+};
+
+inline ProcessRun RunToEnd(const std::vector<std::string>& argv,
+                           const std::string& log,
+                           absl::Duration timeout = absl::Seconds(120)) {
+  ProcessRun run;
+  auto child = ChildProcess::Spawn(argv, log);
+  if (!child.ok()) {
+    run.output = std::string(child.status().message());
+    return run;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::optional<int> rc;
+  while (!(rc = child->Poll()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  run.rc = rc ? *rc : child->Stop(absl::Seconds(5));
+  std::ifstream in(log);
+  run.output.assign(std::istreambuf_iterator<char>(in),
+                    std::istreambuf_iterator<char>());
+  return run;
+}
+
+// A program of this build (FERRY_BIN_DIR).
+inline std::string FerryBin(const std::string& name) {
+  return absl::StrCat(FERRY_BIN_DIR, "/", name);
+}
+
+// `ferry data ctr` into `dir`: `rows` training and `test_rows` test rows of
+// seed `seed`, small vocabularies (`large` ids for every third field, 10 to
+// 260 for the others) so that a slice learns in one epoch.
+inline ProcessRun WriteCtrData(const std::string& dir, int rows, int test_rows,
+                               int seed, int large, const std::string& log) {
+  std::string vocab;
+  for (int f = 0; f < 26; ++f) {
+    absl::StrAppend(&vocab, f == 0 ? "" : ",",
+                    f % 3 == 0 ? large : 10 * (f + 1));
+  }
+  return RunToEnd(
+      {FerryBin("ferry"), "data", "ctr", "--out", dir, "--rows",
+       std::to_string(rows), "--test-rows", std::to_string(test_rows), "--seed",
+       std::to_string(seed), "--vocab-sizes", vocab, "--quiet"},
+      log);
+}
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_TESTING_PROCESS_RUN_H_
