@@ -1,5 +1,9 @@
 // `ferry cost`: prints the cost model's prediction (client/cost_model.h) for
 // PS and ring all-reduce side by side, which one wins, and the crossovers.
+// For a DLRM (`--model dlrm` or a JSON of kind "dlrm") it prints the sparse
+// model's three modes instead (client/sparse_cost_model.h): PS, ring
+// all-gather of the touched rows, ring all-reduce of the full tables; with
+// --sweep, a table over one quantity and where the modes cross over.
 #ifndef FERRY_CLIENT_COST_COMMAND_H_
 #define FERRY_CLIENT_COST_COMMAND_H_
 
@@ -22,6 +26,15 @@ struct CostFlags {
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;
   int64_t max_chunk_elements = 256 * 1024;
   bool json = false;
+  // DLRM models only.
+  std::string vocab_sizes;  // comma-separated, one per table; "": Criteo-like
+  double zipf = 1.1;
+  int64_t batch = 128;       // global
+  uint64_t data_seed = 1;    // `ferry data ctr --seed`: the fields' empty rates
+  bool no_empty = false;     // pure Zipf fields, no empty values
+  double unique_ids = -1;    // measured, per step summed over workers
+  std::string sweep;         // "", batch, table, zipf
+  std::string sweep_values;  // comma-separated; "": the axis' defaults
 };
 
 // Adds the subcommand's flags to `cmd`.
