@@ -16,7 +16,10 @@
 #include <random>
 #include <utility>
 
+#include "absl/base/const_init.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -158,12 +161,18 @@ absl::StatusOr<int> PickFreePort() {
   const auto [low, high] = EphemeralPortRange();
   const int first = low > 11000 ? 10000 : high + 1;
   const int last = low > 11000 ? low - 1 : 65535;
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* handed_out = new absl::flat_hash_set<int>();  // under mu
+  absl::MutexLock lock(&mu);
   if (first <= last) {
     static thread_local std::mt19937 random{std::random_device{}()};
     std::uniform_int_distribution<int> pick(first, last);
     for (int attempt = 0; attempt < 200; ++attempt) {
       const int port = pick(random);
-      if (PortIsFree(port)) return port;
+      if (!handed_out->contains(port) && PortIsFree(port)) {
+        handed_out->insert(port);
+        return port;
+      }
     }
   }
   // Fall back to the kernel's choice.
@@ -181,6 +190,7 @@ absl::StatusOr<int> PickFreePort() {
   }
   const int port = ntohs(addr.sin_port);
   close(fd);
+  handed_out->insert(port);
   return port;
 }
 

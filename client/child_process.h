@@ -46,7 +46,9 @@ class ChildProcess {
 
 // A TCP port that was free a moment ago on every local address, picked at
 // random outside the kernel's ephemeral range (where outgoing connections
-// take their source ports); the kernel's choice if none is found.
+// take their source ports); the kernel's choice if none is found. Never a
+// port it returned before in this process (a launcher hands out many before
+// its children bind them). Thread-safe.
 absl::StatusOr<int> PickFreePort();
 // The directory holding the running executable (/proc/self/exe).
 std::string ExecutableDir();

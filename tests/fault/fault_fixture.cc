@@ -122,12 +122,14 @@ const LocalRun& Reference(const std::string& name,
     std::error_code missing;
     const auto built = std::filesystem::last_write_time(
         std::string(FERRY_BIN_DIR) + "/" + binary, missing);
-    if (missing || built >= saved) ec = std::make_error_code(std::errc::io_error);
+    if (missing || built >= saved)
+      ec = std::make_error_code(std::errc::io_error);
   }
   if (!ec) {
     std::ifstream in(path);
     const nlohmann::json saved_json = nlohmann::json::parse(in, nullptr, false);
-    if (saved_json.is_object() && saved_json.value("args", nlohmann::json()) == key &&
+    if (saved_json.is_object() &&
+        saved_json.value("args", nlohmann::json()) == key &&
         saved_json.contains("summary")) {
       reference.summary = saved_json.at("summary");
       reference.exit_code = 0;
@@ -138,9 +140,10 @@ const LocalRun& Reference(const std::string& name,
     auto run = RunLocal(name + "-reference", args, timeout);
     if (run.ok()) reference = *run;
     if (reference.exit_code == 0) {
-      std::ofstream(path) << nlohmann::json{{"args", key},
-                                            {"summary", reference.summary}}
-                                 .dump();
+      std::ofstream(path) << nlohmann::json{
+          {"args", key},
+          {"summary",
+           reference.summary}}.dump();
     }
   }
   if (lock >= 0) close(lock);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -22,13 +23,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/child_process.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/rpc_util.h"
 #include "tests/fault/fault_fixture.h"
+#include "tests/testing/process_run.h"
 
 namespace ferry::testing {
 namespace {
@@ -54,53 +55,26 @@ std::string CtrData() {
   std::filesystem::create_directories(ReferenceDir());
   const int lock = open((dir + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
   if (lock >= 0) flock(lock, LOCK_EX);
-  std::error_code ec;
+  std::error_code missing, unbuilt;
   const auto written =
-      std::filesystem::last_write_time(dir + "/model.json", ec);
+      std::filesystem::last_write_time(dir + "/model.json", missing);
   const auto built = std::filesystem::last_write_time(
-      std::string(FERRY_BIN_DIR) + "/ferry", ec);
-  if (ec || written <= built) {
+      std::string(FERRY_BIN_DIR) + "/ferry", unbuilt);
+  if (missing || unbuilt || written <= built) {
     const std::string tmp = absl::StrCat(dir, ".tmp.", getpid());
     std::filesystem::remove_all(tmp);
     std::filesystem::create_directories(tmp);
-    std::string vocab;
-    for (int f = 0; f < 26; ++f) {
-      absl::StrAppend(&vocab, f == 0 ? "" : ",",
-                      f % 3 == 0 ? 3000 : 10 * (f + 1));
-    }
-    const std::vector<std::string> argv = {
-        std::string(FERRY_BIN_DIR) + "/ferry",
-        "data",
-        "ctr",
-        "--out",
-        tmp + "/data",
-        "--rows",
-        std::to_string(kRows),
-        "--test-rows",
-        "3000",
-        "--seed",
-        "13",
-        "--vocab-sizes",
-        vocab,
-        "--quiet"};
-    auto child = ChildProcess::Spawn(argv, tmp + "/gen.log");
-    std::optional<int> rc;
-    if (child.ok()) {
-      const absl::Time deadline = absl::Now() + absl::Seconds(60);
-      while (!(rc = child->Poll()) && absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(20));
-      }
-      if (!rc) rc = child->Stop(absl::Seconds(5));
-    }
+    const ProcessRun gen =
+        WriteCtrData(tmp + "/data", kRows, 3000, 13, 3000, tmp + "/gen.log");
     std::ofstream(tmp + "/model.json")
         << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
                "bottom": [16], "top": [16]})";
-    if (rc == 0) {
+    if (gen.rc == 0) {
       std::filesystem::remove_all(dir);
       std::filesystem::rename(tmp, dir);
     } else {
-      ADD_FAILURE() << "ferry data ctr failed (" << (rc ? *rc : -1)
-                    << "); see " << tmp << "/gen.log";
+      ADD_FAILURE() << "ferry data ctr failed (" << gen.rc
+                    << "): " << gen.output;
     }
   }
   if (lock >= 0) close(lock);
@@ -149,7 +123,7 @@ std::vector<std::string> SparseJobArgs(
   return args;
 }
 
-constexpr absl::Duration kJobTimeout = absl::Minutes(2);
+constexpr absl::Duration kJobTimeout = absl::Seconds(90);
 
 // What one ShardInfo of the watched shard said, and which process said it.
 struct ShardSample {
@@ -161,7 +135,9 @@ struct ShardSample {
 // Polls one shard's ShardInfo every 20 ms from its own thread while a job
 // runs, following `ferry local`'s cluster file to the shard's address and
 // process id: a new pid there is a new incarnation (the supervisor writes it
-// after it has reaped the old one), reached on a new channel.
+// after it has reaped the old one and before the new one can listen). A
+// failed call drops its channel, so that no reconnection backoff delays the
+// first answer of a restarted shard.
 class ShardWatcher {
  public:
   ShardWatcher(std::string cluster_file, std::string shard)
@@ -181,21 +157,26 @@ class ShardWatcher {
  private:
   void Run() {
     int64_t pid = -1;
+    std::string address;
     std::unique_ptr<v1::ParameterServer::Stub> stub;
     while (!done_) {
       std::ifstream in(cluster_file_);
       const nlohmann::json cluster = nlohmann::json::parse(in, nullptr, false);
       if (cluster.is_array()) {
         for (const auto& p : cluster) {
-          if (p.value("name", "") != shard_ ||
-              p.value("status", "") != "running" ||
-              p.value("pid", int64_t{-1}) == pid) {
-            continue;
+          if (p.value("name", "") != shard_) continue;
+          if (p.value("status", "") != "running") {
+            stub = nullptr;
+            address.clear();
+          } else if (p.value("pid", int64_t{-1}) != pid || address.empty()) {
+            pid = p.value("pid", int64_t{-1});
+            address = p.value("address", "");
+            stub = nullptr;
           }
-          pid = p.value("pid", int64_t{-1});
-          stub = v1::ParameterServer::NewStub(
-              MakeChannel(p.value("address", "")));
         }
+      }
+      if (stub == nullptr && !address.empty()) {
+        stub = v1::ParameterServer::NewStub(MakeChannel(address));
       }
       if (stub != nullptr) {
         grpc::ClientContext context;
@@ -204,6 +185,8 @@ class ShardWatcher {
         if (stub->ShardInfo(&context, v1::ShardInfoRequest(), &info).ok()) {
           absl::MutexLock lock(&mu_);
           samples_.push_back({pid, info.version(), info.sparse().rows()});
+        } else {
+          stub = nullptr;
         }
       }
       absl::SleepFor(absl::Milliseconds(20));
@@ -224,12 +207,20 @@ std::string ReadFile(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
+// RunLocal after `before` (which resets what the run observes).
+absl::StatusOr<LocalRun> RunSparseJob(
+    const std::string& name, const std::vector<std::string>& args,
+    const std::function<void()>& before = [] {}) {
+  before();
+  return RunLocal(name, args, kJobTimeout);
+}
+
 // Asserts what every sparse fault test asserts: the job finished, every
-// epoch applied every sample exactly once (none dropped), as many steps as
-// the undisturbed run counted, the same embedding rows at the end (every
-// training id was applied, so a row lost on the way and never touched again
-// would be missing), and a test AUC clearly above chance and within
-// `auc_bound` of the undisturbed run's.
+// epoch applied every sample exactly once (none dropped), the shards hold as
+// many embedding rows at the end as after the undisturbed run (every
+// training id was applied, so a row lost on the way and not touched again
+// would be missing), and a test AUC clearly above chance, with it and the
+// log loss within `auc_bound` of the undisturbed run's.
 void ExpectHealthySparseRun(const LocalRun& run, const LocalRun& reference,
                             double auc_bound) {
   ASSERT_EQ(run.exit_code, 0) << "ferry local failed; logs in " << run.log_dir;
@@ -238,6 +229,7 @@ void ExpectHealthySparseRun(const LocalRun& run, const LocalRun& reference,
       << "reference run failed; logs in " << reference.log_dir;
   const nlohmann::json& s = run.summary;
   const nlohmann::json& r = reference.summary;
+  ::testing::Test::RecordProperty("job_seconds", std::to_string(run.seconds));
   const auto& accounting = s.at("epochs_accounting");
   ASSERT_EQ(accounting.size(), static_cast<size_t>(kSparseEpochs)) << s.dump(1);
   for (const auto& epoch : accounting) {
@@ -246,6 +238,8 @@ void ExpectHealthySparseRun(const LocalRun& run, const LocalRun& reference,
     EXPECT_EQ(epoch.at("samples_dropped").get<int64_t>(), 0) << epoch.dump();
   }
   EXPECT_EQ(r.at("steps").get<int64_t>(), kSparseEpochs * kStepsPerEpoch);
+  EXPECT_EQ(r.at("epochs_accounting")[0].at("samples_applied").get<int64_t>(),
+            kRows);
   EXPECT_GT(s.at("embedding_rows").get<int64_t>(), 0) << s.dump(1);
   EXPECT_EQ(s.at("embedding_rows").get<int64_t>(),
             r.at("embedding_rows").get<int64_t>())
@@ -253,6 +247,9 @@ void ExpectHealthySparseRun(const LocalRun& run, const LocalRun& reference,
   const double auc = s.at("test_auc").get<double>();
   EXPECT_GT(auc, 0.65) << "logs in " << run.log_dir;
   EXPECT_NEAR(auc, r.at("test_auc").get<double>(), auc_bound)
+      << "logs in " << run.log_dir;
+  EXPECT_NEAR(s.at("test_logloss").get<double>(),
+              r.at("test_logloss").get<double>(), auc_bound)
       << "logs in " << run.log_dir;
 }
 
@@ -275,22 +272,36 @@ TEST_F(SparseFaultTest, ShardKilledWithSigkillComesBackWithItsRows) {
       << "reference run failed; logs in " << reference.log_dir;
   const std::string cluster_file = absl::StrCat(
       ::testing::TempDir(), "/ferry-sparse-shard-", getpid(), ".json");
-  std::filesystem::remove(cluster_file);
-  ShardWatcher watcher(cluster_file, "ps1");
-  // Step 90 of 188: after four checkpoints (every 20 steps), so the shard
-  // comes back with rows from version 80 and the job replays 10+ steps.
-  auto run = RunLocal("dlrm-shard",
-                      SparseJobArgs(data_, {"--chaos", "kill:ps1@step90",
-                                            "--cluster-file", cluster_file}),
-                      kJobTimeout);
-  const std::vector<ShardSample> samples = watcher.Stop();
+  std::unique_ptr<ShardWatcher> watcher;
+  // Fires once ferry local's status poll has seen step 90 of 188: the shard
+  // dies a little later (measured: steps 109-141), after five or more
+  // checkpoints (every 20 steps), so it comes back with rows and the job
+  // replays the steps since the common checkpoint.
+  // NOTE: most such runs take ~38 s instead of ~9 s: a worker's pull for
+  // the step it was leased before the rollback (the rows of the version its
+  // dense pull got, retried across the restart; or the dense pull that
+  // replaces an aborted pull-ahead) reaches a shard after the rollback,
+  // carries no generation, and waits for a version only that worker's own
+  // pushes can make until the worker's --rpc-timeout (30 s) ends it.
+  auto run = RunSparseJob(
+      "dlrm-shard",
+      SparseJobArgs(data_, {"--chaos", "kill:ps1@step90", "--cluster-file",
+                            cluster_file}),
+      [&] {
+        watcher = nullptr;
+        std::filesystem::remove(cluster_file);
+        watcher = std::make_unique<ShardWatcher>(cluster_file, "ps1");
+      });
+  const std::vector<ShardSample> samples = watcher->Stop();
   ASSERT_TRUE(run.ok()) << run.status();
   // The rollback replays the steps since the common checkpoint with the
   // same samples in the same steps, so the result is the undisturbed run's
-  // up to the order in which floating-point sums meet (measured: equal to
-  // 1e-4 or closer); 0.005 leaves margin while a lost or re-initialised
-  // table, a skipped or twice-applied step would move it further.
-  ExpectHealthySparseRun(*run, reference, 0.005);
+  // up to the order in which floating-point sums meet (measured: the same
+  // AUC and log loss to the last digit in every run); 0.002 leaves room for
+  // that order while lost, re-initialised or twice-updated rows (or their
+  // Adagrad state) would show.
+  ExpectHealthySparseRun(*run, reference, 0.002);
+  if (HasFatalFailure()) return;
   const nlohmann::json& s = run->summary;
   EXPECT_EQ(s.at("restarts").value("ps1", 0), 1) << s.dump(1);
   EXPECT_GE(s.at("rollbacks").get<int64_t>(), 1) << s.dump(1);
@@ -311,35 +322,54 @@ TEST_F(SparseFaultTest, ShardKilledWithSigkillComesBackWithItsRows) {
   ASSERT_LT(restarted, samples.size())
       << "no ShardInfo from the restarted ps1; logs in " << run->log_dir;
   const ShardSample& back = samples[restarted];
-  int64_t rows_then = 0, last_version = 0;
+  int64_t rows_then = 0;
   for (size_t i = 0; i < restarted; ++i) {
-    last_version = std::max(last_version, samples[i].version);
     if (samples[i].version <= back.version) {
       rows_then = std::max(rows_then, samples[i].rows);
     }
   }
+  RecordProperty("restarted_version", std::to_string(back.version));
+  RecordProperty("restarted_rows", std::to_string(back.rows));
+  RecordProperty("killed_rows_then", std::to_string(rows_then));
   EXPECT_GT(back.version, 0) << "logs in " << run->log_dir;
-  EXPECT_LE(back.version, last_version + 1);
+  EXPECT_GT(rows_then, 0) << "no answer of the killed ps1 at version <= "
+                          << back.version << " holding rows";
   EXPECT_GT(back.rows, 0) << "logs in " << run->log_dir;
   EXPECT_GE(back.rows, rows_then)
       << "version " << back.version << "; logs in " << run->log_dir;
+  // The rows at a version are those the steps before it created: exactly
+  // the killed process's when it was seen at that version.
+  for (size_t i = 0; i < restarted; ++i) {
+    if (samples[i].version == back.version) {
+      EXPECT_EQ(back.rows, samples[i].rows) << "version " << back.version;
+    }
+  }
 }
 
 TEST_F(SparseFaultTest, WorkerKilledMidStepAppliesNothingTwice) {
   const LocalRun& reference = SparseReference();
   ASSERT_EQ(reference.exit_code, 0)
       << "reference run failed; logs in " << reference.log_dir;
-  auto run = RunLocal("dlrm-worker",
-                      SparseJobArgs(data_, {"--chaos", "kill:worker1@step90"}),
-                      kJobTimeout);
+  auto run = RunSparseJob(
+      "dlrm-worker", SparseJobArgs(data_, {"--chaos", "kill:worker1@step90"}));
   ASSERT_TRUE(run.ok()) << run.status();
-  // A worker's death changes which worker computes which samples and how
-  // the leftover samples fall into steps, so the run is not the
-  // undisturbed one step for step; TODO(measure) bound.
+  // The killed worker's lease goes back to the queue and the survivor trains
+  // alone: the samples fall into steps differently from the kill on, so the
+  // run is not the undisturbed one step for step (measured over 7 runs: AUC
+  // within 1.4e-3, log loss within 6e-4 of it). A kill between the worker's
+  // pushes to the two shards leaves them a step apart, and the coordinator
+  // rolls both back to the common checkpoint (seen in 2 runs of 7). 0.01, as
+  // the dense fault tests' accuracy, leaves margin for both.
   ExpectHealthySparseRun(*run, reference, 0.01);
+  if (HasFatalFailure()) return;
   const nlohmann::json& s = run->summary;
   EXPECT_GE(CountEvents(s, "evicted"), 1) << s.dump(1);
-  EXPECT_GE(s.at("workers_seen").get<int>(), 2);
+  EXPECT_EQ(s.at("workers_seen").get<int>(), 2);
+  // It died holding a lease (a sync worker always holds one), whose samples
+  // were released and then applied once (samples_applied above).
+  EXPECT_GT(s.at("epochs_accounting")[0].at("samples_released").get<int64_t>(),
+            0)
+      << s.dump(1);
 }
 
 }  // namespace
