@@ -213,6 +213,24 @@ absl::StatusOr<std::string> FindCtrFile(const std::string& dir,
   return has_plain ? plain : gzip;
 }
 
+absl::StatusOr<int64_t> CountCtrExamples(const std::string& path,
+                                         const CtrDatasetOptions& options) {
+  if (options.max_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": max_rows ", options.max_rows, " is negative (0: all rows)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                   CriteoReader::Open(path, options.reader));
+  CriteoExample example;
+  int64_t count = 0;
+  while (options.max_rows == 0 || count < options.max_rows) {
+    ASSIGN_OR_RETURN(const bool more, reader->Next(example));
+    if (!more) break;
+    ++count;
+  }
+  return count;
+}
+
 absl::StatusOr<CtrTrainTest> LoadCtrTrainTest(
     const std::string& dir, const CtrDatasetOptions& options) {
   ASSIGN_OR_RETURN(const std::string train_path, FindCtrFile(dir, "train"));

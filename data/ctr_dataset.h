@@ -144,6 +144,12 @@ struct CtrTrainTest {
 absl::StatusOr<std::string> FindCtrFile(const std::string& dir,
                                         const std::string& name);
 
+// The examples CtrDataset::LoadFile(path, options) would hold, counted while
+// streaming (nothing kept: constant memory), with its errors for the same
+// file (with max_rows > 0: the count stops there, unchecked beyond).
+absl::StatusOr<int64_t> CountCtrExamples(const std::string& path,
+                                         const CtrDatasetOptions& options = {});
+
 // Loads both splits of `dir` with `options` (max_rows applies to each).
 // Errors: NOT_FOUND naming `dir` when it does not exist; as FindCtrFile and
 // CtrDataset::LoadFile otherwise.

@@ -111,17 +111,19 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(f.dataset));
-  ASSIGN_OR_RETURN(CtrTrainTest data, LoadCtrTrainTest(dir));
-  LogInfo("CTR data loaded", {{"train", data.train.load_summary()},
-                              {"test", data.test.load_summary()}});
+  ASSIGN_OR_RETURN(const std::string train_path, FindCtrFile(dir, "train"));
+  ASSIGN_OR_RETURN(const std::string test_path, FindCtrFile(dir, "test"));
   CoordinatorJob out;
   // Only the size of the training split is needed here (the workers load
-  // it): its examples (161 bytes each) go when `data` does.
-  out.epoch_size = data.train.num_samples();
+  // it): counted while streaming, nothing kept.
+  ASSIGN_OR_RETURN(out.epoch_size, CountCtrExamples(train_path));
+  ASSIGN_OR_RETURN(CtrDataset test, CtrDataset::LoadFile(test_path));
+  LogInfo("CTR data read",
+          {{"train_examples", out.epoch_size}, {"test", test.load_summary()}});
   ASSIGN_OR_RETURN(out.job, BuildJob(f, DlrmToJson(spec), /*dense=*/nullptr,
                                      layout, out.epoch_size));
   *out.job.mutable_embedding() = ToProto(f.embedding);
-  out.test_set = std::move(data.test);
+  out.test_set = std::move(test);
   return out;
 }
 

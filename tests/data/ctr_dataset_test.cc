@@ -367,6 +367,14 @@ TEST_F(CtrDatasetTest, MalformedLinesAreReportedWithTheirNumbers) {
   EXPECT_THAT(stats.first_errors[1], HasSubstr("68FD1E6G"));
   EXPECT_THAT(data->load_summary(), HasSubstr("2 malformed"));
   EXPECT_THAT(data->load_summary(), HasSubstr("line 9: "));
+
+  // Counting while streaming agrees with what loading keeps.
+  absl::StatusOr<int64_t> count = CountCtrExamples(path);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 12);
+  CtrDatasetOptions first5;
+  first5.max_rows = 5;
+  EXPECT_EQ(CountCtrExamples(path, first5).value_or(-1), 5);
 }
 
 TEST_F(CtrDatasetTest, MostlyMalformedAndForeignFilesAreRefused) {
@@ -378,6 +386,8 @@ TEST_F(CtrDatasetTest, MostlyMalformedAndForeignFilesAreRefused) {
   ASSERT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(data.status().message(), HasSubstr(path));
   EXPECT_THAT(data.status().message(), HasSubstr("line 3: "));
+  EXPECT_EQ(CountCtrExamples(path).status().code(),
+            absl::StatusCode::kDataLoss);
 
   // A file of another format (CSV) fails fast.
   std::string csv;
