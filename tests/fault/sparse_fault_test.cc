@@ -304,7 +304,10 @@ TEST_F(SparseFaultTest, ShardKilledWithSigkillComesBackWithItsRows) {
   if (HasFatalFailure()) return;
   const nlohmann::json& s = run->summary;
   EXPECT_EQ(s.at("restarts").value("ps1", 0), 1) << s.dump(1);
-  EXPECT_GE(s.at("rollbacks").get<int64_t>(), 1) << s.dump(1);
+  // Usually the other shard is ahead of ps1's last checkpoint and every
+  // shard rolls back to it; a kill that lands right after a checkpoint (the
+  // chaos step is a lower bound on a loaded machine) needs no rollback, so
+  // the count is not asserted.
 
   // The new ps1 resumed from a checkpoint of its own...
   const std::string log = ReadFile(run->log_dir + "/logs/ps1.log");
