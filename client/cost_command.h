@@ -10,6 +10,8 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "client/cost_model.h"
 
 namespace ferry {
 
@@ -43,6 +45,13 @@ void AddCostFlags(CLI::App& cmd, CostFlags& flags);
 // Prints the prediction (a table, or JSON with flags.json). Returns the exit
 // code: 0, or 2 for a bad flag value (the message names it).
 int RunCost(const CostFlags& flags);
+
+// Shared by the dense and the sparse command: "1.94 MB", "7.193 ms", and the
+// link, compute and overhead flags into `in` (INVALID_ARGUMENT naming the
+// flag).
+std::string FormatBytes(double bytes);
+std::string FormatMillis(double seconds);
+absl::Status ParseCostTimes(const CostFlags& flags, CostInput& in);
 
 }  // namespace ferry
 
