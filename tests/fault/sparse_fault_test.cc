@@ -87,38 +87,14 @@ std::string CtrData() {
 // plus `extra` (a chaos plan).
 std::vector<std::string> SparseJobArgs(
     const std::string& data, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"--mode",
-                                   "ps",
-                                   "--workers",
-                                   "2",
-                                   "--shards",
-                                   "2",
-                                   "--model",
-                                   data + "/model.json",
-                                   "--dataset",
-                                   "criteo:" + data + "/data",
-                                   "--device",
-                                   "cpu",
-                                   "--epochs",
-                                   std::to_string(kSparseEpochs),
-                                   "--batch",
-                                   std::to_string(kBatch),
-                                   "--seed",
-                                   "5",
-                                   "--optimizer",
-                                   "adam",
-                                   "--lr",
-                                   "0.003",
-                                   "--lr-schedule",
-                                   "constant",
-                                   "--warmup-steps",
-                                   "0",
-                                   "--weight-decay",
-                                   "0",
-                                   "--heartbeat-timeout",
-                                   "3",
-                                   "--checkpoint-every",
-                                   "20"};
+  std::vector<std::string> args = {"--mode", "ps",       "--workers",
+                                   "2",      "--shards", "2"};
+  const std::vector<std::string> train = testing::CtrTrainFlags(
+      data + "/model.json", data + "/data", kSparseEpochs, kBatch);
+  args.insert(args.end(), train.begin(), train.end());
+  const std::vector<std::string> fault = {"--heartbeat-timeout", "3",
+                                          "--checkpoint-every", "20"};
+  args.insert(args.end(), fault.begin(), fault.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

@@ -62,17 +62,8 @@ class CtrPsJobTest : public ::testing::Test {
   static std::string Bin(const std::string& name) { return FerryBin(name); }
   // The job's flags, shared by both runs.
   static std::vector<std::string> JobFlags(int epochs = 1) {
-    return {"--model",        *dir_ + "/small.json",
-            "--dataset",      "criteo:" + *dir_ + "/data",
-            "--device",       "cpu",
-            "--epochs",       std::to_string(epochs),
-            "--batch",        std::to_string(kBatch),
-            "--seed",         "5",
-            "--optimizer",    "adam",
-            "--lr",           "0.003",
-            "--lr-schedule",  "constant",
-            "--warmup-steps", "0",
-            "--weight-decay", "0"};
+    return testing::CtrTrainFlags(*dir_ + "/small.json", *dir_ + "/data",
+                                  epochs, kBatch);
   }
 
   static std::string* dir_;

@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using ::ferry::testing::FerryBin;
 using ::ferry::testing::ProcessRun;
 using ::ferry::testing::RunToEnd;
 
@@ -53,31 +54,12 @@ class CtrStandaloneTest : public ::testing::Test {
   // ferry-worker --standalone on the small DLRM, plus `extra`.
   static ProcessRun Train(const std::string& name,
                           const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {
-        std::string(FERRY_BIN_DIR) + "/ferry-worker",
-        "--standalone",
-        "--model",
-        *dir_ + "/small.json",
-        "--dataset",
-        "criteo:" + *dir_ + "/data",
-        "--device",
-        "cpu",
-        "--epochs",
-        "1",
-        "--batch",
-        "64",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "0.003",
-        "--lr-schedule",
-        "constant",
-        "--warmup-steps",
-        "0",
-        "--weight-decay",
-        "0",
-        "--summary-json",
-        *dir_ + "/" + name + ".json"};
+    std::vector<std::string> argv = {FerryBin("ferry-worker"), "--standalone",
+                                     "--summary-json",
+                                     *dir_ + "/" + name + ".json"};
+    const std::vector<std::string> train = testing::CtrTrainFlags(
+        *dir_ + "/small.json", *dir_ + "/data", /*epochs=*/1, /*batch=*/64);
+    argv.insert(argv.end(), train.begin(), train.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunToEnd(argv, *dir_ + "/" + name + ".log");
   }

@@ -66,6 +66,25 @@ inline ProcessRun WriteCtrData(const std::string& dir, int rows, int test_rows,
       log);
 }
 
+// The training flags the CTR tests share: `model` on criteo:`data_dir` on
+// the CPU, `epochs` epochs of `batch`, seed 5, dense Adam lr 0.003 constant
+// without weight decay (the embeddings take the row-wise Adagrad default).
+inline std::vector<std::string> CtrTrainFlags(const std::string& model,
+                                              const std::string& data_dir,
+                                              int epochs, int batch) {
+  return {"--model",        model,
+          "--dataset",      "criteo:" + data_dir,
+          "--device",       "cpu",
+          "--epochs",       std::to_string(epochs),
+          "--batch",        std::to_string(batch),
+          "--seed",         "5",
+          "--optimizer",    "adam",
+          "--lr",           "0.003",
+          "--lr-schedule",  "constant",
+          "--warmup-steps", "0",
+          "--weight-decay", "0"};
+}
+
 }  // namespace ferry::testing
 
 #endif  // FERRY_TESTS_TESTING_PROCESS_RUN_H_
