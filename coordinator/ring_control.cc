@@ -22,12 +22,7 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
   std::unique_ptr<RingControl> control(new RingControl());
   control->job_ = job;
   control->fetch_timeout_ = fetch_timeout;
-  if (IsDlrmJob(job)) {
-    return absl::InvalidArgumentError(
-        "ring and hybrid modes for DLRM models are not built yet; use --mode "
-        "ps");
-  }
-  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));  // refuses a DLRM
   ASSIGN_OR_RETURN(
       control->evaluator_,
       TestSetEvaluator::Create(model, std::move(test_set), export_dir));

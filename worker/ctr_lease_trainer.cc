@@ -72,7 +72,7 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   RETURN_IF_ERROR(exchange.BeginStep(step));
   EmbeddingRowSource* rows = exchange.embedding_rows();
   if (rows == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "the ", exchange.mode(), " exchange holds no embedding tables"));
   }
   result.comm_seconds = SecondsSince(clock, begin_start);

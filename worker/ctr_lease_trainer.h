@@ -39,8 +39,9 @@ class CtrLeaseTrainer final : public LeaseTrainer {
   static absl::StatusOr<std::unique_ptr<CtrLeaseTrainer>> Create(
       const v1::JobSpec& job, DeviceChoice device, int threads);
 
-  // LeaseTrainer. Train's errors also: FAILED_PRECONDITION when the
-  // exchange has no embedding rows (a mode without tables); CtrStep's.
+  // LeaseTrainer. Train's errors also: INVALID_ARGUMENT (not retried: the
+  // worker stops) when the exchange has no embedding rows (a mode without
+  // tables); CtrStep's.
   absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
                                    int64_t generation,
                                    GradientExchange& exchange,
