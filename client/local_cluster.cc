@@ -171,7 +171,7 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
       {"mode", options.mode},
       {"consistency", options.consistency},
       {"workers", options.workers},
-      {"shards", options.mode == "ps" ? options.shards : 0},
+      {"shards", options.mode == "ring" ? 0 : options.shards},
       {"epochs", options.epochs},
       {"global_batch", options.global_batch},
       {"steps", static_cast<int64_t>(steps)},
@@ -256,7 +256,7 @@ absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
 
 int RunLocalCluster(const LocalClusterOptions& o) {
   const std::string bin = ExecutableDir();
-  const int shards = o.mode == "ps" ? o.shards : 0;
+  const int shards = o.mode == "ring" ? 0 : o.shards;
   if (absl::Status plan = ValidateChaosPlan(o.chaos, o.workers, shards);
       !plan.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",

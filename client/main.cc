@@ -86,13 +86,18 @@ int main(int argc, char** argv) {
   int batch = 128, epochs = 12, quorum = 0;
   uint64_t seed = 1;
   int64_t max_steps = 0;
-  local->add_option("--mode", o.mode, "ps or ring")
+  local
+      ->add_option("--mode", o.mode,
+                   "ps, ring, or hybrid (DLRM: embedding tables on the "
+                   "shards, dense layers in the ring)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ps", "ring"}));
+      ->check(CLI::IsMember({"ps", "ring", "hybrid"}));
   local->add_option("--workers", o.workers, "worker processes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  local->add_option("--shards", o.shards, "PS shard processes (ps mode)")
+  local
+      ->add_option("--shards", o.shards,
+                   "PS shard processes (ps and hybrid mode)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   local->add_option("--epochs", epochs, "epochs")
@@ -406,6 +411,7 @@ int main(int argc, char** argv) {
   const bool dlrm = ferry::IsDlrmModelText(model);
   absl::Status fits =
       ferry::CheckEmbeddingFlagsFitModel(embedding.given(), dlrm, model);
+  if (fits.ok()) fits = ferry::CheckModeFitsModel(o.mode, dlrm, model);
   if (fits.ok() && dlrm) {
     // The data is read by the coordinator (its errors end the job at once).
     fits = ferry::ResolveCriteoDlrm(model, dataset).status();

@@ -47,11 +47,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
                      job.global_batch(), ", epochs ", job.epochs(), ", ",
                      options.epoch_size, " samples)"));
   }
-  if (job.mode() == v1::MODE_RING &&
+  if (ModeHasRing(job.mode()) &&
       (job.consistency() != v1::CONSISTENCY_SYNC || job.sync_quorum() > 0)) {
-    return absl::InvalidArgumentError(
-        "ring mode is synchronous: it takes neither async/ssp consistency nor "
-        "a sync quorum");
+    return absl::InvalidArgumentError(absl::StrCat(
+        ModeName(job.mode()),
+        " mode is synchronous: it takes neither async/ssp consistency nor "
+        "a sync quorum"));
+  }
+  if (ModeHasShards(job.mode()) && shards == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", ModeName(job.mode()), " job needs the shards' ShardControl"));
   }
   if (options.min_workers < 1) options.min_workers = 1;
   if (options.clock == nullptr) options.clock = RealClock();
@@ -78,7 +83,7 @@ Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards,
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   // Off for good once a shard says it has no checkpoint directory.
-  checkpointing_ = options_.job.mode() == v1::MODE_PS;
+  checkpointing_ = ModeHasShards(options_.job.mode());
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }
 
@@ -295,6 +300,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         r.set_epoch_size(options_.epoch_size);
         for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
         if (ring_mode()) AddRing(step, i, r);
+        if (step.keep_state) r.set_keep_state(true);
         if (FinalizesOnPush(number)) {
           for (const Slot& s : step.slots) {
             v1::Contributor* c = r.add_step_contributors();
@@ -328,6 +334,13 @@ bool Coordinator::FormStep(int max_open) {
   step.ring_generation = membership_.generation();
   step.fence = fence_;
   step.formed = Now();
+  // Hybrid: a version the shards will be checkpointed at (a multiple of
+  // checkpoint_every, or an epoch's start, see MaybeCheckpoint) must be
+  // restorable on the ring too.
+  const int64_t every = options_.checkpoint_every;
+  step.keep_state = hybrid_mode() && checkpointing_ &&
+                    (queue_->remaining() == queue_->num_samples() ||
+                     (every > 0 && steps_.formed() % every == 0));
   const int64_t w = static_cast<int64_t>(ranked.size());
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share = available / w + (r < available % w ? 1 : 0);

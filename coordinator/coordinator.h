@@ -81,6 +81,7 @@
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
+#include "proto/job_convert.h"
 
 namespace ferry {
 
@@ -228,7 +229,18 @@ class Coordinator {
   // Forms the next step when fewer than `max_open` open steps are still
   // collecting reports (not finalizing).
   bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ring_mode() const { return options_.job.mode() == v1::MODE_RING; }
+  // The workers form a ring (ring and hybrid mode): every member is in
+  // every step, a lost member aborts the step, members hold weights.
+  bool ring_mode() const { return ModeHasRing(options_.job.mode()); }
+  // Hybrid mode: the shards hold the embedding tables, the ring the dense
+  // layers.
+  bool hybrid_mode() const { return options_.job.mode() == v1::MODE_HYBRID; }
+  // Shards that apply sync steps the coordinator finalizes (sync PS and
+  // hybrid): in-doubt steps are resolved and open steps rolled back there.
+  bool sync_shards() const {
+    return ModeHasShards(options_.job.mode()) &&
+           options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  }
   absl::Time Now() const { return options_.clock->Now(); }
   // CheckTimeouts()'s work; replies go out after the lock.
   void ExpireTimeouts(std::vector<Reply>& replies)

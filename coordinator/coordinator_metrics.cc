@@ -22,7 +22,7 @@ void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
   m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
-  m.mode = ring_mode() ? "ring" : "ps";
+  m.mode = ModeName(options_.job.mode());
   // Cumulative counts of every worker, those that left included: for the
   // step's reporters as of their report of it, for the others the latest.
   std::set<std::string> counted;
@@ -112,7 +112,7 @@ void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   m.time = Now();
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
-  m.mode = ring_mode() ? "ring" : "ps";
+  m.mode = ModeName(options_.job.mode());
   const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
   m.step = sync ? point.step() : tasks_applied_;
   m.final = point.final();

@@ -220,6 +220,10 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
                                           : std::min(steps_.formed(), first));
   aborted_steps_ += count;
+  // Hybrid: the shards may hold rows pushed for the aborted steps; the
+  // finalizer drops them (RecoverShards: a rollback of the open step)
+  // before any step forms again.
+  if (hybrid_mode()) recovery_needed_ = true;
   AddEvent(
       "step_aborted", worker_id, first, lost,
       absl::StrCat(why, " (", count, " open step", count == 1 ? "" : "s", ")"));
@@ -342,7 +346,8 @@ void Coordinator::FinalizerLoop() {
       v1::AppliedStep doubt;
       doubt.set_step(number);
       for (const Slot& s : steps_.open().at(number).slots) {
-        if (!s.pushed) continue;
+        // A ring member without samples (hybrid) pushed nothing there.
+        if (!s.pushed || s.samples == 0) continue;
         v1::Contributor c;
         c.set_worker_id(s.worker_id);
         c.set_num_samples(s.samples);
@@ -456,10 +461,7 @@ void Coordinator::FenceShards(int64_t generation) {
 }
 
 void Coordinator::WatchShards() {
-  if (options_.job.mode() != v1::MODE_PS ||
-      options_.job.consistency() != v1::CONSISTENCY_SYNC) {
-    return;
-  }
+  if (!sync_shards()) return;
   absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
   if (!versions.ok() || versions->empty())
     return;  // down: FinalizeStep retries
@@ -478,8 +480,7 @@ void Coordinator::WatchShards() {
 }
 
 void Coordinator::RecoverShards(const std::string& why) {
-  if (options_.job.mode() != v1::MODE_PS ||
-      options_.job.consistency() != v1::CONSISTENCY_SYNC) {
+  if (!sync_shards()) {
     absl::MutexLock lock(&mu_);
     // Ring: a step is in doubt only once every member reported it applied.
     if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
@@ -507,6 +508,10 @@ void Coordinator::RecoverShards(const std::string& why) {
       if (in_doubt_.has_value())
         ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
       target = recovery_.RestoreTarget(low, high, steps_applied_);
+      // Hybrid: the ring's members roll their dense layers back to the
+      // same version when the next ring forms (its leases' step is the
+      // target; they kept their state at every checkpoint version:
+      // OpenStep.keep_state).
       AbortOpenSteps(0, true, why, "");
       generation = membership_.generation();
       Persist();

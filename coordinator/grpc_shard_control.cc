@@ -14,6 +14,7 @@ namespace {
 constexpr absl::Duration kFinalizeTimeout = absl::Seconds(10);
 constexpr absl::Duration kCheckpointTimeout = absl::Seconds(30);
 constexpr absl::Duration kVersionsTimeout = absl::Seconds(5);
+constexpr absl::Duration kRingFetchTimeout = absl::Seconds(30);
 
 absl::Status CallError(const grpc::Status& status, absl::string_view what) {
   return absl::Status(FromGrpcStatus(status).code(),
@@ -66,7 +67,13 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
   options.worker_id = "coordinator";
   options.shard_addresses.assign(job.shard_addresses().begin(),
                                  job.shard_addresses().end());
-  ASSIGN_OR_RETURN(const ParameterLayout layout, JobDenseLayout(job));
+  ASSIGN_OR_RETURN(ParameterLayout layout, JobDenseLayout(job));
+  if (job.mode() == v1::MODE_HYBRID) {
+    // The dense layers live on the ring's members, the shards hold rows.
+    control->ring_weights_ =
+        std::make_unique<RingWeightsSource>(job.job_id(), kRingFetchTimeout);
+    layout = ParameterLayout();
+  }
   ASSIGN_OR_RETURN(options.chunks,
                    PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
                                job.max_chunk_elements()));
@@ -185,8 +192,12 @@ absl::StatusOr<TestScores> GrpcShardControl::Evaluate(int64_t min_version) {
 absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
   absl::MutexLock lock(&eval_mu_);
-  ASSIGN_OR_RETURN(const int64_t version,
-                   puller_->Pull(min_version, params_.data()));
+  int64_t version = min_version;
+  if (ring_weights_ != nullptr) {
+    RETURN_IF_ERROR(ring_weights_->Fetch(min_version, params_));
+  } else {
+    ASSIGN_OR_RETURN(version, puller_->Pull(min_version, params_.data()));
+  }
   if (ctr_evaluator_ == nullptr) {
     fetched();
     return evaluator_->Evaluate(params_.data());
@@ -199,11 +210,22 @@ absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
   return scores;
 }
 
+void GrpcShardControl::set_member_source(
+    RingWeightsSource::MemberSource source) {
+  if (ring_weights_ != nullptr)
+    ring_weights_->set_member_source(std::move(source));
+}
+
 TransferBytes GrpcShardControl::bytes() const {
   TransferBytes total = finalize_bytes_.Get();
   const TransferBytes pulls = puller_->bytes();
   total.sent += pulls.sent;
   total.received += pulls.received;
+  if (ring_weights_ != nullptr) {
+    const TransferBytes fetched = ring_weights_->bytes();
+    total.sent += fetched.sent;
+    total.received += fetched.received;
+  }
   return total;
 }
 

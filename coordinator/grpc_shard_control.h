@@ -5,7 +5,9 @@
 // address. Evaluation pulls the shards' weights like a worker does and runs the
 // test set: TestSetEvaluator for a dense model; for a DLRM (IsDlrmJob)
 // CtrTestEvaluator, with the embedding rows pulled from the shards batch by
-// batch at a version >= the dense weights'.
+// batch at a version >= the dense weights'. Hybrid mode (the shards hold
+// only the tables): the dense weights come from a ring member
+// (RingWeightsSource), the rows from the shards at that step's version.
 //
 // Thread safety: every method may run concurrently with the others.
 #ifndef FERRY_COORDINATOR_GRPC_SHARD_CONTROL_H_
@@ -20,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ctr_test_evaluator.h"
+#include "coordinator/ring_weights_source.h"
 #include "coordinator/test_set_evaluator.h"
 #include "data/ctr_dataset.h"
 #include "data/dataset.h"
@@ -56,6 +59,9 @@ class GrpcShardControl final : public ShardControl {
   absl::StatusOr<std::vector<int64_t>> Versions() override;
   absl::Status RestoreTo(int64_t version, int64_t generation) override;
   absl::Status Fence(int64_t generation) override;
+  // Hybrid jobs: where the ring's members are (set right after the
+  // coordinator is created). A no-op for other modes.
+  void set_member_source(RingWeightsSource::MemberSource source);
   // Bytes sent to / received from the shards by every call above.
   TransferBytes bytes() const;
 
@@ -86,6 +92,7 @@ class GrpcShardControl final : public ShardControl {
   std::unique_ptr<TestSetEvaluator> evaluator_;
   std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   std::unique_ptr<GrpcParameterClient> puller_;
+  std::unique_ptr<RingWeightsSource> ring_weights_;  // hybrid jobs only
   std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
 };
 

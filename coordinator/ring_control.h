@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "common/byte_counter.h"
+#include "coordinator/ring_weights_source.h"
 #include "coordinator/shard_control.h"
 #include "coordinator/test_set_evaluator.h"
 
@@ -22,8 +22,7 @@ namespace ferry {
 
 class RingControl final : public WeightsEvaluator {
  public:
-  // Returns the peer addresses of the current members, rank order.
-  using MemberSource = std::function<std::vector<std::string>()>;
+  using MemberSource = RingWeightsSource::MemberSource;
 
   // `export_dir` (non-empty): every evaluated model is written there
   // (TestSetEvaluator). INVALID_ARGUMENT for a bad job, and for a DLRM
@@ -35,27 +34,23 @@ class RingControl final : public WeightsEvaluator {
 
   // Must be set before the coordinator evaluates (i.e. right after the
   // coordinator is created).
-  void set_member_source(MemberSource source);
+  void set_member_source(MemberSource source) {
+    weights_.set_member_source(std::move(source));
+  }
 
-  // Weights after >= min_version steps from the first member that has them.
-  // DEADLINE_EXCEEDED when none could give them within fetch_timeout;
-  // DATA_LOSS for a malformed weights stream.
+  // Weights after >= min_version steps from the first member that has them
+  // (RingWeightsSource::Fetch's errors).
   absl::StatusOr<TestScores> Evaluate(int64_t min_version) override;
   absl::StatusOr<TestScores> EvaluateAndNotify(
       int64_t min_version, absl::FunctionRef<void()> fetched) override;
-  TransferBytes bytes() const { return counter_.Get(); }
+  TransferBytes bytes() const { return weights_.bytes(); }
 
  private:
-  RingControl() = default;
-  absl::Status Fetch(const std::string& address, int64_t min_step,
-                     std::vector<float>& params);
+  RingControl(std::string job_id, absl::Duration fetch_timeout)
+      : weights_(std::move(job_id), fetch_timeout) {}
 
-  v1::JobSpec job_;
-  absl::Duration fetch_timeout_;
+  RingWeightsSource weights_;
   std::unique_ptr<TestSetEvaluator> evaluator_;
-  ByteCounter counter_;
-  absl::Mutex mu_;
-  MemberSource members_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

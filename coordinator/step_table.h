@@ -33,10 +33,13 @@ struct StepSlot {
 struct OpenStep {
   int64_t step = 0;
   int64_t epoch = 0;
-  std::vector<StepSlot> slots;     // rank order
-  bool finalizing = false;         // closed: queued for or in the finalizer
-  int64_t ring_generation = 0;     // ring mode: generation of its ring
-  int64_t fence = 0;               // the fence it was formed under
+  std::vector<StepSlot> slots;  // rank order
+  bool finalizing = false;      // closed: queued for or in the finalizer
+  int64_t ring_generation = 0;  // ring mode: generation of its ring
+  int64_t fence = 0;            // the fence it was formed under
+  // Hybrid: the shards will be checkpointed at this step's version; its
+  // leases tell the ring members to keep their dense state before it.
+  bool keep_state = false;
   std::optional<uint64_t> digest;  // ring mode: first digest reported
   // Training curves: the step's reports summed (coordinator_metrics.cc).
   absl::Time formed;  // the coordinator clock's time when it formed

@@ -32,11 +32,11 @@ absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& init_from,
                                        const std::string& export_dir) {
-  if (mode != "ps") {
+  if (mode != "ps" && mode != "hybrid") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--mode ", mode,
-        ": ring and hybrid modes for DLRM models are not built yet; use "
-        "--mode ps"));
+        ": ring mode for DLRM models is not built yet; use --mode ps or "
+        "--mode hybrid"));
   }
   if (!init_from.empty()) {
     return absl::InvalidArgumentError(
@@ -49,6 +49,15 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
         "have no export format");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckModeFitsModel(const std::string& mode, bool dlrm,
+                                const std::string& model) {
+  if (mode != "hybrid" || dlrm) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--mode hybrid puts embedding tables on the shards and dense layers in "
+      "the ring: it needs a model with embedding tables (--model dlrm), not ",
+      model));
 }
 
 absl::Status CheckEmbeddingFlagsFitModel(bool given, bool dlrm,

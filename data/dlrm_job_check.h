@@ -21,12 +21,17 @@ namespace ferry {
 absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
                                            const std::string& dataset);
 
-// What a distributed DLRM job cannot do yet: --mode other than ps (ring and
-// hybrid are still to come), --init-from and --export (the embedding tables
-// have no export format). Empty strings are "not given".
+// What a distributed DLRM job cannot do yet: --mode ring (still to come;
+// ps and hybrid work), --init-from and --export (the embedding tables have
+// no export format). Empty strings are "not given".
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& init_from,
                                        const std::string& export_dir);
+
+// --mode hybrid with a model without embedding tables (a dense model has
+// nothing for hybrid's shards): INVALID_ARGUMENT naming the model.
+absl::Status CheckModeFitsModel(const std::string& mode, bool dlrm,
+                                const std::string& model);
 
 // The --embedding-* flags configure a DLRM's tables: given (`given`) with a
 // dense --model `model` (`dlrm` false) they are refused.

@@ -100,13 +100,25 @@ std::string ConsistencyName(v1::Consistency consistency, int staleness) {
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text) {
   if (text == "ps") return v1::MODE_PS;
   if (text == "ring") return v1::MODE_RING;
+  if (text == "hybrid") return v1::MODE_HYBRID;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", text, "': expected ps or ring"));
+      absl::StrCat("unknown mode '", text, "': expected ps, ring or hybrid"));
 }
 
 std::string ModeName(v1::Mode mode) {
-  return mode == v1::MODE_RING ? "ring" : "ps";
+  switch (mode) {
+    case v1::MODE_RING:
+      return "ring";
+    case v1::MODE_HYBRID:
+      return "hybrid";
+    default:
+      return "ps";
+  }
 }
+
+bool ModeHasShards(v1::Mode mode) { return mode != v1::MODE_RING; }
+
+bool ModeHasRing(v1::Mode mode) { return mode != v1::MODE_PS; }
 
 v1::EmbeddingSpec ToProto(const EmbeddingOptions& options) {
   v1::EmbeddingSpec spec;

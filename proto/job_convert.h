@@ -27,9 +27,14 @@ GradientCompression FromProto(const v1::GradientCompression& compression);
 absl::Status ParseConsistency(const std::string& text,
                               v1::Consistency* consistency, int* staleness);
 std::string ConsistencyName(v1::Consistency consistency, int staleness);
-// "ps" or "ring".
+// "ps", "ring" or "hybrid".
 absl::StatusOr<v1::Mode> ParseMode(const std::string& text);
 std::string ModeName(v1::Mode mode);
+// Whether a job of `mode` runs PS shards (ps: every parameter; hybrid: the
+// embedding tables) and whether its workers form a ring (ring: every
+// parameter; hybrid: the dense layers).
+bool ModeHasShards(v1::Mode mode);
+bool ModeHasRing(v1::Mode mode);
 
 // JobSpec.embedding. FromProto checks it (ValidateEmbeddingOptions:
 // INVALID_ARGUMENT naming the flag; an unknown optimizer name too).

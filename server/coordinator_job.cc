@@ -52,9 +52,9 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   job.set_consistency(consistency);
   job.set_staleness(staleness);
   job.set_sync_quorum(f.sync_quorum);
-  if (mode == v1::MODE_PS && f.shards.empty()) {
-    return absl::InvalidArgumentError(
-        "PS mode needs --shards HOST:PORT[,HOST:PORT...]");
+  if (ModeHasShards(mode) && f.shards.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ModeName(mode), " mode needs --shards HOST:PORT[,HOST:PORT...]"));
   }
   for (const std::string& s : f.shards) job.add_shard_addresses(s);
   job.set_max_chunk_elements(f.max_chunk_elements > 0
@@ -91,7 +91,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
                 f.expected_workers > 0 ? 0 : f.start_workers});
   if (dense != nullptr) {
     RETURN_IF_ERROR(CheckModelForDistributedJob(
-        *dense, mode == v1::MODE_RING || consistency == v1::CONSISTENCY_SYNC,
+        *dense, ModeHasRing(mode) || consistency == v1::CONSISTENCY_SYNC,
         f.global_batch, workers));
   }
   ResolveScheduleLength(optimizer,
@@ -136,6 +136,7 @@ absl::StatusOr<CoordinatorJob> BuildCoordinatorJob(const CoordinatorFlags& f) {
       CheckEmbeddingFlagsFitModel(f.embedding_given, dlrm, f.model));
   if (dlrm) return BuildDlrmJob(f);
 
+  RETURN_IF_ERROR(CheckModeFitsModel(f.mode, dlrm, f.model));
   ASSIGN_OR_RETURN(const ModelDef model, ResolveModelSpec(f.model));
   ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
   ASSIGN_OR_RETURN(TrainTestData data,

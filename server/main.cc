@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of init and sampling")
       ->capture_default_str()
       ->group(job);
-  app.add_option("--mode", c.mode, "ps or ring")
+  app.add_option("--mode", c.mode,
+                 "ps, ring, or hybrid (DLRM: tables on the shards, dense "
+                 "layers in the ring)")
       ->capture_default_str()
       ->group(job);
   app.add_option("--consistency", c.consistency, "sync, async or ssp:K")

@@ -40,11 +40,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   if (!built.ok()) return Fail(built.status(), /*config=*/true);
   const v1::JobSpec* job = &built->job;
 
-  // PS mode: the shards; ring mode: only an evaluator of the members'
+  // PS and hybrid mode: the shards (hybrid: they evaluate with a ring
+  // member's dense weights); ring mode: only an evaluator of the members'
   // weights.
   std::unique_ptr<GrpcShardControl> shards;
   std::unique_ptr<RingControl> ring;
-  if (job->mode() == v1::MODE_PS) {
+  if (ModeHasShards(job->mode())) {
     auto control = GrpcShardControl::Create(*job, std::move(built->test_set),
                                             f.export_dir);
     if (!control.ok()) return Fail(control.status());
@@ -79,11 +80,10 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   auto core = shards != nullptr ? Coordinator::Create(options, shards.get())
                                 : Coordinator::Create(options, ring.get());
   if (!core.ok()) return Fail(core.status());
-  if (ring != nullptr) {
-    Coordinator* coordinator = core->get();
-    ring->set_member_source(
-        [coordinator] { return coordinator->PeerAddresses(); });
-  }
+  Coordinator* coordinator = core->get();
+  auto members = [coordinator] { return coordinator->PeerAddresses(); };
+  if (ring != nullptr) ring->set_member_source(members);
+  if (shards != nullptr) shards->set_member_source(members);
 
   // Declared after the core, so destroyed before it.
   std::unique_ptr<ScrapeHook> gauges = ExportCoordinatorGauges(core->get());

@@ -69,15 +69,21 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   ASSIGN_OR_RETURN(const ParameterLayout layout, JobDenseLayout(job));
   ASSIGN_OR_RETURN(const int64_t state_elements, JobStateElements(job));
   RETURN_IF_ERROR(CheckJobTensors(job, layout));
-  ASSIGN_OR_RETURN(const std::vector<float> init, JobDenseInitialValues(job));
+  // Hybrid mode: the dense layers live on the workers (their ring); the
+  // shards hold only the embedding tables.
+  const bool dense_here = job.mode() != v1::MODE_HYBRID;
+  std::vector<float> init;
+  if (dense_here) {
+    ASSIGN_OR_RETURN(init, JobDenseInitialValues(job));
+  }
   const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;
   config.job_id = job.job_id();
   config.shard_id = shard_id;
   config.num_shards = job.shard_addresses_size();
-  config.tensor_sizes = layout.TensorSizes();
-  config.state_elements = state_elements;
+  if (dense_here) config.tensor_sizes = layout.TensorSizes();
+  config.state_elements = dense_here ? state_elements : 0;
   config.max_chunk_elements = job.max_chunk_elements();
   config.optimizer = FromProto(job.optimizer());
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC

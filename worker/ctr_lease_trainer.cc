@@ -1,5 +1,6 @@
 #include "worker/ctr_lease_trainer.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,15 @@ absl::StatusOr<std::unique_ptr<CtrLeaseTrainer>> CtrLeaseTrainer::Create(
   ASSIGN_OR_RETURN(
       trainer->buffers_,
       TrainerBuffers::Allocate(backend, trainer->layout_.total_elements()));
-  // The dense weights are all written by the first pull (PS).
+  // PS: the dense weights are all written by the first pull. Hybrid: the
+  // ring members start from the job's initial dense parameters themselves
+  // (rank 0's are broadcast into every new ring).
+  if (job.mode() == v1::MODE_HYBRID) {
+    ASSIGN_OR_RETURN(const std::vector<float> init, JobDenseInitialValues(job));
+    RETURN_IF_ERROR(backend->CopyToDevice(init.data(),
+                                          static_cast<int64_t>(init.size()),
+                                          trainer->buffers_.view.params));
+  }
   return trainer;
 }
 
@@ -53,11 +62,7 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   ASSIGN_OR_RETURN(
       std::vector<int64_t> indices,
       lease_samples_->Indices(lease, exchange.policy().allow_empty_batch));
-  if (indices.empty()) {
-    return absl::InvalidArgumentError(
-        "a CTR step needs samples: this mode's empty leases are not "
-        "supported for DLRM models");
-  }
+  if (indices.empty()) return TrainEmpty(lease, generation, exchange, clock);
   const absl::Time compute_start = clock.Now();
   RETURN_IF_ERROR(train_.GatherBatch(indices, batch_));
   StepResult result;
@@ -97,6 +102,25 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   RETURN_IF_ERROR(exchange.Ready(0, b.num_elements));
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
+  return result;
+}
+
+absl::StatusOr<StepResult> CtrLeaseTrainer::TrainEmpty(
+    const v1::NextTaskResponse& lease, int64_t generation,
+    GradientExchange& exchange, Clock& clock) {
+  const absl::Time start = clock.Now();
+  ExchangeStep step;
+  step.lease = &lease;
+  step.generation = lease.generation() > 0 ? lease.generation() : generation;
+  step.num_samples = 0;
+  RETURN_IF_ERROR(exchange.BeginStep(step));
+  const ExchangeBuffers& b = buffers_.view;
+  std::fill(b.host_grads, b.host_grads + b.num_elements, 0.0f);
+  RETURN_IF_ERROR(exchange.ReadyRows({}));
+  RETURN_IF_ERROR(exchange.Ready(0, b.num_elements));
+  RETURN_IF_ERROR(exchange.FinishStep());
+  StepResult result;
+  result.comm_seconds = SecondsSince(clock, start);
   return result;
 }
 

@@ -39,9 +39,11 @@ class CtrLeaseTrainer final : public LeaseTrainer {
   static absl::StatusOr<std::unique_ptr<CtrLeaseTrainer>> Create(
       const v1::JobSpec& job, DeviceChoice device, int threads);
 
-  // LeaseTrainer. Train's errors also: INVALID_ARGUMENT (not retried: the
-  // worker stops) when the exchange has no embedding rows (a mode without
-  // tables); CtrStep's.
+  // LeaseTrainer. A lease without samples (the ring's members at an epoch's
+  // end, hybrid mode) contributes a zero dense gradient and no rows.
+  // Train's errors also: INVALID_ARGUMENT (not retried: the worker stops)
+  // when the exchange has no embedding rows (a mode without tables) or
+  // refuses empty leases; CtrStep's.
   absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
                                    int64_t generation,
                                    GradientExchange& exchange,
@@ -53,6 +55,11 @@ class CtrLeaseTrainer final : public LeaseTrainer {
 
  private:
   CtrLeaseTrainer() = default;
+  // A lease without samples: zeros through the exchange.
+  absl::StatusOr<StepResult> TrainEmpty(const v1::NextTaskResponse& lease,
+                                        int64_t generation,
+                                        GradientExchange& exchange,
+                                        Clock& clock);
 
   std::unique_ptr<ComputeBackend> backend_;
   std::optional<CtrStep> step_;

@@ -2,8 +2,10 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "proto/job_convert.h"
+#include "worker/hybrid_exchange.h"
 #include "worker/job_options.h"
 #include "worker/ps_exchange.h"
 #include "worker/ring_exchange.h"
@@ -18,6 +20,36 @@ absl::Status CheckExchangeJob(const v1::JobSpec& job) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The ring exchange of `context`'s dense buffer, its links from `peer`.
+absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
+    const ExchangeContext& context, PeerEndpoint* peer) {
+  const v1::JobSpec& job = *context.job;
+  if (peer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ModeName(job.mode()), " job without a peer endpoint"));
+  }
+  ASSIGN_OR_RETURN(
+      RingExchangeOptions options,
+      RingExchangeOptionsForJob(job, context.worker_id, *context.layout));
+  options.backend = context.backend;
+  const std::string job_id = job.job_id();
+  options.connect = [peer, job_id](const v1::NextTaskResponse& lease) {
+    return peer->Connect(job_id, lease);
+  };
+  options.publisher = peer->publisher();
+  options.counter = peer->counter();
+  options.digest_every = job.digest_every();
+  options.params = context.buffers.params;
+  options.grads = context.buffers.grads;
+  options.host_grads = context.buffers.host_grads;
+  options.collective_timeout = context.collective_timeout;
+  return RingExchange::Create(std::move(options));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
     const ExchangeContext& context, PeerEndpoint* peer,
     const ParameterClientFactory& parameter_client) {
@@ -27,32 +59,29 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
     if (IsDlrmJob(job)) {
       return absl::InvalidArgumentError(
           "ring mode cannot train a DLRM yet (its embedding tables live on PS "
-          "shards): use --mode ps");
+          "shards): use --mode ps or --mode hybrid");
     }
-    if (peer == nullptr) {
-      return absl::InvalidArgumentError("ring job without a peer endpoint");
-    }
-    ASSIGN_OR_RETURN(
-        RingExchangeOptions options,
-        RingExchangeOptionsForJob(job, context.worker_id, *context.layout));
-    options.backend = context.backend;
-    const std::string job_id = job.job_id();
-    options.connect = [peer, job_id](const v1::NextTaskResponse& lease) {
-      return peer->Connect(job_id, lease);
-    };
-    options.publisher = peer->publisher();
-    options.counter = peer->counter();
-    options.digest_every = job.digest_every();
-    options.params = context.buffers.params;
-    options.grads = context.buffers.grads;
-    options.host_grads = context.buffers.host_grads;
-    options.collective_timeout = context.collective_timeout;
     ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
-                     RingExchange::Create(std::move(options)));
+                     MakeRingExchange(context, peer));
     return std::unique_ptr<GradientExchange>(std::move(ring));
   }
   if (!parameter_client) {
-    return absl::InvalidArgumentError("PS job without a parameter client");
+    return absl::InvalidArgumentError(
+        absl::StrCat(ModeName(job.mode()), " job without a parameter client"));
+  }
+  if (job.mode() == v1::MODE_HYBRID) {
+    if (!IsDlrmJob(job)) {
+      return absl::InvalidArgumentError(
+          "hybrid mode needs a model with embedding tables (a DLRM)");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
+                     MakeRingExchange(context, peer));
+    // The shards hold no dense chunk in hybrid mode: a client of rows only.
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ParameterClient> rows,
+        parameter_client(job, context.worker_id, ParameterLayout()));
+    return std::unique_ptr<GradientExchange>(
+        std::make_unique<HybridExchange>(std::move(ring), std::move(rows)));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
                    parameter_client(job, context.worker_id, *context.layout));

@@ -37,7 +37,9 @@ struct ExchangeContext {
 absl::Status CheckExchangeJob(const v1::JobSpec& job);
 
 // MODE_RING: a RingExchange whose links come from `peer` (required);
-// otherwise a PsExchange over `parameter_client`'s client (required).
+// MODE_PS: a PsExchange over `parameter_client`'s client (required);
+// MODE_HYBRID (DLRM jobs only): a HybridExchange of both, the client built
+// over an empty layout (the shards hold only the embedding tables).
 // Errors: CheckExchangeJob's; INVALID_ARGUMENT for a missing factory or
 // endpoint, bad buckets, optimizer or compression; the factory's.
 absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(

@@ -118,9 +118,8 @@ absl::Status RingExchange::BroadcastState(RingCollective& collective,
   return backend->Synchronize();
 }
 
-absl::Status RingExchange::CopyState() {
+absl::Status RingExchange::CopyState(StateCopy& copy) {
   const int64_t steps = optimizer_.steps_applied();
-  StateCopy& copy = copies_[steps % kStateCopies];
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
   if (copy.params.empty()) {
@@ -140,7 +139,8 @@ absl::Status RingExchange::CopyState() {
 }
 
 absl::Status RingExchange::RollBackTo(int64_t steps) {
-  StateCopy& copy = copies_[steps % kStateCopies];
+  StateCopy& recent = copies_[steps % kStateCopies];
+  StateCopy& copy = recent.steps == steps ? recent : checkpoint_copy_;
   if (copy.steps != steps) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "no copy of the state after %d steps is kept (have %d steps applied)",
@@ -194,6 +194,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
     }
   }
   step_samples_ = lease.step_samples();
+  keep_state_ = lease.keep_state();
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
   return absl::OkStatus();
@@ -212,7 +213,9 @@ absl::Status RingExchange::FinishStep() {
     AbandonStep();
     return reduced;
   }
-  RETURN_IF_ERROR(CopyState());
+  RETURN_IF_ERROR(
+      CopyState(copies_[optimizer_.steps_applied() % kStateCopies]));
+  if (keep_state_) RETURN_IF_ERROR(CopyState(checkpoint_copy_));
   ComputeBackend* backend = options_.backend;
   if (!backend->IsHostMemory()) {
     RETURN_IF_ERROR(

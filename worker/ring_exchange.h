@@ -10,10 +10,12 @@
 // transports in tests (many ranks in one process).
 //
 // Rollback: before applying a step the state is copied (the last
-// kStateCopies steps are kept). A new ring generation starts from the state
-// after exactly `lease.step()` steps: a member that applied steps the
-// coordinator then aborted goes back to its copy first, so rank 0 always
-// broadcasts the committed state.
+// kStateCopies steps are kept, plus, for a lease with keep_state, the
+// state before that step until the next such lease: hybrid mode's
+// checkpoint versions). A new ring generation starts from the state after
+// exactly `lease.step()` steps: a member that applied steps the coordinator
+// then aborted (or that a shard rollback undid) goes back to its copy
+// first, so rank 0 always broadcasts the committed state.
 //
 // Thread safety: one thread (the worker's training loop) uses it, except
 // CancelIfOlder(), which any thread may call.
@@ -142,11 +144,16 @@ class RingExchange final : public GradientExchange {
                                        : options_.counter->Get();
   }
   absl::StatusOr<std::vector<float>> HostParams();
+  struct StateCopy {
+    int64_t steps = -1;  // -1: empty
+    DeviceBuffer params;
+    std::vector<DeviceBuffer> state;
+  };
   // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
   // when no copy of that step is kept.
   absl::Status RollBackTo(int64_t steps);
-  // Copies the state before the step about to be applied.
-  absl::Status CopyState();
+  // Copies the state before the step about to be applied into `copy`.
+  absl::Status CopyState(StateCopy& copy);
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
 
@@ -163,11 +170,6 @@ class RingExchange final : public GradientExchange {
   const std::vector<Bucket> plan_;
   Optimizer optimizer_;
   const int64_t n_;
-  struct StateCopy {
-    int64_t steps = -1;  // -1: empty
-    DeviceBuffer params;
-    std::vector<DeviceBuffer> state;
-  };
   static constexpr int kStateCopies = 3;
 
   std::unique_ptr<Session>
@@ -176,6 +178,8 @@ class RingExchange final : public GradientExchange {
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
   StateCopy copies_[kStateCopies];
+  StateCopy checkpoint_copy_;  // the newest keep_state lease's
+  bool keep_state_ = false;    // the open step's lease asked for it
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
 };
 

@@ -134,8 +134,24 @@ TEST_F(CoordinatorJobTest, ADlrmInRingModeIsRefused) {
   const absl::Status s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(),
-              HasSubstr("ring and hybrid modes for DLRM models are not built "
-                        "yet; use --mode ps"));
+              HasSubstr("ring mode for DLRM models is not built yet; use "
+                        "--mode ps or --mode hybrid"));
+}
+
+TEST_F(CoordinatorJobTest, HybridNeedsADlrmAndShards) {
+  CoordinatorFlags f = Dlrm();
+  f.mode = "hybrid";
+  absl::StatusOr<CoordinatorJob> built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->job.mode(), v1::MODE_HYBRID);
+  f.shards.clear();
+  EXPECT_THAT(BuildCoordinatorJob(f).status().message(),
+              HasSubstr("hybrid mode needs --shards"));
+  CoordinatorFlags dense = Dense();
+  dense.mode = "hybrid";
+  const absl::Status s = BuildCoordinatorJob(dense).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("needs a model with embedding tables"));
 }
 
 TEST_F(CoordinatorJobTest, ADlrmOnAnotherDatasetIsRefused) {

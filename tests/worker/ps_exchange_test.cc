@@ -11,6 +11,7 @@
 #include "model/dlrm_spec.h"
 #include "model/model_spec.h"
 #include "proto/job_convert.h"
+#include "tests/worker/recording_parameter_client.h"
 #include "tests/worker/worker_test_fixture.h"
 #include "worker/make_gradient_exchange.h"
 
@@ -19,87 +20,8 @@ namespace {
 
 constexpr int64_t kN = 6;
 
-// What the exchange did to the client.
-struct Calls {
-  std::vector<int64_t> pulls;  // min_version of each
-  std::vector<PushInfo> pushes;
-  std::vector<std::pair<int64_t, float>> ready;  // offset, first value
-  std::vector<std::vector<SparseRows>> rows;     // AddRows calls
-  std::vector<int64_t> row_pulls;                // min_version of each
-  std::vector<int32_t> row_pull_tables;
-  int finished = 0;
-  int destroyed_unfinished = 0;
-  int shard_checks = 0;
-  absl::Status shards = absl::OkStatus();  // what CheckShards answers
-  absl::Status finish = absl::OkStatus();  // what Finish answers
-};
-
-class RecordingSession final : public PushSession {
- public:
-  explicit RecordingSession(Calls* calls) : calls_(calls) {}
-  ~RecordingSession() override {
-    if (!finished_) ++calls_->destroyed_unfinished;
-  }
-  absl::Status Ready(int64_t offset, int64_t length,
-                     const float* grads) override {
-    (void)length;
-    calls_->ready.emplace_back(offset, grads[0]);
-    return absl::OkStatus();
-  }
-  absl::Status AddRows(const std::vector<SparseRows>& rows) override {
-    calls_->rows.push_back(rows);
-    return absl::OkStatus();
-  }
-  absl::Status Finish() override {
-    finished_ = true;
-    ++calls_->finished;
-    return calls_->finish;
-  }
-
- private:
-  Calls* const calls_;
-  bool finished_ = false;
-};
-
-class RecordingClient final : public ParameterClient {
- public:
-  explicit RecordingClient(Calls* calls) : calls_(calls) {}
-  int64_t num_elements() const override { return kN; }
-  absl::StatusOr<int64_t> Pull(int64_t min_version, float* out) override {
-    calls_->pulls.push_back(min_version);
-    for (int64_t i = 0; i < kN; ++i) out[i] = static_cast<float>(i);
-    return min_version + 2;  // a newer version than asked
-  }
-  absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
-      const PushInfo& info) override {
-    calls_->pushes.push_back(info);
-    return std::unique_ptr<PushSession>(
-        std::make_unique<RecordingSession>(calls_));
-  }
-  absl::Status CheckShards(absl::Duration) override {
-    ++calls_->shard_checks;
-    return calls_->shards;
-  }
-  // Row i of a table reads as table * 100 + id in every element.
-  absl::StatusOr<int64_t> PullRows(
-      int64_t min_version, absl::Span<const RowRequest> tables,
-      std::vector<std::vector<float>>& out) override {
-    calls_->row_pulls.push_back(min_version);
-    out.assign(tables.size(), {});
-    for (size_t t = 0; t < tables.size(); ++t) {
-      calls_->row_pull_tables.push_back(tables[t].table);
-      for (uint64_t id : tables[t].ids) {
-        out[t].insert(out[t].end(), 2,
-                      static_cast<float>(tables[t].table * 100 + id));
-      }
-    }
-    return min_version;
-  }
-  TransferBytes bytes() const override { return {100, 200, 3}; }
-
- private:
-  Calls* const calls_;
-};
+using ::ferry::testing::Calls;
+using RecordingClient = ::ferry::testing::RecordingParameterClient;
 
 class PsExchangeTest : public ::testing::Test {
  protected:
@@ -110,8 +32,8 @@ class PsExchangeTest : public ::testing::Test {
     buffers_.host_params = params_.data();
     buffers_.host_grads = grads_.data();
     exchange_ = std::make_unique<PsExchange>(
-        std::make_unique<RecordingClient>(&calls_), backend_.get(), buffers_,
-        absl::Seconds(2));
+        std::make_unique<RecordingClient>(&calls_, kN), backend_.get(),
+        buffers_, absl::Seconds(2));
   }
 
   Calls calls_;
@@ -187,7 +109,7 @@ TEST_F(PsExchangeTest, DenseJobsHaveNoRows) {
 }
 
 TEST_F(PsExchangeTest, TablesReadRowsAtThePulledVersionAndPushThemWithTheStep) {
-  PsExchange exchange(std::make_unique<RecordingClient>(&calls_),
+  PsExchange exchange(std::make_unique<RecordingClient>(&calls_, kN),
                       backend_.get(), buffers_, absl::Seconds(2),
                       /*embedding_tables=*/true);
   ASSERT_NE(exchange.embedding_rows(), nullptr);
@@ -247,7 +169,7 @@ TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
       -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
     ++clients;
     return std::unique_ptr<ParameterClient>(
-        std::make_unique<RecordingClient>(nullptr));
+        std::make_unique<RecordingClient>(nullptr, kN));
   };
 
   // PS without shards: refused before anything is built.
@@ -293,7 +215,7 @@ TEST(MakeGradientExchangeTest, ADlrmTrainsOnlyOnTheShards) {
                                       const ParameterLayout&)
       -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
     return std::unique_ptr<ParameterClient>(
-        std::make_unique<RecordingClient>(nullptr));
+        std::make_unique<RecordingClient>(nullptr, kN));
   };
   job.set_mode(v1::MODE_PS);
   auto ps = MakeGradientExchange(context, nullptr, factory);
@@ -304,6 +226,54 @@ TEST(MakeGradientExchangeTest, ADlrmTrainsOnlyOnTheShards) {
   auto ring = MakeGradientExchange(context, nullptr, factory);
   EXPECT_TRUE(absl::IsInvalidArgument(ring.status()));
   EXPECT_THAT(ring.status().message(), ::testing::HasSubstr("--mode ps"));
+}
+
+TEST(MakeGradientExchangeTest, HybridSplitsTablesAndDenseLayers) {
+  v1::JobSpec job;
+  job.set_job_id("ctr");
+  job.set_mode(v1::MODE_HYBRID);
+  job.add_shard_addresses("ps0:1");
+  *job.mutable_optimizer() = ToProto(OptimizerConfig{});
+  const ParameterLayout layout = *DlrmParameterLayout(DlrmSpec{});
+  std::unique_ptr<ComputeBackend> backend = *MakeBackend(DeviceChoice::kCpu, 1);
+  std::vector<float> params(layout.total_elements()),
+      grads(layout.total_elements());
+  ExchangeContext context;
+  context.job = &job;
+  context.worker_id = "w";
+  context.layout = &layout;
+  context.backend = backend.get();
+  context.buffers = {layout.total_elements(), params.data(), grads.data(),
+                     params.data(), grads.data()};
+  std::vector<int64_t> client_elements;
+  ParameterClientFactory factory = [&client_elements](
+                                       const v1::JobSpec&, const std::string&,
+                                       const ParameterLayout& client_layout)
+      -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
+    client_elements.push_back(client_layout.total_elements());
+    return std::unique_ptr<ParameterClient>(
+        std::make_unique<RecordingClient>(nullptr, 0));
+  };
+  testing::RingHubs hubs;
+  testing::InMemoryPeerEndpoint peer(&hubs, "peer");
+
+  // A dense model has no tables for hybrid's shards.
+  job.set_model("784-16-10");
+  auto dense = MakeGradientExchange(context, &peer, factory);
+  EXPECT_TRUE(absl::IsInvalidArgument(dense.status())) << dense.status();
+  EXPECT_THAT(dense.status().message(),
+              ::testing::HasSubstr("embedding tables"));
+
+  job.set_model_def(DlrmToJson(DlrmSpec{}));
+  auto hybrid = MakeGradientExchange(context, &peer, factory);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  EXPECT_EQ((*hybrid)->mode(), "hybrid");
+  EXPECT_TRUE((*hybrid)->policy().fenced);  // the ring's policy
+  // The shards' client holds no dense element: they keep only rows.
+  EXPECT_THAT(client_elements, ::testing::ElementsAre(0));
+  // The ring needs the peer endpoint.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      MakeGradientExchange(context, nullptr, factory).status()));
 }
 
 }  // namespace

@@ -290,6 +290,42 @@ TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
   ExpectAllEqual(ring, ref, 4);
 }
 
+TEST(RingExchangeTest, KeptStateRollsBackToACheckpointVersion) {
+  // Hybrid mode: the shards are restored to their checkpoint at version 2,
+  // five steps later; the ring must restart from its dense state then.
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 2; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
+  Reference ref;
+  auto run = [&](int64_t step, int64_t generation, bool keep, int offset) {
+    std::vector<absl::Status> statuses(ring.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < ring.size(); ++r) {
+      threads.emplace_back([&, r] {
+        v1::NextTaskResponse lease = Lease(step, generation, 0, ring, r);
+        lease.set_keep_state(keep);
+        statuses[r] = FullStep(*ring[r], lease, offset);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+  };
+  for (int64_t step = 0; step < 7; ++step) {
+    run(step, 1, /*keep=*/step == 2, 0);
+    if (step < 2) ref.Step(step, Seeds(ring));
+  }
+  EXPECT_EQ(ring[0]->exchange->steps_applied(), 7);
+  // Without the kept copy, 5 steps back is beyond the recent copies.
+  for (int64_t step = 2; step < 4; ++step) {
+    run(step, 2, false, 100);
+    ref.Step(step, {100, 101});
+  }
+  ExpectAllEqual(ring, ref, 4);
+}
+
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   testing::RingHubs hubs;
   std::vector<std::unique_ptr<Member>> owned;

@@ -1,0 +1,56 @@
+// Fetches the weights a ring member holds (RingPeer.GetWeights): ring mode's
+// whole model, hybrid mode's dense layers. Tries the current members in rank
+// order and retries while none has published the weights of the step asked
+// for yet (members publish between steps, when asked).
+//
+// Thread safety: every method may be called from any thread.
+#ifndef FERRY_COORDINATOR_RING_WEIGHTS_SOURCE_H_
+#define FERRY_COORDINATOR_RING_WEIGHTS_SOURCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/byte_counter.h"
+
+namespace ferry {
+
+class RingWeightsSource {
+ public:
+  // Returns the peer addresses of the current members, rank order.
+  using MemberSource = std::function<std::vector<std::string>()>;
+
+  RingWeightsSource(std::string job_id, absl::Duration fetch_timeout)
+      : job_id_(std::move(job_id)), fetch_timeout_(fetch_timeout) {}
+
+  // Must be set before the first Fetch (i.e. right after the coordinator is
+  // created).
+  void set_member_source(MemberSource source);
+
+  // Fills `params` (its size is the number of weights expected) with a
+  // member's weights after >= min_step steps. DEADLINE_EXCEEDED when no
+  // member gave them within the fetch timeout (retrying members that are
+  // UNAVAILABLE or have not published them yet); DATA_LOSS for a
+  // malformed or wrongly sized weights stream.
+  absl::Status Fetch(int64_t min_step, std::vector<float>& params);
+
+  TransferBytes bytes() const { return counter_.Get(); }
+
+ private:
+  absl::Status FetchFrom(const std::string& address, int64_t min_step,
+                         std::vector<float>& params);
+
+  const std::string job_id_;
+  const absl::Duration fetch_timeout_;
+  ByteCounter counter_;
+  absl::Mutex mu_;
+  MemberSource members_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COORDINATOR_RING_WEIGHTS_SOURCE_H_
