@@ -303,6 +303,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         if (step.keep_state) r.set_keep_state(true);
         if (FinalizesOnPush(number)) {
           for (const Slot& s : step.slots) {
+            if (s.samples == 0) continue;  // a ring member pushes nothing
             v1::Contributor* c = r.add_step_contributors();
             c->set_worker_id(s.worker_id);
             c->set_num_samples(s.samples);
@@ -357,7 +358,7 @@ bool Coordinator::FormStep(int max_open) {
 }
 
 bool Coordinator::FinalizeOnPushJob() const {
-  return options_.job.mode() == v1::MODE_PS &&
+  return ModeHasShards(options_.job.mode()) &&
          options_.job.consistency() == v1::CONSISTENCY_SYNC &&
          options_.job.sync_quorum() == 0 && options_.finalize_on_push;
 }

@@ -53,8 +53,10 @@ class GrpcPushSession final : public PushSession {
         partial_(options.chunks.size()),
         covered_(options.chunks.size(), 0) {
     // With rows, a shard's stream also waits for AddRows.
+    // commit_at_finish: one more that only Finish() takes off.
     for (const auto& shard : shards_) {
-      unsent_.push_back(shard->num_chunks + (info.with_rows ? 1 : 0));
+      unsent_.push_back(shard->num_chunks + (info.with_rows ? 1 : 0) +
+                        (info.commit_at_finish ? 1 : 0));
     }
     rows_expected_ = info.with_rows;
     v1::PushRequest header;
@@ -426,6 +428,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_min_version(min_version);
+  request.set_generation(pull_generation_.load());
   int64_t version = PullCall::kNoVersion;
   const absl::Time begun = absl::Now();
   const absl::Status status = RetryRounds(
@@ -461,6 +464,7 @@ absl::StatusOr<std::unique_ptr<PendingPull>> GrpcParameterClient::StartPull(
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_min_version(min_version);
+  request.set_generation(pull_generation_.load());
   return std::make_unique<GrpcPendingPull>(shards_, options_.chunks, request,
                                            options_.rpc_timeout, flat_params,
                                            &counter_);

@@ -48,6 +48,11 @@ struct PushInfo {
   // The push will carry embedding rows (PushSession::AddRows): no shard's
   // stream closes before they are added.
   bool with_rows = false;
+  // No shard's stream closes (so no shard commits the push) before
+  // Finish(), even once all its data is sent: for a caller that decides
+  // after sending whether the push may count (hybrid: only once its dense
+  // all-reduce succeeded); destroying the session instead cancels it.
+  bool commit_at_finish = false;
 };
 
 // One table's ids of a row pull.
@@ -190,6 +195,14 @@ class ParameterClient {
     return absl::UnimplementedError("this parameter client pulls no rows");
   }
 
+  // Pulls (Pull, StartPull, PullRows) started after this call carry
+  // `generation` (the lease's membership generation; 0: unfenced, the
+  // default): a shard fenced past it answers ABORTED at once instead of
+  // waiting for a version it has not reached (PullRequest.generation), so a
+  // worker holding an aborted lease learns it without waiting out its
+  // deadline. Thread-safe. The default (fakes): ignored.
+  virtual void SetPullGeneration(int64_t generation) { (void)generation; }
+
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;
   // The same per shard, keyed "ps<shard id>" (empty when not tracked).
@@ -245,6 +258,9 @@ class GrpcParameterClient final : public ParameterClient {
       std::vector<std::vector<float>>& out) override;  // ps_client_rows.cc
   TransferBytes bytes() const override { return counter_.Get(); }
   std::map<std::string, TransferBytes> peer_bytes() const override;
+  void SetPullGeneration(int64_t generation) override {
+    pull_generation_.store(generation);
+  }
 
   struct Shard;  // channel + stub + owned chunk ids; defined in the .cc
 
@@ -255,6 +271,7 @@ class GrpcParameterClient final : public ParameterClient {
   int64_t num_elements_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;
   ByteCounter counter_;
+  std::atomic<int64_t> pull_generation_{0};
   // Lossy compression with error feedback: the residual (else null). Used by
   // one push session at a time.
   std::unique_ptr<ErrorFeedback> feedback_;

@@ -46,6 +46,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::PullRows(
     requests[s].set_job_id(options_.job_id);
     requests[s].set_worker_id(options_.worker_id);
     requests[s].set_min_version(min_version);
+    requests[s].set_generation(pull_generation_.load());
     asked.push_back(s);
   }
   if (asked.empty()) {

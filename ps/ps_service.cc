@@ -165,13 +165,14 @@ class VersionWait {
   // OnCancel cannot run before the reactor's constructor returns, so the id
   // is set before Cancel reads it.
   absl::Status Start(PsShard* shard, const std::string& job_id,
-                     int64_t min_version, PsShard::ReadyCallback ready) {
+                     int64_t min_version, int64_t generation,
+                     PsShard::ReadyCallback ready) {
     {
       absl::MutexLock lock(&mu_);
       waiting_ = true;
     }
-    absl::StatusOr<PullWaitId> id =
-        shard->WaitForVersion(job_id, min_version, std::move(ready));
+    absl::StatusOr<PullWaitId> id = shard->WaitForVersion(
+        job_id, min_version, std::move(ready), generation);
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       waiting_ = false;
@@ -267,6 +268,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                         static_cast<int64_t>(request.ByteSizeLong()));
     if (absl::Status started = wait_.Start(
             shard_, request.job_id(), request.min_version(),
+            request.generation(),
             [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
               OnReady(std::move(snapshot));
             });
@@ -369,6 +371,7 @@ class PullRowsReactor final : public grpc::ServerUnaryReactor {
                         static_cast<int64_t>(request_.ByteSizeLong()));
     if (absl::Status started = wait_.Start(
             shard_, request_.job_id(), request_.min_version(),
+            request_.generation(),
             [this](absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot) {
               OnReady(snapshot.status());
             });

@@ -420,7 +420,8 @@ std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
 
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                                                    int64_t min_version,
-                                                   ReadyCallback ready) {
+                                                   ReadyCallback ready,
+                                                   int64_t generation) {
   absl::StatusOr<std::shared_ptr<const PsSnapshot>> snapshot;
   {
     absl::MutexLock lock(&mu_);
@@ -432,6 +433,15 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
     }
     if (shut_down_) {
       snapshot = ShutDownError(config_.shard_id);
+    } else if (version_ < min_version && generation > 0 &&
+               generation < max_generation_) {
+      return Rejected("pull",
+                      absl::AbortedError(absl::StrFormat(
+                          "pull of version %d under generation %d: shard %d is "
+                          "at version %d and fenced at generation %d (the step "
+                          "was aborted or rolled back): ask for a new task",
+                          min_version, generation, config_.shard_id, version_,
+                          max_generation_)));
     } else if (version_ < min_version) {
       const int64_t pending = static_cast<int64_t>(waiters_.size());
       if (pending >= config_.limits.max_pending_pulls) {

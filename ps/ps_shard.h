@@ -319,9 +319,15 @@ class PsShard {
   // thread that applies that version. Returns an id for CancelWait.
   // FAILED_PRECONDITION for a wrong job_id, RESOURCE_EXHAUSTED when
   // limits.max_pending_pulls waits are pending (`ready` is never called then).
+  // `generation` (> 0: the puller's lease's) fences waits: ABORTED at once,
+  // instead of a wait, when the version is not there yet and `generation`
+  // is older than the shard's fence (the lease was aborted or rolled back:
+  // its push would be refused, and the version it waits for may need that
+  // very push). 0: unfenced (evaluations, tools).
   absl::StatusOr<PullWaitId> WaitForVersion(absl::string_view job_id,
                                             int64_t min_version,
-                                            ReadyCallback ready);
+                                            ReadyCallback ready,
+                                            int64_t generation = 0);
   // Forgets a wait. Returns true when `ready` will never be called; false when
   // it has been or is being called (possibly right now on another thread).
   bool CancelWait(PullWaitId id);

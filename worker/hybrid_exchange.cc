@@ -23,6 +23,7 @@ absl::Status HybridExchange::BeginStep(const ExchangeStep& step) {
                         lease.step(), lease.pull_version()));
   }
   RETURN_IF_ERROR(ring_->BeginStep(step));
+  rows_->SetPullGeneration(step.generation);
   row_source_.set_min_version(lease.pull_version());
   push_info_ = PushInfo{};
   push_info_.generation = step.generation;
@@ -30,6 +31,13 @@ absl::Status HybridExchange::BeginStep(const ExchangeStep& step) {
   push_info_.num_samples = step.num_samples;
   push_info_.base_version = lease.pull_version();
   push_info_.with_rows = true;
+  // Sent at ReadyRows, committed only by FinishStep once the dense
+  // all-reduce succeeded: when the lease names the step's contributors,
+  // the last commit applies the step on the shard (finalize on push).
+  push_info_.commit_at_finish = true;
+  for (const v1::Contributor& c : lease.step_contributors()) {
+    push_info_.step_contributors.push_back({c.worker_id(), c.num_samples()});
+  }
   step_open_ = true;
   rows_declared_ = false;
   return absl::OkStatus();

@@ -10,21 +10,26 @@
 //                broadcast, rolled back to the committed step first);
 //                embedding_rows() then reads rows of shard version >=
 //                lease.pull_version() (the committed step).
-//   ReadyRows    opens the step's push (PushInfo.with_rows) and sends the
-//                row gradients at once, so they travel while the dense
-//                buckets are all-reduced.
+//   ReadyRows    opens the step's push (PushInfo.with_rows,
+//                commit_at_finish) and sends the row gradients at once, so
+//                they travel while the dense buckets are all-reduced.
 //   Ready        the ring's (dense buckets all-reduced as they complete).
 //   FinishStep   the ring's (all buckets, then the dense optimizer applied
-//                locally), then waits for every shard to accept the rows.
+//                locally), then commits the rows' push and waits for every
+//                shard to accept it.
 //
-// Atomicity: a shard only buffers a pushed step; the coordinator finalizes
-// it on every shard (the rows applied) once every member reported the step,
-// and a member reports only after FinishStep succeeded, i.e. after it
-// applied the dense update. So a committed step has both halves on every
-// member and shard; a step that fails anywhere is aborted by the
-// coordinator: the shards drop its buffered rows (a rollback of the open
-// step) and the members roll their dense state back when the next ring
-// forms (RingExchange's state copies).
+// Atomicity: a shard applies a step's rows only once every contributor
+// committed its push (finalize on push: the lease names the step's
+// contributors) or the coordinator finalizes it (after every member
+// reported), and a member commits only after its all-reduce succeeded and
+// it applied the dense update. So rows applied on a shard mean the dense
+// update is applied on every member. A step that fails anywhere is aborted
+// by the coordinator: the shards drop its buffered rows (a rollback of the
+// open step) and the members roll their dense state back when the next
+// ring forms (RingExchange's state copies). A member lost after every
+// commit (the rows applied, its report missing) makes the coordinator roll
+// shards and ring back to the last checkpoint, as for PS's finalize on
+// push.
 //
 // A member with no samples in a step (the ring's every-member-in-every-step
 // at an epoch's end) all-reduces zeros and pushes nothing; the coordinator

@@ -31,6 +31,8 @@ absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version) {
 absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   push_.reset();
   const v1::NextTaskResponse& lease = *step.lease;
+  // A shard rolled back or fenced past this lease refuses its waits at once.
+  client_->SetPullGeneration(step.generation);
   ASSIGN_OR_RETURN(const int64_t version, PullVersion(lease.pull_version()));
   if (buffers_.host_params != buffers_.params) {
     RETURN_IF_ERROR(backend_->CopyToDevice(

@@ -254,12 +254,9 @@ TEST_F(SparseFaultTest, ShardKilledWithSigkillComesBackWithItsRows) {
   // dies a little later (measured: steps 109-141), after five or more
   // checkpoints (every 20 steps), so it comes back with rows and the job
   // replays the steps since the common checkpoint.
-  // NOTE: most such runs take ~38 s instead of ~9 s: a worker's pull for
-  // the step it was leased before the rollback (the rows of the version its
-  // dense pull got, retried across the restart; or the dense pull that
-  // replaces an aborted pull-ahead) reaches a shard after the rollback,
-  // carries no generation, and waits for a version only that worker's own
-  // pushes can make until the worker's --rpc-timeout (30 s) ends it.
+  // A worker's pull for the step it was leased before the rollback that
+  // reaches a shard after it carries the lease's generation and is refused
+  // at once (PullRequest.generation) instead of waiting out its deadline.
   auto run = RunSparseJob(
       "dlrm-shard",
       SparseJobArgs(data_, {"--chaos", "kill:ps1@step90", "--cluster-file",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/sharding.h"
 #include "gmock/gmock.h"
@@ -153,6 +154,36 @@ TEST_F(PsRowsTest, RowsSpreadOverTheShardsTrainLikeOneStore) {
   for (auto& shard : shards_) rows += shard->Info().sparse->total.rows;
   EXPECT_EQ(rows, 7);  // ids 1, 2, 3, 5, 7, 9, 10
   EXPECT_GT(a_->bytes().sent, 0);
+}
+
+TEST_F(PsRowsTest, CommitAtFinishHoldsEveryShardsCommitUntilFinish) {
+  PushInfo info;
+  info.num_samples = 1;
+  info.with_rows = true;
+  info.commit_at_finish = true;
+  info.step_contributors = {{"a", 1}};  // its commit applies the step
+  const std::vector<float> dense(5, 0.0f);
+  const std::vector<SparseRows> rows = {{0, {1, 2, 3}, std::vector<float>(6)}};
+  // Sent, not committed: destroying the session cancels it everywhere.
+  {
+    auto dropped = a_->BeginPush(info);
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->Ready(0, 5, dense.data()).ok());
+    ASSERT_TRUE((*dropped)->AddRows(rows).ok());
+    absl::SleepFor(absl::Milliseconds(200));  // time to arrive
+    for (auto& shard : shards_) {
+      EXPECT_EQ(shard->version(), 0);
+      EXPECT_EQ(shard->Info().accepted_pushes, 0);
+    }
+  }
+  auto held = a_->BeginPush(info);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE((*held)->Ready(0, 5, dense.data()).ok());
+  ASSERT_TRUE((*held)->AddRows(rows).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  for (auto& shard : shards_) EXPECT_EQ(shard->version(), 0);
+  ASSERT_TRUE((*held)->Finish().ok());
+  for (auto& shard : shards_) EXPECT_EQ(shard->version(), 1);
 }
 
 TEST_F(PsRowsTest, SessionMisuseIsRefused) {

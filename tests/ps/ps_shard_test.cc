@@ -537,6 +537,28 @@ TEST(PsShardTest, WaitForVersionCallsBackWhenTheVersionArrives) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(PsShardTest, WaitsOfAFencedGenerationAreRefusedNotParked) {
+  auto shard = MakeShard(TestConfig());
+  ASSERT_TRUE(shard->RaiseFence("job", 3).ok());
+  int calls = 0;
+  const auto count = [&](auto) { ++calls; };
+  // A lease of generation 2 waits for a version its own (refused) push
+  // would make: ABORTED at once, nothing parked.
+  const auto refused = shard->WaitForVersion("job", 1, count, 2);
+  EXPECT_TRUE(absl::IsAborted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("generation 3"));
+  EXPECT_EQ(shard->Info().pending_pulls, 0);
+  // A version already there is served whatever the generation.
+  ASSERT_TRUE(shard->WaitForVersion("job", 0, count, 2).ok());
+  EXPECT_EQ(calls, 1);
+  // The fence's generation, a newer one, and 0 (unfenced) wait.
+  ASSERT_TRUE(shard->WaitForVersion("job", 1, count, 3).ok());
+  ASSERT_TRUE(shard->WaitForVersion("job", 1, count, 4).ok());
+  ASSERT_TRUE(shard->WaitForVersion("job", 1, count).ok());
+  EXPECT_EQ(shard->Info().pending_pulls, 3);
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(PsShardTest, ShutdownReleasesWaitsWithUnavailable) {
   auto shard = MakeShard(TestConfig());
   int unavailable = 0;

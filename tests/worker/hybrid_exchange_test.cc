@@ -93,6 +93,9 @@ TEST_F(HybridExchangeTest, RowsGoToTheShardsAndTheDenseStepIsLocal) {
   EXPECT_EQ(push.num_samples, 2);
   EXPECT_EQ(push.base_version, 5);
   EXPECT_TRUE(push.with_rows);
+  // Committed by FinishStep only, after the dense all-reduce.
+  EXPECT_TRUE(push.commit_at_finish);
+  EXPECT_TRUE(push.step_contributors.empty());  // the lease named none
   ASSERT_EQ(calls_.rows.size(), 1u);
   EXPECT_THAT(calls_.rows[0][0].ids, ElementsAre(7, 9));
   EXPECT_EQ(calls_.finished, 0);
