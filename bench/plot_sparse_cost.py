@@ -6,13 +6,15 @@
 
 Reads the JSON of `ferry cost --model dlrm --sweep AXIS --json` and writes
 an SVG (by hand: needs no matplotlib) with one line per mode (PS, ring
-all-gather, ring full all-reduce), log scales, and the crossovers marked.
+all-gather, ring full all-reduce, hybrid), log scales, and the crossovers
+marked.
 """
 import json
 import math
 import sys
 
-MODES = [("ps", "#1f77b4"), ("all-gather", "#2ca02c"), ("all-reduce", "#d62728")]
+MODES = [("ps", "#1f77b4"), ("all-gather", "#2ca02c"), ("all-reduce", "#d62728"),
+         ("hybrid", "#9467bd")]
 W, H = 720, 440
 LEFT, RIGHT, TOP, BOTTOM = 80, 150, 40, 60
 

@@ -157,16 +157,17 @@ void PrintSweep(const SparseSweep& sweep) {
   std::printf("sweep: %s varied, everything else as above; fastest by %s\n\n",
               AxisWords(sweep.axis).c_str(),
               sweep.by_time ? "step time" : "bytes per worker (no link)");
-  std::printf("%-8s %12s %11s | %10s %10s %10s | %11s %11s %11s | %s\n",
-              SparseSweepAxisName(sweep.axis), table ? "rows" : "lookups/w",
-              "unique/w", "ps", "all-gather", "all-reduce", "ps", "all-gather",
-              "all-reduce", "fastest");
-  std::printf("%-8s %12s %11s | %32s | %35s |\n", "", "", "",
+  std::printf(
+      "%-8s %12s %11s | %10s %10s %10s %10s | %11s %11s %11s %11s | %s\n",
+      SparseSweepAxisName(sweep.axis), table ? "rows" : "lookups/w", "unique/w",
+      "ps", "all-gather", "all-reduce", "hybrid", "ps", "all-gather",
+      "all-reduce", "hybrid", "fastest");
+  std::printf("%-8s %12s %11s | %43s | %47s |\n", "", "", "",
               "bytes per step per worker", "step time");
   for (const SparseSweepPoint& point : sweep.points) {
     const SparsePrediction& p = point.prediction;
     std::printf(
-        "%-8s %12s %11s | %10s %10s %10s | %11s %11s %11s | %s\n",
+        "%-8s %12s %11s | %10s %10s %10s %10s | %11s %11s %11s %11s | %s\n",
         sweep.axis == SparseSweepAxis::kZipf
             ? absl::StrFormat("%.2f", point.value).c_str()
         : table ? absl::StrFormat("x%.3g", point.value).c_str()
@@ -177,9 +178,11 @@ void PrintSweep(const SparseSweep& sweep) {
         FormatBytes(p.mode(SparseMode::kPs).bytes()).c_str(),
         FormatBytes(p.mode(SparseMode::kAllGather).bytes()).c_str(),
         FormatBytes(p.mode(SparseMode::kAllReduce).bytes()).c_str(),
+        FormatBytes(p.mode(SparseMode::kHybrid).bytes()).c_str(),
         FormatMillis(p.mode(SparseMode::kPs).step_seconds).c_str(),
         FormatMillis(p.mode(SparseMode::kAllGather).step_seconds).c_str(),
         FormatMillis(p.mode(SparseMode::kAllReduce).step_seconds).c_str(),
+        FormatMillis(p.mode(SparseMode::kHybrid).step_seconds).c_str(),
         SparseModeName(point.fastest));
   }
   std::printf("\ncrossovers (%s, searched %s .. %s):\n",
@@ -338,7 +341,9 @@ absl::Status RunSparseCost(const CostFlags& f) {
       "all-gather: dense ring all-reduce; per unique id (8 + 4d) B x (W-1) "
       "each way\n"
       "all-reduce: dense ring all-reduce; every table's rows x 4d B x "
-      "2(W-1)/W each way\n");
+      "2(W-1)/W each way\n"
+      "hybrid:     dense ring all-reduce; rows as ps (their push overlaps "
+      "the all-reduce)\n");
   if (sweep.has_value()) {
     std::printf("\n");
     PrintSweep(*sweep);

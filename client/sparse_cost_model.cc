@@ -232,6 +232,8 @@ const char* SparseModeName(SparseMode mode) {
       return "ps";
     case SparseMode::kAllGather:
       return "all-gather";
+    case SparseMode::kHybrid:
+      return "hybrid";
     case SparseMode::kAllReduce:
       return "all-reduce";
   }
@@ -307,31 +309,35 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
   const double upd = in.update_seconds_per_element;
   const double rows_union = p.unique_ids_union;
 
-  // PS: rows pulled before forward (a round trip after the dense pull), and
-  // pushed after backward with the dense chunks; a shard applies both. A
-  // shard's link carries W/S of every worker's rows.
+  // Rows with the shards (PS and hybrid): pulled before forward (a round
+  // trip), pushed after backward; each phase at the slower of the busiest
+  // worker's link and a shard's, which carries W/S of every worker's rows.
+  const PsRowTraffic rows = PsRowBytes(p.unique_per_table, d, in.shards);
+  const PsRowTraffic busiest = PsRowBytes(u_max, d, in.shards);
+  const double fan_in = static_cast<double>(w) / in.shards;
+  const auto phase = [&](double worker_bytes, double mean_bytes) {
+    return std::max(Transfer(worker_bytes, rate),
+                    Transfer(fan_in * mean_bytes, rate));
+  };
+  const double rows_pull_seconds =
+      lat + phase(busiest.pull_request, rows.pull_request) +
+      phase(busiest.pull_response, rows.pull_response);
+  const double rows_push_seconds = lat + phase(busiest.push, rows.push);
+  // Each shard updates its share of the step's distinct rows.
+  const double rows_update_seconds = upd * d * rows_union / in.shards;
+
+  // PS: the rows pushed with the dense chunks; a shard applies both.
   {
     SparseModeCost& m = p.modes[0];
     m.mode = SparseMode::kPs;
-    const PsRowTraffic mean = PsRowBytes(p.unique_per_table, d, in.shards);
-    const PsRowTraffic busiest = PsRowBytes(u_max, d, in.shards);
-    const double fan_in = static_cast<double>(w) / in.shards;
-    const auto phase = [&](double worker_bytes, double mean_bytes) {
-      return std::max(Transfer(worker_bytes, rate),
-                      Transfer(fan_in * mean_bytes, rate));
-    };
     m.dense_sent = static_cast<double>(dense_ps.worker.sent);
     m.dense_received = static_cast<double>(dense_ps.worker.received);
-    m.sparse_sent = mean.sent();
-    m.sparse_received = mean.received();
+    m.sparse_sent = rows.sent();
+    m.sparse_received = rows.received();
     m.rows_moved = 2 * p.unique_ids_per_worker;
     m.dense_seconds = dense_ps.comm_seconds;
-    m.sparse_seconds = 2 * lat +
-                       phase(busiest.pull_request, mean.pull_request) +
-                       phase(busiest.pull_response, mean.pull_response) +
-                       phase(busiest.push, mean.push);
-    // Each shard updates its share of the step's distinct rows.
-    m.update_seconds = upd * d * rows_union / in.shards;
+    m.sparse_seconds = rows_pull_seconds + rows_push_seconds;
+    m.update_seconds = rows_update_seconds;
   }
   // All-gather: W - 1 ring stages after backward, each moving one set over
   // every link; then every worker applies every set's rows.
@@ -371,6 +377,21 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
     m.dense_seconds = dense_ring.comm_seconds;
     m.sparse_seconds = table_ring.comm_seconds;
     m.update_seconds = upd * d * static_cast<double>(p.table_rows);
+  }
+  // Hybrid: the dense layers as the ring's, the rows as PS's; the rows'
+  // push travels during the dense all-reduce (sent at ReadyRows).
+  {
+    SparseModeCost& m = p.modes[3];
+    m.mode = SparseMode::kHybrid;
+    m.dense_sent = static_cast<double>(dense_ring.worker.sent);
+    m.dense_received = static_cast<double>(dense_ring.worker.received);
+    m.sparse_sent = rows.sent();
+    m.sparse_received = rows.received();
+    m.rows_moved = 2 * p.unique_ids_per_worker;
+    m.dense_seconds = dense_ring.comm_seconds;
+    m.sparse_seconds =
+        rows_pull_seconds + std::max(0.0, rows_push_seconds - m.dense_seconds);
+    m.update_seconds = rows_update_seconds;
   }
   for (SparseModeCost& m : p.modes) {
     m.step_seconds = in.compute_seconds + m.dense_seconds + m.sparse_seconds +
@@ -494,7 +515,10 @@ absl::StatusOr<SparseSweep> SweepSparse(const SparseCostInput& in,
   const std::pair<SparseMode, SparseMode> pairs[] = {
       {SparseMode::kPs, SparseMode::kAllGather},
       {SparseMode::kPs, SparseMode::kAllReduce},
-      {SparseMode::kAllGather, SparseMode::kAllReduce}};
+      {SparseMode::kAllGather, SparseMode::kAllReduce},
+      {SparseMode::kHybrid, SparseMode::kPs},
+      {SparseMode::kHybrid, SparseMode::kAllGather},
+      {SparseMode::kHybrid, SparseMode::kAllReduce}};
   for (size_t i = 0; i + 1 < sweep.points.size(); ++i) {
     for (const auto& [x, y] : pairs) {
       const SparsePrediction& lo_p = sweep.points[i].prediction;

@@ -1,8 +1,9 @@
-// Cost model of one synchronous step of a sparse (DLRM) model in three
+// Cost model of one synchronous step of a sparse (DLRM) model in four
 // modes: embedding tables on the PS shards, ring with an all-gather of the
-// touched rows, and ring with every table's full gradient all-reduced (DDP
-// with dense embedding gradients). Expected unique ids per batch from the
-// ids' distribution, bytes per step per worker and a step time.
+// touched rows, ring with every table's full gradient all-reduced (DDP
+// with dense embedding gradients), and hybrid (the tables on the shards,
+// the dense layers all-reduced in the ring). Expected unique ids per batch from
+// the ids' distribution, bytes per step per worker and a step time.
 //
 // Pure functions, no IO; thread-compatible. docs/comparison.md, "Sparse
 // models", derives every term.
@@ -27,12 +28,15 @@
 // - All-reduce: the dense ring all-reduce plus every table's full gradient
 //   (rows R = sum of vocab (+ 1 for the empty id) times d floats), as
 //   client/cost_model.h's ring: 2(W - 1)/W x 4 R d B each way.
+// - Hybrid: the dense ring all-reduce plus PS's rows (pull and push).
 //
 // Time: step = compute + dense exchange (client/cost_model.h's prediction
 // with no overlap: a DLRM worker declares its dense gradient after
 // backward) + the sparse exchange + the row updates, each phase at the
 // slower of the worker's link and the shards' (PS: a shard's link carries
 // W/S of every worker's rows) plus a latency per round trip or ring stage.
+// Hybrid's row push is sent while the dense all-reduce runs (worker/
+// hybrid_exchange.h): only the part of it longer than the all-reduce adds.
 #ifndef FERRY_CLIENT_SPARSE_COST_MODEL_H_
 #define FERRY_CLIENT_SPARSE_COST_MODEL_H_
 
@@ -87,10 +91,11 @@ PsRowTraffic PsRowBytes(const std::vector<double>& unique_per_table, int dim,
 double AllGatherSetBytes(const std::vector<double>& unique_per_table, int dim,
                          int64_t piece_bytes);
 
-enum class SparseMode { kPs, kAllGather, kAllReduce };
+enum class SparseMode { kPs, kAllGather, kAllReduce, kHybrid };
 inline constexpr SparseMode kSparseModes[] = {
-    SparseMode::kPs, SparseMode::kAllGather, SparseMode::kAllReduce};
-// "ps", "all-gather", "all-reduce".
+    SparseMode::kPs, SparseMode::kAllGather, SparseMode::kAllReduce,
+    SparseMode::kHybrid};
+// "ps", "all-gather", "all-reduce", "hybrid".
 const char* SparseModeName(SparseMode mode);
 
 struct SparseCostInput {
@@ -140,7 +145,7 @@ struct SparsePrediction {
   double unique_ids_all_workers = 0;     // sum over workers (= summary's)
   double unique_ids_union = 0;           // distinct over the global batch
   std::vector<double> unique_per_table;  // per worker (mean), per table
-  SparseModeCost modes[3];               // in kSparseModes order
+  SparseModeCost modes[4];               // in kSparseModes order
   const SparseModeCost& mode(SparseMode m) const {
     return modes[static_cast<int>(m)];
   }

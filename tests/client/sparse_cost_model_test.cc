@@ -265,12 +265,37 @@ TEST(SparseCostModelTest, BytesPerModeFollowTheFormulas) {
       EXPECT_REL(m_ar.sparse_sent, full, 1e-3);
       EXPECT_REL(m_ar.sparse_received, full, 1e-3);
     }
+    // Hybrid: the ring's dense part, PS's rows.
+    const SparseModeCost& m_hy = p->mode(SparseMode::kHybrid);
+    EXPECT_EQ(m_hy.dense_sent, double(ring->worker.sent));
+    EXPECT_EQ(m_hy.dense_received, double(ring->worker.received));
+    EXPECT_DOUBLE_EQ(m_hy.sparse_sent, m_ps.sparse_sent);
+    EXPECT_DOUBLE_EQ(m_hy.sparse_received, m_ps.sparse_received);
     for (SparseMode m : kSparseModes) {
       const SparseModeCost& c = p->mode(m);
       EXPECT_NEAR(c.step_seconds,
                   c.dense_seconds + c.sparse_seconds + c.update_seconds, 1e-12);
     }
   }
+}
+
+TEST(SparseCostModelTest, HybridPushesRowsDuringTheDenseAllReduce) {
+  // 4 workers, 2 shards on a 1 Gbit/s link: the ring moves 2(W-1)/W of the
+  // dense gradient each way, PS a whole push and a whole pull, so hybrid
+  // beats PS; its row push hides behind the dense all-reduce.
+  SparseCostInput in = Dlrm(4, 2, 512);
+  in.bandwidth_bytes_per_second = 125e6;
+  in.latency_seconds = 50e-6;
+  auto p = PredictSparseStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const SparseModeCost& ps = p->mode(SparseMode::kPs);
+  const SparseModeCost& hybrid = p->mode(SparseMode::kHybrid);
+  EXPECT_LT(hybrid.dense_seconds, ps.dense_seconds);
+  EXPECT_LT(hybrid.sparse_seconds, ps.sparse_seconds);
+  EXPECT_EQ(hybrid.update_seconds, ps.update_seconds);
+  EXPECT_LT(hybrid.step_seconds, ps.step_seconds);
+  EXPECT_EQ(FastestSparseMode(*p, true), SparseMode::kHybrid);
+  EXPECT_STREQ(SparseModeName(SparseMode::kHybrid), "hybrid");
 }
 
 TEST(SparseCostModelTest, MeasuredUniqueIdsReplaceTheExpectation) {
@@ -352,7 +377,12 @@ TEST(SparseCostModelTest, FullAllReduceWinsOnlyForTinyTablesOrHugeBatches) {
                   DefaultSparseSweepValues(SparseSweepAxis::kBatch, small));
   ASSERT_TRUE(batches.ok());
   EXPECT_NE(batches->points.front().fastest, SparseMode::kAllReduce);
-  EXPECT_EQ(batches->points.back().fastest, SparseMode::kAllReduce);
+  // (Hybrid, which all-reduces the dense part too and moves only rows,
+  // may beat both there.)
+  const SparsePrediction& huge = batches->points.back().prediction;
+  EXPECT_LT(huge.mode(SparseMode::kAllReduce).step_seconds,
+            huge.mode(SparseMode::kPs).step_seconds);
+  EXPECT_NE(batches->points.back().fastest, SparseMode::kPs);
   ASSERT_FALSE(batches->crossovers.empty());
   for (const SparseCrossoverPoint& c : batches->crossovers) {
     EXPECT_EQ(c.value, std::floor(c.value));  // a batch
