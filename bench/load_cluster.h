@@ -1,5 +1,6 @@
-// Header-only part of ferry-ps-load (bench/ps_load.cc): a PS job's
-// coordinator and shards as real `ferry-server` processes on 127.0.0.1,
+// Header-only part of ferry-ps-load (bench/ps_load.cc) and
+// ferry-sparse-scale (bench/sparse_scale.cc): a PS job's coordinator and
+// shards as real `ferry-server` processes on 127.0.0.1,
 // started with the launcher of `ferry local` (client/child_process.h: own
 // process group, output appended to a log, killed when this process dies).
 //
@@ -8,6 +9,7 @@
 #ifndef FERRY_BENCH_LOAD_CLUSTER_H_
 #define FERRY_BENCH_LOAD_CLUSTER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +30,12 @@ struct LoadClusterOptions {
   std::string server_bin;  // the ferry-server binary
   std::string log_dir;     // <name>.log for every process; must exist
   std::string model = "784-256-128-10";
+  std::string job_id = "ferry-ps-load";
+  std::string dataset = "synthetic:1024";
+  // More coordinator flags (e.g. a DLRM job's --embedding-*).
+  std::vector<std::string> coordinator_args;
+  // More flags for shard i (e.g. its --checkpoint-dir); may be empty.
+  std::function<std::vector<std::string>(int shard)> shard_args;
   int shards = 1;
   int64_t max_chunk_elements = 0;  // 0: the coordinator's default
   absl::Duration start_timeout = absl::Seconds(60);
@@ -50,8 +58,9 @@ struct LoadCluster {
   }
 };
 
-// Starts the coordinator (an async PS job "ferry-ps-load" of `o.model` on a
-// small synthetic dataset; it never sees a worker) and `o.shards` shards on
+// Starts the coordinator (an async PS job `o.job_id` of `o.model` on
+// `o.dataset`, by default a small synthetic one; it never sees a worker)
+// and `o.shards` shards on
 // free ports, and returns once the coordinator answers GetJob and every shard
 // ShardInfo. UNAVAILABLE when a process cannot be started or exits,
 // DEADLINE_EXCEEDED when one is not ready within `o.start_timeout` (both
@@ -72,11 +81,11 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
                                     "--listen",
                                     c.coordinator,
                                     "--job-id",
-                                    "ferry-ps-load",
+                                    o.job_id,
                                     "--model",
                                     o.model,
                                     "--dataset",
-                                    "synthetic:1024",
+                                    o.dataset,
                                     "--mode",
                                     "ps",
                                     "--consistency",
@@ -87,15 +96,23 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
     coord.insert(coord.end(), {"--max-chunk-elements",
                                std::to_string(o.max_chunk_elements)});
   }
+  coord.insert(coord.end(), o.coordinator_args.begin(),
+               o.coordinator_args.end());
   auto child = ChildProcess::Spawn(coord, o.log_dir + "/coordinator.log");
   if (!child.ok()) return child.status();
   c.names.push_back("coordinator");
   c.procs.push_back(*std::move(child));
   for (int i = 0; i < o.shards; ++i) {
-    child = ChildProcess::Spawn(
-        {o.server_bin, "--role", "ps", "--listen", c.shard_addresses[i],
-         "--coordinator", c.coordinator, "--shard-id", std::to_string(i)},
-        absl::StrCat(o.log_dir, "/ps", i, ".log"));
+    std::vector<std::string> shard = {
+        o.server_bin,         "--role",        "ps",          "--listen",
+        c.shard_addresses[i], "--coordinator", c.coordinator, "--shard-id",
+        std::to_string(i)};
+    if (o.shard_args) {
+      const std::vector<std::string> more = o.shard_args(i);
+      shard.insert(shard.end(), more.begin(), more.end());
+    }
+    child =
+        ChildProcess::Spawn(shard, absl::StrCat(o.log_dir, "/ps", i, ".log"));
     if (!child.ok()) return child.status();
     c.names.push_back(absl::StrCat("ps", i));
     c.procs.push_back(*std::move(child));

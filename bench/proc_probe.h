@@ -1,5 +1,6 @@
 // Header-only helpers of the benchmarks (bench/ps_load.cc,
-// bench/ps_goodput.cc): what /proc says about a process (resident memory,
+// bench/ps_goodput.cc, bench/sparse_scale.cc): what /proc says about a
+// process (resident memory and its peak,
 // threads, open file descriptors, CPU time), this process's CPU time, and
 // latency percentiles of a sample set.
 //
@@ -58,6 +59,7 @@ inline double ProcessCpuSeconds(pid_t pid) {
 struct ProcSample {
   double t_s = 0;        // seconds since the caller's reference time
   int64_t rss_kib = 0;   // VmRSS
+  int64_t hwm_kib = 0;   // VmHWM: the peak VmRSS since the process started
   int64_t anon_kib = 0;  // RssAnon (heap, stacks: where a leak shows)
   int64_t threads = 0;   // Threads
   int64_t fds = 0;       // entries of /proc/PID/fd
@@ -78,6 +80,8 @@ inline std::optional<ProcSample> ReadProcSample(pid_t pid) {
     if (std::sscanf(line, "VmRSS: %lld", &v) == 1) {
       s.rss_kib = v;
       have_rss = true;
+    } else if (std::sscanf(line, "VmHWM: %lld", &v) == 1) {
+      s.hwm_kib = v;
     } else if (std::sscanf(line, "RssAnon: %lld", &v) == 1) {
       s.anon_kib = v;
     } else if (std::sscanf(line, "Threads: %lld", &v) == 1) {

@@ -5,10 +5,14 @@
 // training takes: rows are created on their first update), then reports the
 // process's peak and current RSS (VmHWM, VmRSS) against the rows' own bytes
 // (values + row-wise optimizer state), the index's bytes per row and the
-// insertion rate. Optionally checkpoints (exports) once, to show that peak.
+// insertion rate. Optionally writes one checkpoint of the rows as a shard
+// does (--checkpoint DIR: streamed from the live tables, common/
+// checkpoint_io.h CheckpointWriter) and/or exports them once (--export: the
+// in-memory copy SparseStore::Export makes), to show each one's peak.
 //
 //   ferry-sparse-memory [--rows 12500000] [--dim 16] [--tables 26]
-//       [--optimizer adagrad] [--batch 100000] [--export] [--json PATH]
+//       [--optimizer adagrad] [--batch 100000] [--checkpoint DIR]
+//       [--export] [--json PATH]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +21,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "common/checkpoint_io.h"
+#include "common/file_system.h"
 #include "nlohmann/json.hpp"
 #include "ps/sparse_store.h"
 
@@ -45,6 +51,7 @@ int Run(int argc, char** argv) {
   std::string optimizer = "adagrad";
   int64_t batch = 100'000;
   bool do_export = false;
+  std::string checkpoint_dir;
   std::string json_path;
   app.add_option("--rows", rows, "rows to create")
       ->check(CLI::Range(1LL, 1LL << 33));
@@ -55,7 +62,10 @@ int Run(int argc, char** argv) {
   app.add_option("--batch", batch, "new ids per step")
       ->check(CLI::Range(1LL, 10'000'000LL));
   app.add_flag("--export", do_export,
-               "export every row once at the end (a checkpoint's copy)");
+               "export every row once at the end (an in-memory copy)");
+  app.add_option("--checkpoint", checkpoint_dir,
+                 "write one checkpoint of the rows here at the end, streamed "
+                 "as a shard writes it");
   app.add_option("--json", json_path, "write the figures here too");
   CLI11_PARSE(app, argc, argv);
 
@@ -117,6 +127,35 @@ int Run(int argc, char** argv) {
   const SparseStoreStats stats = (*store)->Stats();
   const int64_t filled_hwm_kib = StatusKib("VmHWM");
   const int64_t filled_rss_kib = StatusKib("VmRSS");
+  int64_t checkpoint_hwm_kib = -1;
+  double checkpoint_seconds = 0;
+  if (!checkpoint_dir.empty()) {
+    CheckpointIdentity identity;
+    identity.job_id = "ferry-sparse-memory";
+    CheckpointStore checkpoints(PosixFileSystem(), checkpoint_dir, identity);
+    std::unique_ptr<CheckpointWriter> writer = checkpoints.NewWriter();
+    CheckpointDenseView dense;
+    dense.identity = identity;
+    const std::vector<std::unique_ptr<TablePartSource>> sources =
+        (*store)->CheckpointSources();
+    std::vector<const TablePartSource*> parts;
+    for (const auto& source : sources) parts.push_back(source.get());
+    const auto begin = std::chrono::steady_clock::now();
+    absl::Status written = writer->Write(dense, parts);
+    absl::StatusOr<std::string> path =
+        written.ok() ? writer->Commit() : absl::StatusOr<std::string>(written);
+    if (!path.ok()) {
+      std::fprintf(stderr, "ferry-sparse-memory: checkpoint: %s\n",
+                   path.status().ToString().c_str());
+      return 1;
+    }
+    checkpoint_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    checkpoint_hwm_kib = StatusKib("VmHWM");
+    std::fprintf(stderr, "wrote %s in %.1f s\n", path->c_str(),
+                 checkpoint_seconds);
+  }
   int64_t export_hwm_kib = -1;
   if (do_export) {
     const std::vector<TableCheckpoint> exported = (*store)->Export();
@@ -141,10 +180,19 @@ int Run(int argc, char** argv) {
       {"peak_over_rows", hwm_mib / row_mib},
       {"overhead_bytes_per_row",
        static_cast<double>(stats.total.overhead_bytes) / stats.total.rows},
+      {"index_bytes_per_row",
+       static_cast<double>(stats.total.index_bytes) / stats.total.rows},
       {"measured_bytes_per_row",
        (filled_rss_kib - base_kib) * 1024.0 / stats.total.rows},
       {"rows_per_second", static_cast<double>(rows) / seconds},
   };
+  if (!checkpoint_dir.empty()) {
+    out["checkpoint_peak_mib"] =
+        static_cast<double>(checkpoint_hwm_kib - base_kib) / 1024;
+    out["checkpoint_peak_over_rows"] =
+        static_cast<double>(checkpoint_hwm_kib - base_kib) / 1024 / row_mib;
+    out["checkpoint_seconds"] = checkpoint_seconds;
+  }
   if (do_export) {
     out["export_peak_mib"] =
         static_cast<double>(export_hwm_kib - base_kib) / 1024;

@@ -26,8 +26,7 @@ constexpr size_t kCrcSize = sizeof(uint32_t);
 // Magic, format version, and the CRC: the smallest file that can be checked.
 constexpr size_t kMinSize = sizeof(kMagic) + sizeof(uint32_t) + kCrcSize;
 
-uint32_t Crc32(absl::string_view bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+uLong UpdateCrc32(uLong crc, absl::string_view bytes) {
   const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
   size_t left = bytes.size();
   while (left > 0) {  // crc32 takes a uInt length
@@ -36,8 +35,27 @@ uint32_t Crc32(absl::string_view bytes) {
     p += n;
     left -= n;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
+
+uint32_t Crc32(absl::string_view bytes) {
+  return static_cast<uint32_t>(UpdateCrc32(crc32(0L, Z_NULL, 0), bytes));
+}
+
+// Passes bytes on to another sink and keeps the CRC of all of them.
+class CrcSink final : public ByteSink {
+ public:
+  explicit CrcSink(ByteSink& inner) : inner_(inner) {}
+  absl::Status Append(absl::string_view bytes) override {
+    crc_ = UpdateCrc32(crc_, bytes);
+    return inner_.Append(bytes);
+  }
+  uint32_t crc() const { return static_cast<uint32_t>(crc_); }
+
+ private:
+  ByteSink& inner_;
+  uLong crc_ = crc32(0L, Z_NULL, 0);
+};
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -46,9 +64,30 @@ void Put(std::string& out, T value) {
   out.append(bytes, sizeof(T));
 }
 
-void PutFloats(std::string& out, const std::vector<float>& values) {
-  out.append(reinterpret_cast<const char*>(values.data()),
-             values.size() * sizeof(float));
+absl::string_view FloatBytes(absl::Span<const float> values) {
+  return absl::string_view(reinterpret_cast<const char*>(values.data()),
+                           values.size() * sizeof(float));
+}
+
+CheckpointDenseView DenseViewOf(const ShardCheckpoint& c) {
+  CheckpointDenseView view;
+  view.identity = c.identity;
+  view.version = c.version;
+  view.steps_applied = c.steps_applied;
+  view.params = c.params;
+  for (const std::vector<float>& buffer : c.state) view.state.push_back(buffer);
+  return view;
+}
+
+// Sources over in-memory tables (`sources` keeps them; `pointers` is what
+// the writers take).
+void SourcesOf(const std::vector<TableCheckpoint>& tables,
+               std::vector<TableCheckpointSource>& sources,
+               std::vector<const TablePartSource*>& pointers) {
+  sources.reserve(tables.size());
+  for (const TableCheckpoint& t : tables) {
+    pointers.push_back(&sources.emplace_back(&t));
+  }
 }
 
 // Reads fields front to back; a read past the end sets `truncated`.
@@ -130,28 +169,55 @@ std::vector<float> GetFloats(Reader& r, uint64_t n) {
 
 }  // namespace
 
+absl::Status EncodeCheckpointTo(const CheckpointDenseView& dense,
+                                absl::Span<const TablePartSource* const> tables,
+                                ByteSink& sink) {
+  const CheckpointIdentity& id = dense.identity;
+  uint32_t format = kCheckpointFormatVersion;
+  if (!tables.empty()) {
+    format = tables[0]->counters().has_value()
+                 ? kCheckpointFormatWithTableCounters
+                 : kCheckpointFormatWithTables;
+  }
+  CrcSink crc(sink);
+  std::string head;
+  head.append(kMagic, sizeof(kMagic));
+  Put<uint32_t>(head, format);
+  Put<uint32_t>(head, static_cast<uint32_t>(id.job_id.size()));
+  head.append(id.job_id);
+  Put<int32_t>(head, id.shard_id);
+  Put<int32_t>(head, id.num_shards);
+  Put<int64_t>(head, id.range_begin);
+  Put<int64_t>(head, id.range_end);
+  Put<int64_t>(head, dense.version);
+  Put<int64_t>(head, dense.steps_applied);
+  Put<uint32_t>(head, static_cast<uint32_t>(dense.state.size()));
+  Put<uint64_t>(head, dense.params.size());
+  if (absl::Status s = crc.Append(head); !s.ok()) return s;
+  if (absl::Status s = crc.Append(FloatBytes(dense.params)); !s.ok()) return s;
+  for (absl::Span<const float> buffer : dense.state) {
+    if (absl::Status s = crc.Append(FloatBytes(buffer)); !s.ok()) return s;
+  }
+  if (!tables.empty()) {
+    absl::Status s =
+        WriteTables(tables, format == kCheckpointFormatWithTableCounters, crc);
+    if (!s.ok()) return s;
+  }
+  std::string tail;
+  Put<uint32_t>(tail, crc.crc());
+  return sink.Append(tail);
+}
+
 std::string EncodeCheckpoint(const ShardCheckpoint& c) {
-  const CheckpointIdentity& id = c.identity;
   std::string out;
-  out.reserve(64 + id.job_id.size() +
+  out.reserve(64 + c.identity.job_id.size() +
               (c.state.size() + 1) * c.params.size() * sizeof(float));
-  out.append(kMagic, sizeof(kMagic));
-  Put<uint32_t>(out, c.tables.empty() ? kCheckpointFormatVersion
-                                      : kCheckpointFormatWithTables);
-  Put<uint32_t>(out, static_cast<uint32_t>(id.job_id.size()));
-  out.append(id.job_id);
-  Put<int32_t>(out, id.shard_id);
-  Put<int32_t>(out, id.num_shards);
-  Put<int64_t>(out, id.range_begin);
-  Put<int64_t>(out, id.range_end);
-  Put<int64_t>(out, c.version);
-  Put<int64_t>(out, c.steps_applied);
-  Put<uint32_t>(out, static_cast<uint32_t>(c.state.size()));
-  Put<uint64_t>(out, c.params.size());
-  PutFloats(out, c.params);
-  for (const std::vector<float>& buffer : c.state) PutFloats(out, buffer);
-  if (!c.tables.empty()) EncodeTables(c.tables, out);
-  Put<uint32_t>(out, Crc32(out));
+  std::vector<TableCheckpointSource> sources;
+  std::vector<const TablePartSource*> pointers;
+  SourcesOf(c.tables, sources, pointers);
+  StringByteSink sink(&out);
+  // A string sink does not fail, and valid tables do not change.
+  EncodeCheckpointTo(DenseViewOf(c), pointers, sink).IgnoreError();
   return out;
 }
 
@@ -193,13 +259,15 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   Reader format_reader(body.substr(sizeof(kMagic)));
   const uint32_t format = format_reader.Get<uint32_t>();
   if (format != kCheckpointFormatVersion &&
-      format != kCheckpointFormatWithTables) {
+      format != kCheckpointFormatWithTables &&
+      format != kCheckpointFormatWithTableCounters) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "checkpoint format version %d is not supported (this build reads %d "
-        "and %d)",
-        format, kCheckpointFormatVersion, kCheckpointFormatWithTables));
+        "checkpoint format version %d is not supported (this build reads %d, "
+        "%d and %d)",
+        format, kCheckpointFormatVersion, kCheckpointFormatWithTables,
+        kCheckpointFormatWithTableCounters));
   }
-  const bool with_tables = format == kCheckpointFormatWithTables;
+  const bool with_tables = format != kCheckpointFormatVersion;
   if (!have_header) {
     return absl::DataLossError("checkpoint header does not fit in the file");
   }
@@ -235,13 +303,14 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
     c.state.push_back(GetFloats(r, h.elements));
   }
   if (with_tables) {
-    absl::StatusOr<std::vector<TableCheckpoint>> tables =
-        DecodeTables(body.substr(*implied));
+    absl::StatusOr<std::vector<TableCheckpoint>> tables = DecodeTables(
+        body.substr(*implied), format == kCheckpointFormatWithTableCounters);
     if (!tables.ok()) return tables.status();
-    // Writers use version 2 only for tables (the encoding is canonical).
+    // Writers use versions 2 and 3 only for tables (the encoding is
+    // canonical).
     if (tables->empty()) {
-      return absl::DataLossError(
-          "checkpoint format version 2 without embedding tables");
+      return absl::DataLossError(absl::StrFormat(
+          "checkpoint format version %d without embedding tables", format));
     }
     c.tables = *std::move(tables);
   }
@@ -250,7 +319,11 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
 
 absl::Status CheckIdentity(const ShardCheckpoint& checkpoint,
                            const CheckpointIdentity& expected) {
-  const CheckpointIdentity& got = checkpoint.identity;
+  return CheckIdentityOf(checkpoint.identity, expected);
+}
+
+absl::Status CheckIdentityOf(const CheckpointIdentity& got,
+                             const CheckpointIdentity& expected) {
   if (got.job_id != expected.job_id) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "checkpoint is of job '%s', not '%s'", got.job_id, expected.job_id));
@@ -302,14 +375,16 @@ CheckpointStore::CheckpointStore(FileSystem* fs, std::string dir,
       identity_(std::move(identity)),
       keep_(std::max(keep, 1)) {}
 
-absl::StatusOr<std::string> CheckpointStore::Write(
-    const ShardCheckpoint& checkpoint) {
-  if (absl::Status s = CheckIdentity(checkpoint, identity_); !s.ok()) return s;
+absl::Status CheckpointStore::CheckDense(
+    const CheckpointDenseView& dense) const {
+  if (absl::Status s = CheckIdentityOf(dense.identity, identity_); !s.ok()) {
+    return s;
+  }
   const size_t n =
       static_cast<size_t>(identity_.range_end - identity_.range_begin);
-  bool sizes_ok = checkpoint.params.size() == n &&
-                  checkpoint.state.size() <= kMaxCheckpointStateBuffers;
-  for (const std::vector<float>& buffer : checkpoint.state) {
+  bool sizes_ok = dense.params.size() == n &&
+                  dense.state.size() <= kMaxCheckpointStateBuffers;
+  for (absl::Span<const float> buffer : dense.state) {
     sizes_ok = sizes_ok && buffer.size() == n;
   }
   if (!sizes_ok) {
@@ -318,18 +393,32 @@ absl::StatusOr<std::string> CheckpointStore::Write(
         "than %d state buffers)",
         n, kMaxCheckpointStateBuffers));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CheckpointStore::Write(
+    const ShardCheckpoint& checkpoint) {
+  const CheckpointDenseView dense = DenseViewOf(checkpoint);
+  if (absl::Status s = CheckDense(dense); !s.ok()) return s;
   if (absl::Status s = ValidateTables(checkpoint.tables); !s.ok()) return s;
-  const std::string bytes = EncodeCheckpoint(checkpoint);
-  const std::string path =
-      CheckpointPath(dir_, identity_.shard_id, checkpoint.version);
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = fs_->CreateDirectories(dir_); !s.ok()) return s;
-  if (absl::Status s = fs_->WriteFileAtomically(path, bytes); !s.ok()) return s;
+  std::vector<TableCheckpointSource> sources;
+  std::vector<const TablePartSource*> pointers;
+  SourcesOf(checkpoint.tables, sources, pointers);
+  std::unique_ptr<CheckpointWriter> writer = NewWriter();
+  if (absl::Status s = writer->Write(dense, pointers); !s.ok()) return s;
+  return writer->Commit();
+}
+
+std::unique_ptr<CheckpointWriter> CheckpointStore::NewWriter() {
+  return std::unique_ptr<CheckpointWriter>(new CheckpointWriter(this));
+}
+
+void CheckpointStore::PruneLocked() {
   absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
   if (!versions.ok()) {
     std::fprintf(stderr, "warning: cannot prune checkpoints in %s: %s\n",
                  dir_.c_str(), versions.status().ToString().c_str());
-    return path;
+    return;
   }
   const int excess = static_cast<int>(versions->size()) - keep_;
   for (int i = 0; i < excess; ++i) {
@@ -340,7 +429,45 @@ absl::StatusOr<std::string> CheckpointStore::Write(
                    s.ToString().c_str());
     }
   }
-  return path;
+}
+
+absl::Status CheckpointWriter::Write(
+    const CheckpointDenseView& dense,
+    absl::Span<const TablePartSource* const> tables) {
+  if (used_) {
+    return absl::FailedPreconditionError(
+        "a checkpoint writer writes one checkpoint");
+  }
+  used_ = true;
+  if (absl::Status s = store_->CheckDense(dense); !s.ok()) return s;
+  if (absl::Status s = ValidateTableSources(tables); !s.ok()) return s;
+  path_ =
+      CheckpointPath(store_->dir_, store_->identity_.shard_id, dense.version);
+  if (absl::Status s = store_->fs_->CreateDirectories(store_->dir_); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file =
+      store_->fs_->NewAtomicFile(path_);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = EncodeCheckpointTo(dense, tables, **file); !s.ok()) {
+    return s;  // *file goes: its temp file is removed
+  }
+  file_ = *std::move(file);
+  written_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CheckpointWriter::Commit() {
+  if (!written_) {
+    return absl::FailedPreconditionError(
+        "no checkpoint was written to commit (or it was committed)");
+  }
+  written_ = false;
+  std::unique_ptr<AtomicFile> file = std::move(file_);
+  absl::MutexLock lock(&store_->mu_);
+  if (absl::Status s = file->Commit(); !s.ok()) return s;
+  store_->PruneLocked();
+  return path_;
 }
 
 absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersions() {

@@ -1,9 +1,11 @@
 // Checkpoints of one PS shard's slice: the file format and a store that
 // names, writes, finds, loads and prunes them in one directory.
 //
-// File format (all integers little-endian; format version 1):
+// File format (all integers little-endian; format versions 1, 2 and 3):
 //   "FERRYCKP"                       8 bytes, magic
-//   u32 format_version               = 1
+//   u32 format_version               1: no tables; 3: tables (2: tables
+//                                    without their event counters, read
+//                                    only)
 //   u32 job_id length, job_id bytes
 //   i32 shard_id, i32 num_shards
 //   i64 range_begin, i64 range_end   the slice's flat range
@@ -13,16 +15,25 @@
 //   u64 elements_per_buffer          = range_end - range_begin
 //   params                           elements_per_buffer fp32
 //   state buffer 0, 1, ...           elements_per_buffer fp32 each
-//   (format version 2 only: the embedding rows, common/checkpoint_tables.h)
+//   (format versions 2 and 3: the embedding rows,
+//   common/checkpoint_tables.h; version 3 adds each table's event counters)
 //   u32 crc32                        zlib crc32 of every byte before it
 // Every format version ends with that CRC, so a reader checks it before it
 // interprets anything but the magic.
+//
+// Writing: CheckpointStore::Write encodes a ShardCheckpoint held in memory;
+// a CheckpointWriter (CheckpointStore::NewWriter) encodes a shard's state
+// read in place (its dense buffers and live embedding tables) straight
+// into the file, so that a shard never holds a second copy of its rows.
+// Both give the same bytes for the same content, and both replace files
+// atomically (FileSystem::NewAtomicFile).
 //
 // File names: "<dir>/shard-<id>-v<version, zero-padded to 12 digits>.ckpt".
 #ifndef FERRY_COMMON_CHECKPOINT_IO_H_
 #define FERRY_COMMON_CHECKPOINT_IO_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,15 +43,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/byte_sink.h"
 #include "common/checkpoint_tables.h"
 #include "common/file_system.h"
 
 namespace ferry {
 
-// Written for shards without embedding tables (1) and with them (2); both
-// are read.
+// Written for shards without embedding tables (1) and with them (3: rows,
+// admission and event counters); 2 (rows and admission counters) was
+// written before the event counters were kept. All three are read.
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
 inline constexpr uint32_t kCheckpointFormatWithTables = 2;
+inline constexpr uint32_t kCheckpointFormatWithTableCounters = 3;
 // The most optimizer state buffers a checkpoint may hold (Adam has 2). The
 // reader refuses more, so that a small file with zero-element buffers cannot
 // make it allocate one vector per claimed buffer (up to 2^32).
@@ -63,14 +78,36 @@ struct ShardCheckpoint {
   std::vector<float> params;              // range_end - range_begin elements
   std::vector<std::vector<float>> state;  // each params.size() elements
   // The shard's embedding tables (jobs with them): written as format
-  // version 2; a version 1 file has none.
+  // version 3 when they have their counters (TableCheckpoint::counters),
+  // else as version 2 (what a version 2 file decodes to); a version 1 file
+  // has none.
   std::vector<TableCheckpoint> tables;
+};
+
+// A checkpoint's header and dense buffers, read in place (not owned).
+struct CheckpointDenseView {
+  CheckpointIdentity identity;
+  int64_t version = 0;
+  int64_t steps_applied = 0;
+  absl::Span<const float> params;
+  std::vector<absl::Span<const float>> state;
 };
 
 // The file's bytes. REQUIRES: params.size() == range_end - range_begin,
 // every state buffer has params.size() elements, and there are at most
-// kMaxCheckpointStateBuffers of them.
+// kMaxCheckpointStateBuffers of them; the tables pass ValidateTables.
 std::string EncodeCheckpoint(const ShardCheckpoint& checkpoint);
+
+// The file's bytes written to `sink` front to back, the CRC last: what
+// EncodeCheckpoint gives for the same content (format 1 without tables, 3
+// when they have counters, else 2). The tables are read while this runs
+// (TablePartSource: column by column, several passes). REQUIRES: the sizes
+// EncodeCheckpoint requires; the tables pass ValidateTableSources. Errors:
+// the sink's; INTERNAL when a table source changes while it is read (see
+// WriteTables). After an error the bytes written are not a checkpoint.
+absl::Status EncodeCheckpointTo(const CheckpointDenseView& dense,
+                                absl::Span<const TablePartSource* const> tables,
+                                ByteSink& sink);
 
 // Parses and verifies a file's bytes. Errors:
 //  DATA_LOSS           bad magic, truncated or extended file, checksum
@@ -83,6 +120,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes);
 // naming the first field that differs (job, shard, num_shards, range).
 absl::Status CheckIdentity(const ShardCheckpoint& checkpoint,
                            const CheckpointIdentity& expected);
+absl::Status CheckIdentityOf(const CheckpointIdentity& got,
+                             const CheckpointIdentity& expected);
 
 // "<dir>/shard-<shard_id>-v<version %012d>.ckpt".
 std::string CheckpointPath(const std::string& dir, int32_t shard_id,
@@ -92,10 +131,58 @@ std::string CheckpointPath(const std::string& dir, int32_t shard_id,
 std::optional<int64_t> ParseCheckpointName(absl::string_view name,
                                            int32_t shard_id);
 
+class CheckpointStore;
+
+// One checkpoint file written as it is encoded (CheckpointStore::
+// NewWriter): Write() encodes the state it is given, read in place, into
+// the file's temp name ("<path>.tmp", FileSystem::NewAtomicFile); Commit()
+// makes it durable, puts it in place and prunes old checkpoints, as
+// CheckpointStore::Write does. A caller that must keep the state unchanged
+// while it is read (a shard: under its lock) holds its lock for Write() only
+// and commits after releasing it (the fsync is the slow part). Destroyed
+// without a successful Commit(), a writer leaves the directory as it was:
+// the temp file is removed, every checkpoint file is untouched.
+//
+// Thread safety: one thread at a time; one writer per store at a time (a
+// version's temp name is shared). Must not outlive its store.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Encodes the checkpoint of `dense.version` (EncodeCheckpointTo), creating
+  // the directory. Call once. Errors: FAILED_PRECONDITION when `dense` is of
+  // another slice or Write was called before; INVALID_ARGUMENT when its
+  // buffers have the wrong sizes, there are more than
+  // kMaxCheckpointStateBuffers, or the tables fail ValidateTableSources;
+  // INTERNAL when a table changes while it is read; the file system's
+  // (RESOURCE_EXHAUSTED for a full disk, ...).
+  absl::Status Write(const CheckpointDenseView& dense,
+                     absl::Span<const TablePartSource* const> tables);
+
+  // Puts the written file in place; returns its path. Errors:
+  // FAILED_PRECONDITION without a successful Write (or a second time); the
+  // file system's (the checkpoint files are then as they were). A failed
+  // deletion of an old checkpoint is only logged to stderr.
+  absl::StatusOr<std::string> Commit();
+
+ private:
+  friend class CheckpointStore;
+  explicit CheckpointWriter(CheckpointStore* store) : store_(store) {}
+
+  CheckpointStore* const store_;
+  std::unique_ptr<AtomicFile> file_;  // open between Write and Commit
+  std::string path_;
+  bool written_ = false;
+  bool used_ = false;
+};
+
 // The checkpoints of one shard in one directory.
 //
 // Thread safety: thread-safe; writes and loads of one store are serialized
-// (two processes must not share a shard's directory).
+// (two processes must not share a shard's directory), but for a
+// CheckpointWriter's Write, which runs beside loads (a temp file is never
+// read as a checkpoint).
 class CheckpointStore {
  public:
   // `fs` is not owned and must outlive the store. `dir` must be non-empty.
@@ -110,6 +197,9 @@ class CheckpointStore {
   // more than kMaxCheckpointStateBuffers state buffers, or its tables do
   // not pass ValidateTables.
   absl::StatusOr<std::string> Write(const ShardCheckpoint& checkpoint);
+
+  // A streamed write (see CheckpointWriter).
+  std::unique_ptr<CheckpointWriter> NewWriter();
 
   // This shard's checkpoint versions found in the directory, ascending (by
   // name only; not verified). Empty when the directory does not exist.
@@ -132,6 +222,14 @@ class CheckpointStore {
   const CheckpointIdentity& identity() const { return identity_; }
 
  private:
+  friend class CheckpointWriter;
+
+  // FAILED_PRECONDITION for another slice, INVALID_ARGUMENT for buffers of
+  // the wrong sizes (Write's checks of the dense part).
+  absl::Status CheckDense(const CheckpointDenseView& dense) const;
+  // Deletes this shard's checkpoints older than the newest keep_ (warnings
+  // on stderr only).
+  void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<int64_t>> ListVersionsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ShardCheckpoint> LoadLocked(const std::string& path)

@@ -1,7 +1,9 @@
 #include "common/checkpoint_tables.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,18 +15,76 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
+// Pending counters are gathered this many at a time per column.
+constexpr size_t kPendingBatch = 8192;
+
+// Writes fields to a sink, keeping the first error (later writes are
+// skipped).
+class SectionWriter {
+ public:
+  explicit SectionWriter(ByteSink& sink) : sink_(sink) {}
+
+  template <typename T>
+  void Put(T value) {
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    Bytes(absl::string_view(bytes, sizeof(T)));
+  }
+  template <typename T>
+  void PutSpan(absl::Span<const T> values) {
+    if (values.empty()) return;  // data() may be null
+    Bytes(absl::string_view(reinterpret_cast<const char*>(values.data()),
+                            values.size() * sizeof(T)));
+  }
+  void Bytes(absl::string_view bytes) {
+    if (status_.ok()) status_ = sink_.Append(bytes);
+  }
+  void Fail(absl::Status status) {
+    if (status_.ok()) status_ = std::move(status);
+  }
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  ByteSink& sink_;
+  absl::Status status_;
+};
+
+// One column of a source's rows (`column` picks the span of a run), run by
+// run. False when the runs are not sized as the header says.
+template <typename T, typename Column>
+bool WriteRowColumn(const TablePartSource& t, SectionWriter& w, Column column) {
+  uint64_t rows = 0;
+  bool sized = true;
+  const uint64_t row_floats = t.row_floats();
+  t.ForEachRun([&](const TableRowRun& run) {
+    const uint64_t n = run.ids.size();
+    rows += n;
+    sized = sized && run.last_seen.size() == n &&
+            run.values.size() == n * row_floats && rows <= t.rows();
+    if (sized) w.PutSpan<T>(column(run));
+  });
+  return sized && rows == t.rows();
 }
 
-template <typename T>
-void PutArray(std::string& out, const std::vector<T>& values) {
-  if (values.empty()) return;  // data() may be null
-  out.append(reinterpret_cast<const char*>(values.data()),
-             values.size() * sizeof(T));
+// One column of a source's pending counters, kPendingBatch at a time.
+// False when there are not pending() of them.
+template <typename T, typename Field>
+bool WritePendingColumn(const TablePartSource& t, SectionWriter& w,
+                        Field field) {
+  std::vector<T> batch;
+  batch.reserve(std::min<uint64_t>(t.pending(), kPendingBatch));
+  uint64_t n = 0;
+  t.ForEachPending([&](uint64_t id, int32_t count, int64_t last_seen) {
+    if (++n > t.pending()) return;  // more than claimed: refused below
+    batch.push_back(field(id, count, last_seen));
+    if (batch.size() == kPendingBatch) {
+      w.PutSpan<T>(batch);
+      batch.clear();
+    }
+  });
+  w.PutSpan<T>(batch);
+  return n == t.pending();
 }
 
 // Reads front to back; every read checks the bytes left first.
@@ -58,12 +118,21 @@ class SectionReader {
 
 }  // namespace
 
-absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables) {
-  if (tables.size() > kMaxCheckpointTables) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d embedding tables in a checkpoint; at most %d",
-                        tables.size(), kMaxCheckpointTables));
+void TableCheckpointSource::ForEachRun(
+    const std::function<void(const TableRowRun&)>& fn) const {
+  if (part_->ids.empty()) return;
+  fn(TableRowRun{part_->ids, part_->last_seen, part_->values});
+}
+
+void TableCheckpointSource::ForEachPending(
+    const std::function<void(uint64_t, int32_t, int64_t)>& fn) const {
+  for (size_t i = 0; i < part_->pending_ids.size(); ++i) {
+    fn(part_->pending_ids[i], part_->pending_counts[i],
+       part_->pending_last_seen[i]);
   }
+}
+
+absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables) {
   for (const TableCheckpoint& t : tables) {
     const size_t rows = t.ids.size();
     if (t.row_floats == 0 || t.row_floats > kMaxCheckpointRowFloats ||
@@ -78,28 +147,104 @@ absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables) {
           t.pending_last_seen.size()));
     }
   }
+  std::vector<TableCheckpointSource> sources;
+  sources.reserve(tables.size());
+  std::vector<const TablePartSource*> pointers;
+  for (const TableCheckpoint& t : tables) {
+    pointers.push_back(&sources.emplace_back(&t));
+  }
+  return ValidateTableSources(pointers);
+}
+
+absl::Status ValidateTableSources(
+    absl::Span<const TablePartSource* const> tables) {
+  if (tables.size() > kMaxCheckpointTables) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d embedding tables in a checkpoint; at most %d",
+                        tables.size(), kMaxCheckpointTables));
+  }
+  for (const TablePartSource* t : tables) {
+    if (t->row_floats() == 0 || t->row_floats() > kMaxCheckpointRowFloats) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: %d floats per row in a "
+          "checkpoint (1 to %d)",
+          t->table(), t->row_floats(), kMaxCheckpointRowFloats));
+    }
+    if (t->counters().has_value() != tables[0]->counters().has_value()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: event counters %s, table %d's %s", t->table(),
+          t->counters().has_value() ? "present" : "absent", tables[0]->table(),
+          tables[0]->counters().has_value() ? "present" : "absent"));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status WriteTables(absl::Span<const TablePartSource* const> tables,
+                         bool with_counters, ByteSink& sink) {
+  SectionWriter w(sink);
+  const auto inconsistent = [](const TablePartSource& t, const char* what) {
+    return absl::InternalError(absl::StrFormat(
+        "embedding table %d changed while it was written: its %s do not "
+        "match its header (%d rows, %d pending)",
+        t.table(), what, t.rows(), t.pending()));
+  };
+  w.Put<uint32_t>(static_cast<uint32_t>(tables.size()));
+  for (const TablePartSource* t : tables) {
+    if (!w.ok()) break;
+    w.Put<int32_t>(t->table());
+    w.Put<uint32_t>(t->row_floats());
+    w.Put<uint64_t>(t->rows());
+    // Column by column, as the format lays them out: three passes.
+    if (!WriteRowColumn<uint64_t>(*t, w,
+                                  [](const TableRowRun& r) { return r.ids; }) ||
+        !WriteRowColumn<int64_t>(
+            *t, w, [](const TableRowRun& r) { return r.last_seen; }) ||
+        !WriteRowColumn<float>(*t, w,
+                               [](const TableRowRun& r) { return r.values; })) {
+      w.Fail(inconsistent(*t, "rows"));
+      break;
+    }
+    w.Put<uint64_t>(t->pending());
+    if (!WritePendingColumn<uint64_t>(
+            *t, w, [](uint64_t id, int32_t, int64_t) { return id; }) ||
+        !WritePendingColumn<int32_t>(
+            *t, w, [](uint64_t, int32_t count, int64_t) { return count; }) ||
+        !WritePendingColumn<int64_t>(
+            *t, w, [](uint64_t, int32_t, int64_t seen) { return seen; })) {
+      w.Fail(inconsistent(*t, "pending counters"));
+      break;
+    }
+    if (!with_counters) continue;
+    const std::optional<TableCounters> c = t->counters();
+    if (!c.has_value()) {
+      w.Fail(inconsistent(*t, "event counters"));
+      break;
+    }
+    for (int64_t v : {c->rows_created, c->ids_admitted, c->updates_dropped,
+                      c->evicted_ttl, c->evicted_memory}) {
+      w.Put<int64_t>(v);
+    }
+  }
+  return w.status();
 }
 
 void EncodeTables(const std::vector<TableCheckpoint>& tables,
                   std::string& out) {
-  Put<uint32_t>(out, static_cast<uint32_t>(tables.size()));
+  std::vector<TableCheckpointSource> sources;
+  sources.reserve(tables.size());
+  std::vector<const TablePartSource*> pointers;
   for (const TableCheckpoint& t : tables) {
-    Put<int32_t>(out, t.table);
-    Put<uint32_t>(out, t.row_floats);
-    Put<uint64_t>(out, t.ids.size());
-    PutArray(out, t.ids);
-    PutArray(out, t.last_seen);
-    PutArray(out, t.values);
-    Put<uint64_t>(out, t.pending_ids.size());
-    PutArray(out, t.pending_ids);
-    PutArray(out, t.pending_counts);
-    PutArray(out, t.pending_last_seen);
+    pointers.push_back(&sources.emplace_back(&t));
   }
+  StringByteSink sink(&out);
+  const bool with_counters = !tables.empty() && tables[0].counters.has_value();
+  // A string sink does not fail and valid tables are consistent.
+  WriteTables(pointers, with_counters, sink).IgnoreError();
 }
 
 absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
-    absl::string_view section) {
+    absl::string_view section, bool with_counters) {
   SectionReader r(section);
   const auto lost = [](const std::string& what) {
     return absl::DataLossError(
@@ -140,6 +285,16 @@ absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
         !r.GetArray(pending, t.pending_last_seen)) {
       return lost(
           absl::StrFormat("table %d: admission counters cut short", t.table));
+    }
+    if (with_counters) {
+      TableCounters c;
+      if (!r.Get(c.rows_created) || !r.Get(c.ids_admitted) ||
+          !r.Get(c.updates_dropped) || !r.Get(c.evicted_ttl) ||
+          !r.Get(c.evicted_memory)) {
+        return lost(
+            absl::StrFormat("table %d: event counters cut short", t.table));
+      }
+      t.counters = c;
     }
     tables.push_back(std::move(t));
   }

@@ -1,6 +1,6 @@
-// The embedding-table section of a shard checkpoint (format version 2,
-// common/checkpoint_io.h), after the dense buffers and before the CRC. All
-// integers little-endian:
+// The embedding-table section of a shard checkpoint (format versions 2 and
+// 3, common/checkpoint_io.h), after the dense buffers and before the CRC.
+// All integers little-endian:
 //   u32 num_tables                   <= kMaxCheckpointTables
 //   per table:
 //     i32 table, u32 row_floats      a row's values + optimizer state
@@ -8,17 +8,29 @@
 //     u64 ids[rows], i64 last_seen[rows], f32 values[rows * row_floats]
 //     u64 pending                    admission counters
 //     u64 ids[pending], i32 counts[pending], i64 last_seen[pending]
+//     (format version 3 only) the table's event counters:
+//     i64 rows_created, ids_admitted, updates_dropped, evicted_ttl,
+//         evicted_memory
 //
-// Thread safety: pure functions.
+// The section is written from TablePartSources: a shard's live tables read
+// in place (no copy of the rows; ps/sparse_store.h), or TableCheckpoints in
+// memory. Both give the same bytes for the same content.
+//
+// Thread safety: pure functions; a source is read by one thread at a time.
 #ifndef FERRY_COMMON_CHECKPOINT_TABLES_H_
 #define FERRY_COMMON_CHECKPOINT_TABLES_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/byte_sink.h"
 
 namespace ferry {
 
@@ -26,7 +38,21 @@ inline constexpr uint32_t kMaxCheckpointTables = 4096;
 // A row's floats: dim <= 4096 values plus FTRL's 2 x dim state.
 inline constexpr uint32_t kMaxCheckpointRowFloats = 3 * 4096;
 
-// One table's part on one shard: its rows and admission counters.
+// What happened to a table's rows since it was created (ps/sparse_table.h
+// SparseTableStats' cumulative counters); format version 3 keeps them so
+// that a restored shard counts on from them.
+struct TableCounters {
+  int64_t rows_created = 0;
+  int64_t ids_admitted = 0;
+  int64_t updates_dropped = 0;
+  int64_t evicted_ttl = 0;
+  int64_t evicted_memory = 0;
+
+  bool operator==(const TableCounters&) const = default;
+};
+
+// One table's part on one shard, in memory: its rows and admission
+// counters.
 struct TableCheckpoint {
   int32_t table = 0;
   uint32_t row_floats = 0;
@@ -36,22 +62,88 @@ struct TableCheckpoint {
   std::vector<uint64_t> pending_ids;
   std::vector<int32_t> pending_counts;
   std::vector<int64_t> pending_last_seen;
+  // Set in format version 3, for every table of a checkpoint; absent in
+  // version 2 (written before the counters were kept).
+  std::optional<TableCounters> counters;
 };
 
-// Appends the section. REQUIRES: every table's vectors sized consistently
-// (ValidateTables).
-void EncodeTables(const std::vector<TableCheckpoint>& tables, std::string& out);
+// Consecutive rows of a table read in place: ids.size() rows.
+struct TableRowRun {
+  absl::Span<const uint64_t> ids;
+  absl::Span<const int64_t> last_seen;  // ids.size()
+  absl::Span<const float> values;       // ids.size() x row_floats
+};
+
+// One table's part as a checkpoint writer reads it: the header first, then
+// every row column by column (each pass over ForEachRun), then the pending
+// counters the same way. The source must not change while it is written
+// (its owner holds its lock): every ForEachRun call must give the same
+// runs, together rows() rows, and every ForEachPending call the same
+// pending() counters in the same order; the writer fails (INTERNAL)
+// otherwise.
+class TablePartSource {
+ public:
+  virtual ~TablePartSource() = default;
+  virtual int32_t table() const = 0;
+  virtual uint32_t row_floats() const = 0;
+  virtual uint64_t rows() const = 0;
+  virtual uint64_t pending() const = 0;
+  virtual std::optional<TableCounters> counters() const = 0;
+  virtual void ForEachRun(
+      const std::function<void(const TableRowRun&)>& fn) const = 0;
+  virtual void ForEachPending(
+      const std::function<void(uint64_t id, int32_t count, int64_t last_seen)>&
+          fn) const = 0;
+};
+
+// A TableCheckpoint as a source (not owned; it must outlive the source).
+// REQUIRES: it passes ValidateTables.
+class TableCheckpointSource final : public TablePartSource {
+ public:
+  explicit TableCheckpointSource(const TableCheckpoint* part) : part_(part) {}
+  int32_t table() const override { return part_->table; }
+  uint32_t row_floats() const override { return part_->row_floats; }
+  uint64_t rows() const override { return part_->ids.size(); }
+  uint64_t pending() const override { return part_->pending_ids.size(); }
+  std::optional<TableCounters> counters() const override {
+    return part_->counters;
+  }
+  void ForEachRun(
+      const std::function<void(const TableRowRun&)>& fn) const override;
+  void ForEachPending(
+      const std::function<void(uint64_t, int32_t, int64_t)>& fn) const override;
+
+ private:
+  const TableCheckpoint* const part_;
+};
 
 // INVALID_ARGUMENT naming the table when its vectors do not match (ids vs
 // last_seen vs values / row_floats, pending vectors), row_floats is 0 or
-// above kMaxCheckpointRowFloats, or there are too many tables.
+// above kMaxCheckpointRowFloats, there are too many tables, or some tables
+// have counters and others not.
 absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables);
+// The same checks of sources' headers (what can be checked before reading
+// their rows).
+absl::Status ValidateTableSources(
+    absl::Span<const TablePartSource* const> tables);
 
-// Parses a whole section. DATA_LOSS when it ends early, has bytes left
-// over, or claims counts that do not fit in it (nothing is allocated
-// beyond what the bytes hold).
+// Writes the section to `sink`, with the counters (format version 3) when
+// `with_counters`, else without (version 2). REQUIRES: the sources pass
+// ValidateTableSources and, with_counters, all have counters. Errors: the
+// sink's; INTERNAL when a source gives other rows or counters than its
+// header claims (what was written is then not a valid section).
+absl::Status WriteTables(absl::Span<const TablePartSource* const> tables,
+                         bool with_counters, ByteSink& sink);
+
+// Appends the section of in-memory tables (version 3 when they have
+// counters). REQUIRES: ValidateTables(tables) is OK.
+void EncodeTables(const std::vector<TableCheckpoint>& tables, std::string& out);
+
+// Parses a whole section (with the counters when `with_counters`).
+// DATA_LOSS when it ends early, has bytes left over, or claims counts that
+// do not fit in it (nothing is allocated beyond what the bytes hold).
 absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
-    absl::string_view section);
+    absl::string_view section, bool with_counters = false);
 
 }  // namespace ferry
 

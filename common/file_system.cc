@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -65,6 +67,135 @@ class Fd {
   int fd_;
 };
 
+// Writes "<path>.tmp" through a buffer, then (fsync), rename, (fsync of the
+// directory). The temp file is removed on every way out but a commit.
+class PosixAtomicFile final : public AtomicFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<AtomicFile>> Open(
+      const std::string& path, bool sync) {
+    std::string temp = path + ".tmp";
+    const int fd =
+        ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoError(errno, "create", temp);
+    return std::unique_ptr<AtomicFile>(
+        new PosixAtomicFile(path, std::move(temp), fd, sync));
+  }
+
+  ~PosixAtomicFile() override {
+    if (fd_.get() >= 0) fd_.Close();
+    if (!committed_) ::unlink(temp_.c_str());
+  }
+
+  absl::Status Append(absl::string_view bytes) override {
+    if (!status_.ok()) return status_;
+    if (bytes.size() <= kBufferSize - buffer_.size()) {
+      buffer_.append(bytes.data(), bytes.size());
+      return absl::OkStatus();
+    }
+    if (absl::Status s = Flush(); !s.ok()) return s;
+    if (bytes.size() < kBufferSize) {
+      buffer_.append(bytes.data(), bytes.size());
+      return absl::OkStatus();
+    }
+    return WriteAll(bytes);
+  }
+
+  absl::Status Commit() override {
+    if (!status_.ok()) return status_;
+    if (committed_ || fd_.get() < 0) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("atomic file ", path_, " committed twice")));
+    }
+    if (absl::Status s = Flush(); !s.ok()) return s;
+    if (sync_ && ::fsync(fd_.get()) != 0) {
+      return Fail(ErrnoError(errno, "fsync", temp_));
+    }
+    if (const int error = fd_.Close(); error != 0) {
+      return Fail(ErrnoError(error, "close", temp_));
+    }
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+      return Fail(ErrnoError(errno, "rename to", path_));
+    }
+    committed_ = true;
+    if (!sync_) return absl::OkStatus();
+    // The rename is durable once the directory entry is.
+    const std::string dir = Parent(path_);
+    Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir_fd.get() < 0) return ErrnoError(errno, "open directory", dir);
+    if (::fsync(dir_fd.get()) != 0) {
+      return ErrnoError(errno, "fsync directory", dir);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Appends of at least this much go to the file directly.
+  static constexpr size_t kBufferSize = size_t{1} << 20;
+
+  PosixAtomicFile(std::string path, std::string temp, int fd, bool sync)
+      : path_(std::move(path)), temp_(std::move(temp)), fd_(fd), sync_(sync) {
+    buffer_.reserve(kBufferSize);
+  }
+
+  absl::Status Fail(absl::Status status) {
+    status_ = status;
+    return status;
+  }
+  absl::Status Flush() {
+    const absl::Status s = WriteAll(buffer_);
+    buffer_.clear();
+    return s;
+  }
+  absl::Status WriteAll(absl::string_view bytes) {
+    const char* p = bytes.data();
+    size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd_.get(), p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Fail(ErrnoError(errno, "write", temp_));
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string path_;
+  const std::string temp_;
+  Fd fd_;
+  const bool sync_;
+  std::string buffer_;
+  absl::Status status_;
+  bool committed_ = false;
+};
+
+// FileSystem::NewAtomicFile's default: the bytes in memory, written whole.
+class GatheredAtomicFile final : public AtomicFile {
+ public:
+  GatheredAtomicFile(FileSystem* fs, std::string path)
+      : fs_(fs), path_(std::move(path)) {}
+
+  absl::Status Append(absl::string_view bytes) override {
+    contents_.append(bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  absl::Status Commit() override {
+    if (committed_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("atomic file ", path_, " committed twice"));
+    }
+    committed_ = true;
+    return fs_->WriteFileAtomically(path_, contents_);
+  }
+
+ private:
+  FileSystem* const fs_;
+  const std::string path_;
+  std::string contents_;
+  bool committed_ = false;
+};
+
 class Posix final : public FileSystem {
  public:
   absl::Status WriteFileAtomically(const std::string& path,
@@ -75,52 +206,18 @@ class Posix final : public FileSystem {
                            absl::string_view contents) override {
     return Replace(path, contents, /*sync=*/false);
   }
+  absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(
+      const std::string& path) override {
+    return PosixAtomicFile::Open(path, /*sync=*/true);
+  }
 
-  // Temp file, (fsync), rename, (fsync of the directory).
   static absl::Status Replace(const std::string& path,
                               absl::string_view contents, bool sync) {
-    const std::string temp = path + ".tmp";
-    {
-      Fd fd(
-          ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-      if (fd.get() < 0) return ErrnoError(errno, "create", temp);
-      const char* p = contents.data();
-      size_t left = contents.size();
-      while (left > 0) {
-        const ssize_t n = ::write(fd.get(), p, left);
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          const int error = errno;
-          ::unlink(temp.c_str());
-          return ErrnoError(error, "write", temp);
-        }
-        p += n;
-        left -= static_cast<size_t>(n);
-      }
-      if (sync && ::fsync(fd.get()) != 0) {
-        const int error = errno;
-        ::unlink(temp.c_str());
-        return ErrnoError(error, "fsync", temp);
-      }
-      if (const int error = fd.Close(); error != 0) {
-        ::unlink(temp.c_str());
-        return ErrnoError(error, "close", temp);
-      }
-    }
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      const int error = errno;
-      ::unlink(temp.c_str());
-      return ErrnoError(error, "rename to", path);
-    }
-    if (!sync) return absl::OkStatus();
-    // The rename is durable once the directory entry is.
-    const std::string dir = Parent(path);
-    Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir_fd.get() < 0) return ErrnoError(errno, "open directory", dir);
-    if (::fsync(dir_fd.get()) != 0) {
-      return ErrnoError(errno, "fsync directory", dir);
-    }
-    return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<AtomicFile>> file =
+        PosixAtomicFile::Open(path, sync);
+    if (!file.ok()) return file.status();
+    if (absl::Status s = (*file)->Append(contents); !s.ok()) return s;
+    return (*file)->Commit();
   }
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
@@ -175,6 +272,11 @@ class Posix final : public FileSystem {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<AtomicFile>> FileSystem::NewAtomicFile(
+    const std::string& path) {
+  return std::unique_ptr<AtomicFile>(new GatheredAtomicFile(this, path));
+}
+
 FileSystem* PosixFileSystem() {
   static Posix* const fs = new Posix();
   return fs;
@@ -188,6 +290,57 @@ absl::Status InMemoryFileSystem::WriteFileAtomically(
   dirs_.insert(Parent(path));
   ++writes_;
   return absl::OkStatus();
+}
+
+// Gathers the bytes; stores them on Commit under the file system's rules.
+class InMemoryFileSystem::File final : public AtomicFile {
+ public:
+  File(InMemoryFileSystem* fs, std::string path)
+      : fs_(fs), path_(std::move(path)) {}
+
+  absl::Status Append(absl::string_view bytes) override {
+    if (!status_.ok()) return status_;
+    status_ = fs_->ChargeAppend(static_cast<int64_t>(bytes.size()));
+    if (status_.ok()) contents_.append(bytes.data(), bytes.size());
+    return status_;
+  }
+  absl::Status Commit() override {
+    if (!status_.ok()) return status_;
+    status_ = absl::FailedPreconditionError(
+        absl::StrCat("atomic file ", path_, " committed twice"));
+    return fs_->WriteFileAtomically(path_, contents_);
+  }
+
+ private:
+  InMemoryFileSystem* const fs_;
+  const std::string path_;
+  std::string contents_;
+  absl::Status status_;
+};
+
+absl::StatusOr<std::unique_ptr<AtomicFile>> InMemoryFileSystem::NewAtomicFile(
+    const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (!fail_writes_.ok()) return fail_writes_;
+  return std::unique_ptr<AtomicFile>(new File(this, path));
+}
+
+absl::Status InMemoryFileSystem::ChargeAppend(int64_t n) {
+  absl::MutexLock lock(&mu_);
+  if (!fail_writes_.ok()) return fail_writes_;
+  if (append_budget_ < 0) return absl::OkStatus();
+  if (n > append_budget_) {
+    append_budget_ = 0;
+    return absl::ResourceExhaustedError(
+        "cannot write: no space left on the in-memory device");
+  }
+  append_budget_ -= n;
+  return absl::OkStatus();
+}
+
+void InMemoryFileSystem::FailWritesAfter(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  append_budget_ = bytes;
 }
 
 absl::StatusOr<std::string> InMemoryFileSystem::ReadFile(

@@ -11,12 +11,14 @@
 //                     the OS error).
 //
 // Thread safety: every implementation here is thread-safe. Two concurrent
-// WriteFileAtomically calls to the same path race on its temp file; callers
-// serialize writes of one path.
+// WriteFileAtomically calls (or atomic files open) for the same path race on
+// its temp file; callers serialize writes of one path.
 #ifndef FERRY_COMMON_FILE_SYSTEM_H_
 #define FERRY_COMMON_FILE_SYSTEM_H_
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,8 +28,31 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/byte_sink.h"
 
 namespace ferry {
+
+// A file written in pieces and then put in place as WriteFileAtomically
+// puts a whole one (leveldb's WritableFile with its temp file and rename),
+// for contents too large to hold in memory twice: a reader, and a process
+// started after a crash, sees the old file or the whole new one, never a
+// part.
+//
+// Thread safety: one thread at a time.
+class AtomicFile : public ByteSink {
+ public:
+  // Without a successful Commit(): the temp file is deleted and the final
+  // path is left as it was.
+  ~AtomicFile() override = default;
+  // Appends to the temp file (possibly buffered). Errors: the file
+  // system's (RESOURCE_EXHAUSTED for a full disk); after one, every later
+  // Append and Commit fails.
+  absl::Status Append(absl::string_view bytes) override = 0;
+  // Flushes the bytes to disk (fsync), renames the temp file over the final
+  // path and fsyncs the directory. Call once. On error the final path is
+  // as it was (the temp file is deleted).
+  virtual absl::Status Commit() = 0;
+};
 
 class FileSystem {
  public:
@@ -48,6 +73,13 @@ class FileSystem {
                                    absl::string_view contents) {
     return WriteFileAtomically(path, contents);
   }
+  // WriteFileAtomically in pieces: opens "<path>.tmp" (replacing a stale
+  // one) for an AtomicFile whose Commit() puts it at `path`. Errors as
+  // WriteFileAtomically's (NOT_FOUND when the directory does not exist).
+  // The default (file systems that cannot stream) gathers the bytes in
+  // memory and calls WriteFileAtomically on Commit.
+  virtual absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(
+      const std::string& path);
   // The whole file. NOT_FOUND when it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The names (not paths) of the entries of `dir`, sorted, without "." and
@@ -70,6 +102,11 @@ class InMemoryFileSystem final : public FileSystem {
  public:
   absl::Status WriteFileAtomically(const std::string& path,
                                    absl::string_view contents) override;
+  // Gathers the bytes; Commit() stores them as WriteFileAtomically does
+  // (and fails as it does under FailWrites); Append() fails under
+  // FailWrites or past FailWritesAfter's budget.
+  absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(
+      const std::string& path) override;
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDirectory(
       const std::string& dir) override;
@@ -79,16 +116,26 @@ class InMemoryFileSystem final : public FileSystem {
   // Test hooks. Every later WriteFileAtomically fails with `status` (and
   // writes nothing) until cleared with OkStatus().
   void FailWrites(absl::Status status);
+  // An AtomicFile's Append fails with RESOURCE_EXHAUSTED ("disk full")
+  // once the bytes appended to open atomic files in all would exceed
+  // `bytes` (a write that fails halfway); negative: no limit (the default).
+  void FailWritesAfter(int64_t bytes);
   // Replaces a file's contents directly (no atomicity), e.g. to corrupt it.
   void SetFileContents(const std::string& path, std::string contents);
-  int64_t writes() const;  // successful WriteFileAtomically calls
+  // Successful WriteFileAtomically calls and AtomicFile commits.
+  int64_t writes() const;
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_writes_ ABSL_GUARDED_BY(mu_);
+  int64_t append_budget_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
+
+  class File;
+  // Counts `n` bytes against the budget: FailWritesAfter's error past it.
+  absl::Status ChargeAppend(int64_t n) ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace ferry

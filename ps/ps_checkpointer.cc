@@ -1,7 +1,9 @@
 #include "ps/ps_checkpointer.h"
 
 #include <cstdio>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,18 +14,6 @@
 
 namespace ferry {
 namespace {
-
-ShardCheckpoint ToCheckpoint(const CheckpointIdentity& identity,
-                             const PsShardState& state) {
-  ShardCheckpoint c;
-  c.identity = identity;
-  c.version = state.version;
-  c.steps_applied = state.optimizer_steps;
-  c.params = state.params;
-  c.state = state.optimizer_state;
-  c.tables = state.tables;
-  return c;
-}
 
 PsShardState ToState(ShardCheckpoint c) {
   PsShardState state;
@@ -64,14 +54,43 @@ absl::Status PsCheckpointer::CheckJob(absl::string_view job_id) const {
 }
 
 absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
-    const PsShardState& state) {
-  ASSIGN_OR_RETURN(std::string path,
-                   store_->Write(ToCheckpoint(store_->identity(), state)));
+    const std::function<absl::Status(const PsShard::StateVisitor&)>& visit) {
+  std::unique_ptr<CheckpointWriter> writer = store_->NewWriter();
+  int64_t version = 0;
+  const absl::Time begin = absl::Now();
+  // Under the shard's lock: the bytes, read in place, into the temp file.
+  RETURN_IF_ERROR(visit([&](const PsShardStateView& state) {
+    version = state.version;
+    CheckpointDenseView dense;
+    dense.identity = store_->identity();
+    dense.version = state.version;
+    dense.steps_applied = state.optimizer_steps;
+    dense.params = state.params;
+    for (const std::vector<float>& buffer : state.optimizer_state) {
+      dense.state.push_back(buffer);
+    }
+    std::vector<std::unique_ptr<TablePartSource>> sources;
+    if (state.sparse != nullptr) sources = state.sparse->CheckpointSources();
+    std::vector<const TablePartSource*> tables;
+    for (const auto& source : sources) tables.push_back(source.get());
+    return writer->Write(dense, tables);
+  }));
+  const absl::Time written = absl::Now();
+  // After it: the fsync and rename.
+  ASSIGN_OR_RETURN(std::string path, writer->Commit());
+  const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&time_mu_);
-    last_checkpoint_ = absl::Now();
+    last_checkpoint_ = now;
   }
-  return PsCheckpointWritten{std::move(path), state.version};
+  // How long the shard's updates waited for it, and the rest.
+  LogInfo("checkpoint file written",
+          {{"shard", shard_->config().shard_id},
+           {"version", version},
+           {"path", path},
+           {"locked_seconds", absl::ToDoubleSeconds(written - begin)},
+           {"sync_seconds", absl::ToDoubleSeconds(now - written)}});
+  return PsCheckpointWritten{std::move(path), version};
 }
 
 void PsCheckpointer::DeleteNewerLocked(int64_t version) {
@@ -103,8 +122,9 @@ absl::StatusOr<PsCheckpointWritten> PsCheckpointer::Checkpoint(
         shard_->config().shard_id));
   }
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(PsShardState state, shard_->ExportState(version));
-  return WriteLocked(state);
+  return WriteLocked([&](const PsShard::StateVisitor& visit) {
+    return shard_->VisitState(version, visit);
+  });
 }
 
 absl::StatusOr<int64_t> PsCheckpointer::Restore(absl::string_view job_id,
@@ -175,9 +195,14 @@ std::optional<absl::Time> PsCheckpointer::last_checkpoint_time() const {
 absl::StatusOr<std::optional<PsCheckpointWritten>>
 PsCheckpointer::CheckpointAndStop() {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(PsShardState state, shard_->StopUpdates());
-  if (store_ == nullptr) return std::nullopt;
-  return WriteLocked(state);
+  if (store_ == nullptr) {
+    RETURN_IF_ERROR(shard_->StopUpdatesAndVisit(
+        [](const PsShardStateView&) { return absl::OkStatus(); }));
+    return std::nullopt;
+  }
+  return WriteLocked([&](const PsShard::StateVisitor& visit) {
+    return shard_->StopUpdatesAndVisit(visit);
+  });
 }
 
 }  // namespace ferry

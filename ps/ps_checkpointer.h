@@ -13,13 +13,25 @@
 // deleted: the job abandoned those states, and a restart must not resume
 // from one of them.
 //
+// Writes stream: a checkpoint's bytes are encoded from the shard's state
+// read in place (PsShard::VisitState: the slice, and the embedding rows a
+// storage block at a time) straight into the file's temp name, so that a
+// shard never holds a second copy of its rows; the fsync and rename come
+// after. A failed write leaves the checkpoint files and the shard as they
+// were.
+//
 // Thread safety: thread-safe; Checkpoint, Restore, Resume and
-// CheckpointAndStop are serialized (file I/O happens on the caller's
-// thread, outside the shard's lock except for copying the state).
+// CheckpointAndStop are serialized. File I/O happens on the caller's
+// thread: a checkpoint's bytes are written (to the page cache) under the
+// shard's lock, so its pushes, pulls and row reads wait that long (about a
+// second per GB of rows, longer once the kernel throttles dirty pages:
+// docs/sparse.md, "Memory per row"); its fsync, rename and pruning come
+// after, outside it.
 #ifndef FERRY_PS_PS_CHECKPOINTER_H_
 #define FERRY_PS_PS_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,7 +97,10 @@ class PsCheckpointer {
 
  private:
   absl::Status CheckJob(absl::string_view job_id) const;
-  absl::StatusOr<PsCheckpointWritten> WriteLocked(const PsShardState& state)
+  // Writes the state `visit` shows its visitor (PsShard::VisitState or
+  // StopUpdatesAndVisit), then commits the file.
+  absl::StatusOr<PsCheckpointWritten> WriteLocked(
+      const std::function<absl::Status(const PsShard::StateVisitor&)>& visit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeleteNewerLocked(int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

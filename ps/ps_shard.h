@@ -48,11 +48,12 @@
 // is) with an immutable snapshot of the slice; no thread waits.
 //
 // Checkpoints and rollback: ExportState() copies the version, the slice and
-// the optimizer state consistently; RestoreState() replaces them, and
-// RollBackOpenStep() keeps them. Both drop the open step's pushes (also
-// those still being received), end every pending wait with ABORTED and fence
-// older generations. StopUpdates() freezes the state for a final checkpoint
-// at shutdown.
+// the optimizer state consistently (VisitState() reads them in place, for a
+// checkpoint written without a copy of the rows); RestoreState() replaces
+// them, and RollBackOpenStep() keeps them. Both drop the open step's pushes
+// (also those still being received), end every pending wait with ABORTED
+// and fence older generations. StopUpdates() freezes the state for a final
+// checkpoint at shutdown.
 //
 // Metrics (common/prometheus_metrics.h, role "ps"): rejected pushes,
 // finalizes and pulls count in ferry_rejected_inputs_total{op}; committed
@@ -129,6 +130,20 @@ struct PsPushHeader {
   // Sync: the step's whole contributor set (finalize on push), or empty
   // (the coordinator's FinalizeStep closes the step).
   std::vector<PsContributor> step_contributors;
+};
+
+// The same read in place, for a checkpoint written without a copy
+// (PsShard::VisitState): valid only during the visit.
+struct PsShardStateView {
+  int64_t version = 0;
+  int64_t optimizer_steps = 0;
+  absl::Span<const float> params;  // the shard's slice, in place
+  // Host copies of the optimizer state (it may live on a device; its size
+  // is the dense slice's).
+  std::vector<std::vector<float>> optimizer_state;
+  // Jobs with embedding tables: the live store (its CheckpointSources read
+  // the rows in place); null otherwise.
+  const SparseStore* sparse = nullptr;
 };
 
 // Everything a checkpoint holds of a shard (host copies).
@@ -349,6 +364,18 @@ class PsShard {
   // checkpoint before a process exits. Irreversible.
   absl::StatusOr<PsShardState> StopUpdates();
 
+  // ExportState and StopUpdates without the copy of the rows: calls
+  // `visit` once with the state read in place, under the shard's lock, and
+  // returns what it returns. Until it returns no update, restore, push
+  // commit, row read or version wait runs on the shard (a checkpoint writer
+  // writes the rows into the page cache meanwhile), so it sees one
+  // consistent version. `visit` must not call the shard. Errors before the
+  // visit: as ExportState's (VisitState); none for StopUpdatesAndVisit,
+  // which stops updates even when `visit` fails.
+  using StateVisitor = std::function<absl::Status(const PsShardStateView&)>;
+  absl::Status VisitState(int64_t expected_version, const StateVisitor& visit);
+  absl::Status StopUpdatesAndVisit(const StateVisitor& visit);
+
   // Replaces the version, the slice and the optimizer state with `state`,
   // then drops the open step's pushes (sync) and every push still being
   // received (their CommitPush answers ABORTED), forgets the workers' last
@@ -431,6 +458,10 @@ class PsShard {
   std::shared_ptr<const PsSnapshot> SnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PsShardState> ExportLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status VisitLocked(const StateVisitor& visit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckVersionLocked(int64_t expected_version) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckStateLocked(const PsShardState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -27,11 +27,11 @@ absl::Status PsShard::StoppedError() const {
                       config_.shard_id));
 }
 
-absl::StatusOr<PsShardState> PsShard::ExportLocked() {
-  PsShardState state;
-  state.version = version_;
-  state.optimizer_steps = optimizer_.steps_applied();
-  state.params = params_;
+absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
+  PsShardStateView view;
+  view.version = version_;
+  view.optimizer_steps = optimizer_.steps_applied();
+  view.params = params_;
   for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
     std::vector<float> host(buffer->size());
     const absl::Status status =
@@ -41,19 +41,37 @@ absl::StatusOr<PsShardState> PsShard::ExportLocked() {
           absl::StrFormat("shard %d: cannot copy the optimizer state: %s",
                           config_.shard_id, status.ToString()));
     }
-    state.optimizer_state.push_back(std::move(host));
+    view.optimizer_state.push_back(std::move(host));
   }
-  if (sparse_ != nullptr) state.tables = sparse_->Export();
+  view.sparse = sparse_.get();
+  return visit(view);
+}
+
+absl::StatusOr<PsShardState> PsShard::ExportLocked() {
+  PsShardState state;
+  RETURN_IF_ERROR(VisitLocked([&](const PsShardStateView& view) {
+    state.version = view.version;
+    state.optimizer_steps = view.optimizer_steps;
+    state.params.assign(view.params.begin(), view.params.end());
+    state.optimizer_state = view.optimizer_state;
+    if (view.sparse != nullptr) state.tables = view.sparse->Export();
+    return absl::OkStatus();
+  }));
   return state;
 }
 
-absl::StatusOr<PsShardState> PsShard::ExportState(int64_t expected_version) {
-  absl::MutexLock lock(&mu_);
+absl::Status PsShard::CheckVersionLocked(int64_t expected_version) const {
   if (expected_version >= 0 && expected_version != version_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
                         version_, expected_version));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PsShardState> PsShard::ExportState(int64_t expected_version) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckVersionLocked(expected_version));
   return ExportLocked();
 }
 
@@ -61,6 +79,19 @@ absl::StatusOr<PsShardState> PsShard::StopUpdates() {
   absl::MutexLock lock(&mu_);
   updates_stopped_ = true;
   return ExportLocked();
+}
+
+absl::Status PsShard::VisitState(int64_t expected_version,
+                                 const StateVisitor& visit) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckVersionLocked(expected_version));
+  return VisitLocked(visit);
+}
+
+absl::Status PsShard::StopUpdatesAndVisit(const StateVisitor& visit) {
+  absl::MutexLock lock(&mu_);
+  updates_stopped_ = true;
+  return VisitLocked(visit);
 }
 
 absl::Status PsShard::CheckStateLocked(const PsShardState& state) {

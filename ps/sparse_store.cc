@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,6 +22,36 @@ constexpr double kEvictTarget = 0.9;
 // Per-row bytes that count towards max_bytes besides RowBytes(): the id and
 // last-seen step in the blocks and the index slot (SparseTable's layout).
 constexpr int64_t kRowOverheadBytes = 16 + 5;
+
+// A live table as a checkpoint's part (SparseStore::CheckpointSources).
+class TableSource final : public TablePartSource {
+ public:
+  explicit TableSource(const SparseTable* table) : table_(table) {}
+  int32_t table() const override { return table_->config().table; }
+  uint32_t row_floats() const override {
+    return static_cast<uint32_t>(table_->RowFloats());
+  }
+  uint64_t rows() const override {
+    return static_cast<uint64_t>(table_->rows());
+  }
+  uint64_t pending() const override {
+    return static_cast<uint64_t>(table_->pending_ids());
+  }
+  std::optional<TableCounters> counters() const override {
+    return table_->counters();
+  }
+  void ForEachRun(
+      const std::function<void(const TableRowRun&)>& fn) const override {
+    table_->ForEachBlock(fn);
+  }
+  void ForEachPending(const std::function<void(uint64_t, int32_t, int64_t)>& fn)
+      const override {
+    table_->ForEachPending(fn);
+  }
+
+ private:
+  const SparseTable* const table_;
+};
 
 }  // namespace
 
@@ -255,6 +287,7 @@ SparseStoreStats SparseStore::Stats() const {
     s.total.evicted_memory += t.evicted_memory;
     s.total.row_bytes += t.row_bytes;
     s.total.overhead_bytes += t.overhead_bytes;
+    s.total.index_bytes += t.index_bytes;
     s.tables.push_back(t);
   }
   s.bytes = Bytes();
@@ -281,9 +314,19 @@ std::vector<TableCheckpoint> SparseStore::Export() const {
       part.pending_counts.push_back(count);
       part.pending_last_seen.push_back(last_seen);
     });
+    part.counters = table->counters();
     parts.push_back(std::move(part));
   }
   return parts;
+}
+
+std::vector<std::unique_ptr<TablePartSource>> SparseStore::CheckpointSources()
+    const {
+  std::vector<std::unique_ptr<TablePartSource>> sources;
+  for (const auto& table : tables_) {
+    sources.push_back(std::make_unique<TableSource>(table.get()));
+  }
+  return sources;
 }
 
 absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
@@ -322,6 +365,7 @@ absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
                               part.pending_last_seen[i]);
       if (!s.ok()) return s;
     }
+    if (part.counters.has_value()) table.set_counters(*part.counters);
   }
   tables_ = std::move((*fresh)->tables_);
   last_ttl_scan_ = -1;

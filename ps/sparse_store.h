@@ -113,15 +113,25 @@ class SparseStore {
 
   SparseStoreStats Stats() const;
 
-  // Checkpoints: every table's rows and admission counters (one part per
-  // table, in table order). A copy: the caller holds it while writing.
+  // Checkpoints: every table's rows, admission counters and event counters
+  // (one part per table, in table order). A copy of every row: for tests
+  // and small stores; a shard's checkpoints read the rows in place
+  // (CheckpointSources).
   std::vector<TableCheckpoint> Export() const;
-  // Replaces every table with `tables` (as Export wrote them). Nothing
-  // changes on error: FAILED_PRECONDITION when the parts are not exactly
-  // this store's tables with their row sizes (a checkpoint of another job
-  // configuration); INVALID_ARGUMENT naming the table and id for a row
-  // placed on another shard, a repeated id, a non-finite value or a
-  // counter SparseTable::InsertPending refuses.
+  // The same parts read in place, without a copy: one source per table, in
+  // table order, over the live tables (rows a storage block at a time).
+  // The sources stay valid while the store lives and give the same bytes
+  // as Export() only while it does not change: the caller keeps it
+  // unchanged (a shard: under its lock) while a checkpoint writer reads
+  // them.
+  std::vector<std::unique_ptr<TablePartSource>> CheckpointSources() const;
+  // Replaces every table with `tables` (as Export wrote them), their event
+  // counters included (a part without them, from a format version 2 file,
+  // leaves them at 0). Nothing changes on error: FAILED_PRECONDITION when
+  // the parts are not exactly this store's tables with their row sizes (a
+  // checkpoint of another job configuration); INVALID_ARGUMENT naming the
+  // table and id for a row placed on another shard, a repeated id, a
+  // non-finite value or a counter SparseTable::InsertPending refuses.
   absl::Status Restore(const std::vector<TableCheckpoint>& tables);
 
  private:

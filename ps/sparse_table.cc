@@ -249,11 +249,12 @@ SparseTableStats SparseTable::Stats() const {
   s.pending_ids = static_cast<int64_t>(pending_.size());
   s.row_bytes = rows_ * RowBytes();
   const int64_t block_slots = static_cast<int64_t>(blocks_.size()) * kBlockRows;
-  s.overhead_bytes =
-      block_slots * (RowBytes() + 16) - s.row_bytes +
-      static_cast<int64_t>(index_.capacity()) * (sizeof(uint32_t) + 1) +
-      static_cast<int64_t>(pending_.capacity()) *
-          (sizeof(std::pair<uint64_t, Pending>) + 1);
+  s.index_bytes =
+      static_cast<int64_t>(index_.capacity()) * (sizeof(uint32_t) + 1);
+  s.overhead_bytes = block_slots * (RowBytes() + 16) - s.row_bytes +
+                     s.index_bytes +
+                     static_cast<int64_t>(pending_.capacity()) *
+                         (sizeof(std::pair<uint64_t, Pending>) + 1);
   return s;
 }
 
@@ -264,6 +265,32 @@ void SparseTable::ForEachRow(
     fn(IdOf(row), LastSeenOf(row),
        absl::Span<const float>(RowData(row), stride_));
   }
+}
+
+void SparseTable::ForEachBlock(
+    const std::function<void(const TableRowRun&)>& fn) const {
+  for (int64_t first = 0; first < rows_; first += kBlockRows) {
+    const Block& block = blocks_[first / kBlockRows];
+    const size_t n =
+        static_cast<size_t>(std::min<int64_t>(kBlockRows, rows_ - first));
+    fn(TableRowRun{absl::MakeConstSpan(block.ids.get(), n),
+                   absl::MakeConstSpan(block.last_seen.get(), n),
+                   absl::MakeConstSpan(block.values.get(), n * stride_)});
+  }
+}
+
+TableCounters SparseTable::counters() const {
+  return TableCounters{counts_.rows_created, counts_.ids_admitted,
+                       counts_.updates_dropped, counts_.evicted_ttl,
+                       counts_.evicted_memory};
+}
+
+void SparseTable::set_counters(const TableCounters& c) {
+  counts_.rows_created = c.rows_created;
+  counts_.ids_admitted = c.ids_admitted;
+  counts_.updates_dropped = c.updates_dropped;
+  counts_.evicted_ttl = c.evicted_ttl;
+  counts_.evicted_memory = c.evicted_memory;
 }
 
 void SparseTable::ForEachPending(

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/checkpoint_tables.h"
 #include "compute/row_optimizer_math.h"
 #include "model/embedding_options.h"
 
@@ -71,6 +72,7 @@ struct SparseTableStats {
   int64_t evicted_memory = 0;   // rows evicted by EvictOldest
   int64_t row_bytes = 0;        // rows * RowBytes()
   int64_t overhead_bytes = 0;   // ids, steps, index, counters, free blocks
+  int64_t index_bytes = 0;      // of which the index: its slots x (4 + 1)
 };
 
 class SparseTable {
@@ -119,11 +121,17 @@ class SparseTable {
   int64_t EvictSeenAt(int64_t step, int64_t n);
 
   int64_t rows() const { return rows_; }
+  // Ids counted, not yet admitted (their counters).
+  int64_t pending_ids() const { return static_cast<int64_t>(pending_.size()); }
   bool HasRow(uint64_t id) const { return index_.contains(Key{id}); }
   SparseTableStats Stats() const;
 
   // Checkpoints: every stored row in an unspecified order, with its last-seen
   // step and its RowFloats() floats; then every pending counter.
+  // ForEachBlock gives the rows in place, a storage block (up to kBlockRows
+  // consecutive rows) per call, in the order ForEachRow gives them; both
+  // iterate in the same order on every call while the table is unchanged.
+  void ForEachBlock(const std::function<void(const TableRowRun&)>& fn) const;
   void ForEachRow(
       const std::function<void(uint64_t id, int64_t last_seen,
                                absl::Span<const float> row)>& fn) const;
@@ -136,6 +144,10 @@ class SparseTable {
   absl::Status InsertRow(uint64_t id, int64_t last_seen,
                          absl::Span<const float> row);
   absl::Status InsertPending(uint64_t id, int32_t count, int64_t last_seen);
+  // The cumulative event counters (Stats()' rows_created .. evicted_memory),
+  // and their replacement by a checkpoint's (a restore counts on from them).
+  TableCounters counters() const;
+  void set_counters(const TableCounters& counters);
 
  private:
   // The index stores row numbers; it hashes and compares them by the ids

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,11 +104,11 @@ TEST(CheckpointIoTest, EveryFlippedByteIsDataLoss) {
 
 TEST(CheckpointIoTest, UnknownFormatIsFailedPreconditionBadSizesDataLoss) {
   std::string bytes = EncodeCheckpoint(Sample());
-  bytes[8] = 3;  // format version
+  bytes[8] = 4;  // format version (1 to 3 are known)
   FixCrc(bytes);
   absl::Status status = DecodeCheckpoint(bytes).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("format version 3"));
+  EXPECT_THAT(status.message(), HasSubstr("format version 4"));
 
   bytes = EncodeCheckpoint(Sample());
   // Header offsets: job length at 12, job at 16, range_end at 35.
@@ -241,6 +244,116 @@ TEST(CheckpointStoreTest, PosixRoundTripInATempDir) {
   ExpectSame(*newest, Sample(5));
   EXPECT_EQ(PosixFileSystem()->ReadFile(dir + "/missing").status().code(),
             absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(root);
+}
+
+CheckpointDenseView DenseOf(const ShardCheckpoint& c) {
+  CheckpointDenseView dense;
+  dense.identity = c.identity;
+  dense.version = c.version;
+  dense.steps_applied = c.steps_applied;
+  dense.params = c.params;
+  for (const std::vector<float>& b : c.state) dense.state.push_back(b);
+  return dense;
+}
+
+TEST(CheckpointWriterTest, WritesWhatWriteWritesOnlyOnCommit) {
+  InMemoryFileSystem fs;
+  CheckpointStore store(&fs, "/ckpt", Identity());
+  const ShardCheckpoint c = Sample(3);
+  std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
+  EXPECT_EQ(writer->Commit().status().code(),
+            absl::StatusCode::kFailedPrecondition);  // nothing written yet
+  ASSERT_TRUE(writer->Write(DenseOf(c), {}).ok());
+  EXPECT_THAT(*store.ListVersions(), IsEmpty());  // not before the commit
+  absl::StatusOr<std::string> path = writer->Commit();
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, CheckpointPath("/ckpt", 1, 3));
+  EXPECT_EQ(*fs.ReadFile(*path), EncodeCheckpoint(c));
+  EXPECT_EQ(writer->Commit().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(writer->Write(DenseOf(c), {}).code(),
+            absl::StatusCode::kFailedPrecondition);  // one checkpoint each
+  // Another slice or wrong sizes: refused before anything is written.
+  ShardCheckpoint other = Sample(4);
+  other.identity.shard_id = 2;
+  EXPECT_EQ(store.NewWriter()->Write(DenseOf(other), {}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ShardCheckpoint short_state = Sample(4);
+  short_state.state[0].pop_back();
+  EXPECT_EQ(store.NewWriter()->Write(DenseOf(short_state), {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(*store.ListVersions(), ElementsAre(3));
+  EXPECT_EQ(fs.writes(), 1);
+}
+
+TEST(CheckpointWriterTest, AFailedWriteLeavesThePreviousCheckpoints) {
+  InMemoryFileSystem fs;
+  CheckpointStore store(&fs, "/ckpt", Identity());
+  for (int64_t v : {1, 2, 3}) ASSERT_TRUE(store.Write(Sample(v)).ok());
+  const std::string v3 = *fs.ReadFile(CheckpointPath("/ckpt", 1, 3));
+  // The disk fills up halfway through the next checkpoint.
+  fs.FailWritesAfter(40);
+  std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
+  EXPECT_EQ(writer->Write(DenseOf(Sample(4)), {}).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(writer->Commit().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Write(Sample(4)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Nothing pruned, nothing replaced.
+  EXPECT_THAT(*store.ListVersions(), ElementsAre(1, 2, 3));
+  EXPECT_EQ(*fs.ReadFile(CheckpointPath("/ckpt", 1, 3)), v3);
+  absl::StatusOr<ShardCheckpoint> newest = store.LoadNewest();
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  ExpectSame(*newest, Sample(3));
+}
+
+// A table whose rows come short of its header (a table changed while it
+// was read).
+class ShortTable final : public TablePartSource {
+ public:
+  int32_t table() const override { return 0; }
+  uint32_t row_floats() const override { return 1; }
+  uint64_t rows() const override { return 3; }
+  uint64_t pending() const override { return 0; }
+  std::optional<TableCounters> counters() const override {
+    return TableCounters{};
+  }
+  void ForEachRun(
+      const std::function<void(const TableRowRun&)>& fn) const override {
+    fn(TableRowRun{ids_, seen_, values_});
+  }
+  void ForEachPending(
+      const std::function<void(uint64_t, int32_t, int64_t)>&) const override {}
+
+ private:
+  std::vector<uint64_t> ids_ = {1, 2};
+  std::vector<int64_t> seen_ = {0, 0};
+  std::vector<float> values_ = {0.5f, 0.25f};
+};
+
+TEST(CheckpointWriterTest, PosixFailedWriteRemovesItsTempFile) {
+  std::string root = ::testing::TempDir() + "/ferry-ckpt-XXXXXX";
+  ASSERT_NE(mkdtemp(root.data()), nullptr);
+  CheckpointStore store(PosixFileSystem(), root, Identity());
+  ASSERT_TRUE(store.Write(Sample(5)).ok());
+  ShortTable table;
+  const TablePartSource* tables[] = {&table};
+  std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
+  const absl::Status status = writer->Write(DenseOf(Sample(5)), tables);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_THAT(*PosixFileSystem()->ListDirectory(root),
+              ElementsAre("shard-1-v000000000005.ckpt"));
+  // Written but never committed: gone with its writer.
+  writer = store.NewWriter();
+  ASSERT_TRUE(writer->Write(DenseOf(Sample(6)), {}).ok());
+  writer.reset();
+  EXPECT_THAT(*PosixFileSystem()->ListDirectory(root),
+              ElementsAre("shard-1-v000000000005.ckpt"));
+  absl::StatusOr<ShardCheckpoint> newest = store.LoadNewest();
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  ExpectSame(*newest, Sample(5));
   std::filesystem::remove_all(root);
 }
 

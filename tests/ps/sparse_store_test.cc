@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/sharding.h"
@@ -201,6 +202,100 @@ TEST(SparseStore, MemoryLimitEvictsTheLeastRecentlyUpdatedAcrossTables) {
   // An evicted row reads as its initial value again.
   auto fresh = Make(Config());
   EXPECT_EQ(Read(*s, 0, {100}), Read(*fresh, 0, {100}));
+}
+
+// A store that went through every kind of event: admissions (every id is
+// admitted on its second update), dropped updates, creations, TTL and
+// memory evictions, pending counters, and rows over several storage blocks.
+std::unique_ptr<SparseStore> Eventful(SparseStoreConfig& c) {
+  c = Config();
+  c.admit_count = 2;
+  c.ttl_steps = 4;
+  c.max_bytes = 40000 * (2 * 4 + 21) + 15000 * (3 * 4 + 21);
+  auto s = Make(c);
+  const auto add = [](std::vector<uint64_t>& ids, uint64_t first, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) ids.push_back(first + i);
+  };
+  // An id gets its row on its third update (counted, admitted, created).
+  for (int step = 0; step < 12; ++step) {
+    std::vector<SparseRows> rows(2);
+    rows[0].table = 0;
+    rows[1].table = 1;
+    add(rows[0].ids, 0, 40000);  // every step: 3 blocks of rows
+    std::vector<uint64_t>& ids1 = rows[1].ids;
+    if (step <= 2) add(ids1, 0, 100);  // then unseen: evicted by TTL
+    if (step >= 6 && step <= 8) add(ids1, 10000, 10000);
+    if (step >= 8 && step <= 10) add(ids1, 20000, 10000);  // over max_bytes
+    if (step == 11) add(ids1, 30000, 10000);               // stay pending
+    rows[0].grads.assign(rows[0].ids.size() * 2, 0.25f);
+    rows[1].grads.assign(rows[1].ids.size() * 3, -0.5f);
+    EXPECT_TRUE(s->ApplyStep({&rows}, 1, step).ok());
+  }
+  return s;
+}
+
+TEST(SparseStore, RestoreKeepsRowsAdmissionAndEventCounters) {
+  SparseStoreConfig c;
+  auto s = Eventful(c);
+  const SparseStoreStats before = s->Stats();
+  ASSERT_GT(before.tables[0].rows, 2 * SparseTable::kBlockRows);
+  ASSERT_GT(before.total.evicted_memory, 0);
+  ASSERT_GT(before.total.evicted_ttl, 0);
+  ASSERT_GT(before.total.updates_dropped, 0);
+  ASSERT_GT(before.total.pending_ids, 0);
+  const std::vector<TableCheckpoint> parts = s->Export();
+  auto copy = Make(c);
+  ASSERT_TRUE(copy->Restore(parts).ok());
+  const SparseStoreStats after = copy->Stats();
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_EQ(copy->table(t).counters(), s->table(t).counters()) << t;
+    EXPECT_EQ(after.tables[t].rows, before.tables[t].rows);
+    EXPECT_EQ(after.tables[t].pending_ids, before.tables[t].pending_ids);
+  }
+  EXPECT_EQ(after.total.rows_created, before.total.rows_created);
+  EXPECT_EQ(after.total.evicted_memory, before.total.evicted_memory);
+  // The same rows, state and counters: Export gives the same parts.
+  const std::vector<TableCheckpoint> again = copy->Export();
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_EQ(again[t].ids, parts[t].ids);
+    EXPECT_EQ(again[t].last_seen, parts[t].last_seen);
+    EXPECT_EQ(again[t].values, parts[t].values);
+    EXPECT_EQ(again[t].counters, parts[t].counters);
+  }
+  // Counting goes on from there (a row on the third update).
+  const std::vector<SparseRows> one = {{1, {77777777}, {1, 1, 1}}};
+  for (int step = 12; step < 15; ++step) {
+    ASSERT_TRUE(copy->ApplyStep({&one}, 1, step).ok());
+  }
+  EXPECT_EQ(copy->table(1).counters().rows_created,
+            s->table(1).counters().rows_created + 1);
+  // A checkpoint written before the counters were kept (format version 2)
+  // restores its rows with the counters at zero.
+  std::vector<TableCheckpoint> old = parts;
+  for (TableCheckpoint& part : old) part.counters.reset();
+  ASSERT_TRUE(copy->Restore(old).ok());
+  EXPECT_EQ(copy->table(0).counters(), TableCounters{});
+  EXPECT_EQ(copy->Stats().total.rows, before.total.rows);
+}
+
+TEST(SparseStore, CheckpointSourcesReadTheRowsInPlaceAsExportCopiesThem) {
+  SparseStoreConfig c;
+  auto s = Eventful(c);
+  std::string copied, in_place;
+  EncodeTables(s->Export(), copied);
+  const std::vector<std::unique_ptr<TablePartSource>> sources =
+      s->CheckpointSources();
+  std::vector<const TablePartSource*> pointers;
+  for (const auto& source : sources) pointers.push_back(source.get());
+  ASSERT_TRUE(ValidateTableSources(pointers).ok());
+  StringByteSink sink(&in_place);
+  ASSERT_TRUE(WriteTables(pointers, /*with_counters=*/true, sink).ok());
+  EXPECT_TRUE(in_place == copied);
+  auto decoded = DecodeTables(in_place, /*with_counters=*/true);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  auto copy = Make(c);
+  ASSERT_TRUE(copy->Restore(*decoded).ok());
+  EXPECT_EQ(copy->table(1).counters(), s->table(1).counters());
 }
 
 }  // namespace
