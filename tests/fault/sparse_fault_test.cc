@@ -66,9 +66,7 @@ std::string CtrData() {
     std::filesystem::create_directories(tmp);
     const ProcessRun gen =
         WriteCtrData(tmp + "/data", kRows, 3000, 13, 3000, tmp + "/gen.log");
-    std::ofstream(tmp + "/model.json")
-        << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
-               "bottom": [16], "top": [16]})";
+    std::ofstream(tmp + "/model.json") << kSmallDlrmJson;
     if (gen.rc == 0) {
       std::filesystem::remove_all(dir);
       std::filesystem::rename(tmp, dir);

@@ -44,15 +44,8 @@ class CtrPsJobTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(
         absl::StrCat(::testing::TempDir(), "/ctr-ps-job-", getpid()));
-    std::filesystem::remove_all(*dir_);
-    std::filesystem::create_directories(*dir_);
-    const ProcessRun gen =
-        testing::WriteCtrData(*dir_ + "/data", kTrainRows, 3000, /*seed=*/13,
-                              /*large=*/3000, *dir_ + "/gen.log");
+    const ProcessRun gen = testing::WriteSmallCtrJob(*dir_, kTrainRows, 3000);
     ASSERT_EQ(gen.rc, 0) << gen.output;
-    std::ofstream(*dir_ + "/small.json")
-        << R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
-               "bottom": [16], "top": [16]})";
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*dir_);

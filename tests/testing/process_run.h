@@ -5,6 +5,7 @@
 #ifndef FERRY_TESTS_TESTING_PROCESS_RUN_H_
 #define FERRY_TESTS_TESTING_PROCESS_RUN_H_
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -64,6 +65,25 @@ inline ProcessRun WriteCtrData(const std::string& dir, int rows, int test_rows,
        std::to_string(rows), "--test-rows", std::to_string(test_rows), "--seed",
        std::to_string(seed), "--vocab-sizes", vocab, "--quiet"},
       log);
+}
+
+// The small DLRM the distributed CTR tests train (embedding dim 8, bottom
+// 13-16-8, top 44-16-1: 6,137 dense parameters).
+inline constexpr char kSmallDlrmJson[] =
+    R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 8,
+        "bottom": [16], "top": [16]})";
+
+// A fresh `dir` holding dir/data (WriteCtrData: `rows` training and
+// `test_rows` test rows, seed 13, 3,000 ids in every third field) and
+// dir/small.json (kSmallDlrmJson). Returns the generator's run.
+inline ProcessRun WriteSmallCtrJob(const std::string& dir, int rows,
+                                   int test_rows) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ProcessRun gen = WriteCtrData(dir + "/data", rows, test_rows, /*seed=*/13,
+                                /*large=*/3000, dir + "/gen.log");
+  std::ofstream(dir + "/small.json") << kSmallDlrmJson;
+  return gen;
 }
 
 // The training flags the CTR tests share: `model` on criteo:`data_dir` on
