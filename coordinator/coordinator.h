@@ -408,6 +408,8 @@ class Coordinator {
   // Set while the shards and the accounting are being reconciled (after a
   // restart or a lost step): no step forms meanwhile.
   bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
+  // Why, for the finalizer's RecoverShards (events and logs).
+  std::string recovery_why_ ABSL_GUARDED_BY(mu_) = "the coordinator restarted";
   // The last generation sent to the shards by FenceShards.
   int64_t fenced_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);

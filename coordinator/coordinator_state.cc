@@ -105,6 +105,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   ++fence_;
   if (s.training_done()) FinishJob();  // evaluates again and ends
   recovery_needed_ = true;
+  recovery_why_ = "the coordinator restarted";
   AddEvent(
       "coordinator_restarted", "", steps_applied_, 0,
       absl::StrCat(membership_.size(), " members kept, restart ", restarts_));

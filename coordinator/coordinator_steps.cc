@@ -223,7 +223,11 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   // Hybrid: the shards may hold rows pushed for the aborted steps; the
   // finalizer drops them (RecoverShards: a rollback of the open step)
   // before any step forms again.
-  if (hybrid_mode()) recovery_needed_ = true;
+  if (hybrid_mode() && !recovery_needed_) {
+    recovery_needed_ = true;
+    recovery_why_ = absl::StrCat("hybrid step ", first,
+                                 " aborted: the shards drop its rows");
+  }
   AddEvent(
       "step_aborted", worker_id, first, lost,
       absl::StrCat(why, " (", count, " open step", count == 1 ? "" : "s", ")"));
@@ -329,8 +333,9 @@ void Coordinator::FinalizerLoop() {
         continue;
       }
       if (recovery_needed_) {
+        const std::string why = recovery_why_;
         mu_.Unlock();
-        RecoverShards("the coordinator restarted");
+        RecoverShards(why);
         mu_.Lock();
         continue;
       }
@@ -342,7 +347,11 @@ void Coordinator::FinalizerLoop() {
         mu_.Lock();
         continue;
       }
-      generation = membership_.generation();
+      // Hybrid: the generation the step was formed in, so that a join since
+      // then (which aborts nothing in a ring) does not fence off the pushes
+      // of the steps formed before it; an abort removes those steps first.
+      generation = hybrid_mode() ? steps_.open().at(number).ring_generation
+                                 : membership_.generation();
       v1::AppliedStep doubt;
       doubt.set_step(number);
       for (const Slot& s : steps_.open().at(number).slots) {
@@ -446,7 +455,10 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
 }
 
 bool Coordinator::FenceDue() const {
-  return shards_ != nullptr && FinalizeOnPushJob() &&
+  // Hybrid needs no fence of its own: a join leaves the open steps' member
+  // sets alone (ring semantics), and every abort already fences the shards
+  // through RecoverShards' restore.
+  return shards_ != nullptr && FinalizeOnPushJob() && !hybrid_mode() &&
          fenced_generation_ < membership_.generation();
 }
 
