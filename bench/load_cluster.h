@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -57,6 +58,23 @@ struct LoadCluster {
     for (ChildProcess& p : procs) p.Stop(absl::Seconds(5));
   }
 };
+
+// Shard `i`'s ShardInfo, within `timeout`; its error says which shard.
+inline absl::StatusOr<v1::ShardInfoResponse> QueryShardInfo(
+    const LoadCluster& cluster, size_t i, absl::Duration timeout) {
+  auto stub =
+      v1::ParameterServer::NewStub(MakeChannel(cluster.shard_addresses[i]));
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  v1::ShardInfoResponse info;
+  const absl::Status s =
+      FromGrpcStatus(stub->ShardInfo(&context, v1::ShardInfoRequest(), &info));
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("ShardInfo of ps", i, ": ", s.message()));
+  }
+  return info;
+}
 
 // Starts the coordinator (an async PS job `o.job_id` of `o.model` on
 // `o.dataset`, by default a small synthetic one; it never sees a worker)

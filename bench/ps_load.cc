@@ -113,18 +113,13 @@ nlohmann::json CheckShards(const LoadCluster& cluster, int64_t pushes_ok,
                            std::vector<std::string>& failures) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < cluster.shard_addresses.size(); ++i) {
-    auto stub =
-        v1::ParameterServer::NewStub(MakeChannel(cluster.shard_addresses[i]));
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::ShardInfoResponse info;
-    const absl::Status s = FromGrpcStatus(
-        stub->ShardInfo(&context, v1::ShardInfoRequest(), &info));
-    if (!s.ok()) {
-      failures.push_back(
-          absl::StrCat("ShardInfo of ps", i, ": ", s.ToString()));
+    const absl::StatusOr<v1::ShardInfoResponse> queried =
+        QueryShardInfo(cluster, i, absl::Seconds(5));
+    if (!queried.ok()) {
+      failures.push_back(queried.status().ToString());
       continue;
     }
+    const v1::ShardInfoResponse& info = *queried;
     out.push_back({{"shard", i},
                    {"version", info.version()},
                    {"rejected_pushes", info.rejected_pushes()},

@@ -282,19 +282,13 @@ int Run(Flags f) {
   // The shards' own account.
   std::vector<int64_t> shard_rows(f.shards, -1);
   for (int i = 0; i < f.shards; ++i) {
-    auto stub =
-        v1::ParameterServer::NewStub(MakeChannel(cluster.shard_addresses[i]));
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(30));
-    v1::ShardInfoResponse info;
-    const absl::Status s = FromGrpcStatus(
-        stub->ShardInfo(&context, v1::ShardInfoRequest(), &info));
-    if (!s.ok()) {
-      failures.push_back(
-          absl::StrCat("ShardInfo of ps", i, ": ", s.ToString()));
+    const absl::StatusOr<v1::ShardInfoResponse> info =
+        QueryShardInfo(cluster, i, absl::Seconds(30));
+    if (!info.ok()) {
+      failures.push_back(info.status().ToString());
       continue;
     }
-    shard_rows[i] = info.sparse().rows();
+    shard_rows[i] = info->sparse().rows();
   }
   sampler.Sample("end");
 

@@ -12,6 +12,13 @@
 namespace ferry {
 namespace {
 
+// A mode's dense part: client/cost_model.h's prediction for it.
+void SetDense(SparseModeCost& m, const CostPrediction& dense) {
+  m.dense_sent = static_cast<double>(dense.worker.sent);
+  m.dense_received = static_cast<double>(dense.worker.received);
+  m.dense_seconds = dense.comm_seconds;
+}
+
 // Ranks summed term by term before the asymptotic tail.
 constexpr int64_t kExactHead = 1024;
 // Simpson's step in log x for the tail's integral.
@@ -330,12 +337,10 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
   {
     SparseModeCost& m = p.modes[0];
     m.mode = SparseMode::kPs;
-    m.dense_sent = static_cast<double>(dense_ps.worker.sent);
-    m.dense_received = static_cast<double>(dense_ps.worker.received);
+    SetDense(m, dense_ps);
     m.sparse_sent = rows.sent();
     m.sparse_received = rows.received();
     m.rows_moved = 2 * p.unique_ids_per_worker;
-    m.dense_seconds = dense_ps.comm_seconds;
     m.sparse_seconds = rows_pull_seconds + rows_push_seconds;
     m.update_seconds = rows_update_seconds;
   }
@@ -348,11 +353,9 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
     const double set_mean =
         AllGatherSetBytes(p.unique_per_table, d, piece_bytes);
     const double set_max = AllGatherSetBytes(u_max, d, piece_bytes);
-    m.dense_sent = static_cast<double>(dense_ring.worker.sent);
-    m.dense_received = static_cast<double>(dense_ring.worker.received);
+    SetDense(m, dense_ring);
     m.sparse_sent = m.sparse_received = (w - 1) * set_mean;
     m.rows_moved = 2.0 * (w - 1) * p.unique_ids_per_worker;
-    m.dense_seconds = dense_ring.comm_seconds;
     m.sparse_seconds = (w - 1) * (Transfer(set_max, rate) + lat);
     m.update_seconds = upd * d * rows_union;
   }
@@ -369,12 +372,10 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
                                     static_cast<int64_t>(d));
     }
     ASSIGN_OR_RETURN(const CostPrediction table_ring, PredictStep(tables));
-    m.dense_sent = static_cast<double>(dense_ring.worker.sent);
-    m.dense_received = static_cast<double>(dense_ring.worker.received);
+    SetDense(m, dense_ring);
     m.sparse_sent = static_cast<double>(table_ring.worker.sent);
     m.sparse_received = static_cast<double>(table_ring.worker.received);
     m.rows_moved = w > 1 ? 2.0 * 2 * (w - 1) / w * p.table_rows : 0;
-    m.dense_seconds = dense_ring.comm_seconds;
     m.sparse_seconds = table_ring.comm_seconds;
     m.update_seconds = upd * d * static_cast<double>(p.table_rows);
   }
@@ -383,12 +384,10 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
   {
     SparseModeCost& m = p.modes[3];
     m.mode = SparseMode::kHybrid;
-    m.dense_sent = static_cast<double>(dense_ring.worker.sent);
-    m.dense_received = static_cast<double>(dense_ring.worker.received);
+    SetDense(m, dense_ring);
     m.sparse_sent = rows.sent();
     m.sparse_received = rows.received();
     m.rows_moved = 2 * p.unique_ids_per_worker;
-    m.dense_seconds = dense_ring.comm_seconds;
     m.sparse_seconds =
         rows_pull_seconds + std::max(0.0, rows_push_seconds - m.dense_seconds);
     m.update_seconds = rows_update_seconds;

@@ -13,6 +13,8 @@
 //        rolled back to the committed step first); Ready all-reduces each
 //        complete bucket; FinishStep waits for every bucket and applies the
 //        optimizer locally.
+//   hybrid (HybridExchange): the ring's, for a DLRM's dense layers, plus its
+//        embedding rows pulled from and pushed to the shards.
 //
 // A step, as the loop drives it:
 //
@@ -27,13 +29,9 @@
 //
 // Extension points. Every method works on flat ranges of the parameter
 // buffer (model/parameter_layout.h), never on the whole model at once, so:
-//  - a hybrid mode (sparse tables on the PS, dense layers in the ring) is a
-//    GradientExchange that owns one exchange per tensor group (each built
-//    over that group's ranges), fans BeginStep / FinishStep / AbandonStep
-//    out to all of them and routes each Ready range to the group that owns
-//    it (ranges are whole tensors: the backward pass declares a layer's
-//    tensors, the trainer the BatchNorm state's after it; a group boundary
-//    must fall between such ranges);
+//  - the hybrid mode (HybridExchange, worker/hybrid_exchange.h) composes
+//    a RingExchange over the dense buffer with a rows-only ParameterClient:
+//    Ready goes to the ring, ReadyRows to the shards;
 //  - a pipeline mode is an exchange whose Ready/FinishStep exchange the
 //    gradients of the stages' own layers (its buffers cover those layers)
 //    and whose BeginStep waits for the stage's inputs.

@@ -82,7 +82,8 @@ std::string CtrData() {
 // The DLRM job: 2 shards, 2 workers, sync, kSparseEpochs epochs of kRows
 // rows at batch 64 (188 steps an epoch), dense Adam, row-wise Adagrad on the
 // rows (the defaults), a checkpoint every 20 steps, a 3 s heartbeat timeout;
-// plus `extra` (a chaos plan); in `mode` (ps or hybrid).
+// in `mode` (ps or hybrid; hybrid adds --digest-every 10); plus `extra`
+// (a chaos plan).
 std::vector<std::string> SparseJobArgs(
     const std::string& data, const std::vector<std::string>& extra = {},
     const std::string& mode = "ps") {
@@ -94,6 +95,8 @@ std::vector<std::string> SparseJobArgs(
   const std::vector<std::string> fault = {"--heartbeat-timeout", "3",
                                           "--checkpoint-every", "20"};
   args.insert(args.end(), fault.begin(), fault.end());
+  // Hybrid: the members' dense layers are compared every 10 steps.
+  if (mode == "hybrid") args.insert(args.end(), {"--digest-every", "10"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -367,6 +370,8 @@ TEST_F(SparseFaultTest, HybridShardKilledWithSigkillRollsTheRingBackToo) {
   if (HasFatalFailure()) return;
   const nlohmann::json& s = run->summary;
   EXPECT_EQ(s.at("restarts").value("ps1", 0), 1) << s.dump(1);
+  // The ring's dense layers stayed identical through the rollback.
+  EXPECT_GT(s.at("digest_checks").get<int64_t>(), 0) << s.dump(1);
   EXPECT_EQ(s.at("digest_mismatches").get<int64_t>(), 0) << s.dump(1);
   const std::string log = ReadFile(run->log_dir + "/logs/ps1.log");
   EXPECT_THAT(log, HasSubstr("resumed from checkpoint")) << run->log_dir;

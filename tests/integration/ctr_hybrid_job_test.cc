@@ -28,12 +28,8 @@ using ::testing::HasSubstr;
 
 using ::ferry::testing::FerryBin;
 using ::ferry::testing::ProcessRun;
+using ::ferry::testing::ReadJsonFile;
 using ::ferry::testing::RunToEnd;
-
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
 
 // 12,001 rows at batch 64: the epoch's last step has one sample, so one of
 // the two ring members trains an empty lease (zeros, no rows pushed).
@@ -100,13 +96,13 @@ TEST_F(CtrHybridJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   const ProcessRun a =
       RunToEnd(alone, *dir_ + "/alone.log", absl::Seconds(180));
   ASSERT_EQ(a.rc, 0) << a.output;
-  const nlohmann::json s = ReadJson(*dir_ + "/alone.json");
+  const nlohmann::json s = ReadJsonFile(*dir_ + "/alone.json");
   ASSERT_FALSE(s.is_discarded()) << a.output;
 
   const ProcessRun h = RunHybrid("hybrid", 2, {"--digest-every", "10"});
   ASSERT_EQ(h.rc, 0) << h.output;
   EXPECT_THAT(h.output, HasSubstr("hybrid mode"));
-  const nlohmann::json d = ReadJson(*dir_ + "/hybrid.json");
+  const nlohmann::json d = ReadJsonFile(*dir_ + "/hybrid.json");
   ASSERT_FALSE(d.is_discarded()) << h.output;
 
   const double auc = d["test_auc"].get<double>();
@@ -172,7 +168,7 @@ TEST_F(CtrHybridJobTest, WorkersJoinAndLeaveMidTraining) {
   const ProcessRun p = RunHybrid(
       "elastic", 2, {"--chaos", "join:1@step20,term:worker0@step60"}, 2);
   ASSERT_EQ(p.rc, 0) << p.output;
-  const nlohmann::json d = ReadJson(*dir_ + "/elastic.json");
+  const nlohmann::json d = ReadJsonFile(*dir_ + "/elastic.json");
   ASSERT_FALSE(d.is_discarded()) << p.output;
   EXPECT_EQ(d["workers_seen"].get<int>(), 3) << d.dump(2);
   int left_early = 0, applied = 0;

@@ -29,12 +29,8 @@ using ::testing::HasSubstr;
 
 using ::ferry::testing::FerryBin;
 using ::ferry::testing::ProcessRun;
+using ::ferry::testing::ReadJsonFile;
 using ::ferry::testing::RunToEnd;
-
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
 
 constexpr int kTrainRows = 12000;
 constexpr int kBatch = 64;
@@ -71,7 +67,7 @@ TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   const ProcessRun a =
       RunToEnd(alone, *dir_ + "/alone.log", absl::Seconds(180));
   ASSERT_EQ(a.rc, 0) << a.output;
-  const nlohmann::json s = ReadJson(*dir_ + "/alone.json");
+  const nlohmann::json s = ReadJsonFile(*dir_ + "/alone.json");
   ASSERT_FALSE(s.is_discarded()) << a.output;
 
   std::vector<std::string> local = {Bin("ferry"),     "local",
@@ -85,7 +81,7 @@ TEST_F(CtrPsJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   const ProcessRun p = RunToEnd(local, *dir_ + "/ps.log", absl::Seconds(300));
   ASSERT_EQ(p.rc, 0) << p.output;
   EXPECT_THAT(p.output, HasSubstr("test auc"));
-  const nlohmann::json d = ReadJson(*dir_ + "/ps.json");
+  const nlohmann::json d = ReadJsonFile(*dir_ + "/ps.json");
   ASSERT_FALSE(d.is_discarded()) << p.output;
 
   const double auc = d["test_auc"].get<double>();
@@ -139,7 +135,7 @@ TEST_F(CtrPsJobTest, AsyncAndSspJobsLearnToo) {
     const ProcessRun p =
         RunToEnd(local, *dir_ + "/" + name + ".log", absl::Seconds(300));
     ASSERT_EQ(p.rc, 0) << p.output;
-    const nlohmann::json d = ReadJson(*dir_ + "/" + name + ".json");
+    const nlohmann::json d = ReadJsonFile(*dir_ + "/" + name + ".json");
     ASSERT_FALSE(d.is_discarded()) << p.output;
     // Stale rows and weights cost a little accuracy, not the model.
     EXPECT_GT(d["test_auc"].get<double>(), 0.65) << consistency << p.output;
@@ -166,7 +162,7 @@ TEST_F(CtrPsJobTest, WorkersJoinAndLeaveMidTraining) {
   const ProcessRun p =
       RunToEnd(local, *dir_ + "/elastic.log", absl::Seconds(300));
   ASSERT_EQ(p.rc, 0) << p.output;
-  const nlohmann::json d = ReadJson(*dir_ + "/elastic.json");
+  const nlohmann::json d = ReadJsonFile(*dir_ + "/elastic.json");
   ASSERT_FALSE(d.is_discarded()) << p.output;
   EXPECT_EQ(d["workers_seen"].get<int>(), 3) << d.dump(2);
   // One worker left before the end, and all three had steps applied (ids

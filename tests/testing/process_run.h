@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/child_process.h"
+#include "nlohmann/json.hpp"
 
 namespace ferry::testing {
 
@@ -65,6 +66,13 @@ inline ProcessRun WriteCtrData(const std::string& dir, int rows, int test_rows,
        std::to_string(rows), "--test-rows", std::to_string(test_rows), "--seed",
        std::to_string(seed), "--vocab-sizes", vocab, "--quiet"},
       log);
+}
+
+// The JSON file at `path` (a run's summary); discarded (is_discarded())
+// when it is missing or does not parse.
+inline nlohmann::json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
 }
 
 // The small DLRM the distributed CTR tests train (embedding dim 8, bottom
