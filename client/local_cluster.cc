@@ -122,6 +122,8 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
   // CTR (DLRM) jobs: the last evaluation's AUC and log loss.
   bool has_auc = false;
   double test_auc = 0, test_logloss = 0;
+  // Ring mode's DLRM jobs: the evaluated member's tables.
+  nlohmann::json member_tables = nlohmann::json::object();
   nlohmann::json evals = nlohmann::json::array();
   if (s.contains("evals")) {
     for (const auto& e : s.at("evals")) {
@@ -137,6 +139,12 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
         test_auc = num(e, "test_auc");
         test_logloss = num(e, "test_loss");
         point["test_auc"] = test_auc;
+      }
+      if (e.contains("embedding_rows")) {
+        member_tables = {
+            {"rows", static_cast<int64_t>(num(e, "embedding_rows"))},
+            {"pending_ids",
+             static_cast<int64_t>(num(e, "embedding_pending_ids"))}};
       }
       evals.push_back(std::move(point));
     }
@@ -205,8 +213,9 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
     summary["test_logloss"] = test_logloss;
     summary["unique_ids_per_step"] =
         steps > 0 ? num(s, "unique_ids") / steps : 0.0;
-    // The shards' embedding rows and counters, summed.
-    nlohmann::json embedding = nlohmann::json::object();
+    // The shards' embedding rows and counters, summed (ring mode: the
+    // evaluated member's, every member holding the whole tables).
+    nlohmann::json embedding = member_tables;
     for (const std::string& info : shard_info_json) {
       const nlohmann::json j = nlohmann::json::parse(info);
       if (!j.contains("sparse")) continue;

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/bench_compare.h"
 #include "client/chaos_plan.h"
@@ -138,7 +139,7 @@ int main(int argc, char** argv) {
                     "write the model here at every evaluation, the last one "
                     "at the end of the job (model.json + model.safetensors, "
                     "loadable by PyTorch)");
-  int64_t bucket_elements = 0, digest_every = 0;
+  int64_t bucket_elements = 0, digest_every = 0, ring_full_table_rows = 0;
   std::string compression = "none";
   bool error_feedback = true;
   local
@@ -164,6 +165,11 @@ int main(int argc, char** argv) {
   local->add_option(
       "--digest-every", digest_every,
       "ring: compare the members' weight digests every N steps (0: never)");
+  local->add_option(
+      "--ring-full-table-rows", ring_full_table_rows,
+      "ring mode, DLRM: hold each embedding table as N rows (ids modulo N) "
+      "and all-reduce every table's full gradient, as PyTorch DDP does (0: "
+      "all-gather only the touched rows)");
   local->add_option("--summary-json", o.summary_json,
                     "write the job summary here");
   local->add_option(
@@ -365,9 +371,11 @@ int main(int argc, char** argv) {
   }
   o.job_args = JobArgs(model, dataset, data_dir, batch, epochs, seed,
                        o.consistency, quorum, max_steps, opt);
-  o.job_args.insert(o.job_args.end(),
-                    {"--bucket-elements", std::to_string(bucket_elements),
-                     "--digest-every", std::to_string(digest_every)});
+  o.job_args.insert(
+      o.job_args.end(),
+      {"--bucket-elements", std::to_string(bucket_elements), "--digest-every",
+       std::to_string(digest_every), "--ring-full-table-rows",
+       std::to_string(ring_full_table_rows)});
   o.job_args.insert(o.job_args.end(),
                     {"--compression", compression, "--error-feedback",
                      error_feedback ? "true" : "false"});
@@ -414,11 +422,23 @@ int main(int argc, char** argv) {
   if (fits.ok()) fits = ferry::CheckModeFitsModel(o.mode, dlrm, model);
   if (fits.ok() && dlrm) {
     // The data is read by the coordinator (its errors end the job at once).
-    fits = ferry::ResolveCriteoDlrm(model, dataset).status();
+    absl::StatusOr<ferry::DlrmSpec> spec =
+        ferry::ResolveCriteoDlrm(model, dataset);
+    fits = spec.status();
+    absl::StatusOr<ferry::EmbeddingOptions> options =
+        ferry::ToEmbeddingOptions(embedding);
+    if (fits.ok()) fits = options.status();
     if (fits.ok()) {
-      fits = ferry::CheckDistributedDlrmFlags(o.mode, init_from, export_dir);
+      fits = ferry::CheckDistributedDlrmFlags(o.mode, init_from, export_dir,
+                                              *options);
     }
-    if (fits.ok()) fits = ferry::ToEmbeddingOptions(embedding).status();
+    if (fits.ok()) {
+      fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, *spec);
+    }
+  } else if (fits.ok() && ring_full_table_rows != 0) {
+    fits = absl::InvalidArgumentError(absl::StrCat(
+        "--ring-full-table-rows sizes a DLRM's embedding tables; --model ",
+        model, " has none"));
   } else if (fits.ok()) {
     absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
     fits = model_def.status();

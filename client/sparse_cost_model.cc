@@ -220,17 +220,23 @@ PsRowTraffic PsRowBytes(const std::vector<double>& unique_per_table, int dim,
 
 double AllGatherSetBytes(const std::vector<double>& unique_per_table, int dim,
                          int64_t piece_bytes) {
-  double bytes = 0;
-  for (double u : unique_per_table) {
+  // One worker's set is one RingRowGradients (worker/ring_tables.h): its
+  // step, then a SparseRowsPart {table, ids, values} per table it touched.
+  double payload = IntField(kTypicalCounter);
+  for (size_t t = 0; t < unique_per_table.size(); ++t) {
+    const double u = unique_per_table[t];
     if (u <= 0) continue;
-    const double payload = (8.0 + 4.0 * dim) * u;
-    const double pieces =
-        std::max(1.0, std::ceil(payload / static_cast<double>(piece_bytes)));
-    // RingMessage{op_id, stage, piece, data} per piece.
-    bytes += pieces *
-             (IntField(kTypicalCounter) + 2 + 2 + BytesField(payload / pieces));
+    payload += BytesField(IntField(static_cast<double>(t)) + BytesField(8 * u) +
+                          BytesField(4.0 * dim * u));
   }
-  return bytes;
+  // ring/ring_bytes.h: a header piece (the size, 8 bytes), then pieces of
+  // at most piece_bytes, each a RingMessage {op_id, stage, piece, data,
+  // encoded}.
+  const auto message = [](double data) {
+    return IntField(kTypicalCounter) + 2 + 2 + 2 + BytesField(data);
+  };
+  const double pieces = std::ceil(payload / static_cast<double>(piece_bytes));
+  return message(8) + pieces * message(payload / pieces);
 }
 
 const char* SparseModeName(SparseMode mode) {

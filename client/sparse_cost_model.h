@@ -23,8 +23,9 @@
 //   ids, one PullRows call per shard holding ids.
 // - All-gather: the dense ring all-reduce, plus every worker's (ids, row
 //   gradients) passed around the ring: W - 1 sets of (8 + 4d) u B each way
-//   (its own and W - 2 forwarded out, W - 1 in), one RingMessage per table
-//   and set (this exchange is not built yet: its framing is assumed).
+//   (its own and W - 2 forwarded out, W - 1 in), each set one
+//   RingRowGradients in a header message and pieces of at most 1 MiB
+//   (worker/ring_tables.h, ring/ring_bytes.h).
 // - All-reduce: the dense ring all-reduce plus every table's full gradient
 //   (rows R = sum of vocab (+ 1 for the empty id) times d floats), as
 //   client/cost_model.h's ring: 2(W - 1)/W x 4 R d B each way.

@@ -533,6 +533,12 @@ void Coordinator::EvaluatorLoop() {
       point.set_test_accuracy(result->accuracy);
       point.set_test_loss(result->loss);
       if (result->auc.has_value()) point.set_test_auc(*result->auc);
+      if (result->embedding_rows.has_value()) {
+        point.set_embedding_rows(*result->embedding_rows);
+      }
+      if (result->embedding_pending_ids.has_value()) {
+        point.set_embedding_pending_ids(*result->embedding_pending_ids);
+      }
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,11 +21,16 @@
 #include "compute/compute_backend.h"
 #include "coordinator/shard_control.h"
 #include "data/ctr_dataset.h"
+#include "data/dataset.h"
 #include "model/ctr_step.h"
 #include "model/dlrm_spec.h"
 #include "model/embedding_row_source.h"
 
 namespace ferry {
+
+// What a job is evaluated on: a dense model's test set, or a DLRM's test
+// split of Criteo examples.
+using JobTestSet = std::variant<Dataset, CtrDataset>;
 
 class CtrTestEvaluator {
  public:

@@ -31,10 +31,6 @@
 
 namespace ferry {
 
-// What a job is evaluated on: a dense model's test set, or a DLRM's test
-// split of Criteo examples.
-using JobTestSet = std::variant<Dataset, CtrDataset>;
-
 class GrpcShardControl final : public ShardControl {
  public:
   // `test_set` is used for evaluation: a Dataset for a dense model, a

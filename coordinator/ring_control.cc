@@ -1,19 +1,49 @@
 #include "coordinator/ring_control.h"
 
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "proto/job_convert.h"
+#include "ps/job_tables.h"
 
 namespace ferry {
 
 absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
-    const v1::JobSpec& job, Dataset test_set, const std::string& export_dir,
+    const v1::JobSpec& job, JobTestSet test_set, const std::string& export_dir,
     absl::Duration fetch_timeout) {
   std::unique_ptr<RingControl> control(
       new RingControl(job.job_id(), fetch_timeout));
-  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));  // refuses a DLRM
+  if (IsDlrmJob(job)) {
+    if (!export_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--export is not supported for DLRM models yet: embedding tables "
+          "have no export format");
+    }
+    CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
+    if (ctr == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job's model '", job.model(),
+          "' is a DLRM: it is evaluated on a criteo: dataset's test split"));
+    }
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    ASSIGN_OR_RETURN(control->ctr_evaluator_,
+                     CtrTestEvaluator::Create(spec, std::move(*ctr)));
+    ASSIGN_OR_RETURN(control->tables_, JobTablesConfig(job));
+    control->full_table_rows_ = job.embedding().ring_full_table_rows();
+    return control;
+  }
+  Dataset* dense = std::get_if<Dataset>(&test_set);
+  if (dense == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(),
+        "' is not a DLRM: it cannot be evaluated on Criteo examples"));
+  }
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(
       control->evaluator_,
-      TestSetEvaluator::Create(model, std::move(test_set), export_dir));
+      TestSetEvaluator::Create(model, std::move(*dense), export_dir));
   return control;
 }
 
@@ -23,10 +53,34 @@ absl::StatusOr<TestScores> RingControl::Evaluate(int64_t min_version) {
 
 absl::StatusOr<TestScores> RingControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
-  std::vector<float> params(evaluator_->num_parameters());
-  RETURN_IF_ERROR(weights_.Fetch(min_version, params));
+  if (ctr_evaluator_ == nullptr) {
+    std::vector<float> params(evaluator_->num_parameters());
+    RETURN_IF_ERROR(weights_.Fetch(min_version, params));
+    fetched();
+    return evaluator_->Evaluate(params.data());
+  }
+  std::vector<float> params(ctr_evaluator_->num_parameters());
+  std::string blob;
+  RETURN_IF_ERROR(weights_.Fetch(min_version, params, &blob));
   fetched();
-  return evaluator_->Evaluate(params.data());
+  absl::StatusOr<std::unique_ptr<SparseStore>> tables =
+      DecodeSparseStore(blob, tables_);
+  if (!tables.ok()) {
+    return absl::Status(tables.status().code(),
+                        absl::StrCat("the ring member's embedding tables: ",
+                                     tables.status().message()));
+  }
+  SparseStoreRowSource rows(tables->get());
+  // Full tables (--ring-full-table-rows N): id mod N, as the members read.
+  ModuloRowSource full_rows(&rows, std::max<int64_t>(full_table_rows_, 1));
+  EmbeddingRowSource& source =
+      full_table_rows_ > 0 ? static_cast<EmbeddingRowSource&>(full_rows) : rows;
+  ASSIGN_OR_RETURN(TestScores scores,
+                   ctr_evaluator_->Evaluate(params.data(), source));
+  const SparseStoreStats stats = (*tables)->Stats();
+  scores.embedding_rows = stats.total.rows;
+  scores.embedding_pending_ids = stats.total.pending_ids;
+  return scores;
 }
 
 }  // namespace ferry

@@ -2,7 +2,8 @@
 // (steps are applied by the workers themselves, so the coordinator needs no
 // ShardControl), and evaluation fetches the weights of a ring member
 // (RingPeer.GetWeights, retried while the member has not published them yet)
-// and runs them on the test set.
+// and runs them on the test set; a DLRM's embedding tables come in the same
+// stream (every member holds them whole) and are scored from a copy.
 //
 // Thread safety: Evaluate and set_member_source may run concurrently.
 #ifndef FERRY_COORDINATOR_RING_CONTROL_H_
@@ -14,9 +15,11 @@
 #include <vector>
 
 #include "common/byte_counter.h"
+#include "coordinator/ctr_test_evaluator.h"
 #include "coordinator/ring_weights_source.h"
 #include "coordinator/shard_control.h"
 #include "coordinator/test_set_evaluator.h"
+#include "ps/sparse_store.h"
 
 namespace ferry {
 
@@ -24,11 +27,13 @@ class RingControl final : public WeightsEvaluator {
  public:
   using MemberSource = RingWeightsSource::MemberSource;
 
-  // `export_dir` (non-empty): every evaluated model is written there
-  // (TestSetEvaluator). INVALID_ARGUMENT for a bad job, and for a DLRM
-  // (ring mode trains dense models only so far).
+  // `test_set`: a Dataset for a dense model, a CtrDataset for a DLRM (its
+  // tables come from the member with the dense weights). `export_dir`
+  // (non-empty): every evaluated model is written there (TestSetEvaluator;
+  // dense models only). INVALID_ARGUMENT for a bad job, a test set of the
+  // other kind, or an export of a DLRM.
   static absl::StatusOr<std::unique_ptr<RingControl>> Create(
-      const v1::JobSpec& job, Dataset test_set,
+      const v1::JobSpec& job, JobTestSet test_set,
       const std::string& export_dir = "",
       absl::Duration fetch_timeout = absl::Seconds(30));
 
@@ -50,7 +55,11 @@ class RingControl final : public WeightsEvaluator {
       : weights_(std::move(job_id), fetch_timeout) {}
 
   RingWeightsSource weights_;
+  // One of the two: a dense model's, or a DLRM's with its tables' config.
   std::unique_ptr<TestSetEvaluator> evaluator_;
+  std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
+  SparseStoreConfig tables_;
+  int64_t full_table_rows_ = 0;  // > 0: ids read modulo it
 };
 
 }  // namespace ferry

@@ -1,6 +1,8 @@
 #include "coordinator/ring_weights_source.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
@@ -21,7 +23,8 @@ void RingWeightsSource::set_member_source(MemberSource source) {
 
 absl::Status RingWeightsSource::FetchFrom(const std::string& address,
                                           int64_t min_step,
-                                          std::vector<float>& params) {
+                                          std::vector<float>& params,
+                                          std::string* tables) {
   auto stub = v1::RingPeer::NewStub(MakeChannel(address));
   grpc::ClientContext context;
   SetDeadline(context, kCallTimeout);
@@ -33,8 +36,26 @@ absl::Status RingWeightsSource::FetchFrom(const std::string& address,
   v1::WeightsChunk chunk;
   const int64_t n = static_cast<int64_t>(params.size());
   int64_t filled = 0;
+  std::string blob;
+  int64_t blob_bytes = -1;  // as the first chunk says
   while (reader->Read(&chunk)) {
     counter_.AddReceived(static_cast<int64_t>(chunk.ByteSizeLong()));
+    if (blob_bytes < 0) blob_bytes = chunk.tables_bytes();
+    if (!chunk.tables().empty()) {
+      if (chunk.tables_bytes() != blob_bytes || filled != n ||
+          static_cast<int64_t>(blob.size() + chunk.tables().size()) >
+              blob_bytes) {
+        context.TryCancel();
+        reader->Finish();
+        return absl::DataLossError(absl::StrFormat(
+            "weights from %s: %d table bytes after %d of %d (total %d) do "
+            "not continue the stream",
+            address, chunk.tables().size(), blob.size(), blob_bytes,
+            chunk.tables_bytes()));
+      }
+      blob.append(chunk.tables());
+      continue;
+    }
     const int64_t count =
         static_cast<int64_t>(chunk.data().size() / sizeof(float));
     if (chunk.total_elements() != n || chunk.offset() != filled ||
@@ -56,11 +77,24 @@ absl::Status RingWeightsSource::FetchFrom(const std::string& address,
     return absl::DataLossError(absl::StrFormat(
         "weights from %s: %d of %d elements received", address, filled, n));
   }
+  if (static_cast<int64_t>(blob.size()) != std::max<int64_t>(blob_bytes, 0)) {
+    return absl::DataLossError(
+        absl::StrFormat("weights from %s: %d of %d table bytes received",
+                        address, blob.size(), blob_bytes));
+  }
+  if (tables != nullptr) {
+    *tables = std::move(blob);
+  } else if (!blob.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "weights from %s hold embedding tables this job does not have",
+        address));
+  }
   return absl::OkStatus();
 }
 
 absl::Status RingWeightsSource::Fetch(int64_t min_step,
-                                      std::vector<float>& params) {
+                                      std::vector<float>& params,
+                                      std::string* tables) {
   MemberSource source;
   {
     absl::MutexLock lock(&mu_);
@@ -75,7 +109,7 @@ absl::Status RingWeightsSource::Fetch(int64_t min_step,
         source ? source() : std::vector<std::string>();
     for (const std::string& address : members) {
       if (address.empty()) continue;
-      last = FetchFrom(address, min_step, params);
+      last = FetchFrom(address, min_step, params, tables);
       if (last.ok()) return last;
       if (!absl::IsUnavailable(last)) break;  // a real fault: try again later
     }

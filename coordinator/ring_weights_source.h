@@ -32,17 +32,20 @@ class RingWeightsSource {
   void set_member_source(MemberSource source);
 
   // Fills `params` (its size is the number of weights expected) with a
-  // member's weights after >= min_step steps. DEADLINE_EXCEEDED when no
-  // member gave them within the fetch timeout (retrying members that are
-  // UNAVAILABLE or have not published them yet); DATA_LOSS for a
-  // malformed or wrongly sized weights stream.
-  absl::Status Fetch(int64_t min_step, std::vector<float>& params);
+  // member's weights after >= min_step steps and, with a non-null `tables`,
+  // `*tables` with the member's embedding tables' blob (empty for a model
+  // without tables; a blob without `tables` is DATA_LOSS). DEADLINE_EXCEEDED
+  // when no member gave them within the fetch timeout (retrying members that
+  // are UNAVAILABLE or have not published them yet); DATA_LOSS for a malformed
+  // or wrongly sized weights stream.
+  absl::Status Fetch(int64_t min_step, std::vector<float>& params,
+                     std::string* tables = nullptr);
 
   TransferBytes bytes() const { return counter_.Get(); }
 
  private:
   absl::Status FetchFrom(const std::string& address, int64_t min_step,
-                         std::vector<float>& params);
+                         std::vector<float>& params, std::string* tables);
 
   const std::string job_id_;
   const absl::Duration fetch_timeout_;

@@ -30,6 +30,10 @@ struct TestScores {
   double loss = 0;
   // CTR models only: the ROC AUC of the click probabilities.
   std::optional<double> auc = std::nullopt;
+  // Ring mode's CTR models: the evaluated member's embedding rows and
+  // pending admission counters (the shards report theirs otherwise).
+  std::optional<int64_t> embedding_rows = std::nullopt;
+  std::optional<int64_t> embedding_pending_ids = std::nullopt;
 };
 
 class WeightsEvaluator {

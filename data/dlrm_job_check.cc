@@ -31,12 +31,18 @@ absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
 
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& init_from,
-                                       const std::string& export_dir) {
-  if (mode != "ps" && mode != "hybrid") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--mode ", mode,
-        ": ring mode for DLRM models is not built yet; use --mode ps or "
-        "--mode hybrid"));
+                                       const std::string& export_dir,
+                                       const EmbeddingOptions& embedding) {
+  if (mode == "ring" && embedding.ttl_steps > 0) {
+    return absl::InvalidArgumentError(
+        "--embedding-ttl-steps: ring mode keeps every row on every member "
+        "(a rolled-back step cannot bring evicted rows back); use --mode ps "
+        "or --mode hybrid for a TTL");
+  }
+  if (mode == "ring" && embedding.max_mb > 0) {
+    return absl::InvalidArgumentError(
+        "--embedding-max-mb: ring mode keeps every row on every member; use "
+        "--mode ps or --mode hybrid for a memory limit");
   }
   if (!init_from.empty()) {
     return absl::InvalidArgumentError(
@@ -47,6 +53,28 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
     return absl::InvalidArgumentError(
         "--export is not supported for DLRM models yet: embedding tables "
         "have no export format");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRingFullTableRows(const std::string& mode, int64_t rows,
+                                    const DlrmSpec& spec) {
+  if (rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ring-full-table-rows must be >= 0, got ", rows));
+  }
+  if (rows > 0 && mode != "ring") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ring-full-table-rows: --mode ", mode,
+        " keeps the tables on the shards; the full-table all-reduce is ring "
+        "mode's (--mode ring)"));
+  }
+  const int64_t floats = rows * spec.num_fields * spec.embedding_dim;
+  if (rows > (int64_t{1} << 31) || floats > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--ring-full-table-rows %d: the tables' gradient would be %d x %d x "
+        "%d floats, more than 2^31",
+        rows, rows, spec.num_fields, spec.embedding_dim));
   }
   return absl::OkStatus();
 }

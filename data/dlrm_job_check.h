@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/dlrm_spec.h"
+#include "model/embedding_options.h"
 
 namespace ferry {
 
@@ -21,15 +22,24 @@ namespace ferry {
 absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
                                            const std::string& dataset);
 
-// What a distributed DLRM job cannot do yet: --mode ring (still to come;
-// ps and hybrid work), --init-from and --export (the embedding tables have
-// no export format). Empty strings are "not given".
+// What a distributed DLRM job cannot do: --init-from and --export (the
+// embedding tables have no export format yet), and in ring mode a TTL or a
+// memory limit on the tables (every member keeps every row, and a step a
+// member rolls back cannot bring evicted rows back). Empty strings are "not
+// given".
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& init_from,
-                                       const std::string& export_dir);
+                                       const std::string& export_dir,
+                                       const EmbeddingOptions& embedding);
 
 // --mode hybrid with a model without embedding tables (a dense model has
 // nothing for hybrid's shards): INVALID_ARGUMENT naming the model.
+// --ring-full-table-rows N (ring mode's full-table all-reduce): refused
+// below 0, in another mode than ring, and when the tables' gradient, N x
+// num_fields x embedding_dim floats, exceeds 2^31.
+absl::Status CheckRingFullTableRows(const std::string& mode, int64_t rows,
+                                    const DlrmSpec& spec);
+
 absl::Status CheckModeFitsModel(const std::string& mode, bool dlrm,
                                 const std::string& model);
 

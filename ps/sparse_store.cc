@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "common/sharding.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 namespace {
@@ -155,7 +156,7 @@ absl::Status SparseStore::Read(int32_t table, absl::Span<const uint64_t> ids,
 
 absl::Status SparseStore::ApplyStep(
     absl::Span<const std::vector<SparseRows>* const> contributions,
-    int64_t total_samples, int64_t step) {
+    int64_t total_samples, int64_t step, SparseStepUndo* undo) {
   if (total_samples < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sparse step %d: total_samples %d must be >= 1", step, total_samples));
@@ -163,12 +164,22 @@ absl::Status SparseStore::ApplyStep(
   for (const std::vector<SparseRows>* rows : contributions) {
     if (absl::Status s = CheckRows(*rows); !s.ok()) return s;
   }
-  return ApplyCheckedStep(contributions, total_samples, step);
+  return ApplyCheckedStep(contributions, total_samples, step, undo);
+}
+
+void SparseStore::Undo(const SparseStepUndo& undo) {
+  for (size_t i = undo.tables.size(); i-- > 0;) {
+    tables_[undo.tables[i]]->Undo(undo.undos[i]);
+  }
 }
 
 absl::Status SparseStore::ApplyCheckedStep(
     absl::Span<const std::vector<SparseRows>* const> contributions,
-    int64_t total_samples, int64_t step) {
+    int64_t total_samples, int64_t step, SparseStepUndo* undo) {
+  if (undo != nullptr && (config_.ttl_steps > 0 || config_.max_bytes > 0)) {
+    return absl::FailedPreconditionError(
+        "a step of a store with a TTL or memory limit cannot be undone");
+  }
   // Per table: the ids in first-seen order and their gradient sums, summed
   // in the contributions' order.
   struct Sum {
@@ -209,11 +220,26 @@ absl::Status SparseStore::ApplyCheckedStep(
       }
     }
   }
+  if (undo != nullptr) {
+    undo->tables.clear();
+    undo->undos.clear();
+  }
   for (size_t t = 0; t < sums.size(); ++t) {
     if (sums[t].ids.empty()) continue;
+    TableUndo* table_undo = nullptr;
+    if (undo != nullptr) {
+      undo->tables.push_back(static_cast<int32_t>(t));
+      table_undo = &undo->undos.emplace_back();
+    }
     // Unique, sized and finite: Apply's own checks pass.
-    if (absl::Status s = tables_[t]->Apply(sums[t].ids, sums[t].grads, step);
+    if (absl::Status s =
+            tables_[t]->Apply(sums[t].ids, sums[t].grads, step, table_undo);
         !s.ok()) {
+      if (undo != nullptr) {  // the tables updated before this one go back
+        undo->tables.pop_back();
+        undo->undos.pop_back();
+        Undo(*undo);
+      }
       return s;
     }
   }
@@ -388,6 +414,22 @@ SparseStoreConfig MakeSparseStoreConfig(const EmbeddingOptions& options,
   return config;
 }
 
+std::string EncodeSparseStore(const SparseStore& store) {
+  std::string blob;
+  EncodeTables(store.Export(), blob);
+  return blob;
+}
+
+absl::StatusOr<std::unique_ptr<SparseStore>> DecodeSparseStore(
+    absl::string_view blob, const SparseStoreConfig& config) {
+  ASSIGN_OR_RETURN(std::vector<TableCheckpoint> tables,
+                   DecodeTables(blob, /*with_counters=*/true));
+  ASSIGN_OR_RETURN(std::unique_ptr<SparseStore> store,
+                   SparseStore::Create(config));
+  RETURN_IF_ERROR(store->Restore(tables));
+  return store;
+}
+
 absl::Status SparseStoreRowSource::Read(absl::Span<const TableIds> tables,
                                         std::vector<std::vector<float>>& out) {
   out.resize(tables.size());
@@ -406,6 +448,18 @@ absl::Status SparseStoreRowSource::Read(absl::Span<const TableIds> tables,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ModuloRowSource::Read(absl::Span<const TableIds> tables,
+                                   std::vector<std::vector<float>>& out) {
+  mapped_.resize(tables.size());
+  std::vector<TableIds> mapped(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    mapped_[i].assign(tables[i].ids.begin(), tables[i].ids.end());
+    for (uint64_t& id : mapped_[i]) id %= static_cast<uint64_t>(rows_);
+    mapped[i] = TableIds{tables[i].table, mapped_[i]};
+  }
+  return source_->Read(mapped, out);
 }
 
 }  // namespace ferry

@@ -37,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/checkpoint_tables.h"
 #include "model/embedding_bag.h"
@@ -74,6 +75,12 @@ struct SparseStoreStats {
   int64_t bytes = 0;
 };
 
+// What one ApplyStep changed: the undo of every table it updated.
+struct SparseStepUndo {
+  std::vector<int32_t> tables;   // the updated tables, in order
+  std::vector<TableUndo> undos;  // one per entry of `tables`
+};
+
 class SparseStore {
  public:
   // INVALID_ARGUMENT for shard_id outside [0, num_shards), no tables, more
@@ -99,9 +106,15 @@ class SparseStore {
   // Applies step `step` over `contributions` (each as CheckRows wants it)
   // whose samples add up to `total_samples` (>= 1), then the TTL and memory
   // limits.
+  // With `undo` (a store without TTL or memory limit: their evictions are
+  // not recorded; FAILED_PRECONDITION otherwise), it is overwritten with
+  // what the step changes.
   absl::Status ApplyStep(
       absl::Span<const std::vector<SparseRows>* const> contributions,
-      int64_t total_samples, int64_t step);
+      int64_t total_samples, int64_t step, SparseStepUndo* undo = nullptr);
+  // Puts back what the ApplyStep that wrote `undo` changed. REQUIRES: the
+  // steps applied after it were undone first, newest first.
+  void Undo(const SparseStepUndo& undo);
   // The same for contributions that already passed CheckRows (a shard
   // checks each push's rows as they arrive): skips that check. REQUIRES:
   // every contribution passed CheckRows and total_samples >= 1. A mean that
@@ -109,7 +122,7 @@ class SparseStore {
   // changes).
   absl::Status ApplyCheckedStep(
       absl::Span<const std::vector<SparseRows>* const> contributions,
-      int64_t total_samples, int64_t step);
+      int64_t total_samples, int64_t step, SparseStepUndo* undo = nullptr);
 
   SparseStoreStats Stats() const;
 
@@ -147,6 +160,16 @@ class SparseStore {
   int64_t last_ttl_scan_ = -1;
 };
 
+// A whole store as one blob: common/checkpoint_tables.h's section of its
+// tables, with their counters (ring mode's tables between members and to
+// the evaluation).
+std::string EncodeSparseStore(const SparseStore& store);
+// A store of `config` holding a blob's tables. DATA_LOSS for a malformed
+// blob; Restore's errors (FAILED_PRECONDITION for tables of another
+// configuration).
+absl::StatusOr<std::unique_ptr<SparseStore>> DecodeSparseStore(
+    absl::string_view blob, const SparseStoreConfig& config);
+
 // The rows of a SparseStore as a CTR step's source (not owned; it must
 // outlive this object). REQUIRES: the store holds every id it is asked for
 // (num_shards 1, or ids already routed to their shard). Errors are Read's,
@@ -160,6 +183,24 @@ class SparseStoreRowSource : public EmbeddingRowSource {
 
  private:
   const SparseStore* store_;
+};
+
+// Another source's rows read as id mod `rows` (ring mode's full tables, the
+// hashing trick: worker/ring_tables.h). `source` is not owned and must
+// outlive this object. REQUIRES: rows >= 1. Not thread-safe (a buffer of
+// mapped ids is reused).
+class ModuloRowSource final : public EmbeddingRowSource {
+ public:
+  ModuloRowSource(EmbeddingRowSource* source, int64_t rows)
+      : source_(source), rows_(rows) {}
+
+  absl::Status Read(absl::Span<const TableIds> tables,
+                    std::vector<std::vector<float>>& out) override;
+
+ private:
+  EmbeddingRowSource* const source_;
+  const int64_t rows_;
+  std::vector<std::vector<uint64_t>> mapped_;
 };
 
 }  // namespace ferry

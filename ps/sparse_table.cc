@@ -93,7 +93,8 @@ absl::Status SparseTable::Read(absl::Span<const uint64_t> ids,
 }
 
 absl::Status SparseTable::Apply(absl::Span<const uint64_t> ids,
-                                absl::Span<const float> grads, int64_t step) {
+                                absl::Span<const float> grads, int64_t step,
+                                TableUndo* undo) {
   const int dim = config_.dim;
   if (grads.size() != ids.size() * dim) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -125,6 +126,7 @@ absl::Status SparseTable::Apply(absl::Span<const uint64_t> ids,
         absl::StrFormat("embedding table %d would hold %d rows, more than %d",
                         config_.table, rows_ + new_rows, kMaxRowsPerTable));
   }
+  if (undo != nullptr) RecordUndo(ids, *undo);
   for (size_t i = 0; i < ids.size(); ++i) {
     const uint64_t id = ids[i];
     auto it = index_.find(Key{id});
@@ -149,6 +151,55 @@ absl::Status SparseTable::Apply(absl::Span<const uint64_t> ids,
     LastSeenOf(row) = step;
   }
   return absl::OkStatus();
+}
+
+void SparseTable::RecordUndo(absl::Span<const uint64_t> ids,
+                             TableUndo& undo) const {
+  undo.entries.clear();
+  undo.rows.clear();
+  undo.counters = counters();
+  undo.entries.reserve(ids.size());
+  for (const uint64_t id : ids) {
+    TableUndo::Entry entry{.id = id};
+    if (auto it = index_.find(Key{id}); it != index_.end()) {
+      entry.was = TableUndo::Was::kRow;
+      entry.last_seen = LastSeenOf(*it);
+      const float* row = RowData(*it);
+      undo.rows.insert(undo.rows.end(), row, row + stride_);
+    } else if (auto p = pending_.find(id); p != pending_.end()) {
+      entry.was = TableUndo::Was::kPending;
+      entry.count = p->second.count;
+      entry.last_seen = p->second.last_seen;
+    }
+    undo.entries.push_back(entry);
+  }
+}
+
+void SparseTable::Undo(const TableUndo& undo) {
+  int64_t next_row = 0;  // of undo.rows, in entry order
+  for (const TableUndo::Entry& entry : undo.entries) {
+    auto it = index_.find(Key{entry.id});
+    switch (entry.was) {
+      case TableUndo::Was::kRow: {
+        // Apply never removes a row, so it is still stored.
+        const uint32_t row = *it;
+        std::copy_n(undo.rows.data() + next_row * stride_, stride_,
+                    RowData(row));
+        LastSeenOf(row) = entry.last_seen;
+        ++next_row;
+        break;
+      }
+      case TableUndo::Was::kPending:
+        if (it != index_.end()) RemoveRow(*it);
+        pending_[entry.id] = Pending{entry.count, entry.last_seen};
+        break;
+      case TableUndo::Was::kAbsent:
+        if (it != index_.end()) RemoveRow(*it);
+        pending_.erase(entry.id);
+        break;
+    }
+  }
+  set_counters(undo.counters);
 }
 
 uint32_t SparseTable::AddRow(uint64_t id, int64_t last_seen) {

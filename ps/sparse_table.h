@@ -62,6 +62,26 @@ struct SparseTableConfig {
   int32_t admit_count = 1;
 };
 
+// What one Apply() changed in a table, enough to put it back (ring mode's
+// rollback of a step the coordinator aborted after a member applied it):
+// each touched id's state before the update and the table's counters.
+struct TableUndo {
+  enum class Was : uint8_t {
+    kAbsent,   // neither a row nor a pending counter
+    kPending,  // a pending counter (count, last_seen)
+    kRow,      // a stored row (last_seen and its floats in `rows`)
+  };
+  struct Entry {
+    uint64_t id = 0;
+    Was was = Was::kAbsent;
+    int32_t count = 0;
+    int64_t last_seen = 0;
+  };
+  std::vector<Entry> entries;
+  std::vector<float> rows;  // RowFloats() floats per kRow entry, in order
+  TableCounters counters;
+};
+
 struct SparseTableStats {
   int64_t rows = 0;             // stored rows
   int64_t pending_ids = 0;      // ids counted, not yet admitted
@@ -103,8 +123,15 @@ class SparseTable {
   // One update at `step`: `grads` [ids.size() x dim] are the mean gradients
   // of `ids`, which must be unique. INVALID_ARGUMENT (naming the id) for a
   // repeated id, a size mismatch or a non-finite gradient; nothing changes.
+  // With `undo`, it is overwritten with what the update changes (only when
+  // it returns OK).
   absl::Status Apply(absl::Span<const uint64_t> ids,
-                     absl::Span<const float> grads, int64_t step);
+                     absl::Span<const float> grads, int64_t step,
+                     TableUndo* undo = nullptr);
+  // Puts back what the Apply that wrote `undo` changed. REQUIRES: every
+  // Apply after that one was undone first (newest first) and nothing else
+  // changed the table since (no eviction, restore or insert).
+  void Undo(const TableUndo& undo);
 
   // Drops rows and pending counters last seen before `step`; returns the
   // number of rows dropped.
@@ -209,6 +236,8 @@ class SparseTable {
   // Removes the rows for which `evict(row)` holds, up to `n`; returns how
   // many.
   int64_t RemoveRowsIf(const std::function<bool(uint32_t)>& evict, int64_t n);
+  // Overwrites `undo` with the state of `ids` and the counters.
+  void RecordUndo(absl::Span<const uint64_t> ids, TableUndo& undo) const;
   // Whether an id without a row reads as its initial values.
   bool Admitted(uint64_t id) const;
 

@@ -193,20 +193,33 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   void OnDone() override { delete this; }
 
  private:
+  // The dense chunks, then the tables' blob in chunks of as many bytes.
   void WriteNext() {
     const int64_t total = static_cast<int64_t>(snapshot_->values.size());
-    if (offset_ >= total && offset_ > 0) {
+    const int64_t tables = static_cast<int64_t>(snapshot_->tables.size());
+    if (offset_ >= total && tables_offset_ >= tables &&
+        (offset_ > 0 || tables_offset_ > 0)) {
       Finish(grpc::Status::OK);
       return;
     }
-    const int64_t n = std::min(kWeightsChunkElements, total - offset_);
+    chunk_.Clear();
     chunk_.set_steps_applied(snapshot_->steps_applied);
-    chunk_.set_offset(offset_);
     chunk_.set_total_elements(total);
-    chunk_.set_data(
-        reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
-        static_cast<size_t>(n) * sizeof(float));
-    offset_ += std::max<int64_t>(n, 1);
+    chunk_.set_tables_bytes(tables);
+    if (offset_ < total || tables == 0) {
+      const int64_t n = std::min(kWeightsChunkElements, total - offset_);
+      chunk_.set_offset(offset_);
+      chunk_.set_data(
+          reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
+          static_cast<size_t>(n) * sizeof(float));
+      offset_ += std::max<int64_t>(n, 1);
+    } else {
+      const int64_t n = std::min<int64_t>(kWeightsChunkElements * sizeof(float),
+                                          tables - tables_offset_);
+      chunk_.set_offset(total);
+      chunk_.set_tables(snapshot_->tables.substr(tables_offset_, n));
+      tables_offset_ += n;
+    }
     service_->counter()->AddSent(static_cast<int64_t>(chunk_.ByteSizeLong()));
     StartWrite(&chunk_);
   }
@@ -215,6 +228,7 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   std::shared_ptr<const WeightsSnapshot> snapshot_;
   v1::WeightsChunk chunk_;
   int64_t offset_ = 0;
+  int64_t tables_offset_ = 0;
 };
 
 }  // namespace

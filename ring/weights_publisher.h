@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -22,6 +23,9 @@ namespace ferry {
 struct WeightsSnapshot {
   int64_t steps_applied = 0;
   std::vector<float> values;  // the flat parameter buffer
+  // A model with embedding tables: the member's tables as one blob
+  // (ps/sparse_store.h EncodeSparseStore); empty otherwise.
+  std::string tables;
 };
 
 class WeightsPublisher {
@@ -34,7 +38,8 @@ class WeightsPublisher {
   bool wanted() const { return wanted_.load(std::memory_order_acquire); }
 
   // Replaces the snapshot and clears `wanted`.
-  void Publish(int64_t steps_applied, std::vector<float> values);
+  void Publish(int64_t steps_applied, std::vector<float> values,
+               std::string tables = {});
 
  private:
   std::atomic<bool> wanted_{false};

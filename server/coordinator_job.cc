@@ -107,8 +107,10 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
 absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   // The flags first: nothing is read for a job that cannot run.
   ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveCriteoDlrm(f.model, f.dataset));
-  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.init_from, f.export_dir));
   RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
+  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.init_from, f.export_dir,
+                                            f.embedding));
+  RETURN_IF_ERROR(CheckRingFullTableRows(f.mode, f.ring_full_table_rows, spec));
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(f.dataset));
   ASSIGN_OR_RETURN(const std::string train_path, FindCtrFile(dir, "train"));
@@ -123,6 +125,7 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   ASSIGN_OR_RETURN(out.job, BuildJob(f, DlrmToJson(spec), /*dense=*/nullptr,
                                      layout, out.epoch_size));
   *out.job.mutable_embedding() = ToProto(f.embedding);
+  out.job.mutable_embedding()->set_ring_full_table_rows(f.ring_full_table_rows);
   out.test_set = std::move(test);
   return out;
 }
@@ -135,6 +138,11 @@ absl::StatusOr<CoordinatorJob> BuildCoordinatorJob(const CoordinatorFlags& f) {
   RETURN_IF_ERROR(
       CheckEmbeddingFlagsFitModel(f.embedding_given, dlrm, f.model));
   if (dlrm) return BuildDlrmJob(f);
+  if (f.ring_full_table_rows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ring-full-table-rows sizes a DLRM's embedding tables; --model ",
+        f.model, " has none"));
+  }
 
   RETURN_IF_ERROR(CheckModeFitsModel(f.mode, dlrm, f.model));
   ASSIGN_OR_RETURN(const ModelDef model, ResolveModelSpec(f.model));

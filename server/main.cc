@@ -92,6 +92,13 @@ int main(int argc, char** argv) {
          "counts mismatches (0: never)")
       ->capture_default_str()
       ->group(job);
+  app.add_option(
+         "--ring-full-table-rows", c.ring_full_table_rows,
+         "ring mode, DLRM: hold each embedding table as N rows (ids modulo "
+         "N) and all-reduce every table's full gradient each step, as "
+         "PyTorch DDP does (0: all-gather only the touched rows)")
+      ->capture_default_str()
+      ->group(job);
   app.add_option("--max-steps", c.max_steps,
                  "stop after this many steps (0: no limit)")
       ->group(job);

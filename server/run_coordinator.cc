@@ -42,7 +42,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
 
   // PS and hybrid mode: the shards (hybrid: they evaluate with a ring
   // member's dense weights); ring mode: only an evaluator of the members'
-  // weights.
+  // weights (and a DLRM's tables).
   std::unique_ptr<GrpcShardControl> shards;
   std::unique_ptr<RingControl> ring;
   if (ModeHasShards(job->mode())) {
@@ -51,12 +51,8 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
     if (!control.ok()) return Fail(control.status());
     shards = std::move(*control);
   } else {
-    Dataset* test = std::get_if<Dataset>(&built->test_set);
-    if (test == nullptr) {  // BuildCoordinatorJob refuses a DLRM in ring mode
-      return Fail(
-          absl::InvalidArgumentError("ring mode evaluates dense models only"));
-    }
-    auto control = RingControl::Create(*job, std::move(*test), f.export_dir);
+    auto control =
+        RingControl::Create(*job, std::move(built->test_set), f.export_dir);
     if (!control.ok()) return Fail(control.status());
     ring = std::move(*control);
   }

@@ -17,6 +17,7 @@
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
+#include "ps/job_tables.h"
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
 #include "ps/ps_shard.h"
@@ -93,15 +94,9 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
                               init.begin() + range.end);
   config.limits = limits;
   if (IsDlrmJob(job)) {  // its embedding rows: the ones ShardOfRow places here
-    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
-    absl::StatusOr<EmbeddingOptions> embedding = FromProto(job.embedding());
-    if (!embedding.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the job's embedding tables: ", embedding.status().message()));
-    }
-    config.sparse = MakeSparseStoreConfig(
-        *embedding, std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
-        job.seed(), shard_id, job.shard_addresses_size());
+    ASSIGN_OR_RETURN(
+        config.sparse,
+        JobTablesConfig(job, shard_id, job.shard_addresses_size()));
   }
   return config;
 }

@@ -36,6 +36,9 @@ struct CoordinatorFlags {
   std::string init_from;     // a model directory the job starts from
   std::string export_dir;    // the evaluated model is written here
   int64_t digest_every = 0;  // ring: weights digest every N steps (0: never)
+  // Ring mode's DLRM: 0 all-gathers the touched rows; N > 0 holds each
+  // table as N rows (ids modulo N) and all-reduces its full gradient.
+  int64_t ring_full_table_rows = 0;
   std::string compression =
       "none";                  // gradients on the wire: none|fp16|bf16|topk:R
   bool error_feedback = true;  // lossy compression: carry the dropped part

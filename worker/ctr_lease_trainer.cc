@@ -44,10 +44,10 @@ absl::StatusOr<std::unique_ptr<CtrLeaseTrainer>> CtrLeaseTrainer::Create(
   ASSIGN_OR_RETURN(
       trainer->buffers_,
       TrainerBuffers::Allocate(backend, trainer->layout_.total_elements()));
-  // PS: the dense weights are all written by the first pull. Hybrid: the
-  // ring members start from the job's initial dense parameters themselves
-  // (rank 0's are broadcast into every new ring).
-  if (job.mode() == v1::MODE_HYBRID) {
+  // PS: the dense weights are all written by the first pull. Ring and
+  // hybrid: the ring members start from the job's initial dense parameters
+  // themselves (rank 0's are broadcast into every new ring).
+  if (ModeHasRing(job.mode())) {
     ASSIGN_OR_RETURN(const std::vector<float> init, JobDenseInitialValues(job));
     RETURN_IF_ERROR(backend->CopyToDevice(init.data(),
                                           static_cast<int64_t>(init.size()),

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "proto/job_convert.h"
+#include "ps/job_tables.h"
 #include "worker/hybrid_exchange.h"
 #include "worker/job_options.h"
 #include "worker/ps_exchange.h"
@@ -22,9 +23,10 @@ absl::Status CheckExchangeJob(const v1::JobSpec& job) {
 
 namespace {
 
-// The ring exchange of `context`'s dense buffer, its links from `peer`.
+// The ring exchange of `context`'s dense buffer, its links from `peer`;
+// `with_tables`: and of the job's embedding tables (ring mode's DLRM).
 absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
-    const ExchangeContext& context, PeerEndpoint* peer) {
+    const ExchangeContext& context, PeerEndpoint* peer, bool with_tables) {
   const v1::JobSpec& job = *context.job;
   if (peer == nullptr) {
     return absl::InvalidArgumentError(
@@ -45,6 +47,15 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.grads = context.buffers.grads;
   options.host_grads = context.buffers.host_grads;
   options.collective_timeout = context.collective_timeout;
+  if (with_tables) {
+    ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
+    ASSIGN_OR_RETURN(const EmbeddingOptions embedding,
+                     FromProto(job.embedding()));
+    ASSIGN_OR_RETURN(
+        options.tables,
+        RingTables::Create(tables.dims, embedding, job.seed(),
+                           job.embedding().ring_full_table_rows()));
+  }
   return RingExchange::Create(std::move(options));
 }
 
@@ -56,13 +67,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
   const v1::JobSpec& job = *context.job;
   RETURN_IF_ERROR(CheckExchangeJob(job));
   if (job.mode() == v1::MODE_RING) {
-    if (IsDlrmJob(job)) {
-      return absl::InvalidArgumentError(
-          "ring mode cannot train a DLRM yet (its embedding tables live on PS "
-          "shards): use --mode ps or --mode hybrid");
-    }
     ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
-                     MakeRingExchange(context, peer));
+                     MakeRingExchange(context, peer, IsDlrmJob(job)));
     return std::unique_ptr<GradientExchange>(std::move(ring));
   }
   if (!parameter_client) {
@@ -75,7 +81,7 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
           "hybrid mode needs a model with embedding tables (a DLRM)");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
-                     MakeRingExchange(context, peer));
+                     MakeRingExchange(context, peer, /*with_tables=*/false));
     // The shards hold no dense chunk in hybrid mode: a client of rows only.
     ASSIGN_OR_RETURN(
         std::unique_ptr<ParameterClient> rows,

@@ -36,7 +36,8 @@ struct ExchangeContext {
 // job without shards). Cheap; called before data and model are loaded.
 absl::Status CheckExchangeJob(const v1::JobSpec& job);
 
-// MODE_RING: a RingExchange whose links come from `peer` (required);
+// MODE_RING: a RingExchange whose links come from `peer` (required), with
+// the job's embedding tables (worker/ring_tables.h) for a DLRM;
 // MODE_PS: a PsExchange over `parameter_client`'s client (required);
 // MODE_HYBRID (DLRM jobs only): a HybridExchange of both, the client built
 // over an empty layout (the shards hold only the embedding tables).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "ring/ring_peer_service.h"
@@ -84,7 +85,11 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
     absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
     session_ = std::move(session);
   }
-  return BroadcastState(*collective, 0);
+  RETURN_IF_ERROR(BroadcastState(*collective, 0));
+  if (options_.tables == nullptr) return absl::OkStatus();
+  return options_.tables->Broadcast(*session_->transport, session_->next_op++,
+                                    0, options_.tables_piece_bytes,
+                                    absl::Now() + options_.collective_timeout);
 }
 
 absl::Status RingExchange::BroadcastState(RingCollective& collective,
@@ -139,22 +144,35 @@ absl::Status RingExchange::CopyState(StateCopy& copy) {
 }
 
 absl::Status RingExchange::RollBackTo(int64_t steps) {
-  StateCopy& recent = copies_[steps % kStateCopies];
-  StateCopy& copy = recent.steps == steps ? recent : checkpoint_copy_;
-  if (copy.steps != steps) {
+  StateCopy* copy = &copies_[steps % kStateCopies];
+  for (StateCopy& kept : checkpoint_copies_) {
+    if (copy->steps != steps && kept.steps == steps) copy = &kept;
+  }
+  if (copy->steps != steps) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "no copy of the state after %d steps is kept (have %d steps applied)",
         steps, optimizer_.steps_applied()));
   }
+  if (options_.tables != nullptr) {
+    RETURN_IF_ERROR(
+        options_.tables->RollBackTo(optimizer_.steps_applied(), steps));
+  }
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
-  RETURN_IF_ERROR(backend->Copy(copy.params.data(), n_, options_.params));
+  RETURN_IF_ERROR(backend->Copy(copy->params.data(), n_, options_.params));
   for (size_t k = 0; k < state.size(); ++k) {
-    RETURN_IF_ERROR(backend->Copy(copy.state[k].data(), n_, state[k]->data()));
+    RETURN_IF_ERROR(backend->Copy(copy->state[k].data(), n_, state[k]->data()));
   }
   LogWarn("rolled the ring state back",
           {{"from_steps", optimizer_.steps_applied()}, {"to_steps", steps}});
   optimizer_.set_steps_applied(steps);
+  // Copies of later states belong to the undone history.
+  for (StateCopy& kept : copies_) {
+    if (kept.steps > steps) kept.steps = -1;
+  }
+  for (StateCopy& kept : checkpoint_copies_) {
+    if (kept.steps > steps) kept.steps = -1;
+  }
   return absl::OkStatus();
 }
 
@@ -195,6 +213,8 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   }
   step_samples_ = lease.step_samples();
   keep_state_ = lease.keep_state();
+  rows_declared_ = false;
+  if (options_.tables != nullptr) options_.tables->ClearStepRows();
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
   return absl::OkStatus();
@@ -213,9 +233,41 @@ absl::Status RingExchange::FinishStep() {
     AbandonStep();
     return reduced;
   }
-  RETURN_IF_ERROR(
-      CopyState(copies_[optimizer_.steps_applied() % kStateCopies]));
-  if (keep_state_) RETURN_IF_ERROR(CopyState(checkpoint_copy_));
+  const int64_t steps = optimizer_.steps_applied();
+  RETURN_IF_ERROR(CopyState(copies_[steps % kStateCopies]));
+  if (keep_state_) {
+    // Over the older of the two (an empty copy is the oldest), unless this
+    // step's state is kept already (a step replayed after a rollback).
+    StateCopy* slot = &checkpoint_copies_[0];
+    for (StateCopy& kept : checkpoint_copies_) {
+      if (kept.steps == steps) {
+        slot = nullptr;
+        break;
+      }
+      if (kept.steps < slot->steps) slot = &kept;
+    }
+    if (slot != nullptr) RETURN_IF_ERROR(CopyState(*slot));
+  }
+  if (options_.tables != nullptr) {
+    // Every member's rows, then the same row update on every member; a
+    // failure leaves the tables and the dense state as they were.
+    absl::Status applied = options_.tables->ApplyStep(
+        *session_->transport, session_->next_op++, steps, step_samples_,
+        options_.tables_piece_bytes, absl::Now() + options_.collective_timeout);
+    if (!applied.ok()) {
+      AbandonStep();
+      return applied;
+    }
+  }
+  absl::Status dense = ApplyDense();
+  if (!dense.ok() && options_.tables != nullptr) {
+    // The step is not applied: its rows go back too.
+    (void)options_.tables->RollBackTo(steps + 1, steps);
+  }
+  return dense;
+}
+
+absl::Status RingExchange::ApplyDense() {
   ComputeBackend* backend = options_.backend;
   if (!backend->IsHostMemory()) {
     RETURN_IF_ERROR(
@@ -224,6 +276,26 @@ absl::Status RingExchange::FinishStep() {
   RETURN_IF_ERROR(backend->Scale(n_, 1.0f / static_cast<float>(step_samples_),
                                  options_.grads));
   return optimizer_.Apply(options_.grads, options_.params);
+}
+
+EmbeddingRowSource* RingExchange::embedding_rows() {
+  if (options_.tables == nullptr || session_ == nullptr) return nullptr;
+  return options_.tables->rows();
+}
+
+absl::Status RingExchange::ReadyRows(const std::vector<SparseRows>& rows) {
+  if (options_.tables == nullptr) {
+    return GradientExchange::ReadyRows(rows);
+  }
+  if (session_ == nullptr) {
+    return absl::FailedPreconditionError("no ring step begun");
+  }
+  if (rows_declared_) {
+    return absl::FailedPreconditionError(
+        "ring: the step's rows were declared already");
+  }
+  rows_declared_ = true;
+  return options_.tables->SetStepRows(rows);
 }
 
 void RingExchange::AbandonStep() {
@@ -258,7 +330,9 @@ void RingExchange::BetweenSteps() {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
     return;
   }
-  publisher->Publish(optimizer_.steps_applied(), *std::move(host));
+  publisher->Publish(
+      optimizer_.steps_applied(), *std::move(host),
+      options_.tables == nullptr ? std::string() : options_.tables->Encode());
 }
 
 absl::Status RingExchange::AddToReport(v1::StepReport& report) {
@@ -277,6 +351,12 @@ absl::StatusOr<uint64_t> RingExchange::WeightsDigest() {
   const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
   for (size_t i = 0; i < host.size() * sizeof(float); ++i) {
     hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  if (options_.tables != nullptr) {
+    const uint64_t tables = options_.tables->Digest();
+    for (int shift = 0; shift < 64; shift += 8) {
+      hash = (hash ^ ((tables >> shift) & 0xff)) * 1099511628211ull;
+    }
   }
   return hash;
 }

@@ -10,9 +10,10 @@
 // transports in tests (many ranks in one process).
 //
 // Rollback: before applying a step the state is copied (the last
-// kStateCopies steps are kept, plus, for a lease with keep_state, the
-// state before that step until the next such lease: hybrid mode's
-// checkpoint versions). A new ring generation starts from the state after
+// kStateCopies steps are kept, plus, for the two newest leases with
+// keep_state, the state before that step: hybrid mode's checkpoint
+// versions, the newest and the one before it, in case a shard died while
+// writing the newest). A new ring generation starts from the state after
 // exactly `lease.step()` steps: a member that applied steps the coordinator
 // then aborted (or that a shard rollback undid) goes back to its copy
 // first, so rank 0 always broadcasts the committed state.
@@ -40,6 +41,7 @@
 #include "ring/ring_transport.h"
 #include "ring/weights_publisher.h"
 #include "worker/gradient_exchange.h"
+#include "worker/ring_tables.h"
 
 namespace ferry {
 
@@ -85,6 +87,14 @@ struct RingExchangeOptions {
   // stays fp32); lossy encodings with feedback keep a residual here that
   // outlives ring generations.
   GradientCompression compression;
+  // May be null. A DLRM's embedding tables, kept in step with
+  // the dense buffers: broadcast into a new ring after the weights, the
+  // step's rows all-gathered and applied in FinishStep after the buckets,
+  // rolled back with the dense state, in the digest and in what is
+  // published for the evaluation.
+  std::unique_ptr<RingTables> tables;
+  // Largest message of the tables' collectives.
+  int64_t tables_piece_bytes = int64_t{1} << 20;
 };
 
 class RingExchange final : public GradientExchange {
@@ -117,7 +127,14 @@ class RingExchange final : public GradientExchange {
   // with CANCELLED.
   void CancelIfOlder(int64_t fence) override;
   bool WaitedForOthers(const absl::Status&) override { return false; }
-  // Copies params to the publisher when a reader asked for them.
+  // With tables: the member's own tables (nullptr otherwise).
+  EmbeddingRowSource* embedding_rows() override;
+  // With tables: the step's row gradients, applied with the step in
+  // FinishStep; FAILED_PRECONDITION a second time in a step or without an
+  // open step, UNIMPLEMENTED without tables.
+  absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
+  // Copies params (and the tables' blob) to the publisher when a reader
+  // asked for them.
   void BetweenSteps() override;
   // The peer bytes under kRingPeerRole; the digest when due.
   absl::Status AddToReport(v1::StepReport& report) override;
@@ -128,7 +145,8 @@ class RingExchange final : public GradientExchange {
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
   size_t num_buckets() const { return plan_.size(); }
-  // FNV-1a over the bytes of params (host copy for device backends).
+  // FNV-1a over the bytes of params (host copy for device backends), with
+  // the tables' digest mixed in.
   absl::StatusOr<uint64_t> WeightsDigest();
 
  private:
@@ -154,6 +172,8 @@ class RingExchange final : public GradientExchange {
   absl::Status RollBackTo(int64_t steps);
   // Copies the state before the step about to be applied into `copy`.
   absl::Status CopyState(StateCopy& copy);
+  // host_grads / step_samples through the optimizer into params.
+  absl::Status ApplyDense();
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
 
@@ -178,8 +198,12 @@ class RingExchange final : public GradientExchange {
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
   StateCopy copies_[kStateCopies];
-  StateCopy checkpoint_copy_;  // the newest keep_state lease's
-  bool keep_state_ = false;    // the open step's lease asked for it
+  // The two newest keep_state leases' (a shard killed while writing the
+  // newest checkpoint comes back from the one before).
+  static constexpr int kCheckpointCopies = 2;
+  StateCopy checkpoint_copies_[kCheckpointCopies];
+  bool keep_state_ = false;     // the open step's lease asked for it
+  bool rows_declared_ = false;  // ReadyRows called in the open step
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
 };
 

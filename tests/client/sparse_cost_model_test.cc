@@ -192,12 +192,16 @@ TEST(SparseCostModelTest, PsRowsSpreadOverShards) {
 }
 
 TEST(SparseCostModelTest, AllGatherSetByHand) {
-  // 10 x (8 + 4 x 16) = 720 B in RingMessage{op_id 1000: 3 B, stage 2 B,
-  // piece 2 B, data 3 + 720 B}.
-  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10}, 16, 1 << 20), 730);
-  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10, 0, 10}, 16, 1 << 20), 1460);
-  // Split into pieces of at most 400 B: two messages of 360.
-  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10}, 16, 400), 2 * (7 + 3 + 360));
+  // RingRowGradients {step 1000: 3 B, part {table 0: 0 B, ids 1 + 1 + 80 B,
+  // values 1 + 2 + 640 B}: 1 + 2 + 725 B} = 731 B. On the wire: a header
+  // RingMessage {op_id 1000: 3 B, stage 2, piece 2, encoded 2, data
+  // 1 + 1 + 8} = 19 B, then one piece {9 B, data 1 + 2 + 731}.
+  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10}, 16, 1 << 20), 19 + 9 + 734);
+  // Table 2's part names its table (2 B more).
+  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10, 0, 10}, 16, 1 << 20),
+                   19 + 9 + 3 + (3 + 728 + 730));
+  // Split into pieces of at most 400 B: two of 365.5 B (the mean).
+  EXPECT_DOUBLE_EQ(AllGatherSetBytes({10}, 16, 400), 19 + 2 * (9 + 3 + 365.5));
 }
 
 SparseCostInput Dlrm(int workers, int shards, int64_t batch) {

@@ -82,21 +82,27 @@ std::string CtrData() {
 // The DLRM job: 2 shards, 2 workers, sync, kSparseEpochs epochs of kRows
 // rows at batch 64 (188 steps an epoch), dense Adam, row-wise Adagrad on the
 // rows (the defaults), a checkpoint every 20 steps, a 3 s heartbeat timeout;
-// in `mode` (ps or hybrid; hybrid adds --digest-every 10); plus `extra`
-// (a chaos plan).
+// in `mode` (ps, hybrid or ring: no shards; hybrid and ring add
+// --digest-every 10, ring a 5 ms link latency); plus `extra` (a chaos
+// plan).
 std::vector<std::string> SparseJobArgs(
     const std::string& data, const std::vector<std::string>& extra = {},
     const std::string& mode = "ps") {
-  std::vector<std::string> args = {"--mode", mode,       "--workers",
-                                   "2",      "--shards", "2"};
+  std::vector<std::string> args = {"--mode", mode, "--workers", "2"};
+  if (mode != "ring") args.insert(args.end(), {"--shards", "2"});
   const std::vector<std::string> train = testing::CtrTrainFlags(
       data + "/model.json", data + "/data", kSparseEpochs, kBatch);
   args.insert(args.end(), train.begin(), train.end());
   const std::vector<std::string> fault = {"--heartbeat-timeout", "3",
                                           "--checkpoint-every", "20"};
   args.insert(args.end(), fault.begin(), fault.end());
-  // Hybrid: the members' dense layers are compared every 10 steps.
-  if (mode == "hybrid") args.insert(args.end(), {"--digest-every", "10"});
+  // Hybrid and ring: the members' weights (ring: and tables) are compared
+  // every 10 steps.
+  if (mode != "ps") args.insert(args.end(), {"--digest-every", "10"});
+  // A ring step of this job takes ~8 ms on loopback: the whole epoch could
+  // end before the chaos plan sees step 90. 5 ms per message and link make
+  // it ~30 ms.
+  if (mode == "ring") args.insert(args.end(), {"--link-latency", "5ms"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -401,6 +407,28 @@ TEST_F(SparseFaultTest, HybridWorkerKilledMidStepAppliesNothingTwice) {
   EXPECT_GT(s.at("epochs_accounting")[0].at("samples_released").get<int64_t>(),
             0)
       << s.dump(1);
+}
+
+TEST_F(SparseFaultTest, RingWorkerKilledMidStepAppliesNothingTwice) {
+  // Ring mode: every member holds the whole tables. The kill breaks the
+  // step's all-reduce or its rows' all-gather; the survivor rolls its dense
+  // state and its tables back to the committed step if it had applied the
+  // aborted one (the undo of the step's rows) and trains on alone.
+  const LocalRun& reference =
+      Reference("dlrm-ring", SparseJobArgs(data_, {}, "ring"), kJobTimeout);
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
+  auto run = RunSparseJob(
+      "dlrm-ring-worker",
+      SparseJobArgs(data_, {"--chaos", "kill:worker1@step90"}, "ring"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthySparseRun(*run, reference, 0.01);
+  if (HasFatalFailure()) return;
+  const nlohmann::json& s = run->summary;
+  EXPECT_GE(CountEvents(s, "evicted"), 1) << s.dump(1);
+  EXPECT_EQ(s.at("workers_seen").get<int>(), 2);
+  EXPECT_GT(s.at("digest_checks").get<int64_t>(), 0) << s.dump(1);
+  EXPECT_EQ(s.at("digest_mismatches").get<int64_t>(), 0) << s.dump(1);
 }
 
 }  // namespace

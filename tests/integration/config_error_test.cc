@@ -143,17 +143,19 @@ TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
   EXPECT_THAT(r.output, HasSubstr("'abc' is not a positive layer size"));
 }
 
-// A DLRM job that cannot run yet, and --embedding-* flags without a DLRM:
+// A DLRM job that cannot run, and --embedding-* flags without a DLRM:
 // refused by `ferry local` before anything starts, and by the coordinator
 // itself, with the same words.
 TEST_F(ConfigErrorTest, DlrmJobsThatCannotRunAreRefused) {
   const std::string local = std::string(FERRY_BIN_DIR) + "/ferry";
   const std::string data = "criteo:" + dir_ + "/no-data";
+  // Ring mode keeps every row on every member: no TTL.
   Result r = Run({local, "local", "--mode", "ring", "--workers", "1", "--model",
-                  "dlrm", "--dataset", data, "--log-dir", dir_ + "/logs"});
+                  "dlrm", "--dataset", data, "--embedding-ttl-steps", "100",
+                  "--log-dir", dir_ + "/logs"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("ring mode for DLRM models is not built "
-                                  "yet; use --mode ps or --mode hybrid"));
+  EXPECT_THAT(r.output, HasSubstr("--embedding-ttl-steps: ring mode keeps "
+                                  "every row on every member"));
   r = Run({local, "local", "--model", "dlrm", "--dataset", "synthetic:600",
            "--log-dir", dir_ + "/logs"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
@@ -171,9 +173,10 @@ TEST_F(ConfigErrorTest, DlrmJobsThatCannotRunAreRefused) {
 
   const std::string server = std::string(FERRY_BIN_DIR) + "/ferry-server";
   r = Run({server, "--role", "coordinator", "--mode", "ring", "--listen",
-           "127.0.0.1:0", "--model", "dlrm", "--dataset", data});
+           "127.0.0.1:0", "--model", "dlrm", "--dataset", data,
+           "--embedding-ttl-steps", "100"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("ring mode for DLRM models"));
+  EXPECT_THAT(r.output, HasSubstr("--embedding-ttl-steps: ring mode"));
   r = Run({server, "--role", "coordinator", "--listen", "127.0.0.1:0",
            "--shards", "127.0.0.1:1", "--model", "dlrm", "--dataset",
            "fashion-mnist"});

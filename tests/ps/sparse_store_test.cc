@@ -298,5 +298,34 @@ TEST(SparseStore, CheckpointSourcesReadTheRowsInPlaceAsExportCopiesThem) {
   EXPECT_EQ(copy->table(1).counters(), s->table(1).counters());
 }
 
+TEST(SparseStore, UndoPutsEveryUpdatedTableBack) {
+  auto s = Make(Config());
+  const std::vector<SparseRows> a = {{0, {1, 2}, {1, 2, 3, 4}}};
+  ASSERT_TRUE(s->ApplyStep({&a}, 1, 0).ok());
+  const std::vector<TableCheckpoint> before = s->Export();
+  const std::vector<SparseRows> b = {{0, {2, 3}, {1, 1, 1, 1}},
+                                     {1, {7}, {1, 1, 1}}};
+  SparseStepUndo undo;
+  ASSERT_TRUE(s->ApplyStep({&b}, 2, 1, &undo).ok());
+  EXPECT_EQ(undo.tables, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(s->Stats().total.rows, 4);
+  s->Undo(undo);
+  const std::vector<TableCheckpoint> after = s->Export();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t t = 0; t < after.size(); ++t) {
+    EXPECT_EQ(after[t].ids, before[t].ids) << t;
+    EXPECT_EQ(after[t].values, before[t].values) << t;
+    EXPECT_EQ(after[t].last_seen, before[t].last_seen) << t;
+    EXPECT_EQ(after[t].counters, before[t].counters) << t;
+  }
+  // A store whose limits evict rows cannot record its steps.
+  SparseStoreConfig c = Config();
+  c.ttl_steps = 10;
+  auto limited = Make(c);
+  EXPECT_EQ(limited->ApplyStep({&a}, 1, 0, &undo).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(limited->Stats().total.rows, 0);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -284,5 +284,48 @@ TEST(SparseTable, CheckpointRoundTrip) {
   EXPECT_FALSE(copy->InsertPending(1, 1, 0).ok());  // has a row
 }
 
+TEST(SparseTable, UndoPutsBackRowsCountersAndStatsNewestFirst) {
+  // Adagrad (optimizer state in the row) and admission at the second use,
+  // so that an update may create a row, count an id or admit one.
+  auto t = Make(Config(RowOptimizerKind::kAdagrad, 2, /*admit=*/2));
+  // An id is admitted by its second update and gets its row at the next.
+  ASSERT_TRUE(t->Apply({1, 2}, {1, 1, 1, 1}, 0).ok());  // 1, 2 counted
+  ASSERT_TRUE(t->Apply({1, 3}, {2, 2, 2, 2}, 1).ok());  // 1 admitted
+  std::vector<Dump> before;
+  std::vector<TableCounters> counters;
+  std::vector<TableUndo> undos(3);
+  const std::vector<std::vector<uint64_t>> steps = {
+      {1, 2, 4},   // 1's row created, 2 admitted, 4 counted
+      {2, 4, 5},   // 2's row created, 4 admitted, 5 counted
+      {1, 5, 6}};  // 1 updated, 5 admitted, 6 counted
+  for (size_t i = 0; i < steps.size(); ++i) {
+    before.push_back(DumpOf(*t));
+    counters.push_back(t->counters());
+    std::vector<float> g(steps[i].size() * 2, 0.25f * (i + 1));
+    ASSERT_TRUE(t->Apply(steps[i], g, 2 + i, &undos[i]).ok());
+  }
+  EXPECT_EQ(t->rows(), 2);         // 1 and 2
+  EXPECT_EQ(t->pending_ids(), 4);  // 3, 4, 5, 6
+  for (size_t i = steps.size(); i-- > 0;) {
+    t->Undo(undos[i]);
+    EXPECT_EQ(DumpOf(*t), before[i]) << "after undoing step " << i;
+    EXPECT_EQ(t->counters(), counters[i]) << "after undoing step " << i;
+    EXPECT_EQ(t->rows(), static_cast<int64_t>(before[i].rows.size()));
+  }
+  // The table works on as if the undone steps never ran.
+  ASSERT_TRUE(t->Apply({1, 2, 4}, std::vector<float>(6, 0.25f), 2).ok());
+  t->Undo(undos[0]);
+  EXPECT_EQ(DumpOf(*t), before[0]);
+}
+
+TEST(SparseTable, AFailedApplyWritesNoUndo) {
+  auto t = Make(Config());
+  TableUndo undo;
+  undo.entries.push_back({.id = 99});
+  EXPECT_FALSE(t->Apply({1, 1}, std::vector<float>(8, 1.0f), 0, &undo).ok());
+  ASSERT_EQ(undo.entries.size(), 1u);
+  EXPECT_EQ(undo.entries[0].id, 99u);
+}
+
 }  // namespace
 }  // namespace ferry

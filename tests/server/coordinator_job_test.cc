@@ -128,14 +128,44 @@ TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
   EXPECT_EQ(test->num_samples, 100);
 }
 
-TEST_F(CoordinatorJobTest, ADlrmInRingModeIsRefused) {
+TEST_F(CoordinatorJobTest, ADlrmInRingModeKeepsEveryRow) {
   CoordinatorFlags f = Dlrm();
   f.mode = "ring";
-  const absl::Status s = BuildCoordinatorJob(f).status();
+  absl::StatusOr<CoordinatorJob> built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->job.mode(), v1::MODE_RING);
+  EXPECT_TRUE(IsDlrmJob(built->job));
+  // A TTL or a memory limit would evict rows a rollback cannot restore.
+  f.embedding.ttl_steps = 100;
+  absl::Status s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(),
-              HasSubstr("ring mode for DLRM models is not built yet; use "
-                        "--mode ps or --mode hybrid"));
+  EXPECT_THAT(s.message(), HasSubstr("--embedding-ttl-steps: ring mode"));
+  f.embedding.ttl_steps = 0;
+  f.embedding.max_mb = 64;
+  s = BuildCoordinatorJob(f).status();
+  EXPECT_THAT(s.message(), HasSubstr("--embedding-max-mb: ring mode"));
+}
+
+TEST_F(CoordinatorJobTest, FullTablesAreRingModesAndADlrmsOnly) {
+  CoordinatorFlags f = Dlrm();
+  f.mode = "ring";
+  f.ring_full_table_rows = 1000;
+  absl::StatusOr<CoordinatorJob> built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->job.embedding().ring_full_table_rows(), 1000);
+  f.mode = "ps";
+  EXPECT_THAT(BuildCoordinatorJob(f).status().message(),
+              HasSubstr("--ring-full-table-rows: --mode ps keeps the tables"));
+  f.mode = "ring";
+  f.ring_full_table_rows = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(BuildCoordinatorJob(f).status()));
+  f.ring_full_table_rows = int64_t{1} << 30;  // x 26 fields x dim: > 2^31
+  EXPECT_THAT(BuildCoordinatorJob(f).status().message(),
+              HasSubstr("more than 2^31"));
+  CoordinatorFlags dense = Dense();
+  dense.ring_full_table_rows = 10;
+  EXPECT_THAT(BuildCoordinatorJob(dense).status().message(),
+              HasSubstr("has none"));
 }
 
 TEST_F(CoordinatorJobTest, HybridNeedsADlrmAndShards) {

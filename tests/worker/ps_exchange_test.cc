@@ -199,18 +199,24 @@ TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
   EXPECT_EQ(clients, 1);
 }
 
-TEST(MakeGradientExchangeTest, ADlrmTrainsOnlyOnTheShards) {
+TEST(MakeGradientExchangeTest, ADlrmReadsRowsFromShardsOrItsOwnTables) {
   v1::JobSpec job;
   job.set_job_id("ctr");
   job.set_model_def(DlrmToJson(DlrmSpec{}));
   job.add_shard_addresses("ps0:1");
+  *job.mutable_optimizer() = ToProto(OptimizerConfig{});
+  *job.mutable_embedding() = ToProto(EmbeddingOptions{});
   const ParameterLayout layout = *DlrmParameterLayout(DlrmSpec{});
   std::unique_ptr<ComputeBackend> backend = *MakeBackend(DeviceChoice::kCpu, 1);
+  std::vector<float> params(layout.total_elements()),
+      grads(layout.total_elements());
   ExchangeContext context;
   context.job = &job;
   context.worker_id = "w";
   context.layout = &layout;
   context.backend = backend.get();
+  context.buffers = {layout.total_elements(), params.data(), grads.data(),
+                     params.data(), grads.data()};
   ParameterClientFactory factory = [](const v1::JobSpec&, const std::string&,
                                       const ParameterLayout&)
       -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
@@ -222,10 +228,20 @@ TEST(MakeGradientExchangeTest, ADlrmTrainsOnlyOnTheShards) {
   ASSERT_TRUE(ps.ok()) << ps.status();
   EXPECT_NE((*ps)->embedding_rows(), nullptr);  // rows from the shards
 
+  // Ring mode: the member's own tables (worker/ring_tables.h), read once a
+  // step is open; rows declared outside a step are refused, not
+  // unimplemented.
+  testing::RingHubs hubs;
+  testing::InMemoryPeerEndpoint peer(&hubs, "peer");
   job.set_mode(v1::MODE_RING);
-  auto ring = MakeGradientExchange(context, nullptr, factory);
-  EXPECT_TRUE(absl::IsInvalidArgument(ring.status()));
-  EXPECT_THAT(ring.status().message(), ::testing::HasSubstr("--mode ps"));
+  auto ring = MakeGradientExchange(context, &peer, factory);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ((*ring)->embedding_rows(), nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition((*ring)->ReadyRows({})));
+  // Full tables too large for one gradient buffer are refused.
+  job.mutable_embedding()->set_ring_full_table_rows(int64_t{1} << 30);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      MakeGradientExchange(context, &peer, factory).status()));
 }
 
 TEST(MakeGradientExchangeTest, HybridSplitsTablesAndDenseLayers) {

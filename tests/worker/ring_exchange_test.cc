@@ -326,6 +326,51 @@ TEST(RingExchangeTest, KeptStateRollsBackToACheckpointVersion) {
   ExpectAllEqual(ring, ref, 4);
 }
 
+TEST(RingExchangeTest, TheCheckpointVersionBeforeTheNewestIsKeptToo) {
+  // A shard killed while it wrote its checkpoint of version 4 comes back
+  // from version 2: the ring must still hold its state after 2 steps,
+  // though a newer keep_state lease (step 4) came since.
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 2; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
+  Reference ref;
+  auto run = [&](int64_t step, int64_t generation, bool keep, int offset) {
+    std::vector<absl::Status> statuses(ring.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < ring.size(); ++r) {
+      threads.emplace_back([&, r] {
+        v1::NextTaskResponse lease = Lease(step, generation, 0, ring, r);
+        lease.set_keep_state(keep);
+        statuses[r] = FullStep(*ring[r], lease, offset);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+  };
+  for (int64_t step = 0; step < 7; ++step) {
+    run(step, 1, /*keep=*/step == 2 || step == 4, 0);
+    if (step < 2) ref.Step(step, Seeds(ring));
+  }
+  // Back to 2; the replay (other samples) keeps step 4's state anew: the
+  // old copy of 4 belonged to the undone history.
+  for (int64_t step = 2; step < 6; ++step) {
+    run(step, 2, /*keep=*/step == 4, 100);
+    ref.Step(step, {100, 101});
+  }
+  ExpectAllEqual(ring, ref, 6);
+  for (int64_t step = 4; step < 5; ++step) {
+    run(step, 3, false, 200);
+  }
+  Reference again;
+  for (int64_t step = 0; step < 2; ++step) again.Step(step, Seeds(ring));
+  for (int64_t step = 2; step < 4; ++step) again.Step(step, {100, 101});
+  again.Step(4, {200, 201});
+  ExpectAllEqual(ring, again, 5);
+}
+
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   testing::RingHubs hubs;
   std::vector<std::unique_ptr<Member>> owned;

@@ -1,0 +1,25 @@
+// The embedding tables a DLRM job's JobSpec describes, as the SparseStore
+// of one shard of them (ps/sparse_store.h): what a PS shard, a ring member
+// (all of them: shard 0 of 1) and the ring's evaluation build.
+//
+// Thread safety: a pure function.
+#ifndef FERRY_PS_JOB_TABLES_H_
+#define FERRY_PS_JOB_TABLES_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "ferry/v1/common.pb.h"
+#include "ps/sparse_store.h"
+
+namespace ferry {
+
+// INVALID_ARGUMENT for a job that is not a DLRM, or whose model or
+// embedding spec does not parse (the message says which).
+absl::StatusOr<SparseStoreConfig> JobTablesConfig(const v1::JobSpec& job,
+                                                  int32_t shard_id = 0,
+                                                  int32_t num_shards = 1);
+
+}  // namespace ferry
+
+#endif  // FERRY_PS_JOB_TABLES_H_
