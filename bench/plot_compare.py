@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def label(run):
     text = f"{run['mode']} {run['model']} W{run['workers']}"
-    if run["mode"] == "ps":
+    if run["mode"] in ("ps", "hybrid"):
         text += f" S{run['shards']}"
         if run["consistency"] != "sync":
             text += f" {run['consistency']}"
@@ -99,7 +99,8 @@ def scatter(runs, path):
     # Loopback baselines calibrate the model; only emulated links compare.
     runs = [r for r in runs if r["link_bandwidth"] != "0" or r["link_latency"] != "0"]
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    for mode, marker in (("ps", "o"), ("ring", "s")):
+    for mode, marker in (("ps", "o"), ("ring", "s"), ("hybrid", "^"),
+                         ("ring-full", "D")):
         sel = [r for r in runs if r["mode"] == mode]
         ax.scatter([r["step_seconds_predicted"] * 1e3 for r in sel],
                    [r["step_seconds_measured"] * 1e3 for r in sel], marker=marker, label=mode)

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,10 +17,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/child_process.h"
+#include "client/cost_command.h"
 #include "client/cost_model.h"
+#include "client/sparse_cost_command.h"
+#include "client/sparse_cost_model.h"
 #include "common/link_shaper.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "model/dlrm_spec.h"
 
 #ifndef FERRY_SOURCE_DIR
 #define FERRY_SOURCE_DIR "."
@@ -26,6 +32,16 @@
 
 namespace ferry {
 namespace {
+
+// Where DLRM runs read their CTR data (absolute: ferry local's coordinator
+// resolves it).
+std::string CtrDataDir(const BenchCompareFlags& f) {
+  const std::string dir =
+      f.ctr_data.empty() ? f.out_dir + "/ctr-data" : f.ctr_data;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(dir, error);
+  return error ? dir : absolute.string();
+}
 
 BenchCompareFlags QuickPreset(BenchCompareFlags f) {
   f.models = {"fashion-mlp"};
@@ -83,38 +99,43 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
   // One epoch longer than the run, so no epoch end (evaluation,
   // checkpoint) falls inside the measured window.
   const int64_t samples = static_cast<int64_t>(c.batch) * (total_steps + 4);
-  std::vector<std::string> args = {ExecutableDir() + "/ferry",
-                                   "local",
-                                   "--mode",
-                                   c.mode,
-                                   "--workers",
-                                   std::to_string(c.workers),
-                                   "--model",
-                                   c.mlp_spec,
-                                   "--dataset",
-                                   absl::StrCat("synthetic:", samples),
-                                   "--batch",
-                                   std::to_string(c.batch),
-                                   "--epochs",
-                                   "1",
-                                   "--max-steps",
-                                   std::to_string(total_steps),
-                                   "--compression",
-                                   c.compression,
-                                   "--metrics-jsonl",
-                                   dir + "/metrics.jsonl",
-                                   "--summary-json",
-                                   dir + "/summary.json",
-                                   "--log-dir",
-                                   dir + "/logs",
-                                   "--lr",
-                                   "0.01",
-                                   "--warmup-steps",
-                                   "0"};
-  if (c.mode == "ps") {
+  std::vector<std::string> args = {
+      ExecutableDir() + "/ferry",
+      "local",
+      "--mode",
+      c.mode == "ring-full" ? "ring" : c.mode,
+      "--workers",
+      std::to_string(c.workers),
+      "--model",
+      c.mlp_spec,
+      "--dataset",
+      c.dataset.empty() ? absl::StrCat("synthetic:", samples) : c.dataset,
+      "--batch",
+      std::to_string(c.batch),
+      "--epochs",
+      "1",
+      "--max-steps",
+      std::to_string(total_steps),
+      "--compression",
+      c.compression,
+      "--metrics-jsonl",
+      dir + "/metrics.jsonl",
+      "--summary-json",
+      dir + "/summary.json",
+      "--log-dir",
+      dir + "/logs",
+      "--lr",
+      "0.01",
+      "--warmup-steps",
+      "0"};
+  if (c.mode == "ps" || c.mode == "hybrid") {
     args.insert(args.end(),
                 {"--shards", std::to_string(c.shards), "--consistency",
                  c.consistency, "--checkpoint-every", "0"});
+  }
+  if (c.full_table_rows > 0) {
+    args.insert(args.end(),
+                {"--ring-full-table-rows", std::to_string(c.full_table_rows)});
   }
   if (c.bandwidth != "0")
     args.insert(args.end(), {"--link-bandwidth", c.bandwidth});
@@ -135,6 +156,50 @@ absl::StatusOr<int> RunChild(const std::vector<std::string>& argv,
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+}
+
+// A DLRM run's prediction: the sparse cost model's mode for it, from the
+// run's measured unique ids (the data's vocabularies: `ferry data ctr`'s
+// defaults, or the full tables' rows), as a CostPrediction.
+absl::StatusOr<CostPrediction> PredictSparse(const BenchConfig& c,
+                                             double compute_seconds,
+                                             double overhead_seconds,
+                                             double unique_ids) {
+  CostFlags f;
+  f.model = c.mlp_spec;
+  f.workers = c.workers;
+  f.shards = std::max(1, c.shards);
+  f.batch = c.batch;
+  f.bandwidth = c.bandwidth;
+  f.latency = c.latency;
+  f.compute = absl::StrFormat("%.9fs", compute_seconds);
+  f.overhead = absl::StrFormat("%.9fs", std::max(0.0, overhead_seconds));
+  f.unique_ids = unique_ids;
+  if (c.full_table_rows > 0) {
+    // Tables of full_table_rows rows: the vocabulary plus the empty id.
+    ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveDlrmSpec(c.mlp_spec));
+    std::vector<std::string> vocab(spec.num_fields,
+                                   std::to_string(c.full_table_rows - 1));
+    f.vocab_sizes = absl::StrJoin(vocab, ",");
+  }
+  ASSIGN_OR_RETURN(const SparseCostInput in, SparseCostInputFromFlags(f));
+  ASSIGN_OR_RETURN(const SparsePrediction sparse, PredictSparseStep(in));
+  const SparseMode mode = c.mode == "ps"          ? SparseMode::kPs
+                          : c.mode == "hybrid"    ? SparseMode::kHybrid
+                          : c.full_table_rows > 0 ? SparseMode::kAllReduce
+                                                  : SparseMode::kAllGather;
+  const SparseModeCost& m = sparse.mode(mode);
+  CostPrediction p;
+  p.mode = c.mode == "ps" ? CostMode::kPs : CostMode::kRing;
+  p.params = sparse.dense_params;
+  p.worker.sent = std::llround(m.sent());
+  p.worker.received = std::llround(m.received());
+  p.comm_seconds = m.dense_seconds + m.sparse_seconds + m.update_seconds;
+  p.exposed_comm_seconds = m.step_seconds - in.compute_seconds;
+  p.step_seconds = m.step_seconds;
+  p.overhead_seconds = in.overhead_seconds;
+  p.bottleneck = SparseModeName(mode);
+  return p;
 }
 
 absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
@@ -178,8 +243,11 @@ absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
                    ReadJson(dir + "/summary.json"));
   ASSIGN_OR_RETURN(const BenchMeasurement m,
                    MeasureRun(lines, summary, c.workers, c.warmup_steps));
-  ASSIGN_OR_RETURN(const CostPrediction p,
-                   Predict(c, m.compute_seconds, overhead.value_or(0)));
+  ASSIGN_OR_RETURN(
+      const CostPrediction p,
+      c.dlrm ? PredictSparse(c, m.compute_seconds, overhead.value_or(0),
+                             m.unique_ids_per_step)
+             : Predict(c, m.compute_seconds, overhead.value_or(0)));
   nlohmann::json record = RunRecord(c, m, p);
   if (!IsBaseline(c) && !overhead.has_value()) {
     record["notes"].push_back(
@@ -190,8 +258,9 @@ absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
 
 std::string Describe(const BenchConfig& c) {
   std::string text = absl::StrFormat("%s %s W=%d", c.mode, c.model, c.workers);
-  if (c.mode == "ps")
+  if (c.mode == "ps" || c.mode == "hybrid")
     absl::StrAppend(&text, " S=", c.shards, " ", c.consistency);
+  if (c.full_table_rows > 0) absl::StrAppend(&text, " N=", c.full_table_rows);
   absl::StrAppend(&text, " ", c.compression, " link ",
                   c.bandwidth == "0" ? "none" : c.bandwidth);
   return text;
@@ -231,7 +300,9 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
                      " mlp convnet), ferry.model.v1 JSON files or MLP specs")
       ->delimiter(',')
       ->capture_default_str();
-  cmd.add_option("--modes", f.modes, "ps, ring")
+  cmd.add_option("--modes", f.modes,
+                 "ps, ring; a DLRM (--models dlrm) also hybrid and ring-full "
+                 "(ring with --ring-full-table-rows)")
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--workers", f.workers, "worker counts")
@@ -274,10 +345,22 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
   cmd.add_option("--out", f.out_dir,
                  "output directory (results.json/.csv/.md, plots, runs/)")
       ->required();
+  cmd.add_option("--ctr-data", f.ctr_data,
+                 "DLRM runs: a `ferry data ctr` directory (default: one "
+                 "generated into OUT/ctr-data)");
+  cmd.add_option("--full-table-rows", f.full_table_rows,
+                 "DLRM ring-full runs: rows of every table")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 26));
   cmd.add_option("--plot-script", f.plot_script,
                  "default: bench/plot_compare.py of the source");
   cmd.add_option("--run-timeout", f.run_timeout_s, "seconds per run")
       ->capture_default_str();
+}
+
+bool ModeFitsModel(const std::string& mode, bool dlrm) {
+  if (mode == "ps" || mode == "ring") return true;
+  return dlrm && (mode == "hybrid" || mode == "ring-full");
 }
 
 bool IsBaseline(const BenchConfig& c) {
@@ -309,14 +392,23 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
   const BenchCompareFlags f = in.quick ? QuickPreset(in) : in;
   std::vector<BenchConfig> out;
   for (const std::string& model : f.models) {
-    ASSIGN_OR_RETURN(const std::string spec, ResolveModel(model));
+    const bool dlrm = IsDlrmModelText(model);
+    std::string spec = model;
+    if (dlrm) {
+      RETURN_IF_ERROR(ResolveDlrmSpec(model).status());
+    } else {
+      ASSIGN_OR_RETURN(spec, ResolveModel(model));
+    }
     for (const std::string& mode : f.modes) {
-      if (mode != "ps" && mode != "ring") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("mode '", mode, "': expected ps or ring"));
+      if (!ModeFitsModel(mode, dlrm)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mode '", mode, "' with model ", model, ": expected ps or ring",
+            dlrm ? ", hybrid or ring-full" : " (hybrid and ring-full: DLRM)"));
       }
+      const bool sharded = mode == "ps" || mode == "hybrid";
       const std::vector<int> shard_counts =
-          mode == "ps" ? f.shards : std::vector<int>{0};
+          sharded ? f.shards : std::vector<int>{0};
+      // The ring, and hybrid's, is synchronous.
       const std::vector<std::string> consistencies =
           mode == "ps" ? f.consistency : std::vector<std::string>{"sync"};
       for (int w : f.workers)
@@ -328,22 +420,36 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
                   RETURN_IF_ERROR(ParseCompression(compression, true).status());
                   RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
                   RETURN_IF_ERROR(ParseLatency(latency).status());
-                  if (w < 1 || (mode == "ps" && s < 1)) {
+                  if (w < 1 || (sharded && s < 1)) {
                     return absl::InvalidArgumentError(
                         "worker and shard counts must be >= 1");
                   }
-                  out.push_back(BenchConfig{.model = model,
-                                            .mlp_spec = spec,
-                                            .mode = mode,
-                                            .workers = w,
-                                            .shards = s,
-                                            .consistency = consistency,
-                                            .compression = compression,
-                                            .bandwidth = bandwidth,
-                                            .latency = latency,
-                                            .batch = f.batch,
-                                            .warmup_steps = f.warmup_steps,
-                                            .steps = f.steps});
+                  if (dlrm && compression != "none") {
+                    return absl::InvalidArgumentError(
+                        "--compression: the sparse cost model does not "
+                        "model compression; DLRM runs take none");
+                  }
+                  BenchConfig c;
+                  c.model = model;
+                  c.mlp_spec = spec;
+                  c.mode = mode;
+                  c.dlrm = dlrm;
+                  c.workers = w;
+                  c.shards = s;
+                  c.consistency = consistency;
+                  c.compression = compression;
+                  c.bandwidth = bandwidth;
+                  c.latency = latency;
+                  c.batch = f.batch;
+                  c.warmup_steps = f.warmup_steps;
+                  c.steps = f.steps;
+                  if (dlrm) {
+                    c.dataset = absl::StrCat("criteo:", CtrDataDir(f));
+                    if (mode == "ring-full") {
+                      c.full_table_rows = f.full_table_rows;
+                    }
+                  }
+                  out.push_back(std::move(c));
                 }
     }
   }
@@ -358,6 +464,29 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
     return 2;
   }
   const std::vector<BenchConfig> runs_to_do = WithBaselines(*expanded);
+  // DLRM runs without --ctr-data: CTR data one epoch longer than a run.
+  const std::string ctr_dir = CtrDataDir(flags);
+  const bool needs_data =
+      flags.ctr_data.empty() &&
+      std::any_of(runs_to_do.begin(), runs_to_do.end(),
+                  [](const BenchConfig& c) { return c.dlrm; }) &&
+      !std::filesystem::exists(ctr_dir + "/meta.json");
+  if (needs_data) {
+    const BenchCompareFlags f = flags.quick ? QuickPreset(flags) : flags;
+    const int64_t rows =
+        static_cast<int64_t>(f.batch) * (f.warmup_steps + f.steps + 4);
+    std::filesystem::create_directories(flags.out_dir);
+    auto code = RunChild(
+        {ExecutableDir() + "/ferry", "data", "ctr", "--out", ctr_dir, "--rows",
+         std::to_string(rows), "--test-rows", "2000", "--seed", "1", "--quiet"},
+        flags.out_dir + "/ctr-data.log", flags.run_timeout_s);
+    if (!code.ok() || *code != 0) {
+      std::fprintf(stderr,
+                   "ferry bench compare: ferry data ctr failed; see %s\n",
+                   (flags.out_dir + "/ctr-data.log").c_str());
+      return 1;
+    }
+  }
   const std::vector<BenchConfig>* sweep = &runs_to_do;
   std::map<std::string, double>
       baseline_comm;  // baseline name -> exposed comm s

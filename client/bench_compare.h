@@ -33,6 +33,11 @@ struct BenchCompareFlags {
   bool quick = false;
   std::string out_dir;
   std::string plot_script;  // default: bench/plot_compare.py of the source tree
+  // DLRM models: the CTR data (`ferry data ctr` output; empty: generated
+  // into OUT/ctr-data, one epoch longer than a run) and the rows of each
+  // table in "ring-full" runs.
+  std::string ctr_data;
+  int64_t full_table_rows = 10000;
   double run_timeout_s = 600;
 };
 
@@ -52,6 +57,9 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
 std::vector<BenchConfig> WithBaselines(const std::vector<BenchConfig>& sweep);
 bool IsBaseline(const BenchConfig& config);
 BenchConfig BaselineOf(const BenchConfig& config);
+
+// The modes a model takes: ps and ring; a DLRM also hybrid and ring-full.
+bool ModeFitsModel(const std::string& mode, bool dlrm);
 
 // Runs the sweep; returns the exit code (0 all runs measured, 1 some run
 // failed: the others are still reported, 2 bad flags).

@@ -40,7 +40,10 @@ int ModelClasses(const std::string& spec) {
 
 std::string BenchConfig::Name() const {
   std::string name = absl::StrCat(mode, "-", model, "-w", workers);
-  if (mode == "ps") absl::StrAppend(&name, "-s", shards, "-", consistency);
+  if (mode == "ps" || mode == "hybrid") {
+    absl::StrAppend(&name, "-s", shards, "-", consistency);
+  }
+  if (full_table_rows > 0) absl::StrAppend(&name, "-n", full_table_rows);
   absl::StrAppend(&name, "-", compression, "-",
                   bandwidth == "0" ? "nolimit" : bandwidth);
   if (latency != "0") absl::StrAppend(&name, "-", latency);
@@ -107,6 +110,7 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
     }
   }
   m.test_accuracy = Num(summary, "test_accuracy");
+  m.unique_ids_per_step = Num(summary, "unique_ids_per_step");
   m.final_loss = Num(summary, "final_loss");
   return m;
 }
@@ -129,7 +133,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   const auto predicted = [&](double v) {
     return times_predicted ? nlohmann::json(v) : nlohmann::json(nullptr);
   };
-  const double chance = 1.0 / std::max(1, ModelClasses(c.mlp_spec));
+  // A DLRM has no class chance: its accuracy is a click threshold's.
+  const double chance =
+      c.dlrm ? 0.0 : 1.0 / std::max(1, ModelClasses(c.mlp_spec));
   nlohmann::json notes = nlohmann::json::array();
   if (std::abs(bytes_error) > 0.02) {
     notes.push_back(absl::StrFormat(
@@ -203,6 +209,8 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"shard_bytes_per_step_measured", m.shard_bytes},
       {"shard_bytes_per_step_predicted", shard_bytes_predicted},
       {"shard_requests_per_step_measured", m.shard_requests},
+      {"unique_ids_per_step", m.unique_ids_per_step},
+      {"full_table_rows", c.full_table_rows},
       {"test_accuracy", m.test_accuracy},
       {"test_accuracy_chance", chance},
       {"final_loss", m.final_loss},

@@ -21,8 +21,13 @@ namespace ferry {
 // One point of a sweep.
 struct BenchConfig {
   std::string model;     // preset name or MLP spec, as given
-  std::string mlp_spec;  // resolved
-  std::string mode;      // "ps" or "ring"
+  std::string mlp_spec;  // resolved (a DLRM: the model as given)
+  // "ps" or "ring"; a DLRM also "hybrid" and "ring-full" (ring mode with
+  // --ring-full-table-rows full_table_rows: DDP's full-table all-reduce).
+  std::string mode;
+  bool dlrm = false;
+  std::string dataset;          // a DLRM's "criteo:DIR"; empty: synthetic
+  int64_t full_table_rows = 0;  // "ring-full"
   int workers = 2;
   int shards = 0;  // 0 for ring
   std::string consistency = "sync";
@@ -50,6 +55,7 @@ struct BenchMeasurement {
   std::vector<double> shard_requests;    // per step, per shard (pushes + pulls)
   double test_accuracy = 0;
   double final_loss = 0;
+  double unique_ids_per_step = 0;  // a DLRM's, summed over the workers
 };
 
 // Reads the coordinator's metrics lines (--metrics-jsonl) and the job

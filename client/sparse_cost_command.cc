@@ -227,6 +227,11 @@ nlohmann::json SweepJson(const SparseSweep& sweep) {
 
 }  // namespace
 
+absl::StatusOr<SparseCostInput> SparseCostInputFromFlags(const CostFlags& f) {
+  ASSIGN_OR_RETURN(SparseSetup setup, ToSparseInput(f));
+  return setup.input;
+}
+
 absl::Status RunSparseCost(const CostFlags& f) {
   ASSIGN_OR_RETURN(const SparseSetup setup, ToSparseInput(f));
   const SparseCostInput& in = setup.input;

@@ -15,18 +15,18 @@ namespace {
 absl::Status WithContext(const absl::Status& status, const char* what,
                          int64_t op_id, int32_t stage,
                          const RingTransport& transport) {
-  return absl::Status(
-      status.code(), absl::StrCat(what, " op ", op_id, " stage ", stage,
-                                  " (rank ", transport.rank(), " of ",
-                                  transport.size(), "): ", status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat(what, " op ", op_id, " stage ", stage,
+                                   " (rank ", transport.rank(), " of ",
+                                   transport.size(), "): ", status.message()));
 }
 
 int64_t NumPieces(int64_t bytes, int64_t piece_bytes) {
   return bytes == 0 ? 0 : (bytes - 1) / piece_bytes + 1;
 }
 
-absl::Status SendPiece(RingTransport& transport, int64_t op_id,
-                       int32_t stage, int32_t piece, std::string bytes) {
+absl::Status SendPiece(RingTransport& transport, int64_t op_id, int32_t stage,
+                       int32_t piece, std::string bytes) {
   return transport.SendBytes(RingTag{op_id, stage, piece}, std::move(bytes));
 }
 
@@ -39,15 +39,15 @@ std::string Header(uint64_t size) {
   return header;
 }
 
-absl::Status SendPayload(RingTransport& transport, int64_t op_id,
-                         int32_t stage, absl::string_view payload,
-                         int64_t piece_bytes) {
-  RETURN_IF_ERROR(SendPiece(transport, op_id, stage, 0, Header(payload.size())));
+absl::Status SendPayload(RingTransport& transport, int64_t op_id, int32_t stage,
+                         absl::string_view payload, int64_t piece_bytes) {
+  RETURN_IF_ERROR(
+      SendPiece(transport, op_id, stage, 0, Header(payload.size())));
   const int64_t pieces = NumPieces(payload.size(), piece_bytes);
   for (int64_t p = 0; p < pieces; ++p) {
-    RETURN_IF_ERROR(SendPiece(
-        transport, op_id, stage, static_cast<int32_t>(p + 1),
-        std::string(payload.substr(p * piece_bytes, piece_bytes))));
+    RETURN_IF_ERROR(
+        SendPiece(transport, op_id, stage, static_cast<int32_t>(p + 1),
+                  std::string(payload.substr(p * piece_bytes, piece_bytes))));
   }
   return absl::OkStatus();
 }
@@ -55,9 +55,8 @@ absl::Status SendPayload(RingTransport& transport, int64_t op_id,
 // Receives the payload sent under (op_id, stage) from the previous rank;
 // with forward_stage >= 0 every message goes on to the next rank under that
 // stage as soon as it has arrived.
-absl::StatusOr<std::string> RecvPayload(RingTransport& transport,
-                                        int64_t op_id, int32_t stage,
-                                        int32_t forward_stage,
+absl::StatusOr<std::string> RecvPayload(RingTransport& transport, int64_t op_id,
+                                        int32_t stage, int32_t forward_stage,
                                         int64_t piece_bytes,
                                         absl::Time deadline) {
   ASSIGN_OR_RETURN(std::string header,
@@ -82,12 +81,11 @@ absl::StatusOr<std::string> RecvPayload(RingTransport& transport,
   const int64_t pieces = NumPieces(static_cast<int64_t>(size), piece_bytes);
   for (int64_t p = 0; p < pieces; ++p) {
     const int32_t tag_piece = static_cast<int32_t>(p + 1);
-    ASSIGN_OR_RETURN(std::string piece,
-                     transport.RecvBytes(RingTag{op_id, stage, tag_piece},
-                                         deadline));
-    const int64_t expected =
-        std::min<int64_t>(piece_bytes, static_cast<int64_t>(size) -
-                                           p * piece_bytes);
+    ASSIGN_OR_RETURN(
+        std::string piece,
+        transport.RecvBytes(RingTag{op_id, stage, tag_piece}, deadline));
+    const int64_t expected = std::min<int64_t>(
+        piece_bytes, static_cast<int64_t>(size) - p * piece_bytes);
     if (static_cast<int64_t>(piece.size()) != expected) {
       return absl::DataLossError(absl::StrCat("payload piece ", tag_piece,
                                               " holds ", piece.size(),
@@ -124,9 +122,9 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(
   const int r = transport.rank();
   std::vector<std::string> out(n);
   if (static_cast<int64_t>(mine.size()) > kMaxRingPayloadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AllGatherBytes: payload of ", mine.size(), " bytes, more than ",
-        kMaxRingPayloadBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllGatherBytes: payload of ", mine.size(),
+                     " bytes, more than ", kMaxRingPayloadBytes));
   }
   if (n > 1) {
     if (absl::Status s = SendPayload(transport, op_id, 0, mine, piece_bytes);
@@ -139,8 +137,8 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(
     // The payload of rank r - stage - 1 arrives at stage `stage` and goes
     // on unless its next rank is its owner.
     const bool forward = stage + 2 < n;
-    auto payload = RecvPayload(transport, op_id, stage, forward ? stage + 1 : -1,
-                               piece_bytes, deadline);
+    auto payload = RecvPayload(transport, op_id, stage,
+                               forward ? stage + 1 : -1, piece_bytes, deadline);
     if (!payload.ok()) {
       return WithContext(payload.status(), "AllGatherBytes", op_id, stage,
                          transport);
@@ -151,8 +149,8 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(
 }
 
 absl::Status BroadcastBytes(RingTransport& transport, int64_t op_id,
-                            std::string& payload, int root,
-                            int64_t piece_bytes, absl::Time deadline) {
+                            std::string& payload, int root, int64_t piece_bytes,
+                            absl::Time deadline) {
   RETURN_IF_ERROR(CheckArgs("BroadcastBytes", transport, piece_bytes));
   const int n = transport.size();
   if (root < 0 || root >= n) {
@@ -172,8 +170,8 @@ absl::Status BroadcastBytes(RingTransport& transport, int64_t op_id,
   auto received = RecvPayload(transport, op_id, distance - 1,
                               forward ? distance : -1, piece_bytes, deadline);
   if (!received.ok()) {
-    return WithContext(received.status(), "BroadcastBytes", op_id,
-                       distance - 1, transport);
+    return WithContext(received.status(), "BroadcastBytes", op_id, distance - 1,
+                       transport);
   }
   payload = *std::move(received);
   return absl::OkStatus();

@@ -45,8 +45,8 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(
 // each piece forwarded as soon as it arrives. On return every rank's
 // `payload` is root's (unspecified on error).
 absl::Status BroadcastBytes(RingTransport& transport, int64_t op_id,
-                            std::string& payload, int root,
-                            int64_t piece_bytes, absl::Time deadline);
+                            std::string& payload, int root, int64_t piece_bytes,
+                            absl::Time deadline);
 
 }  // namespace ferry
 

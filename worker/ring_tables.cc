@@ -124,17 +124,17 @@ absl::StatusOr<std::vector<std::vector<SparseRows>>> RingTables::GatherRows(
     RingTransport& transport, int64_t op_id, int64_t steps_before,
     int64_t piece_bytes, absl::Time deadline) {
   std::string mine = EncodeRows(steps_before, step_rows_);
-  ASSIGN_OR_RETURN(std::vector<std::string> payloads,
-                   AllGatherBytes(transport, op_id, std::move(mine),
-                                  piece_bytes, deadline));
+  ASSIGN_OR_RETURN(
+      std::vector<std::string> payloads,
+      AllGatherBytes(transport, op_id, std::move(mine), piece_bytes, deadline));
   std::vector<std::vector<SparseRows>> contributions(payloads.size());
   for (size_t rank = 0; rank < payloads.size(); ++rank) {
-    ASSIGN_OR_RETURN(contributions[rank],
-                     DecodeRows(payloads[rank], steps_before,
-                                static_cast<int>(rank)));
+    ASSIGN_OR_RETURN(
+        contributions[rank],
+        DecodeRows(payloads[rank], steps_before, static_cast<int>(rank)));
     if (absl::Status s = store_->CheckRows(contributions[rank]); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("row gradients of rank ",
-                                                 rank, ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("row gradients of rank ", rank,
+                                                 ": ", s.message()));
     }
   }
   return contributions;
@@ -161,8 +161,8 @@ RingTables::AllReduceFullTables(RingTransport& transport, int64_t op_id,
   options.piece_elements = std::max<int64_t>(1, piece_bytes / 4);
   options.timeout = std::max(deadline - absl::Now(), absl::ZeroDuration());
   RingCollective collective(&transport, options);
-  RETURN_IF_ERROR(collective.AllReduceSum(op_id, full_gradient_.data(),
-                                          offset.back()));
+  RETURN_IF_ERROR(
+      collective.AllReduceSum(op_id, full_gradient_.data(), offset.back()));
   // The summed gradient is bitwise the same on every member, and so are
   // its non-zero rows.
   std::vector<SparseRows> rows;
@@ -213,10 +213,10 @@ absl::Status RingTables::RollBackTo(int64_t from_steps, int64_t to_steps) {
   if (to_steps >= from_steps) return absl::OkStatus();
   if (undos_.empty() || undos_.back().steps_before != from_steps - 1 ||
       undos_.front().steps_before > to_steps) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the embedding tables keep no undo of steps ", to_steps, "..",
-        from_steps - 1, ": cannot roll back from ", from_steps, " to ",
-        to_steps, " steps"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the embedding tables keep no undo of steps ", to_steps,
+                     "..", from_steps - 1, ": cannot roll back from ",
+                     from_steps, " to ", to_steps, " steps"));
   }
   while (!undos_.empty() && undos_.back().steps_before >= to_steps) {
     store_->Undo(undos_.back().undo);
@@ -259,9 +259,9 @@ uint64_t RingTables::Digest() const {
           sum += h;
         });
     table.ForEachPending([&](uint64_t id, int32_t count, int64_t last_seen) {
-      sum += Mix(Mix(Mix(~static_cast<uint64_t>(t), id),
-                     static_cast<uint64_t>(count)),
-                 static_cast<uint64_t>(last_seen));
+      sum += Mix(
+          Mix(Mix(~static_cast<uint64_t>(t), id), static_cast<uint64_t>(count)),
+          static_cast<uint64_t>(last_seen));
     });
   }
   return sum;

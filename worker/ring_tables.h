@@ -60,8 +60,8 @@ class RingTables {
   // mode keeps every row), a negative full_table_rows or full tables of
   // more than 2^31 floats, and for what SparseStore::Create refuses.
   static absl::StatusOr<std::unique_ptr<RingTables>> Create(
-      std::vector<int32_t> dims, const EmbeddingOptions& options,
-      uint64_t seed, int64_t full_table_rows = 0);
+      std::vector<int32_t> dims, const EmbeddingOptions& options, uint64_t seed,
+      int64_t full_table_rows = 0);
 
   // Where the open step reads its batch's rows (the member's own tables).
   EmbeddingRowSource* rows() {
@@ -134,7 +134,7 @@ class RingTables {
   const std::unique_ptr<SparseStore> store_;
   SparseStoreRowSource row_source_;
   const int64_t full_table_rows_;
-  ModuloRowSource modulo_;  // full tables' reads: id mod N
+  ModuloRowSource modulo_;            // full tables' reads: id mod N
   std::vector<float> full_gradient_;  // full tables: T x N x dim
   std::vector<SparseRows> step_rows_;
   struct KeptUndo {

@@ -94,6 +94,42 @@ TEST(BenchCompareTest, BadAxesAreRejected) {
   EXPECT_FALSE(ExpandSweep(f).ok());
 }
 
+TEST(BenchCompareTest, ADlrmSweepsItsFourModesOnCtrData) {
+  BenchCompareFlags f;
+  f.models = {"dlrm"};
+  f.modes = {"ps", "ring", "hybrid", "ring-full"};
+  f.shards = {2};
+  f.bandwidths = {"0"};
+  f.latencies = {"0"};
+  f.out_dir = "/tmp/bench-out";
+  f.full_table_rows = 5000;
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->size(), 4u);
+  std::set<std::string> names;
+  for (const BenchConfig& c : *sweep) {
+    EXPECT_TRUE(c.dlrm);
+    EXPECT_EQ(c.dataset, "criteo:/tmp/bench-out/ctr-data") << c.mode;
+    EXPECT_EQ(c.shards, c.mode == "ps" || c.mode == "hybrid" ? 2 : 0);
+    EXPECT_EQ(c.full_table_rows, c.mode == "ring-full" ? 5000 : 0);
+    names.insert(c.Name());
+  }
+  EXPECT_EQ(names.size(), 4u);  // ring and ring-full runs apart
+  // Given data is used as it is.
+  f.ctr_data = "/data/ctr";
+  EXPECT_EQ((*ExpandSweep(f))[0].dataset, "criteo:/data/ctr");
+  // Hybrid and full tables need a DLRM; DLRM runs take no compression.
+  f.models = {"fashion-mlp"};
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()),
+              HasSubstr("hybrid and ring-full: DLRM"));
+  f.models = {"dlrm"};
+  f.compression = {"fp16"};
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()),
+              HasSubstr("DLRM runs take none"));
+  EXPECT_TRUE(ModeFitsModel("ring-full", true));
+  EXPECT_FALSE(ModeFitsModel("ring-full", false));
+}
+
 nlohmann::json Line(int step, double elapsed, double sent, double received,
                     double compute, double comm) {
   return {{"step", step},

@@ -39,8 +39,8 @@ TEST(RingBytes, AllGatherGivesEveryRankEveryPayloadInRankOrder) {
       return absl::OkStatus();
     });
     for (int r = 0; r < n; ++r) {
-      ASSERT_TRUE(statuses[r].ok()) << n << " ranks, rank " << r << ": "
-                                    << statuses[r];
+      ASSERT_TRUE(statuses[r].ok())
+          << n << " ranks, rank " << r << ": " << statuses[r];
       ASSERT_EQ(got[r].size(), static_cast<size_t>(n));
       for (int k = 0; k < n; ++k) {
         EXPECT_EQ(got[r][k], PayloadOf(k, sizes[k]))
@@ -81,10 +81,9 @@ TEST(RingBytes, RefusesBadArgumentsAndTimesOut) {
   std::string payload = "x";
   EXPECT_EQ(BroadcastBytes(*hub.transport(0), 1, payload, 2, 4, Soon()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AllGatherBytes(*hub.transport(0), 1, "x", 0, Soon())
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      AllGatherBytes(*hub.transport(0), 1, "x", 0, Soon()).status().code(),
+      absl::StatusCode::kInvalidArgument);
   // Rank 1 never takes part: rank 0 waits until its deadline, no longer.
   const absl::Time start = absl::Now();
   auto out = AllGatherBytes(*hub.transport(0), 2, "x", 4,
