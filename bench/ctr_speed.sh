@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# DLRM training speed, ferry sync PS and hybrid vs PyTorch DDP (issue 20's
+# DLRM training speed, ferry sync PS, hybrid and ring vs PyTorch DDP (issue 20's
 # targets: ferry sync PS with 2 workers and 2 shards >= 5x DDP with 2 gloo
 # ranks, samples/s, same model, data and global batch, tables of >= 1M rows
 # in total; hybrid -- tables on the shards, dense layers in the workers'
-# ring -- >= 1.0x PS). All run
+# ring -- >= 1.0x PS; ring -- every worker holds the tables, the touched
+# rows all-gathered -- for comparison). All run
 # on this machine, one thread per process, in the same script, for the same
 # number of steps after a warm-up; DDP all-reduces every table's full
 # gradient each step (bench/torch_dlrm_ddp.py), ferry's workers move only the
@@ -11,7 +12,7 @@
 # worker next to the unique ids per step.
 # Usage: bench/ctr_speed.sh [rows] [out_dir]   (default 1300000, out/ctr-speed)
 # Env: BIN_DIR (build/bin), STEPS (300), BATCH (128), MODEL (dlrm), SEED (1),
-#      WORKERS (2), SHARDS (2), MODES ("ps hybrid"), KEEP_DATA=1,
+#      WORKERS (2), SHARDS (2), MODES ("ps hybrid ring"), KEEP_DATA=1,
 #      SKIP_TORCH=1, SKIP_FERRY=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ model=${MODEL:-dlrm}
 seed=${SEED:-1}
 workers=${WORKERS:-2}
 shards=${SHARDS:-2}
-modes=${MODES:-ps hybrid}
+modes=${MODES:-ps hybrid ring}
 mkdir -p "$out"
 data="$out/data"
 if [[ -z "${KEEP_DATA:-}" || ! -f "$data/meta.json" ]]; then
@@ -38,13 +39,14 @@ model_json=""
 if [[ -z "${SKIP_FERRY:-}" ]]; then
   for mode in $modes; do
     cmd=("$bin/ferry" local --mode "$mode" --workers "$workers"
-         --shards "$shards" --model "$model" --dataset "criteo:$data"
+         --model "$model" --dataset "criteo:$data"
          --device cpu --epochs 1 --batch "$batch" --seed "$seed"
          --max-steps "$steps" --optimizer adam --lr 0.001
          --lr-schedule constant --warmup-steps 0 --weight-decay 0
          --embedding-optimizer adagrad --embedding-lr 0.05
          --log-dir "$out/ferry-$mode-logs"
          --summary-json "$out/ferry-$mode.json")
+    [[ "$mode" != ring ]] && cmd+=(--shards "$shards")
     echo "== ${cmd[*]}" >&2
     "${cmd[@]}" 2> >(tee "$out/ferry-$mode.log" >&2)
   done
@@ -61,11 +63,12 @@ fi
 import json, os, sys
 out = sys.argv[1]
 res = {}
-for name in ("ferry-ps", "ferry-hybrid", "ddp"):
+for name in ("ferry-ps", "ferry-hybrid", "ferry-ring", "ddp"):
     p = os.path.join(out, name + ".json")
     if os.path.exists(p):
         res[name] = json.load(open(p))
-for name, label in (("ferry-ps", "ferry sync PS "), ("ferry-hybrid", "ferry hybrid  ")):
+for name, label in (("ferry-ps", "ferry sync PS "), ("ferry-hybrid", "ferry hybrid  "),
+                    ("ferry-ring", "ferry ring    ")):
     if name not in res:
         continue
     f = res[name]
@@ -90,6 +93,12 @@ if "ferry-ps" in res and "ddp" in res:
 if "ferry-hybrid" in res and "ddp" in res:
     r = res["ferry-hybrid"]["samples_per_second"] / res["ddp"]["samples_per_second"]
     print(f"ferry hybrid / DDP: {r:.2f}x")
+if "ferry-ring" in res and "ddp" in res:
+    r = res["ferry-ring"]["samples_per_second"] / res["ddp"]["samples_per_second"]
+    print(f"ferry ring / DDP: {r:.2f}x")
+if "ferry-ring" in res and "ferry-ps" in res:
+    r = res["ferry-ring"]["samples_per_second"] / res["ferry-ps"]["samples_per_second"]
+    print(f"ferry ring / PS: {r:.2f}x")
 if "ferry-hybrid" in res and "ferry-ps" in res:
     r = res["ferry-hybrid"]["samples_per_second"] / res["ferry-ps"]["samples_per_second"]
     print(f"ferry hybrid / PS: {r:.2f}x (target >= 1.0)")

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "coordinator/job_evaluators.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
@@ -31,36 +32,11 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
     control->stubs_.push_back(
         v1::ParameterServer::NewStub(MakeChannel(address)));
   }
-  int64_t num_parameters = 0;
-  if (IsDlrmJob(job)) {
-    if (!export_dir.empty()) {
-      return absl::InvalidArgumentError(
-          "--export is not supported for DLRM models yet: embedding tables "
-          "have no export format");
-    }
-    CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
-    if (ctr == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the job's model '", job.model(),
-          "' is a DLRM: it is evaluated on a criteo: dataset's test split"));
-    }
-    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
-    ASSIGN_OR_RETURN(control->ctr_evaluator_,
-                     CtrTestEvaluator::Create(spec, std::move(*ctr)));
-    num_parameters = control->ctr_evaluator_->num_parameters();
-  } else {
-    Dataset* dense = std::get_if<Dataset>(&test_set);
-    if (dense == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the job's model '", job.model(),
-          "' is not a DLRM: it cannot be evaluated on Criteo examples"));
-    }
-    ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-    ASSIGN_OR_RETURN(
-        control->evaluator_,
-        TestSetEvaluator::Create(model, std::move(*dense), export_dir));
-    num_parameters = control->evaluator_->num_parameters();
-  }
+  ASSIGN_OR_RETURN(JobEvaluators evaluators,
+                   MakeJobEvaluators(job, std::move(test_set), export_dir));
+  const int64_t num_parameters = evaluators.num_parameters();
+  control->evaluator_ = std::move(evaluators.dense);
+  control->ctr_evaluator_ = std::move(evaluators.ctr);
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/job_evaluators.h"
 #include "proto/job_convert.h"
 #include "ps/job_tables.h"
 
@@ -15,35 +16,14 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
     absl::Duration fetch_timeout) {
   std::unique_ptr<RingControl> control(
       new RingControl(job.job_id(), fetch_timeout));
-  if (IsDlrmJob(job)) {
-    if (!export_dir.empty()) {
-      return absl::InvalidArgumentError(
-          "--export is not supported for DLRM models yet: embedding tables "
-          "have no export format");
-    }
-    CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
-    if (ctr == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the job's model '", job.model(),
-          "' is a DLRM: it is evaluated on a criteo: dataset's test split"));
-    }
-    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
-    ASSIGN_OR_RETURN(control->ctr_evaluator_,
-                     CtrTestEvaluator::Create(spec, std::move(*ctr)));
+  ASSIGN_OR_RETURN(JobEvaluators evaluators,
+                   MakeJobEvaluators(job, std::move(test_set), export_dir));
+  control->evaluator_ = std::move(evaluators.dense);
+  control->ctr_evaluator_ = std::move(evaluators.ctr);
+  if (control->ctr_evaluator_ != nullptr) {
     ASSIGN_OR_RETURN(control->tables_, JobTablesConfig(job));
     control->full_table_rows_ = job.embedding().ring_full_table_rows();
-    return control;
   }
-  Dataset* dense = std::get_if<Dataset>(&test_set);
-  if (dense == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the job's model '", job.model(),
-        "' is not a DLRM: it cannot be evaluated on Criteo examples"));
-  }
-  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
-  ASSIGN_OR_RETURN(
-      control->evaluator_,
-      TestSetEvaluator::Create(model, std::move(*dense), export_dir));
   return control;
 }
 

@@ -161,15 +161,18 @@ absl::Status FullStep(Member& m, const v1::NextTaskResponse& lease,
   return m.exchange->FinishStep();
 }
 
-// Runs `step` on every member of `ring` at once.
+// Runs `step` on every member of `ring` at once; `keep_state` sets the
+// leases' keep_state, `seed_offset` shifts the members' gradients.
 void RunStep(const std::vector<Member*>& ring, int64_t step,
-             int64_t ring_generation, int64_t fence = 0) {
+             int64_t ring_generation, int64_t fence = 0,
+             bool keep_state = false, int seed_offset = 0) {
   std::vector<absl::Status> statuses(ring.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ring.size(); ++r) {
     threads.emplace_back([&, r] {
-      statuses[r] =
-          FullStep(*ring[r], Lease(step, ring_generation, fence, ring, r));
+      v1::NextTaskResponse lease = Lease(step, ring_generation, fence, ring, r);
+      lease.set_keep_state(keep_state);
+      statuses[r] = FullStep(*ring[r], lease, seed_offset);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -301,17 +304,7 @@ TEST(RingExchangeTest, KeptStateRollsBackToACheckpointVersion) {
   std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
   Reference ref;
   auto run = [&](int64_t step, int64_t generation, bool keep, int offset) {
-    std::vector<absl::Status> statuses(ring.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < ring.size(); ++r) {
-      threads.emplace_back([&, r] {
-        v1::NextTaskResponse lease = Lease(step, generation, 0, ring, r);
-        lease.set_keep_state(keep);
-        statuses[r] = FullStep(*ring[r], lease, offset);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+    RunStep(ring, step, generation, /*fence=*/0, keep, offset);
   };
   for (int64_t step = 0; step < 7; ++step) {
     run(step, 1, /*keep=*/step == 2, 0);
@@ -338,17 +331,7 @@ TEST(RingExchangeTest, TheCheckpointVersionBeforeTheNewestIsKeptToo) {
   std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
   Reference ref;
   auto run = [&](int64_t step, int64_t generation, bool keep, int offset) {
-    std::vector<absl::Status> statuses(ring.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < ring.size(); ++r) {
-      threads.emplace_back([&, r] {
-        v1::NextTaskResponse lease = Lease(step, generation, 0, ring, r);
-        lease.set_keep_state(keep);
-        statuses[r] = FullStep(*ring[r], lease, offset);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+    RunStep(ring, step, generation, /*fence=*/0, keep, offset);
   };
   for (int64_t step = 0; step < 7; ++step) {
     run(step, 1, /*keep=*/step == 2 || step == 4, 0);

@@ -1,0 +1,44 @@
+#include "coordinator/job_evaluators.h"
+
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+
+absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
+                                                JobTestSet test_set,
+                                                const std::string& export_dir) {
+  JobEvaluators out;
+  if (IsDlrmJob(job)) {
+    if (!export_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--export is not supported for DLRM models yet: embedding tables "
+          "have no export format");
+    }
+    CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
+    if (ctr == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the job's model '", job.model(),
+          "' is a DLRM: it is evaluated on a criteo: dataset's test split"));
+    }
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    ASSIGN_OR_RETURN(out.ctr, CtrTestEvaluator::Create(spec, std::move(*ctr)));
+    return out;
+  }
+  Dataset* dense = std::get_if<Dataset>(&test_set);
+  if (dense == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job's model '", job.model(),
+        "' is not a DLRM: it cannot be evaluated on Criteo examples"));
+  }
+  ASSIGN_OR_RETURN(ModelDef model, JobModel(job));
+  ASSIGN_OR_RETURN(out.dense, TestSetEvaluator::Create(model, std::move(*dense),
+                                                       export_dir));
+  return out;
+}
+
+}  // namespace ferry
