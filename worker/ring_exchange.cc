@@ -87,9 +87,16 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   }
   RETURN_IF_ERROR(BroadcastState(*collective, 0));
   if (options_.tables == nullptr) return absl::OkStatus();
-  return options_.tables->Broadcast(*session_->transport, session_->next_op++,
-                                    0, options_.tables_piece_bytes,
-                                    absl::Now() + options_.collective_timeout);
+  // Two ops: the members' table digests, then (unless all equal) rank 0's
+  // tables.
+  const int64_t op = session_->next_op;
+  session_->next_op += 2;
+  ASSIGN_OR_RETURN(const bool sent,
+                   options_.tables->Broadcast(
+                       *session_->transport, op, 0, options_.tables_piece_bytes,
+                       absl::Now() + options_.collective_timeout));
+  if (sent) LogInfo("ring: rank 0's embedding tables broadcast");
+  return absl::OkStatus();
 }
 
 absl::Status RingExchange::BroadcastState(RingCollective& collective,

@@ -225,19 +225,41 @@ absl::Status RingTables::RollBackTo(int64_t from_steps, int64_t to_steps) {
   return absl::OkStatus();
 }
 
-absl::Status RingTables::Broadcast(RingTransport& transport, int64_t op_id,
-                                   int root, int64_t piece_bytes,
-                                   absl::Time deadline) {
+absl::StatusOr<bool> RingTables::Broadcast(RingTransport& transport,
+                                           int64_t op_id, int root,
+                                           int64_t piece_bytes,
+                                           absl::Time deadline) {
+  // Every member's digest: no copy of the tables when all hold root's.
+  const uint64_t digest = Digest();
+  std::string mine(sizeof(digest), '\0');
+  std::memcpy(mine.data(), &digest, sizeof(digest));
+  ASSIGN_OR_RETURN(
+      const std::vector<std::string> digests,
+      AllGatherBytes(transport, op_id, std::move(mine), piece_bytes, deadline));
+  if (root < 0 || root >= static_cast<int>(digests.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tables broadcast from root ", root, " in a ring of ", digests.size()));
+  }
+  bool same = true;
+  for (size_t rank = 0; rank < digests.size(); ++rank) {
+    if (digests[rank].size() != sizeof(digest)) {
+      return absl::DataLossError(absl::StrCat("tables digest of rank ", rank,
+                                              " holds ", digests[rank].size(),
+                                              " bytes, not 8"));
+    }
+    same = same && digests[rank] == digests[root];
+  }
+  if (same) return false;
   const bool sender = transport.rank() == root;
   std::string blob = sender ? Encode() : std::string();
   RETURN_IF_ERROR(
-      BroadcastBytes(transport, op_id, blob, root, piece_bytes, deadline));
-  if (sender) return absl::OkStatus();
+      BroadcastBytes(transport, op_id + 1, blob, root, piece_bytes, deadline));
+  if (sender) return true;
   ASSIGN_OR_RETURN(std::vector<TableCheckpoint> tables,
                    DecodeTables(blob, /*with_counters=*/true));
   RETURN_IF_ERROR(store_->Restore(tables));
   undos_.clear();
-  return absl::OkStatus();
+  return true;
 }
 
 std::string RingTables::Encode() const { return EncodeSparseStore(*store_); }

@@ -11,7 +11,9 @@
 //             per id in rank order, divided by the step's samples, then the
 //             row-wise optimizer (ps/sparse_store.h, the shards' code).
 //   new ring  Broadcast: rank 0's tables replace every other member's (a
-//             member that joined starts with them).
+//             member that joined starts with them); skipped when every
+//             member's digest already equals rank 0's (a ring re-formed
+//             after a member left or a step was aborted).
 //   rollback  the undo of each of the last kKeptSteps steps is kept, so a
 //             member that applied a step the coordinator then aborted goes
 //             back to the committed step (RollBackTo).
@@ -96,12 +98,16 @@ class RingTables {
   // is not kept.
   absl::Status RollBackTo(int64_t from_steps, int64_t to_steps);
 
-  // Root's tables to every member; the others' are replaced (their undo
-  // dropped: a ring never rolls back past its start). Errors: the
-  // broadcast's; DATA_LOSS for a blob that does not decode;
-  // FAILED_PRECONDITION for tables of another configuration.
-  absl::Status Broadcast(RingTransport& transport, int64_t op_id, int root,
-                         int64_t piece_bytes, absl::Time deadline);
+  // Root's tables to every member: first every member's Digest() is
+  // all-gathered (op `op_id`); unless all equal root's, root's tables then
+  // replace every other member's (op `op_id` + 1; a receiver's undo is
+  // dropped: a ring never rolls back past its start). Returns whether the
+  // tables were sent. Errors: the collectives'; DATA_LOSS for a digest or
+  // a blob that does not decode; FAILED_PRECONDITION for tables of another
+  // configuration.
+  absl::StatusOr<bool> Broadcast(RingTransport& transport, int64_t op_id,
+                                 int root, int64_t piece_bytes,
+                                 absl::Time deadline);
 
   // The tables as one blob (EncodeSparseStore): what Broadcast sends and
   // what the evaluation fetches.

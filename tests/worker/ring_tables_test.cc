@@ -169,11 +169,15 @@ TEST(RingTables, BroadcastGivesANewMemberRankZerosTables) {
   members.push_back(std::move(tables[0]));
   members.push_back(Make());
   ASSERT_NE(members[0]->Digest(), members[1]->Digest());
+  std::vector<bool> sent(2);
   const auto statuses = testing::RunOnAllRanks(2, [&](int r) {
-    return members[r]->Broadcast(*ring.transport(r), 0, 0, kPiece, Soon());
+    auto s = members[r]->Broadcast(*ring.transport(r), 0, 0, kPiece, Soon());
+    if (s.ok()) sent[r] = *s;
+    return s.status();
   });
   ASSERT_TRUE(statuses[0].ok()) << statuses[0];
   ASSERT_TRUE(statuses[1].ok()) << statuses[1];
+  EXPECT_TRUE(sent[0] && sent[1]);
   EXPECT_EQ(members[1]->Digest(), members[0]->Digest());
   ExpectSameTables(members[1]->store(), members[0]->store());
   // The receiver's history is gone: it cannot roll back past the ring's
@@ -184,6 +188,22 @@ TEST(RingTables, BroadcastGivesANewMemberRankZerosTables) {
   const auto next = Step(ring, members, 1, 2);
   ASSERT_TRUE(next[0].ok() && next[1].ok());
   EXPECT_EQ(members[1]->Digest(), members[0]->Digest());
+
+  // The ring re-formed with the same two members (say a step was aborted):
+  // their digests agree, so only the digests travel, not the tables.
+  InMemoryRingHub again(2);
+  const auto same = testing::RunOnAllRanks(2, [&](int r) {
+    auto s = members[r]->Broadcast(*again.transport(r), 0, 0, kPiece, Soon());
+    if (s.ok()) sent[r] = *s;
+    return s.status();
+  });
+  ASSERT_TRUE(same[0].ok() && same[1].ok());
+  EXPECT_FALSE(sent[0] || sent[1]);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(again.bytes_sent(r), 8 + 8) << r;  // a header and a digest
+  }
+  // The receiver kept its history: it can still roll back the last step.
+  EXPECT_TRUE(members[1]->RollBackTo(3, 2).ok());
 }
 
 TEST(RingTables, AMalformedContributionChangesNothing) {
