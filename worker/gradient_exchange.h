@@ -12,7 +12,9 @@
 //        ring (a new ring generation: new links, rank 0's state broadcast,
 //        rolled back to the committed step first); Ready all-reduces each
 //        complete bucket; FinishStep waits for every bucket and applies the
-//        optimizer locally.
+//        optimizer locally. A DLRM's tables are the member's own
+//        (worker/ring_tables.h), their touched rows all-gathered in
+//        FinishStep.
 //   hybrid (HybridExchange): the ring's, for a DLRM's dense layers, plus its
 //        embedding rows pulled from and pushed to the shards.
 //
@@ -161,9 +163,10 @@ class GradientExchange {
   virtual bool WaitedForOthers(const absl::Status& failure) = 0;
 
   // Jobs with embedding tables (DLRM), between BeginStep and FinishStep:
-  // where the open step reads its batch's rows (PS: one row pull from the
-  // shards at the version BeginStep pulled). nullptr for a mode that holds
-  // no tables; the trainer then refuses the step.
+  // where the open step reads its batch's rows (PS and hybrid: one row pull
+  // from the shards at the version BeginStep pulled; ring: the member's own
+  // tables). nullptr for a mode that holds no tables; the trainer then
+  // refuses the step.
   virtual EmbeddingRowSource* embedding_rows() { return nullptr; }
 
   // The open step's row gradients (per table its unique ids and the sums
