@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/bench_compare.h"
 #include "client/chaos_plan.h"
@@ -433,13 +432,14 @@ int main(int argc, char** argv) {
                                               *options);
     }
     if (fits.ok()) {
-      fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, *spec);
+      fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, model,
+                                           &*spec);
     }
-  } else if (fits.ok() && ring_full_table_rows != 0) {
-    fits = absl::InvalidArgumentError(absl::StrCat(
-        "--ring-full-table-rows sizes a DLRM's embedding tables; --model ",
-        model, " has none"));
   } else if (fits.ok()) {
+    fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, model,
+                                         /*spec=*/nullptr);
+  }
+  if (fits.ok() && !dlrm) {
     absl::StatusOr<ferry::ModelDef> model_def = ferry::ResolveModelSpec(model);
     fits = model_def.status();
     if (fits.ok()) {

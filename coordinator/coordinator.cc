@@ -526,19 +526,10 @@ void Coordinator::EvaluatorLoop() {
                {{"step", request.version}, {"error", result.status()}});
     }
     if (result.ok()) {
-      v1::EvalPoint point;
+      v1::EvalPoint point = ToEvalPoint(*result);
       point.set_step(request.version);
       point.set_epoch(request.epoch);
       point.set_final(request.final);
-      point.set_test_accuracy(result->accuracy);
-      point.set_test_loss(result->loss);
-      if (result->auc.has_value()) point.set_test_auc(*result->auc);
-      if (result->embedding_rows.has_value()) {
-        point.set_embedding_rows(*result->embedding_rows);
-      }
-      if (result->embedding_pending_ids.has_value()) {
-        point.set_embedding_pending_ids(*result->embedding_pending_ids);
-      }
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       evals_.push_back(point);
       QueueEvalMetrics(point);

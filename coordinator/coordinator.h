@@ -139,6 +139,11 @@ struct CoordinatorGauges {
   v1::ByteCounts own_bytes;  // CountBytes() so far, by peer role
 };
 
+// The scores of one evaluation as an EvalPoint (accuracy, loss, AUC and a
+// ring member's embedding rows; step, epoch, final and seconds are the
+// caller's).
+v1::EvalPoint ToEvalPoint(const TestScores& scores);
+
 class Coordinator {
  public:
   using NextTaskCallback =

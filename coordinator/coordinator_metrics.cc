@@ -106,6 +106,20 @@ void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
   pending_metrics_.emplace_back(std::move(m), std::nullopt);
 }
 
+v1::EvalPoint ToEvalPoint(const TestScores& scores) {
+  v1::EvalPoint point;
+  point.set_test_accuracy(scores.accuracy);
+  point.set_test_loss(scores.loss);
+  if (scores.auc.has_value()) point.set_test_auc(*scores.auc);
+  if (scores.embedding_rows.has_value()) {
+    point.set_embedding_rows(*scores.embedding_rows);
+  }
+  if (scores.embedding_pending_ids.has_value()) {
+    point.set_embedding_pending_ids(*scores.embedding_pending_ids);
+  }
+  return point;
+}
+
 void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   if (options_.metrics == nullptr) return;
   EvalMetrics m;

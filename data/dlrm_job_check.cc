@@ -33,17 +33,7 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& init_from,
                                        const std::string& export_dir,
                                        const EmbeddingOptions& embedding) {
-  if (mode == "ring" && embedding.ttl_steps > 0) {
-    return absl::InvalidArgumentError(
-        "--embedding-ttl-steps: ring mode keeps every row on every member "
-        "(a rolled-back step cannot bring evicted rows back); use --mode ps "
-        "or --mode hybrid for a TTL");
-  }
-  if (mode == "ring" && embedding.max_mb > 0) {
-    return absl::InvalidArgumentError(
-        "--embedding-max-mb: ring mode keeps every row on every member; use "
-        "--mode ps or --mode hybrid for a memory limit");
-  }
+  if (mode == "ring") RETURN_IF_ERROR(CheckRingKeepsEveryRow(embedding));
   if (!init_from.empty()) {
     return absl::InvalidArgumentError(
         "--init-from is not supported for DLRM models yet: embedding tables "
@@ -57,26 +47,52 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
   return absl::OkStatus();
 }
 
-absl::Status CheckRingFullTableRows(const std::string& mode, int64_t rows,
-                                    const DlrmSpec& spec) {
+absl::Status CheckRingKeepsEveryRow(const EmbeddingOptions& embedding) {
+  if (embedding.ttl_steps > 0) {
+    return absl::InvalidArgumentError(
+        "--embedding-ttl-steps: ring mode keeps every row on every member "
+        "(a rolled-back step cannot bring evicted rows back); use --mode ps "
+        "or --mode hybrid for a TTL");
+  }
+  if (embedding.max_mb > 0) {
+    return absl::InvalidArgumentError(
+        "--embedding-max-mb: ring mode keeps every row on every member; use "
+        "--mode ps or --mode hybrid for a memory limit");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFullTableRows(int64_t rows, int64_t floats_per_row) {
   if (rows < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--ring-full-table-rows must be >= 0, got ", rows));
   }
+  if (rows > (int64_t{1} << 31) || rows * floats_per_row > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--ring-full-table-rows %d: the tables' gradient would be %d x %d "
+        "floats, more than 2^31",
+        rows, rows, floats_per_row));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRingFullTableRows(const std::string& mode, int64_t rows,
+                                    const std::string& model,
+                                    const DlrmSpec* spec) {
+  if (rows != 0 && spec == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ring-full-table-rows sizes a DLRM's embedding tables; --model ",
+        model, " has none"));
+  }
+  if (spec == nullptr) return absl::OkStatus();
   if (rows > 0 && mode != "ring") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ring-full-table-rows: --mode ", mode,
         " keeps the tables on the shards; the full-table all-reduce is ring "
         "mode's (--mode ring)"));
   }
-  const int64_t floats = rows * spec.num_fields * spec.embedding_dim;
-  if (rows > (int64_t{1} << 31) || floats > (int64_t{1} << 31)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--ring-full-table-rows %d: the tables' gradient would be %d x %d x "
-        "%d floats, more than 2^31",
-        rows, rows, spec.num_fields, spec.embedding_dim));
-  }
-  return absl::OkStatus();
+  return CheckFullTableRows(rows,
+                            int64_t{spec->num_fields} * spec->embedding_dim);
 }
 
 absl::Status CheckModeFitsModel(const std::string& mode, bool dlrm,

@@ -34,11 +34,23 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
 
 // --mode hybrid with a model without embedding tables (a dense model has
 // nothing for hybrid's shards): INVALID_ARGUMENT naming the model.
-// --ring-full-table-rows N (ring mode's full-table all-reduce): refused
-// below 0, in another mode than ring, and when the tables' gradient, N x
-// num_fields x embedding_dim floats, exceeds 2^31.
+// Ring mode keeps every row on every member and rolls steps back by undo
+// records, which no eviction is in: a TTL or a memory limit is refused
+// (INVALID_ARGUMENT naming the flag).
+absl::Status CheckRingKeepsEveryRow(const EmbeddingOptions& embedding);
+
+// Full tables of `rows` rows whose every row holds `floats_per_row`
+// gradient floats over all tables: refused below 0 and when the tables'
+// gradient exceeds 2^31 floats.
+absl::Status CheckFullTableRows(int64_t rows, int64_t floats_per_row);
+
+// --ring-full-table-rows N (ring mode's full-table all-reduce) for `model`
+// (its DLRM spec; null: a dense model): N != 0 is refused for a dense
+// model and in another mode than ring, and as CheckFullTableRows with
+// num_fields x embedding_dim floats a row.
 absl::Status CheckRingFullTableRows(const std::string& mode, int64_t rows,
-                                    const DlrmSpec& spec);
+                                    const std::string& model,
+                                    const DlrmSpec* spec);
 
 absl::Status CheckModeFitsModel(const std::string& mode, bool dlrm,
                                 const std::string& model);

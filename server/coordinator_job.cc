@@ -110,7 +110,8 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
   RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.init_from, f.export_dir,
                                             f.embedding));
-  RETURN_IF_ERROR(CheckRingFullTableRows(f.mode, f.ring_full_table_rows, spec));
+  RETURN_IF_ERROR(
+      CheckRingFullTableRows(f.mode, f.ring_full_table_rows, f.model, &spec));
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(f.dataset));
   ASSIGN_OR_RETURN(const std::string train_path, FindCtrFile(dir, "train"));
@@ -138,11 +139,8 @@ absl::StatusOr<CoordinatorJob> BuildCoordinatorJob(const CoordinatorFlags& f) {
   RETURN_IF_ERROR(
       CheckEmbeddingFlagsFitModel(f.embedding_given, dlrm, f.model));
   if (dlrm) return BuildDlrmJob(f);
-  if (f.ring_full_table_rows != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ring-full-table-rows sizes a DLRM's embedding tables; --model ",
-        f.model, " has none"));
-  }
+  RETURN_IF_ERROR(CheckRingFullTableRows(f.mode, f.ring_full_table_rows,
+                                         f.model, /*spec=*/nullptr));
 
   RETURN_IF_ERROR(CheckModeFitsModel(f.mode, dlrm, f.model));
   ASSIGN_OR_RETURN(const ModelDef model, ResolveModelSpec(f.model));

@@ -15,6 +15,14 @@ namespace ferry {
 namespace {
 // Op id 0 of every ring session is the broadcast of rank 0's weights.
 constexpr int64_t kBroadcastOp = 0;
+
+// FNV-1a over `n` bytes, continuing from `hash`.
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+uint64_t Fnv1a(uint64_t hash, const void* data, size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
@@ -354,16 +362,10 @@ absl::Status RingExchange::AddToReport(v1::StepReport& report) {
 
 absl::StatusOr<uint64_t> RingExchange::WeightsDigest() {
   ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
-  uint64_t hash = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
-  for (size_t i = 0; i < host.size() * sizeof(float); ++i) {
-    hash = (hash ^ bytes[i]) * 1099511628211ull;
-  }
+  uint64_t hash = Fnv1a(kFnvOffset, host.data(), host.size() * sizeof(float));
   if (options_.tables != nullptr) {
     const uint64_t tables = options_.tables->Digest();
-    for (int shift = 0; shift < 64; shift += 8) {
-      hash = (hash ^ ((tables >> shift) & 0xff)) * 1099511628211ull;
-    }
+    hash = Fnv1a(hash, &tables, sizeof(tables));
   }
   return hash;
 }

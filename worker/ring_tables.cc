@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "data/dlrm_job_check.h"
 #include "ferry/v1/ring.pb.h"
 #include "ps/sparse_rows_wire.h"
 #include "ring/ring_bytes.h"
@@ -64,26 +65,10 @@ absl::StatusOr<std::vector<SparseRows>> DecodeRows(const std::string& payload,
 absl::StatusOr<std::unique_ptr<RingTables>> RingTables::Create(
     std::vector<int32_t> dims, const EmbeddingOptions& options, uint64_t seed,
     int64_t full_table_rows) {
-  int64_t floats = 0;
-  for (int32_t dim : dims) floats += int64_t{dim} * full_table_rows;
-  if (full_table_rows < 0 || full_table_rows > (int64_t{1} << 31) ||
-      floats > (int64_t{1} << 31)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("full tables of ", full_table_rows, " rows (", floats,
-                     " floats of gradient): rows must be >= 0 and the "
-                     "floats at most 2^31"));
-  }
-  if (options.ttl_steps > 0) {
-    return absl::InvalidArgumentError(
-        "--embedding-ttl-steps: ring mode keeps every row (members roll "
-        "steps back, and an eviction cannot be undone); use --mode ps or "
-        "--mode hybrid for a TTL");
-  }
-  if (options.max_mb > 0) {
-    return absl::InvalidArgumentError(
-        "--embedding-max-mb: ring mode keeps every row on every member; use "
-        "--mode ps or --mode hybrid for a memory limit");
-  }
+  int64_t floats_per_row = 0;
+  for (int32_t dim : dims) floats_per_row += dim;
+  RETURN_IF_ERROR(CheckFullTableRows(full_table_rows, floats_per_row));
+  RETURN_IF_ERROR(CheckRingKeepsEveryRow(options));
   ASSIGN_OR_RETURN(std::unique_ptr<SparseStore> store,
                    SparseStore::Create(
                        MakeSparseStoreConfig(options, std::move(dims), seed)));
@@ -93,13 +78,13 @@ absl::StatusOr<std::unique_ptr<RingTables>> RingTables::Create(
 
 absl::Status RingTables::SetStepRows(std::vector<SparseRows> rows) {
   step_rows_.clear();
+  RETURN_IF_ERROR(store_->CheckRows(rows));
   if (full_table_rows_ > 0) {
-    // Rows id mod N; ids that meet on one row sum their gradients.
+    // Rows id mod N (< N: one shard holds them all); ids that meet on one
+    // row sum their gradients.
     const uint64_t n = static_cast<uint64_t>(full_table_rows_);
     for (SparseRows& part : rows) {
-      if (part.table < 0 || part.table >= store_->num_tables()) break;
       const size_t dim = static_cast<size_t>(store_->table(part.table).dim());
-      if (part.grads.size() != part.ids.size() * dim) break;
       absl::flat_hash_map<uint64_t, size_t> slot;
       SparseRows merged{part.table, {}, {}};
       for (size_t i = 0; i < part.ids.size(); ++i) {
@@ -115,7 +100,6 @@ absl::Status RingTables::SetStepRows(std::vector<SparseRows> rows) {
       part = std::move(merged);
     }
   }
-  RETURN_IF_ERROR(store_->CheckRows(rows));
   step_rows_ = std::move(rows);
   return absl::OkStatus();
 }
@@ -129,6 +113,10 @@ absl::StatusOr<std::vector<std::vector<SparseRows>>> RingTables::GatherRows(
       AllGatherBytes(transport, op_id, std::move(mine), piece_bytes, deadline));
   std::vector<std::vector<SparseRows>> contributions(payloads.size());
   for (size_t rank = 0; rank < payloads.size(); ++rank) {
+    if (static_cast<int>(rank) == transport.rank()) {
+      contributions[rank] = std::move(step_rows_);  // checked by SetStepRows
+      continue;
+    }
     ASSIGN_OR_RETURN(
         contributions[rank],
         DecodeRows(payloads[rank], steps_before, static_cast<int>(rank)));
