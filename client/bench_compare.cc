@@ -130,8 +130,9 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
       "0"};
   if (c.mode == "ps" || c.mode == "hybrid") {
     args.insert(args.end(),
-                {"--shards", std::to_string(c.shards), "--consistency",
-                 c.consistency, "--checkpoint-every", "0"});
+                {"--shards", std::to_string(c.shards), "--partitions",
+                 std::to_string(c.partitions), "--consistency", c.consistency,
+                 "--checkpoint-every", "0"});
   }
   if (c.full_table_rows > 0) {
     args.insert(args.end(),
@@ -209,6 +210,7 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
   in.mode = c.mode == "ps" ? CostMode::kPs : CostMode::kRing;
   in.workers = c.workers;
   in.shards = std::max(1, c.shards);
+  in.partitions = c.partitions;
   ASSIGN_OR_RETURN(in.tensor_sizes, ModelTensorSizes(c.mlp_spec));
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(c.bandwidth));
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(c.latency));
@@ -259,7 +261,9 @@ absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
 std::string Describe(const BenchConfig& c) {
   std::string text = absl::StrFormat("%s %s W=%d", c.mode, c.model, c.workers);
   if (c.mode == "ps" || c.mode == "hybrid")
-    absl::StrAppend(&text, " S=", c.shards, " ", c.consistency);
+    absl::StrAppend(&text, " S=", c.shards,
+                    c.partitions > 1 ? absl::StrCat("x", c.partitions) : "",
+                    " ", c.consistency);
   if (c.full_table_rows > 0) absl::StrAppend(&text, " N=", c.full_table_rows);
   absl::StrAppend(&text, " ", c.compression, " link ",
                   c.bandwidth == "0" ? "none" : c.bandwidth);
@@ -309,6 +313,11 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--shards", f.shards, "PS shard counts")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--partitions", f.partitions,
+                 "PS: logical shards per shard process (ferry local "
+                 "--partitions)")
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--consistency", f.consistency, "PS: sync, async, ssp:K")
@@ -408,49 +417,57 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
       const bool sharded = mode == "ps" || mode == "hybrid";
       const std::vector<int> shard_counts =
           sharded ? f.shards : std::vector<int>{0};
+      // Partitions are the dense PS's (hybrid's dense layers are in the
+      // ring; the sparse cost model has no partitions).
+      const std::vector<int> partition_counts =
+          mode == "ps" && !dlrm ? f.partitions : std::vector<int>{1};
       // The ring, and hybrid's, is synchronous.
       const std::vector<std::string> consistencies =
           mode == "ps" ? f.consistency : std::vector<std::string>{"sync"};
       for (int w : f.workers)
         for (int s : shard_counts)
-          for (const std::string& consistency : consistencies)
-            for (const std::string& compression : f.compression)
-              for (const std::string& bandwidth : f.bandwidths)
-                for (const std::string& latency : f.latencies) {
-                  RETURN_IF_ERROR(ParseCompression(compression, true).status());
-                  RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
-                  RETURN_IF_ERROR(ParseLatency(latency).status());
-                  if (w < 1 || (sharded && s < 1)) {
-                    return absl::InvalidArgumentError(
-                        "worker and shard counts must be >= 1");
-                  }
-                  if (dlrm && compression != "none") {
-                    return absl::InvalidArgumentError(
-                        "--compression: the sparse cost model does not "
-                        "model compression; DLRM runs take none");
-                  }
-                  BenchConfig c;
-                  c.model = model;
-                  c.mlp_spec = spec;
-                  c.mode = mode;
-                  c.dlrm = dlrm;
-                  c.workers = w;
-                  c.shards = s;
-                  c.consistency = consistency;
-                  c.compression = compression;
-                  c.bandwidth = bandwidth;
-                  c.latency = latency;
-                  c.batch = f.batch;
-                  c.warmup_steps = f.warmup_steps;
-                  c.steps = f.steps;
-                  if (dlrm) {
-                    c.dataset = absl::StrCat("criteo:", CtrDataDir(f));
-                    if (mode == "ring-full") {
-                      c.full_table_rows = f.full_table_rows;
+          for (int k : partition_counts)
+            for (const std::string& consistency : consistencies)
+              for (const std::string& compression : f.compression)
+                for (const std::string& bandwidth : f.bandwidths)
+                  for (const std::string& latency : f.latencies) {
+                    RETURN_IF_ERROR(
+                        ParseCompression(compression, true).status());
+                    RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
+                    RETURN_IF_ERROR(ParseLatency(latency).status());
+                    if (w < 1 || (sharded && s < 1) || k < 1 || k > 64) {
+                      return absl::InvalidArgumentError(
+                          "worker and shard counts must be >= 1, partitions "
+                          "1..64");
                     }
+                    if (dlrm && compression != "none") {
+                      return absl::InvalidArgumentError(
+                          "--compression: the sparse cost model does not "
+                          "model compression; DLRM runs take none");
+                    }
+                    BenchConfig c;
+                    c.model = model;
+                    c.mlp_spec = spec;
+                    c.mode = mode;
+                    c.dlrm = dlrm;
+                    c.workers = w;
+                    c.shards = s;
+                    c.partitions = k;
+                    c.consistency = consistency;
+                    c.compression = compression;
+                    c.bandwidth = bandwidth;
+                    c.latency = latency;
+                    c.batch = f.batch;
+                    c.warmup_steps = f.warmup_steps;
+                    c.steps = f.steps;
+                    if (dlrm) {
+                      c.dataset = absl::StrCat("criteo:", CtrDataDir(f));
+                      if (mode == "ring-full") {
+                        c.full_table_rows = f.full_table_rows;
+                      }
+                    }
+                    out.push_back(std::move(c));
                   }
-                  out.push_back(std::move(c));
-                }
     }
   }
   return out;

@@ -23,6 +23,7 @@ struct BenchCompareFlags {
   std::vector<std::string> modes = {"ps", "ring"};
   std::vector<int> workers = {2};
   std::vector<int> shards = {1, 2};
+  std::vector<int> partitions = {1};  // PS: logical shards per process
   std::vector<std::string> consistency = {"sync"};
   std::vector<std::string> compression = {"none"};
   std::vector<std::string> bandwidths = {"1Gbit"};

@@ -42,6 +42,7 @@ std::string BenchConfig::Name() const {
   std::string name = absl::StrCat(mode, "-", model, "-w", workers);
   if (mode == "ps" || mode == "hybrid") {
     absl::StrAppend(&name, "-s", shards, "-", consistency);
+    if (partitions > 1) absl::StrAppend(&name, "-k", partitions);
   }
   if (full_table_rows > 0) absl::StrAppend(&name, "-n", full_table_rows);
   absl::StrAppend(&name, "-", compression, "-",
@@ -173,6 +174,16 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   nlohmann::json shard_bytes_predicted = nlohmann::json::array();
   for (const RoleBytes& s : p.shards)
     shard_bytes_predicted.push_back(s.sent + s.received);
+  // Measured per logical shard; predicted per shard process (its link):
+  // logical shard j is partition j / S of process j % S.
+  std::vector<double> shard_bytes = m.shard_bytes;
+  if (c.partitions > 1 && c.shards > 0 &&
+      shard_bytes.size() == static_cast<size_t>(c.shards * c.partitions)) {
+    std::vector<double> per_process(c.shards, 0.0);
+    for (size_t j = 0; j < shard_bytes.size(); ++j)
+      per_process[j % c.shards] += shard_bytes[j];
+    shard_bytes = per_process;
+  }
   return {
       {"name", c.Name()},
       {"mode", c.mode},
@@ -181,6 +192,7 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"model_params", p.params},
       {"workers", c.workers},
       {"shards", c.shards},
+      {"partitions", c.partitions},
       {"consistency", c.consistency},
       {"compression", c.compression},
       {"link_bandwidth", c.bandwidth},
@@ -206,7 +218,7 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"comm_error", predicted(comm_error)},
       {"overhead_seconds", p.overhead_seconds},
       {"bottleneck_predicted", p.bottleneck},
-      {"shard_bytes_per_step_measured", m.shard_bytes},
+      {"shard_bytes_per_step_measured", shard_bytes},
       {"shard_bytes_per_step_predicted", shard_bytes_predicted},
       {"shard_requests_per_step_measured", m.shard_requests},
       {"unique_ids_per_step", m.unique_ids_per_step},
@@ -225,6 +237,7 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
       "model_params",
       "workers",
       "shards",
+      "partitions",
       "consistency",
       "compression",
       "link_bandwidth",
@@ -273,7 +286,7 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
       "the overhead of the emulated rows. Sanity acc is the test accuracy "
       "after the run's few steps (less than an epoch): a check that "
       "training moved, not a result; a run still at chance level says "
-      "so.\n\n"
+      "so. S 4x8: 4 shard processes of 8 partitions each.\n\n"
       "| mode | model | W | S | consistency | compression | link | "
       "bytes/step/worker "
       "measured | predicted | err | step s measured | predicted | err | "
@@ -308,8 +321,12 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
     absl::StrAppend(
         &out, "| ", r.at("mode").get<std::string>(), " | ",
         r.at("model").get<std::string>(), " | ", r.at("workers").dump(), " | ",
-        r.at("shards").dump(), " | ", r.at("consistency").get<std::string>(),
-        " | ", r.at("compression").get<std::string>(), " | ", link, " | ",
+        r.at("shards").dump(),
+        r.value("partitions", 1) > 1
+            ? absl::StrCat("x", r.value("partitions", 1))
+            : std::string(),
+        " | ", r.at("consistency").get<std::string>(), " | ",
+        r.at("compression").get<std::string>(), " | ", link, " | ",
         mb(r.at("bytes_per_step_per_worker_measured")), " | ",
         mb(r.at("bytes_per_step_per_worker_predicted")), " | ",
         pct(r.at("bytes_error")), " | ", sec(r.at("step_seconds_measured")),

@@ -29,7 +29,8 @@ struct BenchConfig {
   std::string dataset;          // a DLRM's "criteo:DIR"; empty: synthetic
   int64_t full_table_rows = 0;  // "ring-full"
   int workers = 2;
-  int shards = 0;  // 0 for ring
+  int shards = 0;      // 0 for ring
+  int partitions = 1;  // PS: logical shards per shard process
   std::string consistency = "sync";
   std::string compression = "none";
   std::string bandwidth = "0";  // ferry local --link-bandwidth ("0": none)

@@ -41,6 +41,7 @@ absl::StatusOr<CostInput> ToInput(const CostFlags& f) {
                    ParseCompression(f.compression, /*error_feedback=*/true));
   in.workers = f.workers;
   in.shards = f.shards;
+  in.partitions = f.partitions;
   in.colocated = f.colocated;
   in.bucket_elements = f.bucket_elements;
   in.max_chunk_elements = f.max_chunk_elements;
@@ -80,6 +81,7 @@ absl::Status Run(const CostFlags& f) {
         {"model", f.model},
         {"workers", f.workers},
         {"shards", f.shards},
+        {"partitions", f.partitions},
         {"bandwidth_bytes_per_second", in.bandwidth_bytes_per_second},
         {"latency_seconds", in.latency_seconds},
         {"compute_seconds", in.compute_seconds},
@@ -101,10 +103,13 @@ absl::Status Run(const CostFlags& f) {
   for (const RoleBytes& s : ps.shards)
     busiest_shard = std::max(busiest_shard, s.received);
   std::printf(
-      "model %s: %lld parameters, %d workers, %d shards%s, link %s (%s), "
+      "model %s: %lld parameters, %d workers, %d shards%s%s, link %s (%s), "
       "latency %s, "
       "compute %s, overhead %s, compression %s\n\n",
       f.model.c_str(), static_cast<long long>(ps.params), f.workers, f.shards,
+      f.partitions > 1
+          ? absl::StrFormat(" x %d partitions", f.partitions).c_str()
+          : "",
       f.colocated ? " (colocated)" : "", f.bandwidth.c_str(),
       in.bandwidth_bytes_per_second > 0
           ? (FormatBytes(in.bandwidth_bytes_per_second) + "/s").c_str()
@@ -211,6 +216,12 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   cmd.add_option("--shards", f.shards, "PS shards (S)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--partitions", f.partitions,
+                 "PS: logical shards per shard process (ferry local "
+                 "--partitions), each applied and pulled as soon as its "
+                 "pushes are in, overlapping the pushes still streaming")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd.add_option("--bandwidth", f.bandwidth,
                  "per-process link, each way: 1Gbit, 10Gbit, 25Gbit, 800Mbit, "
                  "2GB/s, 0 = unlimited")

@@ -19,6 +19,7 @@ struct CostFlags {
   std::string model = "fashion-mlp";
   int workers = 4;
   int shards = 2;
+  int partitions = 1;  // PS: logical shards per shard process
   std::string bandwidth = "10Gbit";
   std::string latency = "50us";
   std::string compute = "0";

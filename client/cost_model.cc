@@ -67,13 +67,14 @@ struct PsBytes {
   std::vector<int64_t> pull_per_shard;  // one worker's pull bytes from shard s
 };
 
-absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
+// Per logical shard (shards x partitions of them, each its own streams).
+absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in, int logical) {
   ASSIGN_OR_RETURN(
       std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements));
   PsBytes b;
-  b.push_per_shard.assign(in.shards, PushHeaderMessage(in.workers));
-  b.pull_per_shard.assign(in.shards, 0);
+  b.push_per_shard.assign(logical, PushHeaderMessage(in.workers));
+  b.pull_per_shard.assign(logical, 0);
   for (const Chunk& c : chunks) {
     b.push_per_shard[c.shard] += IntField(c.id) +
                                  EncodingField(in.compression) +
@@ -81,16 +82,16 @@ absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in) {
     b.pull_per_shard[c.shard] +=
         IntField(kTypicalCounter) + IntField(c.id) + BytesField(c.length * 4);
   }
-  b.shards.resize(in.shards);
-  for (int s = 0; s < in.shards; ++s) {
+  b.shards.resize(logical);
+  for (int s = 0; s < logical; ++s) {
     const int64_t push = b.push_per_shard[s], pull = b.pull_per_shard[s];
     b.worker.sent += push + PullRequestMessage();
     b.worker.received += PushResponseMessage() + pull;
     b.shards[s].received = in.workers * (push + PullRequestMessage());
     b.shards[s].sent = in.workers * (PushResponseMessage() + pull);
   }
-  b.worker.messages_sent = static_cast<int64_t>(chunks.size()) + 2 * in.shards;
-  for (int s = 0; s < in.shards; ++s) {
+  b.worker.messages_sent = static_cast<int64_t>(chunks.size()) + 2 * logical;
+  for (int s = 0; s < logical; ++s) {
     int64_t n = 0;
     for (const Chunk& c : chunks) n += c.shard == s ? 1 : 0;
     b.shards[s].messages_sent = in.workers * (n + 1);
@@ -167,6 +168,9 @@ absl::Status Validate(const CostInput& in) {
   if (in.mode == CostMode::kPs && in.shards < 1) {
     return absl::InvalidArgumentError("PS mode needs shards >= 1");
   }
+  if (in.mode == CostMode::kPs && in.partitions < 1) {
+    return absl::InvalidArgumentError("PS mode needs partitions >= 1");
+  }
   if (in.tensor_sizes.empty())
     return absl::InvalidArgumentError("the model has no tensors");
   for (int64_t s : in.tensor_sizes) {
@@ -196,24 +200,40 @@ absl::Status Validate(const CostInput& in) {
 }
 
 absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
-  ASSIGN_OR_RETURN(PsBytes bytes, PsStepBytes(in));
+  // Logical shard j is partition j / S of shard process j % S
+  // (common/shard_partitions.h); a process's partitions share its link.
+  const int processes = in.shards;
+  const int logical = in.shards * in.partitions;
+  const auto process_of = [&](int shard) { return shard % processes; };
+  ASSIGN_OR_RETURN(PsBytes bytes, PsStepBytes(in, logical));
   CostPrediction p;
   p.worker = bytes.worker;
-  p.shards = bytes.shards;
+  p.shards.assign(processes, RoleBytes{});
+  for (int s = 0; s < logical; ++s) {
+    RoleBytes& process = p.shards[process_of(s)];
+    process.sent += bytes.shards[s].sent;
+    process.received += bytes.shards[s].received;
+    process.messages_sent += bytes.shards[s].messages_sent;
+  }
   const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
-  int64_t push_worker = 0, pull_worker = 0, push_shard = 0, pull_shard = 0;
-  for (int s = 0; s < in.shards; ++s) {
+  int64_t push_worker = 0, pull_worker = 0;
+  std::vector<int64_t> push_process(processes, 0), pull_process(processes, 0);
+  for (int s = 0; s < logical; ++s) {
     push_worker += bytes.push_per_shard[s];
     pull_worker += bytes.pull_per_shard[s];
-    push_shard = std::max(push_shard, in.workers * bytes.push_per_shard[s]);
-    pull_shard = std::max(pull_shard, in.workers * bytes.pull_per_shard[s]);
+    push_process[process_of(s)] += in.workers * bytes.push_per_shard[s];
+    pull_process[process_of(s)] += in.workers * bytes.pull_per_shard[s];
   }
+  int64_t push_shard =
+      *std::max_element(push_process.begin(), push_process.end());
+  int64_t pull_shard =
+      *std::max_element(pull_process.begin(), pull_process.end());
   const int64_t push_worker_all = push_worker, pull_worker_all = pull_worker;
   if (in.colocated) {
     // Host h = worker h + shard h on one link: its own shard's share stays
     // local; its shard serves the other W-1 workers.
-    const int64_t own_push = push_worker / in.shards,
-                  own_pull = pull_worker / in.shards;
+    const int64_t own_push = push_worker / processes,
+                  own_pull = pull_worker / processes;
     push_worker -= own_push;
     pull_worker -= own_pull;
     push_shard = push_shard * (in.workers - 1) / in.workers;
@@ -247,7 +267,7 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
       std::max(Transfer(on_wire(pull_worker_all), link_rate), pull_s) + lat;
   ASSIGN_OR_RETURN(
       std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, in.shards, in.max_chunk_elements));
+      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements));
   // The order a worker sends its chunks in: tensors as backward produces
   // them (last first), each tensor's chunks in flat order, as the worker's
   // Ready() calls queue them on its uplink.
@@ -259,16 +279,19 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   // The step's timeline from the start of backward (time 0) to the last
   // pulled byte, a two-stage pipeline in each direction. Push: each chunk
   // leaves on the worker's uplink once its tensor is ready, then crosses
-  // its shard's link, which takes it from every worker (the workers are
-  // symmetric and send at the same time: W copies). A shard applies the
-  // step once the last of them is in (finalize on push), plus its update
-  // time. Pull (asked for ahead, off the path): each shard's slice goes out
-  // on the shard's link to every worker once it applied the step, and
-  // reaches the worker's downlink in the order the shards finish; a slice
-  // is in when both links carried it.
+  // its shard process's link, which takes it from every worker (the
+  // workers are symmetric and send at the same time: W copies). A logical
+  // shard applies the step once the last copy of its last chunk is in
+  // (finalize on push), plus its update time. Pull (asked for ahead, off
+  // the path): each logical shard's slice goes out on its process's link
+  // to every worker once it applied the step, and reaches the worker's
+  // downlink in the order the shards finish; a slice is in when both
+  // links carried it. With partitions the early ones' pulls run while the
+  // later ones' pushes still stream: each direction is its own budget.
   const auto timeline = [&](double backward) {
-    std::vector<double> shard_in(in.shards, 0.0);
-    std::vector<int64_t> slice(in.shards, 0);
+    std::vector<double> process_in(processes, 0.0), process_out(processes, 0.0);
+    std::vector<double> shard_in(logical, 0.0);
+    std::vector<int64_t> slice(logical, 0);
     double up_free = 0;
     for (const Chunk& c : chunks) {
       const int64_t chunk_bytes = IntField(c.id) +
@@ -279,25 +302,29 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
       up_free =
           std::max(up_free, ReadyTime(tensor_start, total, backward)) + up;
       // The copies stream in from when this worker's started leaving.
-      shard_in[c.shard] = std::max(shard_in[c.shard], up_free - up + lat) +
-                          Transfer(shard_streams * chunk_bytes, link_rate);
+      double& link_in = process_in[process_of(c.shard)];
+      link_in = std::max(link_in, up_free - up + lat) +
+                Transfer(shard_streams * chunk_bytes, link_rate);
+      shard_in[c.shard] = link_in;
       slice[c.shard] += c.length;
     }
-    std::vector<double> applied(in.shards, 0.0);
-    std::vector<int> order(in.shards);
-    for (int s = 0; s < in.shards; ++s) {
+    std::vector<double> applied(logical, 0.0);
+    std::vector<int> order(logical);
+    for (int s = 0; s < logical; ++s) {
       order[s] = s;
       applied[s] = shard_in[s] + in.update_seconds_per_element * slice[s];
     }
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return applied[a] < applied[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return applied[a] < applied[b]; });
     double down_free = 0;
     for (int s : order) {
       const int64_t slice_bytes = bytes.pull_per_shard[s];
-      down_free = std::max(
-          std::max(down_free, applied[s]) +
-              Transfer(on_wire(slice_bytes), link_rate),
-          applied[s] + Transfer(shard_streams * slice_bytes, link_rate));
+      double& link_out = process_out[process_of(s)];
+      link_out = std::max(link_out, applied[s]) +
+                 Transfer(shard_streams * slice_bytes, link_rate);
+      down_free = std::max(std::max(down_free, applied[s]) +
+                               Transfer(on_wire(slice_bytes), link_rate),
+                           link_out);
     }
     return down_free + lat;
   };

@@ -18,7 +18,11 @@
 //   the slices on their downlinks in the order the shards finish. Each
 //   link direction is its own budget. One shard: push then pull, 2WN/B;
 //   S shards: about N/B (1 + (2W - 1)/S), since a shard's slice cannot
-//   return before every worker's push to it is in.
+//   return before every worker's push to it is in. K partitions per shard
+//   process (logical shard j on process j mod S): each partition's pull
+//   runs while later partitions' pushes stream, so the two directions of
+//   every link overlap and a step tends to max(N/B, WN/(SB)) plus one
+//   partition's round: BytePS's way past the ring's 2(W-1)N/(WB).
 // - Ring: every gradient bucket is all-reduced in 2(W-1) stages of N_b/W
 //   elements each way per link; buckets overlap the backward pass except
 //   the last one (the first layer's).
@@ -41,7 +45,10 @@ enum class CostMode { kPs, kRing };
 struct CostInput {
   CostMode mode = CostMode::kPs;
   int workers = 2;
-  int shards = 1;          // PS only
+  int shards = 1;  // PS only: shard processes, each its own link
+  // PS only: logical shards per process (common/shard_partitions.h), each
+  // applied and pulled on its own as soon as its pushes are in.
+  int partitions = 1;
   bool colocated = false;  // PS only: one worker + one shard per host
   std::vector<int64_t> tensor_sizes;      // model order (elements)
   double bandwidth_bytes_per_second = 0;  // 0: unlimited (time terms are 0)
@@ -78,7 +85,8 @@ struct CostPrediction {
   CostMode mode = CostMode::kPs;
   int64_t params = 0;
   RoleBytes worker;                 // one worker (PS: with every shard)
-  std::vector<RoleBytes> shards;    // PS: per shard, all workers together
+  std::vector<RoleBytes> shards;    // PS: per shard process (all its
+                                    // partitions), all workers together
   double comm_seconds = 0;          // all communication of the step
   double exposed_comm_seconds = 0;  // the part not hidden behind backward
   double step_seconds = 0;          // compute + exposed communication

@@ -21,6 +21,7 @@
 #include "client/supervision.h"
 #include "common/exit_codes.h"
 #include "common/progress.h"
+#include "common/shard_partitions.h"
 #include "common/shutdown_signal.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "ferry/v1/ps.grpc.pb.h"
@@ -180,6 +181,7 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
       {"consistency", options.consistency},
       {"workers", options.workers},
       {"shards", options.mode == "ring" ? 0 : options.shards},
+      {"partitions", options.mode == "ring" ? 0 : options.partitions},
       {"epochs", options.epochs},
       {"global_batch", options.global_batch},
       {"steps", static_cast<int64_t>(steps)},
@@ -283,12 +285,18 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   auto coord_port = PickFreePort();
   if (!coord_port.ok()) return 1;
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
-  std::vector<std::string> shard_addresses;
-  for (int i = 0; i < shards; ++i) {
-    auto port = PickFreePort();
-    if (!port.ok()) return 1;
-    shard_addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+  // Each shard process's partition addresses, and the job's shard
+  // addresses in logical order (common/shard_partitions.h).
+  std::vector<std::vector<std::string>> process_addresses(shards);
+  for (std::vector<std::string>& addresses : process_addresses) {
+    for (int i = 0; i < o.partitions; ++i) {
+      auto port = PickFreePort();
+      if (!port.ok()) return 1;
+      addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+    }
   }
+  const std::vector<std::string> shard_addresses =
+      LogicalShardAddresses(process_addresses);
   std::vector<std::string> coord_argv = {bin + "/ferry-server",
                                          "--role",
                                          "coordinator",
@@ -330,21 +338,24 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0},
                                            coord, coord_argv);
   for (int i = 0; started.ok() && i < shards; ++i) {
-    std::vector<std::string> ps_argv = {bin + "/ferry-server",
-                                        "--role",
-                                        "ps",
-                                        "--listen",
-                                        shard_addresses[i],
-                                        "--coordinator",
-                                        coord,
-                                        "--shard-id",
-                                        std::to_string(i),
-                                        "--checkpoint-dir",
-                                        absl::StrCat(log_dir, "/ps", i)};
+    std::vector<std::string> ps_argv = {
+        bin + "/ferry-server",
+        "--role",
+        "ps",
+        "--listen",
+        absl::StrJoin(process_addresses[i], ","),
+        "--partitions",
+        std::to_string(o.partitions),
+        "--coordinator",
+        coord,
+        "--shard-id",
+        std::to_string(i),
+        "--checkpoint-dir",
+        absl::StrCat(log_dir, "/ps", i)};
     ps_argv.insert(ps_argv.end(), o.link_args.begin(), o.link_args.end());
     ps_argv.insert(ps_argv.end(), o.ops_args.begin(), o.ops_args.end());
-    started = procs.StartServer({ProcessName::Role::kPs, i}, shard_addresses[i],
-                                ps_argv);
+    started = procs.StartServer({ProcessName::Role::kPs, i},
+                                process_addresses[i].front(), ps_argv);
   }
   for (int i = 0; started.ok() && i < o.workers; ++i)
     started = procs.StartWorker();

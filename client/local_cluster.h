@@ -25,7 +25,8 @@ namespace ferry {
 struct LocalClusterOptions {
   std::string mode = "ps";
   int workers = 2;
-  int shards = 2;
+  int shards = 2;      // shard processes
+  int partitions = 1;  // logical shards per process (--partitions)
   std::string device = "auto";
   std::string summary_json;
   std::string cluster_file;

@@ -100,6 +100,14 @@ int main(int argc, char** argv) {
                    "PS shard processes (ps and hybrid mode)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  local
+      ->add_option("--partitions", o.partitions,
+                   "logical shards per shard process, each applied and "
+                   "served on its own as soon as its pushes are in, so the "
+                   "pulls overlap the pushes still streaming (BytePS's "
+                   "partitioned model; docs/benchmarks.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   local->add_option("--epochs", epochs, "epochs")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -37,8 +37,11 @@ int main(int argc, char** argv) {
   app.add_option(
       "--listen", listen,
       "address to serve on (default 0.0.0.0:7070 coordinator, 0.0.0.0:7071 ps; "
-      "port 0 picks a free port)");
-  app.add_option("--port-file", port_file, "write the bound port to this file");
+      "port 0 picks a free port); ps with --partitions K: one HOST:PORT "
+      "(partition i on PORT+i) or K of them, comma-separated");
+  app.add_option("--port-file", port_file,
+                 "write the bound port to this file (ps: one line per "
+                 "partition)");
 
   const std::string job = "Job (coordinator)";
   app.add_option("--job-id", c.job_id, "job name")
@@ -186,6 +189,17 @@ int main(int argc, char** argv) {
       ->group(ps);
   app.add_option("--shard-id", p.shard_id, "this shard's index")
       ->capture_default_str()
+      ->group(ps);
+  app.add_option("--partitions", p.partitions,
+                 "logical shards this process serves, each its own PS shard "
+                 "on its own port (partition i on PORT+i): the job's --shards "
+                 "then lists processes x partitions addresses, process p's "
+                 "partition i at position p + i x processes; a sync step "
+                 "applies and serves each partition as soon as its pushes "
+                 "are in, so pulls overlap the pushes of later partitions "
+                 "(BytePS's partitioned model)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
       ->group(ps);
   bool shard_id_from_hostname = false;
   app.add_flag("--shard-id-from-hostname", shard_id_from_hostname,

@@ -6,12 +6,13 @@
 
 namespace ferry {
 
-absl::Status WritePortFile(const std::string& path, int port) {
+absl::Status WritePortFile(const std::string& path,
+                           const std::vector<int>& ports) {
   if (path.empty()) return absl::OkStatus();
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << port << "\n";
+    for (int port : ports) out << port << "\n";
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -94,7 +94,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
     return Fail(
         absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
   }
-  if (absl::Status s = WritePortFile(f.port_file, port); !s.ok())
+  if (absl::Status s = WritePortFile(f.port_file, {port}); !s.ok())
     return Fail(s);
   ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
   ops.health().SetStarted();

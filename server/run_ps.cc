@@ -3,12 +3,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/backoff.h"
 #include "common/exit_codes.h"
 #include "common/file_system.h"
 #include "common/link_shaper.h"
 #include "common/log.h"
+#include "common/shard_partitions.h"
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
@@ -120,6 +122,49 @@ absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {
   return std::stoi(hostname.substr(hostname.size() - digits));
 }
 
+namespace {
+
+// One of the process's partitions: a logical shard with its checkpoints and
+// gRPC server. Members are declared in the order that destroys the server
+// before the checkpointer and the shard it uses.
+struct Partition {
+  int logical_id = 0;
+  std::unique_ptr<PsShard> shard;
+  std::unique_ptr<PsCheckpointer> checkpointer;
+  PsServer server;
+};
+
+// Creates, resumes and starts partition `logical_id` listening on `listen`.
+absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
+    const PsFlags& f, const v1::JobSpec& job, int logical_id,
+    const std::string& listen, const std::string& checkpoint_dir,
+    LinkShaper* shaper) {
+  auto partition = std::make_unique<Partition>();
+  partition->logical_id = logical_id;
+  ASSIGN_OR_RETURN(PsShardConfig config,
+                   ShardConfigFor(job, logical_id, f.limits));
+  ASSIGN_OR_RETURN(partition->shard, PsShard::Create(std::move(config)));
+  partition->checkpointer = std::make_unique<PsCheckpointer>(
+      partition->shard.get(), PosixFileSystem(), checkpoint_dir);
+  PsCheckpointer& checkpointer = *partition->checkpointer;
+  ASSIGN_OR_RETURN(auto resumed, checkpointer.Resume());
+  if (resumed.has_value()) {
+    LogInfo("resumed from checkpoint", {{"shard", logical_id},
+                                        {"version", resumed->version},
+                                        {"path", resumed->path}});
+  } else if (checkpointer.has_directory()) {
+    // Version 0 on disk too: a job rolled back to its start (a shard lost
+    // before the first checkpoint) restores it like any other version.
+    RETURN_IF_ERROR(checkpointer.Checkpoint(job.job_id(), 0).status());
+  }
+  ASSIGN_OR_RETURN(partition->server,
+                   StartPsServer(partition->shard.get(), listen,
+                                 partition->checkpointer.get(), shaper));
+  return partition;
+}
+
+}  // namespace
+
 int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   if (f.coordinator.empty()) {
     LogError("--coordinator HOST:PORT is required");
@@ -130,7 +175,10 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
     LogError(link.status().message());
     return kExitConfig;
   }
-  // Declared before the server, which uses it, so that it outlives it.
+  auto listens = PartitionListenAddresses(f.listen, f.partitions);
+  if (!listens.ok()) return Fail(listens.status());
+  // Declared before the servers, which use it, so that it outlives them.
+  // One link for the whole process, whatever its partitions.
   std::unique_ptr<LinkShaper> shaper;
   if (link->enabled()) {
     shaper = std::make_unique<LinkShaper>(*link);
@@ -140,44 +188,55 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   }
   auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
   if (!job.ok()) return Fail(job.status());
-  auto config = ShardConfigFor(*job, f.shard_id, f.limits);
-  if (!config.ok()) return Fail(config.status());
-  const size_t owned = config->initial_slice.size();
-  auto shard = PsShard::Create(std::move(*config));
-  if (!shard.ok()) return Fail(shard.status());
-  // Declared before the server, which uses it, so that it outlives it.
-  PsCheckpointer checkpointer(shard->get(), PosixFileSystem(),
-                              f.checkpoint_dir);
-  auto resumed = checkpointer.Resume();
-  if (!resumed.ok()) return Fail(resumed.status());
-  if (resumed->has_value()) {
-    LogInfo("resumed from checkpoint", {{"shard", f.shard_id},
-                                        {"version", (*resumed)->version},
-                                        {"path", (*resumed)->path}});
-  } else if (checkpointer.has_directory()) {
-    // Version 0 on disk too: a job rolled back to its start (a shard lost
-    // before the first checkpoint) restores it like any other version.
-    auto initial = checkpointer.Checkpoint(job->job_id(), 0);
-    if (!initial.ok()) return Fail(initial.status());
-  }
-  // Declared after the shard and checkpointer, so destroyed before them.
-  std::unique_ptr<ScrapeHook> gauges =
-      ExportShardGauges(shard->get(), &checkpointer);
-  auto server =
-      StartPsServer(shard->get(), f.listen, &checkpointer, shaper.get());
-  if (!server.ok()) return Fail(server.status());
-  if (absl::Status s = WritePortFile(f.port_file, server->port); !s.ok())
+  const int logical_shards = job->shard_addresses_size();
+  if (absl::Status s = CheckPartitions(logical_shards, f.partitions); !s.ok())
     return Fail(s);
-  ops.health().Attach(server->server.get(), {"ferry.v1.ParameterServer"});
+  const int processes = logical_shards / f.partitions;
+  if (f.shard_id < 0 || f.shard_id >= processes) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--shard-id ", f.shard_id, " is outside the job's ", processes,
+        " shard processes (", logical_shards, " shard addresses, ",
+        f.partitions, " partition", f.partitions == 1 ? "" : "s", " each)")));
+  }
+  std::vector<std::unique_ptr<Partition>> partitions;
+  std::vector<int> ports;
+  std::vector<ShardGaugeSource> gauge_sources;
+  const std::vector<int> logical_ids =
+      ShardsOfProcess(f.shard_id, processes, f.partitions);
+  int64_t parameters = 0;
+  for (int i = 0; i < f.partitions; ++i) {
+    // One partition: the --checkpoint-dir itself (as before partitions);
+    // several: a subdirectory each, named by logical shard.
+    const std::string dir =
+        f.checkpoint_dir.empty() || f.partitions == 1
+            ? f.checkpoint_dir
+            : absl::StrCat(f.checkpoint_dir, "/shard-", logical_ids[i]);
+    auto partition = StartPartition(f, *job, logical_ids[i], (*listens)[i], dir,
+                                    shaper.get());
+    if (!partition.ok()) return Fail(partition.status());
+    ports.push_back((*partition)->server.port);
+    gauge_sources.push_back(
+        {(*partition)->shard.get(), (*partition)->checkpointer.get()});
+    parameters += (*partition)->shard->range().size();
+    ops.health().Attach((*partition)->server.server.get(),
+                        {"ferry.v1.ParameterServer"});
+    partitions.push_back(*std::move(partition));
+  }
+  // Declared after the partitions, so destroyed before them.
+  std::unique_ptr<ScrapeHook> gauges = ExportShardGauges(gauge_sources);
+  if (absl::Status s = WritePortFile(f.port_file, ports); !s.ok())
+    return Fail(s);
   ops.health().SetStarted();
   ops.WatchPeer("coordinator", f.coordinator);
   LogInfo("PS shard listening",
           {{"shard", f.shard_id},
-           {"shards", job->shard_addresses_size()},
+           {"shards", processes},
+           {"partitions", f.partitions},
+           {"logical_shards", absl::StrJoin(logical_ids, ",")},
            {"job", job->job_id()},
-           {"port", server->port},
-           {"parameters", owned},
-           {"version", (*shard)->version()},
+           {"ports", absl::StrJoin(ports, ",")},
+           {"parameters", parameters},
+           {"version", partitions.front()->shard->version()},
            {"checkpoints",
             f.checkpoint_dir.empty() ? std::string("off") : f.checkpoint_dir},
            {"health_port", ops.health_port()},
@@ -191,26 +250,32 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   const absl::Time start = absl::Now();
   LogInfo("PS shard shutting down", {{"shard", f.shard_id}});
   ops.health().SetDraining();
-  ops.health().Detach(server->server.get());
   int rc = 0;
-  auto last = checkpointer.CheckpointAndStop();
-  if (!last.ok()) {
-    LogError("final checkpoint failed",
-             {{"shard", f.shard_id}, {"error", last.status()}});
-    rc = 1;
-  } else if (last->has_value()) {
-    LogInfo("wrote checkpoint", {{"shard", f.shard_id},
-                                 {"version", (*last)->version},
-                                 {"path", (*last)->path}});
+  for (const std::unique_ptr<Partition>& p : partitions) {
+    ops.health().Detach(p->server.server.get());
+    auto last = p->checkpointer->CheckpointAndStop();
+    if (!last.ok()) {
+      LogError("final checkpoint failed",
+               {{"shard", p->logical_id}, {"error", last.status()}});
+      rc = 1;
+    } else if (last->has_value()) {
+      LogInfo("wrote checkpoint", {{"shard", p->logical_id},
+                                   {"version", (*last)->version},
+                                   {"path", (*last)->path}});
+    }
   }
-  server->Shutdown(absl::Seconds(2));
-  const PsShardInfo info = (*shard)->Info();
-  LogInfo("PS shard stopped",
-          {{"shard", f.shard_id},
-           {"version", info.version},
-           {"steps_finalized_on_push", info.steps_finalized_on_push},
-           {"rejected_pushes", info.rejected_pushes},
-           {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+  for (const std::unique_ptr<Partition>& p : partitions) {
+    p->server.Shutdown(absl::Seconds(2));
+  }
+  for (const std::unique_ptr<Partition>& p : partitions) {
+    const PsShardInfo info = p->shard->Info();
+    LogInfo("PS shard stopped",
+            {{"shard", p->logical_id},
+             {"version", info.version},
+             {"steps_finalized_on_push", info.steps_finalized_on_push},
+             {"rejected_pushes", info.rejected_pushes},
+             {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+  }
   return rc;
 }
 

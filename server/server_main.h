@@ -64,7 +64,10 @@ struct PsFlags {
   std::string listen = "0.0.0.0:7071";
   std::string port_file;
   std::string coordinator;
-  int shard_id = 0;
+  int shard_id = 0;  // the process's index among the job's shard processes
+  // Logical shards this process serves (common/shard_partitions.h): the
+  // job's shard addresses are shard processes x partitions.
+  int partitions = 1;
   double connect_timeout_s = 60.0;
   // Checkpoints of this shard (empty: none; Checkpoint, and Restore to any
   // version but the current one, answer FAILED_PRECONDITION). The newest
@@ -78,9 +81,11 @@ struct PsFlags {
   PsLimits limits;
 };
 
-// Writes `port` to `path` atomically (temp file + rename) so a launcher
-// polling the file never reads half of it. No-op for an empty path.
-absl::Status WritePortFile(const std::string& path, int port);
+// Writes `ports` to `path`, one per line, atomically (temp file + rename)
+// so a launcher polling the file never reads half of it. No-op for an empty
+// path.
+absl::Status WritePortFile(const std::string& path,
+                           const std::vector<int>& ports);
 
 // The StatefulSet ordinal at the end of a pod's hostname: "ferry-ps-2" -> 2.
 // INVALID_ARGUMENT when the name does not end in -N.

@@ -1,5 +1,6 @@
 #include "server/server_metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -20,38 +21,66 @@ double AgeSeconds(const std::optional<absl::Time>& last) {
 
 }  // namespace
 
-std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard,
-                                              PsCheckpointer* checkpointer) {
-  // The store counts its events cumulatively; each scrape adds what grew
+std::unique_ptr<ScrapeHook> ExportShardGauges(
+    std::vector<ShardGaugeSource> sources) {
+  // The stores count their events cumulatively; each scrape adds what grew
   // since the previous one (a count that went down, after a restore to an
   // older checkpoint, starts over from there).
-  auto last = std::make_shared<std::array<int64_t, kNumEmbeddingEvents>>();
-  return RegisterScrapeHook([shard, checkpointer, last] {
-    const PsShardInfo info = shard->Info();
+  using Events = std::array<int64_t, kNumEmbeddingEvents>;
+  auto last = std::make_shared<std::vector<Events>>(sources.size(), Events{});
+  return RegisterScrapeHook([sources = std::move(sources), last] {
     FerryMetrics& m = Metrics();
-    if (info.sparse.has_value()) {
+    int64_t version = -1;
+    int64_t pending_pulls = 0;
+    int64_t generation = 0;
+    double oldest_checkpoint = 0;
+    bool with_checkpointer = false;
+    bool sparse = false;
+    int64_t rows = 0, pending_ids = 0, bytes = 0;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const PsShardInfo info = sources[i].shard->Info();
+      version = version < 0 ? info.version : std::min(version, info.version);
+      pending_pulls += info.pending_pulls;
+      generation = std::max(generation, info.max_generation);
+      if (sources[i].checkpointer != nullptr) {
+        const double age =
+            AgeSeconds(sources[i].checkpointer->last_checkpoint_time());
+        // -1 (no checkpoint yet) wins: the process is not all checkpointed.
+        oldest_checkpoint = !with_checkpointer ? age
+                            : age < 0 || oldest_checkpoint < 0
+                                ? -1
+                                : std::max(oldest_checkpoint, age);
+        with_checkpointer = true;
+      }
+      if (!info.sparse.has_value()) continue;
+      sparse = true;
       const SparseTableStats& t = info.sparse->total;
-      m.embedding_rows(false).Set(static_cast<double>(t.rows));
-      m.embedding_rows(true).Set(static_cast<double>(t.pending_ids));
-      m.embedding_bytes().Set(static_cast<double>(info.sparse->bytes));
+      rows += t.rows;
+      pending_ids += t.pending_ids;
+      bytes += info.sparse->bytes;
       const int64_t now[kNumEmbeddingEvents] = {
           t.rows_created, t.ids_admitted, t.updates_dropped, t.evicted_ttl,
           t.evicted_memory};
+      Events& seen = (*last)[i];
       for (int e = 0; e < kNumEmbeddingEvents; ++e) {
-        const int64_t grown = now[e] - (*last)[e];
+        const int64_t grown = now[e] - seen[e];
         if (grown > 0) {
           m.embedding_events(static_cast<EmbeddingEvent>(e))
               .Increment(static_cast<double>(grown));
         }
-        (*last)[e] = now[e];
+        seen[e] = now[e];
       }
     }
-    m.model_version(MetricRole::kPs).Set(static_cast<double>(info.version));
-    m.pending_pulls().Set(static_cast<double>(info.pending_pulls));
-    m.generation(MetricRole::kPs).Set(static_cast<double>(info.max_generation));
-    if (checkpointer != nullptr) {
-      m.checkpoint_age_seconds(MetricRole::kPs)
-          .Set(AgeSeconds(checkpointer->last_checkpoint_time()));
+    if (sparse) {
+      m.embedding_rows(false).Set(static_cast<double>(rows));
+      m.embedding_rows(true).Set(static_cast<double>(pending_ids));
+      m.embedding_bytes().Set(static_cast<double>(bytes));
+    }
+    m.model_version(MetricRole::kPs).Set(static_cast<double>(version));
+    m.pending_pulls().Set(static_cast<double>(pending_pulls));
+    m.generation(MetricRole::kPs).Set(static_cast<double>(generation));
+    if (with_checkpointer) {
+      m.checkpoint_age_seconds(MetricRole::kPs).Set(oldest_checkpoint);
     }
   });
 }

@@ -14,6 +14,7 @@
 #define FERRY_SERVER_SERVER_METRICS_H_
 
 #include <memory>
+#include <vector>
 
 #include "common/prometheus_metrics.h"
 #include "coordinator/coordinator.h"
@@ -22,14 +23,27 @@
 
 namespace ferry {
 
-// Sets, per scrape: ferry_model_version{role="ps"} (shard version),
-// ferry_pending_pulls, ferry_generation{role="ps"} (the newest generation
-// the shard has seen finalize or restore) and, with a checkpointer,
-// ferry_checkpoint_age_seconds{role="ps"} (-1 before the first checkpoint
-// or resume). `shard` and `checkpointer` (may be null) are not owned and
-// must outlive the returned hook.
-std::unique_ptr<ScrapeHook> ExportShardGauges(PsShard* shard,
-                                              PsCheckpointer* checkpointer);
+// One partition of a shard process (server/run_ps.cc): its shard and
+// checkpointer (may be null), not owned.
+struct ShardGaugeSource {
+  PsShard* shard = nullptr;
+  PsCheckpointer* checkpointer = nullptr;
+};
+
+// Sets, per scrape, over the process's partitions: ferry_model_version
+// {role="ps"} (the lowest partition version: the version every partition
+// has), ferry_pending_pulls (summed), ferry_generation{role="ps"} (the
+// newest generation a partition has seen finalize or restore), with
+// checkpointers ferry_checkpoint_age_seconds{role="ps"} (the oldest
+// partition's; -1 while one has none), and for embedding tables the rows,
+// bytes and events summed. The sources must outlive the returned hook.
+std::unique_ptr<ScrapeHook> ExportShardGauges(
+    std::vector<ShardGaugeSource> sources);
+// The same for a process of one shard.
+inline std::unique_ptr<ScrapeHook> ExportShardGauges(
+    PsShard* shard, PsCheckpointer* checkpointer) {
+  return ExportShardGauges({ShardGaugeSource{shard, checkpointer}});
+}
 
 // Sets, per scrape: ferry_members, ferry_generation{role="coordinator"},
 // ferry_model_version{role="coordinator"} (steps applied; async: tasks),

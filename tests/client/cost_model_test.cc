@@ -183,6 +183,50 @@ TEST(CostModelTest, PullsOverlapPushesAsShardsGrow) {
   EXPECT_GT(slow_update->comm_seconds, ps->comm_seconds);
 }
 
+// Partitions (K logical shards per shard process, interleaved) let each
+// partition's pull run while later partitions' pushes stream: each direction
+// of every link is busy at once, and a step tends to max(N/B, W N/(S B)),
+// the busier of the worker's and the shard process's link, plus one
+// partition's round. With S = W that is about N/B: below the ring's
+// 2(W - 1)/W x N/B, which per-shard finalize (K = 1) never reaches at S <= W.
+TEST(CostModelTest, PartitionsOverlapPullsWithPushesOnEveryLink) {
+  const std::vector<int64_t> sizes(64, 1 << 16);  // 16 MiB in 64 tensors
+  const double n_seconds = 4.0 * 64 * (1 << 16) / 1e9;
+  CostInput in = Input(CostMode::kPs, 4, 1, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  CostInput ring_in = in;
+  ring_in.mode = CostMode::kRing;
+  auto ring = PredictStep(ring_in);
+  ASSERT_TRUE(ring.ok());
+  for (int shards : {1, 2, 4}) {
+    in.shards = shards;
+    in.partitions = 1;
+    auto whole = PredictStep(in);
+    in.partitions = 16;
+    auto partitioned = PredictStep(in);
+    ASSERT_TRUE(whole.ok() && partitioned.ok());
+    const double bound = std::max(1.0, 4.0 / shards) * n_seconds;
+    EXPECT_GE(partitioned->comm_seconds, bound) << shards << " shards";
+    EXPECT_LT(partitioned->comm_seconds, 1.15 * bound) << shards << " shards";
+    EXPECT_LT(partitioned->comm_seconds, 0.75 * whole->comm_seconds);
+    // The same bytes, but for a header and a pull request per partition;
+    // the processes' links carry all their partitions.
+    ExpectNear(partitioned->worker.sent,
+               static_cast<double>(whole->worker.sent), 1e-3);
+    ASSERT_EQ(partitioned->shards.size(), static_cast<size_t>(shards));
+  }
+  // The crossover: with S = W the partitioned PS beats the ring, the
+  // whole-slice PS does not.
+  in.shards = 4;
+  in.partitions = 1;
+  EXPECT_GT(PredictStep(in)->comm_seconds, ring->comm_seconds);
+  in.partitions = 16;
+  EXPECT_LT(PredictStep(in)->comm_seconds, 0.8 * ring->comm_seconds);
+  in.partitions = 0;
+  EXPECT_THAT(std::string(PredictStep(in).status().message()),
+              HasSubstr("partitions >= 1"));
+}
+
 TEST(CostModelTest, RingTimeIsBandwidthPlusTwoWMinusOneLatencies) {
   const std::vector<int64_t> sizes = {1 << 22};
   CostInput in = Input(CostMode::kRing, 4, 1, sizes);

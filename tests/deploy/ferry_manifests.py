@@ -291,15 +291,26 @@ def consistency_problems(docs, bin_dir=None):
             continue
         sts = sts[0]
         replicas = sts["spec"].get("replicas", 1)
-        if len(entries) != replicas:
+        # --partitions K: the job lists replicas x K logical shards, pod N's
+        # partition i (port = the first entry's + i) at position N + i x replicas.
+        partitions = 1
+        for c in sts["spec"]["template"]["spec"].get("containers", []):
+            for e in c.get("env") or []:
+                if e.get("name") == "FERRY_PARTITIONS":
+                    partitions = int(e.get("value", "1"))
+        if len(entries) != replicas * partitions:
             problems.append(f"FERRY_SHARDS has {len(entries)} entries, StatefulSet ferry-ps has "
-                            f"{replicas} replicas")
+                            f"{replicas} replicas x {partitions} partitions")
         svc = sts["spec"]["serviceName"]
+        first = split_host_port(entries[0]) if entries else None
         for i, e in enumerate(entries):
             hp = split_host_port(e)
-            want = f"ferry-ps-{i}.{svc}"
+            want = f"ferry-ps-{i % replicas}.{svc}"
             if not hp or not (hp[0] == want or hp[0].startswith(want + ".")):
                 problems.append(f"FERRY_SHARDS entry {i} is {e!r}, expected {want}:PORT")
+            elif first and int(hp[1]) != int(first[1]) + i // replicas:
+                problems.append(f"FERRY_SHARDS entry {i} is {e!r}: partition {i // replicas} of "
+                                f"its pod listens on port {int(first[1]) + i // replicas}")
     for sts in find(docs, "StatefulSet"):
         svc = services.get(sts["spec"]["serviceName"])
         if svc is None:

@@ -1,4 +1,7 @@
 // PS mode under churn, with real processes and signals (see fault_fixture.h).
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/fault/fault_fixture.h"
 
@@ -24,6 +27,26 @@ TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
   ExpectHealthyRun(*run, "ps", 3);
   EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1)
       << run->summary.dump(1);
+}
+
+// A shard process serving 2 partitions (4 logical shards, each applied on
+// its own pushes) SIGKILLed mid-job: both of its partitions come back from
+// their own checkpoints, the job rolls every logical shard back to a
+// version they all hold and still applies every sample exactly once.
+TEST(PsFaultTest, ShardOfTwoPartitionsKilledComesBackWithBoth) {
+  auto run = RunLocal(
+      "ps-partitions",
+      FaultJobArgs("ps", {"--partitions", "2", "--chaos", "kill:ps1@step250"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 3);
+  EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1)
+      << run->summary.dump(1);
+  EXPECT_EQ(run->summary.at("partitions").get<int>(), 2);
+  for (int shard : {1, 3}) {  // process 1's partitions
+    EXPECT_TRUE(std::filesystem::exists(
+        absl::StrCat(run->log_dir, "/logs/ps1/shard-", shard)))
+        << run->log_dir;
+  }
 }
 
 TEST(PsFaultTest, CoordinatorKilledAndResumedFromItsState) {

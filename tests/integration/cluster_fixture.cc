@@ -3,8 +3,10 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "common/shard_partitions.h"
 #include "model/model_spec.h"
 #include "proto/rpc_util.h"
 
@@ -56,19 +58,26 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   auto port = PickFreePort();
   if (!port.ok()) return port.status();
   cluster->coordinator_ = absl::StrCat("127.0.0.1:", *port);
-  std::string list;
   const int shards = spec.mode == "ring" ? 0 : spec.shards;
-  for (int i = 0; i < shards; ++i) {
-    auto p = PickFreePort();
-    if (!p.ok()) return p.status();
-    cluster->shard_addresses_.push_back(absl::StrCat("127.0.0.1:", *p));
-    list += (i ? "," : "") + cluster->shard_addresses_.back();
+  // Each shard process's partition addresses; the job lists them in
+  // logical order (common/shard_partitions.h).
+  std::vector<std::vector<std::string>> process_addresses(shards);
+  for (std::vector<std::string>& addresses : process_addresses) {
+    for (int k = 0; k < spec.partitions; ++k) {
+      auto p = PickFreePort();
+      if (!p.ok()) return p.status();
+      addresses.push_back(absl::StrCat("127.0.0.1:", *p));
+    }
   }
+  cluster->shard_addresses_ = LogicalShardAddresses(process_addresses);
   std::vector<std::string> argv = {
       bin + "/ferry-server",       "--role", "coordinator", "--listen",
       cluster->coordinator_,       "--mode", spec.mode,     "--min-workers",
       std::to_string(spec.workers)};
-  if (shards > 0) argv.insert(argv.end(), {"--shards", list});
+  if (shards > 0) {
+    argv.insert(argv.end(),
+                {"--shards", absl::StrJoin(cluster->shard_addresses_, ",")});
+  }
   argv.insert(argv.end(), spec.job_args.begin(), spec.job_args.end());
   auto coord = ChildProcess::Spawn(argv, log_dir + "/coordinator.log");
   if (!coord.ok()) return coord.status();
@@ -76,8 +85,9 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   for (int i = 0; i < shards; ++i) {
     auto shard = ChildProcess::Spawn(
         {bin + "/ferry-server", "--role", "ps", "--listen",
-         cluster->shard_addresses_[i], "--coordinator", cluster->coordinator_,
-         "--shard-id", std::to_string(i)},
+         absl::StrJoin(process_addresses[i], ","), "--partitions",
+         std::to_string(spec.partitions), "--coordinator",
+         cluster->coordinator_, "--shard-id", std::to_string(i)},
         absl::StrCat(log_dir, "/ps", i, ".log"));
     if (!shard.ok()) return shard.status();
     cluster->servers_.push_back(std::move(*shard));

@@ -19,7 +19,8 @@ namespace ferry::testing {
 struct ClusterSpec {
   std::string mode = "ps";  // "ring": no shards are started
   int workers = 2;
-  int shards = 2;
+  int shards = 2;      // shard processes
+  int partitions = 1;  // logical shards per process (--partitions)
   std::vector<std::string> job_args;  // extra coordinator flags
   // Extra flags of worker i; "{i}" in an argument becomes i.
   std::vector<std::string> worker_args;
@@ -47,6 +48,7 @@ class TestCluster {
       const ClusterSpec& spec, const std::string& log_dir);
   // Polls the coordinator until the job finished; the final status.
   absl::StatusOr<v1::StatusResponse> WaitFinished(absl::Duration timeout);
+  // The job's shard addresses, in logical order.
   const std::vector<std::string>& shard_addresses() const {
     return shard_addresses_;
   }

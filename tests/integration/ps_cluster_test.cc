@@ -2,10 +2,13 @@
 // processes, real gRPC.
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/sharding.h"
+#include "ferry/v1/ps.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
+#include "proto/rpc_util.h"
 #include "ps/ps_client.h"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/standalone_trainer.h"
@@ -15,6 +18,17 @@ namespace {
 
 std::string LogDir(const std::string& name) {
   return std::string(::testing::TempDir()) + "/ferry-" + name;
+}
+
+absl::StatusOr<v1::ShardInfoResponse> ShardInfoAt(const std::string& address) {
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(address));
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(5));
+  v1::ShardInfoResponse response;
+  const grpc::Status status =
+      stub->ShardInfo(&context, v1::ShardInfoRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
 }
 
 TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
@@ -60,11 +74,22 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
 
 // Sync PS with 2 workers and global batch B applies exactly the updates of a
 // single process with batch B over the same sample order: for an MLP, and
-// for the ConvNet (convolutions, pooling, dropout masks by sample position).
-class SyncPsEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+// for the ConvNet (convolutions, pooling, dropout masks by sample position),
+// and with 2 partitions per shard process (4 logical shards, each applied on
+// its own pushes: common/shard_partitions.h).
+struct EquivalenceCase {
+  std::string model;
+  int partitions = 1;
+};
+void PrintTo(const EquivalenceCase& c, std::ostream* os) {
+  *os << c.model << ", " << c.partitions << " partition(s) per shard";
+}
+
+class SyncPsEquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {
+};
 
 TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
-  const std::string model = GetParam();
+  const std::string model = GetParam().model;
   const int steps = 6;
   ProgressPrinter quiet(stderr, false);
   auto reference =
@@ -74,8 +99,10 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
   testing::ClusterSpec spec;
   spec.workers = 2;
   spec.shards = 2;
+  spec.partitions = GetParam().partitions;
   spec.job_args = testing::EquivalenceJobArgs(steps, model);
-  auto cluster = testing::TestCluster::Start(spec, LogDir("equivalence"));
+  auto cluster = testing::TestCluster::Start(
+      spec, LogDir(absl::StrCat("equivalence-k", spec.partitions)));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();
@@ -83,11 +110,14 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
 
   auto layout = ModelParameterLayout(*ResolveModelSpec(model));
   ASSERT_TRUE(layout.ok()) << layout.status();
+  const int logical_shards = spec.shards * spec.partitions;
+  ASSERT_EQ((*cluster)->shard_addresses().size(),
+            static_cast<size_t>(logical_shards));
   GrpcParameterClientOptions options;
   options.job_id = status->job().job_id();
   options.worker_id = "test";
   options.shard_addresses = (*cluster)->shard_addresses();
-  options.chunks = *PlaceChunks(layout->TensorSizes(), 2,
+  options.chunks = *PlaceChunks(layout->TensorSizes(), logical_shards,
                                 status->job().max_chunk_elements());
   auto client = GrpcParameterClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -102,14 +132,26 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
                                            reference->final_parameters[i]));
   }
   EXPECT_LT(max_diff, 1e-4) << "sync PS drifted from the single-process run";
+  // Every logical shard applied every step on its own pushes.
+  for (const std::string& address : (*cluster)->shard_addresses()) {
+    auto info = ShardInfoAt(address);
+    ASSERT_TRUE(info.ok()) << address << ": " << info.status();
+    EXPECT_EQ(info->version(), steps) << address;
+    EXPECT_GT(info->steps_finalized_on_push(), 0) << address;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SyncPsEquivalenceTest,
-                         ::testing::Values("64-32-10", "convnet"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           return i.param == "convnet" ? std::string("convnet")
-                                                       : std::string("mlp");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, SyncPsEquivalenceTest,
+    ::testing::Values(EquivalenceCase{"64-32-10", 1},
+                      EquivalenceCase{"convnet", 1},
+                      EquivalenceCase{"64-32-10", 2}),
+    [](const ::testing::TestParamInfo<EquivalenceCase>& i) {
+      const std::string name = i.param.model == "convnet" ? "convnet" : "mlp";
+      return i.param.partitions == 1
+                 ? name
+                 : absl::StrCat(name, "_partitions", i.param.partitions);
+    });
 
 }  // namespace
 }  // namespace ferry
