@@ -10,6 +10,8 @@
 # Prints each figure and the ratio ferry/torch. Needs scripts/setup --with-peers.
 # Usage: bench/compare_torch.sh [steps] [model] [workers]   (default 600,
 #        784-256-128-10, 2; the ConvNet: bench/compare_torch.sh 60 convnet)
+# Env: PARTITIONS (1): the PS runs' --partitions (logical shards per shard
+#      process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-600}
@@ -27,8 +29,8 @@ printf "single process   ferry %8.0f samples/s   torch %8.0f samples/s   ratio %
   "$ferry_single" "$torch_single" "$(python3 -c "print($ferry_single/$torch_single)")"
 
 ferry_ps_run() {  # $1: --finalize-on-push value, $2: summary name
-  $bin/ferry local --mode ps --workers "$workers" --shards 2 --model "$model" --epochs 1 --max-steps "$steps" \
-    --device cpu --finalize-on-push "$1" --summary-json "$out/$2.json" --log-dir "$out/logs-$2" >/dev/null 2>&1
+  $bin/ferry local --mode ps --workers "$workers" --shards 2 --partitions "${PARTITIONS:-1}" \
+    --model "$model" --epochs 1 --max-steps "$steps" --device cpu --finalize-on-push "$1" --summary-json "$out/$2.json" --log-dir "$out/logs-$2" >/dev/null 2>&1
   python3 -c "import json;print(json.load(open('$out/$2.json'))['samples_per_second'])"
 }
 ferry_ps=$(ferry_ps_run true ps)

@@ -44,12 +44,15 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/proc_probe.h"
 #include "common/allocator_tuning.h"
+#include "common/shard_partitions.h"
 #include "common/sharding.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "proto/rpc_util.h"
@@ -64,7 +67,8 @@ struct Flags {
   double mib = 64;
   int iters = 10;
   int warmup = 2;
-  int shards = 1;
+  int shards = 1;      // shard processes (or in-process server groups)
+  int partitions = 1;  // logical shards per shard process
   int chunk_kib = 1024;
   std::string consistency = "async";
   bool core_baseline = true;
@@ -173,28 +177,39 @@ int64_t NumElements(const Flags& f) {
   return static_cast<int64_t>(f.mib * (1 << 20)) / 4;
 }
 
-// Child mode: serves shard f.serve_shard, prints its port on stdout, and
-// exits when stdin reaches EOF (the parent closed it or died).
+int LogicalShards(const Flags& f) { return f.shards * f.partitions; }
+
+// Child mode: serves the logical shards of process f.serve_shard (its
+// partitions, common/shard_partitions.h), prints their ports on one line,
+// and exits when stdin reaches EOF (the parent closed it or died).
 int ServeShard(const Flags& f) {
   const int64_t n = NumElements(f);
-  auto shard = PsShard::Create(ShardConfig(f, n, f.serve_shard, f.shards));
-  if (!shard.ok()) return Fail(shard.status());
-  auto server = StartPsServer(shard->get(), "127.0.0.1:0");
-  if (!server.ok()) return Fail(server.status());
-  std::printf("%d\n", server->port);
+  std::vector<std::unique_ptr<PsShard>> shards;
+  std::vector<PsServer> servers;
+  std::string ports;
+  for (int id : ShardsOfProcess(f.serve_shard, f.shards, f.partitions)) {
+    auto shard = PsShard::Create(ShardConfig(f, n, id, LogicalShards(f)));
+    if (!shard.ok()) return Fail(shard.status());
+    shards.push_back(*std::move(shard));
+    auto server = StartPsServer(shards.back().get(), "127.0.0.1:0");
+    if (!server.ok()) return Fail(server.status());
+    absl::StrAppend(&ports, ports.empty() ? "" : " ", server->port);
+    servers.push_back(*std::move(server));
+  }
+  std::printf("%s\n", ports.c_str());
   std::fflush(stdout);
   char byte;
   while (read(STDIN_FILENO, &byte, 1) > 0) {
   }
-  server->Shutdown(absl::Seconds(1));
+  for (PsServer& server : servers) server.Shutdown(absl::Seconds(1));
   return 0;
 }
 
 // A shard server in a child process (this program with --serve-shard).
 struct ChildShard {
   pid_t pid = -1;
-  int stdin_fd = -1;  // closing it stops the child
-  int port = 0;
+  int stdin_fd = -1;       // closing it stops the child
+  std::vector<int> ports;  // by partition
 };
 
 absl::StatusOr<ChildShard> SpawnShard(const Flags& f, int shard_id) {
@@ -208,6 +223,8 @@ absl::StatusOr<ChildShard> SpawnShard(const Flags& f, int shard_id) {
                                          std::to_string(shard_id),
                                          "--shards",
                                          std::to_string(f.shards),
+                                         "--partitions",
+                                         std::to_string(f.partitions),
                                          "--mib",
                                          absl::StrCat(f.mib),
                                          "--chunk-kib",
@@ -235,8 +252,11 @@ absl::StatusOr<ChildShard> SpawnShard(const Flags& f, int shard_id) {
   char c;
   while (read(from_child[0], &c, 1) == 1 && c != '\n') line.push_back(c);
   close(from_child[0]);
-  child.port = std::atoi(line.c_str());
-  if (child.port <= 0) {
+  for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    int port = 0;
+    if (absl::SimpleAtoi(word, &port) && port > 0) child.ports.push_back(port);
+  }
+  if (child.ports.size() != static_cast<size_t>(f.partitions)) {
     close(child.stdin_fd);
     waitpid(pid, nullptr, 0);
     return absl::UnavailableError(
@@ -254,7 +274,8 @@ void StopShard(ChildShard& child) {
 
 int Run(const Flags& f) {
   const int64_t n = NumElements(f);
-  if (n < 1 || f.iters < 1 || f.warmup < 0 || f.shards < 1 || f.chunk_kib < 1 ||
+  if (n < 1 || f.iters < 1 || f.warmup < 0 || f.shards < 1 ||
+      f.partitions < 1 || f.chunk_kib < 1 ||
       (f.consistency != "async" && f.consistency != "sync" &&
        f.consistency != "sync-on-push")) {
     return Fail(absl::InvalidArgumentError("bad flags (see --help)"));
@@ -269,30 +290,40 @@ int Run(const Flags& f) {
       for (ChildShard& c : children) StopShard(c);
     }
   } stop_children{children};
-  std::vector<std::string> addresses;
-  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
-  for (int s = 0; s < f.shards; ++s) {
-    int port = 0;
+  // Each process's partition addresses; the client sees the logical
+  // shards in the job's order (common/shard_partitions.h).
+  std::vector<std::vector<std::string>> process_addresses;
+  for (int p = 0; p < f.shards; ++p) {
+    std::vector<int> ports;
     if (f.in_process) {
-      auto shard = PsShard::Create(ShardConfig(f, n, s, f.shards));
-      if (!shard.ok()) return Fail(shard.status());
-      shards.push_back(*std::move(shard));
-      auto server = StartPsServer(shards.back().get(), "127.0.0.1:0");
-      if (!server.ok()) return Fail(server.status());
-      port = server->port;
-      servers.push_back(*std::move(server));
+      for (int id : ShardsOfProcess(p, f.shards, f.partitions)) {
+        auto shard = PsShard::Create(ShardConfig(f, n, id, LogicalShards(f)));
+        if (!shard.ok()) return Fail(shard.status());
+        shards.push_back(*std::move(shard));
+        auto server = StartPsServer(shards.back().get(), "127.0.0.1:0");
+        if (!server.ok()) return Fail(server.status());
+        ports.push_back(server->port);
+        servers.push_back(*std::move(server));
+      }
     } else {
-      auto child = SpawnShard(f, s);
+      auto child = SpawnShard(f, p);
       if (!child.ok()) return Fail(child.status());
-      port = child->port;
+      ports = child->ports;
       children.push_back(*child);
     }
-    addresses.push_back(absl::StrCat("127.0.0.1:", port));
-    stubs.push_back(
-        v1::ParameterServer::NewStub(MakeChannel(addresses.back())));
+    process_addresses.emplace_back();
+    for (int port : ports) {
+      process_addresses.back().push_back(absl::StrCat("127.0.0.1:", port));
+    }
   }
-  auto chunks =
-      PlaceChunks({n}, f.shards, static_cast<int64_t>(f.chunk_kib) * 256);
+  const std::vector<std::string> addresses =
+      LogicalShardAddresses(process_addresses);
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
+  for (const std::string& address : addresses) {
+    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(address)));
+  }
+  auto chunks = PlaceChunks({n}, LogicalShards(f),
+                            static_cast<int64_t>(f.chunk_kib) * 256);
   if (!chunks.ok()) return Fail(chunks.status());
   GrpcParameterClientOptions options;
   options.job_id = "goodput";
@@ -388,6 +419,7 @@ int Run(const Flags& f) {
       "  \"glibc_tunables\": \"%s\",\n"
       "  \"consistency\": \"%s\",\n"
       "  \"shards\": %d,\n"
+      "  \"partitions\": %d,\n"
       "  \"model_bytes\": %.0f,\n"
       "  \"chunk_bytes\": %d,\n"
       "  \"iters\": %d,\n"
@@ -415,8 +447,9 @@ int Run(const Flags& f) {
                    : "one process per shard server",
       std::getenv("GLIBC_TUNABLES") == nullptr ? ""
                                                : std::getenv("GLIBC_TUNABLES"),
-      f.consistency, f.shards, payload, f.chunk_kib * 1024, f.iters, f.warmup,
-      2 * payload * f.iters, bytes_after.sent - bytes_before.sent,
+      f.consistency, f.shards, f.partitions, payload, f.chunk_kib * 1024,
+      f.iters, f.warmup, 2 * payload * f.iters,
+      bytes_after.sent - bytes_before.sent,
       bytes_after.received - bytes_before.received, total_s,
       2 * payload * f.iters / total_s / mb,
       2 * payload / Median(phases.iter_s) / mb,
@@ -450,7 +483,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", f.warmup, "untimed iterations first")
       ->capture_default_str();
-  app.add_option("--shards", f.shards, "PS shards (each its own server)")
+  app.add_option("--shards", f.shards, "PS shard processes")
+      ->capture_default_str();
+  app.add_option("--partitions", f.partitions,
+                 "logical shards per shard process, each its own server "
+                 "(ferry-server --partitions)")
       ->capture_default_str();
   app.add_option("--chunk-kib", f.chunk_kib,
                  "largest chunk in KiB (max_chunk_elements = 256 * this)")
