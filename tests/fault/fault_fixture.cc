@@ -26,10 +26,12 @@ std::vector<std::string> FaultJobArgs(const std::string& mode,
                                    std::to_string(kEpochs),
                                    "--device",
                                    "cpu",
+                                   "--batch",
+                                   "256",
                                    "--heartbeat-timeout",
                                    "3",
                                    "--checkpoint-every",
-                                   "100"};
+                                   "50"};
   if (mode == "ps") args.insert(args.end(), {"--shards", "2"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;

@@ -12,8 +12,8 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
   auto run =
       RunLocal("ps-workers",
                FaultJobArgs("ps", {"--chaos",
-                                   "join:1@step100,kill:worker1@step200,join:1@"
-                                   "step300,term:worker0@step450"}));
+                                   "join:1@step50,kill:worker1@step100,join:1@"
+                                   "step150,term:worker0@step225"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 5);
   EXPECT_GE(CountEvents(run->summary, "evicted"), 1) << run->summary.dump(1);
@@ -30,7 +30,7 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
 TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
   auto run = RunLocal(
       "ps-shard",
-      FaultJobArgs("ps", {"--partitions", "2", "--chaos", "kill:ps1@step250"}));
+      FaultJobArgs("ps", {"--partitions", "2", "--chaos", "kill:ps1@step125"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 3);
   EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1)
@@ -46,7 +46,7 @@ TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
 TEST(PsFaultTest, CoordinatorKilledAndResumedFromItsState) {
   auto run =
       RunLocal("ps-coordinator",
-               FaultJobArgs("ps", {"--chaos", "kill:coordinator@step300"}));
+               FaultJobArgs("ps", {"--chaos", "kill:coordinator@step150"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 3);
   EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1)

@@ -10,9 +10,8 @@ TEST(RingFaultTest, MembersJoinDieAndLeaveAndTheRingReforms) {
   auto run = RunLocal(
       "ring-workers",
       FaultJobArgs(
-          "ring",
-          {"--digest-every", "10", "--chaos",
-           "join:1@step100,kill:worker1@step250,term:worker0@step450"}));
+          "ring", {"--digest-every", "10", "--chaos",
+                   "join:1@step50,kill:worker1@step125,term:worker0@step225"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 4);
   EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
@@ -22,7 +21,7 @@ TEST(RingFaultTest, MembersJoinDieAndLeaveAndTheRingReforms) {
 TEST(RingFaultTest, CoordinatorKilledAndResumedFromItsState) {
   auto run = RunLocal("ring-coordinator",
                       FaultJobArgs("ring", {"--digest-every", "10", "--chaos",
-                                            "kill:coordinator@step300"}));
+                                            "kill:coordinator@step150"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 3);
   EXPECT_EQ(CountEvents(run->summary, "coordinator_restarted"), 1)
