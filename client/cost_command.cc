@@ -138,8 +138,13 @@ absl::Status Run(const CostFlags& f) {
           ? std::string("PS never beats ring")
           : absl::StrCat("PS beats ring from ", cross.min_shards_ps_beats_ring,
                          " shards");
-  std::printf("  shards 1..64 (%d workers):              %s\n", f.workers,
-              shards_line.c_str());
+  if (f.partitions > 1) {
+    std::printf("  shards 1..64 (%d workers, %d partitions each): %s\n",
+                f.workers, f.partitions, shards_line.c_str());
+  } else {
+    std::printf("  shards 1..64 (%d workers):              %s\n", f.workers,
+                shards_line.c_str());
+  }
   std::string size_line;
   if (cross.params_ps_beats_ring_below >= 0) {
     size_line = absl::StrCat("PS beats ring below ",

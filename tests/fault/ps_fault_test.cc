@@ -8,10 +8,15 @@
 namespace ferry::testing {
 namespace {
 
+// Workers join, are SIGKILLed and leave mid-step. The shards serve 2
+// partitions each: a worker killed after its pushes reached some
+// partitions leaves those applied on push over a set the coordinator then
+// changes, which the job must undo on every partition alike (restore to a
+// common checkpoint) so that nothing is applied twice or half.
 TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
   auto run =
       RunLocal("ps-workers",
-               FaultJobArgs("ps", {"--chaos",
+               FaultJobArgs("ps", {"--partitions", "2", "--chaos",
                                    "join:1@step50,kill:worker1@step100,join:1@"
                                    "step150,term:worker0@step225"}));
   ASSERT_TRUE(run.ok()) << run.status();
