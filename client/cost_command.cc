@@ -95,7 +95,8 @@ absl::Status Run(const CostFlags& f) {
          {{"min_shards_ps_beats_ring", cross.min_shards_ps_beats_ring},
           {"params_ps_beats_ring_below", cross.params_ps_beats_ring_below},
           {"params_ps_beats_ring_from", cross.params_ps_beats_ring_from},
-          {"min_workers_ps_beats_ring", cross.min_workers_ps_beats_ring}}}};
+          {"min_workers_ps_beats_ring", cross.min_workers_ps_beats_ring},
+          {"max_workers_ps_beats_ring", cross.max_workers_ps_beats_ring}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return absl::OkStatus();
   }
@@ -159,11 +160,19 @@ absl::Status Run(const CostFlags& f) {
   }
   std::printf("  model size (every tensor x 2^-20..2^10): %s\n",
               size_line.c_str());
-  const std::string workers_line =
-      cross.min_workers_ps_beats_ring < 0
-          ? std::string("PS never beats ring")
-          : absl::StrCat("PS beats ring from ", cross.min_workers_ps_beats_ring,
-                         " workers");
+  std::string workers_line = "PS never beats ring";
+  if (cross.min_workers_ps_beats_ring >= 0) {
+    workers_line =
+        cross.max_workers_ps_beats_ring >= 256
+            ? absl::StrCat("PS beats ring from ",
+                           cross.min_workers_ps_beats_ring, " workers on")
+        : cross.min_workers_ps_beats_ring == cross.max_workers_ps_beats_ring
+            ? absl::StrCat("PS beats ring at ", cross.min_workers_ps_beats_ring,
+                           " workers only")
+            : absl::StrCat("PS beats ring from ",
+                           cross.min_workers_ps_beats_ring, " to ",
+                           cross.max_workers_ps_beats_ring, " workers");
+  }
   std::printf("  workers 2..256 (%d shard%s):              %s\n",
               std::max(1, f.shards), f.shards == 1 ? "" : "s",
               workers_line.c_str());

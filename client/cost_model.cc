@@ -491,11 +491,15 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
   in = input;
   in.shards = std::max(1, input.shards);
   in.colocated = false;
+  // The first run of worker counts where PS wins (more workers load the
+  // shards W-fold, so the ring may win again further on).
   for (int w = 2; w <= 256; ++w) {
     in.workers = w;
     ASSIGN_OR_RETURN(const bool ps, faster_ps(in));
     if (ps) {
-      c.min_workers_ps_beats_ring = w;
+      if (c.min_workers_ps_beats_ring < 0) c.min_workers_ps_beats_ring = w;
+      c.max_workers_ps_beats_ring = w;
+    } else if (c.min_workers_ps_beats_ring >= 0) {
       break;
     }
   }

@@ -132,7 +132,10 @@ struct Crossover {
   // Of the model sizes tried (up to the crossover), how many PS won.
   int sizes_searched = 0;
   int sizes_ps_wins = 0;
-  int min_workers_ps_beats_ring = -1;  // searched 2..256
+  // Searched 2..256: the first run of worker counts where PS wins
+  // (max = 256: it still wins at the end of the search).
+  int min_workers_ps_beats_ring = -1;
+  int max_workers_ps_beats_ring = -1;
 };
 absl::StatusOr<Crossover> FindCrossover(const CostInput& input);
 

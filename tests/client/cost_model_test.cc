@@ -367,6 +367,38 @@ TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
   EXPECT_LT(ps->step_seconds, ring->step_seconds);
 }
 
+// The workers crossover is a range: partitioned shards win from a few
+// workers, but W workers load each shard's link W-fold, so the ring, whose
+// cost per worker stays below 2N/B, wins again further on.
+TEST(CostModelTest, WorkersCrossoverIsTheRangeWherePsWins) {
+  CostInput in = Input(CostMode::kPs, 4, 4, std::vector<int64_t>(8, 1 << 18));
+  in.partitions = 8;
+  in.bandwidth_bytes_per_second = 25e6;
+  in.latency_seconds = 50e-6;
+  auto cross = FindCrossover(in);
+  ASSERT_TRUE(cross.ok());
+  const int from = cross->min_workers_ps_beats_ring;
+  const int to = cross->max_workers_ps_beats_ring;
+  ASSERT_GE(from, 2);
+  ASSERT_GE(to, from);
+  ASSERT_LT(to, 256) << "the ring must win again with many workers";
+  auto ps_wins = [&](int workers) {
+    CostInput at = in;
+    at.workers = workers;
+    at.mode = CostMode::kPs;
+    auto ps = PredictStep(at);
+    at.mode = CostMode::kRing;
+    auto ring = PredictStep(at);
+    EXPECT_TRUE(ps.ok() && ring.ok());
+    return ps->step_seconds < ring->step_seconds;
+  };
+  if (from > 2) {
+    EXPECT_FALSE(ps_wins(from - 1));
+  }
+  for (int w = from; w <= to; ++w) EXPECT_TRUE(ps_wins(w)) << w;
+  EXPECT_FALSE(ps_wins(to + 1));
+}
+
 TEST(CostModelTest, BadInputIsRejectedWithAReason) {
   CostInput in = Input(CostMode::kPs, 0, 1, {10});
   EXPECT_THAT(std::string(PredictStep(in).status().message()),
