@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compute/compute_backend.h"
+#include "compute/cuda/cublas_library.h"
 #include "compute/cuda/kernels.h"
 #include "compute/cuda/layer_kernels.h"
 #include "compute/cuda_entry.h"
@@ -57,8 +58,13 @@ absl::Status ToStatus(cudaError_t err, const char* api, const char* file,
 absl::Status ToStatus(cublasStatus_t st, const char* api, const char* file,
                       int line) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  // Only cuBLAS calls return a cublasStatus_t, so the library is loaded.
+  absl::StatusOr<const CublasLibrary*> cublas = LoadCublas();
+  const std::string text =
+      cublas.ok() ? std::string((*cublas)->status_string(st))
+                  : absl::StrCat("cuBLAS status ", static_cast<int>(st));
   return ErrorStatus(st == CUBLAS_STATUS_ALLOC_FAILED, api, file, line,
-                     cublasGetStatusString(st));
+                     text.c_str());
 }
 
 // FERRY_CUDA_CHECK(cudaFoo(...)): a Status naming the call and where it was
@@ -115,7 +121,7 @@ class CudaBackend final : public ComputeBackend {
   ~CudaBackend() override {
     (void)cudaSetDevice(device_);
     if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-    if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+    if (cublas_ != nullptr) (void)lib_->destroy(cublas_);
     if (result_device_ != nullptr) (void)cudaFree(result_device_);
     if (result_host_ != nullptr) (void)cudaFreeHost(result_host_);
     if (partials_ != nullptr) (void)cudaFree(partials_);
@@ -130,13 +136,14 @@ class CudaBackend final : public ComputeBackend {
     name_ = absl::StrCat("cuda:", device_, " ", prop.name);
     RETURN_IF_ERROR(FERRY_CUDA_CHECK(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
-    RETURN_IF_ERROR(FERRY_CUDA_CHECK(cublasCreate(&cublas_)));
-    RETURN_IF_ERROR(FERRY_CUDA_CHECK(cublasSetStream(cublas_, stream_)));
+    ASSIGN_OR_RETURN(lib_, LoadCublas());
+    RETURN_IF_ERROR(FERRY_CUDA_CHECK(lib_->create(&cublas_)));
+    RETURN_IF_ERROR(FERRY_CUDA_CHECK(lib_->set_stream(cublas_, stream_)));
     // Full fp32 GEMMs: no TF32 tensor cores, results comparable with the CPU.
     RETURN_IF_ERROR(
-        FERRY_CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH)));
+        FERRY_CUDA_CHECK(lib_->set_math_mode(cublas_, CUBLAS_DEFAULT_MATH)));
     RETURN_IF_ERROR(FERRY_CUDA_CHECK(
-        cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST)));
+        lib_->set_pointer_mode(cublas_, CUBLAS_POINTER_MODE_HOST)));
     RETURN_IF_ERROR(FERRY_CUDA_CHECK(
         cudaMalloc(&result_device_, sizeof(kernels::ReductionResult))));
     RETURN_IF_ERROR(FERRY_CUDA_CHECK(
@@ -251,7 +258,7 @@ class CudaBackend final : public ComputeBackend {
     }
     // Column-major cuBLAS sees each row-major matrix transposed, so compute
     // C^T = op(B)^T op(A)^T: swap the operands and m with n.
-    return FERRY_CUDA_CHECK(cublasSgemm(cublas_, ToCublas(trans_b),
+    return FERRY_CUDA_CHECK(lib_->sgemm(cublas_, ToCublas(trans_b),
                                         ToCublas(trans_a), n, m, k, &alpha, b,
                                         ldb, a, lda, &beta, c, ldc));
   }
@@ -494,6 +501,7 @@ class CudaBackend final : public ComputeBackend {
   const int device_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  const CublasLibrary* lib_ = nullptr;  // set by Init() before cublas_
   cublasHandle_t cublas_ = nullptr;
   kernels::ReductionResult* result_device_ = nullptr;  // device
   kernels::ReductionResult* result_host_ = nullptr;    // pinned host
