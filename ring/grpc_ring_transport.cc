@@ -76,6 +76,13 @@ class GrpcRingTransport::Writer final
   absl::Status Enqueue(grpc::ByteBuffer message) {
     absl::MutexLock lock(&mu_);
     if (done_) return failure_;
+    // The summary read ended: the stream is over and OnDone may be running
+    // on another thread, so no write or hold may start (a hold for a timer
+    // could outlive this reactor).
+    if (!read_pending_) {
+      return absl::UnavailableError(
+          absl::StrFormat("the link to %s ended", peer_name_));
+    }
     // Counted when handed over, so a report right after a collective
     // includes all of it.
     options_.counter->AddSent(static_cast<int64_t>(message.Length()));
@@ -94,7 +101,7 @@ class GrpcRingTransport::Writer final
   void Close(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     closing_ = true;
-    if (!writing_ && !done_ && !closed_) {
+    if (!writing_ && !done_ && !closed_ && read_pending_) {
       closed_ = true;
       StartWritesDone();
     }
@@ -104,7 +111,11 @@ class GrpcRingTransport::Writer final
     }
   }
 
-  void OnReadDone(bool) override {}  // the summary, or the stream's end
+  // The summary, or the stream's end.
+  void OnReadDone(bool) override {
+    absl::MutexLock lock(&mu_);
+    read_pending_ = false;
+  }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
@@ -137,7 +148,9 @@ class GrpcRingTransport::Writer final
     writing_ = true;  // also while the message waits for the link
     if (!release_.empty() && release_.front() > absl::Now()) {
       // Link emulation: a hold keeps the call alive until the timer has
-      // started the write. Added while the summary read is pending.
+      // started the write. Added only while the call cannot finish: from
+      // a reaction, from the previous timer (which holds its own hold), or
+      // from Enqueue while the summary read is pending (checked there).
       AddHold();
       options_.shaper->RunAt(release_.front(), [this] {
         {
@@ -164,6 +177,9 @@ class GrpcRingTransport::Writer final
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // The summary read, started before the call: pending until the stream
+  // ends; while it is, the call cannot finish.
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
