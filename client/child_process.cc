@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 extern char** environ;
 
@@ -192,6 +193,18 @@ absl::StatusOr<int> PickFreePort() {
   close(fd);
   handed_out->insert(port);
   return port;
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> PickPartitionAddresses(
+    int processes, int partitions) {
+  std::vector<std::vector<std::string>> addresses(processes);
+  for (std::vector<std::string>& process : addresses) {
+    for (int i = 0; i < partitions; ++i) {
+      ASSIGN_OR_RETURN(const int port, PickFreePort());
+      process.push_back(absl::StrCat("127.0.0.1:", port));
+    }
+  }
+  return addresses;
 }
 
 std::string ExecutableDir() {

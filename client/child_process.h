@@ -50,6 +50,11 @@ class ChildProcess {
 // port it returned before in this process (a launcher hands out many before
 // its children bind them). Thread-safe.
 absl::StatusOr<int> PickFreePort();
+// Loopback addresses for `processes` shard processes of `partitions`
+// partitions each, from PickFreePort: result[p][i] is process p's partition
+// i (common/shard_partitions.h LogicalShardAddresses orders them for a job).
+absl::StatusOr<std::vector<std::vector<std::string>>> PickPartitionAddresses(
+    int processes, int partitions);
 // The directory holding the running executable (/proc/self/exe).
 std::string ExecutableDir();
 

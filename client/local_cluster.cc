@@ -287,14 +287,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   // Each shard process's partition addresses, and the job's shard
   // addresses in logical order (common/shard_partitions.h).
-  std::vector<std::vector<std::string>> process_addresses(shards);
-  for (std::vector<std::string>& addresses : process_addresses) {
-    for (int i = 0; i < o.partitions; ++i) {
-      auto port = PickFreePort();
-      if (!port.ok()) return 1;
-      addresses.push_back(absl::StrCat("127.0.0.1:", *port));
-    }
-  }
+  auto picked = PickPartitionAddresses(shards, o.partitions);
+  if (!picked.ok()) return 1;
+  const std::vector<std::vector<std::string>> process_addresses = *picked;
   const std::vector<std::string> shard_addresses =
       LogicalShardAddresses(process_addresses);
   std::vector<std::string> coord_argv = {bin + "/ferry-server",

@@ -34,7 +34,7 @@ std::unique_ptr<ScrapeHook> ExportShardGauges(
     int64_t pending_pulls = 0;
     int64_t generation = 0;
     double oldest_checkpoint = 0;
-    bool with_checkpointer = false;
+    bool with_checkpointer = false, never_checkpointed = false;
     bool sparse = false;
     int64_t rows = 0, pending_ids = 0, bytes = 0;
     for (size_t i = 0; i < sources.size(); ++i) {
@@ -45,12 +45,10 @@ std::unique_ptr<ScrapeHook> ExportShardGauges(
       if (sources[i].checkpointer != nullptr) {
         const double age =
             AgeSeconds(sources[i].checkpointer->last_checkpoint_time());
-        // -1 (no checkpoint yet) wins: the process is not all checkpointed.
-        oldest_checkpoint = !with_checkpointer ? age
-                            : age < 0 || oldest_checkpoint < 0
-                                ? -1
-                                : std::max(oldest_checkpoint, age);
         with_checkpointer = true;
+        // -1 (a partition without a checkpoint yet) stays -1.
+        never_checkpointed |= age < 0;
+        oldest_checkpoint = std::max(oldest_checkpoint, age);
       }
       if (!info.sparse.has_value()) continue;
       sparse = true;
@@ -80,7 +78,8 @@ std::unique_ptr<ScrapeHook> ExportShardGauges(
     m.pending_pulls().Set(static_cast<double>(pending_pulls));
     m.generation(MetricRole::kPs).Set(static_cast<double>(generation));
     if (with_checkpointer) {
-      m.checkpoint_age_seconds(MetricRole::kPs).Set(oldest_checkpoint);
+      m.checkpoint_age_seconds(MetricRole::kPs)
+          .Set(never_checkpointed ? -1 : oldest_checkpoint);
     }
   });
 }

@@ -61,15 +61,9 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   const int shards = spec.mode == "ring" ? 0 : spec.shards;
   // Each shard process's partition addresses; the job lists them in
   // logical order (common/shard_partitions.h).
-  std::vector<std::vector<std::string>> process_addresses(shards);
-  for (std::vector<std::string>& addresses : process_addresses) {
-    for (int k = 0; k < spec.partitions; ++k) {
-      auto p = PickFreePort();
-      if (!p.ok()) return p.status();
-      addresses.push_back(absl::StrCat("127.0.0.1:", *p));
-    }
-  }
-  cluster->shard_addresses_ = LogicalShardAddresses(process_addresses);
+  auto process_addresses = PickPartitionAddresses(shards, spec.partitions);
+  if (!process_addresses.ok()) return process_addresses.status();
+  cluster->shard_addresses_ = LogicalShardAddresses(*process_addresses);
   std::vector<std::string> argv = {
       bin + "/ferry-server",       "--role", "coordinator", "--listen",
       cluster->coordinator_,       "--mode", spec.mode,     "--min-workers",
@@ -85,7 +79,7 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   for (int i = 0; i < shards; ++i) {
     auto shard = ChildProcess::Spawn(
         {bin + "/ferry-server", "--role", "ps", "--listen",
-         absl::StrJoin(process_addresses[i], ","), "--partitions",
+         absl::StrJoin((*process_addresses)[i], ","), "--partitions",
          std::to_string(spec.partitions), "--coordinator",
          cluster->coordinator_, "--shard-id", std::to_string(i)},
         absl::StrCat(log_dir, "/ps", i, ".log"));

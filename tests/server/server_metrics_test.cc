@@ -27,6 +27,29 @@ double Rejected(MetricRole role, const std::string& op, absl::StatusCode code) {
   return Metrics().rejected(role, op, code).Value();
 }
 
+// A process of several partitions reports the version every partition has
+// (the lowest) and their pending pulls summed.
+TEST(ServerMetricsTest, PartitionsOfOneProcessAreAggregated) {
+  FerryMetrics& m = Metrics();
+  auto ahead = MakeShard(TestConfig());
+  auto behind = MakeShard(TestConfig());
+  auto gauges = ExportShardGauges(
+      {ShardGaugeSource{ahead.get(), nullptr}, {behind.get(), nullptr}});
+  ASSERT_TRUE(PushSlice(*ahead, Header("w1", 0, 2), {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(ahead->FinalizeStep("job", 0, {{"w1", 2}}, 0).ok());
+  ASSERT_TRUE(ahead->WaitForVersion("job", 2, [](auto) {}).ok());
+  ASSERT_TRUE(behind->WaitForVersion("job", 1, [](auto) {}).ok());
+  RunScrapeHooks();
+  EXPECT_EQ(m.model_version(MetricRole::kPs).Value(), 0);
+  EXPECT_EQ(m.pending_pulls().Value(), 2);
+  ASSERT_TRUE(PushSlice(*behind, Header("w1", 0, 2), {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(behind->FinalizeStep("job", 0, {{"w1", 2}}, 0).ok());
+  RunScrapeHooks();
+  EXPECT_EQ(m.model_version(MetricRole::kPs).Value(), 1);
+  EXPECT_EQ(m.pending_pulls().Value(), 1);
+  ahead->Shutdown();
+}
+
 TEST(ServerMetricsTest, PushAndPullThroughTheShardMoveCountersAndHistograms) {
   FerryMetrics& m = Metrics();
   auto shard = MakeShard(TestConfig());
