@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/layer_stack.h"
 #include "model/model_params.h"
 
 namespace ferry {
@@ -51,34 +52,12 @@ absl::StatusOr<SequentialModel> SequentialModel::Create(
   ASSIGN_OR_RETURN(m.state_layout_, ModelStateLayout(def));
   ASSIGN_OR_RETURN(m.shapes_, InferShapes(def));
   m.input_dim_ = static_cast<int>(ShapeElements(def.input.shape));
-  size_t param_tensor = 0;
-  size_t state_tensor = 0;
-  m.first_param_layer_ = static_cast<int>(def.layers.size());
-  for (size_t i = 0; i < def.layers.size(); ++i) {
-    const LayerDef& d = def.layers[i];
-    const SampleShape& in = i == 0 ? def.input.shape : m.shapes_[i - 1];
-    ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer,
-                     MakeLayer(d, static_cast<int>(i), in, m.shapes_[i]));
-    m.layers_.push_back(std::move(layer));
-    Slot slot;
-    const size_t params = LayerParamDefs(d).size();
-    if (params > 0) {
-      slot.param_offset = m.layout_.tensors()[param_tensor].offset;
-      for (size_t t = 0; t < params; ++t) {
-        slot.param_count += m.layout_.tensors()[param_tensor + t].numel;
-      }
-      param_tensor += params;
-      m.first_param_layer_ =
-          std::min(m.first_param_layer_, static_cast<int>(i));
-    }
-    const size_t states = LayerStateDefs(d).size();
-    if (states > 0) {
-      slot.has_state = true;
-      slot.state_offset = m.state_layout_.tensors()[state_tensor].offset;
-      state_tensor += states;
-    }
-    m.slots_.push_back(slot);
-  }
+  ASSIGN_OR_RETURN(LayerStack stack,
+                   BuildLayerStack(def, m.shapes_, m.layout_, m.state_layout_,
+                                   0, static_cast<int>(def.layers.size())));
+  m.layers_ = std::move(stack.layers);
+  m.slots_ = std::move(stack.slots);
+  m.first_param_layer_ = stack.first_param_layer;
   ASSIGN_OR_RETURN(m.state_,
                    backend->Allocate(m.state_layout_.total_elements()));
   RETURN_IF_ERROR(m.SetState(m.InitialState()));
@@ -147,7 +126,7 @@ absl::Status SequentialModel::Forward(const LayerContext& ctx,
       outputs_[i] = x;
       continue;
     }
-    const Slot& slot = slots_[i];
+    const LayerSlot& slot = slots_[i];
     float* y = activations_[i].data();
     LayerTimer timer(ctx.training ? layer_times_ : nullptr, backend_);
     RETURN_IF_ERROR(layers_[i]->Forward(
@@ -179,7 +158,7 @@ absl::StatusOr<LossStats> SequentialModel::ForwardBackward(
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
     Layer& layer = *layers_[i];
     if (layer.IsView()) continue;  // the gradient passes through unchanged
-    const Slot& slot = slots_[i];
+    const LayerSlot& slot = slots_[i];
     const float* x = i == 0 ? inputs : outputs_[i - 1];
     float* dx = nullptr;
     if (i > first_param_layer_) {

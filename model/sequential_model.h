@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "compute/compute_backend.h"
 #include "model/layer.h"
+#include "model/layer_stack.h"
 #include "model/model_def.h"
 #include "model/parameter_layout.h"
 #include "model/shape_inference.h"
@@ -126,13 +127,6 @@ class SequentialModel {
                                      const int32_t* labels, int batch);
 
  private:
-  struct Slot {
-    int64_t param_offset = 0;
-    int64_t param_count = 0;
-    int64_t state_offset = 0;
-    bool has_state = false;
-  };
-
   SequentialModel(ComputeBackend* backend) : backend_(backend) {}
 
   absl::Status EnsureWorkspace(int batch);
@@ -146,7 +140,7 @@ class SequentialModel {
   int input_dim_ = 0;
   ComputeBackend* backend_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Slot> slots_;
+  std::vector<LayerSlot> slots_;
   DeviceBuffer state_;
   int first_param_layer_ = 0;  // no input gradient is needed before it
   LayerTimes* layer_times_ = nullptr;
