@@ -19,9 +19,9 @@ class InMemoryStageHub::HubLink final : public StageLink {
                          std::move(values));
   }
   absl::StatusOr<std::vector<float>> ReceiveActivations(
-      int64_t step, int micro, absl::Duration timeout) override {
+      int64_t step, int micro, int64_t count, absl::Duration timeout) override {
     if (stage_ == 0) return NoNeighbour("previous");
-    return Count(hub_->Take({kForward, stage_, step, micro}, timeout));
+    return Count(hub_->Take({kForward, stage_, step, micro}, timeout), count);
   }
   absl::Status SendInputGradient(int64_t step, int micro,
                                  std::vector<float> values) override {
@@ -31,9 +31,9 @@ class InMemoryStageHub::HubLink final : public StageLink {
                          std::move(values));
   }
   absl::StatusOr<std::vector<float>> ReceiveOutputGradient(
-      int64_t step, int micro, absl::Duration timeout) override {
+      int64_t step, int micro, int64_t count, absl::Duration timeout) override {
     if (stage_ + 1 >= hub_->stages()) return NoNeighbour("next");
-    return Count(hub_->Take({kBackward, stage_, step, micro}, timeout));
+    return Count(hub_->Take({kBackward, stage_, step, micro}, timeout), count);
   }
   int64_t bytes_sent() const override { return sent_; }
   int64_t bytes_received() const override { return received_; }
@@ -44,8 +44,14 @@ class InMemoryStageHub::HubLink final : public StageLink {
         absl::StrCat("pipeline stage ", stage_, " has no ", which, " stage"));
   }
   absl::StatusOr<std::vector<float>> Count(
-      absl::StatusOr<std::vector<float>> got) {
-    if (got.ok()) received_ += 4 * static_cast<int64_t>(got->size());
+      absl::StatusOr<std::vector<float>> got, int64_t count) {
+    if (!got.ok()) return got;
+    received_ += 4 * static_cast<int64_t>(got->size());
+    if (static_cast<int64_t>(got->size()) != count) {
+      return absl::DataLossError(absl::StrCat("pipeline stage ", stage_,
+                                              ": expected ", count,
+                                              " floats, got ", got->size()));
+    }
     return got;
   }
 

@@ -1,7 +1,8 @@
 // What one pipeline stage exchanges with its neighbours in its replica, per
 // step and micro-batch: activations forward (to stage s+1) and their
 // gradients backward (to stage s-1). Implementations: InMemoryStageHub's links
-// (tests, one process) and the gRPC link between workers.
+// (tests, one process) and RingStageLink (the ring's gRPC streams between
+// workers).
 //
 // Messages are keyed by (step, micro-batch), so a message that arrives before
 // its receiver asks for it waits in the link, and one of another step is
@@ -28,12 +29,13 @@ class StageLink {
   // gone.
   virtual absl::Status SendActivations(int64_t step, int micro,
                                        std::vector<float> values) = 0;
-  // The previous stage's output for (step, micro), waiting up to `timeout`:
-  // DEADLINE_EXCEEDED naming the stage and micro-batch when it does not
-  // come, UNAVAILABLE / ABORTED when the link was closed or aborted.
+  // The previous stage's output for (step, micro), `count` floats, waiting
+  // up to `timeout`: DEADLINE_EXCEEDED naming the stage and micro-batch when
+  // it does not come, DATA_LOSS when it holds another number of floats,
+  // UNAVAILABLE / ABORTED / CANCELLED when the link was closed or aborted.
   // FAILED_PRECONDITION on the first stage.
   virtual absl::StatusOr<std::vector<float>> ReceiveActivations(
-      int64_t step, int micro, absl::Duration timeout) = 0;
+      int64_t step, int micro, int64_t count, absl::Duration timeout) = 0;
 
   // Sends the gradient of micro-batch `micro`'s stage input to the previous
   // stage. FAILED_PRECONDITION on the first stage.
@@ -43,7 +45,7 @@ class StageLink {
   // output, for (step, micro); errors as ReceiveActivations.
   // FAILED_PRECONDITION on the last stage.
   virtual absl::StatusOr<std::vector<float>> ReceiveOutputGradient(
-      int64_t step, int micro, absl::Duration timeout) = 0;
+      int64_t step, int micro, int64_t count, absl::Duration timeout) = 0;
 
   // Bytes this link sent and received (payload floats x 4).
   virtual int64_t bytes_sent() const = 0;

@@ -77,8 +77,10 @@ absl::StatusOr<StageStepResult> RunStageStep(
                 static_cast<size_t>(rows.count) * stage.input_elements())));
       } else {
         ASSIGN_OR_RETURN(std::vector<float> x, wait([&] {
-                           return link.ReceiveActivations(in.step, m,
-                                                          in.receive_timeout);
+                           return link.ReceiveActivations(
+                               in.step, m,
+                               int64_t{rows.count} * stage.input_elements(),
+                               in.receive_timeout);
                          }));
         RETURN_IF_ERROR(stage.SetInput(slot, rows.count, x));
       }
@@ -103,8 +105,10 @@ absl::StatusOr<StageStepResult> RunStageStep(
     const int slot = slot_of[m];
     if (!stage.is_last()) {
       ASSIGN_OR_RETURN(std::vector<float> dy, wait([&] {
-                         return link.ReceiveOutputGradient(in.step, m,
-                                                           in.receive_timeout);
+                         return link.ReceiveOutputGradient(
+                             in.step, m,
+                             int64_t{rows.count} * stage.output_elements(),
+                             in.receive_timeout);
                        }));
       RETURN_IF_ERROR(stage.SetOutputGradient(slot, dy));
     }
