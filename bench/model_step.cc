@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "compute/compute_backend.h"
 #include "model/model_presets.h"
+#include "model/pipeline_split.h"
 #include "model/sequential_model.h"
 
 namespace {
@@ -30,16 +31,7 @@ namespace {
 // Multiply-adds x 2 of one sample's forward pass of layer i (Conv2d and
 // Linear; 0 for the rest).
 double ForwardFlops(const ferry::SequentialModel& m, size_t i) {
-  const ferry::LayerDef& d = m.def().layers[i];
-  const std::vector<int64_t>& out = m.shapes()[i];
-  if (d.type == ferry::LayerType::kConv2d) {
-    return 2.0 * out[0] * out[1] * out[2] * d.in_channels * d.kernel_size.h *
-           d.kernel_size.w;
-  }
-  if (d.type == ferry::LayerType::kLinear) {
-    return 2.0 * d.in_features * d.out_features;
-  }
-  return 0.0;
+  return ferry::LayerForwardFlops(m.def().layers[i], m.shapes()[i]);
 }
 
 void PrintLayerTable(const ferry::SequentialModel& m,

@@ -37,16 +37,22 @@ const char* StageBalanceName(StageBalance balance) {
   return balance == StageBalance::kCompute ? "compute" : "params";
 }
 
-double LayerTrainingFlops(const LayerDef& d, const SampleShape& out) {
+double LayerForwardFlops(const LayerDef& d, const SampleShape& out) {
   if (d.type == LayerType::kConv2d) {
-    return 3.0 * 2.0 * static_cast<double>(ShapeElements(out)) *
+    return 2.0 * static_cast<double>(ShapeElements(out)) *
            static_cast<double>(d.in_channels * d.kernel_size.h *
                                d.kernel_size.w);
   }
   if (d.type == LayerType::kLinear) {
-    return 3.0 * 2.0 * static_cast<double>(d.in_features * d.out_features);
+    return 2.0 * static_cast<double>(d.in_features * d.out_features);
   }
-  return 3.0 * static_cast<double>(ShapeElements(out));
+  return 0.0;
+}
+
+double LayerTrainingFlops(const LayerDef& d, const SampleShape& out) {
+  const double forward = LayerForwardFlops(d, out);
+  return forward > 0 ? 3.0 * forward
+                     : 3.0 * static_cast<double>(ShapeElements(out));
 }
 
 absl::StatusOr<std::vector<double>> LayerCosts(const ModelDef& def,

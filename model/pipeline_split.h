@@ -36,6 +36,11 @@ enum class StageBalance {
 absl::StatusOr<StageBalance> ParseStageBalance(absl::string_view text);
 const char* StageBalanceName(StageBalance balance);
 
+// Multiply-adds x 2 of one sample's forward pass through `layer` with
+// per-sample output shape `out`: its GEMM for Linear and Conv2d, 0 for the
+// rest.
+double LayerForwardFlops(const LayerDef& layer, const SampleShape& out);
+
 // Estimated multiply-adds x 2 of one sample's forward and backward pass
 // through `layer` with per-sample output shape `out` (Linear, Conv2d: 3x the
 // forward GEMM, the input gradient included; every other layer: 3 per output
