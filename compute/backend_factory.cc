@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "compute/compute_backend.h"
 #include "compute/cpu_backend.h"
 
@@ -24,7 +26,8 @@ bool CudaDeviceAvailable() {
 }
 
 absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(DeviceChoice choice,
-                                                            int cpu_threads) {
+                                                            int cpu_threads,
+                                                            int cuda_ordinal) {
   if (choice == DeviceChoice::kCpu ||
       (choice == DeviceChoice::kAuto && !CudaDeviceAvailable())) {
     return MakeCpuBackend(cpu_threads);
@@ -35,8 +38,9 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(DeviceChoice choice,
         "--device cuda: no CUDA device is visible (check nvidia-smi and "
         "CUDA_VISIBLE_DEVICES), or use --device cpu");
   }
-  return MakeCudaBackend(0);
+  return MakeCudaBackend(std::max(0, cuda_ordinal) % CudaDeviceCount());
 #else
+  (void)cuda_ordinal;
   return absl::UnavailableError(
       "--device cuda: this binary was built without CUDA (nvcc was not found "
       "at configure time); rebuild with the CUDA Toolkit or use --device cpu");

@@ -227,8 +227,10 @@ absl::StatusOr<DeviceChoice> ParseDeviceChoice(const std::string& text);
 // Creates a backend. kAuto picks CUDA when a device is visible, else CPU.
 // kCuda fails with UNAVAILABLE when the binary has no CUDA support or no
 // device is visible. `cpu_threads` sets the BLAS thread count (CPU backend).
+// `cuda_ordinal` picks the GPU: device cuda_ordinal % (visible devices), so
+// the stages of a pipeline in one process spread round-robin over the GPUs.
 absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
-    DeviceChoice choice, int cpu_threads = 1);
+    DeviceChoice choice, int cpu_threads = 1, int cuda_ordinal = 0);
 
 // True when this binary was built with CUDA and a device is visible.
 bool CudaDeviceAvailable();

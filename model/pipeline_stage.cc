@@ -141,19 +141,30 @@ absl::Status PipelineStage::Forward(int slot, const float* params,
                                     const StepContext& context) {
   ASSIGN_OR_RETURN(Slot * s, UsedSlot(slot));
   s->context = context;
-  const LayerContext ctx = Context(*s, /*training=*/true);
-  const float* x = s->input.data();
-  for (size_t i = 0; i < s->layers.size(); ++i) {
-    if (s->layers[i]->IsView()) {
-      s->outputs[i] = x;
+  return RunForward(*s, params, /*training=*/true);
+}
+
+absl::Status PipelineStage::ForwardEval(int slot, const float* params) {
+  ASSIGN_OR_RETURN(Slot * s, UsedSlot(slot));
+  s->context = StepContext{};
+  return RunForward(*s, params, /*training=*/false);
+}
+
+absl::Status PipelineStage::RunForward(Slot& s, const float* params,
+                                       bool training) {
+  const LayerContext ctx = Context(s, training);
+  const float* x = s.input.data();
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    if (s.layers[i]->IsView()) {
+      s.outputs[i] = x;
       continue;
     }
     const LayerSlot& ls = stack_.slots[i];
-    float* y = s->activations[i].data();
-    RETURN_IF_ERROR(s->layers[i]->Forward(
+    float* y = s.activations[i].data();
+    RETURN_IF_ERROR(s.layers[i]->Forward(
         ctx, ls.param_count > 0 ? params + ls.param_offset : nullptr,
         ls.has_state ? state_.data() + ls.state_offset : nullptr, x, y));
-    s->outputs[i] = y;
+    s.outputs[i] = y;
     x = y;
   }
   return absl::OkStatus();
@@ -175,6 +186,18 @@ absl::StatusOr<LossStats> PipelineStage::Loss(int slot, const int32_t* labels,
   return backend_->SoftmaxCrossEntropy(s->batch, static_cast<int>(classes_),
                                        s->outputs.back(), labels, grad_scale,
                                        s->output_grad.data());
+}
+
+absl::StatusOr<LossStats> PipelineStage::EvalLoss(int slot,
+                                                  const int32_t* labels) {
+  if (!is_last()) {
+    return absl::FailedPreconditionError(
+        "only the last pipeline stage computes the loss");
+  }
+  ASSIGN_OR_RETURN(Slot * s, UsedSlot(slot));
+  return backend_->SoftmaxCrossEntropy(s->batch, static_cast<int>(classes_),
+                                       s->outputs.back(), labels, 0.0f,
+                                       nullptr);
 }
 
 absl::Status PipelineStage::SetOutputGradient(int slot,

@@ -79,6 +79,9 @@ class PipelineStage {
   // (CopyOutput) until the slot is reused.
   absl::Status Forward(int slot, const float* params,
                        const StepContext& context);
+  // Evaluation forward pass (dropout off, BatchNorm on running statistics;
+  // the state is not changed). No Backward may follow it.
+  absl::Status ForwardEval(int slot, const float* params);
   // Copies the slot's output ([batch, output_elements()]) to the host.
   absl::Status CopyOutput(int slot, std::vector<float>& host);
   // Last stage: the loss of the slot's output against `labels` (batch of
@@ -86,6 +89,8 @@ class PipelineStage {
   // Backward. FAILED_PRECONDITION on another stage.
   absl::StatusOr<LossStats> Loss(int slot, const int32_t* labels,
                                  float grad_scale);
+  // Last stage, after ForwardEval: loss sum and correct count, no gradient.
+  absl::StatusOr<LossStats> EvalLoss(int slot, const int32_t* labels);
   // Other stages: the gradient of the slot's output, from the next stage.
   // INVALID_ARGUMENT for a size other than batch x output_elements().
   absl::Status SetOutputGradient(int slot, absl::Span<const float> host);
@@ -118,6 +123,7 @@ class PipelineStage {
   absl::StatusOr<Slot*> UsedSlot(int slot);
   absl::Status EnsureSlot(int slot, int batch);
   LayerContext Context(const Slot& s, bool training) const;
+  absl::Status RunForward(Slot& s, const float* params, bool training);
 
   ComputeBackend* backend_;
   StageRange range_;

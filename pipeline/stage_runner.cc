@@ -10,6 +10,26 @@ namespace {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// The first stage's inputs and the last stage's labels are the batch's.
+absl::Status CheckRows(const PipelineStage& stage, const StageStepInput& in) {
+  if (in.batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline step: batch must be >= 1, got ", in.batch));
+  }
+  if (stage.is_first() && static_cast<int64_t>(in.inputs.size()) !=
+                              in.batch * stage.input_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline step: expected ", in.batch, " x ", stage.input_elements(),
+        " input values, got ", in.inputs.size()));
+  }
+  if (stage.is_last() && static_cast<int>(in.labels.size()) != in.batch) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline step: expected ",
+                                                   in.batch, " labels, got ",
+                                                   in.labels.size()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 RowRange MicroBatchRows(int batch, int micro_batches, int micro) {
@@ -26,17 +46,7 @@ absl::StatusOr<StageStepResult> RunStageStep(
         absl::StrCat("micro-batches must be in [1, batch = ", in.batch,
                      "], got ", in.micro_batches));
   }
-  if (stage.is_first() && static_cast<int64_t>(in.inputs.size()) !=
-                              in.batch * stage.input_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline step: expected ", in.batch, " x ", stage.input_elements(),
-        " input values, got ", in.inputs.size()));
-  }
-  if (stage.is_last() && static_cast<int>(in.labels.size()) != in.batch) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline step: expected ",
-                                                   in.batch, " labels, got ",
-                                                   in.labels.size()));
-  }
+  RETURN_IF_ERROR(CheckRows(stage, in));
   const absl::Time start = clock.Now();
   const int64_t sent_before = link.bytes_sent();
   const int64_t received_before = link.bytes_received();
@@ -129,6 +139,27 @@ absl::StatusOr<StageStepResult> RunStageStep(
   result.bytes_sent = link.bytes_sent() - sent_before;
   result.bytes_received = link.bytes_received() - received_before;
   return result;
+}
+
+absl::StatusOr<LossStats> RunStageEval(PipelineStage& stage, StageLink& link,
+                                       const float* params, int64_t key,
+                                       const StageStepInput& in) {
+  RETURN_IF_ERROR(CheckRows(stage, in));
+  if (stage.is_first()) {
+    RETURN_IF_ERROR(stage.SetInput(0, in.batch, in.inputs));
+  } else {
+    ASSIGN_OR_RETURN(std::vector<float> x,
+                     link.ReceiveActivations(
+                         key, 0, int64_t{in.batch} * stage.input_elements(),
+                         in.receive_timeout));
+    RETURN_IF_ERROR(stage.SetInput(0, in.batch, x));
+  }
+  RETURN_IF_ERROR(stage.ForwardEval(0, params));
+  if (stage.is_last()) return stage.EvalLoss(0, in.labels.data());
+  std::vector<float> y;
+  RETURN_IF_ERROR(stage.CopyOutput(0, y));
+  RETURN_IF_ERROR(link.SendActivations(key, 0, std::move(y)));
+  return LossStats{};
 }
 
 }  // namespace ferry

@@ -73,6 +73,16 @@ absl::StatusOr<StageStepResult> RunStageStep(
     PipelineStage& stage, int stage_index, int stages, StageLink& link,
     const float* params, float* grads, const StageStepInput& in, Clock& clock);
 
+// One evaluation batch through `stage`: the evaluation forward
+// pass (dropout off, BatchNorm on running statistics), activations sent on
+// under `key` (a step number no training step of the link uses) as
+// micro-batch 0. The last stage returns the batch's loss sum and correct
+// count; the others an empty LossStats. `inputs` (first stage) and
+// `labels` (last stage) as for RunStageStep, micro_batches ignored.
+absl::StatusOr<LossStats> RunStageEval(PipelineStage& stage, StageLink& link,
+                                       const float* params, int64_t key,
+                                       const StageStepInput& in);
+
 }  // namespace ferry
 
 #endif  // FERRY_PIPELINE_STAGE_RUNNER_H_

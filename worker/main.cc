@@ -26,6 +26,7 @@
 #include "worker/ctr_trainer.h"
 #include "worker/distributed_worker.h"
 #include "worker/grpc_worker_deps.h"
+#include "worker/pipeline_trainer.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
@@ -67,6 +68,7 @@ int RunCtrStandaloneMain(const ferry::TrainOptions& options,
 int RunStandaloneMain(ferry::TrainOptions options,
                       const ferry::OptimizerFlags& opt_flags,
                       const ferry::EmbeddingFlags& embedding_flags,
+                      const ferry::PipelineFlags& pipeline_flags,
                       const std::string& device,
                       const std::string& summary_path) {
   auto config = opt_flags.ToConfig();
@@ -82,6 +84,11 @@ int RunStandaloneMain(ferry::TrainOptions options,
   }
   options.device = *choice;
   if (ferry::IsDlrmModelText(options.model)) {
+    if (pipeline_flags.given()) {
+      std::cerr << "ferry-worker: pipeline stages split sequential models; "
+                   "a DLRM is not one\n";
+      return ferry::kExitConfig;
+    }
     return RunCtrStandaloneMain(options, embedding_flags, summary_path);
   }
   if (embedding_flags.given()) {
@@ -92,7 +99,22 @@ int RunStandaloneMain(ferry::TrainOptions options,
     return ferry::kExitConfig;
   }
   ferry::ProgressPrinter progress(stderr);
-  auto summary = ferry::RunStandalone(options, progress);
+  absl::StatusOr<ferry::TrainSummary> summary;
+  if (pipeline_flags.given()) {
+    auto pipeline = ferry::ResolvePipelineFlags(pipeline_flags);
+    if (!pipeline.ok()) {
+      std::cerr << "ferry-worker: " << pipeline.status().message() << "\n";
+      return ferry::kExitConfig;
+    }
+    summary = ferry::RunPipelineStandalone(options, *pipeline, progress);
+    if (absl::IsResourceExhausted(summary.status())) {
+      // Over the memory budget: a configuration to change, nothing ran.
+      std::cerr << "ferry-worker: " << summary.status().message() << "\n";
+      return ferry::kExitConfig;
+    }
+  } else {
+    summary = ferry::RunStandalone(options, progress);
+  }
   if (!summary.ok()) {
     std::cerr << "ferry-worker: " << summary.status() << "\n";
     return ferry::StartupExitCode(summary.status());
@@ -298,6 +320,8 @@ int main(int argc, char** argv) {
   ferry::AddOptimizerFlags(app, opt_flags);
   ferry::EmbeddingFlags embedding_flags;
   ferry::AddEmbeddingFlags(app, embedding_flags);
+  ferry::PipelineFlags pipeline_flags;
+  ferry::AddPipelineFlags(app, pipeline_flags);
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
                  "distributed mode, when the job has finished: exit, or wait "
@@ -336,9 +360,16 @@ int main(int argc, char** argv) {
                  "coordinator\n";
     return ferry::kExitConfig;
   }
+  if (!standalone && pipeline_flags.given()) {
+    std::cerr << "ferry-worker: the pipeline flags (--pipeline-stages, "
+                 "--micro-batches, ...) apply to --standalone training; "
+                 "distributed pipeline jobs are not built yet "
+                 "(docs/pipeline.md)\n";
+    return ferry::kExitConfig;
+  }
   if (standalone) {
-    return RunStandaloneMain(options, opt_flags, embedding_flags, device,
-                             summary_path);
+    return RunStandaloneMain(options, opt_flags, embedding_flags,
+                             pipeline_flags, device, summary_path);
   }
   if (worker_options.coordinator_address.empty()) {
     std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "

@@ -27,14 +27,16 @@ nlohmann::json TrainSummary::ToJson() const {
                            {"test_accuracy", e.test_accuracy},
                            {"seconds", e.seconds}});
   }
-  return {{"epochs", epochs},
-          {"steps", steps},
-          {"wall_seconds", wall_seconds},
-          {"samples_per_second", samples_per_second},
-          {"test_accuracy", test_accuracy},
-          {"final_loss", final_loss},
-          {"device", device},
-          {"per_epoch", epochs_json}};
+  nlohmann::json out = {{"epochs", epochs},
+                        {"steps", steps},
+                        {"wall_seconds", wall_seconds},
+                        {"samples_per_second", samples_per_second},
+                        {"test_accuracy", test_accuracy},
+                        {"final_loss", final_loss},
+                        {"device", device},
+                        {"per_epoch", epochs_json}};
+  if (!pipeline.is_null()) out["pipeline"] = pipeline;
+  return out;
 }
 
 absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,

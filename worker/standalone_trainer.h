@@ -55,6 +55,9 @@ struct TrainSummary {
   std::string device;
   std::vector<EpochStats> per_epoch;
   std::vector<float> final_parameters;  // host copy, for tests and checks
+  // Pipeline-parallel runs (worker/pipeline_trainer.h): the split and each
+  // stage's figures; null otherwise.
+  nlohmann::json pipeline;
 
   nlohmann::json ToJson() const;
 };

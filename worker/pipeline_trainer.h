@@ -1,0 +1,78 @@
+// Pipeline-parallel training in one process: the model split into P stages
+// (model/pipeline_split.h), each stage on its own thread with its own compute
+// backend (on a GPU machine, GPU s % count), its own parameters, optimizer
+// and state, the stages linked in memory (pipeline/in_memory_stage_link.h).
+// Every step cuts the batch into micro-batches and runs the GPipe or 1F1B
+// schedule; each stage then applies its optimizer to its own parameters. The
+// optimizers are element-wise, so the result is the single-process
+// trainer's (RunStandalone) up to float summation order, BatchNorm aside
+// (it normalises per micro-batch). This is PyTorch's model-parallel and
+// pipeline tutorials' layout; the data-parallel pipeline across worker
+// processes (PS or ring per stage) is docs/pipeline.md's next step.
+#ifndef FERRY_WORKER_PIPELINE_TRAINER_H_
+#define FERRY_WORKER_PIPELINE_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "common/progress.h"
+#include "model/pipeline_split.h"
+#include "pipeline/pipeline_schedule.h"
+#include "worker/standalone_trainer.h"
+
+namespace ferry {
+
+struct PipelineOptions {
+  int stages = 1;  // P
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  std::vector<int> split;  // stage starts; empty: balanced by `balance`
+  StageBalance balance = StageBalance::kCompute;
+  // Per stage (one worker or device); 0: none. Checked before anything is
+  // allocated (pipeline/stage_memory.h CheckPipelineMemory).
+  int64_t memory_budget_bytes = 0;
+};
+
+// The command-line form: --pipeline-stages, --micro-batches,
+// --pipeline-schedule, --pipeline-split, --pipeline-balance,
+// --worker-memory-budget.
+struct PipelineFlags {
+  int stages = 1;
+  int micro_batches = 1;
+  std::string schedule = "1f1b";
+  std::string split;
+  std::string balance = "compute";
+  std::string memory_budget;
+  // Whether any of them was given (the standalone trainer then runs the
+  // pipeline trainer, also with one stage, so the budget is checked).
+  bool given() const {
+    return stages != 1 || micro_batches != 1 || schedule != "1f1b" ||
+           !split.empty() || balance != "compute" || !memory_budget.empty();
+  }
+};
+void AddPipelineFlags(CLI::App& app, PipelineFlags& flags);
+// INVALID_ARGUMENT naming the flag for a bad value.
+absl::StatusOr<PipelineOptions> ResolvePipelineFlags(const PipelineFlags& f);
+
+// "512MiB", "2GiB", "1.5GB", "300000000" (bytes) -> bytes; INVALID_ARGUMENT
+// otherwise.
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
+
+// Trains as RunStandalone does (same data order, initial values, schedule,
+// evaluation after every epoch, --init-from / --export) with the model
+// split into stages. The summary's `pipeline` holds the split and, per
+// stage, busy / waiting seconds, its idle share, peak activation bytes and
+// the bytes it sent and received; plus the predicted bubble.
+// Errors: RunStandalone's; INVALID_ARGUMENT for a split the model cannot
+// take or micro-batches outside [1, batch]; RESOURCE_EXHAUSTED when a stage
+// exceeds the memory budget (nothing is trained).
+absl::StatusOr<TrainSummary> RunPipelineStandalone(
+    const TrainOptions& options, const PipelineOptions& pipeline,
+    ProgressPrinter& progress);
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_PIPELINE_TRAINER_H_
