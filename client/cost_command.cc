@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "client/cost_model.h"
+#include "client/pipeline_cost_command.h"
 #include "client/sparse_cost_command.h"
 #include "common/link_shaper.h"
 #include "common/status_macros.h"
@@ -64,6 +65,13 @@ absl::Status CheckDenseFlags(const CostFlags& f) {
 }
 
 absl::Status Run(const CostFlags& f) {
+  if (f.pipeline_stages > 1) {
+    if (IsDlrmModelText(f.model)) {
+      return absl::InvalidArgumentError(
+          "--pipeline-stages splits sequential models; a DLRM is not one");
+    }
+    return RunPipelineCost(f);
+  }
   if (IsDlrmModelText(f.model)) return RunSparseCost(f);
   RETURN_IF_ERROR(CheckDenseFlags(f));
   ASSIGN_OR_RETURN(CostInput in, ToInput(f));
@@ -276,7 +284,9 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
                  "DLRM: Zipf exponent of every field's ids (as ferry data ctr "
                  "--zipf)")
       ->capture_default_str();
-  cmd.add_option("--batch", f.batch, "DLRM: global batch, split over workers")
+  cmd.add_option("--batch", f.batch,
+                 "DLRM and pipelines: global batch, split over workers "
+                 "(pipelines: over replicas)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_option("--data-seed", f.data_seed,
@@ -295,6 +305,24 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
                  "(global batch 16..2^20), table (every vocabulary x "
                  "2^-24..4), zipf (exponent 0.2..2.0)")
       ->check(CLI::IsMember({"batch", "table", "zipf"}));
+  cmd.add_option("--pipeline-stages", f.pipeline_stages,
+                 "pipeline parallelism: stages P (workers must be a multiple; "
+                 "W / P replicas, each stage all-reduced across them); "
+                 "prints the pipeline's timeline, bubble and bytes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--micro-batches", f.micro_batches,
+                 "pipeline: micro-batches per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--pipeline-schedule", f.pipeline_schedule,
+                 "pipeline: gpipe or 1f1b")
+      ->capture_default_str();
+  cmd.add_option("--pipeline-split", f.pipeline_split,
+                 "pipeline: first layer of stages 1..P-1 (default balanced)");
+  cmd.add_option("--pipeline-balance", f.pipeline_balance,
+                 "pipeline: compute or params")
+      ->capture_default_str();
   cmd.add_option("--sweep-values", f.sweep_values,
                  "DLRM: the swept values, comma-separated, increasing (batch "
                  "sizes, table factors or exponents)");

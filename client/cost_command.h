@@ -1,6 +1,8 @@
 // `ferry cost`: prints the cost model's prediction (client/cost_model.h) for
 // PS and ring all-reduce side by side, which one wins, and the crossovers.
-// For a DLRM (`--model dlrm` or a JSON of kind "dlrm") it prints the sparse
+// With --pipeline-stages P > 1 it prints the pipeline-parallel job instead
+// (client/pipeline_cost_command.h). For a DLRM (`--model dlrm` or a JSON of
+// kind "dlrm") it prints the sparse
 // model's three modes instead (client/sparse_cost_model.h): PS, ring
 // all-gather of the touched rows, ring all-reduce of the full tables; with
 // --sweep, a table over one quantity and where the modes cross over.
@@ -38,6 +40,12 @@ struct CostFlags {
   double unique_ids = -1;    // measured, per step summed over workers
   std::string sweep;         // "", batch, table, zipf
   std::string sweep_values;  // comma-separated; "": the axis' defaults
+  // Pipeline parallelism (client/pipeline_cost_model.h): > 1 stages.
+  int pipeline_stages = 1;
+  int micro_batches = 4;
+  std::string pipeline_schedule = "1f1b";
+  std::string pipeline_split;
+  std::string pipeline_balance = "compute";
 };
 
 // Adds the subcommand's flags to `cmd`.
