@@ -377,6 +377,9 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   for (const Slot& slot : step.slots) {
     v1::RingMember* m = r.add_ring();
     m->set_worker_id(slot.worker_id);
+    if (options_.job.pipeline_stages() > 1) {
+      for (const v1::DataTask& t : slot.tasks) *m->add_tasks() = t;
+    }
     if (const Member* member = membership_.Find(slot.worker_id))
       m->set_peer_address(member->info.peer_address());
     samples += slot.samples;

@@ -14,6 +14,8 @@
 #include "model/dlrm_spec.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
+#include "model/pipeline_split.h"
+#include "pipeline/pipeline_schedule.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -21,6 +23,77 @@ namespace {
 
 // DDP's default bucket: 25 MiB of fp32.
 constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
+
+// The pipeline fields of `job` from the flags, checked against the model:
+// ring mode only, a layer-stack model without BatchNorm (its per-stage
+// statistics are not exchanged yet), a split the model takes.
+absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
+                         v1::JobSpec& job) {
+  if (f.pipeline_stages <= 1) {
+    const CoordinatorFlags defaults;
+    if (f.micro_batches != defaults.micro_batches ||
+        f.pipeline_schedule != defaults.pipeline_schedule ||
+        !f.pipeline_split.empty() ||
+        f.pipeline_balance != defaults.pipeline_balance) {
+      return absl::InvalidArgumentError(
+          "--micro-batches, --pipeline-schedule, --pipeline-split and "
+          "--pipeline-balance need --pipeline-stages > 1");
+    }
+    return absl::OkStatus();
+  }
+  if (dense == nullptr) {
+    return absl::InvalidArgumentError(
+        "--pipeline-stages splits layer-stack models; a DLRM is not one");
+  }
+  if (job.mode() != v1::MODE_RING) {
+    return absl::InvalidArgumentError(
+        "--pipeline-stages needs --mode ring: pipelines whose stages push to "
+        "parameter servers are not built yet (docs/pipeline.md)");
+  }
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(*dense));
+  if (state.total_elements() > 0) {
+    return absl::InvalidArgumentError(
+        "--pipeline-stages: models with BatchNorm are not supported in "
+        "distributed pipelines yet (the stages' running statistics are not "
+        "exchanged)");
+  }
+  if (f.micro_batches > f.global_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--micro-batches (", f.micro_batches,
+                     ") must be <= --batch (", f.global_batch, ")"));
+  }
+  const auto named = [](const char* flag, const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", s.message()));
+  };
+  absl::StatusOr<PipelineSchedule> schedule =
+      ParsePipelineSchedule(f.pipeline_schedule);
+  if (!schedule.ok()) return named("--pipeline-schedule", schedule.status());
+  absl::StatusOr<StageBalance> balance = ParseStageBalance(f.pipeline_balance);
+  if (!balance.ok()) return named("--pipeline-balance", balance.status());
+  std::vector<int> starts;
+  if (!f.pipeline_split.empty()) {
+    absl::StatusOr<std::vector<int>> parsed =
+        ParseStageStarts(f.pipeline_split);
+    if (!parsed.ok()) return named("--pipeline-split", parsed.status());
+    starts = *parsed;
+  }
+  absl::StatusOr<std::vector<StageRange>> split =
+      SplitModel(*dense, f.pipeline_stages, starts, *balance);
+  if (!split.ok()) return named("--pipeline-stages", split.status());
+  job.set_pipeline_stages(f.pipeline_stages);
+  job.set_micro_batches(f.micro_batches);
+  job.set_pipeline_schedule(PipelineScheduleName(*schedule));
+  job.set_pipeline_balance(StageBalanceName(*balance));
+  // The split the workers use, explicit, so every worker agrees on it.
+  for (size_t s = 1; s < split->size(); ++s) {
+    job.add_pipeline_split((*split)[s].first_layer);
+  }
+  LogInfo("pipeline job", {{"stages", f.pipeline_stages},
+                           {"split", StageRangesString(*split)},
+                           {"micro_batches", f.micro_batches},
+                           {"schedule", job.pipeline_schedule()}});
+  return absl::OkStatus();
+}
 
 // The job's spec for a model whose JSON is `model_def` and whose flat buffer
 // is `layout`; `dense` is the model when it is a layer stack (nullptr for a
@@ -101,6 +174,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
                         f.epochs);
   RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
   *job.mutable_optimizer() = ToProto(optimizer);
+  RETURN_IF_ERROR(SetPipeline(f, dense, job));
   return job;
 }
 

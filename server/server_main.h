@@ -58,6 +58,12 @@ struct CoordinatorFlags {
   // those flags was given (refused with a dense model).
   EmbeddingOptions embedding;
   bool embedding_given = false;
+  // Pipeline parallelism (ring mode; JobSpec.pipeline_*).
+  int pipeline_stages = 1;
+  int micro_batches = 1;
+  std::string pipeline_schedule = "1f1b";
+  std::string pipeline_split;
+  std::string pipeline_balance = "compute";
 };
 
 struct PsFlags {

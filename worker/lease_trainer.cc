@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "proto/job_convert.h"
 #include "worker/ctr_lease_trainer.h"
+#include "worker/pipeline_lease_trainer.h"
 #include "worker/step_trainer.h"
 
 namespace ferry {
@@ -29,7 +30,18 @@ absl::StatusOr<TrainerBuffers> TrainerBuffers::Allocate(ComputeBackend* backend,
 }
 
 absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
-    const v1::JobSpec& job, DeviceChoice device, int threads) {
+    const v1::JobSpec& job, DeviceChoice device, int threads,
+    PeerEndpoint* peer, absl::Duration receive_timeout) {
+  if (job.pipeline_stages() > 1) {
+    if (peer == nullptr) {
+      return absl::InvalidArgumentError(
+          "a pipeline job needs the worker's peer endpoint");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<PipelineLeaseTrainer> trainer,
+                     PipelineLeaseTrainer::Create(job, device, threads, peer,
+                                                  receive_timeout));
+    return std::unique_ptr<LeaseTrainer>(std::move(trainer));
+  }
   if (IsDlrmJob(job)) {
     ASSIGN_OR_RETURN(std::unique_ptr<CtrLeaseTrainer> trainer,
                      CtrLeaseTrainer::Create(job, device, threads));

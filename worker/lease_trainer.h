@@ -17,12 +17,14 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "compute/compute_backend.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "model/parameter_layout.h"
 #include "model/sequential_model.h"
 #include "worker/gradient_exchange.h"
+#include "worker/worker_deps.h"
 
 namespace ferry {
 
@@ -70,10 +72,14 @@ class LeaseTrainer {
   virtual int64_t train_samples() const = 0;
 };
 
-// CtrLeaseTrainer for a DLRM job (IsDlrmJob), StepTrainer otherwise; their
+// CtrLeaseTrainer for a DLRM job (IsDlrmJob), PipelineLeaseTrainer for a
+// pipeline job (pipeline_stages > 1: its stage links come from `peer`, not
+// owned, and wait up to `receive_timeout`), StepTrainer otherwise; their
 // Create errors.
 absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
-    const v1::JobSpec& job, DeviceChoice device, int threads);
+    const v1::JobSpec& job, DeviceChoice device, int threads,
+    PeerEndpoint* peer = nullptr,
+    absl::Duration receive_timeout = absl::Seconds(30));
 
 }  // namespace ferry
 

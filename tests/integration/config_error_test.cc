@@ -143,6 +143,38 @@ TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
   EXPECT_THAT(r.output, HasSubstr("'abc' is not a positive layer size"));
 }
 
+// Pipeline jobs the coordinator cannot run (docs/pipeline.md): refused at
+// start with the reason.
+TEST_F(ConfigErrorTest, CoordinatorRefusesPipelinesItCannotRun) {
+  const std::string server = std::string(FERRY_BIN_DIR) + "/ferry-server";
+  const std::vector<std::string> base = {
+      server,        "--role",    "coordinator",  "--listen",
+      "127.0.0.1:0", "--dataset", "synthetic:600"};
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--mode", "ps", "--shards", "127.0.0.1:1", "--pipeline-stages",
+             "2"},
+            "needs --mode ring"},
+           {{"--mode", "ring", "--pipeline-stages", "4"}, "into 4 stages"},
+           {{"--mode", "ring", "--micro-batches", "4"},
+            "need --pipeline-stages > 1"},
+           {{"--mode", "ring", "--pipeline-stages", "2", "--pipeline-split",
+             "1"},
+            "which has no parameters"},
+           {{"--mode", "ring", "--pipeline-stages", "2", "--micro-batches",
+             "500"},
+            "must be <= --batch"}}) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const Result r = Run(argv);
+    EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.message));
+  }
+}
+
 // A DLRM job that cannot run, and --embedding-* flags without a DLRM:
 // refused by `ferry local` before anything starts, and by the coordinator
 // itself, with the same words.

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "model/model_export.h"
+#include "worker/pipeline_lease_trainer.h"
 
 namespace ferry {
 namespace {
@@ -138,6 +139,29 @@ TEST(PipelineTrainerTest, BadOptionsAreRefused) {
   pipeline.split = {1};  // a ReLU
   EXPECT_EQ(RunPipelineStandalone(options, pipeline, quiet).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Consecutive ranks form replicas; the members after the last whole
+// replica train alone.
+TEST(PipelineRoleTest, ConsecutiveRanksFormReplicas) {
+  EXPECT_EQ(PipelineRoleOf(0, 4, 2), (PipelineRole{0, 0, 2}));
+  EXPECT_EQ(PipelineRoleOf(1, 4, 2), (PipelineRole{0, 1, 2}));
+  EXPECT_EQ(PipelineRoleOf(3, 4, 2), (PipelineRole{2, 1, 2}));
+  EXPECT_EQ(PipelineRoleOf(4, 5, 2), (PipelineRole{4, 0, 1}));  // alone
+  EXPECT_EQ(PipelineRoleOf(0, 1, 2), (PipelineRole{0, 0, 1}));
+  EXPECT_EQ(PipelineRoleOf(5, 7, 3), (PipelineRole{3, 2, 3}));
+  EXPECT_EQ(PipelineRoleOf(6, 7, 3), (PipelineRole{6, 0, 1}));
+  EXPECT_EQ(PipelineRoleOf(2, 3, 1), (PipelineRole{2, 0, 1}));
+  for (int size = 1; size <= 9; ++size) {
+    for (int stages = 1; stages <= 4; ++stages) {
+      for (int rank = 0; rank < size; ++rank) {
+        const PipelineRole r = PipelineRoleOf(rank, size, stages);
+        EXPECT_EQ(r.first_rank + r.stage, rank);
+        EXPECT_LE(r.first_rank + r.stages, size);
+        EXPECT_TRUE(r.stages == stages || r.stages == 1);
+      }
+    }
+  }
 }
 
 TEST(PipelineTrainerTest, FlagsParse) {

@@ -1,0 +1,221 @@
+#include "worker/pipeline_lease_trainer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compute/cpu_backend.h"
+#include "model/model_params.h"
+#include "pipeline/in_memory_stage_link.h"
+#include "pipeline/stage_runner.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+namespace {
+
+double SecondsSince(Clock& clock, absl::Time since) {
+  return absl::ToDoubleSeconds(clock.Now() - since);
+}
+
+}  // namespace
+
+PipelineRole PipelineRoleOf(int rank, int size, int stages) {
+  const int whole = stages > 0 ? size / stages * stages : 0;
+  if (stages <= 1 || rank >= whole) return {rank, 0, 1};
+  return {rank / stages * stages, rank % stages, stages};
+}
+
+absl::StatusOr<std::unique_ptr<PipelineLeaseTrainer>>
+PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
+                             int threads, PeerEndpoint* peer,
+                             absl::Duration receive_timeout) {
+  auto t = std::unique_ptr<PipelineLeaseTrainer>(new PipelineLeaseTrainer());
+  t->job_ = job;
+  t->peer_ = peer;
+  t->receive_timeout_ = receive_timeout;
+  ASSIGN_OR_RETURN(t->def_, JobModel(job));
+  ASSIGN_OR_RETURN(t->schedule_,
+                   ParsePipelineSchedule(job.pipeline_schedule().empty()
+                                             ? "1f1b"
+                                             : job.pipeline_schedule()));
+  ASSIGN_OR_RETURN(t->balance_,
+                   ParseStageBalance(job.pipeline_balance().empty()
+                                         ? "compute"
+                                         : job.pipeline_balance()));
+  t->split_starts_.assign(job.pipeline_split().begin(),
+                          job.pipeline_split().end());
+  RETURN_IF_ERROR(
+      SplitModel(t->def_, job.pipeline_stages(), t->split_starts_, t->balance_)
+          .status());
+  ASSIGN_OR_RETURN(t->layout_, ModelJobLayout(t->def_));
+  if (t->layout_.total_elements() !=
+      ModelParameterLayout(t->def_)->total_elements()) {
+    return absl::InvalidArgumentError(
+        "pipeline jobs take models without BatchNorm");
+  }
+  RETURN_IF_ERROR(CheckJobTensors(job, t->layout_));
+  ASSIGN_OR_RETURN(t->backend_, MakeBackend(device, threads));
+  t->host_ = MakeCpuBackend(1);
+  ASSIGN_OR_RETURN(t->data_, LoadTrainTest(job.dataset(), job.data_dir(),
+                                           t->def_, job.seed()));
+  t->lease_samples_.emplace(t->data_.train.num_samples, job.seed());
+  const int64_t n = t->layout_.total_elements();
+  ASSIGN_OR_RETURN(t->buffers_, TrainerBuffers::Allocate(t->backend_.get(), n));
+  // Ring members start from the job's initial values themselves.
+  ASSIGN_OR_RETURN(const std::vector<float> init,
+                   JobInitialValues(job, t->def_));
+  RETURN_IF_ERROR(
+      t->backend_->CopyToDevice(init.data(), n, t->buffers_.view.params));
+  return t;
+}
+
+absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
+    const PipelineRole& role) {
+  const auto key = std::make_pair(role.stage, role.stages);
+  auto it = stages_.find(key);
+  if (it != stages_.end()) return &it->second;
+  std::vector<int> starts;
+  if (role.stages == job_.pipeline_stages()) starts = split_starts_;
+  ASSIGN_OR_RETURN(std::vector<StageRange> split,
+                   SplitModel(def_, role.stages, starts, balance_));
+  ASSIGN_OR_RETURN(
+      PipelineStage stage,
+      PipelineStage::Create(def_, split[role.stage], backend_.get()));
+  return &stages_.emplace(key, std::move(stage)).first->second;
+}
+
+absl::StatusOr<StageLink*> PipelineLeaseTrainer::LinkFor(
+    const v1::NextTaskResponse& lease, const PipelineRole& role) {
+  if (link_ != nullptr && links_generation_ == lease.ring_generation() &&
+      links_role_ == role) {
+    return link_.get();
+  }
+  link_.reset();
+  forward_.reset();
+  backward_.reset();
+  // The replica's members as two rings: in stage order (activations go to
+  // the next rank) and reversed (gradients go to the previous stage).
+  v1::NextTaskResponse forward = lease;
+  v1::NextTaskResponse backward = lease;
+  forward.clear_ring();
+  backward.clear_ring();
+  for (int s = 0; s < role.stages; ++s) {
+    *forward.add_ring() = lease.ring(role.first_rank + s);
+    *backward.add_ring() = lease.ring(role.first_rank + role.stages - 1 - s);
+  }
+  forward.set_rank(role.stage);
+  backward.set_rank(role.stages - 1 - role.stage);
+  ASSIGN_OR_RETURN(forward_, peer_->Connect(job_.job_id(), forward));
+  ASSIGN_OR_RETURN(backward_, peer_->Connect(job_.job_id(), backward));
+  link_ = std::make_unique<RingStageLink>(role.stage, role.stages,
+                                          forward_.get(), backward_.get());
+  links_generation_ = lease.ring_generation();
+  links_role_ = role;
+  return link_.get();
+}
+
+absl::StatusOr<std::vector<int64_t>> PipelineLeaseTrainer::ReplicaIndices(
+    const v1::NextTaskResponse& lease, const PipelineRole& role,
+    int64_t* first_position) {
+  v1::NextTaskResponse replica = lease;  // alone: its own tasks
+  if (role.stages > 1) {
+    replica.clear_tasks();
+    for (int s = 0; s < role.stages; ++s) {
+      for (const v1::DataTask& t : lease.ring(role.first_rank + s).tasks()) {
+        *replica.add_tasks() = t;
+      }
+    }
+  }
+  *first_position = replica.tasks_size() > 0 ? replica.tasks(0).begin() : 0;
+  return lease_samples_->Indices(replica, /*allow_empty=*/true);
+}
+
+absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
+    const v1::NextTaskResponse& lease, int64_t generation,
+    GradientExchange& exchange, Clock& clock) {
+  const int size = lease.ring_size();
+  if (size == 0 || lease.rank() < 0 || lease.rank() >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline step ", lease.step(), ": the lease names no ring rank"));
+  }
+  const PipelineRole role =
+      PipelineRoleOf(lease.rank(), size, job_.pipeline_stages());
+  const absl::Time compute_start = clock.Now();
+  int64_t own = 0;
+  for (const v1::DataTask& t : lease.tasks()) own += t.end() - t.begin();
+  int64_t first_position = 0;
+  ASSIGN_OR_RETURN(std::vector<int64_t> indices,
+                   ReplicaIndices(lease, role, &first_position));
+  const int batch = static_cast<int>(indices.size());
+  ASSIGN_OR_RETURN(PipelineStage * stage, StageFor(role));
+  const bool stages_data = stage->is_first() || stage->is_last();
+  if (batch > 0 && stages_data) {
+    if (!stager_.has_value() || stager_max_ < batch) {
+      stager_max_ = std::max(batch, job_.global_batch());
+      ASSIGN_OR_RETURN(
+          BatchStager stager,
+          BatchStager::Create(host_.get(),
+                              static_cast<int>(ShapeElements(def_.input.shape)),
+                              stager_max_));
+      stager_.emplace(std::move(stager));
+    }
+    RETURN_IF_ERROR(stager_->Stage(data_.train, indices));
+  }
+  StepResult result;
+  result.samples = own;
+  result.compute_seconds = SecondsSince(clock, compute_start);
+
+  const absl::Time begin_start = clock.Now();
+  ExchangeStep step;
+  step.lease = &lease;
+  step.generation = lease.generation() > 0 ? lease.generation() : generation;
+  step.num_samples = own;
+  RETURN_IF_ERROR(exchange.BeginStep(step));
+  result.comm_seconds = SecondsSince(clock, begin_start);
+
+  const absl::Time backward_start = clock.Now();
+  const int64_t n = buffers_.view.num_elements;
+  RETURN_IF_ERROR(backend_->Fill(0.0f, n, buffers_.view.grads));
+  if (batch > 0) {
+    InMemoryStageHub alone(1);
+    StageLink* link = &alone.Link(0);
+    if (role.stages > 1) {
+      ASSIGN_OR_RETURN(link, LinkFor(lease, role));
+    }
+    StageStepInput in;
+    in.step = lease.step();
+    in.context =
+        EpochPositionContext(job_.seed(), lease.epoch(), first_position);
+    in.batch = batch;
+    in.micro_batches = std::min(std::max(1, job_.micro_batches()), batch);
+    in.schedule = schedule_;
+    const int input_dim = static_cast<int>(ShapeElements(def_.input.shape));
+    if (stage->is_first()) {
+      in.inputs = absl::MakeConstSpan(stager_->inputs(),
+                                      static_cast<size_t>(batch) * input_dim);
+    }
+    if (stage->is_last())
+      in.labels = absl::MakeConstSpan(stager_->labels(), batch);
+    in.grad_scale = 1.0f;  // the exchange divides by the step's samples
+    in.receive_timeout = receive_timeout_;
+    ASSIGN_OR_RETURN(
+        StageStepResult r,
+        RunStageStep(*stage, role.stage, role.stages, *link,
+                     buffers_.view.params + stage->param_offset(),
+                     buffers_.view.grads + stage->param_offset(), in, clock));
+    if (stage->is_last()) result.stats = r.loss;
+  }
+  if (!backend_->IsHostMemory()) {
+    RETURN_IF_ERROR(
+        backend_->CopyToHost(buffers_.view.grads, n, buffers_.view.host_grads));
+  }
+  RETURN_IF_ERROR(exchange.Ready(0, n));
+  result.compute_seconds += SecondsSince(clock, backward_start);
+  const absl::Time finish_start = clock.Now();
+  RETURN_IF_ERROR(exchange.FinishStep());
+  result.comm_seconds += SecondsSince(clock, finish_start);
+  return result;
+}
+
+}  // namespace ferry

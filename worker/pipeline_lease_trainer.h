@@ -1,0 +1,113 @@
+// The LeaseTrainer of a pipeline job (JobSpec.pipeline_stages = P > 1, ring
+// mode; docs/pipeline.md). Each step, the ring's members in rank order form
+// replicas of P consecutive ranks: rank r is stage r % P of replica r / P,
+// and the members after the last whole replica train the whole model alone.
+// A replica trains its members' samples together (their tasks come with
+// the lease's ring): its first stage stages the inputs, its last the
+// labels, and activations and their gradients travel between neighbouring
+// members over RingStageLink (two RingTransports per generation from the
+// worker's PeerEndpoint, forward in stage order and backward in reverse).
+//
+// Every member holds the whole flat buffer, as ring mode does: a stage
+// writes the gradient of its own layers and zeros elsewhere, so the ring's
+// all-reduce of the whole buffer sums every replica's stages into the
+// step's gradient, and every member applies the same update. Weights,
+// checkpoints, evaluation, joiners and rollbacks are therefore ring mode's.
+// The cost is the ring's traffic for the whole model on every member (one
+// ring per stage, moving only a stage's tensors, is the next step).
+//
+// Thread safety: not thread-safe; the training loop's thread uses it.
+#ifndef FERRY_WORKER_PIPELINE_LEASE_TRAINER_H_
+#define FERRY_WORKER_PIPELINE_LEASE_TRAINER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "data/batch_stager.h"
+#include "data/data_source.h"
+#include "model/pipeline_split.h"
+#include "model/pipeline_stage.h"
+#include "pipeline/pipeline_schedule.h"
+#include "pipeline/ring_stage_link.h"
+#include "worker/lease_samples.h"
+#include "worker/lease_trainer.h"
+#include "worker/worker_deps.h"
+
+namespace ferry {
+
+// Where rank `rank` of a ring of `size` members sits in a job of `stages`
+// stages: its replica's first rank, its stage, and the replica's stage
+// count (1 for a member after the last whole replica). Pure.
+struct PipelineRole {
+  int first_rank = 0;
+  int stage = 0;
+  int stages = 1;
+  bool operator==(const PipelineRole&) const = default;
+};
+PipelineRole PipelineRoleOf(int rank, int size, int stages);
+
+class PipelineLeaseTrainer final : public LeaseTrainer {
+ public:
+  // `peer` (not owned, must outlive the trainer) opens the stage links;
+  // every receive waits up to `receive_timeout`. Errors: StepTrainer's, and
+  // INVALID_ARGUMENT for a job whose pipeline fields the model cannot take.
+  static absl::StatusOr<std::unique_ptr<PipelineLeaseTrainer>> Create(
+      const v1::JobSpec& job, DeviceChoice device, int threads,
+      PeerEndpoint* peer, absl::Duration receive_timeout);
+
+  absl::StatusOr<StepResult> Train(const v1::NextTaskResponse& lease,
+                                   int64_t generation,
+                                   GradientExchange& exchange,
+                                   Clock& clock) override;
+
+  ComputeBackend* backend() const override { return backend_.get(); }
+  const ParameterLayout& layout() const override { return layout_; }
+  const ExchangeBuffers& buffers() const override { return buffers_.view; }
+  int64_t train_samples() const override { return data_.train.num_samples; }
+
+ private:
+  PipelineLeaseTrainer() = default;
+
+  // The stage for `role` (built once per (stage, stages)).
+  absl::StatusOr<PipelineStage*> StageFor(const PipelineRole& role);
+  // The replica's links for `lease`'s ring generation (opened once per
+  // generation and replica).
+  absl::StatusOr<StageLink*> LinkFor(const v1::NextTaskResponse& lease,
+                                     const PipelineRole& role);
+  // The replica's samples: its members' tasks in rank order.
+  absl::StatusOr<std::vector<int64_t>> ReplicaIndices(
+      const v1::NextTaskResponse& lease, const PipelineRole& role,
+      int64_t* first_position);
+
+  v1::JobSpec job_;
+  ModelDef def_;
+  std::vector<int> split_starts_;
+  StageBalance balance_ = StageBalance::kCompute;
+  PipelineSchedule schedule_ = PipelineSchedule::k1F1B;
+  PeerEndpoint* peer_ = nullptr;
+  absl::Duration receive_timeout_;
+  std::unique_ptr<ComputeBackend> backend_;
+  std::unique_ptr<ComputeBackend> host_;  // stages the batches
+  ParameterLayout layout_;
+  TrainTestData data_;
+  TrainerBuffers buffers_;
+  std::optional<BatchStager> stager_;
+  int stager_max_ = 0;
+  std::optional<LeaseSamples> lease_samples_;
+  std::map<std::pair<int, int>, PipelineStage> stages_;
+  // The open generation's links.
+  int64_t links_generation_ = -1;
+  PipelineRole links_role_;
+  std::unique_ptr<RingTransport> forward_, backward_;
+  std::unique_ptr<RingStageLink> link_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_PIPELINE_LEASE_TRAINER_H_
