@@ -28,5 +28,22 @@ TEST(RingFaultTest, CoordinatorKilledAndResumedFromItsState) {
       << run->summary.dump(1);
 }
 
+// A pipeline job (2 stages, docs/pipeline.md) under the same churn: a
+// stage worker killed mid-step fails its replica's step (its neighbour's
+// receive fails within the collective timeout), the step is re-formed and
+// nothing is applied twice; a joiner completes a second replica.
+TEST(RingFaultTest, PipelineStagesJoinDieAndLeaveAndTheRingReforms) {
+  auto run = RunLocal(
+      "ring-pipeline",
+      FaultJobArgs("ring", {"--pipeline-stages", "2", "--micro-batches", "4",
+                            "--digest-every", "10", "--chaos",
+                            "join:1@step50,kill:worker1@step125,"
+                            "term:worker0@step225"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ring", 4);
+  EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
+      << run->summary.dump(1);
+}
+
 }  // namespace
 }  // namespace ferry::testing
