@@ -438,24 +438,12 @@ absl::StatusOr<TrainSummary> RunPipelineStandalone(
     train_seconds += epoch_train_seconds;
     trained_samples += seen;
     ASSIGN_OR_RETURN(auto eval, evaluate());
-    EpochStats stats;
-    stats.epoch = epoch + 1;
-    stats.train_loss = seen > 0 ? loss_sum / seen : 0.0;
-    stats.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0.0;
-    stats.test_accuracy = eval.first;
-    stats.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-    summary.per_epoch.push_back(stats);
-    progress.Line(absl::StrFormat(
-        "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f "
-        "samples/s",
-        stats.epoch, options.epochs, stats.train_loss, stats.train_accuracy,
-        stats.test_accuracy, seen / std::max(1e-9, epoch_train_seconds)));
+    RecordEpoch(summary, epoch, options.epochs, loss_sum, correct, seen,
+                eval.first, epoch_train_seconds,
+                absl::ToDoubleSeconds(absl::Now() - epoch_start), progress);
     if (options.max_steps > 0 && summary.steps >= options.max_steps) break;
   }
-  summary.epochs = static_cast<int>(summary.per_epoch.size());
-  summary.test_accuracy = summary.per_epoch.back().test_accuracy;
-  summary.final_loss = summary.per_epoch.back().train_loss;
-  summary.samples_per_second = trained_samples / std::max(1e-9, train_seconds);
+  CloseSummary(summary, trained_samples, train_seconds);
 
   // The trained values, stage by stage, on the host.
   ModelValues trained{def, std::vector<float>(layout.total_elements()),

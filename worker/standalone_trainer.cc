@@ -39,6 +39,32 @@ nlohmann::json TrainSummary::ToJson() const {
   return out;
 }
 
+void RecordEpoch(TrainSummary& summary, int epoch, int epochs, double loss_sum,
+                 int64_t correct, int64_t seen, double test_accuracy,
+                 double train_seconds, double seconds,
+                 ProgressPrinter& progress) {
+  EpochStats stats;
+  stats.epoch = epoch + 1;
+  stats.train_loss = seen > 0 ? loss_sum / seen : 0.0;
+  stats.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0.0;
+  stats.test_accuracy = test_accuracy;
+  stats.seconds = seconds;
+  summary.per_epoch.push_back(stats);
+  progress.Line(absl::StrFormat(
+      "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f "
+      "samples/s",
+      stats.epoch, epochs, stats.train_loss, stats.train_accuracy,
+      stats.test_accuracy, seen / std::max(1e-9, train_seconds)));
+}
+
+void CloseSummary(TrainSummary& summary, int64_t trained_samples,
+                  double train_seconds) {
+  summary.epochs = static_cast<int>(summary.per_epoch.size());
+  summary.test_accuracy = summary.per_epoch.back().test_accuracy;
+  summary.final_loss = summary.per_epoch.back().train_loss;
+  summary.samples_per_second = trained_samples / std::max(1e-9, train_seconds);
+}
+
 absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
                                            ProgressPrinter& progress) {
   const absl::Time start = absl::Now();
@@ -147,24 +173,12 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
     ASSIGN_OR_RETURN(EvalResult eval,
                      EvaluateDataset(model, params.data(), data.test, stager,
                                      options.batch));
-    EpochStats stats;
-    stats.epoch = epoch + 1;
-    stats.train_loss = seen > 0 ? loss_sum / seen : 0.0;
-    stats.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0.0;
-    stats.test_accuracy = eval.accuracy;
-    stats.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-    summary.per_epoch.push_back(stats);
-    progress.Line(absl::StrFormat(
-        "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f "
-        "samples/s",
-        stats.epoch, options.epochs, stats.train_loss, stats.train_accuracy,
-        stats.test_accuracy, seen / std::max(1e-9, epoch_train_seconds)));
+    RecordEpoch(summary, epoch, options.epochs, loss_sum, correct, seen,
+                eval.accuracy, epoch_train_seconds,
+                absl::ToDoubleSeconds(absl::Now() - epoch_start), progress);
     if (options.max_steps > 0 && summary.steps >= options.max_steps) break;
   }
-  summary.epochs = static_cast<int>(summary.per_epoch.size());
-  summary.test_accuracy = summary.per_epoch.back().test_accuracy;
-  summary.final_loss = summary.per_epoch.back().train_loss;
-  summary.samples_per_second = trained_samples / std::max(1e-9, train_seconds);
+  CloseSummary(summary, trained_samples, train_seconds);
   summary.final_parameters.resize(num_params);
   RETURN_IF_ERROR(backend->CopyToHost(params.data(), num_params,
                                       summary.final_parameters.data()));

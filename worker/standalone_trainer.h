@@ -62,6 +62,19 @@ struct TrainSummary {
   nlohmann::json ToJson() const;
 };
 
+// The trainers' epoch bookkeeping: appends epoch `epoch` (0-based) of
+// `epochs` to summary.per_epoch from its training sums (`seen` samples,
+// `train_seconds` of training, `seconds` in all) and its test accuracy, and
+// prints its progress line.
+void RecordEpoch(TrainSummary& summary, int epoch, int epochs, double loss_sum,
+                 int64_t correct, int64_t seen, double test_accuracy,
+                 double train_seconds, double seconds,
+                 ProgressPrinter& progress);
+// Sets epochs, test_accuracy, final_loss (the last epoch's) and
+// samples_per_second. REQUIRES: at least one epoch recorded.
+void CloseSummary(TrainSummary& summary, int64_t trained_samples,
+                  double train_seconds);
+
 // Trains and evaluates after every epoch (evaluate_only: evaluates once,
 // steps == 0). Errors: INVALID_ARGUMENT for bad options or an init_from
 // model that is not `model`, NOT_FOUND / DATA_LOSS for missing or corrupt
