@@ -79,6 +79,7 @@ class Worker {
     summary_.link = options_.link;
     summary_.link_stats = deps_.peer->link_stats();
     summary_.wall_seconds = Seconds(start);
+    if (trainer_ != nullptr) summary_.trainer = trainer_->SummaryJson();
     return summary_;
   }
 

@@ -23,6 +23,7 @@
 #include "ferry/v1/coordinator.pb.h"
 #include "model/parameter_layout.h"
 #include "model/sequential_model.h"
+#include "nlohmann/json.hpp"
 #include "worker/gradient_exchange.h"
 #include "worker/worker_deps.h"
 
@@ -70,6 +71,9 @@ class LeaseTrainer {
   virtual const ParameterLayout& layout() const = 0;
   virtual const ExchangeBuffers& buffers() const = 0;
   virtual int64_t train_samples() const = 0;
+  // What the worker's summary adds for this kind of trainer (pipeline jobs:
+  // the steps it ran per role and its stage figures); null: nothing.
+  virtual nlohmann::json SummaryJson() const { return nullptr; }
 };
 
 // CtrLeaseTrainer for a DLRM job (IsDlrmJob), PipelineLeaseTrainer for a

@@ -205,6 +205,16 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
                      buffers_.view.params + stage->param_offset(),
                      buffers_.view.grads + stage->param_offset(), in, clock));
     if (stage->is_last()) result.stats = r.loss;
+    ++steps_by_role_[role.stages == 1 ? std::string("alone")
+                                      : absl::StrCat("stage ", role.stage,
+                                                     " of ", role.stages)];
+    busy_seconds_ += r.busy_seconds;
+    wait_seconds_ += r.wait_seconds;
+    stage_seconds_ += r.step_seconds;
+    peak_activation_bytes_ =
+        std::max(peak_activation_bytes_, r.activation_bytes);
+    neighbour_bytes_sent_ += r.bytes_sent;
+    neighbour_bytes_received_ += r.bytes_received;
   }
   if (!backend_->IsHostMemory()) {
     RETURN_IF_ERROR(
@@ -216,6 +226,22 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
   return result;
+}
+
+nlohmann::json PipelineLeaseTrainer::SummaryJson() const {
+  return {
+      {"stages", job_.pipeline_stages()},
+      {"micro_batches", job_.micro_batches()},
+      {"schedule", PipelineScheduleName(schedule_)},
+      {"steps_by_role", steps_by_role_},
+      {"busy_seconds", busy_seconds_},
+      {"wait_seconds", wait_seconds_},
+      {"idle_share", stage_seconds_ > 0
+                         ? std::max(0.0, 1.0 - busy_seconds_ / stage_seconds_)
+                         : 0.0},
+      {"peak_activation_bytes", peak_activation_bytes_},
+      {"neighbour_bytes_sent", neighbour_bytes_sent_},
+      {"neighbour_bytes_received", neighbour_bytes_received_}};
 }
 
 }  // namespace ferry

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,10 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   const ParameterLayout& layout() const override { return layout_; }
   const ExchangeBuffers& buffers() const override { return buffers_.view; }
   int64_t train_samples() const override { return data_.train.num_samples; }
+  // The worker's pipeline figures over the steps it trained: per role
+  // ("stage 1 of 2", "alone") the steps; busy and waiting seconds, their
+  // idle share, peak activation bytes and bytes to and from its neighbours.
+  nlohmann::json SummaryJson() const override;
 
  private:
   PipelineLeaseTrainer() = default;
@@ -106,6 +111,14 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   PipelineRole links_role_;
   std::unique_ptr<RingTransport> forward_, backward_;
   std::unique_ptr<RingStageLink> link_;
+  // Summed over the steps trained.
+  std::map<std::string, int64_t> steps_by_role_;
+  double busy_seconds_ = 0.0;
+  double wait_seconds_ = 0.0;
+  double stage_seconds_ = 0.0;
+  int64_t peak_activation_bytes_ = 0;
+  int64_t neighbour_bytes_sent_ = 0;
+  int64_t neighbour_bytes_received_ = 0;
 };
 
 }  // namespace ferry

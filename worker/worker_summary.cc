@@ -7,7 +7,7 @@ nlohmann::json WorkerSummary::ToJson() const {
   const auto bytes = [](const TransferBytes& b) {
     return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
   };
-  return {
+  nlohmann::json out = {
       {"worker_id", worker_id},
       {"job_id", job_id},
       {"device", device},
@@ -33,6 +33,8 @@ nlohmann::json WorkerSummary::ToJson() const {
        {{"ps", bytes(ps_bytes)},
         {"coordinator", bytes(coordinator_bytes)},
         {kRingPeerRole, bytes(peer_bytes)}}}};
+  if (!trainer.is_null()) out["pipeline"] = trainer;
+  return out;
 }
 
 }  // namespace ferry

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/standalone_trainer.h"
 
@@ -57,7 +58,8 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
       spec.job_args.end(),
       {"--pipeline-stages", "2", "--micro-batches", "4", "--pipeline-schedule",
        c.schedule, "--digest-every", "1"});
-  spec.worker_args = {"--final-weights", dir + "/weights{i}.bin"};
+  spec.worker_args = {"--final-weights", dir + "/weights{i}.bin",
+                      "--summary-json", dir + "/worker{i}.json"};
   auto cluster = testing::TestCluster::Start(spec, dir);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(180));
@@ -85,6 +87,20 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
                                              reference->final_parameters[k]));
     }
     EXPECT_LT(max_diff, 1e-4) << "worker " << i << " drifted";
+    // Its summary names the role it trained in every step.
+    std::ifstream in(dir + "/worker" + std::to_string(i) + ".json");
+    const nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(summary.contains("pipeline")) << summary.dump(1);
+    const nlohmann::json& p = summary["pipeline"];
+    int64_t role_steps = 0;
+    for (const auto& [role, n] : p["steps_by_role"].items()) {
+      role_steps += n.get<int64_t>();
+    }
+    EXPECT_EQ(role_steps, steps) << p.dump(1);
+    EXPECT_GT(p["busy_seconds"].get<double>(), 0.0) << p.dump(1);
+    if (!p["steps_by_role"].contains("alone")) {
+      EXPECT_GT(p["neighbour_bytes_sent"].get<int64_t>(), 0) << p.dump(1);
+    }
   }
 }
 
