@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
+#include "client/pipeline_cost_model.h"
 #include "gtest/gtest.h"
+#include "model/model_presets.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/standalone_trainer.h"
@@ -37,6 +40,31 @@ struct PipelineCase {
 // single process's with the same global batch and sample order, within
 // 1e-4, and all members agree bit for bit (digests every step).
 class PipelineEquivalenceTest : public ::testing::TestWithParam<PipelineCase> {
+ protected:
+  // The cost model's prediction for one replica of `c`'s job: the global
+  // batch of 40 is split over the ranks (the first batch % W one more), a
+  // replica trains its two ranks' shares.
+  const PipelineCostPrediction& Predicted(const PipelineCase& c,
+                                          const ModelDef& def) {
+    if (!predicted_.has_value()) {
+      int64_t replica_batch = 0;
+      for (int r = 0; r < 2; ++r) {
+        replica_batch += 40 / c.workers + (r < 40 % c.workers ? 1 : 0);
+      }
+      PipelineCostInput in;
+      in.def = def;
+      in.stages = 2;
+      in.micro_batches = 4;
+      in.batch = replica_batch;
+      in.link.workers = 2;
+      auto p = PredictPipelineStep(in);
+      EXPECT_TRUE(p.ok()) << p.status();
+      predicted_ = p.ok() ? *p : PipelineCostPrediction{};
+      predicted_->stages.resize(2);
+    }
+    return *predicted_;
+  }
+  std::optional<PipelineCostPrediction> predicted_;
 };
 
 TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
@@ -46,6 +74,9 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
   auto reference =
       RunStandalone(testing::EquivalenceReference(steps, c.model), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
+  auto reference_def = ResolveModelSpec(c.model);
+  ASSERT_TRUE(reference_def.ok()) << reference_def.status();
+  const ModelDef& reference_model = *reference_def;
 
   const std::string dir = std::string(::testing::TempDir()) +
                           "/ferry-pipeline-" + c.model + "-" + c.schedule +
@@ -98,9 +129,19 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
     }
     EXPECT_EQ(role_steps, steps) << p.dump(1);
     EXPECT_GT(p["busy_seconds"].get<double>(), 0.0) << p.dump(1);
-    if (!p["steps_by_role"].contains("alone")) {
-      EXPECT_GT(p["neighbour_bytes_sent"].get<int64_t>(), 0) << p.dump(1);
-    }
+    if (p["steps_by_role"].contains("alone")) continue;
+    // Its bytes to and from its neighbours are what the cost model
+    // predicts for its stage (membership is fixed: one role all along).
+    ASSERT_EQ(p["steps_by_role"].size(), 1u) << p.dump(1);
+    const int stage =
+        p["steps_by_role"].items().begin().key() == "stage 0 of 2" ? 0 : 1;
+    const PipelineCostPrediction& predicted = Predicted(c, reference_model);
+    EXPECT_EQ(p["neighbour_bytes_sent"].get<int64_t>(),
+              steps * predicted.stages[stage].neighbour_bytes_sent)
+        << p.dump(1);
+    EXPECT_EQ(p["neighbour_bytes_received"].get<int64_t>(),
+              steps * predicted.stages[stage].neighbour_bytes_received)
+        << p.dump(1);
   }
 }
 
