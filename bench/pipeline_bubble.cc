@@ -22,7 +22,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "compute/cpu_backend.h"
 #include "model/model_presets.h"
@@ -186,7 +189,16 @@ int main(int argc, char** argv) {
   auto def = ferry::ResolveModelSpec(model);
   auto schedule = ferry::ParsePipelineSchedule(schedule_name);
   auto balance = ferry::ParseStageBalance(balance_name);
-  auto micros = ferry::ParseStageStarts(micro_list);  // a list of ints
+  absl::StatusOr<std::vector<int>> micros = std::vector<int>{};
+  for (absl::string_view part : absl::StrSplit(micro_list, ',')) {
+    int m = 0;
+    if (!absl::SimpleAtoi(part, &m)) {
+      micros = absl::InvalidArgumentError(absl::StrCat(
+          "--micro-batches: \"", part, "\" is not a count (e.g. 1,2,4,8)"));
+      break;
+    }
+    micros->push_back(m);
+  }
   for (const absl::Status& s :
        {def.status(), schedule.status(), balance.status(), micros.status()}) {
     if (!s.ok()) {

@@ -65,7 +65,7 @@ absl::Status CheckDenseFlags(const CostFlags& f) {
 }
 
 absl::Status Run(const CostFlags& f) {
-  if (f.pipeline_stages > 1) {
+  if (f.pipeline.stages > 1) {
     if (IsDlrmModelText(f.model)) {
       return absl::InvalidArgumentError(
           "--pipeline-stages splits sequential models; a DLRM is not one");
@@ -305,24 +305,10 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
                  "(global batch 16..2^20), table (every vocabulary x "
                  "2^-24..4), zipf (exponent 0.2..2.0)")
       ->check(CLI::IsMember({"batch", "table", "zipf"}));
-  cmd.add_option("--pipeline-stages", f.pipeline_stages,
-                 "pipeline parallelism: stages P (workers must be a multiple; "
-                 "W / P replicas, each stage all-reduced across them); "
-                 "prints the pipeline's timeline, bubble and bytes")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--micro-batches", f.micro_batches,
-                 "pipeline: micro-batches per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--pipeline-schedule", f.pipeline_schedule,
-                 "pipeline: gpipe or 1f1b")
-      ->capture_default_str();
-  cmd.add_option("--pipeline-split", f.pipeline_split,
-                 "pipeline: first layer of stages 1..P-1 (default balanced)");
-  cmd.add_option("--pipeline-balance", f.pipeline_balance,
-                 "pipeline: compute or params")
-      ->capture_default_str();
+  AddPipelineFlags(cmd, f.pipeline,
+                   "W / P replicas, each stage all-reduced across them; "
+                   "prints the pipeline's timeline, bubble and bytes (needs "
+                   "--workers a multiple of it)");
   cmd.add_option("--sweep-values", f.sweep_values,
                  "DLRM: the swept values, comma-separated, increasing (batch "
                  "sizes, table factors or exponents)");

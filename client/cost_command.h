@@ -14,6 +14,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "client/cost_model.h"
+#include "common/cli_flags.h"
 
 namespace ferry {
 
@@ -41,11 +42,7 @@ struct CostFlags {
   std::string sweep;         // "", batch, table, zipf
   std::string sweep_values;  // comma-separated; "": the axis' defaults
   // Pipeline parallelism (client/pipeline_cost_model.h): > 1 stages.
-  int pipeline_stages = 1;
-  int micro_batches = 4;
-  std::string pipeline_schedule = "1f1b";
-  std::string pipeline_split;
-  std::string pipeline_balance = "compute";
+  PipelineFlags pipeline;
 };
 
 // Adds the subcommand's flags to `cmd`.

@@ -133,32 +133,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   local->add_option("--seed", seed, "seed of init and sampling")
       ->capture_default_str();
-  int pipeline_stages = 1, micro_batches = 1;
-  std::string pipeline_schedule = "1f1b", pipeline_split,
-              pipeline_balance = "compute";
-  local
-      ->add_option("--pipeline-stages", pipeline_stages,
-                   "ring mode: split the model into this many pipeline "
-                   "stages; consecutive workers form replicas, one per "
-                   "stage (docs/pipeline.md)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  local
-      ->add_option("--micro-batches", micro_batches,
-                   "pipeline: micro-batches per replica and step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  local
-      ->add_option("--pipeline-schedule", pipeline_schedule,
-                   "pipeline: gpipe or 1f1b")
-      ->capture_default_str();
-  local->add_option("--pipeline-split", pipeline_split,
-                    "pipeline: first layer of stages 1..P-1 (default: "
-                    "balanced)");
-  local
-      ->add_option("--pipeline-balance", pipeline_balance,
-                   "pipeline: compute or params")
-      ->capture_default_str();
+  ferry::PipelineFlags pipeline;
+  ferry::AddPipelineFlags(*local, pipeline,
+                          "ring mode: consecutive workers form replicas, one "
+                          "per stage");
   local->add_option("--max-steps", max_steps,
                     "stop after this many steps (0: no limit)");
   std::string init_from, export_dir;
@@ -416,18 +394,10 @@ int main(int argc, char** argv) {
       o.job_args.end(),
       {"--min-workers", std::to_string(min_workers), "--finalize-on-push",
        finalize_on_push ? "true" : "false"});
-  if (pipeline_stages > 1 || micro_batches != 1 ||
-      pipeline_schedule != "1f1b" || !pipeline_split.empty() ||
-      pipeline_balance != "compute") {  // the coordinator checks them
-    o.job_args.insert(o.job_args.end(),
-                      {"--pipeline-stages", std::to_string(pipeline_stages),
-                       "--micro-batches", std::to_string(micro_batches),
-                       "--pipeline-schedule", pipeline_schedule,
-                       "--pipeline-balance", pipeline_balance});
-    if (!pipeline_split.empty()) {
-      o.job_args.insert(o.job_args.end(), {"--pipeline-split", pipeline_split});
-    }
-  }
+  // The coordinator checks them.
+  const std::vector<std::string> pipeline_args = pipeline.ToArgs();
+  o.job_args.insert(o.job_args.end(), pipeline_args.begin(),
+                    pipeline_args.end());
   if (!init_from.empty()) {
     o.job_args.insert(o.job_args.end(), {"--init-from", init_from});
   }

@@ -21,14 +21,8 @@ absl::Status RunPipelineCost(const CostFlags& f) {
   in.link.shards = f.shards;
   in.link.bucket_elements = f.bucket_elements;
   in.link.max_chunk_elements = f.max_chunk_elements;
-  in.stages = f.pipeline_stages;
-  in.micro_batches = f.micro_batches;
   in.batch = f.batch;
-  ASSIGN_OR_RETURN(in.schedule, ParsePipelineSchedule(f.pipeline_schedule));
-  ASSIGN_OR_RETURN(in.balance, ParseStageBalance(f.pipeline_balance));
-  if (!f.pipeline_split.empty()) {
-    ASSIGN_OR_RETURN(in.split, ParseStageStarts(f.pipeline_split));
-  }
+  ASSIGN_OR_RETURN(in.pipeline, ParsePipelineFlags(f.pipeline));
   ASSIGN_OR_RETURN(const PipelineCostPrediction p, PredictPipelineStep(in));
   // The same workers without a pipeline: every worker the whole model.
   CostInput dp = in.link;
@@ -56,24 +50,25 @@ absl::Status RunPipelineCost(const CostFlags& f) {
            {"allreduce_bytes_sent", c.allreduce_bytes_sent},
            {"allreduce_seconds", c.allreduce_seconds}});
     }
-    nlohmann::json out = {{"model", f.model},
-                          {"workers", f.workers},
-                          {"stages", f.pipeline_stages},
-                          {"replicas", p.replicas},
-                          {"micro_batches", f.micro_batches},
-                          {"schedule", PipelineScheduleName(in.schedule)},
-                          {"split", StageRangesString(ranges)},
-                          {"batch", f.batch},
-                          {"micro_batch_rows", p.micro_batch_rows},
-                          {"bubble", p.timeline.bubble},
-                          {"textbook_bubble", p.textbook_bubble},
-                          {"pipeline_seconds", p.timeline.step_seconds},
-                          {"allreduce_seconds", p.allreduce_seconds},
-                          {"step_seconds", p.step_seconds},
-                          {"per_stage", stages},
-                          {"data_parallel",
-                           {{"ring_step_seconds", ring.step_seconds},
-                            {"ps_step_seconds", ps.step_seconds}}}};
+    nlohmann::json out = {
+        {"model", f.model},
+        {"workers", f.workers},
+        {"stages", f.pipeline.stages},
+        {"replicas", p.replicas},
+        {"micro_batches", f.pipeline.micro_batches},
+        {"schedule", PipelineScheduleName(in.pipeline.schedule)},
+        {"split", StageRangesString(ranges)},
+        {"batch", f.batch},
+        {"micro_batch_rows", p.micro_batch_rows},
+        {"bubble", p.timeline.bubble},
+        {"textbook_bubble", p.textbook_bubble},
+        {"pipeline_seconds", p.timeline.step_seconds},
+        {"allreduce_seconds", p.allreduce_seconds},
+        {"step_seconds", p.step_seconds},
+        {"per_stage", stages},
+        {"data_parallel",
+         {{"ring_step_seconds", ring.step_seconds},
+          {"ps_step_seconds", ps.step_seconds}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return absl::OkStatus();
   }
@@ -82,10 +77,11 @@ absl::Status RunPipelineCost(const CostFlags& f) {
       "%s by %s), %d micro-batches (%s), batch %lld = %lld per replica, %lld "
       "rows per micro-batch; link %s, latency %s, compute %s\n\n",
       f.model.c_str(), static_cast<long long>(ring.params), f.workers,
-      p.replicas, p.replicas == 1 ? "" : "s", f.pipeline_stages,
+      p.replicas, p.replicas == 1 ? "" : "s", f.pipeline.stages,
       StageRangesString(ranges).c_str(),
-      in.split.empty() ? StageBalanceName(in.balance) : "--pipeline-split",
-      f.micro_batches, PipelineScheduleName(in.schedule),
+      in.pipeline.split.empty() ? StageBalanceName(in.pipeline.balance)
+                                : "--pipeline-split",
+      f.pipeline.micro_batches, PipelineScheduleName(in.pipeline.schedule),
       static_cast<long long>(f.batch), static_cast<long long>(p.replica_batch),
       static_cast<long long>(p.micro_batch_rows), f.bandwidth.c_str(),
       f.latency.c_str(), f.compute.c_str());

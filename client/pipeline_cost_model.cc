@@ -12,7 +12,7 @@ namespace ferry {
 
 absl::StatusOr<PipelineCostPrediction> PredictPipelineStep(
     const PipelineCostInput& in) {
-  const int p = in.stages;
+  const int p = in.pipeline.stages;
   const int w = in.link.workers;
   if (p < 1 || w < p || w % p != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -22,16 +22,18 @@ absl::StatusOr<PipelineCostPrediction> PredictPipelineStep(
   PipelineCostPrediction out;
   out.replicas = w / p;
   out.replica_batch = in.batch / out.replicas;
-  if (out.replica_batch < in.micro_batches || in.micro_batches < 1) {
+  if (out.replica_batch < in.pipeline.micro_batches ||
+      in.pipeline.micro_batches < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "each replica's batch (", out.replica_batch, " = --batch ", in.batch,
         " / ", out.replicas, " replicas) must hold at least --micro-batches (",
-        in.micro_batches, ") rows"));
+        in.pipeline.micro_batches, ") rows"));
   }
-  out.micro_batch_rows =
-      (out.replica_batch + in.micro_batches - 1) / in.micro_batches;
-  ASSIGN_OR_RETURN(std::vector<StageRange> split,
-                   SplitModel(in.def, p, in.split, in.balance));
+  out.micro_batch_rows = (out.replica_batch + in.pipeline.micro_batches - 1) /
+                         in.pipeline.micro_batches;
+  ASSIGN_OR_RETURN(
+      std::vector<StageRange> split,
+      SplitModel(in.def, p, in.pipeline.split, in.pipeline.balance));
   ASSIGN_OR_RETURN(std::vector<double> flops,
                    LayerCosts(in.def, StageBalance::kCompute));
   ASSIGN_OR_RETURN(std::vector<SampleShape> shapes, InferShapes(in.def));
@@ -62,7 +64,7 @@ absl::StatusOr<PipelineCostPrediction> PredictPipelineStep(
     c.params = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
     c.compute_share = total_flops > 0 ? stage_flops / total_flops : 0.0;
     const double per_micro =
-        replica_compute * c.compute_share / in.micro_batches;
+        replica_compute * c.compute_share / in.pipeline.micro_batches;
     c.forward_seconds = per_micro * (1.0 - backward_share);
     c.backward_seconds = per_micro * backward_share;
     const int64_t out_elements =
@@ -94,10 +96,11 @@ absl::StatusOr<PipelineCostPrediction> PredictPipelineStep(
     out.stages.push_back(c);
   }
   if (p > 1) out.transfer_seconds += in.link.latency_seconds;
-  ASSIGN_OR_RETURN(out.timeline,
-                   SimulatePipeline(in.schedule, in.micro_batches, forward,
-                                    backward, out.transfer_seconds));
-  out.textbook_bubble = PredictedBubble(p, in.micro_batches);
+  ASSIGN_OR_RETURN(
+      out.timeline,
+      SimulatePipeline(in.pipeline.schedule, in.pipeline.micro_batches, forward,
+                       backward, out.transfer_seconds));
+  out.textbook_bubble = PredictedBubble(p, in.pipeline.micro_batches);
   out.step_seconds = out.timeline.step_seconds + out.allreduce_seconds;
   return out;
 }

@@ -22,18 +22,15 @@
 #include "client/cost_model.h"
 #include "model/model_def.h"
 #include "model/pipeline_split.h"
+#include "pipeline/pipeline_options.h"
 #include "pipeline/pipeline_schedule.h"
 
 namespace ferry {
 
 struct PipelineCostInput {
   ModelDef def;
-  int stages = 2;
-  int micro_batches = 4;
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  std::vector<int> split;  // stage starts; empty: balanced
-  StageBalance balance = StageBalance::kCompute;
-  int64_t batch = 128;  // global, over every replica
+  PipelineOptions pipeline;  // stages, micro-batches, schedule, split
+  int64_t batch = 128;       // global, over every replica
   // workers, link, latency, compute (as above), buckets and pieces.
   CostInput link;
 };

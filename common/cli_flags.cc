@@ -74,6 +74,54 @@ void AddOptimizerFlags(CLI::App& app, OptimizerFlags& f) {
       ->group(group);
 }
 
+bool PipelineFlags::given() const {
+  const PipelineFlags defaults;
+  return stages != defaults.stages || micro_batches != defaults.micro_batches ||
+         schedule != defaults.schedule || split != defaults.split ||
+         balance != defaults.balance;
+}
+
+std::vector<std::string> PipelineFlags::ToArgs() const {
+  if (!given()) return {};
+  std::vector<std::string> args = {
+      "--pipeline-stages",   std::to_string(stages),
+      "--micro-batches",     std::to_string(micro_batches),
+      "--pipeline-schedule", schedule,
+      "--pipeline-balance",  balance};
+  if (!split.empty()) args.insert(args.end(), {"--pipeline-split", split});
+  return args;
+}
+
+void AddPipelineFlags(CLI::App& app, PipelineFlags& f,
+                      const std::string& where) {
+  const std::string group = "Pipeline parallelism";
+  app.add_option("--pipeline-stages", f.stages,
+                 "split the model into this many pipeline stages (" + where +
+                     "; docs/pipeline.md)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_option("--micro-batches", f.micro_batches,
+                 "pipeline: micro-batches per step of a replica (<= batch)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_option("--pipeline-schedule", f.schedule,
+                 "pipeline: gpipe (all forwards, then all backwards) or 1f1b "
+                 "(one forward one backward; fewer activations held)")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--pipeline-split", f.split,
+                 "pipeline: the first layer of stages 1..P-1, e.g. 7 or 2,7 "
+                 "(default: balanced by --pipeline-balance)")
+      ->group(group);
+  app.add_option("--pipeline-balance", f.balance,
+                 "pipeline: what the default split evens out: compute "
+                 "(estimated FLOPs) or params (parameter bytes)")
+      ->capture_default_str()
+      ->group(group);
+}
+
 bool EmbeddingFlags::given() const {
   for (const CLI::Option* option : options) {
     if (option->count() > 0) return true;

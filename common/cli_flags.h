@@ -55,6 +55,29 @@ struct EmbeddingFlags {
 // Adds the --embedding-* flags (group "Embedding tables (DLRM)").
 void AddEmbeddingFlags(CLI::App& app, EmbeddingFlags& flags);
 
+// The pipeline flags (docs/pipeline.md) as typed, shared by `ferry-worker
+// --standalone`, the coordinator, `ferry local` and `ferry cost`;
+// pipeline/pipeline_options.h's ParsePipelineFlags validates them.
+struct PipelineFlags {
+  int stages = 1;
+  int micro_batches = 1;
+  std::string schedule = "1f1b";
+  std::string split;  // stage starts, e.g. "2,7"; empty: balanced
+  std::string balance = "compute";
+
+  // Whether any differs from its default.
+  bool given() const;
+  // The flags again as arguments, for a child process (empty when none
+  // was given).
+  std::vector<std::string> ToArgs() const;
+};
+
+// Adds --pipeline-stages, --micro-batches, --pipeline-schedule,
+// --pipeline-split and --pipeline-balance (group "Pipeline parallelism").
+// `where` ends --pipeline-stages' help: where and how the stages run.
+void AddPipelineFlags(CLI::App& app, PipelineFlags& flags,
+                      const std::string& where);
+
 // Makes every long option of `app` (and its subcommands) readable from an
 // environment variable FERRY_<NAME> (dashes become underscores, upper case),
 // e.g. --batch from FERRY_BATCH. A flag given on the command line wins.

@@ -1,6 +1,7 @@
 #include "model/pipeline_stage.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -70,7 +71,9 @@ absl::Status PipelineStage::EnsureSlot(int slot, int batch) {
   if (slot >= static_cast<int>(slots_.size())) slots_.resize(slot + 1);
   Slot& s = slots_[slot];
   if (batch <= s.capacity) return absl::OkStatus();
-  if (s.layers.empty()) {
+  if (s.layers.empty() && !stack_.layers.empty()) {
+    s.layers = std::exchange(stack_.layers, {});  // the first slot's
+  } else if (s.layers.empty()) {
     ASSIGN_OR_RETURN(LayerStack own,
                      BuildLayerStack(def_, shapes_, layout_, state_layout_,
                                      range_.first_layer, range_.end_layer));

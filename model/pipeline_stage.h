@@ -136,7 +136,7 @@ class PipelineStage {
   std::vector<SampleShape> shapes_;  // the model's layers' output shapes
   ParameterLayout layout_;
   ParameterLayout state_layout_;
-  LayerStack stack_;  // offsets; its layers are slot 0's template
+  LayerStack stack_;  // offsets; its layers go to the first slot made
   DeviceBuffer state_;
   std::vector<Slot> slots_;
   int delta_capacity_ = 0;

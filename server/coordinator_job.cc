@@ -15,7 +15,7 @@
 #include "model/model_params.h"
 #include "model/model_presets.h"
 #include "model/pipeline_split.h"
-#include "pipeline/pipeline_schedule.h"
+#include "pipeline/pipeline_options.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -29,12 +29,8 @@ constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
 // statistics are not exchanged yet), a split the model takes.
 absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
                          v1::JobSpec& job) {
-  if (f.pipeline_stages <= 1) {
-    const CoordinatorFlags defaults;
-    if (f.micro_batches != defaults.micro_batches ||
-        f.pipeline_schedule != defaults.pipeline_schedule ||
-        !f.pipeline_split.empty() ||
-        f.pipeline_balance != defaults.pipeline_balance) {
+  if (f.pipeline.stages <= 1) {
+    if (f.pipeline.given()) {
       return absl::InvalidArgumentError(
           "--micro-batches, --pipeline-schedule, --pipeline-split and "
           "--pipeline-balance need --pipeline-stages > 1");
@@ -57,40 +53,29 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
         "distributed pipelines yet (the stages' running statistics are not "
         "exchanged)");
   }
-  if (f.micro_batches > f.global_batch) {
+  if (f.pipeline.micro_batches > f.global_batch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--micro-batches (", f.micro_batches,
+        absl::StrCat("--micro-batches (", f.pipeline.micro_batches,
                      ") must be <= --batch (", f.global_batch, ")"));
   }
-  const auto named = [](const char* flag, const absl::Status& s) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", s.message()));
-  };
-  absl::StatusOr<PipelineSchedule> schedule =
-      ParsePipelineSchedule(f.pipeline_schedule);
-  if (!schedule.ok()) return named("--pipeline-schedule", schedule.status());
-  absl::StatusOr<StageBalance> balance = ParseStageBalance(f.pipeline_balance);
-  if (!balance.ok()) return named("--pipeline-balance", balance.status());
-  std::vector<int> starts;
-  if (!f.pipeline_split.empty()) {
-    absl::StatusOr<std::vector<int>> parsed =
-        ParseStageStarts(f.pipeline_split);
-    if (!parsed.ok()) return named("--pipeline-split", parsed.status());
-    starts = *parsed;
-  }
+  ASSIGN_OR_RETURN(const PipelineOptions p, ParsePipelineFlags(f.pipeline));
   absl::StatusOr<std::vector<StageRange>> split =
-      SplitModel(*dense, f.pipeline_stages, starts, *balance);
-  if (!split.ok()) return named("--pipeline-stages", split.status());
-  job.set_pipeline_stages(f.pipeline_stages);
-  job.set_micro_batches(f.micro_batches);
-  job.set_pipeline_schedule(PipelineScheduleName(*schedule));
-  job.set_pipeline_balance(StageBalanceName(*balance));
+      SplitModel(*dense, p.stages, p.split, p.balance);
+  if (!split.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pipeline-stages: ", split.status().message()));
+  }
+  job.set_pipeline_stages(p.stages);
+  job.set_micro_batches(p.micro_batches);
+  job.set_pipeline_schedule(PipelineScheduleName(p.schedule));
+  job.set_pipeline_balance(StageBalanceName(p.balance));
   // The split the workers use, explicit, so every worker agrees on it.
   for (size_t s = 1; s < split->size(); ++s) {
     job.add_pipeline_split((*split)[s].first_layer);
   }
-  LogInfo("pipeline job", {{"stages", f.pipeline_stages},
+  LogInfo("pipeline job", {{"stages", p.stages},
                            {"split", StageRangesString(*split)},
-                           {"micro_batches", f.micro_batches},
+                           {"micro_batches", p.micro_batches},
                            {"schedule", job.pipeline_schedule()}});
   return absl::OkStatus();
 }

@@ -89,30 +89,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-elements", c.bucket_elements,
                  "ring bucket size (0: 25 MiB)")
       ->group(job);
-  app.add_option("--pipeline-stages", c.pipeline_stages,
-                 "ring mode: split the model into this many pipeline stages; "
-                 "consecutive ranks form replicas, one member per stage "
-                 "(docs/pipeline.md)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(job);
-  app.add_option("--micro-batches", c.micro_batches,
-                 "pipeline: micro-batches per replica and step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(job);
-  app.add_option("--pipeline-schedule", c.pipeline_schedule,
-                 "pipeline: gpipe or 1f1b")
-      ->capture_default_str()
-      ->group(job);
-  app.add_option("--pipeline-split", c.pipeline_split,
-                 "pipeline: first layer of stages 1..P-1 (default balanced)")
-      ->group(job);
-  app.add_option("--pipeline-balance", c.pipeline_balance,
-                 "pipeline: what the default split evens out: compute or "
-                 "params")
-      ->capture_default_str()
-      ->group(job);
+  ferry::AddPipelineFlags(app, c.pipeline,
+                          "ring mode: consecutive ranks form replicas, one "
+                          "member per stage");
   app.add_option(
          "--digest-every", c.digest_every,
          "ring: members report a weights digest every N steps, the coordinator "

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/cli_flags.h"
 #include "common/optimizer_config.h"
 #include "common/peer_limits.h"
 #include "model/embedding_options.h"
@@ -59,11 +60,7 @@ struct CoordinatorFlags {
   EmbeddingOptions embedding;
   bool embedding_given = false;
   // Pipeline parallelism (ring mode; JobSpec.pipeline_*).
-  int pipeline_stages = 1;
-  int micro_batches = 1;
-  std::string pipeline_schedule = "1f1b";
-  std::string pipeline_split;
-  std::string pipeline_balance = "compute";
+  PipelineFlags pipeline;
 };
 
 struct PsFlags {

@@ -92,7 +92,7 @@ struct WorkerSummary {
   TransferBytes peer_bytes;    // ring mode: other workers
   LinkLimit link;              // the link emulation in effect
   LinkShaperStats link_stats;  // what it delayed (zero without one)
-  nlohmann::json trainer;      // LeaseTrainer::SummaryJson (pipeline jobs)
+  nlohmann::json trainer;      // LeaseTrainer::SummaryJson, merged in ToJson
 
   nlohmann::json ToJson() const;
 };

@@ -34,9 +34,11 @@
 //  - the hybrid mode (HybridExchange, worker/hybrid_exchange.h) composes
 //    a RingExchange over the dense buffer with a rows-only ParameterClient:
 //    Ready goes to the ring, ReadyRows to the shards;
-//  - a pipeline mode is an exchange whose Ready/FinishStep exchange the
-//    gradients of the stages' own layers (its buffers cover those layers)
-//    and whose BeginStep waits for the stage's inputs.
+//  - pipeline jobs (worker/pipeline_lease_trainer.h) keep the ring's
+//    exchange and change the compute instead: a stage declares its layers'
+//    gradient and zeros for the rest of the buffer. An exchange whose
+//    buffers cover only a stage's layers (one ring per stage) is the next
+//    step (docs/pipeline.md).
 //
 // Ownership: an exchange owns its clients (ParameterClient, ring transports)
 // and never owns the buffers or the backend it is given; those outlive it.

@@ -71,8 +71,9 @@ class LeaseTrainer {
   virtual const ParameterLayout& layout() const = 0;
   virtual const ExchangeBuffers& buffers() const = 0;
   virtual int64_t train_samples() const = 0;
-  // What the worker's summary adds for this kind of trainer (pipeline jobs:
-  // the steps it ran per role and its stage figures); null: nothing.
+  // Keys the worker's summary adds for this kind of trainer (pipeline
+  // jobs: "pipeline", the steps it ran per role and its stage figures);
+  // null: none.
   virtual nlohmann::json SummaryJson() const { return nullptr; }
 };
 

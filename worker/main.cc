@@ -69,6 +69,7 @@ int RunStandaloneMain(ferry::TrainOptions options,
                       const ferry::OptimizerFlags& opt_flags,
                       const ferry::EmbeddingFlags& embedding_flags,
                       const ferry::PipelineFlags& pipeline_flags,
+                      const std::string& memory_budget,
                       const std::string& device,
                       const std::string& summary_path) {
   auto config = opt_flags.ToConfig();
@@ -100,13 +101,20 @@ int RunStandaloneMain(ferry::TrainOptions options,
   }
   ferry::ProgressPrinter progress(stderr);
   absl::StatusOr<ferry::TrainSummary> summary;
-  if (pipeline_flags.given()) {
-    auto pipeline = ferry::ResolvePipelineFlags(pipeline_flags);
-    if (!pipeline.ok()) {
-      std::cerr << "ferry-worker: " << pipeline.status().message() << "\n";
+  if (pipeline_flags.given() || !memory_budget.empty()) {
+    auto pipeline = ferry::ParsePipelineFlags(pipeline_flags);
+    absl::StatusOr<int64_t> budget = int64_t{0};
+    if (!memory_budget.empty()) budget = ferry::ParseByteSize(memory_budget);
+    if (!pipeline.ok() || !budget.ok()) {
+      std::cerr << "ferry-worker: "
+                << (!pipeline.ok() ? pipeline.status().message()
+                                   : absl::StrCat("--worker-memory-budget: ",
+                                                  budget.status().message()))
+                << "\n";
       return ferry::kExitConfig;
     }
-    summary = ferry::RunPipelineStandalone(options, *pipeline, progress);
+    summary =
+        ferry::RunPipelineStandalone(options, *pipeline, *budget, progress);
     if (absl::IsResourceExhausted(summary.status())) {
       // Over the memory budget: a configuration to change, nothing ran.
       std::cerr << "ferry-worker: " << summary.status().message() << "\n";
@@ -321,7 +329,13 @@ int main(int argc, char** argv) {
   ferry::EmbeddingFlags embedding_flags;
   ferry::AddEmbeddingFlags(app, embedding_flags);
   ferry::PipelineFlags pipeline_flags;
-  ferry::AddPipelineFlags(app, pipeline_flags);
+  ferry::AddPipelineFlags(app, pipeline_flags,
+                          "standalone (one thread and device per stage)");
+  std::string memory_budget;
+  app.add_option("--worker-memory-budget", memory_budget,
+                 "standalone: refuse to start when a pipeline stage (the "
+                 "whole model with one stage) would need more than this, "
+                 "e.g. 512MiB, 16GiB");
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
                  "distributed mode, when the job has finished: exit, or wait "
@@ -360,16 +374,22 @@ int main(int argc, char** argv) {
                  "coordinator\n";
     return ferry::kExitConfig;
   }
+  if (!standalone && !memory_budget.empty()) {
+    std::cerr << "ferry-worker: --worker-memory-budget applies to "
+                 "--standalone training\n";
+    return ferry::kExitConfig;
+  }
   if (!standalone && pipeline_flags.given()) {
     std::cerr << "ferry-worker: the pipeline flags (--pipeline-stages, "
-                 "--micro-batches, ...) apply to --standalone training; "
-                 "distributed pipeline jobs are not built yet "
-                 "(docs/pipeline.md)\n";
+                 "--micro-batches, ...) apply to --standalone training; a "
+                 "distributed job takes them on the coordinator (ferry local "
+                 "--pipeline-stages, docs/pipeline.md)\n";
     return ferry::kExitConfig;
   }
   if (standalone) {
     return RunStandaloneMain(options, opt_flags, embedding_flags,
-                             pipeline_flags, device, summary_path);
+                             pipeline_flags, memory_budget, device,
+                             summary_path);
   }
   if (worker_options.coordinator_address.empty()) {
     std::cerr << "ferry-worker: pass --coordinator HOST:PORT to join a job, or "

@@ -229,7 +229,7 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
 }
 
 nlohmann::json PipelineLeaseTrainer::SummaryJson() const {
-  return {
+  const nlohmann::json figures = {
       {"stages", job_.pipeline_stages()},
       {"micro_batches", job_.micro_batches()},
       {"schedule", PipelineScheduleName(schedule_)},
@@ -242,6 +242,7 @@ nlohmann::json PipelineLeaseTrainer::SummaryJson() const {
       {"peak_activation_bytes", peak_activation_bytes_},
       {"neighbour_bytes_sent", neighbour_bytes_sent_},
       {"neighbour_bytes_received", neighbour_bytes_received_}};
+  return {{"pipeline", figures}};
 }
 
 }  // namespace ferry

@@ -71,7 +71,7 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   const ParameterLayout& layout() const override { return layout_; }
   const ExchangeBuffers& buffers() const override { return buffers_.view; }
   int64_t train_samples() const override { return data_.train.num_samples; }
-  // The worker's pipeline figures over the steps it trained: per role
+  // {"pipeline": figures}: over the steps the worker trained, per role
   // ("stage 1 of 2", "alone") the steps; busy and waiting seconds, their
   // idle share, peak activation bytes and bytes to and from its neighbours.
   nlohmann::json SummaryJson() const override;

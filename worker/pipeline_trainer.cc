@@ -150,32 +150,6 @@ absl::Status FirstFailure(const std::vector<absl::Status>& statuses,
 
 }  // namespace
 
-void AddPipelineFlags(CLI::App& app, PipelineFlags& flags) {
-  app.add_option("--pipeline-stages", flags.stages,
-                 "standalone: split the model into this many pipeline "
-                 "stages, one thread and backend each (GPU s % count)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--micro-batches", flags.micro_batches,
-                 "pipeline: micro-batches per step (<= batch)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--pipeline-schedule", flags.schedule,
-                 "pipeline: gpipe (all forwards, then all backwards) or 1f1b "
-                 "(one forward one backward; fewer activations held)")
-      ->capture_default_str();
-  app.add_option("--pipeline-split", flags.split,
-                 "pipeline: the first layer of stages 1..P-1, e.g. 7 or 2,7 "
-                 "(default: balanced by --pipeline-balance)");
-  app.add_option("--pipeline-balance", flags.balance,
-                 "pipeline: what the default split evens out: compute "
-                 "(estimated FLOPs) or params (parameter bytes)")
-      ->capture_default_str();
-  app.add_option("--worker-memory-budget", flags.memory_budget,
-                 "refuse to start when a stage (the whole model with one "
-                 "stage) would need more than this, e.g. 512MiB, 16GiB");
-}
-
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
   static const std::pair<const char*, double> kUnits[] = {
       {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
@@ -201,35 +175,9 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
   return static_cast<int64_t>(value * unit);
 }
 
-absl::StatusOr<PipelineOptions> ResolvePipelineFlags(const PipelineFlags& f) {
-  PipelineOptions o;
-  o.stages = f.stages;
-  o.micro_batches = f.micro_batches;
-  const auto named = [](const char* flag, const absl::Status& s) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", s.message()));
-  };
-  absl::StatusOr<PipelineSchedule> schedule = ParsePipelineSchedule(f.schedule);
-  if (!schedule.ok()) return named("--pipeline-schedule", schedule.status());
-  o.schedule = *schedule;
-  absl::StatusOr<StageBalance> balance = ParseStageBalance(f.balance);
-  if (!balance.ok()) return named("--pipeline-balance", balance.status());
-  o.balance = *balance;
-  if (!f.split.empty()) {
-    absl::StatusOr<std::vector<int>> split = ParseStageStarts(f.split);
-    if (!split.ok()) return named("--pipeline-split", split.status());
-    o.split = *split;
-  }
-  if (!f.memory_budget.empty()) {
-    absl::StatusOr<int64_t> budget = ParseByteSize(f.memory_budget);
-    if (!budget.ok()) return named("--worker-memory-budget", budget.status());
-    o.memory_budget_bytes = *budget;
-  }
-  return o;
-}
-
 absl::StatusOr<TrainSummary> RunPipelineStandalone(
     const TrainOptions& options, const PipelineOptions& pipeline,
-    ProgressPrinter& progress) {
+    int64_t memory_budget_bytes, ProgressPrinter& progress) {
   const absl::Time start = absl::Now();
   if (options.batch <= 0 || options.epochs <= 0) {
     return absl::InvalidArgumentError("batch and epochs must be > 0");
@@ -250,7 +198,7 @@ absl::StatusOr<TrainSummary> RunPipelineStandalone(
   const int p = static_cast<int>(split.size());
   RETURN_IF_ERROR(CheckPipelineMemory(
       def, split, options.batch, pipeline.micro_batches, pipeline.schedule,
-      OptimizerBuffers(options.optimizer.kind), pipeline.memory_budget_bytes));
+      OptimizerBuffers(options.optimizer.kind), memory_budget_bytes));
   ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(def));
   ASSIGN_OR_RETURN(ParameterLayout state_layout, ModelStateLayout(def));
   ModelValues initial{def, ModelInitialParameters(def, layout, options.seed),

@@ -16,46 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "common/progress.h"
-#include "model/pipeline_split.h"
-#include "pipeline/pipeline_schedule.h"
+#include "pipeline/pipeline_options.h"
 #include "worker/standalone_trainer.h"
 
 namespace ferry {
-
-struct PipelineOptions {
-  int stages = 1;  // P
-  int micro_batches = 1;
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  std::vector<int> split;  // stage starts; empty: balanced by `balance`
-  StageBalance balance = StageBalance::kCompute;
-  // Per stage (one worker or device); 0: none. Checked before anything is
-  // allocated (pipeline/stage_memory.h CheckPipelineMemory).
-  int64_t memory_budget_bytes = 0;
-};
-
-// The command-line form: --pipeline-stages, --micro-batches,
-// --pipeline-schedule, --pipeline-split, --pipeline-balance,
-// --worker-memory-budget.
-struct PipelineFlags {
-  int stages = 1;
-  int micro_batches = 1;
-  std::string schedule = "1f1b";
-  std::string split;
-  std::string balance = "compute";
-  std::string memory_budget;
-  // Whether any of them was given (the standalone trainer then runs the
-  // pipeline trainer, also with one stage, so the budget is checked).
-  bool given() const {
-    return stages != 1 || micro_batches != 1 || schedule != "1f1b" ||
-           !split.empty() || balance != "compute" || !memory_budget.empty();
-  }
-};
-void AddPipelineFlags(CLI::App& app, PipelineFlags& flags);
-// INVALID_ARGUMENT naming the flag for a bad value.
-absl::StatusOr<PipelineOptions> ResolvePipelineFlags(const PipelineFlags& f);
 
 // "512MiB", "2GiB", "1.5GB", "300000000" (bytes) -> bytes; INVALID_ARGUMENT
 // otherwise.
@@ -66,12 +32,15 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
 // split into stages. The summary's `pipeline` holds the split and, per
 // stage, busy / waiting seconds, its idle share, peak activation bytes and
 // the bytes it sent and received; plus the predicted bubble.
+// `memory_budget_bytes` (> 0; 0: none) bounds each stage, the whole model
+// with one stage (pipeline/stage_memory.h CheckPipelineMemory), checked
+// before anything is allocated.
 // Errors: RunStandalone's; INVALID_ARGUMENT for a split the model cannot
 // take or micro-batches outside [1, batch]; RESOURCE_EXHAUSTED when a stage
 // exceeds the memory budget (nothing is trained).
 absl::StatusOr<TrainSummary> RunPipelineStandalone(
     const TrainOptions& options, const PipelineOptions& pipeline,
-    ProgressPrinter& progress);
+    int64_t memory_budget_bytes, ProgressPrinter& progress);
 
 }  // namespace ferry
 

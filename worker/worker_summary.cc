@@ -33,7 +33,9 @@ nlohmann::json WorkerSummary::ToJson() const {
        {{"ps", bytes(ps_bytes)},
         {"coordinator", bytes(coordinator_bytes)},
         {kRingPeerRole, bytes(peer_bytes)}}}};
-  if (!trainer.is_null()) out["pipeline"] = trainer;
+  if (trainer.is_object()) {
+    for (const auto& [key, value] : trainer.items()) out[key] = value;
+  }
   return out;
 }
 

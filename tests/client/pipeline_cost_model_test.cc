@@ -19,8 +19,8 @@ PipelineCostInput Input(const ModelDef& def, int workers, int stages, int micro,
                         int64_t batch) {
   PipelineCostInput in;
   in.def = def;
-  in.stages = stages;
-  in.micro_batches = micro;
+  in.pipeline.stages = stages;
+  in.pipeline.micro_batches = micro;
   in.batch = batch;
   in.link.workers = workers;
   in.link.bandwidth_bytes_per_second = 1e9;

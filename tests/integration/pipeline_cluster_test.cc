@@ -53,8 +53,8 @@ class PipelineEquivalenceTest : public ::testing::TestWithParam<PipelineCase> {
       }
       PipelineCostInput in;
       in.def = def;
-      in.stages = 2;
-      in.micro_batches = 4;
+      in.pipeline.stages = 2;
+      in.pipeline.micro_batches = 4;
       in.batch = replica_batch;
       in.link.workers = 2;
       auto p = PredictPipelineStep(in);

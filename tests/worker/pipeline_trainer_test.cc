@@ -59,7 +59,7 @@ TEST(PipelineTrainerTest, WeightsEqualOneProcessWithinTolerance) {
       pipeline.stages = 2;
       pipeline.micro_batches = 4;
       pipeline.schedule = schedule;
-      auto piped = RunPipelineStandalone(options, pipeline, quiet);
+      auto piped = RunPipelineStandalone(options, pipeline, 0, quiet);
       ASSERT_TRUE(piped.ok()) << piped.status();
       EXPECT_EQ(piped->steps, single->steps);
       EXPECT_LT(
@@ -89,7 +89,7 @@ TEST(PipelineTrainerTest, ExportedModelEvaluatesTheSameInOneProcess) {
   PipelineOptions pipeline;
   pipeline.stages = 3;
   pipeline.micro_batches = 2;
-  auto piped = RunPipelineStandalone(options, pipeline, quiet);
+  auto piped = RunPipelineStandalone(options, pipeline, 0, quiet);
   ASSERT_TRUE(piped.ok()) << piped.status();
   auto values = ImportModel(dir);
   ASSERT_TRUE(values.ok()) << values.status();
@@ -113,14 +113,14 @@ TEST(PipelineTrainerTest, MemoryBudgetRefusesOneStageAndTrainsTwo) {
   PipelineOptions pipeline;
   // 1.86M parameters, momentum: ~22 MB in one stage, ~13.5 MB in the
   // larger of two.
-  pipeline.memory_budget_bytes = int64_t{15} << 20;
-  auto refused = RunPipelineStandalone(options, pipeline, quiet);
+  const int64_t budget = int64_t{15} << 20;
+  auto refused = RunPipelineStandalone(options, pipeline, budget, quiet);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("the model (layers 0-4)"),
             std::string::npos)
       << refused.status();
   pipeline.stages = 2;
-  auto trained = RunPipelineStandalone(options, pipeline, quiet);
+  auto trained = RunPipelineStandalone(options, pipeline, budget, quiet);
   EXPECT_TRUE(trained.ok()) << trained.status();
 }
 
@@ -129,15 +129,15 @@ TEST(PipelineTrainerTest, BadOptionsAreRefused) {
   TrainOptions options = SmallRun("784-64-32-10", OptimizerKind::kSgd);
   PipelineOptions pipeline;
   pipeline.stages = 4;  // three layers with parameters
-  EXPECT_EQ(RunPipelineStandalone(options, pipeline, quiet).status().code(),
+  EXPECT_EQ(RunPipelineStandalone(options, pipeline, 0, quiet).status().code(),
             absl::StatusCode::kInvalidArgument);
   pipeline.stages = 2;
   pipeline.micro_batches = 41;  // batch 40
-  EXPECT_EQ(RunPipelineStandalone(options, pipeline, quiet).status().code(),
+  EXPECT_EQ(RunPipelineStandalone(options, pipeline, 0, quiet).status().code(),
             absl::StatusCode::kInvalidArgument);
   pipeline.micro_batches = 2;
   pipeline.split = {1};  // a ReLU
-  EXPECT_EQ(RunPipelineStandalone(options, pipeline, quiet).status().code(),
+  EXPECT_EQ(RunPipelineStandalone(options, pipeline, 0, quiet).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -176,20 +176,29 @@ TEST(PipelineTrainerTest, FlagsParse) {
   }
   PipelineFlags flags;
   EXPECT_FALSE(flags.given());
+  EXPECT_TRUE(flags.ToArgs().empty());
   flags.stages = 2;
   flags.split = "2";
   flags.schedule = "gpipe";
-  flags.memory_budget = "1GiB";
   EXPECT_TRUE(flags.given());
-  auto options = ResolvePipelineFlags(flags);
+  EXPECT_EQ(flags.ToArgs(),
+            (std::vector<std::string>{
+                "--pipeline-stages", "2", "--micro-batches", "1",
+                "--pipeline-schedule", "gpipe", "--pipeline-balance", "compute",
+                "--pipeline-split", "2"}));
+  auto options = ParsePipelineFlags(flags);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->split, std::vector<int>{2});
   EXPECT_EQ(options->schedule, PipelineSchedule::kGPipe);
-  EXPECT_EQ(options->memory_budget_bytes, int64_t{1} << 30);
   flags.schedule = "zb";
-  auto bad = ResolvePipelineFlags(flags);
+  auto bad = ParsePipelineFlags(flags);
   EXPECT_NE(bad.status().message().find("--pipeline-schedule"),
             std::string::npos);
+  flags.schedule = "1f1b";
+  flags.split = "2,x";
+  EXPECT_NE(
+      ParsePipelineFlags(flags).status().message().find("--pipeline-split"),
+      std::string::npos);
 }
 
 }  // namespace
