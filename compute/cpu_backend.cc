@@ -192,16 +192,22 @@ class CpuBackend final : public ComputeBackend {
     return true;
   }
 
-  absl::Status Im2Col(const WindowGeometry& g, const float* x,
+  absl::Status Im2Col(const WindowGeometry& g, int n, const float* x,
                       float* cols) override {
-    RETURN_IF_ERROR(ValidateWindow("Im2Col", 1, g));
-    cpu::Im2Col(g, x, cols);
+    RETURN_IF_ERROR(ValidateWindow("Im2Col", n, g));
+    cpu::Im2Col(g, n, x, cols);
     return absl::OkStatus();
   }
-  absl::Status Col2Im(const WindowGeometry& g, const float* cols,
+  absl::Status Col2Im(const WindowGeometry& g, int n, const float* cols,
                       float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("Col2Im", 1, g));
-    cpu::Col2Im(g, cols, dx);
+    RETURN_IF_ERROR(ValidateWindow("Col2Im", n, g));
+    cpu::Col2Im(g, n, cols, dx);
+    return absl::OkStatus();
+  }
+  absl::Status SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
+                               float* y) override {
+    RETURN_IF_ERROR(ValidateSwap(d0, d1, inner));
+    cpu::SwapLeadingAxes(d0, d1, inner, x, y);
     return absl::OkStatus();
   }
   absl::Status AddChannelBias(int n, int channels, int spatial,

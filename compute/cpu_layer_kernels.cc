@@ -8,62 +8,74 @@ namespace ferry {
 
 namespace cpu {
 
-void Im2Col(const WindowGeometry& g, const float* x, float* cols) {
+void Im2Col(const WindowGeometry& g, int n, const float* x, float* cols) {
   const int oh_count = OutHeight(g);
   const int ow_count = OutWidth(g);
-  float* out = cols;
-  for (int c = 0; c < g.channels; ++c) {
-    const float* plane = x + static_cast<size_t>(c) * g.height * g.width;
-    for (int ki = 0; ki < g.kernel_h; ++ki) {
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        for (int oh = 0; oh < oh_count; ++oh) {
-          const int ih = WindowInputCoord(oh, ki, g.stride_h, g.pad_h);
-          if (ih < 0 || ih >= g.height) {
-            std::fill(out, out + ow_count, 0.0f);
-            out += ow_count;
-            continue;
-          }
-          const float* row = plane + static_cast<size_t>(ih) * g.width;
-          if (g.stride_w == 1) {
-            // Contiguous run of the row, zeros where the window is in the
-            // padding.
-            for (int ow = 0; ow < ow_count; ++ow) {
-              const int iw = WindowInputCoord(ow, kj, 1, g.pad_w);
-              out[ow] = (iw >= 0 && iw < g.width) ? row[iw] : 0.0f;
+  const int64_t ohw = static_cast<int64_t>(oh_count) * ow_count;
+  const int64_t ld = ohw * n;  // cols row stride
+  const size_t in_size = static_cast<size_t>(g.channels) * g.height * g.width;
+  for (int i = 0; i < n; ++i) {
+    const float* sample = x + i * in_size;
+    int64_t r = 0;
+    for (int c = 0; c < g.channels; ++c) {
+      const float* plane = sample + static_cast<size_t>(c) * g.height * g.width;
+      for (int ki = 0; ki < g.kernel_h; ++ki) {
+        for (int kj = 0; kj < g.kernel_w; ++kj, ++r) {
+          float* out = cols + r * ld + i * ohw;
+          for (int oh = 0; oh < oh_count; ++oh, out += ow_count) {
+            const int ih = WindowInputCoord(oh, ki, g.stride_h, g.pad_h);
+            if (ih < 0 || ih >= g.height) {
+              std::fill(out, out + ow_count, 0.0f);
+              continue;
             }
-          } else {
+            const float* row = plane + static_cast<size_t>(ih) * g.width;
             for (int ow = 0; ow < ow_count; ++ow) {
               const int iw = WindowInputCoord(ow, kj, g.stride_w, g.pad_w);
               out[ow] = (iw >= 0 && iw < g.width) ? row[iw] : 0.0f;
             }
           }
-          out += ow_count;
         }
       }
     }
   }
 }
 
-void Col2Im(const WindowGeometry& g, const float* cols, float* dx) {
+void Col2Im(const WindowGeometry& g, int n, const float* cols, float* dx) {
   const int oh_count = OutHeight(g);
   const int ow_count = OutWidth(g);
-  std::fill(dx, dx + static_cast<size_t>(g.channels) * g.height * g.width,
-            0.0f);
-  const float* in = cols;
-  for (int c = 0; c < g.channels; ++c) {
-    float* plane = dx + static_cast<size_t>(c) * g.height * g.width;
-    for (int ki = 0; ki < g.kernel_h; ++ki) {
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        for (int oh = 0; oh < oh_count; ++oh, in += ow_count) {
-          const int ih = WindowInputCoord(oh, ki, g.stride_h, g.pad_h);
-          if (ih < 0 || ih >= g.height) continue;
-          float* row = plane + static_cast<size_t>(ih) * g.width;
-          for (int ow = 0; ow < ow_count; ++ow) {
-            const int iw = WindowInputCoord(ow, kj, g.stride_w, g.pad_w);
-            if (iw >= 0 && iw < g.width) row[iw] += in[ow];
+  const int64_t ohw = static_cast<int64_t>(oh_count) * ow_count;
+  const int64_t ld = ohw * n;
+  const size_t in_size = static_cast<size_t>(g.channels) * g.height * g.width;
+  std::fill(dx, dx + in_size * n, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    float* sample = dx + i * in_size;
+    int64_t r = 0;
+    for (int c = 0; c < g.channels; ++c) {
+      float* plane = sample + static_cast<size_t>(c) * g.height * g.width;
+      for (int ki = 0; ki < g.kernel_h; ++ki) {
+        for (int kj = 0; kj < g.kernel_w; ++kj, ++r) {
+          const float* in = cols + r * ld + i * ohw;
+          for (int oh = 0; oh < oh_count; ++oh, in += ow_count) {
+            const int ih = WindowInputCoord(oh, ki, g.stride_h, g.pad_h);
+            if (ih < 0 || ih >= g.height) continue;
+            float* row = plane + static_cast<size_t>(ih) * g.width;
+            for (int ow = 0; ow < ow_count; ++ow) {
+              const int iw = WindowInputCoord(ow, kj, g.stride_w, g.pad_w);
+              if (iw >= 0 && iw < g.width) row[iw] += in[ow];
+            }
           }
         }
       }
+    }
+  }
+}
+
+void SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x, float* y) {
+  for (int a = 0; a < d0; ++a) {
+    for (int b = 0; b < d1; ++b) {
+      std::memcpy(y + (static_cast<int64_t>(b) * d0 + a) * inner,
+                  x + (static_cast<int64_t>(a) * d1 + b) * inner,
+                  sizeof(float) * inner);
     }
   }
 }

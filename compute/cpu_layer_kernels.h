@@ -19,8 +19,9 @@ namespace ferry {
 
 namespace cpu {
 
-void Im2Col(const WindowGeometry& g, const float* x, float* cols);
-void Col2Im(const WindowGeometry& g, const float* cols, float* dx);
+void Im2Col(const WindowGeometry& g, int n, const float* x, float* cols);
+void Col2Im(const WindowGeometry& g, int n, const float* cols, float* dx);
+void SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x, float* y);
 void AddChannelBias(int n, int channels, int spatial, const float* bias,
                     float* x);
 void ChannelBiasGrad(int n, int channels, int spatial, const float* dy,

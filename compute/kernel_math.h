@@ -74,32 +74,38 @@ FERRY_HD inline void WindowsCovering(int i, int kernel, int stride, int pad,
   *hi = last;
 }
 
-// im2col: the matrix cols[C * kh * kw, OH * OW] of one sample. Element
-// (row, col) reads the input at the returned index into [C, H, W], or -1 for
-// a padding position (value 0).
+// im2col of n samples: the matrix cols[C * kh * kw, n * OH * OW], whose
+// column i * OH * OW + s is output position s of sample i. Element (row, col)
+// reads the input at the returned index into x [n, C, H, W], or -1 for a
+// padding position (value 0).
 FERRY_HD inline int64_t Im2ColSource(const WindowGeometry& g, int64_t row,
                                      int64_t col) {
   const int ow_count = OutWidth(g);
+  const int64_t ohw = static_cast<int64_t>(OutHeight(g)) * ow_count;
+  const int64_t sample = col / ohw;
+  const int64_t s = col % ohw;
   const int kj = static_cast<int>(row % g.kernel_w);
   const int ki = static_cast<int>((row / g.kernel_w) % g.kernel_h);
   const int c =
       static_cast<int>(row / (static_cast<int64_t>(g.kernel_w) * g.kernel_h));
-  const int oh = static_cast<int>(col / ow_count);
-  const int ow = static_cast<int>(col % ow_count);
+  const int oh = static_cast<int>(s / ow_count);
+  const int ow = static_cast<int>(s % ow_count);
   const int ih = WindowInputCoord(oh, ki, g.stride_h, g.pad_h);
   const int iw = WindowInputCoord(ow, kj, g.stride_w, g.pad_w);
   if (ih < 0 || ih >= g.height || iw < 0 || iw >= g.width) return -1;
-  return (static_cast<int64_t>(c) * g.height + ih) * g.width + iw;
+  return ((sample * g.channels + c) * g.height + ih) * g.width + iw;
 }
 
 // col2im as a gather (deterministic, no atomics): the gradient of input
-// element (c, ih, iw) of one sample is the sum of every cols[row, col] that
-// im2col read from it. `cols` is [C * kh * kw, OH * OW].
+// element (c, ih, iw) of sample `sample` is the sum of every cols[row, col]
+// that im2col read from it. `cols` is [C * kh * kw, n * OH * OW] (the layout
+// of Im2ColSource).
 FERRY_HD inline float Col2ImGather(const WindowGeometry& g, const float* cols,
-                                   int c, int ih, int iw) {
+                                   int n, int sample, int c, int ih, int iw) {
   const int oh_count = OutHeight(g);
   const int ow_count = OutWidth(g);
   const int64_t ohw = static_cast<int64_t>(oh_count) * ow_count;
+  const float* block = cols + static_cast<int64_t>(sample) * ohw;
   int oh_lo, oh_hi, ow_lo, ow_hi;
   WindowsCovering(ih, g.kernel_h, g.stride_h, g.pad_h, oh_count, &oh_lo,
                   &oh_hi);
@@ -112,10 +118,20 @@ FERRY_HD inline float Col2ImGather(const WindowGeometry& g, const float* cols,
       const int kj = iw + g.pad_w - ow * g.stride_w;
       const int64_t row =
           (static_cast<int64_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
-      sum += cols[row * ohw + static_cast<int64_t>(oh) * ow_count + ow];
+      sum += block[row * n * ohw + static_cast<int64_t>(oh) * ow_count + ow];
     }
   }
   return sum;
+}
+
+// Swapping the two leading axes, y[b, a, s] = x[a, b, s] for x [d0, d1,
+// inner] and y [d1, d0, inner]: the index into x of y's element i.
+FERRY_HD inline int64_t SwapLeadingAxesSource(int64_t d0, int64_t d1,
+                                              int64_t inner, int64_t i) {
+  const int64_t b = i / (d0 * inner);
+  const int64_t rest = i % (d0 * inner);
+  const int64_t a = rest / inner;
+  return (a * d1 + b) * inner + rest % inner;
 }
 
 // Max pooling: the index into the [H, W] plane `x` of the first maximum of

@@ -38,6 +38,15 @@ inline absl::Status ValidateWindow(const char* op, int n,
   return absl::OkStatus();
 }
 
+// Negative sizes.
+inline absl::Status ValidateSwap(int d0, int d1, int64_t inner) {
+  if (d0 < 0 || d1 < 0 || inner < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SwapLeadingAxes: negative shape [%d, %d, %d]", d0, d1, inner));
+  }
+  return absl::OkStatus();
+}
+
 // Negative sizes or p outside [0, 1).
 inline absl::Status ValidateDropout(int rows, int64_t row_size,
                                     const DropoutKey& key) {

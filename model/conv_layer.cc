@@ -1,14 +1,26 @@
-// Conv2d as im2col + GEMM, one sample at a time: per sample,
-// cols[C*kh*kw, OH*OW] = im2col(x_n) and y_n[out, OH*OW] = W[out, C*kh*kw]
-// cols, which is already NCHW. The backward pass recomputes cols (cheaper in
-// memory than keeping them for the whole batch) and accumulates dW over the
-// samples with beta = 1; dx goes through W^T dy_n and col2im.
+// Conv2d as im2col + GEMM over groups of samples: for a group of g samples,
+// cols[C*kh*kw, g*OH*OW] = im2col(x_group) and one GEMM gives
+// [out, g*OH*OW] = W[out, C*kh*kw] cols, which SwapLeadingAxes turns into
+// NCHW (with g = 1 the GEMM's output already is NCHW). A group is as many
+// samples as fit the backend's columns budget (at least one): on a GPU a
+// batch then costs a few large GEMMs instead of one small GEMM per sample; on
+// the CPU the budget keeps a wide layer's columns in cache (one sample of the
+// ConvNet's second convolution, 650 KB) and still groups narrow layers. The
+// backward pass recomputes cols (cheaper in memory than keeping them for the
+// whole batch), accumulates dW over the groups with beta = 1, and sends dx
+// through W^T dy and col2im.
+#include <algorithm>
+
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
 
 namespace ferry {
 namespace {
+
+// Floats of one cols workspace: bounds the group size.
+constexpr int64_t kDeviceColsBudget = int64_t{4} << 20;  // 16 MiB
+constexpr int64_t kHostColsBudget = int64_t{256} << 10;  // 1 MiB
 
 class Conv2dLayer final : public Layer {
  public:
@@ -29,23 +41,41 @@ class Conv2dLayer final : public Layer {
     out_size_ = static_cast<size_t>(out_channels_) * spatial_;
   }
 
-  absl::Status Reserve(ComputeBackend* backend, int /*batch*/) override {
-    const size_t n = static_cast<size_t>(rows_) * spatial_;
-    if (cols_.size() >= n) return absl::OkStatus();
-    ASSIGN_OR_RETURN(cols_, backend->Allocate(n));
-    ASSIGN_OR_RETURN(dcols_, backend->Allocate(n));
+  // An upper bound: the device budget's groups (host backends group fewer).
+  int64_t WorkspaceElements(int batch) const override {
+    const int64_t g = GroupFor(batch, kDeviceColsBudget);
+    return g * spatial_ * (2 * int64_t{rows_} + out_channels_);
+  }
+
+  absl::Status Reserve(ComputeBackend* backend, int batch) override {
+    const int group = GroupFor(
+        batch, backend->IsHostMemory() ? kHostColsBudget : kDeviceColsBudget);
+    if (group <= group_) return absl::OkStatus();
+    const size_t columns = static_cast<size_t>(group) * spatial_;
+    ASSIGN_OR_RETURN(cols_, backend->Allocate(columns * rows_));
+    ASSIGN_OR_RETURN(dcols_, backend->Allocate(columns * rows_));
+    ASSIGN_OR_RETURN(staged_, backend->Allocate(columns * out_channels_));
+    group_ = group;
     return absl::OkStatus();
   }
 
   absl::Status Forward(const LayerContext& ctx, const float* params,
                        float* /*state*/, const float* x, float* y) override {
     ComputeBackend* b = ctx.backend;
-    for (int n = 0; n < ctx.batch; ++n) {
-      RETURN_IF_ERROR(b->Im2Col(g_, x + n * in_size_, cols_.data()));
+    RETURN_IF_ERROR(CheckReserved(ctx.batch));
+    for (int n0 = 0; n0 < ctx.batch; n0 += group_) {
+      const int g = std::min(group_, ctx.batch - n0);
+      const int columns = g * spatial_;
+      RETURN_IF_ERROR(b->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
+      // With one sample, [out, OH*OW] already is NCHW.
+      float* out = g == 1 ? y + n0 * out_size_ : staged_.data();
       RETURN_IF_ERROR(b->Gemm(Transpose::kNo, Transpose::kNo, out_channels_,
-                              spatial_, rows_, 1.0f, params, rows_,
-                              cols_.data(), spatial_, 0.0f, y + n * out_size_,
-                              spatial_));
+                              columns, rows_, 1.0f, params, rows_, cols_.data(),
+                              columns, 0.0f, out, columns));
+      if (g > 1) {
+        RETURN_IF_ERROR(b->SwapLeadingAxes(out_channels_, g, spatial_, out,
+                                           y + n0 * out_size_));
+      }
     }
     if (bias_) {
       RETURN_IF_ERROR(b->AddChannelBias(ctx.batch, out_channels_, spatial_,
@@ -63,20 +93,28 @@ class Conv2dLayer final : public Layer {
                                          dparams + Weights()));
     }
     if (ctx.batch == 0) return b->Fill(0.0f, Weights(), dparams);
-    for (int n = 0; n < ctx.batch; ++n) {
-      const float* dy_n = dy + n * out_size_;
-      RETURN_IF_ERROR(b->Im2Col(g_, x + n * in_size_, cols_.data()));
-      // dW[out, rows] (+)= dy_n[out, spatial] cols[rows, spatial]^T.
+    RETURN_IF_ERROR(CheckReserved(ctx.batch));
+    for (int n0 = 0; n0 < ctx.batch; n0 += group_) {
+      const int g = std::min(group_, ctx.batch - n0);
+      const int columns = g * spatial_;
+      // dy_t[out, g*OH*OW]: the group's dy with the sample axis inside.
+      const float* dy_t = dy + n0 * out_size_;
+      if (g > 1) {
+        RETURN_IF_ERROR(b->SwapLeadingAxes(g, out_channels_, spatial_, dy_t,
+                                           staged_.data()));
+        dy_t = staged_.data();
+      }
+      RETURN_IF_ERROR(b->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
+      // dW[out, rows] (+)= dy_t[out, columns] cols[rows, columns]^T.
       RETURN_IF_ERROR(b->Gemm(Transpose::kNo, Transpose::kYes, out_channels_,
-                              rows_, spatial_, 1.0f, dy_n, spatial_,
-                              cols_.data(), spatial_, n == 0 ? 0.0f : 1.0f,
-                              dparams, rows_));
+                              rows_, columns, 1.0f, dy_t, columns, cols_.data(),
+                              columns, n0 == 0 ? 0.0f : 1.0f, dparams, rows_));
       if (dx != nullptr) {
-        // dcols[rows, spatial] = W[out, rows]^T dy_n[out, spatial].
-        RETURN_IF_ERROR(b->Gemm(Transpose::kYes, Transpose::kNo, rows_,
-                                spatial_, out_channels_, 1.0f, params, rows_,
-                                dy_n, spatial_, 0.0f, dcols_.data(), spatial_));
-        RETURN_IF_ERROR(b->Col2Im(g_, dcols_.data(), dx + n * in_size_));
+        // dcols[rows, columns] = W[out, rows]^T dy_t[out, columns].
+        RETURN_IF_ERROR(b->Gemm(Transpose::kYes, Transpose::kNo, rows_, columns,
+                                out_channels_, 1.0f, params, rows_, dy_t,
+                                columns, 0.0f, dcols_.data(), columns));
+        RETURN_IF_ERROR(b->Col2Im(g_, g, dcols_.data(), dx + n0 * in_size_));
       }
     }
     return absl::OkStatus();
@@ -85,6 +123,19 @@ class Conv2dLayer final : public Layer {
  private:
   size_t Weights() const { return static_cast<size_t>(out_channels_) * rows_; }
 
+  // Samples per GEMM for batches of up to `batch` and `budget` floats of
+  // columns.
+  int GroupFor(int batch, int64_t budget) const {
+    const int64_t per_sample = std::max<int64_t>(1, int64_t{rows_} * spatial_);
+    return static_cast<int>(
+        std::clamp<int64_t>(budget / per_sample, 1, std::max(1, batch)));
+  }
+
+  absl::Status CheckReserved(int batch) const {
+    if (group_ > 0 || batch == 0) return absl::OkStatus();
+    return absl::FailedPreconditionError("Conv2d: Reserve was not called");
+  }
+
   WindowGeometry g_;
   int out_channels_;
   bool bias_;
@@ -92,8 +143,10 @@ class Conv2dLayer final : public Layer {
   int spatial_ = 0;  // OH * OW
   size_t in_size_ = 0;
   size_t out_size_ = 0;
+  int group_ = 0;  // samples per GEMM the workspaces hold
   DeviceBuffer cols_;
   DeviceBuffer dcols_;
+  DeviceBuffer staged_;  // [out, group*OH*OW] forward, dy_t backward
 };
 
 }  // namespace

@@ -42,6 +42,13 @@ class Layer {
     return absl::OkStatus();
   }
 
+  // Floats of backend memory Reserve(batch) allocates at most, on any
+  // backend (the memory estimates count them).
+  virtual int64_t WorkspaceElements(int batch) const {
+    (void)batch;
+    return 0;
+  }
+
   // y = layer(x). `params` and `state` point at this layer's first tensor in
   // the model's parameter and state buffers (null when it has none). Training
   // BatchNorm updates `state` (running statistics).

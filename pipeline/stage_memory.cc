@@ -40,18 +40,19 @@ absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
   const int64_t output = ShapeElements(shapes[range.end_layer - 1]);
   int64_t per_slot = input + output + (range.first_layer > 0 ? input : 0);
   int64_t widest = input;
+  int64_t layer_workspace = 0;  // per slot: each slot has its own layers
   for (int i = range.first_layer; i < range.end_layer; ++i) {
+    const Layer& layer = *stack.layers[i - range.first_layer];
     widest = std::max(widest, ShapeElements(shapes[i]));
-    if (!stack.layers[i - range.first_layer]->IsView()) {
-      per_slot += ShapeElements(shapes[i]);
-    }
+    if (!layer.IsView()) per_slot += ShapeElements(shapes[i]);
+    layer_workspace += layer.WorkspaceElements(micro_rows);
   }
   StageMemory m;
   m.parameter_bytes = 4 * (stack.param_count + stack.state_count);
   m.gradient_bytes = 4 * stack.param_count * (accumulates ? 2 : 1);
   m.optimizer_bytes = 4 * stack.param_count * optimizer_buffers;
   m.activation_bytes = 4 * rows * per_slot * in_flight;
-  m.workspace_bytes = 4 * 2 * rows * widest;
+  m.workspace_bytes = 4 * (2 * rows * widest + layer_workspace * in_flight);
   return m;
 }
 

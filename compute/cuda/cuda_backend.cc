@@ -354,17 +354,24 @@ class CudaBackend final : public ComputeBackend {
     return result.count == 0;
   }
 
-  absl::Status Im2Col(const WindowGeometry& g, const float* x,
+  absl::Status Im2Col(const WindowGeometry& g, int n, const float* x,
                       float* cols) override {
-    RETURN_IF_ERROR(ValidateWindow("Im2Col", 1, g));
+    RETURN_IF_ERROR(ValidateWindow("Im2Col", n, g));
     RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchIm2Col(g, x, cols, stream_));
+    return FERRY_CUDA_CHECK(kernels::LaunchIm2Col(g, n, x, cols, stream_));
   }
-  absl::Status Col2Im(const WindowGeometry& g, const float* cols,
+  absl::Status Col2Im(const WindowGeometry& g, int n, const float* cols,
                       float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("Col2Im", 1, g));
+    RETURN_IF_ERROR(ValidateWindow("Col2Im", n, g));
     RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchCol2Im(g, cols, dx, stream_));
+    return FERRY_CUDA_CHECK(kernels::LaunchCol2Im(g, n, cols, dx, stream_));
+  }
+  absl::Status SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
+                               float* y) override {
+    RETURN_IF_ERROR(ValidateSwap(d0, d1, inner));
+    RETURN_IF_ERROR(Activate());
+    return FERRY_CUDA_CHECK(
+        kernels::LaunchSwapLeadingAxes(d0, d1, inner, x, y, stream_));
   }
   absl::Status AddChannelBias(int n, int channels, int spatial,
                               const float* bias, float* x) override {

@@ -53,23 +53,34 @@ __device__ int64_t ChannelElement(const BatchNormShape& s, int c, int64_t j) {
   return (i * s.channels + c) * s.spatial + k;
 }
 
-__global__ void Im2ColKernel(WindowGeometry g, const float* x, float* cols) {
-  const int64_t ohw = static_cast<int64_t>(OutHeight(g)) * OutWidth(g);
-  const int64_t total = ColRows(g) * ohw;
+__global__ void Im2ColKernel(WindowGeometry g, int64_t columns, const float* x,
+                             float* cols) {
+  const int64_t total = ColRows(g) * columns;
   for (int64_t i = Index(); i < total; i += Stride()) {
-    const int64_t src = Im2ColSource(g, i / ohw, i % ohw);
+    const int64_t src = Im2ColSource(g, i / columns, i % columns);
     cols[i] = src < 0 ? 0.0f : x[src];
   }
 }
 
-__global__ void Col2ImKernel(WindowGeometry g, const float* cols, float* dx) {
+__global__ void Col2ImKernel(WindowGeometry g, int n, const float* cols,
+                             float* dx) {
   const int64_t plane = static_cast<int64_t>(g.height) * g.width;
-  const int64_t total = plane * g.channels;
+  const int64_t sample = plane * g.channels;
+  const int64_t total = sample * n;
   for (int64_t i = Index(); i < total; i += Stride()) {
-    const int c = static_cast<int>(i / plane);
+    const int s = static_cast<int>(i / sample);
+    const int c = static_cast<int>((i % sample) / plane);
     const int ih = static_cast<int>((i % plane) / g.width);
     const int iw = static_cast<int>(i % g.width);
-    dx[i] = Col2ImGather(g, cols, c, ih, iw);
+    dx[i] = Col2ImGather(g, cols, n, s, c, ih, iw);
+  }
+}
+
+__global__ void SwapLeadingAxesKernel(int64_t d0, int64_t d1, int64_t inner,
+                                      const float* x, float* y) {
+  const int64_t total = d0 * d1 * inner;
+  for (int64_t i = Index(); i < total; i += Stride()) {
+    y[i] = x[SwapLeadingAxesSource(d0, d1, inner, i)];
   }
 }
 
@@ -235,20 +246,31 @@ cudaError_t Launched() { return cudaGetLastError(); }
 
 }  // namespace
 
-cudaError_t LaunchIm2Col(const WindowGeometry& g, const float* x, float* cols,
-                         cudaStream_t stream) {
-  const int64_t total =
-      ColRows(g) * static_cast<int64_t>(OutHeight(g)) * OutWidth(g);
+cudaError_t LaunchIm2Col(const WindowGeometry& g, int n, const float* x,
+                         float* cols, cudaStream_t stream) {
+  const int64_t columns = static_cast<int64_t>(n) * OutHeight(g) *
+                          static_cast<int64_t>(OutWidth(g));
+  const int64_t total = ColRows(g) * columns;
   if (total == 0) return cudaSuccess;
-  Im2ColKernel<<<Blocks(total), kThreads, 0, stream>>>(g, x, cols);
+  Im2ColKernel<<<Blocks(total), kThreads, 0, stream>>>(g, columns, x, cols);
   return Launched();
 }
 
-cudaError_t LaunchCol2Im(const WindowGeometry& g, const float* cols, float* dx,
-                         cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(g.channels) * g.height * g.width;
+cudaError_t LaunchCol2Im(const WindowGeometry& g, int n, const float* cols,
+                         float* dx, cudaStream_t stream) {
+  const int64_t total =
+      static_cast<int64_t>(n) * g.channels * g.height * g.width;
   if (total == 0) return cudaSuccess;
-  Col2ImKernel<<<Blocks(total), kThreads, 0, stream>>>(g, cols, dx);
+  Col2ImKernel<<<Blocks(total), kThreads, 0, stream>>>(g, n, cols, dx);
+  return Launched();
+}
+
+cudaError_t LaunchSwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
+                                  float* y, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(d0) * d1 * inner;
+  if (total == 0) return cudaSuccess;
+  SwapLeadingAxesKernel<<<Blocks(total), kThreads, 0, stream>>>(d0, d1, inner,
+                                                                x, y);
   return Launched();
 }
 

@@ -18,12 +18,16 @@
 
 namespace ferry::kernels {
 
-// One thread per cols element: cols[r, c] = x[Im2ColSource(g, r, c)] or 0.
-cudaError_t LaunchIm2Col(const WindowGeometry& g, const float* x, float* cols,
-                         cudaStream_t stream);
-// One thread per input element: dx = Col2ImGather(...).
-cudaError_t LaunchCol2Im(const WindowGeometry& g, const float* cols, float* dx,
-                         cudaStream_t stream);
+// One thread per cols element: cols[r, c] = x[Im2ColSource(g, r, c)] or 0,
+// for n samples side by side.
+cudaError_t LaunchIm2Col(const WindowGeometry& g, int n, const float* x,
+                         float* cols, cudaStream_t stream);
+// One thread per input element of the n samples: dx = Col2ImGather(...).
+cudaError_t LaunchCol2Im(const WindowGeometry& g, int n, const float* cols,
+                         float* dx, cudaStream_t stream);
+// One thread per element: y[i] = x[SwapLeadingAxesSource(d0, d1, inner, i)].
+cudaError_t LaunchSwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
+                                  float* y, cudaStream_t stream);
 cudaError_t LaunchAddChannelBias(int n, int channels, int spatial,
                                  const float* bias, float* x,
                                  cudaStream_t stream);

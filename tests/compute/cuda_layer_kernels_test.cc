@@ -107,20 +107,32 @@ std::vector<WindowGeometry> Geometries() {
 
 TEST_F(CudaLayerKernelsTest, Im2ColAndCol2Im) {
   uint32_t seed = 1;
-  for (const WindowGeometry& g : Geometries()) {
-    const size_t in = static_cast<size_t>(g.channels) * g.height * g.width;
-    const size_t cols = ColRows(g) * OutHeight(g) * OutWidth(g);
-    Twin x = Upload(RandomVector(in, ++seed));
-    Twin c = Zeros(cols);
-    ASSERT_TRUE(cpu_->Im2Col(g, x.c(), c.c()).ok());
-    ASSERT_TRUE(cuda_->Im2Col(g, x.g(), c.g()).ok());
-    ExpectClose(c, 0, 0, "im2col");
-    Twin dc = Upload(RandomVector(cols, ++seed));
-    Twin dx = Zeros(in);
-    ASSERT_TRUE(cpu_->Col2Im(g, dc.c(), dx.c()).ok());
-    ASSERT_TRUE(cuda_->Col2Im(g, dc.g(), dx.g()).ok());
-    ExpectClose(dx, 1e-5, 1e-6, "col2im");
+  for (int n : {1, 3}) {
+    for (const WindowGeometry& g : Geometries()) {
+      const size_t in = static_cast<size_t>(g.channels) * g.height * g.width;
+      const size_t cols = ColRows(g) * OutHeight(g) * OutWidth(g) * n;
+      Twin x = Upload(RandomVector(in * n, ++seed));
+      Twin c = Zeros(cols);
+      ASSERT_TRUE(cpu_->Im2Col(g, n, x.c(), c.c()).ok());
+      ASSERT_TRUE(cuda_->Im2Col(g, n, x.g(), c.g()).ok());
+      ExpectClose(c, 0, 0, "im2col");
+      Twin dc = Upload(RandomVector(cols, ++seed));
+      Twin dx = Zeros(in * n);
+      ASSERT_TRUE(cpu_->Col2Im(g, n, dc.c(), dx.c()).ok());
+      ASSERT_TRUE(cuda_->Col2Im(g, n, dc.g(), dx.g()).ok());
+      ExpectClose(dx, 1e-5, 1e-6, "col2im");
+    }
   }
+}
+
+TEST_F(CudaLayerKernelsTest, SwapLeadingAxes) {
+  const int d0 = 7, d1 = 13;
+  const int64_t inner = 33;
+  Twin x = Upload(RandomVector(d0 * d1 * inner, 9));
+  Twin y = Zeros(d0 * d1 * inner);
+  ASSERT_TRUE(cpu_->SwapLeadingAxes(d0, d1, inner, x.c(), y.c()).ok());
+  ASSERT_TRUE(cuda_->SwapLeadingAxes(d0, d1, inner, x.g(), y.g()).ok());
+  ExpectClose(y, 0, 0, "swap");
 }
 
 TEST_F(CudaLayerKernelsTest, ChannelBias) {

@@ -75,34 +75,88 @@ TEST(KernelMath, WindowsCoveringMatchesBruteForce) {
   EXPECT_EQ(WindowOutSize(2, 3, 1, 0), 0);
 }
 
+// For 1 to 3 samples side by side (the Conv2d layer's groups): every cols
+// element is the input element Im2ColSource names, every dx element is
+// Col2ImGather's sum, and col2im is im2col's adjoint.
 TEST(LayerKernels, Im2ColAndCol2ImMatchTheElementFunctionsAndAreAdjoint) {
   auto backend = MakeCpuBackend(1);
+  for (int n = 1; n <= 3; ++n) {
+    for (const WindowGeometry& g : Geometries()) {
+      const size_t in = static_cast<size_t>(g.channels) * g.height * g.width;
+      const int64_t columns =
+          static_cast<int64_t>(OutHeight(g)) * OutWidth(g) * n;
+      const size_t cols_n = ColRows(g) * columns;
+      const std::vector<float> x = Random(in * n, 1);
+      std::vector<float> cols(cols_n, 7.0f);
+      ASSERT_TRUE(backend->Im2Col(g, n, x.data(), cols.data()).ok());
+      for (int64_t r = 0; r < ColRows(g); ++r) {
+        for (int64_t c = 0; c < columns; ++c) {
+          const int64_t src = Im2ColSource(g, r, c);
+          ASSERT_LT(src, static_cast<int64_t>(x.size()));
+          ASSERT_EQ(cols[r * columns + c], src < 0 ? 0.0f : x[src]);
+        }
+      }
+      const std::vector<float> dcols = Random(cols_n, 2);
+      std::vector<float> dx(in * n, 7.0f);
+      ASSERT_TRUE(backend->Col2Im(g, n, dcols.data(), dx.data()).ok());
+      for (int i = 0; i < n; ++i) {
+        for (int c = 0; c < g.channels; ++c) {
+          for (int h = 0; h < g.height; ++h) {
+            for (int w = 0; w < g.width; ++w) {
+              EXPECT_NEAR(dx[i * in + (c * g.height + h) * g.width + w],
+                          Col2ImGather(g, dcols.data(), n, i, c, h, w), 1e-6);
+            }
+          }
+        }
+      }
+      EXPECT_NEAR(Dot(cols, dcols), Dot(x, dx), 1e-4);  // <Ax, y> == <x, A'y>
+    }
+  }
+}
+
+// Sample i's block of a batched im2col is the one-sample im2col of sample i.
+TEST(LayerKernels, BatchedIm2ColHoldsEachSamplesOwnMatrix) {
+  auto backend = MakeCpuBackend(1);
+  const int n = 3;
   for (const WindowGeometry& g : Geometries()) {
     const size_t in = static_cast<size_t>(g.channels) * g.height * g.width;
     const int64_t ohw = static_cast<int64_t>(OutHeight(g)) * OutWidth(g);
-    const size_t cols_n = ColRows(g) * ohw;
-    const std::vector<float> x = Random(in, 1);
-    std::vector<float> cols(cols_n, 7.0f);
-    ASSERT_TRUE(backend->Im2Col(g, x.data(), cols.data()).ok());
-    for (int64_t r = 0; r < ColRows(g); ++r) {
-      for (int64_t c = 0; c < ohw; ++c) {
-        const int64_t src = Im2ColSource(g, r, c);
-        ASSERT_EQ(cols[r * ohw + c], src < 0 ? 0.0f : x[src]);
-      }
-    }
-    const std::vector<float> dcols = Random(cols_n, 2);
-    std::vector<float> dx(in, 7.0f);
-    ASSERT_TRUE(backend->Col2Im(g, dcols.data(), dx.data()).ok());
-    for (int c = 0; c < g.channels; ++c) {
-      for (int h = 0; h < g.height; ++h) {
-        for (int w = 0; w < g.width; ++w) {
-          EXPECT_NEAR(dx[(c * g.height + h) * g.width + w],
-                      Col2ImGather(g, dcols.data(), c, h, w), 1e-6);
+    const std::vector<float> x = Random(in * n, 3);
+    std::vector<float> all(ColRows(g) * ohw * n), one(ColRows(g) * ohw);
+    ASSERT_TRUE(backend->Im2Col(g, n, x.data(), all.data()).ok());
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(backend->Im2Col(g, 1, x.data() + i * in, one.data()).ok());
+      for (int64_t r = 0; r < ColRows(g); ++r) {
+        for (int64_t c = 0; c < ohw; ++c) {
+          ASSERT_EQ(all[r * ohw * n + i * ohw + c], one[r * ohw + c]);
         }
       }
     }
-    EXPECT_NEAR(Dot(cols, dcols), Dot(x, dx), 1e-4);  // <Ax, y> == <x, A'y>
   }
+}
+
+TEST(LayerKernels, SwapLeadingAxesTransposesBlocksBothWays) {
+  auto backend = MakeCpuBackend(1);
+  const int d0 = 3, d1 = 5;
+  const int64_t inner = 4;
+  const std::vector<float> x = Random(d0 * d1 * inner, 4);
+  std::vector<float> y(x.size(), 7.0f), back(x.size(), 7.0f);
+  ASSERT_TRUE(backend->SwapLeadingAxes(d0, d1, inner, x.data(), y.data()).ok());
+  for (int a = 0; a < d0; ++a) {
+    for (int b = 0; b < d1; ++b) {
+      for (int64_t s = 0; s < inner; ++s) {
+        ASSERT_EQ(y[(b * d0 + a) * inner + s], x[(a * d1 + b) * inner + s]);
+      }
+    }
+  }
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_EQ(y[i], x[SwapLeadingAxesSource(d0, d1, inner, i)]);
+  }
+  ASSERT_TRUE(
+      backend->SwapLeadingAxes(d1, d0, inner, y.data(), back.data()).ok());
+  EXPECT_EQ(back, x);
+  EXPECT_FALSE(
+      backend->SwapLeadingAxes(-1, d1, inner, x.data(), y.data()).ok());
 }
 
 // The 2x2 stride-2 fast path picks exactly MaxPoolArgmax's element: on
