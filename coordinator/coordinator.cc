@@ -299,7 +299,8 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         r.set_epoch(step.epoch);
         r.set_epoch_size(options_.epoch_size);
         for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
-        if (ring_mode()) AddRing(step, i, r);
+        // Pipeline replicas (PS mode too) are cut from the step's members.
+        if (ring_mode() || pipeline_job()) AddRing(step, i, r);
         if (step.keep_state) r.set_keep_state(true);
         if (FinalizesOnPush(number)) {
           for (const Slot& s : step.slots) {
@@ -377,7 +378,7 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   for (const Slot& slot : step.slots) {
     v1::RingMember* m = r.add_ring();
     m->set_worker_id(slot.worker_id);
-    if (options_.job.pipeline_stages() > 1) {
+    if (pipeline_job()) {
       for (const v1::DataTask& t : slot.tasks) *m->add_tasks() = t;
     }
     if (const Member* member = membership_.Find(slot.worker_id))
@@ -435,9 +436,10 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
-  if (ring_mode()) {
-    // Its ring cannot finish the steps it has not reported: every member
-    // restarts the first of them from the committed state.
+  if (ring_mode() || pipeline_job()) {
+    // Its ring (its pipeline replica) cannot finish the steps it has not
+    // reported: every member restarts the first of them from the committed
+    // state.
     for (const auto& [number, step] : steps_.open()) {
       if (step.finalizing) continue;
       const bool unreported = std::any_of(

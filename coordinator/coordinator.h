@@ -240,6 +240,9 @@ class Coordinator {
   // Hybrid mode: the shards hold the embedding tables, the ring the dense
   // layers.
   bool hybrid_mode() const { return options_.job.mode() == v1::MODE_HYBRID; }
+  // Pipeline jobs (ring or sync PS): a replica's members train a step
+  // together, so a step one of them cannot finish is aborted for all.
+  bool pipeline_job() const { return options_.job.pipeline_stages() > 1; }
   // Shards that apply sync steps the coordinator finalizes (sync PS and
   // hybrid): in-doubt steps are resolved and open steps rolled back there.
   bool sync_shards() const {

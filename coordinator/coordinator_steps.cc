@@ -220,13 +220,16 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
                                           : std::min(steps_.formed(), first));
   aborted_steps_ += count;
-  // Hybrid: the shards may hold rows pushed for the aborted steps; the
-  // finalizer drops them (RecoverShards: a rollback of the open step)
-  // before any step forms again.
-  if (hybrid_mode() && !recovery_needed_) {
+  // Hybrid: the shards may hold rows pushed for the aborted steps; a PS
+  // pipeline job's shards may hold some members' pushes (a re-formed step
+  // must not take them as the same members' new ones). The finalizer drops
+  // them (RecoverShards: a rollback of the open step) before any step forms
+  // again.
+  if ((hybrid_mode() || (pipeline_job() && sync_shards())) &&
+      !recovery_needed_) {
     recovery_needed_ = true;
-    recovery_why_ = absl::StrCat("hybrid step ", first,
-                                 " aborted: the shards drop its rows");
+    recovery_why_ =
+        absl::StrCat("step ", first, " aborted: the shards drop its pushes");
   }
   AddEvent(
       "step_aborted", worker_id, first, lost,

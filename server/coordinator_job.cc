@@ -25,7 +25,8 @@ namespace {
 constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
 
 // The pipeline fields of `job` from the flags, checked against the model:
-// ring mode only, a layer-stack model without BatchNorm (its per-stage
+// ring mode or synchronous PS without a quorum (a replica's stages train
+// one step together), a layer-stack model without BatchNorm (its per-stage
 // statistics are not exchanged yet), a split the model takes.
 absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
                          v1::JobSpec& job) {
@@ -41,10 +42,21 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
     return absl::InvalidArgumentError(
         "--pipeline-stages splits layer-stack models; a DLRM is not one");
   }
-  if (job.mode() != v1::MODE_RING) {
+  if (job.mode() == v1::MODE_HYBRID) {
     return absl::InvalidArgumentError(
-        "--pipeline-stages needs --mode ring: pipelines whose stages push to "
-        "parameter servers are not built yet (docs/pipeline.md)");
+        "--pipeline-stages needs --mode ring or ps: hybrid mode trains DLRMs, "
+        "which are not layer stacks");
+  }
+  if (job.mode() == v1::MODE_PS && job.consistency() != v1::CONSISTENCY_SYNC) {
+    return absl::InvalidArgumentError(
+        "--pipeline-stages in ps mode needs --consistency sync: a replica's "
+        "stages train each step together");
+  }
+  if (job.mode() == v1::MODE_PS && job.sync_quorum() > 0) {
+    return absl::InvalidArgumentError(
+        "--pipeline-stages cannot take --sync-quorum: a step closed without "
+        "one stage's push would apply a replica's gradient for some layers "
+        "and not for others");
   }
   ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(*dense));
   if (state.total_elements() > 0) {

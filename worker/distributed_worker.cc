@@ -55,8 +55,11 @@ class Worker {
       // The coordinator aborted open steps: give up a step in flight at
       // once instead of waiting for its deadline (fenced modes).
       GradientExchange* exchange = exchange_.get();
-      heartbeater_->SetFenceListener(
-          [exchange](int64_t fence) { exchange->CancelIfOlder(fence); });
+      LeaseTrainer* trainer = trainer_.get();
+      heartbeater_->SetFenceListener([exchange, trainer](int64_t fence) {
+        exchange->CancelIfOlder(fence);
+        trainer->CancelIfOlder(fence);
+      });
       status = Loop();
     }
     if (status.ok() && !options_.final_weights_path.empty()) {

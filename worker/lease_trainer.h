@@ -9,7 +9,8 @@
 //                   (GradientExchange::embedding_rows / ReadyRows).
 // MakeLeaseTrainer picks it from the job.
 //
-// Thread safety: not thread-safe; the training loop's thread uses it.
+// Thread safety: not thread-safe; the training loop's thread uses it
+// (CancelIfOlder excepted).
 #ifndef FERRY_WORKER_LEASE_TRAINER_H_
 #define FERRY_WORKER_LEASE_TRAINER_H_
 
@@ -65,6 +66,12 @@ class LeaseTrainer {
                                            int64_t generation,
                                            GradientExchange& exchange,
                                            Clock& clock) = 0;
+
+  // Any thread (the heartbeat's): the coordinator aborted the steps leased
+  // under fences older than `fence`; a trainer that waits on other workers
+  // itself (a pipeline stage on its neighbours) gives such a step up at
+  // once. No-op by default.
+  virtual void CancelIfOlder(int64_t fence) { (void)fence; }
 
   virtual ComputeBackend* backend() const = 0;
   // The job's flat buffer (proto/job_convert.h JobDenseLayout).

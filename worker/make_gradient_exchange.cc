@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
                    parameter_client(job, context.worker_id, *context.layout));
   return std::unique_ptr<GradientExchange>(std::make_unique<PsExchange>(
       std::move(client), context.backend, context.buffers,
-      context.shard_check_timeout, /*embedding_tables=*/IsDlrmJob(job)));
+      context.shard_check_timeout, /*embedding_tables=*/IsDlrmJob(job),
+      job.pipeline_stages() > 1 ? PipelinePsPolicy() : ExchangePolicy{}));
 }
 
 }  // namespace ferry

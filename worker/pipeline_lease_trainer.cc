@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "compute/cpu_backend.h"
 #include "model/model_params.h"
@@ -87,13 +88,15 @@ absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
 
 absl::StatusOr<StageLink*> PipelineLeaseTrainer::LinkFor(
     const v1::NextTaskResponse& lease, const PipelineRole& role) {
-  if (link_ != nullptr && links_generation_ == lease.ring_generation() &&
-      links_role_ == role) {
+  absl::MutexLock lock(&cancel_mu_);
+  if (link_ != nullptr && !links_aborted_ &&
+      links_generation_ == lease.ring_generation() && links_role_ == role) {
     return link_.get();
   }
   link_.reset();
   forward_.reset();
   backward_.reset();
+  links_aborted_ = false;
   // The replica's members as two rings: in stage order (activations go to
   // the next rank) and reversed (gradients go to the previous stage).
   v1::NextTaskResponse forward = lease;
@@ -141,6 +144,10 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   }
   const PipelineRole role =
       PipelineRoleOf(lease.rank(), size, job_.pipeline_stages());
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    step_fence_ = lease.fence();
+  }
   const absl::Time compute_start = clock.Now();
   int64_t own = 0;
   for (const v1::DataTask& t : lease.tasks()) own += t.end() - t.begin();
@@ -226,6 +233,16 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
   return result;
+}
+
+void PipelineLeaseTrainer::CancelIfOlder(int64_t fence) {
+  absl::MutexLock lock(&cancel_mu_);
+  if (step_fence_ >= fence || forward_ == nullptr || links_aborted_) return;
+  LogWarn("the coordinator aborted the pipeline step: giving it up",
+          {{"fence", fence}});
+  forward_->Abort();
+  backward_->Abort();
+  links_aborted_ = true;
 }
 
 nlohmann::json PipelineLeaseTrainer::SummaryJson() const {

@@ -16,7 +16,11 @@
 // The cost is the ring's traffic for the whole model on every member (one
 // ring per stage, moving only a stage's tensors, is the next step).
 //
-// Thread safety: not thread-safe; the training loop's thread uses it.
+// Works in ring mode and in sync PS mode alike (the exchange is the
+// mode's; PS leases of pipeline jobs list the step's members too).
+//
+// Thread safety: not thread-safe; the training loop's thread uses it, except
+// CancelIfOlder (any thread).
 #ifndef FERRY_WORKER_PIPELINE_LEASE_TRAINER_H_
 #define FERRY_WORKER_PIPELINE_LEASE_TRAINER_H_
 
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data/batch_stager.h"
 #include "data/data_source.h"
@@ -66,6 +71,11 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
                                    int64_t generation,
                                    GradientExchange& exchange,
                                    Clock& clock) override;
+
+  // Aborts the open step's stage links when it was leased under an older
+  // fence: a stage waiting on a lost neighbour fails at once instead of
+  // after the receive timeout. The next step opens new links.
+  void CancelIfOlder(int64_t fence) override;
 
   ComputeBackend* backend() const override { return backend_.get(); }
   const ParameterLayout& layout() const override { return layout_; }
@@ -106,10 +116,15 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   int stager_max_ = 0;
   std::optional<LeaseSamples> lease_samples_;
   std::map<std::pair<int, int>, PipelineStage> stages_;
-  // The open generation's links.
+  // The open generation's links. The transports are replaced and aborted
+  // under cancel_mu_.
   int64_t links_generation_ = -1;
   PipelineRole links_role_;
-  std::unique_ptr<RingTransport> forward_, backward_;
+  absl::Mutex cancel_mu_;
+  std::unique_ptr<RingTransport> forward_ ABSL_GUARDED_BY(cancel_mu_);
+  std::unique_ptr<RingTransport> backward_ ABSL_GUARDED_BY(cancel_mu_);
+  int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = -1;
+  bool links_aborted_ ABSL_GUARDED_BY(cancel_mu_) = false;
   std::unique_ptr<RingStageLink> link_;
   // Summed over the steps trained.
   std::map<std::string, int64_t> steps_by_role_;

@@ -6,15 +6,24 @@
 
 namespace ferry {
 
+ExchangePolicy PipelinePsPolicy() {
+  ExchangePolicy policy;
+  policy.fenced = true;
+  policy.report_failed_steps = true;
+  policy.backoff_after_failure = true;
+  return policy;
+}
+
 PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
                        ComputeBackend* backend, ExchangeBuffers buffers,
                        absl::Duration shard_check_timeout,
-                       bool embedding_tables)
+                       bool embedding_tables, ExchangePolicy policy)
     : client_(std::move(client)),
       backend_(backend),
       buffers_(buffers),
       shard_check_timeout_(shard_check_timeout),
       embedding_tables_(embedding_tables),
+      policy_(policy),
       row_source_(client_.get()) {}
 
 absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version) {

@@ -38,6 +38,12 @@
 
 namespace ferry {
 
+// The policy of a pipeline job's PS steps: a stage that fails (a
+// neighbour lost or late) reports it, so that the coordinator re-forms the
+// step for every replica under a new fence (the partial pushes of the
+// others are then refused by the shards), and waits for the eviction.
+ExchangePolicy PipelinePsPolicy();
+
 class PsExchange final : public GradientExchange {
  public:
   // `backend` and the buffers are not owned and outlive the exchange.
@@ -46,12 +52,15 @@ class PsExchange final : public GradientExchange {
   // `embedding_tables`: the job has embedding tables on the shards (a DLRM):
   // every push carries the step's rows (ReadyRows), and embedding_rows()
   // reads from the shards.
+  // `policy`: the default's, except for pipeline jobs
+  // (PipelinePsPolicy()).
   PsExchange(std::unique_ptr<ParameterClient> client, ComputeBackend* backend,
              ExchangeBuffers buffers, absl::Duration shard_check_timeout,
-             bool embedding_tables = false);
+             bool embedding_tables = false,
+             ExchangePolicy policy = ExchangePolicy{});
 
   std::string mode() const override { return "ps"; }
-  ExchangePolicy policy() const override { return ExchangePolicy{}; }
+  ExchangePolicy policy() const override { return policy_; }
   absl::Status BeginStep(const ExchangeStep& step) override;
   absl::Status Ready(int64_t offset, int64_t length) override;
   absl::Status FinishStep() override;
@@ -74,6 +83,7 @@ class PsExchange final : public GradientExchange {
   const ExchangeBuffers buffers_;
   const absl::Duration shard_check_timeout_;
   const bool embedding_tables_;
+  const ExchangePolicy policy_;
   // Reads rows at the version the open step pulled.
   ParameterClientRowSource row_source_;
   // The weights of version >= `min_version` into host_params: from the

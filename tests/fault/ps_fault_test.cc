@@ -25,6 +25,24 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
   EXPECT_GE(CountEvents(run->summary, "left"), 1);
 }
 
+// A sync PS pipeline job (2 stages, docs/pipeline.md) under churn: a
+// stage worker killed mid-step fails its replica's step (its neighbour
+// reports it and the coordinator re-forms the step under a new fence, the
+// shards refusing the old attempt's pushes), nothing is applied twice, and
+// a joiner completes a second replica.
+TEST(PsFaultTest, PipelineStagesJoinDieAndLeaveWhileTraining) {
+  auto run = RunLocal(
+      "ps-pipeline",
+      FaultJobArgs("ps", {"--pipeline-stages", "2", "--micro-batches", "4",
+                          "--chaos",
+                          "join:1@step50,kill:worker1@step125,"
+                          "term:worker0@step225"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 4);
+  EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
+      << run->summary.dump(1);
+}
+
 // A shard process SIGKILLed mid-job comes back from its checkpoints; the
 // job rolls every shard back to a version they all hold and still applies
 // every sample exactly once. The process serves 2 partitions (4 logical

@@ -155,9 +155,12 @@ TEST_F(ConfigErrorTest, CoordinatorRefusesPipelinesItCannotRun) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{"--mode", "ps", "--shards", "127.0.0.1:1", "--pipeline-stages",
-             "2"},
-            "needs --mode ring"},
+           {{"--mode", "ps", "--shards", "127.0.0.1:1", "--consistency",
+             "async", "--pipeline-stages", "2"},
+            "needs --consistency sync"},
+           {{"--mode", "ps", "--shards", "127.0.0.1:1", "--sync-quorum", "1",
+             "--pipeline-stages", "2"},
+            "cannot take --sync-quorum"},
            {{"--mode", "ring", "--pipeline-stages", "4"}, "into 4 stages"},
            {{"--mode", "ring", "--micro-batches", "4"},
             "need --pipeline-stages > 1"},
