@@ -31,12 +31,11 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
 // shards refusing the old attempt's pushes), nothing is applied twice, and
 // a joiner completes a second replica.
 TEST(PsFaultTest, PipelineStagesJoinDieAndLeaveWhileTraining) {
-  auto run = RunLocal(
-      "ps-pipeline",
-      FaultJobArgs("ps", {"--pipeline-stages", "2", "--micro-batches", "4",
-                          "--chaos",
-                          "join:1@step50,kill:worker1@step125,"
-                          "term:worker0@step225"}));
+  auto run = RunLocal("ps-pipeline",
+                      FaultJobArgs("ps", {"--pipeline-stages", "2",
+                                          "--micro-batches", "4", "--chaos",
+                                          "join:1@step50,kill:worker1@step125,"
+                                          "term:worker0@step225"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ps", 4);
   EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
