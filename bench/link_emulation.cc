@@ -98,7 +98,9 @@ absl::StatusOr<Result> Measure(const Flags& f, const LinkLimit& limit) {
   auto client = GrpcParameterClient::Create(std::move(options));
   if (!client.ok()) return client.status();
 
-  std::vector<float> grads(n, 0.0f), params(n);
+  // Non-zero: an all-zero chunk would travel as a flag (ENCODING_ZEROS).
+  std::vector<float> grads(n), params(n);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1e-3f * (1 + i % 7);
   Result result;
   for (int i = 0; i < f.warmup + f.iters; ++i) {
     const bool timed = i >= f.warmup;

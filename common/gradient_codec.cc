@@ -27,6 +27,7 @@ bool KnownEncoding(GradientEncoding e) {
     case GradientEncoding::kFp16:
     case GradientEncoding::kBf16:
     case GradientEncoding::kTopK:
+    case GradientEncoding::kZeros:
       return true;
   }
   return false;
@@ -95,15 +96,17 @@ std::string CompressionName(const GradientCompression& c) {
       return "bf16";
     case GradientEncoding::kTopK:
       return absl::StrCat("topk:", c.topk_ratio);
+    case GradientEncoding::kZeros:
+      return "zeros";
   }
   return absl::StrCat("encoding#", static_cast<int>(c.encoding));
 }
 
 absl::Status ValidateCompression(const GradientCompression& c) {
-  if (!KnownEncoding(c.encoding)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown gradient encoding ", static_cast<int>(c.encoding),
-                     " (0 fp32, 1 fp16, 2 bf16, 3 top-k)"));
+  if (!KnownEncoding(c.encoding) || c.encoding == GradientEncoding::kZeros) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown gradient compression ", static_cast<int>(c.encoding),
+        " (0 fp32, 1 fp16, 2 bf16, 3 top-k)"));
   }
   if (c.encoding == GradientEncoding::kTopK &&
       !(c.topk_ratio > 0.0 && c.topk_ratio <= 1.0)) {
@@ -130,6 +133,8 @@ int64_t EncodedBytes(GradientEncoding encoding, int64_t n, double ratio) {
       return 2 * n;
     case GradientEncoding::kTopK:
       return 8 * TopKCount(n, ratio);
+    case GradientEncoding::kZeros:
+      return 0;
   }
   return 4 * n;
 }
@@ -227,6 +232,8 @@ void Encode(GradientEncoding encoding, const float* values, int64_t n,
       Append(out, picked.data(), picked.size());
       return;
     }
+    case GradientEncoding::kZeros:
+      return;  // the values are taken to be zeros
   }
 }
 
@@ -235,7 +242,7 @@ absl::Status Decode(GradientEncoding encoding, absl::string_view bytes,
   if (!KnownEncoding(encoding)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown gradient encoding ", static_cast<int>(encoding),
-                     " (0 fp32, 1 fp16, 2 bf16, 3 top-k)"));
+                     " (0 fp32, 1 fp16, 2 bf16, 3 top-k, 4 zeros)"));
   }
   const size_t count = static_cast<size_t>(n);
   const bool add = op == DecodeOp::kAdd;
@@ -295,6 +302,13 @@ absl::Status Decode(GradientEncoding encoding, absl::string_view bytes,
       }
       return absl::OkStatus();
     }
+    case GradientEncoding::kZeros:
+      if (!bytes.empty()) {
+        return absl::DataLossError(absl::StrFormat(
+            "an all-zeros gradient carries no bytes, got %d", bytes.size()));
+      }
+      if (!add) std::fill(dst, dst + count, 0.0f);
+      return absl::OkStatus();
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,9 @@
 //         values at those indices (every other element is 0): 8k bytes,
 //         k = TopKCount(n, ratio). The decoder reads k from the length, so
 //         a top-k message is self-describing (any k in [1, n]; 0 when n==0).
+//  kZeros no bytes: every element is 0. Not a compression a job chooses:
+//         a sender may use it for any all-zero chunk (a pipeline stage's
+//         gradient outside its layers), lossless under every compression.
 //
 // Conversions: fp32 -> fp16/bf16 round to nearest, ties to even; values
 // beyond the largest finite fp16 (65504, rounding included) become +-inf,
@@ -44,6 +47,7 @@ enum class GradientEncoding : int {
   kFp16 = 1,
   kBf16 = 2,
   kTopK = 3,
+  kZeros = 4,
 };
 
 struct GradientCompression {

@@ -122,6 +122,13 @@ class GrpcPushSession final : public PushSession {
       if (lo >= hi) continue;
       const bool compress = options_.compression.compressed() &&
                             c.flat_offset < options_.uncompressed_from;
+      if (covered_[i] == 0 && lo == c.flat_offset &&
+          hi == c.flat_offset + c.length && ZerosMayTravel(compress) &&
+          AllZero(grads + (lo - offset), c.length)) {
+        covered_[i] = c.length;
+        Send(c, grpc::Slice(), GradientEncoding::kZeros);
+        continue;
+      }
       if (!compress && covered_[i] == 0 && lo == c.flat_offset &&
           hi == c.flat_offset + c.length) {
         // The whole fp32 chunk is in this range: the message references
@@ -131,7 +138,7 @@ class GrpcPushSession final : public PushSession {
              grpc::Slice(grads + (lo - offset),
                          static_cast<size_t>(c.length) * sizeof(float),
                          grpc::Slice::STATIC_SLICE),
-             false);
+             GradientEncoding::kFp32);
         continue;
       }
       // A chunk cut by ranges (or encoded) is assembled in a slice of its
@@ -147,7 +154,14 @@ class GrpcPushSession final : public PushSession {
                   grads + (lo - offset), (hi - lo) * sizeof(float));
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
-        Send(c, compress ? Compress(c, data) : data, compress);
+        if (ZerosMayTravel(compress) &&
+            AllZero(reinterpret_cast<const float*>(data.begin()), c.length)) {
+          Send(c, grpc::Slice(), GradientEncoding::kZeros);
+        } else if (compress) {
+          Send(c, Compress(c, data), options_.compression.encoding);
+        } else {
+          Send(c, data, GradientEncoding::kFp32);
+        }
         data = grpc::Slice();
       }
     }
@@ -203,12 +217,27 @@ class GrpcPushSession final : public PushSession {
   // after the shard's last chunk, so that the shard commits (and, finalizing
   // on push, applies the step and answers pulls) while the other shards'
   // chunks are still being produced.
-  void Send(const Chunk& c, const grpc::Slice& data, bool encoded) {
+  void Send(const Chunk& c, const grpc::Slice& data,
+            GradientEncoding encoding) {
     if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
-    calls_[c.shard]->Enqueue(ChunkMessage(
-        c.id, data,
-        encoded ? static_cast<int>(options_.compression.encoding) : 0));
+    calls_[c.shard]->Enqueue(
+        ChunkMessage(c.id, data, static_cast<int>(encoding)));
     if (--unsent_[c.shard] == 0) calls_[c.shard]->Close();
+  }
+
+  // An all-zero chunk travels as a flag (kZeros, no bytes: a pipeline
+  // stage's gradient outside its layers), unless error feedback must
+  // encode it with the residual.
+  bool ZerosMayTravel(bool compress) const {
+    return !compress || feedback_ == nullptr;
+  }
+  // Stops at the first non-zero element: a real gradient costs a read or
+  // two.
+  static bool AllZero(const float* values, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (values[i] != 0.0f) return false;
+    }
+    return true;
   }
 
   absl::Status Finish() override {

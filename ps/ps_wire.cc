@@ -21,8 +21,10 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
     *p++ = kPushChunkIdField << 3 | kWireVarint;
     p = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(chunk_id)), p);
   }
-  *p++ = kPushDataField << 3 | kWireLength;
-  p = PutVarint(data.size(), p);
+  if (data.size() > 0) {  // proto3 omits empty bytes (ENCODING_ZEROS)
+    *p++ = kPushDataField << 3 | kWireLength;
+    p = PutVarint(data.size(), p);
+  }
   if (encoding == 0) {
     const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
     return grpc::ByteBuffer(slices, 2);

@@ -14,7 +14,7 @@ namespace ferry {
 
 // A PushRequest {chunk_id, data, encoding} whose data is `data`
 // (referenced). `encoding` is a ferry.v1.GradientEncoding number; 0 (fp32)
-// is omitted, as protobuf does.
+// and empty data (ENCODING_ZEROS) are omitted, as protobuf does.
 grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
                               int encoding = 0);
 

@@ -228,6 +228,29 @@ TEST(GradientCodecTest, MalformedInputIsRejected) {
       Decode(GradientEncoding::kTopK, topk({0, 3}), 4, out.data()).ok());
 }
 
+// An all-zero chunk travels as kZeros: no bytes, decoded as zeros (or
+// nothing added), a payload refused, and no job can choose it.
+TEST(GradientCodecTest, ZerosCarryNoBytes) {
+  std::string wire = "x";
+  const std::vector<float> zeros(5, 0.0f);
+  Encode(GradientEncoding::kZeros, zeros.data(), 5, 0.0, &wire);
+  EXPECT_EQ(wire, "x");
+  EXPECT_EQ(EncodedBytes(GradientEncoding::kZeros, 5, 0.0), 0);
+  std::vector<float> out(5, 7.0f);
+  ASSERT_TRUE(
+      Decode(GradientEncoding::kZeros, "", 5, out.data(), DecodeOp::kAdd).ok());
+  EXPECT_EQ(out, std::vector<float>(5, 7.0f));
+  ASSERT_TRUE(Decode(GradientEncoding::kZeros, "", 5, out.data()).ok());
+  EXPECT_EQ(out, zeros);
+  out.assign(5, 7.0f);
+  EXPECT_EQ(Decode(GradientEncoding::kZeros, "ab", 5, out.data()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(out, std::vector<float>(5, 7.0f));
+  GradientCompression c;
+  c.encoding = GradientEncoding::kZeros;
+  EXPECT_FALSE(ValidateCompression(c).ok());
+}
+
 TEST(GradientCodecTest, ParsesCompressionFlags) {
   auto c = ParseCompression("topk:0.01", true);
   ASSERT_TRUE(c.ok());

@@ -64,7 +64,9 @@ class LinkEmulationTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     params_.assign(kElements, 0.0f);
-    grads_.assign(kElements, 0.0f);
+    // Non-zero: an all-zero chunk would travel as a flag (ENCODING_ZEROS).
+    grads_.resize(kElements);
+    for (int64_t i = 0; i < kElements; ++i) grads_[i] = 1e-3f * (1 + i % 7);
   }
 
   void TearDown() override {

@@ -146,6 +146,16 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
     EXPECT_EQ(p["neighbour_bytes_received"].get<int64_t>(),
               steps * predicted.stages[stage].neighbour_bytes_received)
         << p.dump(1);
+    if (!ring) {
+      // PS: the chunks outside its layers travel as flags, so a stage
+      // pushes at most its own parameters' bytes (+ framing), not the
+      // model's (fewer when a chunk of its own gradient is all zeros: the
+      // ConvNet's dead ReLU units).
+      const int64_t own = int64_t{4} * predicted.stages[stage].params;
+      const int64_t pushed = summary["bytes"]["ps"]["sent"].get<int64_t>();
+      EXPECT_GT(pushed, 0) << summary.dump(1);
+      EXPECT_LE(pushed, steps * (own + 2048)) << summary.dump(1);
+    }
   }
 }
 

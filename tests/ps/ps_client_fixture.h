@@ -44,6 +44,7 @@ struct ReceivedPush {
   std::map<int32_t, std::vector<float>> chunks;
   int64_t bytes = 0;  // ByteSizeLong() of every message
   bool cancelled = false;
+  int zero_chunks = 0;  // sent as ENCODING_ZEROS (recorded as zeros)
 };
 
 // One PS shard as the test sees it: owns the chunks placed on `shard_id`.
@@ -78,6 +79,15 @@ class FakeShard final : public v1::ParameterServer::Service {
       }
       std::vector<float> values(request.data().size() / sizeof(float));
       std::memcpy(values.data(), request.data().data(), request.data().size());
+      if (request.encoding() == v1::ENCODING_ZEROS) {
+        if (!request.data().empty()) {
+          return {grpc::INVALID_ARGUMENT, "zeros chunk with data"};
+        }
+        ++push.zero_chunks;
+        for (const Chunk& c : chunks_) {
+          if (c.id == request.chunk_id()) values.assign(c.length, 0.0f);
+        }
+      }
       if (!push.chunks.emplace(request.chunk_id(), std::move(values)).second) {
         return {grpc::INVALID_ARGUMENT, "duplicate chunk"};
       }

@@ -52,6 +52,44 @@ TEST_P(PushTest, AssemblesChunksFromRangesThatCutThem) {
   ExpectPushed(cluster, num_shards, grads);
 }
 
+// A pipeline stage's push: zeros outside its layers. Every all-zero chunk
+// travels as ENCODING_ZEROS without bytes (whole in one range or cut by
+// ranges), the others as fp32; the shards still get every chunk.
+TEST_P(PushTest, AllZeroChunksTravelAsFlagsWithoutBytes) {
+  const int num_shards = GetParam();
+  Cluster cluster(num_shards);
+  auto client = cluster.Client();
+  std::vector<float> grads = Ramp(1.0f, 0.25f);
+  std::fill(grads.begin(), grads.begin() + 10, 0.0f);  // layer 0
+  grads[0] = -0.0f;                                    // still zero
+  auto session = *client->BeginPush(Info());
+  ASSERT_TRUE(session->Ready(10, 16, grads.data() + 10).ok());
+  ASSERT_TRUE(session->Ready(0, 4, grads.data()).ok());
+  ASSERT_TRUE(session->Ready(4, 6, grads.data() + 4).ok());
+  ASSERT_TRUE(session->Finish().ok());
+  std::vector<float> expected = grads;
+  expected[0] = 0.0f;
+  ExpectPushed(cluster, num_shards, expected);
+  int zero_chunks = 0, layer0_chunks = 0;
+  int64_t sent = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    zero_chunks += cluster.shard(s).pushes()[0].zero_chunks;
+    sent += cluster.shard(s).pushes()[0].bytes;
+  }
+  for (const Chunk& c : cluster.chunks()) layer0_chunks += c.flat_offset < 10;
+  EXPECT_EQ(zero_chunks, layer0_chunks);
+  EXPECT_EQ(client->bytes().sent, sent);
+  // Against the same push with layer 0 non-zero: its 10 floats (40 bytes)
+  // did not travel.
+  Cluster dense_cluster(num_shards);
+  auto dense_client = dense_cluster.Client();
+  const std::vector<float> dense = Ramp(1.0f, 0.25f);
+  auto dense_session = *dense_client->BeginPush(Info());
+  ASSERT_TRUE(dense_session->Ready(0, kTotal, dense.data()).ok());
+  ASSERT_TRUE(dense_session->Finish().ok());
+  EXPECT_LE(sent, dense_client->bytes().sent - 40);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shards, PushTest, ::testing::Values(1, 2, 3));
 
 TEST(PushSessionTest, RejectsOverlappingAndOutOfRangeRanges) {
