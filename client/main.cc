@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ferry::PipelineFlags pipeline;
   ferry::AddPipelineFlags(*local, pipeline,
-                          "ring mode: consecutive workers form replicas, one "
-                          "per stage");
+                          "ring or sync PS mode: consecutive workers form "
+                          "replicas, one per stage");
   local->add_option("--max-steps", max_steps,
                     "stop after this many steps (0: no limit)");
   std::string init_from, export_dir;

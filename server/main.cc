@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
                  "ring bucket size (0: 25 MiB)")
       ->group(job);
   ferry::AddPipelineFlags(app, c.pipeline,
-                          "ring mode: consecutive ranks form replicas, one "
-                          "member per stage");
+                          "ring or sync PS mode: consecutive ranks form "
+                          "replicas, one member per stage");
   app.add_option(
          "--digest-every", c.digest_every,
          "ring: members report a weights digest every N steps, the coordinator "
