@@ -18,7 +18,11 @@ absl::Status RingStageLink::Send(RingTransport* transport, const RingTag& tag,
                                  const std::vector<float>& values) {
   const int64_t count = static_cast<int64_t>(values.size());
   absl::Status sent = transport->Send(tag, values.data(), count);
-  if (sent.ok()) sent_ += 4 * count;
+  if (!sent.ok()) {
+    return absl::Status(sent.code(), absl::StrCat("pipeline stage ", stage_,
+                                                  ": ", sent.message()));
+  }
+  sent_ += 4 * count;
   return sent;
 }
 

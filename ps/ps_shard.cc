@@ -460,7 +460,7 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                   .Observe(SecondsSince(begun));
             ready(std::move(s));
           };
-      waiters_.emplace(id, Waiter{min_version, std::move(timed), generation});
+      waiters_.emplace(id, Waiter{min_version, std::move(timed)});
       return id;
     } else {
       snapshot = SnapshotLocked();

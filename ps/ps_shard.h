@@ -338,8 +338,7 @@ class PsShard {
   // instead of a wait, when the version is not there yet and `generation`
   // is older than the shard's fence (the lease was aborted or rolled back:
   // its push would be refused, and the version it waits for may need that
-  // very push); a wait that is pending when RaiseFence() passes its
-  // generation ends with ABORTED then. 0: unfenced (evaluations, tools).
+  // very push). 0: unfenced (evaluations, tools).
   absl::StatusOr<PullWaitId> WaitForVersion(absl::string_view job_id,
                                             int64_t min_version,
                                             ReadyCallback ready,
@@ -393,8 +392,7 @@ class PsShard {
 
   // Raises the fence to max(fence, generation) and returns it; keeps every
   // push already held (also those being received: their commit is checked
-  // against the new fence), and ends the pending waits of older generations
-  // with ABORTED (WaitForVersion). Allowed after StopUpdates() (it changes no
+  // against the new fence). Allowed after StopUpdates() (it changes no
   // state a checkpoint holds). FAILED_PRECONDITION for a wrong job_id,
   // INVALID_ARGUMENT for a negative generation.
   absl::StatusOr<int64_t> RaiseFence(absl::string_view job_id,
@@ -429,7 +427,6 @@ class PsShard {
   struct Waiter {
     int64_t min_version = 0;
     ReadyCallback ready;
-    int64_t generation = 0;  // the puller's lease's; 0: unfenced
   };
   using ReadyList =
       std::vector<std::pair<ReadyCallback, std::shared_ptr<const PsSnapshot>>>;

@@ -201,30 +201,9 @@ absl::StatusOr<int64_t> PsShard::RaiseFence(absl::string_view job_id,
     return absl::InvalidArgumentError(
         absl::StrFormat("fence: negative generation %d", generation));
   }
-  std::vector<ReadyCallback> aborted;
-  int64_t fence = 0;
-  int64_t version = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    max_generation_ = std::max(max_generation_, generation);
-    fence = max_generation_;
-    version = version_;
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      const int64_t g = it->second.generation;
-      if (g > 0 && g < fence) {
-        aborted.push_back(std::move(it->second.ready));
-        waiters_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  const absl::Status status = absl::AbortedError(absl::StrFormat(
-      "shard %d is at version %d and was fenced at generation %d while the "
-      "pull waited (the step was aborted or rolled back): ask for a new task",
-      config_.shard_id, version, fence));
-  for (ReadyCallback& callback : aborted) callback(status);
-  return fence;
+  absl::MutexLock lock(&mu_);
+  max_generation_ = std::max(max_generation_, generation);
+  return max_generation_;
 }
 
 absl::Status PsShard::RollBackOpenStep(int64_t version, int64_t generation) {

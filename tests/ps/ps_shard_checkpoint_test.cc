@@ -285,34 +285,5 @@ TEST(PsCheckpointerNoDirTest, OnlyRestoringTheCurrentVersionWorks) {
   EXPECT_EQ(*last, std::nullopt);
 }
 
-// A wait parked under generation 3 ends with ABORTED as soon as the fence
-// passes 3 (its step was aborted: the version may never come); waits of
-// the new generation and unfenced ones stay parked and are served later.
-TEST(PsShardStateTest, RaisingTheFenceEndsTheWaitsOfOlderGenerations) {
-  auto shard = MakeShard(TestConfig());
-  ASSERT_TRUE(shard->RaiseFence("job", 3).ok());
-  int aborted = 0, served = 0;
-  const auto count = [&](absl::StatusOr<std::shared_ptr<const PsSnapshot>> s) {
-    if (s.ok()) ++served;
-    if (absl::IsAborted(s.status())) {
-      ++aborted;
-      EXPECT_THAT(s.status().message(), HasSubstr("fenced at generation 4"));
-    }
-  };
-  ASSERT_TRUE(shard->WaitForVersion("job", 1, count, 3).ok());
-  ASSERT_TRUE(shard->WaitForVersion("job", 1, count, 4).ok());
-  ASSERT_TRUE(shard->WaitForVersion("job", 1, count).ok());
-  ASSERT_TRUE(shard->RaiseFence("job", 3).ok());  // not past 3: all wait
-  EXPECT_EQ(aborted, 0);
-  EXPECT_EQ(shard->Info().pending_pulls, 3);
-  ASSERT_TRUE(shard->RaiseFence("job", 4).ok());
-  EXPECT_EQ(aborted, 1);
-  EXPECT_EQ(shard->Info().pending_pulls, 2);
-  ASSERT_TRUE(PushSlice(*shard, Header("a", 0, 2, 4), {2, 4, 6, 8}).ok());
-  ASSERT_TRUE(shard->FinalizeStep("job", 0, {{"a", 2}}, 4).ok());
-  EXPECT_EQ(served, 2);
-  EXPECT_EQ(aborted, 1);
-}
-
 }  // namespace
 }  // namespace ferry
