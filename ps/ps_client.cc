@@ -122,15 +122,15 @@ class GrpcPushSession final : public PushSession {
       if (lo >= hi) continue;
       const bool compress = options_.compression.compressed() &&
                             c.flat_offset < options_.uncompressed_from;
-      if (covered_[i] == 0 && lo == c.flat_offset &&
-          hi == c.flat_offset + c.length && ZerosMayTravel(compress) &&
+      const bool whole = covered_[i] == 0 && lo == c.flat_offset &&
+                         hi == c.flat_offset + c.length;
+      if (whole && ZerosMayTravel(compress) &&
           AllZero(grads + (lo - offset), c.length)) {
         covered_[i] = c.length;
         Send(c, grpc::Slice(), GradientEncoding::kZeros);
         continue;
       }
-      if (!compress && covered_[i] == 0 && lo == c.flat_offset &&
-          hi == c.flat_offset + c.length) {
+      if (whole && !compress) {
         // The whole fp32 chunk is in this range: the message references
         // `grads` itself (no copy; the caller keeps it until Finish).
         covered_[i] = c.length;

@@ -34,10 +34,11 @@
 //  - the hybrid mode (HybridExchange, worker/hybrid_exchange.h) composes
 //    a RingExchange over the dense buffer with a rows-only ParameterClient:
 //    Ready goes to the ring, ReadyRows to the shards;
-//  - pipeline jobs (worker/pipeline_lease_trainer.h) keep the ring's
-//    exchange and change the compute instead: a stage declares its layers'
-//    gradient and zeros for the rest of the buffer. An exchange whose
-//    buffers cover only a stage's layers (one ring per stage) is the next
+//  - pipeline jobs (worker/pipeline_lease_trainer.h) keep the ring's or
+//    the PS's exchange and change the compute instead: a stage declares its
+//    layers' gradient and zeros for the rest of the buffer (on the PS, the
+//    all-zero chunks travel as flags). An exchange whose buffers cover only
+//    a stage's layers (one ring per stage, per-stage pulls) is the next
 //    step (docs/pipeline.md).
 //
 // Ownership: an exchange owns its clients (ParameterClient, ring transports)

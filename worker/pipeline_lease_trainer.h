@@ -1,5 +1,6 @@
 // The LeaseTrainer of a pipeline job (JobSpec.pipeline_stages = P > 1, ring
-// mode; docs/pipeline.md). Each step, the ring's members in rank order form
+// or sync PS mode; docs/pipeline.md). Each step, the step's members in rank
+// order (the lease's `ring`, filled for PS pipeline leases too) form
 // replicas of P consecutive ranks: rank r is stage r % P of replica r / P,
 // and the members after the last whole replica train the whole model alone.
 // A replica trains its members' samples together (their tasks come with
@@ -8,16 +9,14 @@
 // members over RingStageLink (two RingTransports per generation from the
 // worker's PeerEndpoint, forward in stage order and backward in reverse).
 //
-// Every member holds the whole flat buffer, as ring mode does: a stage
-// writes the gradient of its own layers and zeros elsewhere, so the ring's
-// all-reduce of the whole buffer sums every replica's stages into the
-// step's gradient, and every member applies the same update. Weights,
-// checkpoints, evaluation, joiners and rollbacks are therefore ring mode's.
-// The cost is the ring's traffic for the whole model on every member (one
-// ring per stage, moving only a stage's tensors, is the next step).
-//
-// Works in ring mode and in sync PS mode alike (the exchange is the
-// mode's; PS leases of pipeline jobs list the step's members too).
+// Every member holds the whole flat buffer: a stage writes the gradient of
+// its own layers and zeros elsewhere, and the mode's exchange (the ring's
+// all-reduce, or the PS's push and the shards' sum) adds every replica's
+// stages into the step's gradient. Weights, checkpoints, evaluation,
+// joiners and rollbacks are therefore the mode's. The cost is whole-model
+// memory and traffic on every member, except PS pushes, whose all-zero
+// chunks travel as flags (one ring per stage and per-stage pulls are the
+// next step).
 //
 // Thread safety: not thread-safe; the training loop's thread uses it, except
 // CancelIfOlder (any thread).

@@ -40,8 +40,9 @@ namespace ferry {
 
 // The policy of a pipeline job's PS steps: a stage that fails (a
 // neighbour lost or late) reports it, so that the coordinator re-forms the
-// step for every replica under a new fence (the partial pushes of the
-// others are then refused by the shards), and waits for the eviction.
+// step for every replica under a new fence (and rolls the shards' open
+// step back, dropping the pushes the others made), and waits for the
+// eviction.
 ExchangePolicy PipelinePsPolicy();
 
 class PsExchange final : public GradientExchange {

@@ -167,6 +167,72 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayerGradientTest,
                          ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
+// A batch the CPU's columns budget cuts into groups (7 samples of 9 x 3844
+// columns fit 1 MiB, so 8 samples run as a group of 7 through
+// SwapLeadingAxes and a group of 1 straight into NCHW): outputs, input
+// gradients and the weight gradient summed over the groups equal the layer
+// run one sample at a time.
+TEST(LayerTest, Conv2dGroupsOfSamplesEqualOneSampleAtATime) {
+  LayerDef conv = Def(LayerType::kConv2d);
+  conv.in_channels = 1;
+  conv.out_channels = 4;
+  conv.kernel_size = {3, 3};
+  const SampleShape in = {1, 64, 64};
+  ModelDef one;
+  one.input.shape = in;
+  one.layers = {conv};
+  auto shapes = InferShapes(one);
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  const SampleShape out = shapes->front();
+  auto layer = MakeLayer(conv, 0, in, out);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  auto backend = MakeCpuBackend(1);
+  const int batch = 8;
+  ASSERT_TRUE((*layer)->Reserve(backend.get(), batch).ok());
+  const size_t in_n = ShapeElements(in), out_n = ShapeElements(out);
+  const size_t num_params = 4 * 9 + 4;
+  const std::vector<float> params = Random(num_params, 1);
+  const std::vector<float> x = Random(batch * in_n, 2);
+  const std::vector<float> dy = Random(batch * out_n, 3);
+  LayerContext ctx;
+  ctx.backend = backend.get();
+  ctx.training = true;
+  ctx.batch = batch;
+  std::vector<float> y(batch * out_n), dx(batch * in_n), dw(num_params);
+  ASSERT_TRUE(
+      (*layer)->Forward(ctx, params.data(), nullptr, x.data(), y.data()).ok());
+  ASSERT_TRUE((*layer)
+                  ->Backward(ctx, params.data(), x.data(), y.data(), dy.data(),
+                             dx.data(), dw.data())
+                  .ok());
+  ctx.batch = 1;
+  std::vector<float> y1(out_n), dx1(in_n), dw1(num_params);
+  std::vector<double> dw_sum(num_params, 0.0);
+  for (int i = 0; i < batch; ++i) {
+    ASSERT_TRUE((*layer)
+                    ->Forward(ctx, params.data(), nullptr, x.data() + i * in_n,
+                              y1.data())
+                    .ok());
+    ASSERT_TRUE((*layer)
+                    ->Backward(ctx, params.data(), x.data() + i * in_n,
+                               y1.data(), dy.data() + i * out_n, dx1.data(),
+                               dw1.data())
+                    .ok());
+    for (size_t k = 0; k < out_n; ++k) {
+      ASSERT_NEAR(y[i * out_n + k], y1[k], 1e-5) << "sample " << i;
+    }
+    for (size_t k = 0; k < in_n; ++k) {
+      ASSERT_NEAR(dx[i * in_n + k], dx1[k], 1e-5) << "sample " << i;
+    }
+    for (size_t k = 0; k < num_params; ++k) dw_sum[k] += dw1[k];
+  }
+  for (size_t k = 0; k < num_params; ++k) {
+    EXPECT_NEAR(dw[k], dw_sum[k], 1e-3 + 1e-5 * std::abs(dw_sum[k]))
+        << "param " << k;
+  }
+  EXPECT_GT((*layer)->WorkspaceElements(batch), 0);
+}
+
 TEST(LayerTest, MakeLayerRefusesShapesThatDoNotSuit) {
   LayerDef conv = Def(LayerType::kConv2d);
   conv.in_channels = 1;
