@@ -45,6 +45,15 @@ struct FlatRange {
 };
 FlatRange ShardRange(int64_t total, int num_shards, int shard);
 
+// Whether a pull of `range` carries `chunk`: the chunk shares an element
+// with it, or range.end == 0 (a pull of the whole buffer). Chunks end at
+// tensor boundaries, so a range of whole tensors (a pipeline stage's
+// layers) is pulled exactly.
+inline bool ChunkInPullRange(const Chunk& chunk, FlatRange range) {
+  return range.end == 0 || (chunk.flat_offset < range.end &&
+                            chunk.flat_offset + chunk.length > range.begin);
+}
+
 // The shard that holds row `id` of embedding table `table`: a fixed hash of
 // (table, id) modulo num_shards (splitmix64's finalizer over the id mixed
 // with the table), so rows spread evenly whatever the ids' distribution and

@@ -76,6 +76,18 @@ class PullCall final
  public:
   static constexpr int64_t kNoVersion = -1;
 
+  // How many of `shard`'s chunks a pull of request's range carries.
+  static int64_t ChunksInRange(const Shard& shard,
+                               const std::vector<Chunk>& chunks,
+                               const v1::PullRequest& request) {
+    const FlatRange range{request.range_begin(), request.range_end()};
+    int64_t n = 0;
+    for (const Chunk& c : chunks) {
+      if (c.shard == shard.id && ChunkInPullRange(c, range)) ++n;
+    }
+    return n;
+  }
+
   // `counter` gets every byte; so does `shard_counter` (null: the shard's
   // own counter).
   PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
@@ -87,6 +99,8 @@ class PullCall final
                                                 : shard.bytes.get()),
         chunks_(chunks),
         min_version_(request.min_version()),
+        range_{request.range_begin(), request.range_end()},
+        expected_(ChunksInRange(shard, chunks, request)),
         request_size_(static_cast<int64_t>(request.ByteSizeLong())),
         request_(SerializeMessage(request)),
         timeout_(timeout),
@@ -155,9 +169,9 @@ class PullCall final
 
   void OnDone(const grpc::Status& grpc_status) override {
     absl::Status status = error_.ok() ? FromGrpcStatus(grpc_status) : error_;
-    if (status.ok() && received_ != shard_.num_chunks) {
-      status = absl::DataLossError(absl::StrCat(
-          "pull returned ", received_, " of ", shard_.num_chunks, " chunks"));
+    if (status.ok() && received_ != expected_) {
+      status = absl::DataLossError(absl::StrCat("pull returned ", received_,
+                                                " of ", expected_, " chunks"));
     }
     if (status.ok() && received_ > 0 && version_ < min_version_) {
       status = absl::DataLossError(absl::StrCat("pull returned version ",
@@ -188,6 +202,11 @@ class PullCall final
       return absl::DataLossError(absl::StrCat(
           "pull sent chunk ", id, ", which the shard does not own"));
     }
+    if (!ChunkInPullRange(chunks_[id], range_)) {
+      return absl::DataLossError(
+          absl::StrCat("pull sent chunk ", id, ", outside the range [",
+                       range_.begin, ", ", range_.end, ") asked for"));
+    }
     if (seen_[id]) {
       return absl::DataLossError(
           absl::StrCat("pull sent chunk ", id, " twice"));
@@ -215,6 +234,8 @@ class PullCall final
   ByteCounter* const shard_counter_;
   const std::vector<Chunk>& chunks_;
   const int64_t min_version_;
+  const FlatRange range_;   // {0, 0}: every chunk
+  const int64_t expected_;  // chunks the pull carries
   const int64_t request_size_;
   const grpc::ByteBuffer request_;
   const absl::Duration timeout_;

@@ -334,6 +334,16 @@ class GrpcPushSession final : public PushSession {
 // pull per step, whenever the pull ahead happened to land.
 class GrpcPendingPull final : public PendingPull {
  public:
+  static int ShardsToAsk(const std::vector<std::unique_ptr<Shard>>& shards,
+                         const std::vector<Chunk>& chunks,
+                         const v1::PullRequest& request) {
+    int n = 0;
+    for (const auto& shard : shards) {
+      if (PullCall::ChunksInRange(*shard, chunks, request) > 0) ++n;
+    }
+    return n;
+  }
+
   GrpcPendingPull(const std::vector<std::unique_ptr<Shard>>& shards,
                   const std::vector<Chunk>& chunks,
                   const v1::PullRequest& request, absl::Duration timeout,
@@ -341,9 +351,10 @@ class GrpcPendingPull final : public PendingPull {
       : shards_(shards),
         counter_(counter),
         min_version_(request.min_version()),
-        group_(static_cast<int>(shards.size())),
+        group_(ShardsToAsk(shards, chunks, request)),
         shard_bytes_(shards.size()) {
     for (size_t s = 0; s < shards.size(); ++s) {
+      if (PullCall::ChunksInRange(*shards[s], chunks, request) == 0) continue;
       calls_.push_back(std::make_unique<PullCall>(*shards[s], chunks, request,
                                                   timeout, flat_params, &bytes_,
                                                   &group_, &shard_bytes_[s]));
@@ -451,30 +462,48 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
   return client;
 }
 
-absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
-                                                  float* flat_params) {
+v1::PullRequest GrpcParameterClient::PullRequestFor(int64_t min_version) {
   v1::PullRequest request;
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_min_version(min_version);
   request.set_generation(pull_generation_.load());
+  absl::MutexLock lock(&pull_range_mu_);
+  request.set_range_begin(pull_range_.begin);
+  request.set_range_end(pull_range_.end);
+  return request;
+}
+
+absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
+                                                  float* flat_params) {
+  const v1::PullRequest request = PullRequestFor(min_version);
   int64_t version = PullCall::kNoVersion;
   const absl::Time begun = absl::Now();
   const absl::Status status = RetryRounds(
       static_cast<int>(shards_.size()), options_.retry,
       [&](const std::vector<int>& shards, int) {
-        CallGroup group(static_cast<int>(shards.size()));
+        // Shards without a chunk in the range are not asked.
+        std::vector<absl::Status> statuses(shards.size());
+        std::vector<size_t> asked;
+        for (size_t i = 0; i < shards.size(); ++i) {
+          if (PullCall::ChunksInRange(*shards_[shards[i]], options_.chunks,
+                                      request) > 0) {
+            asked.push_back(i);
+          }
+        }
+        CallGroup group(static_cast<int>(asked.size()));
         std::vector<std::unique_ptr<PullCall>> calls;
-        for (int s : shards) {
+        for (size_t i : asked) {
           calls.push_back(std::make_unique<PullCall>(
-              *shards_[s], options_.chunks, request, options_.rpc_timeout,
-              flat_params, &counter_, &group));
+              *shards_[shards[i]], options_.chunks, request,
+              options_.rpc_timeout, flat_params, &counter_, &group));
         }
         for (auto& call : calls) call->Start();
-        std::vector<absl::Status> statuses = WaitCalls(group, calls);
-        for (size_t i = 0; i < calls.size(); ++i) {
-          const int64_t v = calls[i]->version();
-          if (statuses[i].ok() && v != PullCall::kNoVersion &&
+        const std::vector<absl::Status> answered = WaitCalls(group, calls);
+        for (size_t c = 0; c < calls.size(); ++c) {
+          statuses[asked[c]] = answered[c];
+          const int64_t v = calls[c]->version();
+          if (answered[c].ok() && v != PullCall::kNoVersion &&
               (version == PullCall::kNoVersion || v < version)) {
             version = v;
           }
@@ -489,11 +518,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
 
 absl::StatusOr<std::unique_ptr<PendingPull>> GrpcParameterClient::StartPull(
     int64_t min_version, float* flat_params) {
-  v1::PullRequest request;
-  request.set_job_id(options_.job_id);
-  request.set_worker_id(options_.worker_id);
-  request.set_min_version(min_version);
-  request.set_generation(pull_generation_.load());
+  const v1::PullRequest request = PullRequestFor(min_version);
   return std::make_unique<GrpcPendingPull>(shards_, options_.chunks, request,
                                            options_.rpc_timeout, flat_params,
                                            &counter_);

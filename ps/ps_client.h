@@ -22,8 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/backoff.h"
 #include "common/byte_counter.h"
@@ -34,6 +36,9 @@
 #include "ps/step_contributors.h"
 
 namespace ferry {
+namespace v1 {
+class PullRequest;
+}  // namespace v1
 
 // What a push is about; becomes the ferry.v1.PushHeader with the client's
 // job and worker ids.
@@ -203,6 +208,14 @@ class ParameterClient {
   // deadline. Thread-safe. The default (fakes): ignored.
   virtual void SetPullGeneration(int64_t generation) { (void)generation; }
 
+  // Pulls (Pull, StartPull) started after this call fetch only the chunks
+  // that intersect `range` of the flat buffer (common/sharding.h
+  // ChunkInPullRange; {0, 0}, the default: every chunk), from the shards
+  // that own such chunks; the rest of flat_params is left as it was. A
+  // pipeline stage pulls its own layers this way. Thread-safe. The default
+  // (fakes): ignored, every chunk is pulled (a superset).
+  virtual void SetPullRange(FlatRange range) { (void)range; }
+
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;
   // The same per shard, keyed "ps<shard id>" (empty when not tracked).
@@ -261,6 +274,10 @@ class GrpcParameterClient final : public ParameterClient {
   void SetPullGeneration(int64_t generation) override {
     pull_generation_.store(generation);
   }
+  void SetPullRange(FlatRange range) override {
+    absl::MutexLock lock(&pull_range_mu_);
+    pull_range_ = range;
+  }
 
   struct Shard;  // channel + stub + owned chunk ids; defined in the .cc
 
@@ -272,6 +289,10 @@ class GrpcParameterClient final : public ParameterClient {
   std::vector<std::unique_ptr<Shard>> shards_;
   ByteCounter counter_;
   std::atomic<int64_t> pull_generation_{0};
+  absl::Mutex pull_range_mu_;
+  FlatRange pull_range_ ABSL_GUARDED_BY(pull_range_mu_);
+  // A PullRequest of the client's job, pull generation and range.
+  v1::PullRequest PullRequestFor(int64_t min_version);
   // Lossy compression with error feedback: the residual (else null). Used by
   // one push session at a time.
   std::unique_ptr<ErrorFeedback> feedback_;

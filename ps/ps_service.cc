@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
@@ -266,6 +267,19 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     shard_->RecordBytes(kWorkerRole, 0,
                         static_cast<int64_t>(request.ByteSizeLong()));
+    if (request.range_end() != 0 &&
+        (request.range_begin() < 0 ||
+         request.range_begin() >= request.range_end())) {
+      Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("pull range [", request.range_begin(), ", ",
+                       request.range_end(), ") is empty or negative")));
+      return;
+    }
+    const FlatRange range{request.range_begin(), request.range_end()};
+    for (const Chunk& chunk : shard_->owned_chunks()) {
+      if (ChunkInPullRange(chunk, range)) chunks_.push_back(&chunk);
+    }
     if (absl::Status started = wait_.Start(
             shard_, request.job_id(), request.min_version(),
             request.generation(),
@@ -310,12 +324,11 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // One write in flight at a time: called by OnReady, then by OnWriteDone.
   void WriteNext() {
-    const std::vector<Chunk>& chunks = shard_->owned_chunks();
-    if (next_chunk_ >= chunks.size()) {  // a shard that owns no chunk
+    if (next_chunk_ >= chunks_.size()) {  // no chunk (in the range)
       Finish(grpc::Status::OK);
       return;
     }
-    const Chunk& chunk = chunks[next_chunk_++];
+    const Chunk& chunk = *chunks_[next_chunk_++];
     const float* values =
         snapshot_->values.data() + (chunk.flat_offset - shard_->range().begin);
     const size_t size = static_cast<size_t>(chunk.length) * sizeof(float);
@@ -325,7 +338,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     response_ = grpc::ByteBuffer(slices, 2);
     shard_->RecordBytes(kWorkerRole, static_cast<int64_t>(response_.Length()),
                         0);
-    const bool last = next_chunk_ == chunks.size();
+    const bool last = next_chunk_ == chunks_.size();
     if (shaper_ != nullptr) {
       // Link emulation: every chunk was ready at ready_; the shaper clamps
       // that to now - latency, so the latency of the previous message does
@@ -356,6 +369,7 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   VersionWait wait_;
   // Owned by the writer chain (OnReady -> WriteNext -> OnWriteDone ...).
   std::shared_ptr<const PsSnapshot> snapshot_;
+  std::vector<const Chunk*> chunks_;  // the owned chunks the pull asked for
   size_t next_chunk_ = 0;
   grpc::ByteBuffer response_;
 };

@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/byte_counter.h"
+#include "common/sharding.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "model/embedding_bag.h"
 #include "model/embedding_row_source.h"
@@ -84,6 +85,19 @@ struct ExchangeStep {
   // This worker's samples in the step; 0 only when policy() allows it (the
   // gradient is then all zeros, declared by the loop in one Ready call).
   int64_t num_samples = 0;
+  // The part of buffers.params the step computes with: a pipeline stage's
+  // layers. {0, 0}: the whole buffer. PS pulls only the chunks in it (the
+  // rest of params keeps older values); the ring keeps the whole buffer.
+  FlatRange pull_range;
+
+  static ExchangeStep Of(const v1::NextTaskResponse* lease, int64_t generation,
+                         int64_t num_samples) {
+    ExchangeStep step;
+    step.lease = lease;
+    step.generation = generation;
+    step.num_samples = num_samples;
+    return step;
+  }
 };
 
 // How the loop treats this mode's leases and failures; fixed for the

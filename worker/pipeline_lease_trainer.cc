@@ -178,6 +178,11 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   step.lease = &lease;
   step.generation = lease.generation() > 0 ? lease.generation() : generation;
   step.num_samples = own;
+  if (role.stages > 1 && stage->param_count() > 0) {
+    // A stage computes with its own layers only: PS pulls just those.
+    step.pull_range = {stage->param_offset(),
+                       stage->param_offset() + stage->param_count()};
+  }
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, begin_start);
 

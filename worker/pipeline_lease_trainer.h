@@ -13,10 +13,11 @@
 // its own layers and zeros elsewhere, and the mode's exchange (the ring's
 // all-reduce, or the PS's push and the shards' sum) adds every replica's
 // stages into the step's gradient. Weights, checkpoints, evaluation,
-// joiners and rollbacks are therefore the mode's. The cost is whole-model
-// memory and traffic on every member, except PS pushes, whose all-zero
-// chunks travel as flags (one ring per stage and per-stage pulls are the
-// next step).
+// joiners and rollbacks are therefore the mode's. In PS mode a stage pulls
+// only its layers (ExchangeStep.pull_range) and its push carries only them
+// (all-zero chunks travel as flags); in ring mode every member all-reduces
+// the whole buffer (one ring per stage is the next step). Every member's
+// memory is the whole model's.
 //
 // Thread safety: not thread-safe; the training loop's thread uses it, except
 // CancelIfOlder (any thread).

@@ -26,8 +26,10 @@ PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
       policy_(policy),
       row_source_(client_.get()) {}
 
-absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version) {
-  if (ahead_ != nullptr && ahead_version_ == min_version) {
+absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version,
+                                                FlatRange range) {
+  if (ahead_ != nullptr && ahead_version_ == min_version &&
+      ahead_range_.begin == range.begin && ahead_range_.end == range.end) {
     absl::StatusOr<int64_t> pulled = ahead_->Wait();
     ahead_.reset();
     if (pulled.ok()) return pulled;
@@ -42,7 +44,9 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   const v1::NextTaskResponse& lease = *step.lease;
   // A shard rolled back or fenced past this lease refuses its waits at once.
   client_->SetPullGeneration(step.generation);
-  ASSIGN_OR_RETURN(const int64_t version, PullVersion(lease.pull_version()));
+  client_->SetPullRange(step.pull_range);
+  ASSIGN_OR_RETURN(const int64_t version,
+                   PullVersion(lease.pull_version(), step.pull_range));
   if (buffers_.host_params != buffers_.params) {
     RETURN_IF_ERROR(backend_->CopyToDevice(
         buffers_.host_params, buffers_.num_elements, buffers_.params));
@@ -64,6 +68,7 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
     if (ahead.ok()) {
       ahead_ = *std::move(ahead);
       ahead_version_ = lease.step() + 1;
+      ahead_range_ = step.pull_range;
     }
   }
   return absl::OkStatus();
@@ -113,6 +118,7 @@ absl::Status PsExchange::AddToReport(v1::StepReport& report) {
 
 absl::StatusOr<std::vector<float>> PsExchange::FinalWeights() {
   std::vector<float> host(buffers_.num_elements);
+  client_->SetPullRange({});
   RETURN_IF_ERROR(client_->Pull(0, host.data()).status());
   return host;
 }

@@ -4,7 +4,8 @@
 // host_params (copied to the backend when it is not host memory) and opens
 // a push session tagged with the step, generation, sample count and the
 // pulled version; Ready pushes host_grads' range; FinishStep waits for
-// every shard.
+// every shard. A step with a pull_range (a pipeline stage) pulls only the
+// chunks in it; the rest of host_params keeps whatever it held.
 //
 // Pull ahead (sync leases that name the step's contributors, i.e. shards
 // that finalize on push): BeginStep also starts the pull of the version
@@ -87,14 +88,15 @@ class PsExchange final : public GradientExchange {
   const ExchangePolicy policy_;
   // Reads rows at the version the open step pulled.
   ParameterClientRowSource row_source_;
-  // The weights of version >= `min_version` into host_params: from the
-  // pull started ahead when it asked for exactly that version, else pulled
-  // now.
-  absl::StatusOr<int64_t> PullVersion(int64_t min_version);
+  // The weights of version >= `min_version` (the chunks in `range`) into
+  // host_params: from the pull started ahead when it asked for exactly that
+  // version and range, else pulled now.
+  absl::StatusOr<int64_t> PullVersion(int64_t min_version, FlatRange range);
 
   std::unique_ptr<PushSession> push_;   // the open step's
   std::unique_ptr<PendingPull> ahead_;  // pull of ahead_version_, if any
   int64_t ahead_version_ = -1;
+  FlatRange ahead_range_;
 };
 
 }  // namespace ferry

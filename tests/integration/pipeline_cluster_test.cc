@@ -155,6 +155,13 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
       const int64_t pushed = summary["bytes"]["ps"]["sent"].get<int64_t>();
       EXPECT_GT(pushed, 0) << summary.dump(1);
       EXPECT_LE(pushed, steps * (own + 2048)) << summary.dump(1);
+      // It pulls only its layers each step; the one whole pull is the
+      // final weights' (--final-weights).
+      const int64_t model = int64_t{4} * (predicted.stages[0].params +
+                                          predicted.stages[1].params);
+      const int64_t pulled = summary["bytes"]["ps"]["received"].get<int64_t>();
+      EXPECT_LE(pulled, (steps + 1) * (own + 2048) + model + 4096)
+          << summary.dump(1);
     }
   }
 }

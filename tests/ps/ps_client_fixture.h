@@ -129,8 +129,11 @@ class FakeShard final : public v1::ParameterServer::Service {
     }
     if (fault == PullFault::kOldVersion) version = request->min_version() - 1;
     std::vector<const Chunk*> owned;
+    const FlatRange range{request->range_begin(), request->range_end()};
     for (const Chunk& c : chunks_) {
-      if (c.shard == shard_id_) owned.push_back(&c);
+      if (c.shard == shard_id_ && ChunkInPullRange(c, range)) {
+        owned.push_back(&c);
+      }
     }
     if (fault == PullFault::kMissingChunk) owned.pop_back();
     if (fault == PullFault::kDuplicateChunk) owned.push_back(owned.front());

@@ -118,6 +118,52 @@ TEST(PendingPullTest, StartedPullFillsTheBufferOnceEveryShardAnswers) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A pipeline stage's pull: only the chunks that intersect the range, only
+// from the shards that own such chunks; the rest of the buffer is left as
+// it was, and {0, 0} pulls everything again.
+TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInIt) {
+  Cluster cluster(3, /*version=*/9);
+  auto client = cluster.Client();
+  // Tensors 2 and 3 ([10, 26)) are the second "layer".
+  const FlatRange layer{10, 26};
+  client->SetPullRange(layer);
+  std::vector<float> flat(kTotal, -1.0f);
+  ASSERT_TRUE(client->Pull(9, flat.data()).ok());
+  std::vector<int> asked;
+  for (int s = 0; s < 3; ++s) {
+    if (cluster.shard(s).pull_requests().empty()) continue;
+    asked.push_back(s);
+    const v1::PullRequest request = cluster.shard(s).pull_requests().back();
+    EXPECT_EQ(request.range_begin(), 10);
+    EXPECT_EQ(request.range_end(), 26);
+  }
+  // Shard 0 owns [0, 8): no chunk of the layer, so it is not asked.
+  EXPECT_EQ(asked, (std::vector<int>{1, 2}));
+  for (int64_t i = 0; i < kTotal; ++i) {
+    bool in_chunk_of_range = false;
+    for (const Chunk& c : cluster.chunks()) {
+      if (i >= c.flat_offset && i < c.flat_offset + c.length) {
+        in_chunk_of_range = ChunkInPullRange(c, layer);
+      }
+    }
+    EXPECT_EQ(flat[i], in_chunk_of_range ? cluster.params()[i] : -1.0f) << i;
+  }
+  for (int64_t i = 10; i < kTotal; ++i) EXPECT_EQ(flat[i], cluster.params()[i]);
+  const int64_t ranged = client->bytes().received;
+  EXPECT_LT(ranged, kTotal * 4);
+
+  std::vector<float> pending_flat(kTotal, -1.0f);
+  auto pending = client->StartPull(9, pending_flat.data());
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_TRUE((*pending)->Wait().ok());
+  EXPECT_EQ(pending_flat, flat);
+
+  client->SetPullRange({});
+  ASSERT_TRUE(client->Pull(9, flat.data()).ok());
+  EXPECT_EQ(flat, cluster.params());
+  EXPECT_EQ(cluster.shard(0).pull_requests().size(), 1u);
+}
+
 TEST(PendingPullTest, FailureIsReturnedWithoutRetryAndDroppingCancels) {
   Cluster cluster(2);
   cluster.shard(1).FailNextPull({grpc::UNAVAILABLE, "restarting"});

@@ -129,13 +129,15 @@ class PsServiceTest : public testing::Test {
   }
 
   PullResult Pull(int64_t min_version, absl::Duration timeout,
-                  const std::string& job = "job") {
+                  const std::string& job = "job", FlatRange range = {}) {
     grpc::ClientContext context;
     SetDeadline(context, timeout);
     v1::PullRequest request;
     request.set_job_id(job);
     request.set_worker_id("puller");
     request.set_min_version(min_version);
+    request.set_range_begin(range.begin);
+    request.set_range_end(range.end);
     auto reader = stub_->Pull(&context, request);
     PullResult result;
     v1::PullResponse message;
@@ -245,6 +247,38 @@ TEST_F(PsServiceTest, PushFinalizePullRoundTripAndByteCounts) {
   EXPECT_EQ(info.bytes().sent().at("worker"), pull.bytes);
   EXPECT_GT(info.bytes().received().at("coordinator"), 0);
   EXPECT_GT(info.bytes().sent().at("coordinator"), 0);
+}
+
+// A pipeline stage's pull: only the owned chunks that intersect the range;
+// a range without any is an empty stream once the version is there, and an
+// empty or negative range is refused.
+TEST_F(PsServiceTest, PullOfARangeSendsOnlyTheChunksInIt) {
+  Step(0, {2, 4, 6, 8});
+  PullResult second = Pull(1, absl::Seconds(5), "job", {5, 8});
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_THAT(second.chunk_ids, ElementsAre(3, 4));
+  EXPECT_EQ(second.version, 1);
+
+  PullResult cut = Pull(1, absl::Seconds(5), "job", {6, 7});  // inside chunk 3
+  ASSERT_TRUE(cut.status.ok()) << cut.status.error_message();
+  EXPECT_THAT(cut.chunk_ids, ElementsAre(3));
+
+  PullResult none = Pull(1, absl::Seconds(5), "job", {0, 4});  // shard 0's
+  ASSERT_TRUE(none.status.ok()) << none.status.error_message();
+  EXPECT_TRUE(none.chunk_ids.empty());
+
+  PullResult later = Pull(2, absl::Milliseconds(200), "job", {0, 4});
+  EXPECT_EQ(later.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << "a pull of no chunk still waits for its version";
+
+  for (const FlatRange bad :
+       {FlatRange{5, 5}, FlatRange{7, 3}, FlatRange{-1, 4}}) {
+    PullResult refused = Pull(1, absl::Seconds(5), "job", bad);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << bad.begin << ".." << bad.end;
+    EXPECT_THAT(refused.status.error_message(), HasSubstr("pull range"));
+    EXPECT_TRUE(refused.chunk_ids.empty());
+  }
 }
 
 TEST_F(PsServiceTest, HeaderMayCarryTheFirstChunk) {

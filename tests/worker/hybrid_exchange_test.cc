@@ -74,7 +74,8 @@ class HybridExchangeTest : public ::testing::Test {
 
 TEST_F(HybridExchangeTest, RowsGoToTheShardsAndTheDenseStepIsLocal) {
   const v1::NextTaskResponse lease = Lease(5, 2);
-  ASSERT_TRUE(exchange_->BeginStep({&lease, /*generation=*/4, 2}).ok());
+  ASSERT_TRUE(
+      exchange_->BeginStep(ExchangeStep::Of(&lease, /*generation=*/4, 2)).ok());
   // Rows are read at the committed step's version.
   EmbeddingRowSource* rows = exchange_->embedding_rows();
   ASSERT_NE(rows, nullptr);
@@ -115,12 +116,14 @@ TEST_F(HybridExchangeTest, RowsGoToTheShardsAndTheDenseStepIsLocal) {
 
 TEST_F(HybridExchangeTest, AMemberWithoutSamplesPushesNothing) {
   const v1::NextTaskResponse lease = Lease(0, 0);
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, /*num_samples=*/0}).ok());
+  ASSERT_TRUE(
+      exchange_->BeginStep(ExchangeStep::Of(&lease, 1, /*num_samples=*/0))
+          .ok());
   EXPECT_TRUE(absl::IsInvalidArgument(exchange_->ReadyRows(Rows())));
   EXPECT_TRUE(calls_.pushes.empty());
   exchange_->AbandonStep();
 
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 0}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 0)).ok());
   ASSERT_TRUE(exchange_->ReadyRows({}).ok());
   ASSERT_TRUE(exchange_->Ready(0, kN).ok());
   ASSERT_TRUE(exchange_->FinishStep().ok());
@@ -132,7 +135,7 @@ TEST_F(HybridExchangeTest, AFailedSideFailsTheStep) {
   const v1::NextTaskResponse lease = Lease(2, 2);
   // The dense side fails (a range never declared): the rows' push is
   // dropped unfinished, so the shards keep nothing of it.
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   ASSERT_TRUE(exchange_->ReadyRows(Rows()).ok());
   EXPECT_FALSE(exchange_->FinishStep().ok());
   EXPECT_EQ(calls_.finished, 0);
@@ -140,19 +143,19 @@ TEST_F(HybridExchangeTest, AFailedSideFailsTheStep) {
 
   // The shards refuse the rows: the step fails with their status.
   calls_.finish = absl::AbortedError("stale generation");
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   ASSERT_TRUE(exchange_->ReadyRows(Rows()).ok());
   ASSERT_TRUE(exchange_->Ready(0, kN).ok());
   EXPECT_TRUE(absl::IsAborted(exchange_->FinishStep()));
 
   // Rows declared twice, or never.
   calls_.finish = absl::OkStatus();
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   ASSERT_TRUE(exchange_->ReadyRows(Rows()).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->ReadyRows(Rows())));
   exchange_->AbandonStep();
   EXPECT_EQ(exchange_->embedding_rows(), nullptr);
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   ASSERT_TRUE(exchange_->Ready(0, kN).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->FinishStep()));
   EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->FinishStep()));

@@ -48,7 +48,8 @@ TEST_F(PsExchangeTest, PullsThenPushesTheStepTaggedWithThePulledVersion) {
   v1::NextTaskResponse lease;
   lease.set_step(7);
   lease.set_pull_version(7);
-  ExchangeStep step{&lease, /*generation=*/3, /*num_samples=*/4};
+  ExchangeStep step =
+      ExchangeStep::Of(&lease, /*generation=*/3, /*num_samples=*/4);
   ASSERT_TRUE(exchange_->BeginStep(step).ok());
   EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(7));
   EXPECT_EQ(params_[5], 5.0f);  // pulled into params
@@ -76,9 +77,35 @@ TEST_F(PsExchangeTest, PullsThenPushesTheStepTaggedWithThePulledVersion) {
   EXPECT_FALSE(report.has_weights_digest());
 }
 
+// A pipeline stage pulls only its layers each step; the final weights are
+// the whole buffer again.
+TEST_F(PsExchangeTest, StepWithAPullRangePullsOnlyThatRange) {
+  v1::NextTaskResponse lease;
+  lease.set_step(2);
+  lease.set_pull_version(2);
+  ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
+  step.pull_range = {2, 5};
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  EXPECT_THAT(params_, ::testing::ElementsAre(-1, -1, 2, 3, 4, -1));
+  exchange_->AbandonStep();
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
+  EXPECT_THAT(params_, ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
+  exchange_->AbandonStep();
+  step.pull_range = {0, 1};
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  exchange_->AbandonStep();
+  absl::StatusOr<std::vector<float>> final_weights = exchange_->FinalWeights();
+  ASSERT_TRUE(final_weights.ok());
+  EXPECT_EQ(final_weights->size(), static_cast<size_t>(kN));
+  EXPECT_THAT(
+      calls_.pull_ranges,
+      ::testing::ElementsAre(std::make_pair(2, 5), std::make_pair(0, 0),
+                             std::make_pair(0, 1), std::make_pair(0, 0)));
+}
+
 TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
   v1::NextTaskResponse lease;
-  ExchangeStep step{&lease, 1, 2};
+  ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
   ASSERT_TRUE(exchange_->BeginStep(step).ok());
   exchange_->AbandonStep();
   EXPECT_EQ(calls_.destroyed_unfinished, 1);  // the shards apply nothing
@@ -102,7 +129,7 @@ TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
 
 TEST_F(PsExchangeTest, DenseJobsHaveNoRows) {
   v1::NextTaskResponse lease;
-  ASSERT_TRUE(exchange_->BeginStep({&lease, 1, 2}).ok());
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   EXPECT_FALSE(calls_.pushes[0].with_rows);
   EXPECT_EQ(exchange_->embedding_rows(), nullptr);
   EXPECT_TRUE(absl::IsUnimplemented(exchange_->ReadyRows({})));
@@ -119,7 +146,7 @@ TEST_F(PsExchangeTest, TablesReadRowsAtThePulledVersionAndPushThemWithTheStep) {
   v1::NextTaskResponse lease;
   lease.set_step(4);
   lease.set_pull_version(4);
-  ASSERT_TRUE(exchange.BeginStep({&lease, 1, 3}).ok());
+  ASSERT_TRUE(exchange.BeginStep(ExchangeStep::Of(&lease, 1, 3)).ok());
   ASSERT_EQ(calls_.pushes.size(), 1u);
   EXPECT_TRUE(calls_.pushes[0].with_rows);
 

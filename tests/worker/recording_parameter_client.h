@@ -17,6 +17,8 @@ namespace ferry::testing {
 // What the exchange did to the client.
 struct Calls {
   std::vector<int64_t> pulls;  // min_version of each
+  // The range each pull asked for ({0, 0}: the whole buffer).
+  std::vector<std::pair<int64_t, int64_t>> pull_ranges;
   std::vector<PushInfo> pushes;
   std::vector<std::pair<int64_t, float>> ready;  // offset, first value
   std::vector<std::vector<SparseRows>> rows;     // AddRows calls
@@ -64,7 +66,12 @@ class RecordingParameterClient final : public ParameterClient {
   int64_t num_elements() const override { return n_; }
   absl::StatusOr<int64_t> Pull(int64_t min_version, float* out) override {
     calls_->pulls.push_back(min_version);
-    for (int64_t i = 0; i < n_; ++i) out[i] = static_cast<float>(i);
+    calls_->pull_ranges.emplace_back(range_.begin, range_.end);
+    for (int64_t i = 0; i < n_; ++i) {
+      if (range_.end == 0 || (i >= range_.begin && i < range_.end)) {
+        out[i] = static_cast<float>(i);
+      }
+    }
     return min_version + 2;  // a newer version than asked
   }
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
@@ -93,10 +100,12 @@ class RecordingParameterClient final : public ParameterClient {
     return min_version;
   }
   TransferBytes bytes() const override { return {100, 200, 3}; }
+  void SetPullRange(FlatRange range) override { range_ = range; }
 
  private:
   Calls* const calls_;
   const int64_t n_;
+  FlatRange range_;
 };
 
 }  // namespace ferry::testing
