@@ -42,6 +42,7 @@ struct FlatRange {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t size() const { return end - begin; }
+  bool operator==(const FlatRange&) const = default;
 };
 FlatRange ShardRange(int64_t total, int num_shards, int shard);
 

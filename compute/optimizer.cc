@@ -1,5 +1,7 @@
 #include "compute/optimizer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -40,7 +42,7 @@ double Optimizer::NextLearningRate() const {
   return LearningRateAt(config_, steps_applied_);
 }
 
-absl::Status Optimizer::Apply(const float* grad, float* param) {
+OptimizerStepParams Optimizer::StepParams() const {
   OptimizerStepParams p;
   p.lr = static_cast<float>(NextLearningRate());
   p.weight_decay = static_cast<float>(config_.weight_decay);
@@ -50,25 +52,60 @@ absl::Status Optimizer::Apply(const float* grad, float* param) {
   p.beta2 = static_cast<float>(config_.beta2);
   p.epsilon = static_cast<float>(config_.epsilon);
   p.step = steps_applied_ + 1;
-  const size_t n = trainable_;
+  return p;
+}
+
+absl::Status Optimizer::UpdateRange(const OptimizerStepParams& p, size_t begin,
+                                    size_t end, const float* grad,
+                                    float* param) {
+  // Trainable parameters first, then non-trainable state after trainable_.
+  const size_t split = std::clamp(trainable_, begin, end);
+  const size_t n = split - begin;
   // A shard's slice may hold state only (n == 0): no kernel to launch.
   switch (n == 0 ? OptimizerKind::kSgd : config_.kind) {
     case OptimizerKind::kSgd:
-      if (n > 0) RETURN_IF_ERROR(backend_->SgdUpdate(n, p, grad, param));
+      if (n > 0) {
+        RETURN_IF_ERROR(backend_->SgdUpdate(n, p, grad + begin, param + begin));
+      }
       break;
     case OptimizerKind::kMomentum:
-      RETURN_IF_ERROR(
-          backend_->MomentumUpdate(n, p, grad, state_[0].data(), param));
+      RETURN_IF_ERROR(backend_->MomentumUpdate(
+          n, p, grad + begin, state_[0].data() + begin, param + begin));
       break;
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW:
       RETURN_IF_ERROR(backend_->AdamUpdate(
-          n, p, config_.kind == OptimizerKind::kAdamW, grad, state_[0].data(),
-          state_[1].data(), param));
+          n, p, config_.kind == OptimizerKind::kAdamW, grad + begin,
+          state_[0].data() + begin, state_[1].data() + begin, param + begin));
       break;
   }
-  if (size_ > n) {
-    RETURN_IF_ERROR(backend_->Axpy(size_ - n, 1.0f, grad + n, param + n));
+  if (end > split) {
+    RETURN_IF_ERROR(
+        backend_->Axpy(end - split, 1.0f, grad + split, param + split));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::Apply(const float* grad, float* param) {
+  RETURN_IF_ERROR(UpdateRange(StepParams(), 0, size_, grad, param));
+  ++steps_applied_;
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::ApplyRanges(const float* grad, float* param,
+                                    const std::vector<Range>& ranges) {
+  for (const Range& r : ranges) {
+    if (r.begin > r.end || r.end > size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer range [", r.begin, ", ", r.end,
+                       ") outside its ", size_, " values"));
+    }
+  }
+  const OptimizerStepParams p = StepParams();
+  for (const Range& r : ranges) {
+    if (r.end > r.begin) {
+      RETURN_IF_ERROR(UpdateRange(p, r.begin, r.end, grad, param));
+    }
   }
   ++steps_applied_;
   return absl::OkStatus();

@@ -36,6 +36,19 @@ class Optimizer {
   // space. Increments steps_applied().
   absl::Status Apply(const float* grad, float* param);
 
+  // One update of the elements in `ranges` only (offsets into the same
+  // size() buffers; each range within [0, size()), ranges disjoint), with
+  // the learning rate and step of this step; the other elements and their
+  // state are left as they are. Increments steps_applied() once. A ring
+  // pipeline stage applies its layers' update this way. INVALID_ARGUMENT
+  // for a range outside the buffers (nothing applied).
+  struct Range {
+    size_t begin = 0;
+    size_t end = 0;
+  };
+  absl::Status ApplyRanges(const float* grad, float* param,
+                           const std::vector<Range>& ranges);
+
   size_t size() const { return size_; }
   size_t trainable() const { return trainable_; }
   int64_t steps_applied() const { return steps_applied_; }
@@ -50,6 +63,11 @@ class Optimizer {
   void set_steps_applied(int64_t steps) { steps_applied_ = steps; }
 
  private:
+  // The update of [begin, end) with step parameters `p`.
+  absl::Status UpdateRange(const OptimizerStepParams& p, size_t begin,
+                           size_t end, const float* grad, float* param);
+  OptimizerStepParams StepParams() const;
+
   Optimizer(const OptimizerConfig& config, ComputeBackend* backend, size_t size,
             size_t trainable)
       : config_(config),

@@ -91,6 +91,13 @@ absl::Status Coordinator::RecordDone(Member& member,
           if (*step.digest != done.weights_digest()) ++digest_mismatches_;
         }
       }
+      for (const v1::RangeDigest& d : done.range_digests()) {
+        const auto [first, inserted] = open->range_digests.emplace(
+            std::make_pair(d.begin(), d.end()), d.digest());
+        if (inserted) continue;
+        ++digest_checks_;
+        if (first->second != d.digest()) ++digest_mismatches_;
+      }
       MaybeQueueFinalize(*open);
     }
     return absl::OkStatus();

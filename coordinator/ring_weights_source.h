@@ -1,7 +1,9 @@
 // Fetches the weights a ring member holds (RingPeer.GetWeights): ring mode's
 // whole model, hybrid mode's dense layers. Tries the current members in rank
 // order and retries while none has published the weights of the step asked
-// for yet (members publish between steps, when asked).
+// for yet (members publish between steps, when asked). A member of a ring
+// pipeline sends only the stages it holds current; the parts of several
+// members then make the model, all of one step count.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef FERRY_COORDINATOR_RING_WEIGHTS_SOURCE_H_
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,8 +47,15 @@ class RingWeightsSource {
   TransferBytes bytes() const { return counter_.Get(); }
 
  private:
+  // What one member's stream held: its step count and the element ranges
+  // it sent (ascending, disjoint).
+  struct Part {
+    int64_t steps = -1;
+    std::vector<std::pair<int64_t, int64_t>> covered;
+  };
   absl::Status FetchFrom(const std::string& address, int64_t min_step,
-                         std::vector<float>& params, std::string* tables);
+                         std::vector<float>& params, std::string* tables,
+                         Part* part);
 
   const std::string job_id_;
   const absl::Duration fetch_timeout_;

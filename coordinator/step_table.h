@@ -41,6 +41,8 @@ struct OpenStep {
   // leases tell the ring members to keep their dense state before it.
   bool keep_state = false;
   std::optional<uint64_t> digest;  // ring mode: first digest reported
+  // Ring pipelines: the first digest reported per stage range [begin, end).
+  std::map<std::pair<int64_t, int64_t>, uint64_t> range_digests;
   // Training curves: the step's reports summed (coordinator_metrics.cc).
   absl::Time formed;  // the coordinator clock's time when it formed
   double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;

@@ -334,16 +334,6 @@ class GrpcPushSession final : public PushSession {
 // pull per step, whenever the pull ahead happened to land.
 class GrpcPendingPull final : public PendingPull {
  public:
-  static int ShardsToAsk(const std::vector<std::unique_ptr<Shard>>& shards,
-                         const std::vector<Chunk>& chunks,
-                         const v1::PullRequest& request) {
-    int n = 0;
-    for (const auto& shard : shards) {
-      if (PullCall::ChunksInRange(*shard, chunks, request) > 0) ++n;
-    }
-    return n;
-  }
-
   GrpcPendingPull(const std::vector<std::unique_ptr<Shard>>& shards,
                   const std::vector<Chunk>& chunks,
                   const v1::PullRequest& request, absl::Duration timeout,
@@ -351,10 +341,9 @@ class GrpcPendingPull final : public PendingPull {
       : shards_(shards),
         counter_(counter),
         min_version_(request.min_version()),
-        group_(ShardsToAsk(shards, chunks, request)),
+        group_(static_cast<int>(shards.size())),
         shard_bytes_(shards.size()) {
     for (size_t s = 0; s < shards.size(); ++s) {
-      if (PullCall::ChunksInRange(*shards[s], chunks, request) == 0) continue;
       calls_.push_back(std::make_unique<PullCall>(*shards[s], chunks, request,
                                                   timeout, flat_params, &bytes_,
                                                   &group_, &shard_bytes_[s]));
@@ -482,28 +471,20 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   const absl::Status status = RetryRounds(
       static_cast<int>(shards_.size()), options_.retry,
       [&](const std::vector<int>& shards, int) {
-        // Shards without a chunk in the range are not asked.
-        std::vector<absl::Status> statuses(shards.size());
-        std::vector<size_t> asked;
-        for (size_t i = 0; i < shards.size(); ++i) {
-          if (PullCall::ChunksInRange(*shards_[shards[i]], options_.chunks,
-                                      request) > 0) {
-            asked.push_back(i);
-          }
-        }
-        CallGroup group(static_cast<int>(asked.size()));
+        // Every shard, also one without a chunk in the range: its answer
+        // says it reached the version (a sync step's barrier).
+        CallGroup group(static_cast<int>(shards.size()));
         std::vector<std::unique_ptr<PullCall>> calls;
-        for (size_t i : asked) {
+        for (int s : shards) {
           calls.push_back(std::make_unique<PullCall>(
-              *shards_[shards[i]], options_.chunks, request,
-              options_.rpc_timeout, flat_params, &counter_, &group));
+              *shards_[s], options_.chunks, request, options_.rpc_timeout,
+              flat_params, &counter_, &group));
         }
         for (auto& call : calls) call->Start();
-        const std::vector<absl::Status> answered = WaitCalls(group, calls);
-        for (size_t c = 0; c < calls.size(); ++c) {
-          statuses[asked[c]] = answered[c];
-          const int64_t v = calls[c]->version();
-          if (answered[c].ok() && v != PullCall::kNoVersion &&
+        std::vector<absl::Status> statuses = WaitCalls(group, calls);
+        for (size_t i = 0; i < calls.size(); ++i) {
+          const int64_t v = calls[i]->version();
+          if (statuses[i].ok() && v != PullCall::kNoVersion &&
               (version == PullCall::kNoVersion || v < version)) {
             version = v;
           }

@@ -210,9 +210,11 @@ class ParameterClient {
 
   // Pulls (Pull, StartPull) started after this call fetch only the chunks
   // that intersect `range` of the flat buffer (common/sharding.h
-  // ChunkInPullRange; {0, 0}, the default: every chunk), from the shards
-  // that own such chunks; the rest of flat_params is left as it was. A
-  // pipeline stage pulls its own layers this way. Thread-safe. The default
+  // ChunkInPullRange; {0, 0}, the default: every chunk); the rest of
+  // flat_params is left as it was. Every shard is still asked (one without
+  // such chunks answers with none once it has the version, so a sync step
+  // still waits for every shard). A pipeline stage pulls its own layers this
+  // way. Thread-safe. The default
   // (fakes): ignored, every chunk is pulled (a superset).
   virtual void SetPullRange(FlatRange range) { (void)range; }
 

@@ -178,6 +178,15 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
       return;
     }
     snapshot_ = *std::move(snapshot);
+    const int64_t total = static_cast<int64_t>(snapshot_->values.size());
+    if (snapshot_->ranges.empty()) {
+      segments_.push_back({0, total});
+    } else {
+      for (const FlatRange& r : snapshot_->ranges) {
+        segments_.push_back({std::clamp<int64_t>(r.begin, 0, total),
+                             std::clamp<int64_t>(r.end, 0, total)});
+      }
+    }
     WriteNext();
   }
 
@@ -193,26 +202,36 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   void OnDone() override { delete this; }
 
  private:
-  // The dense chunks, then the tables' blob in chunks of as many bytes.
+  // The dense chunks of every current segment (at least one chunk, maybe
+  // empty), then the tables' blob in chunks of as many bytes.
   void WriteNext() {
     const int64_t total = static_cast<int64_t>(snapshot_->values.size());
     const int64_t tables = static_cast<int64_t>(snapshot_->tables.size());
-    if (offset_ >= total && tables_offset_ >= tables &&
-        (offset_ > 0 || tables_offset_ > 0)) {
+    while (segment_ < segments_.size() &&
+           std::max(offset_, segments_[segment_].begin) >=
+               segments_[segment_].end) {
+      ++segment_;  // this segment is sent (or empty)
+    }
+    const bool dense_left = segment_ < segments_.size();
+    if (!dense_left && tables_offset_ >= tables && sent_any_) {
       Finish(grpc::Status::OK);
       return;
     }
+    sent_any_ = true;
     chunk_.Clear();
     chunk_.set_steps_applied(snapshot_->steps_applied);
     chunk_.set_total_elements(total);
     chunk_.set_tables_bytes(tables);
-    if (offset_ < total || tables == 0) {
-      const int64_t n = std::min(kWeightsChunkElements, total - offset_);
+    if (dense_left || tables == 0) {
+      const FlatRange segment =
+          dense_left ? segments_[segment_] : FlatRange{total, total};
+      offset_ = std::max(offset_, segment.begin);
+      const int64_t n = std::min(kWeightsChunkElements, segment.end - offset_);
       chunk_.set_offset(offset_);
       chunk_.set_data(
           reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
           static_cast<size_t>(n) * sizeof(float));
-      offset_ += std::max<int64_t>(n, 1);
+      offset_ += n;
     } else {
       const int64_t n = std::min<int64_t>(kWeightsChunkElements * sizeof(float),
                                           tables - tables_offset_);
@@ -227,8 +246,11 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   RingPeerService* const service_;
   std::shared_ptr<const WeightsSnapshot> snapshot_;
   v1::WeightsChunk chunk_;
-  int64_t offset_ = 0;
+  std::vector<FlatRange> segments_;  // the snapshot's current parts
+  size_t segment_ = 0;               // the segment being sent
+  int64_t offset_ = 0;               // the next element to send
   int64_t tables_offset_ = 0;
+  bool sent_any_ = false;
 };
 
 }  // namespace

@@ -21,11 +21,13 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
 }
 
 void WeightsPublisher::Publish(int64_t steps_applied, std::vector<float> values,
-                               std::string tables) {
+                               std::string tables,
+                               std::vector<FlatRange> ranges) {
   auto snapshot = std::make_shared<WeightsSnapshot>();
   snapshot->steps_applied = steps_applied;
   snapshot->values = std::move(values);
   snapshot->tables = std::move(tables);
+  snapshot->ranges = std::move(ranges);
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
   wanted_.store(false, std::memory_order_release);

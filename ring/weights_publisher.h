@@ -17,12 +17,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sharding.h"
 
 namespace ferry {
 
 struct WeightsSnapshot {
   int64_t steps_applied = 0;
   std::vector<float> values;  // the flat parameter buffer
+  // The parts of `values` that are current, ascending and disjoint (a ring
+  // pipeline stage's layers); empty: all of it. GetWeights sends only these.
+  std::vector<FlatRange> ranges;
   // A model with embedding tables: the member's tables as one blob
   // (ps/sparse_store.h EncodeSparseStore); empty otherwise.
   std::string tables;
@@ -39,7 +43,7 @@ class WeightsPublisher {
 
   // Replaces the snapshot and clears `wanted`.
   void Publish(int64_t steps_applied, std::vector<float> values,
-               std::string tables = {});
+               std::string tables = {}, std::vector<FlatRange> ranges = {});
 
  private:
   std::atomic<bool> wanted_{false};

@@ -62,8 +62,16 @@ class Worker {
       });
       status = Loop();
     }
+    absl::Status gathered = absl::OkStatus();
+    if (status.ok() && summary_.end_reason == "finished") {
+      // Every member does this once (ring pipelines gather the stages).
+      gathered = exchange_->EndOfTraining();
+      if (!gathered.ok()) {
+        Log(absl::StrCat("gathering the final weights: ", gathered.ToString()));
+      }
+    }
     if (status.ok() && !options_.final_weights_path.empty()) {
-      status = SaveFinalWeights();
+      status = gathered.ok() ? SaveFinalWeights() : gathered;
     }
     heartbeater_->SetFenceListener(nullptr);
     heartbeater_->Stop();

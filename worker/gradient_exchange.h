@@ -37,9 +37,10 @@
 //  - pipeline jobs (worker/pipeline_lease_trainer.h) keep the ring's or
 //    the PS's exchange and change the compute instead: a stage declares its
 //    layers' gradient and zeros for the rest of the buffer (on the PS, the
-//    all-zero chunks travel as flags). An exchange whose buffers cover only
-//    a stage's layers (one ring per stage, per-stage pulls) is the next
-//    step (docs/pipeline.md).
+//    all-zero chunks travel as flags), and ExchangeStep names the stage's
+//    range (PS: pull only it) and stage rings (ring: all-reduce and apply
+//    only its range, in its stage's ring). Buffers that cover only a
+//    stage's layers are the next step (docs/pipeline.md).
 //
 // Ownership: an exchange owns its clients (ParameterClient, ring transports)
 // and never owns the buffers or the backend it is given; those outlive it.
@@ -89,6 +90,18 @@ struct ExchangeStep {
   // layers. {0, 0}: the whole buffer. PS pulls only the chunks in it (the
   // rest of params keeps older values); the ring keeps the whole buffer.
   FlatRange pull_range;
+  // Ring pipelines (worker/pipeline_lease_trainer.h): the job's stages'
+  // parameter ranges, in flat order (empty: not a pipeline job). A new
+  // ring generation gathers each range from a member that holds it current.
+  std::vector<FlatRange> stage_ranges;
+  // The stage rings this member all-reduces its stages' ranges in (one ring
+  // per stage: that stage's members and the members training alone), in
+  // stage order; empty: the whole buffer over the lease's ring.
+  struct StageRing {
+    int stage = 0;           // index into stage_ranges
+    std::vector<int> ranks;  // ranks of lease.ring(), ascending, this one's too
+  };
+  std::vector<StageRing> stage_rings;
 
   static ExchangeStep Of(const v1::NextTaskResponse* lease, int64_t generation,
                          int64_t num_samples) {
@@ -201,6 +214,11 @@ class GradientExchange {
   // Called between steps and while waiting for a lease (ring: hands the
   // weights to a reader that asked for them). Never fails the loop.
   virtual void BetweenSteps() = 0;
+
+  // Called once when the coordinator ended the job (FINISH), by every
+  // member, before FinalWeights (ring pipelines: the members gather every
+  // stage's current weights from each other). The default does nothing.
+  virtual absl::Status EndOfTraining() { return absl::OkStatus(); }
 
   // Adds the mode's figures to a finished step's report: the cumulative
   // byte counts of its peers and, when due, the weights digest.

@@ -27,6 +27,44 @@ PipelineRole PipelineRoleOf(int rank, int size, int stages) {
   return {rank / stages * stages, rank % stages, stages};
 }
 
+std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
+                                                  int stages) {
+  std::vector<ExchangeStep::StageRing> rings;
+  if (stages <= 1 || size <= stages) return rings;
+  const PipelineRole own = PipelineRoleOf(rank, size, stages);
+  for (int s = 0; s < stages; ++s) {
+    if (own.stages > 1 && own.stage != s) continue;
+    ExchangeStep::StageRing ring;
+    ring.stage = s;
+    for (int r = 0; r < size; ++r) {
+      const PipelineRole role = PipelineRoleOf(r, size, stages);
+      if (role.stages == 1 || role.stage == s) ring.ranks.push_back(r);
+    }
+    rings.push_back(std::move(ring));
+  }
+  return rings;
+}
+
+std::vector<FlatRange> StageParamRanges(const ModelDef& def,
+                                        const ParameterLayout& layout,
+                                        const std::vector<StageRange>& split) {
+  std::vector<FlatRange> ranges;
+  const auto& tensors = layout.tensors();
+  size_t tensor = 0;
+  for (const StageRange& stage : split) {
+    FlatRange range;
+    range.begin = tensor < tensors.size() ? tensors[tensor].offset
+                                          : layout.total_elements();
+    for (int l = stage.first_layer; l < stage.end_layer; ++l) {
+      tensor += LayerParamDefs(def.layers[l]).size();
+    }
+    range.end = tensor < tensors.size() ? tensors[tensor].offset
+                                        : layout.total_elements();
+    ranges.push_back(range);
+  }
+  return ranges;
+}
+
 absl::StatusOr<std::unique_ptr<PipelineLeaseTrainer>>
 PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
                              int threads, PeerEndpoint* peer,
@@ -46,10 +84,11 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
                                          : job.pipeline_balance()));
   t->split_starts_.assign(job.pipeline_split().begin(),
                           job.pipeline_split().end());
-  RETURN_IF_ERROR(
-      SplitModel(t->def_, job.pipeline_stages(), t->split_starts_, t->balance_)
-          .status());
+  ASSIGN_OR_RETURN(const std::vector<StageRange> split,
+                   SplitModel(t->def_, job.pipeline_stages(), t->split_starts_,
+                              t->balance_));
   ASSIGN_OR_RETURN(t->layout_, ModelJobLayout(t->def_));
+  t->stage_ranges_ = StageParamRanges(t->def_, t->layout_, split);
   if (t->layout_.total_elements() !=
       ModelParameterLayout(t->def_)->total_elements()) {
     return absl::InvalidArgumentError(
@@ -183,6 +222,8 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
     step.pull_range = {stage->param_offset(),
                        stage->param_offset() + stage->param_count()};
   }
+  step.stage_ranges = stage_ranges_;
+  step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages());
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, begin_start);
 

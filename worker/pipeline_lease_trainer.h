@@ -15,9 +15,12 @@
 // stages into the step's gradient. Weights, checkpoints, evaluation,
 // joiners and rollbacks are therefore the mode's. In PS mode a stage pulls
 // only its layers (ExchangeStep.pull_range) and its push carries only them
-// (all-zero chunks travel as flags); in ring mode every member all-reduces
-// the whole buffer (one ring per stage is the next step). Every member's
-// memory is the whole model's.
+// (all-zero chunks travel as flags). In ring mode with more members than
+// stages each stage all-reduces only its layers in its own ring
+// (StageRingsOf; worker/ring_exchange.h keeps track of which stages a
+// member holds current); with at most P members the whole buffer is
+// all-reduced over the whole ring. Every member's memory is the whole
+// model's.
 //
 // Thread safety: not thread-safe; the training loop's thread uses it, except
 // CancelIfOlder (any thread).
@@ -57,6 +60,22 @@ struct PipelineRole {
   bool operator==(const PipelineRole&) const = default;
 };
 PipelineRole PipelineRoleOf(int rank, int size, int stages);
+
+// The stage rings rank `rank` of a ring of `size` all-reduces in, for a job
+// of `stages` stages (ExchangeStep.stage_rings): with more members than
+// stages (every stage then held by at least two members), a stage member
+// is in its stage's ring and a member training alone in every stage's, each
+// ring holding that stage's members and the members training alone, in rank
+// order. Empty otherwise (the whole buffer over the whole ring: with a
+// single replica each stage's only copy would be lost with its member).
+// Pure.
+std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
+                                                  int stages);
+
+// The flat parameter range of each stage of `split` (model order).
+std::vector<FlatRange> StageParamRanges(const ModelDef& def,
+                                        const ParameterLayout& layout,
+                                        const std::vector<StageRange>& split);
 
 class PipelineLeaseTrainer final : public LeaseTrainer {
  public:
@@ -103,6 +122,7 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   v1::JobSpec job_;
   ModelDef def_;
   std::vector<int> split_starts_;
+  std::vector<FlatRange> stage_ranges_;  // of the job's P stages
   StageBalance balance_ = StageBalance::kCompute;
   PipelineSchedule schedule_ = PipelineSchedule::k1F1B;
   PeerEndpoint* peer_ = nullptr;

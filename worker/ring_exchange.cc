@@ -87,11 +87,16 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
       options_.compression,
       feedback_ == nullptr ? nullptr : feedback_->residual());
   session->reducer->set_uncompressed_from(n_ - options_.state_elements);
-  session->next_op = kBroadcastOp + 1;
+  // Ring pipelines: op 0 finds who holds which stage, 1..P gather them.
+  session->next_op =
+      kBroadcastOp + 1 + static_cast<int64_t>(stage_ranges_.size());
   RingCollective* collective = session->collective.get();
   {
     absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
     session_ = std::move(session);
+  }
+  if (!stage_ranges_.empty()) {
+    return GatherStages(*collective, lease.step(), kBroadcastOp);
   }
   RETURN_IF_ERROR(BroadcastState(*collective, 0));
   if (options_.tables == nullptr) return absl::OkStatus();
@@ -154,6 +159,7 @@ absl::Status RingExchange::CopyState(StateCopy& copy) {
   for (size_t k = 0; k < state.size(); ++k) {
     RETURN_IF_ERROR(backend->Copy(state[k]->data(), n_, copy.state[k].data()));
   }
+  copy.current = current_;
   copy.steps = steps;
   return absl::OkStatus();
 }
@@ -181,6 +187,7 @@ absl::Status RingExchange::RollBackTo(int64_t steps) {
   LogWarn("rolled the ring state back",
           {{"from_steps", optimizer_.steps_applied()}, {"to_steps", steps}});
   optimizer_.set_steps_applied(steps);
+  if (copy->current.size() == current_.size()) current_ = copy->current;
   // Copies of later states belong to the undone history.
   for (StateCopy& kept : copies_) {
     if (kept.steps > steps) kept.steps = -1;
@@ -219,6 +226,11 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
     absl::MutexLock lock(&cancel_mu_);
     step_fence_ = lease.fence();
   }
+  if (!step.stage_ranges.empty() && step.stage_ranges != stage_ranges_) {
+    // A pipeline job's first step: the job's initial values everywhere.
+    stage_ranges_ = step.stage_ranges;
+    current_.assign(stage_ranges_.size(), true);
+  }
   if (session_ == nullptr ||
       session_->ring_generation != lease.ring_generation()) {
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
@@ -230,6 +242,19 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   keep_state_ = lease.keep_state();
   rows_declared_ = false;
   if (options_.tables != nullptr) options_.tables->ClearStepRows();
+  step_rings_ = step.stage_rings;
+  session_->per_stage = !step_rings_.empty();
+  if (session_->per_stage) {
+    if (absl::Status opened = OpenStageRings(lease); !opened.ok()) {
+      AbandonStep();
+      return opened;
+    }
+    // Every member of the generation takes one op id per stage per step.
+    step_first_op_ = session_->next_op;
+    session_->next_op += static_cast<int64_t>(stage_ranges_.size());
+    declared_ = 0;
+    return absl::OkStatus();
+  }
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
   return absl::OkStatus();
@@ -238,16 +263,21 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
 absl::Status RingExchange::Ready(int64_t offset, int64_t length) {
   if (session_ == nullptr)
     return absl::FailedPreconditionError("no ring step begun");
+  if (!step_rings_.empty()) {
+    if (offset < 0 || length < 0 || offset + length > n_ ||
+        declared_ + length > n_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring step: gradient range [%d, %d) outside the %d elements or "
+          "declared twice",
+          offset, offset + length, n_));
+    }
+    declared_ += length;
+    return absl::OkStatus();
+  }
   return session_->reducer->Ready(offset, length);
 }
 
-absl::Status RingExchange::FinishStep() {
-  if (session_ == nullptr)
-    return absl::FailedPreconditionError("no ring step begun");
-  if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
-    AbandonStep();
-    return reduced;
-  }
+absl::Status RingExchange::KeepCopies() {
   const int64_t steps = optimizer_.steps_applied();
   RETURN_IF_ERROR(CopyState(copies_[steps % kStateCopies]));
   if (keep_state_) {
@@ -263,6 +293,19 @@ absl::Status RingExchange::FinishStep() {
     }
     if (slot != nullptr) RETURN_IF_ERROR(CopyState(*slot));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::FinishStep() {
+  if (session_ == nullptr)
+    return absl::FailedPreconditionError("no ring step begun");
+  if (!step_rings_.empty()) return FinishStageStep();
+  if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
+    AbandonStep();
+    return reduced;
+  }
+  const int64_t steps = optimizer_.steps_applied();
+  RETURN_IF_ERROR(KeepCopies());
   if (options_.tables != nullptr) {
     // Every member's rows, then the same row update on every member; a
     // failure leaves the tables and the dense state as they were.
@@ -282,7 +325,8 @@ absl::Status RingExchange::FinishStep() {
   return dense;
 }
 
-absl::Status RingExchange::ApplyDense() {
+absl::Status RingExchange::ApplyDense(
+    const std::vector<Optimizer::Range>* ranges) {
   ComputeBackend* backend = options_.backend;
   if (!backend->IsHostMemory()) {
     RETURN_IF_ERROR(
@@ -290,6 +334,9 @@ absl::Status RingExchange::ApplyDense() {
   }
   RETURN_IF_ERROR(backend->Scale(n_, 1.0f / static_cast<float>(step_samples_),
                                  options_.grads));
+  if (ranges != nullptr) {
+    return optimizer_.ApplyRanges(options_.grads, options_.params, *ranges);
+  }
   return optimizer_.Apply(options_.grads, options_.params);
 }
 
@@ -317,7 +364,10 @@ void RingExchange::AbandonStep() {
   // Abort first: a bucket in flight then ends at once instead of running
   // into its deadline while the reducer is destroyed.
   absl::MutexLock lock(&cancel_mu_);
-  if (session_ != nullptr) session_->transport->Abort();
+  if (session_ != nullptr) {
+    session_->transport->Abort();
+    for (auto& [stage, link] : session_->stage_links) link.transport->Abort();
+  }
   session_.reset();
 }
 
@@ -327,6 +377,7 @@ void RingExchange::CancelIfOlder(int64_t fence) {
     LogWarn("the coordinator aborted the ring step: giving it up",
             {{"fence", fence}});
     session_->transport->Abort();
+    for (auto& [stage, link] : session_->stage_links) link.transport->Abort();
   }
 }
 
@@ -347,12 +398,23 @@ void RingExchange::BetweenSteps() {
   }
   publisher->Publish(
       optimizer_.steps_applied(), *std::move(host),
-      options_.tables == nullptr ? std::string() : options_.tables->Encode());
+      options_.tables == nullptr ? std::string() : options_.tables->Encode(),
+      CurrentRanges());
 }
 
 absl::Status RingExchange::AddToReport(v1::StepReport& report) {
-  if (options_.digest_every > 0 &&
+  if (options_.digest_every > 0 && !stage_ranges_.empty() &&
       optimizer_.steps_applied() % options_.digest_every == 0) {
+    ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
+    for (const FlatRange& range : CurrentRanges()) {
+      v1::RangeDigest* d = report.add_range_digests();
+      d->set_begin(range.begin);
+      d->set_end(range.end);
+      d->set_digest(Fnv1a(kFnvOffset, host.data() + range.begin,
+                          static_cast<size_t>(range.size()) * sizeof(float)));
+    }
+  } else if (options_.digest_every > 0 &&
+             optimizer_.steps_applied() % options_.digest_every == 0) {
     ASSIGN_OR_RETURN(const uint64_t digest, WeightsDigest());
     report.set_weights_digest(digest);
   }

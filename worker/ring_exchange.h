@@ -18,6 +18,17 @@
 // then aborted (or that a shard rollback undid) goes back to its copy
 // first, so rank 0 always broadcasts the committed state.
 //
+// Ring pipelines (ExchangeStep.stage_ranges and stage_rings): a stage member
+// all-reduces only its stage's range, in that stage's ring (the stage's
+// members of every replica and the members training alone), and applies
+// the optimizer to that range only; the rest of its buffer goes stale. It
+// knows which stages it holds current. A new ring generation (or the end of
+// the job) gathers every stage's range, with its optimizer state, from the
+// lowest rank that holds it current after the step the ring starts from;
+// the weights digest is one per current range (StepReport.range_digests);
+// what is published for the evaluation is the current ranges only, which
+// the coordinator assembles from several members.
+//
 // Thread safety: one thread (the worker's training loop) uses it, except
 // CancelIfOlder(), which any thread may call.
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
@@ -25,6 +36,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -136,6 +148,11 @@ class RingExchange final : public GradientExchange {
   // Copies params (and the tables' blob) to the publisher when a reader
   // asked for them.
   void BetweenSteps() override;
+  // A ring pipeline whose last generation all-reduced per stage: gathers
+  // every stage's current weights from the members that hold them (every
+  // member of the generation must call it). DEADLINE_EXCEEDED or the
+  // transport's error when a member is gone.
+  absl::Status EndOfTraining() override;
   // The peer bytes under kRingPeerRole; the digest when due.
   absl::Status AddToReport(v1::StepReport& report) override;
   absl::StatusOr<std::vector<float>> FinalWeights() override {
@@ -157,6 +174,20 @@ class RingExchange final : public GradientExchange {
         optimizer_(std::move(optimizer)),
         n_(n) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
+  // Ring pipelines: every stage's range of params and optimizer state, and
+  // the step count, from the lowest rank holding it current after `steps`
+  // steps (rank 0, with a warning, when nobody does), over `collective`
+  // with op ids [first_op, first_op + 1 + stages). Afterwards every stage
+  // is current here.
+  absl::Status GatherStages(RingCollective& collective, int64_t steps,
+                            int64_t first_op);
+  // Opens the links of the step's stage rings not open in this generation.
+  absl::Status OpenStageRings(const v1::NextTaskResponse& lease);
+  // All-reduces the step's stage ranges in their rings, then applies them.
+  absl::Status FinishStageStep();
+  // Keeps copies of the state before the step about to be applied.
+  absl::Status KeepCopies();
+  std::vector<FlatRange> CurrentRanges() const;
   TransferBytes PeerBytes() const {
     return options_.counter == nullptr ? TransferBytes{}
                                        : options_.counter->Get();
@@ -166,23 +197,32 @@ class RingExchange final : public GradientExchange {
     int64_t steps = -1;  // -1: empty
     DeviceBuffer params;
     std::vector<DeviceBuffer> state;
+    std::vector<bool> current;  // ring pipelines: current_ then
   };
   // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
   // when no copy of that step is kept.
   absl::Status RollBackTo(int64_t steps);
   // Copies the state before the step about to be applied into `copy`.
   absl::Status CopyState(StateCopy& copy);
-  // host_grads / step_samples through the optimizer into params.
-  absl::Status ApplyDense();
+  // host_grads / step_samples through the optimizer into params (only
+  // `ranges` when given).
+  absl::Status ApplyDense(
+      const std::vector<Optimizer::Range>* ranges = nullptr);
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
 
+  struct StageRingLink {
+    std::unique_ptr<RingTransport> transport;
+    std::unique_ptr<RingCollective> collective;
+  };
   struct Session {
     int64_t ring_generation = 0;
     int64_t fence = 0;
     std::unique_ptr<RingTransport> transport;
     std::unique_ptr<RingCollective> collective;
     std::unique_ptr<BucketAllReducer> reducer;
+    std::map<int, StageRingLink> stage_links;  // by stage
+    bool per_stage = false;  // its steps all-reduced per stage
     int64_t next_op = 0;
   };
 
@@ -204,6 +244,13 @@ class RingExchange final : public GradientExchange {
   StateCopy checkpoint_copies_[kCheckpointCopies];
   bool keep_state_ = false;     // the open step's lease asked for it
   bool rows_declared_ = false;  // ReadyRows called in the open step
+  // Ring pipelines: the stages' ranges, which of them are current here, the
+  // open step's stage rings, its first op id and the elements declared.
+  std::vector<FlatRange> stage_ranges_;
+  std::vector<bool> current_;
+  std::vector<ExchangeStep::StageRing> step_rings_;
+  int64_t step_first_op_ = 0;
+  int64_t declared_ = 0;
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
 };
 

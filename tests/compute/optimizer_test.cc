@@ -127,6 +127,42 @@ TEST_P(OptimizerTest, StateAfterTheTrainablePrefixIsMovedByItsGradient) {
   EXPECT_EQ(state, (std::vector<float>{1.5f, 1}));
 }
 
+// A ring pipeline stage: ApplyRanges updates its ranges exactly as the
+// whole-buffer update does, leaves the rest (and its state) alone, and
+// counts one step; a range outside the buffers applies nothing.
+TEST_P(OptimizerTest, ApplyRangesUpdatesOnlyThoseRangesAsApplyWould) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.1;
+  config.weight_decay = 0.01;
+  const size_t n = 9;
+  auto ranged = Optimizer::Create(config, backend.get(), n, 7);
+  auto whole = Optimizer::Create(config, backend.get(), n, 7);
+  ASSERT_TRUE(ranged.ok() && whole.ok());
+  std::vector<float> param = {1, -2, 3, 0.5, 0.25, 1.0, 7, 2, -1};
+  std::vector<float> expected = param;
+  const std::vector<float> before = param;
+  const std::vector<Optimizer::Range> ranges = {{1, 3}, {5, 9}};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> grad(n);
+    for (size_t i = 0; i < n; ++i) grad[i] = 0.25f * (i % 4) - 0.5f + step;
+    ASSERT_TRUE(ranged->ApplyRanges(grad.data(), param.data(), ranges).ok());
+    ASSERT_TRUE(whole->Apply(grad.data(), expected.data()).ok());
+  }
+  EXPECT_EQ(ranged->steps_applied(), 3);
+  for (size_t i = 0; i < n; ++i) {
+    const bool in = (i >= 1 && i < 3) || i >= 5;
+    EXPECT_EQ(param[i], in ? expected[i] : before[i]) << i;
+  }
+  const std::vector<float> grad(n, 1.0f);
+  EXPECT_EQ(
+      ranged->ApplyRanges(grad.data(), param.data(), {{0, 2}, {8, 10}}).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ranged->steps_applied(), 3);
+  EXPECT_EQ(param[0], before[0]);
+}
+
 TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {
   OptimizerConfig c;
   c.lr = 1.0;

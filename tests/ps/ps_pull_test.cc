@@ -118,9 +118,10 @@ TEST(PendingPullTest, StartedPullFillsTheBufferOnceEveryShardAnswers) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-// A pipeline stage's pull: only the chunks that intersect the range, only
-// from the shards that own such chunks; the rest of the buffer is left as
-// it was, and {0, 0} pulls everything again.
+// A pipeline stage's pull: only the chunks that intersect the range; the
+// rest of the buffer is left as it was, every shard is asked (a shard
+// without such chunks answers with none once it has the version), and
+// {0, 0} pulls everything again.
 TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInIt) {
   Cluster cluster(3, /*version=*/9);
   auto client = cluster.Client();
@@ -129,16 +130,12 @@ TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInIt) {
   client->SetPullRange(layer);
   std::vector<float> flat(kTotal, -1.0f);
   ASSERT_TRUE(client->Pull(9, flat.data()).ok());
-  std::vector<int> asked;
   for (int s = 0; s < 3; ++s) {
-    if (cluster.shard(s).pull_requests().empty()) continue;
-    asked.push_back(s);
+    ASSERT_EQ(cluster.shard(s).pull_requests().size(), 1u) << s;
     const v1::PullRequest request = cluster.shard(s).pull_requests().back();
     EXPECT_EQ(request.range_begin(), 10);
     EXPECT_EQ(request.range_end(), 26);
   }
-  // Shard 0 owns [0, 8): no chunk of the layer, so it is not asked.
-  EXPECT_EQ(asked, (std::vector<int>{1, 2}));
   for (int64_t i = 0; i < kTotal; ++i) {
     bool in_chunk_of_range = false;
     for (const Chunk& c : cluster.chunks()) {
@@ -161,7 +158,22 @@ TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInIt) {
   client->SetPullRange({});
   ASSERT_TRUE(client->Pull(9, flat.data()).ok());
   EXPECT_EQ(flat, cluster.params());
+}
+
+// Shard 0 owns [0, 8), no chunk of [10, 26): it is asked all the same, and
+// a pull waits until it has the version.
+TEST(PullCasesTest, PullRangeWaitsForShardsWithoutChunksInIt) {
+  Cluster cluster(3, /*version=*/9);
+  cluster.shard(0).set_version(8);
+  auto client = cluster.Client();
+  client->SetPullRange({10, 26});
+  std::vector<float> flat(kTotal, -1.0f);
+  EXPECT_EQ(*client->Pull(8, flat.data()), 9);  // shard 0 sent no version
   EXPECT_EQ(cluster.shard(0).pull_requests().size(), 1u);
+  cluster.shard(0).set_fault(PullFault::kHang);
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(client->Pull(9, flat.data()).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 TEST(PendingPullTest, FailureIsReturnedWithoutRetryAndDroppingCancels) {

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/ring_exchange_fixture.h"
 #include "tests/worker/worker_test_fixture.h"
 
 namespace ferry {
@@ -23,102 +24,30 @@ namespace {
 using ::testing::FloatEq;
 using ::testing::Pointwise;
 
-const std::vector<int64_t> kTensors = {7, 5, 3};
-constexpr int64_t kN = 15;
-constexpr int64_t kSamplesPerRank = 2;
+using testing::kRingN;
+using testing::kSamplesPerMember;
+using Member = testing::RingMember;
+using Reference = testing::RingReference;
+constexpr int64_t kN = kRingN;
+constexpr int64_t kSamplesPerRank = kSamplesPerMember;
+const std::vector<int64_t>& kTensors = testing::kRingTensors;
 
-OptimizerConfig Momentum() {
-  OptimizerConfig config;
-  config.kind = OptimizerKind::kMomentum;
-  config.lr = 0.5;
-  config.momentum = 0.5;
-  return config;
-}
-
-// Member `seed`'s gradient SUM of `step` (small multiples of 1/4: every sum
-// of them is exact in float, whatever the order).
 float Grad(int seed, int64_t step, int64_t i) {
-  return 0.25f * static_cast<float>((i * 3 + step + 2 * seed) % 7 - 3);
+  return testing::RingGrad(seed, step, i);
 }
-
-std::vector<float> Initial() {
-  std::vector<float> v(kN);
-  for (int64_t i = 0; i < kN; ++i) v[i] = 0.125f * static_cast<float>(i % 5);
-  return v;
-}
-
-struct Member {
-  std::string id;
-  int seed = 0;  // which gradients it computes
-  std::unique_ptr<ComputeBackend> backend;
-  DeviceBuffer params, grads;
-  std::unique_ptr<RingExchange> exchange;
-
-  std::vector<float> Params() const {
-    return std::vector<float>(params.data(), params.data() + kN);
-  }
-};
+std::vector<float> Initial() { return testing::RingInitial(); }
 
 std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
                                    testing::RingHubs* hubs,
                                    const std::vector<float>& init) {
-  auto m = std::make_unique<Member>();
-  m->id = id;
-  m->seed = seed;
-  m->backend = *MakeBackend(DeviceChoice::kCpu, 1);
-  m->params = *m->backend->Allocate(kN);
-  m->grads = *m->backend->Allocate(kN);
-  std::copy(init.begin(), init.end(), m->params.data());
-  RingExchangeOptions options;
-  options.job_id = "job";
-  options.worker_id = id;
-  options.backend = m->backend.get();
-  options.connect = [hubs](const v1::NextTaskResponse& lease) {
-    return hubs->Connect(lease.ring_generation(), lease.ring_size(),
-                         lease.rank());
-  };
-  options.tensor_sizes = kTensors;
-  options.bucket_elements = 8;  // two buckets: {3, 5} and {7}
-  options.optimizer = Momentum();
-  options.params = m->params.data();
-  options.grads = m->grads.data();
-  options.host_grads = m->grads.data();
-  options.collective_timeout = absl::Minutes(5);  // ends by cancel, not time
-  m->exchange = *RingExchange::Create(std::move(options));
-  return m;
+  return testing::MakeRingMember(
+      id, seed,
+      [hubs](const v1::NextTaskResponse& lease) {
+        return hubs->Connect(lease.ring_generation(), lease.ring_size(),
+                             lease.rank());
+      },
+      init);
 }
-
-// The single-process reference: the same optimizer over the mean gradient.
-class Reference {
- public:
-  Reference()
-      : backend_(*MakeBackend(DeviceChoice::kCpu, 1)),
-        params_(*backend_->Allocate(kN)),
-        grads_(*backend_->Allocate(kN)),
-        optimizer_(*Optimizer::Create(Momentum(), backend_.get(), kN)) {
-    const std::vector<float> init = Initial();
-    std::copy(init.begin(), init.end(), params_.data());
-  }
-  // One step whose contributors computed with `seeds`.
-  void Step(int64_t step, const std::vector<int>& seeds) {
-    for (int64_t i = 0; i < kN; ++i) {
-      float sum = 0.0f;
-      for (int seed : seeds) sum += Grad(seed, step, i);
-      grads_.data()[i] = sum;
-    }
-    const float samples = static_cast<float>(kSamplesPerRank * seeds.size());
-    ASSERT_TRUE(backend_->Scale(kN, 1.0f / samples, grads_.data()).ok());
-    ASSERT_TRUE(optimizer_.Apply(grads_.data(), params_.data()).ok());
-  }
-  std::vector<float> Params() const {
-    return std::vector<float>(params_.data(), params_.data() + kN);
-  }
-
- private:
-  std::unique_ptr<ComputeBackend> backend_;
-  DeviceBuffer params_, grads_;
-  Optimizer optimizer_;
-};
 
 v1::NextTaskResponse Lease(int64_t step, int64_t ring_generation, int64_t fence,
                            const std::vector<Member*>& ring, int rank) {
@@ -183,9 +112,7 @@ void RunStep(const std::vector<Member*>& ring, int64_t step,
 }
 
 std::vector<int> Seeds(const std::vector<Member*>& ring) {
-  std::vector<int> seeds;
-  for (const Member* m : ring) seeds.push_back(m->seed);
-  return seeds;
+  return testing::RingSeeds(ring);
 }
 
 void ExpectAllEqual(const std::vector<Member*>& ring, const Reference& ref,

@@ -1,0 +1,97 @@
+// RingWeightsSource against real RingPeer servers on loopback: the weights
+// of a ring member that holds them all, and a ring pipeline's model put
+// together from members that each hold some stages current, all of one
+// step count.
+#include "coordinator/ring_weights_source.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ring/ring_peer_service.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::ElementsAre;
+
+struct Members {
+  std::vector<std::unique_ptr<RingPeerServer>> servers;
+  std::vector<std::string> Addresses() const {
+    std::vector<std::string> out;
+    for (const auto& s : servers) {
+      out.push_back(absl::StrCat("127.0.0.1:", s->port));
+    }
+    return out;
+  }
+};
+
+Members Start(int n) {
+  Members members;
+  for (int i = 0; i < n; ++i) {
+    auto server = StartRingPeerServer("127.0.0.1:0");
+    EXPECT_TRUE(server.ok()) << server.status();
+    (*server)->service->set_job_id("job");
+    members.servers.push_back(*std::move(server));
+  }
+  return members;
+}
+
+// Element i of the state after `steps` steps.
+std::vector<float> State(int64_t steps, int n = 10) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(steps * 100 + i);
+  return v;
+}
+
+TEST(RingWeightsSourceTest, PutsAPipelinesModelTogetherFromItsStages) {
+  Members members = Start(3);
+  RingWeightsSource source("job", absl::Seconds(10));
+  source.set_member_source([&] { return members.Addresses(); });
+  // Stage 0 is [0, 4), stage 1 [4, 10); member 2 holds nothing current
+  // yet (nothing published).
+  members.servers[0]->publisher->Publish(5, State(5), {}, {{0, 4}});
+  members.servers[1]->publisher->Publish(5, State(5), {}, {{4, 10}});
+  std::vector<float> params(10, -1.0f);
+  ASSERT_TRUE(source.Fetch(5, params).ok());
+  EXPECT_EQ(params, State(5));
+
+  // Parts of different steps are not mixed: the older member is asked for
+  // the newer state, which it publishes between two of its steps.
+  members.servers[1]->publisher->Publish(6, State(6), {}, {{4, 10}});
+  std::thread republish([&] {
+    while (!members.servers[0]->publisher->wanted()) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    members.servers[0]->publisher->Publish(6, State(6), {}, {{0, 4}});
+  });
+  ASSERT_TRUE(source.Fetch(5, params).ok());
+  republish.join();
+  EXPECT_EQ(params, State(6));
+}
+
+TEST(RingWeightsSourceTest, WholeModelFromTheFirstMemberAndPartsThatNeverMeet) {
+  Members members = Start(2);
+  RingWeightsSource source("job", absl::Milliseconds(500));
+  source.set_member_source([&] { return members.Addresses(); });
+  members.servers[0]->publisher->Publish(3, State(3));
+  std::vector<float> params(10, -1.0f);
+  ASSERT_TRUE(source.Fetch(2, params).ok());
+  EXPECT_EQ(params, State(3));
+
+  // Only stage 0 is held anywhere: no model, DEADLINE_EXCEEDED that says
+  // why.
+  members.servers[0]->publisher->Publish(4, State(4), {}, {{0, 4}});
+  members.servers[1]->publisher->Publish(4, State(4), {}, {{0, 4}});
+  const absl::Status partial = source.Fetch(4, params);
+  EXPECT_EQ(partial.code(), absl::StatusCode::kDeadlineExceeded) << partial;
+  EXPECT_THAT(std::string(partial.message()),
+              ::testing::HasSubstr("only parts of the weights"));
+}
+
+}  // namespace
+}  // namespace ferry

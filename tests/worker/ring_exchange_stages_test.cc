@@ -1,0 +1,235 @@
+// RingExchange in ring pipelines (one ring per stage), several ranks in one
+// process over in-memory rings: a stage member all-reduces and applies only
+// its stage's range, a member training alone every stage's; a new ring
+// generation and the end of the job gather every stage from a member that
+// holds it current, so every member ends with the single-process weights.
+// Digests and what is published name the current ranges only.
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/ring_exchange_fixture.h"
+#include "tests/worker/worker_test_fixture.h"
+#include "worker/pipeline_lease_trainer.h"
+#include "worker/ring_exchange.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FloatEq;
+using ::testing::Pointwise;
+
+using testing::kRingN;
+using testing::kSamplesPerMember;
+using testing::RingGrad;
+using Member = testing::RingMember;
+using Reference = testing::RingReference;
+constexpr int kStages = 2;
+// Stage 0 holds tensor 0, stage 1 tensors 1 and 2.
+const std::vector<FlatRange> kStageRanges = {{0, 7}, {7, 15}};
+
+// Each ring (the whole one or a stage's) gets its own in-memory hub: the
+// key mixes the generation with its members.
+int64_t HubKey(const v1::NextTaskResponse& lease) {
+  std::string members;
+  for (const v1::RingMember& m : lease.ring()) members += m.worker_id() + ",";
+  return lease.ring_generation() * 1000 +
+         static_cast<int64_t>(std::hash<std::string>()(members) % 997);
+}
+
+std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
+                                   testing::RingHubs* hubs,
+                                   const std::vector<float>& init) {
+  return testing::MakeRingMember(
+      id, seed,
+      [hubs](const v1::NextTaskResponse& lease) {
+        return hubs->Connect(HubKey(lease), lease.ring_size(), lease.rank());
+      },
+      init, /*digest_every=*/1);
+}
+
+std::vector<float> Range(const Member& m, int stage) {
+  return m.Params(kStageRanges[stage].begin, kStageRanges[stage].end);
+}
+std::vector<float> Range(const Reference& ref, int stage) {
+  return ref.Params(kStageRanges[stage].begin, kStageRanges[stage].end);
+}
+
+// One pipeline step of rank `rank`: a stage member writes its replica's
+// gradient (its members' samples) on its stage's range and zeros elsewhere,
+// a member alone its own gradient everywhere.
+absl::Status PipelineStep(Member& m, const std::vector<Member*>& ring, int rank,
+                          int64_t step, int64_t generation,
+                          v1::StepReport* report) {
+  v1::NextTaskResponse lease;
+  lease.set_step(step);
+  lease.set_ring_generation(generation);
+  for (const Member* member : ring) {
+    v1::RingMember* r = lease.add_ring();
+    r->set_worker_id(member->id);
+    r->set_peer_address("in-memory");
+  }
+  lease.set_rank(rank);
+  lease.set_step_samples(kSamplesPerMember * static_cast<int64_t>(ring.size()));
+  const int size = static_cast<int>(ring.size());
+  const PipelineRole role = PipelineRoleOf(rank, size, kStages);
+  ExchangeStep es = ExchangeStep::Of(&lease, generation, kSamplesPerMember);
+  es.stage_ranges = kStageRanges;
+  es.stage_rings = StageRingsOf(rank, size, kStages);
+  RETURN_IF_ERROR(m.exchange->BeginStep(es));
+  for (int64_t i = 0; i < kRingN; ++i) {
+    float g = 0.0f;
+    if (role.stages == 1) {
+      g = RingGrad(m.seed, step, i);
+    } else if (i >= kStageRanges[role.stage].begin &&
+               i < kStageRanges[role.stage].end) {
+      for (int s = 0; s < role.stages; ++s) {
+        g += RingGrad(ring[role.first_rank + s]->seed, step, i);
+      }
+    }
+    m.grads.data()[i] = g;
+  }
+  RETURN_IF_ERROR(m.exchange->Ready(0, kRingN));
+  RETURN_IF_ERROR(m.exchange->FinishStep());
+  return m.exchange->AddToReport(*report);
+}
+
+// Runs `step` on every member of `ring` at once; returns their reports.
+std::vector<v1::StepReport> RunStep(const std::vector<Member*>& ring,
+                                    int64_t step, int64_t generation) {
+  std::vector<absl::Status> statuses(ring.size());
+  std::vector<v1::StepReport> reports(ring.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    threads.emplace_back([&, r] {
+      statuses[r] = PipelineStep(*ring[r], ring, static_cast<int>(r), step,
+                                 generation, &reports[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < ring.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok())
+        << "step " << step << " rank " << r << ": " << statuses[r];
+  }
+  return reports;
+}
+
+std::vector<std::pair<int64_t, int64_t>> DigestRanges(
+    const v1::StepReport& report) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const v1::RangeDigest& d : report.range_digests()) {
+    ranges.emplace_back(d.begin(), d.end());
+  }
+  return ranges;
+}
+
+TEST(StageRingsTest, OneRingPerStageWithTheMembersAlone) {
+  // 3 members, 2 stages: ranks 0 and 1 are a replica, rank 2 is alone.
+  const auto rank0 = StageRingsOf(0, 3, 2);
+  ASSERT_EQ(rank0.size(), 1u);
+  EXPECT_EQ(rank0[0].stage, 0);
+  EXPECT_THAT(rank0[0].ranks, ElementsAre(0, 2));
+  const auto rank1 = StageRingsOf(1, 3, 2);
+  ASSERT_EQ(rank1.size(), 1u);
+  EXPECT_THAT(rank1[0].ranks, ElementsAre(1, 2));
+  const auto alone = StageRingsOf(2, 3, 2);
+  ASSERT_EQ(alone.size(), 2u);
+  EXPECT_THAT(alone[1].ranks, ElementsAre(1, 2));
+  // Two replicas of three stages: rank 4 is stage 1 of replica 1.
+  const auto deep = StageRingsOf(4, 6, 3);
+  ASSERT_EQ(deep.size(), 1u);
+  EXPECT_EQ(deep[0].stage, 1);
+  EXPECT_THAT(deep[0].ranks, ElementsAre(1, 4));
+  // One replica, or fewer members than stages: the whole ring.
+  EXPECT_TRUE(StageRingsOf(1, 2, 2).empty());
+  EXPECT_TRUE(StageRingsOf(0, 1, 2).empty());
+  EXPECT_TRUE(StageRingsOf(0, 4, 1).empty());
+}
+
+TEST(RingExchangeStagesTest, StagesAllReduceTheirRangesAndGatherOnChange) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(
+        MakeMember("w" + std::to_string(r), r, &hubs, testing::RingInitial()));
+  }
+  Reference ref;
+  // Generation 1: w0 and w1 are a replica, w2 trains alone: one ring per
+  // stage.
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  std::vector<v1::StepReport> reports;
+  for (int64_t step = 0; step < 3; ++step) {
+    reports = RunStep(ring, step, 1);
+    ref.Step(step, testing::RingSeeds(ring));
+  }
+  EXPECT_THAT(Range(*owned[0], 0), Pointwise(FloatEq(), Range(ref, 0)));
+  EXPECT_THAT(Range(*owned[1], 1), Pointwise(FloatEq(), Range(ref, 1)));
+  EXPECT_THAT(owned[2]->Params(), Pointwise(FloatEq(), ref.Params()));
+  // A stage member's other stage is stale: it was never all-reduced there.
+  EXPECT_NE(Range(*owned[0], 1), Range(ref, 1));
+  // Digests per current range, equal between the holders of a range.
+  EXPECT_FALSE(reports[0].has_weights_digest());
+  EXPECT_THAT(DigestRanges(reports[0]), ElementsAre(std::make_pair(0, 7)));
+  EXPECT_THAT(DigestRanges(reports[1]), ElementsAre(std::make_pair(7, 15)));
+  ASSERT_EQ(reports[2].range_digests_size(), 2);
+  EXPECT_EQ(reports[0].range_digests(0).digest(),
+            reports[2].range_digests(0).digest());
+  EXPECT_EQ(reports[1].range_digests(0).digest(),
+            reports[2].range_digests(1).digest());
+  // What a stage member publishes is its current range only.
+  EXPECT_FALSE(owned[0]->publisher.Get(3).ok());  // wanted: not yet published
+  owned[0]->exchange->BetweenSteps();
+  auto snapshot = owned[0]->publisher.Get(3);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_THAT((*snapshot)->ranges, ElementsAre(kStageRanges[0]));
+
+  // Generation 2: w2 left; one replica holds each stage once, so the whole
+  // buffer is all-reduced again, after every stage was gathered from its
+  // holder.
+  ring = {owned[0].get(), owned[1].get()};
+  for (int64_t step = 3; step < 5; ++step) {
+    reports = RunStep(ring, step, 2);
+    ref.Step(step, testing::RingSeeds(ring));
+  }
+  for (Member* m : ring) {
+    EXPECT_THAT(m->Params(), Pointwise(FloatEq(), ref.Params())) << m->id;
+    EXPECT_EQ(m->exchange->steps_applied(), 5) << m->id;
+  }
+  EXPECT_EQ(reports[0].range_digests_size(), 2);
+
+  // Generation 3: w3 joins with nothing and trains alone: it gets every
+  // stage gathered from the replica, then stage rings again.
+  owned.push_back(MakeMember("w3", 3, &hubs, std::vector<float>(kRingN, 9.0f)));
+  ring = {owned[0].get(), owned[1].get(), owned[3].get()};
+  for (int64_t step = 5; step < 7; ++step) {
+    RunStep(ring, step, 3);
+    ref.Step(step, testing::RingSeeds(ring));
+  }
+  EXPECT_THAT(owned[3]->Params(), Pointwise(FloatEq(), ref.Params()));
+  EXPECT_NE(Range(*owned[1], 0), Range(ref, 0));
+
+  // The end of the job: every member gathers every stage.
+  std::vector<absl::Status> ended(ring.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    threads.emplace_back(
+        [&, r] { ended[r] = ring[r]->exchange->EndOfTraining(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < ring.size(); ++r) {
+    EXPECT_TRUE(ended[r].ok()) << ended[r];
+    EXPECT_THAT(ring[r]->Params(), Pointwise(FloatEq(), ref.Params()))
+        << ring[r]->id;
+    EXPECT_EQ(ring[r]->exchange->steps_applied(), 7);
+  }
+}
+
+}  // namespace
+}  // namespace ferry
