@@ -231,5 +231,40 @@ TEST(RingExchangeStagesTest, StagesAllReduceTheirRangesAndGatherOnChange) {
   }
 }
 
+// Both holders of stage 1 gone at once: the new ring resumes that stage
+// from rank 0's older copy (with a warning), and every member agrees.
+TEST(RingExchangeStagesTest, StageWithoutHoldersResumesFromRankZerosCopy) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(
+        MakeMember("w" + std::to_string(r), r, &hubs, testing::RingInitial()));
+  }
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
+  for (int64_t step = 0; step < 2; ++step) RunStep(ring, step, 1);
+  // w1 (stage 1) and w2 (alone, both stages) are gone; w3 joins.
+  owned.push_back(MakeMember("w3", 3, &hubs, std::vector<float>(kRingN, 9)));
+  ring = {owned[0].get(), owned[3].get()};
+  std::vector<v1::StepReport> reports = RunStep(ring, 2, 2);
+  EXPECT_EQ(owned[0]->Params(), owned[3]->Params());
+  ASSERT_EQ(reports[0].range_digests_size(), 2);
+  ASSERT_EQ(reports[1].range_digests_size(), 2);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(reports[0].range_digests(s).digest(),
+              reports[1].range_digests(s).digest());
+  }
+  EXPECT_EQ(owned[3]->exchange->steps_applied(), 3);
+  // Stage 0 has its whole history; stage 1 went on from w0's copy, the
+  // initial values with no momentum, so only step 2 moved it.
+  Reference full;
+  for (int64_t step = 0; step < 2; ++step) full.Step(step, {0, 1, 2});
+  full.Step(2, {0, 3});
+  Reference from_initial;
+  from_initial.Step(2, {0, 3});
+  EXPECT_THAT(Range(*owned[0], 0), Pointwise(FloatEq(), Range(full, 0)));
+  EXPECT_THAT(Range(*owned[0], 1),
+              Pointwise(FloatEq(), Range(from_initial, 1)));
+}
+
 }  // namespace
 }  // namespace ferry
