@@ -233,6 +233,39 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
         embedding.contains("rows") ? embedding["rows"].get<int64_t>() : 0;
     summary["embedding"] = std::move(embedding);
   }
+  if (s.contains("pipeline")) {
+    // Per role, the workers' pipeline figures summed over their steps; the
+    // measured bubble is the mean idle share of the stages.
+    nlohmann::json roles = nlohmann::json::array();
+    double idle_sum = 0.0;
+    int stages = 0;
+    for (const auto& p : s.at("pipeline")) {
+      const double busy = num(p, "busy_seconds");
+      const double step = num(p, "step_seconds");
+      const double idle = step > 0 ? std::max(0.0, 1.0 - busy / step) : 0.0;
+      const std::string role = p.value("role", "");
+      if (role != "alone") {
+        idle_sum += idle;
+        ++stages;
+      }
+      roles.push_back(
+          {{"role", role},
+           {"steps", static_cast<int64_t>(num(p, "steps"))},
+           {"busy_seconds", busy},
+           {"wait_seconds", num(p, "wait_seconds")},
+           {"step_seconds", step},
+           {"idle_share", idle},
+           {"peak_activation_bytes",
+            static_cast<int64_t>(num(p, "peak_activation_bytes"))},
+           {"neighbour_bytes_sent",
+            static_cast<int64_t>(num(p, "neighbour_bytes_sent"))},
+           {"neighbour_bytes_received",
+            static_cast<int64_t>(num(p, "neighbour_bytes_received"))}});
+    }
+    summary["pipeline"] = {
+        {"roles", std::move(roles)},
+        {"measured_bubble", stages > 0 ? idle_sum / stages : 0.0}};
+  }
   return summary;
 }
 
@@ -519,6 +552,18 @@ int RunLocalCluster(const LocalClusterOptions& o) {
                               summary["test_logloss"].get<double>())
             : absl::StrFormat("test accuracy %.4f",
                               summary["test_accuracy"].get<double>());
+    if (summary.contains("pipeline")) {
+      std::string roles;
+      for (const auto& r : summary["pipeline"]["roles"]) {
+        absl::StrAppendFormat(
+            &roles, "%s%s: %d steps, idle %.2f", roles.empty() ? "" : "; ",
+            r["role"].get<std::string>(), r["steps"].get<int64_t>(),
+            r["idle_share"].get<double>());
+      }
+      progress.Line(absl::StrFormat(
+          "pipeline: bubble %.3f (%s)",
+          summary["pipeline"]["measured_bubble"].get<double>(), roles));
+    }
     progress.Line(absl::StrFormat(
         "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, %s, "
         "%.0f bytes/step/worker",

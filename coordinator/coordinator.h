@@ -397,6 +397,12 @@ class Coordinator {
   double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
   double compute_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   int64_t unique_ids_ ABSL_GUARDED_BY(mu_) = 0;  // CTR jobs, all reports
+  // Pipeline jobs: StepReport.pipeline summed per role, keyed (alone,
+  // stage): the stages in order, then the members alone.
+  std::map<std::pair<bool, int>, v1::PipelineStageTotals> pipeline_totals_
+      ABSL_GUARDED_BY(mu_);
+  void AddPipelineFigures(const v1::PipelineStepFigures& f)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);

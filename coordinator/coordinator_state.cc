@@ -42,6 +42,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_compute_seconds(compute_seconds_);
   s.set_comm_seconds(comm_seconds_);
   s.set_unique_ids(unique_ids_);
+  for (const auto& [key, totals] : pipeline_totals_) *s.add_pipeline() = totals;
   s.set_training_done(training_done_);
   if (first_step_time_)
     s.set_first_step_unix_seconds(UnixSeconds(*first_step_time_));
@@ -85,6 +86,10 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   restarts_ = s.restarts() + 1;
   compute_seconds_ = s.compute_seconds();
   unique_ids_ = s.unique_ids();
+  pipeline_totals_.clear();
+  for (const v1::PipelineStageTotals& t : s.pipeline()) {
+    pipeline_totals_[{t.stages() == 1, t.stage()}] = t;
+  }
   comm_seconds_ = s.comm_seconds();
   if (s.first_step_unix_seconds() > 0)
     first_step_time_ = FromUnixSeconds(s.first_step_unix_seconds());

@@ -70,6 +70,7 @@ v1::StatusResponse Coordinator::Status() const {
   *s.mutable_coordinator_bytes() = own_bytes_;
   s.set_compute_seconds(compute_seconds_);
   s.set_unique_ids(unique_ids_);
+  for (const auto& [key, totals] : pipeline_totals_) *s.add_pipeline() = totals;
   s.set_comm_seconds(comm_seconds_);
   s.set_digest_checks(digest_checks_);
   s.set_digest_mismatches(digest_mismatches_);

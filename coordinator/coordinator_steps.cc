@@ -1,6 +1,7 @@
 // The coordinator's step life cycle: reports, finalization on the shards,
 // checkpoints, aborts and rollbacks (see coordinator.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/match.h"
@@ -39,12 +40,56 @@ absl::Status CheckByteCounts(absl::string_view what,
   return absl::OkStatus();
 }
 
+// A pipeline step's figures: a stage of the job's (or the whole model
+// alone), finite non-negative times and counts.
+absl::Status CheckPipelineFigures(const v1::PipelineStepFigures& f,
+                                  int job_stages) {
+  const bool ok = (f.stages() == 1 || f.stages() == job_stages) &&
+                  f.stage() >= 0 && f.stage() < f.stages() &&
+                  std::isfinite(f.busy_seconds()) && f.busy_seconds() >= 0 &&
+                  std::isfinite(f.wait_seconds()) && f.wait_seconds() >= 0 &&
+                  std::isfinite(f.step_seconds()) && f.step_seconds() >= 0 &&
+                  f.activation_bytes() >= 0 && f.neighbour_bytes_sent() >= 0 &&
+                  f.neighbour_bytes_received() >= 0;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the report's pipeline figures are not a stage's of the job's ",
+      job_stages, " (stage ", f.stage(), " of ", f.stages(),
+      ", or negative or non-finite times or bytes)"));
+}
+
 }  // namespace
+
+void Coordinator::AddPipelineFigures(const v1::PipelineStepFigures& f) {
+  const bool alone = f.stages() == 1;
+  v1::PipelineStageTotals& t = pipeline_totals_[{alone, f.stage()}];
+  if (t.steps() == 0) {
+    t.set_role(alone ? std::string("alone")
+                     : absl::StrCat("stage ", f.stage(), " of ", f.stages()));
+    t.set_stage(f.stage());
+    t.set_stages(f.stages());
+  }
+  t.set_steps(t.steps() + 1);
+  t.set_busy_seconds(t.busy_seconds() + f.busy_seconds());
+  t.set_wait_seconds(t.wait_seconds() + f.wait_seconds());
+  t.set_step_seconds(t.step_seconds() + f.step_seconds());
+  t.set_peak_activation_bytes(
+      std::max(t.peak_activation_bytes(), f.activation_bytes()));
+  t.set_neighbour_bytes_sent(t.neighbour_bytes_sent() +
+                             f.neighbour_bytes_sent());
+  t.set_neighbour_bytes_received(t.neighbour_bytes_received() +
+                                 f.neighbour_bytes_received());
+}
 
 absl::Status Coordinator::RecordDone(Member& member,
                                      const v1::StepReport& done) {
   RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
   RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));
+  if (done.has_pipeline()) {
+    RETURN_IF_ERROR(
+        CheckPipelineFigures(done.pipeline(), options_.job.pipeline_stages()));
+    AddPipelineFigures(done.pipeline());
+  }
   member.bytes = done.bytes();  // cumulative counts: the latest replaces
   member.peer_bytes = done.peer_bytes();
   compute_seconds_ += done.compute_seconds();

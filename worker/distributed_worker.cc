@@ -405,6 +405,7 @@ class Worker {
     report.set_compute_seconds(step.compute_seconds);
     report.set_comm_seconds(step.comm_seconds);
     report.set_unique_ids(step.unique_ids);
+    if (step.pipeline.has_value()) *report.mutable_pipeline() = *step.pipeline;
     RETURN_IF_ERROR(exchange_->AddToReport(report));
     AddRoleBytes("coordinator", coordinator().bytes(), report.mutable_bytes());
     step_metrics_.Record(step.samples, heartbeater_->generation(),

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -38,6 +39,8 @@ struct StepResult {
   double comm_seconds = 0.0;     // BeginStep + FinishStep (not overlapped)
   // CTR models: distinct ids of the step's batch, summed over the tables.
   int64_t unique_ids = 0;
+  // Pipeline jobs: this worker's part of the step (StepReport.pipeline).
+  std::optional<v1::PipelineStepFigures> pipeline;
 };
 
 // A trainer's flat dense buffers of n floats: params and grads in the

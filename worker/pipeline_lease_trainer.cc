@@ -258,6 +258,16 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
                      buffers_.view.params + stage->param_offset(),
                      buffers_.view.grads + stage->param_offset(), in, clock));
     if (stage->is_last()) result.stats = r.loss;
+    v1::PipelineStepFigures figures;
+    figures.set_stage(role.stage);
+    figures.set_stages(role.stages);
+    figures.set_busy_seconds(r.busy_seconds);
+    figures.set_wait_seconds(r.wait_seconds);
+    figures.set_step_seconds(r.step_seconds);
+    figures.set_activation_bytes(r.activation_bytes);
+    figures.set_neighbour_bytes_sent(r.bytes_sent);
+    figures.set_neighbour_bytes_received(r.bytes_received);
+    result.pipeline = figures;
     ++steps_by_role_[role.stages == 1 ? std::string("alone")
                                       : absl::StrCat("stage ", role.stage,
                                                      " of ", role.stages)];
