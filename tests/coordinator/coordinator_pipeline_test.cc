@@ -22,7 +22,8 @@ v1::PipelineStepFigures Figures(int stage, int stages, double busy) {
   f.set_busy_seconds(busy);
   f.set_wait_seconds(0.25);
   f.set_step_seconds(2.0);
-  f.set_activation_bytes(static_cast<int64_t>(busy * 1000));
+  f.set_activation_bytes(std::isfinite(busy) ? static_cast<int64_t>(busy * 1000)
+                                             : 0);
   f.set_neighbour_bytes_sent(10);
   f.set_neighbour_bytes_received(20);
   return f;
