@@ -401,7 +401,10 @@ class Coordinator {
   // stage): the stages in order, then the members alone.
   std::map<std::pair<bool, int>, v1::PipelineStageTotals> pipeline_totals_
       ABSL_GUARDED_BY(mu_);
-  void AddPipelineFigures(const v1::PipelineStepFigures& f)
+  // Adds a report's pipeline figures; INVALID_ARGUMENT (nothing added) for
+  // figures that are not a stage of the job's or hold negative or
+  // non-finite values.
+  absl::Status AddPipelineFigures(const v1::PipelineStepFigures& f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);

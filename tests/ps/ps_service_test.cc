@@ -1,4 +1,5 @@
-// PsService over real gRPC on a loopback port chosen by the OS.
+// PsService over real gRPC on a loopback port chosen by the OS: pushes,
+// finalize, fences, checkpoints and restores (pulls: ps_service_pull_test.cc).
 #include "ps/ps_service.h"
 
 #include <atomic>
@@ -17,200 +18,19 @@
 #include "proto/rpc_util.h"
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
+#include "tests/ps/ps_service_fixture.h"
 #include "tests/testing/raw_stream_call.h"
 
 namespace ferry {
 namespace {
 
+using testing::ChunkData;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-struct ChunkData {
-  int32_t id;
-  std::vector<float> values;
-};
-
-struct PullResult {
-  grpc::Status status;
-  int64_t version = -1;
-  std::vector<int32_t> chunk_ids;
-  std::vector<float> values;  // the slice, chunks concatenated
-  int64_t bytes = 0;          // serialized size of the messages received
-};
-
-v1::PushHeader Header(const std::string& worker, int64_t step,
-                      int64_t num_samples, int64_t generation = 0) {
-  v1::PushHeader h;
-  h.set_job_id("job");
-  h.set_worker_id(worker);
-  h.set_generation(generation);
-  h.set_step(step);
-  h.set_num_samples(num_samples);
-  return h;
-}
-
-// Shard 1 of 2 over tensors {5, 3} in chunks of <= 2: chunks 2 ([4,5)),
-// 3 ([5,7)) and 4 ([7,8)); chunks 0 and 1 belong to shard 0.
-std::vector<ChunkData> Slice(const std::vector<float>& g) {
-  return {{2, {g[0]}}, {3, {g[1], g[2]}}, {4, {g[3]}}};
-}
-
-class PsServiceTest : public testing::Test {
- protected:
-  void SetUp() override {
-    PsShardConfig config;
-    config.job_id = "job";
-    config.shard_id = 1;
-    config.num_shards = 2;
-    config.tensor_sizes = {5, 3};
-    config.max_chunk_elements = 2;
-    config.optimizer.lr = 0.5;
-    config.initial_slice = {1.0f, 2.0f, 3.0f, 4.0f};
-    auto shard = PsShard::Create(config);
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    shard_ = std::move(shard).value();
-    checkpointer_ =
-        std::make_unique<PsCheckpointer>(shard_.get(), &fs_, "/ckpt");
-    auto server =
-        StartPsServer(shard_.get(), "127.0.0.1:0", checkpointer_.get());
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(server).value();
-    ASSERT_GT(server_.port, 0);
-    stub_ = v1::ParameterServer::NewStub(
-        MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
-  }
-
-  // Sends `header` (unless null) then `chunks`; `sent` accumulates the
-  // serialized size of every message written.
-  grpc::Status Push(const v1::PushHeader* header,
-                    const std::vector<ChunkData>& chunks,
-                    bool header_twice = false, int64_t* sent = nullptr) {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::PushResponse response;
-    auto writer = stub_->Push(&context, &response);
-    v1::PushRequest request;
-    if (header != nullptr) {
-      *request.mutable_header() = *header;
-      if (sent) *sent += request.ByteSizeLong();
-      writer->Write(request);
-    }
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      request.Clear();
-      if (header_twice && i == 1) *request.mutable_header() = *header;
-      request.set_chunk_id(chunks[i].id);
-      request.set_data(chunks[i].values.data(),
-                       chunks[i].values.size() * sizeof(float));
-      if (sent) *sent += request.ByteSizeLong();
-      if (!writer->Write(request)) break;  // the server finished early
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
-
-  grpc::Status Finalize(int64_t step,
-                        std::vector<std::pair<std::string, int>> contributors,
-                        int64_t generation = 0, int64_t* version = nullptr) {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::FinalizeStepRequest request;
-    request.set_job_id("job");
-    request.set_step(step);
-    request.set_generation(generation);
-    for (const auto& [worker, samples] : contributors) {
-      v1::Contributor* c = request.add_contributors();
-      c->set_worker_id(worker);
-      c->set_num_samples(samples);
-    }
-    v1::FinalizeStepResponse response;
-    grpc::Status status = stub_->FinalizeStep(&context, request, &response);
-    if (version != nullptr) *version = response.version();
-    return status;
-  }
-
-  PullResult Pull(int64_t min_version, absl::Duration timeout,
-                  const std::string& job = "job", FlatRange range = {}) {
-    grpc::ClientContext context;
-    SetDeadline(context, timeout);
-    v1::PullRequest request;
-    request.set_job_id(job);
-    request.set_worker_id("puller");
-    request.set_min_version(min_version);
-    request.set_range_begin(range.begin);
-    request.set_range_end(range.end);
-    auto reader = stub_->Pull(&context, request);
-    PullResult result;
-    v1::PullResponse message;
-    while (reader->Read(&message)) {
-      result.bytes += message.ByteSizeLong();
-      result.version = message.version();
-      result.chunk_ids.push_back(message.chunk_id());
-      const size_t n = message.data().size() / sizeof(float);
-      const size_t old = result.values.size();
-      result.values.resize(old + n);
-      std::memcpy(result.values.data() + old, message.data().data(),
-                  n * sizeof(float));
-    }
-    result.status = reader->Finish();
-    return result;
-  }
-
-  v1::ShardInfoResponse Info() {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::ShardInfoResponse response;
-    EXPECT_TRUE(
-        stub_->ShardInfo(&context, v1::ShardInfoRequest(), &response).ok());
-    return response;
-  }
-
-  // Polls ShardInfo until pending_pulls == n (cancellation reaches the server
-  // asynchronously).
-  bool WaitForPendingPulls(int64_t n) {
-    const absl::Time end = absl::Now() + absl::Seconds(3);
-    while (absl::Now() < end) {
-      if (Info().pending_pulls() == n) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
-  }
-
-  grpc::Status Checkpoint(int64_t version, v1::CheckpointResponse* response) {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::CheckpointRequest request;
-    request.set_job_id("job");
-    request.set_version(version);
-    return stub_->Checkpoint(&context, request, response);
-  }
-
-  grpc::Status Restore(int64_t version, int64_t generation,
-                       int64_t* restored = nullptr) {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(5));
-    v1::RestoreRequest request;
-    request.set_job_id("job");
-    request.set_version(version);
-    request.set_generation(generation);
-    v1::RestoreResponse response;
-    grpc::Status status = stub_->Restore(&context, request, &response);
-    if (restored != nullptr) *restored = response.version();
-    return status;
-  }
-
-  // One sync step by worker "a" with gradient `g` (2 samples).
-  void Step(int64_t step, const std::vector<float>& g, int64_t generation = 0) {
-    const v1::PushHeader a = Header("a", step, 2, generation);
-    ASSERT_TRUE(Push(&a, Slice(g)).ok());
-    ASSERT_TRUE(Finalize(step, {{"a", 2}}, generation).ok());
-  }
-
-  std::unique_ptr<PsShard> shard_;
-  InMemoryFileSystem fs_;
-  std::unique_ptr<PsCheckpointer> checkpointer_;
-  PsServer server_;  // destroyed before shard_ and checkpointer_
-  std::unique_ptr<v1::ParameterServer::Stub> stub_;
-};
+using testing::Header;
+using testing::PsServiceTest;
+using testing::PullResult;
+using testing::Slice;
 
 TEST_F(PsServiceTest, PushFinalizePullRoundTripAndByteCounts) {
   int64_t pushed = 0;
@@ -247,38 +67,6 @@ TEST_F(PsServiceTest, PushFinalizePullRoundTripAndByteCounts) {
   EXPECT_EQ(info.bytes().sent().at("worker"), pull.bytes);
   EXPECT_GT(info.bytes().received().at("coordinator"), 0);
   EXPECT_GT(info.bytes().sent().at("coordinator"), 0);
-}
-
-// A pipeline stage's pull: only the owned chunks that intersect the range;
-// a range without any is an empty stream once the version is there, and an
-// empty or negative range is refused.
-TEST_F(PsServiceTest, PullOfARangeSendsOnlyTheChunksInIt) {
-  Step(0, {2, 4, 6, 8});
-  PullResult second = Pull(1, absl::Seconds(5), "job", {5, 8});
-  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
-  EXPECT_THAT(second.chunk_ids, ElementsAre(3, 4));
-  EXPECT_EQ(second.version, 1);
-
-  PullResult cut = Pull(1, absl::Seconds(5), "job", {6, 7});  // inside chunk 3
-  ASSERT_TRUE(cut.status.ok()) << cut.status.error_message();
-  EXPECT_THAT(cut.chunk_ids, ElementsAre(3));
-
-  PullResult none = Pull(1, absl::Seconds(5), "job", {0, 4});  // shard 0's
-  ASSERT_TRUE(none.status.ok()) << none.status.error_message();
-  EXPECT_TRUE(none.chunk_ids.empty());
-
-  PullResult later = Pull(2, absl::Milliseconds(200), "job", {0, 4});
-  EXPECT_EQ(later.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << "a pull of no chunk still waits for its version";
-
-  for (const FlatRange bad :
-       {FlatRange{5, 5}, FlatRange{7, 3}, FlatRange{-1, 4}}) {
-    PullResult refused = Pull(1, absl::Seconds(5), "job", bad);
-    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-        << bad.begin << ".." << bad.end;
-    EXPECT_THAT(refused.status.error_message(), HasSubstr("pull range"));
-    EXPECT_TRUE(refused.chunk_ids.empty());
-  }
 }
 
 TEST_F(PsServiceTest, HeaderMayCarryTheFirstChunk) {
@@ -394,95 +182,6 @@ TEST_F(PsServiceTest, UnparsablePushMessageIsInvalidArgumentAndChangesNothing) {
   EXPECT_TRUE(response.ParseFromString(good.responses[0]));
   EXPECT_TRUE(Finalize(0, {{"a", 1}}).ok());
   EXPECT_EQ(shard_->version(), 1);
-}
-
-// A Pull request that does not parse is the caller's fault, answered at
-// once and without a wait; a canonical one streams the chunks.
-TEST_F(PsServiceTest, UnparsablePullRequestIsInvalidArgument) {
-  const testutil::RawCallResult bad =
-      testutil::RawStreamCall(server_.port, "/ferry.v1.ParameterServer/Pull",
-                              {std::string("\x0a\x10"
-                                           "abc",
-                                           5)});
-  EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_EQ(bad.status.error_message(), "pull message 1 does not parse");
-  EXPECT_TRUE(bad.responses.empty());
-  EXPECT_EQ(Info().pending_pulls(), 0);
-  v1::PullRequest request;
-  request.set_job_id("job");
-  const testutil::RawCallResult good =
-      testutil::RawStreamCall(server_.port, "/ferry.v1.ParameterServer/Pull",
-                              {request.SerializeAsString()});
-  ASSERT_TRUE(good.status.ok()) << good.status.error_message();
-  EXPECT_FALSE(good.responses.empty());
-}
-
-TEST_F(PsServiceTest, PullWaitsUntilTheVersionArrives) {
-  std::atomic<bool> done = false;
-  PullResult result;
-  std::thread puller([&] {
-    result = Pull(1, absl::Seconds(10));
-    done = true;
-  });
-  ASSERT_TRUE(WaitForPendingPulls(1));
-  absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_FALSE(done);
-  const v1::PushHeader a = Header("a", 0, 2);
-  ASSERT_TRUE(Push(&a, Slice({2, 4, 6, 8})).ok());
-  EXPECT_FALSE(done);
-  ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
-  puller.join();
-  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
-  EXPECT_EQ(result.version, 1);
-  EXPECT_THAT(result.values, ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
-}
-
-TEST_F(PsServiceTest, PullDeadlineExpiresAndTheServerKeepsServing) {
-  const absl::Time start = absl::Now();
-  PullResult late = Pull(5, absl::Milliseconds(200));
-  EXPECT_EQ(late.status.error_code(), grpc::DEADLINE_EXCEEDED);
-  EXPECT_TRUE(late.values.empty());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
-  EXPECT_TRUE(WaitForPendingPulls(0));  // the wait was cancelled
-
-  const v1::PushHeader a = Header("a", 0, 2);
-  ASSERT_TRUE(Push(&a, Slice({2, 4, 6, 8})).ok());
-  ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
-  PullResult ok = Pull(1, absl::Seconds(5));
-  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
-  EXPECT_EQ(ok.version, 1);
-}
-
-// Pulls whose deadlines fall around the finalize race OnCancel against the
-// ready callback; each must end cleanly one way or the other.
-TEST_F(PsServiceTest, ManyPullsRacingDeadlinesAndFinalize) {
-  constexpr int kPullers = 16;
-  std::vector<PullResult> results(kPullers);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kPullers; ++i) {
-    threads.emplace_back(
-        [&, i] { results[i] = Pull(1, absl::Milliseconds(60 + 10 * i)); });
-  }
-  const v1::PushHeader a = Header("a", 0, 2);
-  ASSERT_TRUE(Push(&a, Slice({2, 4, 6, 8})).ok());
-  absl::SleepFor(absl::Milliseconds(120));
-  ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
-  for (std::thread& t : threads) t.join();
-  for (const PullResult& r : results) {
-    if (r.status.ok()) {
-      EXPECT_EQ(r.version, 1);
-      EXPECT_EQ(r.chunk_ids.size(), 3u);
-    } else {
-      EXPECT_EQ(r.status.error_code(), grpc::DEADLINE_EXCEEDED);
-    }
-  }
-  EXPECT_TRUE(WaitForPendingPulls(0));
-  EXPECT_TRUE(Pull(1, absl::Seconds(5)).status.ok());
-}
-
-TEST_F(PsServiceTest, PullForAnotherJobFails) {
-  EXPECT_EQ(Pull(0, absl::Seconds(5), "other").status.error_code(),
-            grpc::FAILED_PRECONDITION);
 }
 
 TEST_F(PsServiceTest, FinalizeErrorsAndIdempotence) {

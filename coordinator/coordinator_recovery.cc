@@ -1,0 +1,198 @@
+// The coordinator's checkpoints and shard recovery: checkpoints every
+// checkpoint_every steps and at epoch ends, fencing the shards when the
+// membership changes, watching them, and rolling the job back to the newest
+// checkpoint when a shard lost its state (see coordinator.h).
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator.h"
+
+namespace ferry {
+namespace {
+
+void Log(const std::string& line) { LogInfo(line); }
+
+}  // namespace
+
+void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!checkpointing_) return;
+    const int64_t every = options_.checkpoint_every;
+    const bool due =
+        version < 0 || epoch_end || (every > 0 && version % every == 0);
+    if (!due) return;
+  }
+  // An epoch may only start once its start is checkpointed: a rollback
+  // never reaches into the previous epoch. Retry while a shard restarts.
+  absl::Status status;
+  for (int attempt = 0;; ++attempt) {
+    status = shards_->Checkpoint(version);
+    if (status.ok() || !epoch_end || !absl::IsUnavailable(status) ||
+        attempt >= 50)
+      break;
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry))
+      return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!status.ok()) {
+    Log(absl::StrCat("checkpoint at version ", version,
+                     " failed: ", status.ToString()));
+    if (absl::IsFailedPrecondition(status) &&
+        absl::StrContains(status.message(), "no checkpoint directory")) {
+      checkpointing_ = false;  // shards run without --checkpoint-dir
+      Log("shards have no checkpoint directory: checkpoints are off");
+    }
+    return;
+  }
+  if (version < 0) return;  // async: nothing to roll back to
+  recovery_.AddCheckpoint(version);
+  Persist();
+}
+
+bool Coordinator::FenceDue() const {
+  // Hybrid needs no fence of its own: a join leaves the open steps' member
+  // sets alone (ring semantics), and every abort already fences the shards
+  // through RecoverShards' restore.
+  return shards_ != nullptr && FinalizeOnPushJob() && !hybrid_mode() &&
+         fenced_generation_ < membership_.generation();
+}
+
+void Coordinator::FenceShards(int64_t generation) {
+  const absl::Status status = shards_->Fence(generation);
+  absl::MutexLock lock(&mu_);
+  fenced_generation_ = std::max(fenced_generation_, generation);
+  if (!status.ok()) {
+    AddEvent("fence_failed", "", steps_.formed(), 0,
+             absl::StrCat("generation ", generation, ": ", status.message()));
+  }
+}
+
+void Coordinator::WatchShards() {
+  if (!sync_shards()) return;
+  absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+  if (!versions.ok() || versions->empty())
+    return;  // down: FinalizeStep retries
+  const auto low = std::min_element(versions->begin(), versions->end());
+  std::string why;
+  {
+    absl::MutexLock lock(&mu_);
+    // Every finalized step is on every shard: a lower version is a restart.
+    if (*low >= steps_applied_ || recovery_needed_) return;
+    recovery_needed_ = true;
+    why =
+        absl::StrCat("shard ", low - versions->begin(), " is at version ", *low,
+                     " behind the job's ", steps_applied_, " (it restarted)");
+  }
+  RecoverShards(why);
+}
+
+void Coordinator::RecoverShards(const std::string& why) {
+  if (!sync_shards()) {
+    absl::MutexLock lock(&mu_);
+    // Ring: a step is in doubt only once every member reported it applied.
+    if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
+    AbortOpenSteps(0, true, why, "");
+    steps_.set_formed(steps_applied_);
+    recovery_needed_ = false;
+    AdvanceEpochIfComplete();
+    Persist();
+    return;
+  }
+  while (true) {
+    absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+    int64_t target = 0;
+    int64_t generation = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      if (!versions.ok() || versions->empty()) {
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
+        continue;
+      }
+      const int64_t low = *std::min_element(versions->begin(), versions->end());
+      const int64_t high =
+          *std::max_element(versions->begin(), versions->end());
+      if (in_doubt_.has_value())
+        ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
+      target = recovery_.RestoreTarget(low, high, steps_applied_);
+      // Hybrid: the ring's members roll their dense layers back to the
+      // same version when the next ring forms (its leases' step is the
+      // target; they kept their state at every checkpoint version:
+      // OpenStep.keep_state).
+      AbortOpenSteps(0, true, why, "");
+      generation = membership_.generation();
+      Persist();
+    }
+    absl::Status restored = shards_->RestoreTo(target, generation);
+    if (absl::IsFailedPrecondition(restored) && target == 0) {
+      absl::MutexLock lock(&mu_);
+      error_ = absl::StrCat("no version every shard can return to: ",
+                            restored.message());
+      Log(error_);
+      return;  // recovery_needed_ stays set: no step forms
+    }
+    if (absl::IsFailedPrecondition(restored) && target > 0) {
+      absl::MutexLock lock(&mu_);
+      Log(absl::StrCat("restore to version ", target, " failed (",
+                       restored.ToString(), "); trying an older checkpoint"));
+      recovery_.DropCheckpointsFrom(target);
+      continue;
+    }
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!restored.ok()) {
+        Log(absl::StrCat("restoring the shards to version ", target,
+                         " failed: ", restored.ToString(), "; retrying"));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
+        if (stopping_) return;
+        continue;
+      }
+      RollBackAccounting(target);
+      recovery_needed_ = false;
+      AdvanceEpochIfComplete();
+      Persist();
+      ServeWaiters(replies, false);
+    }
+    SendReplies(replies);
+    return;
+  }
+}
+
+void Coordinator::RollBackAccounting(int64_t target) {
+  const int64_t from = steps_applied_;
+  int64_t lost = 0;
+  if (target < from) {
+    if (!recovery_.Covers(target)) {
+      error_ = absl::StrCat(
+          "the shards rolled back to version ", target,
+          " before the applied-step log (", recovery_.first_step(from),
+          "): samples of the undone steps may be missed this epoch");
+      Log(error_);
+    }
+    // Newest first, so that the queue hands them out in their old order.
+    for (const v1::DataTask& t : recovery_.TakeFrom(target)) {
+      if (queue_->Reclaim(t).ok()) {
+        samples_applied_total_ -= t.end() - t.begin();
+        lost += t.end() - t.begin();
+      }
+    }
+    ++rollbacks_;
+  }
+  steps_applied_ = target;
+  steps_.set_formed(target);
+  in_doubt_.reset();
+  if (target < from) {
+    AddEvent("shards_rolled_back", "", target, lost,
+             absl::StrCat("from version ", from, " to ", target));
+  }
+}
+
+}  // namespace ferry
