@@ -120,6 +120,25 @@ class RingReference {
   Optimizer optimizer_;
 };
 
+// The lease of rank `rank` of `ring` for `step` (kSamplesPerMember each).
+inline v1::NextTaskResponse RingLease(int64_t step, int64_t ring_generation,
+                                      int64_t fence,
+                                      const std::vector<RingMember*>& ring,
+                                      int rank) {
+  v1::NextTaskResponse lease;
+  lease.set_step(step);
+  lease.set_ring_generation(ring_generation);
+  lease.set_fence(fence);
+  for (const RingMember* m : ring) {
+    v1::RingMember* member = lease.add_ring();
+    member->set_worker_id(m->id);
+    member->set_peer_address("in-memory");
+  }
+  lease.set_rank(rank);
+  lease.set_step_samples(kSamplesPerMember * static_cast<int64_t>(ring.size()));
+  return lease;
+}
+
 inline std::vector<int> RingSeeds(const std::vector<RingMember*>& ring) {
   std::vector<int> seeds;
   for (const RingMember* m : ring) seeds.push_back(m->seed);

@@ -68,16 +68,8 @@ std::vector<float> Range(const Reference& ref, int stage) {
 absl::Status PipelineStep(Member& m, const std::vector<Member*>& ring, int rank,
                           int64_t step, int64_t generation,
                           v1::StepReport* report) {
-  v1::NextTaskResponse lease;
-  lease.set_step(step);
-  lease.set_ring_generation(generation);
-  for (const Member* member : ring) {
-    v1::RingMember* r = lease.add_ring();
-    r->set_worker_id(member->id);
-    r->set_peer_address("in-memory");
-  }
-  lease.set_rank(rank);
-  lease.set_step_samples(kSamplesPerMember * static_cast<int64_t>(ring.size()));
+  const v1::NextTaskResponse lease =
+      testing::RingLease(step, generation, /*fence=*/0, ring, rank);
   const int size = static_cast<int>(ring.size());
   const PipelineRole role = PipelineRoleOf(rank, size, kStages);
   ExchangeStep es = ExchangeStep::Of(&lease, generation, kSamplesPerMember);

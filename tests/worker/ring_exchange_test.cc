@@ -51,18 +51,7 @@ std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
 
 v1::NextTaskResponse Lease(int64_t step, int64_t ring_generation, int64_t fence,
                            const std::vector<Member*>& ring, int rank) {
-  v1::NextTaskResponse lease;
-  lease.set_step(step);
-  lease.set_ring_generation(ring_generation);
-  lease.set_fence(fence);
-  for (const Member* m : ring) {
-    v1::RingMember* member = lease.add_ring();
-    member->set_worker_id(m->id);
-    member->set_peer_address("in-memory");
-  }
-  lease.set_rank(rank);
-  lease.set_step_samples(kSamplesPerRank * static_cast<int64_t>(ring.size()));
-  return lease;
+  return testing::RingLease(step, ring_generation, fence, ring, rank);
 }
 
 // One rank's step up to the last Ready (tensors declared last to first,
