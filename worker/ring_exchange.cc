@@ -327,17 +327,21 @@ absl::Status RingExchange::FinishStep() {
 
 absl::Status RingExchange::ApplyDense(
     const std::vector<Optimizer::Range>* ranges) {
+  const std::vector<Optimizer::Range> whole = {{0, static_cast<size_t>(n_)}};
+  if (ranges == nullptr) ranges = &whole;
   ComputeBackend* backend = options_.backend;
-  if (!backend->IsHostMemory()) {
-    RETURN_IF_ERROR(
-        backend->CopyToDevice(options_.host_grads, n_, options_.grads));
+  // Only the ranges applied are copied and scaled (a stage's layers).
+  for (const Optimizer::Range& r : *ranges) {
+    const size_t len = r.end - r.begin;
+    if (!backend->IsHostMemory()) {
+      RETURN_IF_ERROR(backend->CopyToDevice(options_.host_grads + r.begin, len,
+                                            options_.grads + r.begin));
+    }
+    RETURN_IF_ERROR(backend->Scale(len,
+                                   1.0f / static_cast<float>(step_samples_),
+                                   options_.grads + r.begin));
   }
-  RETURN_IF_ERROR(backend->Scale(n_, 1.0f / static_cast<float>(step_samples_),
-                                 options_.grads));
-  if (ranges != nullptr) {
-    return optimizer_.ApplyRanges(options_.grads, options_.params, *ranges);
-  }
-  return optimizer_.Apply(options_.grads, options_.params);
+  return optimizer_.ApplyRanges(options_.grads, options_.params, *ranges);
 }
 
 EmbeddingRowSource* RingExchange::embedding_rows() {
