@@ -217,11 +217,8 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   step.lease = &lease;
   step.generation = lease.generation() > 0 ? lease.generation() : generation;
   step.num_samples = own;
-  if (role.stages > 1 && stage->param_count() > 0) {
-    // A stage computes with its own layers only: PS pulls just those.
-    step.pull_range = {stage->param_offset(),
-                       stage->param_offset() + stage->param_count()};
-  }
+  // A stage computes with its own layers only: PS pulls just those.
+  if (role.stages > 1) step.pull_range = stage_ranges_[role.stage];
   step.stage_ranges = stage_ranges_;
   step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages());
   RETURN_IF_ERROR(exchange.BeginStep(step));

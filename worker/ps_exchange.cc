@@ -29,7 +29,7 @@ PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
 absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version,
                                                 FlatRange range) {
   if (ahead_ != nullptr && ahead_version_ == min_version &&
-      ahead_range_.begin == range.begin && ahead_range_.end == range.end) {
+      ahead_range_ == range) {
     absl::StatusOr<int64_t> pulled = ahead_->Wait();
     ahead_.reset();
     if (pulled.ok()) return pulled;

@@ -14,6 +14,8 @@
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/model_params.h"
+#include "model/model_presets.h"
 #include "tests/worker/ring_exchange_fixture.h"
 #include "tests/worker/worker_test_fixture.h"
 #include "worker/pipeline_lease_trainer.h"
@@ -120,6 +122,22 @@ std::vector<std::pair<int64_t, int64_t>> DigestRanges(
     ranges.emplace_back(d.begin(), d.end());
   }
   return ranges;
+}
+
+// Each stage's range is its layers' tensors, the stages back to back.
+TEST(StageRingsTest, StageParamRangesAreTheStagesLayers) {
+  const auto def = ResolveModelSpec("64-32-16-10");
+  ASSERT_TRUE(def.ok()) << def.status();
+  const auto layout = ModelParameterLayout(*def);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  // Linear 64-32 | ReLU, Linear 32-16, ReLU, Linear 16-10.
+  const std::vector<FlatRange> ranges =
+      StageParamRanges(*def, *layout, {{0, 2}, {2, 5}});
+  EXPECT_THAT(ranges,
+              ElementsAre(FlatRange{0, 64 * 32 + 32},
+                          FlatRange{64 * 32 + 32, layout->total_elements()}));
+  EXPECT_EQ(layout->total_elements(),
+            64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10);
 }
 
 TEST(StageRingsTest, OneRingPerStageWithTheMembersAlone) {
