@@ -10,8 +10,11 @@
 #   - the coordinator against the model (it evaluates the weights).
 # Usage: bench/scale_memory.sh [steps, default 4] [model] [workers, default 4]
 #        [shards, default 4]
-# Env: MODES (default "ps ring"). Writes out/scale-memory/{ps,ring}.csv and
-# prints the table.
+# Env: MODES (default "ps ring"); EXTRA: more `ferry local` arguments, e.g.
+# EXTRA="--pipeline-stages 2 --micro-batches 4 --worker-memory-budget 600MiB"
+# (a PS pipeline stage's worker then holds its stage only); TAG: a suffix of
+# the output names. Writes out/scale-memory/{ps,ring}$TAG.csv and prints the
+# table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-4}
@@ -29,15 +32,18 @@ echo "model $model: $params parameters ($(python3 -c "print(round($params*4/2**2
 run() {  # $1: mode
   local mode=$1 extra=()
   [[ $mode == ps ]] && extra=(--shards "$shards")
+  # shellcheck disable=SC2206  # EXTRA is split into arguments on purpose
+  extra+=(${EXTRA:-})
+  local tag=${TAG:-}
   $bin/ferry local --mode "$mode" --workers "$workers" "${extra[@]}" --model "$model" \
     --dataset synthetic:1200 --batch 128 --epochs 1 --max-steps "$steps" --device cpu \
-    --summary-json "$out/$mode.json" --log-dir "$out/logs-$mode" --timeout 1800 >"$out/$mode.log" 2>&1 &
+    --summary-json "$out/$mode$tag.json" --log-dir "$out/logs-$mode$tag" --timeout 1800 >"$out/$mode$tag.log" 2>&1 &
   local pid=$!
-  bench/rss_sample.sh "$pid" "$out/$mode.csv" 1 &
+  bench/rss_sample.sh "$pid" "$out/$mode$tag.csv" 1 &
   local sampler=$!
-  wait "$pid" || { echo "ferry local --mode $mode failed: $out/$mode.log" >&2; return 1; }
+  wait "$pid" || { echo "ferry local --mode $mode failed: $out/$mode$tag.log" >&2; return 1; }
   wait "$sampler" || true
-  python3 - "$out/$mode.csv" "$mode" "$params" "$shards" <<'EOF'
+  python3 - "$out/$mode$tag.csv" "$mode" "$params" "$shards" <<'EOF'
 import csv, collections, sys
 path, mode, params, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 peak = collections.defaultdict(int)  # (name, pid) -> KiB

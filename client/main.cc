@@ -137,6 +137,14 @@ int main(int argc, char** argv) {
   ferry::AddPipelineFlags(*local, pipeline,
                           "ring or sync PS mode: consecutive workers form "
                           "replicas, one per stage");
+  std::string memory_budget;
+  local
+      ->add_option("--worker-memory-budget", memory_budget,
+                   "refuse the job when one worker would need more than this "
+                   "for the model (its pipeline stage, or the whole model), "
+                   "e.g. 512MiB; PS pipelines then train whole replicas "
+                   "only")
+      ->group("Pipeline parallelism");
   local->add_option("--max-steps", max_steps,
                     "stop after this many steps (0: no limit)");
   std::string init_from, export_dir;
@@ -398,6 +406,17 @@ int main(int argc, char** argv) {
   const std::vector<std::string> pipeline_args = pipeline.ToArgs();
   o.job_args.insert(o.job_args.end(), pipeline_args.begin(),
                     pipeline_args.end());
+  if (!memory_budget.empty()) {
+    if (o.mode == "ps" && pipeline.stages > 1 && o.workers < pipeline.stages) {
+      std::cerr << "ferry local: with --worker-memory-budget a PS pipeline "
+                   "trains whole replicas only: --workers must be at least "
+                   "--pipeline-stages ("
+                << pipeline.stages << ")\n";
+      return ferry::kExitConfig;
+    }
+    o.job_args.insert(o.job_args.end(),
+                      {"--worker-memory-budget", memory_budget});
+  }
   if (!init_from.empty()) {
     o.job_args.insert(o.job_args.end(), {"--init-from", init_from});
   }

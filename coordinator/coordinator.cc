@@ -344,8 +344,12 @@ bool Coordinator::FormStep(int max_open) {
                     (queue_->remaining() == queue_->num_samples() ||
                      (every > 0 && steps_.formed() % every == 0));
   const int64_t w = static_cast<int64_t>(ranked.size());
+  const int64_t trained = TrainedMembers(w);
+  if (trained == 0) return false;  // waiting for a whole replica
   for (int64_t r = 0; r < w; ++r) {
-    const int64_t share = available / w + (r < available % w ? 1 : 0);
+    const int64_t share =
+        r < trained ? available / trained + (r < available % trained ? 1 : 0)
+                    : 0;
     if (share == 0 && !ring_mode()) continue;
     Slot slot;
     slot.worker_id = ranked[r]->id;
@@ -356,6 +360,14 @@ bool Coordinator::FormStep(int max_open) {
   }
   steps_.Add(std::move(step));
   return true;
+}
+
+int64_t Coordinator::TrainedMembers(int64_t members) const {
+  const v1::JobSpec& job = options_.job;
+  if (ring_mode() || !pipeline_job() || job.worker_memory_budget_bytes() <= 0) {
+    return members;
+  }
+  return members / job.pipeline_stages() * job.pipeline_stages();
 }
 
 bool Coordinator::FinalizeOnPushJob() const {

@@ -243,6 +243,11 @@ class Coordinator {
   // Pipeline jobs (ring or sync PS): a replica's members train a step
   // together, so a step one of them cannot finish is aborted for all.
   bool pipeline_job() const { return options_.job.pipeline_stages() > 1; }
+  // How many of a step's `members` (in rank order) get samples: all, except
+  // in a PS pipeline job with a worker memory budget, where only whole
+  // replicas train (a member after them would hold the whole model alone)
+  // and the rest wait as spares, outside the step.
+  int64_t TrainedMembers(int64_t members) const;
   // Shards that apply sync steps the coordinator finalizes (sync PS and
   // hybrid): in-doubt steps are resolved and open steps rolled back there.
   bool sync_shards() const {

@@ -1,7 +1,10 @@
 #include "pipeline/stage_memory.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -17,6 +20,42 @@ std::string MiB(int64_t bytes) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},
+      {"B", 1.0}};
+  std::string number = text;
+  double unit = 1.0;
+  for (const auto& [suffix, factor] : kUnits) {
+    const std::string s = suffix;
+    if (number.size() > s.size() &&
+        number.compare(number.size() - s.size(), s.size(), s) == 0) {
+      number.resize(number.size() - s.size());
+      unit = factor;
+      break;
+    }
+  }
+  double value = 0.0;
+  if (!absl::SimpleAtod(number, &value) || !std::isfinite(value) ||
+      value <= 0 || value * unit > 9e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is not a size (e.g. 512MiB, 16GiB, 1.5GB)"));
+  }
+  return static_cast<int64_t>(value * unit);
+}
+
+int OptimizerStateBuffers(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kMomentum:
+      return 1;
+    default:
+      return 2;
+  }
+}
 
 absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
                                                 StageRange range,

@@ -6,9 +6,11 @@
 #define FERRY_PIPELINE_STAGE_MEMORY_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/optimizer_config.h"
 #include "model/model_def.h"
 #include "model/pipeline_split.h"
 #include "pipeline/pipeline_schedule.h"
@@ -46,6 +48,14 @@ absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
                                                 int micro_rows, int in_flight,
                                                 int optimizer_buffers,
                                                 bool accumulates);
+
+// "512MiB", "2GiB", "1.5GB", "300000000" (bytes) -> bytes; INVALID_ARGUMENT
+// otherwise (the --worker-memory-budget flag).
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
+
+// Buffers of the parameters' size an optimizer keeps: 0 SGD, 1 momentum,
+// 2 Adam and AdamW.
+int OptimizerStateBuffers(OptimizerKind kind);
 
 // Checks every stage of `split` running `batch` rows in `micro_batches`
 // under `schedule` against `budget_bytes` (<= 0: no budget). OK, or

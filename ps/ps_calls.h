@@ -223,8 +223,20 @@ class PullCall final
                                               " and ", message.version));
     }
     version_ = message.version;
-    in.CopyOut(message.data_begin, message.data_size,
-               reinterpret_cast<char*>(flat_ + chunk.flat_offset));
+    // The destination holds the range (the whole buffer without one): a
+    // chunk's elements outside it are dropped.
+    const int64_t lo = std::max(chunk.flat_offset, range_.begin);
+    const int64_t hi =
+        range_.end == 0
+            ? chunk.flat_offset + chunk.length
+            : std::min(chunk.flat_offset + chunk.length, range_.end);
+    if (hi > lo) {
+      in.CopyOut(
+          message.data_begin +
+              static_cast<size_t>(lo - chunk.flat_offset) * sizeof(float),
+          static_cast<size_t>(hi - lo) * sizeof(float),
+          reinterpret_cast<char*>(flat_ + (lo - range_.begin)));
+    }
     seen_[id] = 1;
     ++received_;
     return absl::OkStatus();

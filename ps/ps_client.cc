@@ -89,6 +89,14 @@ class GrpcPushSession final : public PushSession {
 
   absl::Status Ready(int64_t offset, int64_t length,
                      const float* grads) override {
+    return Declare(offset, length, grads);
+  }
+  absl::Status ReadyZeros(int64_t offset, int64_t length) override {
+    return Declare(offset, length, nullptr);
+  }
+
+  // Ready(), `grads` null for zeros.
+  absl::Status Declare(int64_t offset, int64_t length, const float* grads) {
     if (finished_)
       return absl::FailedPreconditionError("push already finished");
     if (offset < 0 || length < 0 || offset + length > num_elements_) {
@@ -124,19 +132,19 @@ class GrpcPushSession final : public PushSession {
                             c.flat_offset < options_.uncompressed_from;
       const bool whole = covered_[i] == 0 && lo == c.flat_offset &&
                          hi == c.flat_offset + c.length;
+      const float* values = grads == nullptr ? nullptr : grads + (lo - offset);
       if (whole && ZerosMayTravel(compress) &&
-          AllZero(grads + (lo - offset), c.length)) {
+          (values == nullptr || AllZero(values, c.length))) {
         covered_[i] = c.length;
         Send(c, grpc::Slice(), GradientEncoding::kZeros);
         continue;
       }
-      if (whole && !compress) {
+      if (whole && !compress) {  // values != nullptr: zeros were sent above
         // The whole fp32 chunk is in this range: the message references
         // `grads` itself (no copy; the caller keeps it until Finish).
         covered_[i] = c.length;
         Send(c,
-             grpc::Slice(grads + (lo - offset),
-                         static_cast<size_t>(c.length) * sizeof(float),
+             grpc::Slice(values, static_cast<size_t>(c.length) * sizeof(float),
                          grpc::Slice::STATIC_SLICE),
              GradientEncoding::kFp32);
         continue;
@@ -149,9 +157,13 @@ class GrpcPushSession final : public PushSession {
       }
       // The slice was just allocated for this chunk and nobody else
       // references it yet: writing through begin() is safe.
-      std::memcpy(const_cast<uint8_t*>(data.begin()) +
-                      (lo - c.flat_offset) * sizeof(float),
-                  grads + (lo - offset), (hi - lo) * sizeof(float));
+      uint8_t* into = const_cast<uint8_t*>(data.begin()) +
+                      (lo - c.flat_offset) * sizeof(float);
+      if (values == nullptr) {
+        std::memset(into, 0, (hi - lo) * sizeof(float));
+      } else {
+        std::memcpy(into, values, (hi - lo) * sizeof(float));
+      }
       covered_[i] += hi - lo;
       if (covered_[i] == c.length) {
         if (ZerosMayTravel(compress) &&

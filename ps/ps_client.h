@@ -86,6 +86,12 @@ class PushSession {
   virtual absl::Status Ready(int64_t offset, int64_t length,
                              const float* grads) = 0;
 
+  // Declares the gradient of [offset, offset + length) final and all zeros
+  // without a buffer (a pipeline stage's gradient outside its layers, which
+  // the worker does not hold): as Ready() with zeros, the all-zero chunks
+  // travelling as flags. Errors as Ready()'s.
+  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) = 0;
+
   // Closes every stream and waits for every shard's answer, retrying shards
   // that were UNAVAILABLE per the client's RetryPolicy. A shard answering
   // ALREADY_EXISTS counts as accepted, on any attempt: it holds this
@@ -210,13 +216,15 @@ class ParameterClient {
 
   // Pulls (Pull, StartPull) started after this call fetch only the chunks
   // that intersect `range` of the flat buffer (common/sharding.h
-  // ChunkInPullRange; {0, 0}, the default: every chunk); the rest of
-  // flat_params is left as it was. Every shard is still asked (one without
-  // such chunks answers with none once it has the version, so a sync step
-  // still waits for every shard). A pipeline stage pulls its own layers this
-  // way. Thread-safe. The default
-  // (fakes): ignored, every chunk is pulled (a superset).
-  virtual void SetPullRange(FlatRange range) { (void)range; }
+  // ChunkInPullRange; {0, 0}, the default: every chunk), and their
+  // destination holds only the range: element e lands in
+  // flat_params[e - range.begin], for e in [range.begin, range.end); a
+  // chunk's elements outside the range are dropped. Every shard is still
+  // asked (one without such chunks answers with none once it has the
+  // version, so a sync step still waits for every shard). A pipeline stage
+  // pulls its own layers this way, into buffers that hold only them.
+  // Thread-safe. REQUIRES: 0 <= range.begin <= range.end <= num_elements().
+  virtual void SetPullRange(FlatRange range) = 0;
 
   // Cumulative payload bytes exchanged with the shards.
   virtual TransferBytes bytes() const = 0;

@@ -16,6 +16,7 @@
 #include "model/model_presets.h"
 #include "model/pipeline_split.h"
 #include "pipeline/pipeline_options.h"
+#include "pipeline/stage_memory.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -89,6 +90,60 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
                            {"split", StageRangesString(*split)},
                            {"micro_batches", p.micro_batches},
                            {"schedule", job.pipeline_schedule()}});
+  return absl::OkStatus();
+}
+
+// JobSpec.worker_memory_budget_bytes from --worker-memory-budget, checked
+// against what one worker of the job holds (pipeline/stage_memory.h): in PS
+// mode a pipeline stage (no optimizer state: the shards keep it), in ring
+// mode the whole model with its optimizer state (every member keeps every
+// stage). The batch is the global batch, a lone replica's. Call after
+// SetPipeline.
+absl::Status SetMemoryBudget(const CoordinatorFlags& f, const ModelDef* dense,
+                             v1::JobSpec& job) {
+  if (f.worker_memory_budget.empty()) return absl::OkStatus();
+  absl::StatusOr<int64_t> budget = ParseByteSize(f.worker_memory_budget);
+  if (!budget.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker-memory-budget: ", budget.status().message()));
+  }
+  if (dense == nullptr) {
+    return absl::InvalidArgumentError(
+        "--worker-memory-budget applies to layer-stack models; a DLRM's "
+        "tables live on the shards");
+  }
+  const bool ring = job.mode() != v1::MODE_PS;
+  const int stages = ring ? 1 : std::max(1, job.pipeline_stages());
+  const std::vector<int> starts(job.pipeline_split().begin(),
+                                job.pipeline_split().end());
+  ASSIGN_OR_RETURN(const StageBalance balance,
+                   ParseStageBalance(job.pipeline_balance().empty()
+                                         ? "compute"
+                                         : job.pipeline_balance()));
+  ASSIGN_OR_RETURN(
+      const std::vector<StageRange> split,
+      SplitModel(*dense, stages, stages > 1 ? starts : std::vector<int>{},
+                 balance));
+  ASSIGN_OR_RETURN(const PipelineSchedule schedule,
+                   ParsePipelineSchedule(job.pipeline_schedule().empty()
+                                             ? "1f1b"
+                                             : job.pipeline_schedule()));
+  const absl::Status fits = CheckPipelineMemory(
+      *dense, split, job.global_batch(), std::max(1, job.micro_batches()),
+      schedule,
+      ring ? OptimizerStateBuffers(FromProto(job.optimizer()).kind) : 0,
+      *budget);
+  if (!fits.ok()) {
+    return absl::Status(
+        fits.code(),
+        absl::StrCat(fits.message(),
+                     ring && job.pipeline_stages() > 1
+                         ? " (in ring mode every member holds the whole "
+                           "model: use --mode ps for a model larger than one "
+                           "worker)"
+                         : ""));
+  }
+  job.set_worker_memory_budget_bytes(*budget);
   return absl::OkStatus();
 }
 
@@ -172,6 +227,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
   *job.mutable_optimizer() = ToProto(optimizer);
   RETURN_IF_ERROR(SetPipeline(f, dense, job));
+  RETURN_IF_ERROR(SetMemoryBudget(f, dense, job));
   return job;
 }
 

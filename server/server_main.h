@@ -59,8 +59,11 @@ struct CoordinatorFlags {
   // those flags was given (refused with a dense model).
   EmbeddingOptions embedding;
   bool embedding_given = false;
-  // Pipeline parallelism (ring mode; JobSpec.pipeline_*).
+  // Pipeline parallelism (ring or sync PS mode; JobSpec.pipeline_*).
   PipelineFlags pipeline;
+  // Per-worker memory budget, e.g. "512MiB" (empty: none;
+  // JobSpec.worker_memory_budget_bytes).
+  std::string worker_memory_budget;
 };
 
 struct PsFlags {

@@ -161,7 +161,7 @@ class Worker {
                                                      deps_.parameter_client));
     policy_ = exchange_->policy();
     Log(absl::StrFormat("%d parameters, %d train samples, device %s, %s mode",
-                        trainer_->buffers().num_elements,
+                        trainer_->layout().total_elements(),
                         trainer_->train_samples(), summary_.device,
                         exchange_->mode()));
     return absl::OkStatus();

@@ -39,8 +39,9 @@
 //    layers' gradient and zeros for the rest of the buffer (on the PS, the
 //    all-zero chunks travel as flags), and ExchangeStep names the stage's
 //    range (PS: pull only it) and stage rings (ring: all-reduce and apply
-//    only its range, in its stage's ring). Buffers that cover only a
-//    stage's layers are the next step (docs/pipeline.md).
+//    only its range, in its stage's ring). In PS mode a stage's buffers
+//    hold only its layers (ExchangeStep.buffers) and it declares the rest
+//    of the gradient with ReadyZeros.
 //
 // Ownership: an exchange owns its clients (ParameterClient, ring transports)
 // and never owns the buffers or the backend it is given; those outlive it.
@@ -66,15 +67,18 @@
 namespace ferry {
 
 // The worker's flat parameter and gradient buffers (num_elements floats
-// each), not owned. params and grads are in the backend's memory;
-// host_params and host_grads are host staging buffers, equal to params and
-// grads for a host-memory backend.
+// each), not owned, holding elements [first_element, first_element +
+// num_elements) of the model's flat buffer (the whole of it, except for a
+// PS pipeline stage, whose buffers hold only its layers). params and grads
+// are in the backend's memory; host_params and host_grads are host staging
+// buffers, equal to params and grads for a host-memory backend.
 struct ExchangeBuffers {
   int64_t num_elements = 0;
   float* params = nullptr;
   float* grads = nullptr;
   float* host_params = nullptr;
   float* host_grads = nullptr;
+  int64_t first_element = 0;
 };
 
 // One TRAIN lease as the loop hands it to the exchange.
@@ -90,6 +94,10 @@ struct ExchangeStep {
   // layers. {0, 0}: the whole buffer. PS pulls only the chunks in it (the
   // rest of params keeps older values); the ring keeps the whole buffer.
   FlatRange pull_range;
+  // PS only: the buffers of this step when they are not the ones the
+  // exchange was made with (not owned; they outlive the step): a pipeline
+  // stage's, holding its pull_range only. The ring refuses them.
+  const ExchangeBuffers* buffers = nullptr;
   // Ring pipelines (worker/pipeline_lease_trainer.h): the job's stages'
   // parameter ranges, in flat order (empty: not a pipeline job). A new
   // ring generation gathers each range from a member that holds it current.
@@ -176,6 +184,12 @@ class GradientExchange {
   // UNAVAILABLE naming the peer, CANCELLED after CancelIfOlder).
   // The step is closed whatever the outcome.
   virtual absl::Status FinishStep() = 0;
+
+  // Declares [offset, offset + length) of the step's gradient final and all
+  // zeros, whether or not the buffers hold it (a pipeline stage's gradient
+  // outside its layers). Counts as a Ready() of the range. Errors as
+  // Ready()'s.
+  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) = 0;
 
   // Drops whatever the open step holds (PS: the push streams are cancelled,
   // the shards apply nothing; ring: the ring session is dropped, the next

@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "model/dlrm_spec.h"
 #include "model/embedding_options.h"
+#include "pipeline/stage_memory.h"
 #include "proto/process_ops.h"
 #include "worker/ctr_trainer.h"
 #include "worker/distributed_worker.h"
@@ -375,8 +376,9 @@ int main(int argc, char** argv) {
     return ferry::kExitConfig;
   }
   if (!standalone && !memory_budget.empty()) {
-    std::cerr << "ferry-worker: --worker-memory-budget applies to "
-                 "--standalone training\n";
+    std::cerr << "ferry-worker: --worker-memory-budget is a standalone flag; "
+                 "a distributed job takes it on the coordinator (ferry local "
+                 "--worker-memory-budget)\n";
     return ferry::kExitConfig;
   }
   if (!standalone && pipeline_flags.given()) {

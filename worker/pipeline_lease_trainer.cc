@@ -100,9 +100,15 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
   ASSIGN_OR_RETURN(t->data_, LoadTrainTest(job.dataset(), job.data_dir(),
                                            t->def_, job.seed()));
   t->lease_samples_.emplace(t->data_.train.num_samples, job.seed());
+  // PS members pull their role's weights into buffers of that role's size
+  // (HoldWindow); ring members hold the whole model and start from the
+  // job's initial values themselves.
+  t->stage_resident_ = job.mode() == v1::MODE_PS;
+  if (t->stage_resident_) return t;
   const int64_t n = t->layout_.total_elements();
   ASSIGN_OR_RETURN(t->buffers_, TrainerBuffers::Allocate(t->backend_.get(), n));
-  // Ring members start from the job's initial values themselves.
+  t->window_ = {0, n};
+  t->peak_buffer_bytes_ = t->BufferBytes(n);
   ASSIGN_OR_RETURN(const std::vector<float> init,
                    JobInitialValues(job, t->def_));
   RETURN_IF_ERROR(
@@ -123,6 +129,29 @@ absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
       PipelineStage stage,
       PipelineStage::Create(def_, split[role.stage], backend_.get()));
   return &stages_.emplace(key, std::move(stage)).first->second;
+}
+
+int64_t PipelineLeaseTrainer::BufferBytes(int64_t elements) const {
+  return elements * static_cast<int64_t>(sizeof(float)) *
+         (backend_->IsHostMemory() ? 2 : 4);
+}
+
+absl::Status PipelineLeaseTrainer::HoldWindow(FlatRange window,
+                                              GradientExchange& exchange) {
+  if (window == window_ && buffers_.view.params != nullptr) {
+    return absl::OkStatus();
+  }
+  exchange.AbandonStep();
+  buffers_ = TrainerBuffers();  // freed before the new ones are allocated
+  window_ = {};
+  ASSIGN_OR_RETURN(
+      buffers_, TrainerBuffers::Allocate(backend_.get(),
+                                         std::max<int64_t>(1, window.size())));
+  buffers_.view.first_element = window.begin;
+  buffers_.view.num_elements = window.size();
+  window_ = window;
+  peak_buffer_bytes_ = std::max(peak_buffer_bytes_, BufferBytes(window.size()));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StageLink*> PipelineLeaseTrainer::LinkFor(
@@ -195,6 +224,11 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
                    ReplicaIndices(lease, role, &first_position));
   const int batch = static_cast<int>(indices.size());
   ASSIGN_OR_RETURN(PipelineStage * stage, StageFor(role));
+  const int64_t n = layout_.total_elements();
+  const FlatRange window = role.stages > 1 && stage_resident_
+                               ? stage_ranges_[role.stage]
+                               : FlatRange{0, n};
+  RETURN_IF_ERROR(HoldWindow(window, exchange));
   const bool stages_data = stage->is_first() || stage->is_last();
   if (batch > 0 && stages_data) {
     if (!stager_.has_value() || stager_max_ < batch) {
@@ -219,14 +253,15 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   step.num_samples = own;
   // A stage computes with its own layers only: PS pulls just those.
   if (role.stages > 1) step.pull_range = stage_ranges_[role.stage];
+  if (stage_resident_) step.buffers = &buffers_.view;
   step.stage_ranges = stage_ranges_;
   step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages());
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, begin_start);
 
   const absl::Time backward_start = clock.Now();
-  const int64_t n = buffers_.view.num_elements;
-  RETURN_IF_ERROR(backend_->Fill(0.0f, n, buffers_.view.grads));
+  const int64_t held = buffers_.view.num_elements;
+  RETURN_IF_ERROR(backend_->Fill(0.0f, held, buffers_.view.grads));
   if (batch > 0) {
     InMemoryStageHub alone(1);
     StageLink* link = &alone.Link(0);
@@ -249,11 +284,12 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
       in.labels = absl::MakeConstSpan(stager_->labels(), batch);
     in.grad_scale = 1.0f;  // the exchange divides by the step's samples
     in.receive_timeout = receive_timeout_;
-    ASSIGN_OR_RETURN(
-        StageStepResult r,
-        RunStageStep(*stage, role.stage, role.stages, *link,
-                     buffers_.view.params + stage->param_offset(),
-                     buffers_.view.grads + stage->param_offset(), in, clock));
+    // The stage's layers are in the window (PS) or the whole buffer.
+    const int64_t at = stage->param_offset() - window.begin;
+    ASSIGN_OR_RETURN(StageStepResult r,
+                     RunStageStep(*stage, role.stage, role.stages, *link,
+                                  buffers_.view.params + at,
+                                  buffers_.view.grads + at, in, clock));
     if (stage->is_last()) result.stats = r.loss;
     v1::PipelineStepFigures figures;
     figures.set_stage(role.stage);
@@ -277,10 +313,15 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
     neighbour_bytes_received_ += r.bytes_received;
   }
   if (!backend_->IsHostMemory()) {
-    RETURN_IF_ERROR(
-        backend_->CopyToHost(buffers_.view.grads, n, buffers_.view.host_grads));
+    RETURN_IF_ERROR(backend_->CopyToHost(buffers_.view.grads, held,
+                                         buffers_.view.host_grads));
   }
-  RETURN_IF_ERROR(exchange.Ready(0, n));
+  // The gradient outside the window is zeros: a flag each on the PS.
+  if (window.begin > 0) RETURN_IF_ERROR(exchange.ReadyZeros(0, window.begin));
+  RETURN_IF_ERROR(exchange.Ready(window.begin, window.size()));
+  if (window.end < n) {
+    RETURN_IF_ERROR(exchange.ReadyZeros(window.end, n - window.end));
+  }
   result.compute_seconds += SecondsSince(clock, backward_start);
   const absl::Time finish_start = clock.Now();
   RETURN_IF_ERROR(exchange.FinishStep());
@@ -310,6 +351,7 @@ nlohmann::json PipelineLeaseTrainer::SummaryJson() const {
                          ? std::max(0.0, 1.0 - busy_seconds_ / stage_seconds_)
                          : 0.0},
       {"peak_activation_bytes", peak_activation_bytes_},
+      {"peak_buffer_bytes", peak_buffer_bytes_},
       {"neighbour_bytes_sent", neighbour_bytes_sent_},
       {"neighbour_bytes_received", neighbour_bytes_received_}};
   return {{"pipeline", figures}};

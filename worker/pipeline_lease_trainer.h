@@ -9,18 +9,22 @@
 // members over RingStageLink (two RingTransports per generation from the
 // worker's PeerEndpoint, forward in stage order and backward in reverse).
 //
-// Every member holds the whole flat buffer: a stage writes the gradient of
-// its own layers and zeros elsewhere, and the mode's exchange (the ring's
-// all-reduce, or the PS's push and the shards' sum) adds every replica's
-// stages into the step's gradient. Weights, checkpoints, evaluation,
-// joiners and rollbacks are therefore the mode's. In PS mode a stage pulls
-// only its layers (ExchangeStep.pull_range) and its push carries only them
-// (all-zero chunks travel as flags). In ring mode with more members than
-// stages each stage all-reduces only its layers in its own ring
-// (StageRingsOf; worker/ring_exchange.h keeps track of which stages a
-// member holds current); with at most P members the whole buffer is
-// all-reduced over the whole ring. Every member's memory is the whole
-// model's.
+// A stage computes the gradient of its own layers, and the mode's exchange
+// (the ring's all-reduce, or the PS's push and the shards' sum) adds every
+// replica's stages into the step's gradient. Weights, checkpoints,
+// evaluation, joiners and rollbacks are therefore the mode's.
+//  - PS mode: a member's buffers hold only its role's layers (its stage's
+//    flat range; the whole model when it trains alone), reallocated when
+//    its role changes. It pulls only that range into them
+//    (ExchangeStep.pull_range and .buffers), pushes its gradient and
+//    declares the rest zeros (ReadyZeros: flags without bytes). Its memory
+//    is its stage's, which is what --worker-memory-budget bounds.
+//  - Ring mode: every member holds the whole flat buffer (zeros outside its
+//    stage's gradient). With more members than stages each stage
+//    all-reduces only its layers in its own ring (StageRingsOf;
+//    worker/ring_exchange.h keeps track of which stages a member holds
+//    current); with at most P members the whole buffer is all-reduced over
+//    the whole ring.
 //
 // Thread safety: not thread-safe; the training loop's thread uses it, except
 // CancelIfOlder (any thread).
@@ -102,7 +106,8 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   int64_t train_samples() const override { return data_.train.num_samples; }
   // {"pipeline": figures}: over the steps the worker trained, per role
   // ("stage 1 of 2", "alone") the steps; busy and waiting seconds, their
-  // idle share, peak activation bytes and bytes to and from its neighbours.
+  // idle share, peak activation bytes, the peak bytes of its parameter and
+  // gradient buffers and bytes to and from its neighbours.
   nlohmann::json SummaryJson() const override;
 
  private:
@@ -114,6 +119,13 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   // generation and replica).
   absl::StatusOr<StageLink*> LinkFor(const v1::NextTaskResponse& lease,
                                      const PipelineRole& role);
+  // Makes buffers_ hold `window` of the flat buffer (PS mode; a no-op when
+  // they do). The exchange's step is abandoned first: a pull started ahead
+  // writes into the old buffers.
+  absl::Status HoldWindow(FlatRange window, GradientExchange& exchange);
+  // Bytes of buffers of `elements` floats (params and grads, and their host
+  // copies on a device).
+  int64_t BufferBytes(int64_t elements) const;
   // The replica's samples: its members' tasks in rank order.
   absl::StatusOr<std::vector<int64_t>> ReplicaIndices(
       const v1::NextTaskResponse& lease, const PipelineRole& role,
@@ -131,7 +143,11 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   std::unique_ptr<ComputeBackend> host_;  // stages the batches
   ParameterLayout layout_;
   TrainTestData data_;
+  // PS mode: buffers_ hold only the member's role's range (window_).
+  bool stage_resident_ = false;
+  FlatRange window_;
   TrainerBuffers buffers_;
+  int64_t peak_buffer_bytes_ = 0;  // of buffers_, over the job
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
   std::optional<LeaseSamples> lease_samples_;

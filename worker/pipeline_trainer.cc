@@ -30,17 +30,6 @@
 namespace ferry {
 namespace {
 
-int OptimizerBuffers(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return 0;
-    case OptimizerKind::kMomentum:
-      return 1;
-    default:
-      return 2;
-  }
-}
-
 // One stage's everything, touched only by its thread while a task runs and
 // by the trainer between tasks.
 struct StageState {
@@ -150,31 +139,6 @@ absl::Status FirstFailure(const std::vector<absl::Status>& statuses,
 
 }  // namespace
 
-absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
-  static const std::pair<const char*, double> kUnits[] = {
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},
-      {"B", 1.0}};
-  std::string number = text;
-  double unit = 1.0;
-  for (const auto& [suffix, factor] : kUnits) {
-    const std::string s = suffix;
-    if (number.size() > s.size() &&
-        number.compare(number.size() - s.size(), s.size(), s) == 0) {
-      number.resize(number.size() - s.size());
-      unit = factor;
-      break;
-    }
-  }
-  double value = 0.0;
-  if (!absl::SimpleAtod(number, &value) || !std::isfinite(value) ||
-      value <= 0 || value * unit > 9e18) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", text, "\" is not a size (e.g. 512MiB, 16GiB, 1.5GB)"));
-  }
-  return static_cast<int64_t>(value * unit);
-}
-
 absl::StatusOr<TrainSummary> RunPipelineStandalone(
     const TrainOptions& options, const PipelineOptions& pipeline,
     int64_t memory_budget_bytes, ProgressPrinter& progress) {
@@ -198,7 +162,7 @@ absl::StatusOr<TrainSummary> RunPipelineStandalone(
   const int p = static_cast<int>(split.size());
   RETURN_IF_ERROR(CheckPipelineMemory(
       def, split, options.batch, pipeline.micro_batches, pipeline.schedule,
-      OptimizerBuffers(options.optimizer.kind), memory_budget_bytes));
+      OptimizerStateBuffers(options.optimizer.kind), memory_budget_bytes));
   ASSIGN_OR_RETURN(ParameterLayout layout, ModelParameterLayout(def));
   ASSIGN_OR_RETURN(ParameterLayout state_layout, ModelStateLayout(def));
   ModelValues initial{def, ModelInitialParameters(def, layout, options.seed),

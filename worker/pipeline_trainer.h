@@ -23,10 +23,6 @@
 
 namespace ferry {
 
-// "512MiB", "2GiB", "1.5GB", "300000000" (bytes) -> bytes; INVALID_ARGUMENT
-// otherwise.
-absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
-
 // Trains as RunStandalone does (same data order, initial values, schedule,
 // evaluation after every epoch, --init-from / --export) with the model
 // split into stages. The summary's `pipeline` holds the split and, per

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -27,29 +28,45 @@ PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
       row_source_(client_.get()) {}
 
 absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version,
-                                                FlatRange range) {
+                                                FlatRange range, float* into) {
   if (ahead_ != nullptr && ahead_version_ == min_version &&
-      ahead_range_ == range) {
+      ahead_range_ == range && ahead_into_ == into) {
     absl::StatusOr<int64_t> pulled = ahead_->Wait();
     ahead_.reset();
     if (pulled.ok()) return pulled;
     // A shard failed or was rolled back meanwhile: pull with retries.
   }
   ahead_.reset();  // another version: cancelled, nothing writes any more
-  return client_->Pull(min_version, buffers_.host_params);
+  return client_->Pull(min_version, into);
 }
 
 absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   push_.reset();
   const v1::NextTaskResponse& lease = *step.lease;
+  const ExchangeBuffers& b = step.buffers != nullptr ? *step.buffers : buffers_;
+  // The range pulled, and where it lands: the buffers must hold it.
+  const FlatRange range = step.pull_range.end == 0
+                              ? FlatRange{0, client_->num_elements()}
+                              : step.pull_range;
+  if (range.begin < b.first_element || range.begin > range.end ||
+      range.end > b.first_element + b.num_elements) {
+    ahead_.reset();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PS step ", lease.step(), ": the buffers hold [", b.first_element, ", ",
+        b.first_element + b.num_elements, "), not the pulled range [",
+        range.begin, ", ", range.end, ")"));
+  }
+  step_buffers_ = b;
+  const int64_t at = range.begin - b.first_element;
   // A shard rolled back or fenced past this lease refuses its waits at once.
   client_->SetPullGeneration(step.generation);
   client_->SetPullRange(step.pull_range);
-  ASSIGN_OR_RETURN(const int64_t version,
-                   PullVersion(lease.pull_version(), step.pull_range));
-  if (buffers_.host_params != buffers_.params) {
-    RETURN_IF_ERROR(backend_->CopyToDevice(
-        buffers_.host_params, buffers_.num_elements, buffers_.params));
+  ASSIGN_OR_RETURN(
+      const int64_t version,
+      PullVersion(lease.pull_version(), step.pull_range, b.host_params + at));
+  if (b.host_params != b.params) {
+    RETURN_IF_ERROR(backend_->CopyToDevice(b.host_params + at, range.size(),
+                                           b.params + at));
   }
   PushInfo info;
   info.generation = step.generation;
@@ -64,11 +81,12 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   ASSIGN_OR_RETURN(push_, client_->BeginPush(info));
   if (!info.step_contributors.empty()) {
     absl::StatusOr<std::unique_ptr<PendingPull>> ahead =
-        client_->StartPull(lease.step() + 1, buffers_.host_params);
+        client_->StartPull(lease.step() + 1, b.host_params + at);
     if (ahead.ok()) {
       ahead_ = *std::move(ahead);
       ahead_version_ = lease.step() + 1;
       ahead_range_ = step.pull_range;
+      ahead_into_ = b.host_params + at;
     }
   }
   return absl::OkStatus();
@@ -78,7 +96,23 @@ absl::Status PsExchange::Ready(int64_t offset, int64_t length) {
   if (push_ == nullptr) {
     return absl::FailedPreconditionError("no PS step begun");
   }
-  return push_->Ready(offset, length, buffers_.host_grads + offset);
+  const ExchangeBuffers& b = step_buffers_;
+  if (offset < b.first_element || length < 0 ||
+      offset + length > b.first_element + b.num_elements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient range [", offset, ", ", offset + length,
+                     ") is outside the step's buffers [", b.first_element, ", ",
+                     b.first_element + b.num_elements, ")"));
+  }
+  return push_->Ready(offset, length,
+                      b.host_grads + (offset - b.first_element));
+}
+
+absl::Status PsExchange::ReadyZeros(int64_t offset, int64_t length) {
+  if (push_ == nullptr) {
+    return absl::FailedPreconditionError("no PS step begun");
+  }
+  return push_->ReadyZeros(offset, length);
 }
 
 EmbeddingRowSource* PsExchange::embedding_rows() {
@@ -117,7 +151,7 @@ absl::Status PsExchange::AddToReport(v1::StepReport& report) {
 }
 
 absl::StatusOr<std::vector<float>> PsExchange::FinalWeights() {
-  std::vector<float> host(buffers_.num_elements);
+  std::vector<float> host(client_->num_elements());
   client_->SetPullRange({});
   RETURN_IF_ERROR(client_->Pull(0, host.data()).status());
   return host;

@@ -5,7 +5,10 @@
 // a push session tagged with the step, generation, sample count and the
 // pulled version; Ready pushes host_grads' range; FinishStep waits for
 // every shard. A step with a pull_range (a pipeline stage) pulls only the
-// chunks in it; the rest of host_params keeps whatever it held.
+// chunks in it; the rest of host_params keeps whatever it held. A step
+// with its own buffers (ExchangeStep.buffers: a PS pipeline stage's, which
+// hold only its layers) pulls its range into them and declares the rest of
+// its gradient with ReadyZeros.
 //
 // Pull ahead (sync leases that name the step's contributors, i.e. shards
 // that finalize on push): BeginStep also starts the pull of the version
@@ -65,6 +68,7 @@ class PsExchange final : public GradientExchange {
   ExchangePolicy policy() const override { return policy_; }
   absl::Status BeginStep(const ExchangeStep& step) override;
   absl::Status Ready(int64_t offset, int64_t length) override;
+  absl::Status ReadyZeros(int64_t offset, int64_t length) override;
   absl::Status FinishStep() override;
   void AbandonStep() override {
     push_.reset();
@@ -89,14 +93,19 @@ class PsExchange final : public GradientExchange {
   // Reads rows at the version the open step pulled.
   ParameterClientRowSource row_source_;
   // The weights of version >= `min_version` (the chunks in `range`) into
-  // host_params: from the pull started ahead when it asked for exactly that
-  // version and range, else pulled now.
-  absl::StatusOr<int64_t> PullVersion(int64_t min_version, FlatRange range);
+  // `into` (which holds the range): from the pull started ahead when it
+  // asked for exactly that version and range into the same place, else
+  // pulled now.
+  absl::StatusOr<int64_t> PullVersion(int64_t min_version, FlatRange range,
+                                      float* into);
 
+  // The open (or last) step's buffers: buffers_ or the step's own.
+  ExchangeBuffers step_buffers_;
   std::unique_ptr<PushSession> push_;   // the open step's
   std::unique_ptr<PendingPull> ahead_;  // pull of ahead_version_, if any
   int64_t ahead_version_ = -1;
   FlatRange ahead_range_;
+  float* ahead_into_ = nullptr;
 };
 
 }  // namespace ferry

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +86,39 @@ TEST(CoordinatorPipelineTest, FiguresAreSummedPerRoleAndBadOnesRefused) {
   EXPECT_EQ(s.pipeline(0).steps(), 1);
   EXPECT_EQ(s.pipeline(1).role(), "alone");
   EXPECT_EQ(s.pipeline(1).steps(), 2);
+}
+
+// A PS pipeline job with a worker memory budget trains whole replicas
+// only: of three members of a 2-stage job, the third (which would train the
+// whole model alone) waits as a spare, outside the step, and the global
+// batch goes to the replica. Without a budget it trains alone.
+TEST(CoordinatorPipelineTest, ABudgetLeavesMembersAfterTheLastReplicaSpare) {
+  for (const bool budget : {true, false}) {
+    SCOPED_TRACE(budget ? "with a budget" : "without");
+    v1::JobSpec job = Job(6, 1);
+    job.set_pipeline_stages(2);
+    if (budget) job.set_worker_memory_budget_bytes(int64_t{1} << 30);
+    Fixture f(job, 12, /*min_workers=*/3);
+    const std::string a = f.Join(), b = f.Join(), c = f.Join();
+    int trained = 0;
+    int64_t samples = 0;
+    std::vector<std::string> waited;
+    for (const std::string& w : {a, b, c}) {
+      auto lease = Next(f, w);
+      ASSERT_TRUE(lease.ok()) << lease.status();
+      if (lease->action() != v1::NextTaskResponse::TRAIN) {
+        waited.push_back(w);
+        continue;
+      }
+      ++trained;
+      EXPECT_EQ(lease->ring_size(), budget ? 2 : 3);
+      for (const v1::DataTask& t : lease->tasks())
+        samples += t.end() - t.begin();
+    }
+    EXPECT_EQ(trained, budget ? 2 : 3);
+    EXPECT_EQ(samples, 6);
+    EXPECT_EQ(waited.size(), budget ? 1u : 0u);
+  }
 }
 
 }  // namespace

@@ -168,6 +168,14 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
       const int64_t pulled = summary["bytes"]["ps"]["received"].get<int64_t>();
       EXPECT_LE(pulled, (steps + 1) * (own + 2048) + model + 4096)
           << summary.dump(1);
+      // Its parameter and gradient buffers hold its layers only (CPU:
+      // one fp32 copy of each).
+      EXPECT_EQ(p["peak_buffer_bytes"].get<int64_t>(), 2 * own) << p.dump(1);
+    } else {
+      EXPECT_EQ(
+          p["peak_buffer_bytes"].get<int64_t>(),
+          int64_t{8} * static_cast<int64_t>(reference->final_parameters.size()))
+          << p.dump(1);
     }
   }
 }

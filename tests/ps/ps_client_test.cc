@@ -90,6 +90,35 @@ TEST_P(PushTest, AllZeroChunksTravelAsFlagsWithoutBytes) {
   EXPECT_LE(sent, dense_client->bytes().sent - 40);
 }
 
+// A pipeline stage that holds only its layers declares the rest of the
+// gradient zeros without a buffer: whole chunks travel as flags, a chunk
+// cut by the boundary is assembled with zeros, and overlaps are refused
+// as for Ready.
+TEST_P(PushTest, ReadyZerosDeclaresZerosWithoutABuffer) {
+  const int num_shards = GetParam();
+  Cluster cluster(num_shards);
+  auto client = cluster.Client();
+  const std::vector<float> grads = Ramp(1.0f, 0.25f);
+  auto session = *client->BeginPush(Info());
+  ASSERT_TRUE(session->ReadyZeros(0, 10).ok());
+  ASSERT_TRUE(session->ReadyZeros(10, 2).ok());  // cuts chunk [10, 14)
+  EXPECT_EQ(session->ReadyZeros(8, 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->ReadyZeros(20, 7).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(session->Ready(12, kTotal - 12, grads.data() + 12).ok());
+  ASSERT_TRUE(session->Finish().ok());
+  std::vector<float> expected = grads;
+  std::fill(expected.begin(), expected.begin() + 12, 0.0f);
+  ExpectPushed(cluster, num_shards, expected);
+  int zero_chunks = 0, layer0_chunks = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    zero_chunks += cluster.shard(s).pushes()[0].zero_chunks;
+  }
+  for (const Chunk& c : cluster.chunks()) layer0_chunks += c.flat_offset < 10;
+  EXPECT_EQ(zero_chunks, layer0_chunks);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shards, PushTest, ::testing::Values(1, 2, 3));
 
 TEST(PushSessionTest, RejectsOverlappingAndOutOfRangeRanges) {

@@ -118,46 +118,71 @@ TEST(PendingPullTest, StartedPullFillsTheBufferOnceEveryShardAnswers) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-// A pipeline stage's pull: only the chunks that intersect the range; the
-// rest of the buffer is left as it was, every shard is asked (a shard
-// without such chunks answers with none once it has the version), and
-// {0, 0} pulls everything again.
-TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInIt) {
+// A pipeline stage's pull: only the chunks that intersect the range, into
+// a destination that holds just the range (element e at e - range.begin),
+// every shard asked (a shard without such chunks answers with none once it
+// has the version); {0, 0} pulls everything again.
+TEST(PullCasesTest, PullRangeFetchesOnlyTheChunksInItIntoTheRange) {
   Cluster cluster(3, /*version=*/9);
   auto client = cluster.Client();
   // Tensors 2 and 3 ([10, 26)) are the second "layer".
   const FlatRange layer{10, 26};
   client->SetPullRange(layer);
-  std::vector<float> flat(kTotal, -1.0f);
-  ASSERT_TRUE(client->Pull(9, flat.data()).ok());
+  // One guard element after the range: nothing may be written there.
+  std::vector<float> window(layer.size() + 1, -1.0f);
+  ASSERT_TRUE(client->Pull(9, window.data()).ok());
   for (int s = 0; s < 3; ++s) {
     ASSERT_EQ(cluster.shard(s).pull_requests().size(), 1u) << s;
     const v1::PullRequest request = cluster.shard(s).pull_requests().back();
     EXPECT_EQ(request.range_begin(), 10);
     EXPECT_EQ(request.range_end(), 26);
   }
-  for (int64_t i = 0; i < kTotal; ++i) {
-    bool in_chunk_of_range = false;
-    for (const Chunk& c : cluster.chunks()) {
-      if (i >= c.flat_offset && i < c.flat_offset + c.length) {
-        in_chunk_of_range = ChunkInPullRange(c, layer);
-      }
-    }
-    EXPECT_EQ(flat[i], in_chunk_of_range ? cluster.params()[i] : -1.0f) << i;
+  for (int64_t i = 0; i < layer.size(); ++i) {
+    EXPECT_EQ(window[i], cluster.params()[layer.begin + i]) << i;
   }
-  for (int64_t i = 10; i < kTotal; ++i) EXPECT_EQ(flat[i], cluster.params()[i]);
+  EXPECT_EQ(window.back(), -1.0f);
+  int64_t chunk_bytes = 0;
+  for (const Chunk& c : cluster.chunks()) {
+    if (ChunkInPullRange(c, layer)) chunk_bytes += c.length * 4;
+  }
   const int64_t ranged = client->bytes().received;
+  EXPECT_GE(ranged, chunk_bytes);
   EXPECT_LT(ranged, kTotal * 4);
 
-  std::vector<float> pending_flat(kTotal, -1.0f);
-  auto pending = client->StartPull(9, pending_flat.data());
+  std::vector<float> pending_window(layer.size() + 1, -1.0f);
+  auto pending = client->StartPull(9, pending_window.data());
   ASSERT_TRUE(pending.ok()) << pending.status();
   ASSERT_TRUE((*pending)->Wait().ok());
-  EXPECT_EQ(pending_flat, flat);
+  EXPECT_EQ(pending_window, window);
 
   client->SetPullRange({});
+  std::vector<float> flat(kTotal, -1.0f);
   ASSERT_TRUE(client->Pull(9, flat.data()).ok());
   EXPECT_EQ(flat, cluster.params());
+}
+
+// A range that cuts chunks: the chunks it touches travel whole, and only
+// the range's elements are written.
+TEST(PullCasesTest, PullRangeDropsTheElementsOfItsChunksOutsideIt) {
+  Cluster cluster(2, /*version=*/4);
+  auto client = cluster.Client();
+  const FlatRange cut{3, 13};
+  bool cuts_a_chunk = false;
+  for (const Chunk& c : cluster.chunks()) {
+    if (ChunkInPullRange(c, cut) &&
+        (c.flat_offset < cut.begin || c.flat_offset + c.length > cut.end)) {
+      cuts_a_chunk = true;
+    }
+  }
+  ASSERT_TRUE(cuts_a_chunk);
+  client->SetPullRange(cut);
+  std::vector<float> window(cut.size() + 2, -1.0f);
+  ASSERT_TRUE(client->Pull(4, window.data() + 1).ok());
+  EXPECT_EQ(window.front(), -1.0f);
+  EXPECT_EQ(window.back(), -1.0f);
+  for (int64_t i = 0; i < cut.size(); ++i) {
+    EXPECT_EQ(window[1 + i], cluster.params()[cut.begin + i]) << i;
+  }
 }
 
 // Shard 0 owns [0, 8), no chunk of [10, 26): it is asked all the same, and

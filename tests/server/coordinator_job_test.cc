@@ -128,6 +128,42 @@ TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
   EXPECT_EQ(test->num_samples, 100);
 }
 
+// --worker-memory-budget: a model whose whole exceeds it is refused, its
+// PS pipeline stages fit and the job carries the budget; ring mode holds the
+// whole model on every member; bad sizes and DLRMs are refused.
+TEST_F(CoordinatorJobTest, AWorkerMemoryBudgetBoundsWhatOneWorkerHolds) {
+  CoordinatorFlags f = Dense();
+  f.model = "784-2048-2048-10";  // 5.8M parameters, 23 MB
+  f.global_batch = 64;
+  f.worker_memory_budget = "40MiB";
+  absl::StatusOr<CoordinatorJob> built = BuildCoordinatorJob(f);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("over the worker memory budget of 40.0 MiB"));
+  f.pipeline.stages = 2;
+  built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->job.worker_memory_budget_bytes(), int64_t{40} << 20);
+  EXPECT_EQ(built->job.pipeline_stages(), 2);
+
+  f.mode = "ring";
+  built = BuildCoordinatorJob(f);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("use --mode ps"));
+  f.mode = "ps";
+  f.worker_memory_budget = "12XB";
+  EXPECT_THAT(std::string(BuildCoordinatorJob(f).status().message()),
+              HasSubstr("--worker-memory-budget: \"12XB\" is not a size"));
+
+  CoordinatorFlags dlrm = Dlrm();
+  dlrm.worker_memory_budget = "40MiB";
+  EXPECT_THAT(std::string(BuildCoordinatorJob(dlrm).status().message()),
+              HasSubstr("applies to layer-stack models"));
+  EXPECT_EQ(
+      BuildCoordinatorJob(Dense()).value().job.worker_memory_budget_bytes(), 0);
+}
+
 TEST_F(CoordinatorJobTest, ADlrmInRingModeKeepsEveryRow) {
   CoordinatorFlags f = Dlrm();
   f.mode = "ring";

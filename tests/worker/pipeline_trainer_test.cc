@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "model/model_export.h"
+#include "pipeline/stage_memory.h"
 #include "worker/pipeline_lease_trainer.h"
 
 namespace ferry {

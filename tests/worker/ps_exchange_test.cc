@@ -103,6 +103,46 @@ TEST_F(PsExchangeTest, StepWithAPullRangePullsOnlyThatRange) {
                              std::make_pair(0, 1), std::make_pair(0, 0)));
 }
 
+// A PS pipeline stage's own buffers hold only its range [2, 5): the pull
+// lands in them, Ready's flat offsets are translated, the rest of the
+// gradient goes as ReadyZeros, and ranges outside them are refused.
+TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRange) {
+  std::vector<float> params(3, -1.0f), grads = {7.0f, 8.0f, 9.0f};
+  ExchangeBuffers window;
+  window.first_element = 2;
+  window.num_elements = 3;
+  window.params = window.host_params = params.data();
+  window.grads = window.host_grads = grads.data();
+  v1::NextTaskResponse lease;
+  lease.set_step(4);
+  lease.set_pull_version(4);
+  ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
+  step.pull_range = {2, 5};
+  step.buffers = &window;
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  EXPECT_THAT(params, ::testing::ElementsAre(2, 3, 4));
+  EXPECT_THAT(params_,
+              ::testing::Each(-1.0f));  // the exchange's own: untouched
+  ASSERT_TRUE(exchange_->ReadyZeros(0, 2).ok());
+  ASSERT_TRUE(exchange_->Ready(3, 2).ok());
+  ASSERT_TRUE(exchange_->Ready(2, 1).ok());
+  ASSERT_TRUE(exchange_->ReadyZeros(5, 1).ok());
+  EXPECT_THAT(calls_.ready, ::testing::ElementsAre(std::make_pair(3, 8.0f),
+                                                   std::make_pair(2, 7.0f)));
+  EXPECT_THAT(calls_.zeros, ::testing::ElementsAre(std::make_pair(0, 2),
+                                                   std::make_pair(5, 1)));
+  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->Ready(1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->Ready(4, 2)));
+  ASSERT_TRUE(exchange_->FinishStep().ok());
+
+  // A pull range the buffers do not hold (or none: the whole model).
+  step.pull_range = {1, 4};
+  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->BeginStep(step)));
+  step.pull_range = {};
+  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->BeginStep(step)));
+  EXPECT_EQ(calls_.pulls.size(), 1u);
+}
+
 TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
   v1::NextTaskResponse lease;
   ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);

@@ -29,9 +29,12 @@ class InMemoryPushSession final : public PushSession {
         return absl::InvalidArgumentError("range declared twice");
       }
       declared_[offset + i] = true;
-      grads_[offset + i] = grads[i];
+      grads_[offset + i] = grads == nullptr ? 0.0f : grads[i];
     }
     return absl::OkStatus();
+  }
+  absl::Status ReadyZeros(int64_t offset, int64_t length) override {
+    return Ready(offset, length, nullptr);
   }
 
   absl::Status Finish() override {
@@ -61,8 +64,17 @@ class InMemoryParameterClient final : public ParameterClient {
   int64_t num_elements() const override { return ps_->num_elements(); }
   absl::StatusOr<int64_t> Pull(int64_t min_version,
                                float* flat_params) override {
-    return ps_->Pull(min_version, flat_params, absl::Minutes(1));
+    if (range_.end == 0) {
+      return ps_->Pull(min_version, flat_params, absl::Minutes(1));
+    }
+    std::vector<float> whole(ps_->num_elements());
+    ASSIGN_OR_RETURN(const int64_t version,
+                     ps_->Pull(min_version, whole.data(), absl::Minutes(1)));
+    std::copy(whole.begin() + range_.begin, whole.begin() + range_.end,
+              flat_params);
+    return version;
   }
+  void SetPullRange(FlatRange range) override { range_ = range; }
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override {
     if (info.num_samples < 0) {
@@ -76,6 +88,7 @@ class InMemoryParameterClient final : public ParameterClient {
  private:
   InMemoryPs* const ps_;
   const std::string worker_id_;
+  FlatRange range_;
 };
 
 }  // namespace

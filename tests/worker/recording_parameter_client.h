@@ -20,9 +20,10 @@ struct Calls {
   // The range each pull asked for ({0, 0}: the whole buffer).
   std::vector<std::pair<int64_t, int64_t>> pull_ranges;
   std::vector<PushInfo> pushes;
-  std::vector<std::pair<int64_t, float>> ready;  // offset, first value
-  std::vector<std::vector<SparseRows>> rows;     // AddRows calls
-  std::vector<int64_t> row_pulls;                // min_version of each
+  std::vector<std::pair<int64_t, float>> ready;    // offset, first value
+  std::vector<std::pair<int64_t, int64_t>> zeros;  // ReadyZeros: offset, length
+  std::vector<std::vector<SparseRows>> rows;       // AddRows calls
+  std::vector<int64_t> row_pulls;                  // min_version of each
   std::vector<int32_t> row_pull_tables;
   int finished = 0;
   int destroyed_unfinished = 0;
@@ -41,6 +42,10 @@ class RecordingSession final : public PushSession {
                      const float* grads) override {
     (void)length;
     calls_->ready.emplace_back(offset, grads[0]);
+    return absl::OkStatus();
+  }
+  absl::Status ReadyZeros(int64_t offset, int64_t length) override {
+    calls_->zeros.emplace_back(offset, length);
     return absl::OkStatus();
   }
   absl::Status AddRows(const std::vector<SparseRows>& rows) override {
@@ -67,10 +72,10 @@ class RecordingParameterClient final : public ParameterClient {
   absl::StatusOr<int64_t> Pull(int64_t min_version, float* out) override {
     calls_->pulls.push_back(min_version);
     calls_->pull_ranges.emplace_back(range_.begin, range_.end);
-    for (int64_t i = 0; i < n_; ++i) {
-      if (range_.end == 0 || (i >= range_.begin && i < range_.end)) {
-        out[i] = static_cast<float>(i);
-      }
+    // The destination holds the range (ParameterClient::SetPullRange).
+    const int64_t end = range_.end == 0 ? n_ : range_.end;
+    for (int64_t i = range_.begin; i < end; ++i) {
+      out[i - range_.begin] = static_cast<float>(i);
     }
     return min_version + 2;  // a newer version than asked
   }
