@@ -4,6 +4,7 @@
 #ifndef FERRY_MODEL_LAYER_STACK_H_
 #define FERRY_MODEL_LAYER_STACK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,6 +37,15 @@ struct LayerStack {
   // Index (within the stack) of the first layer with parameters; the stack's
   // size when none has any.
   int first_param_layer = 0;
+
+  // The most parameters one layer of the stack has (0 when none has any):
+  // the scratch an accumulating backward pass writes a layer's gradient to
+  // before adding it.
+  int64_t LargestLayerParams() const {
+    int64_t largest = 0;
+    for (const LayerSlot& s : slots) largest = std::max(largest, s.param_count);
+    return largest;
+  }
 };
 
 // Builds layers [first, end) of `def` (each with its index in the whole

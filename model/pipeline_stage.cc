@@ -219,11 +219,12 @@ absl::Status PipelineStage::SetOutputGradient(int slot,
 absl::Status PipelineStage::Backward(int slot, const float* params,
                                      float* grads, bool accumulate) {
   ASSIGN_OR_RETURN(Slot * s, UsedSlot(slot));
-  if (accumulate &&
-      scratch_grads_.size() < static_cast<size_t>(param_count())) {
-    ASSIGN_OR_RETURN(scratch_grads_, backend_->Allocate(param_count()));
+  // Accumulating, each layer's gradient goes to the scratch first and is
+  // added to its range of `grads` (the scratch holds the largest layer's).
+  const int64_t largest = stack_.LargestLayerParams();
+  if (accumulate && scratch_grads_.size() < static_cast<size_t>(largest)) {
+    ASSIGN_OR_RETURN(scratch_grads_, backend_->Allocate(largest));
   }
-  float* out = accumulate ? scratch_grads_.data() : grads;
   const LayerContext ctx = Context(*s, /*training=*/true);
   const float* delta = s->output_grad.data();
   const int first_with_input_grad = is_first() ? stack_.first_param_layer : -1;
@@ -238,10 +239,19 @@ absl::Status PipelineStage::Backward(int slot, const float* params,
                ? s->input_grad.data()
                : (delta == delta_a_.data() ? delta_b_.data() : delta_a_.data());
     }
+    float* layer_grads = nullptr;
+    if (ls.param_count > 0) {
+      layer_grads =
+          accumulate ? scratch_grads_.data() : grads + ls.param_offset;
+    }
     RETURN_IF_ERROR(layer.Backward(
         ctx, ls.param_count > 0 ? params + ls.param_offset : nullptr, x,
-        s->outputs[i], delta, dx,
-        ls.param_count > 0 ? out + ls.param_offset : nullptr));
+        s->outputs[i], delta, dx, layer_grads));
+    if (accumulate && ls.param_count > 0) {
+      RETURN_IF_ERROR(backend_->Axpy(ls.param_count, 1.0f,
+                                     scratch_grads_.data(),
+                                     grads + ls.param_offset));
+    }
     if (dx == nullptr) break;
     delta = dx;
   }
@@ -249,10 +259,6 @@ absl::Status PipelineStage::Backward(int slot, const float* params,
     // A leading view passes its output gradient on as the input gradient.
     RETURN_IF_ERROR(backend_->Copy(delta, s->batch * input_elements_,
                                    s->input_grad.data()));
-  }
-  if (accumulate) {
-    RETURN_IF_ERROR(
-        backend_->Axpy(param_count(), 1.0f, scratch_grads_.data(), grads));
   }
   return absl::OkStatus();
 }

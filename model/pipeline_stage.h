@@ -141,7 +141,7 @@ class PipelineStage {
   std::vector<Slot> slots_;
   int delta_capacity_ = 0;
   DeviceBuffer delta_a_, delta_b_;  // backward ping-pong, [batch, widest]
-  DeviceBuffer scratch_grads_;      // accumulating backward: param_count
+  DeviceBuffer scratch_grads_;  // accumulating backward: the largest layer's
 };
 
 }  // namespace ferry

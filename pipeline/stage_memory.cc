@@ -88,7 +88,8 @@ absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
   }
   StageMemory m;
   m.parameter_bytes = 4 * (stack.param_count + stack.state_count);
-  m.gradient_bytes = 4 * stack.param_count * (accumulates ? 2 : 1);
+  m.gradient_bytes =
+      4 * (stack.param_count + (accumulates ? stack.LargestLayerParams() : 0));
   m.optimizer_bytes = 4 * stack.param_count * optimizer_buffers;
   m.activation_bytes = 4 * rows * per_slot * in_flight;
   m.workspace_bytes = 4 * (2 * rows * widest + layer_workspace * in_flight);

@@ -19,8 +19,8 @@ namespace ferry {
 
 struct StageMemory {
   int64_t parameter_bytes = 0;  // the stage's parameters and state
-  // Its gradient, plus the scratch a micro-batch's backward pass writes
-  // before adding it (M > 1).
+  // Its gradient, plus the scratch a micro-batch's backward pass writes a
+  // layer's gradient to before adding it (M > 1: the largest layer's).
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;  // optimizer state held by the worker
   // Every slot a schedule keeps in flight: its input, every layer's output

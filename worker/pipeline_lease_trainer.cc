@@ -121,6 +121,9 @@ absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
   const auto key = std::make_pair(role.stage, role.stages);
   auto it = stages_.find(key);
   if (it != stages_.end()) return &it->second;
+  // A role change: the old role's stage (its activations, workspaces and
+  // accumulation scratch) is dropped before the new one is built.
+  stages_.clear();
   std::vector<int> starts;
   if (role.stages == job_.pipeline_stages()) starts = split_starts_;
   ASSIGN_OR_RETURN(std::vector<StageRange> split,

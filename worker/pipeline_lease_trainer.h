@@ -113,7 +113,8 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
  private:
   PipelineLeaseTrainer() = default;
 
-  // The stage for `role` (built once per (stage, stages)).
+  // The stage for `role` (kept while the role lasts: only the current
+  // role's stage is held).
   absl::StatusOr<PipelineStage*> StageFor(const PipelineRole& role);
   // The replica's links for `lease`'s ring generation (opened once per
   // generation and replica).

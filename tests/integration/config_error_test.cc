@@ -178,6 +178,30 @@ TEST_F(ConfigErrorTest, CoordinatorRefusesPipelinesItCannotRun) {
   }
 }
 
+// --worker-memory-budget on `ferry local`: a model over it on one worker is
+// refused by the coordinator, naming what it needs; a PS pipeline under a
+// budget needs a whole replica.
+TEST_F(ConfigErrorTest, LocalRefusesAModelOverTheWorkerMemoryBudget) {
+  const std::string local = std::string(FERRY_BIN_DIR) + "/ferry";
+  const std::vector<std::string> base = {
+      local,     "local",   "--mode",      "ps",
+      "--shards", "1",      "--model",     "784-2048-2048-10",
+      "--dataset", "synthetic:600", "--batch", "64",
+      "--worker-memory-budget", "40MiB", "--log-dir", dir_ + "/logs"};
+  std::vector<std::string> argv = base;
+  argv.insert(argv.end(), {"--workers", "2"});
+  Result r = Run(argv);
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("over the worker memory budget of 40.0 MiB"));
+  EXPECT_THAT(r.output, HasSubstr("--pipeline-stages"));
+  argv = base;
+  argv.insert(argv.end(), {"--workers", "1", "--pipeline-stages", "2"});
+  r = Run(argv);
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--workers must be at least "
+                                  "--pipeline-stages (2)"));
+}
+
 // A DLRM job that cannot run, and --embedding-* flags without a DLRM:
 // refused by `ferry local` before anything starts, and by the coordinator
 // itself, with the same words.

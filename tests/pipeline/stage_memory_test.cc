@@ -44,6 +44,10 @@ TEST(StageMemoryTest, ParametersGradientsAndOptimizerFollowTheStage) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->parameter_bytes, 4 * 510);
   EXPECT_EQ(second->gradient_bytes, 2 * 4 * 510);
+  // Accumulating over both layers: the scratch is the larger layer's.
+  auto both = EstimateStageMemory(def, {0, 3}, 4, 1, 0, true);
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->gradient_bytes, 4 * (5560 + 5050));
   EXPECT_EQ(second->optimizer_bytes, 0);
   EXPECT_EQ(EstimateStageMemory(def, {0, 2}, 0, 1, 0, false).status().code(),
             absl::StatusCode::kInvalidArgument);
