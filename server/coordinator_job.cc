@@ -27,10 +27,11 @@ constexpr int64_t kDefaultBucketElements = 25 * 1024 * 1024 / 4;
 
 // The pipeline fields of `job` from the flags, checked against the model:
 // ring mode or synchronous PS without a quorum (a replica's stages train
-// one step together), a layer-stack model without BatchNorm (its per-stage
-// statistics are not exchanged yet), a split the model takes.
+// one step together), a layer-stack model, a split the model takes, and
+// with BatchNorm at least 2 samples per micro-batch when `workers` (the
+// expected count) form their replicas.
 absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
-                         v1::JobSpec& job) {
+                         int workers, v1::JobSpec& job) {
   if (f.pipeline.stages <= 1) {
     if (f.pipeline.given()) {
       return absl::InvalidArgumentError(
@@ -59,17 +60,21 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
         "one stage's push would apply a replica's gradient for some layers "
         "and not for others");
   }
-  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(*dense));
-  if (state.total_elements() > 0) {
-    return absl::InvalidArgumentError(
-        "--pipeline-stages: models with BatchNorm are not supported in "
-        "distributed pipelines yet (the stages' running statistics are not "
-        "exchanged)");
-  }
   if (f.pipeline.micro_batches > f.global_batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("--micro-batches (", f.pipeline.micro_batches,
                      ") must be <= --batch (", f.global_batch, ")"));
+  }
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(*dense));
+  const int replicas = std::max(1, workers / std::max(1, f.pipeline.stages));
+  if (state.total_elements() > 0 &&
+      f.global_batch / replicas / std::max(1, f.pipeline.micro_batches) < 2) {
+    // BatchNorm normalizes each micro-batch with its own statistics.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline-stages: BatchNorm needs at least 2 samples per "
+        "micro-batch; --batch ",
+        f.global_batch, " over ", replicas, " replicas in ",
+        f.pipeline.micro_batches, " micro-batches has fewer"));
   }
   ASSIGN_OR_RETURN(const PipelineOptions p, ParsePipelineFlags(f.pipeline));
   absl::StatusOr<std::vector<StageRange>> split =
@@ -226,7 +231,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
                         f.epochs);
   RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
   *job.mutable_optimizer() = ToProto(optimizer);
-  RETURN_IF_ERROR(SetPipeline(f, dense, job));
+  RETURN_IF_ERROR(SetPipeline(f, dense, workers, job));
   RETURN_IF_ERROR(SetMemoryBudget(f, dense, job));
   return job;
 }

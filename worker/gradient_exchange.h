@@ -67,18 +67,35 @@
 namespace ferry {
 
 // The worker's flat parameter and gradient buffers (num_elements floats
-// each), not owned, holding elements [first_element, first_element +
-// num_elements) of the model's flat buffer (the whole of it, except for a
-// PS pipeline stage, whose buffers hold only its layers). params and grads
-// are in the backend's memory; host_params and host_grads are host staging
-// buffers, equal to params and grads for a host-memory backend.
+// each), not owned. params and grads are in the backend's memory;
+// host_params and host_grads are host staging buffers, equal to params and
+// grads for a host-memory backend.
 struct ExchangeBuffers {
   int64_t num_elements = 0;
   float* params = nullptr;
   float* grads = nullptr;
   float* host_params = nullptr;
   float* host_grads = nullptr;
-  int64_t first_element = 0;
+  // The ranges of the model's flat buffer the buffers hold, back to back in
+  // this order (their sizes add up to num_elements); empty: the whole
+  // buffer, [0, num_elements). A PS pipeline stage's buffers hold its
+  // parameters' range and, for a model with BatchNorm, its state's.
+  std::vector<FlatRange> segments;
+
+  // Where flat elements [flat, flat + length) are in the buffers: their
+  // index, or -1 when no one segment holds them all (or length < 0).
+  int64_t IndexOf(int64_t flat, int64_t length) const {
+    if (length < 0 || flat < 0) return -1;
+    if (segments.empty()) return flat + length <= num_elements ? flat : -1;
+    int64_t at = 0;
+    for (const FlatRange& s : segments) {
+      if (flat >= s.begin && flat + length <= s.end) {
+        return at + (flat - s.begin);
+      }
+      at += s.size();
+    }
+    return -1;
+  }
 };
 
 // One TRAIN lease as the loop hands it to the exchange.
@@ -90,13 +107,14 @@ struct ExchangeStep {
   // This worker's samples in the step; 0 only when policy() allows it (the
   // gradient is then all zeros, declared by the loop in one Ready call).
   int64_t num_samples = 0;
-  // The part of buffers.params the step computes with: a pipeline stage's
-  // layers. {0, 0}: the whole buffer. PS pulls only the chunks in it (the
+  // The parts of the model the step computes with: a pipeline stage's
+  // parameters and (with BatchNorm) state. Empty: the whole buffer. PS
+  // pulls only the chunks in them, each into where the buffers hold it (the
   // rest of params keeps older values); the ring keeps the whole buffer.
-  FlatRange pull_range;
+  std::vector<FlatRange> pull_ranges;
   // PS only: the buffers of this step when they are not the ones the
   // exchange was made with (not owned; they outlive the step): a pipeline
-  // stage's, holding its pull_range only. The ring refuses them.
+  // stage's, holding its pull_ranges only. The ring refuses them.
   const ExchangeBuffers* buffers = nullptr;
   // Ring pipelines (worker/pipeline_lease_trainer.h): the job's stages'
   // parameter ranges, in flat order (empty: not a pipeline job). A new

@@ -28,7 +28,7 @@ PipelineRole PipelineRoleOf(int rank, int size, int stages) {
 }
 
 std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
-                                                  int stages) {
+                                                  int stages, bool state_ring) {
   std::vector<ExchangeStep::StageRing> rings;
   if (stages <= 1 || size <= stages) return rings;
   const PipelineRole own = PipelineRoleOf(rank, size, stages);
@@ -41,6 +41,12 @@ std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
       if (role.stages == 1 || role.stage == s) ring.ranks.push_back(r);
     }
     rings.push_back(std::move(ring));
+  }
+  if (state_ring) {
+    ExchangeStep::StageRing all;
+    all.stage = stages;
+    for (int r = 0; r < size; ++r) all.ranks.push_back(r);
+    rings.push_back(std::move(all));
   }
   return rings;
 }
@@ -89,10 +95,12 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
                               t->balance_));
   ASSIGN_OR_RETURN(t->layout_, ModelJobLayout(t->def_));
   t->stage_ranges_ = StageParamRanges(t->def_, t->layout_, split);
-  if (t->layout_.total_elements() !=
-      ModelParameterLayout(t->def_)->total_elements()) {
-    return absl::InvalidArgumentError(
-        "pipeline jobs take models without BatchNorm");
+  ASSIGN_OR_RETURN(const ParameterLayout params, ModelParameterLayout(t->def_));
+  t->param_elements_ = params.total_elements();
+  if (t->param_elements_ < t->layout_.total_elements()) {
+    // BatchNorm's state: one more ring, of every member (StageRingsOf).
+    t->stage_ranges_.push_back(
+        {t->param_elements_, t->layout_.total_elements()});
   }
   RETURN_IF_ERROR(CheckJobTensors(job, t->layout_));
   ASSIGN_OR_RETURN(t->backend_, MakeBackend(device, threads));
@@ -101,13 +109,13 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
                                            t->def_, job.seed()));
   t->lease_samples_.emplace(t->data_.train.num_samples, job.seed());
   // PS members pull their role's weights into buffers of that role's size
-  // (HoldWindow); ring members hold the whole model and start from the
+  // (HoldRanges); ring members hold the whole model and start from the
   // job's initial values themselves.
   t->stage_resident_ = job.mode() == v1::MODE_PS;
   if (t->stage_resident_) return t;
   const int64_t n = t->layout_.total_elements();
   ASSIGN_OR_RETURN(t->buffers_, TrainerBuffers::Allocate(t->backend_.get(), n));
-  t->window_ = {0, n};
+  t->holding_ = true;
   t->peak_buffer_bytes_ = t->BufferBytes(n);
   ASSIGN_OR_RETURN(const std::vector<float> init,
                    JobInitialValues(job, t->def_));
@@ -139,21 +147,77 @@ int64_t PipelineLeaseTrainer::BufferBytes(int64_t elements) const {
          (backend_->IsHostMemory() ? 2 : 4);
 }
 
-absl::Status PipelineLeaseTrainer::HoldWindow(FlatRange window,
-                                              GradientExchange& exchange) {
-  if (window == window_ && buffers_.view.params != nullptr) {
+std::vector<FlatRange> PipelineLeaseTrainer::RoleRanges(
+    const PipelineRole& role, const PipelineStage& stage) const {
+  if (role.stages == 1) return {};  // alone: the whole model
+  std::vector<FlatRange> ranges = {stage_ranges_[role.stage]};
+  if (stage.state_count() > 0) ranges.push_back(StateRange(stage));
+  return ranges;
+}
+
+FlatRange PipelineLeaseTrainer::StateRange(const PipelineStage& stage) const {
+  const int64_t begin = param_elements_ + stage.state_offset();
+  return {begin, begin + stage.state_count()};
+}
+
+absl::Status PipelineLeaseTrainer::HoldRanges(
+    const std::vector<FlatRange>& ranges, GradientExchange& exchange) {
+  if (!stage_resident_ || (holding_ && ranges == buffers_.view.segments)) {
     return absl::OkStatus();
   }
   exchange.AbandonStep();
   buffers_ = TrainerBuffers();  // freed before the new ones are allocated
-  window_ = {};
-  ASSIGN_OR_RETURN(
-      buffers_, TrainerBuffers::Allocate(backend_.get(),
-                                         std::max<int64_t>(1, window.size())));
-  buffers_.view.first_element = window.begin;
-  buffers_.view.num_elements = window.size();
-  window_ = window;
-  peak_buffer_bytes_ = std::max(peak_buffer_bytes_, BufferBytes(window.size()));
+  holding_ = false;
+  int64_t n = ranges.empty() ? layout_.total_elements() : 0;
+  for (const FlatRange& r : ranges) n += r.size();
+  ASSIGN_OR_RETURN(buffers_, TrainerBuffers::Allocate(backend_.get(),
+                                                      std::max<int64_t>(1, n)));
+  buffers_.view.num_elements = n;
+  buffers_.view.segments = ranges;
+  holding_ = true;
+  peak_buffer_bytes_ = std::max(peak_buffer_bytes_, BufferBytes(n));
+  return absl::OkStatus();
+}
+
+absl::Status PipelineLeaseTrainer::LoadStageState(PipelineStage& stage) {
+  if (stage.state_count() == 0) return absl::OkStatus();
+  const FlatRange range = StateRange(stage);
+  const int64_t at = buffers_.view.IndexOf(range.begin, range.size());
+  RETURN_IF_ERROR(
+      backend_->Copy(buffers_.view.params + at, range.size(), stage.state()));
+  ASSIGN_OR_RETURN(state_before_, stage.GetState());
+  return absl::OkStatus();
+}
+
+absl::Status PipelineLeaseTrainer::WriteStateChange(PipelineStage& stage,
+                                                    int batch) {
+  if (stage.state_count() == 0 || batch == 0) return absl::OkStatus();
+  const FlatRange range = StateRange(stage);
+  float* change = buffers_.view.host_grads +
+                  buffers_.view.IndexOf(range.begin, range.size());
+  ASSIGN_OR_RETURN(const std::vector<float> now, stage.GetState());
+  for (int64_t i = 0; i < range.size(); ++i) {
+    change[i] = (now[i] - state_before_[i]) * static_cast<float>(batch);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineLeaseTrainer::DeclareGradient(GradientExchange& exchange) {
+  const int64_t n = layout_.total_elements();
+  if (buffers_.view.segments.empty()) return exchange.Ready(0, n);
+  std::vector<FlatRange> held = buffers_.view.segments;
+  std::sort(
+      held.begin(), held.end(),
+      [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
+  // Outside the held ranges the gradient is zeros: a flag each on the PS.
+  int64_t next = 0;
+  for (const FlatRange& r : held) {
+    if (r.begin > next)
+      RETURN_IF_ERROR(exchange.ReadyZeros(next, r.begin - next));
+    RETURN_IF_ERROR(exchange.Ready(r.begin, r.size()));
+    next = r.end;
+  }
+  if (next < n) RETURN_IF_ERROR(exchange.ReadyZeros(next, n - next));
   return absl::OkStatus();
 }
 
@@ -227,11 +291,8 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
                    ReplicaIndices(lease, role, &first_position));
   const int batch = static_cast<int>(indices.size());
   ASSIGN_OR_RETURN(PipelineStage * stage, StageFor(role));
-  const int64_t n = layout_.total_elements();
-  const FlatRange window = role.stages > 1 && stage_resident_
-                               ? stage_ranges_[role.stage]
-                               : FlatRange{0, n};
-  RETURN_IF_ERROR(HoldWindow(window, exchange));
+  const std::vector<FlatRange> ranges = RoleRanges(role, *stage);
+  RETURN_IF_ERROR(HoldRanges(ranges, exchange));
   const bool stages_data = stage->is_first() || stage->is_last();
   if (batch > 0 && stages_data) {
     if (!stager_.has_value() || stager_max_ < batch) {
@@ -255,12 +316,14 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   step.generation = lease.generation() > 0 ? lease.generation() : generation;
   step.num_samples = own;
   // A stage computes with its own layers only: PS pulls just those.
-  if (role.stages > 1) step.pull_range = stage_ranges_[role.stage];
+  step.pull_ranges = ranges;
   if (stage_resident_) step.buffers = &buffers_.view;
   step.stage_ranges = stage_ranges_;
-  step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages());
+  step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages(),
+                                  param_elements_ < layout_.total_elements());
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, begin_start);
+  RETURN_IF_ERROR(LoadStageState(*stage));
 
   const absl::Time backward_start = clock.Now();
   const int64_t held = buffers_.view.num_elements;
@@ -287,49 +350,50 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
       in.labels = absl::MakeConstSpan(stager_->labels(), batch);
     in.grad_scale = 1.0f;  // the exchange divides by the step's samples
     in.receive_timeout = receive_timeout_;
-    // The stage's layers are in the window (PS) or the whole buffer.
-    const int64_t at = stage->param_offset() - window.begin;
+    // Where the buffers hold the stage's layers.
+    const int64_t at =
+        buffers_.view.IndexOf(stage->param_offset(), stage->param_count());
     ASSIGN_OR_RETURN(StageStepResult r,
                      RunStageStep(*stage, role.stage, role.stages, *link,
                                   buffers_.view.params + at,
                                   buffers_.view.grads + at, in, clock));
     if (stage->is_last()) result.stats = r.loss;
-    v1::PipelineStepFigures figures;
-    figures.set_stage(role.stage);
-    figures.set_stages(role.stages);
-    figures.set_busy_seconds(r.busy_seconds);
-    figures.set_wait_seconds(r.wait_seconds);
-    figures.set_step_seconds(r.step_seconds);
-    figures.set_activation_bytes(r.activation_bytes);
-    figures.set_neighbour_bytes_sent(r.bytes_sent);
-    figures.set_neighbour_bytes_received(r.bytes_received);
-    result.pipeline = figures;
-    ++steps_by_role_[role.stages == 1 ? std::string("alone")
-                                      : absl::StrCat("stage ", role.stage,
-                                                     " of ", role.stages)];
-    busy_seconds_ += r.busy_seconds;
-    wait_seconds_ += r.wait_seconds;
-    stage_seconds_ += r.step_seconds;
-    peak_activation_bytes_ =
-        std::max(peak_activation_bytes_, r.activation_bytes);
-    neighbour_bytes_sent_ += r.bytes_sent;
-    neighbour_bytes_received_ += r.bytes_received;
+    result.pipeline = RecordFigures(role, r);
   }
   if (!backend_->IsHostMemory()) {
     RETURN_IF_ERROR(backend_->CopyToHost(buffers_.view.grads, held,
                                          buffers_.view.host_grads));
   }
-  // The gradient outside the window is zeros: a flag each on the PS.
-  if (window.begin > 0) RETURN_IF_ERROR(exchange.ReadyZeros(0, window.begin));
-  RETURN_IF_ERROR(exchange.Ready(window.begin, window.size()));
-  if (window.end < n) {
-    RETURN_IF_ERROR(exchange.ReadyZeros(window.end, n - window.end));
-  }
+  RETURN_IF_ERROR(WriteStateChange(*stage, batch));
+  RETURN_IF_ERROR(DeclareGradient(exchange));
   result.compute_seconds += SecondsSince(clock, backward_start);
   const absl::Time finish_start = clock.Now();
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
   return result;
+}
+
+v1::PipelineStepFigures PipelineLeaseTrainer::RecordFigures(
+    const PipelineRole& role, const StageStepResult& r) {
+  v1::PipelineStepFigures figures;
+  figures.set_stage(role.stage);
+  figures.set_stages(role.stages);
+  figures.set_busy_seconds(r.busy_seconds);
+  figures.set_wait_seconds(r.wait_seconds);
+  figures.set_step_seconds(r.step_seconds);
+  figures.set_activation_bytes(r.activation_bytes);
+  figures.set_neighbour_bytes_sent(r.bytes_sent);
+  figures.set_neighbour_bytes_received(r.bytes_received);
+  ++steps_by_role_[role.stages == 1 ? std::string("alone")
+                                    : absl::StrCat("stage ", role.stage, " of ",
+                                                   role.stages)];
+  busy_seconds_ += r.busy_seconds;
+  wait_seconds_ += r.wait_seconds;
+  stage_seconds_ += r.step_seconds;
+  peak_activation_bytes_ = std::max(peak_activation_bytes_, r.activation_bytes);
+  neighbour_bytes_sent_ += r.bytes_sent;
+  neighbour_bytes_received_ += r.bytes_received;
+  return figures;
 }
 
 void PipelineLeaseTrainer::CancelIfOlder(int64_t fence) {

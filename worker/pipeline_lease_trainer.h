@@ -14,17 +14,24 @@
 // replica's stages into the step's gradient. Weights, checkpoints,
 // evaluation, joiners and rollbacks are therefore the mode's.
 //  - PS mode: a member's buffers hold only its role's layers (its stage's
-//    flat range; the whole model when it trains alone), reallocated when
-//    its role changes. It pulls only that range into them
-//    (ExchangeStep.pull_range and .buffers), pushes its gradient and
-//    declares the rest zeros (ReadyZeros: flags without bytes). Its memory
-//    is its stage's, which is what --worker-memory-budget bounds.
+//    flat range and, with BatchNorm, its state's; the whole model when it
+//    trains alone), reallocated when its role changes. It pulls only those
+//    ranges into them (ExchangeStep.pull_ranges and .buffers), pushes its
+//    gradient and declares the rest zeros (ReadyZeros: flags without
+//    bytes). Its memory is its stage's, which is what
+//    --worker-memory-budget bounds.
 //  - Ring mode: every member holds the whole flat buffer (zeros outside its
 //    stage's gradient). With more members than stages each stage
 //    all-reduces only its layers in its own ring (StageRingsOf;
 //    worker/ring_exchange.h keeps track of which stages a member holds
 //    current); with at most P members the whole buffer is all-reduced over
 //    the whole ring.
+// BatchNorm's running statistics are the model's state (the flat buffer's
+// suffix): a stage loads its layers' state from the step's weights and
+// declares its change times the replica's samples as that range's
+// gradient, so each step moves the state by the replicas' mean change. In
+// ring mode with stage rings the whole state is all-reduced in one more
+// ring of every member.
 //
 // Thread safety: not thread-safe; the training loop's thread uses it, except
 // CancelIfOlder (any thread).
@@ -48,6 +55,7 @@
 #include "model/pipeline_stage.h"
 #include "pipeline/pipeline_schedule.h"
 #include "pipeline/ring_stage_link.h"
+#include "pipeline/stage_runner.h"
 #include "worker/lease_samples.h"
 #include "worker/lease_trainer.h"
 #include "worker/worker_deps.h"
@@ -72,9 +80,12 @@ PipelineRole PipelineRoleOf(int rank, int size, int stages);
 // ring holding that stage's members and the members training alone, in rank
 // order. Empty otherwise (the whole buffer over the whole ring: with a
 // single replica each stage's only copy would be lost with its member).
-// Pure.
+// `state_ring` (a model with BatchNorm): with stage rings, every member is
+// also in ring `stages`, of all members, over the model's state (the
+// stages' running statistics: small, and held by every member). Pure.
 std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
-                                                  int stages);
+                                                  int stages,
+                                                  bool state_ring = false);
 
 // The flat parameter range of each stage of `split` (model order).
 std::vector<FlatRange> StageParamRanges(const ModelDef& def,
@@ -120,10 +131,28 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   // generation and replica).
   absl::StatusOr<StageLink*> LinkFor(const v1::NextTaskResponse& lease,
                                      const PipelineRole& role);
-  // Makes buffers_ hold `window` of the flat buffer (PS mode; a no-op when
-  // they do). The exchange's step is abandoned first: a pull started ahead
-  // writes into the old buffers.
-  absl::Status HoldWindow(FlatRange window, GradientExchange& exchange);
+  // The flat ranges `role` computes with: a stage's parameters and (with
+  // BatchNorm) its state; empty for a member alone (the whole model).
+  std::vector<FlatRange> RoleRanges(const PipelineRole& role,
+                                    const PipelineStage& stage) const;
+  // Where `stage`'s state is in the job's flat buffer.
+  FlatRange StateRange(const PipelineStage& stage) const;
+  // Makes buffers_ hold `ranges` (empty: the whole model) back to back (PS
+  // mode; a no-op when they do, and in ring mode). The exchange's step is
+  // abandoned first: a pull started ahead writes into the old buffers.
+  absl::Status HoldRanges(const std::vector<FlatRange>& ranges,
+                          GradientExchange& exchange);
+  // BatchNorm: the stage's state from the step's weights (kept to compute
+  // its change), and the change times the replica's samples into
+  // host_grads, after the backward pass (docs/models.md, "BatchNorm in
+  // distributed jobs"). No-ops for a stage without state.
+  absl::Status LoadStageState(PipelineStage& stage);
+  absl::Status WriteStateChange(PipelineStage& stage, int batch);
+  // Declares the step's gradient: the held ranges, zeros for the rest.
+  absl::Status DeclareGradient(GradientExchange& exchange);
+  // Adds a step's figures to the totals; the step's report part.
+  v1::PipelineStepFigures RecordFigures(const PipelineRole& role,
+                                        const StageStepResult& r);
   // Bytes of buffers of `elements` floats (params and grads, and their host
   // copies on a device).
   int64_t BufferBytes(int64_t elements) const;
@@ -135,7 +164,11 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   v1::JobSpec job_;
   ModelDef def_;
   std::vector<int> split_starts_;
-  std::vector<FlatRange> stage_ranges_;  // of the job's P stages
+  // Of the job's P stages' parameters, then (with BatchNorm) the model's
+  // state: ExchangeStep.stage_ranges.
+  std::vector<FlatRange> stage_ranges_;
+  int64_t param_elements_ = 0;       // the layout's trainable prefix
+  std::vector<float> state_before_;  // the stage's state as the step began
   StageBalance balance_ = StageBalance::kCompute;
   PipelineSchedule schedule_ = PipelineSchedule::k1F1B;
   PeerEndpoint* peer_ = nullptr;
@@ -144,9 +177,10 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   std::unique_ptr<ComputeBackend> host_;  // stages the batches
   ParameterLayout layout_;
   TrainTestData data_;
-  // PS mode: buffers_ hold only the member's role's range (window_).
+  // PS mode: buffers_ hold only the member's role's ranges (their
+  // segments); holding_: they hold the ranges the last step asked for.
   bool stage_resident_ = false;
-  FlatRange window_;
+  bool holding_ = false;
   TrainerBuffers buffers_;
   int64_t peak_buffer_bytes_ = 0;  // of buffers_, over the job
   std::optional<BatchStager> stager_;

@@ -1,6 +1,8 @@
 #include "worker/ps_exchange.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -44,29 +46,41 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   push_.reset();
   const v1::NextTaskResponse& lease = *step.lease;
   const ExchangeBuffers& b = step.buffers != nullptr ? *step.buffers : buffers_;
-  // The range pulled, and where it lands: the buffers must hold it.
-  const FlatRange range = step.pull_range.end == 0
-                              ? FlatRange{0, client_->num_elements()}
-                              : step.pull_range;
-  if (range.begin < b.first_element || range.begin > range.end ||
-      range.end > b.first_element + b.num_elements) {
-    ahead_.reset();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PS step ", lease.step(), ": the buffers hold [", b.first_element, ", ",
-        b.first_element + b.num_elements, "), not the pulled range [",
-        range.begin, ", ", range.end, ")"));
+  // The ranges pulled ({0, 0}: the whole buffer), and where each lands: the
+  // buffers must hold it.
+  std::vector<FlatRange> ranges = step.pull_ranges;
+  if (ranges.empty()) ranges.push_back({});
+  std::vector<int64_t> at;
+  for (const FlatRange& r : ranges) {
+    const FlatRange flat =
+        r.end == 0 ? FlatRange{0, client_->num_elements()} : r;
+    at.push_back(b.IndexOf(flat.begin, flat.size()));
+    if (at.back() < 0 || flat.begin > flat.end) {
+      ahead_.reset();
+      return absl::InvalidArgumentError(
+          absl::StrCat("PS step ", lease.step(),
+                       ": the step's buffers do not hold the "
+                       "pulled range [",
+                       flat.begin, ", ", flat.end, ")"));
+    }
   }
   step_buffers_ = b;
-  const int64_t at = range.begin - b.first_element;
   // A shard rolled back or fenced past this lease refuses its waits at once.
   client_->SetPullGeneration(step.generation);
-  client_->SetPullRange(step.pull_range);
-  ASSIGN_OR_RETURN(
-      const int64_t version,
-      PullVersion(lease.pull_version(), step.pull_range, b.host_params + at));
-  if (b.host_params != b.params) {
-    RETURN_IF_ERROR(backend_->CopyToDevice(b.host_params + at, range.size(),
-                                           b.params + at));
+  int64_t version = 0;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    client_->SetPullRange(ranges[k]);
+    float* into = b.host_params + at[k];
+    // The first range may come from the pull started ahead.
+    ASSIGN_OR_RETURN(const int64_t pulled,
+                     k == 0 ? PullVersion(lease.pull_version(), ranges[k], into)
+                            : client_->Pull(lease.pull_version(), into));
+    version = k == 0 ? pulled : std::min(version, pulled);
+    if (b.host_params != b.params) {
+      const int64_t n =
+          ranges[k].end == 0 ? client_->num_elements() : ranges[k].size();
+      RETURN_IF_ERROR(backend_->CopyToDevice(into, n, b.params + at[k]));
+    }
   }
   PushInfo info;
   info.generation = step.generation;
@@ -80,13 +94,14 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   }
   ASSIGN_OR_RETURN(push_, client_->BeginPush(info));
   if (!info.step_contributors.empty()) {
+    client_->SetPullRange(ranges[0]);
     absl::StatusOr<std::unique_ptr<PendingPull>> ahead =
-        client_->StartPull(lease.step() + 1, b.host_params + at);
+        client_->StartPull(lease.step() + 1, b.host_params + at[0]);
     if (ahead.ok()) {
       ahead_ = *std::move(ahead);
       ahead_version_ = lease.step() + 1;
-      ahead_range_ = step.pull_range;
-      ahead_into_ = b.host_params + at;
+      ahead_range_ = ranges[0];
+      ahead_into_ = b.host_params + at[0];
     }
   }
   return absl::OkStatus();
@@ -96,16 +111,13 @@ absl::Status PsExchange::Ready(int64_t offset, int64_t length) {
   if (push_ == nullptr) {
     return absl::FailedPreconditionError("no PS step begun");
   }
-  const ExchangeBuffers& b = step_buffers_;
-  if (offset < b.first_element || length < 0 ||
-      offset + length > b.first_element + b.num_elements) {
+  const int64_t at = step_buffers_.IndexOf(offset, length);
+  if (at < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("gradient range [", offset, ", ", offset + length,
-                     ") is outside the step's buffers [", b.first_element, ", ",
-                     b.first_element + b.num_elements, ")"));
+                     ") is not held by the step's buffers"));
   }
-  return push_->Ready(offset, length,
-                      b.host_grads + (offset - b.first_element));
+  return push_->Ready(offset, length, step_buffers_.host_grads + at);
 }
 
 absl::Status PsExchange::ReadyZeros(int64_t offset, int64_t length) {

@@ -4,11 +4,12 @@
 // host_params (copied to the backend when it is not host memory) and opens
 // a push session tagged with the step, generation, sample count and the
 // pulled version; Ready pushes host_grads' range; FinishStep waits for
-// every shard. A step with a pull_range (a pipeline stage) pulls only the
-// chunks in it; the rest of host_params keeps whatever it held. A step
-// with its own buffers (ExchangeStep.buffers: a PS pipeline stage's, which
-// hold only its layers) pulls its range into them and declares the rest of
-// its gradient with ReadyZeros.
+// every shard. A step with pull_ranges (a pipeline stage) pulls only the
+// chunks in them, one pull each; the rest of host_params keeps whatever it
+// held. A step with its own buffers (ExchangeStep.buffers: a PS pipeline
+// stage's, which hold only its parameters and state) pulls its ranges into
+// them and declares the rest of its gradient with ReadyZeros. Only the first
+// range is pulled ahead.
 //
 // Pull ahead (sync leases that name the step's contributors, i.e. shards
 // that finalize on push): BeginStep also starts the pull of the version

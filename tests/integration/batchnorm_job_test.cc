@@ -52,16 +52,21 @@ class BatchNormJobTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Runs `ferry local` in `mode` (2 workers; PS: 2 shards, sync) for kSteps
-  // steps of the same global batches; returns its summary.
+  // steps of the same global batches; returns its summary. `micro_batches`
+  // > 0: 4 workers as 2 replicas of a 2-stage pipeline, in that many
+  // micro-batches. Its export is in dir_/<mode>-<compression>[-pM]/model.
   nlohmann::json RunJob(const std::string& mode,
-                        const std::string& compression = "none") {
-    const std::string out = dir_ + "/" + mode + "-" + compression;
+                        const std::string& compression = "none",
+                        int micro_batches = 0) {
+    const std::string out =
+        dir_ + "/" + mode + "-" + compression +
+        (micro_batches > 0 ? absl::StrCat("-p", micro_batches) : "");
     std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry",
                                      "local",
                                      "--mode",
                                      mode,
                                      "--workers",
-                                     "2",
+                                     micro_batches > 0 ? "4" : "2",
                                      "--model",
                                      dir_ + "/model.json",
                                      "--dataset",
@@ -94,6 +99,10 @@ class BatchNormJobTest : public ::testing::Test {
                                      "150"};
     if (mode == "ps") argv.insert(argv.end(), {"--shards", "2"});
     argv.insert(argv.end(), {"--compression", compression});
+    if (micro_batches > 0) {
+      argv.insert(argv.end(), {"--pipeline-stages", "2", "--micro-batches",
+                               std::to_string(micro_batches)});
+    }
     auto child = ChildProcess::Spawn(argv, out + ".log");
     EXPECT_TRUE(child.ok()) << child.status();
     if (!child.ok()) return {};
@@ -195,6 +204,37 @@ TEST_F(BatchNormJobTest, CompressedJobsSendTheStateExactly) {
       if (t.name.ends_with("num_batches_tracked")) {
         EXPECT_EQ(exported->state[t.offset], kSteps) << mode << " " << t.name;
       }
+    }
+  }
+}
+
+// Pipeline stages (2 replicas x 2 stages, each stage with a BatchNorm):
+// with one micro-batch a replica's stages see the samples one data-parallel
+// worker of a 2-worker job sees, so ring and PS pipelines end with that
+// job's parameters and state (the stage rings plus the ring of every member
+// over the state; the PS stages' own buffers of parameters and state);
+// with M micro-batches every BatchNorm counts M per step.
+TEST_F(BatchNormJobTest, PipelineStagesKeepTheRunningStatistics) {
+  ASSERT_TRUE(RunJob("ring").is_object());
+  auto plain = ImportModel(dir_ + "/ring-none/model");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const std::string mode : {"ring", "ps"}) {
+    const nlohmann::json summary = RunJob(mode, "none", 1);
+    ASSERT_TRUE(summary.is_object()) << mode;
+    ASSERT_TRUE(summary.contains("pipeline")) << summary.dump(1);
+    auto staged = ImportModel(dir_ + "/" + mode + "-none-p1/model");
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    EXPECT_LT(MaxDiff(staged->params, plain->params), 1e-4) << mode;
+    EXPECT_LT(MaxDiff(staged->state, plain->state), 1e-4) << mode;
+  }
+  ASSERT_TRUE(RunJob("ring", "none", 2).is_object());
+  auto two = ImportModel(dir_ + "/ring-none-p2/model");
+  ASSERT_TRUE(two.ok()) << two.status();
+  auto state_layout = ModelStateLayout(two->def);
+  ASSERT_TRUE(state_layout.ok());
+  for (const TensorSlot& t : state_layout->tensors()) {
+    if (t.name.ends_with("num_batches_tracked")) {
+      EXPECT_EQ(two->state[t.offset], 2 * kSteps) << t.name;
     }
   }
 }

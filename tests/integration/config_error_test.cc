@@ -132,6 +132,14 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesBatchNormWhereItCannotTrain) {
   EXPECT_THAT(r.output, HasSubstr("at least 2 samples per worker; --batch 5 "
                                   "over 3 workers"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"));
+  // Pipelines normalize each micro-batch with its own statistics.
+  r = Run({local, "local", "--mode", "ring", "--workers", "2", "--batch", "8",
+           "--pipeline-stages", "2", "--micro-batches", "8", "--dataset",
+           "synthetic:600", "--model", norm, "--log-dir", dir_ + "/logs"});
+  EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("BatchNorm needs at least 2 samples per "
+                                  "micro-batch; --batch 8 over 1 replicas in "
+                                  "8 micro-batches"));
 }
 
 TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {
@@ -183,11 +191,22 @@ TEST_F(ConfigErrorTest, CoordinatorRefusesPipelinesItCannotRun) {
 // budget needs a whole replica.
 TEST_F(ConfigErrorTest, LocalRefusesAModelOverTheWorkerMemoryBudget) {
   const std::string local = std::string(FERRY_BIN_DIR) + "/ferry";
-  const std::vector<std::string> base = {
-      local,     "local",   "--mode",      "ps",
-      "--shards", "1",      "--model",     "784-2048-2048-10",
-      "--dataset", "synthetic:600", "--batch", "64",
-      "--worker-memory-budget", "40MiB", "--log-dir", dir_ + "/logs"};
+  const std::vector<std::string> base = {local,
+                                         "local",
+                                         "--mode",
+                                         "ps",
+                                         "--shards",
+                                         "1",
+                                         "--model",
+                                         "784-2048-2048-10",
+                                         "--dataset",
+                                         "synthetic:600",
+                                         "--batch",
+                                         "64",
+                                         "--worker-memory-budget",
+                                         "40MiB",
+                                         "--log-dir",
+                                         dir_ + "/logs"};
   std::vector<std::string> argv = base;
   argv.insert(argv.end(), {"--workers", "2"});
   Result r = Run(argv);

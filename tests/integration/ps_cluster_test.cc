@@ -90,7 +90,7 @@ class SyncPsEquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {
 
 TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
   const std::string model = GetParam().model;
-  const int steps = 6;
+  const int steps = testing::EquivalenceSteps(model);
   ProgressPrinter quiet(stderr, false);
   auto reference =
       RunStandalone(testing::EquivalenceReference(steps, model), quiet);

@@ -69,7 +69,7 @@ class RingEquivalenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RingEquivalenceTest, RingMatchesSingleProcessWeights) {
   const std::string model = GetParam();
-  const int steps = 6;
+  const int steps = testing::EquivalenceSteps(model);
   ProgressPrinter quiet(stderr, false);
   auto reference =
       RunStandalone(testing::EquivalenceReference(steps, model), quiet);

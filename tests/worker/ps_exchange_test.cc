@@ -23,6 +23,16 @@ constexpr int64_t kN = 6;
 using ::ferry::testing::Calls;
 using RecordingClient = ::ferry::testing::RecordingParameterClient;
 
+// Host buffers of `n` elements over `params` and `grads`.
+ExchangeBuffers HostBuffers(int64_t n, std::vector<float>& params,
+                            std::vector<float>& grads) {
+  ExchangeBuffers b;
+  b.num_elements = n;
+  b.params = b.host_params = params.data();
+  b.grads = b.host_grads = grads.data();
+  return b;
+}
+
 class PsExchangeTest : public ::testing::Test {
  protected:
   PsExchangeTest() : backend_(*MakeBackend(DeviceChoice::kCpu, 1)) {
@@ -84,14 +94,14 @@ TEST_F(PsExchangeTest, StepWithAPullRangePullsOnlyThatRange) {
   lease.set_step(2);
   lease.set_pull_version(2);
   ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
-  step.pull_range = {2, 5};
+  step.pull_ranges = {{2, 5}};
   ASSERT_TRUE(exchange_->BeginStep(step).ok());
   EXPECT_THAT(params_, ::testing::ElementsAre(-1, -1, 2, 3, 4, -1));
   exchange_->AbandonStep();
   ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   EXPECT_THAT(params_, ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
   exchange_->AbandonStep();
-  step.pull_range = {0, 1};
+  step.pull_ranges = {{0, 1}};
   ASSERT_TRUE(exchange_->BeginStep(step).ok());
   exchange_->AbandonStep();
   absl::StatusOr<std::vector<float>> final_weights = exchange_->FinalWeights();
@@ -103,44 +113,49 @@ TEST_F(PsExchangeTest, StepWithAPullRangePullsOnlyThatRange) {
                              std::make_pair(0, 1), std::make_pair(0, 0)));
 }
 
-// A PS pipeline stage's own buffers hold only its range [2, 5): the pull
-// lands in them, Ready's flat offsets are translated, the rest of the
-// gradient goes as ReadyZeros, and ranges outside them are refused.
-TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRange) {
+// A PS pipeline stage's own buffers hold only its parameters [2, 4) and
+// its state [5, 6), back to back: each range is pulled into its place,
+// Ready's flat offsets are translated, the rest of the gradient goes as
+// ReadyZeros, and ranges the buffers do not hold are refused.
+TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRanges) {
   std::vector<float> params(3, -1.0f), grads = {7.0f, 8.0f, 9.0f};
-  ExchangeBuffers window;
-  window.first_element = 2;
-  window.num_elements = 3;
-  window.params = window.host_params = params.data();
-  window.grads = window.host_grads = grads.data();
+  ExchangeBuffers stage;
+  stage.num_elements = 3;
+  stage.segments = {{2, 4}, {5, 6}};
+  stage.params = stage.host_params = params.data();
+  stage.grads = stage.host_grads = grads.data();
   v1::NextTaskResponse lease;
   lease.set_step(4);
   lease.set_pull_version(4);
   ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
-  step.pull_range = {2, 5};
-  step.buffers = &window;
+  step.pull_ranges = {{2, 4}, {5, 6}};
+  step.buffers = &stage;
   ASSERT_TRUE(exchange_->BeginStep(step).ok());
-  EXPECT_THAT(params, ::testing::ElementsAre(2, 3, 4));
+  EXPECT_THAT(params, ::testing::ElementsAre(2, 3, 5));
   EXPECT_THAT(params_,
               ::testing::Each(-1.0f));  // the exchange's own: untouched
+  EXPECT_THAT(calls_.pull_ranges, ::testing::ElementsAre(std::make_pair(2, 4),
+                                                         std::make_pair(5, 6)));
   ASSERT_TRUE(exchange_->ReadyZeros(0, 2).ok());
-  ASSERT_TRUE(exchange_->Ready(3, 2).ok());
+  ASSERT_TRUE(exchange_->Ready(3, 1).ok());
   ASSERT_TRUE(exchange_->Ready(2, 1).ok());
-  ASSERT_TRUE(exchange_->ReadyZeros(5, 1).ok());
+  ASSERT_TRUE(exchange_->ReadyZeros(4, 1).ok());
+  ASSERT_TRUE(exchange_->Ready(5, 1).ok());
   EXPECT_THAT(calls_.ready, ::testing::ElementsAre(std::make_pair(3, 8.0f),
-                                                   std::make_pair(2, 7.0f)));
+                                                   std::make_pair(2, 7.0f),
+                                                   std::make_pair(5, 9.0f)));
   EXPECT_THAT(calls_.zeros, ::testing::ElementsAre(std::make_pair(0, 2),
-                                                   std::make_pair(5, 1)));
+                                                   std::make_pair(4, 1)));
   EXPECT_TRUE(absl::IsInvalidArgument(exchange_->Ready(1, 2)));
-  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->Ready(4, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(exchange_->Ready(3, 2)));
   ASSERT_TRUE(exchange_->FinishStep().ok());
 
   // A pull range the buffers do not hold (or none: the whole model).
-  step.pull_range = {1, 4};
+  step.pull_ranges = {{1, 4}};
   EXPECT_TRUE(absl::IsInvalidArgument(exchange_->BeginStep(step)));
-  step.pull_range = {};
+  step.pull_ranges = {};
   EXPECT_TRUE(absl::IsInvalidArgument(exchange_->BeginStep(step)));
-  EXPECT_EQ(calls_.pulls.size(), 1u);
+  EXPECT_EQ(calls_.pulls.size(), 2u);
 }
 
 TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
@@ -228,8 +243,7 @@ TEST(MakeGradientExchangeTest, PicksTheModeOnce) {
   context.worker_id = "w";
   context.layout = &layout;
   context.backend = backend.get();
-  context.buffers = {layout.total_elements(), params.data(), grads.data(),
-                     params.data(), grads.data()};
+  context.buffers = HostBuffers(layout.total_elements(), params, grads);
   int clients = 0;
   ParameterClientFactory factory =
       [&clients](const v1::JobSpec&, const std::string&, const ParameterLayout&)
@@ -282,8 +296,7 @@ TEST(MakeGradientExchangeTest, ADlrmReadsRowsFromShardsOrItsOwnTables) {
   context.worker_id = "w";
   context.layout = &layout;
   context.backend = backend.get();
-  context.buffers = {layout.total_elements(), params.data(), grads.data(),
-                     params.data(), grads.data()};
+  context.buffers = HostBuffers(layout.total_elements(), params, grads);
   ParameterClientFactory factory = [](const v1::JobSpec&, const std::string&,
                                       const ParameterLayout&)
       -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
@@ -326,8 +339,7 @@ TEST(MakeGradientExchangeTest, HybridSplitsTablesAndDenseLayers) {
   context.worker_id = "w";
   context.layout = &layout;
   context.backend = backend.get();
-  context.buffers = {layout.total_elements(), params.data(), grads.data(),
-                     params.data(), grads.data()};
+  context.buffers = HostBuffers(layout.total_elements(), params, grads);
   std::vector<int64_t> client_elements;
   ParameterClientFactory factory = [&client_elements](
                                        const v1::JobSpec&, const std::string&,

@@ -161,6 +161,34 @@ TEST(StageRingsTest, OneRingPerStageWithTheMembersAlone) {
   EXPECT_TRUE(StageRingsOf(1, 2, 2).empty());
   EXPECT_TRUE(StageRingsOf(0, 1, 2).empty());
   EXPECT_TRUE(StageRingsOf(0, 4, 1).empty());
+  // BatchNorm's state: one more ring, index `stages`, of every member;
+  // none without stage rings.
+  const auto with_state = StageRingsOf(1, 3, 2, /*state_ring=*/true);
+  ASSERT_EQ(with_state.size(), 2u);
+  EXPECT_EQ(with_state[0].stage, 1);
+  EXPECT_EQ(with_state[1].stage, 2);
+  EXPECT_THAT(with_state[1].ranks, ElementsAre(0, 1, 2));
+  EXPECT_TRUE(StageRingsOf(1, 2, 2, /*state_ring=*/true).empty());
+}
+
+// BatchNorm's state after the stages' parameters: the buffers of a PS stage
+// hold its parameters and its state back to back.
+TEST(ExchangeBuffersTest, SegmentsMapFlatRangesToTheirIndex) {
+  ExchangeBuffers whole;
+  whole.num_elements = 10;
+  EXPECT_EQ(whole.IndexOf(3, 7), 3);
+  EXPECT_EQ(whole.IndexOf(3, 8), -1);
+  EXPECT_EQ(whole.IndexOf(-1, 1), -1);
+  ExchangeBuffers stage;
+  stage.segments = {{4, 9}, {20, 23}};
+  stage.num_elements = 8;
+  EXPECT_EQ(stage.IndexOf(4, 5), 0);
+  EXPECT_EQ(stage.IndexOf(6, 2), 2);
+  EXPECT_EQ(stage.IndexOf(20, 3), 5);
+  EXPECT_EQ(stage.IndexOf(22, 1), 7);
+  EXPECT_EQ(stage.IndexOf(8, 2), -1);   // past its segment
+  EXPECT_EQ(stage.IndexOf(10, 1), -1);  // not held
+  EXPECT_EQ(stage.IndexOf(4, -1), -1);
 }
 
 TEST(RingExchangeStagesTest, StagesAllReduceTheirRangesAndGatherOnChange) {
