@@ -1,6 +1,7 @@
-// The coordinator's step life cycle: reports, finalization on the shards and
-// aborts (see coordinator.h; checkpoints and shard recovery are in
-// coordinator_recovery.cc).
+// The coordinator's step life cycle: forming a step (its members, their
+// shares and the ring its leases carry), reports, finalization on the
+// shards and aborts (see coordinator.h; checkpoints and shard recovery are
+// in coordinator_recovery.cc).
 #include <algorithm>
 #include <cstdio>
 
@@ -429,6 +430,89 @@ void Coordinator::FinalizerLoop() {
     }
     SendReplies(replies);
   }
+}
+
+// Step formation: members, shares and the ring a step's leases carry.
+
+bool Coordinator::FormStep(int max_open) {
+  if (training_done_ || recovery_needed_ || steps_held_for_eval_) return false;
+  const v1::JobSpec& job = options_.job;
+  if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
+  // At most `max_open` steps collecting reports.
+  if (steps_.Collecting() >= max_open) return false;
+  const int64_t available =
+      std::min<int64_t>(job.global_batch(), queue_->remaining());
+  if (available == 0) return false;  // the epoch's last tasks are in flight
+  const std::vector<const Member*> ranked = membership_.Ranked();
+  OpenStep step;
+  step.epoch = queue_->epoch();
+  step.ring_generation = membership_.generation();
+  step.fence = fence_;
+  step.formed = Now();
+  // Hybrid: a version the shards will be checkpointed at (a multiple of
+  // checkpoint_every, or an epoch's start, see MaybeCheckpoint) must be
+  // restorable on the ring too.
+  const int64_t every = options_.checkpoint_every;
+  step.keep_state = hybrid_mode() && checkpointing_ &&
+                    (queue_->remaining() == queue_->num_samples() ||
+                     (every > 0 && steps_.formed() % every == 0));
+  const int64_t w = static_cast<int64_t>(ranked.size());
+  const int64_t trained = TrainedMembers(w);
+  if (trained == 0) return false;  // waiting for a whole replica
+  for (int64_t r = 0; r < w; ++r) {
+    const int64_t share =
+        r < trained ? available / trained + (r < available % trained ? 1 : 0)
+                    : 0;
+    if (share == 0 && !ring_mode()) continue;
+    Slot slot;
+    slot.worker_id = ranked[r]->id;
+    slot.tasks = queue_->Lease(share);
+    for (const v1::DataTask& t : slot.tasks)
+      slot.samples += t.end() - t.begin();
+    step.slots.push_back(std::move(slot));
+  }
+  steps_.Add(std::move(step));
+  return true;
+}
+
+int64_t Coordinator::TrainedMembers(int64_t members) const {
+  const v1::JobSpec& job = options_.job;
+  if (ring_mode() || !pipeline_job() || job.worker_memory_budget_bytes() <= 0) {
+    return members;
+  }
+  return members / job.pipeline_stages() * job.pipeline_stages();
+}
+
+bool Coordinator::FinalizeOnPushJob() const {
+  return ModeHasShards(options_.job.mode()) &&
+         options_.job.consistency() == v1::CONSISTENCY_SYNC &&
+         options_.job.sync_quorum() == 0 && options_.finalize_on_push;
+}
+
+bool Coordinator::FinalizesOnPush(int64_t step) const {
+  if (!FinalizeOnPushJob()) return false;
+  // The shards must still be at version `step` when the coordinator
+  // checkpoints it (after applying step - 1).
+  const int64_t every = options_.checkpoint_every;
+  return !(checkpointing_ && every > 0 && step > 0 && step % every == 0);
+}
+
+void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
+                          v1::NextTaskResponse& r) const {
+  int64_t samples = 0;
+  for (const Slot& slot : step.slots) {
+    v1::RingMember* m = r.add_ring();
+    m->set_worker_id(slot.worker_id);
+    if (pipeline_job()) {
+      for (const v1::DataTask& t : slot.tasks) *m->add_tasks() = t;
+    }
+    if (const Member* member = membership_.Find(slot.worker_id))
+      m->set_peer_address(member->info.peer_address());
+    samples += slot.samples;
+  }
+  r.set_rank(static_cast<int32_t>(slot_index));
+  r.set_step_samples(samples);
+  r.set_ring_generation(step.ring_generation);
 }
 
 }  // namespace ferry
