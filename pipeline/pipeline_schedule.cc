@@ -1,6 +1,7 @@
 #include "pipeline/pipeline_schedule.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 
@@ -58,13 +59,15 @@ double PredictedBubble(int stages, int micro_batches) {
 absl::StatusOr<PipelineTimeline> SimulatePipeline(
     PipelineSchedule schedule, int micro_batches,
     absl::Span<const double> forward_seconds,
-    absl::Span<const double> backward_seconds, double transfer_seconds) {
+    absl::Span<const double> backward_seconds, double transfer_seconds,
+    absl::Span<const int> devices) {
   const int stages = static_cast<int>(forward_seconds.size());
   if (stages < 1 || micro_batches < 1 ||
-      static_cast<int>(backward_seconds.size()) != stages) {
+      static_cast<int>(backward_seconds.size()) != stages ||
+      (!devices.empty() && static_cast<int>(devices.size()) != stages)) {
     return absl::InvalidArgumentError(
-        "pipeline simulation: one forward and one backward time per stage, "
-        "and at least one micro-batch");
+        "pipeline simulation: one forward and one backward time (and at most "
+        "one device) per stage, and at least one micro-batch");
   }
   for (int s = 0; s < stages; ++s) {
     if (forward_seconds[s] < 0 || backward_seconds[s] < 0) {
@@ -76,6 +79,9 @@ absl::StatusOr<PipelineTimeline> SimulatePipeline(
     return absl::InvalidArgumentError(
         "pipeline simulation: times must be >= 0");
   }
+  // The device each stage runs on; without a list, one each.
+  std::vector<int> device(stages);
+  for (int s = 0; s < stages; ++s) device[s] = devices.empty() ? s : devices[s];
   std::vector<std::vector<PipelineOp>> ops;
   for (int s = 0; s < stages; ++s) {
     ops.push_back(StageOps(schedule, stages, s, micro_batches));
@@ -86,36 +92,48 @@ absl::StatusOr<PipelineTimeline> SimulatePipeline(
              stages, std::vector<double>(micro_batches, -1.0)));
   std::vector<size_t> next(stages, 0);
   std::vector<double> free_at(stages, 0.0);
+  std::map<int, double> device_free_at;
   PipelineTimeline t;
   t.busy_seconds.assign(stages, 0.0);
   size_t remaining = 0;
   for (const auto& o : ops) remaining += o.size();
+  // List scheduling: of the stages whose next op has its input, the op that
+  // can start first runs next (a stage's ops in order; one op at a time on
+  // a device). With a device per stage the order does not change the times.
   while (remaining > 0) {
-    bool progressed = false;
+    int pick = -1;
+    double pick_start = 0.0;
     for (int s = 0; s < stages; ++s) {
-      while (next[s] < ops[s].size()) {
-        const PipelineOp& op = ops[s][next[s]];
-        const bool fwd = op.kind == PipelineOp::kForward;
-        double ready = 0.0;
-        const int from = fwd ? s - 1 : s + 1;
-        if (from >= 0 && from < stages) {
-          const double input = done[fwd ? 0 : 1][from][op.micro_batch];
-          if (input < 0) break;  // its input is not there yet
-          ready = input + transfer_seconds;
-        }
-        const double took = fwd ? forward_seconds[s] : backward_seconds[s];
-        const double end = std::max(ready, free_at[s]) + took;
-        done[fwd ? 0 : 1][s][op.micro_batch] = end;
-        free_at[s] = end;
-        t.busy_seconds[s] += took;
-        ++next[s];
-        --remaining;
-        progressed = true;
+      if (next[s] >= ops[s].size()) continue;
+      const PipelineOp& op = ops[s][next[s]];
+      const bool fwd = op.kind == PipelineOp::kForward;
+      double ready = 0.0;
+      const int from = fwd ? s - 1 : s + 1;
+      if (from >= 0 && from < stages) {
+        const double input = done[fwd ? 0 : 1][from][op.micro_batch];
+        if (input < 0) continue;  // its input is not there yet
+        ready = input + transfer_seconds;
+      }
+      const double start =
+          std::max({ready, free_at[s], device_free_at[device[s]]});
+      if (pick < 0 || start < pick_start) {
+        pick = s;
+        pick_start = start;
       }
     }
-    if (!progressed) {
+    if (pick < 0) {
       return absl::InternalError("pipeline simulation: the schedule deadlocks");
     }
+    const PipelineOp& op = ops[pick][next[pick]];
+    const bool fwd = op.kind == PipelineOp::kForward;
+    const double took = fwd ? forward_seconds[pick] : backward_seconds[pick];
+    const double end = pick_start + took;
+    done[fwd ? 0 : 1][pick][op.micro_batch] = end;
+    free_at[pick] = end;
+    device_free_at[device[pick]] = end;
+    t.busy_seconds[pick] += took;
+    ++next[pick];
+    --remaining;
   }
   t.step_seconds = *std::max_element(free_at.begin(), free_at.end());
   double idle_share = 0.0;

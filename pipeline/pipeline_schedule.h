@@ -54,7 +54,11 @@ double PredictedBubble(int stages, int micro_batches);
 // A step played out op by op: stage s's forward of one micro-batch takes
 // forward_seconds[s], its backward backward_seconds[s], and a transfer
 // between neighbours transfer_seconds (either direction); every stage runs
-// its StageOps in order, each op as soon as its inputs are there.
+// its StageOps in order, each op as soon as its inputs are there and its
+// device is free. `devices` (empty: one device per stage) names the device
+// of each stage: stages that share one (two stages on one GPU) run one op
+// at a time between them, the op that can start first going first, so
+// their step is at least the sum of their busy times.
 struct PipelineTimeline {
   double step_seconds = 0.0;         // the last op's end
   std::vector<double> busy_seconds;  // per stage: the sum of its ops
@@ -66,7 +70,8 @@ struct PipelineTimeline {
 absl::StatusOr<PipelineTimeline> SimulatePipeline(
     PipelineSchedule schedule, int micro_batches,
     absl::Span<const double> forward_seconds,
-    absl::Span<const double> backward_seconds, double transfer_seconds);
+    absl::Span<const double> backward_seconds, double transfer_seconds,
+    absl::Span<const int> devices = {});
 
 }  // namespace ferry
 

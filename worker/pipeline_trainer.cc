@@ -400,8 +400,23 @@ absl::StatusOr<TrainSummary> RunPipelineStandalone(
   double measured_bubble = 0.0;
   for (const auto& s : stages_json)
     measured_bubble += s["idle_share"].get<double>();
-  absl::StatusOr<PipelineTimeline> predicted = SimulatePipeline(
-      pipeline.schedule, pipeline.micro_batches, forward, backward, 0.0);
+  // Stages on one GPU share it (one kernel stream at a time); CPU stages
+  // run on their own threads.
+  std::vector<int> devices;
+  std::vector<std::string> gpus;
+  for (int s = 0; s < p; ++s) {
+    const ComputeBackend& backend = *states[s].backend;
+    if (backend.IsHostMemory()) {
+      devices.push_back(-1 - s);
+      continue;
+    }
+    auto it = std::find(gpus.begin(), gpus.end(), backend.Name());
+    if (it == gpus.end()) it = gpus.insert(gpus.end(), backend.Name());
+    devices.push_back(static_cast<int>(it - gpus.begin()));
+  }
+  absl::StatusOr<PipelineTimeline> predicted =
+      SimulatePipeline(pipeline.schedule, pipeline.micro_batches, forward,
+                       backward, 0.0, devices);
   summary.pipeline = {
       {"stages", p},
       {"split", StageRangesString(split)},

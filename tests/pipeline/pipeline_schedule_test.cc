@@ -77,6 +77,36 @@ TEST(PipelineScheduleTest, SimulatedBubbleIsTheTextbookOneForEqualStages) {
   }
 }
 
+// Stages on one device (two stages on one GPU) run one op at a time: the
+// step is the sum of their ops and each idles 1 - 1/P of it, however the
+// work is split; on devices of their own they overlap as before.
+TEST(PipelineScheduleTest, StagesSharingADeviceRunOneOpAtATime) {
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    auto shared = SimulatePipeline(schedule, 4, {1.0, 0.5}, {2.0, 1.0}, 0.0,
+                                   std::vector<int>{0, 0});
+    ASSERT_TRUE(shared.ok()) << shared.status();
+    EXPECT_DOUBLE_EQ(shared->step_seconds, 4 * 3.0 + 4 * 1.5);
+    EXPECT_NEAR(shared->bubble, 0.5, 1e-12);
+    auto own = SimulatePipeline(schedule, 4, {1.0, 0.5}, {2.0, 1.0}, 0.0,
+                                std::vector<int>{0, 1});
+    auto none = SimulatePipeline(schedule, 4, {1.0, 0.5}, {2.0, 1.0}, 0.0);
+    ASSERT_TRUE(own.ok() && none.ok());
+    EXPECT_DOUBLE_EQ(own->step_seconds, none->step_seconds);
+    EXPECT_LT(own->step_seconds, shared->step_seconds);
+    // Three stages, the first two on one device.
+    auto mixed = SimulatePipeline(schedule, 4, {1.0, 1.0, 1.0}, {1.0, 1.0, 1.0},
+                                  0.0, std::vector<int>{7, 7, 8});
+    ASSERT_TRUE(mixed.ok());
+    EXPECT_GE(mixed->step_seconds, 16.0);  // stages 0 and 1: 8 ops of 2 each
+  }
+  EXPECT_EQ(SimulatePipeline(PipelineSchedule::kGPipe, 2, {1.0, 1.0},
+                             {1.0, 1.0}, 0.0, std::vector<int>{0})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PipelineScheduleTest, SlowStageAndTransfersLengthenTheStep) {
   // Stage 1 twice as slow: it sets the pace.
   auto t =
