@@ -304,7 +304,8 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         if (step.keep_state) r.set_keep_state(true);
         if (FinalizesOnPush(number)) {
           for (const Slot& s : step.slots) {
-            if (s.samples == 0) continue;  // a ring member pushes nothing
+            // A ring member pushes nothing; a PS pipeline stage does.
+            if (s.samples == 0 && !PushesWithoutSamples()) continue;
             v1::Contributor* c = r.add_step_contributors();
             c->set_worker_id(s.worker_id);
             c->set_num_samples(s.samples);

@@ -248,6 +248,10 @@ class Coordinator {
   // replicas train (a member after them would hold the whole model alone)
   // and the rest wait as spares, outside the step.
   int64_t TrainedMembers(int64_t members) const;
+  // PS pipeline jobs: a member without samples of its own still pushes (its
+  // stage's gradient of its replica's samples), so it is in the step's
+  // contributor set with 0 samples.
+  bool PushesWithoutSamples() const { return pipeline_job() && !ring_mode(); }
   // Shards that apply sync steps the coordinator finalizes (sync PS and
   // hybrid): in-doubt steps are resolved and open steps rolled back there.
   bool sync_shards() const {
@@ -392,6 +396,9 @@ class Coordinator {
   std::vector<EvalRequest> eval_queue_ ABSL_GUARDED_BY(mu_);
   // Steps are held for an epoch-end evaluation's fetch (see EvalRequest).
   bool steps_held_for_eval_ ABSL_GUARDED_BY(mu_) = false;
+  // The membership generation FormStep last logged waiting for a whole
+  // pipeline replica in (logged once per generation).
+  int64_t replica_wait_logged_ ABSL_GUARDED_BY(mu_) = -1;
   bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;
   bool training_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

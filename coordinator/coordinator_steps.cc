@@ -370,8 +370,9 @@ void Coordinator::FinalizerLoop() {
       v1::AppliedStep doubt;
       doubt.set_step(number);
       for (const Slot& s : steps_.open().at(number).slots) {
-        // A ring member without samples (hybrid) pushed nothing there.
-        if (!s.pushed || s.samples == 0) continue;
+        // A ring member without samples (hybrid) pushed nothing there; a
+        // PS pipeline stage did.
+        if (!s.pushed || (s.samples == 0 && !PushesWithoutSamples())) continue;
         v1::Contributor c;
         c.set_worker_id(s.worker_id);
         c.set_num_samples(s.samples);
@@ -458,12 +459,25 @@ bool Coordinator::FormStep(int max_open) {
                      (every > 0 && steps_.formed() % every == 0));
   const int64_t w = static_cast<int64_t>(ranked.size());
   const int64_t trained = TrainedMembers(w);
-  if (trained == 0) return false;  // waiting for a whole replica
+  if (trained == 0) {
+    if (replica_wait_logged_ != membership_.generation()) {
+      replica_wait_logged_ = membership_.generation();
+      LogInfo("waiting for a whole pipeline replica (worker memory budget)",
+              {{"members", w}, {"stages", job.pipeline_stages()}});
+    }
+    return false;
+  }
+  // PS pipelines keep a replica whole even when some of its members have no
+  // samples of their own (the epoch's last step): they train its stages.
+  const int64_t whole =
+      PushesWithoutSamples()
+          ? trained / job.pipeline_stages() * job.pipeline_stages()
+          : 0;
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share =
         r < trained ? available / trained + (r < available % trained ? 1 : 0)
                     : 0;
-    if (share == 0 && !ring_mode()) continue;
+    if (share == 0 && !ring_mode() && r >= whole) continue;
     Slot slot;
     slot.worker_id = ranked[r]->id;
     slot.tasks = queue_->Lease(share);

@@ -119,10 +119,13 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
   if (h.worker_id.empty()) {
     return absl::InvalidArgumentError("push header has no worker_id");
   }
-  if (h.num_samples < 1) {
+  // A sync push may sum no samples of its own (a pipeline stage whose
+  // replica's samples another stage counts); the step's set has some.
+  const int64_t least = config_.consistency == PsConsistency::kSync ? 0 : 1;
+  if (h.num_samples < least) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("push from %s: num_samples must be >= 1, got %d",
-                        h.worker_id, h.num_samples));
+        absl::StrFormat("push from %s: num_samples must be >= %d, got %d",
+                        h.worker_id, least, h.num_samples));
   }
   if (h.base_version < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

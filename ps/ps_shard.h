@@ -229,7 +229,8 @@ class PsShard {
   PsShard& operator=(const PsShard&) = delete;
 
   // Opens a push. Errors (each counted in rejected_pushes):
-  //  INVALID_ARGUMENT    empty worker_id, num_samples < 1, base_version < 0;
+  //  INVALID_ARGUMENT    empty worker_id, num_samples < 0 (async: < 1),
+  //                      base_version < 0;
   //                      step_contributors in async mode, or not a valid
   //                      set (CheckStepContributors) naming the pusher with
   //                      its num_samples;

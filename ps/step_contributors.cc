@@ -24,6 +24,7 @@ absl::Status CheckStepContributors(absl::string_view what,
                          count, max_contributors);
   }
   absl::flat_hash_set<absl::string_view> named;
+  int64_t total = 0;
   for (const PsContributor& c : contributors) {
     RETURN_IF_ERROR(
         CheckIdLength(absl::StrCat("a contributor of ", what), c.worker_id));
@@ -35,11 +36,16 @@ absl::Status CheckStepContributors(absl::string_view what,
       return absl::InvalidArgumentError(
           absl::StrFormat("%s names worker %s twice", what, c.worker_id));
     }
-    if (c.num_samples < 1) {
+    if (c.num_samples < 0) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: worker %s has %d samples, must be >= 1", what,
+          absl::StrFormat("%s: worker %s has %d samples, must be >= 0", what,
                           c.worker_id, c.num_samples));
     }
+    total += c.num_samples;
+  }
+  if (total < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": its contributors have no samples"));
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,9 @@ struct PsContributor {
 
 // OK when `contributors` is a usable set for step `step`: not empty, at
 // most `max_contributors`, no worker named twice, every worker id non-empty
-// and at most kMaxIdBytes long, every num_samples >= 1. INVALID_ARGUMENT or
+// and at most kMaxIdBytes long, every num_samples >= 0 and at least one
+// sample in all (a pipeline stage whose replica's samples another stage
+// counts names 0: docs/pipeline.md). INVALID_ARGUMENT or
 // RESOURCE_EXHAUSTED naming the problem (and `what`: "finalize of step 7",
 // "push from w0") otherwise.
 absl::Status CheckStepContributors(absl::string_view what,

@@ -67,14 +67,18 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
   }
   ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(*dense));
   const int replicas = std::max(1, workers / std::max(1, f.pipeline.stages));
+  // A replica trains its members' shares, a member alone its own.
+  const int fewest = workers % std::max(1, f.pipeline.stages) == 0
+                         ? f.global_batch / replicas
+                         : f.global_batch / std::max(1, workers);
   if (state.total_elements() > 0 &&
-      f.global_batch / replicas / std::max(1, f.pipeline.micro_batches) < 2) {
+      fewest / std::max(1, f.pipeline.micro_batches) < 2) {
     // BatchNorm normalizes each micro-batch with its own statistics.
     return absl::InvalidArgumentError(absl::StrCat(
         "--pipeline-stages: BatchNorm needs at least 2 samples per "
         "micro-batch; --batch ",
-        f.global_batch, " over ", replicas, " replicas in ",
-        f.pipeline.micro_batches, " micro-batches has fewer"));
+        f.global_batch, " over ", workers, " workers as ", replicas,
+        " replicas in ", f.pipeline.micro_batches, " micro-batches has fewer"));
   }
   ASSIGN_OR_RETURN(const PipelineOptions p, ParsePipelineFlags(f.pipeline));
   absl::StatusOr<std::vector<StageRange>> split =
@@ -82,6 +86,19 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
   if (!split.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--pipeline-stages: ", split.status().message()));
+  }
+  for (size_t s = 0; s < split->size(); ++s) {
+    bool has_parameters = false;
+    for (int l = (*split)[s].first_layer; l < (*split)[s].end_layer; ++l) {
+      has_parameters =
+          has_parameters || !LayerParamDefs(dense->layers[l]).empty();
+    }
+    if (!has_parameters) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pipeline-stages: stage ", s, " (layers ",
+                       StageRangesString({&(*split)[s], 1}),
+                       ") has no parameters; start the split later"));
+    }
   }
   job.set_pipeline_stages(p.stages);
   job.set_micro_batches(p.micro_batches);
@@ -105,7 +122,7 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
 // stage). The batch is the global batch, a lone replica's. Call after
 // SetPipeline.
 absl::Status SetMemoryBudget(const CoordinatorFlags& f, const ModelDef* dense,
-                             v1::JobSpec& job) {
+                             int workers, v1::JobSpec& job) {
   if (f.worker_memory_budget.empty()) return absl::OkStatus();
   absl::StatusOr<int64_t> budget = ParseByteSize(f.worker_memory_budget);
   if (!budget.ok()) {
@@ -119,6 +136,19 @@ absl::Status SetMemoryBudget(const CoordinatorFlags& f, const ModelDef* dense,
   }
   const bool ring = job.mode() != v1::MODE_PS;
   const int stages = ring ? 1 : std::max(1, job.pipeline_stages());
+  if (stages > 1 && workers < stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-memory-budget: a PS pipeline under a budget trains whole "
+        "replicas only, and ",
+        workers, " expected workers are fewer than --pipeline-stages (", stages,
+        ")"));
+  }
+  if (stages > 1 && FromProto(job.compression()).uses_feedback()) {
+    return absl::InvalidArgumentError(
+        "--worker-memory-budget: --error-feedback keeps a residual of the "
+        "whole model on every worker; a PS pipeline under a budget cannot "
+        "take it");
+  }
   const std::vector<int> starts(job.pipeline_split().begin(),
                                 job.pipeline_split().end());
   ASSIGN_OR_RETURN(const StageBalance balance,
@@ -232,7 +262,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   RETURN_IF_ERROR(ValidateOptimizerConfig(optimizer));
   *job.mutable_optimizer() = ToProto(optimizer);
   RETURN_IF_ERROR(SetPipeline(f, dense, workers, job));
-  RETURN_IF_ERROR(SetMemoryBudget(f, dense, job));
+  RETURN_IF_ERROR(SetMemoryBudget(f, dense, workers, job));
   return job;
 }
 

@@ -104,8 +104,9 @@ struct ExchangeStep {
   // The membership generation the worker knows (the lease's when it names
   // one, else the newest heartbeat's).
   int64_t generation = 0;
-  // This worker's samples in the step; 0 only when policy() allows it (the
-  // gradient is then all zeros, declared by the loop in one Ready call).
+  // This worker's samples in the step; 0 only when policy() allows it (a
+  // ring member without samples declares an all-zero gradient; a PS
+  // pipeline stage of a replica with samples its stage's gradient).
   int64_t num_samples = 0;
   // The parts of the model the step computes with: a pipeline stage's
   // parameters and (with BatchNorm) state. Empty: the whole buffer. PS
@@ -113,8 +114,10 @@ struct ExchangeStep {
   // rest of params keeps older values); the ring keeps the whole buffer.
   std::vector<FlatRange> pull_ranges;
   // PS only: the buffers of this step when they are not the ones the
-  // exchange was made with (not owned; they outlive the step): a pipeline
-  // stage's, holding its pull_ranges only. The ring refuses them.
+  // exchange was made with (not owned): a pipeline stage's, holding its
+  // pull_ranges only. They must outlive the step and the pull started
+  // ahead into them: free them only after the next BeginStep with other
+  // buffers, or after AbandonStep. The ring refuses them.
   const ExchangeBuffers* buffers = nullptr;
   // Ring pipelines (worker/pipeline_lease_trainer.h): the job's stages'
   // parameter ranges, in flat order (empty: not a pipeline job). A new

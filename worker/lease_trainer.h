@@ -79,8 +79,9 @@ class LeaseTrainer {
   virtual ComputeBackend* backend() const = 0;
   // The job's flat buffer (proto/job_convert.h JobDenseLayout).
   virtual const ParameterLayout& layout() const = 0;
-  // The buffers the exchange is made with (a PS pipeline trainer's are
-  // empty: each step brings its own, ExchangeStep.buffers).
+  // The buffers the exchange is made with (a PS pipeline trainer's: empty
+  // before its first step, its current role's after; each step brings its
+  // own, ExchangeStep.buffers).
   virtual const ExchangeBuffers& buffers() const = 0;
   virtual int64_t train_samples() const = 0;
   // Keys the worker's summary adds for this kind of trainer (pipeline

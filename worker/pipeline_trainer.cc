@@ -1,12 +1,10 @@
 #include "worker/pipeline_trainer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"

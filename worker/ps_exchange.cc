@@ -11,6 +11,7 @@ namespace ferry {
 
 ExchangePolicy PipelinePsPolicy() {
   ExchangePolicy policy;
+  policy.allow_empty_batch = true;  // a stage of a replica with samples
   policy.fenced = true;
   policy.report_failed_steps = true;
   policy.backoff_after_failure = true;

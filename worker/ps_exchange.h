@@ -43,7 +43,8 @@
 
 namespace ferry {
 
-// The policy of a pipeline job's PS steps: a stage that fails (a
+// The policy of a pipeline job's PS steps: a member without samples of its
+// own trains its stage of its replica's samples; a stage that fails (a
 // neighbour lost or late) reports it, so that the coordinator re-forms the
 // step for every replica under a new fence (and rolls the shards' open
 // step back, dropping the pushes the others made), and waits for the

@@ -138,10 +138,14 @@ absl::Status RingExchange::FinishStageStep() {
     RingCollective& collective =
         *session_->stage_links.at(ring.stage).collective;
     const int64_t op = step_first_op_ + ring.stage;
+    // The state (BatchNorm's statistics: the state ring's range) travels
+    // exact, as in the bucket all-reduce.
+    const bool exact = range.begin >= n_ - options_.state_elements;
     absl::Status reduced = collective.AllReduceSumCompressed(
         op, options_.host_grads + range.begin, range.size(),
-        options_.compression,
-        feedback_ == nullptr ? nullptr : feedback_->residual() + range.begin);
+        exact ? GradientCompression{} : options_.compression,
+        exact || feedback_ == nullptr ? nullptr
+                                      : feedback_->residual() + range.begin);
     if (!reduced.ok()) {
       AbandonStep();
       return absl::Status(reduced.code(),

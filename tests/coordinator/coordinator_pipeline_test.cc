@@ -121,5 +121,33 @@ TEST(CoordinatorPipelineTest, ABudgetLeavesMembersAfterTheLastReplicaSpare) {
   }
 }
 
+// The epoch's last step has fewer samples than members: a PS pipeline keeps
+// its replicas whole, so a member without samples of its own is still in
+// the step (it trains its stage of its replica's samples) and in the set
+// the shards finalize, with 0 samples.
+TEST(CoordinatorPipelineTest, PsReplicasStayWholeWhenSomeMembersHaveNoSamples) {
+  v1::JobSpec job = Job(4, 1);
+  job.set_pipeline_stages(2);
+  job.set_worker_memory_budget_bytes(int64_t{1} << 30);
+  Fixture f(job, /*epoch_size=*/3, /*min_workers=*/4);
+  std::vector<std::string> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(f.Join());
+  int64_t samples = 0;
+  for (const std::string& w : workers) {
+    auto lease = Next(f, w);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_EQ(lease->action(), v1::NextTaskResponse::TRAIN) << w;
+    EXPECT_EQ(lease->ring_size(), 4);
+    ASSERT_EQ(lease->step_contributors_size(), 4);
+    int64_t set_samples = 0;
+    for (const v1::Contributor& c : lease->step_contributors()) {
+      set_samples += c.num_samples();
+    }
+    EXPECT_EQ(set_samples, 3);
+    for (const v1::DataTask& t : lease->tasks()) samples += t.end() - t.begin();
+  }
+  EXPECT_EQ(samples, 3);
+}
+
 }  // namespace
 }  // namespace ferry

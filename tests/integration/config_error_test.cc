@@ -138,8 +138,8 @@ TEST_F(ConfigErrorTest, FerryLocalRefusesBatchNormWhereItCannotTrain) {
            "synthetic:600", "--model", norm, "--log-dir", dir_ + "/logs"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
   EXPECT_THAT(r.output, HasSubstr("BatchNorm needs at least 2 samples per "
-                                  "micro-batch; --batch 8 over 1 replicas in "
-                                  "8 micro-batches"));
+                                  "micro-batch; --batch 8 over 2 workers as 1 "
+                                  "replicas in 8 micro-batches"));
 }
 
 TEST_F(ConfigErrorTest, CoordinatorExitsWithTheConfigCode) {

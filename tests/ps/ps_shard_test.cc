@@ -283,7 +283,7 @@ TEST(PsShardTest, PushesWithABadContributorSetAreRefused) {
   // Repeated worker, no samples, empty id.
   EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"a", 2}})),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"b", 0}})),
+  EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"b", -1}})),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(WithSet(Header("a", 0, 2), {{"a", 2}, {"", 1}})),
             absl::StatusCode::kInvalidArgument);
@@ -348,7 +348,7 @@ TEST(PsShardTest, BadPushesChangeNothing) {
       {"wrong job", wrong_job, full, absl::StatusCode::kFailedPrecondition},
       {"no worker id", Header("", 1, 1, 1), full,
        absl::StatusCode::kInvalidArgument},
-      {"zero samples", Header("b", 1, 0, 1), full,
+      {"negative samples", Header("b", 1, -1, 1), full,
        absl::StatusCode::kInvalidArgument},
       {"stale step", Header("b", 0, 1, 1), full,
        absl::StatusCode::kFailedPrecondition},

@@ -141,10 +141,22 @@ TEST_F(CoordinatorJobTest, AWorkerMemoryBudgetBoundsWhatOneWorkerHolds) {
   EXPECT_THAT(std::string(built.status().message()),
               HasSubstr("over the worker memory budget of 40.0 MiB"));
   f.pipeline.stages = 2;
+  // Whole replicas only: one expected worker cannot form one.
+  EXPECT_THAT(std::string(BuildCoordinatorJob(f).status().message()),
+              HasSubstr("1 expected workers are fewer than --pipeline-stages"));
+  f.expected_workers = 4;
   built = BuildCoordinatorJob(f);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->job.worker_memory_budget_bytes(), int64_t{40} << 20);
   EXPECT_EQ(built->job.pipeline_stages(), 2);
+  // The error feedback residual is the whole model's.
+  f.compression = "topk:0.1";
+  f.error_feedback = true;
+  EXPECT_THAT(
+      std::string(BuildCoordinatorJob(f).status().message()),
+      HasSubstr("--error-feedback keeps a residual of the whole model"));
+  f.compression = "none";
+  f.error_feedback = false;
 
   f.mode = "ring";
   built = BuildCoordinatorJob(f);
