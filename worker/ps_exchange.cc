@@ -68,15 +68,32 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   step_buffers_ = b;
   // A shard rolled back or fenced past this lease refuses its waits at once.
   client_->SetPullGeneration(step.generation);
+  // The other ranges (a stage's state) are pulled while the first is: one
+  // wait for the version, not one per range.
+  std::vector<std::unique_ptr<PendingPull>> others(ranges.size());
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    client_->SetPullRange(ranges[k]);
+    absl::StatusOr<std::unique_ptr<PendingPull>> started =
+        client_->StartPull(lease.pull_version(), b.host_params + at[k]);
+    if (started.ok()) others[k] = *std::move(started);
+  }
   int64_t version = 0;
   for (size_t k = 0; k < ranges.size(); ++k) {
-    client_->SetPullRange(ranges[k]);
     float* into = b.host_params + at[k];
-    // The first range may come from the pull started ahead.
-    ASSIGN_OR_RETURN(const int64_t pulled,
-                     k == 0 ? PullVersion(lease.pull_version(), ranges[k], into)
-                            : client_->Pull(lease.pull_version(), into));
-    version = k == 0 ? pulled : std::min(version, pulled);
+    absl::StatusOr<int64_t> pulled = absl::UnknownError("not pulled");
+    if (k == 0) {  // may come from the pull started ahead
+      client_->SetPullRange(ranges[0]);
+      pulled = PullVersion(lease.pull_version(), ranges[0], into);
+    } else if (others[k] != nullptr) {
+      pulled = others[k]->Wait();
+      others[k].reset();
+    }
+    if (k > 0 && !pulled.ok()) {  // not started, or failed: with retries
+      client_->SetPullRange(ranges[k]);
+      pulled = client_->Pull(lease.pull_version(), into);
+    }
+    RETURN_IF_ERROR(pulled.status());
+    version = k == 0 ? *pulled : std::min(version, *pulled);
     if (b.host_params != b.params) {
       const int64_t n =
           ranges[k].end == 0 ? client_->num_elements() : ranges[k].size();

@@ -164,6 +164,44 @@ TEST(PsCompressionTest, ShardsApplyTheDecodedGradient) {
   }
 }
 
+// ReadyZeros (a pipeline stage's gradient outside its layers) with a lossy
+// encoding and error feedback sends what Ready with zeros would: the
+// chunks are encoded with their residual, not sent as flags, and the
+// weights after two steps are the same bit for bit.
+TEST(PsCompressionTest, ReadyZerosCarriesTheResidualAsZerosWould) {
+  const GradientCompression fp16{GradientEncoding::kFp16, 0, true};
+  std::vector<std::vector<float>> results;
+  for (const bool declared_zeros : {true, false}) {
+    Cluster c;
+    StartCluster(&c);
+    auto client = Client(c, fp16);
+    ASSERT_NE(client, nullptr);
+    const std::vector<float> g = Gradient(c.total);
+    PushStep(c, *client, 0, g);  // leaves a residual everywhere
+    PushInfo info;
+    info.step = 1;
+    info.num_samples = 1;
+    info.base_version = 1;
+    auto session = client->BeginPush(info);
+    ASSERT_TRUE(session.ok());
+    const int64_t cut = 1037;  // the first two tensors and part of the third
+    const std::vector<float> zeros(cut, 0.0f);
+    ASSERT_TRUE((declared_zeros ? (*session)->ReadyZeros(0, cut)
+                                : (*session)->Ready(0, cut, zeros.data()))
+                    .ok());
+    ASSERT_TRUE((*session)->Ready(cut, c.total - cut, g.data() + cut).ok());
+    ASSERT_TRUE((*session)->Finish().ok());
+    for (auto& shard : c.shards) {
+      const PsContributor who{"w0", 1};
+      ASSERT_TRUE(shard->FinalizeStep("job", 1, {&who, 1}, 0).ok());
+    }
+    std::vector<float> params(c.total);
+    ASSERT_TRUE(client->Pull(2, params.data()).ok());
+    results.push_back(params);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 TEST(PsCompressionTest, ShardRejectsMalformedEncodedChunks) {
   PsShardConfig config;
   config.job_id = "job";
