@@ -396,9 +396,53 @@ std::vector<BenchConfig> WithBaselines(const std::vector<BenchConfig>& sweep) {
   return out;
 }
 
+namespace {
+
+// Every config of `configs` once per value of an axis (`set` writes the
+// value), in the order of nested loops: configs outer, values inner.
+template <typename T, typename Set>
+std::vector<BenchConfig> Cross(const std::vector<BenchConfig>& configs,
+                               const std::vector<T>& values, Set set) {
+  std::vector<BenchConfig> out;
+  out.reserve(configs.size() * values.size());
+  for (const BenchConfig& c : configs) {
+    for (const T& v : values) {
+      out.push_back(c);
+      set(out.back(), v);
+    }
+  }
+  return out;
+}
+
+// The axes' values that do not depend on the model or mode.
+absl::Status CheckSweepAxes(const BenchCompareFlags& f) {
+  for (const std::string& compression : f.compression) {
+    RETURN_IF_ERROR(ParseCompression(compression, true).status());
+  }
+  for (const std::string& bandwidth : f.bandwidths) {
+    RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
+  }
+  for (const std::string& latency : f.latencies) {
+    RETURN_IF_ERROR(ParseLatency(latency).status());
+  }
+  const auto below = [](const std::vector<int>& v, int least) {
+    return std::any_of(v.begin(), v.end(), [&](int x) { return x < least; });
+  };
+  if (below(f.workers, 1) || below(f.shards, 1) || below(f.partitions, 1) ||
+      std::any_of(f.partitions.begin(), f.partitions.end(),
+                  [](int k) { return k > 64; })) {
+    return absl::InvalidArgumentError(
+        "worker and shard counts must be >= 1, partitions 1..64");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
     const BenchCompareFlags& in) {
   const BenchCompareFlags f = in.quick ? QuickPreset(in) : in;
+  RETURN_IF_ERROR(CheckSweepAxes(f));
   std::vector<BenchConfig> out;
   for (const std::string& model : f.models) {
     const bool dlrm = IsDlrmModelText(model);
@@ -408,66 +452,60 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
     } else {
       ASSIGN_OR_RETURN(spec, ResolveModel(model));
     }
+    if (dlrm && std::any_of(f.compression.begin(), f.compression.end(),
+                            [](const std::string& c) { return c != "none"; })) {
+      return absl::InvalidArgumentError(
+          "--compression: the sparse cost model does not model compression; "
+          "DLRM runs take none");
+    }
     for (const std::string& mode : f.modes) {
       if (!ModeFitsModel(mode, dlrm)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "mode '", mode, "' with model ", model, ": expected ps or ring",
             dlrm ? ", hybrid or ring-full" : " (hybrid and ring-full: DLRM)"));
       }
-      const bool sharded = mode == "ps" || mode == "hybrid";
-      const std::vector<int> shard_counts =
-          sharded ? f.shards : std::vector<int>{0};
+      BenchConfig base;
+      base.model = model;
+      base.mlp_spec = spec;
+      base.mode = mode;
+      base.dlrm = dlrm;
+      base.partitions = 1;
+      base.consistency = "sync";
+      base.batch = f.batch;
+      base.warmup_steps = f.warmup_steps;
+      base.steps = f.steps;
+      if (dlrm) {
+        base.dataset = absl::StrCat("criteo:", CtrDataDir(f));
+        if (mode == "ring-full") base.full_table_rows = f.full_table_rows;
+      }
+      std::vector<BenchConfig> runs = {base};
+      runs =
+          Cross(runs, f.workers, [](BenchConfig& c, int w) { c.workers = w; });
+      if (mode == "ps" || mode == "hybrid") {
+        runs =
+            Cross(runs, f.shards, [](BenchConfig& c, int s) { c.shards = s; });
+      }
       // Partitions are the dense PS's (hybrid's dense layers are in the
-      // ring; the sparse cost model has no partitions).
-      const std::vector<int> partition_counts =
-          mode == "ps" && !dlrm ? f.partitions : std::vector<int>{1};
-      // The ring, and hybrid's, is synchronous.
-      const std::vector<std::string> consistencies =
-          mode == "ps" ? f.consistency : std::vector<std::string>{"sync"};
-      for (int w : f.workers)
-        for (int s : shard_counts)
-          for (int k : partition_counts)
-            for (const std::string& consistency : consistencies)
-              for (const std::string& compression : f.compression)
-                for (const std::string& bandwidth : f.bandwidths)
-                  for (const std::string& latency : f.latencies) {
-                    RETURN_IF_ERROR(
-                        ParseCompression(compression, true).status());
-                    RETURN_IF_ERROR(ParseBandwidth(bandwidth).status());
-                    RETURN_IF_ERROR(ParseLatency(latency).status());
-                    if (w < 1 || (sharded && s < 1) || k < 1 || k > 64) {
-                      return absl::InvalidArgumentError(
-                          "worker and shard counts must be >= 1, partitions "
-                          "1..64");
-                    }
-                    if (dlrm && compression != "none") {
-                      return absl::InvalidArgumentError(
-                          "--compression: the sparse cost model does not "
-                          "model compression; DLRM runs take none");
-                    }
-                    BenchConfig c;
-                    c.model = model;
-                    c.mlp_spec = spec;
-                    c.mode = mode;
-                    c.dlrm = dlrm;
-                    c.workers = w;
-                    c.shards = s;
-                    c.partitions = k;
-                    c.consistency = consistency;
-                    c.compression = compression;
-                    c.bandwidth = bandwidth;
-                    c.latency = latency;
-                    c.batch = f.batch;
-                    c.warmup_steps = f.warmup_steps;
-                    c.steps = f.steps;
-                    if (dlrm) {
-                      c.dataset = absl::StrCat("criteo:", CtrDataDir(f));
-                      if (mode == "ring-full") {
-                        c.full_table_rows = f.full_table_rows;
-                      }
-                    }
-                    out.push_back(std::move(c));
-                  }
+      // ring; the sparse cost model has no partitions), and only PS has
+      // other consistencies than the ring's sync.
+      if (mode == "ps" && !dlrm) {
+        runs = Cross(runs, f.partitions,
+                     [](BenchConfig& c, int k) { c.partitions = k; });
+      }
+      if (mode == "ps") {
+        runs = Cross(
+            runs, f.consistency,
+            [](BenchConfig& c, const std::string& v) { c.consistency = v; });
+      }
+      runs = Cross(
+          runs, f.compression,
+          [](BenchConfig& c, const std::string& v) { c.compression = v; });
+      runs =
+          Cross(runs, f.bandwidths,
+                [](BenchConfig& c, const std::string& v) { c.bandwidth = v; });
+      runs = Cross(runs, f.latencies,
+                   [](BenchConfig& c, const std::string& v) { c.latency = v; });
+      out.insert(out.end(), runs.begin(), runs.end());
     }
   }
   return out;
