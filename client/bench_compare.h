@@ -59,6 +59,12 @@ std::vector<BenchConfig> WithBaselines(const std::vector<BenchConfig>& sweep);
 bool IsBaseline(const BenchConfig& config);
 BenchConfig BaselineOf(const BenchConfig& config);
 
+// Where DLRM runs read their CTR data: --ctr-data, or OUT/ctr-data
+// (absolute: ferry local's coordinator resolves it).
+std::string CtrDataDir(const BenchCompareFlags& f);
+// --quick: the flags with a small sweep of both modes over one MLP.
+BenchCompareFlags QuickPreset(BenchCompareFlags f);
+
 // The modes a model takes: ps and ring; a DLRM also hybrid and ring-full.
 bool ModeFitsModel(const std::string& mode, bool dlrm);
 
