@@ -158,6 +158,58 @@ TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRanges) {
   EXPECT_EQ(calls_.pulls.size(), 2u);
 }
 
+// Sync leases that name their contributors start the next version's pull
+// ahead, into the stage's own buffers: the next step with the same range
+// and buffers takes it instead of pulling, a step with other buffers (a
+// role change) pulls afresh, and the state's range is pulled beside.
+TEST_F(PsExchangeTest, PullAheadLandsInTheStagesBuffersAndIsUsedOnce) {
+  calls_.start_pulls = true;
+  std::vector<float> params(3, -1.0f), grads(3, 0.0f);
+  ExchangeBuffers stage;
+  stage.num_elements = 3;
+  stage.segments = {{2, 4}, {5, 6}};
+  stage.params = stage.host_params = params.data();
+  stage.grads = stage.host_grads = grads.data();
+  v1::NextTaskResponse lease;
+  lease.set_step(4);
+  lease.set_pull_version(4);
+  v1::Contributor* c = lease.add_step_contributors();
+  c->set_worker_id("w");
+  c->set_num_samples(2);
+  ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);
+  step.pull_ranges = {{2, 4}, {5, 6}};
+  step.buffers = &stage;
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  // The state's range is started beside the parameters' pull; the pull
+  // ahead of version 5 writes the parameters' range only.
+  EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(4));
+  EXPECT_THAT(calls_.started_pulls, ::testing::ElementsAre(4, 5));
+  EXPECT_THAT(params, ::testing::ElementsAre(2.5, 3.5, 5.5));
+
+  // The next step, same range and buffers: its version comes from the pull
+  // ahead (no new Pull); the state's range is started again.
+  lease.set_step(5);
+  lease.set_pull_version(5);
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(4));
+  EXPECT_THAT(calls_.started_pulls, ::testing::ElementsAre(4, 5, 5, 6));
+
+  // Other buffers (a role change): pulled afresh into them, and the pull
+  // ahead goes there too; the old buffers are not written any more.
+  std::vector<float> other(3, -1.0f), other_grads(3, 0.0f);
+  ExchangeBuffers moved = stage;
+  moved.params = moved.host_params = other.data();
+  moved.grads = moved.host_grads = other_grads.data();
+  step.buffers = &moved;
+  std::fill(params.begin(), params.end(), -7.0f);
+  lease.set_step(6);
+  lease.set_pull_version(6);
+  ASSERT_TRUE(exchange_->BeginStep(step).ok());
+  EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(4, 6));
+  EXPECT_THAT(other, ::testing::ElementsAre(2.5, 3.5, 5.5));
+  EXPECT_THAT(params, ::testing::Each(-7.0f));
+}
+
 TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
   v1::NextTaskResponse lease;
   ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);

@@ -17,6 +17,10 @@ namespace ferry::testing {
 // What the exchange did to the client.
 struct Calls {
   std::vector<int64_t> pulls;  // min_version of each
+  // StartPull works only when set (else UNIMPLEMENTED, as for fakes); it
+  // writes element i as i + 0.5 at once, and its Wait answers min_version.
+  bool start_pulls = false;
+  std::vector<int64_t> started_pulls;  // min_version of each StartPull
   // The range each pull asked for ({0, 0}: the whole buffer).
   std::vector<std::pair<int64_t, int64_t>> pull_ranges;
   std::vector<PushInfo> pushes;
@@ -63,6 +67,16 @@ class RecordingSession final : public PushSession {
   bool finished_ = false;
 };
 
+// A pull that has landed already.
+class DonePull final : public PendingPull {
+ public:
+  explicit DonePull(int64_t version) : version_(version) {}
+  absl::StatusOr<int64_t> Wait() override { return version_; }
+
+ private:
+  const int64_t version_;
+};
+
 class RecordingParameterClient final : public ParameterClient {
  public:
   // Holds `num_elements` dense elements.
@@ -78,6 +92,18 @@ class RecordingParameterClient final : public ParameterClient {
       out[i - range_.begin] = static_cast<float>(i);
     }
     return min_version + 2;  // a newer version than asked
+  }
+  absl::StatusOr<std::unique_ptr<PendingPull>> StartPull(int64_t min_version,
+                                                         float* out) override {
+    if (!calls_->start_pulls)
+      return ParameterClient::StartPull(min_version, out);
+    calls_->started_pulls.push_back(min_version);
+    const int64_t end = range_.end == 0 ? n_ : range_.end;
+    for (int64_t i = range_.begin; i < end; ++i) {
+      out[i - range_.begin] = static_cast<float>(i) + 0.5f;
+    }
+    return std::unique_ptr<PendingPull>(
+        std::make_unique<DonePull>(min_version));
   }
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushInfo& info) override {
