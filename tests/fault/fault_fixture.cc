@@ -162,6 +162,11 @@ int CountEvents(const nlohmann::json& summary, const std::string& kind) {
 
 void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
                       int min_workers_seen) {
+  ExpectHealthyRun(run, Reference(mode), mode, min_workers_seen);
+}
+
+void ExpectHealthyRun(const LocalRun& run, const LocalRun& reference,
+                      const std::string& mode, int min_workers_seen) {
   ASSERT_EQ(run.exit_code, 0) << "ferry local failed; logs in " << run.log_dir;
   ASSERT_TRUE(run.summary.is_object()) << "no summary in " << run.log_dir;
   const nlohmann::json& s = run.summary;
@@ -173,7 +178,6 @@ void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
     EXPECT_EQ(epoch.at("samples_dropped").get<int64_t>(), 0) << epoch.dump();
   }
   EXPECT_GE(s.at("workers_seen").get<int>(), min_workers_seen);
-  const LocalRun& reference = Reference(mode);
   ASSERT_EQ(reference.exit_code, 0)
       << "reference run failed; logs in " << reference.log_dir;
   const double accuracy = s.at("test_accuracy").get<double>();

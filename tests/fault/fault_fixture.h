@@ -55,6 +55,9 @@ const LocalRun& Reference(const std::string& name,
 // undisturbed run, and `min_workers_seen` workers took part.
 void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
                       int min_workers_seen);
+// The same against `reference` (an undisturbed run of the same job).
+void ExpectHealthyRun(const LocalRun& run, const LocalRun& reference,
+                      const std::string& mode, int min_workers_seen);
 
 // Counts the summary's job events of `kind` (events from the coordinator).
 int CountEvents(const nlohmann::json& summary, const std::string& kind);

@@ -1,5 +1,9 @@
 // Ring mode under churn, with real processes and signals (see
 // fault_fixture.h). Every member's weights are compared every 10 steps.
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "tests/fault/fault_fixture.h"
 
@@ -43,6 +47,33 @@ TEST(RingFaultTest, PipelineStagesJoinDieAndLeaveAndTheRingReforms) {
   ExpectHealthyRun(*run, "ring", 4);
   EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
       << run->summary.dump(1);
+}
+
+// BatchNorm in a ring pipeline under the same churn: the stage rings and
+// the ring of every member over the state (the running statistics) re-form
+// with each generation, the state is gathered with the stages, every
+// member's weights and state agree (digests), and the job ends as its
+// undisturbed run does.
+TEST(RingFaultTest, BatchNormPipelineStagesKeepTheirStatisticsThroughChurn) {
+  const std::string model = ::testing::TempDir() + "/ring-fault-bn.json";
+  std::ofstream(model) << R"({"format": "ferry.model.v1",
+    "input": {"shape": [784]}, "classes": 10, "layers": [
+      {"type": "Linear", "args": {"in_features": 784, "out_features": 64}},
+      {"type": "BatchNorm1d", "args": {"num_features": 64}},
+      {"type": "ReLU"},
+      {"type": "Linear", "args": {"in_features": 64, "out_features": 10}}]})";
+  const std::vector<std::string> job = {
+      "--model",         model, "--pipeline-stages", "2",
+      "--micro-batches", "2",   "--digest-every",    "10"};
+  const LocalRun& reference =
+      Reference("ring-bn-pipeline", FaultJobArgs("ring", job));
+  std::vector<std::string> chaos = job;
+  chaos.insert(
+      chaos.end(),
+      {"--chaos", "join:1@step50,kill:worker1@step125,term:worker0@step225"});
+  auto run = RunLocal("ring-bn-pipeline", FaultJobArgs("ring", chaos));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, reference, "ring", 4);
 }
 
 }  // namespace
