@@ -160,6 +160,18 @@ int CountEvents(const nlohmann::json& summary, const std::string& kind) {
   return n;
 }
 
+std::string BatchNormMlpFile() {
+  const std::string path = absl::StrCat(
+      ::testing::TempDir(), "/ferry-fault-bn-mlp-", getpid(), ".json");
+  std::ofstream(path) << R"({"format": "ferry.model.v1",
+    "input": {"shape": [784]}, "classes": 10, "layers": [
+      {"type": "Linear", "args": {"in_features": 784, "out_features": 64}},
+      {"type": "BatchNorm1d", "args": {"num_features": 64}},
+      {"type": "ReLU"},
+      {"type": "Linear", "args": {"in_features": 64, "out_features": 10}}]})";
+  return path;
+}
+
 void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
                       int min_workers_seen) {
   ExpectHealthyRun(run, Reference(mode), mode, min_workers_seen);

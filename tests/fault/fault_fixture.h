@@ -59,6 +59,10 @@ void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
 void ExpectHealthyRun(const LocalRun& run, const LocalRun& reference,
                       const std::string& mode, int min_workers_seen);
 
+// Writes a model with BatchNorm (Linear 784-64, BatchNorm1d, ReLU, Linear
+// 64-10) under the test's temporary directory; returns its path.
+std::string BatchNormMlpFile();
+
 // Counts the summary's job events of `kind` (events from the coordinator).
 int CountEvents(const nlohmann::json& summary, const std::string& kind);
 

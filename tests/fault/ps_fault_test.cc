@@ -1,5 +1,7 @@
 // PS mode under churn, with real processes and signals (see fault_fixture.h).
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -40,6 +42,31 @@ TEST(PsFaultTest, PipelineStagesJoinDieAndLeaveWhileTraining) {
   ExpectHealthyRun(*run, "ps", 4);
   EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1)
       << run->summary.dump(1);
+}
+
+// The same with BatchNorm and a worker memory budget: only whole replicas
+// train, so of 3 workers one waits as a spare until the kill takes a stage
+// away; every stage pulls and pushes its statistics' range with its
+// parameters', and a member without samples of its own (the epoch's last
+// step) still pushes its stage.
+TEST(PsFaultTest, BudgetedBatchNormPipelineWithASpareThroughChurn) {
+  const std::vector<std::string> job = {"--model",
+                                        BatchNormMlpFile(),
+                                        "--pipeline-stages",
+                                        "2",
+                                        "--micro-batches",
+                                        "2",
+                                        "--worker-memory-budget",
+                                        "64MiB"};
+  const LocalRun& reference =
+      Reference("ps-bn-pipeline-budget", FaultJobArgs("ps", job));
+  std::vector<std::string> chaos = job;
+  chaos.insert(
+      chaos.end(),
+      {"--chaos", "join:1@step50,kill:worker1@step125,term:worker0@step225"});
+  auto run = RunLocal("ps-bn-pipeline-budget", FaultJobArgs("ps", chaos));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, reference, "ps", 4);
 }
 
 // A shard process SIGKILLed mid-job comes back from its checkpoints; the

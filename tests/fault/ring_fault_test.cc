@@ -1,6 +1,5 @@
 // Ring mode under churn, with real processes and signals (see
 // fault_fixture.h). Every member's weights are compared every 10 steps.
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -55,13 +54,7 @@ TEST(RingFaultTest, PipelineStagesJoinDieAndLeaveAndTheRingReforms) {
 // member's weights and state agree (digests), and the job ends as its
 // undisturbed run does.
 TEST(RingFaultTest, BatchNormPipelineStagesKeepTheirStatisticsThroughChurn) {
-  const std::string model = ::testing::TempDir() + "/ring-fault-bn.json";
-  std::ofstream(model) << R"({"format": "ferry.model.v1",
-    "input": {"shape": [784]}, "classes": 10, "layers": [
-      {"type": "Linear", "args": {"in_features": 784, "out_features": 64}},
-      {"type": "BatchNorm1d", "args": {"num_features": 64}},
-      {"type": "ReLU"},
-      {"type": "Linear", "args": {"in_features": 64, "out_features": 10}}]})";
+  const std::string model = BatchNormMlpFile();
   const std::vector<std::string> job = {
       "--model",         model, "--pipeline-stages", "2",
       "--micro-batches", "2",   "--digest-every",    "10"};
