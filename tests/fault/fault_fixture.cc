@@ -160,6 +160,16 @@ int CountEvents(const nlohmann::json& summary, const std::string& kind) {
   return n;
 }
 
+void ExpectHealthyUnderChurn(const std::string& name, const std::string& mode,
+                             const std::vector<std::string>& job) {
+  const LocalRun& reference = Reference(name, FaultJobArgs(mode, job));
+  std::vector<std::string> chaos = job;
+  chaos.insert(chaos.end(), {"--chaos", kChurn});
+  auto run = RunLocal(name, FaultJobArgs(mode, chaos));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, reference, mode, 4);
+}
+
 std::string BatchNormMlpFile() {
   const std::string path = absl::StrCat(
       ::testing::TempDir(), "/ferry-fault-bn-mlp-", getpid(), ".json");

@@ -59,6 +59,17 @@ void ExpectHealthyRun(const LocalRun& run, const std::string& mode,
 void ExpectHealthyRun(const LocalRun& run, const LocalRun& reference,
                       const std::string& mode, int min_workers_seen);
 
+// The usual churn: a worker joins at step 50, worker1 is SIGKILLed at step
+// 125 and worker0 SIGTERMed at step 225 (--chaos).
+inline constexpr char kChurn[] =
+    "join:1@step50,kill:worker1@step125,term:worker0@step225";
+
+// Runs the job `job` (FaultJobArgs(mode, job)) undisturbed (the reference
+// NAME, cached) and under kChurn, and checks the churned run against it
+// (ExpectHealthyRun, 4 workers seen).
+void ExpectHealthyUnderChurn(const std::string& name, const std::string& mode,
+                             const std::vector<std::string>& job);
+
 // Writes a model with BatchNorm (Linear 784-64, BatchNorm1d, ReLU, Linear
 // 64-10) under the test's temporary directory; returns its path.
 std::string BatchNormMlpFile();

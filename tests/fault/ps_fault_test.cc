@@ -50,23 +50,10 @@ TEST(PsFaultTest, PipelineStagesJoinDieAndLeaveWhileTraining) {
 // parameters', and a member without samples of its own (the epoch's last
 // step) still pushes its stage.
 TEST(PsFaultTest, BudgetedBatchNormPipelineWithASpareThroughChurn) {
-  const std::vector<std::string> job = {"--model",
-                                        BatchNormMlpFile(),
-                                        "--pipeline-stages",
-                                        "2",
-                                        "--micro-batches",
-                                        "2",
-                                        "--worker-memory-budget",
-                                        "64MiB"};
-  const LocalRun& reference =
-      Reference("ps-bn-pipeline-budget", FaultJobArgs("ps", job));
-  std::vector<std::string> chaos = job;
-  chaos.insert(
-      chaos.end(),
-      {"--chaos", "join:1@step50,kill:worker1@step125,term:worker0@step225"});
-  auto run = RunLocal("ps-bn-pipeline-budget", FaultJobArgs("ps", chaos));
-  ASSERT_TRUE(run.ok()) << run.status();
-  ExpectHealthyRun(*run, reference, "ps", 4);
+  ExpectHealthyUnderChurn(
+      "ps-bn-pipeline-budget", "ps",
+      {"--model", BatchNormMlpFile(), "--pipeline-stages", "2",
+       "--micro-batches", "2", "--worker-memory-budget", "64MiB"});
 }
 
 // A shard process SIGKILLed mid-job comes back from its checkpoints; the

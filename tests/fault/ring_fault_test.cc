@@ -54,19 +54,10 @@ TEST(RingFaultTest, PipelineStagesJoinDieAndLeaveAndTheRingReforms) {
 // member's weights and state agree (digests), and the job ends as its
 // undisturbed run does.
 TEST(RingFaultTest, BatchNormPipelineStagesKeepTheirStatisticsThroughChurn) {
-  const std::string model = BatchNormMlpFile();
-  const std::vector<std::string> job = {
-      "--model",         model, "--pipeline-stages", "2",
-      "--micro-batches", "2",   "--digest-every",    "10"};
-  const LocalRun& reference =
-      Reference("ring-bn-pipeline", FaultJobArgs("ring", job));
-  std::vector<std::string> chaos = job;
-  chaos.insert(
-      chaos.end(),
-      {"--chaos", "join:1@step50,kill:worker1@step125,term:worker0@step225"});
-  auto run = RunLocal("ring-bn-pipeline", FaultJobArgs("ring", chaos));
-  ASSERT_TRUE(run.ok()) << run.status();
-  ExpectHealthyRun(*run, reference, "ring", 4);
+  ExpectHealthyUnderChurn(
+      "ring-bn-pipeline", "ring",
+      {"--model", BatchNormMlpFile(), "--pipeline-stages", "2",
+       "--micro-batches", "2", "--digest-every", "10"});
 }
 
 }  // namespace

@@ -33,6 +33,15 @@ ExchangeBuffers HostBuffers(int64_t n, std::vector<float>& params,
   return b;
 }
 
+// A pipeline stage's own host buffers: its parameters [2, 4) and its state
+// [5, 6) back to back, over `params` and `grads` (3 elements each).
+ExchangeBuffers StageBuffers(std::vector<float>& params,
+                             std::vector<float>& grads) {
+  ExchangeBuffers b = HostBuffers(3, params, grads);
+  b.segments = {{2, 4}, {5, 6}};
+  return b;
+}
+
 class PsExchangeTest : public ::testing::Test {
  protected:
   PsExchangeTest() : backend_(*MakeBackend(DeviceChoice::kCpu, 1)) {
@@ -119,11 +128,7 @@ TEST_F(PsExchangeTest, StepWithAPullRangePullsOnlyThatRange) {
 // ReadyZeros, and ranges the buffers do not hold are refused.
 TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRanges) {
   std::vector<float> params(3, -1.0f), grads = {7.0f, 8.0f, 9.0f};
-  ExchangeBuffers stage;
-  stage.num_elements = 3;
-  stage.segments = {{2, 4}, {5, 6}};
-  stage.params = stage.host_params = params.data();
-  stage.grads = stage.host_grads = grads.data();
+  const ExchangeBuffers stage = StageBuffers(params, grads);
   v1::NextTaskResponse lease;
   lease.set_step(4);
   lease.set_pull_version(4);
@@ -165,11 +170,7 @@ TEST_F(PsExchangeTest, StepWithItsOwnBuffersHoldingOnlyItsRanges) {
 TEST_F(PsExchangeTest, PullAheadLandsInTheStagesBuffersAndIsUsedOnce) {
   calls_.start_pulls = true;
   std::vector<float> params(3, -1.0f), grads(3, 0.0f);
-  ExchangeBuffers stage;
-  stage.num_elements = 3;
-  stage.segments = {{2, 4}, {5, 6}};
-  stage.params = stage.host_params = params.data();
-  stage.grads = stage.host_grads = grads.data();
+  const ExchangeBuffers stage = StageBuffers(params, grads);
   v1::NextTaskResponse lease;
   lease.set_step(4);
   lease.set_pull_version(4);
@@ -197,9 +198,7 @@ TEST_F(PsExchangeTest, PullAheadLandsInTheStagesBuffersAndIsUsedOnce) {
   // Other buffers (a role change): pulled afresh into them, and the pull
   // ahead goes there too; the old buffers are not written any more.
   std::vector<float> other(3, -1.0f), other_grads(3, 0.0f);
-  ExchangeBuffers moved = stage;
-  moved.params = moved.host_params = other.data();
-  moved.grads = moved.host_grads = other_grads.data();
+  const ExchangeBuffers moved = StageBuffers(other, other_grads);
   step.buffers = &moved;
   std::fill(params.begin(), params.end(), -7.0f);
   lease.set_step(6);
