@@ -77,8 +77,11 @@ absl::StatusOr<std::vector<double>> LayerCosts(const ModelDef& def,
 
 std::vector<bool> StageStartAllowed(const ModelDef& def) {
   std::vector<bool> allowed;
+  bool parameters_before = false;  // so that stage 0 has some too
   for (size_t i = 0; i < def.layers.size(); ++i) {
-    allowed.push_back(i == 0 || !LayerParamDefs(def.layers[i]).empty());
+    const bool has = !LayerParamDefs(def.layers[i]).empty();
+    allowed.push_back(i == 0 || (has && parameters_before));
+    parameters_before = parameters_before || has;
   }
   return allowed;
 }
@@ -98,8 +101,9 @@ absl::StatusOr<std::vector<StageRange>> StagesFromStarts(
     if (!allowed[s]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline split: a stage cannot start at layer ", s,
-          ", which has no parameters (a stage starts at a Linear, Conv2d or "
-          "BatchNorm layer)"));
+          ", which has no parameters or leaves none to stage 0 (a stage "
+          "starts at a Linear, Conv2d or BatchNorm layer, and every stage "
+          "holds one)"));
     }
     stages.push_back({first, s});
     first = s;

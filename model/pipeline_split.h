@@ -52,7 +52,8 @@ double LayerTrainingFlops(const LayerDef& layer, const SampleShape& out);
 absl::StatusOr<std::vector<double>> LayerCosts(const ModelDef& def,
                                                StageBalance balance);
 
-// Whether a stage may start at layer i (i == 0, or layer i has parameters).
+// Whether a stage may start at layer i: i == 0, or layer i has parameters
+// and so does a layer before it (every stage, the first too, holds some).
 std::vector<bool> StageStartAllowed(const ModelDef& def);
 
 // The split of `num_layers` layers whose stages 1..P-1 start at `starts`

@@ -87,19 +87,6 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
     return absl::InvalidArgumentError(
         absl::StrCat("--pipeline-stages: ", split.status().message()));
   }
-  for (size_t s = 0; s < split->size(); ++s) {
-    bool has_parameters = false;
-    for (int l = (*split)[s].first_layer; l < (*split)[s].end_layer; ++l) {
-      has_parameters =
-          has_parameters || !LayerParamDefs(dense->layers[l]).empty();
-    }
-    if (!has_parameters) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--pipeline-stages: stage ", s, " (layers ",
-                       StageRangesString({&(*split)[s], 1}),
-                       ") has no parameters; start the split later"));
-    }
-  }
   job.set_pipeline_stages(p.stages);
   job.set_micro_batches(p.micro_batches);
   job.set_pipeline_schedule(PipelineScheduleName(p.schedule));

@@ -21,6 +21,26 @@ TEST(PipelineSplitTest, StagesStartOnlyAtLayersWithParameters) {
   EXPECT_EQ(starts, (std::vector<int>{0, 2, 7, 10}));
 }
 
+// A model that opens with layers without parameters: stage 0 takes them
+// with the first layer that has some, balanced or by explicit starts.
+TEST(PipelineSplitTest, TheFirstStageHoldsParametersToo) {
+  ModelDef def = *ResolveModelSpec("784-16-16-10");
+  def.input.shape = {1, 28, 28};
+  LayerDef flatten;
+  flatten.type = LayerType::kFlatten;
+  def.layers.insert(def.layers.begin(), flatten);
+  const std::vector<bool> allowed = StageStartAllowed(def);
+  EXPECT_FALSE(allowed[1]);  // Linear 1 would leave Flatten alone
+  auto split = SplitModel(def, 3, {}, StageBalance::kParams);
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ((*split)[0].first_layer, 0);
+  EXPECT_GE((*split)[0].end_layer, 2);
+  EXPECT_EQ(SplitModel(def, 2, {1}, StageBalance::kParams).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SplitModel(def, 4, {}, StageBalance::kParams).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PipelineSplitTest, ConvNetSplitsWhereComputeOrParametersBalance) {
   const ModelDef def = ConvNetModelDef();
   // Parameters: the Linear(9216, 128) holds 98 % of them, so it is a stage
