@@ -126,12 +126,13 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
 
 absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
     const PipelineRole& role) {
-  const auto key = std::make_pair(role.stage, role.stages);
-  auto it = stages_.find(key);
-  if (it != stages_.end()) return &it->second;
+  if (stage_.has_value() && stage_role_.stage == role.stage &&
+      stage_role_.stages == role.stages) {
+    return &*stage_;
+  }
   // A role change: the old role's stage (its activations, workspaces and
   // accumulation scratch) is dropped before the new one is built.
-  stages_.clear();
+  stage_.reset();
   std::vector<int> starts;
   if (role.stages == job_.pipeline_stages()) starts = split_starts_;
   ASSIGN_OR_RETURN(std::vector<StageRange> split,
@@ -139,7 +140,9 @@ absl::StatusOr<PipelineStage*> PipelineLeaseTrainer::StageFor(
   ASSIGN_OR_RETURN(
       PipelineStage stage,
       PipelineStage::Create(def_, split[role.stage], backend_.get()));
-  return &stages_.emplace(key, std::move(stage)).first->second;
+  stage_.emplace(std::move(stage));
+  stage_role_ = role;
+  return &*stage_;
 }
 
 int64_t PipelineLeaseTrainer::BufferBytes(int64_t elements) const {

@@ -186,7 +186,9 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   std::optional<BatchStager> stager_;
   int stager_max_ = 0;
   std::optional<LeaseSamples> lease_samples_;
-  std::map<std::pair<int, int>, PipelineStage> stages_;
+  // The current role's stage (its stage and stage count: stage_role_).
+  std::optional<PipelineStage> stage_;
+  PipelineRole stage_role_;
   // The open generation's links. The transports are replaced and aborted
   // under cancel_mu_.
   int64_t links_generation_ = -1;

@@ -47,16 +47,16 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   push_.reset();
   const v1::NextTaskResponse& lease = *step.lease;
   const ExchangeBuffers& b = step.buffers != nullptr ? *step.buffers : buffers_;
-  // The ranges pulled ({0, 0}: the whole buffer), and where each lands: the
-  // buffers must hold it.
+  // The ranges pulled ({0, 0}: the whole buffer) and where each lands in
+  // the buffers, which must hold it.
   std::vector<FlatRange> ranges = step.pull_ranges;
   if (ranges.empty()) ranges.push_back({});
-  std::vector<int64_t> at;
+  std::vector<float*> into;
   for (const FlatRange& r : ranges) {
     const FlatRange flat =
         r.end == 0 ? FlatRange{0, client_->num_elements()} : r;
-    at.push_back(b.IndexOf(flat.begin, flat.size()));
-    if (at.back() < 0 || flat.begin > flat.end) {
+    const int64_t at = b.IndexOf(flat.begin, flat.size());
+    if (at < 0) {
       ahead_.reset();
       return absl::InvalidArgumentError(
           absl::StrCat("PS step ", lease.step(),
@@ -64,40 +64,41 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
                        "pulled range [",
                        flat.begin, ", ", flat.end, ")"));
     }
+    into.push_back(b.host_params + at);
   }
   step_buffers_ = b;
+  const int64_t min_version = lease.pull_version();
   // A shard rolled back or fenced past this lease refuses its waits at once.
   client_->SetPullGeneration(step.generation);
-  // The other ranges (a stage's state) are pulled while the first is: one
-  // wait for the version, not one per range.
-  std::vector<std::unique_ptr<PendingPull>> others(ranges.size());
+  // The ranges after the first (a stage's state) are started first, so that
+  // the step waits for the version once; the first may come from the pull
+  // started ahead.
+  std::vector<std::unique_ptr<PendingPull>> beside(ranges.size());
   for (size_t k = 1; k < ranges.size(); ++k) {
     client_->SetPullRange(ranges[k]);
-    absl::StatusOr<std::unique_ptr<PendingPull>> started =
-        client_->StartPull(lease.pull_version(), b.host_params + at[k]);
-    if (started.ok()) others[k] = *std::move(started);
+    auto started = client_->StartPull(min_version, into[k]);
+    if (started.ok()) beside[k] = *std::move(started);
   }
-  int64_t version = 0;
-  for (size_t k = 0; k < ranges.size(); ++k) {
-    float* into = b.host_params + at[k];
-    absl::StatusOr<int64_t> pulled = absl::UnknownError("not pulled");
-    if (k == 0) {  // may come from the pull started ahead
-      client_->SetPullRange(ranges[0]);
-      pulled = PullVersion(lease.pull_version(), ranges[0], into);
-    } else if (others[k] != nullptr) {
-      pulled = others[k]->Wait();
-      others[k].reset();
-    }
-    if (k > 0 && !pulled.ok()) {  // not started, or failed: with retries
+  client_->SetPullRange(ranges[0]);
+  ASSIGN_OR_RETURN(int64_t version,
+                   PullVersion(min_version, ranges[0], into[0]));
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    absl::StatusOr<int64_t> pulled =
+        beside[k] != nullptr ? beside[k]->Wait()
+                             : absl::UnavailableError("not started");
+    if (!pulled.ok()) {  // not started, or failed: pulled with retries
       client_->SetPullRange(ranges[k]);
-      pulled = client_->Pull(lease.pull_version(), into);
+      pulled = client_->Pull(min_version, into[k]);
     }
     RETURN_IF_ERROR(pulled.status());
-    version = k == 0 ? *pulled : std::min(version, *pulled);
-    if (b.host_params != b.params) {
+    version = std::min(version, *pulled);
+  }
+  if (b.host_params != b.params) {
+    for (size_t k = 0; k < ranges.size(); ++k) {
       const int64_t n =
           ranges[k].end == 0 ? client_->num_elements() : ranges[k].size();
-      RETURN_IF_ERROR(backend_->CopyToDevice(into, n, b.params + at[k]));
+      RETURN_IF_ERROR(backend_->CopyToDevice(
+          into[k], n, b.params + (into[k] - b.host_params)));
     }
   }
   PushInfo info;
@@ -114,12 +115,12 @@ absl::Status PsExchange::BeginStep(const ExchangeStep& step) {
   if (!info.step_contributors.empty()) {
     client_->SetPullRange(ranges[0]);
     absl::StatusOr<std::unique_ptr<PendingPull>> ahead =
-        client_->StartPull(lease.step() + 1, b.host_params + at[0]);
+        client_->StartPull(lease.step() + 1, into[0]);
     if (ahead.ok()) {
       ahead_ = *std::move(ahead);
       ahead_version_ = lease.step() + 1;
       ahead_range_ = ranges[0];
-      ahead_into_ = b.host_params + at[0];
+      ahead_into_ = into[0];
     }
   }
   return absl::OkStatus();
