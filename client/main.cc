@@ -406,14 +406,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> pipeline_args = pipeline.ToArgs();
   o.job_args.insert(o.job_args.end(), pipeline_args.begin(),
                     pipeline_args.end());
-  if (!memory_budget.empty()) {
-    if (o.mode == "ps" && pipeline.stages > 1 && o.workers < pipeline.stages) {
-      std::cerr << "ferry local: with --worker-memory-budget a PS pipeline "
-                   "trains whole replicas only: --workers must be at least "
-                   "--pipeline-stages ("
-                << pipeline.stages << ")\n";
-      return ferry::kExitConfig;
-    }
+  if (!memory_budget.empty()) {  // the coordinator checks it
     o.job_args.insert(o.job_args.end(),
                       {"--worker-memory-budget", memory_budget});
   }

@@ -217,7 +217,7 @@ TEST_F(ConfigErrorTest, LocalRefusesAModelOverTheWorkerMemoryBudget) {
   argv.insert(argv.end(), {"--workers", "1", "--pipeline-stages", "2"});
   r = Run(argv);
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--workers must be at least "
+  EXPECT_THAT(r.output, HasSubstr("1 expected workers are fewer than "
                                   "--pipeline-stages (2)"));
 }
 
