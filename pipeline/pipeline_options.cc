@@ -1,6 +1,9 @@
 #include "pipeline/pipeline_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -22,6 +25,21 @@ absl::StatusOr<PipelineOptions> ParsePipelineFlags(const PipelineFlags& f) {
     if (!split.ok()) return named("--pipeline-split", split.status());
     o.split = *split;
   }
+  return o;
+}
+
+absl::StatusOr<PipelineOptions> JobPipelineOptions(const v1::JobSpec& job) {
+  PipelineOptions o;
+  o.stages = std::max(1, job.pipeline_stages());
+  o.micro_batches = std::max(1, job.micro_batches());
+  if (!job.pipeline_schedule().empty()) {
+    ASSIGN_OR_RETURN(o.schedule,
+                     ParsePipelineSchedule(job.pipeline_schedule()));
+  }
+  if (!job.pipeline_balance().empty()) {
+    ASSIGN_OR_RETURN(o.balance, ParseStageBalance(job.pipeline_balance()));
+  }
+  o.split.assign(job.pipeline_split().begin(), job.pipeline_split().end());
   return o;
 }
 

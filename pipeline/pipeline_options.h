@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cli_flags.h"
+#include "ferry/v1/common.pb.h"
 #include "model/pipeline_split.h"
 #include "pipeline/pipeline_schedule.h"
 
@@ -23,6 +24,11 @@ struct PipelineOptions {
 // INVALID_ARGUMENT naming the flag for an unknown schedule or balance, or a
 // split that is not a list of layer indices.
 absl::StatusOr<PipelineOptions> ParsePipelineFlags(const PipelineFlags& f);
+
+// The pipeline fields of a job (JobSpec.pipeline_*; empty schedule and
+// balance: the defaults, 0 stages or micro-batches: 1). INVALID_ARGUMENT
+// for an unknown schedule or balance.
+absl::StatusOr<PipelineOptions> JobPipelineOptions(const v1::JobSpec& job);
 
 }  // namespace ferry
 

@@ -136,23 +136,13 @@ absl::Status SetMemoryBudget(const CoordinatorFlags& f, const ModelDef* dense,
         "whole model on every worker; a PS pipeline under a budget cannot "
         "take it");
   }
-  const std::vector<int> starts(job.pipeline_split().begin(),
-                                job.pipeline_split().end());
-  ASSIGN_OR_RETURN(const StageBalance balance,
-                   ParseStageBalance(job.pipeline_balance().empty()
-                                         ? "compute"
-                                         : job.pipeline_balance()));
+  ASSIGN_OR_RETURN(const PipelineOptions p, JobPipelineOptions(job));
   ASSIGN_OR_RETURN(
       const std::vector<StageRange> split,
-      SplitModel(*dense, stages, stages > 1 ? starts : std::vector<int>{},
-                 balance));
-  ASSIGN_OR_RETURN(const PipelineSchedule schedule,
-                   ParsePipelineSchedule(job.pipeline_schedule().empty()
-                                             ? "1f1b"
-                                             : job.pipeline_schedule()));
+      SplitModel(*dense, stages, stages > 1 ? p.split : std::vector<int>{},
+                 p.balance));
   const absl::Status fits = CheckPipelineMemory(
-      *dense, split, job.global_batch(), std::max(1, job.micro_batches()),
-      schedule,
+      *dense, split, job.global_batch(), p.micro_batches, p.schedule,
       ring ? OptimizerStateBuffers(FromProto(job.optimizer()).kind) : 0,
       *budget);
   if (!fits.ok()) {

@@ -80,16 +80,10 @@ PipelineLeaseTrainer::Create(const v1::JobSpec& job, DeviceChoice device,
   t->peer_ = peer;
   t->receive_timeout_ = receive_timeout;
   ASSIGN_OR_RETURN(t->def_, JobModel(job));
-  ASSIGN_OR_RETURN(t->schedule_,
-                   ParsePipelineSchedule(job.pipeline_schedule().empty()
-                                             ? "1f1b"
-                                             : job.pipeline_schedule()));
-  ASSIGN_OR_RETURN(t->balance_,
-                   ParseStageBalance(job.pipeline_balance().empty()
-                                         ? "compute"
-                                         : job.pipeline_balance()));
-  t->split_starts_.assign(job.pipeline_split().begin(),
-                          job.pipeline_split().end());
+  ASSIGN_OR_RETURN(const PipelineOptions options, JobPipelineOptions(job));
+  t->schedule_ = options.schedule;
+  t->balance_ = options.balance;
+  t->split_starts_ = options.split;
   ASSIGN_OR_RETURN(const std::vector<StageRange> split,
                    SplitModel(t->def_, job.pipeline_stages(), t->split_starts_,
                               t->balance_));

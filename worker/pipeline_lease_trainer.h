@@ -53,6 +53,7 @@
 #include "data/data_source.h"
 #include "model/pipeline_split.h"
 #include "model/pipeline_stage.h"
+#include "pipeline/pipeline_options.h"
 #include "pipeline/pipeline_schedule.h"
 #include "pipeline/ring_stage_link.h"
 #include "pipeline/stage_runner.h"

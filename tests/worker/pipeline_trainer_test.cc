@@ -202,5 +202,33 @@ TEST(PipelineTrainerTest, FlagsParse) {
       std::string::npos);
 }
 
+// A job's pipeline fields read back: defaults for what the job leaves
+// empty, the coordinator's resolved split as it is.
+TEST(PipelineTrainerTest, JobPipelineOptionsReadTheJobsFields) {
+  v1::JobSpec job;
+  auto defaults = JobPipelineOptions(job);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->stages, 1);
+  EXPECT_EQ(defaults->micro_batches, 1);
+  EXPECT_EQ(defaults->schedule, PipelineSchedule::k1F1B);
+  EXPECT_EQ(defaults->balance, StageBalance::kCompute);
+  job.set_pipeline_stages(3);
+  job.set_micro_batches(4);
+  job.set_pipeline_schedule("gpipe");
+  job.set_pipeline_balance("params");
+  job.add_pipeline_split(2);
+  job.add_pipeline_split(5);
+  auto read = JobPipelineOptions(job);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->stages, 3);
+  EXPECT_EQ(read->micro_batches, 4);
+  EXPECT_EQ(read->schedule, PipelineSchedule::kGPipe);
+  EXPECT_EQ(read->balance, StageBalance::kParams);
+  EXPECT_EQ(read->split, (std::vector<int>{2, 5}));
+  job.set_pipeline_balance("flops");
+  EXPECT_EQ(JobPipelineOptions(job).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ferry
