@@ -138,13 +138,9 @@ int main(int argc, char** argv) {
                           "ring or sync PS mode: consecutive workers form "
                           "replicas, one per stage");
   std::string memory_budget;
-  local
-      ->add_option("--worker-memory-budget", memory_budget,
-                   "refuse the job when one worker would need more than this "
-                   "for the model (its pipeline stage, or the whole model), "
-                   "e.g. 512MiB; PS pipelines then train whole replicas "
-                   "only")
-      ->group("Pipeline parallelism");
+  ferry::AddWorkerMemoryBudgetFlag(
+      *local, memory_budget,
+      "a job over it is refused; PS pipelines then train whole replicas only");
   local->add_option("--max-steps", max_steps,
                     "stop after this many steps (0: no limit)");
   std::string init_from, export_dir;

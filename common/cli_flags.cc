@@ -122,6 +122,17 @@ void AddPipelineFlags(CLI::App& app, PipelineFlags& f,
       ->group(group);
 }
 
+void AddWorkerMemoryBudgetFlag(CLI::App& app, std::string& budget,
+                               const std::string& what) {
+  app.add_option("--worker-memory-budget", budget,
+                 "what one worker may hold for the model (its pipeline "
+                 "stage's parameters, gradients, optimizer state and "
+                 "activations; the whole model with one stage), e.g. 512MiB, "
+                 "16GiB: " +
+                     what)
+      ->group("Pipeline parallelism");
+}
+
 bool EmbeddingFlags::given() const {
   for (const CLI::Option* option : options) {
     if (option->count() > 0) return true;

@@ -78,6 +78,12 @@ struct PipelineFlags {
 void AddPipelineFlags(CLI::App& app, PipelineFlags& flags,
                       const std::string& where);
 
+// Adds --worker-memory-budget (group "Pipeline parallelism"): the most one
+// worker may hold for the model, e.g. 512MiB (pipeline/stage_memory.h
+// ParseByteSize reads it). `what` ends the help: what is refused and where.
+void AddWorkerMemoryBudgetFlag(CLI::App& app, std::string& budget,
+                               const std::string& what);
+
 // Makes every long option of `app` (and its subcommands) readable from an
 // environment variable FERRY_<NAME> (dashes become underscores, upper case),
 // e.g. --batch from FERRY_BATCH. A flag given on the command line wins.

@@ -92,13 +92,9 @@ int main(int argc, char** argv) {
   ferry::AddPipelineFlags(app, c.pipeline,
                           "ring or sync PS mode: consecutive ranks form "
                           "replicas, one member per stage");
-  app.add_option("--worker-memory-budget", c.worker_memory_budget,
-                 "refuse the job when one worker would need more than this "
-                 "for the model (a pipeline stage's parameters, gradients, "
-                 "optimizer state and activations; the whole model without "
-                 "--pipeline-stages), e.g. 512MiB; PS pipelines then train "
-                 "whole replicas only")
-      ->group("Pipeline parallelism");
+  ferry::AddWorkerMemoryBudgetFlag(
+      app, c.worker_memory_budget,
+      "a job over it is refused; PS pipelines then train whole replicas only");
   app.add_option(
          "--digest-every", c.digest_every,
          "ring: members report a weights digest every N steps, the coordinator "

@@ -333,10 +333,10 @@ int main(int argc, char** argv) {
   ferry::AddPipelineFlags(app, pipeline_flags,
                           "standalone (one thread and device per stage)");
   std::string memory_budget;
-  app.add_option("--worker-memory-budget", memory_budget,
-                 "standalone: refuse to start when a pipeline stage (the "
-                 "whole model with one stage) would need more than this, "
-                 "e.g. 512MiB, 16GiB");
+  ferry::AddWorkerMemoryBudgetFlag(
+      app, memory_budget,
+      "--standalone refuses to start over it (a distributed job takes it on "
+      "the coordinator)");
   std::string after_finish = "exit";
   app.add_option("--after-finish", after_finish,
                  "distributed mode, when the job has finished: exit, or wait "
