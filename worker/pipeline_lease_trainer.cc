@@ -202,13 +202,10 @@ absl::Status PipelineLeaseTrainer::WriteStateChange(PipelineStage& stage,
 absl::Status PipelineLeaseTrainer::DeclareGradient(GradientExchange& exchange) {
   const int64_t n = layout_.total_elements();
   if (buffers_.view.segments.empty()) return exchange.Ready(0, n);
-  std::vector<FlatRange> held = buffers_.view.segments;
-  std::sort(
-      held.begin(), held.end(),
-      [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
-  // Outside the held ranges the gradient is zeros: a flag each on the PS.
+  // Outside the held ranges (ascending: RoleRanges) the gradient is zeros:
+  // a flag each on the PS.
   int64_t next = 0;
-  for (const FlatRange& r : held) {
+  for (const FlatRange& r : buffers_.view.segments) {
     if (r.begin > next)
       RETURN_IF_ERROR(exchange.ReadyZeros(next, r.begin - next));
     RETURN_IF_ERROR(exchange.Ready(r.begin, r.size()));

@@ -132,8 +132,9 @@ class PipelineLeaseTrainer final : public LeaseTrainer {
   // generation and replica).
   absl::StatusOr<StageLink*> LinkFor(const v1::NextTaskResponse& lease,
                                      const PipelineRole& role);
-  // The flat ranges `role` computes with: a stage's parameters and (with
-  // BatchNorm) its state; empty for a member alone (the whole model).
+  // The flat ranges `role` computes with, ascending: a stage's parameters
+  // and (with BatchNorm) its state, in the buffer's state suffix; empty
+  // for a member alone (the whole model).
   std::vector<FlatRange> RoleRanges(const PipelineRole& role,
                                     const PipelineStage& stage) const;
   // Where `stage`'s state is in the job's flat buffer.
