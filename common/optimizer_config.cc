@@ -110,4 +110,17 @@ void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
   }
 }
 
+int OptimizerStateBuffers(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kMomentum:
+      return 1;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return 2;
+  }
+  return 0;
+}
+
 }  // namespace ferry

@@ -12,6 +12,10 @@
 namespace ferry {
 
 enum class OptimizerKind { kSgd, kMomentum, kAdam, kAdamW };
+
+// Buffers of the parameters' size the optimizer keeps as state: 0 SGD,
+// 1 momentum, 2 Adam and AdamW.
+int OptimizerStateBuffers(OptimizerKind kind);
 enum class ScheduleKind { kConstant, kCosine, kStep };
 
 struct LrSchedule {

@@ -18,20 +18,7 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
                                                    " trainable ones"));
   }
   Optimizer optimizer(config, backend, size, trainable);
-  int buffers = 0;
-  switch (config.kind) {
-    case OptimizerKind::kSgd:
-      buffers = 0;
-      break;
-    case OptimizerKind::kMomentum:
-      buffers = 1;
-      break;
-    case OptimizerKind::kAdam:
-    case OptimizerKind::kAdamW:
-      buffers = 2;
-      break;
-  }
-  for (int i = 0; i < buffers; ++i) {
+  for (int i = 0; i < OptimizerStateBuffers(config.kind); ++i) {
     ASSIGN_OR_RETURN(DeviceBuffer buffer, backend->Allocate(size));
     optimizer.state_.push_back(std::move(buffer));
   }

@@ -46,17 +46,6 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
   return static_cast<int64_t>(value * unit);
 }
 
-int OptimizerStateBuffers(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return 0;
-    case OptimizerKind::kMomentum:
-      return 1;
-    default:
-      return 2;
-  }
-}
-
 absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
                                                 StageRange range,
                                                 int micro_rows, int in_flight,

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/optimizer_config.h"
 #include "model/model_def.h"
 #include "model/pipeline_split.h"
 #include "pipeline/pipeline_schedule.h"
@@ -52,10 +51,6 @@ absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
 // "512MiB", "2GiB", "1.5GB", "300000000" (bytes) -> bytes; INVALID_ARGUMENT
 // otherwise (the --worker-memory-budget flag).
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
-
-// Buffers of the parameters' size an optimizer keeps: 0 SGD, 1 momentum,
-// 2 Adam and AdamW.
-int OptimizerStateBuffers(OptimizerKind kind);
 
 // Checks every stage of `split` running `batch` rows in `micro_batches`
 // under `schedule` against `budget_bytes` (<= 0: no budget). OK, or
