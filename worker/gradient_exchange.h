@@ -206,11 +206,18 @@ class GradientExchange {
   // The step is closed whatever the outcome.
   virtual absl::Status FinishStep() = 0;
 
-  // Declares [offset, offset + length) of the step's gradient final and all
-  // zeros, whether or not the buffers hold it (a pipeline stage's gradient
-  // outside its layers). Counts as a Ready() of the range. Errors as
-  // Ready()'s.
-  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) = 0;
+  // PS (the mode whose steps may bring buffers that hold only part of the
+  // model, ExchangeStep.buffers): declares [offset, offset + length) of the
+  // step's gradient final and all zeros without a buffer behind it (a
+  // pipeline stage's gradient outside its layers). Counts as a Ready() of
+  // the range. Errors as Ready()'s. The default (modes that hold the whole
+  // buffer, which declare zeros with Ready): UNIMPLEMENTED.
+  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) {
+    (void)offset;
+    (void)length;
+    return absl::UnimplementedError(
+        "this training mode holds the whole buffer: declare zeros with Ready");
+  }
 
   // Drops whatever the open step holds (PS: the push streams are cancelled,
   // the shards apply nothing; ring: the ring session is dropped, the next

@@ -63,9 +63,6 @@ class HybridExchange final : public GradientExchange {
   absl::Status Ready(int64_t offset, int64_t length) override {
     return ring_->Ready(offset, length);
   }
-  absl::Status ReadyZeros(int64_t offset, int64_t length) override {
-    return ring_->ReadyZeros(offset, length);
-  }
   // The ring's FinishStep, then the rows' push Finish (its first failing
   // shard's status). FAILED_PRECONDITION when a step with samples never
   // declared its rows.

@@ -1,6 +1,5 @@
 #include "worker/ring_exchange.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -263,18 +262,6 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
   return absl::OkStatus();
-}
-
-absl::Status RingExchange::ReadyZeros(int64_t offset, int64_t length) {
-  if (offset < 0 || length < 0 || offset + length > n_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ring step: gradient range [%d, %d) outside the %d "
-                        "elements",
-                        offset, offset + length, n_));
-  }
-  std::fill(options_.host_grads + offset, options_.host_grads + offset + length,
-            0.0f);
-  return Ready(offset, length);
 }
 
 absl::Status RingExchange::Ready(int64_t offset, int64_t length) {

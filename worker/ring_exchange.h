@@ -129,9 +129,6 @@ class RingExchange final : public GradientExchange {
   absl::Status BeginStep(const ExchangeStep& step) override;
   // host_grads[offset, offset + length) is final.
   absl::Status Ready(int64_t offset, int64_t length) override;
-  // Writes the zeros into host_grads (the ring holds the whole buffer),
-  // then Ready().
-  absl::Status ReadyZeros(int64_t offset, int64_t length) override;
   // Waits for every bucket, then params -= optimizer(sum / step_samples).
   // On error the ring session is dropped (the next step builds a new one).
   absl::Status FinishStep() override;
