@@ -66,6 +66,11 @@ class Failure(Exception):
     pass
 
 
+class PortTaken(Failure):
+    """A pod could not bind a port picked for it: another process on this
+    machine took it between the pick and the bind (the run is retried)."""
+
+
 def log(msg):
     print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
 
@@ -88,22 +93,32 @@ def _ephemeral_range():
         return 32768, 60999
 
 
+_PORTS_HANDED_OUT = set()
+
+
 def free_port():
     """A port free on every address, at random outside the ephemeral range
-    (where outgoing connections take source ports), as ferry local picks."""
+    (where outgoing connections take source ports), as ferry local picks.
+    Never the same port twice in one run: every pod's ports are picked
+    before any pod binds one."""
     low, high = _ephemeral_range()
     first, last = (10000, low - 1) if low > 11000 else (high + 1, 65535)
     for _ in range(200):
         port = random.randint(first, last)
+        if port in _PORTS_HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("0.0.0.0", port))
-                return port
             except OSError:
                 continue
+        _PORTS_HANDED_OUT.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    _PORTS_HANDED_OUT.add(port)
+    return port
 
 
 # Per role: metric series that must have moved after training steps.
@@ -142,6 +157,13 @@ class Pod:
         local = os.path.join(self.dir, "volumes", name)
         os.makedirs(local, exist_ok=True)
         return local
+
+    def log_tail(self, lines=15):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
 
     def port_of(self, container_port):
         if isinstance(container_port, str):
@@ -288,7 +310,10 @@ class Cluster:
     def check_alive(self):
         for pod in self.pods:
             if pod.proc and pod.exit_code is None and pod.proc.poll() is not None:
-                raise Failure(f"{pod.name} exited with code {pod.proc.returncode}")
+                message = f"{pod.name} exited with code {pod.proc.returncode}"
+                if "Address already in use" in pod.log_tail():
+                    raise PortTaken(message + " (a port picked for it was taken meanwhile)")
+                raise Failure(message)
 
     # --- probes, status, metrics ---------------------------------------------
     def probe(self, pod, which):
@@ -495,26 +520,31 @@ def main():
         raise Failure(f"interrupted by signal {signum}")
     signal.signal(signal.SIGTERM, interrupted)
     signal.signal(signal.SIGINT, interrupted)
-    cluster = Cluster(docs, bin_dir, work_dir)
     ok = False
-    try:
-        run(cluster, a.time_limit)
-        ok = True
-    except (Failure, LookupError, subprocess.TimeoutExpired, OSError) as e:
-        print(f"FAIL: {e}")
-        for pod in cluster.pods:
-            print(f"---- {pod.name} ({pod.dir}/cmdline) log tail:")
-            try:
-                with open(pod.log_path, errors="replace") as f:
-                    print("".join(f.readlines()[-15:]), end="")
-            except OSError:
-                pass
-    finally:
-        cluster.kill_all()
-        if ok and not a.keep:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            print(f"work directory kept: {work_dir}")
+    # Ports are picked free but bound later by the pods: another test on
+    # this machine may take one meanwhile. Such a run starts over, once,
+    # on fresh ports and a fresh work directory.
+    for attempt in (1, 2):
+        run_dir = os.path.join(work_dir, f"run{attempt}")
+        cluster = Cluster(docs, bin_dir, run_dir)
+        retry = False
+        try:
+            run(cluster, a.time_limit)
+            ok = True
+        except (Failure, LookupError, subprocess.TimeoutExpired, OSError) as e:
+            retry = isinstance(e, PortTaken) and attempt == 1
+            print(f"{'RETRY' if retry else 'FAIL'}: {e}")
+            for pod in cluster.pods:
+                print(f"---- {pod.name} ({pod.dir}/cmdline) log tail:")
+                print(pod.log_tail(), end="")
+        finally:
+            cluster.kill_all()
+        if not retry:
+            break
+    if ok and not a.keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        print(f"work directory kept: {work_dir}")
     log("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
