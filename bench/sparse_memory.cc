@@ -9,10 +9,16 @@
 // does (--checkpoint DIR: streamed from the live tables, common/
 // checkpoint_io.h CheckpointWriter) and/or exports them once (--export: the
 // in-memory copy SparseStore::Export makes), to show each one's peak.
+// With --restore DIR it fills nothing: it restores the newest checkpoint
+// in DIR (one this tool wrote with --checkpoint, in another process) into
+// an empty store as a resuming shard does (--restore-by read: the file read
+// into memory and decoded into a copy first, as shards did before).
 //
 //   ferry-sparse-memory [--rows 12500000] [--dim 16] [--tables 26]
 //       [--optimizer adagrad] [--batch 100000] [--checkpoint DIR]
 //       [--export] [--json PATH]
+//   ferry-sparse-memory --restore DIR [--restore-by map|read] [--dim 16]
+//       [--tables 26] [--optimizer adagrad] [--json PATH]
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -41,6 +47,64 @@ int64_t StatusKib(const std::string& field) {
   return -1;
 }
 
+CheckpointIdentity ToolIdentity() {
+  CheckpointIdentity identity;
+  identity.job_id = "ferry-sparse-memory";
+  return identity;
+}
+
+// Restores the newest checkpoint in `dir` into `store` (empty) by mapping
+// it (as shards do) or by reading it whole; prints the figures.
+int RestoreAndReport(SparseStore& store, const std::string& dir,
+                     const std::string& by, const std::string& json_path) {
+  const int64_t base_kib = StatusKib("VmRSS");
+  const auto begin = std::chrono::steady_clock::now();
+  CheckpointStore checkpoints(PosixFileSystem(), dir, ToolIdentity());
+  absl::Status restored;
+  std::string path;
+  if (by == "map") {
+    absl::StatusOr<MappedCheckpoint> mapped = checkpoints.MapNewest();
+    restored = mapped.status();
+    if (mapped.ok()) {
+      path = mapped->path;
+      MappedFile* file = mapped->file.get();
+      restored = store.Restore(
+          mapped->view.tables,
+          [file](absl::string_view part) { file->Release(part); });
+    }
+  } else {
+    absl::StatusOr<ShardCheckpoint> loaded = checkpoints.LoadNewest(&path);
+    restored = loaded.ok() ? store.Restore(loaded->tables) : loaded.status();
+  }
+  if (!restored.ok()) {
+    std::fprintf(stderr, "ferry-sparse-memory: restore from %s: %s\n",
+                 dir.c_str(), restored.ToString().c_str());
+    return 1;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  const int64_t hwm_kib = StatusKib("VmHWM");
+  const int64_t rss_kib = StatusKib("VmRSS");
+  const SparseStoreStats stats = store.Stats();
+  const double row_mib = static_cast<double>(stats.total.row_bytes) / (1 << 20);
+  const double peak_mib = static_cast<double>(hwm_kib - base_kib) / 1024;
+  const nlohmann::json out = {
+      {"restored_from", path},
+      {"restore_by", by},
+      {"rows", stats.total.rows},
+      {"rows_mib", row_mib},
+      {"base_rss_mib", static_cast<double>(base_kib) / 1024},
+      {"restore_peak_mib", peak_mib},
+      {"restore_peak_over_rows", peak_mib / row_mib},
+      {"store_rss_mib", static_cast<double>(rss_kib - base_kib) / 1024},
+      {"restore_seconds", seconds},
+  };
+  std::printf("%s\n", out.dump(1).c_str());
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{
       "One PS shard's embedding rows in memory: peak RSS against "
@@ -53,6 +117,8 @@ int Run(int argc, char** argv) {
   bool do_export = false;
   std::string checkpoint_dir;
   std::string json_path;
+  std::string restore_dir;
+  std::string restore_by = "map";
   app.add_option("--rows", rows, "rows to create")
       ->check(CLI::Range(1LL, 1LL << 33));
   app.add_option("--dim", dim, "floats per row")->check(CLI::Range(1, 4096));
@@ -67,6 +133,13 @@ int Run(int argc, char** argv) {
                  "write one checkpoint of the rows here at the end, streamed "
                  "as a shard writes it");
   app.add_option("--json", json_path, "write the figures here too");
+  app.add_option("--restore", restore_dir,
+                 "fill nothing: restore the newest checkpoint in this "
+                 "directory (written by --checkpoint) and report its peak");
+  app.add_option("--restore-by", restore_by,
+                 "map: read the file in place, as shards do; read: read it "
+                 "whole and decode a copy first")
+      ->check(CLI::IsMember({"map", "read"}));
   CLI11_PARSE(app, argc, argv);
 
   absl::StatusOr<RowOptimizerKind> kind = ParseRowOptimizerKind(optimizer);
@@ -85,6 +158,9 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "ferry-sparse-memory: %s\n",
                  store.status().ToString().c_str());
     return 2;
+  }
+  if (!restore_dir.empty()) {
+    return RestoreAndReport(**store, restore_dir, restore_by, json_path);
   }
   const int64_t base_kib = StatusKib("VmRSS");
   const auto start = std::chrono::steady_clock::now();
@@ -130,8 +206,7 @@ int Run(int argc, char** argv) {
   int64_t checkpoint_hwm_kib = -1;
   double checkpoint_seconds = 0;
   if (!checkpoint_dir.empty()) {
-    CheckpointIdentity identity;
-    identity.job_id = "ferry-sparse-memory";
+    const CheckpointIdentity identity = ToolIdentity();
     CheckpointStore checkpoints(PosixFileSystem(), checkpoint_dir, identity);
     std::unique_ptr<CheckpointWriter> writer = checkpoints.NewWriter();
     CheckpointDenseView dense;

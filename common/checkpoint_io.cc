@@ -42,6 +42,19 @@ uint32_t Crc32(absl::string_view bytes) {
   return static_cast<uint32_t>(UpdateCrc32(crc32(0L, Z_NULL, 0), bytes));
 }
 
+// Crc32 read in pieces, each handed to `done` (when set) once read.
+uint32_t Crc32InPieces(absl::string_view bytes, const BytesDone& done) {
+  if (!done) return Crc32(bytes);
+  constexpr size_t kPiece = size_t{8} << 20;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t pos = 0; pos < bytes.size(); pos += kPiece) {
+    const absl::string_view piece = bytes.substr(pos, kPiece);
+    crc = UpdateCrc32(crc, piece);
+    done(piece);
+  }
+  return static_cast<uint32_t>(crc);
+}
+
 // Passes bytes on to another sink and keeps the CRC of all of them.
 class CrcSink final : public ByteSink {
  public:
@@ -67,27 +80,6 @@ void Put(std::string& out, T value) {
 absl::string_view FloatBytes(absl::Span<const float> values) {
   return absl::string_view(reinterpret_cast<const char*>(values.data()),
                            values.size() * sizeof(float));
-}
-
-CheckpointDenseView DenseViewOf(const ShardCheckpoint& c) {
-  CheckpointDenseView view;
-  view.identity = c.identity;
-  view.version = c.version;
-  view.steps_applied = c.steps_applied;
-  view.params = c.params;
-  for (const std::vector<float>& buffer : c.state) view.state.push_back(buffer);
-  return view;
-}
-
-// Sources over in-memory tables (`sources` keeps them; `pointers` is what
-// the writers take).
-void SourcesOf(const std::vector<TableCheckpoint>& tables,
-               std::vector<TableCheckpointSource>& sources,
-               std::vector<const TablePartSource*>& pointers) {
-  sources.reserve(tables.size());
-  for (const TableCheckpoint& t : tables) {
-    pointers.push_back(&sources.emplace_back(&t));
-  }
 }
 
 // Reads fields front to back; a read past the end sets `truncated`.
@@ -160,11 +152,9 @@ std::optional<uint64_t> ImpliedBodySize(const Header& h, size_t header_size) {
   return header_size + buffers * h.elements * sizeof(float);
 }
 
-std::vector<float> GetFloats(Reader& r, uint64_t n) {
-  std::vector<float> values(n);
+PackedColumn<float> GetFloats(Reader& r, uint64_t n) {
   const absl::string_view bytes = r.GetBytes(n * sizeof(float));
-  if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
-  return values;
+  return PackedColumn<float>(bytes.data(), bytes.size() / sizeof(float));
 }
 
 }  // namespace
@@ -212,16 +202,46 @@ std::string EncodeCheckpoint(const ShardCheckpoint& c) {
   std::string out;
   out.reserve(64 + c.identity.job_id.size() +
               (c.state.size() + 1) * c.params.size() * sizeof(float));
-  std::vector<TableCheckpointSource> sources;
-  std::vector<const TablePartSource*> pointers;
-  SourcesOf(c.tables, sources, pointers);
+  const TableCheckpointSources sources(c.tables);
   StringByteSink sink(&out);
   // A string sink does not fail, and valid tables do not change.
-  EncodeCheckpointTo(DenseViewOf(c), pointers, sink).IgnoreError();
+  EncodeCheckpointTo(DenseViewOf(c), sources.pointers(), sink).IgnoreError();
   return out;
 }
 
+CheckpointDenseView DenseViewOf(const ShardCheckpoint& c) {
+  CheckpointDenseView view;
+  view.identity = c.identity;
+  view.version = c.version;
+  view.steps_applied = c.steps_applied;
+  view.params = c.params;
+  for (const std::vector<float>& buffer : c.state) view.state.push_back(buffer);
+  return view;
+}
+
+ShardCheckpoint CheckpointView::Copy() const {
+  ShardCheckpoint c;
+  c.identity = identity;
+  c.version = version;
+  c.steps_applied = steps_applied;
+  c.params = params.ToVector();
+  for (const PackedColumn<float>& buffer : state) {
+    c.state.push_back(buffer.ToVector());
+  }
+  for (const TableCheckpointView& table : tables) {
+    c.tables.push_back(table.Copy());
+  }
+  return c;
+}
+
 absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
+  absl::StatusOr<CheckpointView> view = DecodeCheckpointView(bytes);
+  if (!view.ok()) return view.status();
+  return view->Copy();
+}
+
+absl::StatusOr<CheckpointView> DecodeCheckpointView(absl::string_view bytes,
+                                                    const BytesDone& done) {
   if (bytes.size() < sizeof(kMagic) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     return absl::DataLossError(absl::StrFormat(
@@ -237,7 +257,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
   Reader r(body);
   Header h;
   const bool have_header = ParseHeader(r, h);
-  if (stored_crc != Crc32(body)) {
+  if (const uint32_t computed = Crc32InPieces(body, done);
+      stored_crc != computed) {
     // Say "truncated" when the header (if it reads) implies another size.
     if (have_header && h.format == kCheckpointFormatVersion) {
       const std::optional<uint64_t> implied = ImpliedBodySize(h, r.pos());
@@ -253,7 +274,7 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
     }
     return absl::DataLossError(absl::StrFormat(
         "checkpoint checksum mismatch (stored %08x, computed %08x): corrupt",
-        stored_crc, Crc32(body)));
+        stored_crc, computed));
   }
   // The CRC holds: what follows is what the writer wrote.
   Reader format_reader(body.substr(sizeof(kMagic)));
@@ -294,7 +315,7 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
         "checkpoint claims %d optimizer state buffers; at most %d", h.num_state,
         kMaxCheckpointStateBuffers));
   }
-  ShardCheckpoint c;
+  CheckpointView c;
   c.identity = h.identity;
   c.version = h.version;
   c.steps_applied = h.steps_applied;
@@ -303,7 +324,7 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
     c.state.push_back(GetFloats(r, h.elements));
   }
   if (with_tables) {
-    absl::StatusOr<std::vector<TableCheckpoint>> tables = DecodeTables(
+    absl::StatusOr<std::vector<TableCheckpointView>> tables = DecodeTableViews(
         body.substr(*implied), format == kCheckpointFormatWithTableCounters);
     if (!tables.ok()) return tables.status();
     // Writers use versions 2 and 3 only for tables (the encoding is
@@ -365,194 +386,6 @@ std::optional<int64_t> ParseCheckpointName(absl::string_view name,
   int64_t version = 0;
   if (!absl::SimpleAtoi(name, &version)) return std::nullopt;
   return version;
-}
-
-CheckpointStore::CheckpointStore(FileSystem* fs, std::string dir,
-                                 CheckpointIdentity identity, int keep)
-    : fs_(fs),
-      dir_(dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1)
-                                               : std::move(dir)),
-      identity_(std::move(identity)),
-      keep_(std::max(keep, 1)) {}
-
-absl::Status CheckpointStore::CheckDense(
-    const CheckpointDenseView& dense) const {
-  if (absl::Status s = CheckIdentityOf(dense.identity, identity_); !s.ok()) {
-    return s;
-  }
-  const size_t n =
-      static_cast<size_t>(identity_.range_end - identity_.range_begin);
-  bool sizes_ok = dense.params.size() == n &&
-                  dense.state.size() <= kMaxCheckpointStateBuffers;
-  for (absl::Span<const float> buffer : dense.state) {
-    sizes_ok = sizes_ok && buffer.size() == n;
-  }
-  if (!sizes_ok) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "checkpoint buffers do not hold the slice's %d elements (or more "
-        "than %d state buffers)",
-        n, kMaxCheckpointStateBuffers));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> CheckpointStore::Write(
-    const ShardCheckpoint& checkpoint) {
-  const CheckpointDenseView dense = DenseViewOf(checkpoint);
-  if (absl::Status s = CheckDense(dense); !s.ok()) return s;
-  if (absl::Status s = ValidateTables(checkpoint.tables); !s.ok()) return s;
-  std::vector<TableCheckpointSource> sources;
-  std::vector<const TablePartSource*> pointers;
-  SourcesOf(checkpoint.tables, sources, pointers);
-  std::unique_ptr<CheckpointWriter> writer = NewWriter();
-  if (absl::Status s = writer->Write(dense, pointers); !s.ok()) return s;
-  return writer->Commit();
-}
-
-std::unique_ptr<CheckpointWriter> CheckpointStore::NewWriter() {
-  return std::unique_ptr<CheckpointWriter>(new CheckpointWriter(this));
-}
-
-void CheckpointStore::PruneLocked() {
-  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
-  if (!versions.ok()) {
-    std::fprintf(stderr, "warning: cannot prune checkpoints in %s: %s\n",
-                 dir_.c_str(), versions.status().ToString().c_str());
-    return;
-  }
-  const int excess = static_cast<int>(versions->size()) - keep_;
-  for (int i = 0; i < excess; ++i) {
-    const std::string old =
-        CheckpointPath(dir_, identity_.shard_id, (*versions)[i]);
-    if (absl::Status s = fs_->DeleteFile(old); !s.ok()) {
-      std::fprintf(stderr, "warning: cannot delete old checkpoint: %s\n",
-                   s.ToString().c_str());
-    }
-  }
-}
-
-absl::Status CheckpointWriter::Write(
-    const CheckpointDenseView& dense,
-    absl::Span<const TablePartSource* const> tables) {
-  if (used_) {
-    return absl::FailedPreconditionError(
-        "a checkpoint writer writes one checkpoint");
-  }
-  used_ = true;
-  if (absl::Status s = store_->CheckDense(dense); !s.ok()) return s;
-  if (absl::Status s = ValidateTableSources(tables); !s.ok()) return s;
-  path_ =
-      CheckpointPath(store_->dir_, store_->identity_.shard_id, dense.version);
-  if (absl::Status s = store_->fs_->CreateDirectories(store_->dir_); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::unique_ptr<AtomicFile>> file =
-      store_->fs_->NewAtomicFile(path_);
-  if (!file.ok()) return file.status();
-  if (absl::Status s = EncodeCheckpointTo(dense, tables, **file); !s.ok()) {
-    return s;  // *file goes: its temp file is removed
-  }
-  file_ = *std::move(file);
-  written_ = true;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> CheckpointWriter::Commit() {
-  if (!written_) {
-    return absl::FailedPreconditionError(
-        "no checkpoint was written to commit (or it was committed)");
-  }
-  written_ = false;
-  std::unique_ptr<AtomicFile> file = std::move(file_);
-  absl::MutexLock lock(&store_->mu_);
-  if (absl::Status s = file->Commit(); !s.ok()) return s;
-  store_->PruneLocked();
-  return path_;
-}
-
-absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersions() {
-  absl::MutexLock lock(&mu_);
-  return ListVersionsLocked();
-}
-
-absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersionsLocked() {
-  absl::StatusOr<std::vector<std::string>> names = fs_->ListDirectory(dir_);
-  if (absl::IsNotFound(names.status())) return std::vector<int64_t>();
-  if (!names.ok()) return names.status();
-  std::vector<int64_t> versions;
-  for (const std::string& name : *names) {
-    if (std::optional<int64_t> v =
-            ParseCheckpointName(name, identity_.shard_id)) {
-      versions.push_back(*v);
-    }
-  }
-  std::sort(versions.begin(), versions.end());
-  return versions;
-}
-
-absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadLocked(
-    const std::string& path) {
-  absl::StatusOr<std::string> bytes = fs_->ReadFile(path);
-  if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<ShardCheckpoint> checkpoint = DecodeCheckpoint(*bytes);
-  if (!checkpoint.ok()) {
-    return absl::Status(
-        checkpoint.status().code(),
-        absl::StrCat(path, ": ", checkpoint.status().message()));
-  }
-  if (absl::Status s = CheckIdentity(*checkpoint, identity_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  return checkpoint;
-}
-
-absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadNewest(std::string* path) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
-  if (!versions.ok()) return versions.status();
-  for (auto it = versions->rbegin(); it != versions->rend(); ++it) {
-    const std::string candidate = CheckpointPath(dir_, identity_.shard_id, *it);
-    absl::StatusOr<ShardCheckpoint> checkpoint = LoadLocked(candidate);
-    if (checkpoint.ok()) {
-      if (path != nullptr) *path = candidate;
-      return checkpoint;
-    }
-    std::fprintf(stderr, "warning: skipping checkpoint: %s\n",
-                 checkpoint.status().ToString().c_str());
-  }
-  return absl::NotFoundError(absl::StrFormat(
-      "no valid checkpoint of shard %d in %s", identity_.shard_id, dir_));
-}
-
-absl::StatusOr<ShardCheckpoint> CheckpointStore::LoadVersion(int64_t version) {
-  absl::MutexLock lock(&mu_);
-  const std::string path = CheckpointPath(dir_, identity_.shard_id, version);
-  absl::StatusOr<ShardCheckpoint> checkpoint = LoadLocked(path);
-  if (absl::IsNotFound(checkpoint.status())) {
-    return absl::NotFoundError(
-        absl::StrFormat("no checkpoint of shard %d at version %d in %s",
-                        identity_.shard_id, version, dir_));
-  }
-  if (checkpoint.ok() && checkpoint->version != version) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s holds version %d, not %d", path, checkpoint->version, version));
-  }
-  return checkpoint;
-}
-
-absl::StatusOr<int> CheckpointStore::DeleteNewerThan(int64_t version) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
-  if (!versions.ok()) return versions.status();
-  int deleted = 0;
-  for (int64_t v : *versions) {
-    if (v <= version) continue;
-    absl::Status s =
-        fs_->DeleteFile(CheckpointPath(dir_, identity_.shard_id, v));
-    if (!s.ok()) return s;
-    ++deleted;
-  }
-  return deleted;
 }
 
 }  // namespace ferry

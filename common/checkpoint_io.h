@@ -33,6 +33,7 @@
 #define FERRY_COMMON_CHECKPOINT_IO_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,23 @@ struct CheckpointDenseView {
   std::vector<absl::Span<const float>> state;
 };
 
+// A checkpoint read in place (DecodeCheckpointView): the fields of a
+// ShardCheckpoint as views into the bytes it was decoded from, valid while
+// those are.
+struct CheckpointView {
+  CheckpointIdentity identity;
+  int64_t version = 0;
+  int64_t steps_applied = 0;
+  PackedColumn<float> params;
+  std::vector<PackedColumn<float>> state;
+  std::vector<TableCheckpointView> tables;
+
+  ShardCheckpoint Copy() const;
+};
+
+// `checkpoint`'s dense part as a view (valid while it lives).
+CheckpointDenseView DenseViewOf(const ShardCheckpoint& checkpoint);
+
 // The file's bytes. REQUIRES: params.size() == range_end - range_begin,
 // every state buffer has params.size() elements, and there are at most
 // kMaxCheckpointStateBuffers of them; the tables pass ValidateTables.
@@ -115,6 +133,11 @@ absl::Status EncodeCheckpointTo(const CheckpointDenseView& dense,
 //                      kMaxCheckpointStateBuffers state buffers;
 //  FAILED_PRECONDITION a format version this build does not know.
 absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view bytes);
+// The same checks and errors without a copy of anything: views into
+// `bytes`. The checksum pass, which reads every byte, hands each part it
+// has read to `done` (when set); the decoding itself reads only headers.
+absl::StatusOr<CheckpointView> DecodeCheckpointView(
+    absl::string_view bytes, const BytesDone& done = nullptr);
 
 // OK when `checkpoint` is of `expected`'s slice; else FAILED_PRECONDITION
 // naming the first field that differs (job, shard, num_shards, range).
@@ -132,6 +155,16 @@ std::optional<int64_t> ParseCheckpointName(absl::string_view name,
                                            int32_t shard_id);
 
 class CheckpointStore;
+
+// A checkpoint file read in place (CheckpointStore::MapNewest and
+// MapVersion): its mapping, and the view that points into it. Restoring
+// from it walks the rows once and releases them behind it
+// (file->Release), so no copy of the rows is ever whole in memory.
+struct MappedCheckpoint {
+  std::string path;
+  std::unique_ptr<MappedFile> file;
+  CheckpointView view;
+};
 
 // One checkpoint file written as it is encoded (CheckpointStore::
 // NewWriter): Write() encodes the state it is given, read in place, into
@@ -213,6 +246,11 @@ class CheckpointStore {
   // The checkpoint of exactly `version`. NOT_FOUND when there is none;
   // DecodeCheckpoint's and CheckIdentity's errors otherwise.
   absl::StatusOr<ShardCheckpoint> LoadVersion(int64_t version);
+  // LoadNewest and LoadVersion read in place (FileSystem::MapFile), with
+  // the same choices and errors. The checksum pass releases the pages it
+  // has read.
+  absl::StatusOr<MappedCheckpoint> MapNewest();
+  absl::StatusOr<MappedCheckpoint> MapVersion(int64_t version);
 
   // Deletes this shard's checkpoints newer than `version` (after a
   // rollback they describe states the job abandoned). Returns how many.
@@ -232,7 +270,7 @@ class CheckpointStore {
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<int64_t>> ListVersionsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<ShardCheckpoint> LoadLocked(const std::string& path)
+  absl::StatusOr<MappedCheckpoint> MapLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FileSystem* const fs_;

@@ -99,13 +99,12 @@ class SectionReader {
     pos_ += sizeof(T);
     return true;
   }
-  // `n` elements of T, refused (false) before allocating when the bytes
-  // left cannot hold them.
+  // A column of `n` elements of T in place; false when the bytes left
+  // cannot hold them.
   template <typename T>
-  bool GetArray(uint64_t n, std::vector<T>& values) {
+  bool GetColumn(uint64_t n, PackedColumn<T>& column) {
     if (n > left() / sizeof(T)) return false;
-    values.resize(n);
-    if (n > 0) std::memcpy(values.data(), bytes_.data() + pos_, n * sizeof(T));
+    column = PackedColumn<T>(bytes_.data() + pos_, n);
     pos_ += n * sizeof(T);
     return true;
   }
@@ -132,6 +131,14 @@ void TableCheckpointSource::ForEachPending(
   }
 }
 
+TableCheckpointSources::TableCheckpointSources(
+    const std::vector<TableCheckpoint>& tables) {
+  sources_.reserve(tables.size());  // no reallocation: pointers_ point in
+  for (const TableCheckpoint& t : tables) {
+    pointers_.push_back(&sources_.emplace_back(&t));
+  }
+}
+
 absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables) {
   for (const TableCheckpoint& t : tables) {
     const size_t rows = t.ids.size();
@@ -147,13 +154,7 @@ absl::Status ValidateTables(const std::vector<TableCheckpoint>& tables) {
           t.pending_last_seen.size()));
     }
   }
-  std::vector<TableCheckpointSource> sources;
-  sources.reserve(tables.size());
-  std::vector<const TablePartSource*> pointers;
-  for (const TableCheckpoint& t : tables) {
-    pointers.push_back(&sources.emplace_back(&t));
-  }
-  return ValidateTableSources(pointers);
+  return ValidateTableSources(TableCheckpointSources(tables).pointers());
 }
 
 absl::Status ValidateTableSources(
@@ -231,19 +232,55 @@ absl::Status WriteTables(absl::Span<const TablePartSource* const> tables,
 
 void EncodeTables(const std::vector<TableCheckpoint>& tables,
                   std::string& out) {
-  std::vector<TableCheckpointSource> sources;
-  sources.reserve(tables.size());
-  std::vector<const TablePartSource*> pointers;
-  for (const TableCheckpoint& t : tables) {
-    pointers.push_back(&sources.emplace_back(&t));
-  }
+  const TableCheckpointSources sources(tables);
   StringByteSink sink(&out);
   const bool with_counters = !tables.empty() && tables[0].counters.has_value();
   // A string sink does not fail and valid tables are consistent.
-  WriteTables(pointers, with_counters, sink).IgnoreError();
+  WriteTables(sources.pointers(), with_counters, sink).IgnoreError();
+}
+
+TableCheckpointView TableCheckpointView::Of(const TableCheckpoint& part) {
+  TableCheckpointView view;
+  view.table = part.table;
+  view.row_floats = part.row_floats;
+  view.ids = PackedColumn<uint64_t>::Of(part.ids);
+  view.last_seen = PackedColumn<int64_t>::Of(part.last_seen);
+  view.values = PackedColumn<float>::Of(part.values);
+  view.pending_ids = PackedColumn<uint64_t>::Of(part.pending_ids);
+  view.pending_counts = PackedColumn<int32_t>::Of(part.pending_counts);
+  view.pending_last_seen = PackedColumn<int64_t>::Of(part.pending_last_seen);
+  view.counters = part.counters;
+  return view;
+}
+
+TableCheckpoint TableCheckpointView::Copy() const {
+  TableCheckpoint part;
+  part.table = table;
+  part.row_floats = row_floats;
+  part.ids = ids.ToVector();
+  part.last_seen = last_seen.ToVector();
+  part.values = values.ToVector();
+  part.pending_ids = pending_ids.ToVector();
+  part.pending_counts = pending_counts.ToVector();
+  part.pending_last_seen = pending_last_seen.ToVector();
+  part.counters = counters;
+  return part;
 }
 
 absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
+    absl::string_view section, bool with_counters) {
+  absl::StatusOr<std::vector<TableCheckpointView>> views =
+      DecodeTableViews(section, with_counters);
+  if (!views.ok()) return views.status();
+  std::vector<TableCheckpoint> tables;
+  tables.reserve(views->size());
+  for (const TableCheckpointView& view : *views) {
+    tables.push_back(view.Copy());
+  }
+  return tables;
+}
+
+absl::StatusOr<std::vector<TableCheckpointView>> DecodeTableViews(
     absl::string_view section, bool with_counters) {
   SectionReader r(section);
   const auto lost = [](const std::string& what) {
@@ -256,9 +293,9 @@ absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
     return lost(
         absl::StrFormat("%d tables; at most %d", count, kMaxCheckpointTables));
   }
-  std::vector<TableCheckpoint> tables;
+  std::vector<TableCheckpointView> tables;
   for (uint32_t i = 0; i < count; ++i) {
-    TableCheckpoint t;
+    TableCheckpointView t;
     uint64_t rows = 0, pending = 0;
     if (!r.Get(t.table) || !r.Get(t.row_floats) || !r.Get(rows)) {
       return lost(
@@ -271,18 +308,18 @@ absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
     // Rows take 16 bytes + their floats: refuse counts the bytes cannot
     // hold before allocating anything.
     const uint64_t row_bytes = 16 + uint64_t{t.row_floats} * sizeof(float);
-    if (rows > r.left() / row_bytes || !r.GetArray(rows, t.ids) ||
-        !r.GetArray(rows, t.last_seen) ||
-        !r.GetArray(rows * t.row_floats, t.values)) {
+    if (rows > r.left() / row_bytes || !r.GetColumn(rows, t.ids) ||
+        !r.GetColumn(rows, t.last_seen) ||
+        !r.GetColumn(rows * t.row_floats, t.values)) {
       return lost(
           absl::StrFormat("table %d claims %d rows the file does not "
                           "hold",
                           t.table, rows));
     }
     if (!r.Get(pending) || pending > r.left() / 20 ||
-        !r.GetArray(pending, t.pending_ids) ||
-        !r.GetArray(pending, t.pending_counts) ||
-        !r.GetArray(pending, t.pending_last_seen)) {
+        !r.GetColumn(pending, t.pending_ids) ||
+        !r.GetColumn(pending, t.pending_counts) ||
+        !r.GetColumn(pending, t.pending_last_seen)) {
       return lost(
           absl::StrFormat("table %d: admission counters cut short", t.table));
     }

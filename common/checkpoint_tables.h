@@ -21,6 +21,7 @@
 #define FERRY_COMMON_CHECKPOINT_TABLES_H_
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -65,6 +66,65 @@ struct TableCheckpoint {
   // Set in format version 3, for every table of a checkpoint; absent in
   // version 2 (written before the counters were kept).
   std::optional<TableCounters> counters;
+};
+
+// `n` values of T packed little-endian at any alignment, read in place: a
+// column of a checkpoint file (its offsets are not aligned to T), or of
+// vectors in memory. Values are read by copy, never through a T pointer.
+template <typename T>
+class PackedColumn {
+ public:
+  PackedColumn() = default;
+  PackedColumn(const char* data, size_t n) : data_(data), n_(n) {}
+  static PackedColumn Of(absl::Span<const T> values) {
+    return PackedColumn(reinterpret_cast<const char*>(values.data()),
+                        values.size());
+  }
+  size_t size() const { return n_; }
+  T operator[](size_t i) const {
+    T value;
+    std::memcpy(&value, data_ + i * sizeof(T), sizeof(T));
+    return value;
+  }
+  // Copies values [first, first + n) to `out`.
+  void CopyTo(size_t first, size_t n, T* out) const {
+    if (n > 0) std::memcpy(out, data_ + first * sizeof(T), n * sizeof(T));
+  }
+  std::vector<T> ToVector() const {
+    std::vector<T> values(n_);
+    CopyTo(0, n_, values.data());
+    return values;
+  }
+  // The bytes of values [first, first + n).
+  absl::string_view bytes(size_t first, size_t n) const {
+    return absl::string_view(data_ + first * sizeof(T), n * sizeof(T));
+  }
+
+ private:
+  const char* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Told of parts of a file's bytes as a reader is done with them
+// (MappedFile::Release).
+using BytesDone = std::function<void(absl::string_view)>;
+
+// One table's part read in place (DecodeTableViews): the same fields as
+// TableCheckpoint, valid while the bytes it was read from are.
+struct TableCheckpointView {
+  int32_t table = 0;
+  uint32_t row_floats = 0;
+  PackedColumn<uint64_t> ids;
+  PackedColumn<int64_t> last_seen;
+  PackedColumn<float> values;  // ids.size() x row_floats
+  PackedColumn<uint64_t> pending_ids;
+  PackedColumn<int32_t> pending_counts;
+  PackedColumn<int64_t> pending_last_seen;
+  std::optional<TableCounters> counters;
+
+  // A view of `part`'s vectors (which must outlive it).
+  static TableCheckpointView Of(const TableCheckpoint& part);
+  TableCheckpoint Copy() const;
 };
 
 // Consecutive rows of a table read in place: ids.size() rows.
@@ -117,6 +177,22 @@ class TableCheckpointSource final : public TablePartSource {
   const TableCheckpoint* const part_;
 };
 
+// Sources over in-memory tables (which must outlive this object), and the
+// pointers to them that writers take.
+class TableCheckpointSources {
+ public:
+  explicit TableCheckpointSources(const std::vector<TableCheckpoint>& tables);
+  TableCheckpointSources(const TableCheckpointSources&) = delete;
+  TableCheckpointSources& operator=(const TableCheckpointSources&) = delete;
+  absl::Span<const TablePartSource* const> pointers() const {
+    return pointers_;
+  }
+
+ private:
+  std::vector<TableCheckpointSource> sources_;
+  std::vector<const TablePartSource*> pointers_;
+};
+
 // INVALID_ARGUMENT naming the table when its vectors do not match (ids vs
 // last_seen vs values / row_floats, pending vectors), row_floats is 0 or
 // above kMaxCheckpointRowFloats, there are too many tables, or some tables
@@ -143,6 +219,10 @@ void EncodeTables(const std::vector<TableCheckpoint>& tables, std::string& out);
 // DATA_LOSS when it ends early, has bytes left over, or claims counts that
 // do not fit in it (nothing is allocated beyond what the bytes hold).
 absl::StatusOr<std::vector<TableCheckpoint>> DecodeTables(
+    absl::string_view section, bool with_counters = false);
+// The same without copying the rows: views into `section`, which must
+// outlive them. Reads only the tables' headers and counts.
+absl::StatusOr<std::vector<TableCheckpointView>> DecodeTableViews(
     absl::string_view section, bool with_counters = false);
 
 }  // namespace ferry

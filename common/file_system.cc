@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,6 +197,57 @@ class GatheredAtomicFile final : public AtomicFile {
   bool committed_ = false;
 };
 
+// MapFile's default: a copy of the file.
+class CopiedFile final : public MappedFile {
+ public:
+  explicit CopiedFile(std::string contents)
+      : MappedFile({}), contents_(std::move(contents)) {
+    set_bytes(contents_);
+  }
+
+ private:
+  std::string contents_;
+};
+
+// A file mapped read-only and private: never written, so a released page
+// is read from the file (the page cache) again when touched.
+class PosixMappedFile final : public MappedFile {
+ public:
+  PosixMappedFile(void* base, size_t size)
+      : MappedFile(absl::string_view(static_cast<const char*>(base), size)),
+        base_(base),
+        size_(size) {}
+  ~PosixMappedFile() override {
+    if (size_ > 0) ::munmap(base_, size_);
+  }
+  void Release(absl::string_view part) override {
+    if (part.empty() || size_ == 0) return;
+    static const uintptr_t page =
+        static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+    const uintptr_t first = reinterpret_cast<uintptr_t>(part.data());
+    // A read fault maps cached pages around it too: the fault-around
+    // window, and the whole of a large page-cache folio (up to 2 MiB),
+    // also pages released just before. A reader that releases what it has
+    // read, part by part, would leave those behind unless each release
+    // reaches back that far.
+    constexpr uintptr_t kFaultAround = uintptr_t{2} << 20;
+    const uintptr_t begin =
+        (first - base > kFaultAround ? first - kFaultAround : base) &
+        ~(page - 1);
+    const uintptr_t end =
+        std::min((first + part.size() + page - 1) & ~(page - 1), base + size_);
+    if (end > begin) {
+      // Advice only: a failure leaves the pages resident, nothing else.
+      ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+  }
+
+ private:
+  void* const base_;
+  const size_t size_;
+};
+
 class Posix final : public FileSystem {
  public:
   absl::Status WriteFileAtomically(const std::string& path,
@@ -240,6 +292,22 @@ class Posix final : public FileSystem {
     return contents;
   }
 
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) override {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoError(errno, "open", path);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "stat", path);
+    const size_t size = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
+    if (size == 0) return std::make_unique<PosixMappedFile>(nullptr, 0);
+    void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (base == MAP_FAILED) return ErrnoError(errno, "map", path);
+    // Read front to back: aggressive readahead, and pages behind the
+    // reader may go first.
+    ::madvise(base, size, MADV_SEQUENTIAL);
+    return std::make_unique<PosixMappedFile>(base, size);
+  }
+
   absl::StatusOr<std::vector<std::string>> ListDirectory(
       const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());
@@ -275,6 +343,13 @@ class Posix final : public FileSystem {
 absl::StatusOr<std::unique_ptr<AtomicFile>> FileSystem::NewAtomicFile(
     const std::string& path) {
   return std::unique_ptr<AtomicFile>(new GatheredAtomicFile(this, path));
+}
+
+absl::StatusOr<std::unique_ptr<MappedFile>> FileSystem::MapFile(
+    const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) return contents.status();
+  return std::make_unique<CopiedFile>(*std::move(contents));
 }
 
 FileSystem* PosixFileSystem() {

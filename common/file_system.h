@@ -54,6 +54,39 @@ class AtomicFile : public ByteSink {
   virtual absl::Status Commit() = 0;
 };
 
+// A whole file's bytes read in place, for files too large to copy into
+// memory (a checkpoint's rows). POSIX maps the file (read-only, private):
+// its pages come in as they are read, and Release lets them go again, so a
+// reader walking the file front to back holds only what it has not yet
+// released. The bytes stay valid until the MappedFile is destroyed, also
+// when the file is deleted or replaced (a rename) meanwhile; a file
+// truncated in place while mapped would fault, which no writer here does
+// (files are replaced whole: AtomicFile).
+//
+// Thread safety: bytes() may be read from any thread; Release from one at a
+// time.
+class MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  absl::string_view bytes() const { return bytes_; }
+  // `part` (within bytes()) will not be read soon: its pages leave the
+  // process's memory (POSIX: MADV_DONTNEED), with the pages partly inside
+  // it and those up to 2 MiB before it (the kernel maps cached pages
+  // around a read, up to a large folio's); a later read of them reads the
+  // file (the page cache) again. The bytes do not change. A no-op where
+  // the bytes are a copy.
+  virtual void Release(absl::string_view part) { (void)part; }
+
+ protected:
+  explicit MappedFile(absl::string_view bytes) : bytes_(bytes) {}
+  void set_bytes(absl::string_view bytes) { bytes_ = bytes; }
+
+ private:
+  absl::string_view bytes_;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -82,6 +115,10 @@ class FileSystem {
       const std::string& path);
   // The whole file. NOT_FOUND when it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // The whole file read in place (see MappedFile); errors as ReadFile's.
+  // The default holds a copy (ReadFile) whose Release does nothing.
+  virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path);
   // The names (not paths) of the entries of `dir`, sorted, without "." and
   // "..". NOT_FOUND when `dir` does not exist.
   virtual absl::StatusOr<std::vector<std::string>> ListDirectory(

@@ -15,14 +15,25 @@
 namespace ferry {
 namespace {
 
-PsShardState ToState(ShardCheckpoint c) {
-  PsShardState state;
-  state.version = c.version;
-  state.optimizer_steps = c.steps_applied;
-  state.params = std::move(c.params);
-  state.optimizer_state = std::move(c.state);
-  state.tables = std::move(c.tables);
-  return state;
+// Restores `shard` from a checkpoint read in place: its dense buffers are
+// copied (and their pages released), its rows read once, their pages
+// released behind the reader.
+absl::Status RestoreFromMapping(PsShard& shard, const MappedCheckpoint& c,
+                                int64_t generation) {
+  const CheckpointView& view = c.view;
+  MappedFile* file = c.file.get();
+  PsShardState dense;
+  dense.version = view.version;
+  dense.optimizer_steps = view.steps_applied;
+  dense.params = view.params.ToVector();
+  file->Release(view.params.bytes(0, view.params.size()));
+  for (const PackedColumn<float>& buffer : view.state) {
+    dense.optimizer_state.push_back(buffer.ToVector());
+    file->Release(buffer.bytes(0, buffer.size()));
+  }
+  return shard.RestoreState(
+      dense, view.tables, generation,
+      [file](absl::string_view part) { file->Release(part); });
 }
 
 }  // namespace
@@ -150,7 +161,7 @@ absl::StatusOr<int64_t> PsCheckpointer::Restore(absl::string_view job_id,
         "directory (--checkpoint-dir)",
         shard_id, version, kept.message()));
   }
-  absl::StatusOr<ShardCheckpoint> checkpoint = store_->LoadVersion(version);
+  absl::StatusOr<MappedCheckpoint> checkpoint = store_->MapVersion(version);
   if (absl::IsNotFound(checkpoint.status())) {
     const absl::StatusOr<std::vector<int64_t>> versions =
         store_->ListVersions();
@@ -160,8 +171,7 @@ absl::StatusOr<int64_t> PsCheckpointer::Restore(absl::string_view job_id,
         versions.ok() ? absl::StrJoin(*versions, ", ") : "?", kept.message()));
   }
   if (!checkpoint.ok()) return checkpoint.status();
-  RETURN_IF_ERROR(
-      shard_->RestoreState(ToState(*std::move(checkpoint)), generation));
+  RETURN_IF_ERROR(RestoreFromMapping(*shard_, *checkpoint, generation));
   DeleteNewerLocked(version);
   return version;
 }
@@ -169,13 +179,13 @@ absl::StatusOr<int64_t> PsCheckpointer::Restore(absl::string_view job_id,
 absl::StatusOr<std::optional<PsCheckpointWritten>> PsCheckpointer::Resume() {
   if (store_ == nullptr) return std::nullopt;
   absl::MutexLock lock(&mu_);
-  std::string path;
-  absl::StatusOr<ShardCheckpoint> checkpoint = store_->LoadNewest(&path);
+  absl::StatusOr<MappedCheckpoint> checkpoint = store_->MapNewest();
   if (absl::IsNotFound(checkpoint.status())) return std::nullopt;
   if (!checkpoint.ok()) return checkpoint.status();
-  const int64_t version = checkpoint->version;
+  const int64_t version = checkpoint->view.version;
+  std::string path = checkpoint->path;
   absl::Status restored =
-      shard_->RestoreState(ToState(*std::move(checkpoint)), /*generation=*/0);
+      RestoreFromMapping(*shard_, *checkpoint, /*generation=*/0);
   if (!restored.ok()) {
     return absl::Status(restored.code(),
                         absl::StrCat(path, ": ", restored.message()));

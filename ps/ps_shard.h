@@ -390,6 +390,14 @@ class PsShard {
   //  INVALID_ARGUMENT    negative version or steps, non-finite values;
   //  UNAVAILABLE         after StopUpdates().
   absl::Status RestoreState(const PsShardState& state, int64_t generation);
+  // The same with the embedding tables read in place (a mapped checkpoint
+  // file: SparseStore::Restore's views) instead of state.tables, which
+  // must be empty (INVALID_ARGUMENT otherwise); `done` (optional) is told
+  // of the tables' bytes as they are read. While the new tables are built
+  // the shard holds the old ones too.
+  absl::Status RestoreState(const PsShardState& dense,
+                            absl::Span<const TableCheckpointView> tables,
+                            int64_t generation, const BytesDone& done);
 
   // Raises the fence to max(fence, generation) and returns it; keeps every
   // push already held (also those being received: their commit is checked
@@ -471,6 +479,11 @@ class PsShard {
   void RollBackLocked(int64_t generation, std::vector<ReadyCallback>& aborted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StoppedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Both RestoreStates: `state`'s dense part and `tables`.
+  absl::Status RestoreFrom(const PsShardState& state,
+                           absl::Span<const TableCheckpointView> tables,
+                           int64_t generation, const BytesDone& done)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Immutable after construction.
   const PsShardConfig config_;

@@ -150,18 +150,47 @@ void PsShard::RollBackLocked(int64_t generation,
 
 absl::Status PsShard::RestoreState(const PsShardState& state,
                                    int64_t generation) {
+  // In-memory parts get the whole of ValidateTables (SparseStore::Restore
+  // of vectors); views are checked as they are read.
+  if (sparse_ != nullptr && !state.tables.empty() &&
+      static_cast<int32_t>(state.tables.size()) == sparse_->num_tables()) {
+    RETURN_IF_ERROR(ValidateTables(state.tables));
+  }
+  std::vector<TableCheckpointView> tables;
+  tables.reserve(state.tables.size());
+  for (const TableCheckpoint& part : state.tables) {
+    tables.push_back(TableCheckpointView::Of(part));
+  }
+  return RestoreFrom(state, tables, generation, nullptr);
+}
+
+absl::Status PsShard::RestoreState(const PsShardState& dense,
+                                   absl::Span<const TableCheckpointView> tables,
+                                   int64_t generation, const BytesDone& done) {
+  if (!dense.tables.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "restore of shard %d: tables given twice (%d in the state, %d read "
+        "in place)",
+        config_.shard_id, dense.tables.size(), tables.size()));
+  }
+  return RestoreFrom(dense, tables, generation, done);
+}
+
+absl::Status PsShard::RestoreFrom(const PsShardState& state,
+                                  absl::Span<const TableCheckpointView> tables,
+                                  int64_t generation, const BytesDone& done) {
   std::vector<ReadyCallback> aborted;
   {
     absl::MutexLock lock(&mu_);
     if (updates_stopped_) return StoppedError();
     RETURN_IF_ERROR(CheckStateLocked(state));
-    if (sparse_ == nullptr && !state.tables.empty()) {
+    if (sparse_ == nullptr && !tables.empty()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "state holds %d embedding tables; shard %d's job has none",
-          state.tables.size(), config_.shard_id));
+          tables.size(), config_.shard_id));
     }
     // Checked and built aside first: nothing changes on error.
-    if (sparse_ != nullptr) RETURN_IF_ERROR(sparse_->Restore(state.tables));
+    if (sparse_ != nullptr) RETURN_IF_ERROR(sparse_->Restore(tables, done));
     std::vector<DeviceBuffer*> buffers = optimizer_.StateBuffers();
     for (size_t b = 0; b < buffers.size(); ++b) {
       const absl::Status status =

@@ -356,18 +356,36 @@ std::vector<std::unique_ptr<TablePartSource>> SparseStore::CheckpointSources()
 }
 
 absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
+  if (parts.size() == tables_.size()) {
+    if (absl::Status s = ValidateTables(parts); !s.ok()) return s;
+  }
+  std::vector<TableCheckpointView> views;
+  views.reserve(parts.size());
+  for (const TableCheckpoint& part : parts) {
+    views.push_back(TableCheckpointView::Of(part));
+  }
+  return Restore(views, nullptr);
+}
+
+absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
+                                  const BytesDone& done) {
   if (parts.size() != tables_.size()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the checkpoint holds %d embedding tables, the job has %d",
         parts.size(), tables_.size()));
   }
-  if (absl::Status s = ValidateTables(parts); !s.ok()) return s;
+  // Rows are copied out of the columns (which may sit at any alignment) and
+  // their bytes handed to `done` this many at a time.
+  constexpr size_t kBatch = 16384;
   // Build the new tables aside; swap them in only when all is well.
   absl::StatusOr<std::unique_ptr<SparseStore>> fresh = Create(config_);
   if (!fresh.ok()) return fresh.status();
+  std::vector<uint64_t> ids;
+  std::vector<float> values;
   for (size_t t = 0; t < parts.size(); ++t) {
-    const TableCheckpoint& part = parts[t];
+    const TableCheckpointView& part = parts[t];
     SparseTable& table = *(*fresh)->tables_[t];
+    const size_t row_floats = part.row_floats;
     if (part.table != static_cast<int32_t>(t) ||
         part.row_floats != static_cast<uint32_t>(table.RowFloats())) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -375,17 +393,43 @@ absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
           "table %d has %d",
           t, part.table, part.row_floats, t, table.RowFloats()));
     }
-    if (absl::Status s = CheckIdsPlaced(part.table, part.ids); !s.ok()) {
-      return s;
+    const size_t rows = part.ids.size();
+    if (part.last_seen.size() != rows ||
+        part.values.size() != rows * row_floats) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: checkpoint part of %d rows holds %d steps and "
+          "%d values",
+          part.table, rows, part.last_seen.size(), part.values.size()));
     }
-    for (size_t i = 0; i < part.ids.size(); ++i) {
-      absl::Status s =
-          table.InsertRow(part.ids[i], part.last_seen[i],
-                          absl::MakeConstSpan(part.values)
-                              .subspan(i * part.row_floats, part.row_floats));
-      if (!s.ok()) return s;
+    for (size_t first = 0; first < rows; first += kBatch) {
+      const size_t n = std::min(kBatch, rows - first);
+      ids.resize(n);
+      part.ids.CopyTo(first, n, ids.data());
+      if (absl::Status s = CheckIdsPlaced(part.table, ids); !s.ok()) return s;
+      values.resize(n * row_floats);
+      part.values.CopyTo(first * row_floats, n * row_floats, values.data());
+      for (size_t i = 0; i < n; ++i) {
+        absl::Status s = table.InsertRow(
+            ids[i], part.last_seen[first + i],
+            absl::MakeConstSpan(values).subspan(i * row_floats, row_floats));
+        if (!s.ok()) return s;
+      }
+      if (done) {
+        done(part.ids.bytes(first, n));
+        done(part.last_seen.bytes(first, n));
+        done(part.values.bytes(first * row_floats, n * row_floats));
+      }
     }
-    for (size_t i = 0; i < part.pending_ids.size(); ++i) {
+    const size_t pending = part.pending_ids.size();
+    if (part.pending_counts.size() != pending ||
+        part.pending_last_seen.size() != pending) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "embedding table %d: %d/%d/%d pending counters in its checkpoint "
+          "part",
+          part.table, pending, part.pending_counts.size(),
+          part.pending_last_seen.size()));
+    }
+    for (size_t i = 0; i < pending; ++i) {
       absl::Status s =
           table.InsertPending(part.pending_ids[i], part.pending_counts[i],
                               part.pending_last_seen[i]);

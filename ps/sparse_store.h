@@ -146,6 +146,14 @@ class SparseStore {
   // table and id for a row placed on another shard, a repeated id, a
   // non-finite value or a counter SparseTable::InsertPending refuses.
   absl::Status Restore(const std::vector<TableCheckpoint>& tables);
+  // The same from parts read in place (a checkpoint file's mapping): the
+  // rows are read once, front to back, and each column's bytes are handed
+  // to `done` (when set) once read, a batch of rows at a time, so that a
+  // mapped file's pages leave memory behind the reader. The new tables are
+  // built aside and replace the old ones at the end: while it runs the
+  // store holds both.
+  absl::Status Restore(absl::Span<const TableCheckpointView> tables,
+                       const BytesDone& done);
 
  private:
   explicit SparseStore(const SparseStoreConfig& config) : config_(config) {}

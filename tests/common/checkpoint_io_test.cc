@@ -247,16 +247,6 @@ TEST(CheckpointStoreTest, PosixRoundTripInATempDir) {
   std::filesystem::remove_all(root);
 }
 
-CheckpointDenseView DenseOf(const ShardCheckpoint& c) {
-  CheckpointDenseView dense;
-  dense.identity = c.identity;
-  dense.version = c.version;
-  dense.steps_applied = c.steps_applied;
-  dense.params = c.params;
-  for (const std::vector<float>& b : c.state) dense.state.push_back(b);
-  return dense;
-}
-
 TEST(CheckpointWriterTest, WritesWhatWriteWritesOnlyOnCommit) {
   InMemoryFileSystem fs;
   CheckpointStore store(&fs, "/ckpt", Identity());
@@ -264,7 +254,7 @@ TEST(CheckpointWriterTest, WritesWhatWriteWritesOnlyOnCommit) {
   std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
   EXPECT_EQ(writer->Commit().status().code(),
             absl::StatusCode::kFailedPrecondition);  // nothing written yet
-  ASSERT_TRUE(writer->Write(DenseOf(c), {}).ok());
+  ASSERT_TRUE(writer->Write(DenseViewOf(c), {}).ok());
   EXPECT_THAT(*store.ListVersions(), IsEmpty());  // not before the commit
   absl::StatusOr<std::string> path = writer->Commit();
   ASSERT_TRUE(path.ok()) << path.status();
@@ -272,16 +262,16 @@ TEST(CheckpointWriterTest, WritesWhatWriteWritesOnlyOnCommit) {
   EXPECT_EQ(*fs.ReadFile(*path), EncodeCheckpoint(c));
   EXPECT_EQ(writer->Commit().status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(writer->Write(DenseOf(c), {}).code(),
+  EXPECT_EQ(writer->Write(DenseViewOf(c), {}).code(),
             absl::StatusCode::kFailedPrecondition);  // one checkpoint each
   // Another slice or wrong sizes: refused before anything is written.
   ShardCheckpoint other = Sample(4);
   other.identity.shard_id = 2;
-  EXPECT_EQ(store.NewWriter()->Write(DenseOf(other), {}).code(),
+  EXPECT_EQ(store.NewWriter()->Write(DenseViewOf(other), {}).code(),
             absl::StatusCode::kFailedPrecondition);
   ShardCheckpoint short_state = Sample(4);
   short_state.state[0].pop_back();
-  EXPECT_EQ(store.NewWriter()->Write(DenseOf(short_state), {}).code(),
+  EXPECT_EQ(store.NewWriter()->Write(DenseViewOf(short_state), {}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(*store.ListVersions(), ElementsAre(3));
   EXPECT_EQ(fs.writes(), 1);
@@ -295,7 +285,7 @@ TEST(CheckpointWriterTest, AFailedWriteLeavesThePreviousCheckpoints) {
   // The disk fills up halfway through the next checkpoint.
   fs.FailWritesAfter(40);
   std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
-  EXPECT_EQ(writer->Write(DenseOf(Sample(4)), {}).code(),
+  EXPECT_EQ(writer->Write(DenseViewOf(Sample(4)), {}).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(writer->Commit().status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -341,13 +331,13 @@ TEST(CheckpointWriterTest, PosixFailedWriteRemovesItsTempFile) {
   ShortTable table;
   const TablePartSource* tables[] = {&table};
   std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
-  const absl::Status status = writer->Write(DenseOf(Sample(5)), tables);
+  const absl::Status status = writer->Write(DenseViewOf(Sample(5)), tables);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
   EXPECT_THAT(*PosixFileSystem()->ListDirectory(root),
               ElementsAre("shard-1-v000000000005.ckpt"));
   // Written but never committed: gone with its writer.
   writer = store.NewWriter();
-  ASSERT_TRUE(writer->Write(DenseOf(Sample(6)), {}).ok());
+  ASSERT_TRUE(writer->Write(DenseViewOf(Sample(6)), {}).ok());
   writer.reset();
   EXPECT_THAT(*PosixFileSystem()->ListDirectory(root),
               ElementsAre("shard-1-v000000000005.ckpt"));

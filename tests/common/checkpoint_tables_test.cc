@@ -1,8 +1,12 @@
 // Checkpoints with embedding tables (format versions 2 and 3).
 #include "common/checkpoint_tables.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "common/checkpoint_io.h"
+#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/checkpoint_crc.h"
@@ -270,6 +275,74 @@ TEST(CheckpointTables, InconsistentTablesAreNotWritten) {
   tables = Tables();
   tables[1].row_floats = 0;
   EXPECT_FALSE(ValidateTables(tables).ok());
+}
+
+TEST(CheckpointTables, AViewReadsInPlaceAtAnyAlignment) {
+  ShardCheckpoint c = WithCounters();
+  // Odd lengths before every column: the file's offsets are not aligned.
+  c.identity.job_id = "jobxy";
+  const std::string bytes = EncodeCheckpoint(c);
+  std::vector<absl::string_view> read;
+  absl::StatusOr<CheckpointView> view = DecodeCheckpointView(
+      bytes, [&](absl::string_view part) { read.push_back(part); });
+  ASSERT_TRUE(view.ok()) << view.status();
+  // The checksum pass handed over every byte before the CRC, in order.
+  ASSERT_FALSE(read.empty());
+  EXPECT_EQ(read.front().data(), bytes.data());
+  size_t total = 0;
+  for (absl::string_view part : read) {
+    EXPECT_EQ(part.data(), bytes.data() + total);
+    total += part.size();
+  }
+  EXPECT_EQ(total, bytes.size() - 4);
+  // Columns point into the bytes; their values are the checkpoint's.
+  const TableCheckpointView& t = view->tables[0];
+  const absl::string_view ids = t.ids.bytes(0, t.ids.size());
+  EXPECT_GE(ids.data(), bytes.data());
+  EXPECT_LE(ids.data() + ids.size(), bytes.data() + bytes.size());
+  EXPECT_NE(reinterpret_cast<uintptr_t>(ids.data()) % alignof(uint64_t), 0u);
+  EXPECT_EQ(t.ids[1], c.tables[0].ids[1]);
+  EXPECT_EQ(t.values[5], 6.0f);
+  const ShardCheckpoint copy = view->Copy();
+  EXPECT_EQ(copy.params, c.params);
+  EXPECT_EQ(copy.version, c.version);
+  EXPECT_TRUE(SameTables(copy.tables, c.tables));
+  // A corrupt file is refused as DecodeCheckpoint refuses it.
+  std::string bad = bytes;
+  bad[bad.size() / 2] ^= 1;
+  EXPECT_EQ(DecodeCheckpointView(bad).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(CheckpointTables, MappedCheckpointsAreWhatLoadReads) {
+  std::string root = ::testing::TempDir() + "/ferry-map-XXXXXX";
+  ASSERT_NE(mkdtemp(root.data()), nullptr);
+  ShardCheckpoint c = WithCounters();
+  CheckpointStore store(PosixFileSystem(), root, c.identity);
+  ASSERT_TRUE(store.Write(c).ok());
+  c.version = 4;
+  c.params = {1.0f, 2.0f};
+  ASSERT_TRUE(store.Write(c).ok());
+  absl::StatusOr<MappedCheckpoint> newest = store.MapNewest();
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(newest->path, CheckpointPath(root, 0, 4));
+  EXPECT_EQ(newest->view.Copy().params, c.params);
+  EXPECT_TRUE(SameTables(newest->view.Copy().tables, c.tables));
+  absl::StatusOr<MappedCheckpoint> v3 = store.MapVersion(3);
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_EQ(v3->view.version, 3);
+  EXPECT_EQ(store.MapVersion(9).status().code(), absl::StatusCode::kNotFound);
+  // A corrupt newest is skipped, as LoadNewest skips it.
+  std::string bytes = *PosixFileSystem()->ReadFile(newest->path);
+  bytes[bytes.size() / 2] ^= 1;
+  ASSERT_TRUE(PosixFileSystem()->WriteFileAtomically(newest->path, bytes).ok());
+  // The mapping already made still reads the old file's bytes.
+  EXPECT_EQ(newest->view.Copy().params, c.params);
+  absl::StatusOr<MappedCheckpoint> skipped = store.MapNewest();
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ(skipped->view.version, 3);
+  EXPECT_EQ(store.MapVersion(4).status().code(), absl::StatusCode::kDataLoss);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 // AtomicFile (common/file_system.h): a file written in pieces replaces its
 // path only on Commit; without one, nothing changes and no temp file stays.
+// MappedFile: a file read in place whose released pages leave the
+// process's memory while its bytes stay readable.
 #include "common/file_system.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -58,6 +62,69 @@ TEST_F(PosixAtomicFileTest, WithoutCommitNothingChanges) {
   EXPECT_EQ(*fs_->ReadFile(path), "old");
   EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f"));
   EXPECT_EQ(fs_->NewAtomicFile(dir_ + "/missing/f").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Resident pages of this process (/proc/self/statm), in bytes.
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? int64_t{resident} * ::sysconf(_SC_PAGESIZE) : -1;
+}
+
+TEST_F(PosixAtomicFileTest, MappedFileReadsInPlaceAndReleasedPagesLeaveMemory) {
+  const std::string path = dir_ + "/big";
+  std::string contents(64 << 20, '\0');
+  for (size_t i = 0; i < contents.size(); ++i) {
+    contents[i] = static_cast<char>(i * 2654435761u >> 24);
+  }
+  ASSERT_TRUE(fs_->WriteFileAtomically(path, contents).ok());
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = fs_->MapFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const absl::string_view bytes = (*file)->bytes();
+  ASSERT_EQ(bytes.size(), contents.size());
+  const int64_t before = ResidentBytes();
+  ASSERT_GT(before, 0);
+  EXPECT_TRUE(bytes == contents);  // reads every page
+  const int64_t touched = ResidentBytes();
+  // A part that starts and ends inside pages, then the rest.
+  (*file)->Release(bytes.substr(100, (32 << 20) - 100));
+  (*file)->Release(bytes.substr(32 << 20));
+  const int64_t released = ResidentBytes();
+  EXPECT_GT(touched - before, int64_t{48} << 20);
+  EXPECT_LT(released - before, int64_t{8} << 20)
+      << "before " << before << " touched " << touched;
+  // The bytes are the file's still (read again from it).
+  EXPECT_TRUE(bytes == contents);
+  // Removing or replacing the file does not change the mapping.
+  ASSERT_TRUE(fs_->WriteFileAtomically(path, "new").ok());
+  EXPECT_TRUE(bytes.substr(0, 1000) ==
+              absl::string_view(contents).substr(0, 1000));
+}
+
+TEST_F(PosixAtomicFileTest, MappedFileOfEmptyAndMissingFiles) {
+  ASSERT_TRUE(fs_->WriteFileAtomically(dir_ + "/empty", "").ok());
+  absl::StatusOr<std::unique_ptr<MappedFile>> empty =
+      fs_->MapFile(dir_ + "/empty");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE((*empty)->bytes().empty());
+  (*empty)->Release((*empty)->bytes());
+  EXPECT_EQ(fs_->MapFile(dir_ + "/missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(InMemoryMappedFileTest, IsACopyOfTheFile) {
+  InMemoryFileSystem fs;
+  ASSERT_TRUE(fs.WriteFileAtomically("d/f", "abc").ok());
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = fs.MapFile("d/f");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(fs.WriteFileAtomically("d/f", "xyz").ok());
+  (*file)->Release((*file)->bytes());
+  EXPECT_EQ((*file)->bytes(), "abc");
+  EXPECT_EQ(fs.MapFile("d/missing").status().code(),
             absl::StatusCode::kNotFound);
 }
 

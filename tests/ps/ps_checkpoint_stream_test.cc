@@ -3,7 +3,10 @@
 // it restores exactly the same rows, optimizer state, admission and event
 // counters, and a write that fails leaves the previous checkpoint and the
 // shard as they were.
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -156,6 +159,34 @@ TEST(PsCheckpointStream, RestoresExactlyTheSameRowsStateAndCounters) {
   Step(*shard, 3, MyIds(0, 0, 10), MyIds(1, 5000, 40));
   Step(*restarted, 3, MyIds(0, 0, 10), MyIds(1, 5000, 40));
   ExpectSameState(*shard, *restarted);
+}
+
+TEST(PsCheckpointStream, APosixResumeAndRestoreReadTheFileInPlace) {
+  std::string dir = ::testing::TempDir() + "/ferry-resume-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  auto shard = MakeShard(StreamConfig());
+  PsCheckpointer checkpointer(shard.get(), PosixFileSystem(), dir);
+  Train(*shard);
+  ASSERT_TRUE(checkpointer.Checkpoint("job", 3).ok());
+  // A restarted shard maps the file and resumes into exactly that state.
+  auto restarted = MakeShard(StreamConfig());
+  PsCheckpointer again(restarted.get(), PosixFileSystem(), dir);
+  auto resumed = again.Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE(resumed->has_value());
+  EXPECT_EQ((*resumed)->version, 3);
+  ExpectSameState(*shard, *restarted);
+  // A step later, a restore to version 3 reads the file again and rolls
+  // the rows back (new rows of table 1 included).
+  Step(*restarted, 3, MyIds(0, 0, 10), MyIds(1, 9000, 40));
+  Step(*restarted, 4, MyIds(0, 0, 10), MyIds(1, 9000, 40));
+  Step(*restarted, 5, MyIds(0, 0, 10), MyIds(1, 9000, 40));
+  ASSERT_NE(restarted->Info().sparse->total.rows,
+            shard->Info().sparse->total.rows);
+  auto restored = again.Restore("job", 3, /*generation=*/2);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ExpectSameState(*shard, *restarted);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PsCheckpointStream, AFailedWriteLeavesThePreviousCheckpointAndTheShard) {
