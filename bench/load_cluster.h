@@ -76,6 +76,21 @@ inline absl::StatusOr<v1::ShardInfoResponse> QueryShardInfo(
   return info;
 }
 
+// Shard `i`'s command line (what StartLoadCluster runs; a restart from its
+// checkpoints runs it again).
+inline std::vector<std::string> LoadShardArgv(const LoadClusterOptions& o,
+                                              const LoadCluster& c, int i) {
+  std::vector<std::string> shard = {
+      o.server_bin,         "--role",        "ps",          "--listen",
+      c.shard_addresses[i], "--coordinator", c.coordinator, "--shard-id",
+      std::to_string(i)};
+  if (o.shard_args) {
+    const std::vector<std::string> more = o.shard_args(i);
+    shard.insert(shard.end(), more.begin(), more.end());
+  }
+  return shard;
+}
+
 // Starts the coordinator (an async PS job `o.job_id` of `o.model` on
 // `o.dataset`, by default a small synthetic one; it never sees a worker)
 // and `o.shards` shards on
@@ -121,16 +136,8 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
   c.names.push_back("coordinator");
   c.procs.push_back(*std::move(child));
   for (int i = 0; i < o.shards; ++i) {
-    std::vector<std::string> shard = {
-        o.server_bin,         "--role",        "ps",          "--listen",
-        c.shard_addresses[i], "--coordinator", c.coordinator, "--shard-id",
-        std::to_string(i)};
-    if (o.shard_args) {
-      const std::vector<std::string> more = o.shard_args(i);
-      shard.insert(shard.end(), more.begin(), more.end());
-    }
-    child =
-        ChildProcess::Spawn(shard, absl::StrCat(o.log_dir, "/ps", i, ".log"));
+    child = ChildProcess::Spawn(LoadShardArgv(o, c, i),
+                                absl::StrCat(o.log_dir, "/ps", i, ".log"));
     if (!child.ok()) return child.status();
     c.names.push_back(absl::StrCat("ps", i));
     c.procs.push_back(*std::move(child));

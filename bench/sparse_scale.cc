@@ -20,6 +20,9 @@
 // every shard is checkpointed at once (the Checkpoint RPC the coordinator
 // sends; pushes go on meanwhile, but for the last one), and at the end the
 // shards are stopped with SIGTERM (each writes its final checkpoint).
+// Then (unless --no-resume) every shard is started again and resumes from
+// that checkpoint (bench/sparse_scale_resume.h): its rows, version and
+// peak RSS once it answers are the resume's figures.
 //
 // Measured per shard (/proc/PID/status every --sample-interval, and at
 // each event): VmRSS at start (its baseline: gRPC, the dense slice); VmRSS
@@ -61,6 +64,7 @@
 #include "bench/load_cluster.h"
 #include "bench/proc_probe.h"
 #include "bench/sparse_scale_load.h"
+#include "bench/sparse_scale_resume.h"
 #include "client/child_process.h"
 #include "common/allocator_tuning.h"
 #include "compute/row_optimizer_math.h"
@@ -85,6 +89,7 @@ struct Flags {
   double sample_interval_s = 0.5;
   double rpc_timeout_s = 600;
   double stop_timeout_s = 300;
+  bool resume = true;
   std::string dataset;     // default: a tiny one generated in --log-dir
   std::string server_bin;  // default: ferry-server next to this binary
   std::string ferry_bin;   // default: ferry next to this binary
@@ -425,6 +430,41 @@ int Run(Flags f) {
       }
     }
   }
+  // The resume from the final checkpoints.
+  nlohmann::json resume_json = nlohmann::json::array();
+  const bool all_stopped = std::all_of(stop_codes.begin(), stop_codes.end(),
+                                       [](int code) { return code == 0; });
+  if (f.resume && all_stopped) {
+    const std::vector<ShardResume> resumed =
+        ResumeShards(options, cluster, absl::Seconds(f.stop_timeout_s));
+    for (int i = 0; i < f.shards; ++i) {
+      const ShardResume& r = resumed[i];
+      const double rows_mib =
+          static_cast<double>(std::max<int64_t>(shard_rows[i], 0)) *
+          static_cast<double>(row_bytes) / (1 << 20);
+      const double ratio = r.peak_kib / 1024.0 / rows_mib;
+      if (!r.error.empty()) {
+        failures.push_back(absl::StrCat("ps", i, " resume: ", r.error));
+      } else if (r.rows != shard_rows[i]) {
+        failures.push_back(absl::StrCat("ps", i, " resumed with ", r.rows,
+                                        " rows, not ", shard_rows[i]));
+      } else {
+        std::printf(
+            "ps%d resumed: %lld rows at version %lld in %.1f s, peak %.1f MiB "
+            "(%.3f x its rows' %.1f MiB)\n",
+            i, static_cast<long long>(r.rows),
+            static_cast<long long>(r.version), r.seconds, r.peak_kib / 1024.0,
+            ratio, rows_mib);
+      }
+      resume_json.push_back({{"shard", i},
+                             {"rows", r.rows},
+                             {"version", r.version},
+                             {"seconds", r.seconds},
+                             {"peak_mib", r.peak_kib / 1024.0},
+                             {"peak_over_rows", ratio},
+                             {"error", r.error}});
+    }
+  }
   const LatencySummary all_push = Summarize(all_ms);
   const LatencySummary during_push = Summarize(during_ms);
   std::printf(
@@ -480,6 +520,7 @@ int Run(Flags f) {
            return out;
          }()},
         {"per_shard", shards_json},
+        {"resume", resume_json},
         {"failures", failures},
         {"verdict", pass ? "PASS" : "FAIL"},
         {"log_dir", f.log_dir}};
@@ -540,6 +581,9 @@ int main(int argc, char** argv) {
                  "logs, checkpoints and data (default: a new "
                  "/tmp/ferry-sparse-scale-*)");
   app.add_option("--json", f.json, "also write the results here as JSON");
+  app.add_flag("--resume,!--no-resume", f.resume,
+               "after the shards stopped, start them again from their "
+               "checkpoints and report each one's resume (default: on)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
