@@ -12,7 +12,8 @@
 // With --restore DIR it fills nothing: it restores the newest checkpoint
 // in DIR (one this tool wrote with --checkpoint, in another process) into
 // an empty store as a resuming shard does (--restore-by read: the file read
-// into memory and decoded into a copy first, as shards did before).
+// into memory and decoded into a copy first, FileSystem::ReadFile and
+// DecodeCheckpoint, as shards did before).
 //
 //   ferry-sparse-memory [--rows 12500000] [--dim 16] [--tables 26]
 //       [--optimizer adagrad] [--batch 100000] [--checkpoint DIR]
@@ -73,8 +74,20 @@ int RestoreAndReport(SparseStore& store, const std::string& dir,
           [file](absl::string_view part) { file->Release(part); });
     }
   } else {
-    absl::StatusOr<ShardCheckpoint> loaded = checkpoints.LoadNewest(&path);
-    restored = loaded.ok() ? store.Restore(loaded->tables) : loaded.status();
+    absl::StatusOr<std::vector<int64_t>> versions = checkpoints.ListVersions();
+    restored = versions.status();
+    if (versions.ok() && versions->empty()) {
+      restored = absl::NotFoundError("no checkpoint");
+    } else if (versions.ok()) {
+      path = CheckpointPath(dir, 0, versions->back());
+      // The bytes are freed once decoded, as the old load did.
+      absl::StatusOr<ShardCheckpoint> loaded = [&] {
+        absl::StatusOr<std::string> bytes = PosixFileSystem()->ReadFile(path);
+        return bytes.ok() ? DecodeCheckpoint(*bytes)
+                          : absl::StatusOr<ShardCheckpoint>(bytes.status());
+      }();
+      restored = loaded.ok() ? store.Restore(loaded->tables) : loaded.status();
+    }
   }
   if (!restored.ok()) {
     std::fprintf(stderr, "ferry-sparse-memory: restore from %s: %s\n",

@@ -442,7 +442,8 @@ int Run(Flags f) {
       const double rows_mib =
           static_cast<double>(std::max<int64_t>(shard_rows[i], 0)) *
           static_cast<double>(row_bytes) / (1 << 20);
-      const double ratio = r.peak_kib / 1024.0 / rows_mib;
+      const double ratio =
+          r.peak_kib > 0 && rows_mib > 0 ? r.peak_kib / 1024.0 / rows_mib : 0;
       if (!r.error.empty()) {
         failures.push_back(absl::StrCat("ps", i, " resume: ", r.error));
       } else if (r.rows != shard_rows[i]) {

@@ -28,6 +28,11 @@
 // Both give the same bytes for the same content, and both replace files
 // atomically (FileSystem::NewAtomicFile).
 //
+// Reading: LoadNewest / LoadVersion return copies; MapNewest / MapVersion
+// map the file (FileSystem::MapFile) and return views into it
+// (DecodeCheckpointView), for restores that must not hold a copy of the
+// rows.
+//
 // File names: "<dir>/shard-<id>-v<version, zero-padded to 12 digits>.ckpt".
 #ifndef FERRY_COMMON_CHECKPOINT_IO_H_
 #define FERRY_COMMON_CHECKPOINT_IO_H_

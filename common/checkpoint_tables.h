@@ -25,6 +25,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,11 +69,15 @@ struct TableCheckpoint {
   std::optional<TableCounters> counters;
 };
 
-// `n` values of T packed little-endian at any alignment, read in place: a
-// column of a checkpoint file (its offsets are not aligned to T), or of
-// vectors in memory. Values are read by copy, never through a T pointer.
+// `n` values of T packed at any alignment in the host's byte order (the
+// format's little-endian: checkpoints are read on little-endian hosts
+// only), read in place: a column of a checkpoint file (its offsets are not
+// aligned to T), or of vectors in memory. Values are read by copy, never
+// through a T pointer.
 template <typename T>
 class PackedColumn {
+  static_assert(std::is_trivially_copyable_v<T>);
+
  public:
   PackedColumn() = default;
   PackedColumn(const char* data, size_t n) : data_(data), n_(n) {}

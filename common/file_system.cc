@@ -226,6 +226,12 @@ class PosixMappedFile final : public MappedFile {
         static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
     const uintptr_t first = reinterpret_cast<uintptr_t>(part.data());
+    // Only ever pages of this mapping: MADV_DONTNEED on other memory would
+    // zero it.
+    if (first < base || part.size() > size_ ||
+        first - base > size_ - part.size()) {
+      return;
+    }
     // A read fault maps cached pages around it too: the fault-around
     // window, and the whole of a large page-cache folio (up to 2 MiB),
     // also pages released just before. A reader that releases what it has
@@ -301,7 +307,10 @@ class Posix final : public FileSystem {
     const size_t size = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
     if (size == 0) return std::make_unique<PosixMappedFile>(nullptr, 0);
     void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (base == MAP_FAILED) return ErrnoError(errno, "map", path);
+    if (base == MAP_FAILED) {
+      // A file system that cannot map (or no address space): a copy.
+      return FileSystem::MapFile(path);
+    }
     // Read front to back: aggressive readahead, and pages behind the
     // reader may go first.
     ::madvise(base, size, MADV_SEQUENTIAL);

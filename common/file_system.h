@@ -59,9 +59,11 @@ class AtomicFile : public ByteSink {
 // its pages come in as they are read, and Release lets them go again, so a
 // reader walking the file front to back holds only what it has not yet
 // released. The bytes stay valid until the MappedFile is destroyed, also
-// when the file is deleted or replaced (a rename) meanwhile; a file
-// truncated in place while mapped would fault, which no writer here does
-// (files are replaced whole: AtomicFile).
+// when the file is deleted or replaced (a rename) meanwhile. A file
+// truncated in place while mapped, or a read error of the disk under a
+// mapped page, raises SIGBUS instead of an error status: no writer here
+// truncates (files are replaced whole: AtomicFile); a file system that
+// cannot map gets a copy (ReadFile) instead.
 //
 // Thread safety: bytes() may be read from any thread; Release from one at a
 // time.

@@ -13,6 +13,12 @@
 // deleted: the job abandoned those states, and a restart must not resume
 // from one of them.
 //
+// Restores read in place: the checkpoint file is mapped
+// (CheckpointStore::MapVersion / MapNewest), its dense buffers copied and
+// its rows inserted into the shard's new tables front to back, each batch's
+// pages released behind the reader, so that a restore holds no copy of the
+// rows either (PsShard::RestoreState with table views).
+//
 // Writes stream: a checkpoint's bytes are encoded from the shard's state
 // read in place (PsShard::VisitState: the slice, and the embedding rows a
 // storage block at a time) straight into the file's temp name, so that a

@@ -153,7 +153,7 @@ absl::Status PsShard::RestoreState(const PsShardState& state,
   // In-memory parts get the whole of ValidateTables (SparseStore::Restore
   // of vectors); views are checked as they are read.
   if (sparse_ != nullptr && !state.tables.empty() &&
-      static_cast<int32_t>(state.tables.size()) == sparse_->num_tables()) {
+      state.tables.size() == sparse_->config().dims.size()) {
     RETURN_IF_ERROR(ValidateTables(state.tables));
   }
   std::vector<TableCheckpointView> tables;

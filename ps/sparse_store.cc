@@ -435,6 +435,11 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
                               part.pending_last_seen[i]);
       if (!s.ok()) return s;
     }
+    if (done) {
+      done(part.pending_ids.bytes(0, pending));
+      done(part.pending_counts.bytes(0, pending));
+      done(part.pending_last_seen.bytes(0, pending));
+    }
     if (part.counters.has_value()) table.set_counters(*part.counters);
   }
   tables_ = std::move((*fresh)->tables_);

@@ -148,10 +148,12 @@ class SparseStore {
   absl::Status Restore(const std::vector<TableCheckpoint>& tables);
   // The same from parts read in place (a checkpoint file's mapping): the
   // rows are read once, front to back, and each column's bytes are handed
-  // to `done` (when set) once read, a batch of rows at a time, so that a
-  // mapped file's pages leave memory behind the reader. The new tables are
-  // built aside and replace the old ones at the end: while it runs the
-  // store holds both.
+  // to `done` (when set) once read, a batch of rows at a time (the pending
+  // counters' after them), so that a mapped file's pages leave memory
+  // behind the reader. Ids are checked for their shard batch by batch, so
+  // with several faults in a part the first in row order is reported. The
+  // new tables are built aside and replace the old ones at the end: while
+  // it runs the store holds both.
   absl::Status Restore(absl::Span<const TableCheckpointView> tables,
                        const BytesDone& done);
 

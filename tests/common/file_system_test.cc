@@ -105,6 +105,22 @@ TEST_F(PosixAtomicFileTest, MappedFileReadsInPlaceAndReleasedPagesLeaveMemory) {
               absl::string_view(contents).substr(0, 1000));
 }
 
+TEST_F(PosixAtomicFileTest, ReleaseTouchesOnlyTheMapping) {
+  // A file smaller than a page, its size not a multiple of one.
+  ASSERT_TRUE(fs_->WriteFileAtomically(dir_ + "/small", "0123456789").ok());
+  absl::StatusOr<std::unique_ptr<MappedFile>> file =
+      fs_->MapFile(dir_ + "/small");
+  ASSERT_TRUE(file.ok()) << file.status();
+  (*file)->Release((*file)->bytes().substr(3));
+  (*file)->Release((*file)->bytes());
+  EXPECT_EQ((*file)->bytes(), "0123456789");
+  // Memory that is not the mapping's is never released (it would be zeroed).
+  const std::string other(3 << 20, 'x');
+  (*file)->Release(absl::string_view(other).substr(1 << 20, 100));
+  (*file)->Release(other);
+  EXPECT_EQ(other.find_first_not_of('x'), std::string::npos);
+}
+
 TEST_F(PosixAtomicFileTest, MappedFileOfEmptyAndMissingFiles) {
   ASSERT_TRUE(fs_->WriteFileAtomically(dir_ + "/empty", "").ok());
   absl::StatusOr<std::unique_ptr<MappedFile>> empty =

@@ -183,9 +183,26 @@ TEST(PsCheckpointStream, APosixResumeAndRestoreReadTheFileInPlace) {
   Step(*restarted, 5, MyIds(0, 0, 10), MyIds(1, 9000, 40));
   ASSERT_NE(restarted->Info().sparse->total.rows,
             shard->Info().sparse->total.rows);
-  auto restored = again.Restore("job", 3, /*generation=*/2);
+  auto restored = again.Restore("job", 3, /*generation=*/0);
   ASSERT_TRUE(restored.ok()) << restored.status();
   ExpectSameState(*shard, *restarted);
+  // A corrupt file is DATA_LOSS and the shard stays as it was.
+  Step(*restarted, 3, MyIds(0, 0, 10), MyIds(1, 9000, 40));
+  const ShardCheckpoint before = Copied(*restarted);
+  const std::string path = CheckpointPath(dir, kShard, 3);
+  std::string bytes = *PosixFileSystem()->ReadFile(path);
+  bytes[bytes.size() / 3] ^= 1;
+  ASSERT_TRUE(PosixFileSystem()->WriteFileAtomically(path, bytes).ok());
+  EXPECT_EQ(again.Restore("job", 3, 0).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(restarted->version(), 4);
+  EXPECT_TRUE(EncodeCheckpoint(Copied(*restarted)) == EncodeCheckpoint(before));
+  // Tables given both in the state and in place are refused.
+  absl::StatusOr<PsShardState> state = restarted->ExportState();
+  ASSERT_TRUE(state.ok());
+  const TableCheckpointView view = TableCheckpointView::Of(state->tables[0]);
+  EXPECT_EQ(restarted->RestoreState(*state, {&view, 1}, 3, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
   std::filesystem::remove_all(dir);
 }
 

@@ -315,12 +315,17 @@ TEST(SparseStore, RestoreInPlaceReadsEveryRowOnceAndHandsItsBytesOver) {
                               handed += static_cast<int64_t>(part.size());
                             })
                   .ok());
-  // Every row's id, last-seen step and floats, once.
-  int64_t row_bytes = 0;
+  // Every row's id, last-seen step and floats, and every pending counter's
+  // id, count and step, once.
+  int64_t column_bytes = 0;
   for (const TableCheckpointView& t : *views) {
-    row_bytes += static_cast<int64_t>(t.ids.size()) * (16 + 4 * t.row_floats);
+    column_bytes +=
+        static_cast<int64_t>(t.ids.size()) * (16 + 4 * t.row_floats) +
+        static_cast<int64_t>(t.pending_ids.size()) * 20;
   }
-  EXPECT_EQ(handed, row_bytes);
+  ASSERT_GT((*views)[0].pending_ids.size() + (*views)[1].pending_ids.size(),
+            0u);
+  EXPECT_EQ(handed, column_bytes);
   // The same rows in the same order, the same counters (pending counters
   // come out in the hash map's order).
   const auto same_rows = [&](const SparseStore& a, const SparseStore& b) {
@@ -341,6 +346,37 @@ TEST(SparseStore, RestoreInPlaceReadsEveryRowOnceAndHandsItsBytesOver) {
   const absl::Status refused = copy->Restore(bad, nullptr);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
   same_rows(*copy, *s);
+}
+
+TEST(SparseStore, RestoreInPlaceRefusesARowOfALaterBatchAndChangesNothing) {
+  // Shard 0 of 2 with one row, then a part of 40,000 rows of shard 0 whose
+  // last id belongs to shard 1 (past the first insertion batches).
+  SparseStoreConfig config;
+  config.dims = {2};
+  config.shard_id = 0;
+  config.num_shards = 2;
+  auto store = *SparseStore::Create(config);
+  TableCheckpoint part;
+  part.table = 0;
+  part.row_floats = 3;  // dim 2 + row-wise Adagrad's accumulator
+  for (uint64_t id = 0; part.ids.size() < 40000; ++id) {
+    if (ShardOfRow(0, id, 2) == 0) part.ids.push_back(id);
+  }
+  uint64_t foreign = 0;
+  while (ShardOfRow(0, foreign, 2) == 0) ++foreign;
+  part.ids.back() = foreign;
+  part.last_seen.assign(part.ids.size(), 1);
+  part.values.assign(part.ids.size() * 3, 0.5f);
+  const TableCheckpointView view = TableCheckpointView::Of(part);
+  const absl::Status refused = store->Restore({&view, 1}, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("belongs on shard 1"));
+  EXPECT_EQ(store->Stats().total.rows, 0);
+  part.ids.back() = part.ids.front();  // now a repeated id
+  const TableCheckpointView repeated = TableCheckpointView::Of(part);
+  EXPECT_EQ(store->Restore({&repeated, 1}, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Stats().total.rows, 0);
 }
 
 TEST(SparseStore, UndoPutsEveryUpdatedTableBack) {
