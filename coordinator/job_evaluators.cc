@@ -16,8 +16,9 @@ absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
   if (IsDlrmJob(job)) {
     if (!export_dir.empty()) {
       return absl::InvalidArgumentError(
-          "--export is not supported for DLRM models yet: embedding tables "
-          "have no export format");
+          "--export is not supported for DLRM models yet in distributed jobs "
+          "(the tables live on the shards: their checkpoints hold them); "
+          "`ferry-worker --standalone --model dlrm --export DIR` writes one");
     }
     CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
     if (ctr == nullptr) {

@@ -36,13 +36,16 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
   if (mode == "ring") RETURN_IF_ERROR(CheckRingKeepsEveryRow(embedding));
   if (!init_from.empty()) {
     return absl::InvalidArgumentError(
-        "--init-from is not supported for DLRM models yet: embedding tables "
-        "have no export format");
+        "--init-from is not supported for DLRM models yet in distributed "
+        "jobs (the tables live on the shards; a shard resumes from its "
+        "--checkpoint-dir); `ferry-worker --standalone --init-from DIR` "
+        "reads a DLRM export");
   }
   if (!export_dir.empty()) {
     return absl::InvalidArgumentError(
-        "--export is not supported for DLRM models yet: embedding tables "
-        "have no export format");
+        "--export is not supported for DLRM models yet in distributed jobs "
+        "(the tables live on the shards: their checkpoints hold them); "
+        "`ferry-worker --standalone --model dlrm --export DIR` writes one");
   }
   return absl::OkStatus();
 }

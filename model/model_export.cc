@@ -37,6 +37,41 @@ std::vector<std::string> LayerTexts(const ModelDef& def) {
 
 }  // namespace
 
+absl::Status TakeLayoutTensors(
+    const std::string& path, const ParameterLayout& layout,
+    std::map<std::string, const SafetensorsTensor*>& tensors,
+    std::vector<float>& values) {
+  values.assign(layout.total_elements(), 0.0f);
+  for (const TensorSlot& slot : layout.tensors()) {
+    auto it = tensors.find(slot.name);
+    if (it == tensors.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", slot.name, "' ",
+                       ShapeText(slot.shape), " of the model is missing"));
+    }
+    const SafetensorsTensor& t = *it->second;
+    if (t.shape != slot.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", slot.name, "' has shape ", ShapeText(t.shape),
+          ", the model's is ", ShapeText(slot.shape)));
+    }
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      if (!std::isfinite(t.values[i])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor '", slot.name,
+                         "' holds a non-finite value at element ", i));
+      }
+    }
+    std::copy(t.values.begin(), t.values.end(), values.begin() + slot.offset);
+    tensors.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+std::string JoinPath(const std::string& dir, const char* file) {
+  return Join(dir, file);
+}
+
 absl::Status ExportModel(const std::string& dir, const ModelValues& model,
                          FileSystem* fs) {
   ASSIGN_OR_RETURN(ParameterLayout params, ModelParameterLayout(model.def));
@@ -102,36 +137,8 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
   for (const SafetensorsTensor& t : file->tensors) tensors[t.name] = &t;
   ASSIGN_OR_RETURN(ParameterLayout params, ModelParameterLayout(out.def));
   ASSIGN_OR_RETURN(ParameterLayout state, ModelStateLayout(out.def));
-  const auto take = [&](const ParameterLayout& layout,
-                        std::vector<float>& values) -> absl::Status {
-    values.assign(layout.total_elements(), 0.0f);
-    for (const TensorSlot& slot : layout.tensors()) {
-      auto it = tensors.find(slot.name);
-      if (it == tensors.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(weights_path, ": tensor '", slot.name, "' ",
-                         ShapeText(slot.shape), " of the model is missing"));
-      }
-      const SafetensorsTensor& t = *it->second;
-      if (t.shape != slot.shape) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            weights_path, ": tensor '", slot.name, "' has shape ",
-            ShapeText(t.shape), ", the model's is ", ShapeText(slot.shape)));
-      }
-      for (size_t i = 0; i < t.values.size(); ++i) {
-        if (!std::isfinite(t.values[i])) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(weights_path, ": tensor '", slot.name,
-                           "' holds a non-finite value at element ", i));
-        }
-      }
-      std::copy(t.values.begin(), t.values.end(), values.begin() + slot.offset);
-      tensors.erase(it);
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(take(params, out.params));
-  RETURN_IF_ERROR(take(state, out.state));
+  RETURN_IF_ERROR(TakeLayoutTensors(weights_path, params, tensors, out.params));
+  RETURN_IF_ERROR(TakeLayoutTensors(weights_path, state, tensors, out.state));
   if (!tensors.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(weights_path, ": tensor '", tensors.begin()->first,

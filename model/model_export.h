@@ -9,6 +9,7 @@
 #ifndef FERRY_MODEL_MODEL_EXPORT_H_
 #define FERRY_MODEL_MODEL_EXPORT_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "common/file_system.h"
 #include "model/model_def.h"
+#include "model/parameter_layout.h"
+#include "model/safetensors.h"
 
 namespace ferry {
 
@@ -49,6 +52,18 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
 // argument) otherwise. Normalization (scale, mean, std) may differ: the job's
 // own applies.
 absl::Status CheckSameModel(const ModelDef& expected, const ModelDef& imported);
+
+// For other models' export formats (worker/dlrm_export.h):
+// Moves `layout`'s tensors out of `tensors` (by name) into `values` (laid
+// out by `layout`): INVALID_ARGUMENT, `path` first, naming the first
+// tensor of the layout that is missing, misshapen or not finite. Tensors
+// not of the layout stay in `tensors`.
+absl::Status TakeLayoutTensors(
+    const std::string& path, const ParameterLayout& layout,
+    std::map<std::string, const SafetensorsTensor*>& tensors,
+    std::vector<float>& values);
+// "DIR/FILE" (no doubled slash).
+std::string JoinPath(const std::string& dir, const char* file);
 
 }  // namespace ferry
 

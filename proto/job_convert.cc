@@ -182,8 +182,10 @@ absl::StatusOr<std::vector<float>> JobDenseInitialValues(
   if (IsDlrmJob(job)) {
     if (!job.init_from().empty()) {
       return absl::InvalidArgumentError(
-          "--init-from is not supported for DLRM models yet (their embedding "
-          "tables have no export format)");
+          "--init-from is not supported for DLRM models yet in distributed "
+          "jobs (the tables live on the shards; a shard resumes from its "
+          "--checkpoint-dir); `ferry-worker --standalone --init-from DIR` "
+          "reads a DLRM export");
     }
     ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
     ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));

@@ -17,6 +17,7 @@
 #include "model/dlrm_spec.h"
 #include "model/model_file.h"
 #include "ps/sparse_table.h"
+#include "worker/dlrm_export.h"
 
 namespace ferry {
 namespace {
@@ -111,11 +112,9 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
   if (options.batch <= 0 || options.epochs <= 0) {
     return absl::InvalidArgumentError("batch and epochs must be > 0");
   }
-  if (!options.init_from.empty() || !options.export_dir.empty() ||
-      options.evaluate_only) {
+  if (options.evaluate_only && options.init_from.empty()) {
     return absl::InvalidArgumentError(
-        "--init-from, --export and --evaluate-only are not supported for DLRM "
-        "models yet (their embedding tables have no export format)");
+        "--evaluate-only needs --init-from DIR (a DLRM --export wrote)");
   }
   if (!IsCtrDatasetSpec(options.dataset)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -155,7 +154,24 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
   const size_t num_params = static_cast<size_t>(step.num_params());
   ASSIGN_OR_RETURN(DeviceBuffer params, backend->Allocate(num_params));
   ASSIGN_OR_RETURN(DeviceBuffer grads, backend->Allocate(num_params));
-  const std::vector<float> init = step.model().InitialParameters(options.seed);
+  // --init-from: the directory's dense weights and tables (the store's are
+  // replaced), else fresh ones.
+  std::vector<float> init;
+  if (!options.init_from.empty()) {
+    absl::StatusOr<std::vector<float>> imported =
+        ImportDlrm(options.init_from, spec, *store);
+    if (!imported.ok()) {
+      return absl::Status(imported.status().code(),
+                          absl::StrCat("--init-from ", options.init_from, ": ",
+                                       imported.status().message()));
+    }
+    init = *std::move(imported);
+    progress.Line(absl::StrFormat("init from %s: %d embedding rows",
+                                  options.init_from,
+                                  store->Stats().total.rows));
+  } else {
+    init = step.model().InitialParameters(options.seed);
+  }
   RETURN_IF_ERROR(
       backend->CopyToDevice(init.data(), num_params, params.data()));
   ASSIGN_OR_RETURN(Optimizer optimizer,
@@ -175,6 +191,21 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
       embedding.admit_count, embedding.ttl_steps, embedding.max_mb,
       summary.device));
 
+  if (options.evaluate_only) {
+    ASSIGN_OR_RETURN(CtrEval eval, EvaluateCtr(step, params.data(), rows,
+                                               data.test, options.batch));
+    progress.Line(
+        absl::StrFormat("evaluate only: test auc %.4f  test logloss "
+                        "%.4f  %d embedding rows",
+                        eval.auc, eval.logloss, store->Stats().total.rows));
+    summary.test_auc = eval.auc;
+    summary.test_logloss = eval.logloss;
+    summary.embedding = store->Stats();
+    summary.embedding_rows = summary.embedding.total.rows;
+    summary.final_parameters = init;
+    summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return summary;
+  }
   double train_seconds = 0;
   int64_t trained_samples = 0;
   double unique_ids_sum = 0;
@@ -262,6 +293,12 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
   summary.final_parameters.resize(num_params);
   RETURN_IF_ERROR(backend->CopyToHost(params.data(), num_params,
                                       summary.final_parameters.data()));
+  if (!options.export_dir.empty()) {
+    RETURN_IF_ERROR(
+        ExportDlrm(options.export_dir, spec, summary.final_parameters, *store));
+    progress.Line(absl::StrFormat("exported to %s (%d embedding rows)",
+                                  options.export_dir, summary.embedding_rows));
+  }
   summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return summary;
 }

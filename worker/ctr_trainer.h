@@ -55,9 +55,13 @@ struct CtrTrainSummary {
 // Trains options.model (a DLRM, see IsDlrmModelText) on options.dataset
 // ("criteo:DIR") with options' batch, epochs, seed, shuffle, dense optimizer,
 // device, threads and max_steps, and the embedding options.
+// init_from starts from a directory ExportDlrm wrote (worker/dlrm_export.h:
+// dense weights and tables; ImportDlrm's errors, prefixed with the flag),
+// evaluate_only (with init_from) evaluates it without training, and
+// export_dir writes the trained model there at the end.
 // Errors: INVALID_ARGUMENT for a dataset other than criteo:DIR, a spec whose
-// dense_features / num_fields differ from Criteo's 13 / 26, init_from,
-// export_dir or evaluate_only (not supported for DLRM yet), bad options;
+// dense_features / num_fields differ from Criteo's 13 / 26, evaluate_only
+// without init_from, bad options;
 // NOT_FOUND / DATA_LOSS from the data; UNAVAILABLE for --device cuda without
 // a GPU.
 absl::StatusOr<CtrTrainSummary> RunCtrStandalone(

@@ -111,10 +111,16 @@ TEST_F(CtrTrainerTest, RefusesCombinationsThatCannotWork) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("10 categorical fields"));
 
-  TrainOptions export_dir = Options();
-  export_dir.export_dir = *dir_ + "/out";
-  EXPECT_EQ(RunCtrStandalone(export_dir, embedding, progress_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  TrainOptions evaluate_only = Options();
+  evaluate_only.evaluate_only = true;
+  s = RunCtrStandalone(evaluate_only, embedding, progress_);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("--init-from"));
+  TrainOptions no_export = Options();
+  no_export.init_from = *dir_ + "/nowhere";
+  s = RunCtrStandalone(no_export, embedding, progress_);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.status().message(), HasSubstr("--init-from"));
 
   TrainOptions missing = Options();
   missing.dataset = "criteo:" + *dir_ + "/nowhere";
@@ -125,6 +131,40 @@ TEST_F(CtrTrainerTest, RefusesCombinationsThatCannotWork) {
   bad.admit_count = 0;
   s = RunCtrStandalone(Options(), bad, progress_);
   EXPECT_THAT(s.status().message(), HasSubstr("--embedding-admit-count"));
+}
+
+TEST_F(CtrTrainerTest, AnExportEvaluatesAsTrainedAndTrainsOn) {
+  const EmbeddingOptions embedding;
+  TrainOptions options = Options();
+  options.max_steps = 12;
+  options.export_dir = *dir_ + "/export";
+  auto trained = RunCtrStandalone(options, embedding, progress_);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  // The same weights and rows: the same test AUC and log loss, exactly.
+  TrainOptions evaluate = Options();
+  evaluate.init_from = options.export_dir;
+  evaluate.evaluate_only = true;
+  auto evaluated = RunCtrStandalone(evaluate, embedding, progress_);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  EXPECT_EQ(evaluated->steps, 0);
+  EXPECT_EQ(evaluated->test_auc, trained->test_auc);
+  EXPECT_EQ(evaluated->test_logloss, trained->test_logloss);
+  EXPECT_EQ(evaluated->embedding_rows, trained->embedding_rows);
+  EXPECT_EQ(evaluated->final_parameters, trained->final_parameters);
+  // Training on from it moves the weights and keeps the rows it had.
+  TrainOptions more = Options();
+  more.init_from = options.export_dir;
+  more.max_steps = 5;
+  auto continued = RunCtrStandalone(more, embedding, progress_);
+  ASSERT_TRUE(continued.ok()) << continued.status();
+  EXPECT_NE(continued->final_parameters, trained->final_parameters);
+  EXPECT_GE(continued->embedding_rows, trained->embedding_rows);
+  // Another row optimizer keeps other floats per row: refused, named.
+  EmbeddingOptions sgd;
+  sgd.optimizer.kind = RowOptimizerKind::kSgd;
+  auto other = RunCtrStandalone(evaluate, sgd, progress_);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("embeddings.ckpt"));
 }
 
 TEST(EmbeddingOptionsTest, ValidatesEachFlag) {

@@ -1,0 +1,155 @@
+// ExportDlrm / ImportDlrm (worker/dlrm_export.h): a DLRM directory round
+// trips the dense weights and every table's rows, state and counters, and
+// a directory that does not fit the job is refused, naming what, with the
+// store unchanged.
+#include "worker/dlrm_export.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file_system.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/model_export.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+DlrmSpec SmallSpec() {
+  DlrmSpec spec = *DlrmPreset("dlrm");
+  spec.embedding_dim = 4;
+  spec.bottom = {8};
+  spec.top = {8};
+  return spec;
+}
+
+std::unique_ptr<SparseStore> Store(const DlrmSpec& spec,
+                                   RowOptimizerKind kind) {
+  SparseStoreConfig config;
+  config.dims.assign(spec.num_fields, spec.embedding_dim);
+  config.optimizer.kind = kind;
+  config.seed = 5;
+  return *SparseStore::Create(config);
+}
+
+// Rows in three tables, two steps (so the optimizer state moved).
+void Fill(SparseStore& store, int dim) {
+  for (int step = 0; step < 2; ++step) {
+    std::vector<SparseRows> rows;
+    for (int32_t table : {0, 3, 25}) {
+      SparseRows part;
+      part.table = table;
+      for (uint64_t id = 1; id <= 40; ++id) {
+        part.ids.push_back(id * 7919 + table);
+      }
+      part.grads.assign(part.ids.size() * dim, 0.01f * (step + 1));
+      rows.push_back(std::move(part));
+    }
+    const std::vector<SparseRows>* contribution[] = {&rows};
+    ASSERT_TRUE(store.ApplyStep(contribution, 1, step).ok());
+  }
+}
+
+std::vector<float> Params(const DlrmSpec& spec) {
+  const ParameterLayout layout = *DlrmParameterLayout(spec);
+  std::vector<float> params(layout.total_elements());
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.001f * (i % 97);
+  return params;
+}
+
+void ExpectSameRows(const SparseStore& a, const SparseStore& b) {
+  const std::vector<TableCheckpoint> x = a.Export(), y = b.Export();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t t = 0; t < x.size(); ++t) {
+    EXPECT_EQ(x[t].ids, y[t].ids) << t;
+    EXPECT_EQ(x[t].values, y[t].values) << t;
+    EXPECT_EQ(x[t].last_seen, y[t].last_seen) << t;
+    EXPECT_EQ(x[t].counters, y[t].counters) << t;
+  }
+}
+
+TEST(DlrmExport, RoundTripsWeightsRowsAndTheirState) {
+  InMemoryFileSystem fs;
+  const DlrmSpec spec = SmallSpec();
+  auto store = Store(spec, RowOptimizerKind::kAdagrad);
+  Fill(*store, spec.embedding_dim);
+  const std::vector<float> params = Params(spec);
+  ASSERT_TRUE(ExportDlrm("/m", spec, params, *store, &fs).ok());
+  EXPECT_THAT(*fs.ListDirectory("/m"),
+              ::testing::ElementsAre("embeddings.ckpt", "model.json",
+                                     "model.safetensors"));
+  // The weights file is plain safetensors under the layout's names.
+  const SafetensorsFile weights =
+      *DecodeSafetensors(*fs.ReadFile("/m/model.safetensors"));
+  EXPECT_EQ(weights.tensors.front().name, "bot_l.0.weight");
+
+  auto copy = Store(spec, RowOptimizerKind::kAdagrad);
+  absl::StatusOr<std::vector<float>> back = ImportDlrm("/m", spec, *copy, &fs);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, params);
+  ExpectSameRows(*store, *copy);
+  EXPECT_EQ(copy->Stats().total.rows, 120);
+}
+
+TEST(DlrmExport, RefusesWhatDoesNotFitAndChangesNoRow) {
+  InMemoryFileSystem fs;
+  const DlrmSpec spec = SmallSpec();
+  auto store = Store(spec, RowOptimizerKind::kAdagrad);
+  Fill(*store, spec.embedding_dim);
+  ASSERT_TRUE(ExportDlrm("/m", spec, Params(spec), *store, &fs).ok());
+  auto target = Store(spec, RowOptimizerKind::kAdagrad);
+  const auto unchanged = [&] { EXPECT_EQ(target->Stats().total.rows, 0); };
+
+  DlrmSpec wider = spec;
+  wider.top = {16};
+  auto s = ImportDlrm("/m", wider, *target, &fs);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("another model"));
+  unchanged();
+
+  auto sgd = Store(spec, RowOptimizerKind::kSgd);
+  s = ImportDlrm("/m", spec, *sgd, &fs);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.status().message(), HasSubstr("/m/embeddings.ckpt"));
+  EXPECT_EQ(sgd->Stats().total.rows, 0);
+
+  std::string ckpt = *fs.ReadFile("/m/embeddings.ckpt");
+  std::string bad = ckpt;
+  bad[bad.size() / 2] ^= 1;
+  fs.SetFileContents("/m/embeddings.ckpt", bad);
+  s = ImportDlrm("/m", spec, *target, &fs);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  unchanged();
+  fs.SetFileContents("/m/embeddings.ckpt", ckpt);
+
+  SafetensorsFile weights =
+      *DecodeSafetensors(*fs.ReadFile("/m/model.safetensors"));
+  const std::string good = *fs.ReadFile("/m/model.safetensors");
+  weights.tensors[1].values[0] = std::nanf("");
+  fs.SetFileContents("/m/model.safetensors", *EncodeSafetensors(weights));
+  s = ImportDlrm("/m", spec, *target, &fs);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("non-finite"));
+  unchanged();
+  weights = *DecodeSafetensors(good);
+  weights.tensors.pop_back();
+  fs.SetFileContents("/m/model.safetensors", *EncodeSafetensors(weights));
+  s = ImportDlrm("/m", spec, *target, &fs);
+  EXPECT_THAT(s.status().message(), HasSubstr("is missing"));
+  unchanged();
+  fs.SetFileContents("/m/model.safetensors", good);
+
+  EXPECT_EQ(ImportDlrm("/nowhere", spec, *target, &fs).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ExportDlrm("/n", spec, {1.0f}, *store, &fs).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ImportDlrm("/m", spec, *target, &fs).ok());
+  ExpectSameRows(*store, *target);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,62 @@
+// A trained DLRM (model/dlrm_spec.h) as a directory, and back:
+//   DIR/model.json        DlrmToJson(spec) ("kind": "dlrm")
+//   DIR/model.safetensors the dense parameters under DlrmParameterLayout's
+//                         names ("bot_l.0.weight", ...; PyTorch's [out, in]
+//                         shapes), F32
+//   DIR/embeddings.ckpt   every table's rows: ids, last-seen steps, values
+//                         and row-wise optimizer state, admission and event
+//                         counters. A checkpoint file (common/checkpoint_io.h,
+//                         format 3) of job kDlrmExportJob with no dense
+//                         buffers: its table section (common/
+//                         checkpoint_tables.h) is the tables.
+// The tables are written streamed from the live store and read in place
+// (the file mapped, its pages released behind the reader), as shard
+// checkpoints are, so neither holds a second copy of the rows. An import
+// continues training where the export stopped (the rows' optimizer state
+// and counters come back; the dense optimizer starts afresh).
+//
+// Thread safety: pure functions over their arguments; the store must not
+// change while it is exported.
+#ifndef FERRY_WORKER_DLRM_EXPORT_H_
+#define FERRY_WORKER_DLRM_EXPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/file_system.h"
+#include "model/dlrm_spec.h"
+#include "ps/sparse_store.h"
+
+namespace ferry {
+
+inline constexpr char kDlrmEmbeddingsFile[] = "embeddings.ckpt";
+inline constexpr char kDlrmExportJob[] = "ferry-dlrm-export";
+
+// Writes DIR/model.json, DIR/model.safetensors and DIR/embeddings.ckpt
+// (each replaced atomically; DIR is created). INVALID_ARGUMENT when
+// `params` is not DlrmParameterLayout(spec)'s size; the file system's
+// errors otherwise.
+absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
+                        absl::Span<const float> params,
+                        const SparseStore& store,
+                        FileSystem* fs = PosixFileSystem());
+
+// Reads a directory ExportDlrm wrote into `store` (replacing its tables)
+// and returns the dense parameters. The directory's model must be
+// `expected` (INVALID_ARGUMENT showing both otherwise); the weights file
+// must hold exactly the layout's tensors with their shapes and finite
+// values (INVALID_ARGUMENT naming the first that is not); the tables must
+// be the store's with its row sizes, i.e. the same dims and row optimizer
+// (FAILED_PRECONDITION, SparseStore::Restore's). NOT_FOUND for a missing
+// file, DATA_LOSS for a corrupt embeddings file. The store changes only
+// when everything else was read and checked, and not on error.
+absl::StatusOr<std::vector<float>> ImportDlrm(
+    const std::string& dir, const DlrmSpec& expected, SparseStore& store,
+    FileSystem* fs = PosixFileSystem());
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_DLRM_EXPORT_H_
