@@ -68,6 +68,26 @@ absl::Status TakeLayoutTensors(
   return absl::OkStatus();
 }
 
+absl::StatusOr<SafetensorsFile> ReadWeightsFile(FileSystem* fs,
+                                                const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string bytes, fs->ReadFile(path));
+  absl::StatusOr<SafetensorsFile> file = DecodeSafetensors(bytes);
+  if (!file.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", file.status().message()));
+  }
+  return file;
+}
+
+absl::Status RefuseLeftoverTensors(
+    const std::string& path, const std::string& json_path,
+    const std::map<std::string, const SafetensorsTensor*>& tensors) {
+  if (tensors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": tensor '", tensors.begin()->first,
+                   "' is not a tensor of the model in ", json_path));
+}
+
 std::string JoinPath(const std::string& dir, const char* file) {
   return Join(dir, file);
 }
@@ -127,23 +147,15 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
         absl::StrCat(json_path, ": ", def.status().message()));
   }
   out.def = *std::move(def);
-  ASSIGN_OR_RETURN(std::string bytes, fs->ReadFile(weights_path));
-  absl::StatusOr<SafetensorsFile> file = DecodeSafetensors(bytes);
-  if (!file.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(weights_path, ": ", file.status().message()));
-  }
+  ASSIGN_OR_RETURN(const SafetensorsFile file,
+                   ReadWeightsFile(fs, weights_path));
   std::map<std::string, const SafetensorsTensor*> tensors;
-  for (const SafetensorsTensor& t : file->tensors) tensors[t.name] = &t;
+  for (const SafetensorsTensor& t : file.tensors) tensors[t.name] = &t;
   ASSIGN_OR_RETURN(ParameterLayout params, ModelParameterLayout(out.def));
   ASSIGN_OR_RETURN(ParameterLayout state, ModelStateLayout(out.def));
   RETURN_IF_ERROR(TakeLayoutTensors(weights_path, params, tensors, out.params));
   RETURN_IF_ERROR(TakeLayoutTensors(weights_path, state, tensors, out.state));
-  if (!tensors.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(weights_path, ": tensor '", tensors.begin()->first,
-                     "' is not a tensor of the model in ", json_path));
-  }
+  RETURN_IF_ERROR(RefuseLeftoverTensors(weights_path, json_path, tensors));
   return out;
 }
 

@@ -62,6 +62,15 @@ absl::Status TakeLayoutTensors(
     const std::string& path, const ParameterLayout& layout,
     std::map<std::string, const SafetensorsTensor*>& tensors,
     std::vector<float>& values);
+// The safetensors file at `path`: the file system's errors (NOT_FOUND when
+// missing), DecodeSafetensors' as INVALID_ARGUMENT prefixed with `path`.
+absl::StatusOr<SafetensorsFile> ReadWeightsFile(FileSystem* fs,
+                                                const std::string& path);
+// INVALID_ARGUMENT naming the first tensor left in `tensors` (not one of
+// the model in `json_path`); OK when none is left.
+absl::Status RefuseLeftoverTensors(
+    const std::string& path, const std::string& json_path,
+    const std::map<std::string, const SafetensorsTensor*>& tensors);
 // "DIR/FILE" (no doubled slash).
 std::string JoinPath(const std::string& dir, const char* file);
 

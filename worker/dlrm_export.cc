@@ -1,10 +1,12 @@
 #include "worker/dlrm_export.h"
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/checkpoint_io.h"
 #include "common/status_macros.h"
 #include "model/model_export.h"
@@ -33,6 +35,22 @@ absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
   SafetensorsFile weights;
   weights.metadata["format"] = "pt";
   weights.metadata["ferry.model"] = kDlrmKind;
+  // What an id without a row reads as (serving needs it): its initial
+  // values (compute/row_optimizer_math.h InitialRowValue of this seed and
+  // scale), or zeros while admission counts it.
+  const SparseStoreConfig& tables_config = store.config();
+  const float scale =
+      tables_config.init_scale > 0.0f
+          ? tables_config.init_scale
+          : 1.0f / std::sqrt(static_cast<float>(spec.embedding_dim));
+  weights.metadata["ferry.embedding.seed"] = absl::StrCat(tables_config.seed);
+  weights.metadata["ferry.embedding.init_scale"] =
+      absl::StrFormat("%.9g", scale);  // exact as float
+  weights.metadata["ferry.embedding.unseen"] =
+      tables_config.admit_count > 1 ? "zeros" : "initial";
+  // With admission, a pending id counted admit_count times reads initial.
+  weights.metadata["ferry.embedding.admit_count"] =
+      absl::StrCat(tables_config.admit_count);
   for (const TensorSlot& t : layout.tensors()) {
     SafetensorsTensor tensor;
     tensor.name = t.name;
@@ -80,21 +98,13 @@ absl::StatusOr<std::vector<float>> ImportDlrm(const std::string& dir,
         " vs ", DlrmToJson(expected)));
   }
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(*spec));
-  ASSIGN_OR_RETURN(const std::string bytes, fs->ReadFile(weights_path));
-  absl::StatusOr<SafetensorsFile> weights = DecodeSafetensors(bytes);
-  if (!weights.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(weights_path, ": ", weights.status().message()));
-  }
+  ASSIGN_OR_RETURN(const SafetensorsFile weights,
+                   ReadWeightsFile(fs, weights_path));
   std::map<std::string, const SafetensorsTensor*> tensors;
-  for (const SafetensorsTensor& t : weights->tensors) tensors[t.name] = &t;
+  for (const SafetensorsTensor& t : weights.tensors) tensors[t.name] = &t;
   std::vector<float> params;
   RETURN_IF_ERROR(TakeLayoutTensors(weights_path, layout, tensors, params));
-  if (!tensors.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(weights_path, ": tensor '", tensors.begin()->first,
-                     "' is not a tensor of the model in ", json_path));
-  }
+  RETURN_IF_ERROR(RefuseLeftoverTensors(weights_path, json_path, tensors));
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, fs->MapFile(tables_path));
   MappedFile* mapped = file.get();
   const auto release = [mapped](absl::string_view part) {

@@ -2,7 +2,11 @@
 //   DIR/model.json        DlrmToJson(spec) ("kind": "dlrm")
 //   DIR/model.safetensors the dense parameters under DlrmParameterLayout's
 //                         names ("bot_l.0.weight", ...; PyTorch's [out, in]
-//                         shapes), F32
+//                         shapes), F32; its metadata says what an id
+//                         without a row reads as: "ferry.embedding.unseen"
+//                         "initial" (InitialRowValue of
+//                         "ferry.embedding.seed" and ".init_scale") or
+//                         "zeros" (admission counts it)
 //   DIR/embeddings.ckpt   every table's rows: ids, last-seen steps, values
 //                         and row-wise optimizer state, admission and event
 //                         counters. A checkpoint file (common/checkpoint_io.h,
