@@ -34,12 +34,10 @@ absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& export_dir,
                                        const EmbeddingOptions& embedding) {
   if (mode == "ring") RETURN_IF_ERROR(CheckRingKeepsEveryRow(embedding));
-  if (!init_from.empty()) {
+  if (!init_from.empty() && mode == "ring") {
     return absl::InvalidArgumentError(
-        "--init-from is not supported for DLRM models yet in distributed "
-        "jobs (the tables live on the shards; a shard resumes from its "
-        "--checkpoint-dir); `ferry-worker --standalone --init-from DIR` "
-        "reads a DLRM export");
+        "--init-from with a DLRM needs --mode ps or hybrid (the shards load "
+        "the export's tables); ring members do not load them yet");
   }
   if (!export_dir.empty()) {
     return absl::InvalidArgumentError(

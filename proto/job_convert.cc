@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/dlrm_weights.h"
 #include "model/model_export.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
@@ -180,14 +181,17 @@ absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job) {
 absl::StatusOr<std::vector<float>> JobDenseInitialValues(
     const v1::JobSpec& job) {
   if (IsDlrmJob(job)) {
-    if (!job.init_from().empty()) {
-      return absl::InvalidArgumentError(
-          "--init-from is not supported for DLRM models yet in distributed "
-          "jobs (the tables live on the shards; a shard resumes from its "
-          "--checkpoint-dir); `ferry-worker --standalone --init-from DIR` "
-          "reads a DLRM export");
-    }
     ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    if (!job.init_from().empty()) {  // a DLRM export's dense half
+      absl::StatusOr<std::vector<float>> imported =
+          ReadDlrmWeights(job.init_from(), spec);
+      if (!imported.ok()) {
+        return absl::Status(imported.status().code(),
+                            absl::StrCat("--init-from ", job.init_from(), ": ",
+                                         imported.status().message()));
+      }
+      return imported;
+    }
     ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
     return DlrmInitialParameters(spec, layout, job.seed());
   }

@@ -413,6 +413,14 @@ class PsShard {
   // UNAVAILABLE after StopUpdates().
   absl::Status RollBackOpenStep(int64_t version, int64_t generation);
 
+  // Before the shard's first update or restore: fills its embedding tables
+  // with `fill` (a job starting from an export: ps/tables_file.h
+  // RestoreTablesFile with TableScope::kPlacedHere), under the shard's
+  // lock. FAILED_PRECONDITION for a shard without tables or past version
+  // 0; `fill`'s errors otherwise (it must leave the store as it was).
+  absl::Status FillTables(
+      const std::function<absl::Status(SparseStore&)>& fill);
+
   // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
   void RecordBytes(absl::string_view role, int64_t sent, int64_t received);
 

@@ -219,6 +219,21 @@ absl::Status PsShard::RestoreFrom(const PsShardState& state,
   return absl::OkStatus();
 }
 
+absl::Status PsShard::FillTables(
+    const std::function<absl::Status(SparseStore&)>& fill) {
+  absl::MutexLock lock(&mu_);
+  if (sparse_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shard %d's job has no embedding tables to fill", config_.shard_id));
+  }
+  if (version_ != 0 || rollbacks_ != 0 || updates_stopped_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shard %d is at version %d: its tables are filled before any update",
+        config_.shard_id, version_));
+  }
+  return fill(*sparse_);
+}
+
 absl::StatusOr<int64_t> PsShard::RaiseFence(absl::string_view job_id,
                                             int64_t generation) {
   if (job_id != config_.job_id) {

@@ -368,7 +368,12 @@ absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
 }
 
 absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
-                                  const BytesDone& done) {
+                                  const BytesDone& done, TableScope scope) {
+  const bool placed_only =
+      scope == TableScope::kPlacedHere && config_.num_shards > 1;
+  const auto here = [&](int32_t table, uint64_t id) {
+    return ShardOfRow(table, id, config_.num_shards) == config_.shard_id;
+  };
   if (parts.size() != tables_.size()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the checkpoint holds %d embedding tables, the job has %d",
@@ -405,10 +410,15 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
       const size_t n = std::min(kBatch, rows - first);
       ids.resize(n);
       part.ids.CopyTo(first, n, ids.data());
-      if (absl::Status s = CheckIdsPlaced(part.table, ids); !s.ok()) return s;
+      if (!placed_only) {
+        if (absl::Status s = CheckIdsPlaced(part.table, ids); !s.ok()) {
+          return s;
+        }
+      }
       values.resize(n * row_floats);
       part.values.CopyTo(first * row_floats, n * row_floats, values.data());
       for (size_t i = 0; i < n; ++i) {
+        if (placed_only && !here(part.table, ids[i])) continue;
         absl::Status s = table.InsertRow(
             ids[i], part.last_seen[first + i],
             absl::MakeConstSpan(values).subspan(i * row_floats, row_floats));
@@ -430,6 +440,7 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
           part.pending_last_seen.size()));
     }
     for (size_t i = 0; i < pending; ++i) {
+      if (placed_only && !here(part.table, part.pending_ids[i])) continue;
       absl::Status s =
           table.InsertPending(part.pending_ids[i], part.pending_counts[i],
                               part.pending_last_seen[i]);
@@ -440,7 +451,9 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
       done(part.pending_counts.bytes(0, pending));
       done(part.pending_last_seen.bytes(0, pending));
     }
-    if (part.counters.has_value()) table.set_counters(*part.counters);
+    if (part.counters.has_value() && scope == TableScope::kAll) {
+      table.set_counters(*part.counters);
+    }
   }
   tables_ = std::move((*fresh)->tables_);
   last_ttl_scan_ = -1;

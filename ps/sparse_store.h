@@ -81,6 +81,10 @@ struct SparseStepUndo {
   std::vector<TableUndo> undos;  // one per entry of `tables`
 };
 
+// Which rows of a checkpoint's parts a restore takes: all of them (each
+// must be placed on this shard), or only those placed on this shard.
+enum class TableScope { kAll, kPlacedHere };
+
 class SparseStore {
  public:
   // INVALID_ARGUMENT for shard_id outside [0, num_shards), no tables, more
@@ -153,9 +157,12 @@ class SparseStore {
   // behind the reader. Ids are checked for their shard batch by batch, so
   // with several faults in a part the first in row order is reported. The
   // new tables are built aside and replace the old ones at the end: while
-  // it runs the store holds both.
+  // it runs the store holds both. TableScope::kPlacedHere takes only the
+  // rows and pending counters of ids placed on this shard (a shard starting
+  // from a whole model's tables) and leaves the event counters at 0.
   absl::Status Restore(absl::Span<const TableCheckpointView> tables,
-                       const BytesDone& done);
+                       const BytesDone& done,
+                       TableScope scope = TableScope::kAll);
 
  private:
   explicit SparseStore(const SparseStoreConfig& config) : config_(config) {}

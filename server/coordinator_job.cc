@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
 #include "common/gradient_codec.h"
 #include "common/log.h"
 #include "common/sharding.h"
@@ -12,6 +13,8 @@
 #include "data/data_source.h"
 #include "data/dlrm_job_check.h"
 #include "model/dlrm_spec.h"
+#include "model/dlrm_weights.h"
+#include "model/model_export.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
 #include "model/pipeline_split.h"
@@ -251,6 +254,21 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
                                             f.embedding));
   RETURN_IF_ERROR(
       CheckRingFullTableRows(f.mode, f.ring_full_table_rows, f.model, &spec));
+  if (!f.init_from.empty()) {
+    // A DLRM export: its dense half is read here (the job's model), its
+    // tables by the shards; refused now rather than by every shard.
+    absl::Status usable = ReadDlrmWeights(f.init_from, spec).status();
+    if (usable.ok()) {
+      usable = PosixFileSystem()
+                   ->MapFile(JoinPath(f.init_from, kDlrmEmbeddingsFile))
+                   .status();
+    }
+    if (!usable.ok()) {
+      return absl::Status(
+          usable.code(),
+          absl::StrCat("--init-from ", f.init_from, ": ", usable.message()));
+    }
+  }
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(f.dataset));
   ASSIGN_OR_RETURN(const std::string train_path, FindCtrFile(dir, "train"));

@@ -15,6 +15,7 @@
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
+#include "model/dlrm_weights.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
@@ -23,6 +24,7 @@
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
 #include "ps/ps_shard.h"
+#include "ps/tables_file.h"
 #include "server/server_main.h"
 #include "server/server_metrics.h"
 
@@ -152,10 +154,25 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
     LogInfo("resumed from checkpoint", {{"shard", logical_id},
                                         {"version", resumed->version},
                                         {"path", resumed->path}});
-  } else if (checkpointer.has_directory()) {
-    // Version 0 on disk too: a job rolled back to its start (a shard lost
-    // before the first checkpoint) restores it like any other version.
-    RETURN_IF_ERROR(checkpointer.Checkpoint(job.job_id(), 0).status());
+  } else {
+    if (IsDlrmJob(job) && !job.init_from().empty()) {
+      // A job starting from a DLRM export: the rows placed here.
+      const std::string path =
+          absl::StrCat(job.init_from(), "/", kDlrmEmbeddingsFile);
+      RETURN_IF_ERROR(partition->shard->FillTables([&](SparseStore& store) {
+        return RestoreTablesFile(path, store, TableScope::kPlacedHere);
+      }));
+      LogInfo("embedding rows from --init-from",
+              {{"shard", logical_id},
+               {"path", path},
+               {"rows", partition->shard->Info().sparse->total.rows}});
+    }
+    if (checkpointer.has_directory()) {
+      // Version 0 on disk too: a job rolled back to its start (a shard
+      // lost before the first checkpoint) restores it like any other
+      // version.
+      RETURN_IF_ERROR(checkpointer.Checkpoint(job.job_id(), 0).status());
+    }
   }
   ASSIGN_OR_RETURN(partition->server,
                    StartPsServer(partition->shard.get(), listen,

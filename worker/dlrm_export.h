@@ -9,10 +9,8 @@
 //                         "zeros" (admission counts it)
 //   DIR/embeddings.ckpt   every table's rows: ids, last-seen steps, values
 //                         and row-wise optimizer state, admission and event
-//                         counters. A checkpoint file (common/checkpoint_io.h,
-//                         format 3) of job kDlrmExportJob with no dense
-//                         buffers: its table section (common/
-//                         checkpoint_tables.h) is the tables.
+//                         counters (ps/tables_file.h: a checkpoint file
+//                         whose table section is the tables).
 // The tables are written streamed from the live store and read in place
 // (the file mapped, its pages released behind the reader), as shard
 // checkpoints are, so neither holds a second copy of the rows. An import
@@ -36,8 +34,6 @@
 
 namespace ferry {
 
-inline constexpr char kDlrmEmbeddingsFile[] = "embeddings.ckpt";
-inline constexpr char kDlrmExportJob[] = "ferry-dlrm-export";
 
 // Writes DIR/model.json, DIR/model.safetensors and DIR/embeddings.ckpt
 // (each replaced atomically; DIR is created). INVALID_ARGUMENT when

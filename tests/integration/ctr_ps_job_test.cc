@@ -185,6 +185,75 @@ TEST_F(CtrPsJobTest, WorkersJoinAndLeaveMidTraining) {
   EXPECT_GT(d["test_auc"].get<double>(), 0.65) << p.output;
 }
 
+TEST_F(CtrPsJobTest, PsAndHybridJobsStartFromAStandaloneExport) {
+  // ferry-worker --standalone trains briefly and exports the DLRM.
+  const std::string exported = *dir_ + "/export";
+  std::vector<std::string> alone = {
+      Bin("ferry-worker"), "--standalone",
+      "--max-steps",       "40",
+      "--export",          exported,
+      "--summary-json",    *dir_ + "/trained.json"};
+  const std::vector<std::string> job = JobFlags();
+  alone.insert(alone.end(), job.begin(), job.end());
+  const ProcessRun a =
+      RunToEnd(alone, *dir_ + "/trained.log", absl::Seconds(180));
+  ASSERT_EQ(a.rc, 0) << a.output;
+  const nlohmann::json trained = ReadJsonFile(*dir_ + "/trained.json");
+  ASSERT_FALSE(trained.is_discarded()) << a.output;
+
+  // PS and hybrid jobs start from it (the shards load the rows placed on
+  // them, the dense weights come from model.safetensors: to the shards, or
+  // to the ring members) with learning rates too small to move anything:
+  // their evaluation is the export's.
+  for (const std::string mode : {"ps", "hybrid"}) {
+    SCOPED_TRACE(mode);
+    const std::vector<std::string> local = {
+        Bin("ferry"),     "local",
+        "--mode",         mode,
+        "--workers",      "2",
+        "--shards",       "2",
+        "--init-from",    exported,
+        "--model",        *dir_ + "/small.json",
+        "--dataset",      "criteo:" + *dir_ + "/data",
+        "--batch",        std::to_string(kBatch),
+        "--seed",         "5",
+        "--optimizer",    "sgd",
+        "--lr",           "1e-30",
+        "--embedding-lr", "1e-30",
+        "--max-steps",    "6",
+        "--log-dir",      *dir_ + "/init-logs-" + mode,
+        "--timeout",      "180",
+        "--summary-json", *dir_ + "/init-" + mode + ".json"};
+    const ProcessRun p =
+        RunToEnd(local, *dir_ + "/init-" + mode + ".log", absl::Seconds(240));
+    ASSERT_EQ(p.rc, 0) << p.output;
+    const nlohmann::json d = ReadJsonFile(*dir_ + "/init-" + mode + ".json");
+    ASSERT_FALSE(d.is_discarded()) << p.output;
+    EXPECT_NEAR(d["test_auc"].get<double>(), trained["test_auc"].get<double>(),
+                1e-5)
+        << p.output;
+    EXPECT_NEAR(d["test_logloss"].get<double>(),
+                trained["test_logloss"].get<double>(), 1e-5);
+    // Every exported row is on a shard (the steps' new ids beside them).
+    EXPECT_GE(d["embedding_rows"].get<int64_t>(),
+              trained["embedding_rows"].get<int64_t>());
+    std::ifstream shard_log(*dir_ + "/init-logs-" + mode + "/ps0.log");
+    const std::string log((std::istreambuf_iterator<char>(shard_log)), {});
+    EXPECT_THAT(log, HasSubstr("embedding rows from --init-from"));
+  }
+
+  // Ring members do not load an export's tables: refused, with the modes
+  // that do.
+  const ProcessRun r =
+      RunToEnd({Bin("ferry"), "local", "--mode", "ring", "--init-from",
+                exported, "--model", *dir_ + "/small.json", "--dataset",
+                "criteo:" + *dir_ + "/data", "--log-dir",
+                *dir_ + "/ring-init-logs", "--timeout", "60"},
+               *dir_ + "/ring-init.log", absl::Seconds(90));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--mode ps or hybrid"));
+}
+
 TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {
   // A memory limit evicts rows, which ring mode (every member holding
   // every row, rolled back step by step) cannot: it points at PS.

@@ -206,6 +206,31 @@ TEST(PsCheckpointStream, APosixResumeAndRestoreReadTheFileInPlace) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PsCheckpointStream, TablesAreFilledOnlyBeforeTheFirstUpdate) {
+  auto dense_only = MakeShard(TestConfig());
+  const auto fill = [](SparseStore&) { return absl::OkStatus(); };
+  EXPECT_EQ(dense_only->FillTables(fill).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto shard = MakeShard(StreamConfig());
+  int calls = 0;
+  ASSERT_TRUE(shard
+                  ->FillTables([&](SparseStore& store) {
+                    ++calls;
+                    EXPECT_EQ(store.num_tables(), 2);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(shard
+                ->FillTables(
+                    [](SparseStore&) { return absl::DataLossError("corrupt"); })
+                .code(),
+            absl::StatusCode::kDataLoss);
+  Step(*shard, 0, MyIds(0, 0, 5), MyIds(1, 0, 5));
+  EXPECT_EQ(shard->FillTables(fill).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(PsCheckpointStream, AFailedWriteLeavesThePreviousCheckpointAndTheShard) {
   InMemoryFileSystem fs;
   auto shard = MakeShard(StreamConfig());

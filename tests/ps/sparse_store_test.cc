@@ -379,6 +379,43 @@ TEST(SparseStore, RestoreInPlaceRefusesARowOfALaterBatchAndChangesNothing) {
   EXPECT_EQ(store->Stats().total.rows, 0);
 }
 
+TEST(SparseStore, RestoreOfPlacedRowsSplitsAWholeStoreOverShards) {
+  SparseStoreConfig c;
+  auto whole = Eventful(c);  // one shard: every row
+  std::vector<TableCheckpointView> views;
+  const std::vector<TableCheckpoint> parts = whole->Export();
+  for (const TableCheckpoint& part : parts) {
+    views.push_back(TableCheckpointView::Of(part));
+  }
+  int64_t rows = 0, pending = 0;
+  for (int32_t shard = 0; shard < 2; ++shard) {
+    SparseStoreConfig placed = c;
+    placed.shard_id = shard;
+    placed.num_shards = 2;
+    auto store = Make(placed);
+    ASSERT_TRUE(store->Restore(views, nullptr, TableScope::kPlacedHere).ok());
+    // Exactly the rows ShardOfRow places here, with their values.
+    for (const TableCheckpoint& part : store->Export()) {
+      for (uint64_t id : part.ids) {
+        EXPECT_EQ(ShardOfRow(part.table, id, 2), shard);
+        EXPECT_TRUE(whole->table(part.table).HasRow(id));
+      }
+      for (uint64_t id : part.pending_ids) {
+        EXPECT_EQ(ShardOfRow(part.table, id, 2), shard);
+      }
+    }
+    const SparseStoreStats stats = store->Stats();
+    rows += stats.total.rows;
+    pending += stats.total.pending_ids;
+    EXPECT_EQ(stats.total.rows_created, 0);  // the whole's, not counted here
+    // kAll refuses the rows of the other shard.
+    EXPECT_EQ(store->Restore(views, nullptr).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(rows, whole->Stats().total.rows);
+  EXPECT_EQ(pending, whole->Stats().total.pending_ids);
+}
+
 TEST(SparseStore, UndoPutsEveryUpdatedTableBack) {
   auto s = Make(Config());
   const std::vector<SparseRows> a = {{0, {1, 2}, {1, 2, 3, 4}}};

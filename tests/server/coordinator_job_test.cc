@@ -260,11 +260,16 @@ TEST_F(CoordinatorJobTest, ADlrmCannotBeExportedOrInitialized) {
   absl::Status s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("--export is not supported for DLRM"));
+  // --init-from: a DLRM export (checked here), in PS or hybrid mode only.
   f = Dlrm();
   f.init_from = *dir_ + "/in";
   s = BuildCoordinatorJob(f).status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--init-from " + *dir_ + "/in"));
+  f.mode = "ring";
+  s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("--init-from is not supported for DLRM"));
+  EXPECT_THAT(s.message(), HasSubstr("ring members do not load"));
 }
 
 TEST_F(CoordinatorJobTest, BadTableOptionsAreRefused) {
