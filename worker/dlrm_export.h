@@ -34,7 +34,6 @@
 
 namespace ferry {
 
-
 // Writes DIR/model.json, DIR/model.safetensors and DIR/embeddings.ckpt
 // (each replaced atomically; DIR is created). INVALID_ARGUMENT when
 // `params` is not DlrmParameterLayout(spec)'s size; the file system's
