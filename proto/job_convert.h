@@ -49,8 +49,10 @@ absl::StatusOr<DlrmSpec> JobDlrmSpec(const v1::JobSpec& job);
 // The job's flat buffer (what shards hold and workers push): for a DLRM its
 // dense parameters (DlrmParameterLayout), else ModelJobLayout(JobModel).
 absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
-// The job's starting flat buffer: DlrmInitialParameters for a DLRM (which
-// has no init_from yet: INVALID_ARGUMENT when set), else JobInitialValues.
+// The job's starting flat buffer: for a DLRM the dense weights of its
+// init_from export (model/dlrm_weights.h ReadDlrmWeights; its errors
+// prefixed with the flag) or DlrmInitialParameters, else
+// JobInitialValues.
 absl::StatusOr<std::vector<float>> JobDenseInitialValues(
     const v1::JobSpec& job);
 

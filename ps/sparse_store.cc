@@ -368,7 +368,10 @@ absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
 }
 
 absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
-                                  const BytesDone& done, TableScope scope) {
+                                  const BytesDone& done,
+                                  const TableRestoreOptions& options) {
+  const TableScope scope = options.scope;
+  const int64_t shift = options.last_seen_shift;
   const bool placed_only =
       scope == TableScope::kPlacedHere && config_.num_shards > 1;
   const auto here = [&](int32_t table, uint64_t id) {
@@ -420,7 +423,7 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
       for (size_t i = 0; i < n; ++i) {
         if (placed_only && !here(part.table, ids[i])) continue;
         absl::Status s = table.InsertRow(
-            ids[i], part.last_seen[first + i],
+            ids[i], part.last_seen[first + i] - shift,
             absl::MakeConstSpan(values).subspan(i * row_floats, row_floats));
         if (!s.ok()) return s;
       }
@@ -443,7 +446,7 @@ absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,
       if (placed_only && !here(part.table, part.pending_ids[i])) continue;
       absl::Status s =
           table.InsertPending(part.pending_ids[i], part.pending_counts[i],
-                              part.pending_last_seen[i]);
+                              part.pending_last_seen[i] - shift);
       if (!s.ok()) return s;
     }
     if (done) {

@@ -84,6 +84,12 @@ struct SparseStepUndo {
 // Which rows of a checkpoint's parts a restore takes: all of them (each
 // must be placed on this shard), or only those placed on this shard.
 enum class TableScope { kAll, kPlacedHere };
+struct TableRestoreOptions {
+  TableScope scope = TableScope::kAll;
+  // Subtracted from every row's and pending counter's last-seen step (a
+  // model's tables restored into a job that counts its steps from 0).
+  int64_t last_seen_shift = 0;
+};
 
 class SparseStore {
  public:
@@ -159,10 +165,11 @@ class SparseStore {
   // new tables are built aside and replace the old ones at the end: while
   // it runs the store holds both. TableScope::kPlacedHere takes only the
   // rows and pending counters of ids placed on this shard (a shard starting
-  // from a whole model's tables) and leaves the event counters at 0.
+  // from a whole model's tables) and leaves the event counters at 0. The
+  // memory limit is enforced at the next step, not here.
   absl::Status Restore(absl::Span<const TableCheckpointView> tables,
                        const BytesDone& done,
-                       TableScope scope = TableScope::kAll);
+                       const TableRestoreOptions& options = {});
 
  private:
   explicit SparseStore(const SparseStoreConfig& config) : config_(config) {}

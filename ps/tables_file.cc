@@ -1,8 +1,11 @@
 #include "ps/tables_file.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_io.h"
 #include "common/status_macros.h"
@@ -52,14 +55,40 @@ absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
       !s.ok()) {
     return Prefixed(path, s);
   }
-  if (absl::Status s = store.Restore(view->tables, release, scope); !s.ok()) {
+  // The newest last-seen step, to shift the file's steps below 0.
+  int64_t newest = -1;
+  for (const TableCheckpointView& t : view->tables) {
+    for (size_t i = 0; i < t.last_seen.size(); ++i) {
+      newest = std::max(newest, t.last_seen[i]);
+    }
+    for (size_t i = 0; i < t.pending_last_seen.size(); ++i) {
+      newest = std::max(newest, t.pending_last_seen[i]);
+    }
+    release(t.last_seen.bytes(0, t.last_seen.size()));
+  }
+  TableRestoreOptions options;
+  options.scope = scope;
+  options.last_seen_shift = newest + 1;
+  if (absl::Status s = store.Restore(view->tables, release, options); !s.ok()) {
+    const bool row_size = absl::StrContains(s.message(), "floats per row");
     return Prefixed(path, s,
-                    absl::IsFailedPrecondition(s)
-                        ? " (written with another --embedding-optimizer or "
-                          "embedding dimension?)"
-                        : "");
+                    row_size ? " (written with another --embedding-optimizer "
+                               "or embedding dimension?)"
+                             : "");
   }
   return absl::OkStatus();
+}
+
+DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim) {
+  DlrmTablesMeta meta;
+  meta.seed = config.seed;
+  meta.init_scale = config.init_scale > 0.0f
+                        ? config.init_scale
+                        : 1.0f / std::sqrt(static_cast<float>(dim));
+  meta.admit_count = std::max(config.admit_count, 1);
+  meta.zero_initial = config.optimizer.kind == RowOptimizerKind::kFtrl &&
+                      config.optimizer.l1 > 0.0f;
+  return meta;
 }
 
 }  // namespace ferry

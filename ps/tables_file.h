@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "common/file_system.h"
+#include "model/dlrm_weights.h"
 #include "ps/sparse_store.h"
 
 namespace ferry {
@@ -28,7 +29,10 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
 
 // Replaces `store`'s tables with the file's: every row (kAll: the store
 // must hold them all, a one-shard store) or those placed on the store's
-// shard (kPlacedHere: a PS shard of a job starting from the file). Errors,
+// shard (kPlacedHere: a PS shard of a job starting from the file). The
+// rows' and pending counters' last-seen steps are shifted, in order, to
+// end at step -1: the store's job counts its steps from 0 (TTL and memory
+// evictions see the file's rows as seen before its first step). Errors,
 // prefixed with the path: NOT_FOUND for a missing file, DATA_LOSS for a
 // corrupt one, FAILED_PRECONDITION for another job's checkpoint or tables
 // of other dims or row optimizer (the message says so), SparseStore::
@@ -36,6 +40,10 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
 absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
                                TableScope scope,
                                FileSystem* fs = PosixFileSystem());
+
+// What `config`'s tables read for ids without a row (the export's
+// metadata, model/dlrm_weights.h), rows of `dim` floats.
+DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim);
 
 }  // namespace ferry
 

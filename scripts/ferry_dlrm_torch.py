@@ -29,6 +29,7 @@ import math
 import os
 import struct
 import sys
+import zlib
 
 import numpy as np
 import torch
@@ -45,13 +46,11 @@ MASK = (1 << 64) - 1
 def read_tables(path):
     """Returns {table: (ids uint64 [rows], values float32 [rows, row_floats],
     pending {id: count})} of a ferry checkpoint file (format 2 or 3)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:8] != MAGIC:
+    raw = np.memmap(path, dtype=np.uint8, mode="r")  # read in place
+    if bytes(raw[:8]) != MAGIC:
         raise ValueError(f"{path}: not a ferry checkpoint")
-    import zlib
     (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
-    if zlib.crc32(raw[:-4]) != crc:
+    if zlib.crc32(memoryview(raw)[:-4]) != crc:
         raise ValueError(f"{path}: checksum mismatch")
     pos = 8
     fmt, job_len = struct.unpack_from("<II", raw, pos)
@@ -135,20 +134,26 @@ def read_tsv(path, fields):
 
 
 def embed(tables, metadata, field_ids, table, dim):
-    """The rows ferry reads for `field_ids` (uint64 [N]) of `table`."""
+    """The rows ferry reads for `field_ids` (uint64 [N]) of `table`: a
+    stored row's values; for an id without one zeros until admitted
+    (ferry.embedding.admit_count), then its initial values (uniform from
+    seed and init_scale, or zeros: ferry.embedding.initial_values)."""
     ids, values, pending = tables[table]
-    index = {int(i): r for r, i in enumerate(ids.tolist())}
-    rows = np.array([index.get(int(i), -1) for i in field_ids.tolist()])
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    at = np.searchsorted(sorted_ids, field_ids)
+    at_clipped = np.minimum(at, max(len(sorted_ids) - 1, 0))
+    have = (at < len(sorted_ids)) & (sorted_ids[at_clipped] == field_ids) \
+        if len(sorted_ids) else np.zeros(len(field_ids), bool)
     out = np.zeros((len(field_ids), dim), np.float32)
-    have = rows >= 0
-    out[have] = values[rows[have], :dim]
+    out[have] = values[order[at_clipped[have]], :dim]
     unseen = ~have
-    if metadata.get("ferry.embedding.unseen", "initial") == "zeros":
-        admit = int(metadata.get("ferry.embedding.admit_count", "1"))
+    admit = int(metadata["ferry.embedding.admit_count"])
+    if admit > 1:
         counted = np.array([pending.get(int(i), 0) >= admit
-                            for i in field_ids.tolist()], bool)
-        unseen &= counted
-    if unseen.any():
+                            for i in field_ids[unseen].tolist()], bool)
+        unseen[np.flatnonzero(unseen)[~counted]] = False
+    if unseen.any() and metadata["ferry.embedding.initial_values"] == "uniform":
         out[unseen] = initial_rows(
             int(metadata["ferry.embedding.seed"]), table, field_ids[unseen],
             dim, float(metadata["ferry.embedding.init_scale"]))

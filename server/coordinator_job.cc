@@ -21,6 +21,7 @@
 #include "pipeline/pipeline_options.h"
 #include "pipeline/stage_memory.h"
 #include "proto/job_convert.h"
+#include "ps/tables_file.h"
 
 namespace ferry {
 namespace {
@@ -257,11 +258,24 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   if (!f.init_from.empty()) {
     // A DLRM export: its dense half is read here (the job's model), its
     // tables by the shards; refused now rather than by every shard.
-    absl::Status usable = ReadDlrmWeights(f.init_from, spec).status();
+    DlrmTablesMeta exported;
+    absl::Status usable =
+        ReadDlrmWeights(f.init_from, spec, PosixFileSystem(), &exported)
+            .status();
     if (usable.ok()) {
-      usable = PosixFileSystem()
-                   ->MapFile(JoinPath(f.init_from, kDlrmEmbeddingsFile))
-                   .status();
+      usable = CheckTablesMetaFits(
+          exported, TablesMetaOf(MakeSparseStoreConfig(f.embedding, {}, f.seed),
+                                 spec.embedding_dim));
+    }
+    if (usable.ok()) {
+      absl::StatusOr<std::vector<std::string>> files =
+          PosixFileSystem()->ListDirectory(f.init_from);
+      usable = files.status();
+      if (files.ok() && std::find(files->begin(), files->end(),
+                                  kDlrmEmbeddingsFile) == files->end()) {
+        usable = absl::NotFoundError(
+            absl::StrCat(kDlrmEmbeddingsFile, " is missing"));
+      }
     }
     if (!usable.ok()) {
       return absl::Status(

@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "model/dlrm_weights.h"
+#include "model/model_export.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
@@ -157,11 +158,17 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
   } else {
     if (IsDlrmJob(job) && !job.init_from().empty()) {
       // A job starting from a DLRM export: the rows placed here.
-      const std::string path =
-          absl::StrCat(job.init_from(), "/", kDlrmEmbeddingsFile);
-      RETURN_IF_ERROR(partition->shard->FillTables([&](SparseStore& store) {
-        return RestoreTablesFile(path, store, TableScope::kPlacedHere);
-      }));
+      const std::string path = JoinPath(job.init_from(), kDlrmEmbeddingsFile);
+      absl::Status filled =
+          partition->shard->FillTables([&](SparseStore& store) {
+            return RestoreTablesFile(path, store, TableScope::kPlacedHere);
+          });
+      if (absl::IsFailedPrecondition(filled)) {
+        // An export that does not fit the job: a configuration error, not
+        // one a restart mends.
+        filled = absl::InvalidArgumentError(filled.message());
+      }
+      RETURN_IF_ERROR(filled);
       LogInfo("embedding rows from --init-from",
               {{"shard", logical_id},
                {"path", path},

@@ -43,8 +43,11 @@ absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
                         const SparseStore& store,
                         FileSystem* fs = PosixFileSystem());
 
-// Reads a directory ExportDlrm wrote into `store` (replacing its tables)
-// and returns the dense parameters. The directory's model must be
+// Reads a directory ExportDlrm wrote into `store` (replacing its tables;
+// their last-seen steps shifted below 0, ps/tables_file.h) and returns the
+// dense parameters. The store's seed, admission count and initial values
+// must be the export's (CheckTablesMetaFits: INVALID_ARGUMENT naming the
+// flag). The directory's model must be
 // `expected` (INVALID_ARGUMENT showing both otherwise); the weights file
 // must hold exactly the layout's tensors with their shapes and finite
 // values (INVALID_ARGUMENT naming the first that is not); the tables must

@@ -7,8 +7,8 @@ test rows in PyTorch from model.json, model.safetensors and embeddings.ckpt
 (ids without a row recomputed as ferry's initial values) to ferry's test
 AUC and log loss within 1e-5; ferry itself evaluates the export
 (--init-from --evaluate-only) to exactly its trained AUC and log loss. Run
-twice: admission 1 (unseen ids read initial values) and admission 2 (they
-read zeros).
+three times: admission 1 (unseen ids read initial values), admission 2
+(they read zeros until admitted) and FTRL with l1 > 0 (rows start at zero).
 Usage: torch_dlrm_interop_test.py BIN_DIR SOURCE_DIR. Exit 77 (skipped)
 without torch or numpy.
 """
@@ -50,10 +50,14 @@ def main():
         spec = os.path.join(tmp, "small.json")
         with open(spec, "w") as f:
             json.dump(SPEC, f)
-        for admit in (1, 2):
+        cases = {"admit1": ["--embedding-admit-count", "1"],
+                 "admit2": ["--embedding-admit-count", "2"],
+                 "ftrl-l1": ["--embedding-optimizer", "ftrl",
+                             "--embedding-ftrl-l1", "0.01"]}
+        for admit, table_flags in cases.items():
             out = os.path.join(tmp, f"export-{admit}")
             flags = ["--dataset", "criteo:" + data, "--batch", "128",
-                     "--embedding-admit-count", str(admit), "--threads", "1"]
+                     "--threads", "1"] + table_flags
             trained_json = os.path.join(tmp, f"trained-{admit}.json")
             run([worker, "--standalone", "--model", spec, "--epochs", "1",
                  "--optimizer", "adam", "--lr", "0.003", "--export", out,
@@ -67,7 +71,7 @@ def main():
                 evaluated = json.load(f)
             torch_eval = json.loads(run(["/usr/bin/python3", reader, "eval",
                                          out, "--data", data]))
-            print(f"admit {admit}: ferry auc {trained['test_auc']:.6f} "
+            print(f"{admit}: ferry auc {trained['test_auc']:.6f} "
                   f"logloss {trained['test_logloss']:.6f}; export evaluated "
                   f"by ferry {evaluated['test_auc']:.6f}, by PyTorch "
                   f"{torch_eval['test_auc']:.6f} / "
@@ -75,15 +79,15 @@ def main():
                   f"{torch_eval['rows']} rows")
             for key in ("test_auc", "test_logloss"):
                 if evaluated[key] != trained[key]:
-                    failures.append(f"admit {admit}: ferry's evaluation of the "
+                    failures.append(f"{admit}: ferry's evaluation of the "
                                     f"export: {key} {evaluated[key]} != "
                                     f"{trained[key]}")
                 if abs(torch_eval[key] - trained[key]) > TOLERANCE:
-                    failures.append(f"admit {admit}: PyTorch's {key} "
+                    failures.append(f"{admit}: PyTorch's {key} "
                                     f"{torch_eval[key]} vs ferry's "
                                     f"{trained[key]}")
             if torch_eval["rows"] != trained["embedding_rows"]:
-                failures.append(f"admit {admit}: {torch_eval['rows']} rows "
+                failures.append(f"{admit}: {torch_eval['rows']} rows "
                                 f"read, ferry has {trained['embedding_rows']}")
     for f in failures:
         print("FAIL: " + f)

@@ -393,7 +393,7 @@ TEST(SparseStore, RestoreOfPlacedRowsSplitsAWholeStoreOverShards) {
     placed.shard_id = shard;
     placed.num_shards = 2;
     auto store = Make(placed);
-    ASSERT_TRUE(store->Restore(views, nullptr, TableScope::kPlacedHere).ok());
+    ASSERT_TRUE(store->Restore(views, nullptr, {TableScope::kPlacedHere}).ok());
     // Exactly the rows ShardOfRow places here, with their values.
     for (const TableCheckpoint& part : store->Export()) {
       for (uint64_t id : part.ids) {
