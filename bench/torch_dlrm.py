@@ -42,6 +42,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "scripts"))
+from ferry_dlrm_torch import auc, logloss  # noqa: E402  (data/ctr_metrics.h's)
+
 NUM_DENSE = 13
 NUM_FIELDS = 26
 
@@ -138,25 +142,6 @@ class RowwiseAdagrad:
             a = acc[rows] + vals.pow(2).mean(dim=1)
             acc[rows] = a
             t.weight.index_add_(0, rows, -self.lr * vals / (a.sqrt() + self.eps)[:, None])
-
-
-def auc(scores, labels):
-    """Rank AUC, ties counting one half (as data/ctr_metrics.h)."""
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    ranks = np.empty(len(s), dtype=np.float64)
-    _, first, counts = np.unique(s, return_index=True, return_counts=True)
-    for f0, c in zip(first, counts):  # 1-based ranks, ties averaged
-        ranks[f0:f0 + c] = f0 + (c + 1) / 2.0
-    y = labels[order]
-    pos = y.sum()
-    neg = len(y) - pos
-    return float((ranks[y == 1].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
-
-
-def logloss(p, y):
-    p = np.clip(p, 1e-7, 1 - 1e-7)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
 
 
 def main():

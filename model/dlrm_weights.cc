@@ -85,15 +85,22 @@ absl::Status CheckTablesMetaFits(const DlrmTablesMeta& exported,
   return absl::OkStatus();
 }
 
-absl::Status WriteDlrmWeights(const std::string& dir, const DlrmSpec& spec,
-                              absl::Span<const float> params,
-                              const DlrmTablesMeta& tables, FileSystem* fs) {
+absl::Status CheckDlrmParams(const DlrmSpec& spec,
+                             absl::Span<const float> params) {
   ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   if (static_cast<int64_t>(params.size()) != layout.total_elements()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DLRM export: ", params.size(), " dense parameters for a model of ",
         layout.total_elements()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteDlrmWeights(const std::string& dir, const DlrmSpec& spec,
+                              absl::Span<const float> params,
+                              const DlrmTablesMeta& tables, FileSystem* fs) {
+  RETURN_IF_ERROR(CheckDlrmParams(spec, params));
+  ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
   SafetensorsFile weights;
   weights.metadata = TablesMetadata(tables);
   weights.metadata["format"] = "pt";

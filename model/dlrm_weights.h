@@ -48,6 +48,10 @@ absl::StatusOr<DlrmTablesMeta> ParseTablesMetadata(
 absl::Status CheckTablesMetaFits(const DlrmTablesMeta& exported,
                                  const DlrmTablesMeta& job);
 
+// INVALID_ARGUMENT when `params` is not DlrmParameterLayout(spec)'s size.
+absl::Status CheckDlrmParams(const DlrmSpec& spec,
+                             absl::Span<const float> params);
+
 // Writes DIR/model.json and DIR/model.safetensors (each replaced
 // atomically; DIR is created), `tables` in the weights file's metadata.
 // INVALID_ARGUMENT when `params` is not DlrmParameterLayout(spec)'s size.

@@ -199,6 +199,12 @@ def auc(scores, labels):
     return float((ranks[y == 1].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
 
 
+def logloss(p, y):
+    """Mean binary cross-entropy, probabilities clipped to [1e-7, 1 - 1e-7]."""
+    p = np.clip(p, 1e-7, 1 - 1e-7)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -211,10 +217,8 @@ def main():
     dense, ids, labels = read_tsv(os.path.join(a.data, "test.tsv"),
                                   spec.get("num_fields", 26))
     p = score(spec, state, tables, metadata, dense, ids)
-    clipped = np.clip(p, 1e-7, 1 - 1e-7)
-    logloss = float(-np.mean(labels * np.log(clipped) +
-                             (1 - labels) * np.log(1 - clipped)))
-    print(json.dumps({"test_auc": auc(p, labels), "test_logloss": logloss,
+    print(json.dumps({"test_auc": auc(p, labels),
+                      "test_logloss": logloss(p, labels),
                       "samples": len(labels),
                       "rows": sum(len(t[0]) for t in tables.values())}))
     return 0

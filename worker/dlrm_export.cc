@@ -17,12 +17,8 @@ namespace ferry {
 absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
                         absl::Span<const float> params,
                         const SparseStore& store, FileSystem* fs) {
-  ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
-  if (static_cast<int64_t>(params.size()) != layout.total_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DLRM export: ", params.size(), " dense parameters for a model of ",
-        layout.total_elements()));
-  }
+  // Refused before anything is written.
+  RETURN_IF_ERROR(CheckDlrmParams(spec, params));
   RETURN_IF_ERROR(fs->CreateDirectories(dir));
   RETURN_IF_ERROR(
       WriteTablesFile(JoinPath(dir, kDlrmEmbeddingsFile), store, fs));
