@@ -452,8 +452,7 @@ int main(int argc, char** argv) {
         ferry::ToEmbeddingOptions(embedding);
     if (fits.ok()) fits = options.status();
     if (fits.ok()) {
-      fits = ferry::CheckDistributedDlrmFlags(o.mode, init_from, export_dir,
-                                              *options);
+      fits = ferry::CheckDistributedDlrmFlags(o.mode, export_dir, *options);
     }
     if (fits.ok()) {
       fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, model,

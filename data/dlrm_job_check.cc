@@ -30,15 +30,9 @@ absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
 }
 
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
-                                       const std::string& init_from,
                                        const std::string& export_dir,
                                        const EmbeddingOptions& embedding) {
   if (mode == "ring") RETURN_IF_ERROR(CheckRingKeepsEveryRow(embedding));
-  if (!init_from.empty() && mode == "ring") {
-    return absl::InvalidArgumentError(
-        "--init-from with a DLRM needs --mode ps or hybrid (the shards load "
-        "the export's tables); ring members do not load them yet");
-  }
   if (!export_dir.empty()) {
     return absl::InvalidArgumentError(
         "--export is not supported for DLRM models yet in distributed jobs "

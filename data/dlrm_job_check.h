@@ -23,13 +23,12 @@ absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
                                            const std::string& dataset);
 
 // What a distributed DLRM job cannot do: --export (the tables live on the
-// shards), --init-from in ring mode (the members do not load an export's
-// tables; PS and hybrid shards do), and in ring mode a TTL or a memory
+// shards or in every ring member), and in ring mode a TTL or a memory
 // limit on the tables (every member keeps every row, and a step a member
 // rolls back cannot bring evicted rows back). Empty strings are "not
-// given".
+// given". (--init-from with full ring tables is refused by the
+// coordinator: CheckRingFullTableRows' caller.)
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
-                                       const std::string& init_from,
                                        const std::string& export_dir,
                                        const EmbeddingOptions& embedding);
 

@@ -251,13 +251,18 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   // The flags first: nothing is read for a job that cannot run.
   ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveCriteoDlrm(f.model, f.dataset));
   RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
-  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.init_from, f.export_dir,
-                                            f.embedding));
+  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.export_dir, f.embedding));
   RETURN_IF_ERROR(
       CheckRingFullTableRows(f.mode, f.ring_full_table_rows, f.model, &spec));
+  if (!f.init_from.empty() && f.ring_full_table_rows > 0) {
+    return absl::InvalidArgumentError(
+        "--init-from with --ring-full-table-rows: full tables hold ids mod "
+        "that many rows and cannot start from an export's rows");
+  }
   if (!f.init_from.empty()) {
     // A DLRM export: its dense half is read here (the job's model), its
-    // tables by the shards; refused now rather than by every shard.
+    // tables by the shards or ring members; refused now rather than by
+    // each of them.
     DlrmTablesMeta exported;
     absl::Status usable =
         ReadDlrmWeights(f.init_from, spec, PosixFileSystem(), &exported)

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/dlrm_weights.h"
+#include "model/model_export.h"
 #include "proto/job_convert.h"
 #include "ps/job_tables.h"
 #include "worker/hybrid_exchange.h"
@@ -55,6 +57,10 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
         options.tables,
         RingTables::Create(tables.dims, embedding, job.seed(),
                            job.embedding().ring_full_table_rows()));
+    if (!job.init_from().empty()) {  // a DLRM export: its whole tables
+      RETURN_IF_ERROR(options.tables->LoadTablesFile(
+          JoinPath(job.init_from(), kDlrmEmbeddingsFile)));
+    }
   }
   return RingExchange::Create(std::move(options));
 }

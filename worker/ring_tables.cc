@@ -11,6 +11,7 @@
 #include "data/dlrm_job_check.h"
 #include "ferry/v1/ring.pb.h"
 #include "ps/sparse_rows_wire.h"
+#include "ps/tables_file.h"
 #include "ring/ring_bytes.h"
 #include "ring/ring_collective.h"
 
@@ -74,6 +75,17 @@ absl::StatusOr<std::unique_ptr<RingTables>> RingTables::Create(
                        MakeSparseStoreConfig(options, std::move(dims), seed)));
   return std::unique_ptr<RingTables>(
       new RingTables(std::move(store), full_table_rows));
+}
+
+absl::Status RingTables::LoadTablesFile(const std::string& path) {
+  if (full_table_rows_ > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "full tables of ", full_table_rows_,
+        " rows (--ring-full-table-rows) hold ids mod that many rows and "
+        "cannot start from an export's rows (",
+        path, ")"));
+  }
+  return RestoreTablesFile(path, *store_, TableScope::kAll);
 }
 
 absl::Status RingTables::SetStepRows(std::vector<SparseRows> rows) {

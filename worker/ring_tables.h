@@ -119,6 +119,12 @@ class RingTables {
   uint64_t Digest() const;
 
   const SparseStore& store() const { return *store_; }
+  // Before the first step: the tables of a model export (ps/tables_file.h,
+  // every row: the member holds the whole tables), e.g. a job started with
+  // --init-from. INVALID_ARGUMENT for full tables (full_table_rows > 0:
+  // rows id mod N cannot take an export's rows); RestoreTablesFile's
+  // errors otherwise (the tables unchanged).
+  absl::Status LoadTablesFile(const std::string& path);
   int64_t full_table_rows() const { return full_table_rows_; }
 
  private:

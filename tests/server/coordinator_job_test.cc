@@ -260,16 +260,17 @@ TEST_F(CoordinatorJobTest, ADlrmCannotBeExportedOrInitialized) {
   absl::Status s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("--export is not supported for DLRM"));
-  // --init-from: a DLRM export (checked here), in PS or hybrid mode only.
+  // --init-from: a DLRM export (checked here); not into full ring tables.
   f = Dlrm();
   f.init_from = *dir_ + "/in";
   s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("--init-from " + *dir_ + "/in"));
   f.mode = "ring";
+  f.ring_full_table_rows = 1000;
   s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("ring members do not load"));
+  EXPECT_THAT(s.message(), HasSubstr("--ring-full-table-rows"));
 }
 
 TEST_F(CoordinatorJobTest, BadTableOptionsAreRefused) {
