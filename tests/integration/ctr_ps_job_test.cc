@@ -225,6 +225,9 @@ TEST_F(CtrPsJobTest, EveryModeStartsFromAStandaloneExport) {
         "--timeout",      "180",
         "--summary-json", *dir_ + "/init-" + mode + ".json"};
     if (mode != "ring") local.insert(local.end(), {"--shards", "2"});
+    // PS: two partitions per shard process, four logical shards, each
+    // loading its own rows.
+    if (mode == "ps") local.insert(local.end(), {"--partitions", "2"});
     const ProcessRun p =
         RunToEnd(local, *dir_ + "/init-" + mode + ".log", absl::Seconds(240));
     ASSERT_EQ(p.rc, 0) << p.output;
