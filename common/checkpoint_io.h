@@ -169,7 +169,22 @@ struct MappedCheckpoint {
   std::string path;
   std::unique_ptr<MappedFile> file;
   CheckpointView view;
+
+  // Releases parts of the file's bytes (file->Release), for readers that
+  // take a BytesDone. Valid while this object lives.
+  BytesDone releaser() const {
+    MappedFile* mapped = file.get();
+    return [mapped](absl::string_view part) { mapped->Release(part); };
+  }
 };
+
+// Maps the checkpoint file at `path` (FileSystem::MapFile), checks it
+// (DecodeCheckpointView; the checksum pass releases what it read) and that
+// it is of `expected`'s slice (CheckIdentityOf). Errors are prefixed with
+// the path: the file system's, DecodeCheckpoint's, CheckIdentity's.
+absl::StatusOr<MappedCheckpoint> MapCheckpoint(
+    FileSystem* fs, const std::string& path,
+    const CheckpointIdentity& expected);
 
 // One checkpoint file written as it is encoded (CheckpointStore::
 // NewWriter): Write() encodes the state it is given, read in place, into

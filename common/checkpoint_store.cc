@@ -134,23 +134,30 @@ absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersionsLocked() {
   return versions;
 }
 
-absl::StatusOr<MappedCheckpoint> CheckpointStore::MapLocked(
-    const std::string& path) {
+absl::StatusOr<MappedCheckpoint> MapCheckpoint(
+    FileSystem* fs, const std::string& path,
+    const CheckpointIdentity& expected) {
+  const auto prefixed = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  };
   MappedCheckpoint c;
   c.path = path;
-  ASSIGN_OR_RETURN(c.file, fs_->MapFile(path));
-  MappedFile* file = c.file.get();
-  absl::StatusOr<CheckpointView> view = DecodeCheckpointView(
-      file->bytes(), [file](absl::string_view part) { file->Release(part); });
-  if (!view.ok()) {
-    return absl::Status(view.status().code(),
-                        absl::StrCat(path, ": ", view.status().message()));
-  }
-  if (absl::Status s = CheckIdentityOf(view->identity, identity_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = fs->MapFile(path);
+  if (!file.ok()) return file.status();  // NOT_FOUND names the path
+  c.file = *std::move(file);
+  absl::StatusOr<CheckpointView> view =
+      DecodeCheckpointView(c.file->bytes(), c.releaser());
+  if (!view.ok()) return prefixed(view.status());
+  if (absl::Status s = CheckIdentityOf(view->identity, expected); !s.ok()) {
+    return prefixed(s);
   }
   c.view = *std::move(view);
   return c;
+}
+
+absl::StatusOr<MappedCheckpoint> CheckpointStore::MapLocked(
+    const std::string& path) {
+  return MapCheckpoint(fs_, path, identity_);
 }
 
 absl::StatusOr<MappedCheckpoint> CheckpointStore::MapNewest() {

@@ -253,6 +253,16 @@ TableCheckpointView TableCheckpointView::Of(const TableCheckpoint& part) {
   return view;
 }
 
+std::vector<TableCheckpointView> ViewsOf(
+    const std::vector<TableCheckpoint>& parts) {
+  std::vector<TableCheckpointView> views;
+  views.reserve(parts.size());
+  for (const TableCheckpoint& part : parts) {
+    views.push_back(TableCheckpointView::Of(part));
+  }
+  return views;
+}
+
 TableCheckpoint TableCheckpointView::Copy() const {
   TableCheckpoint part;
   part.table = table;

@@ -132,6 +132,10 @@ struct TableCheckpointView {
   TableCheckpoint Copy() const;
 };
 
+// Views of in-memory parts (which must outlive them).
+std::vector<TableCheckpointView> ViewsOf(
+    const std::vector<TableCheckpoint>& parts);
+
 // Consecutive rows of a table read in place: ids.size() rows.
 struct TableRowRun {
   absl::Span<const uint64_t> ids;

@@ -136,10 +136,21 @@ FERRY_HD inline void ApplyRowUpdate(float* row, const float* grad, int dim,
 // goes with them (Adagrad: the initial accumulator; FTRL: n = 0 and the z
 // that yields the initial values, which l1 > 0 would shrink: such tables
 // start from zeros, the usual FTRL start).
+// Whether new rows start at zero under `p` (FTRL with l1 > 0) rather than
+// at InitialRowValue.
+FERRY_HD inline bool RowsStartAtZero(const RowOptimizerParams& p) {
+  return p.kind == RowOptimizerKind::kFtrl && p.l1 > 0.0f;
+}
+
+// The scale of initial values: `scale`, or 1 / sqrt(dim) when it is 0.
+inline float ResolvedInitScale(float scale, int dim) {
+  return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(dim));
+}
+
 FERRY_HD inline void InitRow(float* row, uint64_t seed, int32_t table,
                              uint64_t id, int dim, float scale,
                              const RowOptimizerParams& p) {
-  const bool zero = p.kind == RowOptimizerKind::kFtrl && p.l1 > 0.0f;
+  const bool zero = RowsStartAtZero(p);
   for (int i = 0; i < dim; ++i) {
     row[i] = zero ? 0.0f : InitialRowValue(seed, table, id, i, scale);
   }

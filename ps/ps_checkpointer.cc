@@ -21,19 +21,17 @@ namespace {
 absl::Status RestoreFromMapping(PsShard& shard, const MappedCheckpoint& c,
                                 int64_t generation) {
   const CheckpointView& view = c.view;
-  MappedFile* file = c.file.get();
+  const BytesDone release = c.releaser();
   PsShardState dense;
   dense.version = view.version;
   dense.optimizer_steps = view.steps_applied;
   dense.params = view.params.ToVector();
-  file->Release(view.params.bytes(0, view.params.size()));
+  release(view.params.bytes(0, view.params.size()));
   for (const PackedColumn<float>& buffer : view.state) {
     dense.optimizer_state.push_back(buffer.ToVector());
-    file->Release(buffer.bytes(0, buffer.size()));
+    release(buffer.bytes(0, buffer.size()));
   }
-  return shard.RestoreState(
-      dense, view.tables, generation,
-      [file](absl::string_view part) { file->Release(part); });
+  return shard.RestoreState(dense, view.tables, generation, release);
 }
 
 }  // namespace

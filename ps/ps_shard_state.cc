@@ -150,18 +150,7 @@ void PsShard::RollBackLocked(int64_t generation,
 
 absl::Status PsShard::RestoreState(const PsShardState& state,
                                    int64_t generation) {
-  // In-memory parts get the whole of ValidateTables (SparseStore::Restore
-  // of vectors); views are checked as they are read.
-  if (sparse_ != nullptr && !state.tables.empty() &&
-      state.tables.size() == sparse_->config().dims.size()) {
-    RETURN_IF_ERROR(ValidateTables(state.tables));
-  }
-  std::vector<TableCheckpointView> tables;
-  tables.reserve(state.tables.size());
-  for (const TableCheckpoint& part : state.tables) {
-    tables.push_back(TableCheckpointView::Of(part));
-  }
-  return RestoreFrom(state, tables, generation, nullptr);
+  return RestoreFrom(state, ViewsOf(state.tables), generation, nullptr);
 }
 
 absl::Status PsShard::RestoreState(const PsShardState& dense,

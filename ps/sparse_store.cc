@@ -356,15 +356,7 @@ std::vector<std::unique_ptr<TablePartSource>> SparseStore::CheckpointSources()
 }
 
 absl::Status SparseStore::Restore(const std::vector<TableCheckpoint>& parts) {
-  if (parts.size() == tables_.size()) {
-    if (absl::Status s = ValidateTables(parts); !s.ok()) return s;
-  }
-  std::vector<TableCheckpointView> views;
-  views.reserve(parts.size());
-  for (const TableCheckpoint& part : parts) {
-    views.push_back(TableCheckpointView::Of(part));
-  }
-  return Restore(views, nullptr);
+  return Restore(ViewsOf(parts), nullptr);
 }
 
 absl::Status SparseStore::Restore(absl::Span<const TableCheckpointView> parts,

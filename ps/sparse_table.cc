@@ -48,9 +48,7 @@ absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
         absl::StrFormat("embedding table %d: %s", config.table, s.message()));
   }
   SparseTableConfig resolved = config;
-  if (resolved.init_scale == 0.0f) {
-    resolved.init_scale = 1.0f / std::sqrt(static_cast<float>(config.dim));
-  }
+  resolved.init_scale = ResolvedInitScale(config.init_scale, config.dim);
   return std::unique_ptr<SparseTable>(new SparseTable(resolved));
 }
 

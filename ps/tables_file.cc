@@ -42,19 +42,10 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
 
 absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
                                TableScope scope, FileSystem* fs) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file = fs->MapFile(path);
-  if (!file.ok()) return Prefixed(path, file.status());
-  MappedFile* mapped = file->get();
-  const auto release = [mapped](absl::string_view part) {
-    mapped->Release(part);
-  };
-  absl::StatusOr<CheckpointView> view =
-      DecodeCheckpointView(mapped->bytes(), release);
-  if (!view.ok()) return Prefixed(path, view.status());
-  if (absl::Status s = CheckIdentityOf(view->identity, TablesFileIdentity());
-      !s.ok()) {
-    return Prefixed(path, s);
-  }
+  ASSIGN_OR_RETURN(const MappedCheckpoint mapped,
+                   MapCheckpoint(fs, path, TablesFileIdentity()));
+  const CheckpointView* view = &mapped.view;
+  const BytesDone release = mapped.releaser();
   // The newest last-seen step, to shift the file's steps below 0.
   int64_t newest = -1;
   for (const TableCheckpointView& t : view->tables) {
@@ -82,12 +73,9 @@ absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
 DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim) {
   DlrmTablesMeta meta;
   meta.seed = config.seed;
-  meta.init_scale = config.init_scale > 0.0f
-                        ? config.init_scale
-                        : 1.0f / std::sqrt(static_cast<float>(dim));
+  meta.init_scale = ResolvedInitScale(config.init_scale, dim);
   meta.admit_count = std::max(config.admit_count, 1);
-  meta.zero_initial = config.optimizer.kind == RowOptimizerKind::kFtrl &&
-                      config.optimizer.l1 > 0.0f;
+  meta.zero_initial = RowsStartAtZero(config.optimizer);
   return meta;
 }
 
