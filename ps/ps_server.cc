@@ -32,6 +32,12 @@ absl::StatusOr<PsServer> StartPsServer(PsShard* shard,
   result.service = std::make_unique<PsService>(shard, checkpointer, shaper);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
+  if (const int64_t window = shard->config().limits.receive_window_bytes;
+      window > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                               static_cast<int>(window));
+  }
   AddServingPort(builder, listen_address, &result.port);
   builder.RegisterService(result.service.get());
   result.server = builder.BuildAndStart();

@@ -1,6 +1,7 @@
 #include "ps/ps_shard.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -93,8 +94,8 @@ PsShard::PsShard(PsShardConfig config, FlatRange range,
       range_(range),
       backend_(std::move(backend)),
       optimizer_(std::move(optimizer)),
-      params_(std::move(params)),
-      scratch_(params_.size()) {
+      current_(std::make_shared<PsSnapshot>(
+          PsSnapshot{.version = 0, .values = std::move(params)})) {
   for (const Chunk& chunk : all_chunks_) {
     if (chunk.shard == config_.shard_id) owned_.push_back(chunk);
   }
@@ -365,19 +366,14 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
 }
 
 absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
-  absl::Status status = optimizer_.Apply(grad, params_.data());
+  std::vector<float>& params = WritableParamsLocked(/*keep_values=*/true);
+  absl::Status status = optimizer_.Apply(grad, params.data());
   if (!status.ok()) {
     return absl::InternalError(
         absl::StrFormat("optimizer update of shard %d failed: %s",
                         config_.shard_id, status.ToString()));
   }
-  ++version_;
-  // Readers get snapshots only under mu_: if nobody else holds the old one
-  // now, nobody can, and its memory serves the next snapshot.
-  if (snapshot_ != nullptr && snapshot_.use_count() == 1) {
-    spare_snapshot_ = std::const_pointer_cast<PsSnapshot>(std::move(snapshot_));
-  }
-  snapshot_.reset();
+  current_->version = ++version_;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->second.min_version <= version_) {
       ready.emplace_back(std::move(it->second.ready), SnapshotLocked());
@@ -410,15 +406,35 @@ void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
   }
 }
 
-std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
-  if (snapshot_ == nullptr) {
-    std::shared_ptr<PsSnapshot> snapshot = std::move(spare_snapshot_);
-    if (snapshot == nullptr) snapshot = std::make_shared<PsSnapshot>();
-    snapshot->version = version_;
-    snapshot->values.assign(params_.begin(), params_.end());
-    snapshot_ = std::move(snapshot);
+std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
+  // Readers get the slice only under mu_: if nobody else holds it now,
+  // nobody can until mu_ is released. The fence pairs with the release of
+  // the readers' last references (their reads happen before it).
+  if (current_.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return current_->values;
   }
-  return snapshot_;
+  std::shared_ptr<PsSnapshot> next;
+  if (spare_snapshot_ != nullptr && spare_snapshot_.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    next = std::move(spare_snapshot_);
+  } else {
+    next = std::make_shared<PsSnapshot>();
+  }
+  if (keep_values) {
+    next->values.assign(current_->values.begin(), current_->values.end());
+  } else {
+    next->values.resize(current_->values.size());
+  }
+  next->version = current_->version;
+  // The readers' version: its memory serves the next copy once they are
+  // done with it.
+  spare_snapshot_ = std::exchange(current_, std::move(next));
+  return current_->values;
+}
+
+std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
+  return current_;
 }
 
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,

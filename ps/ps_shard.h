@@ -47,6 +47,14 @@
 // on the thread that makes the version available, or inline when it already
 // is) with an immutable snapshot of the slice; no thread waits.
 //
+// Memory: the slice is held once. The current snapshot IS the slice: an
+// update writes it in place when no reader holds it, and copies it first
+// (copy on write, into the last snapshot's memory once free) only when a
+// pull or evaluation still reads the previous version. A sync step sums its
+// contributors into the first one's buffer (no separate scratch). So a sync
+// shard holds its slice, the optimizer state and one buffer per pushing
+// worker (docs/benchmarks.md, "Memory of a shard").
+//
 // Checkpoints and rollback: ExportState() copies the version, the slice and
 // the optimizer state consistently (VisitState() reads them in place, for a
 // checkpoint written without a copy of the rows); RestoreState() replaces
@@ -157,7 +165,7 @@ struct PsShardState {
   std::vector<TableCheckpoint> tables;
 };
 
-// One version of the slice, immutable and shared by every reader.
+// One version of the slice, immutable once shared with a reader.
 struct PsSnapshot {
   int64_t version = 0;
   std::vector<float> values;  // the whole slice, index 0 = range().begin
@@ -325,7 +333,8 @@ class PsShard {
   //  ABORTED             generation older than one already finalized or
   //                      restored;
   //  UNAVAILABLE         after StopUpdates();
-  //  INTERNAL            the optimizer failed.
+  //  INTERNAL            the optimizer failed (the step's pushes are
+  //                      dropped then: they were summed in place).
   absl::StatusOr<int64_t> FinalizeStep(
       absl::string_view job_id, int64_t step,
       absl::Span<const PsContributor> contributors, int64_t generation);
@@ -458,6 +467,12 @@ class PsShard {
   // moves the waits that become ready into `ready`.
   absl::Status ApplyLocked(const float* grad, ReadyList& ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slice, for writing: current_ itself when no reader holds it, else
+  // a new current_ (in spare_snapshot_'s memory when there is one) that
+  // holds a copy of the values when `keep_values` (else they are
+  // unspecified, for a caller that overwrites them all).
+  std::vector<float>& WritableParamsLocked(bool keep_values)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync: applies the open step over `contributors` (each has a pending
   // buffer): sums them in that order, divides by their samples, applies,
   // drops every buffer of the step and remembers the set.
@@ -503,8 +518,9 @@ class PsShard {
   mutable absl::Mutex mu_;
   std::unique_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(mu_);
   Optimizer optimizer_ ABSL_GUARDED_BY(mu_);
-  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
-  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);
+  // The slice at version_ (current_->version == version_), shared with
+  // the readers of that version: never written while they hold it.
+  std::shared_ptr<PsSnapshot> current_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t max_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Sync: the open step's buffers by worker.
@@ -518,10 +534,9 @@ class PsShard {
   std::unique_ptr<SparseStore> sparse_;
   // Async: last applied step by worker.
   absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const PsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   // Memory reuse (a large slice is otherwise fresh, page-faulting memory on
-  // every push and version): gradient buffers of applied pushes, and the
-  // last snapshot once no reader holds it.
+  // every push and version): gradient buffers of applied pushes, and an
+  // older slice copied on write, once no reader holds it.
   std::vector<std::vector<float>> free_grads_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<PsSnapshot> spare_snapshot_ ABSL_GUARDED_BY(mu_);
   // A gradient buffer of the slice's size: recycled (contents unspecified)

@@ -31,7 +31,7 @@ absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
   PsShardStateView view;
   view.version = version_;
   view.optimizer_steps = optimizer_.steps_applied();
-  view.params = params_;
+  view.params = current_->values;
   for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
     std::vector<float> host(buffer->size());
     const absl::Status status =
@@ -192,14 +192,10 @@ absl::Status PsShard::RestoreFrom(const PsShardState& state,
       }
     }
     optimizer_.set_steps_applied(state.optimizer_steps);
-    params_.assign(state.params.begin(), state.params.end());
+    std::vector<float>& params = WritableParamsLocked(/*keep_values=*/false);
+    params.assign(state.params.begin(), state.params.end());
     version_ = state.version;
-    // The current snapshot describes the replaced state.
-    if (snapshot_ != nullptr && snapshot_.use_count() == 1) {
-      spare_snapshot_ =
-          std::const_pointer_cast<PsSnapshot>(std::move(snapshot_));
-    }
-    snapshot_.reset();
+    current_->version = version_;
     RollBackLocked(generation, aborted);
   }
   const absl::Status status = absl::AbortedError(absl::StrFormat(

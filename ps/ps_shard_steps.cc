@@ -107,14 +107,6 @@ absl::Status PsShard::ApplyStepLocked(
     absl::Span<const PsContributor> contributors, ReadyList& ready) {
   int64_t total_samples = 0;
   for (const PsContributor& c : contributors) total_samples += c.num_samples;
-  // Sum in the order named, then divide (0 + g is exact).
-  std::fill(scratch_.begin(), scratch_.end(), 0.0f);
-  for (const PsContributor& c : contributors) {
-    const std::vector<float>& g = pending_[c.worker_id].grad;
-    for (size_t i = 0; i < g.size(); ++i) scratch_[i] += g[i];
-  }
-  const float n = static_cast<float>(total_samples);
-  for (float& g : scratch_) g /= n;
   const int64_t step = version_;
   if (sparse_ != nullptr) {
     // Each push's rows were checked on arrival (AddRows).
@@ -124,11 +116,22 @@ absl::Status PsShard::ApplyStepLocked(
     }
     RETURN_IF_ERROR(sparse_->ApplyCheckedStep(rows, total_samples, step));
   }
-  RETURN_IF_ERROR(ApplyLocked(scratch_.data(), ready));
+  // Sum in the order named into the first contributor's buffer, then
+  // divide: the same values as a sum from zero (0 + g is exact).
+  std::vector<float>& sum = pending_[contributors.front().worker_id].grad;
+  for (size_t c = 1; c < contributors.size(); ++c) {
+    const std::vector<float>& g = pending_[contributors[c].worker_id].grad;
+    for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+  }
+  const float n = static_cast<float>(total_samples);
+  for (float& g : sum) g /= n;
+  const absl::Status applied = ApplyLocked(sum.data(), ready);
+  // The first buffer holds the sum now: the pushes are spent either way.
   for (auto& [worker, contribution] : pending_) {
     RecycleGradBuffer(std::move(contribution.grad));
   }
   pending_.clear();
+  RETURN_IF_ERROR(applied);
   applied_sets_[step].assign(contributors.begin(), contributors.end());
   while (static_cast<int64_t>(applied_sets_.size()) > kRememberedSteps) {
     applied_sets_.erase(applied_sets_.begin());
