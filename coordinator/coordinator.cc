@@ -171,6 +171,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
   v1::HeartbeatResponse response;
   response.set_generation(membership_.generation());
   response.set_fence(fence_);
+  response.set_committed_steps(CommittedSteps());
   return response;
 }
 

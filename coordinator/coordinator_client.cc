@@ -116,6 +116,11 @@ void Heartbeater::SetFenceListener(std::function<void(int64_t)> listener) {
   fence_listener_ = std::move(listener);
 }
 
+void Heartbeater::SetCommittedListener(std::function<void(int64_t)> listener) {
+  absl::MutexLock lock(&mu_);
+  committed_listener_ = std::move(listener);
+}
+
 void Heartbeater::Loop() {
   absl::StatusCode last_code = absl::StatusCode::kOk;
   while (true) {
@@ -132,14 +137,20 @@ void Heartbeater::Loop() {
     if (response.ok()) {
       ObserveGeneration(response->generation());
       std::function<void(int64_t)> listener;
+      std::function<void(int64_t)> committed_listener;
       {
         absl::MutexLock lock(&mu_);
         if (response->fence() > fence_) {
           fence_ = response->fence();
           listener = fence_listener_;
         }
+        if (response->committed_steps() > committed_) {
+          committed_ = response->committed_steps();
+          committed_listener = committed_listener_;
+        }
       }
       if (listener) listener(response->fence());
+      if (committed_listener) committed_listener(response->committed_steps());
       if (last_code != absl::StatusCode::kOk) {
         LogInfo("heartbeats accepted again");
       }

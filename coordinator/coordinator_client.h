@@ -101,6 +101,9 @@ class Heartbeater {
   // Called on the heartbeat thread with every newer fence (the coordinator
   // aborted open steps). Set it before the first beat that matters.
   void SetFenceListener(std::function<void(int64_t)> listener);
+  // Called on the heartbeat thread with every larger committed step count
+  // (HeartbeatResponse.committed_steps).
+  void SetCommittedListener(std::function<void(int64_t)> listener);
 
  private:
   void Loop();
@@ -114,6 +117,8 @@ class Heartbeater {
   int64_t generation_ ABSL_GUARDED_BY(mu_);
   int64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(int64_t)> fence_listener_ ABSL_GUARDED_BY(mu_);
+  int64_t committed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(int64_t)> committed_listener_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

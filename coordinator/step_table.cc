@@ -37,15 +37,6 @@ bool StepTable::QueueIfReady(OpenStep& step, int64_t quorum) {
   return true;
 }
 
-int64_t StepTable::Committed(int64_t applied) const {
-  int64_t committed = applied;
-  for (auto it = open_.find(committed);
-       it != open_.end() && it->second.finalizing; it = open_.find(committed)) {
-    ++committed;
-  }
-  return committed;
-}
-
 std::vector<OpenStep> StepTable::RemoveFrom(int64_t from,
                                             bool include_finalizing) {
   std::vector<OpenStep> removed;

@@ -75,9 +75,6 @@ class StepTable {
   // pushed: all of them, or min(quorum, slots) when quorum > 0. False when
   // it stays open (or was closed already, or has no slots).
   bool QueueIfReady(OpenStep& step, int64_t quorum);
-  // `applied` plus the closed steps right after it: the steps whose
-  // result is decided.
-  int64_t Committed(int64_t applied) const;
   // Removes and returns (in step order) the open steps >= `from` that
   // are collecting, and the closed ones too when `include_finalizing`
   // (their queue entries as well).

@@ -9,6 +9,9 @@ namespace ferry {
 absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
     int64_t min_step) {
   absl::MutexLock lock(&mu_);
+  if (min_step > wanted_step_.load(std::memory_order_relaxed)) {
+    wanted_step_.store(min_step, std::memory_order_release);  // under mu_
+  }
   if (snapshot_ != nullptr && snapshot_->steps_applied >= min_step) {
     return snapshot_;
   }

@@ -40,6 +40,10 @@ class WeightsPublisher {
 
   // True when a reader waits for a fresher snapshot than the newest.
   bool wanted() const { return wanted_.load(std::memory_order_acquire); }
+  // The largest min_step a reader has asked for (0: none).
+  int64_t wanted_step() const {
+    return wanted_step_.load(std::memory_order_acquire);
+  }
 
   // Replaces the snapshot and clears `wanted`.
   void Publish(int64_t steps_applied, std::vector<float> values,
@@ -47,6 +51,7 @@ class WeightsPublisher {
 
  private:
   std::atomic<bool> wanted_{false};
+  std::atomic<int64_t> wanted_step_{0};
   mutable absl::Mutex mu_;
   std::shared_ptr<const WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
 };

@@ -60,6 +60,8 @@ class Worker {
         exchange->CancelIfOlder(fence);
         trainer->CancelIfOlder(fence);
       });
+      heartbeater_->SetCommittedListener(
+          [exchange](int64_t steps) { exchange->ObserveCommitted(steps); });
       status = Loop();
     }
     absl::Status gathered = absl::OkStatus();
@@ -74,6 +76,7 @@ class Worker {
       status = gathered.ok() ? SaveFinalWeights() : gathered;
     }
     heartbeater_->SetFenceListener(nullptr);
+    heartbeater_->SetCommittedListener(nullptr);
     heartbeater_->Stop();
     if (!absl::IsNotFound(status)) {  // an evicted worker is unknown already
       v1::LeaveRequest leave;

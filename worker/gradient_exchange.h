@@ -47,8 +47,8 @@
 // and never owns the buffers or the backend it is given; those outlive it.
 //
 // Thread safety: one thread, the training loop's, calls every method, except
-// CancelIfOlder(), which any thread (the heartbeat thread) may call at any
-// time.
+// CancelIfOlder() and ObserveCommitted(), which any thread (the heartbeat
+// thread) may call at any time.
 #ifndef FERRY_WORKER_GRADIENT_EXCHANGE_H_
 #define FERRY_WORKER_GRADIENT_EXCHANGE_H_
 
@@ -228,6 +228,12 @@ class GradientExchange {
   // `fence` (the coordinator aborted it), its exchange ends at once with
   // CANCELLED. A no-op for modes without fences.
   virtual void CancelIfOlder(int64_t fence) = 0;
+
+  // Any thread: the coordinator has applied and saved the first `steps`
+  // steps (HeartbeatResponse.committed_steps): no ring re-forms before
+  // them, so state kept only to undo them may go. A no-op for modes that
+  // keep none.
+  virtual void ObserveCommitted(int64_t /*steps*/) {}
 
   // Whether `failure` (of BeginStep/Ready/FinishStep) was a wait for other
   // workers rather than a fault of this one (PS: DEADLINE_EXCEEDED while

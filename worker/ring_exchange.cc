@@ -165,14 +165,18 @@ absl::Status RingExchange::CopyState(StateCopy& copy) {
 }
 
 absl::Status RingExchange::RollBackTo(int64_t steps) {
-  StateCopy* copy = &copies_[steps % kStateCopies];
-  for (StateCopy& kept : checkpoint_copies_) {
-    if (copy->steps != steps && kept.steps == steps) copy = &kept;
+  StateCopy* copy = nullptr;
+  for (StateCopy& kept : copies_) {
+    if (kept.steps == steps) copy = &kept;
   }
-  if (copy->steps != steps) {
+  for (StateCopy& kept : checkpoint_copies_) {
+    if (copy == nullptr && kept.steps == steps) copy = &kept;
+  }
+  if (copy == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "no copy of the state after %d steps is kept (have %d steps applied)",
-        steps, optimizer_.steps_applied()));
+        "no copy of the state after %d steps is kept (have %d steps applied, "
+        "%d committed)",
+        steps, optimizer_.steps_applied(), committed_.load()));
   }
   if (options_.tables != nullptr) {
     RETURN_IF_ERROR(
@@ -230,6 +234,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
     absl::MutexLock lock(&cancel_mu_);
     step_fence_ = lease.fence();
   }
+  ObserveCommitted(lease.committed_steps());
   if (!step.stage_ranges.empty() && step.stage_ranges != stage_ranges_) {
     // A pipeline job's first step: the job's initial values everywhere.
     stage_ranges_ = step.stage_ranges;
@@ -281,9 +286,38 @@ absl::Status RingExchange::Ready(int64_t offset, int64_t length) {
   return session_->reducer->Ready(offset, length);
 }
 
+RingExchange::StateCopy& RingExchange::CopySlotFor(int64_t steps) {
+  const int64_t committed = committed_.load();
+  StateCopy* unallocated = nullptr;
+  StateCopy* oldest = nullptr;
+  for (StateCopy& copy : copies_) {
+    if (copy.params.empty()) {
+      if (unallocated == nullptr) unallocated = &copy;
+      continue;
+    }
+    // Empty (-1), or before the committed steps; or this very step's,
+    // replayed after a rollback (the same state).
+    if (copy.steps < committed || copy.steps == steps) return copy;
+    if (oldest == nullptr || copy.steps < oldest->steps) oldest = &copy;
+  }
+  return unallocated != nullptr ? *unallocated : *oldest;
+}
+
+int RingExchange::rollback_copies() const {
+  int allocated = 0;
+  for (const StateCopy& copy : copies_) allocated += copy.params.empty() ? 0 : 1;
+  return allocated;
+}
+
+void RingExchange::ObserveCommitted(int64_t steps) {
+  int64_t seen = committed_.load();
+  while (steps > seen && !committed_.compare_exchange_weak(seen, steps)) {
+  }
+}
+
 absl::Status RingExchange::KeepCopies() {
   const int64_t steps = optimizer_.steps_applied();
-  RETURN_IF_ERROR(CopyState(copies_[steps % kStateCopies]));
+  RETURN_IF_ERROR(CopyState(CopySlotFor(steps)));
   if (keep_state_) {
     // Over the older of the two (an empty copy is the oldest), unless this
     // step's state is kept already (a step replayed after a rollback).
@@ -396,9 +430,23 @@ absl::StatusOr<std::vector<float>> RingExchange::HostParams() {
   return host;
 }
 
+absl::StatusOr<const float*> RingExchange::ParamsOnHost(
+    std::vector<float>& copy) {
+  if (options_.backend->IsHostMemory()) return options_.params;
+  ASSIGN_OR_RETURN(copy, HostParams());
+  return copy.data();
+}
+
 void RingExchange::BetweenSteps() {
   WeightsPublisher* publisher = options_.publisher;
   if (publisher == nullptr || !publisher->wanted()) return;
+  // Readers ask only for steps the coordinator applied: the copies of
+  // the states before them go before the snapshot takes a model's memory.
+  ObserveCommitted(publisher->wanted_step());
+  const int64_t committed = committed_.load();
+  for (StateCopy& copy : copies_) {
+    if (!copy.params.empty() && copy.steps < committed) copy = StateCopy{};
+  }
   absl::StatusOr<std::vector<float>> host = HostParams();
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
@@ -413,12 +461,13 @@ void RingExchange::BetweenSteps() {
 absl::Status RingExchange::AddToReport(v1::StepReport& report) {
   if (options_.digest_every > 0 && !stage_ranges_.empty() &&
       optimizer_.steps_applied() % options_.digest_every == 0) {
-    ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
+    std::vector<float> copy;
+    ASSIGN_OR_RETURN(const float* params, ParamsOnHost(copy));
     for (const FlatRange& range : CurrentRanges()) {
       v1::RangeDigest* d = report.add_range_digests();
       d->set_begin(range.begin);
       d->set_end(range.end);
-      d->set_digest(Fnv1a(kFnvOffset, host.data() + range.begin,
+      d->set_digest(Fnv1a(kFnvOffset, params + range.begin,
                           static_cast<size_t>(range.size()) * sizeof(float)));
     }
   } else if (options_.digest_every > 0 &&
@@ -431,8 +480,10 @@ absl::Status RingExchange::AddToReport(v1::StepReport& report) {
 }
 
 absl::StatusOr<uint64_t> RingExchange::WeightsDigest() {
-  ASSIGN_OR_RETURN(std::vector<float> host, HostParams());
-  uint64_t hash = Fnv1a(kFnvOffset, host.data(), host.size() * sizeof(float));
+  std::vector<float> copy;
+  ASSIGN_OR_RETURN(const float* params, ParamsOnHost(copy));
+  uint64_t hash =
+      Fnv1a(kFnvOffset, params, static_cast<size_t>(n_) * sizeof(float));
   if (options_.tables != nullptr) {
     const uint64_t tables = options_.tables->Digest();
     hash = Fnv1a(hash, &tables, sizeof(tables));

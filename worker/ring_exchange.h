@@ -9,14 +9,19 @@
 // worker's RingPeer service in ferry-worker, an InMemoryRingHub's
 // transports in tests (many ranks in one process).
 //
-// Rollback: before applying a step the state is copied (the last
-// kStateCopies steps are kept, plus, for the two newest leases with
+// Rollback: before applying a step the state is copied (the copies of up
+// to kStateCopies steps are kept, plus, for the two newest leases with
 // keep_state, the state before that step: hybrid mode's checkpoint
 // versions, the newest and the one before it, in case a shard died while
 // writing the newest). A new ring generation starts from the state after
 // exactly `lease.step()` steps: a member that applied steps the coordinator
 // then aborted (or that a shard rollback undid) goes back to its copy
-// first, so rank 0 always broadcasts the committed state.
+// first, so rank 0 always broadcasts the committed state. A copy of the
+// state before the coordinator's committed steps (leases' and heartbeats'
+// committed_steps: applied and saved, never re-formed) is never needed
+// again: its buffers take the next copy, so that a member whose
+// coordinator keeps up allocates one copy (params + optimizer state)
+// instead of three.
 //
 // Ring pipelines (ExchangeStep.stage_ranges and stage_rings): a stage member
 // all-reduces only its stage's range, in that stage's ring (the stage's
@@ -30,10 +35,11 @@
 // the coordinator assembles from several members.
 //
 // Thread safety: one thread (the worker's training loop) uses it, except
-// CancelIfOlder(), which any thread may call.
+// CancelIfOlder() and ObserveCommitted(), which any thread may call.
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
 #define FERRY_WORKER_RING_EXCHANGE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -138,6 +144,9 @@ class RingExchange final : public GradientExchange {
   // than `fence` (the coordinator aborted it), its collective ends at once
   // with CANCELLED.
   void CancelIfOlder(int64_t fence) override;
+  // Thread-safe: copies of the state before the first `steps` steps are
+  // not needed any more (taken for the next copy).
+  void ObserveCommitted(int64_t steps) override;
   bool WaitedForOthers(const absl::Status&) override { return false; }
   // With tables: the member's own tables (nullptr otherwise).
   EmbeddingRowSource* embedding_rows() override;
@@ -162,6 +171,9 @@ class RingExchange final : public GradientExchange {
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
   size_t num_buckets() const { return plan_.size(); }
+  // The rollback copies allocated (each params + optimizer state), the
+  // checkpoint versions' (keep_state) not counted.
+  int rollback_copies() const;
   // FNV-1a over the bytes of params (host copy for device backends), with
   // the tables' digest mixed in.
   absl::StatusOr<uint64_t> WeightsDigest();
@@ -187,12 +199,20 @@ class RingExchange final : public GradientExchange {
   absl::Status FinishStageStep();
   // Keeps copies of the state before the step about to be applied.
   absl::Status KeepCopies();
+  // The copy to take the state after `steps` steps: one no rollback can
+  // need any more (empty, or of a step before the committed ones), else
+  // one not allocated yet, else the oldest.
+  struct StateCopy;
+  StateCopy& CopySlotFor(int64_t steps);
   std::vector<FlatRange> CurrentRanges() const;
   TransferBytes PeerBytes() const {
     return options_.counter == nullptr ? TransferBytes{}
                                        : options_.counter->Get();
   }
   absl::StatusOr<std::vector<float>> HostParams();
+  // The params readable on the host: in place for host-memory backends,
+  // else copied into `copy`.
+  absl::StatusOr<const float*> ParamsOnHost(std::vector<float>& copy);
   struct StateCopy {
     int64_t steps = -1;  // -1: empty
     DeviceBuffer params;
@@ -237,6 +257,8 @@ class RingExchange final : public GradientExchange {
   absl::Mutex cancel_mu_;
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
+  // The newest committed step count seen (leases and heartbeats).
+  std::atomic<int64_t> committed_{0};
   StateCopy copies_[kStateCopies];
   // The two newest keep_state leases' (a shard killed while writing the
   // newest checkpoint comes back from the one before).

@@ -48,17 +48,6 @@ TEST(CoordinatorStepTableTest, AStepClosesWhenEverySlotOrTheQuorumPushed) {
   EXPECT_EQ(table.Collecting(), 1);
 }
 
-TEST(CoordinatorStepTableTest, CommittedCountsClosedStepsRightAfterApplied) {
-  StepTable table;
-  for (int i = 0; i < 4; ++i) table.Add(Step(1));
-  for (int i : {0, 1, 3}) {
-    table.Find(i)->slots[0].pushed = true;
-    table.QueueIfReady(*table.Find(i), 0);
-  }
-  EXPECT_EQ(table.Committed(0), 2);  // step 2 is still open
-  EXPECT_EQ(table.Committed(4), 4);
-}
-
 TEST(CoordinatorStepTableTest, RemoveFromKeepsClosedStepsUnlessAsked) {
   StepTable table;
   for (int i = 0; i < 4; ++i) table.Add(Step(1));

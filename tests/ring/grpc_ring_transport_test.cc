@@ -191,8 +191,12 @@ TEST(WeightsPublisherTest, ReadersGetFreshEnoughSnapshotsOnly) {
   ASSERT_TRUE(snapshot.ok());
   EXPECT_EQ((*snapshot)->steps_applied, 5);
   EXPECT_EQ((*snapshot)->values, std::vector<float>({1.0f, 2.0f}));
+  EXPECT_EQ(publisher.wanted_step(), 5);
   EXPECT_TRUE(absl::IsUnavailable(publisher.Get(6).status()));
   EXPECT_TRUE(publisher.wanted());
+  EXPECT_EQ(publisher.wanted_step(), 6);
+  EXPECT_TRUE(publisher.Get(3).ok());  // an older step: served, and kept
+  EXPECT_EQ(publisher.wanted_step(), 6);
 }
 
 }  // namespace

@@ -282,5 +282,40 @@ TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   ExpectAllEqual(ring, ref, 3);
 }
 
+TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 4; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r % 2, &hubs,
+                               Initial()));
+  }
+  // Told of the committed steps (the coordinator applied every step before
+  // the next one), and not told: one copy against three.
+  std::vector<Member*> told = {owned[0].get(), owned[1].get()};
+  std::vector<Member*> untold = {owned[2].get(), owned[3].get()};
+  Reference ref;
+  for (int64_t step = 0; step < 6; ++step) {
+    for (Member* m : told) m->exchange->ObserveCommitted(step);
+    RunStep(told, step, 1);
+    RunStep(untold, step, 101);
+    ref.Step(step, Seeds(told));
+  }
+  for (Member* m : told) EXPECT_EQ(m->exchange->rollback_copies(), 1) << m->id;
+  for (Member* m : untold) {
+    EXPECT_EQ(m->exchange->rollback_copies(), 3) << m->id;
+  }
+  ExpectAllEqual(told, ref, 6);
+  ExpectAllEqual(untold, ref, 6);
+
+  // Step 5 (not committed) is aborted: the one copy is the state after 5
+  // steps, and the ring re-forms from it.
+  Reference redo;
+  for (int64_t step = 0; step < 5; ++step) redo.Step(step, Seeds(told));
+  RunStep(told, 5, 2, /*fence=*/1, /*keep_state=*/false, 100);
+  redo.Step(5, {100, 101});
+  ExpectAllEqual(told, redo, 6);
+  for (Member* m : told) EXPECT_EQ(m->exchange->rollback_copies(), 1) << m->id;
+}
+
 }  // namespace
 }  // namespace ferry
