@@ -75,7 +75,7 @@ absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
     dense.version = state.version;
     dense.steps_applied = state.optimizer_steps;
     dense.params = state.params;
-    for (const std::vector<float>& buffer : state.optimizer_state) {
+    for (absl::Span<const float> buffer : state.optimizer_state) {
       dense.state.push_back(buffer);
     }
     std::vector<std::unique_ptr<TablePartSource>> sources;

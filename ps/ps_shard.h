@@ -146,9 +146,10 @@ struct PsShardStateView {
   int64_t version = 0;
   int64_t optimizer_steps = 0;
   absl::Span<const float> params;  // the shard's slice, in place
-  // Host copies of the optimizer state (it may live on a device; its size
-  // is the dense slice's).
-  std::vector<std::vector<float>> optimizer_state;
+  // The optimizer state, each the dense slice's size: in place on a
+  // host-memory backend, else host copies held by `host_copies`.
+  std::vector<absl::Span<const float>> optimizer_state;
+  std::vector<std::vector<float>> host_copies;
   // Jobs with embedding tables: the live store (its CheckpointSources read
   // the rows in place); null otherwise.
   const SparseStore* sparse = nullptr;

@@ -32,8 +32,13 @@ absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
   view.version = version_;
   view.optimizer_steps = optimizer_.steps_applied();
   view.params = current_->values;
+  const bool in_place = backend_->IsHostMemory();
   for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
-    std::vector<float> host(buffer->size());
+    if (in_place) {
+      view.optimizer_state.emplace_back(buffer->data(), buffer->size());
+      continue;
+    }
+    std::vector<float>& host = view.host_copies.emplace_back(buffer->size());
     const absl::Status status =
         backend_->CopyToHost(buffer->data(), buffer->size(), host.data());
     if (!status.ok()) {
@@ -41,7 +46,7 @@ absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
           absl::StrFormat("shard %d: cannot copy the optimizer state: %s",
                           config_.shard_id, status.ToString()));
     }
-    view.optimizer_state.push_back(std::move(host));
+    view.optimizer_state.emplace_back(host);
   }
   view.sparse = sparse_.get();
   return visit(view);
@@ -53,7 +58,9 @@ absl::StatusOr<PsShardState> PsShard::ExportLocked() {
     state.version = view.version;
     state.optimizer_steps = view.optimizer_steps;
     state.params.assign(view.params.begin(), view.params.end());
-    state.optimizer_state = view.optimizer_state;
+    for (absl::Span<const float> buffer : view.optimizer_state) {
+      state.optimizer_state.emplace_back(buffer.begin(), buffer.end());
+    }
     if (view.sparse != nullptr) state.tables = view.sparse->Export();
     return absl::OkStatus();
   }));
