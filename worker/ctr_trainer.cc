@@ -136,8 +136,14 @@ absl::StatusOr<CtrTrainSummary> RunCtrStandalone(
   ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(options.dataset));
   ASSIGN_OR_RETURN(auto backend, MakeBackend(options.device, options.threads));
   ASSIGN_OR_RETURN(CtrStep step, CtrStep::Create(spec, backend.get()));
-  ASSIGN_OR_RETURN(CtrTrainTest data, LoadCtrTrainTest(dir));
-  progress.Line(absl::StrCat("train: ", data.train.load_summary()));
+  CtrTrainTest data;
+  if (options.evaluate_only) {  // the test split only: no train.tsv needed
+    ASSIGN_OR_RETURN(const std::string test_path, FindCtrFile(dir, "test"));
+    ASSIGN_OR_RETURN(data.test, CtrDataset::LoadFile(test_path));
+  } else {
+    ASSIGN_OR_RETURN(data, LoadCtrTrainTest(dir));
+    progress.Line(absl::StrCat("train: ", data.train.load_summary()));
+  }
   progress.Line(absl::StrCat("test: ", data.test.load_summary()));
 
   ASSIGN_OR_RETURN(

@@ -151,6 +151,16 @@ TEST_F(CtrTrainerTest, AnExportEvaluatesAsTrainedAndTrainsOn) {
   EXPECT_EQ(evaluated->test_logloss, trained->test_logloss);
   EXPECT_EQ(evaluated->embedding_rows, trained->embedding_rows);
   EXPECT_EQ(evaluated->final_parameters, trained->final_parameters);
+  // Evaluating reads the test split only: a directory without train.tsv.
+  const std::string test_only = *dir_ + "/test-only";
+  std::filesystem::create_directories(test_only);
+  std::filesystem::copy_file(*dir_ + "/data/test.tsv",
+                             test_only + "/test.tsv");
+  TrainOptions on_test_only = evaluate;
+  on_test_only.dataset = "criteo:" + test_only;
+  auto test_split = RunCtrStandalone(on_test_only, embedding, progress_);
+  ASSERT_TRUE(test_split.ok()) << test_split.status();
+  EXPECT_EQ(test_split->test_auc, trained->test_auc);
   // Training on from it moves the weights and keeps the rows it had.
   TrainOptions more = Options();
   more.init_from = options.export_dir;
