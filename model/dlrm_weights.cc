@@ -12,7 +12,7 @@
 namespace ferry {
 
 std::map<std::string, std::string> TablesMetadata(const DlrmTablesMeta& meta) {
-  return {
+  std::map<std::string, std::string> metadata = {
       {"ferry.embedding.seed", absl::StrCat(meta.seed)},
       {"ferry.embedding.init_scale",
        absl::StrFormat("%.9g", meta.init_scale)},  // exact as float
@@ -20,6 +20,10 @@ std::map<std::string, std::string> TablesMetadata(const DlrmTablesMeta& meta) {
        meta.zero_initial ? "zeros" : "uniform"},
       {"ferry.embedding.admit_count", absl::StrCat(meta.admit_count)},
   };
+  if (!meta.row_optimizer.empty()) {
+    metadata["ferry.embedding.row_optimizer"] = meta.row_optimizer;
+  }
+  return metadata;
 }
 
 absl::StatusOr<DlrmTablesMeta> ParseTablesMetadata(
@@ -55,6 +59,13 @@ absl::StatusOr<DlrmTablesMeta> ParseTablesMetadata(
   if (!absl::SimpleAtoi(admit, &meta.admit_count) || meta.admit_count < 1) {
     return garbled("ferry.embedding.admit_count", admit);
   }
+  if (auto it = metadata.find("ferry.embedding.row_optimizer");
+      it != metadata.end()) {
+    if (it->second.empty()) {
+      return garbled("ferry.embedding.row_optimizer", it->second);
+    }
+    meta.row_optimizer = it->second;
+  }
   return meta;
 }
 
@@ -66,6 +77,13 @@ absl::Status CheckTablesMetaFits(const DlrmTablesMeta& exported,
         j, ": ids the export never saw would read other values; pass ", flag,
         " ", e));
   };
+  if (!exported.row_optimizer.empty() && !job.row_optimizer.empty() &&
+      exported.row_optimizer != job.row_optimizer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the export's rows keep the state of --embedding-optimizer ",
+        exported.row_optimizer, ", this job's is ", job.row_optimizer,
+        ": pass --embedding-optimizer ", exported.row_optimizer));
+  }
   if (exported.seed != job.seed) {
     return differs("--seed", exported.seed, job.seed);
   }

@@ -30,12 +30,15 @@ inline constexpr char kDlrmEmbeddingsFile[] = "embeddings.ckpt";
 // until admitted (admit_count <= 1: always admitted; else once counted
 // admit_count times), then its initial values: compute/
 // row_optimizer_math.h InitialRowValue(seed, table, id, element,
-// init_scale), or zeros when zero_initial (FTRL with l1 > 0).
+// init_scale), or zeros when zero_initial (FTRL with l1 > 0). The rows keep
+// the state of row_optimizer ("adagrad", "ftrl", "sgd"; empty in exports
+// made before it was recorded: not checked then).
 struct DlrmTablesMeta {
   uint64_t seed = 0;
   float init_scale = 0.0f;  // resolved (> 0)
   int32_t admit_count = 1;
   bool zero_initial = false;
+  std::string row_optimizer;
   bool operator==(const DlrmTablesMeta&) const = default;
 };
 std::map<std::string, std::string> TablesMetadata(const DlrmTablesMeta& meta);

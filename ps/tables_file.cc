@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_io.h"
 #include "common/status_macros.h"
+#include "model/embedding_options.h"
 
 namespace ferry {
 namespace {
@@ -76,6 +77,7 @@ DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim) {
   meta.init_scale = ResolvedInitScale(config.init_scale, dim);
   meta.admit_count = std::max(config.admit_count, 1);
   meta.zero_initial = RowsStartAtZero(config.optimizer);
+  meta.row_optimizer = RowOptimizerKindName(config.optimizer.kind);
   return meta;
 }
 

@@ -173,8 +173,9 @@ TEST_F(CtrTrainerTest, AnExportEvaluatesAsTrainedAndTrainsOn) {
   EmbeddingOptions sgd;
   sgd.optimizer.kind = RowOptimizerKind::kSgd;
   auto other = RunCtrStandalone(evaluate, sgd, progress_);
-  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(other.status().message(), HasSubstr("embeddings.ckpt"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other.status().message(),
+              HasSubstr("pass --embedding-optimizer adagrad"));
 }
 
 TEST(EmbeddingOptionsTest, ValidatesEachFlag) {

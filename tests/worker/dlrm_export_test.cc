@@ -136,11 +136,23 @@ TEST(DlrmExport, RefusesWhatDoesNotFitAndChangesNoRow) {
   EXPECT_THAT(s.status().message(), HasSubstr("another model"));
   unchanged();
 
+  // Rows with another optimizer's state: refused from the metadata, and by
+  // the tables file itself for an export that does not record it.
   auto sgd = Store(spec, RowOptimizerKind::kSgd);
+  s = ImportDlrm("/m", spec, *sgd, &fs);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("--embedding-optimizer adagrad, this job's is sgd"));
+  EXPECT_EQ(sgd->Stats().total.rows, 0);
+  const std::string recorded = *fs.ReadFile("/m/model.safetensors");
+  SafetensorsFile unrecorded = *DecodeSafetensors(recorded);
+  ASSERT_EQ(unrecorded.metadata.erase("ferry.embedding.row_optimizer"), 1u);
+  fs.SetFileContents("/m/model.safetensors", *EncodeSafetensors(unrecorded));
   s = ImportDlrm("/m", spec, *sgd, &fs);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.status().message(), HasSubstr("/m/embeddings.ckpt"));
   EXPECT_EQ(sgd->Stats().total.rows, 0);
+  fs.SetFileContents("/m/model.safetensors", recorded);
 
   std::string ckpt = *fs.ReadFile("/m/embeddings.ckpt");
   std::string bad = ckpt;
