@@ -28,7 +28,8 @@ namespace {
 // The ring exchange of `context`'s dense buffer, its links from `peer`;
 // `with_tables`: and of the job's embedding tables (ring mode's DLRM).
 absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
-    const ExchangeContext& context, PeerEndpoint* peer, bool with_tables) {
+    const ExchangeContext& context, PeerEndpoint* peer, bool with_tables,
+    bool committed_steps_final) {
   const v1::JobSpec& job = *context.job;
   if (peer == nullptr) {
     return absl::InvalidArgumentError(
@@ -45,6 +46,7 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.publisher = peer->publisher();
   options.counter = peer->counter();
   options.digest_every = job.digest_every();
+  options.committed_steps_final = committed_steps_final;
   options.params = context.buffers.params;
   options.grads = context.buffers.grads;
   options.host_grads = context.buffers.host_grads;
@@ -74,7 +76,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
   RETURN_IF_ERROR(CheckExchangeJob(job));
   if (job.mode() == v1::MODE_RING) {
     ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
-                     MakeRingExchange(context, peer, IsDlrmJob(job)));
+                     MakeRingExchange(context, peer, IsDlrmJob(job),
+                                      /*committed_steps_final=*/true));
     return std::unique_ptr<GradientExchange>(std::move(ring));
   }
   if (!parameter_client) {
@@ -87,7 +90,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> MakeGradientExchange(
           "hybrid mode needs a model with embedding tables (a DLRM)");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<RingExchange> ring,
-                     MakeRingExchange(context, peer, /*with_tables=*/false));
+                     MakeRingExchange(context, peer, /*with_tables=*/false,
+                                      /*committed_steps_final=*/false));
     // The shards hold no dense chunk in hybrid mode: a client of rows only.
     ASSIGN_OR_RETURN(
         std::unique_ptr<ParameterClient> rows,

@@ -310,6 +310,7 @@ int RingExchange::rollback_copies() const {
 }
 
 void RingExchange::ObserveCommitted(int64_t steps) {
+  if (!options_.committed_steps_final) return;
   int64_t seen = committed_.load();
   while (steps > seen && !committed_.compare_exchange_weak(seen, steps)) {
   }

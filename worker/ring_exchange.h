@@ -21,7 +21,7 @@
 // committed_steps: applied and saved, never re-formed) is never needed
 // again: its buffers take the next copy, so that a member whose
 // coordinator keeps up allocates one copy (params + optimizer state)
-// instead of three.
+// instead of three (not in hybrid jobs: options.committed_steps_final).
 //
 // Ring pipelines (ExchangeStep.stage_ranges and stage_rings): a stage member
 // all-reduces only its stage's range, in that stage's ring (the stage's
@@ -86,6 +86,11 @@ struct RingExchangeOptions {
   // A weights digest goes into the report of every digest_every-th applied
   // step (0: never).
   int64_t digest_every = 0;
+  // Whether the coordinator's committed steps are final for this ring, so
+  // that copies of the states before them may go (ObserveCommitted). Not
+  // in hybrid jobs: a shard restored to a checkpoint takes the job back
+  // below them (their rings restart from the keep_state copies).
+  bool committed_steps_final = true;
   std::vector<int64_t> tensor_sizes;  // model order
   // The last state_elements of the buffers are non-trainable state
   // (model/model_params.h ModelJobLayout): all-reduced like gradients, then
