@@ -1,6 +1,8 @@
 // PsShard holds its slice once: the current snapshot is the slice, written
 // in place when no reader holds it and copied on write when one does.
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -81,6 +83,38 @@ TEST(PsShardMemoryTest, ThreeContributorsSumInTheNamedOrder) {
   const float d = 0.5f * (1.0f / 3.0f);
   EXPECT_THAT(Params(*shard),
               ElementsAre(1.0f - d, 2.0f - d, 3.0f - d, 4.0f - d));
+}
+
+TEST(PsShardMemoryTest, ReadersNeverSeeAVersionChangeUnderThem) {
+  // Async: every push applies at once (lr 0.5 x mean 1 = 0.5 off each
+  // value), while readers hold and check snapshots: a snapshot of version v
+  // must read initial - 0.5 v, however long it is held.
+  auto shard = MakeShard(TestConfig(PsConsistency::kAsync));
+  constexpr int kPushes = 2000;
+  std::atomic<bool> done = false;
+  std::atomic<int> bad = 0;
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!done.load()) {
+        std::shared_ptr<const PsSnapshot> s = shard->CurrentSnapshot();
+        const float off = 0.5f * static_cast<float>(s->version);
+        for (int k = 0; k < 50; ++k) {
+          for (int i = 0; i < 4; ++i) {
+            if (s->values[i] != static_cast<float>(i + 1) - off) ++bad;
+          }
+        }
+      }
+    });
+  }
+  for (int step = 0; step < kPushes; ++step) {
+    ASSERT_TRUE(
+        PushSlice(*shard, Header("w", step, 1, 0, step), {1, 1, 1, 1}).ok());
+  }
+  done = true;
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(shard->version(), kPushes);
 }
 
 }  // namespace
