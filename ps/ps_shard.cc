@@ -1,7 +1,6 @@
 #include "ps/ps_shard.h"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -29,6 +28,18 @@ absl::Status ShutDownError(int32_t shard_id) {
   return absl::UnavailableError(
       absl::StrFormat("shard %d is shutting down", shard_id));
 }
+
+// Whether `owner` is the only reference to its snapshot. Readers get
+// references only under the shard's mutex, so then none can until it is
+// released. Copying the reference is an acquire read-modify-write of the
+// count, which the readers' release of theirs (after their last read)
+// happens before; a relaxed use_count() read alone orders nothing.
+bool SoleOwner(const std::shared_ptr<PsSnapshot>& owner) {
+  if (owner == nullptr || owner.use_count() != 1) return false;
+  const std::shared_ptr<PsSnapshot> ordered = owner;
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
@@ -407,16 +418,9 @@ void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
 }
 
 std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
-  // Readers get the slice only under mu_: if nobody else holds it now,
-  // nobody can until mu_ is released. The fence pairs with the release of
-  // the readers' last references (their reads happen before it).
-  if (current_.use_count() == 1) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return current_->values;
-  }
+  if (SoleOwner(current_)) return current_->values;
   std::shared_ptr<PsSnapshot> next;
-  if (spare_snapshot_ != nullptr && spare_snapshot_.use_count() == 1) {
-    std::atomic_thread_fence(std::memory_order_acquire);
+  if (SoleOwner(spare_snapshot_)) {
     next = std::move(spare_snapshot_);
   } else {
     next = std::make_shared<PsSnapshot>();

@@ -254,11 +254,13 @@ TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
     }
   });
   // Worker 2 leaves after its step 8.
-  Cluster::Worker* w2_ptr = nullptr;
+  // Set after Start returns, read by w2's thread: atomic.
+  std::atomic<Cluster::Worker*> w2_ptr = nullptr;
   Cluster::Worker& w2 = cluster.Start([&](const v1::NextTaskResponse& lease) {
-    if (lease.step() >= 8) w2_ptr->stop.store(true);
+    Cluster::Worker* self = w2_ptr.load();
+    if (lease.step() >= 8 && self != nullptr) self->stop.store(true);
   });
-  w2_ptr = &w2;
+  w2_ptr.store(&w2);
 
   start_joiner.WaitForNotification();
   Cluster::Worker& w3 = cluster.Start();
