@@ -70,6 +70,7 @@ struct Flags {
   int shards = 1;      // shard processes (or in-process server groups)
   int partitions = 1;  // logical shards per shard process
   int chunk_kib = 1024;
+  int64_t receive_window = PsLimits{}.receive_window_bytes;
   std::string consistency = "async";
   bool core_baseline = true;
   bool in_process = false;
@@ -108,6 +109,7 @@ PsShardConfig ShardConfig(const Flags& f, int64_t n, int shard_id,
   config.num_shards = num_shards;
   config.tensor_sizes = {n};
   config.max_chunk_elements = static_cast<int64_t>(f.chunk_kib) * 256;
+  config.limits.receive_window_bytes = f.receive_window;
   config.optimizer.lr = 1e-3;  // plain SGD: the cheapest update
   config.consistency =
       f.consistency == "async" ? PsConsistency::kAsync : PsConsistency::kSync;
@@ -229,6 +231,8 @@ absl::StatusOr<ChildShard> SpawnShard(const Flags& f, int shard_id) {
                                          absl::StrCat(f.mib),
                                          "--chunk-kib",
                                          std::to_string(f.chunk_kib),
+                                         "--receive-window",
+                                         std::to_string(f.receive_window),
                                          "--consistency",
                                          f.consistency};
   std::vector<char*> argv;  // built before fork: the child only execs
@@ -422,6 +426,7 @@ int Run(const Flags& f) {
       "  \"partitions\": %d,\n"
       "  \"model_bytes\": %.0f,\n"
       "  \"chunk_bytes\": %d,\n"
+      "  \"receive_window_bytes\": %d,\n"
       "  \"iters\": %d,\n"
       "  \"warmup\": %d,\n"
       "  \"payload_bytes\": %.0f,\n"
@@ -448,7 +453,7 @@ int Run(const Flags& f) {
       std::getenv("GLIBC_TUNABLES") == nullptr ? ""
                                                : std::getenv("GLIBC_TUNABLES"),
       f.consistency, f.shards, f.partitions, payload, f.chunk_kib * 1024,
-      f.iters, f.warmup, 2 * payload * f.iters,
+      f.receive_window, f.iters, f.warmup, 2 * payload * f.iters,
       bytes_after.sent - bytes_before.sent,
       bytes_after.received - bytes_before.received, total_s,
       2 * payload * f.iters / total_s / mb,
@@ -491,6 +496,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--chunk-kib", f.chunk_kib,
                  "largest chunk in KiB (max_chunk_elements = 256 * this)")
+      ->capture_default_str();
+  app.add_option("--receive-window", f.receive_window,
+                 "bytes of a push stream a shard reads ahead (ferry-server "
+                 "--receive-window); 0: gRPC's adaptive window")
       ->capture_default_str();
   app.add_option("--consistency", f.consistency,
                  "async: apply on arrival; sync: + FinalizeStep per step; "

@@ -64,8 +64,10 @@ struct PsLimits {
   // what concurrent pushes hold in the transport beside their buffers
   // (about pushing workers x this): left adaptive, a 4-worker push of a
   // 96 MiB slice each held 161 MiB of read slices. 4 MiB covers the
-  // bandwidth-delay product of a 25 Gb/s link at 1 ms round trip; loopback
-  // goodput is the same with it (docs/benchmarks.md, "Memory of a shard").
+  // bandwidth-delay product of a 25 Gb/s link at 1 ms round trip. On
+  // loopback a single shard's goodput is 13 % lower with it, 2 and 4
+  // shards' the same (docs/benchmarks.md, "Memory of a shard and of a ring
+  // member").
   int64_t receive_window_bytes = int64_t{4} << 20;
 };
 
