@@ -460,7 +460,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     }
     const bool step_event_pending =
         next_event < o.chaos.size() && o.chaos[next_event].at_step >= 0;
-    poller.MaybeStart(absl::Milliseconds(step_event_pending ? 100 : 500));
+    // A chaos event at a step: poll every 10 ms, so that a job that runs
+    // a step every few milliseconds does not pass the step between polls.
+    const absl::Duration poll_every =
+        absl::Milliseconds(step_event_pending ? 10 : 500);
+    poller.MaybeStart(poll_every);
     if (auto status = poller.Take(); status && status->ok()) {
       for (const v1::EvalPoint& e : (*status)->evals()) {
         if (e.epoch() > last_epoch_printed) {
@@ -517,8 +521,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       fail(absl::StrFormat("timed out after %.0f s", o.timeout_s));
       break;
     }
-    absl::Time wake =
-        std::min(now + absl::Milliseconds(100), procs.NextRestart());
+    absl::Time wake = std::min(now + std::min(poll_every, absl::Milliseconds(100)),
+                               procs.NextRestart());
     if (next_event < o.chaos.size() && o.chaos[next_event].at_step < 0) {
       wake = std::min(wake, launch + o.chaos[next_event].at);
     }
