@@ -460,10 +460,10 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     }
     const bool step_event_pending =
         next_event < o.chaos.size() && o.chaos[next_event].at_step >= 0;
-    // A chaos event at a step: poll every 10 ms, so that a job that runs
+    // A chaos event at a step: poll every 20 ms, so that a job that runs
     // a step every few milliseconds does not pass the step between polls.
     const absl::Duration poll_every =
-        absl::Milliseconds(step_event_pending ? 10 : 500);
+        absl::Milliseconds(step_event_pending ? 20 : 500);
     poller.MaybeStart(poll_every);
     if (auto status = poller.Take(); status && status->ok()) {
       for (const v1::EvalPoint& e : (*status)->evals()) {

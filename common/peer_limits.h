@@ -60,15 +60,16 @@ struct PsLimits {
   int64_t max_async_workers = 64 * kDefaultMaxWorkers;
   int64_t max_pending_pulls = 4096;
   // Bytes of one push stream gRPC reads ahead of the shard (the HTTP/2
-  // stream window, with BDP probing off); 0: gRPC's adaptive window. Bounds
-  // what concurrent pushes hold in the transport beside their buffers
-  // (about pushing workers x this): left adaptive, a 4-worker push of a
-  // 96 MiB slice each held 161 MiB of read slices. 4 MiB covers the
-  // bandwidth-delay product of a 25 Gb/s link at 1 ms round trip. On
-  // loopback a single shard's goodput is 13 % lower with it, 2 and 4
-  // shards' the same (docs/benchmarks.md, "Memory of a shard and of a ring
-  // member").
-  int64_t receive_window_bytes = int64_t{4} << 20;
+  // stream window, with BDP probing off); 0 (the default): gRPC's adaptive
+  // window. A bound caps what concurrent pushes hold in the transport
+  // beside their buffers (about pushing workers x this): left adaptive, a
+  // 4-worker push of a 96 MiB slice each held 161 MiB of read slices; 4 MiB
+  // (which covers the bandwidth-delay product of a 25 Gb/s link at 1 ms
+  // round trip) held none measurable. Not the default: on loopback a single
+  // shard's goodput is 13 % lower with it, and it changes the step timing
+  // of small-message jobs (docs/benchmarks.md, "Memory of a shard and of a
+  // ring member").
+  int64_t receive_window_bytes = 0;
 };
 
 // Unclaimed messages a ring peer buffers for its collective.

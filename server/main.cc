@@ -257,8 +257,9 @@ int main(int argc, char** argv) {
       ->group(limits);
   app.add_option("--receive-window", p.limits.receive_window_bytes,
                  "bytes of one push stream read ahead of the shard (HTTP/2 "
-                 "stream window; the transport holds about pushing workers "
-                 "x this); 0: gRPC's adaptive window")
+                 "stream window, BDP probing off; the transport holds about "
+                 "pushing workers x this), e.g. 4194304 where memory is "
+                 "tight; 0: gRPC's adaptive window")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->group(limits);
