@@ -521,8 +521,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       fail(absl::StrFormat("timed out after %.0f s", o.timeout_s));
       break;
     }
-    absl::Time wake = std::min(now + std::min(poll_every, absl::Milliseconds(100)),
-                               procs.NextRestart());
+    absl::Time wake =
+        std::min(now + std::min(poll_every, absl::Milliseconds(100)),
+                 procs.NextRestart());
     if (next_event < o.chaos.size() && o.chaos[next_event].at_step < 0) {
       wake = std::min(wake, launch + o.chaos[next_event].at);
     }

@@ -437,9 +437,7 @@ std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
   return current_->values;
 }
 
-std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
-  return current_;
-}
+std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() { return current_; }
 
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                                                    int64_t min_version,

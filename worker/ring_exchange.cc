@@ -305,7 +305,8 @@ RingExchange::StateCopy& RingExchange::CopySlotFor(int64_t steps) {
 
 int RingExchange::rollback_copies() const {
   int allocated = 0;
-  for (const StateCopy& copy : copies_) allocated += copy.params.empty() ? 0 : 1;
+  for (const StateCopy& copy : copies_)
+    allocated += copy.params.empty() ? 0 : 1;
   return allocated;
 }
 

@@ -154,8 +154,7 @@ TEST_F(CtrTrainerTest, AnExportEvaluatesAsTrainedAndTrainsOn) {
   // Evaluating reads the test split only: a directory without train.tsv.
   const std::string test_only = *dir_ + "/test-only";
   std::filesystem::create_directories(test_only);
-  std::filesystem::copy_file(*dir_ + "/data/test.tsv",
-                             test_only + "/test.tsv");
+  std::filesystem::copy_file(*dir_ + "/data/test.tsv", test_only + "/test.tsv");
   TrainOptions on_test_only = evaluate;
   on_test_only.dataset = "criteo:" + test_only;
   auto test_split = RunCtrStandalone(on_test_only, embedding, progress_);

@@ -286,8 +286,8 @@ TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
   testing::RingHubs hubs;
   std::vector<std::unique_ptr<Member>> owned;
   for (int r = 0; r < 4; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r % 2, &hubs,
-                               Initial()));
+    owned.push_back(
+        MakeMember("w" + std::to_string(r), r % 2, &hubs, Initial()));
   }
   // Told of the committed steps (the coordinator applied every step before
   // the next one), and not told: one copy against three.
