@@ -22,13 +22,19 @@ void Step(PsShard& shard, const std::vector<float>& g) {
   ASSERT_TRUE(shard.FinalizeStep("job", step, {{"a", 2}}, 0).ok());
 }
 
+// `s` is version `version` with `values`.
+void ExpectSnapshot(const PsSnapshot& s, int64_t version,
+                    const std::vector<float>& values) {
+  EXPECT_EQ(s.version, version);
+  EXPECT_EQ(s.values, values);
+}
+
 TEST(PsShardMemoryTest, AnUpdateWithoutReadersWritesTheSliceInPlace) {
   auto shard = MakeShard(TestConfig());
   const float* slice = shard->CurrentSnapshot()->values.data();
   Step(*shard, {2, 4, 6, 8});  // SGD lr 0.5 on the mean {1, 2, 3, 4}
   std::shared_ptr<const PsSnapshot> now = shard->CurrentSnapshot();
-  EXPECT_EQ(now->version, 1);
-  EXPECT_THAT(now->values, ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
+  ExpectSnapshot(*now, 1, {0.5f, 1.0f, 1.5f, 2.0f});
   EXPECT_EQ(now->values.data(), slice);
 }
 
@@ -38,11 +44,9 @@ TEST(PsShardMemoryTest, AReaderKeepsItsVersionAndItsMemoryServesTheNextCopy) {
   const float* v0_memory = v0->values.data();
   Step(*shard, {2, 4, 6, 8});
   // The reader's version is intact; version 1 lives in new memory.
-  EXPECT_EQ(v0->version, 0);
-  EXPECT_THAT(v0->values, ElementsAre(1.0f, 2.0f, 3.0f, 4.0f));
+  ExpectSnapshot(*v0, 0, {1.0f, 2.0f, 3.0f, 4.0f});
   std::shared_ptr<const PsSnapshot> v1 = shard->CurrentSnapshot();
-  EXPECT_EQ(v1->version, 1);
-  EXPECT_THAT(v1->values, ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
+  ExpectSnapshot(*v1, 1, {0.5f, 1.0f, 1.5f, 2.0f});
   EXPECT_NE(v1->values.data(), v0_memory);
 
   // Version 1 is still read when step 1 applies: the copy goes into
@@ -51,8 +55,7 @@ TEST(PsShardMemoryTest, AReaderKeepsItsVersionAndItsMemoryServesTheNextCopy) {
   Step(*shard, {2, 4, 6, 8});
   EXPECT_THAT(v1->values, ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
   std::shared_ptr<const PsSnapshot> v2 = shard->CurrentSnapshot();
-  EXPECT_EQ(v2->version, 2);
-  EXPECT_THAT(v2->values, ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+  ExpectSnapshot(*v2, 2, {0.0f, 0.0f, 0.0f, 0.0f});
   EXPECT_EQ(v2->values.data(), v0_memory);
 }
 
@@ -62,11 +65,9 @@ TEST(PsShardMemoryTest, ARestoreLeavesTheReadersVersionIntact) {
   Step(*shard, {2, 4, 6, 8});
   std::shared_ptr<const PsSnapshot> v1 = shard->CurrentSnapshot();
   ASSERT_TRUE(shard->RestoreState(state, 1).ok());
-  EXPECT_EQ(v1->version, 1);
-  EXPECT_THAT(v1->values, ElementsAre(0.5f, 1.0f, 1.5f, 2.0f));
+  ExpectSnapshot(*v1, 1, {0.5f, 1.0f, 1.5f, 2.0f});
   std::shared_ptr<const PsSnapshot> now = shard->CurrentSnapshot();
-  EXPECT_EQ(now->version, 0);
-  EXPECT_THAT(now->values, ElementsAre(1.0f, 2.0f, 3.0f, 4.0f));
+  ExpectSnapshot(*now, 0, {1.0f, 2.0f, 3.0f, 4.0f});
 }
 
 TEST(PsShardMemoryTest, ThreeContributorsSumInTheNamedOrder) {

@@ -315,6 +315,18 @@ TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
   redo.Step(5, {100, 101});
   ExpectAllEqual(told, redo, 6);
   for (Member* m : told) EXPECT_EQ(m->exchange->rollback_copies(), 1) << m->id;
+
+  // An evaluation asks for the weights after 6 steps (it asks only for
+  // committed ones): the copy of the state after 5 goes before the
+  // snapshot is taken, also on a member never told of commits.
+  for (Member* m : {told[0], untold[0]}) {
+    EXPECT_FALSE(m->publisher.Get(6).ok());  // not yet published: wanted
+    m->exchange->BetweenSteps();
+    EXPECT_EQ(m->exchange->rollback_copies(), 0) << m->id;
+    auto snapshot = m->publisher.Get(6);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    EXPECT_EQ((*snapshot)->values, m->Params()) << m->id;
+  }
 }
 
 }  // namespace
