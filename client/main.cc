@@ -174,6 +174,13 @@ int main(int argc, char** argv) {
                    "contributors pushed (false: the coordinator finalizes "
                    "every step, the path before this option)")
       ->capture_default_str();
+  bool sum_on_arrival = false;
+  local
+      ->add_option("--sum-on-arrival", sum_on_arrival,
+                   "PS sync: shards sum pushes into one buffer as they arrive "
+                   "(less shard memory; a worker lost mid-step aborts the "
+                   "step; sums not bitwise reproducible with 3+ workers)")
+      ->capture_default_str();
   local->add_option(
       "--bucket-elements", bucket_elements,
       "ring: gradient bucket size in floats (0: 25 MiB, like DDP)");
@@ -394,10 +401,10 @@ int main(int argc, char** argv) {
   o.job_args.insert(o.job_args.end(),
                     {"--compression", compression, "--error-feedback",
                      error_feedback ? "true" : "false"});
-  o.job_args.insert(
-      o.job_args.end(),
-      {"--min-workers", std::to_string(min_workers), "--finalize-on-push",
-       finalize_on_push ? "true" : "false"});
+  o.job_args.insert(o.job_args.end(),
+                    {"--min-workers", std::to_string(min_workers),
+                     "--finalize-on-push", finalize_on_push ? "true" : "false",
+                     "--sum-on-arrival", sum_on_arrival ? "true" : "false"});
   // The coordinator checks them.
   const std::vector<std::string> pipeline_args = pipeline.ToArgs();
   o.job_args.insert(o.job_args.end(), pipeline_args.begin(),

@@ -369,10 +369,10 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
-  if (ring_mode() || pipeline_job()) {
-    // Its ring (its pipeline replica) cannot finish the steps it has not
-    // reported: every member restarts the first of them from the committed
-    // state.
+  if (lost_member_aborts_step()) {
+    // Its ring (its pipeline replica, the shards' sums) cannot finish the
+    // steps it has not reported: every member restarts the first of them
+    // from the committed state.
     for (const auto& [number, step] : steps_.open()) {
       if (step.finalizing) continue;
       const bool unreported = std::any_of(

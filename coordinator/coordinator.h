@@ -243,6 +243,12 @@ class Coordinator {
   // Pipeline jobs (ring or sync PS): a replica's members train a step
   // together, so a step one of them cannot finish is aborted for all.
   bool pipeline_job() const { return options_.job.pipeline_stages() > 1; }
+  // Steps one member cannot finish are aborted for all (and, with shards,
+  // rolled back there): ring and pipeline jobs, and sync PS whose shards
+  // sum on arrival (a summed push cannot be taken out of a step).
+  bool lost_member_aborts_step() const {
+    return ring_mode() || pipeline_job() || options_.job.sum_on_arrival();
+  }
   // How many of a step's `members` (in rank order) get samples: all, except
   // in a PS pipeline job with a worker memory budget, where only whole
   // replicas train (a member after them would hold the whole model alone)
@@ -323,6 +329,11 @@ class Coordinator {
   // Finalizer thread, no lock: brings the shards and the accounting to one
   // consistent step (after a shard restart or a coordinator restart).
   void RecoverShards(const std::string& why);
+  // Sum-on-arrival jobs, in a recovery: counts as applied the finalizing
+  // steps (every slot reported) below `low`, the lowest shard version:
+  // every shard applied them on push over all their slots, so a rollback
+  // must not undo them.
+  void ApplyStepsPastEveryShard(int64_t low) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles the step that was being finalized: applied (everywhere) or not.
   void ResolveInDoubt(bool applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finalizer thread, no lock, when idle: starts RecoverShards when a shard

@@ -121,6 +121,7 @@ void Coordinator::RecoverShards(const std::string& why) {
           *std::max_element(versions->begin(), versions->end());
       if (in_doubt_.has_value())
         ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
+      ApplyStepsPastEveryShard(low);
       target = recovery_.RestoreTarget(low, high, steps_applied_);
       // Hybrid: the ring's members roll their dense layers back to the
       // same version when the next ring forms (its leases' step is the
@@ -163,6 +164,22 @@ void Coordinator::RecoverShards(const std::string& why) {
     }
     SendReplies(replies);
     return;
+  }
+}
+
+void Coordinator::ApplyStepsPastEveryShard(int64_t low) {
+  // Only where a finalizing step's set is all of its slots (finalize on
+  // push, no quorum) and nothing else holds state of it (no ring).
+  if (!options_.job.sum_on_arrival() || in_doubt_.has_value()) return;
+  while (steps_applied_ < low) {
+    const int64_t number = steps_applied_;
+    OpenStep* step = steps_.Find(number);
+    if (step == nullptr || !step->finalizing || !FinalizesOnPush(number))
+      return;
+    steps_.Dequeue(number);
+    ApplyStep(number);
+    AddEvent("step_recovered", "", number, 0,
+             "applied on push by every shard before a recovery");
   }
 }
 

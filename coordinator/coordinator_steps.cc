@@ -236,10 +236,11 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   aborted_steps_ += count;
   // Hybrid: the shards may hold rows pushed for the aborted steps; a PS
   // pipeline job's shards may hold some members' pushes (a re-formed step
-  // must not take them as the same members' new ones). The finalizer drops
-  // them (RecoverShards: a rollback of the open step) before any step forms
-  // again.
-  if ((hybrid_mode() || (pipeline_job() && sync_shards())) &&
+  // must not take them as the same members' new ones), and shards that sum
+  // on arrival hold them summed. The finalizer drops them (RecoverShards: a
+  // rollback of the open step) before any step forms again.
+  if ((hybrid_mode() ||
+       ((pipeline_job() || options_.job.sum_on_arrival()) && sync_shards())) &&
       !recovery_needed_) {
     recovery_needed_ = true;
     recovery_why_ =

@@ -111,6 +111,14 @@ PsShard::PsShard(PsShardConfig config, FlatRange range,
     if (chunk.shard == config_.shard_id) owned_.push_back(chunk);
   }
   first_owned_id_ = owned_.empty() ? 0 : owned_.front().id;
+  arrival_enabled_ = config_.sum_on_arrival &&
+                     config_.consistency == PsConsistency::kSync &&
+                     !owned_.empty();
+  if (arrival_enabled_) {
+    absl::MutexLock lock(&sum_mu_);
+    arrival_ =
+        std::make_unique<ArrivalSum>(owned_, range_.begin, range_.size());
+  }
 }
 
 absl::Status PsShard::RejectPush(absl::Status status) {
@@ -240,68 +248,11 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
   staging->begun_ = absl::Now();
   staging->header_ = header;
   // Every owned element is written by exactly one chunk before a commit, so
-  // a recycled buffer needs no clearing.
-  staging->grad_ = TakeGradBuffer();
+  // a recycled buffer needs no clearing. On arrival, chunks go to the sum.
+  staging->on_arrival_ = SumsOnArrival();
+  if (!staging->on_arrival_) staging->grad_ = TakeGradBuffer();
   staging->seen_.assign(owned_.size(), false);
   return staging;
-}
-
-absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
-                               const void* data, size_t num_bytes) {
-  return AddChunk(staging, chunk_id, GradientEncoding::kFp32, data, num_bytes);
-}
-
-absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
-                               GradientEncoding encoding, const void* data,
-                               size_t num_bytes) {
-  if (!staging.error_.ok()) return staging.error_;
-  const auto fail = [&](absl::Status status) {
-    staging.error_ = status;
-    return RejectPush(std::move(status));
-  };
-  if (chunk_id < 0 || chunk_id >= static_cast<int32_t>(all_chunks_.size())) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("unknown chunk %d (the model has %d chunks)", chunk_id,
-                        all_chunks_.size())));
-  }
-  const Chunk& chunk = all_chunks_[chunk_id];
-  if (chunk.shard != config_.shard_id) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d is owned by shard %d, not shard %d", chunk_id,
-                        chunk.shard, config_.shard_id)));
-  }
-  const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
-  if (staging.seen_[index]) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d sent twice in one push", chunk_id)));
-  }
-  float* dst = staging.grad_.data() + (chunk.flat_offset - range_.begin);
-  if (encoding == GradientEncoding::kFp32) {
-    const size_t expected = static_cast<size_t>(chunk.length) * sizeof(float);
-    if (num_bytes != expected) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrFormat("chunk %d has %d bytes, expected %d (%d floats)",
-                          chunk_id, num_bytes, expected, chunk.length)));
-    }
-    std::memcpy(dst, data, num_bytes);
-  } else if (absl::Status decoded = Decode(
-                 encoding,
-                 absl::string_view(static_cast<const char*>(data), num_bytes),
-                 chunk.length, dst);
-             !decoded.ok()) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d (encoding %d): %s", chunk_id,
-                        static_cast<int>(encoding), decoded.message())));
-  }
-  for (int64_t i = 0; i < chunk.length; ++i) {
-    if (!std::isfinite(dst[i])) {
-      return fail(absl::InvalidArgumentError(absl::StrFormat(
-          "chunk %d: element %d is not finite (%f)", chunk_id, i, dst[i])));
-    }
-  }
-  staging.seen_[index] = true;
-  ++staging.chunks_seen_;
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> PsShard::CommitPush(
@@ -342,8 +293,11 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       pending_[h.worker_id] =
           Contribution{h.num_samples, std::move(grad),
                        std::move(staging->rows_), h.step_contributors};
+      // On arrival, a set whose sum holds another worker's chunks waits
+      // for the coordinator (which forms the step again).
       if (!h.step_contributors.empty() &&
-          StepCompleteLocked(h.step_contributors)) {
+          StepCompleteLocked(h.step_contributors) &&
+          ArrivalSumIsLocked(h.step_contributors)) {
         RETURN_IF_ERROR(ApplyStepLocked(h.step_contributors, ready));
         ++steps_finalized_on_push_;
       }

@@ -97,6 +97,7 @@
 #include "common/sharding.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
+#include "ps/arrival_sum.h"
 #include "ps/sparse_store.h"
 #include "ps/step_contributors.h"
 
@@ -117,6 +118,14 @@ struct PsShardConfig {
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;
+  // Sync: sum each pushed chunk into the open step's one sum buffer as it
+  // arrives (ps/arrival_sum.h) instead of keeping a buffer per contributor
+  // until the step is applied. The shard then holds its slice, the
+  // optimizer state and one sum; in exchange a step can only be applied
+  // over exactly the workers whose chunks it summed (FinalizeStep over a
+  // smaller set is refused: the coordinator forms the step again), and the
+  // order of the sum follows arrival, so runs may differ in the last bits.
+  bool sum_on_arrival = false;
   // What peers may make the shard hold (common/peer_limits.h).
   PsLimits limits;
   // Exactly the shard's range ShardRange(total, num_shards, shard_id) of the
@@ -204,7 +213,9 @@ class PsPushStaging {
   // The shard's count of open pushes, released with the staging.
   std::shared_ptr<std::atomic<int64_t>> open_pushes_;
   PsPushHeader header_;
-  std::vector<float> grad_;       // the shard's slice
+  std::vector<float> grad_;       // the shard's slice (empty on arrival)
+  bool on_arrival_ = false;       // chunks go to the shard's ArrivalSum
+  std::vector<float> scratch_;    // on arrival: a decoded chunk
   std::vector<bool> seen_;        // by owned chunk index
   std::vector<SparseRows> rows_;  // embedding rows, one part per table
   int64_t chunks_seen_ = 0;
@@ -327,7 +338,9 @@ class PsShard {
   //  FAILED_PRECONDITION wrong job_id, async mode, step > version() (the
   //                      message names the shard's version: it may have
   //                      restarted or been rolled back), or a contributor
-  //                      that has not pushed this step here;
+  //                      that has not pushed this step here, or (sum on
+  //                      arrival) a sum that holds chunks of a worker not
+  //                      in the set or not every chunk of one in it;
   //  INVALID_ARGUMENT    not a valid set (CheckStepContributors), or a
   //                      num_samples different from the one it pushed;
   //  RESOURCE_EXHAUSTED  more than limits.max_step_pushes contributors;
@@ -488,6 +501,10 @@ class PsShard {
   // exactly `set` with its num_samples.
   bool StepCompleteLocked(absl::Span<const PsContributor> set) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: true unless the shard sums on arrival and its sum is not exactly
+  // `set`'s pushes.
+  bool ArrivalSumIsLocked(absl::Span<const PsContributor> set) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const PsSnapshot> SnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PsShardState> ExportLocked()
@@ -546,6 +563,19 @@ class PsShard {
   void RecycleGradBuffer(std::vector<float> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Sync with sum_on_arrival (and dense chunks here): the open step's sum.
+  // Taken after mu_ (AddChunk takes it alone); arrival_rollbacks_ mirrors
+  // rollbacks_ for AddChunk's check that its push is still current.
+  mutable absl::Mutex sum_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::unique_ptr<ArrivalSum> arrival_ ABSL_GUARDED_BY(sum_mu_);
+  uint64_t arrival_rollbacks_ ABSL_GUARDED_BY(sum_mu_) = 0;
+  // Sums `values` (checked) as `staging`'s owned chunk `index`.
+  absl::Status SumOnArrival(PsPushStaging& staging, size_t index,
+                            absl::Span<const float> values)
+      ABSL_LOCKS_EXCLUDED(sum_mu_);
+  // True for a sync shard that sums on arrival.
+  bool SumsOnArrival() const { return arrival_enabled_; }
+  bool arrival_enabled_ = false;  // set in the constructor
   // Stagings alive; incremented under mu_, decremented by ~PsPushStaging.
   const std::shared_ptr<std::atomic<int64_t>> open_pushes_ =
       std::make_shared<std::atomic<int64_t>>(0);

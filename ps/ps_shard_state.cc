@@ -149,6 +149,11 @@ void PsShard::RollBackLocked(int64_t generation,
   // Steps at or after the version kept were not applied to it.
   applied_sets_.erase(applied_sets_.lower_bound(version_), applied_sets_.end());
   ++rollbacks_;  // pushes begun before now can no longer commit
+  {
+    absl::MutexLock sum_lock(&sum_mu_);
+    arrival_rollbacks_ = rollbacks_;  // nor sum another chunk
+    if (arrival_ != nullptr) arrival_->Reset(version_);
+  }
   max_generation_ = std::max(max_generation_, generation);
   for (auto& [id, waiter] : waiters_)
     aborted.push_back(std::move(waiter.ready));

@@ -76,6 +76,16 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
             c.worker_id, c.num_samples, it->second.num_samples)));
       }
     }
+    if (SumsOnArrival()) {
+      absl::MutexLock sum_lock(&sum_mu_);
+      if (absl::Status exact = arrival_->CheckSummedExactly(
+              absl::StrFormat("finalize of step %d on shard %d", step,
+                              config_.shard_id),
+              contributors);
+          !exact.ok()) {
+        return RejectedFinalize(std::move(exact));
+      }
+    }
     RETURN_IF_ERROR(ApplyStepLocked(contributors, ready));
     max_generation_ = generation;
     version = version_;
@@ -103,11 +113,25 @@ bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
   return true;
 }
 
+bool PsShard::ArrivalSumIsLocked(absl::Span<const PsContributor> set) const {
+  if (!SumsOnArrival()) return true;
+  absl::MutexLock lock(&sum_mu_);
+  return arrival_->CheckSummedExactly("", set).ok();
+}
+
 absl::Status PsShard::ApplyStepLocked(
     absl::Span<const PsContributor> contributors, ReadyList& ready) {
   int64_t total_samples = 0;
   for (const PsContributor& c : contributors) total_samples += c.num_samples;
   const int64_t step = version_;
+  // On arrival: the sum holds exactly `contributors`' pushes, or nothing
+  // changes (checked before the rows are applied).
+  absl::MutexLock sum_lock(&sum_mu_);
+  if (SumsOnArrival()) {
+    RETURN_IF_ERROR(arrival_->CheckSummedExactly(
+        absl::StrFormat("step %d on shard %d", step, config_.shard_id),
+        contributors));
+  }
   if (sparse_ != nullptr) {
     // Each push's rows were checked on arrival (AddRows).
     std::vector<const std::vector<SparseRows>*> rows;
@@ -117,11 +141,16 @@ absl::Status PsShard::ApplyStepLocked(
     RETURN_IF_ERROR(sparse_->ApplyCheckedStep(rows, total_samples, step));
   }
   // Sum in the order named into the first contributor's buffer, then
-  // divide: the same values as a sum from zero (0 + g is exact).
-  std::vector<float>& sum = pending_[contributors.front().worker_id].grad;
-  for (size_t c = 1; c < contributors.size(); ++c) {
-    const std::vector<float>& g = pending_[contributors[c].worker_id].grad;
-    for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+  // divide: the same values as a sum from zero (0 + g is exact). On
+  // arrival the sum is there already.
+  std::vector<float>& sum = SumsOnArrival()
+                                ? arrival_->sum()
+                                : pending_[contributors.front().worker_id].grad;
+  if (!SumsOnArrival()) {
+    for (size_t c = 1; c < contributors.size(); ++c) {
+      const std::vector<float>& g = pending_[contributors[c].worker_id].grad;
+      for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+    }
   }
   const float n = static_cast<float>(total_samples);
   for (float& g : sum) g /= n;
@@ -131,6 +160,7 @@ absl::Status PsShard::ApplyStepLocked(
     RecycleGradBuffer(std::move(contribution.grad));
   }
   pending_.clear();
+  if (SumsOnArrival()) arrival_->Reset(version_);  // the next step, or again
   RETURN_IF_ERROR(applied);
   applied_sets_[step].assign(contributors.begin(), contributors.end());
   while (static_cast<int64_t>(applied_sets_.size()) > kRememberedSteps) {

@@ -193,6 +193,15 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   job.set_consistency(consistency);
   job.set_staleness(staleness);
   job.set_sync_quorum(f.sync_quorum);
+  if (f.sum_on_arrival) {
+    if (mode != v1::MODE_PS || consistency != v1::CONSISTENCY_SYNC ||
+        f.sync_quorum > 0) {
+      return absl::InvalidArgumentError(
+          "--sum-on-arrival needs --mode ps with --consistency sync and no "
+          "--sync-quorum: a step must apply every push its shards summed");
+    }
+    job.set_sum_on_arrival(true);
+  }
   if (ModeHasShards(mode) && f.shards.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         ModeName(mode), " mode needs --shards HOST:PORT[,HOST:PORT...]"));

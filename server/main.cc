@@ -176,6 +176,14 @@ int main(int argc, char** argv) {
          "coordinator (false: the coordinator finalizes every step)")
       ->capture_default_str()
       ->group(job);
+  app.add_option("--sum-on-arrival", c.sum_on_arrival,
+                 "PS sync: shards sum each pushed chunk into one buffer as it "
+                 "arrives (memory: slice + optimizer state + one sum) instead "
+                 "of one buffer per worker; a worker lost mid-step then aborts "
+                 "the step, and sums follow arrival order (not bitwise "
+                 "reproducible with 3+ workers)")
+      ->capture_default_str()
+      ->group(job);
   app.add_option("--metrics-jsonl", c.metrics_jsonl,
                  "append training curves here, one JSON object per committed "
                  "step and per "

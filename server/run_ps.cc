@@ -95,6 +95,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
                            ? PsConsistency::kSync
                            : PsConsistency::kAsync;
+  config.sum_on_arrival = job.sum_on_arrival();
   config.initial_slice.assign(init.begin() + range.begin,
                               init.begin() + range.end);
   config.limits = limits;

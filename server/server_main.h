@@ -53,6 +53,7 @@ struct CoordinatorFlags {
   int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
   bool finalize_on_push =
       true;                     // PS sync: shards apply a step on its last push
+  bool sum_on_arrival = false;  // PS sync: shards sum pushes as they arrive
   std::string metrics_jsonl;    // training curves as JSON lines (appended)
   std::string tensorboard_dir;  // training curves as TensorBoard events
   // A DLRM's embedding tables (the --embedding-* flags), and whether any of

@@ -112,6 +112,52 @@ TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   EXPECT_TRUE(HasEvent(s, "left"));
 }
 
+// Shards that sum on arrival cannot take a summed push out of a step: a
+// member lost before it reported aborts the step instead of shrinking its
+// set, the shards' open step is rolled back (a restore to the version they
+// are at), and the step is formed again over the members left.
+TEST(CoordinatorElasticTest, SumOnArrivalLostMemberAbortsAndRollsBackTheStep) {
+  v1::JobSpec job = Job(10, 1);
+  job.set_sum_on_arrival(true);
+  Fixture f(job, 20);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+  }
+  const std::string a = f.Join(), b = f.Join();
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ(ra->step_contributors_size(), 2);
+  v1::NextTaskRequest report;
+  report.set_worker_id(a);
+  *report.mutable_done() = Done(*ra);
+  report.set_report_only(true);
+  ASSERT_TRUE(Call(f, report).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+
+  EXPECT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return s.restores == std::vector<int64_t>{0};
+  }));
+  auto again = NextWork(f, a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(again->step(), 0);
+  EXPECT_GT(again->fence(), ra->fence());
+  ASSERT_EQ(again->step_contributors_size(), 1);
+  int64_t samples = 0;
+  for (const auto& t : again->tasks()) samples += t.end() - t.begin();
+  EXPECT_EQ(samples, 10);  // a's share and b's, trained again
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_TRUE(f.shards.finalized.empty());  // nothing over {a} alone
+  }
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.aborted_steps(), 1);
+  EXPECT_TRUE(HasEvent(s, "step_aborted"));
+  EXPECT_FALSE(HasEvent(s, "shards_rolled_back"));  // no checkpoint lost
+}
+
 TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
   Fixture f(RingJob(10, 1), 40);
   const std::string a = f.Join(), b = f.Join();

@@ -27,6 +27,23 @@ TEST(PsFaultTest, WorkersJoinDieAndLeaveWhileTraining) {
   EXPECT_GE(CountEvents(run->summary, "left"), 1);
 }
 
+// Shards that sum pushes on arrival (--sum-on-arrival): a worker killed
+// mid-step aborts the step (the shards roll back its sums, which cannot be
+// taken apart) and the step is formed again without it; joins and a
+// graceful leave as above. Every sample is applied exactly once.
+TEST(PsFaultTest, SumOnArrivalWorkersJoinDieAndLeaveWhileTraining) {
+  auto run =
+      RunLocal("ps-arrival",
+               FaultJobArgs("ps", {"--sum-on-arrival", "true", "--chaos",
+                                   "join:1@step50,kill:worker1@step100,join:1@"
+                                   "step150,term:worker0@step225"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 5);
+  EXPECT_GE(CountEvents(run->summary, "evicted"), 1) << run->summary.dump(1);
+  EXPECT_GE(CountEvents(run->summary, "step_aborted"), 1);
+  EXPECT_GE(CountEvents(run->summary, "left"), 1);
+}
+
 // A sync PS pipeline job (2 stages, docs/pipeline.md) under churn: a
 // stage worker killed mid-step fails its replica's step (its neighbour
 // reports it and the coordinator re-forms the step under a new fence, the

@@ -76,13 +76,16 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
 // single process with batch B over the same sample order: for an MLP, and
 // for the ConvNet (convolutions, pooling, dropout masks by sample position),
 // and with 2 partitions per shard process (4 logical shards, each applied on
-// its own pushes: common/shard_partitions.h).
+// its own pushes: common/shard_partitions.h), and with shards that sum
+// pushes on arrival (ps/arrival_sum.h).
 struct EquivalenceCase {
   std::string model;
   int partitions = 1;
+  bool sum_on_arrival = false;
 };
 void PrintTo(const EquivalenceCase& c, std::ostream* os) {
-  *os << c.model << ", " << c.partitions << " partition(s) per shard";
+  *os << c.model << ", " << c.partitions << " partition(s) per shard"
+      << (c.sum_on_arrival ? ", sum on arrival" : "");
 }
 
 class SyncPsEquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {
@@ -101,6 +104,9 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
   spec.shards = 2;
   spec.partitions = GetParam().partitions;
   spec.job_args = testing::EquivalenceJobArgs(steps, model);
+  if (GetParam().sum_on_arrival) {
+    spec.job_args.insert(spec.job_args.end(), {"--sum-on-arrival", "true"});
+  }
   auto cluster = testing::TestCluster::Start(
       spec, LogDir(absl::StrCat("equivalence-k", spec.partitions)));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -145,12 +151,15 @@ INSTANTIATE_TEST_SUITE_P(
     Models, SyncPsEquivalenceTest,
     ::testing::Values(EquivalenceCase{"64-32-10", 1},
                       EquivalenceCase{"convnet", 1},
-                      EquivalenceCase{"64-32-10", 2}),
+                      EquivalenceCase{"64-32-10", 2},
+                      EquivalenceCase{"64-32-10", 1, true}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& i) {
       const std::string name = i.param.model == "convnet" ? "convnet" : "mlp";
-      return i.param.partitions == 1
-                 ? name
-                 : absl::StrCat(name, "_partitions", i.param.partitions);
+      return absl::StrCat(name,
+                          i.param.partitions == 1
+                              ? ""
+                              : absl::StrCat("_partitions", i.param.partitions),
+                          i.param.sum_on_arrival ? "_sum_on_arrival" : "");
     });
 
 }  // namespace

@@ -128,6 +128,28 @@ TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
   EXPECT_EQ(test->num_samples, 100);
 }
 
+// --sum-on-arrival: carried by a sync PS job; refused where a step may
+// apply fewer pushes than were summed (a quorum) or where no shard steps
+// (async, ring).
+TEST_F(CoordinatorJobTest, SumOnArrivalIsForSyncPsWithoutAQuorum) {
+  CoordinatorFlags f = Dense();
+  f.sum_on_arrival = true;
+  auto built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(built->job.sum_on_arrival());
+  EXPECT_FALSE(BuildCoordinatorJob(Dense())->job.sum_on_arrival());
+  CoordinatorFlags quorum = f, async = f, ring = f;
+  quorum.sync_quorum = 1;
+  async.consistency = "async";
+  ring.mode = "ring";
+  ring.shards.clear();
+  for (const CoordinatorFlags& bad : {quorum, async, ring}) {
+    auto refused = BuildCoordinatorJob(bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(), HasSubstr("--sum-on-arrival"));
+  }
+}
+
 // --worker-memory-budget: a model whose whole exceeds it is refused, its
 // PS pipeline stages fit and the job carries the budget; ring mode holds the
 // whole model on every member; bad sizes and DLRMs are refused.
