@@ -1,9 +1,11 @@
 #include "model/model_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -103,10 +105,39 @@ absl::StatusOr<ParameterLayout> ModelJobLayout(const ModelDef& def) {
   return Prefixed(def, {&LayerParamDefs, &LayerStateDefs});
 }
 
-std::vector<float> ModelInitialParameters(const ModelDef& def,
-                                          const ParameterLayout& layout,
-                                          uint64_t seed) {
-  std::vector<float> params(layout.total_elements(), 0.0f);
+namespace {
+
+// FillNormal's draws of `n` values of `stddev` at flat offset `at`, kept
+// where they fall in [begin, end) (written to out[flat - begin]); whole
+// blocks outside are skipped by discarding their draws. Blocks hold an
+// even count, so the draws pair up as in one FillNormal call.
+void FillNormalRange(std::mt19937_64& rng, double stddev, int64_t at, int64_t n,
+                     int64_t begin, int64_t end, float* out) {
+  constexpr int64_t kBlock = 1 << 16;
+  std::vector<float> block;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t len = std::min(kBlock, n - b);
+    const int64_t lo = std::max(at + b, begin),
+                  hi = std::min(at + b + len, end);
+    if (lo >= hi) {
+      rng.discard(static_cast<uint64_t>(2 * ((len + 1) / 2)));
+    } else if (lo == at + b && hi == at + b + len) {
+      FillNormal(rng, stddev, out + (lo - begin), len);
+    } else {
+      block.resize(static_cast<size_t>(len));
+      FillNormal(rng, stddev, block.data(), len);
+      std::copy(block.begin() + (lo - at - b), block.begin() + (hi - at - b),
+                out + (lo - begin));
+    }
+  }
+}
+
+// ModelInitialParameters' elements [begin, end) into out[0, end - begin)
+// (zeros first).
+void FillInitialParameters(const ModelDef& def, const ParameterLayout& layout,
+                           uint64_t seed, int64_t begin, int64_t end,
+                           float* out) {
+  std::fill(out, out + (end - begin), 0.0f);
   std::mt19937_64 rng(seed);
   size_t tensor = 0;
   for (size_t i = 0; i < def.layers.size(); ++i) {
@@ -115,7 +146,9 @@ std::vector<float> ModelInitialParameters(const ModelDef& def,
     if (count == 0) continue;
     const TensorSlot& weight = layout.tensors()[tensor];
     if (IsBatchNorm(d.type)) {
-      std::fill_n(params.begin() + weight.offset, weight.numel, 1.0f);
+      const int64_t lo = std::max(weight.offset, begin);
+      const int64_t hi = std::min(weight.offset + weight.numel, end);
+      if (lo < hi) std::fill(out + (lo - begin), out + (hi - begin), 1.0f);
     } else {
       const int64_t window =
           d.type == LayerType::kConv2d ? d.kernel_size.h * d.kernel_size.w : 1;
@@ -129,10 +162,21 @@ std::vector<float> ModelInitialParameters(const ModelDef& def,
           FollowedByRelu(def, i)
               ? std::sqrt(2.0 / static_cast<double>(fan_in))
               : std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
-      FillNormal(rng, stddev, params.data() + weight.offset, weight.numel);
+      FillNormalRange(rng, stddev, weight.offset, weight.numel, begin, end,
+                      out);
     }
     tensor += count;
   }
+}
+
+}  // namespace
+
+std::vector<float> ModelInitialParameters(const ModelDef& def,
+                                          const ParameterLayout& layout,
+                                          uint64_t seed) {
+  std::vector<float> params(layout.total_elements());
+  FillInitialParameters(def, layout, seed, 0, layout.total_elements(),
+                        params.data());
   return params;
 }
 
@@ -156,6 +200,33 @@ absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
   std::vector<float> values = ModelInitialParameters(def, params, seed);
   const std::vector<float> initial_state = ModelInitialState(def, state);
   values.insert(values.end(), initial_state.begin(), initial_state.end());
+  return values;
+}
+
+absl::StatusOr<std::vector<float>> ModelJobInitialSlice(const ModelDef& def,
+                                                        uint64_t seed,
+                                                        int64_t begin,
+                                                        int64_t end) {
+  ASSIGN_OR_RETURN(const ParameterLayout params, ModelParameterLayout(def));
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(def));
+  const int64_t p = params.total_elements();
+  if (begin < 0 || begin > end || end > p + state.total_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initial slice [", begin, ", ", end, ") is outside the model's ",
+        p + state.total_elements(), " values"));
+  }
+  std::vector<float> values(static_cast<size_t>(end - begin));
+  if (begin < p) {
+    FillInitialParameters(def, params, seed, begin, std::min(end, p),
+                          values.data());
+  }
+  if (end > p) {
+    const std::vector<float> initial_state = ModelInitialState(def, state);
+    const int64_t from = std::max(begin, p);
+    std::copy(initial_state.begin() + (from - p),
+              initial_state.begin() + (end - p),
+              values.begin() + (from - begin));
+  }
   return values;
 }
 

@@ -59,6 +59,13 @@ std::vector<float> ModelInitialState(const ModelDef& def,
 // ModelJobLayout(def).
 absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
                                                          uint64_t seed);
+// Elements [begin, end) of ModelJobInitialValues(def, seed), the same
+// values, holding only them (a shard's slice of a large model).
+// INVALID_ARGUMENT for a range outside the model's values.
+absl::StatusOr<std::vector<float>> ModelJobInitialSlice(const ModelDef& def,
+                                                        uint64_t seed,
+                                                        int64_t begin,
+                                                        int64_t end);
 
 }  // namespace ferry
 

@@ -199,6 +199,22 @@ absl::StatusOr<std::vector<float>> JobDenseInitialValues(
   return JobInitialValues(job, model);
 }
 
+absl::StatusOr<std::vector<float>> JobDenseInitialSlice(const v1::JobSpec& job,
+                                                        int64_t begin,
+                                                        int64_t end) {
+  if (!IsDlrmJob(job) && job.init_from().empty()) {
+    ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
+    return ModelJobInitialSlice(model, job.seed(), begin, end);
+  }
+  ASSIGN_OR_RETURN(std::vector<float> all, JobDenseInitialValues(job));
+  if (begin < 0 || begin > end || end > static_cast<int64_t>(all.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial slice [", begin, ", ", end, ") is outside the ",
+                     all.size(), " values"));
+  }
+  return std::vector<float>(all.begin() + begin, all.begin() + end);
+}
+
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
   if (IsDlrmJob(job)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -55,6 +55,12 @@ absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
 // JobInitialValues.
 absl::StatusOr<std::vector<float>> JobDenseInitialValues(
     const v1::JobSpec& job);
+// Elements [begin, end) of JobDenseInitialValues(job); a layer-stack model
+// without init_from is drawn without holding the whole buffer (a shard's
+// slice of a large model). INVALID_ARGUMENT for a range outside it.
+absl::StatusOr<std::vector<float>> JobDenseInitialSlice(const v1::JobSpec& job,
+                                                        int64_t begin,
+                                                        int64_t end);
 
 // The model a job trains: JobSpec.model_def when set, else JobSpec.model as
 // --model text (a preset or an MLP string). INVALID_ARGUMENT when it does not

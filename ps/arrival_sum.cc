@@ -82,10 +82,9 @@ absl::Status ArrivalSum::CheckSummedExactly(
     }
   }
   for (const auto& [worker, summed] : workers_) {
-    const bool named =
-        std::any_of(set.begin(), set.end(), [&](const PsContributor& c) {
-          return c.worker_id == worker;
-        });
+    const bool named = std::any_of(
+        set.begin(), set.end(),
+        [&](const PsContributor& c) { return c.worker_id == worker; });
     if (!named) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "%s: %d chunks of worker %s were summed on arrival and cannot be "

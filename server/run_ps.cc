@@ -78,11 +78,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   // Hybrid mode: the dense layers live on the workers (their ring); the
   // shards hold only the embedding tables.
   const bool dense_here = job.mode() != v1::MODE_HYBRID;
-  std::vector<float> init;
-  if (dense_here) {
-    ASSIGN_OR_RETURN(init, JobDenseInitialValues(job));
-  }
-  const FlatRange range = ShardRange(static_cast<int64_t>(init.size()),
+  const FlatRange range = ShardRange(dense_here ? layout.total_elements() : 0,
                                      job.shard_addresses_size(), shard_id);
   PsShardConfig config;
   config.job_id = job.job_id();
@@ -96,8 +92,10 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
                            ? PsConsistency::kSync
                            : PsConsistency::kAsync;
   config.sum_on_arrival = job.sum_on_arrival();
-  config.initial_slice.assign(init.begin() + range.begin,
-                              init.begin() + range.end);
+  if (dense_here) {  // only the slice: the whole model may be large
+    ASSIGN_OR_RETURN(config.initial_slice,
+                     JobDenseInitialSlice(job, range.begin, range.end));
+  }
   config.limits = limits;
   if (IsDlrmJob(job)) {  // its embedding rows: the ones ShardOfRow places here
     ASSIGN_OR_RETURN(

@@ -147,6 +147,36 @@ TEST(ModelJson, StateLayoutAndInitialValuesOfBatchNorm) {
   EXPECT_FALSE(params->IndexOf("6.bias").ok());  // bias=false
 }
 
+// A shard draws only its slice of the initial values, bit for bit the
+// values of the whole buffer: across BatchNorm tensors and the state, an
+// odd-sized tensor, and a weight longer than the draw block (65,536).
+TEST(ModelJson, AnInitialSliceIsThatSliceOfTheWholeBuffer) {
+  for (const ModelDef& def : {SmallBnNet(), MlpModelDef({301, 257, 7})}) {
+    auto whole = ModelJobInitialValues(def, 9);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const int64_t n = static_cast<int64_t>(whole->size());
+    for (auto [begin, end] :
+         std::vector<std::pair<int64_t, int64_t>>{{0, n},
+                                                  {1, n - 1},
+                                                  {5, 6},
+                                                  {65535, 65538},
+                                                  {n - 7, n},
+                                                  {n, n},
+                                                  {3, 3}}) {
+      if (end > n || begin > end) continue;
+      auto slice = ModelJobInitialSlice(def, 9, begin, end);
+      ASSERT_TRUE(slice.ok()) << slice.status();
+      EXPECT_EQ(*slice, std::vector<float>(whole->begin() + begin,
+                                           whole->begin() + end))
+          << "[" << begin << ", " << end << ") of " << n;
+    }
+    EXPECT_EQ(ModelJobInitialSlice(def, 9, 0, n + 1).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ModelJobInitialSlice(def, 9, 2, 1).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 absl::Status ParseError(const std::string& layers,
                         const std::string& input = R"({"shape": [4]})",
                         int classes = 3) {

@@ -22,8 +22,8 @@ using ::testing::HasSubstr;
 // The shard of ps_shard_testing.h's chunks: owned chunks 2 ([4,5)), 3
 // ([5,7)) and 4 ([7,8)).
 ArrivalSum TestSum() {
-  return ArrivalSum({{2, 0, 4, 4, 1, 1}, {3, 1, 0, 5, 2, 1}, {4, 1, 2, 7, 1, 1}},
-                    4, 4);
+  return ArrivalSum(
+      {{2, 0, 4, 4, 1, 1}, {3, 1, 0, 5, 2, 1}, {4, 1, 2, 7, 1, 1}}, 4, 4);
 }
 
 TEST(ArrivalSumTest, TheFirstContributionIsCopiedAndLaterOnesAdded) {
@@ -189,7 +189,8 @@ TEST(PsShardArrivalTest, ConcurrentPushesSumEveryChunkOnce) {
   auto shard = MakeShard(ArrivalConfig());
   constexpr int kWorkers = 8, kSteps = 20;
   std::vector<PsContributor> set;
-  for (int w = 0; w < kWorkers; ++w) set.push_back({"w" + std::to_string(w), 1});
+  for (int w = 0; w < kWorkers; ++w)
+    set.push_back({"w" + std::to_string(w), 1});
   for (int step = 0; step < kSteps; ++step) {
     std::vector<std::thread> pushers;
     for (int w = 0; w < kWorkers; ++w) {
