@@ -459,7 +459,8 @@ int main(int argc, char** argv) {
         ferry::ToEmbeddingOptions(embedding);
     if (fits.ok()) fits = options.status();
     if (fits.ok()) {
-      fits = ferry::CheckDistributedDlrmFlags(o.mode, export_dir, *options);
+      fits = ferry::CheckDistributedDlrmFlags(o.mode, export_dir,
+                                              ring_full_table_rows, *options);
     }
     if (fits.ok()) {
       fits = ferry::CheckRingFullTableRows(o.mode, ring_full_table_rows, model,

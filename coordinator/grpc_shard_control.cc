@@ -6,9 +6,13 @@
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "coordinator/job_evaluators.h"
+#include "coordinator/shard_tables_reader.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
+#include "ps/dlrm_export.h"
+#include "ps/job_tables.h"
+#include "ps/tables_file.h"
 
 namespace ferry {
 namespace {
@@ -37,6 +41,7 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
   const int64_t num_parameters = evaluators.num_parameters();
   control->evaluator_ = std::move(evaluators.dense);
   control->ctr_evaluator_ = std::move(evaluators.ctr);
+  if (control->ctr_evaluator_ != nullptr) control->export_dir_ = export_dir;
 
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();
@@ -182,8 +187,35 @@ absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
   rows.set_min_version(version);
   absl::StatusOr<TestScores> scores =
       ctr_evaluator_->Evaluate(params_.data(), rows);
+  if (scores.ok() && !export_dir_.empty()) {
+    if (absl::Status exported = ExportDlrmJob(version); !exported.ok()) {
+      return exported;
+    }
+  }
   if (scores.ok()) fetched();
   return scores;
+}
+
+absl::Status GrpcShardControl::ExportDlrmJob(int64_t version) {
+  std::vector<std::vector<TableCheckpoint>> parts(stubs_.size());
+  RETURN_IF_ERROR(OnEveryShard([&](size_t s) -> absl::Status {
+    ASSIGN_OR_RETURN(parts[s],
+                     ReadShardTables(*stubs_[s], job_.job_id(), version,
+                                     kReadTablesTimeout, &finalize_bytes_));
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(const std::vector<TableCheckpoint> tables,
+                   MergeShardTables(std::move(parts)));
+  ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
+  ASSIGN_OR_RETURN(const SparseStoreConfig config, JobTablesConfig(job_));
+  const absl::Status written =
+      ExportDlrm(export_dir_, spec, params_, tables,
+                 TablesMetaOf(config, spec.embedding_dim));
+  if (!written.ok()) {
+    return absl::Status(written.code(), absl::StrCat("--export ", export_dir_,
+                                                     ": ", written.message()));
+  }
+  return absl::OkStatus();
 }
 
 void GrpcShardControl::set_member_source(

@@ -34,9 +34,11 @@ namespace ferry {
 class GrpcShardControl final : public ShardControl {
  public:
   // `test_set` is used for evaluation: a Dataset for a dense model, a
-  // CtrDataset for a DLRM. `export_dir` (non-empty, dense models only)
-  // receives every evaluated model (TestSetEvaluator). INVALID_ARGUMENT for a
-  // bad job, a test set of the other kind, or an export_dir with a DLRM.
+  // CtrDataset for a DLRM. `export_dir` (non-empty) receives every
+  // evaluated model: a dense one's (TestSetEvaluator), or a DLRM's dense
+  // weights and every shard's tables (ReadTables, merged: ps/
+  // dlrm_export.h) read before training resumes. INVALID_ARGUMENT for a bad
+  // job or a test set of the other kind.
   static absl::StatusOr<std::unique_ptr<GrpcShardControl>> Create(
       const v1::JobSpec& job, JobTestSet test_set,
       const std::string& export_dir = "");
@@ -89,6 +91,11 @@ class GrpcShardControl final : public ShardControl {
   std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   std::unique_ptr<GrpcParameterClient> puller_;
   std::unique_ptr<RingWeightsSource> ring_weights_;  // hybrid jobs only
+  std::string export_dir_;  // a DLRM's; empty: no export
+  // Writes the DLRM export of params_ and the shards' tables at a version
+  // >= `version`.
+  absl::Status ExportDlrmJob(int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(eval_mu_);
   std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
 };
 

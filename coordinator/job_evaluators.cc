@@ -12,14 +12,9 @@ namespace ferry {
 absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
                                                 JobTestSet test_set,
                                                 const std::string& export_dir) {
+  // A DLRM's export needs its tables: its control writes it.
   JobEvaluators out;
   if (IsDlrmJob(job)) {
-    if (!export_dir.empty()) {
-      return absl::InvalidArgumentError(
-          "--export is not supported for DLRM models yet in distributed jobs "
-          "(the tables live on the shards: their checkpoints hold them); "
-          "`ferry-worker --standalone --model dlrm --export DIR` writes one");
-    }
     CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
     if (ctr == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(

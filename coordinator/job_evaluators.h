@@ -28,9 +28,9 @@ struct JobEvaluators {
 };
 
 // `export_dir` (non-empty): every model the dense evaluator scores is
-// written there. INVALID_ARGUMENT for a test set of the other kind, an
-// export of a DLRM (its tables live on the shards; the standalone trainer
-// exports DLRMs), or a job whose model does not parse.
+// written there (a DLRM's is written by GrpcShardControl or RingControl,
+// which hold its tables). INVALID_ARGUMENT for a test set of the other
+// kind, or a job whose model does not parse.
 absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
                                                 JobTestSet test_set,
                                                 const std::string& export_dir);

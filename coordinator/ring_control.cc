@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "coordinator/job_evaluators.h"
 #include "proto/job_convert.h"
+#include "ps/dlrm_export.h"
 #include "ps/job_tables.h"
 
 namespace ferry {
@@ -23,6 +24,13 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
   if (control->ctr_evaluator_ != nullptr) {
     ASSIGN_OR_RETURN(control->tables_, JobTablesConfig(job));
     control->full_table_rows_ = job.embedding().ring_full_table_rows();
+    if (!export_dir.empty() && control->full_table_rows_ > 0) {
+      return absl::InvalidArgumentError(
+          "--export with --ring-full-table-rows: full tables hold ids mod "
+          "that many rows, which an export cannot describe");
+    }
+    control->export_dir_ = export_dir;
+    control->job_ = job;
   }
   return control;
 }
@@ -57,6 +65,15 @@ absl::StatusOr<TestScores> RingControl::EvaluateAndNotify(
       full_table_rows_ > 0 ? static_cast<EmbeddingRowSource&>(full_rows) : rows;
   ASSIGN_OR_RETURN(TestScores scores,
                    ctr_evaluator_->Evaluate(params.data(), source));
+  if (!export_dir_.empty()) {
+    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
+    if (absl::Status written = ExportDlrm(export_dir_, spec, params, **tables);
+        !written.ok()) {
+      return absl::Status(
+          written.code(),
+          absl::StrCat("--export ", export_dir_, ": ", written.message()));
+    }
+  }
   const SparseStoreStats stats = (*tables)->Stats();
   scores.embedding_rows = stats.total.rows;
   scores.embedding_pending_ids = stats.total.pending_ids;

@@ -29,9 +29,9 @@ class RingControl final : public WeightsEvaluator {
 
   // `test_set`: a Dataset for a dense model, a CtrDataset for a DLRM (its
   // tables come from the member with the dense weights). `export_dir`
-  // (non-empty): every evaluated model is written there (TestSetEvaluator;
-  // dense models only). INVALID_ARGUMENT for a bad job, a test set of the
-  // other kind, or an export of a DLRM.
+  // (non-empty): every evaluated model is written there (a DLRM's with the
+  // member's tables: ps/dlrm_export.h). INVALID_ARGUMENT for a bad job, a
+  // test set of the other kind, or an export of full ring tables.
   static absl::StatusOr<std::unique_ptr<RingControl>> Create(
       const v1::JobSpec& job, JobTestSet test_set,
       const std::string& export_dir = "",
@@ -60,6 +60,8 @@ class RingControl final : public WeightsEvaluator {
   std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   SparseStoreConfig tables_;
   int64_t full_table_rows_ = 0;  // > 0: ids read modulo it
+  std::string export_dir_;       // a DLRM's; empty: no export
+  v1::JobSpec job_;              // a DLRM's, for its export
 };
 
 }  // namespace ferry

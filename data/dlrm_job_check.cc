@@ -31,13 +31,13 @@ absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
 
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& export_dir,
+                                       int64_t ring_full_table_rows,
                                        const EmbeddingOptions& embedding) {
   if (mode == "ring") RETURN_IF_ERROR(CheckRingKeepsEveryRow(embedding));
-  if (!export_dir.empty()) {
+  if (!export_dir.empty() && ring_full_table_rows > 0) {
     return absl::InvalidArgumentError(
-        "--export is not supported for DLRM models yet in distributed jobs "
-        "(the tables live on the shards: their checkpoints hold them); "
-        "`ferry-worker --standalone --model dlrm --export DIR` writes one");
+        "--export with --ring-full-table-rows: full tables hold ids mod that "
+        "many rows, which an export (rows keyed by id) cannot describe");
   }
   return absl::OkStatus();
 }

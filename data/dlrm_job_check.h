@@ -22,14 +22,15 @@ namespace ferry {
 absl::StatusOr<DlrmSpec> ResolveCriteoDlrm(const std::string& model,
                                            const std::string& dataset);
 
-// What a distributed DLRM job cannot do: --export (the tables live on the
-// shards or in every ring member), and in ring mode a TTL or a memory
-// limit on the tables (every member keeps every row, and a step a member
-// rolls back cannot bring evicted rows back). Empty strings are "not
-// given". (--init-from with full ring tables is refused by the
-// coordinator: CheckRingFullTableRows' caller.)
+// What a distributed DLRM job cannot do: --export of full ring tables
+// (`ring_full_table_rows` > 0: rows hold ids mod that many, not ids), and
+// in ring mode a TTL or a memory limit on the tables (every member keeps
+// every row, and a step a member rolls back cannot bring evicted rows
+// back). Empty strings are "not given". (--init-from with full ring tables
+// is refused by the coordinator: CheckRingFullTableRows' caller.)
 absl::Status CheckDistributedDlrmFlags(const std::string& mode,
                                        const std::string& export_dir,
+                                       int64_t ring_full_table_rows,
                                        const EmbeddingOptions& embedding);
 
 // --mode hybrid with a model without embedding tables (a dense model has

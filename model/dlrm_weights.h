@@ -1,4 +1,4 @@
-// The dense half of a DLRM export directory (worker/dlrm_export.h has the
+// The dense half of a DLRM export directory (ps/dlrm_export.h has the
 // whole): DIR/model.json (DlrmToJson) and DIR/model.safetensors (the dense
 // parameters under DlrmParameterLayout's names, F32, with the tables'
 // metadata). Here so that a distributed job's processes (the coordinator,

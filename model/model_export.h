@@ -53,7 +53,7 @@ absl::StatusOr<ModelValues> ImportModel(const std::string& dir,
 // own applies.
 absl::Status CheckSameModel(const ModelDef& expected, const ModelDef& imported);
 
-// For other models' export formats (worker/dlrm_export.h):
+// For other models' export formats (ps/dlrm_export.h):
 // Moves `layout`'s tensors out of `tensors` (by name) into `values` (laid
 // out by `layout`): INVALID_ARGUMENT, `path` first, naming the first
 // tensor of the layout that is missing, misshapen or not finite. Tensors

@@ -26,6 +26,8 @@
 //    pull message waits for its send bucket before it is written, on the
 //    shaper's timer thread. The coordinator's control RPCs are not shaped.
 //  - FinalizeStep, Fence, ShardInfo: unary.
+//  - ReadTables: server streaming; the tables are encoded at once, under
+//    the shard's lock (pushes and pulls wait), then sent in 1 MiB pieces.
 //  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
 //    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
 //    service has none.
@@ -89,6 +91,10 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
   grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* context,
                                      const v1::PullRowsRequest* request,
                                      v1::PullRowsResponse* response) override;
+  // The shard's tables, for an export (ps_service_tables.cc).
+  grpc::ServerWriteReactor<v1::ReadTablesChunk>* ReadTables(
+      grpc::CallbackServerContext* context,
+      const v1::ReadTablesRequest* request) override;
 
  private:
   PsShard* const shard_;

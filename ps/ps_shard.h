@@ -118,13 +118,9 @@ struct PsShardConfig {
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;
-  // Sync: sum each pushed chunk into the open step's one sum buffer as it
-  // arrives (ps/arrival_sum.h) instead of keeping a buffer per contributor
-  // until the step is applied. The shard then holds its slice, the
-  // optimizer state and one sum; in exchange a step can only be applied
-  // over exactly the workers whose chunks it summed (FinalizeStep over a
-  // smaller set is refused: the coordinator forms the step again), and the
-  // order of the sum follows arrival, so runs may differ in the last bits.
+  // Sync: sum pushed chunks into one buffer as they arrive instead of one
+  // buffer per contributor (ps/arrival_sum.h: a step then applies exactly
+  // the workers it summed; the sum follows arrival order).
   bool sum_on_arrival = false;
   // What peers may make the shard hold (common/peer_limits.h).
   PsLimits limits;
@@ -339,8 +335,7 @@ class PsShard {
   //                      message names the shard's version: it may have
   //                      restarted or been rolled back), or a contributor
   //                      that has not pushed this step here, or (sum on
-  //                      arrival) a sum that holds chunks of a worker not
-  //                      in the set or not every chunk of one in it;
+  //                      arrival) a sum of other workers than the set's;
   //  INVALID_ARGUMENT    not a valid set (CheckStepContributors), or a
   //                      num_samples different from the one it pushed;
   //  RESOURCE_EXHAUSTED  more than limits.max_step_pushes contributors;
@@ -443,6 +438,12 @@ class PsShard {
   // 0; `fill`'s errors otherwise (it must leave the store as it was).
   absl::Status FillTables(
       const std::function<absl::Status(SparseStore&)>& fill);
+
+  // For an export: the tables as one checkpoint table section with counters
+  // and the version it is of. FAILED_PRECONDITION for a wrong job_id, no
+  // tables, or a version below `min_version`.
+  absl::StatusOr<std::pair<int64_t, std::string>> EncodeTables(
+      absl::string_view job_id, int64_t min_version);
 
   // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
   void RecordBytes(absl::string_view role, int64_t sent, int64_t received);
@@ -563,8 +564,8 @@ class PsShard {
   void RecycleGradBuffer(std::vector<float> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  // Sync with sum_on_arrival (and dense chunks here): the open step's sum.
-  // Taken after mu_ (AddChunk takes it alone); arrival_rollbacks_ mirrors
+  // Sync with sum_on_arrival and dense chunks: the open step's sum, under
+  // sum_mu_ (after mu_; AddChunk takes it alone); arrival_rollbacks_ is
   // rollbacks_ for AddChunk's check that its push is still current.
   mutable absl::Mutex sum_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<ArrivalSum> arrival_ ABSL_GUARDED_BY(sum_mu_);
@@ -573,9 +574,8 @@ class PsShard {
   absl::Status SumOnArrival(PsPushStaging& staging, size_t index,
                             absl::Span<const float> values)
       ABSL_LOCKS_EXCLUDED(sum_mu_);
-  // True for a sync shard that sums on arrival.
   bool SumsOnArrival() const { return arrival_enabled_; }
-  bool arrival_enabled_ = false;  // set in the constructor
+  bool arrival_enabled_ = false;  // sync, sum_on_arrival, dense chunks here
   // Stagings alive; incremented under mu_, decremented by ~PsPushStaging.
   const std::shared_ptr<std::atomic<int64_t>> open_pushes_ =
       std::make_shared<std::atomic<int64_t>>(0);

@@ -1,9 +1,15 @@
 // PsShard's embedding rows: pushes of row gradients and reads of rows (the
 // steps that apply them are in ps_shard.cc and ps_shard_steps.cc).
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/byte_sink.h"
+#include "common/checkpoint_tables.h"
 #include "common/prometheus_metrics.h"
+#include "common/status_macros.h"
 #include "ps/ps_shard.h"
 
 namespace ferry {
@@ -71,6 +77,34 @@ absl::StatusOr<int64_t> PsShard::ReadRows(
   }
   out = std::move(values);
   return version_;
+}
+
+absl::StatusOr<std::pair<int64_t, std::string>> PsShard::EncodeTables(
+    absl::string_view job_id, int64_t min_version) {
+  if (job_id != config_.job_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("tables of job '%s' asked of shard %d of job '%s'",
+                        job_id, config_.shard_id, config_.job_id));
+  }
+  if (sparse_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("shard %d of job '%s' holds no embedding tables",
+                        config_.shard_id, config_.job_id));
+  }
+  absl::MutexLock lock(&mu_);
+  if (version_ < min_version) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("tables at version %d asked of shard %d at version %d",
+                        min_version, config_.shard_id, version_));
+  }
+  const std::vector<std::unique_ptr<TablePartSource>> sources =
+      sparse_->CheckpointSources();
+  std::vector<const TablePartSource*> tables;
+  for (const auto& source : sources) tables.push_back(source.get());
+  std::string section;
+  StringByteSink sink(&section);
+  RETURN_IF_ERROR(WriteTables(tables, /*with_counters=*/true, sink));
+  return std::make_pair(version_, std::move(section));
 }
 
 }  // namespace ferry

@@ -25,6 +25,17 @@ absl::Status Prefixed(const std::string& path, const absl::Status& s,
   return absl::Status(s.code(), absl::StrCat(path, ": ", s.message(), hint));
 }
 
+absl::Status WriteSources(const std::string& path,
+                          absl::Span<const TablePartSource* const> tables,
+                          FileSystem* fs) {
+  RETURN_IF_ERROR(ValidateTableSources(tables));
+  CheckpointDenseView dense;
+  dense.identity = TablesFileIdentity();
+  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
+  RETURN_IF_ERROR(EncodeCheckpointTo(dense, tables, *file));
+  return file->Commit();
+}
+
 }  // namespace
 
 absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
@@ -33,12 +44,15 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
       store.CheckpointSources();
   std::vector<const TablePartSource*> tables;
   for (const auto& source : sources) tables.push_back(source.get());
-  RETURN_IF_ERROR(ValidateTableSources(tables));
-  CheckpointDenseView dense;
-  dense.identity = TablesFileIdentity();
-  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
-  RETURN_IF_ERROR(EncodeCheckpointTo(dense, tables, *file));
-  return file->Commit();
+  return WriteSources(path, tables, fs);
+}
+
+absl::Status WriteTablesFile(const std::string& path,
+                             const std::vector<TableCheckpoint>& tables,
+                             FileSystem* fs) {
+  RETURN_IF_ERROR(ValidateTables(tables));
+  const TableCheckpointSources sources(tables);
+  return WriteSources(path, sources.pointers(), fs);
 }
 
 absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,

@@ -13,6 +13,7 @@
 #define FERRY_PS_TABLES_FILE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/file_system.h"
@@ -25,6 +26,12 @@ inline constexpr char kTablesFileJob[] = "ferry-dlrm-export";
 
 // Writes `store`'s tables to `path` (atomically; its directory must exist).
 absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
+                             FileSystem* fs = PosixFileSystem());
+// The same from tables in memory (a distributed job's, merged from its
+// shards: ps/dlrm_export.h MergeShardTables). INVALID_ARGUMENT when they do
+// not pass ValidateTables.
+absl::Status WriteTablesFile(const std::string& path,
+                             const std::vector<TableCheckpoint>& tables,
                              FileSystem* fs = PosixFileSystem());
 
 // Replaces `store`'s tables with the file's: every row (kAll: the store

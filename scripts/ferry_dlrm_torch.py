@@ -2,7 +2,7 @@
 """A ferry DLRM export in PyTorch (Debian's python3-torch and numpy).
 
 `ferry-worker --standalone --model dlrm ... --export DIR` writes
-(worker/dlrm_export.h, docs/sparse.md "Export and import"):
+(ps/dlrm_export.h, docs/sparse.md "Export and import"):
   DIR/model.json         the DLRM spec ("kind": "dlrm")
   DIR/model.safetensors  the dense MLPs under PyTorch names (bot_l.*, top_l.*);
                          its metadata says what an id without a row reads as

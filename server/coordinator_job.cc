@@ -260,7 +260,8 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   // The flags first: nothing is read for a job that cannot run.
   ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveCriteoDlrm(f.model, f.dataset));
   RETURN_IF_ERROR(ValidateEmbeddingOptions(f.embedding));
-  RETURN_IF_ERROR(CheckDistributedDlrmFlags(f.mode, f.export_dir, f.embedding));
+  RETURN_IF_ERROR(CheckDistributedDlrmFlags(
+      f.mode, f.export_dir, f.ring_full_table_rows, f.embedding));
   RETURN_IF_ERROR(
       CheckRingFullTableRows(f.mode, f.ring_full_table_rows, f.model, &spec));
   if (!f.init_from.empty() && f.ring_full_table_rows > 0) {

@@ -16,8 +16,8 @@
 #include "model/ctr_step.h"
 #include "model/dlrm_spec.h"
 #include "model/model_file.h"
+#include "ps/dlrm_export.h"
 #include "ps/sparse_table.h"
-#include "worker/dlrm_export.h"
 
 namespace ferry {
 namespace {

@@ -55,7 +55,7 @@ struct CtrTrainSummary {
 // Trains options.model (a DLRM, see IsDlrmModelText) on options.dataset
 // ("criteo:DIR") with options' batch, epochs, seed, shuffle, dense optimizer,
 // device, threads and max_steps, and the embedding options.
-// init_from starts from a directory ExportDlrm wrote (worker/dlrm_export.h:
+// init_from starts from a directory ExportDlrm wrote (ps/dlrm_export.h:
 // dense weights and tables; ImportDlrm's errors, prefixed with the flag),
 // evaluate_only (with init_from) evaluates it without training, and
 // export_dir writes the trained model there at the end.

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/job_convert.h"
+#include "ps/dlrm_export.h"
 #include "ps/ps_client.h"
 #include "ps/ps_server.h"
 #include "ps/ps_shard.h"
@@ -353,12 +354,35 @@ TEST_F(GrpcShardControlDlrmTest, EvaluatesTheShardsWeightsAndRows) {
   EXPECT_GT((*control)->bytes().received, 0);
 }
 
-TEST_F(GrpcShardControlDlrmTest, RefusesAnExportAndAnotherKindOfTestSet) {
-  auto exported =
-      GrpcShardControl::Create(job_, CtrDataset(data_.test), "/tmp/x");
-  EXPECT_TRUE(absl::IsInvalidArgument(exported.status()));
-  EXPECT_THAT(exported.status().message(),
-              HasSubstr("--export is not supported for DLRM models yet"));
+// --export: every evaluation writes the DLRM, its tables read from every
+// shard and merged: it imports as the one store that applied the same
+// steps, with the evaluated dense weights, and scores as evaluated.
+TEST_F(GrpcShardControlDlrmTest, AnExportHoldsEveryShardsRowsMerged) {
+  ASSERT_NO_FATAL_FAILURE(Train(3));
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/export-", getpid());
+  auto control = GrpcShardControl::Create(job_, CtrDataset(data_.test), dir);
+  ASSERT_TRUE(control.ok()) << control.status();
+  auto scores = (*control)->Evaluate(3);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+
+  const std::unique_ptr<SparseStore> imported = Store();
+  auto dense = ImportDlrm(dir, SmallDlrm(), *imported);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  std::vector<float> pulled(static_cast<size_t>(layout_.total_elements()));
+  ASSERT_TRUE(worker_->Pull(3, pulled.data()).ok());
+  EXPECT_EQ(*dense, pulled);
+  EXPECT_EQ(imported->Stats().total.rows, reference_->Stats().total.rows);
+  EXPECT_EQ(imported->Stats().total.pending_ids,
+            reference_->Stats().total.pending_ids);
+  SparseStoreRowSource rows(imported.get());
+  const TestScores again = Expected(data_.test, *dense, rows);
+  EXPECT_NEAR(*again.auc, *scores->auc, 1e-9);
+  EXPECT_NEAR(again.loss, scores->loss, 1e-9);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(GrpcShardControlDlrmTest, RefusesAnotherKindOfTestSet) {
   auto dense = GrpcShardControl::Create(job_, Dataset());
   EXPECT_TRUE(absl::IsInvalidArgument(dense.status()));
   EXPECT_THAT(dense.status().message(), HasSubstr("criteo:"));

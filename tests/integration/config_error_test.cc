@@ -242,10 +242,11 @@ TEST_F(ConfigErrorTest, DlrmJobsThatCannotRunAreRefused) {
            "--embedding-lr", "0.1", "--log-dir", dir_ + "/logs"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
   EXPECT_THAT(r.output, HasSubstr("784-16-10 is a dense model"));
-  r = Run({local, "local", "--model", "dlrm", "--dataset", data, "--export",
-           dir_ + "/out", "--log-dir", dir_ + "/logs"});
+  r = Run({local, "local", "--model", "dlrm", "--dataset", data, "--mode",
+           "ring", "--ring-full-table-rows", "1000", "--export", dir_ + "/out",
+           "--log-dir", dir_ + "/logs"});
   EXPECT_EQ(r.exit_code, kExitConfig) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--export is not supported for DLRM"));
+  EXPECT_THAT(r.output, HasSubstr("--export with --ring-full-table-rows"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/logs/coordinator.log"))
       << "nothing should have started";
 

@@ -249,6 +249,57 @@ TEST_F(CtrPsJobTest, EveryModeStartsFromAStandaloneExport) {
   }
 }
 
+// --export of a distributed job: the coordinator writes the model at its
+// evaluations, the tables read from every shard (PS, hybrid) or from a ring
+// member. The export evaluates (ferry-worker --standalone --evaluate-only)
+// to the job's own final scores, with the job's rows.
+TEST_F(CtrPsJobTest, EveryModeExportsWhatItTrained) {
+  for (const std::string mode : {"ps", "hybrid", "ring"}) {
+    SCOPED_TRACE(mode);
+    const std::string exported = *dir_ + "/exported-" + mode;
+    std::vector<std::string> local = {
+        Bin("ferry"),     "local",
+        "--mode",         mode,
+        "--workers",      "2",
+        "--max-steps",    "25",
+        "--export",       exported,
+        "--log-dir",      *dir_ + "/export-logs-" + mode,
+        "--timeout",      "180",
+        "--summary-json", *dir_ + "/export-" + mode + ".json"};
+    const std::vector<std::string> job = JobFlags();
+    local.insert(local.end(), job.begin(), job.end());
+    if (mode != "ring") local.insert(local.end(), {"--shards", "2"});
+    const ProcessRun p =
+        RunToEnd(local, *dir_ + "/export-" + mode + ".log", absl::Seconds(240));
+    ASSERT_EQ(p.rc, 0) << p.output;
+    const nlohmann::json trained =
+        ReadJsonFile(*dir_ + "/export-" + mode + ".json");
+    ASSERT_FALSE(trained.is_discarded()) << p.output;
+
+    std::vector<std::string> evaluate = {
+        Bin("ferry-worker"),
+        "--standalone",
+        "--init-from",
+        exported,
+        "--evaluate-only",
+        "--summary-json",
+        *dir_ + "/evaluated-" + mode + ".json"};
+    evaluate.insert(evaluate.end(), job.begin(), job.end());
+    const ProcessRun e = RunToEnd(
+        evaluate, *dir_ + "/evaluated-" + mode + ".log", absl::Seconds(120));
+    ASSERT_EQ(e.rc, 0) << e.output;
+    const nlohmann::json evaluated =
+        ReadJsonFile(*dir_ + "/evaluated-" + mode + ".json");
+    ASSERT_FALSE(evaluated.is_discarded()) << e.output;
+    EXPECT_NEAR(evaluated["test_auc"].get<double>(),
+                trained["test_auc"].get<double>(), 1e-6);
+    EXPECT_NEAR(evaluated["test_logloss"].get<double>(),
+                trained["test_logloss"].get<double>(), 1e-6);
+    EXPECT_EQ(evaluated["embedding_rows"].get<int64_t>(),
+              trained["embedding_rows"].get<int64_t>());
+  }
+}
+
 TEST_F(CtrPsJobTest, RefusesWhatCannotTrainDistributed) {
   // A memory limit evicts rows, which ring mode (every member holding
   // every row, rolled back step by step) cannot: it points at PS.

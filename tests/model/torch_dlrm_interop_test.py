@@ -2,7 +2,7 @@
 """A DLRM export of ferry reads in PyTorch (Debian's python3-torch, numpy).
 
 ferry trains a small DLRM on generated Criteo data (`ferry data ctr`) and
-exports it (worker/dlrm_export.h); scripts/ferry_dlrm_torch.py scores the
+exports it (ps/dlrm_export.h); scripts/ferry_dlrm_torch.py scores the
 test rows in PyTorch from model.json, model.safetensors and embeddings.ckpt
 (ids without a row recomputed as ferry's initial values) to ferry's test
 AUC and log loss within 1e-5; ferry itself evaluates the export

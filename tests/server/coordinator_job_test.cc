@@ -276,12 +276,17 @@ TEST_F(CoordinatorJobTest, ADlrmThatIsNotCriteosShapeIsRefused) {
   EXPECT_THAT(s.message(), HasSubstr("10 dense features and 26 categorical"));
 }
 
-TEST_F(CoordinatorJobTest, ADlrmCannotBeExportedOrInitialized) {
+TEST_F(CoordinatorJobTest, FullRingTablesCannotBeExportedOrInitialized) {
   CoordinatorFlags f = Dlrm();
   f.export_dir = *dir_ + "/out";
+  EXPECT_TRUE(BuildCoordinatorJob(f).ok());
+  f.mode = "ring";
+  f.shards.clear();
+  EXPECT_TRUE(BuildCoordinatorJob(f).ok());
+  f.ring_full_table_rows = 1000;
   absl::Status s = BuildCoordinatorJob(f).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("--export is not supported for DLRM"));
+  EXPECT_THAT(s.message(), HasSubstr("--export with --ring-full-table-rows"));
   // --init-from: a DLRM export (checked here); not into full ring tables.
   f = Dlrm();
   f.init_from = *dir_ + "/in";

@@ -1,8 +1,8 @@
-// ExportDlrm / ImportDlrm (worker/dlrm_export.h): a DLRM directory round
+// ExportDlrm / ImportDlrm (ps/dlrm_export.h): a DLRM directory round
 // trips the dense weights and every table's rows, state and counters, and
 // a directory that does not fit the job is refused, naming what, with the
 // store unchanged.
-#include "worker/dlrm_export.h"
+#include "ps/dlrm_export.h"
 
 #include <cmath>
 #include <memory>
@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_export.h"
+#include "ps/tables_file.h"
 
 namespace ferry {
 namespace {
@@ -97,6 +98,59 @@ TEST(DlrmExport, RoundTripsWeightsRowsAndTheirState) {
   EXPECT_EQ(*back, params);
   ExpectSameRows(*store, *copy);
   EXPECT_EQ(copy->Stats().total.rows, 120);
+}
+
+// A distributed job's export: two shards' parts (the rows each holds)
+// merged are the one store's rows; their counters add up; parts of other
+// tables are refused.
+TEST(DlrmExport, MergedShardPartsExportAsTheWholeStore) {
+  InMemoryFileSystem fs;
+  const DlrmSpec spec = SmallSpec();
+  auto whole = Store(spec, RowOptimizerKind::kAdagrad);
+  Fill(*whole, spec.embedding_dim);
+  // The whole store's parts cut in two by id, as placement would.
+  std::vector<TableCheckpoint> a = whole->Export(), b = a;
+  for (size_t t = 0; t < a.size(); ++t) {
+    const size_t half = a[t].ids.size() / 2;
+    const size_t floats = half * a[t].row_floats;
+    a[t].ids.resize(half);
+    a[t].last_seen.resize(half);
+    a[t].values.resize(floats);
+    b[t].ids.erase(b[t].ids.begin(), b[t].ids.begin() + half);
+    b[t].last_seen.erase(b[t].last_seen.begin(), b[t].last_seen.begin() + half);
+    b[t].values.erase(b[t].values.begin(), b[t].values.begin() + floats);
+    b[t].counters = TableCounters{1, 2, 3, 4, 5};
+  }
+  auto merged = MergeShardTables({a, b});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  const std::vector<float> params = Params(spec);
+  ASSERT_TRUE(ExportDlrm("/m", spec, params, *merged,
+                         TablesMetaOf(whole->config(), spec.embedding_dim), &fs)
+                  .ok());
+  auto copy = Store(spec, RowOptimizerKind::kAdagrad);
+  auto back = ImportDlrm("/m", spec, *copy, &fs);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, params);
+  EXPECT_EQ(copy->Stats().total.rows, whole->Stats().total.rows);
+  const std::vector<TableCheckpoint> x = whole->Export(), y = copy->Export();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t t = 0; t < x.size(); ++t) {
+    EXPECT_EQ(x[t].ids, y[t].ids) << t;
+    EXPECT_EQ(x[t].values, y[t].values) << t;
+    TableCounters sum = *x[t].counters;
+    sum.rows_created += 1;
+    sum.ids_admitted += 2;
+    sum.updates_dropped += 3;
+    sum.evicted_ttl += 4;
+    sum.evicted_memory += 5;
+    EXPECT_EQ(*y[t].counters, sum) << t;
+  }
+  std::vector<TableCheckpoint> other = b;
+  other.front().table = 99;
+  EXPECT_TRUE(absl::IsInvalidArgument(MergeShardTables({a, other}).status()));
+  other = b;
+  other.pop_back();
+  EXPECT_TRUE(absl::IsInvalidArgument(MergeShardTables({a, other}).status()));
 }
 
 TEST(DlrmExport, RefusesWhatDoesNotFitAndChangesNoRow) {

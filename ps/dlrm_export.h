@@ -19,8 +19,8 @@
 //
 // Thread safety: pure functions over their arguments; the store must not
 // change while it is exported.
-#ifndef FERRY_WORKER_DLRM_EXPORT_H_
-#define FERRY_WORKER_DLRM_EXPORT_H_
+#ifndef FERRY_PS_DLRM_EXPORT_H_
+#define FERRY_PS_DLRM_EXPORT_H_
 
 #include <string>
 #include <vector>
@@ -28,8 +28,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/checkpoint_tables.h"
 #include "common/file_system.h"
 #include "model/dlrm_spec.h"
+#include "model/dlrm_weights.h"
 #include "ps/sparse_store.h"
 
 namespace ferry {
@@ -41,6 +43,26 @@ namespace ferry {
 absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
                         absl::Span<const float> params,
                         const SparseStore& store,
+                        FileSystem* fs = PosixFileSystem());
+
+// One job's tables from its shards' parts (each shard's tables as
+// DecodeTables gives them): per table the shards' rows and admission
+// counters one after the other, their event counters summed (kept only
+// when every shard has them). INVALID_ARGUMENT when the shards do not hold
+// the same tables, in the same order, with the same row size. The rows of
+// one id on two shards are not looked for (placement puts each on one).
+absl::StatusOr<std::vector<TableCheckpoint>> MergeShardTables(
+    std::vector<std::vector<TableCheckpoint>> shards);
+
+// ExportDlrm of a distributed job: its dense parameters and its tables
+// (MergeShardTables, or a ring member's), described by `meta`
+// (ps/tables_file.h TablesMetaOf of the job's tables config). Errors as
+// ExportDlrm's, and INVALID_ARGUMENT for tables that do not pass
+// ValidateTables.
+absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
+                        absl::Span<const float> params,
+                        const std::vector<TableCheckpoint>& tables,
+                        const DlrmTablesMeta& meta,
                         FileSystem* fs = PosixFileSystem());
 
 // Reads a directory ExportDlrm wrote into `store` (replacing its tables;
@@ -61,4 +83,4 @@ absl::StatusOr<std::vector<float>> ImportDlrm(
 
 }  // namespace ferry
 
-#endif  // FERRY_WORKER_DLRM_EXPORT_H_
+#endif  // FERRY_PS_DLRM_EXPORT_H_
