@@ -37,10 +37,10 @@ absl::StatusOr<std::vector<TableCheckpoint>> ReadShardTables(
     }
     if (chunk.version() != version || chunk.total_bytes() != total ||
         static_cast<int64_t>(section.size() + chunk.data().size()) > total) {
-      mismatch = absl::DataLossError(absl::StrCat(
-          "tables pieces disagree: version ", chunk.version(), " after ",
-          version, ", size ", chunk.total_bytes(), " after ", total,
-          ", or more bytes than announced"));
+      mismatch = absl::DataLossError(
+          absl::StrCat("tables pieces disagree: version ", chunk.version(),
+                       " after ", version, ", size ", chunk.total_bytes(),
+                       " after ", total, ", or more bytes than announced"));
       context.TryCancel();
       break;
     }
@@ -53,9 +53,8 @@ absl::StatusOr<std::vector<TableCheckpoint>> ReadShardTables(
                         absl::StrCat("ReadTables: ", status.error_message()));
   }
   if (total < 0 || static_cast<int64_t>(section.size()) != total) {
-    return absl::DataLossError(absl::StrCat("ReadTables ended after ",
-                                            section.size(), " of ", total,
-                                            " bytes"));
+    return absl::DataLossError(absl::StrCat(
+        "ReadTables ended after ", section.size(), " of ", total, " bytes"));
   }
   return DecodeTables(section, /*with_counters=*/true);
 }

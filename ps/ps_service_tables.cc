@@ -36,7 +36,8 @@ class ReadTablesReactor final
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "read cancelled"));
       return;
     }
-    shard_->RecordBytes("coordinator", static_cast<int64_t>(chunk_.ByteSizeLong()), 0);
+    shard_->RecordBytes("coordinator",
+                        static_cast<int64_t>(chunk_.ByteSizeLong()), 0);
     WriteNext();
   }
 
@@ -69,7 +70,8 @@ class ReadTablesReactor final
 }  // namespace
 
 grpc::ServerWriteReactor<v1::ReadTablesChunk>* PsService::ReadTables(
-    grpc::CallbackServerContext* context, const v1::ReadTablesRequest* request) {
+    grpc::CallbackServerContext* context,
+    const v1::ReadTablesRequest* request) {
   return AuthorizedWrite<v1::ReadTablesChunk>(
       context, [&] { return new ReadTablesReactor(shard_, *request); });
 }
