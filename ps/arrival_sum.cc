@@ -81,7 +81,9 @@ absl::Status ArrivalSum::CheckSummedExactly(
           what, c.worker_id, it->second.num_samples, c.num_samples));
     }
   }
-  for (const auto& [worker, summed] : workers_) {
+  for (const auto& entry : workers_) {
+    const std::string& worker = entry.first;
+    const Worker& summed = entry.second;
     const bool named = std::any_of(
         set.begin(), set.end(),
         [&](const PsContributor& c) { return c.worker_id == worker; });
