@@ -297,7 +297,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       // for the coordinator (which forms the step again).
       if (!h.step_contributors.empty() &&
           StepCompleteLocked(h.step_contributors) &&
-          ArrivalSumIsLocked(h.step_contributors)) {
+          SumIsExactlyLocked(h.step_contributors)) {
         RETURN_IF_ERROR(ApplyStepLocked(h.step_contributors, ready));
         ++steps_finalized_on_push_;
       }

@@ -504,7 +504,7 @@ class PsShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync: true unless the shard sums on arrival and its sum is not exactly
   // `set`'s pushes.
-  bool ArrivalSumIsLocked(absl::Span<const PsContributor> set) const
+  bool SumIsExactlyLocked(absl::Span<const PsContributor> set) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const PsSnapshot> SnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -113,7 +113,7 @@ bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
   return true;
 }
 
-bool PsShard::ArrivalSumIsLocked(absl::Span<const PsContributor> set) const {
+bool PsShard::SumIsExactlyLocked(absl::Span<const PsContributor> set) const {
   if (!SumsOnArrival()) return true;
   absl::MutexLock lock(&sum_mu_);
   return arrival_->CheckSummedExactly("", set).ok();
