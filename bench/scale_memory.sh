@@ -12,7 +12,9 @@
 #        [shards, default 4]
 # Env: MODES (default "ps ring"); EXTRA: more `ferry local` arguments, e.g.
 # EXTRA="--pipeline-stages 2 --micro-batches 4 --worker-memory-budget 600MiB"
-# (a PS pipeline stage's worker then holds its stage only); TAG: a suffix of
+# (a PS pipeline stage's worker then holds its stage only) or
+# EXTRA="--sum-on-arrival true" with FERRY_RECEIVE_WINDOW=4194304 (a shard
+# then holds its slice, the optimizer state and one sum); TAG: a suffix of
 # the output names. Writes out/scale-memory/{ps,ring}$TAG.csv and prints the
 # table.
 set -euo pipefail
