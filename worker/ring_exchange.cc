@@ -66,7 +66,20 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   const int64_t have = optimizer_.steps_applied();
   if (have > lease.step()) {
     absl::Status rolled = RollBackTo(lease.step());
-    if (!rolled.ok() && lease.rank() == 0) return rolled;
+    if (!rolled.ok() && lease.rank() == 0) {
+      // Ranks follow join order: when the oldest member holds no copy of
+      // that state, no member does (they all joined after it: a hybrid
+      // shard rolled back to a checkpoint older than the ring). Refusing
+      // would stall the job for good; it goes on from rank 0's state, whose
+      // dense layers keep the undone steps' updates.
+      LogWarn(
+          "ring resumes from rank 0's newer state: no member holds the state "
+          "the job went back to; the dense layers keep the undone steps' "
+          "updates",
+          {{"rank0_steps", have},
+           {"resume_step", lease.step()},
+           {"why", std::string(rolled.message())}});
+    }
   } else if (have < lease.step() && lease.rank() == 0) {
     LogWarn(
         "ring resumes from rank 0's older state: the members that held the "

@@ -243,6 +243,38 @@ TEST(RingExchangeTest, KeptStatesRollBackToEitherOfTheTwoNewestCheckpoints) {
   ExpectAllEqual(ring, again, 5);
 }
 
+// Hybrid: the shards went back to a checkpoint (step 2) that no member of
+// the new ring holds a copy of: w2 joined at step 3, and the members that
+// kept the copy are gone. The ring must not stall: rank 0 goes on from its
+// own state (with a warning) and the others take it.
+TEST(RingExchangeTest, ARingWhoseMembersAllJoinedAfterTheCheckpointGoesOn) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < 3; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
+  }
+  Reference ref;
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
+  for (int64_t step = 0; step < 3; ++step) {
+    RunStep(ring, step, 1, /*fence=*/0, /*keep_state=*/step == 2);
+    ref.Step(step, Seeds(ring));
+  }
+  ring = {owned[0].get(), owned[1].get(), owned[2].get()};  // w2 joins
+  for (int64_t step = 3; step < 6; ++step) {
+    RunStep(ring, step, 2);
+    ref.Step(step, Seeds(ring));
+  }
+  // w0 and w1 leave; a new member w3 joins; the job goes back to step 2.
+  owned.push_back(MakeMember("w3", 3, &hubs, std::vector<float>(kN, 9.0f)));
+  ring = {owned[2].get(), owned[3].get()};
+  RunStep(ring, 2, 3);
+  ref.Step(2, Seeds(ring));  // applied on top of w2's state after 6 steps
+  for (const Member* m : ring) {
+    EXPECT_THAT(m->Params(), Pointwise(FloatEq(), ref.Params())) << m->id;
+    EXPECT_EQ(m->exchange->steps_applied(), 7) << m->id;
+  }
+}
+
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   testing::RingHubs hubs;
   std::vector<std::unique_ptr<Member>> owned;
