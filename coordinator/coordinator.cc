@@ -302,7 +302,14 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
         for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
         // Pipeline replicas (PS mode too) are cut from the step's members.
         if (ring_mode() || pipeline_job()) AddRing(step, i, r);
-        if (step.keep_state) r.set_keep_state(true);
+        if (step.keep_state) {
+          r.set_keep_state(true);
+          std::vector<int64_t>& kept = member.kept_states;
+          if (std::find(kept.begin(), kept.end(), number) == kept.end()) {
+            kept.push_back(number);
+            if (kept.size() > 2) kept.erase(kept.begin());
+          }
+        }
         if (FinalizesOnPush(number)) {
           for (const Slot& s : step.slots) {
             // A ring member pushes nothing; a PS pipeline stage does.
@@ -366,6 +373,7 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   const std::vector<v1::DataTask> leases = member->leases;
   membership_.Remove(worker_id);  // bumps the generation
   AddEvent(why, worker_id, steps_.formed(), 0, "");
+  ForceCheckpointIfNoCopyLeft();
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }

@@ -60,6 +60,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -341,8 +342,13 @@ class Coordinator {
   void WatchShards();
   // Undoes the applied steps >= target in the accounting.
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Finalizer thread, no lock: checkpoints the shards at `version` when due.
-  void MaybeCheckpoint(int64_t version, bool epoch_end);
+  // Finalizer thread, no lock: checkpoints the shards at `version` when due
+  // (or `forced`).
+  void MaybeCheckpoint(int64_t version, bool epoch_end, bool forced = false);
+  // Hybrid: when no member holds the ring's dense state of the newest
+  // checkpoint (a rollback to it would find no copy), the next step formed
+  // is checkpointed (keep_state, and the shards at its version).
+  void ForceCheckpointIfNoCopyLeft() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t CommittedSteps() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEvent(const std::string& kind, const std::string& worker_id,
                 int64_t step, int64_t samples_lost, const std::string& detail)
@@ -444,6 +450,10 @@ class Coordinator {
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
   RecoveryLog recovery_ ABSL_GUARDED_BY(mu_);
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
+  // ForceCheckpointIfNoCopyLeft: the next step formed is checkpointed; the
+  // steps formed so, until their finalize checkpoints them.
+  bool force_keep_state_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<int64_t> forced_checkpoints_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
   // Set while the shards and the accounting are being reconciled (after a
   // restart or a lost step): no step forms meanwhile.

@@ -19,13 +19,14 @@ void Log(const std::string& line) { LogInfo(line); }
 
 }  // namespace
 
-void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end) {
+void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
+                                  bool forced) {
   {
     absl::MutexLock lock(&mu_);
     if (!checkpointing_) return;
     const int64_t every = options_.checkpoint_every;
-    const bool due =
-        version < 0 || epoch_end || (every > 0 && version % every == 0);
+    const bool due = forced || version < 0 || epoch_end ||
+                     (every > 0 && version % every == 0);
     if (!due) return;
   }
   // An epoch may only start once its start is checkpointed: a rollback

@@ -323,6 +323,7 @@ void Coordinator::FinalizerLoop() {
   while (true) {
     int64_t number;
     int64_t generation;
+    bool forced = false;
     std::vector<v1::Contributor> contributors;
     {
       absl::MutexLock lock(&mu_);
@@ -383,8 +384,12 @@ void Coordinator::FinalizerLoop() {
         for (const v1::DataTask& t : s.tasks) *doubt.add_tasks() = t;
       }
       in_doubt_ = std::move(doubt);
+      forced = forced_checkpoints_.erase(number) > 0;
       Persist();  // a restart must know this step may have been applied
     }
+    // A forced checkpoint (ForceCheckpointIfNoCopyLeft): the shards are
+    // still at version `number` (its leases named no set).
+    if (forced) MaybeCheckpoint(number, /*epoch_end=*/false, /*forced=*/true);
     // Ring mode without shards: the members applied the step themselves.
     const absl::Status status =
         shards_ == nullptr
@@ -457,9 +462,13 @@ bool Coordinator::FormStep(int max_open) {
   // checkpoint_every, or an epoch's start, see MaybeCheckpoint) must be
   // restorable on the ring too.
   const int64_t every = options_.checkpoint_every;
+  // A forced checkpoint's step, or the same step formed again.
+  const bool forced =
+      hybrid_mode() && checkpointing_ &&
+      (force_keep_state_ || forced_checkpoints_.contains(steps_.formed()));
   step.keep_state = hybrid_mode() && checkpointing_ &&
                     (queue_->remaining() == queue_->num_samples() ||
-                     (every > 0 && steps_.formed() % every == 0));
+                     (every > 0 && steps_.formed() % every == 0) || forced);
   const int64_t w = static_cast<int64_t>(ranked.size());
   const int64_t trained = TrainedMembers(w);
   if (trained == 0) {
@@ -488,6 +497,10 @@ bool Coordinator::FormStep(int max_open) {
       slot.samples += t.end() - t.begin();
     step.slots.push_back(std::move(slot));
   }
+  if (forced) {  // ForceCheckpointIfNoCopyLeft
+    forced_checkpoints_.insert(steps_.formed());
+    force_keep_state_ = false;
+  }
   steps_.Add(std::move(step));
   return true;
 }
@@ -511,7 +524,23 @@ bool Coordinator::FinalizesOnPush(int64_t step) const {
   // The shards must still be at version `step` when the coordinator
   // checkpoints it (after applying step - 1).
   const int64_t every = options_.checkpoint_every;
+  if (forced_checkpoints_.contains(step)) return false;
   return !(checkpointing_ && every > 0 && step > 0 && step % every == 0);
+}
+
+void Coordinator::ForceCheckpointIfNoCopyLeft() {
+  if (!hybrid_mode() || !checkpointing_) return;
+  const int64_t latest = recovery_.latest_checkpoint();
+  if (latest < 0) return;
+  for (const Member* m : membership_.Ranked()) {
+    const std::vector<int64_t>& kept = m->kept_states;
+    if (std::find(kept.begin(), kept.end(), latest) != kept.end()) return;
+  }
+  if (force_keep_state_) return;
+  force_keep_state_ = true;
+  AddEvent("checkpoint_forced", "", steps_.formed(), 0,
+           absl::StrCat("no member holds the dense state of checkpoint ",
+                        latest, ": the next step is checkpointed"));
 }
 
 void Coordinator::AddRing(const OpenStep& step, size_t slot_index,

@@ -39,6 +39,9 @@ class Membership {
     v1::ByteCounts peer_bytes;
     absl::Time joined;
     bool applied_any = false;  // a gradient of it was applied
+    // Hybrid: the steps whose keep_state lease it was given, newest two
+    // (a ring member keeps its dense state before each of them).
+    std::vector<int64_t> kept_states;
   };
 
   int64_t generation() const { return generation_; }

@@ -158,6 +158,60 @@ TEST(CoordinatorElasticTest, SumOnArrivalLostMemberAbortsAndRollsBackTheStep) {
   EXPECT_FALSE(HasEvent(s, "shards_rolled_back"));  // no checkpoint lost
 }
 
+// Hybrid: the ring's members keep their dense state at each checkpoint
+// version (keep_state leases). When the last member holding the newest
+// checkpoint's copy leaves, the next step formed is checkpointed (its lease
+// keeps the state, the shards are checkpointed at its version), so that a
+// shard rollback has a version the ring can go back to.
+TEST(CoordinatorElasticTest, HybridForcesACheckpointWhenItsCopiesAreGone) {
+  v1::JobSpec job = Job(10, 1);
+  job.set_mode(v1::MODE_HYBRID);
+  Fixture f(job, 200, 1, "", /*checkpoint_every=*/3);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+  }
+  // Every member of `ring` takes the next lease and reports it; returns
+  // whether that lease kept the state.
+  auto ring_step = [&](const std::vector<std::string>& ring, int64_t step) {
+    std::vector<v1::NextTaskResponse> leases;
+    for (const std::string& w : ring) {
+      auto r = NextWork(f, w);
+      EXPECT_TRUE(r.ok() && r->action() == v1::NextTaskResponse::TRAIN);
+      EXPECT_EQ(r->step(), step) << w;
+      leases.push_back(*r);
+    }
+    for (size_t i = 0; i < ring.size(); ++i) {
+      v1::NextTaskRequest report;
+      report.set_worker_id(ring[i]);
+      *report.mutable_done() = Done(leases[i]);
+      report.set_report_only(true);
+      EXPECT_TRUE(Call(f, report).ok());
+    }
+    EXPECT_TRUE(WaitForStatus(*f.coordinator, [&](const v1::StatusResponse& s) {
+      return s.step() == step + 1;
+    }));
+    return leases.front().keep_state();
+  };
+  const std::string a = f.Join(), b = f.Join();
+  for (int64_t step = 0; step < 4; ++step) {
+    EXPECT_EQ(ring_step({a, b}, step), step == 0 || step == 3) << step;
+  }
+  const std::string c = f.Join();
+  EXPECT_FALSE(ring_step({a, b, c}, 4));
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  EXPECT_FALSE(HasEvent(f.coordinator->Status(), "checkpoint_forced"));
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());  // c holds no copy of 3
+  EXPECT_TRUE(HasEvent(f.coordinator->Status(), "checkpoint_forced"));
+  EXPECT_TRUE(ring_step({c}, 5));
+  EXPECT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return std::find(s.checkpoints.begin(), s.checkpoints.end(), 5) !=
+           s.checkpoints.end();
+  }));
+  EXPECT_TRUE(ring_step({c}, 6));   // 6 % 3 == 0, as always
+  EXPECT_FALSE(ring_step({c}, 7));  // forced once
+}
+
 TEST(CoordinatorElasticTest, RingFailedReportAbortsTheStepAndThePrefetchedOne) {
   Fixture f(RingJob(10, 1), 40);
   const std::string a = f.Join(), b = f.Join();
