@@ -49,6 +49,16 @@ std::unique_ptr<Member> MakeMember(const std::string& id, int seed,
       init);
 }
 
+// Members w0..w{n-1} (seeds 0..n-1) from the initial weights.
+std::vector<std::unique_ptr<Member>> MakeMembers(int n,
+                                                 testing::RingHubs* hubs) {
+  std::vector<std::unique_ptr<Member>> owned;
+  for (int r = 0; r < n; ++r) {
+    owned.push_back(MakeMember("w" + std::to_string(r), r, hubs, Initial()));
+  }
+  return owned;
+}
+
 v1::NextTaskResponse Lease(int64_t step, int64_t ring_generation, int64_t fence,
                            const std::vector<Member*>& ring, int rank) {
   return testing::RingLease(step, ring_generation, fence, ring, rank);
@@ -114,10 +124,7 @@ void ExpectAllEqual(const std::vector<Member*>& ring, const Reference& ref,
 
 TEST(RingExchangeTest, ThreeRanksMatchTheReference) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 4; ++step) {
@@ -130,10 +137,7 @@ TEST(RingExchangeTest, ThreeRanksMatchTheReference) {
 
 TEST(RingExchangeTest, MembersLeaveAndJoinAcrossRingGenerations) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);
   Reference ref;
   // Generation 1: w0 w1 w2.
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
@@ -163,10 +167,7 @@ TEST(RingExchangeTest, MembersLeaveAndJoinAcrossRingGenerations) {
 
 TEST(RingExchangeTest, AbortedStepIsRolledBackAndAppliedOnce) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   for (int64_t step = 0; step < 2; ++step) {
@@ -216,10 +217,7 @@ TEST(RingExchangeTest, KeptStatesRollBackToEitherOfTheTwoNewestCheckpoints) {
   // the ring must still hold its state after 2 steps (beyond the recent
   // copies), though a newer keep_state lease (step 4) came since.
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 2; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(2, &hubs);
   std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
   Reference ref;
   for (int64_t step = 0; step < 7; ++step) {
@@ -249,10 +247,7 @@ TEST(RingExchangeTest, KeptStatesRollBackToEitherOfTheTwoNewestCheckpoints) {
 // own state (with a warning) and the others take it.
 TEST(RingExchangeTest, ARingWhoseMembersAllJoinedAfterTheCheckpointGoesOn) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);
   Reference ref;
   std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
   for (int64_t step = 0; step < 3; ++step) {
@@ -277,10 +272,7 @@ TEST(RingExchangeTest, ARingWhoseMembersAllJoinedAfterTheCheckpointGoesOn) {
 
 TEST(RingExchangeTest, FailedCollectiveIsGivenUpAndRedoneInANewRing) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<Member>> owned;
-  for (int r = 0; r < 3; ++r) {
-    owned.push_back(MakeMember("w" + std::to_string(r), r, &hubs, Initial()));
-  }
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);
   std::vector<Member*> ring = {owned[0].get(), owned[1].get(), owned[2].get()};
   Reference ref;
   RunStep(ring, 0, 1);
