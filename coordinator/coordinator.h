@@ -330,8 +330,9 @@ class Coordinator {
   // Finalizer thread, no lock: brings the shards and the accounting to one
   // consistent step (after a shard restart or a coordinator restart).
   void RecoverShards(const std::string& why);
-  // Sum-on-arrival jobs, in a recovery: counts as applied the finalizing
-  // steps (every slot reported) below `low`, the lowest shard version:
+  // PS jobs whose steps keep their slots (sum on arrival, pipelines), in a
+  // recovery: counts as applied the finalizing steps (every slot reported)
+  // below `low`, the lowest shard version, whose leases named their set:
   // every shard applied them on push over all their slots, so a rollback
   // must not undo them.
   void ApplyStepsPastEveryShard(int64_t low) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

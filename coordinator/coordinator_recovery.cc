@@ -169,9 +169,12 @@ void Coordinator::RecoverShards(const std::string& why) {
 }
 
 void Coordinator::ApplyStepsPastEveryShard(int64_t low) {
-  // Only where a finalizing step's set is all of its slots (finalize on
-  // push, no quorum) and nothing else holds state of it (no ring).
-  if (!options_.job.sum_on_arrival() || in_doubt_.has_value()) return;
+  // Only where a step's slots stay the set its leases named (a lost member
+  // aborts the step instead of leaving it: sum on arrival, PS pipelines),
+  // so that a finalizing step is the set the shards applied on push, and
+  // nothing else holds state of it (no ring).
+  if (!lost_member_aborts_step() || ring_mode() || in_doubt_.has_value())
+    return;
   while (steps_applied_ < low) {
     const int64_t number = steps_applied_;
     OpenStep* step = steps_.Find(number);

@@ -234,14 +234,12 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
                                           : std::min(steps_.formed(), first));
   aborted_steps_ += count;
-  // Hybrid: the shards may hold rows pushed for the aborted steps; a PS
-  // pipeline job's shards may hold some members' pushes (a re-formed step
-  // must not take them as the same members' new ones), and shards that sum
-  // on arrival hold them summed. The finalizer drops them (RecoverShards: a
-  // rollback of the open step) before any step forms again.
-  if ((hybrid_mode() ||
-       ((pipeline_job() || options_.job.sum_on_arrival()) && sync_shards())) &&
-      !recovery_needed_) {
+  // Shards may hold pushes of the aborted steps: rows (hybrid), some
+  // members' gradients (a PS pipeline: a re-formed step must not take them
+  // as the same members' new ones), or sums (sum on arrival). The finalizer
+  // drops them (RecoverShards: a rollback of the open step) before any step
+  // forms again.
+  if (lost_member_aborts_step() && sync_shards() && !recovery_needed_) {
     recovery_needed_ = true;
     recovery_why_ =
         absl::StrCat("step ", first, " aborted: the shards drop its pushes");
@@ -529,14 +527,17 @@ bool Coordinator::FinalizesOnPush(int64_t step) const {
 }
 
 void Coordinator::ForceCheckpointIfNoCopyLeft() {
-  if (!hybrid_mode() || !checkpointing_) return;
+  // Nothing to force, or a forced checkpoint is on its way already.
+  if (!hybrid_mode() || !checkpointing_ || force_keep_state_ ||
+      !forced_checkpoints_.empty()) {
+    return;
+  }
   const int64_t latest = recovery_.latest_checkpoint();
   if (latest < 0) return;
   for (const Member* m : membership_.Ranked()) {
     const std::vector<int64_t>& kept = m->kept_states;
     if (std::find(kept.begin(), kept.end(), latest) != kept.end()) return;
   }
-  if (force_keep_state_) return;
   force_keep_state_ = true;
   AddEvent("checkpoint_forced", "", steps_.formed(), 0,
            absl::StrCat("no member holds the dense state of checkpoint ",

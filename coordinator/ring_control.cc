@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
           "that many rows, which an export cannot describe");
     }
     control->export_dir_ = export_dir;
-    control->job_ = job;
+    ASSIGN_OR_RETURN(control->spec_, JobDlrmSpec(job));
   }
   return control;
 }
@@ -66,8 +66,7 @@ absl::StatusOr<TestScores> RingControl::EvaluateAndNotify(
   ASSIGN_OR_RETURN(TestScores scores,
                    ctr_evaluator_->Evaluate(params.data(), source));
   if (!export_dir_.empty()) {
-    ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
-    if (absl::Status written = ExportDlrm(export_dir_, spec, params, **tables);
+    if (absl::Status written = ExportDlrm(export_dir_, spec_, params, **tables);
         !written.ok()) {
       return absl::Status(
           written.code(),

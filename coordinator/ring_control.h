@@ -61,7 +61,7 @@ class RingControl final : public WeightsEvaluator {
   SparseStoreConfig tables_;
   int64_t full_table_rows_ = 0;  // > 0: ids read modulo it
   std::string export_dir_;       // a DLRM's; empty: no export
-  v1::JobSpec job_;              // a DLRM's, for its export
+  DlrmSpec spec_;                // a DLRM's, for its export
 };
 
 }  // namespace ferry

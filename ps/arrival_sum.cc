@@ -60,10 +60,6 @@ absl::StatusOr<bool> ArrivalSum::Add(absl::string_view worker,
   return true;
 }
 
-bool ArrivalSum::HasSummed(absl::string_view worker) const {
-  return workers_.contains(worker);
-}
-
 absl::Status ArrivalSum::CheckSummedExactly(
     absl::string_view what, absl::Span<const PsContributor> set) const {
   for (const PsContributor& c : set) {

@@ -54,19 +54,15 @@ class ArrivalSum {
   absl::StatusOr<bool> Add(absl::string_view worker, int64_t num_samples,
                            size_t index, absl::Span<const float> values);
 
-  // True when `worker` has summed at least one chunk of this step.
-  bool HasSummed(absl::string_view worker) const;
-
   // OK when the workers summed are exactly `set` (with their num_samples)
   // and each summed every owned chunk once; else FAILED_PRECONDITION naming
   // the first difference (`what` prefixes the message).
   absl::Status CheckSummedExactly(absl::string_view what,
                                   absl::Span<const PsContributor> set) const;
 
-  // The sum of this step's contributions (valid for the chunks summed).
+  // The sum of this step's contributions (valid for the chunks summed; the
+  // buffer is allocated on the first Add and kept across Reset).
   std::vector<float>& sum() { return sum_; }
-  // Elements held (the buffer is allocated on the first Add).
-  int64_t buffer_elements() const { return static_cast<int64_t>(sum_.size()); }
 
  private:
   struct Worker {

@@ -55,7 +55,7 @@ class ReadTablesReactor final
     chunk_.Clear();
     chunk_.set_version(version_);
     chunk_.set_total_bytes(static_cast<int64_t>(section_.size()));
-    chunk_.set_data(section_.substr(written_, n));
+    chunk_.set_data(section_.data() + written_, n);
     written_ += std::max<size_t>(n, 1);
     StartWrite(&chunk_);
   }

@@ -294,7 +294,8 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
           Contribution{h.num_samples, std::move(grad),
                        std::move(staging->rows_), h.step_contributors};
       // On arrival, a set whose sum holds another worker's chunks waits
-      // for the coordinator (which forms the step again).
+      // for the coordinator (which forms the step again). ApplyStepLocked
+      // checks the sum again under its lock: a chunk may come in between.
       if (!h.step_contributors.empty() &&
           StepCompleteLocked(h.step_contributors) &&
           SumIsExactlyLocked(h.step_contributors)) {

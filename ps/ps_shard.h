@@ -490,7 +490,8 @@ class PsShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync: applies the open step over `contributors` (each has a pending
   // buffer): sums them in that order, divides by their samples, applies,
-  // drops every buffer of the step and remembers the set.
+  // drops every buffer of the step and remembers the set. On arrival:
+  // FAILED_PRECONDITION (nothing changes) unless the sum is exactly theirs.
   absl::Status ApplyStepLocked(absl::Span<const PsContributor> contributors,
                                ReadyList& ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

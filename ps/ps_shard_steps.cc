@@ -1,6 +1,7 @@
 // PsShard's sync steps: FinalizeStep, finalize on push (the step's set
 // complete on its last push) and the update over a contributor set.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -76,17 +77,13 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
             c.worker_id, c.num_samples, it->second.num_samples)));
       }
     }
-    if (SumsOnArrival()) {
-      absl::MutexLock sum_lock(&sum_mu_);
-      if (absl::Status exact = arrival_->CheckSummedExactly(
-              absl::StrFormat("finalize of step %d on shard %d", step,
-                              config_.shard_id),
-              contributors);
-          !exact.ok()) {
-        return RejectedFinalize(std::move(exact));
-      }
+    // FAILED_PRECONDITION: on arrival, a sum of other workers than these.
+    if (absl::Status applied = ApplyStepLocked(contributors, ready);
+        !applied.ok()) {
+      return absl::IsFailedPrecondition(applied)
+                 ? RejectedFinalize(std::move(applied))
+                 : applied;
     }
-    RETURN_IF_ERROR(ApplyStepLocked(contributors, ready));
     max_generation_ = generation;
     version = version_;
   }
@@ -125,9 +122,11 @@ absl::Status PsShard::ApplyStepLocked(
   for (const PsContributor& c : contributors) total_samples += c.num_samples;
   const int64_t step = version_;
   // On arrival: the sum holds exactly `contributors`' pushes, or nothing
-  // changes (checked before the rows are applied).
-  absl::MutexLock sum_lock(&sum_mu_);
+  // changes (checked before the rows are applied), and no chunk joins it
+  // until it is applied (sum_mu_ held).
+  std::optional<absl::MutexLock> sum_lock;
   if (SumsOnArrival()) {
+    sum_lock.emplace(&sum_mu_);
     RETURN_IF_ERROR(arrival_->CheckSummedExactly(
         absl::StrFormat("step %d on shard %d", step, config_.shard_id),
         contributors));

@@ -158,6 +158,66 @@ TEST(CoordinatorElasticTest, SumOnArrivalLostMemberAbortsAndRollsBackTheStep) {
   EXPECT_FALSE(HasEvent(s, "shards_rolled_back"));  // no checkpoint lost
 }
 
+// A recovery while a step waits to be finalized (every member reported it,
+// the finalizer is busy with the one before) that every shard applied on
+// push already: it counts as applied, not undone. Here b leaves in step 2
+// (sum on arrival: the step is aborted and the shards rolled back) while
+// step 0's finalize stands still and step 1 waits behind it.
+TEST(CoordinatorElasticTest, ARecoveryKeepsTheQueuedStepsEveryShardApplied) {
+  v1::JobSpec job = Job(10, 1);
+  job.set_sum_on_arrival(true);
+  Fixture f(job, 100);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+    f.shards.finalize_open = false;
+  }
+  const std::string a = f.Join(), b = f.Join();
+  auto report = [&](const std::string& w, const v1::NextTaskResponse& r) {
+    v1::NextTaskRequest done;
+    done.set_worker_id(w);
+    *done.mutable_done() = Done(r);
+    done.set_report_only(true);
+    ASSERT_TRUE(Call(f, done).ok());
+  };
+  auto next = [&](const std::string& w, int64_t after) {
+    v1::NextTaskRequest request;
+    request.set_worker_id(w);
+    request.set_after_step(after);
+    return Call(f, request);
+  };
+  for (int64_t step = 0; step < 2; ++step) {
+    auto ra = next(a, step - 1), rb = next(b, step - 1);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    ASSERT_EQ(ra->step(), step);
+    ASSERT_EQ(rb->step(), step);
+    report(a, *ra);
+    report(b, *rb);
+  }
+  auto ra2 = next(a, 1);
+  ASSERT_TRUE(ra2.ok());
+  ASSERT_EQ(ra2->step(), 2);
+  report(a, *ra2);
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());  // b never reports step 2
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {2, 2};  // steps 0 and 1 applied on push
+    f.shards.finalize_open = true;
+  }
+  EXPECT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return s.restores == std::vector<int64_t>{2};
+  }));
+  EXPECT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
+    return s.step() == 2;
+  }));
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_TRUE(HasEvent(s, "step_recovered"));
+  EXPECT_FALSE(HasEvent(s, "shards_rolled_back"));
+  auto again = NextWork(f, a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step(), 2);
+}
+
 // Hybrid: the ring's members keep their dense state at each checkpoint
 // version (keep_state leases). When the last member holding the newest
 // checkpoint's copy leaves, the next step formed is checkpointed (its lease

@@ -11,7 +11,9 @@
 //  - fail_every: every n-th call is UNAVAILABLE (a restarting shard);
 //  - applied_other_next: the next n are ALREADY_EXISTS and raise the
 //    versions to step + 1 (the shards finalized the step on push over
-//    another contributor set).
+//    another contributor set);
+//  - finalize_open: while false, FinalizeStep waits (a slow shard: the
+//    coordinator's finalizer stands still there).
 // Header-only: any test folder may include it. Thread-safe.
 #ifndef FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
 #define FERRY_TESTS_TESTING_FAKE_SHARD_CONTROL_H_
@@ -36,6 +38,7 @@ class FakeShardControl final : public ShardControl {
       int64_t step, int64_t,
       const std::vector<v1::Contributor>& contributors) override {
     absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&finalize_open));
     attempted.push_back(step);
     if (fail_every > 0 && ++calls % fail_every == 0) {
       return absl::UnavailableError("fake shard restarting");
@@ -88,6 +91,7 @@ class FakeShardControl final : public ShardControl {
 
   absl::Mutex mu;
   bool fence_unreachable = false;
+  bool finalize_open = true;
   std::vector<int64_t> fences;  // every fence that reached the shards
   int fail_next = 0;
   int lose_next = 0;
