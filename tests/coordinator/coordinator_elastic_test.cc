@@ -19,6 +19,29 @@ v1::JobSpec RingJob(int batch, int epochs) {
   return job;
 }
 
+// A sync PS job whose shards sum on arrival.
+v1::JobSpec SumOnArrivalJob(int batch, int epochs) {
+  v1::JobSpec job = Job(batch, epochs);
+  job.set_sum_on_arrival(true);
+  return job;
+}
+
+// Two fake shards at version 0.
+void TwoShardsAtVersionZero(Fixture& f) {
+  absl::MutexLock lock(&f.shards.mu);
+  f.shards.versions = {0, 0};
+}
+
+// `worker` reports the step of `lease` done without asking for more.
+absl::Status ReportOnly(Fixture& f, const std::string& worker,
+                        const v1::NextTaskResponse& lease) {
+  v1::NextTaskRequest report;
+  report.set_worker_id(worker);
+  *report.mutable_done() = Done(lease);
+  report.set_report_only(true);
+  return Call(f, report).status();
+}
+
 int64_t Fence(Coordinator& c, const std::string& worker) {
   auto beat = c.Heartbeat(worker);
   return beat.ok() ? beat->fence() : -1;
@@ -117,23 +140,14 @@ TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
 // set, the shards' open step is rolled back (a restore to the version they
 // are at), and the step is formed again over the members left.
 TEST(CoordinatorElasticTest, SumOnArrivalLostMemberAbortsAndRollsBackTheStep) {
-  v1::JobSpec job = Job(10, 1);
-  job.set_sum_on_arrival(true);
-  Fixture f(job, 20);
-  {
-    absl::MutexLock lock(&f.shards.mu);
-    f.shards.versions = {0, 0};
-  }
+  Fixture f(SumOnArrivalJob(10, 1), 20);
+  TwoShardsAtVersionZero(f);
   const std::string a = f.Join(), b = f.Join();
   auto ra = Next(f, a);
   auto rb = Next(f, b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   ASSERT_EQ(ra->step_contributors_size(), 2);
-  v1::NextTaskRequest report;
-  report.set_worker_id(a);
-  *report.mutable_done() = Done(*ra);
-  report.set_report_only(true);
-  ASSERT_TRUE(Call(f, report).ok());
+  ASSERT_TRUE(ReportOnly(f, a, *ra).ok());
   ASSERT_TRUE(f.coordinator->Leave(b).ok());
 
   EXPECT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
@@ -164,22 +178,13 @@ TEST(CoordinatorElasticTest, SumOnArrivalLostMemberAbortsAndRollsBackTheStep) {
 // (sum on arrival: the step is aborted and the shards rolled back) while
 // step 0's finalize stands still and step 1 waits behind it.
 TEST(CoordinatorElasticTest, ARecoveryKeepsTheQueuedStepsEveryShardApplied) {
-  v1::JobSpec job = Job(10, 1);
-  job.set_sum_on_arrival(true);
-  Fixture f(job, 100);
+  Fixture f(SumOnArrivalJob(10, 1), 100);
+  TwoShardsAtVersionZero(f);
   {
     absl::MutexLock lock(&f.shards.mu);
-    f.shards.versions = {0, 0};
     f.shards.finalize_open = false;
   }
   const std::string a = f.Join(), b = f.Join();
-  auto report = [&](const std::string& w, const v1::NextTaskResponse& r) {
-    v1::NextTaskRequest done;
-    done.set_worker_id(w);
-    *done.mutable_done() = Done(r);
-    done.set_report_only(true);
-    ASSERT_TRUE(Call(f, done).ok());
-  };
   auto next = [&](const std::string& w, int64_t after) {
     v1::NextTaskRequest request;
     request.set_worker_id(w);
@@ -191,13 +196,13 @@ TEST(CoordinatorElasticTest, ARecoveryKeepsTheQueuedStepsEveryShardApplied) {
     ASSERT_TRUE(ra.ok() && rb.ok());
     ASSERT_EQ(ra->step(), step);
     ASSERT_EQ(rb->step(), step);
-    report(a, *ra);
-    report(b, *rb);
+    ASSERT_TRUE(ReportOnly(f, a, *ra).ok());
+    ASSERT_TRUE(ReportOnly(f, b, *rb).ok());
   }
   auto ra2 = next(a, 1);
   ASSERT_TRUE(ra2.ok());
   ASSERT_EQ(ra2->step(), 2);
-  report(a, *ra2);
+  ASSERT_TRUE(ReportOnly(f, a, *ra2).ok());
   ASSERT_TRUE(f.coordinator->Leave(b).ok());  // b never reports step 2
   {
     absl::MutexLock lock(&f.shards.mu);
@@ -227,10 +232,7 @@ TEST(CoordinatorElasticTest, HybridForcesACheckpointWhenItsCopiesAreGone) {
   v1::JobSpec job = Job(10, 1);
   job.set_mode(v1::MODE_HYBRID);
   Fixture f(job, 200, 1, "", /*checkpoint_every=*/3);
-  {
-    absl::MutexLock lock(&f.shards.mu);
-    f.shards.versions = {0, 0};
-  }
+  TwoShardsAtVersionZero(f);
   // Every member of `ring` takes the next lease and reports it; returns
   // whether that lease kept the state.
   auto ring_step = [&](const std::vector<std::string>& ring, int64_t step) {
@@ -242,11 +244,7 @@ TEST(CoordinatorElasticTest, HybridForcesACheckpointWhenItsCopiesAreGone) {
       leases.push_back(*r);
     }
     for (size_t i = 0; i < ring.size(); ++i) {
-      v1::NextTaskRequest report;
-      report.set_worker_id(ring[i]);
-      *report.mutable_done() = Done(leases[i]);
-      report.set_report_only(true);
-      EXPECT_TRUE(Call(f, report).ok());
+      EXPECT_TRUE(ReportOnly(f, ring[i], leases[i]).ok());
     }
     EXPECT_TRUE(WaitForStatus(*f.coordinator, [&](const v1::StatusResponse& s) {
       return s.step() == step + 1;
