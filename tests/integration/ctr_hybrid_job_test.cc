@@ -155,28 +155,7 @@ TEST_F(CtrHybridJobTest, TwoShardsTwoWorkersMatchOneProcess) {
   EXPECT_LT(ring_bytes, (kSteps + 3 * 4) * 2 * 2 * dense_step) << d.dump(2);
 }
 
-// ASan builds define this (gcc) or report it through __has_feature (clang).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 TEST_F(CtrHybridJobTest, WorkersJoinAndLeaveMidTraining) {
-  if (kAddressSanitizer) {
-    // Once, in the ASan suite beside other jobs, this job stopped making
-    // progress right after the join (the two newer workers gave up after
-    // ~100 s of failed steps); 8 more ASan runs, some under load, passed.
-    // Skipped there until it is understood (issue 20's note); the plain
-    // suite runs it.
-    GTEST_SKIP() << "stalled once under ASan's load; being diagnosed";
-  }
   // Two epochs: a third worker joins at step 20, the first leaves (SIGTERM)
   // at step 60. Each change aborts the ring's open step: the members roll
   // their dense state back, the shards drop the step's buffered rows, and
