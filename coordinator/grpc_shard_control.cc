@@ -7,11 +7,13 @@
 #include "common/status_macros.h"
 #include "coordinator/job_evaluators.h"
 #include "coordinator/shard_tables_reader.h"
+#include "model/model_export.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 #include "ps/dlrm_export.h"
 #include "ps/job_tables.h"
+#include "ps/merged_tables.h"
 #include "ps/tables_file.h"
 
 namespace ferry {
@@ -197,25 +199,58 @@ absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
 }
 
 absl::Status GrpcShardControl::ExportDlrmJob(int64_t version) {
-  std::vector<std::vector<TableCheckpoint>> parts(stubs_.size());
-  RETURN_IF_ERROR(OnEveryShard([&](size_t s) -> absl::Status {
-    ASSIGN_OR_RETURN(parts[s],
-                     ReadShardTables(*stubs_[s], job_.job_id(), version,
-                                     kReadTablesTimeout, &finalize_bytes_));
-    return absl::OkStatus();
-  }));
-  ASSIGN_OR_RETURN(const std::vector<TableCheckpoint> tables,
-                   MergeShardTables(std::move(parts)));
-  ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
-  ASSIGN_OR_RETURN(const SparseStoreConfig config, JobTablesConfig(job_));
-  const absl::Status written =
-      ExportDlrm(export_dir_, spec, params_, tables,
-                 TablesMetaOf(config, spec.embedding_dim));
+  FileSystem* fs = PosixFileSystem();
+  std::vector<std::string> spools;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    spools.push_back(
+        JoinPath(export_dir_, absl::StrCat(".shard-", s, ".tables").c_str()));
+  }
+  absl::Status written = WriteDlrmExport(version, spools, fs);
+  for (const std::string& spool : spools) (void)fs->DeleteFile(spool);
   if (!written.ok()) {
     return absl::Status(written.code(), absl::StrCat("--export ", export_dir_,
                                                      ": ", written.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status GrpcShardControl::WriteDlrmExport(
+    int64_t version, const std::vector<std::string>& spools, FileSystem* fs) {
+  RETURN_IF_ERROR(fs->CreateDirectories(export_dir_));
+  RETURN_IF_ERROR(OnEveryShard([&](size_t s) -> absl::Status {
+    return ReadShardTablesToFile(*stubs_[s], job_.job_id(), version, spools[s],
+                                 fs, kReadTablesTimeout, &finalize_bytes_)
+        .status();
+  }));
+  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<std::vector<TableCheckpointView>> parts;
+  for (size_t s = 0; s < spools.size(); ++s) {
+    ASSIGN_OR_RETURN(files.emplace_back(), fs->MapFile(spools[s]));
+    absl::StatusOr<std::vector<TableCheckpointView>> views =
+        DecodeTableViews(files.back()->bytes(), /*with_counters=*/true);
+    if (!views.ok()) {
+      return absl::Status(
+          views.status().code(),
+          absl::StrCat("shard ", s, "'s tables: ", views.status().message()));
+    }
+    parts.push_back(*std::move(views));
+  }
+  // Each file's pages leave memory once the writer has read them.
+  const BytesDone release = [&files](absl::string_view part) {
+    for (const std::unique_ptr<MappedFile>& file : files) {
+      const absl::string_view bytes = file->bytes();
+      if (part.data() >= bytes.data() &&
+          part.data() + part.size() <= bytes.data() + bytes.size()) {
+        file->Release(part);
+      }
+    }
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<MergedTableSources> tables,
+                   MergedTableSources::Create(std::move(parts), release));
+  ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
+  ASSIGN_OR_RETURN(const SparseStoreConfig config, JobTablesConfig(job_));
+  return ExportDlrm(export_dir_, spec, params_, tables->pointers(),
+                    TablesMetaOf(config, spec.embedding_dim), fs);
 }
 
 void GrpcShardControl::set_member_source(

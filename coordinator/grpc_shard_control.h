@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/file_system.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ctr_test_evaluator.h"
 #include "coordinator/ring_weights_source.h"
@@ -93,8 +94,16 @@ class GrpcShardControl final : public ShardControl {
   std::unique_ptr<RingWeightsSource> ring_weights_;  // hybrid jobs only
   std::string export_dir_;  // a DLRM's; empty: no export
   // Writes the DLRM export of params_ and the shards' tables at a version
-  // >= `version`.
+  // >= `version`: each shard's table section is spooled to a file in the
+  // export directory (".shard-<s>.tables", deleted afterwards, also on
+  // error), and the files are read in place, merged as the export's tables
+  // file is written. Errors name the export directory.
   absl::Status ExportDlrmJob(int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(eval_mu_);
+  // ExportDlrmJob's work, through `spools` (one path per shard).
+  absl::Status WriteDlrmExport(int64_t version,
+                               const std::vector<std::string>& spools,
+                               FileSystem* fs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(eval_mu_);
   std::vector<float> params_ ABSL_GUARDED_BY(eval_mu_);
 };

@@ -3,13 +3,16 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
 
-absl::StatusOr<std::vector<TableCheckpoint>> ReadShardTables(
+absl::StatusOr<int64_t> ReadShardTablesToFile(
     v1::ParameterServer::Stub& stub, const std::string& job_id,
-    int64_t min_version, absl::Duration timeout, ByteCounter* bytes) {
+    int64_t min_version, const std::string& path, FileSystem* fs,
+    absl::Duration timeout, ByteCounter* bytes) {
+  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
   grpc::ClientContext context;
   SetDeadline(context, timeout);
   v1::ReadTablesRequest request;
@@ -19,44 +22,48 @@ absl::StatusOr<std::vector<TableCheckpoint>> ReadShardTables(
   std::unique_ptr<grpc::ClientReader<v1::ReadTablesChunk>> reader =
       stub.ReadTables(&context, request);
   v1::ReadTablesChunk chunk;
-  std::string section;
-  int64_t version = -1, total = -1;
-  absl::Status mismatch;
+  int64_t version = -1, total = -1, received = 0;
+  absl::Status failed;
   while (reader->Read(&chunk)) {
     if (bytes != nullptr) bytes->AddReceived(chunk.ByteSizeLong());
     if (total < 0) {
       version = chunk.version();
       total = chunk.total_bytes();
       if (total < 0) {
-        mismatch = absl::DataLossError(
+        failed = absl::DataLossError(
             absl::StrCat("tables of negative size ", total));
         context.TryCancel();
         break;
       }
-      section.reserve(static_cast<size_t>(total));
     }
     if (chunk.version() != version || chunk.total_bytes() != total ||
-        static_cast<int64_t>(section.size() + chunk.data().size()) > total) {
-      mismatch = absl::DataLossError(
+        received + static_cast<int64_t>(chunk.data().size()) > total) {
+      failed = absl::DataLossError(
           absl::StrCat("tables pieces disagree: version ", chunk.version(),
                        " after ", version, ", size ", chunk.total_bytes(),
                        " after ", total, ", or more bytes than announced"));
       context.TryCancel();
       break;
     }
-    section.append(chunk.data());
+    received += static_cast<int64_t>(chunk.data().size());
+    failed = file->Append(chunk.data());
+    if (!failed.ok()) {
+      context.TryCancel();
+      break;
+    }
   }
   const grpc::Status status = reader->Finish();
-  if (!mismatch.ok()) return mismatch;
+  if (!failed.ok()) return failed;
   if (!status.ok()) {
     return absl::Status(FromGrpcStatus(status).code(),
                         absl::StrCat("ReadTables: ", status.error_message()));
   }
-  if (total < 0 || static_cast<int64_t>(section.size()) != total) {
-    return absl::DataLossError(absl::StrCat(
-        "ReadTables ended after ", section.size(), " of ", total, " bytes"));
+  if (total < 0 || received != total) {
+    return absl::DataLossError(absl::StrCat("ReadTables ended after ", received,
+                                            " of ", total, " bytes"));
   }
-  return DecodeTables(section, /*with_counters=*/true);
+  RETURN_IF_ERROR(file->Commit());
+  return version;
 }
 
 }  // namespace ferry

@@ -1,8 +1,9 @@
 // Reads a PS shard's embedding tables for a DLRM export (the ReadTables
-// stream, ps/ps_service.h): the pieces of one checkpoint table section,
-// decoded (common/checkpoint_tables.h DecodeTables). The coordinator merges
-// the shards' parts (ps/dlrm_export.h MergeShardTables) and writes the
-// export.
+// stream, ps/ps_service.h): the pieces of one checkpoint table section
+// (common/checkpoint_tables.h), written to a spool file as they arrive, so
+// that the coordinator holds none of the rows in memory. It then reads the
+// shards' spool files in place and writes the export from them merged
+// (ps/merged_tables.h).
 //
 // Thread safety: a pure function over its arguments (the stub is
 // thread-safe).
@@ -16,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/byte_counter.h"
-#include "common/checkpoint_tables.h"
+#include "common/file_system.h"
 #include "ferry/v1/ps.grpc.pb.h"
 
 namespace ferry {
@@ -24,15 +25,17 @@ namespace ferry {
 // How long one shard may take to send its tables.
 inline constexpr absl::Duration kReadTablesTimeout = absl::Minutes(10);
 
-// The shard's tables at a version >= `min_version`. Errors: the call's
-// (FAILED_PRECONDITION from the shard: wrong job, no tables, an older
-// version); DATA_LOSS when the pieces disagree on the version or the size,
-// end before the size they announced, or do not decode. `bytes` (optional)
-// counts what was received.
-absl::StatusOr<std::vector<TableCheckpoint>> ReadShardTables(
+// Writes the shard's table section at a version >= `min_version` to `path`
+// (replaced atomically once every byte arrived; its directory must exist)
+// and returns that version. Errors: the call's (FAILED_PRECONDITION from
+// the shard: wrong job, no tables, an older version); DATA_LOSS when the
+// pieces disagree on the version or the size, or end before the size they
+// announced; the file system's. `path` is left as it was on error. `bytes`
+// (optional) counts what was received.
+absl::StatusOr<int64_t> ReadShardTablesToFile(
     v1::ParameterServer::Stub& stub, const std::string& job_id,
-    int64_t min_version, absl::Duration timeout = kReadTablesTimeout,
-    ByteCounter* bytes = nullptr);
+    int64_t min_version, const std::string& path, FileSystem* fs,
+    absl::Duration timeout = kReadTablesTimeout, ByteCounter* bytes = nullptr);
 
 }  // namespace ferry
 

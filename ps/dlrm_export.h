@@ -45,23 +45,20 @@ absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
                         const SparseStore& store,
                         FileSystem* fs = PosixFileSystem());
 
-// One job's tables from its shards' parts (each shard's tables as
-// DecodeTables gives them): per table the shards' rows and admission
-// counters one after the other, their event counters summed (kept only
-// when every shard has them). INVALID_ARGUMENT when the shards do not hold
-// the same tables, in the same order, with the same row size. The rows of
-// one id on two shards are not looked for (placement puts each on one).
-absl::StatusOr<std::vector<TableCheckpoint>> MergeShardTables(
-    std::vector<std::vector<TableCheckpoint>> shards);
-
-// ExportDlrm of a distributed job: its dense parameters and its tables
-// (MergeShardTables, or a ring member's), described by `meta`
-// (ps/tables_file.h TablesMetaOf of the job's tables config). Errors as
-// ExportDlrm's, and INVALID_ARGUMENT for tables that do not pass
-// ValidateTables.
+// ExportDlrm of a distributed job: its dense parameters and its tables (a
+// ring member's in memory; or its shards' parts merged as they are
+// written, ps/merged_tables.h), described by `meta` (ps/tables_file.h
+// TablesMetaOf of the job's tables config). Errors as ExportDlrm's, and
+// INVALID_ARGUMENT for tables that do not pass ValidateTables
+// (ValidateTableSources).
 absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
                         absl::Span<const float> params,
                         const std::vector<TableCheckpoint>& tables,
+                        const DlrmTablesMeta& meta,
+                        FileSystem* fs = PosixFileSystem());
+absl::Status ExportDlrm(const std::string& dir, const DlrmSpec& spec,
+                        absl::Span<const float> params,
+                        absl::Span<const TablePartSource* const> tables,
                         const DlrmTablesMeta& meta,
                         FileSystem* fs = PosixFileSystem());
 

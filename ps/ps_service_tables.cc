@@ -1,10 +1,22 @@
-// PsService::ReadTables: the shard's embedding tables for an export, encoded
-// at one version under the shard's lock (PsShard::EncodeTables), then
-// written in pieces of at most kTablesPieceBytes, one after the other.
+// PsService::ReadTables: the shard's embedding tables for an export, written
+// at one version under the shard's lock (PsShard::WriteTablesSection) to a
+// spool file (in the shard's checkpoint directory, else the temp
+// directory), which is then mapped, deleted and sent in pieces of at most
+// kTablesPieceBytes, one after the other, each piece's pages released once
+// sent: the shard holds no copy of its rows in memory for an export.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/file_system.h"
+#include "common/status_macros.h"
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
 #include "ps/ps_service.h"
@@ -14,20 +26,54 @@ namespace {
 
 constexpr size_t kTablesPieceBytes = 1 << 20;
 
+// The shard's tables at a version >= `min_version`, mapped from a spool file
+// named `name` in `dir` (deleted again before this returns).
+absl::StatusOr<std::pair<int64_t, std::unique_ptr<MappedFile>>> SpoolTables(
+    PsShard& shard, const v1::ReadTablesRequest& request,
+    const std::string& dir, const std::string& name) {
+  FileSystem* fs = PosixFileSystem();
+  const std::string path = absl::StrCat(dir, "/", name);
+  int64_t version = 0;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
+    ASSIGN_OR_RETURN(version,
+                     shard.WriteTablesSection(request.job_id(),
+                                              request.min_version(), *file));
+    RETURN_IF_ERROR(file->Commit());
+  }
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapped = fs->MapFile(path);
+  (void)fs->DeleteFile(path);  // the mapping keeps the bytes
+  if (!mapped.ok()) return mapped.status();
+  return std::make_pair(version, *std::move(mapped));
+}
+
 // Deletes itself in OnDone. gRPC serializes its reactions.
 class ReadTablesReactor final
     : public grpc::ServerWriteReactor<v1::ReadTablesChunk> {
  public:
-  ReadTablesReactor(PsShard* shard, const v1::ReadTablesRequest& request)
+  ReadTablesReactor(PsShard* shard, PsCheckpointer* checkpointer,
+                    const v1::ReadTablesRequest& request)
       : shard_(shard) {
-    absl::StatusOr<std::pair<int64_t, std::string>> tables =
-        shard->EncodeTables(request.job_id(), request.min_version());
-    if (!tables.ok()) {
-      Finish(ToGrpcStatus(tables.status()));
+    std::string dir;
+    if (checkpointer != nullptr && checkpointer->has_directory()) {
+      dir = checkpointer->dir();
+    } else {
+      std::error_code error;
+      dir = std::filesystem::temp_directory_path(error).string();
+      if (error) dir = "/tmp";
+    }
+    auto spooled = SpoolTables(
+        *shard, request, dir,
+        absl::StrCat(".read-tables-", getpid(), "-",
+                     reinterpret_cast<uintptr_t>(this), ".section"));
+    if (!spooled.ok()) {
+      Finish(ToGrpcStatus(absl::Status(
+          spooled.status().code(),
+          absl::StrCat("tables for an export: ", spooled.status().message()))));
       return;
     }
-    version_ = tables->first;
-    section_ = std::move(tables->second);
+    version_ = spooled->first;
+    section_ = std::move(spooled->second);
     WriteNext();
   }
 
@@ -38,6 +84,7 @@ class ReadTablesReactor final
     }
     shard_->RecordBytes("coordinator",
                         static_cast<int64_t>(chunk_.ByteSizeLong()), 0);
+    section_->Release(sent_);
     WriteNext();
   }
 
@@ -47,23 +94,26 @@ class ReadTablesReactor final
   // Writes the next piece, or finishes once every byte was written (an
   // empty section still sends one piece: the version and size).
   void WriteNext() {
-    if (written_ > 0 && written_ >= section_.size()) {
+    const absl::string_view bytes = section_->bytes();
+    if (written_ > 0 && written_ >= bytes.size()) {
       Finish(grpc::Status::OK);
       return;
     }
-    const size_t n = std::min(kTablesPieceBytes, section_.size() - written_);
+    const size_t n = std::min(kTablesPieceBytes, bytes.size() - written_);
+    sent_ = bytes.substr(written_, n);
     chunk_.Clear();
     chunk_.set_version(version_);
-    chunk_.set_total_bytes(static_cast<int64_t>(section_.size()));
-    chunk_.set_data(section_.data() + written_, n);
+    chunk_.set_total_bytes(static_cast<int64_t>(bytes.size()));
+    chunk_.set_data(sent_.data(), sent_.size());
     written_ += std::max<size_t>(n, 1);
     StartWrite(&chunk_);
   }
 
   PsShard* const shard_;
   int64_t version_ = 0;
-  std::string section_;
-  size_t written_ = 0;  // bytes of section_ sent (1 after an empty one)
+  std::unique_ptr<MappedFile> section_;
+  absl::string_view sent_;  // the piece in flight
+  size_t written_ = 0;      // bytes of the section sent (1 after an empty one)
   v1::ReadTablesChunk chunk_;
 };
 
@@ -72,8 +122,9 @@ class ReadTablesReactor final
 grpc::ServerWriteReactor<v1::ReadTablesChunk>* PsService::ReadTables(
     grpc::CallbackServerContext* context,
     const v1::ReadTablesRequest* request) {
-  return AuthorizedWrite<v1::ReadTablesChunk>(
-      context, [&] { return new ReadTablesReactor(shard_, *request); });
+  return AuthorizedWrite<v1::ReadTablesChunk>(context, [&] {
+    return new ReadTablesReactor(shard_, checkpointer_, *request);
+  });
 }
 
 }  // namespace ferry

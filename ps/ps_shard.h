@@ -35,17 +35,16 @@
 // Embedding tables (config.sparse): a push may carry row gradients besides
 // its chunks (AddRows), kept with its dense buffer; a sync step applies the
 // contributors' rows (SparseStore::ApplyStep: their mean, one update per
-// touched row) together with the dense update, an async push on arrival.
-// ReadRows serves pulls of rows. ExportState and RestoreState include the
-// rows (PsShardState.tables); a rollback of the open step keeps them.
+// touched row) with the dense update, an async push on arrival. ReadRows
+// serves pulls of rows; ExportState and RestoreState include the rows.
 //
 // Generation fencing: the shard remembers the highest generation named by a
 // successful FinalizeStep(), a restore or RaiseFence(); pushes and finalizes
 // with an older generation are ABORTED.
 //
-// Waits: WaitForVersion() registers a callback that runs (outside the lock,
-// on the thread that makes the version available, or inline when it already
-// is) with an immutable snapshot of the slice; no thread waits.
+// Waits: WaitForVersion() registers a callback that runs (outside the lock, on
+// the thread that makes the version available, or inline) with an immutable
+// snapshot of the slice; no thread waits.
 //
 // Memory: the slice is held once. The current snapshot IS the slice: an
 // update writes it in place when no reader holds it, and copies it first
@@ -63,11 +62,9 @@
 // and fence older generations. StopUpdates() freezes the state for a final
 // checkpoint at shutdown.
 //
-// Metrics (common/prometheus_metrics.h, role "ps"): rejected pushes,
-// finalizes and pulls count in ferry_rejected_inputs_total{op}; committed
-// pushes observe ferry_push_seconds (BeginPush to commit) and, async,
-// ferry_staleness_steps; answered waits observe ferry_pull_seconds;
-// RecordBytes adds to ferry_bytes_total.
+// Metrics (role "ps"): ferry_rejected_inputs_total{op} (pushes, finalizes,
+// pulls), ferry_push_seconds (BeginPush to commit), ferry_staleness_steps
+// (async), ferry_pull_seconds, ferry_bytes_total (RecordBytes).
 //
 // Thread safety: every method may be called concurrently from any thread. A
 // PsPushStaging is used by one thread at a time.
@@ -91,6 +88,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/byte_sink.h"
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
 #include "common/peer_limits.h"
@@ -439,11 +437,13 @@ class PsShard {
   absl::Status FillTables(
       const std::function<absl::Status(SparseStore&)>& fill);
 
-  // For an export: the tables as one checkpoint table section with counters
-  // and the version it is of. FAILED_PRECONDITION for a wrong job_id, no
-  // tables, or a version below `min_version`.
-  absl::StatusOr<std::pair<int64_t, std::string>> EncodeTables(
-      absl::string_view job_id, int64_t min_version);
+  // For an export: writes the tables to `sink` as one checkpoint table
+  // section with counters, under the shard's lock, and returns the version
+  // they are of. FAILED_PRECONDITION for a wrong job_id, no tables, or a
+  // version below `min_version`; the sink's errors.
+  absl::StatusOr<int64_t> WriteTablesSection(absl::string_view job_id,
+                                             int64_t min_version,
+                                             ByteSink& sink);
 
   // Adds bytes exchanged with a peer of `role` ("worker", "coordinator").
   void RecordBytes(absl::string_view role, int64_t sent, int64_t received);

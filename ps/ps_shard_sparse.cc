@@ -79,8 +79,9 @@ absl::StatusOr<int64_t> PsShard::ReadRows(
   return version_;
 }
 
-absl::StatusOr<std::pair<int64_t, std::string>> PsShard::EncodeTables(
-    absl::string_view job_id, int64_t min_version) {
+absl::StatusOr<int64_t> PsShard::WriteTablesSection(absl::string_view job_id,
+                                                    int64_t min_version,
+                                                    ByteSink& sink) {
   if (job_id != config_.job_id) {
     return absl::FailedPreconditionError(
         absl::StrFormat("tables of job '%s' asked of shard %d of job '%s'",
@@ -101,10 +102,8 @@ absl::StatusOr<std::pair<int64_t, std::string>> PsShard::EncodeTables(
       sparse_->CheckpointSources();
   std::vector<const TablePartSource*> tables;
   for (const auto& source : sources) tables.push_back(source.get());
-  std::string section;
-  StringByteSink sink(&section);
   RETURN_IF_ERROR(WriteTables(tables, /*with_counters=*/true, sink));
-  return std::make_pair(version_, std::move(section));
+  return version_;
 }
 
 }  // namespace ferry

@@ -25,9 +25,11 @@ absl::Status Prefixed(const std::string& path, const absl::Status& s,
   return absl::Status(s.code(), absl::StrCat(path, ": ", s.message(), hint));
 }
 
-absl::Status WriteSources(const std::string& path,
-                          absl::Span<const TablePartSource* const> tables,
-                          FileSystem* fs) {
+}  // namespace
+
+absl::Status WriteTablesFile(const std::string& path,
+                             absl::Span<const TablePartSource* const> tables,
+                             FileSystem* fs) {
   RETURN_IF_ERROR(ValidateTableSources(tables));
   CheckpointDenseView dense;
   dense.identity = TablesFileIdentity();
@@ -36,15 +38,13 @@ absl::Status WriteSources(const std::string& path,
   return file->Commit();
 }
 
-}  // namespace
-
 absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
                              FileSystem* fs) {
   const std::vector<std::unique_ptr<TablePartSource>> sources =
       store.CheckpointSources();
   std::vector<const TablePartSource*> tables;
   for (const auto& source : sources) tables.push_back(source.get());
-  return WriteSources(path, tables, fs);
+  return WriteTablesFile(path, tables, fs);
 }
 
 absl::Status WriteTablesFile(const std::string& path,
@@ -52,7 +52,7 @@ absl::Status WriteTablesFile(const std::string& path,
                              FileSystem* fs) {
   RETURN_IF_ERROR(ValidateTables(tables));
   const TableCheckpointSources sources(tables);
-  return WriteSources(path, sources.pointers(), fs);
+  return WriteTablesFile(path, sources.pointers(), fs);
 }
 
 absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,

@@ -27,11 +27,17 @@ inline constexpr char kTablesFileJob[] = "ferry-dlrm-export";
 // Writes `store`'s tables to `path` (atomically; its directory must exist).
 absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
                              FileSystem* fs = PosixFileSystem());
-// The same from tables in memory (a distributed job's, merged from its
-// shards: ps/dlrm_export.h MergeShardTables). INVALID_ARGUMENT when they do
-// not pass ValidateTables.
+// The same from tables in memory (a ring member's). INVALID_ARGUMENT when
+// they do not pass ValidateTables.
 absl::Status WriteTablesFile(const std::string& path,
                              const std::vector<TableCheckpoint>& tables,
+                             FileSystem* fs = PosixFileSystem());
+// The same from sources (a distributed job's tables merged from its shards:
+// ps/merged_tables.h). INVALID_ARGUMENT when their headers do not pass
+// ValidateTableSources; INTERNAL when a source gives other rows than its
+// header says (the file is then not written).
+absl::Status WriteTablesFile(const std::string& path,
+                             absl::Span<const TablePartSource* const> tables,
                              FileSystem* fs = PosixFileSystem());
 
 // Replaces `store`'s tables with the file's: every row (kAll: the store

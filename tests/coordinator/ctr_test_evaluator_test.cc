@@ -379,6 +379,14 @@ TEST_F(GrpcShardControlDlrmTest, AnExportHoldsEveryShardsRowsMerged) {
   const TestScores again = Expected(data_.test, *dense, rows);
   EXPECT_NEAR(*again.auc, *scores->auc, 1e-9);
   EXPECT_NEAR(again.loss, scores->loss, 1e-9);
+  // The shards' spool files are gone: the export's three files are left.
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"embeddings.ckpt", "model.json",
+                                             "model.safetensors"}));
   std::filesystem::remove_all(dir);
 }
 

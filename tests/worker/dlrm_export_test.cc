@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_export.h"
+#include "ps/merged_tables.h"
 #include "ps/tables_file.h"
 
 namespace ferry {
@@ -101,8 +102,7 @@ TEST(DlrmExport, RoundTripsWeightsRowsAndTheirState) {
 }
 
 // A distributed job's export: two shards' parts (the rows each holds)
-// merged are the one store's rows; their counters add up; parts of other
-// tables are refused.
+// merged are the one store's rows; their counters add up.
 TEST(DlrmExport, MergedShardPartsExportAsTheWholeStore) {
   InMemoryFileSystem fs;
   const DlrmSpec spec = SmallSpec();
@@ -121,10 +121,10 @@ TEST(DlrmExport, MergedShardPartsExportAsTheWholeStore) {
     b[t].values.erase(b[t].values.begin(), b[t].values.begin() + floats);
     b[t].counters = TableCounters{1, 2, 3, 4, 5};
   }
-  auto merged = MergeShardTables({a, b});
+  auto merged = MergedTableSources::Create({ViewsOf(a), ViewsOf(b)});
   ASSERT_TRUE(merged.ok()) << merged.status();
   const std::vector<float> params = Params(spec);
-  ASSERT_TRUE(ExportDlrm("/m", spec, params, *merged,
+  ASSERT_TRUE(ExportDlrm("/m", spec, params, (*merged)->pointers(),
                          TablesMetaOf(whole->config(), spec.embedding_dim), &fs)
                   .ok());
   auto copy = Store(spec, RowOptimizerKind::kAdagrad);
@@ -145,12 +145,6 @@ TEST(DlrmExport, MergedShardPartsExportAsTheWholeStore) {
     sum.evicted_memory += 5;
     EXPECT_EQ(*y[t].counters, sum) << t;
   }
-  std::vector<TableCheckpoint> other = b;
-  other.front().table = 99;
-  EXPECT_TRUE(absl::IsInvalidArgument(MergeShardTables({a, other}).status()));
-  other = b;
-  other.pop_back();
-  EXPECT_TRUE(absl::IsInvalidArgument(MergeShardTables({a, other}).status()));
 }
 
 TEST(DlrmExport, RefusesWhatDoesNotFitAndChangesNoRow) {
