@@ -22,6 +22,7 @@
 #ifndef FERRY_COMPUTE_COMPUTE_BACKEND_H_
 #define FERRY_COMPUTE_COMPUTE_BACKEND_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compute/dense_optimizer_math.h"
 #include "compute/kernel_math.h"
 
 namespace ferry {
@@ -66,6 +68,27 @@ struct OptimizerStepParams {
   int64_t step =
       1;  // 1-based count of updates applied (>= 1), for Adam bias correction
 };
+
+// The step's Adam scalars (compute/dense_optimizer_math.h), computed once on
+// the host. INVALID_ARGUMENT for a step below 1.
+inline absl::StatusOr<AdamScalars> AdamScalarsOf(const OptimizerStepParams& p,
+                                                 bool decoupled) {
+  if (p.step < 1) {
+    return absl::InvalidArgumentError("AdamUpdate: step must be >= 1");
+  }
+  AdamScalars s;
+  s.lr = p.lr;
+  s.weight_decay = p.weight_decay;
+  s.beta1 = p.beta1;
+  s.beta2 = p.beta2;
+  s.epsilon = p.epsilon;
+  const float bc1 = 1.0f - std::pow(p.beta1, static_cast<float>(p.step));
+  const float bc2 = 1.0f - std::pow(p.beta2, static_cast<float>(p.step));
+  s.step_size = p.lr / bc1;
+  s.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  s.decoupled = decoupled;
+  return s;
+}
 
 // Result of a softmax cross-entropy pass over a batch.
 struct LossStats {

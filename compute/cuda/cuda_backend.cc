@@ -474,19 +474,8 @@ class CudaBackend final : public ComputeBackend {
   absl::Status AdamUpdate(size_t n, const OptimizerStepParams& p,
                           bool decoupled, const float* grad, float* m, float* v,
                           float* param) override {
+    ASSIGN_OR_RETURN(const AdamScalars s, AdamScalarsOf(p, decoupled));
     RETURN_IF_ERROR(Activate());
-    // Same float expressions as the CPU backend, evaluated once on the host.
-    const float bc1 = 1.0f - std::pow(p.beta1, static_cast<float>(p.step));
-    const float bc2 = 1.0f - std::pow(p.beta2, static_cast<float>(p.step));
-    kernels::AdamScalars s;
-    s.lr = p.lr;
-    s.weight_decay = p.weight_decay;
-    s.beta1 = p.beta1;
-    s.beta2 = p.beta2;
-    s.epsilon = p.epsilon;
-    s.step_size = p.lr / bc1;
-    s.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
-    s.decoupled = decoupled;
     return FERRY_CUDA_CHECK(
         kernels::LaunchAdamUpdate(n, s, grad, m, v, param, stream_));
   }

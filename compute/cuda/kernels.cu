@@ -218,7 +218,7 @@ __global__ void FindNonFiniteKernel(size_t n, const float* x,
 __global__ void SgdKernel(size_t n, float lr, float weight_decay,
                           const float* grad, float* param) {
   for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    param[i] -= lr * (grad[i] + weight_decay * param[i]);
+    param[i] = SgdElement(lr, weight_decay, grad[i], param[i]);
   }
 }
 
@@ -226,28 +226,15 @@ __global__ void MomentumKernel(size_t n, float lr, float weight_decay,
                                float momentum, bool nesterov, const float* grad,
                                float* velocity, float* param) {
   for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    const float g = grad[i] + weight_decay * param[i];
-    const float v = momentum * velocity[i] + g;
-    velocity[i] = v;
-    param[i] -= lr * (nesterov ? g + momentum * v : v);
+    MomentumElement(lr, weight_decay, momentum, nesterov, grad[i], velocity[i],
+                    param[i]);
   }
 }
 
 __global__ void AdamKernel(size_t n, AdamScalars s, const float* grad, float* m,
                            float* v, float* param) {
   for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    float g = grad[i];
-    float p = param[i];
-    if (s.decoupled) {
-      p -= s.lr * s.weight_decay * p;
-    } else {
-      g += s.weight_decay * p;
-    }
-    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = p - s.step_size * mi / (sqrtf(vi) * s.inv_sqrt_bc2 + s.epsilon);
+    AdamElement(s, grad[i], m[i], v[i], param[i]);
   }
 }
 

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "compute/dense_optimizer_math.h"
+
 namespace ferry::kernels {
 
 // Device-side result slot of the reductions below (one per backend).
@@ -103,17 +105,6 @@ cudaError_t LaunchMomentumUpdate(size_t n, float lr, float weight_decay,
 // Scalars of one Adam(W) step. The bias-correction terms are computed once on
 // the host, exactly as the CPU backend computes them:
 //   step_size = lr / (1 - beta1^step), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^step).
-struct AdamScalars {
-  float lr;
-  float weight_decay;
-  float beta1;
-  float beta2;
-  float epsilon;
-  float step_size;
-  float inv_sqrt_bc2;
-  bool decoupled;  // AdamW: param -= lr * weight_decay * param first
-};
-
 // One Adam (decoupled = false: weight decay added to the gradient) or AdamW
 // step, in place on m, v and param.
 cudaError_t LaunchAdamUpdate(size_t n, const AdamScalars& s, const float* grad,
