@@ -233,7 +233,8 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
         embedding.contains("rows") ? embedding["rows"].get<int64_t>() : 0;
     summary["embedding"] = std::move(embedding);
   }
-  if (s.contains("pipeline")) {
+  // A status printed with every field has "pipeline": [] for other jobs.
+  if (s.contains("pipeline") && !s.at("pipeline").empty()) {
     // Per role, the workers' pipeline figures summed over their steps; the
     // measured bubble is the mean idle share of the stages.
     nlohmann::json roles = nlohmann::json::array();

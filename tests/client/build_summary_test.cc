@@ -96,6 +96,8 @@ TEST(BuildSummaryTest, CtrJobsGetTheirAucAndLogLoss) {
   EXPECT_EQ(s["embedding"]["evicted_ttl"].get<int64_t>(), 5);
   EXPECT_DOUBLE_EQ(s["test_auc"].get<double>(), 0.78);
   EXPECT_DOUBLE_EQ(s["test_logloss"].get<double>(), 0.5);
+  // Not a pipeline job: no pipeline section (the status has "pipeline": []).
+  EXPECT_FALSE(s.contains("pipeline")) << s.dump(2);
   EXPECT_DOUBLE_EQ(s["test_accuracy"].get<double>(), 0.75);
   ASSERT_EQ(s["evals"].size(), 2u);
   EXPECT_DOUBLE_EQ(s["evals"][0]["test_auc"].get<double>(), 0.71);
