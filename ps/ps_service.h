@@ -26,8 +26,10 @@
 //    pull message waits for its send bucket before it is written, on the
 //    shaper's timer thread. The coordinator's control RPCs are not shaped.
 //  - FinalizeStep, Fence, ShardInfo: unary.
-//  - ReadTables: server streaming; the tables are encoded at once, under
-//    the shard's lock (pushes and pulls wait), then sent in 1 MiB pieces.
+//  - ReadTables: server streaming; the tables are written at once, under
+//    the shard's lock (pushes and pulls wait), to a spool file in the
+//    checkpoint directory (else the temp directory), then sent from it in
+//    1 MiB pieces.
 //  - Checkpoint, Restore: unary, through a PsCheckpointer (file I/O on the
 //    gRPC thread); FAILED_PRECONDITION "no checkpoint directory" when the
 //    service has none.
@@ -42,6 +44,9 @@
 #ifndef FERRY_PS_PS_SERVICE_H_
 #define FERRY_PS_PS_SERVICE_H_
 
+#include <string>
+
+#include "common/file_system.h"
 #include "common/link_shaper.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -49,6 +54,15 @@
 #include "ps/ps_shard.h"
 
 namespace ferry {
+
+// The names of ReadTables' spool files start with this.
+inline constexpr char kTablesSpoolPrefix[] = ".read-tables-";
+
+// Deletes the spool files a shard killed during a ReadTables left in `dir`
+// (its checkpoint directory), at start, before it serves; returns how many.
+// Errors: listing the directory (NOT_FOUND counts as none) or deleting.
+absl::StatusOr<int> DeleteStaleTablesSpools(FileSystem* fs,
+                                            const std::string& dir);
 
 class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
                             v1::ParameterServer::WithRawCallbackMethod_Pull<

@@ -13,7 +13,9 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_system.h"
 #include "common/status_macros.h"
@@ -64,7 +66,7 @@ class ReadTablesReactor final
     }
     auto spooled = SpoolTables(
         *shard, request, dir,
-        absl::StrCat(".read-tables-", getpid(), "-",
+        absl::StrCat(kTablesSpoolPrefix, getpid(), "-",
                      reinterpret_cast<uintptr_t>(this), ".section"));
     if (!spooled.ok()) {
       Finish(ToGrpcStatus(absl::Status(
@@ -118,6 +120,20 @@ class ReadTablesReactor final
 };
 
 }  // namespace
+
+absl::StatusOr<int> DeleteStaleTablesSpools(FileSystem* fs,
+                                            const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = fs->ListDirectory(dir);
+  if (absl::IsNotFound(names.status())) return 0;
+  if (!names.ok()) return names.status();
+  int deleted = 0;
+  for (const std::string& name : *names) {
+    if (!absl::StartsWith(name, kTablesSpoolPrefix)) continue;
+    RETURN_IF_ERROR(fs->DeleteFile(absl::StrCat(dir, "/", name)));
+    ++deleted;
+  }
+  return deleted;
+}
 
 grpc::ServerWriteReactor<v1::ReadTablesChunk>* PsService::ReadTables(
     grpc::CallbackServerContext* context,

@@ -24,6 +24,7 @@
 #include "ps/job_tables.h"
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
+#include "ps/ps_service.h"
 #include "ps/ps_shard.h"
 #include "ps/tables_file.h"
 #include "server/server_main.h"
@@ -149,6 +150,14 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
   partition->checkpointer = std::make_unique<PsCheckpointer>(
       partition->shard.get(), PosixFileSystem(), checkpoint_dir);
   PsCheckpointer& checkpointer = *partition->checkpointer;
+  if (checkpointer.has_directory()) {
+    ASSIGN_OR_RETURN(const int spools, DeleteStaleTablesSpools(
+                                           PosixFileSystem(), checkpoint_dir));
+    if (spools > 0) {
+      LogWarn("deleted the spool files of an export that did not finish",
+              {{"shard", logical_id}, {"files", spools}});
+    }
+  }
   ASSIGN_OR_RETURN(auto resumed, checkpointer.Resume());
   if (resumed.has_value()) {
     LogInfo("resumed from checkpoint", {{"shard", logical_id},

@@ -311,5 +311,27 @@ TEST_F(PsServiceTest, ShutdownEndsPendingPulls) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
+// A shard killed during a ReadTables leaves its spool (or the spool's
+// temporary file); at start it deletes those and nothing else.
+TEST(TablesSpool, StaleSpoolsAreDeletedAndNothingElse) {
+  InMemoryFileSystem fs;
+  ASSERT_TRUE(fs.CreateDirectories("/ckpt").ok());
+  for (const char* name :
+       {".read-tables-12-345.section", ".read-tables-7-8.section.tmp",
+        "shard-0-v00000010.ckpt", "read-tables-1.section"}) {
+    ASSERT_TRUE(fs.WriteFileAtomically(std::string("/ckpt/") + name, "x").ok());
+  }
+  auto deleted = DeleteStaleTablesSpools(&fs, "/ckpt");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);
+  auto left = fs.ListDirectory("/ckpt");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, (std::vector<std::string>{"read-tables-1.section",
+                                             "shard-0-v00000010.ckpt"}));
+  auto none = DeleteStaleTablesSpools(&fs, "/missing");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, 0);
+}
+
 }  // namespace
 }  // namespace ferry
