@@ -19,6 +19,7 @@
 #include "common/cli_flags.h"
 #include "common/exit_codes.h"
 #include "common/link_shaper.h"
+#include "common/mutex_checks.h"
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
 #include "common/training_metrics.h"
@@ -73,6 +74,7 @@ std::vector<std::string> JobArgs(const std::string& model,
 }  // namespace
 
 int main(int argc, char** argv) {
+  ferry::ConfigureMutexDeadlockChecks();
   ferry::BlockShutdownSignals();
   CLI::App app{
       "ferry: distributed training with parameter servers or ring all-reduce"};

@@ -11,6 +11,7 @@
 #include "common/cli_flags.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/ops_flags.h"
 #include "common/shutdown_signal.h"
 #include "model/embedding_options.h"
@@ -19,6 +20,7 @@
 
 int main(int argc, char** argv) {
   ferry::TuneAllocatorForLargeMessages(argv);
+  ferry::ConfigureMutexDeadlockChecks();
   ferry::BlockShutdownSignals();
   CLI::App app{
       "ferry-server: coordinator or parameter-server shard of a ferry job"};

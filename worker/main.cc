@@ -17,6 +17,7 @@
 #include "common/cli_flags.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/ops_flags.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
@@ -220,6 +221,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
 
 int main(int argc, char** argv) {
   ferry::TuneAllocatorForLargeMessages(argv);
+  ferry::ConfigureMutexDeadlockChecks();
   CLI::App app{"ferry-worker: a stateless training worker"};
   bool standalone = false;
   ferry::TrainOptions options;
