@@ -89,7 +89,8 @@ absl::Status CheckPipelineMemory(const ModelDef& def,
                                  const std::vector<StageRange>& split,
                                  int batch, int micro_batches,
                                  PipelineSchedule schedule,
-                                 int optimizer_buffers, int64_t budget_bytes) {
+                                 int optimizer_buffers, int64_t budget_bytes,
+                                 absl::string_view remedy) {
   if (budget_bytes <= 0) return absl::OkStatus();
   if (micro_batches < 1 || micro_batches > batch) {
     return absl::InvalidArgumentError(
@@ -114,10 +115,7 @@ absl::Status CheckPipelineMemory(const ModelDef& def,
         ", workspace ", MiB(m.workspace_bytes),
         "), over the worker memory "
         "budget of ",
-        MiB(budget_bytes),
-        ": split it into more pipeline stages (--pipeline-stages), use more "
-        "micro-batches (--micro-batches) or the 1f1b schedule, or raise "
-        "--worker-memory-budget"));
+        MiB(budget_bytes), ": ", remedy));
   }
   return absl::OkStatus();
 }

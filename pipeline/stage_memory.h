@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/model_def.h"
 #include "model/pipeline_split.h"
 #include "pipeline/pipeline_schedule.h"
@@ -52,15 +53,20 @@ absl::StatusOr<StageMemory> EstimateStageMemory(const ModelDef& def,
 // otherwise (the --worker-memory-budget flag).
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
 
+// What CheckPipelineMemory's refusal proposes by default.
+inline constexpr char kPipelineMemoryRemedy[] =
+    "split it into more pipeline stages (--pipeline-stages), use more "
+    "micro-batches (--micro-batches) or the 1f1b schedule, or raise "
+    "--worker-memory-budget";
+
 // Checks every stage of `split` running `batch` rows in `micro_batches`
 // under `schedule` against `budget_bytes` (<= 0: no budget). OK, or
 // RESOURCE_EXHAUSTED naming the first stage over it, its estimate by part,
-// the budget, and what would fit it (more stages, more micro-batches, 1f1b).
-absl::Status CheckPipelineMemory(const ModelDef& def,
-                                 const std::vector<StageRange>& split,
-                                 int batch, int micro_batches,
-                                 PipelineSchedule schedule,
-                                 int optimizer_buffers, int64_t budget_bytes);
+// the budget, and `remedy`: what would fit it.
+absl::Status CheckPipelineMemory(
+    const ModelDef& def, const std::vector<StageRange>& split, int batch,
+    int micro_batches, PipelineSchedule schedule, int optimizer_buffers,
+    int64_t budget_bytes, absl::string_view remedy = kPipelineMemoryRemedy);
 
 }  // namespace ferry
 

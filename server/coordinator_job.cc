@@ -145,20 +145,15 @@ absl::Status SetMemoryBudget(const CoordinatorFlags& f, const ModelDef* dense,
       const std::vector<StageRange> split,
       SplitModel(*dense, stages, stages > 1 ? p.split : std::vector<int>{},
                  p.balance));
-  const absl::Status fits = CheckPipelineMemory(
+  // More stages do not help a ring member, which holds the whole model.
+  RETURN_IF_ERROR(CheckPipelineMemory(
       *dense, split, job.global_batch(), p.micro_batches, p.schedule,
       ring ? OptimizerStateBuffers(FromProto(job.optimizer()).kind) : 0,
-      *budget);
-  if (!fits.ok()) {
-    return absl::Status(
-        fits.code(),
-        absl::StrCat(fits.message(),
-                     ring && job.pipeline_stages() > 1
-                         ? " (in ring mode every member holds the whole "
-                           "model: use --mode ps for a model larger than one "
-                           "worker)"
-                         : ""));
-  }
+      *budget,
+      ring ? "in ring mode every member holds the whole model, whatever "
+             "--pipeline-stages: use --mode ps (each pipeline stage's workers "
+             "hold only that stage) or raise --worker-memory-budget"
+           : kPipelineMemoryRemedy));
   job.set_worker_memory_budget_bytes(*budget);
   return absl::OkStatus();
 }

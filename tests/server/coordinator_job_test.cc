@@ -21,6 +21,7 @@ namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kSmallDlrm[] =
     R"({"format": "ferry.model.v1", "kind": "dlrm", "embedding_dim": 4,
@@ -184,7 +185,11 @@ TEST_F(CoordinatorJobTest, AWorkerMemoryBudgetBoundsWhatOneWorkerHolds) {
   built = BuildCoordinatorJob(f);
   EXPECT_EQ(built.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(built.status().message()),
-              HasSubstr("use --mode ps"));
+              HasSubstr("in ring mode every member holds the whole model, "
+                        "whatever --pipeline-stages: use --mode ps"));
+  // No advice that cannot help a ring member.
+  EXPECT_THAT(std::string(built.status().message()),
+              Not(HasSubstr("split it into more pipeline stages")));
   f.mode = "ps";
   f.worker_memory_budget = "12XB";
   EXPECT_THAT(std::string(BuildCoordinatorJob(f).status().message()),
