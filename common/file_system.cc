@@ -268,6 +268,10 @@ class Posix final : public FileSystem {
       const std::string& path) override {
     return PosixAtomicFile::Open(path, /*sync=*/true);
   }
+  absl::StatusOr<std::unique_ptr<AtomicFile>> NewScratchFile(
+      const std::string& path) override {
+    return PosixAtomicFile::Open(path, /*sync=*/false);
+  }
 
   static absl::Status Replace(const std::string& path,
                               absl::string_view contents, bool sync) {

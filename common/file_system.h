@@ -115,6 +115,14 @@ class FileSystem {
   // memory and calls WriteFileAtomically on Commit.
   virtual absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(
       const std::string& path);
+  // As NewAtomicFile without the fsyncs (as ReplaceFile is to
+  // WriteFileAtomically): for a file read back and deleted soon (an export's
+  // spool), whose loss in a machine crash costs nothing. The default is
+  // NewAtomicFile.
+  virtual absl::StatusOr<std::unique_ptr<AtomicFile>> NewScratchFile(
+      const std::string& path) {
+    return NewAtomicFile(path);
+  }
   // The whole file. NOT_FOUND when it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The whole file read in place (see MappedFile); errors as ReadFile's.

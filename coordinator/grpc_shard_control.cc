@@ -222,10 +222,15 @@ absl::Status GrpcShardControl::WriteDlrmExport(
                                  fs, kReadTablesTimeout, &finalize_bytes_)
         .status();
   }));
+  // Each file's pages leave memory once the writer has read them.
   std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<BytesDone> release;
   std::vector<std::vector<TableCheckpointView>> parts;
   for (size_t s = 0; s < spools.size(); ++s) {
     ASSIGN_OR_RETURN(files.emplace_back(), fs->MapFile(spools[s]));
+    release.push_back([file = files.back().get()](absl::string_view part) {
+      file->Release(part);
+    });
     absl::StatusOr<std::vector<TableCheckpointView>> views =
         DecodeTableViews(files.back()->bytes(), /*with_counters=*/true);
     if (!views.ok()) {
@@ -235,18 +240,9 @@ absl::Status GrpcShardControl::WriteDlrmExport(
     }
     parts.push_back(*std::move(views));
   }
-  // Each file's pages leave memory once the writer has read them.
-  const BytesDone release = [&files](absl::string_view part) {
-    for (const std::unique_ptr<MappedFile>& file : files) {
-      const absl::string_view bytes = file->bytes();
-      if (part.data() >= bytes.data() &&
-          part.data() + part.size() <= bytes.data() + bytes.size()) {
-        file->Release(part);
-      }
-    }
-  };
-  ASSIGN_OR_RETURN(std::unique_ptr<MergedTableSources> tables,
-                   MergedTableSources::Create(std::move(parts), release));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<MergedTableSources> tables,
+      MergedTableSources::Create(std::move(parts), std::move(release)));
   ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job_));
   ASSIGN_OR_RETURN(const SparseStoreConfig config, JobTablesConfig(job_));
   return ExportDlrm(export_dir_, spec, params_, tables->pointers(),

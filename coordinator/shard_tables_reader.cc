@@ -12,7 +12,7 @@ absl::StatusOr<int64_t> ReadShardTablesToFile(
     v1::ParameterServer::Stub& stub, const std::string& job_id,
     int64_t min_version, const std::string& path, FileSystem* fs,
     absl::Duration timeout, ByteCounter* bytes) {
-  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewScratchFile(path));
   grpc::ClientContext context;
   SetDeadline(context, timeout);
   v1::ReadTablesRequest request;

@@ -16,7 +16,8 @@ constexpr size_t kRunRows = 4096;
 // One table: its part on every shard, in shard order.
 class MergedTableSources::Table final : public TablePartSource {
  public:
-  Table(std::vector<TableCheckpointView> parts, BytesDone release)
+  // `release`: empty, or one per part.
+  Table(std::vector<TableCheckpointView> parts, std::vector<BytesDone> release)
       : parts_(std::move(parts)), release_(std::move(release)) {
     for (const TableCheckpointView& part : parts_) {
       rows_ += part.ids.size();
@@ -48,7 +49,9 @@ class MergedTableSources::Table final : public TablePartSource {
     std::vector<uint64_t> ids;
     std::vector<int64_t> last_seen;
     std::vector<float> values;
-    for (const TableCheckpointView& part : parts_) {
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      const TableCheckpointView& part = parts_[p];
+      const BytesDone* release = release_.empty() ? nullptr : &release_[p];
       const size_t rows = part.ids.size();
       for (size_t first = 0; first < rows; first += kRunRows) {
         const size_t n = std::min(kRunRows, rows - first);
@@ -59,10 +62,10 @@ class MergedTableSources::Table final : public TablePartSource {
         part.last_seen.CopyTo(first, n, last_seen.data());
         part.values.CopyTo(first * floats, n * floats, values.data());
         fn(TableRowRun{ids, last_seen, values});
-        if (release_) {
-          release_(part.ids.bytes(first, n));
-          release_(part.last_seen.bytes(first, n));
-          release_(part.values.bytes(first * floats, n * floats));
+        if (release != nullptr && *release) {
+          (*release)(part.ids.bytes(first, n));
+          (*release)(part.last_seen.bytes(first, n));
+          (*release)(part.values.bytes(first * floats, n * floats));
         }
       }
     }
@@ -80,7 +83,7 @@ class MergedTableSources::Table final : public TablePartSource {
 
  private:
   const std::vector<TableCheckpointView> parts_;
-  const BytesDone release_;
+  const std::vector<BytesDone> release_;
   uint64_t rows_ = 0;
   uint64_t pending_ = 0;
   bool all_counted_ = true;
@@ -90,7 +93,12 @@ class MergedTableSources::Table final : public TablePartSource {
 MergedTableSources::~MergedTableSources() = default;
 
 absl::StatusOr<std::unique_ptr<MergedTableSources>> MergedTableSources::Create(
-    std::vector<std::vector<TableCheckpointView>> shards, BytesDone release) {
+    std::vector<std::vector<TableCheckpointView>> shards,
+    std::vector<BytesDone> release) {
+  if (!release.empty() && release.size() != shards.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d releasers for %d shards", release.size(), shards.size()));
+  }
   auto merged = std::unique_ptr<MergedTableSources>(new MergedTableSources());
   if (shards.empty()) return merged;
   const std::vector<TableCheckpointView>& first = shards.front();

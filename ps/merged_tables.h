@@ -25,12 +25,13 @@ class MergedTableSources {
  public:
   // `shards[s]` is shard s's tables. INVALID_ARGUMENT when the shards do
   // not hold the same tables, in the same order, with the same row size.
-  // `release` (optional) is told of the parts' bytes once a pass over them
-  // has read them (MappedFile::Release), so that a mapped part's pages
-  // leave the process behind the writer.
+  // `release` (empty, or one per shard, e.g. its mapped file's
+  // MappedFile::Release) is told of a shard's bytes once a pass over them
+  // has read them, so that a mapped part's pages leave the process behind
+  // the writer; INVALID_ARGUMENT for another count.
   static absl::StatusOr<std::unique_ptr<MergedTableSources>> Create(
       std::vector<std::vector<TableCheckpointView>> shards,
-      BytesDone release = nullptr);
+      std::vector<BytesDone> release = {});
   ~MergedTableSources();
 
   // The merged tables, in the shards' table order.

@@ -37,7 +37,8 @@ absl::StatusOr<std::pair<int64_t, std::unique_ptr<MappedFile>>> SpoolTables(
   const std::string path = absl::StrCat(dir, "/", name);
   int64_t version = 0;
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, fs->NewAtomicFile(path));
+    ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file,
+                     fs->NewScratchFile(path));
     ASSIGN_OR_RETURN(version,
                      shard.WriteTablesSection(request.job_id(),
                                               request.min_version(), *file));

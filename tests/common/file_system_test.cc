@@ -32,37 +32,51 @@ class PosixAtomicFileTest : public ::testing::Test {
   std::string dir_;
 };
 
+// NewAtomicFile, or NewScratchFile (the same without the fsyncs): both
+// replace the path whole on Commit and leave nothing without it.
+absl::StatusOr<std::unique_ptr<AtomicFile>> Open(FileSystem* fs,
+                                                 const std::string& path,
+                                                 bool scratch) {
+  return scratch ? fs->NewScratchFile(path) : fs->NewAtomicFile(path);
+}
+
 TEST_F(PosixAtomicFileTest, PiecesReplaceThePathOnCommit) {
-  const std::string path = dir_ + "/f";
-  ASSERT_TRUE(fs_->WriteFileAtomically(path, "old").ok());
-  auto file = fs_->NewAtomicFile(path);
-  ASSERT_TRUE(file.ok()) << file.status();
-  // Small pieces (buffered) and one larger than the 1 MiB buffer.
-  const std::string big(3 << 20, 'b');
-  ASSERT_TRUE((*file)->Append("a").ok());
-  ASSERT_TRUE((*file)->Append(big).ok());
-  ASSERT_TRUE((*file)->Append("c").ok());
-  EXPECT_EQ(*fs_->ReadFile(path), "old");  // not before the commit
-  ASSERT_TRUE((*file)->Commit().ok());
-  EXPECT_EQ(*fs_->ReadFile(path), "a" + big + "c");
-  EXPECT_EQ((*file)->Commit().code(), absl::StatusCode::kFailedPrecondition);
-  file->reset();
-  EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f"));
+  for (const bool scratch : {false, true}) {
+    SCOPED_TRACE(scratch ? "scratch" : "atomic");
+    const std::string path = dir_ + "/f";
+    ASSERT_TRUE(fs_->WriteFileAtomically(path, "old").ok());
+    auto file = Open(fs_, path, scratch);
+    ASSERT_TRUE(file.ok()) << file.status();
+    // Small pieces (buffered) and one larger than the 1 MiB buffer.
+    const std::string big(3 << 20, 'b');
+    ASSERT_TRUE((*file)->Append("a").ok());
+    ASSERT_TRUE((*file)->Append(big).ok());
+    ASSERT_TRUE((*file)->Append("c").ok());
+    EXPECT_EQ(*fs_->ReadFile(path), "old");  // not before the commit
+    ASSERT_TRUE((*file)->Commit().ok());
+    EXPECT_EQ(*fs_->ReadFile(path), "a" + big + "c");
+    EXPECT_EQ((*file)->Commit().code(), absl::StatusCode::kFailedPrecondition);
+    file->reset();
+    EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f"));
+  }
 }
 
 TEST_F(PosixAtomicFileTest, WithoutCommitNothingChanges) {
-  const std::string path = dir_ + "/f";
-  ASSERT_TRUE(fs_->WriteFileAtomically(path, "old").ok());
-  {
-    auto file = fs_->NewAtomicFile(path);
-    ASSERT_TRUE(file.ok());
-    ASSERT_TRUE((*file)->Append(std::string(2 << 20, 'x')).ok());
-    EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f", "f.tmp"));
+  for (const bool scratch : {false, true}) {
+    SCOPED_TRACE(scratch ? "scratch" : "atomic");
+    const std::string path = dir_ + "/f";
+    ASSERT_TRUE(fs_->WriteFileAtomically(path, "old").ok());
+    {
+      auto file = Open(fs_, path, scratch);
+      ASSERT_TRUE(file.ok());
+      ASSERT_TRUE((*file)->Append(std::string(2 << 20, 'x')).ok());
+      EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f", "f.tmp"));
+    }
+    EXPECT_EQ(*fs_->ReadFile(path), "old");
+    EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f"));
+    EXPECT_EQ(Open(fs_, dir_ + "/missing/f", scratch).status().code(),
+              absl::StatusCode::kNotFound);
   }
-  EXPECT_EQ(*fs_->ReadFile(path), "old");
-  EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("f"));
-  EXPECT_EQ(fs_->NewAtomicFile(dir_ + "/missing/f").status().code(),
-            absl::StatusCode::kNotFound);
 }
 
 // Resident pages of this process (/proc/self/statm), in bytes.

@@ -63,17 +63,31 @@ TEST(MergedTableSources, WriteTheShardsPartsOneAfterTheOther) {
       {Part(0, 3, 17, 0, 800000, TableCounters{100, 0, 0, 0, 0}),
        Part(7, 2, 1, 0, 90000, TableCounters{0, 0, 0, 0, 3})}};
   std::vector<std::vector<TableCheckpointView>> views;
-  size_t row_bytes = 0;
-  for (const auto& shard : shards) {
-    views.push_back(ViewsOf(shard));
-    for (const TableCheckpoint& t : shard) {
-      row_bytes += t.ids.size() * (8 + 8) + t.values.size() * 4;
+  std::vector<size_t> row_bytes(shards.size(), 0), released(shards.size(), 0);
+  std::vector<BytesDone> release;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    views.push_back(ViewsOf(shards[s]));
+    for (const TableCheckpoint& t : shards[s]) {
+      row_bytes[s] += t.ids.size() * (8 + 8) + t.values.size() * 4;
     }
+    // Each shard's releaser is told only of that shard's bytes.
+    release.push_back([&, s](absl::string_view part) {
+      bool inside = false;
+      for (const TableCheckpoint& t : shards[s]) {
+        for (const absl::string_view column :
+             {TableCheckpointView::Of(t).ids.bytes(0, t.ids.size()),
+              TableCheckpointView::Of(t).last_seen.bytes(0, t.ids.size()),
+              TableCheckpointView::Of(t).values.bytes(0, t.values.size())}) {
+          inside = inside ||
+                   (part.data() >= column.data() &&
+                    part.data() + part.size() <= column.data() + column.size());
+        }
+      }
+      EXPECT_TRUE(inside) << "shard " << s;
+      released[s] += part.size();
+    });
   }
-  size_t released = 0;
-  auto merged = MergedTableSources::Create(
-      std::move(views),
-      [&](absl::string_view part) { released += part.size(); });
+  auto merged = MergedTableSources::Create(std::move(views), release);
   ASSERT_TRUE(merged.ok()) << merged.status();
   auto back = WriteAndRead(**merged);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -109,7 +123,16 @@ TEST(MergedTableSources, WriteTheShardsPartsOneAfterTheOther) {
   }
   // The writer passes over the rows once per column; each pass releases
   // what it read.
-  EXPECT_GE(released, row_bytes);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    EXPECT_GE(released[s], row_bytes[s]) << s;
+  }
+  EXPECT_GT(released[0], 0u);
+  // One releaser per shard, or none.
+  release.pop_back();
+  std::vector<std::vector<TableCheckpointView>> again;
+  for (const auto& shard : shards) again.push_back(ViewsOf(shard));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      MergedTableSources::Create(std::move(again), release).status()));
 }
 
 TEST(MergedTableSources, DropTheCountersUnlessEveryShardHasThem) {
