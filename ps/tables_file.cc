@@ -47,14 +47,6 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
   return WriteTablesFile(path, tables, fs);
 }
 
-absl::Status WriteTablesFile(const std::string& path,
-                             const std::vector<TableCheckpoint>& tables,
-                             FileSystem* fs) {
-  RETURN_IF_ERROR(ValidateTables(tables));
-  const TableCheckpointSources sources(tables);
-  return WriteTablesFile(path, sources.pointers(), fs);
-}
-
 absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
                                TableScope scope, FileSystem* fs) {
   ASSIGN_OR_RETURN(const MappedCheckpoint mapped,

@@ -13,9 +13,10 @@
 #define FERRY_PS_TABLES_FILE_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/checkpoint_tables.h"
 #include "common/file_system.h"
 #include "model/dlrm_weights.h"
 #include "ps/sparse_store.h"
@@ -27,12 +28,8 @@ inline constexpr char kTablesFileJob[] = "ferry-dlrm-export";
 // Writes `store`'s tables to `path` (atomically; its directory must exist).
 absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
                              FileSystem* fs = PosixFileSystem());
-// The same from tables in memory (a ring member's). INVALID_ARGUMENT when
-// they do not pass ValidateTables.
-absl::Status WriteTablesFile(const std::string& path,
-                             const std::vector<TableCheckpoint>& tables,
-                             FileSystem* fs = PosixFileSystem());
-// The same from sources (a distributed job's tables merged from its shards:
+// The same from sources (a ring member's tables in memory,
+// TableCheckpointSources; a distributed job's merged from its shards,
 // ps/merged_tables.h). INVALID_ARGUMENT when their headers do not pass
 // ValidateTableSources; INTERNAL when a source gives other rows than its
 // header says (the file is then not written).
