@@ -22,6 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def label(run):
     text = f"{run['mode']} {run['model']} W{run['workers']}"
+    if run.get("invalid"):
+        text = "INVALID " + text
     if run["mode"] in ("ps", "hybrid"):
         text += f" S{run['shards']}"
         if run["consistency"] != "sync":
@@ -96,8 +98,10 @@ def comm_compute(runs, path):
 
 
 def scatter(runs, path):
-    # Loopback baselines calibrate the model; only emulated links compare.
-    runs = [r for r in runs if r["link_bandwidth"] != "0" or r["link_latency"] != "0"]
+    # Loopback baselines calibrate the model; only emulated links compare,
+    # and rows that broke a physical check (INVALID) are no evidence.
+    runs = [r for r in runs if (r["link_bandwidth"] != "0" or r["link_latency"] != "0")
+            and not r.get("invalid")]
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for mode, marker in (("ps", "o"), ("ring", "s"), ("hybrid", "^"),
                          ("ring-full", "D")):

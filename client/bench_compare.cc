@@ -327,6 +327,16 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
                "5+50 steps; 12 runs with the loopback baselines, about 1.5 "
                "min); overrides the "
                "sweep flags");
+  cmd.add_option("--dataset", f.dataset,
+                 "dense models' data: auto (fashion-mnist when the model "
+                 "takes its images, else synthetic), fashion-mnist, "
+                 "synthetic")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic"}));
+  cmd.add_flag("--strict", f.strict,
+               "exit 1 when a row breaks a physical check (marked INVALID: "
+               "exposed comm or compute longer than the step, faster than "
+               "its link, samples/s x window not the samples applied)");
   cmd.add_option("--out", f.out_dir,
                  "output directory (results.json/.csv/.md, plots, runs/)")
       ->required();
@@ -388,6 +398,7 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
   ProgressPrinter progress(stderr);
   progress.Line(absl::StrFormat("%d runs, results in %s", sweep->size(), out));
   std::vector<nlohmann::json> runs;
+  std::vector<std::string> invalid_rows;
   nlohmann::json failures = nlohmann::json::array();
   const absl::Time start = absl::Now();
   for (size_t i = 0; i < sweep->size(); ++i) {
@@ -413,14 +424,23 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
       continue;
     }
     const nlohmann::json& step_predicted = (*record)["step_seconds_predicted"];
+    if (!IsValidRow(*record)) {
+      for (const auto& reason : (*record)["invalid"]) {
+        progress.Line(absl::StrFormat("[%d/%d] %s: INVALID: %s", i + 1,
+                                      sweep->size(), Describe(c),
+                                      reason.get<std::string>()));
+      }
+      invalid_rows.push_back(c.Name());
+    }
     progress.Line(absl::StrFormat(
-        "[%d/%d] %s: step %.4f s (model %s), %.3f MB/worker/step (model "
-        "%.3f)  [%.0f s]",
+        "[%d/%d] %s: step %.4f s (model %s), %.0f samples/s, %.3f "
+        "MB/worker/step (model %.3f)  [%.0f s]",
         i + 1, sweep->size(), Describe(c),
         (*record)["step_seconds_measured"].get<double>(),
         step_predicted.is_null()
             ? std::string("n/a: loopback baseline")
             : absl::StrFormat("%.4f", step_predicted.get<double>()),
+        (*record)["samples_per_second"].get<double>(),
         (*record)["bytes_per_step_per_worker_measured"].get<double>() / 1e6,
         (*record)["bytes_per_step_per_worker_predicted"].get<double>() / 1e6,
         seconds));
@@ -437,6 +457,7 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
       {"cores", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
       {"sweep_seconds", absl::ToDoubleSeconds(absl::Now() - start)},
       {"runs", runs},
+      {"invalid_rows", invalid_rows},
       {"failures", failures}};
   for (const auto& [name, text] :
        std::vector<std::pair<std::string, std::string>>{
@@ -451,8 +472,15 @@ int RunBenchCompare(const BenchCompareFlags& flags) {
   }
   if (!runs.empty()) Plot(flags, out, progress);
   progress.Line(absl::StrFormat(
-      "%d of %d runs measured in %.0f s; %s/results.md", runs.size(),
-      sweep->size(), absl::ToDoubleSeconds(absl::Now() - start), out));
+      "%d of %d runs measured in %.0f s, %d INVALID; %s/results.md",
+      runs.size(), sweep->size(), absl::ToDoubleSeconds(absl::Now() - start),
+      invalid_rows.size(), out));
+  if (flags.strict && !invalid_rows.empty()) {
+    std::fprintf(
+        stderr, "ferry bench compare: --strict: %zu row(s) INVALID: %s\n",
+        invalid_rows.size(), absl::StrJoin(invalid_rows, ", ").c_str());
+    return 1;
+  }
   return failures.empty() ? 0 : 1;
 }
 

@@ -32,6 +32,11 @@ struct BenchCompareFlags {
   int warmup_steps = 3;
   int steps = 20;
   bool quick = false;
+  // Dense models' data: "auto" (fashion-mnist for a model that takes its
+  // images, synthetic otherwise), "fashion-mnist" or "synthetic".
+  std::string dataset = "auto";
+  // Fail (exit 1) when a row breaks a physical check (INVALID).
+  bool strict = false;
   std::string out_dir;
   std::string plot_script;  // default: bench/plot_compare.py of the source tree
   // DLRM models: the CTR data (`ferry data ctr` output; empty: generated
@@ -69,7 +74,8 @@ BenchCompareFlags QuickPreset(BenchCompareFlags f);
 bool ModeFitsModel(const std::string& mode, bool dlrm);
 
 // Runs the sweep; returns the exit code (0 all runs measured, 1 some run
-// failed: the others are still reported, 2 bad flags).
+// failed, or with --strict a row is INVALID: the others are still
+// reported, 2 bad flags).
 int RunBenchCompare(const BenchCompareFlags& flags);
 
 }  // namespace ferry

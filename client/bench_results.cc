@@ -2,10 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "client/measurement_checks.h"
+#include "common/link_shaper.h"
+#include "common/throughput_window.h"
 #include "model/model_presets.h"
 
 namespace ferry {
@@ -54,29 +60,67 @@ std::string BenchConfig::Name() const {
 absl::StatusOr<BenchMeasurement> MeasureRun(
     const std::vector<nlohmann::json>& lines, const nlohmann::json& summary,
     int workers, int warmup_steps) {
-  const nlohmann::json* first = nullptr;
-  const nlohmann::json* last = nullptr;
-  int in_window = 0;
+  // The window's lines, in step order (a restarted coordinator may write a
+  // step twice: the last line of a step counts).
+  std::map<int64_t, const nlohmann::json*> window;
   for (const nlohmann::json& line : lines) {
     if (!line.contains("step") || !line.contains("data_bytes"))
       continue;  // eval lines
     if (Num(line, "step") < warmup_steps) continue;
-    if (first == nullptr) first = &line;
-    last = &line;
-    ++in_window;
+    window[static_cast<int64_t>(Num(line, "step"))] = &line;
   }
-  if (in_window < 2 || Num(*last, "step") <= Num(*first, "step")) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "only ", in_window, " of ", lines.size(), " metrics lines at step >= ",
-        warmup_steps, ": the run was too short to measure (raise --steps)"));
+  if (window.size() < 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("only ", window.size(), " of ", lines.size(),
+                     " metrics lines at step >= ", warmup_steps,
+                     ": the run was too short to measure (raise --steps)"));
   }
+  for (const auto& [step, line] : window) {
+    if (!line->contains("ended_seconds")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "metrics line of step ", step,
+          " has no ended_seconds: written by a ferry without step clocks"));
+    }
+  }
+  const nlohmann::json& a = *window.begin()->second;
+  const nlohmann::json& b = *window.rbegin()->second;
+  // Times: the steps' own ends (workers' clocks), whatever order and
+  // moment the coordinator recorded them in.
+  ThroughputWindow timed;
+  for (const auto& [step, line] : window) {
+    const double contributors = std::max(1.0, Num(*line, "workers"));
+    const auto at = [&](const char* key) {
+      return absl::UnixEpoch() + absl::Seconds(Num(*line, key));
+    };
+    timed.Add({.ended = at("ended_seconds"),
+               .began = line->contains("began_seconds")
+                            ? std::optional<absl::Time>(at("began_seconds"))
+                            : std::nullopt,
+               .samples = static_cast<int64_t>(Num(*line, "samples")),
+               .reports = static_cast<int64_t>(contributors),
+               .compute_seconds = Num(*line, "compute_seconds") * contributors,
+               .comm_seconds = Num(*line, "comm_seconds") * contributors});
+  }
+  const WindowFigures f = timed.figures();
   BenchMeasurement m;
-  const nlohmann::json& a = *first;
-  const nlohmann::json& b = *last;
-  m.steps = static_cast<int64_t>(Num(b, "step") - Num(a, "step"));
-  const double per_step = 1.0 / m.steps, per_worker_step = per_step / workers;
-  m.step_seconds =
-      (Num(b, "elapsed_seconds") - Num(a, "elapsed_seconds")) * per_step;
+  m.steps = f.steps;
+  m.window_seconds = f.seconds;
+  m.work_seconds = f.work_seconds;
+  m.window_samples = f.samples;
+  m.samples_per_second = f.samples_per_second();
+  m.step_seconds = f.step_seconds();
+  m.compute_worker_seconds = f.compute_seconds;
+  m.comm_worker_seconds = f.comm_seconds;
+  // compute/comm are per step (the mean over its contributors), bytes
+  // cumulative: per step over the steps after the window's first.
+  const double per_step = 1.0 / std::max<int64_t>(1, m.steps);
+  const double per_worker_step = per_step / workers;
+  m.compute_seconds = 0;
+  m.comm_seconds = 0;
+  for (auto it = std::next(window.begin()); it != window.end(); ++it) {
+    m.compute_seconds += Num(*it->second, "compute_seconds") * per_step;
+    m.comm_seconds += Num(*it->second, "comm_seconds") * per_step;
+  }
   m.bytes_sent_per_worker =
       (Num(b.at("data_bytes"), "sent") - Num(a.at("data_bytes"), "sent")) *
       per_worker_step;
@@ -85,29 +129,28 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
                                 per_worker_step;
   m.control_bytes_per_worker =
       (Both(b, "control_bytes") - Both(a, "control_bytes")) * per_worker_step;
-  // compute/comm are per step (the mean over its contributors): sum the
-  // steps after the window's first line.
-  for (const nlohmann::json& line : lines) {
-    if (!line.contains("data_bytes")) continue;
-    const double step = Num(line, "step");
-    if (step <= Num(a, "step") || step > Num(b, "step")) continue;
-    m.compute_seconds += Num(line, "compute_seconds") * per_step;
-    m.comm_seconds += Num(line, "comm_seconds") * per_step;
-  }
   if (b.contains("peer_bytes")) {
+    const auto delta = [&](const char* group, const std::string& peer,
+                           const char* key) {
+      const auto count = [&](const nlohmann::json& j) {
+        return j.contains(group) && j.at(group).contains(peer)
+                   ? Num(j.at(group).at(peer), key)
+                   : 0.0;
+      };
+      return (count(b) - count(a)) * per_step;
+    };
     for (int s = 0; b.at("peer_bytes").contains(absl::StrCat("ps", s)); ++s) {
       const std::string peer = absl::StrCat("ps", s);
-      const double before =
-          a.contains("peer_bytes") ? Both(a.at("peer_bytes"), peer.c_str()) : 0;
-      m.shard_bytes.push_back(
-          (Both(b.at("peer_bytes"), peer.c_str()) - before) * per_step);
-      const double req_before = a.contains("shard_requests")
-                                    ? Num(a.at("shard_requests"), peer.c_str())
-                                    : 0;
-      const double req_after = b.contains("shard_requests")
-                                   ? Num(b.at("shard_requests"), peer.c_str())
-                                   : 0;
-      m.shard_requests.push_back((req_after - req_before) * per_step);
+      m.shard_bytes_in.push_back(delta("peer_bytes", peer, "sent"));
+      m.shard_bytes_out.push_back(delta("peer_bytes", peer, "received"));
+      m.shard_bytes.push_back(m.shard_bytes_in.back() +
+                              m.shard_bytes_out.back());
+      const auto requests = [&](const nlohmann::json& j) {
+        return j.contains("shard_requests")
+                   ? Num(j.at("shard_requests"), peer.c_str())
+                   : 0.0;
+      };
+      m.shard_requests.push_back((requests(b) - requests(a)) * per_step);
     }
   }
   m.test_accuracy = Num(summary, "test_accuracy");
@@ -115,6 +158,48 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
   m.final_loss = Num(summary, "final_loss");
   return m;
 }
+
+namespace {
+
+// What the row trained on, as ferry local was told.
+std::string DatasetLabel(const BenchConfig& c) {
+  if (c.dataset.empty()) return "synthetic";
+  if (absl::StartsWith(c.dataset, "criteo:")) return "criteo-format CTR data";
+  return c.dataset;
+}
+
+// The physical checks of the row (client/measurement_checks.h).
+template <typename PerProcess>
+nlohmann::json InvalidReasons(const BenchConfig& c, const BenchMeasurement& m,
+                              const PerProcess& per_process) {
+  MeasuredWindow w;
+  w.window_seconds = m.window_seconds;
+  w.work_seconds = m.work_seconds;
+  w.window_steps = m.steps;
+  w.window_samples = m.window_samples;
+  w.samples_per_second = m.samples_per_second;
+  w.compute_worker_seconds = m.compute_worker_seconds;
+  w.comm_worker_seconds = m.comm_worker_seconds;
+  w.workers = c.workers;
+  if (absl::StatusOr<double> bw = ParseBandwidth(c.bandwidth); bw.ok()) {
+    w.link_bytes_per_second = *bw;
+  }
+  // Per step, the busiest link in one direction: a worker's (its mean:
+  // no worker's link carries less than the mean of all) or a shard
+  // process's.
+  double busiest =
+      std::max(m.bytes_sent_per_worker, m.bytes_received_per_worker);
+  for (const std::vector<double>* side :
+       {&m.shard_bytes_in, &m.shard_bytes_out}) {
+    for (double bytes : per_process(*side)) busiest = std::max(busiest, bytes);
+  }
+  w.busiest_link_bytes = busiest * static_cast<double>(m.steps);
+  nlohmann::json reasons = nlohmann::json::array();
+  for (const std::string& r : CheckMeasurement(w)) reasons.push_back(r);
+  return reasons;
+}
+
+}  // namespace
 
 nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
                          const CostPrediction& p) {
@@ -154,10 +239,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       why = "the model describes synchronous steps";
     } else if (gap_ms < 0) {
       why = absl::StrFormat(
-          "the stack's overhead measured by the loopback baseline (%.1f ms per "
-          "step) partly "
-          "overlaps the emulated transfers here, while the model %s it",
-          1e3 * p.overhead_seconds, c.mode == "ps" ? "adds" : "counts");
+          "%.1f ms per step less exposed exchange than the model's (its link "
+          "time plus %.1f ms of overhead measured by the loopback baseline)",
+          -gap_ms, 1e3 * p.overhead_seconds);
     } else {
       why = absl::StrFormat(
           "%.1f ms per step of exchange the model does not have: the processes "
@@ -176,19 +260,25 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
     shard_bytes_predicted.push_back(s.sent + s.received);
   // Measured per logical shard; predicted per shard process (its link):
   // logical shard j is partition j / S of process j % S.
-  std::vector<double> shard_bytes = m.shard_bytes;
-  if (c.partitions > 1 && c.shards > 0 &&
-      shard_bytes.size() == static_cast<size_t>(c.shards * c.partitions)) {
-    std::vector<double> per_process(c.shards, 0.0);
-    for (size_t j = 0; j < shard_bytes.size(); ++j)
-      per_process[j % c.shards] += shard_bytes[j];
-    shard_bytes = per_process;
-  }
+  const auto per_process = [&](const std::vector<double>& logical) {
+    if (c.partitions <= 1 || c.shards <= 0 ||
+        logical.size() != static_cast<size_t>(c.shards * c.partitions)) {
+      return logical;
+    }
+    std::vector<double> sums(c.shards, 0.0);
+    for (size_t j = 0; j < logical.size(); ++j)
+      sums[j % c.shards] += logical[j];
+    return sums;
+  };
+  const std::vector<double> shard_bytes = per_process(m.shard_bytes);
+  const nlohmann::json invalid = InvalidReasons(c, m, per_process);
   return {
       {"name", c.Name()},
       {"mode", c.mode},
       {"model", c.model},
       {"mlp_spec", c.mlp_spec},
+      {"dataset", DatasetLabel(c)},
+      {"trained", absl::StrCat(c.mlp_spec, " on ", DatasetLabel(c))},
       {"model_params", p.params},
       {"workers", c.workers},
       {"shards", c.shards},
@@ -206,6 +296,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"bytes_error", bytes_error},
       {"control_bytes_per_step_per_worker", m.control_bytes_per_worker},
       {"step_seconds_measured", m.step_seconds},
+      {"window_seconds", m.window_seconds},
+      {"window_samples", m.window_samples},
+      {"samples_per_second", m.samples_per_second},
       {"step_seconds_predicted", predicted(p.step_seconds)},
       {"step_error", predicted(step_error)},
       {"time_model", times_predicted ? "link model + overhead_seconds"
@@ -226,7 +319,12 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"test_accuracy", m.test_accuracy},
       {"test_accuracy_chance", chance},
       {"final_loss", m.final_loss},
-      {"notes", notes}};
+      {"notes", notes},
+      {"invalid", invalid}};
+}
+
+bool IsValidRow(const nlohmann::json& run) {
+  return !run.contains("invalid") || run.at("invalid").empty();
 }
 
 std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
@@ -234,6 +332,7 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
       "name",
       "mode",
       "model",
+      "trained",
       "model_params",
       "workers",
       "shards",
@@ -254,7 +353,11 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
       "comm_seconds_predicted",
       "comm_error",
       "overhead_seconds",
-      "test_accuracy"};
+      "window_seconds",
+      "window_samples",
+      "samples_per_second",
+      "test_accuracy",
+      "valid"};
   std::string out;
   for (const char* c : kColumns)
     absl::StrAppend(&out, out.empty() ? "" : ",", c);
@@ -262,7 +365,10 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
   for (const nlohmann::json& r : runs) {
     std::string row;
     for (const char* c : kColumns) {
-      const nlohmann::json& v = r.contains(c) ? r.at(c) : nlohmann::json(0);
+      const nlohmann::json v = std::string(c) == "valid"
+                                   ? nlohmann::json(IsValidRow(r))
+                               : r.contains(c) ? r.at(c)
+                                               : nlohmann::json(0);
       absl::StrAppend(&row, row.empty() ? "" : ",",
                       v.is_string() ? v.get<std::string>()
                       : v.is_null() ? ""  // not predicted
@@ -276,23 +382,29 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
 std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
   std::string out =
       "Bytes are payload bytes per step per worker, sent + received, to/from "
-      "shards (PS) or ring "
-      "peers; times are per step. Predictions for emulated links include the "
-      "overhead term "
-      "measured by the run's loopback baseline (`overhead_seconds` in "
-      "results.json; the "
-      "baselines are the rows with link `loopback`). A loopback row has no "
-      "link in the model: its times are not predicted (—), they calibrate "
-      "the overhead of the emulated rows. Sanity acc is the test accuracy "
-      "after the run's few steps (less than an epoch): a check that "
-      "training moved, not a result; a run still at chance level says "
-      "so. S 4x8: 4 shard processes of 8 partitions each.\n\n"
-      "| mode | model | W | S | consistency | compression | link | "
-      "bytes/step/worker "
-      "measured | predicted | err | step s measured | predicted | err | "
-      "compute s | exposed "
-      "comm s measured | predicted | sanity acc |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "shards (PS) or ring peers. Times are per step, from the steps' own "
+      "clocks: the window runs from the end of the first measured step to "
+      "the end of the last, each step ending when its last worker's "
+      "exchange did (`ended_seconds` in metrics.jsonl); samples/s is the "
+      "window's samples over its span. Predictions for emulated links "
+      "include the overhead term measured by the run's loopback baseline "
+      "(`overhead_seconds` in results.json; the baselines are the rows "
+      "with link `loopback`). A loopback row has no link in the model: its "
+      "times are not predicted (—), they calibrate the overhead of the "
+      "emulated rows. Held-out acc is the test accuracy after the run's "
+      "few steps, on samples it did not train on: a check that training "
+      "moved, not a result; a run still at chance level says so. S 4x8: 4 "
+      "shard processes of 8 partitions each. A row marked INVALID broke a "
+      "physical check (exposed comm or compute longer than the step, "
+      "faster than its link, samples/s x window not the samples applied): "
+      "its reasons are listed below the table, and it is left out of the "
+      "error summary.\n\n"
+      "| mode | trained | W | S | consistency | compression | link | "
+      "bytes/step/worker measured | predicted | err | step s measured | "
+      "predicted | err | compute s | exposed comm s measured | predicted | "
+      "samples/s | held-out acc |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+      "---|\n";
   const auto mb = [](const nlohmann::json& v) {
     return absl::StrFormat("%.3f MB", v.get<double>() / 1e6);
   };
@@ -311,17 +423,29 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
     if (a < 2 * chance) return absl::StrFormat("≈ chance (%.2f)", a);
     return absl::StrFormat("%.4f", a);
   };
-  std::string notes;
+  std::string notes, invalid;
+  int predicted = 0, within = 0;
   for (const nlohmann::json& r : runs) {
     const std::string link = r.at("link_bandwidth").get<std::string>() == "0"
                                  ? "loopback"
                                  : r.at("link_bandwidth").get<std::string>() +
                                        " " +
                                        r.at("link_latency").get<std::string>();
+    const bool valid = IsValidRow(r);
+    // "fashion-mlp (784-256-128-10 on fashion-mnist)"; a model given as
+    // its spec is not repeated.
+    const std::string model = r.at("model").get<std::string>();
+    std::string trained = model;
+    if (r.contains("trained")) {
+      trained = r.value("mlp_spec", "") == model
+                    ? r.at("trained").get<std::string>()
+                    : absl::StrCat(model, " (",
+                                   r.at("trained").get<std::string>(), ")");
+    }
     absl::StrAppend(
-        &out, "| ", r.at("mode").get<std::string>(), " | ",
-        r.at("model").get<std::string>(), " | ", r.at("workers").dump(), " | ",
-        r.at("shards").dump(),
+        &out, "| ", valid ? "" : "**INVALID** ",
+        r.at("mode").get<std::string>(), " | ", trained, " | ",
+        r.at("workers").dump(), " | ", r.at("shards").dump(),
         r.value("partitions", 1) > 1
             ? absl::StrCat("x", r.value("partitions", 1))
             : std::string(),
@@ -333,12 +457,31 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
         " | ", sec(r.at("step_seconds_predicted")), " | ",
         pct(r.at("step_error")), " | ", sec(r.at("compute_seconds_per_step")),
         " | ", sec(r.at("comm_seconds_measured")), " | ",
-        sec(r.at("comm_seconds_predicted")), " | ", acc(r), " |\n");
+        sec(r.at("comm_seconds_predicted")), " | ",
+        absl::StrFormat("%.0f", r.value("samples_per_second", 0.0)), " | ",
+        acc(r), " |\n");
     for (const auto& n : r.at("notes")) {
       absl::StrAppend(&notes, "- `", r.at("name").get<std::string>(),
                       "`: ", n.get<std::string>(), "\n");
     }
+    if (!valid) {
+      for (const auto& reason : r.at("invalid")) {
+        absl::StrAppend(&invalid, "- `", r.at("name").get<std::string>(),
+                        "`: ", reason.get<std::string>(), "\n");
+      }
+    } else if (r.at("step_error").is_number()) {
+      ++predicted;
+      if (std::abs(r.at("step_error").get<double>()) <= 0.15) ++within;
+    }
   }
+  if (predicted > 0) {
+    absl::StrAppend(&out, "\nStep time within ±15 % of the model: ", within,
+                    " of ", predicted,
+                    " valid emulated rows (INVALID rows not counted).\n");
+  }
+  if (!invalid.empty())
+    absl::StrAppend(&out, "\nINVALID rows (left out of every summary):\n\n",
+                    invalid);
   if (!notes.empty())
     absl::StrAppend(&out, "\nWhere measurement and model differ:\n\n", notes);
   return out;

@@ -12,7 +12,9 @@
 #include "common/gradient_codec.h"
 #include "common/link_shaper.h"
 #include "common/status_macros.h"
+#include "data/data_source.h"
 #include "model/dlrm_spec.h"
+#include "model/model_presets.h"
 
 namespace ferry {
 
@@ -110,6 +112,20 @@ absl::Status CheckSweepAxes(const BenchCompareFlags& f) {
   return absl::OkStatus();
 }
 
+// A dense model's data as ferry local takes it ("" for synthetic data of
+// the model's shape): --dataset, where auto picks fashion-mnist when the
+// model takes its images and the data is installed.
+absl::StatusOr<std::string> DenseDataset(const std::string& choice,
+                                         const std::string& spec) {
+  if (choice == "synthetic") return std::string();
+  ASSIGN_OR_RETURN(const ModelDef def, ResolveModelSpec(spec));
+  const absl::Status fits = CheckModelFitsDataset(def, "fashion-mnist", "");
+  if (fits.ok()) return std::string("fashion-mnist");
+  if (choice == "auto") return std::string();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--dataset fashion-mnist with model ", spec, ": ", fits.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
@@ -147,7 +163,9 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
       base.batch = f.batch;
       base.warmup_steps = f.warmup_steps;
       base.steps = f.steps;
-      if (dlrm) {
+      if (!dlrm) {
+        ASSIGN_OR_RETURN(base.dataset, DenseDataset(f.dataset, spec));
+      } else {
         base.dataset = absl::StrCat("criteo:", CtrDataDir(f));
         if (mode == "ring-full") base.full_table_rows = f.full_table_rows;
       }

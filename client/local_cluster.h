@@ -63,7 +63,13 @@ int RunLocalCluster(const LocalClusterOptions& options);
 
 // The summary of a finished job from the coordinator's status (its JSON
 // form, proto field names) and the shards' ShardInfo (JSON): the job's
-// shape, steps, speed, accuracy, bytes by role/peer/shard, `workers_seen`,
+// shape, steps, speed (`samples_per_second` over the throughput window of
+// common/throughput_window.h, with `startup_seconds`, `eval_seconds`,
+// `window_seconds`, `window_work_seconds`, `window_samples`,
+// `window_steps`, `step_seconds` and the window's compute and comm per
+// worker step), `invalid` (the physical checks of
+// client/measurement_checks.h it breaks; empty: none), accuracy, bytes by
+// role/peer/shard, `workers_seen`,
 // `epochs_accounting: [{epoch, samples_applied, samples_released,
 // samples_dropped}]`, `evals`, the coordinator's job `events: [{unix_seconds,
 // kind, worker_id, step, samples_lost, detail}]`, `aborted_steps`,

@@ -41,6 +41,8 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
             {"received", m.control_bytes_received}}},
           {"peer_bytes", peers},
           {"shard_requests", calls},
+          {"began_seconds", m.began_seconds},
+          {"ended_seconds", m.ended_seconds},
           {"step_seconds", m.step_seconds},
           {"compute_seconds", m.compute_seconds},
           {"comm_seconds", m.comm_seconds}};

@@ -3,8 +3,10 @@
 //
 // Step lines: {"kind":"step","step","unix_seconds","elapsed_seconds","epoch",
 //   "mode","train_loss","train_accuracy","samples","workers","bytes_sent",
-//   "bytes_received","bytes_workers","step_seconds","compute_seconds",
-//   "comm_seconds"}
+//   "bytes_received","bytes_workers","began_seconds","ended_seconds",
+//   "step_seconds","compute_seconds","comm_seconds"}
+//   ("elapsed_seconds" is when the coordinator recorded the step; the
+//   step's own times are began/ended_seconds, on the workers' clocks)
 // Evaluation lines: {"kind":"eval","step","unix_seconds","elapsed_seconds",
 //   "epoch","final","mode","test_accuracy","test_loss"} and "test_auc" when
 //   the evaluation has one (CTR models)

@@ -204,6 +204,21 @@ FerryMetrics::FerryMetrics()
                                      0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64});
   pending_pulls_ = &pending.Add({});
   members_ = &members.Add({});
+  train_samples_ =
+      &prometheus::BuildGauge()
+           .Name("ferry_train_samples_per_second")
+           .Help(
+               "Samples applied per second over the job's steady window "
+               "(the steps after the first, timed by the workers' clocks)")
+           .Register(r)
+           .Add({});
+  train_step_ = &prometheus::BuildGauge()
+                     .Name("ferry_train_step_seconds")
+                     .Help(
+                         "Mean time per step (async: per task) over the "
+                         "job's steady window")
+                     .Register(r)
+                     .Add({});
 
   auto& rows = prometheus::BuildGauge()
                    .Name("ferry_embedding_rows")
@@ -320,6 +335,8 @@ std::atomic<int> g_exported_role{-1};
 const std::map<std::string, MetricRole, std::less<>>& FamilyRoles() {
   static const auto* roles = new std::map<std::string, MetricRole, std::less<>>{
       {"ferry_members", MetricRole::kCoordinator},
+      {"ferry_train_samples_per_second", MetricRole::kCoordinator},
+      {"ferry_train_step_seconds", MetricRole::kCoordinator},
       {"ferry_pending_pulls", MetricRole::kPs},
       {"ferry_staleness_steps", MetricRole::kPs},
       {"ferry_push_staleness_steps", MetricRole::kPs},

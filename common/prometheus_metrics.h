@@ -108,6 +108,11 @@ class FerryMetrics {
   // server/server_metrics.h) and the worker's generation.
   prometheus::Gauge& pending_pulls() { return *pending_pulls_; }
   prometheus::Gauge& members() { return *members_; }
+  // The coordinator's throughput window (common/throughput_window.h):
+  // ferry_train_samples_per_second and ferry_train_step_seconds, the same
+  // figures as `ferry status` and the summary JSON.
+  prometheus::Gauge& train_samples_per_second() { return *train_samples_; }
+  prometheus::Gauge& train_step_seconds() { return *train_step_; }
   prometheus::Gauge& generation(MetricRole role) {
     return *generation_[Index(role)];
   }
@@ -159,6 +164,8 @@ class FerryMetrics {
   prometheus::Histogram* push_staleness_;
   prometheus::Gauge* pending_pulls_;
   prometheus::Gauge* members_;
+  prometheus::Gauge* train_samples_;
+  prometheus::Gauge* train_step_;
   PerRole<prometheus::Gauge> generation_, model_version_, checkpoint_age_;
   std::array<prometheus::Gauge*, 2> embedding_rows_;
   prometheus::Gauge* embedding_bytes_;

@@ -34,8 +34,8 @@ struct StepMetrics {
   // Optimizer updates applied including this one (the shard version after
   // it, 1-based). Test evaluations use the same axis (EvalMetrics.step).
   int64_t step = 0;
-  absl::Time time;             // when it committed
-  double elapsed_seconds = 0;  // since the job started (across restarts)
+  absl::Time time;             // when the coordinator recorded it
+  double elapsed_seconds = 0;  // `time`, since the job started (restarts too)
   int64_t epoch = 0;
   std::string mode;           // "ps", "ring" or "standalone"
   double train_loss = 0;      // mean over the step's samples
@@ -60,7 +60,16 @@ struct StepMetrics {
     int64_t calls = 0;  // pulls + push streams
   };
   std::map<std::string, PeerTraffic> peers;
-  double step_seconds = 0;     // since the previous commit (or the start)
+  // When the step's work began and ended, on the workers' clocks (the
+  // earliest beginning and the latest exchange end of its contributors;
+  // common/throughput_window.h), as seconds since the job started: unlike
+  // `time`, which is when the coordinator recorded it and may lag and bunch.
+  double began_seconds = 0;
+  double ended_seconds = 0;
+  // From the previous step's end to this one's (the first step: from its
+  // own beginning). Pauses between steps (an evaluation's hold, a
+  // recovery) count in the step after them, as in the throughput window.
+  double step_seconds = 0;
   double compute_seconds = 0;  // mean over the step's contributors
   double comm_seconds = 0;     // mean over the step's contributors
 };

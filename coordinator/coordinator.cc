@@ -185,6 +185,7 @@ CoordinatorGauges Coordinator::Gauges() const {
                         : tasks_applied_;
   g.last_state_write = last_state_write_;
   g.own_bytes = own_bytes_;
+  g.window = window_.figures();
   return g;
 }
 
@@ -461,6 +462,7 @@ void Coordinator::EvaluatorLoop() {
     // An epoch end holds the next epoch's steps only until its weights are
     // fetched; the test-set pass runs while training goes on. A failed
     // fetch releases them too.
+    const absl::Time eval_start = Now();
     const auto result = weights_->EvaluateAndNotify(request.version, [&] {
       if (request.holds_steps) ReleaseStepsHeldForEval();
     });
@@ -477,6 +479,8 @@ void Coordinator::EvaluatorLoop() {
       point.set_epoch(request.epoch);
       point.set_final(request.final);
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
+      point.set_duration_seconds(absl::ToDoubleSeconds(Now() - eval_start));
+      if (request.final) final_eval_seconds_ = point.duration_seconds();
       evals_.push_back(point);
       QueueEvalMetrics(point);
     }

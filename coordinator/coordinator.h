@@ -72,6 +72,7 @@
 #include "common/clock.h"
 #include "common/file_system.h"
 #include "common/peer_limits.h"
+#include "common/throughput_window.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_persistence.h"
 #include "coordinator/membership.h"
@@ -138,6 +139,8 @@ struct CoordinatorGauges {
   // state_dir or before the first write.
   std::optional<absl::Time> last_state_write;
   v1::ByteCounts own_bytes;  // CountBytes() so far, by peer role
+  // The throughput window's figures (common/throughput_window.h).
+  WindowFigures window;
 };
 
 // The scores of one evaluation as an EvalPoint (accuracy, loss, AUC and a
@@ -366,17 +369,20 @@ class Coordinator {
   // Training curves (coordinator_metrics.cc): points are queued under the
   // lock and written by FlushMetrics() after it, in queue order.
   void AddStepReport(OpenStep& step, const std::string& worker_id,
-                     const v1::StepReport& done);
-  void QueueStepMetrics(const OpenStep& step)
+                     const v1::StepReport& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void QueueAsyncMetrics(const v1::StepReport& done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A step's or task's end and beginning on the workers' clocks, and its
+  // entry in the throughput window (`ended`, `began`: see TimedStep).
+  void RecordAppliedStep(const OpenStep& step, absl::Time began,
+                         absl::Time ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordAppliedTask(const v1::StepReport& done, absl::Time began,
+                         absl::Time ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueEvalMetrics(const v1::EvalPoint& point)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `step`: the committed step (its reporters' counts as of their reports);
   // null: every worker's latest counts.
-  void FillCommon(StepMetrics& m, const OpenStep* step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillCommon(StepMetrics& m, const OpenStep* step, absl::Time began,
+                  absl::Time ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushMetrics() ABSL_LOCKS_EXCLUDED(mu_, metrics_mu_);
 
   void FinalizerLoop();
@@ -437,11 +443,12 @@ class Coordinator {
   absl::Status AddPipelineFigures(const v1::PipelineStepFigures& f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
-  std::optional<absl::Time> first_step_time_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);
-  // When the last step was applied (before the final evaluation): the end
-  // of the samples/s window.
-  std::optional<absl::Time> training_end_time_ ABSL_GUARDED_BY(mu_);
+  // Every applied step (async: task) timed by the workers' clocks: the one
+  // definition of samples/s (StatusResponse, metrics, summaries).
+  ThroughputWindow window_ ABSL_GUARDED_BY(mu_);
+  // The final evaluation's own duration (0 until it ran).
+  double final_eval_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
   // Elasticity.
@@ -473,7 +480,8 @@ class Coordinator {
   absl::Mutex metrics_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
       pending_metrics_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Time> last_commit_time_ ABSL_GUARDED_BY(mu_);
+  // The previous step's end (workers' clocks): a step line's step_seconds.
+  std::optional<absl::Time> last_step_end_ ABSL_GUARDED_BY(mu_);
 
   std::thread finalizer_, evaluator_, reaper_;
 };

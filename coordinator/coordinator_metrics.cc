@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/step_times.h"
 
 namespace ferry {
 namespace {
@@ -65,12 +66,27 @@ void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
   step.comm_seconds += done.comm_seconds();
   ++step.reports;
   step.reported_bytes[worker_id] = {done.bytes(), done.peer_bytes()};
+  const ReportTimes t = TimesOf(done, Now());
+  step.began =
+      step.began.has_value() ? std::min(*step.began, t.began) : t.began;
+  step.ended =
+      step.ended.has_value() ? std::max(*step.ended, t.ended) : t.ended;
 }
 
-void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
+void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step,
+                             absl::Time began, absl::Time ended) {
   m.time = Now();
-  m.elapsed_seconds =
-      absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
+  const auto elapsed = [&](absl::Time t) {
+    return absl::ToDoubleSeconds(t - absl::UnixEpoch()) - start_unix_;
+  };
+  m.elapsed_seconds = elapsed(m.time);
+  m.began_seconds = elapsed(began);
+  m.ended_seconds = elapsed(ended);
+  // From the previous step's end (the lines' step_seconds add up to the
+  // throughput window's span), the first step from its own beginning.
+  m.step_seconds =
+      absl::ToDoubleSeconds(ended - last_step_end_.value_or(began));
+  last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
   m.mode = ModeName(options_.job.mode());
   // Cumulative counts of every worker, those that left included: for the
   // step's reporters as of their report of it, for the others the latest.
@@ -106,19 +122,23 @@ void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step) {
                                       : peers->second);
   }
   m.bytes_workers = static_cast<int64_t>(counted.size());
-  m.step_seconds =
-      absl::ToDoubleSeconds(m.time - last_commit_time_.value_or(start_));
-  last_commit_time_ = m.time;
 }
 
-void Coordinator::QueueStepMetrics(const OpenStep& step) {
-  if (options_.metrics == nullptr) return;
+void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
+                                    absl::Time ended) {
+  TimedStep timed{.ended = ended,
+                  .began = began,
+                  .reports = step.reports,
+                  .compute_seconds = step.compute_seconds,
+                  .comm_seconds = step.comm_seconds};
+  for (const Slot& s : step.slots) timed.samples += s.pushed ? s.samples : 0;
+  window_.Add(timed);
+  if (options_.metrics == nullptr) {
+    last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
+    return;
+  }
   StepMetrics m;
-  const std::optional<absl::Time> last = last_commit_time_;
-  FillCommon(m, &step);
-  // The first step after a pause (start, recovery) counts from its forming.
-  m.step_seconds = absl::ToDoubleSeconds(
-      m.time - std::max(last.value_or(start_), step.formed));
+  FillCommon(m, &step, began, ended);
   m.step = step.step + 1;
   m.epoch = step.epoch;
   for (const Slot& s : step.slots) {
@@ -138,10 +158,20 @@ void Coordinator::QueueStepMetrics(const OpenStep& step) {
   pending_metrics_.emplace_back(std::move(m), std::nullopt);
 }
 
-void Coordinator::QueueAsyncMetrics(const v1::StepReport& done) {
-  if (options_.metrics == nullptr) return;
+void Coordinator::RecordAppliedTask(const v1::StepReport& done,
+                                    absl::Time began, absl::Time ended) {
+  window_.Add({.ended = ended,
+               .began = began,
+               .samples = done.num_samples(),
+               .reports = 1,
+               .compute_seconds = done.compute_seconds(),
+               .comm_seconds = done.comm_seconds()});
+  if (options_.metrics == nullptr) {
+    last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
+    return;
+  }
   StepMetrics m;
-  FillCommon(m, nullptr);
+  FillCommon(m, nullptr, began, ended);
   m.step = tasks_applied_;
   m.epoch = queue_->epoch();
   m.samples = done.num_samples();

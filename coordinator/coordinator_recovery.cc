@@ -205,6 +205,7 @@ void Coordinator::RollBackAccounting(int64_t target) {
         lost += t.end() - t.begin();
       }
     }
+    window_.Discount(lost);
     ++rollbacks_;
   }
   steps_applied_ = target;

@@ -17,6 +17,50 @@ absl::Time FromUnixSeconds(double s) {
   return absl::UnixEpoch() + absl::Seconds(s);
 }
 
+v1::ThroughputWindowState WindowToProto(const ThroughputWindow::State& w) {
+  v1::ThroughputWindowState p;
+  if (w.first.has_value()) {
+    p.set_has_first(true);
+    p.set_first_end_unix_seconds(UnixSeconds(w.first->ended));
+    p.set_first_samples(w.first->samples);
+    p.set_first_reports(w.first->reports);
+    p.set_first_compute_seconds(w.first->compute_seconds);
+    p.set_first_comm_seconds(w.first->comm_seconds);
+  }
+  if (w.last_end.has_value()) {
+    p.set_last_end_unix_seconds(UnixSeconds(*w.last_end));
+  }
+  if (w.earliest_began.has_value()) {
+    p.set_earliest_began_unix_seconds(UnixSeconds(*w.earliest_began));
+  }
+  p.set_steps(w.inside.steps);
+  p.set_samples(w.inside.samples);
+  p.set_reports(w.inside.reports);
+  p.set_compute_seconds(w.inside.compute_seconds);
+  p.set_comm_seconds(w.inside.comm_seconds);
+  return p;
+}
+
+ThroughputWindow::State WindowFromProto(const v1::ThroughputWindowState& p) {
+  ThroughputWindow::State w;
+  if (p.has_first()) {
+    w.first = TimedStep{.ended = FromUnixSeconds(p.first_end_unix_seconds()),
+                        .began = std::nullopt,
+                        .samples = p.first_samples(),
+                        .reports = p.first_reports(),
+                        .compute_seconds = p.first_compute_seconds(),
+                        .comm_seconds = p.first_comm_seconds()};
+    w.last_end = FromUnixSeconds(p.last_end_unix_seconds());
+    w.earliest_began = FromUnixSeconds(p.earliest_began_unix_seconds());
+  }
+  w.inside.steps = p.steps();
+  w.inside.samples = p.samples();
+  w.inside.reports = p.reports();
+  w.inside.compute_seconds = p.compute_seconds();
+  w.inside.comm_seconds = p.comm_seconds();
+  return w;
+}
+
 }  // namespace
 
 v1::CoordinatorState Coordinator::SaveState() const {
@@ -44,8 +88,8 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_unique_ids(unique_ids_);
   for (const auto& [key, totals] : pipeline_totals_) *s.add_pipeline() = totals;
   s.set_training_done(training_done_);
-  if (first_step_time_)
-    s.set_first_step_unix_seconds(UnixSeconds(*first_step_time_));
+  *s.mutable_window() = WindowToProto(window_.state());
+  s.set_final_eval_seconds(final_eval_seconds_);
   s.set_digest_checks(digest_checks_);
   s.set_digest_mismatches(digest_mismatches_);
   return s;
@@ -91,8 +135,8 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
     pipeline_totals_[{t.stages() == 1, t.stage()}] = t;
   }
   comm_seconds_ = s.comm_seconds();
-  if (s.first_step_unix_seconds() > 0)
-    first_step_time_ = FromUnixSeconds(s.first_step_unix_seconds());
+  window_ = ThroughputWindow(WindowFromProto(s.window()));
+  final_eval_seconds_ = s.final_eval_seconds();
   digest_checks_ = s.digest_checks();
   digest_mismatches_ = s.digest_mismatches();
   // Every lease of the old run is void (open steps were not saved), except

@@ -54,13 +54,21 @@ v1::StatusResponse Coordinator::Status() const {
                        queue_->num_samples());
   s.set_train_loss(recent_loss_);
   const absl::Time end = finish_time_.value_or(now);
-  if (first_step_time_) {
-    // Training throughput: up to the last applied step, not the final eval.
-    const absl::Time train_end = training_end_time_.value_or(now);
-    s.set_samples_per_second(
-        samples_applied_total_ /
-        std::max(1e-9, absl::ToDoubleSeconds(train_end - *first_step_time_)));
+  const WindowFigures w = window_.figures();
+  s.set_samples_per_second(w.samples_per_second());
+  if (const std::optional<absl::Time> first = window_.first_end()) {
+    s.set_startup_seconds(absl::ToDoubleSeconds(*first - absl::UnixEpoch()) -
+                          start_unix_);
   }
+  s.set_eval_seconds(final_eval_seconds_);
+  s.set_window_seconds(w.seconds);
+  s.set_window_samples(w.samples);
+  s.set_window_steps(w.steps);
+  s.set_step_seconds(w.step_seconds());
+  s.set_window_reports(w.reports);
+  s.set_window_compute_seconds(w.compute_seconds);
+  s.set_window_comm_seconds(w.comm_seconds);
+  s.set_window_work_seconds(w.work_seconds);
   for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
   s.set_finished(finished_);
   s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));

@@ -12,6 +12,7 @@
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/step_times.h"
 
 namespace ferry {
 namespace {
@@ -45,6 +46,7 @@ absl::Status CheckByteCounts(absl::string_view what,
 
 absl::Status Coordinator::RecordDone(Member& member,
                                      const v1::StepReport& done) {
+  RETURN_IF_ERROR(CheckStepTimes(done));
   RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
   RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));
   if (done.has_pipeline()) {
@@ -131,8 +133,8 @@ absl::Status Coordinator::RecordDone(Member& member,
   }
   ++member.tasks_done;
   ++tasks_applied_;
-  QueueAsyncMetrics(done);
-  if (!first_step_time_) first_step_time_ = Now();
+  const ReportTimes times = TimesOf(done, Now());
+  RecordAppliedTask(done, times.began, times.ended);
   if (options_.job.max_steps() > 0 &&
       tasks_applied_ >= options_.job.max_steps()) {
     FinishJob();
@@ -180,7 +182,6 @@ bool Coordinator::AdvanceEpochIfComplete() {
 void Coordinator::FinishJob(int64_t epoch) {
   if (training_done_) return;
   training_done_ = true;
-  training_end_time_ = Now();
   const int64_t version =
       options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
   eval_queue_.push_back({.version = version, .epoch = epoch, .final = true});
@@ -272,7 +273,15 @@ void Coordinator::ApplyStep(int64_t number) {
                             " s after joining"));
     }
   }
-  QueueStepMetrics(step);
+  // The step ended when its last contributor's exchange did; a step the
+  // coordinator applied on the shards itself (FinalizeStep, just returned)
+  // ended no earlier than that.
+  const absl::Time now = Now();
+  absl::Time ended = step.ended.value_or(now);
+  if (shards_ != nullptr && !FinalizesOnPush(number)) {
+    ended = std::max(ended, now);
+  }
+  RecordAppliedStep(step, std::min(step.began.value_or(ended), ended), ended);
   int64_t step_samples = 0;
   for (const Slot& s : step.slots) step_samples += s.pushed ? s.samples : 0;
   Metrics().steps(MetricRole::kCoordinator).Increment();
@@ -282,7 +291,6 @@ void Coordinator::ApplyStep(int64_t number) {
   steps_.open().erase(number);
   steps_applied_ = number + 1;
   in_doubt_.reset();
-  if (!first_step_time_) first_step_time_ = Now();
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {

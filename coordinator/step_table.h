@@ -45,6 +45,9 @@ struct OpenStep {
   std::map<std::pair<int64_t, int64_t>, uint64_t> range_digests;
   // Training curves: the step's reports summed (coordinator_metrics.cc).
   absl::Time formed;  // the coordinator clock's time when it formed
+  // The earliest beginning and the latest exchange end of its reports, on
+  // the workers' clocks (StepReport.began/exchanged_unix_seconds).
+  std::optional<absl::Time> began, ended;
   double loss_sum = 0, compute_seconds = 0, comm_seconds = 0;
   int64_t correct = 0, reported_samples = 0, reports = 0;
   // Each reporter's cumulative counts as of its report of this step:

@@ -93,6 +93,8 @@ std::unique_ptr<ScrapeHook> ExportCoordinatorGauges(Coordinator* coordinator) {
     const CoordinatorGauges g = coordinator->Gauges();
     FerryMetrics& m = Metrics();
     m.members().Set(static_cast<double>(g.members));
+    m.train_samples_per_second().Set(g.window.samples_per_second());
+    m.train_step_seconds().Set(g.window.step_seconds());
     m.generation(MetricRole::kCoordinator)
         .Set(static_cast<double>(g.generation));
     m.model_version(MetricRole::kCoordinator)

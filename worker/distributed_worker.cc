@@ -389,9 +389,13 @@ class Worker {
 
   // One TRAIN lease through the exchange, then its report.
   absl::StatusOr<v1::StepReport> Train(const v1::NextTaskResponse& lease) {
+    // The step's own clock readings: the coordinator's step times and
+    // throughput are taken from them, not from the report's arrival.
+    const absl::Time began = clock_.Now();
     ASSIGN_OR_RETURN(
         const StepResult step,
         trainer_->Train(lease, heartbeater_->generation(), *exchange_, clock_));
+    const absl::Time exchanged = clock_.Now();
     ++summary_.steps;
     summary_.samples += step.samples;
     summary_.loss_sum += step.stats.loss_sum;
@@ -408,6 +412,10 @@ class Worker {
     report.set_compute_seconds(step.compute_seconds);
     report.set_comm_seconds(step.comm_seconds);
     report.set_unique_ids(step.unique_ids);
+    report.set_began_unix_seconds(
+        absl::ToDoubleSeconds(began - absl::UnixEpoch()));
+    report.set_exchanged_unix_seconds(
+        absl::ToDoubleSeconds(exchanged - absl::UnixEpoch()));
     if (step.pipeline.has_value()) *report.mutable_pipeline() = *step.pipeline;
     RETURN_IF_ERROR(exchange_->AddToReport(report));
     AddRoleBytes("coordinator", coordinator().bytes(), report.mutable_bytes());

@@ -130,10 +130,16 @@ TEST(BenchCompareTest, ADlrmSweepsItsFourModesOnCtrData) {
   EXPECT_FALSE(ModeFitsModel("ring-full", false));
 }
 
-nlohmann::json Line(int step, double elapsed, double sent, double received,
+// A metrics line of a 2-worker step of 64 samples that ended at `ended`
+// (the workers' clocks); the coordinator recorded it at 99 s, whatever the
+// step's time: the measurement must not read that.
+nlohmann::json Line(int step, double ended, double sent, double received,
                     double compute, double comm) {
   return {{"step", step},
-          {"elapsed_seconds", elapsed},
+          {"elapsed_seconds", 99.0},
+          {"ended_seconds", ended},
+          {"samples", 64},
+          {"workers", 2},
           {"data_bytes", {{"sent", sent}, {"received", received}}},
           {"control_bytes", {{"sent", 10 * step}, {"received", 20 * step}}},
           {"compute_seconds", compute},
@@ -157,6 +163,10 @@ TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->steps, 10);
   EXPECT_DOUBLE_EQ(m->step_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(m->window_seconds, 5.0);
+  EXPECT_EQ(m->window_samples, 640);
+  EXPECT_DOUBLE_EQ(m->samples_per_second, 128.0);
+  EXPECT_DOUBLE_EQ(m->compute_worker_seconds, 2.0);  // 10 steps x 2 x 0.1
   EXPECT_DOUBLE_EQ(m->bytes_sent_per_worker, 1000.0);
   EXPECT_DOUBLE_EQ(m->bytes_received_per_worker, 500.0);
   EXPECT_DOUBLE_EQ(m->compute_seconds, 0.1);
@@ -171,6 +181,89 @@ TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
   auto short_run = MeasureRun({Line(3, 1, 1, 1, 1, 1)}, summary, 2, 3);
   EXPECT_THAT(std::string(short_run.status().message()),
               HasSubstr("too short"));
+}
+
+// The issue-37 run: the coordinator recorded step 1 at 2.710 s and steps
+// 2-55 within the next 0.1 s, while the steps themselves ended 25 ms apart.
+// The step time and throughput are the steps' own, and the lines' order
+// does not matter (a late report).
+TEST(BenchCompareTest, BunchedCommitsGiveTheTrueStepTimeAndThroughput) {
+  std::vector<nlohmann::json> lines;
+  for (int step = 1; step <= 55; ++step) {
+    nlohmann::json line = Line(step, 1.3 + 0.025 * step, 1000.0 * step,
+                               1000.0 * step, 0.004, 0.018);
+    line["elapsed_seconds"] = step == 1 ? 2.710 : 2.710 + 0.1 * step / 55;
+    lines.push_back(line);
+  }
+  std::swap(lines[10], lines[30]);
+  auto m = MeasureRun(lines, {}, /*workers=*/2, /*warmup_steps=*/5);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->steps, 50);
+  EXPECT_NEAR(m->step_seconds, 0.025, 1e-9);
+  EXPECT_NEAR(m->window_seconds, 1.25, 1e-9);
+  EXPECT_EQ(m->window_samples, 50 * 64);
+  EXPECT_NEAR(m->samples_per_second, 64 / 0.025, 1e-6);
+  // The comm fits in the step: nothing here is impossible.
+  BenchConfig c;
+  c.model = c.mlp_spec = "784-256-128-10";
+  c.mode = "ring";
+  c.bandwidth = "1Gbit";
+  EXPECT_TRUE(RunRecord(c, *m, CostPrediction{})["invalid"].empty());
+
+  // Lines without the steps' own times are refused, not read as commits.
+  for (nlohmann::json& line : lines) line.erase("ended_seconds");
+  EXPECT_THAT(std::string(MeasureRun(lines, {}, 2, 5).status().message()),
+              HasSubstr("no ended_seconds"));
+}
+
+// A fabricated row that no run can produce (issue 37's: 1.4 MB per worker
+// per step on a 1 Gbit link in 1.5 ms, with 5.1 ms of exposed comm) is
+// marked INVALID with its reasons and left out of the error summary.
+TEST(BenchCompareTest, AnImpossibleRowIsMarkedInvalid) {
+  BenchConfig c;
+  c.model = "fashion-mlp";
+  c.mlp_spec = "784-256-128-10";
+  c.mode = "ps";
+  c.shards = 2;
+  c.workers = 2;
+  c.bandwidth = "1Gbit";
+  c.latency = "50us";
+  BenchMeasurement m;
+  m.steps = 50;
+  m.step_seconds = 0.0015;
+  m.window_seconds = 0.075;
+  m.window_samples = 3200;
+  m.samples_per_second = 90000;  // not 3200 / 0.075
+  m.comm_seconds = 0.0051;
+  m.comm_worker_seconds = 0.0051 * 2 * 50;
+  m.compute_worker_seconds = 0.001 * 2 * 50;
+  m.bytes_sent_per_worker = 0.7e6;
+  m.bytes_received_per_worker = 0.7e6;
+  m.shard_bytes_in = {0.7e6, 0.7e6};
+  m.shard_bytes_out = {0.7e6, 0.7e6};
+  CostPrediction p;
+  p.step_seconds = 0.0233;
+  const nlohmann::json r = RunRecord(c, m, p);
+  ASSERT_FALSE(IsValidRow(r));
+  const std::string reasons = r["invalid"].dump();
+  EXPECT_THAT(reasons, HasSubstr("exposed comm longer than the step"));
+  EXPECT_THAT(reasons, HasSubstr("faster than the link"));
+  EXPECT_THAT(reasons, HasSubstr("samples/s x window"));
+  EXPECT_THAT(reasons, Not(HasSubstr("compute longer")));
+
+  // A valid twin: 25 ms per step. Only it counts in the summary.
+  BenchMeasurement ok = m;
+  ok.step_seconds = 0.025;
+  ok.window_seconds = 1.25;
+  ok.samples_per_second = 3200 / 1.25;
+  const nlohmann::json v = RunRecord(c, ok, p);
+  EXPECT_TRUE(IsValidRow(v)) << v["invalid"].dump();
+  const std::string md = ResultsMarkdown({r, v});
+  EXPECT_THAT(md, HasSubstr("| **INVALID** ps |"));
+  EXPECT_THAT(md, HasSubstr("INVALID rows (left out of every summary)"));
+  EXPECT_THAT(md, HasSubstr("1 of 1 valid emulated rows"));
+  EXPECT_THAT(md, HasSubstr("784-256-128-10 on synthetic"));
+  EXPECT_THAT(ResultsCsv({r, v}), HasSubstr(",false\n"));
 }
 
 TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
@@ -188,6 +281,11 @@ TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
   m.step_seconds = 0.02;
   m.compute_seconds = 0.005;
   m.comm_seconds = 0.01;
+  m.window_seconds = 0.2;
+  m.window_samples = 640;
+  m.samples_per_second = 3200;
+  m.compute_worker_seconds = 0.005 * 2 * 10;
+  m.comm_worker_seconds = 0.01 * 2 * 10;
   CostPrediction p;
   p.params = 100;
   p.worker.sent = 1000;
@@ -196,6 +294,7 @@ TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
   p.exposed_comm_seconds = 0.0098;
   nlohmann::json r = RunRecord(c, m, p);
   EXPECT_TRUE(r["notes"].empty()) << r["notes"].dump();
+  EXPECT_TRUE(IsValidRow(r)) << r["invalid"].dump();
   EXPECT_NEAR(r["bytes_error"].get<double>(), 2000.0 / 2010 - 1, 1e-12);
   for (const char* key : {"mode", "workers", "shards", "model_params",
                           "bytes_per_step_per_worker_measured",
@@ -214,7 +313,8 @@ TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
   EXPECT_THAT(csv, HasSubstr("bytes_per_step_per_worker_measured"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2);
   const std::string md = ResultsMarkdown({r});
-  EXPECT_THAT(md, HasSubstr("| ps | fashion-mlp |"));
+  EXPECT_THAT(md,
+              HasSubstr("| ps | fashion-mlp (784-256-128-10 on synthetic) |"));
   EXPECT_THAT(md, HasSubstr("Where measurement and model differ"));
 }
 

@@ -92,6 +92,8 @@ TEST(PrometheusMetricsTest, FamiliesHaveNamesTypesAndLabels) {
       {"ferry_staleness_steps", prometheus::MetricType::Gauge, {}},
       {"ferry_pending_pulls", prometheus::MetricType::Gauge, {}},
       {"ferry_members", prometheus::MetricType::Gauge, {}},
+      {"ferry_train_samples_per_second", prometheus::MetricType::Gauge, {}},
+      {"ferry_train_step_seconds", prometheus::MetricType::Gauge, {}},
       {"ferry_generation", prometheus::MetricType::Gauge, {"role"}},
       {"ferry_model_version", prometheus::MetricType::Gauge, {"role"}},
       {"ferry_checkpoint_age_seconds", prometheus::MetricType::Gauge, {"role"}},

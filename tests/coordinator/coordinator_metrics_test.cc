@@ -1,5 +1,7 @@
 // The coordinator's training curves, through a fake MetricsSink.
+#include <cmath>
 #include <future>
+#include <utility>
 #include <vector>
 
 #include "coordinator/coordinator.h"
@@ -129,6 +131,83 @@ TEST(CoordinatorMetricsTest, AsyncGetsOnePointPerAppliedTask) {
   }
   ASSERT_EQ(sink.evals.size(), 1u);
   EXPECT_EQ(sink.evals[0].step, tasks);
+}
+
+// Step times and throughput come from the workers' clocks: the reports
+// here reach the coordinator whenever its (fake) clock says, as a lagging
+// coordinator's commits bunch, while the steps' own readings are 100 ms
+// apart. The window, the status and the curves follow the readings.
+TEST(CoordinatorMetricsTest, StepTimesAreTheWorkersClocksNotTheArrivals) {
+  Fixture f(Job(8, 1, v1::CONSISTENCY_ASYNC), 40);
+  FakeSink sink;
+  UseSink(f, sink);
+  const std::string a = f.Join();
+  const double base = absl::ToDoubleSeconds(f.clock.Now() - absl::UnixEpoch());
+  auto r = Next(f, a);
+  int tasks = 0;
+  while (r.ok() && r->action() == v1::NextTaskResponse::TRAIN) {
+    v1::StepReport done = Report(*r, 10 * (tasks + 1));
+    done.set_began_unix_seconds(base + 1 + 0.1 * tasks);
+    done.set_exchanged_unix_seconds(base + 1.08 + 0.1 * tasks);
+    done.set_compute_seconds(0.05);
+    done.set_comm_seconds(0.03);
+    ++tasks;
+    r = NextWork(f, a, &done);
+  }
+  ASSERT_EQ(tasks, 5);  // 40 samples, tasks of 8
+  ASSERT_TRUE(f.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.window_steps(), 4);
+  EXPECT_EQ(s.window_samples(), 32);
+  EXPECT_NEAR(s.window_seconds(), 0.4, 1e-6);
+  EXPECT_NEAR(s.samples_per_second(), 80.0, 1e-3);
+  EXPECT_NEAR(s.step_seconds(), 0.1, 1e-6);
+  EXPECT_NEAR(s.startup_seconds(), 1.08, 1e-6);
+  EXPECT_EQ(s.window_reports(), 4);
+  EXPECT_NEAR(s.window_compute_seconds(), 0.2, 1e-9);
+  EXPECT_NEAR(s.window_comm_seconds(), 0.12, 1e-9);
+  EXPECT_NEAR(s.window_work_seconds(), 0.48, 1e-6);  // from the first began
+  f.coordinator->Shutdown();
+  absl::MutexLock lock(&sink.mu);
+  ASSERT_EQ(sink.steps.size(), 5u);
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    EXPECT_NEAR(sink.steps[i].ended_seconds, 1.08 + 0.1 * i, 1e-6);
+    EXPECT_NEAR(sink.steps[i].began_seconds, 1 + 0.1 * i, 1e-6);
+    // The first from its own beginning, then from the previous end (the
+    // 20 ms between a report and the next lease count).
+    EXPECT_NEAR(sink.steps[i].step_seconds, i == 0 ? 0.08 : 0.1, 1e-6);
+  }
+}
+
+// Readings no clock gives are refused, and nothing of the report counts.
+TEST(CoordinatorMetricsTest, ImpossibleStepTimesAreRefused) {
+  Fixture f(Job(8, 1, v1::CONSISTENCY_ASYNC), 16);
+  const std::string a = f.Join();
+  auto r = Next(f, a);
+  ASSERT_TRUE(r.ok() && r->action() == v1::NextTaskResponse::TRAIN);
+  const double base = absl::ToDoubleSeconds(f.clock.Now() - absl::UnixEpoch());
+  for (const auto& [began, exchanged] :
+       std::vector<std::pair<double, double>>{{base + 2, base + 1},
+                                              {std::nan(""), base},
+                                              {base, -1.0},
+                                              {base, HUGE_VAL}}) {
+    v1::StepReport done = Report(*r, 10);
+    done.set_began_unix_seconds(began);
+    done.set_exchanged_unix_seconds(exchanged);
+    auto refused = Next(f, a, &done);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << began << " " << exchanged;
+    EXPECT_NE(refused.status().message().find("step times are impossible"),
+              std::string::npos);
+  }
+  v1::StepReport negative_compute = Report(*r, 10);
+  negative_compute.set_compute_seconds(-0.5);
+  EXPECT_EQ(Next(f, a, &negative_compute).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(s.step(), 0);
+  EXPECT_EQ(s.samples_applied(), 0);
+  EXPECT_EQ(s.window_steps(), 0);
 }
 
 // A CTR model's evaluation carries its AUC into the job's status and the

@@ -1,6 +1,7 @@
 // `ferry bench compare` end to end: a tiny sweep of real `ferry local` jobs
 // (a PS run on an emulated link, a ring run, and their loopback baselines)
-// produces every report file, with measured bytes matching the model.
+// produces every report file, with measured bytes matching the model, and
+// passes every physical check (--strict fails the command otherwise).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +22,7 @@ TEST(BenchCompareCliTest, TinySweepWritesEveryReportAndBytesMatchTheModel) {
       "/ferry bench compare --models 64-32-10 --modes ps,ring --workers 2 "
       "--shards 2"
       " --bandwidth 100Mbit --latency 0 --batch 32 --warmup-steps 2 --steps 6"
-      " --run-timeout 120 --plot-script " FERRY_SOURCE_DIR
+      " --run-timeout 120 --strict --plot-script " FERRY_SOURCE_DIR
       "/bench/plot_compare.py --out " +
       dir.string() + " > " + (dir.string() + ".log") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0)
@@ -42,6 +43,13 @@ TEST(BenchCompareCliTest, TinySweepWritesEveryReportAndBytesMatchTheModel) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r.at("steps_measured"), 6);
+    EXPECT_TRUE(r.at("invalid").empty()) << r.at("invalid").dump();
+    EXPECT_EQ(r.at("trained"), "64-32-10 on synthetic");
+    // Throughput over the window: its samples over its span.
+    EXPECT_EQ(r.at("window_samples"), 6 * 32);
+    EXPECT_NEAR(r.at("samples_per_second").get<double>() *
+                    r.at("window_seconds").get<double>(),
+                6 * 32, 1e-6);
     EXPECT_GT(r.at("bytes_per_step_per_worker_measured").get<double>(), 0);
     EXPECT_LT(std::abs(r.at("bytes_error").get<double>()), 0.02)
         << r.at("name");
