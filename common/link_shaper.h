@@ -118,8 +118,9 @@ class LinkShaper {
   absl::Time ReserveSend(int64_t bytes, absl::Time now) {
     return ReserveSend(bytes, now, now);
   }
-  // When a received message of `bytes` bytes may be taken in (the next
-  // read started, or the message handled). Same bucket logic on the receive
+  // When a received message of `bytes` bytes may be taken in: handled (a
+  // push's chunk staged, a pulled slice copied, a ring piece filed) and the
+  // next read started, never before. Same bucket logic on the receive
   // direction, no latency, for a message whose last byte arrived `now`: its
   // bytes may have been on this link since now - bytes / rate (cut-through,
   // like a real link), so a message its sender already paced at the rate

@@ -144,25 +144,32 @@ class PullCall final
     const int64_t size = static_cast<int64_t>(response_.Length());
     counter_->AddReceived(size);
     shard_counter_->AddReceived(size);
-    error_ = Accept();
-    response_.Clear();
-    if (!error_.ok()) {
-      context_.TryCancel();
-      return;
-    }
     if (shard_.shaper != nullptr) {
-      // Link emulation: the next message is taken in once this one has
-      // passed the receive bucket.
+      // Link emulation: the message is taken in once it has passed the
+      // receive bucket, so that slices from several shards at once queue
+      // behind each other on this worker's link, the last one included.
       const absl::Time now = absl::Now();
       const absl::Time release = shard_.shaper->ReserveReceive(size, now);
       if (release > now) {
         AddHold();  // inside a reaction: the call is alive
         shard_.shaper->RunAt(release, [this] {
-          StartRead(&response_);
+          TakeIn();
           RemoveHold();
         });
         return;
       }
+    }
+    TakeIn();
+  }
+
+  // Accepts the message read into response_, then reads on (or cancels
+  // the call on a bad message).
+  void TakeIn() {
+    error_ = Accept();
+    response_.Clear();
+    if (!error_.ok()) {
+      context_.TryCancel();
+      return;
     }
     StartRead(&response_);
   }

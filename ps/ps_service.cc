@@ -68,6 +68,27 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     ++received_;
     const int64_t size = static_cast<int64_t>(buffer_.Length());
     shard_->RecordBytes(kWorkerRole, 0, size);
+    if (shaper_ != nullptr) {
+      // Link emulation: the message is taken in once it passed the receive
+      // bucket, so that workers pushing at once queue behind each other on
+      // this shard's link (incast), the last message of a push included.
+      // Nothing finishes the call meanwhile (only reactions to a read do),
+      // so the reactor outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper_->ReserveReceive(size, now);
+      if (release > now) {
+        shaper_->RunAt(release, [this] { TakeIn(); });
+        return;
+      }
+    }
+    TakeIn();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Parses and stages the message read into buffer_, then reads on.
+  void TakeIn() {
     absl::Status status =
         ParseStreamMessage(buffer_, request_, "push", received_);
     status = status.ok() ? Consume() : shard_->RejectPush(status);
@@ -75,23 +96,9 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       Finish(ToGrpcStatus(status));
       return;
     }
-    if (shaper_ != nullptr) {
-      // Link emulation: read on once this message passed the receive
-      // bucket. Nothing finishes the call meanwhile (only reactions to a
-      // read do), so the reactor outlives the timer's callback.
-      const absl::Time now = absl::Now();
-      const absl::Time release = shaper_->ReserveReceive(size, now);
-      if (release > now) {
-        shaper_->RunAt(release, [this] { StartRead(&buffer_); });
-        return;
-      }
-    }
     StartRead(&buffer_);
   }
 
-  void OnDone() override { delete this; }
-
- private:
   absl::Status Consume() {
     if (staging_ == nullptr) {
       if (!request_.has_header()) {

@@ -45,6 +45,26 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     ++received_;
     const int64_t size = static_cast<int64_t>(buffer_.Length());
+    if (LinkShaper* shaper = service_->shaper(); shaper != nullptr) {
+      // Link emulation: the message is taken in (filed for the collective)
+      // once it passed the receive bucket; only a read's reaction finishes
+      // the call, so the reactor outlives the timer's callback.
+      const absl::Time now = absl::Now();
+      const absl::Time release = shaper->ReserveReceive(size, now);
+      if (release > now) {
+        shaper->RunAt(release, [this, size] { TakeIn(size); });
+        return;
+      }
+    }
+    TakeIn(size);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Parses and files the message read into buffer_ (`size` bytes), then
+  // reads on.
+  void TakeIn(int64_t size) {
     if (absl::Status parsed =
             ParseStreamMessage(buffer_, message_, "ring", received_);
         !parsed.ok()) {
@@ -70,23 +90,9 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       End(status);
       return;
     }
-    if (LinkShaper* shaper = service_->shaper(); shaper != nullptr) {
-      // Link emulation: read on once this message passed the receive
-      // bucket; only a read's reaction finishes the call, so the reactor
-      // outlives the timer's callback.
-      const absl::Time now = absl::Now();
-      const absl::Time release = shaper->ReserveReceive(size, now);
-      if (release > now) {
-        shaper->RunAt(release, [this] { StartRead(&buffer_); });
-        return;
-      }
-    }
     StartRead(&buffer_);
   }
 
-  void OnDone() override { delete this; }
-
- private:
   // Ends the call OK with the encoded ExchangeSummary.
   void FinishWithSummary() {
     v1::ExchangeSummary summary;
