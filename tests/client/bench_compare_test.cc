@@ -183,6 +183,19 @@ TEST(BenchCompareTest, MeasuresTheWindowAfterWarmup) {
               HasSubstr("too short"));
 }
 
+// The quick sweep's PS row of the MLP with 2 workers on 1 Gbit, 50 us.
+BenchConfig FashionMlpPsRow(int shards) {
+  BenchConfig c;
+  c.model = "fashion-mlp";
+  c.mlp_spec = "784-256-128-10";
+  c.mode = "ps";
+  c.shards = shards;
+  c.workers = 2;
+  c.bandwidth = "1Gbit";
+  c.latency = "50us";
+  return c;
+}
+
 // The issue-37 run: the coordinator recorded step 1 at 2.710 s and steps
 // 2-55 within the next 0.1 s, while the steps themselves ended 25 ms apart.
 // The step time and throughput are the steps' own, and the lines' order
@@ -220,14 +233,7 @@ TEST(BenchCompareTest, BunchedCommitsGiveTheTrueStepTimeAndThroughput) {
 // per step on a 1 Gbit link in 1.5 ms, with 5.1 ms of exposed comm) is
 // marked INVALID with its reasons and left out of the error summary.
 TEST(BenchCompareTest, AnImpossibleRowIsMarkedInvalid) {
-  BenchConfig c;
-  c.model = "fashion-mlp";
-  c.mlp_spec = "784-256-128-10";
-  c.mode = "ps";
-  c.shards = 2;
-  c.workers = 2;
-  c.bandwidth = "1Gbit";
-  c.latency = "50us";
+  const BenchConfig c = FashionMlpPsRow(/*shards=*/2);
   BenchMeasurement m;
   m.steps = 50;
   m.step_seconds = 0.0015;
@@ -267,13 +273,7 @@ TEST(BenchCompareTest, AnImpossibleRowIsMarkedInvalid) {
 }
 
 TEST(BenchCompareTest, RecordFlagsWhatTheModelDoesNotExplain) {
-  BenchConfig c;
-  c.model = "fashion-mlp";
-  c.mlp_spec = "784-256-128-10";
-  c.mode = "ps";
-  c.shards = 1;
-  c.bandwidth = "1Gbit";
-  c.latency = "50us";
+  const BenchConfig c = FashionMlpPsRow(/*shards=*/1);
   BenchMeasurement m;
   m.steps = 10;
   m.bytes_sent_per_worker = 1000;
