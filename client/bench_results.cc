@@ -87,9 +87,10 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
   // Times: the steps' own ends (workers' clocks), whatever order and
   // moment the coordinator recorded them in.
   ThroughputWindow timed;
-  for (const auto& [step, line] : window) {
+  for (const auto& entry : window) {
+    const nlohmann::json* line = entry.second;
     const double contributors = std::max(1.0, Num(*line, "workers"));
-    const auto at = [&](const char* key) {
+    const auto at = [line](const char* key) {
       return absl::UnixEpoch() + absl::Seconds(Num(*line, key));
     };
     timed.Add({.ended = at("ended_seconds"),
