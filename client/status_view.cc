@@ -53,6 +53,13 @@ int ShowStatus(const std::string& coordinator, bool json) {
       static_cast<long long>(s.epoch() + 1), job.epochs(),
       100 * s.epoch_progress(), s.samples_per_second(), s.train_loss(),
       s.wall_seconds());
+  if (s.window_steps() > 0) {
+    std::printf(
+        "throughput: %lld samples in %.2f s after a %.2f s start-up, %.4f s "
+        "per step (the steps' own clocks)\n",
+        static_cast<long long>(s.window_samples()), s.window_seconds(),
+        s.startup_seconds(), s.step_seconds());
+  }
   if (s.evals_size() > 0) {
     const v1::EvalPoint& e = s.evals(s.evals_size() - 1);
     std::printf("%s at step %lld\n", EvalScoresText(e).c_str(),
