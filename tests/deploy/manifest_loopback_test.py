@@ -3,6 +3,7 @@
 drift from the binaries.
 
   manifest_loopback_test.py BIN_DIR SOURCE_DIR [--overlay cpu] [--keep]
+                            [--image localhost/ferry:cpu]
 
 Renders deploy/k8s/overlays/<overlay> (kubectl kustomize) and plays the
 kubelet for its workloads: the coordinator Deployment, the ps StatefulSet
@@ -26,6 +27,15 @@ within its terminationGracePeriodSeconds), runs every readiness and liveness
 probe, reads /metrics of every pod on its prometheus.io/port, then SIGTERMs
 every pod (exit 0 within the grace period). Exit 0 pass, 1 fail, 77 skip
 (no kubectl, or binaries without the flags the manifests use).
+
+With --image IMAGE every pod is a container of IMAGE instead (podman,
+runc, host network so that the loopback ports hold): the manifest's
+command as the entrypoint, its args and environment, its volumes mounted
+at their mountPaths from the pod's directory, its runAsUser:runAsGroup,
+a read-only root file system where the container's securityContext asks
+for one. BIN_DIR then only provides `ferry health` and `ferry status`, run
+from outside as the kubelet and an operator would. Skips (77) without
+podman or without the image (scripts/images builds it).
 """
 
 import argparse
@@ -172,8 +182,9 @@ class Pod:
 
 
 class Cluster:
-    def __init__(self, docs, bin_dir, work_dir):
+    def __init__(self, docs, bin_dir, work_dir, image=None):
         self.docs = docs
+        self.image = image
         self.bin_dir = bin_dir
         self.work_dir = work_dir
         self.pods = []
@@ -234,6 +245,8 @@ class Cluster:
             if int(value) not in pod.ports:
                 raise Failure(f"{pod.name}: {key}={value} is not a declared containerPort")
             value = str(pod.ports[int(value)])
+        if self.image:
+            return value  # a container mounts its volumes at their paths
         mounts = sorted(pod.container.get("volumeMounts", []),
                         key=lambda m: len(m["mountPath"]), reverse=True)
         for mount in mounts:  # the deepest mount that holds the path
@@ -272,17 +285,42 @@ class Cluster:
                     "HOME": pod.dir}
         full_env.update(env)
         binary = os.path.join(self.bin_dir, argv[0])
+        command = [binary] + args
+        if self.image:
+            command = self.container_command(pod, argv[0], args, env)
         with open(os.path.join(pod.dir, "cmdline"), "w") as f:
-            f.write(" ".join([binary] + args) + "\n")
+            f.write(" ".join(command) + "\n")
             for k in sorted(env):
                 f.write(f"{k}={env[k]}\n")
         log_file = open(pod.log_path, "ab")
-        pod.proc = subprocess.Popen([binary] + args, env=full_env, cwd=pod.dir,
+        pod.proc = subprocess.Popen(command, env=full_env, cwd=pod.dir,
                                     stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_die_with_parent)
         log_file.close()
         log(f"started {pod.name} (pid {pod.proc.pid}): {os.path.basename(binary)} "
             f"{' '.join(args)}")
+
+    def container_command(self, pod, entrypoint, args, env):
+        """podman run for `pod`: the image's container as the manifest
+        describes it (see the module's docstring)."""
+        security = dict(pod.spec.get("securityContext", {}))
+        security.update(pod.container.get("securityContext", {}))
+        user = f"{security.get('runAsUser', 10001)}:{security.get('runAsGroup', 10001)}"
+        nofile = resource_limit_nofile()
+        cmd = ["podman", "--runtime", "runc", "run", "--rm", "--name", pod.name,
+               "--network", "host", "--hostname", pod.name, "--user", user,
+               "--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=4096:4096",
+               "--entrypoint", entrypoint]
+        if security.get("readOnlyRootFilesystem"):
+            cmd.append("--read-only")
+        uid, gid = (int(x) for x in user.split(":"))
+        for mount in pod.container.get("volumeMounts", []):
+            local = pod.volume(mount["name"])
+            os.chown(local, uid, gid)
+            cmd += ["-v", f"{local}:{mount['mountPath']}"]
+        for key in sorted(env):
+            cmd += ["--env", f"{key}={env[key]}"]
+        return cmd + [self.image] + args
 
     def terminate(self, pod):
         """SIGTERM, as the kubelet does; SIGKILL after the grace period.
@@ -301,6 +339,9 @@ class Cluster:
     def kill_all(self):
         for pod in self.pods:
             if pod.proc and pod.proc.poll() is None:
+                if self.image:  # the container outlives a killed `podman run`
+                    subprocess.run(["podman", "rm", "-f", "-t", "0", pod.name],
+                                   capture_output=True)
                 try:
                     os.killpg(pod.proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -374,6 +415,14 @@ class Cluster:
         path = pod.annotations.get("prometheus.io/path", "/metrics")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
             return r.read().decode()
+
+
+def resource_limit_nofile():
+    """The host's hard limit of open files: what a container may ask for
+    (podman's default is above it here)."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
 
 
 def step_of(st):
@@ -500,7 +549,15 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--time-limit", type=float, default=120,
                     help="fail when the whole run takes longer (seconds)")
+    ap.add_argument("--image", help="run every pod as a container of this image (podman)")
     a = ap.parse_args()
+    if a.image:
+        if shutil.which("podman") is None:
+            print("SKIP: no podman (scripts/images installs it)")
+            return SKIP
+        if subprocess.run(["podman", "image", "exists", a.image]).returncode != 0:
+            print(f"SKIP: no image {a.image} here (scripts/images builds it)")
+            return SKIP
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         print("SKIP: no kubectl on PATH (scripts/setup installs one)")
@@ -526,7 +583,7 @@ def main():
     # on fresh ports and a fresh work directory.
     for attempt in (1, 2):
         run_dir = os.path.join(work_dir, f"run{attempt}")
-        cluster = Cluster(docs, bin_dir, run_dir)
+        cluster = Cluster(docs, bin_dir, run_dir, a.image)
         retry = False
         try:
             run(cluster, a.time_limit)
