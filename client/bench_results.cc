@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -112,16 +111,12 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
   m.step_seconds = f.step_seconds();
   m.compute_worker_seconds = f.compute_seconds;
   m.comm_worker_seconds = f.comm_seconds;
-  // compute/comm are per step (the mean over its contributors), bytes
-  // cumulative: per step over the steps after the window's first.
+  // Per worker step: the window's worker-seconds over its reports. Bytes
+  // are cumulative: per step over the steps after the window's first.
+  m.compute_seconds = f.reports > 0 ? f.compute_seconds / f.reports : 0.0;
+  m.comm_seconds = f.reports > 0 ? f.comm_seconds / f.reports : 0.0;
   const double per_step = 1.0 / std::max<int64_t>(1, m.steps);
   const double per_worker_step = per_step / workers;
-  m.compute_seconds = 0;
-  m.comm_seconds = 0;
-  for (auto it = std::next(window.begin()); it != window.end(); ++it) {
-    m.compute_seconds += Num(*it->second, "compute_seconds") * per_step;
-    m.comm_seconds += Num(*it->second, "comm_seconds") * per_step;
-  }
   m.bytes_sent_per_worker =
       (Num(b.at("data_bytes"), "sent") - Num(a.at("data_bytes"), "sent")) *
       per_worker_step;
@@ -169,10 +164,21 @@ std::string DatasetLabel(const BenchConfig& c) {
   return c.dataset;
 }
 
+// Per-shard figures measured per logical shard, summed per shard process
+// (its link): logical shard j is partition j / S of process j % S.
+std::vector<double> PerShardProcess(const BenchConfig& c,
+                                    const std::vector<double>& logical) {
+  if (c.partitions <= 1 || c.shards <= 0 ||
+      logical.size() != static_cast<size_t>(c.shards * c.partitions)) {
+    return logical;
+  }
+  std::vector<double> sums(c.shards, 0.0);
+  for (size_t j = 0; j < logical.size(); ++j) sums[j % c.shards] += logical[j];
+  return sums;
+}
+
 // The physical checks of the row (client/measurement_checks.h).
-template <typename PerProcess>
-nlohmann::json InvalidReasons(const BenchConfig& c, const BenchMeasurement& m,
-                              const PerProcess& per_process) {
+nlohmann::json InvalidReasons(const BenchConfig& c, const BenchMeasurement& m) {
   MeasuredWindow w;
   w.window_seconds = m.window_seconds;
   w.work_seconds = m.work_seconds;
@@ -192,7 +198,8 @@ nlohmann::json InvalidReasons(const BenchConfig& c, const BenchMeasurement& m,
       std::max(m.bytes_sent_per_worker, m.bytes_received_per_worker);
   for (const std::vector<double>* side :
        {&m.shard_bytes_in, &m.shard_bytes_out}) {
-    for (double bytes : per_process(*side)) busiest = std::max(busiest, bytes);
+    for (double bytes : PerShardProcess(c, *side))
+      busiest = std::max(busiest, bytes);
   }
   w.busiest_link_bytes = busiest * static_cast<double>(m.steps);
   nlohmann::json reasons = nlohmann::json::array();
@@ -245,12 +252,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
           -gap_ms, 1e3 * p.overhead_seconds);
     } else {
       why = absl::StrFormat(
-          "%.1f ms per step of exchange the model does not have: the processes "
-          "share the "
-          "machine's cores (every process of the job and the shapers' timer "
-          "threads), and the "
-          "overhead varies between the loopback baseline and this run",
-          gap_ms);
+          "%.1f ms per step more exposed exchange than the model's (its link "
+          "time and %.1f ms of overhead measured by the loopback baseline)",
+          gap_ms, 1e3 * p.overhead_seconds);
     }
     notes.push_back(absl::StrFormat("time off (step %s, exposed comm %s): %s",
                                     Percent(step_error), Percent(comm_error),
@@ -259,20 +263,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   nlohmann::json shard_bytes_predicted = nlohmann::json::array();
   for (const RoleBytes& s : p.shards)
     shard_bytes_predicted.push_back(s.sent + s.received);
-  // Measured per logical shard; predicted per shard process (its link):
-  // logical shard j is partition j / S of process j % S.
-  const auto per_process = [&](const std::vector<double>& logical) {
-    if (c.partitions <= 1 || c.shards <= 0 ||
-        logical.size() != static_cast<size_t>(c.shards * c.partitions)) {
-      return logical;
-    }
-    std::vector<double> sums(c.shards, 0.0);
-    for (size_t j = 0; j < logical.size(); ++j)
-      sums[j % c.shards] += logical[j];
-    return sums;
-  };
-  const std::vector<double> shard_bytes = per_process(m.shard_bytes);
-  const nlohmann::json invalid = InvalidReasons(c, m, per_process);
+  // Measured per logical shard; predicted per shard process (its link).
+  const std::vector<double> shard_bytes = PerShardProcess(c, m.shard_bytes);
+  const nlohmann::json invalid = InvalidReasons(c, m);
   return {
       {"name", c.Name()},
       {"mode", c.mode},

@@ -337,15 +337,15 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   };
   // Communication alone (as if the gradient were there at once), then as
   // it overlaps the backward pass.
-  // The stack's work (serialization, copies, the shard's apply, the
-  // control hop) runs while the links carry the bytes: the exchange takes
-  // the longer of the two. (Adding them, as before 2026-12-02, was 5-23 %
-  // pessimistic against the quick sweep's PS rows measured by the steps'
-  // own clocks; the larger of the two is within 6 % of every one.)
-  p.comm_seconds = std::max(timeline(0), in.overhead_seconds);
+  // The stack's work (the shard's receive, apply and answer between a
+  // push's last chunk and the pulled weights) adds to the link time. (The
+  // larger of the two fitted the quick sweep only while the link emulation
+  // credited idle gaps under its tolerance, fixed 2026-12-02; on the fixed
+  // emulation the sum is within 11 % of every PS row.)
+  p.comm_seconds = timeline(0) + in.overhead_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
-  p.exposed_comm_seconds = std::max(
-      std::max(timeline(backward), backward) - backward, in.overhead_seconds);
+  p.exposed_comm_seconds =
+      std::max(timeline(backward), backward) - backward + in.overhead_seconds;
   p.bottleneck = push_s > push_w ? "shard link" : "worker link";
   const double link = std::max(push_w, push_s) + std::max(pull_w, pull_s);
   if (2 * 3 * lat > link) p.bottleneck = "latency";

@@ -57,10 +57,11 @@ struct CostInput {
   double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
   // The stack's own cost of a step's exchange with no link limit (what
   // loopback measures: serialization, copies, gRPC, control RPCs; `ferry
-  // bench compare` calibrates it from an unlimited run). PS and an
-  // uncompressed ring overlap it with the transfers: communication takes
-  // max(link time, overhead); a compressed ring adds it (every hop decodes
-  // and encodes before forwarding).
+  // bench compare` calibrates it from an unlimited run). PS adds it to the
+  // exposed time (the stack's work happens between a push's last chunk and
+  // the pull's answer). Ring overlaps it with the transfer: communication
+  // takes max(link time, overhead); with compression it adds (every hop
+  // decodes and encodes before forwarding).
   double overhead_seconds = 0;
   // PS: a shard's time to apply a step, per element of its slice
   // (optimizer + snapshot for the pulls; ~1 ns on this project's CPU).

@@ -224,11 +224,14 @@ absl::Time LinkShaper::Reserve(Direction& d, int64_t bytes, absl::Time now,
   absl::Time release = fresh;
   if (limit_.bytes_per_second > 0) {
     // A message queued no later than the tolerance after the link's last
-    // one continues that transmission (a late wake-up or a slow write of a
-    // busy stream costs no rate); otherwise the link was idle and starts
-    // afresh, so an idle link gives no head start.
+    // one continues that transmission: it starts when the link is free or
+    // when it was ready, whichever is later (a late wake-up or a slow write
+    // of a message that was ready costs no rate, and a message that became
+    // ready while the link was idle takes its full time from then: the idle
+    // gap is never credited); otherwise the link was idle and starts
+    // afresh.
     const bool continuing = queued <= d.free + tolerance_;
-    const absl::Time start = continuing ? d.free : fresh;
+    const absl::Time start = continuing ? std::max(d.free, queued) : fresh;
     d.free = start + Transmission(bytes);
     release = std::max(continuing ? queued : fresh, d.free);
   }

@@ -12,18 +12,22 @@
 //
 // Arithmetic (per direction, rate r bytes/s, tolerance tau = b / r for a
 // burst of b bytes): a message of n bytes, ready at time t, is serialized in
-// [start, end) with start = free when t <= free + tau (the link is busy, or
-// was a moment ago: the message continues its transmission) and start = t
-// otherwise (the link was idle), end = start + n / r, free = end (messages
+// [start, end) with start = max(free, t) when t <= free + tau (the link is
+// busy, or was a moment ago: the message continues its transmission, and
+// an idle gap before t is not credited) and start = t otherwise (the link
+// was idle), end = start + n / r, free = end (messages
 // never overlap on the link, whichever thread reserves them); it is
 // released at max(t, end) + latency. On the receive side t is the arrival
 // of the message's first byte (ReserveReceive). Latency is pipelined: it does
 // not delay the serialization of the next message. The tolerance absorbs the
-// slack of the timer thread (a one-message-at-a-time stream whose
-// continuation runs a little late does not lose rate as long as the
-// lateness stays under tau) without giving an idle link a head start: a
-// transfer after a pause takes its full n / r, as on a real link; the
-// long-run rate is exactly r.
+// slack of the timer thread (a one-message-at-a-time stream that reserves a
+// message late passes the time it was ready, and loses no rate as long as
+// the lateness stays under tau) without giving an idle link a head start: a
+// message that became ready while the link was idle, after a pause of any
+// length, takes its full n / r from then, as on a real link (before
+// 2026-12-02 a pause under tau was credited, so a step whose compute was
+// shorter than tau got its transfer for free); the long-run rate is exactly
+// r.
 #ifndef FERRY_COMMON_LINK_SHAPER_H_
 #define FERRY_COMMON_LINK_SHAPER_H_
 

@@ -81,10 +81,8 @@ class ThroughputWindow {
   // count never goes below zero.
   void Discount(int64_t samples);
 
-  bool empty() const { return !state_.first.has_value(); }
   // The first step's end; nullopt before any step.
   std::optional<absl::Time> first_end() const;
-  std::optional<absl::Time> last_end() const { return state_.last_end; }
   WindowFigures figures() const;
   const State& state() const { return state_; }
 

@@ -480,7 +480,8 @@ class Coordinator {
   absl::Mutex metrics_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
       pending_metrics_ ABSL_GUARDED_BY(mu_);
-  // The previous step's end (workers' clocks): a step line's step_seconds.
+  // The previous step's end (workers' clocks): a metrics line's
+  // step_seconds (kept only with a metrics sink).
   std::optional<absl::Time> last_step_end_ ABSL_GUARDED_BY(mu_);
 
   std::thread finalizer_, evaluator_, reaper_;

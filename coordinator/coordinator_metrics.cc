@@ -133,10 +133,7 @@ void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
                   .comm_seconds = step.comm_seconds};
   for (const Slot& s : step.slots) timed.samples += s.pushed ? s.samples : 0;
   window_.Add(timed);
-  if (options_.metrics == nullptr) {
-    last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
-    return;
-  }
+  if (options_.metrics == nullptr) return;
   StepMetrics m;
   FillCommon(m, &step, began, ended);
   m.step = step.step + 1;
@@ -166,10 +163,7 @@ void Coordinator::RecordAppliedTask(const v1::StepReport& done,
                .reports = 1,
                .compute_seconds = done.compute_seconds(),
                .comm_seconds = done.comm_seconds()});
-  if (options_.metrics == nullptr) {
-    last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
-    return;
-  }
+  if (options_.metrics == nullptr) return;
   StepMetrics m;
   FillCommon(m, nullptr, began, ended);
   m.step = tasks_applied_;

@@ -463,7 +463,6 @@ bool Coordinator::FormStep(int max_open) {
   step.epoch = queue_->epoch();
   step.ring_generation = membership_.generation();
   step.fence = fence_;
-  step.formed = Now();
   // Hybrid: a version the shards will be checkpointed at (a multiple of
   // checkpoint_every, or an epoch's start, see MaybeCheckpoint) must be
   // restorable on the ring too.

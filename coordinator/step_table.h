@@ -44,7 +44,6 @@ struct OpenStep {
   // Ring pipelines: the first digest reported per stage range [begin, end).
   std::map<std::pair<int64_t, int64_t>, uint64_t> range_digests;
   // Training curves: the step's reports summed (coordinator_metrics.cc).
-  absl::Time formed;  // the coordinator clock's time when it formed
   // The earliest beginning and the latest exchange end of its reports, on
   // the workers' clocks (StepReport.began/exchanged_unix_seconds).
   std::optional<absl::Time> began, ended;

@@ -152,10 +152,19 @@ TEST(LinkShaperTest, ToleranceAbsorbsLateWakeUpsButGivesIdleLinksNoHeadStart) {
   absl::Time last;
   for (int i = 0; i < 100; ++i) last = shaper.ReserveSend(1000000, kT0);
   ExpectNear(last, kT0 + absl::Seconds(100) + absl::Microseconds(100));
-  // A one-at-a-time stream whose next message is ready a little late (the
-  // timer thread woke up late) continues where the link was: no rate lost.
+  // A one-at-a-time stream that reserves its next message late (the timer
+  // thread woke up late), the message ready since the link was busy,
+  // continues where the link was: no rate lost.
   const absl::Time late = last + tolerance / 2;
-  ExpectNear(shaper.ReserveSend(1000000, late), last + absl::Seconds(1));
+  ExpectNear(shaper.ReserveSend(1000000, late, last - absl::Milliseconds(1)),
+             last + absl::Seconds(1));
+  const absl::Time busy_until = last + absl::Seconds(1);
+  // A message that became ready while the link was idle, even for less
+  // than the tolerance, is not credited the idle gap: a step's compute
+  // shorter than the tolerance does not hide its transfer.
+  const absl::Time ready = busy_until + tolerance / 2;
+  ExpectNear(shaper.ReserveSend(1000000, ready), ready + absl::Seconds(1));
+  last = ready + absl::Seconds(1);
   // After a pause longer than the tolerance the link was idle: the
   // transfer takes its full time from when it is ready.
   const absl::Time after_pause = last + absl::Seconds(10);
