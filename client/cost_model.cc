@@ -338,10 +338,8 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   // Communication alone (as if the gradient were there at once), then as
   // it overlaps the backward pass.
   // The stack's work (the shard's receive, apply and answer between a
-  // push's last chunk and the pulled weights) adds to the link time. (The
-  // larger of the two fitted the quick sweep only while the link emulation
-  // credited idle gaps under its tolerance, fixed 2026-12-02; on the fixed
-  // emulation the sum is within 11 % of every PS row.)
+  // push's last chunk and the pulled weights) adds to the link time
+  // (measured: docs/comparison.md).
   p.comm_seconds = timeline(0) + in.overhead_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
   p.exposed_comm_seconds =
@@ -382,15 +380,12 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
   }
   p.worker.received = p.worker.sent;
   const double exposed = std::max(link_free, backward) - backward;
-  if (in.compression.compressed()) {
-    // Every hop decodes, adds and encodes before it forwards: that work
-    // is on the ring's critical path and adds to the transfer.
-    p.comm_seconds = p.allreduce_seconds + in.overhead_seconds;
-    p.exposed_comm_seconds = exposed + in.overhead_seconds;
-  } else {
-    p.comm_seconds = std::max(p.allreduce_seconds, in.overhead_seconds);
-    p.exposed_comm_seconds = std::max(exposed, in.overhead_seconds);
-  }
+  // The stack's work (serialization, copies, gRPC, each hop's add before it
+  // forwards) sits on the ring's critical path between transfers: measured
+  // on emulated links the step's exchange takes the transfer plus the
+  // loopback overhead, compressed or not (docs/comparison.md).
+  p.comm_seconds = p.allreduce_seconds + in.overhead_seconds;
+  p.exposed_comm_seconds = exposed + in.overhead_seconds;
   p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part
                      ? "worker link"
                      : "latency";
@@ -477,7 +472,7 @@ absl::StatusOr<Crossover> FindCrossover(const CostInput& input) {
   in.colocated = false;
   // Scale every tensor by 2^k, small to large: the first size where the
   // winner changes (PS winning small models for latency, or large ones for
-  // bandwidth when the ring's overlap of the stack's overhead wins small).
+  // bandwidth where the ring's fewer bytes lose to many shards' links).
   std::optional<bool> first_ps;
   for (int k = -20; k <= 10; ++k) {
     CostInput scaled = in;

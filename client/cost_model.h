@@ -59,9 +59,8 @@ struct CostInput {
   // loopback measures: serialization, copies, gRPC, control RPCs; `ferry
   // bench compare` calibrates it from an unlimited run). PS adds it to the
   // exposed time (the stack's work happens between a push's last chunk and
-  // the pull's answer). Ring overlaps it with the transfer: communication
-  // takes max(link time, overhead); with compression it adds (every hop
-  // decodes and encodes before forwarding).
+  // the pull's answer). The ring adds it too: every hop's serialization and
+  // add sit between its transfers (measured: docs/comparison.md).
   double overhead_seconds = 0;
   // PS: a shard's time to apply a step, per element of its slice
   // (optimizer + snapshot for the pulls; ~1 ns on this project's CPU).
@@ -126,8 +125,7 @@ struct Crossover {
   // PS faster for models below this many parameters (every tensor scaled
   // by the same power of two, 2^-20 .. 2^10 of the input).
   int64_t params_ps_beats_ring_below = -1;
-  // PS faster from this many parameters on (ring faster below it: the
-  // stack's overhead, which the ring overlaps, dominates small models).
+  // PS faster from this many parameters on (ring faster below it).
   int64_t params_ps_beats_ring_from = -1;
   // Of the model sizes tried (up to the crossover), how many PS won.
   int sizes_searched = 0;

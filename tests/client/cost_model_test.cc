@@ -264,25 +264,21 @@ TEST(CostModelTest, BackwardHidesCommunicationButNeverMoreThanItLasts) {
   }
 }
 
-TEST(CostModelTest, OverheadAddsToPsButOverlapsRingTransfers) {
+TEST(CostModelTest, OverheadAddsToTheExchangeInBothModes) {
   const std::vector<int64_t> sizes = {1 << 20};
   for (CostMode mode : {CostMode::kPs, CostMode::kRing}) {
     CostInput in = Input(mode, 2, 2, sizes);
     in.bandwidth_bytes_per_second = 1e9;
     auto bare = PredictStep(in);
-    in.overhead_seconds = 0.001;  // below the ring's transfer time
+    in.overhead_seconds = 0.001;  // below the transfer time
     auto small = PredictStep(in);
     in.overhead_seconds = 1.0;  // far above any transfer
     auto large = PredictStep(in);
     ASSERT_TRUE(bare.ok() && small.ok() && large.ok());
-    if (mode == CostMode::kPs) {
-      EXPECT_NEAR(small->step_seconds, bare->step_seconds + 0.001, 1e-9);
-      EXPECT_NEAR(large->step_seconds, bare->step_seconds + 1.0, 1e-9);
-    } else {
-      EXPECT_NEAR(small->step_seconds, bare->step_seconds, 1e-9);
-      EXPECT_NEAR(large->step_seconds, 1.0, 1e-9);
-      EXPECT_EQ(large->bottleneck, "stack");
-    }
+    EXPECT_NEAR(small->step_seconds, bare->step_seconds + 0.001, 1e-9);
+    EXPECT_NEAR(small->comm_seconds, bare->comm_seconds + 0.001, 1e-9);
+    EXPECT_NEAR(large->step_seconds, bare->step_seconds + 1.0, 1e-9);
+    EXPECT_NE(large->bottleneck, bare->bottleneck);
   }
 }
 
@@ -309,32 +305,22 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   EXPECT_FALSE(PredictStep(in).ok());
 }
 
-// The other way round: the stack's overhead, which an uncompressed ring
-// overlaps with its transfer and PS adds, decides small models for the
-// ring; with enough shards (8 per worker here) PS's bandwidth wins large
-// ones.
-TEST(CostModelTest, SizeCrossoverCanGoFromRingToPs) {
-  CostInput in = Input(CostMode::kPs, 4, 32, {1 << 20});
+// An overhead both modes pay moves no crossover: the size and shard
+// crossovers are the link's and the latency's alone.
+TEST(CostModelTest, SharedOverheadMovesNoCrossover) {
+  CostInput in = Input(CostMode::kPs, 4, 4, {1 << 20});
   in.bandwidth_bytes_per_second = 1e9;
   in.latency_seconds = 50e-6;
+  auto bare = FindCrossover(in);
   in.overhead_seconds = 0.1;
-  auto cross = FindCrossover(in);
-  ASSERT_TRUE(cross.ok());
-  EXPECT_EQ(cross->params_ps_beats_ring_below, -1);
-  ASSERT_GT(cross->params_ps_beats_ring_from, 0);
-  for (int64_t params : {cross->params_ps_beats_ring_from / 4,
-                         cross->params_ps_beats_ring_from * 4}) {
-    CostInput sized = in;
-    sized.tensor_sizes = {params};
-    sized.mode = CostMode::kPs;
-    auto ps = PredictStep(sized);
-    sized.mode = CostMode::kRing;
-    auto ring = PredictStep(sized);
-    ASSERT_TRUE(ps.ok() && ring.ok());
-    EXPECT_EQ(ps->step_seconds<ring->step_seconds, params> cross
-                  ->params_ps_beats_ring_from)
-        << params << " parameters";
-  }
+  auto loaded = FindCrossover(in);
+  ASSERT_TRUE(bare.ok() && loaded.ok());
+  EXPECT_EQ(loaded->min_shards_ps_beats_ring, bare->min_shards_ps_beats_ring);
+  EXPECT_EQ(loaded->params_ps_beats_ring_below,
+            bare->params_ps_beats_ring_below);
+  EXPECT_EQ(loaded->params_ps_beats_ring_from, bare->params_ps_beats_ring_from);
+  EXPECT_EQ(loaded->sizes_ps_wins, bare->sizes_ps_wins);
+  EXPECT_GT(bare->min_shards_ps_beats_ring, 0);
 }
 
 TEST(CostModelTest, CrossoversFollowLatencyAndModelSize) {
