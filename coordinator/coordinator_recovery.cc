@@ -96,14 +96,20 @@ void Coordinator::WatchShards() {
 
 void Coordinator::RecoverShards(const std::string& why) {
   if (!sync_shards()) {
-    absl::MutexLock lock(&mu_);
-    // Ring: a step is in doubt only once every member reported it applied.
-    if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
-    AbortOpenSteps(0, true, why, "");
-    steps_.set_formed(steps_applied_);
-    recovery_needed_ = false;
-    AdvanceEpochIfComplete();
-    Persist();
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      // Ring: a step is in doubt only once every member reported it applied.
+      if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
+      AbortOpenSteps(0, true, why, "");
+      steps_.set_formed(steps_applied_);
+      recovery_needed_ = false;
+      AdvanceEpochIfComplete();
+      Persist();
+      // Members parked in NextTask while no step could form get one now.
+      ServeWaiters(replies, false);
+    }
+    SendReplies(replies);
     return;
   }
   while (true) {

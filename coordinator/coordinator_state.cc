@@ -68,6 +68,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_format(CoordinatorPersistence::kFormat);
   *s.mutable_job() = options_.job;
   membership_.SaveTo(s);
+  s.set_fence(fence_);
   *s.mutable_queue() = queue_->ToProto();
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
   s.set_steps_applied(steps_applied_);
@@ -151,7 +152,10 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
     if (!doubtful) (void)queue_->Release(t.task_id());
   }
   membership_.NextGeneration();
-  ++fence_;
+  // Above every fence the old run handed out: the members' leases of it
+  // are void, and a prefetch that names one is answered with a re-formed
+  // step, not parked behind it.
+  fence_ = s.fence() + 1;
   if (s.training_done()) FinishJob();  // evaluates again and ends
   recovery_needed_ = true;
   recovery_why_ = "the coordinator restarted";

@@ -451,6 +451,71 @@ TEST(CoordinatorElasticTest,
   EXPECT_EQ(s.accounting(1).samples_applied(), 16);
 }
 
+// A ring job goes on after its coordinator restarted: the members it kept
+// report the steps they were on (refused: the old run's leases are void),
+// and their prefetches, which name the last lease they hold and its fence,
+// get that step again, re-formed over both of them.
+TEST(CoordinatorElasticTest, RingJobGoesOnAfterACoordinatorRestart) {
+  Fixture f(RingJob(10, 2), 40, 2, "state");
+  const std::string a = f.Join(), b = f.Join();
+  // Steps 0-2 applied; every abort raises the fence the leases carry.
+  for (int step = 0; step < 3; ++step) {
+    auto ra = Next(f, a);
+    auto rb = Next(f, b);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    ASSERT_EQ(ra->step(), step);
+    // Step 1: collectives that fail (a member being replaced, say) have
+    // the step formed again, four times.
+    for (int attempt = 0; step == 1 && attempt < 4; ++attempt) {
+      v1::StepReport failed;
+      failed.set_step(step);
+      failed.set_fence(ra->fence());
+      failed.set_failed(true);
+      v1::NextTaskRequest report;
+      report.set_worker_id(a);
+      *report.mutable_done() = failed;
+      report.set_report_only(true);
+      ASSERT_TRUE(Call(f, report).ok());
+      ra = Next(f, a);
+      rb = Next(f, b);
+      ASSERT_TRUE(ra.ok() && rb.ok());
+      ASSERT_EQ(ra->step(), step);
+    }
+    ASSERT_TRUE(ReportOnly(f, a, *ra).ok());
+    ASSERT_TRUE(ReportOnly(f, b, *rb).ok());
+    ASSERT_TRUE(WaitForStatus(
+        *f.coordinator,
+        [step](const v1::StatusResponse& s) { return s.step() == step + 1; }));
+  }
+  // Step 3 is leased to both; the coordinator dies before they report.
+  auto ra = Next(f, a);
+  auto rb = Next(f, b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ(ra->step(), 3);
+  ASSERT_GE(ra->fence(), 4);  // above what a restart without it would give
+  f.coordinator->Shutdown();
+  f.coordinator.reset();
+  auto restarted = f.Restart();
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  f.coordinator = std::move(*restarted);
+  EXPECT_TRUE(absl::IsAborted(ReportOnly(f, a, *ra)));
+  EXPECT_TRUE(absl::IsAborted(ReportOnly(f, b, *rb)));
+  // A prefetching worker asks for the step after the one it holds.
+  for (const auto& [worker, held] : {std::pair{a, *ra}, std::pair{b, *rb}}) {
+    v1::NextTaskRequest ask;
+    ask.set_worker_id(worker);
+    ask.set_after_step(held.step());
+    ask.set_fence(held.fence());
+    auto lease = Call(f, ask);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_EQ(lease->action(), v1::NextTaskResponse::TRAIN) << worker;
+    EXPECT_EQ(lease->step(), 3) << worker;
+    EXPECT_GT(lease->fence(), held.fence()) << worker;
+    EXPECT_EQ(lease->ring_size(), 2) << worker;
+  }
+  EXPECT_EQ(f.coordinator->Status().restarts(), 1);
+}
+
 TEST(CoordinatorElasticTest, StateOfAnotherJobIsRefused) {
   Fixture f(Job(4, 1), 16, 1, "state");
   f.coordinator->Shutdown();
