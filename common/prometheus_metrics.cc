@@ -219,6 +219,18 @@ FerryMetrics::FerryMetrics()
                          "job's steady window")
                      .Register(r)
                      .Add({});
+  job_samples_ = &prometheus::BuildGauge()
+                      .Name("ferry_job_samples_applied")
+                      .Help(
+                          "Samples of every applied step since the job "
+                          "began (survives coordinator restarts)")
+                      .Register(r)
+                      .Add({});
+  job_finished_ = &prometheus::BuildGauge()
+                       .Name("ferry_job_finished")
+                       .Help("1 once the job's final evaluation is in")
+                       .Register(r)
+                       .Add({});
 
   auto& rows = prometheus::BuildGauge()
                    .Name("ferry_embedding_rows")
@@ -337,6 +349,8 @@ const std::map<std::string, MetricRole, std::less<>>& FamilyRoles() {
       {"ferry_members", MetricRole::kCoordinator},
       {"ferry_train_samples_per_second", MetricRole::kCoordinator},
       {"ferry_train_step_seconds", MetricRole::kCoordinator},
+      {"ferry_job_samples_applied", MetricRole::kCoordinator},
+      {"ferry_job_finished", MetricRole::kCoordinator},
       {"ferry_pending_pulls", MetricRole::kPs},
       {"ferry_staleness_steps", MetricRole::kPs},
       {"ferry_push_staleness_steps", MetricRole::kPs},

@@ -113,6 +113,11 @@ class FerryMetrics {
   // figures as `ferry status` and the summary JSON.
   prometheus::Gauge& train_samples_per_second() { return *train_samples_; }
   prometheus::Gauge& train_step_seconds() { return *train_step_; }
+  // The job's state, not the process's: ferry_job_samples_applied (every
+  // applied step's samples since the job began, across coordinator
+  // restarts) and ferry_job_finished (1 once the final evaluation is in).
+  prometheus::Gauge& job_samples_applied() { return *job_samples_; }
+  prometheus::Gauge& job_finished() { return *job_finished_; }
   prometheus::Gauge& generation(MetricRole role) {
     return *generation_[Index(role)];
   }
@@ -166,6 +171,8 @@ class FerryMetrics {
   prometheus::Gauge* members_;
   prometheus::Gauge* train_samples_;
   prometheus::Gauge* train_step_;
+  prometheus::Gauge* job_samples_;
+  prometheus::Gauge* job_finished_;
   PerRole<prometheus::Gauge> generation_, model_version_, checkpoint_age_;
   std::array<prometheus::Gauge*, 2> embedding_rows_;
   prometheus::Gauge* embedding_bytes_;

@@ -183,6 +183,8 @@ CoordinatorGauges Coordinator::Gauges() const {
   g.steps_applied = options_.job.consistency() == v1::CONSISTENCY_SYNC
                         ? steps_applied_
                         : tasks_applied_;
+  g.samples_applied = samples_applied_total_;
+  g.finished = finished_;
   g.last_state_write = last_state_write_;
   g.own_bytes = own_bytes_;
   g.window = window_.figures();

@@ -135,6 +135,10 @@ struct CoordinatorGauges {
   int64_t members = 0;
   int64_t generation = 0;
   int64_t steps_applied = 0;  // sync: the shards' version; async: tasks applied
+  // Samples of every applied step since the job began (restarts included:
+  // StatusResponse.samples_applied), and whether the job has finished.
+  int64_t samples_applied = 0;
+  bool finished = false;
   // The last successful write of the state to state_dir; nullopt without
   // state_dir or before the first write.
   std::optional<absl::Time> last_state_write;

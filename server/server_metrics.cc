@@ -99,6 +99,8 @@ std::unique_ptr<ScrapeHook> ExportCoordinatorGauges(Coordinator* coordinator) {
         .Set(static_cast<double>(g.generation));
     m.model_version(MetricRole::kCoordinator)
         .Set(static_cast<double>(g.steps_applied));
+    m.job_samples_applied().Set(static_cast<double>(g.samples_applied));
+    m.job_finished().Set(g.finished ? 1 : 0);
     m.checkpoint_age_seconds(MetricRole::kCoordinator)
         .Set(AgeSeconds(g.last_state_write));
     std::set<std::string> roles;

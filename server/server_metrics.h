@@ -47,6 +47,7 @@ inline std::unique_ptr<ScrapeHook> ExportShardGauges(
 
 // Sets, per scrape: ferry_members, ferry_generation{role="coordinator"},
 // ferry_model_version{role="coordinator"} (steps applied; async: tasks),
+// ferry_job_samples_applied, ferry_job_finished,
 // ferry_checkpoint_age_seconds{role="coordinator"} (since the state was
 // last written to --state-dir; -1 without one or before the first write)
 // and adds the coordinator's own traffic (Coordinator::CountBytes) to

@@ -94,6 +94,8 @@ TEST(PrometheusMetricsTest, FamiliesHaveNamesTypesAndLabels) {
       {"ferry_members", prometheus::MetricType::Gauge, {}},
       {"ferry_train_samples_per_second", prometheus::MetricType::Gauge, {}},
       {"ferry_train_step_seconds", prometheus::MetricType::Gauge, {}},
+      {"ferry_job_samples_applied", prometheus::MetricType::Gauge, {}},
+      {"ferry_job_finished", prometheus::MetricType::Gauge, {}},
       {"ferry_generation", prometheus::MetricType::Gauge, {"role"}},
       {"ferry_model_version", prometheus::MetricType::Gauge, {"role"}},
       {"ferry_checkpoint_age_seconds", prometheus::MetricType::Gauge, {"role"}},

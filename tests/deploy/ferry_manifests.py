@@ -5,8 +5,10 @@ tests/deploy/manifest_loopback_test.py (which starts the binaries with the
 manifests' command, args and environment). Needs PyYAML (Debian python3-yaml).
 """
 
+import os
 import re
 import subprocess
+import tempfile
 
 import yaml
 
@@ -14,10 +16,25 @@ WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def render(overlay_dir, kubectl="kubectl"):
-    """`kubectl kustomize OVERLAY` as a list of objects."""
-    out = subprocess.run([kubectl, "kustomize", str(overlay_dir)], check=True,
-                         capture_output=True, text=True).stdout
+def render(overlay_dir, kubectl="kubectl", components=()):
+    """`kubectl kustomize OVERLAY` as a list of objects. `components`:
+    directories of kustomize Components added on top, as a user's overlay
+    would list them (rendered through a temporary kustomization that names
+    the overlay and the components by relative paths: kustomize refuses
+    absolute ones)."""
+    if not components:
+        out = subprocess.run([kubectl, "kustomize", str(overlay_dir)], check=True,
+                             capture_output=True, text=True).stdout
+        return load_all(out)
+    with tempfile.TemporaryDirectory(prefix="ferry-kustomize-") as d:
+        rel = lambda path: os.path.relpath(os.path.abspath(path), d)  # noqa: E731
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                            "kind": "Kustomization",
+                            "resources": [rel(overlay_dir)],
+                            "components": [rel(c) for c in components]}, f)
+        out = subprocess.run([kubectl, "kustomize", d], check=True,
+                             capture_output=True, text=True).stdout
     return load_all(out)
 
 

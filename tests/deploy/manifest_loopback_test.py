@@ -3,7 +3,9 @@
 drift from the binaries.
 
   manifest_loopback_test.py BIN_DIR SOURCE_DIR [--overlay cpu] [--keep]
-                            [--image localhost/ferry:cpu]
+                            [--components ring,tls,auth-token]
+                            [--image localhost/ferry:cpu] [--finish EPOCHS]
+                            [--prometheus]
 
 Renders deploy/k8s/overlays/<overlay> (kubectl kustomize) and plays the
 kubelet for its workloads: the coordinator Deployment, the ps StatefulSet
@@ -28,6 +30,29 @@ probe, reads /metrics of every pod on its prometheus.io/port, then SIGTERMs
 every pod (exit 0 within the grace period). Exit 0 pass, 1 fail, 77 skip
 (no kubectl, or binaries without the flags the manifests use).
 
+--components adds deploy/k8s/components/<name> to the overlay, as a user's
+overlay lists them. The Secrets they mount (ferry-tls, ferry-auth) are made
+by the test as docs/deploy.md says (a CA of its own, one certificate with
+the documented SANs, a random token) and projected into each pod's
+volume; `ferry status` calls with the same certificate and token.
+
+--finish EPOCHS trains a job of EPOCHS epochs to its end instead of
+stopping it: after the scaling, a shard container is killed (SIGKILL) and
+started again on its volume (PS), or a worker is killed and replaced
+(ring), and the coordinator is killed and started again on its state
+volume; the job must then finish with its final evaluation, every epoch's
+samples applied exactly once, and no error. Prints the start-up time (the
+first container start to the first step) and the accuracy.
+
+--prometheus runs Debian's Prometheus beside the job: it scrapes every
+pod's metrics port (file_sd with the `namespace` and `pod` labels of
+deploy/monitoring/prometheus-scrape.yaml) and evaluates
+deploy/monitoring/ferry-rules.yaml (its groups' interval shortened to 1 s,
+the expressions as shipped). With --finish, the recording rules must equal
+the finished job's status (steps, samples, throughput, members, each
+worker's bytes), every query of deploy/monitoring/grafana-dashboard.json
+must return data, and no alert may fire. Skips (77) without prometheus.
+
 With --image IMAGE every pod is a container of IMAGE instead (podman,
 runc, host network so that the loopback ports hold): the manifest's
 command as the entrypoint, its args and environment, its volumes mounted
@@ -39,99 +64,25 @@ podman or without the image (scripts/images builds it).
 """
 
 import argparse
-import ctypes
 import json
 import os
-import random
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferry_manifests as fm  # noqa: E402
-
+from loopback_cluster import (T0, Cluster, Failure, PortTaken, free_port, log,  # noqa: E402
+                              members_of, step_of, summary)
+from deploy_secrets import Secrets, secret_names  # noqa: E402
+from prometheus_check import Prometheus, PrometheusFailure  # noqa: E402
 SKIP = 77
-# Overrides for a short run on a 2-core machine, applied like a patch of
-# ConfigMap ferry-job (coordinator) and of the worker Deployment's env.
-# Everything else comes from the manifests as rendered.
-SHORT_RUN = {
-    # More epochs than the test can reach, so that the job is still training
-    # when the test stops it (a fast machine could otherwise finish the 15
-    # epochs of the ConfigMap while the test scales).
-    "coordinator": {"FERRY_EPOCHS": "1000"},
-    "ps": {},
-    # One BLAS thread per worker: three workers, two shards and a
-    # coordinator share two cores here.
-    "worker": {"FERRY_THREADS": "1"},
-}
-PROBE_TIMEOUT_S = 30
-
-
-class Failure(Exception):
-    pass
-
-
-class PortTaken(Failure):
-    """A pod could not bind a port picked for it: another process on this
-    machine took it between the pick and the bind (the run is retried)."""
-
-
-def log(msg):
-    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
-
-
-T0 = time.monotonic()
-
-
-def _die_with_parent():
-    """preexec_fn: the child gets SIGKILL when this test process dies (even
-    by SIGKILL, e.g. a ctest timeout), so no pod outlives the test."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _ephemeral_range():
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(x) for x in f.read().split())
-            return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-_PORTS_HANDED_OUT = set()
-
-
-def free_port():
-    """A port free on every address, at random outside the ephemeral range
-    (where outgoing connections take source ports), as ferry local picks.
-    Never the same port twice in one run: every pod's ports are picked
-    before any pod binds one."""
-    low, high = _ephemeral_range()
-    first, last = (10000, low - 1) if low > 11000 else (high + 1, 65535)
-    for _ in range(200):
-        port = random.randint(first, last)
-        if port in _PORTS_HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-        _PORTS_HANDED_OUT.add(port)
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _PORTS_HANDED_OUT.add(port)
-    return port
-
-
-# Per role: metric series that must have moved after training steps.
+# Per role (and job mode): metric series that must have moved after
+# training steps.
 EXPECTED_NONZERO = {
     "coordinator": ('ferry_steps_total{role="coordinator"}', "ferry_members",
                     'ferry_generation{role="coordinator"}'),
@@ -141,300 +92,9 @@ EXPECTED_NONZERO = {
     "worker": ('ferry_steps_total{role="worker"}', 'ferry_push_seconds_count{role="worker"}',
                'ferry_pull_seconds_count{role="worker"}',
                'ferry_bytes_total{direction="sent",peer_role="ps",role="worker"}'),
+    "ring-worker": ('ferry_steps_total{role="worker"}', "ferry_allreduce_seconds_count",
+                    'ferry_bytes_total{direction="sent",peer_role="worker",role="worker"}'),
 }
-
-
-class Pod:
-    """One emulated pod: a process started from a workload's template."""
-
-    def __init__(self, name, workload, role, index, work_dir):
-        self.name = name
-        self.workload = workload
-        self.role = role
-        self.index = index
-        self.spec = workload["spec"]["template"]["spec"]
-        self.annotations = workload["spec"]["template"]["metadata"].get("annotations", {})
-        self.container = self.spec["containers"][0]
-        self.ports = {p: free_port() for p in set(fm.container_ports(self.container).values())}
-        self.dir = os.path.join(work_dir, name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.log_path = os.path.join(self.dir, "log")
-        self.proc = None
-        self.exit_code = None
-        self.grace = self.spec.get("terminationGracePeriodSeconds", 30)
-
-    def volume(self, name):
-        local = os.path.join(self.dir, "volumes", name)
-        os.makedirs(local, exist_ok=True)
-        return local
-
-    def log_tail(self, lines=15):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
-
-    def port_of(self, container_port):
-        if isinstance(container_port, str):
-            container_port = fm.container_ports(self.container)[container_port]
-        return self.ports[container_port]
-
-
-class Cluster:
-    def __init__(self, docs, bin_dir, work_dir, image=None):
-        self.docs = docs
-        self.image = image
-        self.bin_dir = bin_dir
-        self.work_dir = work_dir
-        self.pods = []
-        self.namespace = None
-        self.coordinator_wl = fm.one(docs, "Deployment", "ferry-coordinator")
-        self.ps_wl = fm.one(docs, "StatefulSet", "ferry-ps")
-        self.worker_wl = fm.one(docs, "Deployment", "ferry-worker")
-        self.namespace = self.worker_wl["metadata"].get("namespace", "default")
-        self.services = {s["metadata"]["name"]: s for s in fm.find(docs, "Service")}
-        self.next_worker = 0
-
-    # --- name resolution, as cluster DNS + Services would do it ---------
-    def pods_of(self, workload):
-        return [p for p in self.pods if p.workload is workload]
-
-    def resolve(self, host, port):
-        """127.0.0.1:<port> for a Service name (or pod.headless-service)."""
-        labels = host.split(".")
-        suffixes = ([], [self.namespace], [self.namespace, "svc"],
-                    [self.namespace, "svc", "cluster", "local"])
-        for n in (2, 1):  # pod.service[...] first, then service[...]
-            if len(labels) < n:
-                continue
-            head, tail = labels[:n], labels[n:]
-            if tail not in suffixes or head[-1] not in self.services:
-                continue
-            svc = self.services[head[-1]]
-            workload, _, cport = fm.service_target(self.docs, svc, port)
-            pods = self.pods_of(workload)
-            if n == 2:
-                pods = [p for p in pods if p.name == head[0]]
-                if svc["spec"].get("clusterIP") != "None":
-                    raise Failure(f"{host}: pod DNS names need a headless Service")
-            if not pods:
-                # The pod may not have been started yet (ordering): its
-                # ports are allocated when the pods are created.
-                raise Failure(f"{host}:{port}: no pod behind Service {svc['metadata']['name']}")
-            return f"127.0.0.1:{pods[0].port_of(cport)}"
-        return None
-
-    def map_value(self, pod, key, value):
-        """Rewrites one env value or argument for loopback."""
-        out = []
-        for item in value.split(","):
-            hp = fm.split_host_port(item)
-            if hp and hp[0] == "0.0.0.0":
-                if hp[1] not in pod.ports:
-                    raise Failure(f"{pod.name}: {key}={value}: port {hp[1]} is not a declared "
-                                  "containerPort")
-                item = f"127.0.0.1:{pod.ports[hp[1]]}"
-            elif hp:
-                mapped = self.resolve(hp[0], hp[1])
-                if mapped:
-                    item = mapped
-            out.append(item)
-        value = ",".join(out)
-        if key.endswith("_PORT") and value.isdigit():
-            if int(value) not in pod.ports:
-                raise Failure(f"{pod.name}: {key}={value} is not a declared containerPort")
-            value = str(pod.ports[int(value)])
-        if self.image:
-            return value  # a container mounts its volumes at their paths
-        mounts = sorted(pod.container.get("volumeMounts", []),
-                        key=lambda m: len(m["mountPath"]), reverse=True)
-        for mount in mounts:  # the deepest mount that holds the path
-            path = mount["mountPath"].rstrip("/")
-            if value == path or value.startswith(path + "/"):
-                value = pod.volume(mount["name"]) + value[len(path):]
-                break
-        return value
-
-    # --- pods ---------------------------------------------------------------
-    def create(self, workload, role, index=None):
-        if role == "ps":
-            name = f"{workload['metadata']['name']}-{index}"
-        else:
-            name = f"{workload['metadata']['name']}-{len(self.pods):x}loop"
-        pod = Pod(name, workload, role, index, self.work_dir)
-        self.pods.append(pod)
-        return pod
-
-    def start(self, pod):
-        field_values = {"status.podIP": "127.0.0.1", "metadata.name": pod.name,
-                        "metadata.namespace": self.namespace, "spec.nodeName": "loopback",
-                        "status.hostIP": "127.0.0.1"}
-        env = fm.container_env(self.docs, pod.spec, pod.container, field_values)
-        env.update(SHORT_RUN[pod.role])
-        argv = fm.command_line(pod.container, env)
-        env = {k: self.map_value(pod, k, v) for k, v in env.items()}
-        args = []
-        for a in argv[1:]:
-            if a.startswith("--") and "=" in a:
-                flag, _, val = a.partition("=")
-                args.append(f"{flag}={self.map_value(pod, flag, val)}")
-            else:
-                args.append(self.map_value(pod, "arg", a))
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": pod.name,
-                    "HOME": pod.dir}
-        full_env.update(env)
-        binary = os.path.join(self.bin_dir, argv[0])
-        command = [binary] + args
-        if self.image:
-            command = self.container_command(pod, argv[0], args, env)
-        with open(os.path.join(pod.dir, "cmdline"), "w") as f:
-            f.write(" ".join(command) + "\n")
-            for k in sorted(env):
-                f.write(f"{k}={env[k]}\n")
-        log_file = open(pod.log_path, "ab")
-        pod.proc = subprocess.Popen(command, env=full_env, cwd=pod.dir,
-                                    stdout=log_file, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-        log_file.close()
-        log(f"started {pod.name} (pid {pod.proc.pid}): {os.path.basename(binary)} "
-            f"{' '.join(args)}")
-
-    def container_command(self, pod, entrypoint, args, env):
-        """podman run for `pod`: the image's container as the manifest
-        describes it (see the module's docstring)."""
-        security = dict(pod.spec.get("securityContext", {}))
-        security.update(pod.container.get("securityContext", {}))
-        user = f"{security.get('runAsUser', 10001)}:{security.get('runAsGroup', 10001)}"
-        nofile = resource_limit_nofile()
-        cmd = ["podman", "--runtime", "runc", "run", "--rm", "--name", pod.name,
-               "--network", "host", "--hostname", pod.name, "--user", user,
-               "--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=4096:4096",
-               "--entrypoint", entrypoint]
-        if security.get("readOnlyRootFilesystem"):
-            cmd.append("--read-only")
-        uid, gid = (int(x) for x in user.split(":"))
-        for mount in pod.container.get("volumeMounts", []):
-            local = pod.volume(mount["name"])
-            os.chown(local, uid, gid)
-            cmd += ["-v", f"{local}:{mount['mountPath']}"]
-        for key in sorted(env):
-            cmd += ["--env", f"{key}={env[key]}"]
-        return cmd + [self.image] + args
-
-    def terminate(self, pod):
-        """SIGTERM, as the kubelet does; SIGKILL after the grace period.
-        Returns (exit code, seconds)."""
-        t = time.monotonic()
-        pod.proc.send_signal(signal.SIGTERM)
-        try:
-            pod.exit_code = pod.proc.wait(timeout=pod.grace)
-        except subprocess.TimeoutExpired:
-            pod.proc.kill()
-            pod.exit_code = pod.proc.wait()
-            raise Failure(f"{pod.name} did not exit within terminationGracePeriodSeconds "
-                          f"{pod.grace} after SIGTERM (SIGKILLed)")
-        return pod.exit_code, time.monotonic() - t
-
-    def kill_all(self):
-        for pod in self.pods:
-            if pod.proc and pod.proc.poll() is None:
-                if self.image:  # the container outlives a killed `podman run`
-                    subprocess.run(["podman", "rm", "-f", "-t", "0", pod.name],
-                                   capture_output=True)
-                try:
-                    os.killpg(pod.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                pod.proc.wait()
-
-    def check_alive(self):
-        for pod in self.pods:
-            if pod.proc and pod.exit_code is None and pod.proc.poll() is not None:
-                message = f"{pod.name} exited with code {pod.proc.returncode}"
-                if "Address already in use" in pod.log_tail():
-                    raise PortTaken(message + " (a port picked for it was taken meanwhile)")
-                raise Failure(message)
-
-    # --- probes, status, metrics ---------------------------------------------
-    def probe(self, pod, which):
-        grpc = pod.container[which]["grpc"]
-        argv = [os.path.join(self.bin_dir, "ferry"), "health", "--address",
-                f"127.0.0.1:{pod.port_of(grpc['port'])}", "--timeout",
-                str(pod.container[which].get("timeoutSeconds", 1))]
-        if grpc.get("service"):
-            argv += ["--service", grpc["service"]]
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return 2, "ferry health did not return"
-        return r.returncode, (r.stdout + r.stderr).strip()
-
-    def wait_ready(self, pods, timeout=PROBE_TIMEOUT_S):
-        deadline = time.monotonic() + timeout
-        pending = list(pods)
-        while pending:
-            self.check_alive()
-            pending = [p for p in pending if self.probe(p, "readinessProbe")[0] != 0]
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                raise Failure("not ready after %ds: %s" % (timeout, ", ".join(
-                    f"{p.name} ({self.probe(p, 'readinessProbe')[1]})" for p in pending)))
-            time.sleep(0.3)
-        log("ready: " + ", ".join(p.name for p in pods))
-
-    def status(self):
-        coord = self.pods_of(self.coordinator_wl)[0]
-        port = coord.port_of("grpc")
-        r = subprocess.run([os.path.join(self.bin_dir, "ferry"), "status", "--json",
-                            "--coordinator", f"127.0.0.1:{port}"],
-                           capture_output=True, text=True, timeout=20)
-        if r.returncode != 0:
-            raise Failure(f"ferry status failed: {r.stderr.strip()}")
-        return json.loads(r.stdout)
-
-    def wait_for(self, what, pred, timeout=30):
-        deadline = time.monotonic() + timeout
-        st, err = None, None
-        while True:
-            self.check_alive()
-            try:
-                st = self.status()
-                if pred(st):
-                    return st
-            except (Failure, ValueError) as e:  # not answering (yet)
-                err = e
-            if time.monotonic() > deadline:
-                raise Failure(f"timed out waiting for {what}; status: "
-                              f"{summary(st) if st else err}")
-            time.sleep(0.3)
-
-    def metrics(self, pod):
-        port = pod.port_of(int(pod.annotations["prometheus.io/port"]))
-        path = pod.annotations.get("prometheus.io/path", "/metrics")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-            return r.read().decode()
-
-
-def resource_limit_nofile():
-    """The host's hard limit of open files: what a container may ask for
-    (podman's default is above it here)."""
-    import resource
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
-
-
-def step_of(st):
-    return int(st.get("step", 0))
-
-
-def members_of(st):
-    return len(st.get("members", []))
-
-
-def summary(st):
-    return f"step {step_of(st)}, {members_of(st)} members, generation {st.get('generation')}"
 
 
 def preflight(bin_dir, docs):
@@ -456,14 +116,15 @@ def preflight(bin_dir, docs):
         sys.exit(1)
 
 
-def run(cluster, t_limit):
-    replicas_ps = cluster.ps_wl["spec"].get("replicas", 1)
+def run(cluster, t_limit, finish):
+    replicas_ps = cluster.ps_wl["spec"].get("replicas", 1) if cluster.ps_wl else 0
     replicas_w = cluster.worker_wl["spec"].get("replicas", 1)
     # Create every pod first (ports), then start them as the controllers
     # would: all at once, in no particular order of readiness.
     coord = cluster.create(cluster.coordinator_wl, "coordinator")
     shards = [cluster.create(cluster.ps_wl, "ps", i) for i in range(replicas_ps)]
     workers = [cluster.create(cluster.worker_wl, "worker") for _ in range(replicas_w)]
+    t_start = time.monotonic()
     for pod in [coord] + shards + workers:
         cluster.start(pod)
     cluster.wait_ready([coord] + shards + workers)
@@ -473,9 +134,50 @@ def run(cluster, t_limit):
         if rc != 0:
             raise Failure(f"{pod.name}: livenessProbe failed: {out}")
 
+    st = cluster.wait_for("the first step", lambda s: step_of(s) >= 1, timeout=60)
+    first_step = time.monotonic() - t_start
+    log(f"first step {first_step:.1f}s after the first container started "
+        f"(the job's startup_seconds: {st.get('startup_seconds', 0):.1f}s)")
     st = cluster.wait_for("the first steps", lambda s: step_of(s) >= 5)
     log(f"training: {summary(st)}")
+    check_callers_without_credentials(cluster)
 
+    scale_up_and_down(cluster, replicas_w)
+    if finish:
+        workers = inject_faults(cluster, coord, shards, workers, replicas_w)
+        st = finish_job(cluster, finish)
+        log(f"RESULT: start-up {first_step:.1f}s to the first step, test accuracy "
+            f"{st['evals'][-1].get('test_accuracy', 0):.4f} after {finish} epochs, "
+            f"{step_of(st)} steps, {st.get('restarts', 0)} coordinator restart(s), "
+            f"{st.get('rollbacks', 0)} rollback(s)")
+    check_probes_and_metrics(cluster, [coord] + shards + workers, finished=bool(finish))
+    if finish and cluster.prometheus:
+        cluster.prometheus.check_finished(cluster, cluster.status(), log)
+    tear_down(cluster, coord, shards, workers)
+    if time.monotonic() - T0 > t_limit:
+        raise Failure(f"took {time.monotonic() - T0:.0f}s, more than {t_limit}s")
+
+
+def check_callers_without_credentials(cluster):
+    """With the TLS and token components, a caller without the certificate
+    or without the token is refused."""
+    flags = cluster.client_flags()
+    if not flags:
+        return
+    token_at = flags.index("--auth-token-file") if "--auth-token-file" in flags else None
+    attempts = {"no certificate and no token": []}
+    if token_at is not None:
+        attempts["the certificate but no token"] = flags[:token_at] + flags[token_at + 2:]
+    for what, partial in attempts.items():
+        try:
+            cluster.status(partial)
+        except Failure as e:
+            log(f"a caller with {what} is refused: {str(e)[:120]}")
+            continue
+        raise Failure(f"ferry status with {what} was answered")
+
+
+def scale_up_and_down(cluster, replicas_w):
     # Scale up: kubectl scale deploy/ferry-worker --replicas N+1.
     extra = cluster.create(cluster.worker_wl, "worker")
     cluster.start(extra)
@@ -491,14 +193,93 @@ def run(cluster, t_limit):
     if rc != 0:
         raise Failure(f"{extra.name} exited with code {rc} after SIGTERM (expected 0)")
     log(f"scaled down: {extra.name} left, exit 0 in {secs:.1f}s (grace {extra.grace}s)")
-    st = cluster.wait_for(f"{replicas_w} members", lambda s: members_of(s) == replicas_w)
-    before = step_of(st)
-    st = cluster.wait_for(f"steps with {replicas_w} members",
-                          lambda s: members_of(s) == replicas_w and step_of(s) >= before + 5)
-    log(f"after scale-down: {summary(st)}")
+    if cluster.prometheus:
+        cluster.prometheus.set_targets(cluster)
+    progress(cluster, replicas_w, "after scale-down")
 
-    # Every running pod: both probes and its metrics endpoint.
-    for pod in [coord] + shards + workers:
+
+def progress(cluster, members, what, timeout=60):
+    st = cluster.wait_for(f"{members} members", lambda s: members_of(s) == members,
+                          timeout=timeout)
+    before = step_of(st)
+    st = cluster.wait_for(f"steps with {members} members",
+                          lambda s: members_of(s) == members and step_of(s) >= before + 5,
+                          timeout=timeout)
+    log(f"{what}: {summary(st)}")
+    return st
+
+
+def inject_faults(cluster, coord, shards, workers, replicas_w):
+    """What a node loss does to each kind of pod. Returns the workers."""
+    if shards:
+        # The StatefulSet starts ferry-ps-N again on its claim.
+        shard = shards[-1]
+        cluster.kill(shard)
+        cluster.start(shard)
+        cluster.wait_ready([shard])
+        progress(cluster, replicas_w, f"{shard.name} restarted on its volume")
+    else:
+        # Ring: the Deployment replaces a lost worker with a new pod.
+        lost = workers[-1]
+        cluster.kill(lost)
+        replacement = cluster.create(cluster.worker_wl, "worker")
+        cluster.start(replacement)
+        cluster.wait_ready([replacement])
+        workers = workers[:-1] + [replacement]
+        progress(cluster, replicas_w, f"{lost.name} replaced by {replacement.name}")
+    # The Deployment starts the coordinator again on its state claim (the
+    # Service keeps its name, so the pod keeps its ports here).
+    cluster.kill(coord)
+    cluster.start(coord)
+    cluster.wait_ready([coord])
+    st = progress(cluster, replicas_w, "coordinator restarted on its state volume")
+    if int(st.get("restarts", 0)) < 1:
+        raise Failure(f"the coordinator did not resume from its state (restarts "
+                      f"{st.get('restarts')})")
+    return workers
+
+
+def finish_job(cluster, epochs):
+    """Waits for the job's end; its result and accounting must be whole."""
+    st = cluster.wait_for("the job to finish", lambda s: bool(s.get("finished")),
+                          timeout=60 * epochs + 120)
+    with open(os.path.join(cluster.work_dir, "status-finished.json"), "w") as f:
+        json.dump(st, f, indent=1)
+    if st.get("error"):
+        raise Failure(f"the job finished with an error: {st['error']}")
+    evals = st.get("evals", [])
+    if not evals or not evals[-1].get("final"):
+        raise Failure(f"no final evaluation in the finished job's status: {evals[-1:]}")
+    accuracy = evals[-1].get("test_accuracy", 0)
+    if accuracy < 0.75:
+        raise Failure(f"final test accuracy {accuracy:.4f} after {epochs} epochs (expected "
+                      ">= 0.75 for the Fashion-MNIST MLP)")
+    accounting = st.get("accounting", [])
+    size = train_samples(cluster)
+    if len(accounting) != epochs:
+        raise Failure(f"{len(accounting)} epochs accounted, expected {epochs}: {accounting}")
+    for a in accounting:  # proto JSON: int64 as strings, zeros left out
+        applied, dropped = int(a.get("samples_applied", 0)), int(a.get("samples_dropped", 0))
+        if applied != size or dropped:
+            raise Failure(f"epoch {a.get('epoch', 0)}: {applied} samples applied, {dropped} "
+                          f"dropped, of {size}: not every sample exactly once")
+    log(f"finished: {summary(st)}; every epoch applied each of its {size} samples once")
+    return st
+
+
+def train_samples(cluster):
+    """The training set's size, as the workers loaded it (their log)."""
+    for pod in cluster.pods_of(cluster.worker_wl):
+        with open(pod.log_path, errors="replace") as f:
+            found = re.search(r"(\d+) train samples", f.read())
+        if found:
+            return int(found.group(1))
+    raise Failure("no worker logged its training set's size")
+
+
+def check_probes_and_metrics(cluster, pods, finished=False):
+    """Every running pod: both probes and its metrics endpoint."""
+    for pod in pods:
         for which in ("readinessProbe", "livenessProbe"):
             rc, out = cluster.probe(pod, which)
             if rc != 0:
@@ -514,12 +295,17 @@ def run(cluster, t_limit):
             if line.startswith("ferry_") and " " in line:
                 key, value = line.rsplit(" ", 1)
                 values[key] = float(value)
-        for key in EXPECTED_NONZERO.get(pod.role, ()):
+        role = "ring-worker" if pod.role == "worker" and cluster.mode == "ring" else pod.role
+        for key in EXPECTED_NONZERO.get(role, ()):
+            if finished and key == "ferry_members":
+                continue  # the workers of a finished job are no members
             if values.get(key, 0) <= 0:
                 raise Failure(f"{pod.name}: {key} is {values.get(key)}, expected > 0")
         log(f"{pod.name}: probes SERVING, /metrics: {len(names)} ferry_* series names")
 
-    # Tear down (kubectl delete): every pod gets SIGTERM.
+
+def tear_down(cluster, coord, shards, workers):
+    # kubectl delete: every pod gets SIGTERM.
     for pod in workers + shards + [coord]:
         rc, secs = cluster.terminate(pod)
         if rc != 0:
@@ -537,8 +323,6 @@ def run(cluster, t_limit):
         if "persistentVolumeClaim" in v and not os.listdir(coord.volume(v["name"])):
             raise Failure(f"{coord.name}: nothing saved on volume {v['name']}")
     log("checkpoints and coordinator state are on their volumes")
-    if time.monotonic() - T0 > t_limit:
-        raise Failure(f"took {time.monotonic() - T0:.0f}s, more than {t_limit}s")
 
 
 def main():
@@ -550,7 +334,16 @@ def main():
     ap.add_argument("--time-limit", type=float, default=120,
                     help="fail when the whole run takes longer (seconds)")
     ap.add_argument("--image", help="run every pod as a container of this image (podman)")
+    ap.add_argument("--components", default="",
+                    help="comma-separated deploy/k8s/components to add (ring, tls, auth-token)")
+    ap.add_argument("--finish", type=int, metavar="EPOCHS",
+                    help="train a job of EPOCHS epochs to its end, with faults")
+    ap.add_argument("--prometheus", action="store_true",
+                    help="scrape the job with Debian's prometheus and check the rules")
     a = ap.parse_args()
+    if a.prometheus and shutil.which("prometheus") is None:
+        print("SKIP: no prometheus (Debian's `prometheus` package)")
+        return SKIP
     if a.image:
         if shutil.which("podman") is None:
             print("SKIP: no podman (scripts/images installs it)")
@@ -563,8 +356,10 @@ def main():
         print("SKIP: no kubectl on PATH (scripts/setup installs one)")
         return SKIP
     overlay = os.path.join(a.source_dir, "deploy", "k8s", "overlays", a.overlay)
+    components = [os.path.join(a.source_dir, "deploy", "k8s", "components", c)
+                  for c in a.components.split(",") if c]
     try:
-        docs = fm.render(overlay, kubectl)
+        docs = fm.render(overlay, kubectl, components)
     except subprocess.CalledProcessError as e:
         print(f"SKIP: kubectl kustomize cannot render {overlay} (kustomize too old?): "
               f"{e.stderr.strip()[:400]}")
@@ -583,19 +378,33 @@ def main():
     # on fresh ports and a fresh work directory.
     for attempt in (1, 2):
         run_dir = os.path.join(work_dir, f"run{attempt}")
-        cluster = Cluster(docs, bin_dir, run_dir, a.image)
+        os.makedirs(run_dir, exist_ok=True)
+        secrets = Secrets(secret_names(docs), run_dir)
+        prometheus = None
+        if a.prometheus:
+            namespace = fm.one(docs, "Deployment", "ferry-worker")["metadata"].get(
+                "namespace", "default")
+            prometheus = Prometheus(a.source_dir, run_dir, free_port(), namespace)
+        cluster = Cluster(docs, bin_dir, run_dir, a.image, a.finish, secrets, prometheus)
         retry = False
         try:
-            run(cluster, a.time_limit)
+            if prometheus:
+                prometheus.start()
+            run(cluster, a.time_limit, a.finish)
             ok = True
-        except (Failure, LookupError, subprocess.TimeoutExpired, OSError) as e:
+        except (Failure, PrometheusFailure, LookupError, subprocess.TimeoutExpired,
+                subprocess.CalledProcessError, OSError) as e:
             retry = isinstance(e, PortTaken) and attempt == 1
             print(f"{'RETRY' if retry else 'FAIL'}: {e}")
             for pod in cluster.pods:
                 print(f"---- {pod.name} ({pod.dir}/cmdline) log tail:")
                 print(pod.log_tail(), end="")
+            if prometheus:
+                print(f"---- prometheus log tail:\n{prometheus.log_tail()}", end="")
         finally:
             cluster.kill_all()
+            if prometheus:
+                prometheus.stop()
         if not retry:
             break
     if ok and not a.keep:

@@ -230,6 +230,8 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
   EXPECT_GE(m.generation(MetricRole::kCoordinator).Value(), 1);
   EXPECT_EQ(m.checkpoint_age_seconds(MetricRole::kCoordinator).Value(),
             -1);  // no state_dir
+  EXPECT_EQ(m.job_samples_applied().Value(), 0);
+  EXPECT_EQ(m.job_finished().Value(), 0);
 
   auto r = Next(*f.coordinator, a);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -247,6 +249,8 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
   EXPECT_EQ(m.samples(MetricRole::kCoordinator).Value(), samples0 + 10);
   RunScrapeHooks();
   EXPECT_EQ(m.model_version(MetricRole::kCoordinator).Value(), 1);
+  EXPECT_EQ(m.job_samples_applied().Value(), 10);
+  EXPECT_EQ(m.job_finished().Value(), f.coordinator->finished() ? 1 : 0);
 
   v1::RegisterRequest wrong;
   wrong.set_job_id("another-job");
