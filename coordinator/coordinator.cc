@@ -284,52 +284,54 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
   return absl::StatusOr<v1::NextTaskResponse>(std::move(*response));
 }
 
+std::optional<v1::NextTaskResponse> Coordinator::LeaseOpenSlot(
+    Member& member, int64_t after_step, int64_t held_fence) {
+  for (auto& [number, step] : steps_.open()) {
+    const bool redo = step.fence > held_fence;  // formed again since that lease
+    if ((number <= after_step && !redo) || step.finalizing) continue;
+    for (size_t i = 0; i < step.slots.size(); ++i) {
+      const Slot& slot = step.slots[i];
+      if (slot.worker_id != member.id || slot.pushed) continue;
+      v1::NextTaskResponse r =
+          Action(v1::NextTaskResponse::TRAIN, membership_.generation());
+      r.set_fence(fence_);
+      r.set_committed_steps(CommittedSteps());
+      r.set_step(number);
+      r.set_pull_version(number);
+      r.set_epoch(step.epoch);
+      r.set_epoch_size(options_.epoch_size);
+      for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
+      // Pipeline replicas (PS mode too) are cut from the step's members.
+      if (ring_mode() || pipeline_job()) AddRing(step, i, r);
+      if (step.keep_state) {
+        r.set_keep_state(true);
+        std::vector<int64_t>& kept = member.kept_states;
+        if (std::find(kept.begin(), kept.end(), number) == kept.end()) {
+          kept.push_back(number);
+          if (kept.size() > 2) kept.erase(kept.begin());
+        }
+      }
+      if (FinalizesOnPush(number)) {
+        for (const Slot& s : step.slots) {
+          // A ring member pushes nothing; a PS pipeline stage does.
+          if (s.samples == 0 && !PushesWithoutSamples()) continue;
+          v1::Contributor* c = r.add_step_contributors();
+          c->set_worker_id(s.worker_id);
+          c->set_num_samples(s.samples);
+        }
+      }
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<v1::NextTaskResponse> Coordinator::TryAssignSync(
     Member& member, int64_t after_step, int64_t held_fence) {
-  auto find_slot = [&]() -> std::optional<v1::NextTaskResponse> {
-    for (auto& [number, step] : steps_.open()) {
-      const bool redo =
-          step.fence > held_fence;  // formed again since that lease
-      if ((number <= after_step && !redo) || step.finalizing) continue;
-      for (size_t i = 0; i < step.slots.size(); ++i) {
-        const Slot& slot = step.slots[i];
-        if (slot.worker_id != member.id || slot.pushed) continue;
-        v1::NextTaskResponse r =
-            Action(v1::NextTaskResponse::TRAIN, membership_.generation());
-        r.set_fence(fence_);
-        r.set_committed_steps(CommittedSteps());
-        r.set_step(number);
-        r.set_pull_version(number);
-        r.set_epoch(step.epoch);
-        r.set_epoch_size(options_.epoch_size);
-        for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
-        // Pipeline replicas (PS mode too) are cut from the step's members.
-        if (ring_mode() || pipeline_job()) AddRing(step, i, r);
-        if (step.keep_state) {
-          r.set_keep_state(true);
-          std::vector<int64_t>& kept = member.kept_states;
-          if (std::find(kept.begin(), kept.end(), number) == kept.end()) {
-            kept.push_back(number);
-            if (kept.size() > 2) kept.erase(kept.begin());
-          }
-        }
-        if (FinalizesOnPush(number)) {
-          for (const Slot& s : step.slots) {
-            // A ring member pushes nothing; a PS pipeline stage does.
-            if (s.samples == 0 && !PushesWithoutSamples()) continue;
-            v1::Contributor* c = r.add_step_contributors();
-            c->set_worker_id(s.worker_id);
-            c->set_num_samples(s.samples);
-          }
-        }
-        return r;
-      }
-    }
-    return std::nullopt;
-  };
-  if (auto r = find_slot()) return r;
+  if (auto r = LeaseOpenSlot(member, after_step, held_fence)) return r;
   if (!EnoughWorkers()) return std::nullopt;
-  if (FormStep(after_step >= 0 ? 2 : 1)) return find_slot();
+  if (FormStep(after_step >= 0 ? 2 : 1))
+    return LeaseOpenSlot(member, after_step, held_fence);
   return std::nullopt;
 }
 

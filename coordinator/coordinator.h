@@ -237,6 +237,12 @@ class Coordinator {
                                                     int64_t after_step,
                                                     int64_t held_fence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The TRAIN lease of `member`'s slot in an open step TryAssignSync may
+  // hand out (same `after_step` / `held_fence` rules); nullopt when none.
+  std::optional<v1::NextTaskResponse> LeaseOpenSlot(Member& member,
+                                                    int64_t after_step,
+                                                    int64_t held_fence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<v1::NextTaskResponse> TryAssignAsync(Member& member)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forms the next step when fewer than `max_open` open steps are still
@@ -276,7 +282,6 @@ class Coordinator {
   // CheckTimeouts()'s work; replies go out after the lock.
   void ExpireTimeouts(std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds the ring of `step` (ring mode) to a TRAIN response for `slot_index`.
   // Whether the lease of `step` names its contributors (finalize on push).
   bool FinalizesOnPush(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job applies steps on push (some leases name their contributors).

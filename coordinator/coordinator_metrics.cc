@@ -76,8 +76,9 @@ void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
 void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step,
                              absl::Time began, absl::Time ended) {
   m.time = Now();
-  const auto elapsed = [&](absl::Time t) {
-    return absl::ToDoubleSeconds(t - absl::UnixEpoch()) - start_unix_;
+  const double start_unix = start_unix_;
+  const auto elapsed = [start_unix](absl::Time t) {
+    return absl::ToDoubleSeconds(t - absl::UnixEpoch()) - start_unix;
   };
   m.elapsed_seconds = elapsed(m.time);
   m.began_seconds = elapsed(began);

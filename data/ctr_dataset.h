@@ -161,7 +161,7 @@ absl::StatusOr<CtrTrainTest> LoadCtrTrainTest(
 bool IsCtrDatasetSpec(const std::string& spec);
 // DIR of "criteo:DIR". INVALID_ARGUMENT for another name or an empty DIR.
 // The dense trainers' LoadTrainTest (data/data_source.h) refuses these specs;
-// wiring them into the sparse trainers is still to come (issue 20).
+// the sparse (CTR) trainers read them.
 absl::StatusOr<std::string> ParseCtrDatasetSpec(const std::string& spec);
 
 }  // namespace ferry

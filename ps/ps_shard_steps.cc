@@ -125,9 +125,12 @@ absl::Status PsShard::ApplyStepLocked(
   // changes (checked before the rows are applied), and no chunk joins it
   // until it is applied (sum_mu_ held).
   std::optional<absl::MutexLock> sum_lock;
+  ArrivalSum* arrival = nullptr;  // set only while sum_lock holds sum_mu_
   if (SumsOnArrival()) {
     sum_lock.emplace(&sum_mu_);
-    RETURN_IF_ERROR(arrival_->CheckSummedExactly(
+    sum_mu_.AssertHeld();
+    arrival = arrival_.get();
+    RETURN_IF_ERROR(arrival->CheckSummedExactly(
         absl::StrFormat("step %d on shard %d", step, config_.shard_id),
         contributors));
   }
@@ -142,10 +145,10 @@ absl::Status PsShard::ApplyStepLocked(
   // Sum in the order named into the first contributor's buffer, then
   // divide: the same values as a sum from zero (0 + g is exact). On
   // arrival the sum is there already.
-  std::vector<float>& sum = SumsOnArrival()
-                                ? arrival_->sum()
+  std::vector<float>& sum = arrival != nullptr
+                                ? arrival->sum()
                                 : pending_[contributors.front().worker_id].grad;
-  if (!SumsOnArrival()) {
+  if (arrival == nullptr) {
     for (size_t c = 1; c < contributors.size(); ++c) {
       const std::vector<float>& g = pending_[contributors[c].worker_id].grad;
       for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
@@ -159,7 +162,7 @@ absl::Status PsShard::ApplyStepLocked(
     RecycleGradBuffer(std::move(contribution.grad));
   }
   pending_.clear();
-  if (SumsOnArrival()) arrival_->Reset(version_);  // the next step, or again
+  if (arrival != nullptr) arrival->Reset(version_);  // the next step, or again
   RETURN_IF_ERROR(applied);
   applied_sets_[step].assign(contributors.begin(), contributors.end());
   while (static_cast<int64_t>(applied_sets_.size()) > kRememberedSteps) {
