@@ -29,10 +29,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     CoordinatorOptions options, WeightsEvaluator* evaluator) {
-  if (options.job.mode() != v1::MODE_RING) {
-    return absl::InvalidArgumentError(
-        "a PS job needs the shards' ShardControl, not only an evaluator");
-  }
+  // A job with shards is refused there: it needs their ShardControl.
   return Create(std::move(options), nullptr, evaluator);
 }
 
@@ -47,14 +44,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
                      job.global_batch(), ", epochs ", job.epochs(), ", ",
                      options.epoch_size, " samples)"));
   }
-  if (ModeHasRing(job.mode()) &&
-      (job.consistency() != v1::CONSISTENCY_SYNC || job.sync_quorum() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ModeName(job.mode()),
-        " mode is synchronous: it takes neither async/ssp consistency nor "
-        "a sync quorum"));
-  }
-  if (ModeHasShards(job.mode()) && shards == nullptr) {
+  ASSIGN_OR_RETURN(StepRules rules,
+                   StepRules::For(job, options.finalize_on_push));
+  if (rules.has_shards() && shards == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a ", ModeName(job.mode()), " job needs the shards' ShardControl"));
   }
@@ -65,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     return absl::InvalidArgumentError("checkpoint_every must be >= 0");
   }
   std::unique_ptr<Coordinator> c(
-      new Coordinator(std::move(options), shards, evaluator));
+      new Coordinator(std::move(options), rules, shards, evaluator));
   {
     absl::MutexLock lock(&c->mu_);
     RETURN_IF_ERROR(c->Resume());
@@ -74,16 +66,17 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   return c;
 }
 
-Coordinator::Coordinator(CoordinatorOptions options, ShardControl* shards,
-                         WeightsEvaluator* evaluator)
+Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
+                         ShardControl* shards, WeightsEvaluator* evaluator)
     : options_(std::move(options)),
+      rules_(rules),
       shards_(shards),
       weights_(evaluator),
       persistence_(options_.file_system, options_.state_dir) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   // Off for good once a shard says it has no checkpoint directory.
-  checkpointing_ = ModeHasShards(options_.job.mode());
+  checkpointing_ = rules_.has_shards();
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }
 
@@ -180,9 +173,7 @@ CoordinatorGauges Coordinator::Gauges() const {
   CoordinatorGauges g;
   g.members = membership_.size();
   g.generation = membership_.generation();
-  g.steps_applied = options_.job.consistency() == v1::CONSISTENCY_SYNC
-                        ? steps_applied_
-                        : tasks_applied_;
+  g.steps_applied = rules_.sync() ? steps_applied_ : tasks_applied_;
   g.samples_applied = samples_applied_total_;
   g.finished = finished_;
   g.last_state_write = last_state_write_;
@@ -271,11 +262,11 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
   if (training_done_) {
     // Ring members hold the only copy of the weights: keep them until the
     // final evaluation has fetched them.
-    if (ring_mode() && !finished_) return std::nullopt;
+    if (rules_.members_hold_weights() && !finished_) return std::nullopt;
     return Action(v1::NextTaskResponse::FINISH, membership_.generation());
   }
   std::optional<v1::NextTaskResponse> response =
-      options_.job.consistency() == v1::CONSISTENCY_SYNC
+      rules_.sync()
           ? TryAssignSync(*member,
                           request.has_after_step() ? request.after_step() : -1,
                           request.fence())
@@ -302,7 +293,7 @@ std::optional<v1::NextTaskResponse> Coordinator::LeaseOpenSlot(
       r.set_epoch_size(options_.epoch_size);
       for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
       // Pipeline replicas (PS mode too) are cut from the step's members.
-      if (ring_mode() || pipeline_job()) AddRing(step, i, r);
+      if (rules_.leases_name_members()) AddRing(step, i, r);
       if (step.keep_state) {
         r.set_keep_state(true);
         std::vector<int64_t>& kept = member.kept_states;
@@ -311,10 +302,10 @@ std::optional<v1::NextTaskResponse> Coordinator::LeaseOpenSlot(
           if (kept.size() > 2) kept.erase(kept.begin());
         }
       }
-      if (FinalizesOnPush(number)) {
+      if (LeaseNamesContributors(number)) {
         for (const Slot& s : step.slots) {
           // A ring member pushes nothing; a PS pipeline stage does.
-          if (s.samples == 0 && !PushesWithoutSamples()) continue;
+          if (s.samples == 0 && !rules_.pushes_without_samples()) continue;
           v1::Contributor* c = r.add_step_contributors();
           c->set_worker_id(s.worker_id);
           c->set_num_samples(s.samples);
@@ -348,7 +339,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
   // A worker re-asking without a report (a retried call) gets the same task.
   if (member.leases.empty()) {
     if (!EnoughWorkers()) return std::nullopt;
-    if (options_.job.consistency() == v1::CONSISTENCY_SSP) {
+    if (rules_.bounded_staleness()) {
       int64_t slowest = member.tasks_done;
       for (const auto& [id, m] : membership_.members())
         slowest = std::min(slowest, m.tasks_done);
@@ -382,7 +373,7 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
   }
-  if (lost_member_aborts_step()) {
+  if (rules_.lost_member_aborts_step()) {
     // Its ring (its pipeline replica, the shards' sums) cannot finish the
     // steps it has not reported: every member restarts the first of them
     // from the committed state.

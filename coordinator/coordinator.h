@@ -78,6 +78,7 @@
 #include "coordinator/membership.h"
 #include "coordinator/recovery_log.h"
 #include "coordinator/shard_control.h"
+#include "coordinator/step_rules.h"
 #include "coordinator/step_table.h"
 #include "coordinator/task_queue.h"
 #include "ferry/v1/coordinator.pb.h"
@@ -219,7 +220,7 @@ class Coordinator {
   using Reply =
       std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
 
-  Coordinator(CoordinatorOptions options, ShardControl* shards,
+  Coordinator(CoordinatorOptions options, StepRules rules, ShardControl* shards,
               WeightsEvaluator* evaluator);
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options, ShardControl* shards,
@@ -248,44 +249,14 @@ class Coordinator {
   // Forms the next step when fewer than `max_open` open steps are still
   // collecting reports (not finalizing).
   bool FormStep(int max_open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The workers form a ring (ring and hybrid mode): every member is in
-  // every step, a lost member aborts the step, members hold weights.
-  bool ring_mode() const { return ModeHasRing(options_.job.mode()); }
-  // Hybrid mode: the shards hold the embedding tables, the ring the dense
-  // layers.
-  bool hybrid_mode() const { return options_.job.mode() == v1::MODE_HYBRID; }
-  // Pipeline jobs (ring or sync PS): a replica's members train a step
-  // together, so a step one of them cannot finish is aborted for all.
-  bool pipeline_job() const { return options_.job.pipeline_stages() > 1; }
-  // Steps one member cannot finish are aborted for all (and, with shards,
-  // rolled back there): ring and pipeline jobs, and sync PS whose shards
-  // sum on arrival (a summed push cannot be taken out of a step).
-  bool lost_member_aborts_step() const {
-    return ring_mode() || pipeline_job() || options_.job.sum_on_arrival();
-  }
-  // How many of a step's `members` (in rank order) get samples: all, except
-  // in a PS pipeline job with a worker memory budget, where only whole
-  // replicas train (a member after them would hold the whole model alone)
-  // and the rest wait as spares, outside the step.
-  int64_t TrainedMembers(int64_t members) const;
-  // PS pipeline jobs: a member without samples of its own still pushes (its
-  // stage's gradient of its replica's samples), so it is in the step's
-  // contributor set with 0 samples.
-  bool PushesWithoutSamples() const { return pipeline_job() && !ring_mode(); }
-  // Shards that apply sync steps the coordinator finalizes (sync PS and
-  // hybrid): in-doubt steps are resolved and open steps rolled back there.
-  bool sync_shards() const {
-    return ModeHasShards(options_.job.mode()) &&
-           options_.job.consistency() == v1::CONSISTENCY_SYNC;
-  }
   absl::Time Now() const { return options_.clock->Now(); }
   // CheckTimeouts()'s work; replies go out after the lock.
   void ExpireTimeouts(std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether the lease of `step` names its contributors (finalize on push).
-  bool FinalizesOnPush(int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The job applies steps on push (some leases name their contributors).
-  bool FinalizeOnPushJob() const;
+  // Whether the lease of `step` names its contributors: the job finalizes
+  // on push, and `step` is not one the coordinator checkpoints.
+  bool LeaseNamesContributors(int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finalize on push: the shards must hear of a new generation when it
   // moves, since a step applied on push raises no fence before the next
   // lease can be pulled for.
@@ -399,6 +370,7 @@ class Coordinator {
   void ReaperLoop();
 
   const CoordinatorOptions options_;
+  const StepRules rules_;  // what the job's settings decide about its steps
   ShardControl* const shards_;  // null in ring mode without shards
   WeightsEvaluator* const weights_;
   const absl::Time start_ = options_.clock->Now();

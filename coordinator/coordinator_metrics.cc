@@ -201,7 +201,7 @@ void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   m.elapsed_seconds =
       absl::ToDoubleSeconds(m.time - absl::UnixEpoch()) - start_unix_;
   m.mode = ModeName(options_.job.mode());
-  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  const bool sync = rules_.sync();
   m.step = sync ? point.step() : tasks_applied_;
   m.final = point.final();
   m.epoch = point.epoch() >= 0 ? point.epoch() : queue_->epoch();

@@ -61,7 +61,7 @@ bool Coordinator::FenceDue() const {
   // Hybrid needs no fence of its own: a join leaves the open steps' member
   // sets alone (ring semantics), and every abort already fences the shards
   // through RecoverShards' restore.
-  return shards_ != nullptr && FinalizeOnPushJob() && !hybrid_mode() &&
+  return shards_ != nullptr && rules_.fence_shards_per_generation() &&
          fenced_generation_ < membership_.generation();
 }
 
@@ -76,7 +76,7 @@ void Coordinator::FenceShards(int64_t generation) {
 }
 
 void Coordinator::WatchShards() {
-  if (!sync_shards()) return;
+  if (!rules_.shards_apply_finalized_steps()) return;
   absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
   if (!versions.ok() || versions->empty())
     return;  // down: FinalizeStep retries
@@ -95,12 +95,12 @@ void Coordinator::WatchShards() {
 }
 
 void Coordinator::RecoverShards(const std::string& why) {
-  if (!sync_shards()) {
+  if (!rules_.shards_apply_finalized_steps()) {
     std::vector<Reply> replies;
     {
       absl::MutexLock lock(&mu_);
       // Ring: a step is in doubt only once every member reported it applied.
-      if (in_doubt_.has_value()) ResolveInDoubt(ring_mode());
+      if (in_doubt_.has_value()) ResolveInDoubt(rules_.members_hold_weights());
       AbortOpenSteps(0, true, why, "");
       steps_.set_formed(steps_applied_);
       recovery_needed_ = false;
@@ -179,12 +179,11 @@ void Coordinator::ApplyStepsPastEveryShard(int64_t low) {
   // aborts the step instead of leaving it: sum on arrival, PS pipelines),
   // so that a finalizing step is the set the shards applied on push, and
   // nothing else holds state of it (no ring).
-  if (!lost_member_aborts_step() || ring_mode() || in_doubt_.has_value())
-    return;
+  if (!rules_.steps_recoverable_from_shards() || in_doubt_.has_value()) return;
   while (steps_applied_ < low) {
     const int64_t number = steps_applied_;
     OpenStep* step = steps_.Find(number);
-    if (step == nullptr || !step->finalizing || !FinalizesOnPush(number))
+    if (step == nullptr || !step->finalizing || !LeaseNamesContributors(number))
       return;
     steps_.Dequeue(number);
     ApplyStep(number);

@@ -47,7 +47,7 @@ v1::StatusResponse Coordinator::Status() const {
     if (!s.worker_peer_bytes().contains(id))
       (*s.mutable_worker_peer_bytes())[id] = bytes;
   }
-  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  const bool sync = rules_.sync();
   s.set_step(sync ? steps_applied_ : tasks_applied_);
   s.set_epoch(queue_->epoch());
   s.set_epoch_progress(static_cast<double>(queue_->samples_applied()) /

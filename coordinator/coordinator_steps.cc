@@ -61,7 +61,7 @@ absl::Status Coordinator::RecordDone(Member& member,
     const double loss = done.loss_sum() / done.num_samples();
     recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
   }
-  if (options_.job.consistency() == v1::CONSISTENCY_SYNC) {
+  if (rules_.sync()) {
     OpenStep* open = steps_.Find(done.step());
     Slot* slot = nullptr;
     if (open != nullptr) {
@@ -162,13 +162,12 @@ bool Coordinator::AdvanceEpochIfComplete() {
   acc.set_samples_released(queue_->samples_released());
   acc.set_samples_dropped(queue_->num_samples() - queue_->samples_applied());
   accounting_.push_back(acc);
-  const int64_t version =
-      options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  const int64_t version = rules_.sync() ? steps_applied_ : 0;
   if (queue_->epoch() + 1 >= options_.job.epochs()) {
     FinishJob(queue_->epoch());
     return false;
   }
-  const bool sync = options_.job.consistency() == v1::CONSISTENCY_SYNC;
+  const bool sync = rules_.sync();
   eval_queue_.push_back(
       {.version = version, .epoch = queue_->epoch(), .holds_steps = sync});
   if (sync) steps_held_for_eval_ = true;
@@ -182,8 +181,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
 void Coordinator::FinishJob(int64_t epoch) {
   if (training_done_) return;
   training_done_ = true;
-  const int64_t version =
-      options_.job.consistency() == v1::CONSISTENCY_SYNC ? steps_applied_ : 0;
+  const int64_t version = rules_.sync() ? steps_applied_ : 0;
   eval_queue_.push_back({.version = version, .epoch = epoch, .final = true});
 }
 
@@ -240,7 +238,8 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   // as the same members' new ones), or sums (sum on arrival). The finalizer
   // drops them (RecoverShards: a rollback of the open step) before any step
   // forms again.
-  if (lost_member_aborts_step() && sync_shards() && !recovery_needed_) {
+  if (rules_.lost_member_aborts_step() &&
+      rules_.shards_apply_finalized_steps() && !recovery_needed_) {
     recovery_needed_ = true;
     recovery_why_ =
         absl::StrCat("step ", first, " aborted: the shards drop its pushes");
@@ -278,7 +277,7 @@ void Coordinator::ApplyStep(int64_t number) {
   // ended no earlier than that.
   const absl::Time now = Now();
   absl::Time ended = step.ended.value_or(now);
-  if (shards_ != nullptr && !FinalizesOnPush(number)) {
+  if (shards_ != nullptr && !LeaseNamesContributors(number)) {
     ended = std::max(ended, now);
   }
   RecordAppliedStep(step, std::min(step.began.value_or(ended), ended), ended);
@@ -375,14 +374,16 @@ void Coordinator::FinalizerLoop() {
       // Hybrid: the generation the step was formed in, so that a join since
       // then (which aborts nothing in a ring) does not fence off the pushes
       // of the steps formed before it; an abort removes those steps first.
-      generation = hybrid_mode() ? steps_.open().at(number).ring_generation
-                                 : membership_.generation();
+      generation = rules_.ring_beside_shards()
+                       ? steps_.open().at(number).ring_generation
+                       : membership_.generation();
       v1::AppliedStep doubt;
       doubt.set_step(number);
       for (const Slot& s : steps_.open().at(number).slots) {
         // A ring member without samples (hybrid) pushed nothing there; a
         // PS pipeline stage did.
-        if (!s.pushed || (s.samples == 0 && !PushesWithoutSamples())) continue;
+        if (!s.pushed || (s.samples == 0 && !rules_.pushes_without_samples()))
+          continue;
         v1::Contributor c;
         c.set_worker_id(s.worker_id);
         c.set_num_samples(s.samples);
@@ -469,13 +470,13 @@ bool Coordinator::FormStep(int max_open) {
   const int64_t every = options_.checkpoint_every;
   // A forced checkpoint's step, or the same step formed again.
   const bool forced =
-      hybrid_mode() && checkpointing_ &&
+      rules_.ring_beside_shards() && checkpointing_ &&
       (force_keep_state_ || forced_checkpoints_.contains(steps_.formed()));
-  step.keep_state = hybrid_mode() && checkpointing_ &&
+  step.keep_state = rules_.ring_beside_shards() && checkpointing_ &&
                     (queue_->remaining() == queue_->num_samples() ||
                      (every > 0 && steps_.formed() % every == 0) || forced);
   const int64_t w = static_cast<int64_t>(ranked.size());
-  const int64_t trained = TrainedMembers(w);
+  const int64_t trained = rules_.TrainedMembers(w);
   if (trained == 0) {
     if (replica_wait_logged_ != membership_.generation()) {
       replica_wait_logged_ = membership_.generation();
@@ -484,17 +485,12 @@ bool Coordinator::FormStep(int max_open) {
     }
     return false;
   }
-  // PS pipelines keep a replica whole even when some of its members have no
-  // samples of their own (the epoch's last step): they train its stages.
-  const int64_t whole =
-      PushesWithoutSamples()
-          ? trained / job.pipeline_stages() * job.pipeline_stages()
-          : 0;
+  const int64_t kept = rules_.MembersKeptWithoutSamples(trained);
   for (int64_t r = 0; r < w; ++r) {
     const int64_t share =
         r < trained ? available / trained + (r < available % trained ? 1 : 0)
                     : 0;
-    if (share == 0 && !ring_mode() && r >= whole) continue;
+    if (share == 0 && !rules_.KeepsMemberWithoutSamples(r, kept)) continue;
     Slot slot;
     slot.worker_id = ranked[r]->id;
     slot.tasks = queue_->Lease(share);
@@ -510,22 +506,8 @@ bool Coordinator::FormStep(int max_open) {
   return true;
 }
 
-int64_t Coordinator::TrainedMembers(int64_t members) const {
-  const v1::JobSpec& job = options_.job;
-  if (ring_mode() || !pipeline_job() || job.worker_memory_budget_bytes() <= 0) {
-    return members;
-  }
-  return members / job.pipeline_stages() * job.pipeline_stages();
-}
-
-bool Coordinator::FinalizeOnPushJob() const {
-  return ModeHasShards(options_.job.mode()) &&
-         options_.job.consistency() == v1::CONSISTENCY_SYNC &&
-         options_.job.sync_quorum() == 0 && options_.finalize_on_push;
-}
-
-bool Coordinator::FinalizesOnPush(int64_t step) const {
-  if (!FinalizeOnPushJob()) return false;
+bool Coordinator::LeaseNamesContributors(int64_t step) const {
+  if (!rules_.finalize_on_push()) return false;
   // The shards must still be at version `step` when the coordinator
   // checkpoints it (after applying step - 1).
   const int64_t every = options_.checkpoint_every;
@@ -535,7 +517,7 @@ bool Coordinator::FinalizesOnPush(int64_t step) const {
 
 void Coordinator::ForceCheckpointIfNoCopyLeft() {
   // Nothing to force, or a forced checkpoint is on its way already.
-  if (!hybrid_mode() || !checkpointing_ || force_keep_state_ ||
+  if (!rules_.ring_beside_shards() || !checkpointing_ || force_keep_state_ ||
       !forced_checkpoints_.empty()) {
     return;
   }
@@ -557,7 +539,7 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   for (const Slot& slot : step.slots) {
     v1::RingMember* m = r.add_ring();
     m->set_worker_id(slot.worker_id);
-    if (pipeline_job()) {
+    if (rules_.members_carry_their_tasks()) {
       for (const v1::DataTask& t : slot.tasks) *m->add_tasks() = t;
     }
     if (const Member* member = membership_.Find(slot.worker_id))

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "coordinator/step_rules.h"
 #include "data/ctr_dataset.h"
 #include "data/data_source.h"
 #include "data/dlrm_job_check.h"
@@ -48,21 +49,11 @@ absl::Status SetPipeline(const CoordinatorFlags& f, const ModelDef* dense,
     return absl::InvalidArgumentError(
         "--pipeline-stages splits layer-stack models; a DLRM is not one");
   }
-  if (job.mode() == v1::MODE_HYBRID) {
-    return absl::InvalidArgumentError(
-        "--pipeline-stages needs --mode ring or ps: hybrid mode trains DLRMs, "
-        "which are not layer stacks");
-  }
-  if (job.mode() == v1::MODE_PS && job.consistency() != v1::CONSISTENCY_SYNC) {
-    return absl::InvalidArgumentError(
-        "--pipeline-stages in ps mode needs --consistency sync: a replica's "
-        "stages train each step together");
-  }
-  if (job.mode() == v1::MODE_PS && job.sync_quorum() > 0) {
-    return absl::InvalidArgumentError(
-        "--pipeline-stages cannot take --sync-quorum: a step closed without "
-        "one stage's push would apply a replica's gradient for some layers "
-        "and not for others");
+  {
+    // The modes a pipeline runs in: the coordinator's own rules.
+    v1::JobSpec with_stages = job;
+    with_stages.set_pipeline_stages(f.pipeline.stages);
+    RETURN_IF_ERROR(StepRules::For(with_stages, true).status());
   }
   if (f.pipeline.micro_batches > f.global_batch) {
     return absl::InvalidArgumentError(
