@@ -150,9 +150,6 @@ class Prometheus:
         ns = self.namespace
         self.wait_for("ferry:job_finished == 1",
                       lambda: self.scalar(f'ferry:job_finished{{namespace="{ns}"}}') == 1)
-        # One full scrape + rule round after the status was read: the
-        # gauges do not move after the job finished.
-        time.sleep(3)
         members = status.get("members", [])  # none once the job finished
         expected = {
             "ferry:job_steps": float(status.get("step", 0)),
@@ -160,37 +157,57 @@ class Prometheus:
             "ferry:train_samples_per_second": float(status.get("samples_per_second", 0)),
             "ferry:members": float(len(members)),
         }
+
+        def mismatches():
+            out = {}
+            for rule, want in expected.items():
+                got = self.scalar(f'{rule}{{namespace="{ns}"}}')
+                if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+                    out[rule] = (got, want)
+            return out
+        # The gauges stop moving once the job finished; the rules catch up
+        # within a scrape and an evaluation round.
+        try:
+            self.wait_for("the recording rules to equal the finished job's status",
+                          lambda: not mismatches(), timeout=30)
+        except PrometheusFailure:
+            raise PrometheusFailure("recording rules differ from the job's status "
+                                    "(rule: (prometheus, status)): " + str(mismatches()))
         for rule, want in expected.items():
-            got = self.scalar(f'{rule}{{namespace="{ns}"}}')
-            if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
-                raise PrometheusFailure(f"{rule} = {got}, the job's status says {want}")
-            log(f"prometheus: {rule} = {got:g} (status: {want:g})")
+            log(f"prometheus: {rule} = {want:g}, as the status says")
         # Each worker's bytes: its process's counters = what it reported
         # (all peers but the coordinator, as the rule sums them). Live
         # worker pods only; a pod's worker id is in its log.
-        by_pod = {m["metric"].get("pod"): float(m["value"][1]) for m in self.api(
-            "query", query=f'ferry:worker_bytes_sent:by_pod{{namespace="{ns}"}}')["result"]}
         worker_bytes = status.get("worker_bytes", {})
-        compared = 0
+        wanted = {}
         for pod in cluster.pods_of(cluster.worker_wl):
             if pod.exit_code is not None:
                 continue
             with open(pod.log_path, errors="replace") as f:
                 ids = re.findall(r"registered with \S+ as (\S+?):", f.read())
-            if not ids or ids[-1] not in worker_bytes or pod.name not in by_pod:
-                raise PrometheusFailure(f"{pod.name} (worker {ids[-1:]}): no bytes in "
-                                        f"prometheus ({sorted(by_pod)}) or in the status "
-                                        f"({sorted(worker_bytes)})")
+            if not ids or ids[-1] not in worker_bytes:
+                raise PrometheusFailure(f"{pod.name}: no worker id in its log ({ids}) or "
+                                        f"no bytes in the status ({sorted(worker_bytes)})")
             sent = worker_bytes[ids[-1]].get("sent", {})
-            want = float(sum(int(n) for peer, n in sent.items() if peer != "coordinator"))
-            if not math.isclose(by_pod[pod.name], want, rel_tol=1e-9):
-                raise PrometheusFailure(f"ferry:worker_bytes_sent:by_pod{{pod={pod.name}}} = "
-                                        f"{by_pod[pod.name]}, status.worker_bytes[{ids[-1]}] "
-                                        f"= {want}")
-            compared += 1
-        if not compared:
+            wanted[pod.name] = float(sum(int(n) for peer, n in sent.items()
+                                         if peer != "coordinator"))
+        if not wanted:
             raise PrometheusFailure("no live worker to compare bytes with")
-        log(f"prometheus: bytes sent of {compared} workers equal their status")
+
+        def bytes_mismatches():
+            by_pod = {m["metric"].get("pod"): float(m["value"][1]) for m in self.api(
+                "query", query=f'ferry:worker_bytes_sent:by_pod{{namespace="{ns}"}}')["result"]}
+            return {pod: (by_pod.get(pod), want) for pod, want in wanted.items()
+                    if by_pod.get(pod) is None
+                    or not math.isclose(by_pod[pod], want, rel_tol=1e-9)}
+        try:
+            self.wait_for("each worker's bytes to equal its status",
+                          lambda: not bytes_mismatches(), timeout=30)
+        except PrometheusFailure:
+            raise PrometheusFailure("ferry:worker_bytes_sent:by_pod differs from the "
+                                    "status (pod: (prometheus, status)): "
+                                    + str(bytes_mismatches()))
+        log(f"prometheus: bytes sent of {len(wanted)} workers equal their status")
         # Every dashboard query answers.
         with open(os.path.join(self.source_dir,
                                "deploy/monitoring/grafana-dashboard.json")) as f:
