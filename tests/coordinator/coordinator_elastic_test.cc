@@ -203,6 +203,11 @@ TEST(CoordinatorElasticTest, ARecoveryKeepsTheQueuedStepsEveryShardApplied) {
   ASSERT_TRUE(ra2.ok());
   ASSERT_EQ(ra2->step(), 2);
   ASSERT_TRUE(ReportOnly(f, a, *ra2).ok());
+  // The finalizer is inside step 0's FinalizeStep (held there) before b
+  // leaves: the recovery then runs once the shards are at version 2.
+  ASSERT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return !s.begun.empty() && s.begun.front() == 0;
+  }));
   ASSERT_TRUE(f.coordinator->Leave(b).ok());  // b never reports step 2
   {
     absl::MutexLock lock(&f.shards.mu);

@@ -38,6 +38,7 @@ class FakeShardControl final : public ShardControl {
       int64_t step, int64_t,
       const std::vector<v1::Contributor>& contributors) override {
     absl::MutexLock lock(&mu);
+    begun.push_back(step);
     mu.Await(absl::Condition(&finalize_open));
     attempted.push_back(step);
     if (fail_every > 0 && ++calls % fail_every == 0) {
@@ -99,6 +100,8 @@ class FakeShardControl final : public ShardControl {
   int fail_every = 0;
   int64_t calls = 0;
   std::vector<std::pair<int64_t, std::vector<v1::Contributor>>> finalized;
+  // FinalizeStep calls begun, before the finalize_open wait.
+  std::vector<int64_t> begun;
   std::vector<int64_t> attempted;  // every finalize
   std::vector<int64_t> checkpoints;
   std::vector<int64_t> restores;
