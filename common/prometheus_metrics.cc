@@ -479,6 +479,7 @@ void MetricsExposer::Serve() {
     if ((fds[0].revents & POLLIN) == 0) continue;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    accepted_.fetch_add(1);
     Answer(fd, wake_fd_);
     close(fd);
   }

@@ -17,6 +17,7 @@
 #define FERRY_COMMON_PROMETHEUS_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -244,6 +245,9 @@ class MetricsExposer {
   MetricsExposer& operator=(const MetricsExposer&) = delete;
   // The port bound (the OS's choice for a bind address with port 0).
   int port() const { return port_; }
+  // Connections taken so far (the one being answered included), so that a
+  // test knows the exposer holds its connection rather than guessing.
+  int64_t connections_accepted() const { return accepted_.load(); }
 
  private:
   friend absl::StatusOr<std::unique_ptr<MetricsExposer>> StartMetricsExposerAt(
@@ -254,6 +258,7 @@ class MetricsExposer {
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: written by the destructor
   int port_ = 0;
+  std::atomic<int64_t> accepted_{0};
   std::thread thread_;
 };
 

@@ -70,7 +70,9 @@ class InMemoryRingHub::Endpoint : public RingTransport {
         in_->mu.AssertHeld();
         return in_->receiver_aborted || in_->mailbox.count(tag) > 0;
       };
+      ++in_->blocked_receivers;
       in_->mu.AwaitWithDeadline(absl::Condition(&arrived_or_aborted), deadline);
+      --in_->blocked_receivers;
       if (in_->receiver_aborted) return Cancelled("Recv", tag);
       auto it = in_->mailbox.find(tag);
       if (it == in_->mailbox.end()) {
@@ -137,6 +139,13 @@ int64_t InMemoryRingHub::bytes_sent(int rank) const {
 
 int64_t InMemoryRingHub::bytes_received(int rank) const {
   return endpoints_[rank]->bytes_received();
+}
+
+int InMemoryRingHub::blocked_receivers(int rank) const {
+  // Rank r receives on the link of rank r - 1.
+  Link& in = *links_[(rank + size() - 1) % size()];
+  absl::MutexLock lock(&in.mu);
+  return in.blocked_receivers;
 }
 
 }  // namespace ferry

@@ -59,6 +59,12 @@ class InMemoryRingHub {
   int64_t bytes_sent(int rank) const;
   int64_t bytes_received(int rank) const;
 
+  // Recv calls of `rank` blocked right now waiting for a message, so that a
+  // test can act (Abort, destroy) once a collective is known to be inside
+  // its Recv rather than sleep and hope it is.
+  // REQUIRES: 0 <= rank < size().
+  int blocked_receivers(int rank) const;
+
  private:
   class Endpoint;
 
@@ -68,6 +74,7 @@ class InMemoryRingHub {
     absl::Mutex mu;
     std::map<RingTag, std::deque<std::string>> mailbox ABSL_GUARDED_BY(mu);
     bool receiver_aborted ABSL_GUARDED_BY(mu) = false;
+    int blocked_receivers ABSL_GUARDED_BY(mu) = 0;
   };
 
   std::vector<std::unique_ptr<Link>> links_;  // links_[r]: r -> r + 1

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -243,8 +244,12 @@ TEST(PrometheusMetricsTest, StallingClientIsDroppedAndDoesNotBlockShutdown) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(send(fd, "G", 1, 0), 1);        // and nothing more
-  absl::SleepFor(absl::Milliseconds(200));  // the exposer is now reading it
+  ASSERT_EQ(send(fd, "G", 1, 0), 1);  // and nothing more
+  // The exposer took the connection and is reading its request.
+  const absl::Status taken = testutil::WaitUntil(
+      "the exposer to accept the stalling connection",
+      [&] { return (*exposer)->connections_accepted() == 1; });
+  ASSERT_TRUE(taken.ok()) << taken;
   const absl::Time start = absl::Now();
   exposer->reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -25,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "proto/rpc_util.h"
 #include "ps/ps_client.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 
@@ -124,7 +126,9 @@ class FakeShard final : public v1::ParameterServer::Service {
       version = version_;
     }
     if (fault == PullFault::kHang) {
-      while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
+      // A server that never answers: held until the client gives up.
+      (void)testutil::WaitUntil("the client to cancel the hung pull",
+                                [context] { return context->IsCancelled(); });
       return {grpc::DEADLINE_EXCEEDED, "version not reached"};
     }
     if (fault == PullFault::kOldVersion) version = request->min_version() - 1;
@@ -300,13 +304,10 @@ inline void ExpectPushed(Cluster& cluster, int num_shards,
 // Waits (bounded: 5 s) until shard `s` has received `n` push streams.
 inline std::vector<ReceivedPush> WaitForPushes(Cluster& cluster, int s,
                                                size_t n) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  std::vector<ReceivedPush> pushes = cluster.shard(s).pushes();
-  while (pushes.size() < n && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(2));
-    pushes = cluster.shard(s).pushes();
-  }
-  return pushes;
+  (void)testutil::WaitUntil(
+      absl::StrCat(n, " push streams on shard ", s),
+      [&] { return cluster.shard(s).pushes().size() >= n; }, absl::Seconds(5));
+  return cluster.shard(s).pushes();
 }
 
 }  // namespace ferry

@@ -12,6 +12,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_shard.h"
 #include "tests/ps/ps_shard_testing.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -154,9 +155,10 @@ TEST_F(PsLimitsServiceTest, PullsBeyondTheLimitGetResourceExhausted) {
   for (int i = 0; i < 3; ++i) {
     // The server registers the waits in order; wait for each before the next.
     const int64_t expected = std::min(i, 2);
-    for (int t = 0; t < 300 && shard_->Info().pending_pulls < expected; ++t) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    const absl::Status waiting = testutil::WaitUntil(
+        absl::StrCat(expected, " pending pulls"),
+        [&] { return shard_->Info().pending_pulls >= expected; });
+    ASSERT_TRUE(waiting.ok()) << waiting;
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     SetDeadline(*contexts.back(), absl::Seconds(10));
     readers.push_back(stub_->Pull(contexts.back().get(), request));

@@ -15,6 +15,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_shard.h"
 #include "ps/sparse_store.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -106,6 +107,44 @@ class PsRowsTest : public testing::Test {
     return out.empty() ? std::vector<float>{} : out[0];
   }
 
+  // Bytes shard `s` received from workers, and bytes client `c` sent to it
+  // (both count whole serialized messages).
+  int64_t ReceivedBy(int s) {
+    const PsShardInfo info = shards_[s]->Info();
+    auto it = info.bytes_received.find("worker");
+    return it == info.bytes_received.end() ? 0 : it->second;
+  }
+  int64_t SentTo(GrpcParameterClient& c, int s) {
+    return c.peer_bytes()[absl::StrCat("ps", s)].sent;
+  }
+
+  // Waits until every shard received something since `received_before`
+  // and everything `c` sent to it: the messages of an open push session
+  // are on the shards (staged, not committed).
+  absl::Status WaitForArrival(GrpcParameterClient& c,
+                              const std::vector<int64_t>& received_before,
+                              const std::vector<int64_t>& sent_before) {
+    return testutil::WaitUntil("the push's messages on every shard", [&] {
+      for (int s = 0; s < kShards; ++s) {
+        const int64_t received = ReceivedBy(s) - received_before[s];
+        if (received == 0 || received != SentTo(c, s) - sent_before[s]) {
+          return false;
+        }
+      }
+      return true;
+    });
+  }
+  std::vector<int64_t> AllReceived() {
+    std::vector<int64_t> out;
+    for (int s = 0; s < kShards; ++s) out.push_back(ReceivedBy(s));
+    return out;
+  }
+  std::vector<int64_t> AllSent(GrpcParameterClient& c) {
+    std::vector<int64_t> out;
+    for (int s = 0; s < kShards; ++s) out.push_back(SentTo(c, s));
+    return out;
+  }
+
   std::vector<float> Reference(int32_t table,
                                const std::vector<uint64_t>& ids) {
     std::vector<float> out(ids.size() * reference_->table(table).dim());
@@ -166,21 +205,25 @@ TEST_F(PsRowsTest, CommitAtFinishHoldsEveryShardsCommitUntilFinish) {
   const std::vector<SparseRows> rows = {{0, {1, 2, 3}, std::vector<float>(6)}};
   // Sent, not committed: destroying the session cancels it everywhere.
   {
+    const std::vector<int64_t> received = AllReceived(), sent = AllSent(*a_);
     auto dropped = a_->BeginPush(info);
     ASSERT_TRUE(dropped.ok());
     ASSERT_TRUE((*dropped)->Ready(0, 5, dense.data()).ok());
     ASSERT_TRUE((*dropped)->AddRows(rows).ok());
-    absl::SleepFor(absl::Milliseconds(200));  // time to arrive
+    const absl::Status arrived = WaitForArrival(*a_, received, sent);
+    ASSERT_TRUE(arrived.ok()) << arrived;
     for (auto& shard : shards_) {
       EXPECT_EQ(shard->version(), 0);
       EXPECT_EQ(shard->Info().accepted_pushes, 0);
     }
   }
+  const std::vector<int64_t> received = AllReceived(), sent = AllSent(*a_);
   auto held = a_->BeginPush(info);
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE((*held)->Ready(0, 5, dense.data()).ok());
   ASSERT_TRUE((*held)->AddRows(rows).ok());
-  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Status arrived = WaitForArrival(*a_, received, sent);
+  ASSERT_TRUE(arrived.ok()) << arrived;
   for (auto& shard : shards_) EXPECT_EQ(shard->version(), 0);
   ASSERT_TRUE((*held)->Finish().ok());
   for (auto& shard : shards_) EXPECT_EQ(shard->version(), 1);

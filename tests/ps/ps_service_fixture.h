@@ -20,6 +20,7 @@
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
 #include "ps/ps_service.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry::testing {
 
@@ -165,12 +166,9 @@ class PsServiceTest : public ::testing::Test {
   // Polls ShardInfo until pending_pulls == n (cancellation reaches the server
   // asynchronously).
   bool WaitForPendingPulls(int64_t n) {
-    const absl::Time end = absl::Now() + absl::Seconds(3);
-    while (absl::Now() < end) {
-      if (Info().pending_pulls() == n) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+    return testutil::WaitUntil(absl::StrCat(n, " pending pulls"),
+                               [&] { return Info().pending_pulls() == n; })
+        .ok();
   }
 
   grpc::Status Checkpoint(int64_t version, v1::CheckpointResponse* response) {

@@ -1,5 +1,6 @@
 // PsService's Pull over real gRPC on a loopback port chosen by the OS:
 // waits for the version, deadlines, ranges, other jobs, malformed requests.
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/ps/ps_service_fixture.h"
 #include "tests/testing/raw_stream_call.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -80,10 +82,11 @@ TEST_F(PsServiceTest, PullWaitsUntilTheVersionArrives) {
     done = true;
   });
   ASSERT_TRUE(WaitForPendingPulls(1));
-  absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(done);
   const v1::PushHeader a = Header("a", 0, 2);
   ASSERT_TRUE(Push(&a, Slice({2, 4, 6, 8})).ok());
+  // A push alone makes no version: the server still holds the pull.
+  EXPECT_EQ(Info().pending_pulls(), 1);
   EXPECT_FALSE(done);
   ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
   puller.join();
@@ -114,13 +117,20 @@ TEST_F(PsServiceTest, ManyPullsRacingDeadlinesAndFinalize) {
   constexpr int kPullers = 16;
   std::vector<PullResult> results(kPullers);
   std::vector<std::thread> threads;
+  std::atomic<int> ended = 0;
   for (int i = 0; i < kPullers; ++i) {
-    threads.emplace_back(
-        [&, i] { results[i] = Pull(1, absl::Milliseconds(60 + 10 * i)); });
+    threads.emplace_back([&, i] {
+      results[i] = Pull(1, absl::Milliseconds(60 + 10 * i));
+      ++ended;
+    });
   }
   const v1::PushHeader a = Header("a", 0, 2);
   ASSERT_TRUE(Push(&a, Slice({2, 4, 6, 8})).ok());
-  absl::SleepFor(absl::Milliseconds(120));
+  // Finalize once the first deadlines have expired, while later ones are
+  // still pending.
+  const absl::Status expired = testutil::WaitUntil(
+      "the first pull to end by its deadline", [&] { return ended > 0; });
+  ASSERT_TRUE(expired.ok()) << expired;
   ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
   for (std::thread& t : threads) t.join();
   for (const PullResult& r : results) {

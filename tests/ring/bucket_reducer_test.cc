@@ -14,6 +14,7 @@
 #include "ring/in_memory_ring.h"
 #include "ring/ring_collective.h"
 #include "tests/ring/ring_test_fixture.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -198,7 +199,11 @@ TEST(BucketAllReducerTest, DestructorDoesNotHangMidStep) {
                              grads.data());
     reducer.Start(0);
     ASSERT_TRUE(reducer.Ready(0, 30).ok());
-    absl::SleepFor(absl::Milliseconds(20));  // let the first bucket start
+    // The first bucket is in flight: blocked on the silent rank 1.
+    const absl::Status started =
+        testutil::WaitUntil("the first bucket to wait for rank 1",
+                            [&] { return hub.blocked_receivers(0) > 0; });
+    ASSERT_TRUE(started.ok()) << started;
   }  // the bucket in flight runs into its deadline, the others are dropped
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(600));
 }

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -123,9 +124,13 @@ TEST(InMemoryRingTest, AbortCancelsABlockedRecvAndLaterCalls) {
                                      FarDeadline());
     waited = absl::Now() - start;
   });
-  absl::SleepFor(absl::Milliseconds(30));
+  const absl::Status waiting = testutil::WaitUntil(
+      "rank 1's Recv to block", [&] { return hub.blocked_receivers(1) > 0; });
+  EXPECT_TRUE(waiting.ok()) << waiting;
+  EXPECT_EQ(hub.blocked_receivers(0), 0);
   hub.transport(1)->Abort();
   receiver.join();
+  EXPECT_EQ(hub.blocked_receivers(1), 0);
   EXPECT_EQ(blocked.code(), absl::StatusCode::kCancelled) << blocked;
   EXPECT_LT(waited, absl::Seconds(2));
 

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ring/in_memory_ring.h"
 #include "tests/ring/ring_test_fixture.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -235,7 +236,10 @@ TEST(RingCollectiveTest, AbortCancelsARunningAllReduce) {
   std::thread rank0([&] {
     s = RingCollective(hub.transport(0)).AllReduceSum(5, data.data(), 10);
   });
-  absl::SleepFor(absl::Milliseconds(30));
+  const absl::Status blocked =
+      testutil::WaitUntil("rank 0 to wait for rank 1",
+                          [&] { return hub.blocked_receivers(0) > 0; });
+  EXPECT_TRUE(blocked.ok()) << blocked;
   hub.transport(0)->Abort();
   rank0.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
