@@ -4,7 +4,7 @@
 // For every limit in --limits (a no-limit baseline first), this program
 // starts `--shards` PsShard cores (async, so a push is applied on arrival),
 // each behind its own gRPC server (StartPsServer, the code of `ferry-server
-// --role ps`) on 127.0.0.1 in this process, and one GrpcParameterClient.
+// ps`) on 127.0.0.1 in this process, and one GrpcParameterClient.
 // Like `ferry local --link-bandwidth`, the worker's client and every shard
 // get a LinkShaper of that limit (--worker-only: the client alone). Each
 // iteration pushes the whole --mib gradient to the shards, then pulls the

@@ -81,9 +81,8 @@ inline absl::StatusOr<v1::ShardInfoResponse> QueryShardInfo(
 inline std::vector<std::string> LoadShardArgv(const LoadClusterOptions& o,
                                               const LoadCluster& c, int i) {
   std::vector<std::string> shard = {
-      o.server_bin,         "--role",        "ps",          "--listen",
-      c.shard_addresses[i], "--coordinator", c.coordinator, "--shard-id",
-      std::to_string(i)};
+      o.server_bin,    "ps",          "--listen",   c.shard_addresses[i],
+      "--coordinator", c.coordinator, "--shard-id", std::to_string(i)};
   if (o.shard_args) {
     const std::vector<std::string> more = o.shard_args(i);
     shard.insert(shard.end(), more.begin(), more.end());
@@ -108,23 +107,15 @@ inline absl::Status StartLoadCluster(const LoadClusterOptions& o,
     if (!port.ok()) return port.status();
     c.shard_addresses.push_back(absl::StrCat("127.0.0.1:", *port));
   }
-  std::vector<std::string> coord = {o.server_bin,
-                                    "--role",
-                                    "coordinator",
-                                    "--listen",
-                                    c.coordinator,
-                                    "--job-id",
-                                    o.job_id,
-                                    "--model",
-                                    o.model,
-                                    "--dataset",
-                                    o.dataset,
-                                    "--mode",
-                                    "ps",
-                                    "--consistency",
-                                    "async",
-                                    "--shards",
-                                    absl::StrJoin(c.shard_addresses, ",")};
+  std::vector<std::string> coord = {
+      o.server_bin,    "coordinator",
+      "--listen",      c.coordinator,
+      "--job-id",      o.job_id,
+      "--model",       o.model,
+      "--dataset",     o.dataset,
+      "--mode",        "ps",
+      "--consistency", "async",
+      "--shards",      absl::StrJoin(c.shard_addresses, ",")};
   if (o.max_chunk_elements > 0) {
     coord.insert(coord.end(), {"--max-chunk-elements",
                                std::to_string(o.max_chunk_elements)});

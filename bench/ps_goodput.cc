@@ -3,7 +3,7 @@
 // next to iperf3 in the same run).
 //
 // `--shards` PsShard cores, each served by its own gRPC server
-// (StartPsServer, the same code as `ferry-server --role ps`) on 127.0.0.1 in
+// (StartPsServer, the same code as `ferry-server ps`) on 127.0.0.1 in
 // a child process of its own (this program run with --serve-shard; with
 // --in-process, threads of this process instead), and one
 // GrpcParameterClient in this process. Every iteration is one worker step

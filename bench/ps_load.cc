@@ -3,9 +3,9 @@
 // throughput, latency percentiles and errors, and watches the shards'
 // anonymous resident memory, threads and file descriptors for growth.
 //
-// Processes: a coordinator (`ferry-server --role coordinator`, async PS job
+// Processes: a coordinator (`ferry-server coordinator`, async PS job
 // of `--model` on a synthetic dataset, no workers of its own) and `--shards`
-// shards (`ferry-server --role ps`), started from --server-bin (default:
+// shards (`ferry-server ps`), started from --server-bin (default:
 // next to this binary) on 127.0.0.1, logs in --log-dir. They are stopped
 // (SIGTERM) at the end and die with this process (PR_SET_PDEATHSIG).
 //

@@ -20,10 +20,12 @@ while kill -0 "$pid" 2>/dev/null; do
   now=$(($(date +%s) - start))
   for p in $(descendants "$pid"); do
     [[ -r /proc/$p/status ]] || continue
-    # The program's name, with its --role and --shard-id when it has them
-    # (ferry-server-coordinator, ferry-server-ps-1, ferry-worker, ...).
+    # The program's name, with its role (ferry-server's subcommand or the
+    # older --role) and --shard-id when it has them (ferry-server-coordinator,
+    # ferry-server-ps-1, ferry-worker, ...).
     name=$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | awk '
       NR == 1 {n = $0; sub(".*/", "", n)}
+      NR == 2 && ($0 == "coordinator" || $0 == "ps") {n = n "-" $0}
       prev == "--role" || prev == "--shard-id" {n = n "-" $0}
       {prev = $0}
       END {print n}')

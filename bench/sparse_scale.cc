@@ -1,10 +1,10 @@
 // ferry-sparse-scale: embedding tables at scale on real PS shard processes,
 // and what they cost in memory.
 //
-// Processes: the coordinator of a DLRM job (`ferry-server --role
+// Processes: the coordinator of a DLRM job (`ferry-server
 // coordinator --model dlrm`: 26 tables of dim 16, --embedding-optimizer,
 // async, on a tiny generated Criteo dataset: it never sees a worker) and
-// --shards shards (`ferry-server --role ps --checkpoint-dir DIR/psN`),
+// --shards shards (`ferry-server ps --checkpoint-dir DIR/psN`),
 // started from --server-bin (default: next to this binary) on 127.0.0.1
 // with the launcher of `ferry local` (bench/load_cluster.h); logs and
 // checkpoints under --log-dir.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Embedding tables at scale on real shard processes (issue 20, "Scale"):
 # ferry-sparse-scale starts a DLRM job's coordinator and SHARDS `ferry-server
-# --role ps` processes (26 tables of dim 16, row-wise Adagrad), pushes rows
+# ps` processes (26 tables of dim 16, row-wise Adagrad), pushes rows
 # of new ids over gRPC until they hold ROWS rows, checkpoints every shard
 # (at half and at all the rows) and stops them (each writes its final
 # checkpoint). It reports per shard its rows, their bytes (values + Adagrad

@@ -161,13 +161,29 @@ def split_host_port(text):
 _help_cache = {}
 
 
-def env_names_of(binary):
-    """FERRY_* names a binary reads (from the `(Env:FERRY_X)` of --help;
-    subcommands of `ferry` are not listed)."""
-    if binary not in _help_cache:
-        out = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
-        _help_cache[binary] = set(re.findall(r"Env:(FERRY_[A-Z0-9_]+)", out))
-    return _help_cache[binary]
+def env_names_of(binary, subcommand=None):
+    """FERRY_* names a binary (or one of its subcommands, such as
+    ferry-server's roles) reads, from the `(Env:FERRY_X)` of its --help;
+    subcommands of `ferry` are not listed."""
+    key = (binary, subcommand)
+    if key not in _help_cache:
+        argv = [binary] + ([subcommand] if subcommand else []) + ["--help"]
+        out = subprocess.run(argv, capture_output=True, text=True).stdout
+        _help_cache[key] = set(re.findall(r"Env:(FERRY_[A-Z0-9_]+)", out))
+    return _help_cache[key]
+
+
+def role_of(argv):
+    """ferry-server's role in a container's command line: its subcommand, or
+    the older --role / --role= spelling; None for other programs."""
+    if len(argv) > 1 and argv[1] in ("coordinator", "ps"):
+        return argv[1]
+    for i, arg in enumerate(argv):
+        if arg.startswith("--role="):
+            return arg.split("=", 1)[1]
+        if arg == "--role" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
 
 
 # Variables that name a file or directory the process reads.
@@ -217,7 +233,6 @@ def consistency_problems(docs, bin_dir=None):
     problems = []
     workloads = [d for d in docs if d.get("kind") in WORKLOAD_KINDS]
     services = {d["metadata"]["name"]: d for d in find(docs, "Service")}
-    help_env = {}
     for w in workloads:
         wname = f"{w['kind']}/{w['metadata']['name']}"
         pod = w["spec"]["template"]
@@ -281,18 +296,18 @@ def consistency_problems(docs, bin_dir=None):
                         problems.append(f"{where}: {key}: {e}")
             # Every FERRY_* variable is a flag of the binary it is given to.
             if bin_dir is not None:
-                binary = f"{bin_dir}/{argv[0]}"
-                if binary not in help_env:
-                    help_env[binary] = env_names_of(binary)
+                role = role_of(argv)
+                program = " ".join([argv[0]] + ([role] if role else []))
+                names = env_names_of(f"{bin_dir}/{argv[0]}", role)
                 for key in env:
-                    if key.startswith("FERRY_") and key not in help_env[binary]:
-                        problems.append(f"{where}: {key} is not a flag of {argv[0]} "
+                    if key.startswith("FERRY_") and key not in names:
+                        problems.append(f"{where}: {key} is not a flag of {program} "
                                         f"(no Env:{key} in its --help)")
                 for arg in argv[1:]:
-                    if arg.startswith("--"):
+                    if arg.startswith("--") and not arg.startswith("--role"):
                         flag = "FERRY_" + arg[2:].split("=")[0].replace("-", "_").upper()
-                        if flag not in help_env[binary]:
-                            problems.append(f"{where}: argument {arg} is not a flag of {argv[0]}")
+                        if flag not in names:
+                            problems.append(f"{where}: argument {arg} is not a flag of {program}")
     # The job's shard list matches the shard StatefulSet.
     for cm in find(docs, "ConfigMap"):
         shards = (cm.get("data") or {}).get("FERRY_SHARDS")
