@@ -3,8 +3,8 @@
 // shards' Pull), the embedding rows from an EmbeddingRowSource (the shards'
 // PullRows, ps/ps_client.h ParameterClientRowSource), read batch by batch,
 // one Read per batch of samples. CtrStep::Predict on a CPU backend (1
-// thread), as the standalone trainer scores its test split (EvaluateCtr in
-// worker/ctr_trainer.cc).
+// thread); standalone training scores its test split with it too
+// (worker/standalone_model.h).
 //
 // Thread safety: Evaluate() serializes callers.
 #ifndef FERRY_COORDINATOR_CTR_TEST_EVALUATOR_H_

@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "proto/job_convert.h"
 #include "worker/ctr_lease_trainer.h"
+#include "worker/local_pipeline_trainer.h"
 #include "worker/pipeline_lease_trainer.h"
 #include "worker/step_trainer.h"
 
@@ -50,6 +51,16 @@ absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
   ASSIGN_OR_RETURN(std::unique_ptr<StepTrainer> trainer,
                    StepTrainer::Create(job, device, threads));
   return std::unique_ptr<LeaseTrainer>(std::move(trainer));
+}
+
+absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLocalLeaseTrainer(
+    const v1::JobSpec& job, DeviceChoice device, int threads) {
+  if (job.pipeline_stages() >= 1) {
+    ASSIGN_OR_RETURN(std::unique_ptr<LocalPipelineTrainer> trainer,
+                     LocalPipelineTrainer::Create(job, device, threads));
+    return std::unique_ptr<LeaseTrainer>(std::move(trainer));
+  }
+  return MakeLeaseTrainer(job, device, threads);
 }
 
 }  // namespace ferry

@@ -99,6 +99,13 @@ absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLeaseTrainer(
     PeerEndpoint* peer = nullptr,
     absl::Duration receive_timeout = absl::Seconds(30));
 
+// The trainer of a standalone run of `job` (worker/standalone_loop.h): every
+// pipeline stage in this process for a job with pipeline_stages >= 1
+// (worker/local_pipeline_trainer.h), else MakeLeaseTrainer's. Their Create
+// errors.
+absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeLocalLeaseTrainer(
+    const v1::JobSpec& job, DeviceChoice device, int threads);
+
 }  // namespace ferry
 
 #endif  // FERRY_WORKER_LEASE_TRAINER_H_

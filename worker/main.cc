@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/allocator_tuning.h"
@@ -25,10 +26,8 @@
 #include "model/embedding_options.h"
 #include "pipeline/stage_memory.h"
 #include "proto/process_ops.h"
-#include "worker/ctr_trainer.h"
 #include "worker/distributed_worker.h"
 #include "worker/grpc_worker_deps.h"
-#include "worker/pipeline_trainer.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
@@ -42,29 +41,6 @@ int WriteSummary(const nlohmann::json& json, const std::string& path) {
     return 1;
   }
   return 0;
-}
-
-int RunCtrStandaloneMain(const ferry::TrainOptions& options,
-                         const ferry::EmbeddingFlags& embedding_flags,
-                         const std::string& summary_path) {
-  auto embedding = ferry::ToEmbeddingOptions(embedding_flags);
-  if (!embedding.ok()) {
-    std::cerr << "ferry-worker: " << embedding.status().message() << "\n";
-    return ferry::kExitConfig;
-  }
-  ferry::ProgressPrinter progress(stderr);
-  auto summary = ferry::RunCtrStandalone(options, *embedding, progress);
-  if (!summary.ok()) {
-    std::cerr << "ferry-worker: " << summary.status() << "\n";
-    return ferry::StartupExitCode(summary.status());
-  }
-  std::printf(
-      "done: %d epochs, %lld steps, test auc %.4f, test logloss %.4f, %.0f "
-      "samples/s, %lld embedding rows, %.1f s\n",
-      summary->epochs, static_cast<long long>(summary->steps),
-      summary->test_auc, summary->test_logloss, summary->samples_per_second,
-      static_cast<long long>(summary->embedding_rows), summary->wall_seconds);
-  return WriteSummary(summary->ToJson(), summary_path);
 }
 
 int RunStandaloneMain(ferry::TrainOptions options,
@@ -86,23 +62,26 @@ int RunStandaloneMain(ferry::TrainOptions options,
     return ferry::kExitConfig;
   }
   options.device = *choice;
-  if (ferry::IsDlrmModelText(options.model)) {
-    if (pipeline_flags.given()) {
-      std::cerr << "ferry-worker: pipeline stages split sequential models; "
-                   "a DLRM is not one\n";
+  const bool dlrm = ferry::IsDlrmModelText(options.model);
+  if (dlrm && pipeline_flags.given()) {
+    std::cerr << "ferry-worker: pipeline stages split sequential models; "
+                 "a DLRM is not one\n";
+    return ferry::kExitConfig;
+  }
+  if (dlrm) {
+    auto embedding = ferry::ToEmbeddingOptions(embedding_flags);
+    if (!embedding.ok()) {
+      std::cerr << "ferry-worker: " << embedding.status().message() << "\n";
       return ferry::kExitConfig;
     }
-    return RunCtrStandaloneMain(options, embedding_flags, summary_path);
-  }
-  if (embedding_flags.given()) {
+    options.embedding = *embedding;
+  } else if (embedding_flags.given()) {
     std::cerr << "ferry-worker: the --embedding-* flags apply to DLRM models "
                  "(--model dlrm or a JSON file with \"kind\": \"dlrm\"), "
                  "not to --model "
               << options.model << "\n";
     return ferry::kExitConfig;
   }
-  ferry::ProgressPrinter progress(stderr);
-  absl::StatusOr<ferry::TrainSummary> summary;
   if (pipeline_flags.given() || !memory_budget.empty()) {
     auto pipeline = ferry::ParsePipelineFlags(pipeline_flags);
     absl::StatusOr<int64_t> budget = int64_t{0};
@@ -115,28 +94,32 @@ int RunStandaloneMain(ferry::TrainOptions options,
                 << "\n";
       return ferry::kExitConfig;
     }
-    summary =
-        ferry::RunPipelineStandalone(options, *pipeline, *budget, progress);
-    if (absl::IsResourceExhausted(summary.status())) {
-      // Over the memory budget: a configuration to change, nothing ran.
-      std::cerr << "ferry-worker: " << summary.status().message() << "\n";
-      return ferry::kExitConfig;
-    }
-  } else {
-    summary = ferry::RunStandalone(options, progress);
+    options.pipeline = *pipeline;
+    options.memory_budget_bytes = *budget;
+  }
+  ferry::ProgressPrinter progress(stderr);
+  absl::StatusOr<ferry::TrainSummary> summary =
+      ferry::RunStandalone(options, progress);
+  if (absl::IsResourceExhausted(summary.status())) {
+    // Over the memory budget: a configuration to change, nothing ran.
+    std::cerr << "ferry-worker: " << summary.status().message() << "\n";
+    return ferry::kExitConfig;
   }
   if (!summary.ok()) {
     std::cerr << "ferry-worker: " << summary.status() << "\n";
     return ferry::StartupExitCode(summary.status());
   }
-  nlohmann::json json = summary->ToJson();
-  std::printf(
-      "done: %d epochs, %lld steps, test accuracy %.4f, %.0f samples/s, %.1f "
-      "s\n",
-      summary->epochs, static_cast<long long>(summary->steps),
-      summary->test_accuracy, summary->samples_per_second,
-      summary->wall_seconds);
-  return WriteSummary(json, summary_path);
+  const ferry::TestScores& test = summary->test;
+  const std::string scores =
+      test.auc.has_value()
+          ? absl::StrFormat("test auc %.4f, test logloss %.4f", *test.auc,
+                            test.loss)
+          : absl::StrFormat("test accuracy %.4f", test.accuracy);
+  std::printf("done: %d epochs, %lld steps, %s, %.0f samples/s, %.1f s\n",
+              summary->epochs, static_cast<long long>(summary->steps),
+              scores.c_str(), summary->samples_per_second,
+              summary->wall_seconds);
+  return WriteSummary(summary->ToJson(), summary_path);
 }
 
 std::atomic<bool> g_stop_requested{false};

@@ -4,73 +4,51 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "compute/optimizer.h"
-#include "data/batch_stager.h"
+#include "data/criteo_format.h"
 #include "data/ctr_dataset.h"
-#include "data/data_source.h"
-#include "data/evaluator.h"
-#include "data/sampler.h"
-#include "model/model_export.h"
+#include "model/dlrm_spec.h"
 #include "model/model_presets.h"
-#include "model/sequential_model.h"
+#include "proto/job_convert.h"
+#include "worker/standalone_loop.h"
 
 namespace ferry {
+namespace {
 
-nlohmann::json TrainSummary::ToJson() const {
-  nlohmann::json epochs_json = nlohmann::json::array();
-  for (const EpochStats& e : per_epoch) {
-    epochs_json.push_back({{"epoch", e.epoch},
-                           {"train_loss", e.train_loss},
-                           {"train_accuracy", e.train_accuracy},
-                           {"test_accuracy", e.test_accuracy},
-                           {"seconds", e.seconds}});
+// A DLRM's checks, with the flags' names, and its model_def.
+absl::Status SetDlrm(const TrainOptions& options, v1::JobSpec& job) {
+  if (options.evaluate_only && options.init_from.empty()) {
+    return absl::InvalidArgumentError(
+        "--evaluate-only needs --init-from DIR (a DLRM --export wrote)");
   }
-  nlohmann::json out = {{"epochs", epochs},
-                        {"steps", steps},
-                        {"wall_seconds", wall_seconds},
-                        {"samples_per_second", samples_per_second},
-                        {"test_accuracy", test_accuracy},
-                        {"final_loss", final_loss},
-                        {"device", device},
-                        {"per_epoch", epochs_json}};
-  if (!pipeline.is_null()) out["pipeline"] = pipeline;
-  return out;
-}
-
-void RecordEpoch(TrainSummary& summary, int epoch, int epochs, double loss_sum,
-                 int64_t correct, int64_t seen, double test_accuracy,
-                 double train_seconds, double seconds,
-                 ProgressPrinter& progress) {
-  EpochStats stats;
-  stats.epoch = epoch + 1;
-  stats.train_loss = seen > 0 ? loss_sum / seen : 0.0;
-  stats.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0.0;
-  stats.test_accuracy = test_accuracy;
-  stats.seconds = seconds;
-  summary.per_epoch.push_back(stats);
-  progress.Line(absl::StrFormat(
-      "epoch %2d/%d  loss %.4f  train acc %.4f  test acc %.4f  %.0f "
-      "samples/s",
-      stats.epoch, epochs, stats.train_loss, stats.train_accuracy,
-      stats.test_accuracy, seen / std::max(1e-9, train_seconds)));
-}
-
-void CloseSummary(TrainSummary& summary, int64_t trained_samples,
-                  double train_seconds) {
-  summary.epochs = static_cast<int>(summary.per_epoch.size());
-  summary.test_accuracy = summary.per_epoch.back().test_accuracy;
-  summary.final_loss = summary.per_epoch.back().train_loss;
-  summary.samples_per_second = trained_samples / std::max(1e-9, train_seconds);
-}
-
-absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
-                                           ProgressPrinter& progress) {
-  const absl::Time start = absl::Now();
-  if (options.batch <= 0 || options.epochs <= 0) {
-    return absl::InvalidArgumentError("batch and epochs must be > 0");
+  if (!IsCtrDatasetSpec(options.dataset)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model ", options.model,
+        " is a DLRM CTR model: it trains on --dataset criteo:DIR (Criteo TSV "
+        "files; `ferry data ctr --out DIR` writes some), not '",
+        options.dataset, "'"));
   }
+  if (options.pipeline.has_value()) {
+    return absl::InvalidArgumentError(
+        "pipeline stages split sequential models; a DLRM is not one");
+  }
+  RETURN_IF_ERROR(ValidateEmbeddingOptions(options.embedding));
+  ASSIGN_OR_RETURN(const DlrmSpec spec, ResolveDlrmSpec(options.model));
+  if (spec.dense_features != kCriteoDense ||
+      spec.num_fields != kCriteoCategorical) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--model %s has %d dense features and %d categorical fields; Criteo "
+        "data (--dataset %s) has %d and %d",
+        options.model, spec.dense_features, spec.num_fields, options.dataset,
+        kCriteoDense, kCriteoCategorical));
+  }
+  job.set_model_def(DlrmToJson(spec));
+  *job.mutable_embedding() = ToProto(options.embedding);
+  return absl::OkStatus();
+}
+
+// A layer stack's checks and its pipeline fields.
+absl::Status SetLayerStack(const TrainOptions& options, v1::JobSpec& job) {
   if (IsCtrDatasetSpec(options.dataset)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dataset ", options.dataset,
@@ -79,122 +57,59 @@ absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
         "\"dlrm\"), not --model ",
         options.model));
   }
-  ASSIGN_OR_RETURN(ModelDef def, ResolveModelSpec(options.model));
-  std::optional<ModelValues> start_from;
-  if (!options.init_from.empty()) {
-    ASSIGN_OR_RETURN(start_from, ImportModel(options.init_from));
-    if (absl::Status same = CheckSameModel(def, start_from->def); !same.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--init-from ", options.init_from, ": ", same.message()));
-    }
+  RETURN_IF_ERROR(ResolveModelSpec(options.model).status());
+  if (!options.pipeline.has_value() && options.memory_budget_bytes <= 0) {
+    return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(auto backend, MakeBackend(options.device, options.threads));
-  ASSIGN_OR_RETURN(SequentialModel model,
-                   SequentialModel::Create(def, backend.get()));
-  ASSIGN_OR_RETURN(
-      TrainTestData data,
-      LoadTrainTest(options.dataset, options.data_dir, def, options.seed));
+  const PipelineOptions p = options.pipeline.value_or(PipelineOptions());
+  if (p.micro_batches < 1 || p.micro_batches > options.batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--micro-batches must be in [1, --batch = ", options.batch,
+                     "], got ", p.micro_batches));
+  }
+  job.set_pipeline_stages(std::max(1, p.stages));
+  job.set_micro_batches(p.micro_batches);
+  job.set_pipeline_schedule(PipelineScheduleName(p.schedule));
+  job.set_pipeline_balance(StageBalanceName(p.balance));
+  for (int first : p.split) job.add_pipeline_split(first);
+  job.set_worker_memory_budget_bytes(options.memory_budget_bytes);
+  return absl::OkStatus();
+}
 
-  const int64_t n = data.train.num_samples;
-  const int64_t steps_per_epoch = (n + options.batch - 1) / options.batch;
-  OptimizerConfig opt_config = options.optimizer;
-  ResolveScheduleLength(opt_config, steps_per_epoch, options.epochs);
+}  // namespace
 
-  const size_t num_params = model.layout().total_elements();
-  ASSIGN_OR_RETURN(DeviceBuffer params, backend->Allocate(num_params));
-  ASSIGN_OR_RETURN(DeviceBuffer grads, backend->Allocate(num_params));
-  const std::vector<float> init =
-      start_from ? start_from->params : model.InitialParameters(options.seed);
-  if (start_from && !start_from->state.empty()) {
-    RETURN_IF_ERROR(model.SetState(start_from->state));
+absl::StatusOr<v1::JobSpec> StandaloneJob(const TrainOptions& options) {
+  if (options.batch <= 0 || options.epochs <= 0) {
+    return absl::InvalidArgumentError("batch and epochs must be > 0");
   }
-  RETURN_IF_ERROR(
-      backend->CopyToDevice(init.data(), num_params, params.data()));
-  ASSIGN_OR_RETURN(Optimizer optimizer,
-                   Optimizer::Create(opt_config, backend.get(), num_params));
-  ASSIGN_OR_RETURN(
-      BatchStager stager,
-      BatchStager::Create(backend.get(), model.input_dim(), options.batch));
+  v1::JobSpec job;
+  job.set_job_id("standalone");
+  job.set_model(options.model);
+  job.set_dataset(options.dataset);
+  job.set_data_dir(options.data_dir);
+  *job.mutable_optimizer() = ToProto(options.optimizer);
+  job.set_global_batch(options.batch);
+  job.set_epochs(options.epochs);
+  job.set_seed(options.seed);
+  job.set_max_steps(options.max_steps);
+  job.set_init_from(options.init_from);
+  if (IsDlrmModelText(options.model)) {
+    RETURN_IF_ERROR(SetDlrm(options, job));
+  } else {
+    RETURN_IF_ERROR(SetLayerStack(options, job));
+  }
+  return job;
+}
 
-  TrainSummary summary;
-  summary.device = backend->Name();
-  double train_seconds = 0;
-  int64_t trained_samples = 0;
-  progress.Line(absl::StrFormat(
-      "standalone: model %s (%d parameters), %s, %d train / %d test samples, "
-      "batch %d, %s lr %g, device %s",
-      options.model, num_params, options.dataset, n, data.test.num_samples,
-      options.batch, OptimizerKindName(opt_config.kind), opt_config.lr,
-      summary.device));
-
-  if (options.evaluate_only) {
-    ASSIGN_OR_RETURN(EvalResult eval,
-                     EvaluateDataset(model, params.data(), data.test, stager,
-                                     options.batch));
-    summary.test_accuracy = eval.accuracy;
-    summary.final_loss = eval.mean_loss;
-    summary.final_parameters = init;
-    summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    return summary;
-  }
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    const absl::Time epoch_start = absl::Now();
-    const std::vector<int64_t> order =
-        EpochPermutation(n, options.seed, epoch, options.shuffle);
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0;
-    for (int64_t begin = 0; begin < n; begin += options.batch) {
-      if (options.max_steps > 0 && summary.steps >= options.max_steps) break;
-      const int b =
-          static_cast<int>(std::min<int64_t>(options.batch, n - begin));
-      RETURN_IF_ERROR(stager.Stage(
-          data.train, absl::MakeConstSpan(order).subspan(begin, b)));
-      ASSIGN_OR_RETURN(LossStats stats,
-                       model.ForwardBackward(
-                           params.data(), stager.inputs(), stager.labels(), b,
-                           1.0f / b, grads.data(), {},
-                           EpochPositionContext(options.seed, epoch, begin)));
-      RETURN_IF_ERROR(optimizer.Apply(grads.data(), params.data()));
-      loss_sum += stats.loss_sum;
-      correct += stats.correct;
-      seen += b;
-      ++summary.steps;
-      if (summary.steps % 50 == 0) {
-        progress.Update(static_cast<double>(begin + b) / n,
-                        absl::StrFormat("epoch %d/%d loss %.4f", epoch + 1,
-                                        options.epochs, loss_sum / seen));
-      }
-    }
-    RETURN_IF_ERROR(backend->Synchronize());
-    const double epoch_train_seconds =
-        absl::ToDoubleSeconds(absl::Now() - epoch_start);
-    train_seconds += epoch_train_seconds;
-    trained_samples += seen;
-    ASSIGN_OR_RETURN(EvalResult eval,
-                     EvaluateDataset(model, params.data(), data.test, stager,
-                                     options.batch));
-    RecordEpoch(summary, epoch, options.epochs, loss_sum, correct, seen,
-                eval.accuracy, epoch_train_seconds,
-                absl::ToDoubleSeconds(absl::Now() - epoch_start), progress);
-    if (options.max_steps > 0 && summary.steps >= options.max_steps) break;
-  }
-  CloseSummary(summary, trained_samples, train_seconds);
-  summary.final_parameters.resize(num_params);
-  RETURN_IF_ERROR(backend->CopyToHost(params.data(), num_params,
-                                      summary.final_parameters.data()));
-  if (!options.export_dir.empty()) {
-    ModelValues trained;
-    trained.def = def;
-    trained.params = summary.final_parameters;
-    ASSIGN_OR_RETURN(trained.state, model.GetState());
-    RETURN_IF_ERROR(ExportModel(options.export_dir, trained));
-    progress.Line(
-        absl::StrFormat("exported the model to %s (model.json, "
-                        "model.safetensors)",
-                        options.export_dir));
-  }
-  summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return summary;
+absl::StatusOr<TrainSummary> RunStandalone(const TrainOptions& options,
+                                           ProgressPrinter& progress) {
+  ASSIGN_OR_RETURN(const v1::JobSpec job, StandaloneJob(options));
+  LocalRunOptions run;
+  run.device = options.device;
+  run.threads = options.threads;
+  run.evaluate_only = options.evaluate_only;
+  run.export_dir = options.export_dir;
+  return RunLocalJob(job, run, progress);
 }
 
 }  // namespace ferry

@@ -1,8 +1,6 @@
 // The pipeline trainer in one process against the single-process trainer:
 // same data order, initial values and optimizer schedule, so the weights
 // after a few steps agree within 1e-4; the memory budget; the flags.
-#include "worker/pipeline_trainer.h"
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "model/model_export.h"
 #include "pipeline/stage_memory.h"
 #include "worker/pipeline_lease_trainer.h"
+#include "worker/standalone_trainer.h"
 
 namespace ferry {
 namespace {
@@ -30,6 +29,15 @@ TrainOptions SmallRun(const std::string& model, OptimizerKind kind) {
   o.optimizer.schedule.kind = ScheduleKind::kCosine;
   o.optimizer.schedule.warmup_steps = 2;
   return o;
+}
+
+// The standalone loop with the model in pipeline stages.
+absl::StatusOr<TrainSummary> RunPipelineStandalone(
+    TrainOptions options, const PipelineOptions& pipeline,
+    int64_t memory_budget_bytes, ProgressPrinter& progress) {
+  options.pipeline = pipeline;
+  options.memory_budget_bytes = memory_budget_bytes;
+  return RunStandalone(options, progress);
 }
 
 double WorstDifference(const std::vector<float>& a,
@@ -67,12 +75,12 @@ TEST(PipelineTrainerTest, WeightsEqualOneProcessWithinTolerance) {
           WorstDifference(piped->final_parameters, single->final_parameters),
           1e-4)
           << model << " " << PipelineScheduleName(schedule);
-      EXPECT_NEAR(piped->test_accuracy, single->test_accuracy, 0.01);
+      EXPECT_NEAR(piped->test.accuracy, single->test.accuracy, 0.01);
       // The summary names the split and each stage's figures.
-      ASSERT_TRUE(piped->pipeline.is_object());
-      EXPECT_EQ(piped->pipeline["stages"], 2);
-      ASSERT_EQ(piped->pipeline["per_stage"].size(), 2u);
-      for (const auto& stage : piped->pipeline["per_stage"]) {
+      ASSERT_TRUE(piped->family["pipeline"].is_object());
+      EXPECT_EQ(piped->family["pipeline"]["stages"], 2);
+      ASSERT_EQ(piped->family["pipeline"]["per_stage"].size(), 2u);
+      for (const auto& stage : piped->family["pipeline"]["per_stage"]) {
         EXPECT_GT(stage["busy_seconds"].get<double>(), 0.0);
         EXPECT_GT(stage["peak_activation_bytes"].get<int64_t>(), 0);
         EXPECT_GT(stage["bytes_sent"].get<int64_t>(), 0);
@@ -101,7 +109,7 @@ TEST(PipelineTrainerTest, ExportedModelEvaluatesTheSameInOneProcess) {
   check.evaluate_only = true;
   auto evaluated = RunStandalone(check, quiet);
   ASSERT_TRUE(evaluated.ok()) << evaluated.status();
-  EXPECT_NEAR(evaluated->test_accuracy, piped->test_accuracy, 1e-9);
+  EXPECT_NEAR(evaluated->test.accuracy, piped->test.accuracy, 1e-9);
   std::filesystem::remove_all(dir);
 }
 
