@@ -6,19 +6,25 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <utility>
 
 #include "absl/base/const_init.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -152,6 +158,31 @@ bool PortIsFree(int port) {
   return free;
 }
 
+// Claims `port` for this process among every process that picks ports
+// with PickFreePort (other tests run by ctest -j, other launchers): binds
+// the abstract Unix socket "@ferry-port-PORT", which only one process can
+// hold and which the kernel releases when the process exits. False when
+// another process holds the claim. The socket is kept open for the rest
+// of the process's life (close-on-exec: the children bind the TCP port
+// itself).
+bool ClaimPortForThisProcess(int port) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // no claims possible: fall back to the check
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = absl::StrCat("ferry-port-", port);
+  // Abstract namespace: a leading NUL, no file.
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    const bool taken = errno == EADDRINUSE;
+    close(fd);
+    return !taken;
+  }
+  return true;  // fd stays open: the claim lasts as long as this process
+}
+
 }  // namespace
 
 absl::StatusOr<int> PickFreePort() {
@@ -170,7 +201,8 @@ absl::StatusOr<int> PickFreePort() {
     std::uniform_int_distribution<int> pick(first, last);
     for (int attempt = 0; attempt < 200; ++attempt) {
       const int port = pick(random);
-      if (!handed_out->contains(port) && PortIsFree(port)) {
+      if (!handed_out->contains(port) && ClaimPortForThisProcess(port) &&
+          PortIsFree(port)) {
         handed_out->insert(port);
         return port;
       }
@@ -205,6 +237,49 @@ absl::StatusOr<std::vector<std::vector<std::string>>> PickPartitionAddresses(
     }
   }
   return addresses;
+}
+
+absl::StatusOr<std::string> AwaitFileOf(ChildProcess& child,
+                                        const std::string& path,
+                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    // Written as a temp file and renamed: once it exists it is whole.
+    std::ifstream in(path);
+    if (in) {
+      return std::string(std::istreambuf_iterator<char>(in),
+                         std::istreambuf_iterator<char>());
+    }
+    if (std::optional<int> code = child.Poll()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(child.log_path(), ": exited with code ", *code,
+                       " before writing ", path));
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(child.log_path(), ": no ", path, " after ",
+                       absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(std::min(pause, deadline - now));
+    pause = std::min(pause * 2, absl::Milliseconds(50));
+  }
+}
+
+absl::StatusOr<std::vector<int>> ParsePortFile(const std::string& text) {
+  std::vector<int> ports;
+  for (absl::string_view line :
+       absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    int port = 0;
+    if (!absl::SimpleAtoi(line, &port) || port <= 0 || port > 65535) {
+      return absl::DataLossError(
+          absl::StrCat("port file line '", line, "' is not a port"));
+    }
+    ports.push_back(port);
+  }
+  if (ports.empty()) return absl::DataLossError("empty port file");
+  return ports;
 }
 
 std::string ExecutableDir() {

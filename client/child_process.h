@@ -46,15 +46,33 @@ class ChildProcess {
 
 // A TCP port that was free a moment ago on every local address, picked at
 // random outside the kernel's ephemeral range (where outgoing connections
-// take their source ports); the kernel's choice if none is found. Never a
-// port it returned before in this process (a launcher hands out many before
-// its children bind them). Thread-safe.
+// take their source ports, and where binds to port 0 land); the kernel's
+// choice if none is found. Never a port it returned before in this process
+// (a launcher hands out many before its children bind them), nor one that
+// another running process got from PickFreePort (each port is claimed for
+// the life of the process, see child_process.cc). Thread-safe.
+//
+// Only for a port that must be known before the process that binds it
+// starts (a PS shard's address goes into the coordinator's --shards before
+// either runs). Otherwise start the child on port 0 and read the port back
+// (ferry-server --port-file, --ops-port-file): nothing can take it between.
 absl::StatusOr<int> PickFreePort();
 // Loopback addresses for `processes` shard processes of `partitions`
 // partitions each, from PickFreePort: result[p][i] is process p's partition
 // i (common/shard_partitions.h LogicalShardAddresses orders them for a job).
 absl::StatusOr<std::vector<std::vector<std::string>>> PickPartitionAddresses(
     int processes, int partitions);
+// The content of the file `child` writes at `path` (a port file, written
+// whole: temp file + rename), once it exists. FAILED_PRECONDITION when the
+// child exits first, DEADLINE_EXCEEDED after `timeout`; both name the
+// child's log.
+absl::StatusOr<std::string> AwaitFileOf(ChildProcess& child,
+                                        const std::string& path,
+                                        absl::Duration timeout);
+// The ports of a ferry-server --port-file (one per line). DATA_LOSS for
+// anything else.
+absl::StatusOr<std::vector<int>> ParsePortFile(const std::string& text);
+
 // The directory holding the running executable (/proc/self/exe).
 std::string ExecutableDir();
 

@@ -98,11 +98,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   }
   const std::string log_dir = *log_dir_or;
 
-  auto coord_port = PickFreePort();
-  if (!coord_port.ok()) return 1;
-  const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   // Each shard process's partition addresses, and the job's shard
-  // addresses in logical order (common/shard_partitions.h).
+  // addresses in logical order (common/shard_partitions.h). Picked before
+  // anything starts: the coordinator's --shards names them, and the shards
+  // need the coordinator's address to start. The coordinator itself binds
+  // a free port and reports it.
   auto picked = PickPartitionAddresses(shards, o.partitions);
   if (!picked.ok()) return 1;
   const std::vector<std::vector<std::string>> process_addresses = *picked;
@@ -111,8 +111,6 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   std::vector<std::string> coord_argv = {bin + "/ferry-server",
                                          "--role",
                                          "coordinator",
-                                         "--listen",
-                                         coord,
                                          "--mode",
                                          o.mode,
                                          "--start-workers",
@@ -136,18 +134,35 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.cluster_file = o.cluster_file;
   so.log_dir = log_dir;
   so.ops_ports = true;
-  so.worker_argv = {
-      bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
-      "--peer-listen",       "127.0.0.1:0"};
-  so.worker_argv.insert(so.worker_argv.end(), o.link_args.begin(),
-                        o.link_args.end());
-  so.worker_argv.insert(so.worker_argv.end(), o.ops_args.begin(),
-                        o.ops_args.end());
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
-  absl::Status started = procs.StartServer({ProcessName::Role::kCoordinator, 0},
-                                           coord, coord_argv);
+  // Until it listens: the time it takes to load the job (a data set, an
+  // exported model) before binding.
+  absl::StatusOr<std::string> coord_or = procs.StartServerOnFreePort(
+      {ProcessName::Role::kCoordinator, 0}, "127.0.0.1", coord_argv,
+      absl::Seconds(std::max(o.timeout_s, 1.0)));
+  if (!coord_or.ok()) {
+    // A configuration it refused is told the way the job loop tells it.
+    const absl::Status why = procs.Tick(absl::Now());
+    std::fprintf(
+        stderr, "ferry local: %s\n",
+        std::string(absl::IsInvalidArgument(why)
+                        ? absl::StrCat("configuration error: ", why.message())
+                        : coord_or.status().message())
+            .c_str());
+    procs.StopAll();
+    return absl::IsInvalidArgument(why) ? kExitConfig : 1;
+  }
+  const std::string coord = *coord_or;
+  std::vector<std::string> worker_argv = {
+      bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+      "--peer-listen",       "127.0.0.1:0"};
+  worker_argv.insert(worker_argv.end(), o.link_args.begin(), o.link_args.end());
+  worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
+  procs.SetWorkerArgv(std::move(worker_argv));
+
+  absl::Status started = absl::OkStatus();
   for (int i = 0; started.ok() && i < shards; ++i) {
     std::vector<std::string> ps_argv = {
         bin + "/ferry-server",

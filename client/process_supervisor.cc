@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/supervision.h"
+#include "common/ops_flags.h"
 
 namespace ferry {
 namespace {
@@ -97,6 +100,31 @@ absl::Status ProcessSupervisor::StartServer(const ProcessName& name,
   return status;
 }
 
+absl::StatusOr<std::string> ProcessSupervisor::StartServerOnFreePort(
+    const ProcessName& name, const std::string& host,
+    std::vector<std::string> argv, absl::Duration timeout) {
+  const std::string port_file =
+      absl::StrCat(options_.log_dir, "/", name.ToString(), ".port");
+  std::error_code ignored;
+  std::filesystem::remove(port_file, ignored);  // a previous run's
+  const std::string any = absl::StrCat(host, ":0");
+  argv.insert(argv.end(), {"--listen", any, "--port-file", port_file});
+  if (absl::Status s = StartServer(name, "", std::move(argv)); !s.ok())
+    return s;
+  Proc& p = *Find(name);
+  absl::StatusOr<std::string> text = AwaitFileOf(*p.child, port_file, timeout);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<int>> ports = ParsePortFile(*text);
+  if (!ports.ok()) return ports.status();
+  p.address = absl::StrCat(host, ":", ports->front());
+  for (std::string& arg : p.argv) {
+    if (arg == any) arg = p.address;  // restarts serve on the same port
+  }
+  ReadOpsPorts(p);
+  WriteClusterFile();
+  return p.address;
+}
+
 absl::Status ProcessSupervisor::StartWorker() {
   Proc p;
   p.name = {ProcessName::Role::kWorker, workers_started_};
@@ -114,15 +142,36 @@ absl::Status ProcessSupervisor::StartWorker() {
 
 absl::Status ProcessSupervisor::AddOpsPorts(Proc& p) {
   if (!options_.ops_ports) return absl::OkStatus();
-  absl::StatusOr<int> health = PickFreePort();
-  if (!health.ok()) return health.status();
-  absl::StatusOr<int> metrics = PickFreePort();
-  if (!metrics.ok()) return metrics.status();
-  p.health_address = absl::StrCat("127.0.0.1:", *health);
-  p.metrics_address = absl::StrCat("127.0.0.1:", *metrics);
-  p.argv.insert(p.argv.end(), {"--health-port", std::to_string(*health),
-                               "--metrics-port", std::to_string(*metrics)});
+  p.ops_port_file =
+      absl::StrCat(options_.log_dir, "/", p.name.ToString(), ".ops");
+  std::error_code ignored;
+  std::filesystem::remove(p.ops_port_file, ignored);  // a previous run's
+  const std::string any = std::to_string(kAnyPort);
+  p.argv.insert(p.argv.end(), {"--health-port", any, "--metrics-port", any,
+                               "--ops-port-file", p.ops_port_file});
   return absl::OkStatus();
+}
+
+bool ProcessSupervisor::ReadOpsPorts(Proc& p) {
+  if (p.ops_port_file.empty()) return false;
+  std::ifstream in(p.ops_port_file);
+  if (!in) return false;
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  absl::StatusOr<OpsPorts> ports = ParseOpsPortFile(text);
+  if (!ports.ok()) return false;  // written whole (rename): not expected
+  p.ops_port_file.clear();
+  p.health_address = absl::StrCat("127.0.0.1:", ports->health);
+  p.metrics_address = absl::StrCat("127.0.0.1:", ports->metrics);
+  // Restarts bind the same ports.
+  for (size_t i = 0; i + 1 < p.argv.size(); ++i) {
+    if (p.argv[i] == "--health-port") {
+      p.argv[i + 1] = std::to_string(ports->health);
+    } else if (p.argv[i] == "--metrics-port") {
+      p.argv[i + 1] = std::to_string(ports->metrics);
+    }
+  }
+  return true;
 }
 
 ProcessSupervisor::Proc* ProcessSupervisor::Find(const ProcessName& name) {
@@ -195,6 +244,7 @@ absl::Status ProcessSupervisor::Tick(absl::Time now) {
   if (stopping_) return absl::OkStatus();
   bool changed = false;
   absl::Status failure;
+  for (Proc& p : procs_) changed |= ReadOpsPorts(p);
   for (Proc& p : procs_) {
     if (!p.child || p.state == State::kRestarting ||
         p.state == State::kExited || p.state == State::kKilled) {

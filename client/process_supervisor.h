@@ -15,7 +15,8 @@
 // pid is the current incarnation's while running or stopped, else the last.
 // Workers have an empty address. health_address (plaintext grpc.health.v1)
 // and metrics_address (Prometheus, http://ADDRESS/metrics) are empty when
-// SupervisorOptions::ops_ports is off; a restart keeps the same ports.
+// SupervisorOptions::ops_ports is off, and until the process has reported
+// the ports it bound (Tick reads them); a restart keeps the same ports.
 //
 // Thread safety: not thread-safe; use it from the thread that runs the job
 // (the children's death signal is tied to that thread, see child_process.h).
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/chaos_plan.h"
 #include "client/child_process.h"
@@ -42,8 +44,10 @@ struct SupervisorOptions {
   std::string log_dir;       // <log_dir>/<name>.log for every process
   // Worker command line (joined workers get the same).
   std::vector<std::string> worker_argv;
-  // Give every process (workers included) its own --health-port and
-  // --metrics-port, picked free at its first start.
+  // Give every process (workers included) its own health and metrics
+  // ports: free ports its first start binds (--health-port -1
+  // --metrics-port -1) and reports (--ops-port-file <log_dir>/<name>.ops),
+  // the same ports at every restart.
   bool ops_ports = false;
   // Where progress and events are printed (one line each).
   std::function<void(const std::string&)> print;
@@ -61,6 +65,19 @@ class ProcessSupervisor {
   // UNAVAILABLE when it cannot be started.
   absl::Status StartServer(const ProcessName& name, const std::string& address,
                            std::vector<std::string> argv);
+  // Starts the coordinator or a shard serving on a free port of `host`
+  // (appends --listen HOST:0 --port-file <log_dir>/<name>.port to `argv`),
+  // waits up to `timeout` for the port it bound and returns HOST:PORT;
+  // restarts serve on the same port. FAILED_PRECONDITION when it exits
+  // first (Tick then says why), DEADLINE_EXCEEDED after `timeout`.
+  absl::StatusOr<std::string> StartServerOnFreePort(
+      const ProcessName& name, const std::string& host,
+      std::vector<std::string> argv, absl::Duration timeout);
+  // From now on, workers start with `argv` (e.g. once the coordinator's
+  // address is known).
+  void SetWorkerArgv(std::vector<std::string> argv) {
+    options_.worker_argv = std::move(argv);
+  }
   // Starts worker<K>, K = the number of workers started so far.
   absl::Status StartWorker();
 
@@ -106,6 +123,7 @@ class ProcessSupervisor {
     std::string address;
     std::string health_address;
     std::string metrics_address;
+    std::string ops_port_file;  // until its ports were read; then empty
     std::vector<std::string> argv;
     std::string log_path;
     std::optional<ChildProcess> child;
@@ -119,6 +137,8 @@ class ProcessSupervisor {
   static const char* StateName(State state);
 
   absl::Status AddOpsPorts(Proc& p);
+  // Reads p's ops port file once it exists; true when that changed p.
+  bool ReadOpsPorts(Proc& p);
   absl::Status Spawn(Proc& p);
   Proc* Find(const ProcessName& name);
   void Print(absl::Time now, const std::string& text) const;

@@ -1,6 +1,42 @@
 #include "common/ops_flags.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
 namespace ferry {
+
+std::string FormatOpsPortFile(const OpsPorts& ports) {
+  return absl::StrCat("health ", ports.health, "\nmetrics ", ports.metrics,
+                      "\n");
+}
+
+absl::StatusOr<OpsPorts> ParseOpsPortFile(const std::string& text) {
+  OpsPorts ports;
+  bool health = false, metrics = false;
+  for (absl::string_view line :
+       absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> parts =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int port = -1;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) || port < 0 ||
+        port > 65535) {
+      return absl::DataLossError(
+          absl::StrCat("ops port file line '", line, "' is not NAME PORT"));
+    }
+    if (parts[0] == "health") {
+      ports.health = port;
+      health = true;
+    } else if (parts[0] == "metrics") {
+      ports.metrics = port;
+      metrics = true;
+    }
+  }
+  if (!health || !metrics) {
+    return absl::DataLossError("ops port file without health and metrics");
+  }
+  return ports;
+}
 
 std::vector<std::string> OpsFlags::ToArgs() const {
   std::vector<std::string> args;
@@ -11,6 +47,7 @@ std::vector<std::string> OpsFlags::ToArgs() const {
   };
   if (health_port != 0) add("--health-port", std::to_string(health_port));
   if (metrics_port != 0) add("--metrics-port", std::to_string(metrics_port));
+  add("--ops-port-file", ops_port_file);
   if (log_level != "info") add("--log-level", log_level);
   if (log_format != "text") add("--log-format", log_format);
   add("--tls-cert", tls_cert);
@@ -28,15 +65,19 @@ void AddOpsFlags(CLI::App& app, OpsFlags& f) {
          "--health-port", f.health_port,
          "serve grpc.health.v1 in plaintext on this port too (for Kubernetes "
          "probes; service \"\" = ready, \"liveness\" = alive; 0: only on the "
-         "service port)")
+         "service port; -1: a free port, see --ops-port-file)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535))
+      ->check(CLI::Range(kAnyPort, 65535))
       ->group(ops);
-  app.add_option(
-         "--metrics-port", f.metrics_port,
-         "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (0: off)")
+  app.add_option("--metrics-port", f.metrics_port,
+                 "serve Prometheus metrics at http://0.0.0.0:PORT/metrics (0: "
+                 "off; -1: a free port, see --ops-port-file)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535))
+      ->check(CLI::Range(kAnyPort, 65535))
+      ->group(ops);
+  app.add_option("--ops-port-file", f.ops_port_file,
+                 "once bound, write \"health PORT\" and \"metrics PORT\" "
+                 "(0: none) to this file, e.g. for --health-port -1")
       ->group(ops);
   AddPassThroughOpsFlags(app, f);
 }

@@ -11,16 +11,29 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 
 namespace ferry {
 
+// health_port / metrics_port value: bind any free port (the kernel's
+// choice), reported in ops_port_file. What a launcher or a test uses so
+// that no port is picked first and bound later (where another process can
+// take it in between).
+inline constexpr int kAnyPort = -1;
+
 struct OpsFlags {
-  // Plaintext grpc.health.v1-only server on 0.0.0.0:health_port (0: none).
-  // Kubernetes gRPC probes cannot do TLS, so this port stays plaintext when
-  // the service port uses TLS. Service "" is readiness, "liveness" liveness.
+  // Plaintext grpc.health.v1-only server on 0.0.0.0:health_port (0: none;
+  // kAnyPort: a free port). Kubernetes gRPC probes cannot do TLS, so this
+  // port stays plaintext when the service port uses TLS. Service "" is
+  // readiness, "liveness" liveness.
   int health_port = 0;
-  // Prometheus text exposition on 0.0.0.0:metrics_port/metrics (0: none).
+  // Prometheus text exposition on 0.0.0.0:metrics_port/metrics (0: none;
+  // kAnyPort: a free port).
   int metrics_port = 0;
+  // Once both ports are bound, the file gets (atomically: temp file +
+  // rename) the two lines "health PORT" and "metrics PORT", the ports bound
+  // (0 for none). Empty: none.
+  std::string ops_port_file;
   std::string log_level = "info";   // debug, info, warn or error
   std::string log_format = "text";  // text or json (one object per line)
   // PEM files. tls_cert + tls_key turn TLS on for every gRPC port this
@@ -45,7 +58,18 @@ struct OpsFlags {
   std::vector<std::string> ToArgs() const;
 };
 
-// Adds --health-port, --metrics-port, --log-level, --log-format, --tls-cert,
+// The ports of an ops port file (OpsFlags::ops_port_file); 0: none.
+struct OpsPorts {
+  int health = 0;
+  int metrics = 0;
+};
+// The file's text: "health PORT\nmetrics PORT\n".
+std::string FormatOpsPortFile(const OpsPorts& ports);
+// DATA_LOSS when `text` is not what FormatOpsPortFile writes.
+absl::StatusOr<OpsPorts> ParseOpsPortFile(const std::string& text);
+
+// Adds --health-port, --metrics-port, --ops-port-file, --log-level,
+// --log-format, --tls-cert,
 // --tls-key, --tls-ca, --require-client-cert and --auth-token-file to `app`
 // in the groups "Operations" and "Security".
 void AddOpsFlags(CLI::App& app, OpsFlags& flags);

@@ -1,5 +1,9 @@
 #include "proto/process_ops.h"
 
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/prometheus_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -7,6 +11,29 @@
 #include "proto/rpc_util.h"
 
 namespace ferry {
+namespace {
+
+// OpsFlags::ops_port_file: "health PORT" and "metrics PORT", written to a
+// temp file and renamed, so a reader never sees half of it.
+absl::Status WriteOpsPortFile(const std::string& path, int health,
+                              int metrics) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << FormatOpsPortFile({health, metrics});
+    if (!out) {
+      return absl::UnavailableError(
+          absl::StrCat("--ops-port-file: cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--ops-port-file: cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(
     const OpsFlags& flags, const std::string& component, MetricRole role) {
@@ -29,16 +56,26 @@ absl::StatusOr<std::unique_ptr<ProcessOps>> ProcessOps::Start(
   EnableHealthChecks();
   // The health port first: it serves health alone, without reflection.
   if (flags.health_port != 0) {
-    auto server = HealthServer::Start(flags.health_port, &ops->health_);
+    auto server = HealthServer::Start(
+        flags.health_port == kAnyPort ? 0 : flags.health_port, &ops->health_);
     if (!server.ok()) return server.status();
     ops->health_server_ = std::move(*server);
   }
   // Every server the process builds from now on offers reflection (grpcurl).
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   ExportOnlyRole(role);
-  auto metrics = StartMetricsExposer(flags.metrics_port);
+  auto metrics = flags.metrics_port == kAnyPort
+                     ? StartMetricsExposerAt("0.0.0.0:0")
+                     : StartMetricsExposer(flags.metrics_port);
   if (!metrics.ok()) return metrics.status();
   ops->metrics_ = std::move(*metrics);
+  if (!flags.ops_port_file.empty()) {
+    if (absl::Status s = WriteOpsPortFile(
+            flags.ops_port_file, ops->health_port(), ops->metrics_port());
+        !s.ok()) {
+      return s;
+    }
+  }
   return ops;
 }
 

@@ -23,8 +23,9 @@ class ProcessOps {
  public:
   // In this order: logging as `component`, RPC security, health checks on
   // (readiness NOT_SERVING until SetStarted), the health port, the metrics
-  // port. INVALID_ARGUMENT for bad flags, UNAVAILABLE for a port that cannot
-  // be bound; nothing is left running on error.
+  // port, then the ops port file (OpsFlags::ops_port_file). INVALID_ARGUMENT
+  // for bad flags, UNAVAILABLE for a port that cannot be bound or a port
+  // file that cannot be written; nothing is left running on error.
   // `role` selects the metric series this process exports (ExportOnlyRole).
   static absl::StatusOr<std::unique_ptr<ProcessOps>> Start(
       const OpsFlags& flags, const std::string& component, MetricRole role);

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -65,17 +66,21 @@ class ProcessSupervisorTest : public ::testing::Test {
     return s.str();
   }
 
-  // Ticks every 10 ms until `done` or 10 s; the last Tick status.
+  // Ticks until `done` (at most 10 s) or a Tick fails; the last Tick
+  // status.
   static absl::Status TickUntil(ProcessSupervisor& s,
                                 const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
     absl::Status last;
-    while (!done() && absl::Now() < deadline) {
-      last = s.Tick(absl::Now());
-      if (!last.ok()) return last;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    EXPECT_TRUE(done()) << "timed out";
+    const absl::Status waited = testutil::WaitUntil(
+        "the supervised processes to reach the expected state",
+        [&] {
+          if (done()) return true;
+          last = s.Tick(absl::Now());
+          return !last.ok();
+        },
+        absl::Seconds(10));
+    if (!last.ok()) return last;
+    EXPECT_TRUE(waited.ok()) << waited;
     return last;
   }
 
@@ -264,11 +269,10 @@ TEST(ChildProcessTest, ChildrenDieWithTheirParent) {
   EXPECT_FALSE(ProcessIsGone(grandchild));
   kill(parent, SIGKILL);
   waitpid(parent, nullptr, 0);
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!ProcessIsGone(grandchild) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(ProcessIsGone(grandchild));
+  const absl::Status gone = testutil::WaitUntil(
+      "the grandchild to die with its parent",
+      [&] { return ProcessIsGone(grandchild); }, absl::Seconds(5));
+  EXPECT_TRUE(gone.ok()) << gone;
   if (!ProcessIsGone(grandchild)) kill(grandchild, SIGKILL);
 }
 

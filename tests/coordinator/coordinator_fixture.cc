@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/time/clock.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 
@@ -27,12 +28,9 @@ void WaitForFinalize(FakeShardControl& shards, size_t n) {
 
 bool WaitForStatus(Coordinator& c,
                    const std::function<bool(const v1::StatusResponse&)>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(3);
-  while (!done(c.Status())) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
+  return testutil::WaitUntil("the coordinator's status to match",
+                             [&] { return done(c.Status()); })
+      .ok();
 }
 
 v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ring/ring_peer_service.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -64,9 +65,10 @@ TEST(RingWeightsSourceTest, PutsAPipelinesModelTogetherFromItsStages) {
   // the newer state, which it publishes between two of its steps.
   members.servers[1]->publisher->Publish(6, State(6), {}, {{4, 10}});
   std::thread republish([&] {
-    while (!members.servers[0]->publisher->wanted()) {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
+    const absl::Status wanted = testutil::WaitUntil(
+        "member 0's publisher to be asked for a refresh",
+        [&] { return members.servers[0]->publisher->wanted(); });
+    EXPECT_TRUE(wanted.ok()) << wanted;
     members.servers[0]->publisher->Publish(6, State(6), {}, {{0, 4}});
   });
   ASSERT_TRUE(source.Fetch(5, params).ok());

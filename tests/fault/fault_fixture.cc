@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "client/child_process.h"
 #include "gtest/gtest.h"
+#include "tests/testing/process_run.h"
 
 namespace ferry::testing {
 
@@ -56,12 +57,7 @@ absl::StatusOr<LocalRun> RunLocal(const std::string& name,
   auto child = ChildProcess::Spawn(argv, run.log_dir + "/ferry-local.log");
   if (!child.ok()) return child.status();
   // ferry local enforces --timeout itself; this is the backstop.
-  const absl::Time give_up = start + timeout + absl::Seconds(30);
-  while (!child->Poll().has_value() && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  run.exit_code = child->Poll().has_value() ? *child->Poll()
-                                            : child->Stop(absl::Seconds(10));
+  run.exit_code = testing::AwaitExit(*child, timeout + absl::Seconds(30));
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::ifstream in(summary);
   if (in)

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -132,7 +133,7 @@ class ShardWatcher {
 
   // Stops polling; returns every sample, oldest first.
   std::vector<ShardSample> Stop() {
-    done_ = true;
+    if (!done_.HasBeenNotified()) done_.Notify();
     if (thread_.joinable()) thread_.join();
     absl::MutexLock lock(&mu_);
     return samples_;
@@ -143,7 +144,8 @@ class ShardWatcher {
     int64_t pid = -1;
     std::string address;
     std::unique_ptr<v1::ParameterServer::Stub> stub;
-    while (!done_) {
+    // One sample per 20 ms (a sampling rate, not a wait for anything).
+    do {
       std::ifstream in(cluster_file_);
       const nlohmann::json cluster = nlohmann::json::parse(in, nullptr, false);
       if (cluster.is_array()) {
@@ -173,13 +175,12 @@ class ShardWatcher {
           stub = nullptr;
         }
       }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    } while (!done_.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
   }
 
   const std::string cluster_file_;
   const std::string shard_;
-  std::atomic<bool> done_{false};
+  absl::Notification done_;
   absl::Mutex mu_;
   std::vector<ShardSample> samples_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once the members above exist

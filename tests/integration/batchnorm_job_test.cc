@@ -21,6 +21,7 @@
 #include "model/model_export.h"
 #include "model/model_params.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/process_run.h"
 
 namespace ferry {
 namespace {
@@ -106,12 +107,8 @@ class BatchNormJobTest : public ::testing::Test {
     auto child = ChildProcess::Spawn(argv, out + ".log");
     EXPECT_TRUE(child.ok()) << child.status();
     if (!child.ok()) return {};
-    const absl::Time deadline = absl::Now() + absl::Seconds(180);
-    std::optional<int> rc;
-    while (!(rc = child->Poll()) && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    if (!rc) rc = child->Stop(absl::Seconds(5));
+    const std::optional<int> rc =
+        testing::AwaitExit(*child, absl::Seconds(180));
     std::ifstream log(out + ".log");
     const std::string output((std::istreambuf_iterator<char>(log)),
                              std::istreambuf_iterator<char>());

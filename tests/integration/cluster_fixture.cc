@@ -9,6 +9,7 @@
 #include "common/shard_partitions.h"
 #include "model/model_spec.h"
 #include "proto/rpc_util.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry::testing {
 
@@ -55,19 +56,27 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   std::filesystem::create_directories(log_dir);
   auto cluster = std::make_unique<TestCluster>();
   const std::string bin = FERRY_BIN_DIR;
-  auto port = PickFreePort();
-  if (!port.ok()) return port.status();
-  cluster->coordinator_ = absl::StrCat("127.0.0.1:", *port);
   const int shards = spec.mode == "ring" ? 0 : spec.shards;
   // Each shard process's partition addresses; the job lists them in
-  // logical order (common/shard_partitions.h).
+  // logical order (common/shard_partitions.h). Picked in advance: the
+  // coordinator's --shards names them before any shard runs.
   auto process_addresses = PickPartitionAddresses(shards, spec.partitions);
   if (!process_addresses.ok()) return process_addresses.status();
   cluster->shard_addresses_ = LogicalShardAddresses(*process_addresses);
-  std::vector<std::string> argv = {
-      bin + "/ferry-server",       "--role", "coordinator", "--listen",
-      cluster->coordinator_,       "--mode", spec.mode,     "--min-workers",
-      std::to_string(spec.workers)};
+  // The coordinator binds a free port and reports it.
+  const std::string port_file = log_dir + "/coordinator.port";
+  std::filesystem::remove(port_file);
+  std::vector<std::string> argv = {bin + "/ferry-server",
+                                   "--role",
+                                   "coordinator",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--port-file",
+                                   port_file,
+                                   "--mode",
+                                   spec.mode,
+                                   "--min-workers",
+                                   std::to_string(spec.workers)};
   if (shards > 0) {
     argv.insert(argv.end(),
                 {"--shards", absl::StrJoin(cluster->shard_addresses_, ",")});
@@ -76,6 +85,12 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   auto coord = ChildProcess::Spawn(argv, log_dir + "/coordinator.log");
   if (!coord.ok()) return coord.status();
   cluster->servers_.push_back(std::move(*coord));
+  absl::StatusOr<std::string> text =
+      AwaitFileOf(cluster->servers_.back(), port_file, absl::Seconds(60));
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<int>> port = ParsePortFile(*text);
+  if (!port.ok()) return port.status();
+  cluster->coordinator_ = absl::StrCat("127.0.0.1:", port->front());
   for (int i = 0; i < shards; ++i) {
     auto shard = ChildProcess::Spawn(
         {bin + "/ferry-server", "--role", "ps", "--listen",
@@ -109,24 +124,27 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
 absl::StatusOr<v1::StatusResponse> TestCluster::WaitFinished(
     absl::Duration timeout) {
   auto stub = v1::Coordinator::NewStub(MakeChannel(coordinator_));
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    for (ChildProcess& s : servers_) {
-      if (auto code = s.Poll()) {
-        return absl::InternalError(absl::StrCat("a server exited with code ",
-                                                *code, "; see ", s.log_path()));
-      }
-    }
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(2));
-    v1::StatusResponse status;
-    if (stub->Status(&context, v1::StatusRequest(), &status).ok() &&
-        status.finished()) {
-      return status;
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  return absl::DeadlineExceededError("the job did not finish in time");
+  v1::StatusResponse status;
+  absl::Status exited;
+  const absl::Status waited = testutil::WaitUntil(
+      "the job to finish",
+      [&] {
+        for (ChildProcess& s : servers_) {
+          if (auto code = s.Poll()) {
+            exited = absl::InternalError(absl::StrCat(
+                "a server exited with code ", *code, "; see ", s.log_path()));
+            return true;
+          }
+        }
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(2));
+        return stub->Status(&context, v1::StatusRequest(), &status).ok() &&
+               status.finished();
+      },
+      timeout);
+  if (!exited.ok()) return exited;
+  if (!waited.ok()) return waited;
+  return status;
 }
 
 std::vector<std::optional<int>> TestCluster::WorkerExitCodes() {

@@ -15,6 +15,7 @@
 #include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/process_run.h"
 
 namespace ferry {
 namespace {
@@ -48,13 +49,7 @@ class ConfigErrorTest : public ::testing::Test {
     EXPECT_TRUE(child.ok()) << child.status();
     Result r;
     if (!child.ok()) return r;
-    std::optional<int> rc;
-    const absl::Time give_up = start + absl::Seconds(60);
-    while (!(rc = child->Poll()) && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    if (!rc) rc = child->Stop(absl::Seconds(5));
-    r.exit_code = *rc;
+    r.exit_code = testing::AwaitExit(*child, absl::Seconds(60));
     r.took = absl::Now() - start;
     std::ifstream in(log);
     std::stringstream text;

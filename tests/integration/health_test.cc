@@ -16,8 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/child_process.h"
+#include "common/ops_flags.h"
 #include "gtest/gtest.h"
 #include "proto/rpc_util.h"
+#include "tests/testing/process_run.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -63,6 +66,7 @@ TEST(HealthState, ABusyPortIsUnavailable) {
 }
 
 TEST(CheckHealth, NobodyListeningIsUnreachableWithinTheDeadline) {
+  // A port nobody binds: claimed by this process, never listened on.
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
   const absl::Time start = absl::Now();
@@ -100,12 +104,11 @@ std::string HttpGetMetrics(int port) {
 
 bool WaitFor(HealthStatus want, int port, const std::string& service,
              absl::Duration timeout) {
-  const absl::Time give_up = absl::Now() + timeout;
-  while (absl::Now() < give_up) {
-    if (Check(port, service) == want) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
+  return testutil::WaitUntil(
+             absl::StrCat("health of '", service, "' on port ", port, " = ",
+                          static_cast<int>(want)),
+             [&] { return Check(port, service) == want; }, timeout)
+      .ok();
 }
 
 class ServerHealthTest : public ::testing::Test {
@@ -119,46 +122,71 @@ class ServerHealthTest : public ::testing::Test {
 };
 
 TEST_F(ServerHealthTest, ShardIsReadyOnlyWhileItsCoordinatorAnswers) {
+  // Both service ports are picked before either process starts: the
+  // shard dials the coordinator, whose --shards names the shard. The
+  // health and metrics ports are bound free and read back.
   auto coord_port = PickFreePort();
   auto ps_port = PickFreePort();
-  auto ps_health = PickFreePort();
-  auto coord_health = PickFreePort();
-  auto coord_metrics = PickFreePort();
-  ASSERT_TRUE(coord_port.ok() && ps_port.ok() && ps_health.ok() &&
-              coord_health.ok() && coord_metrics.ok());
+  ASSERT_TRUE(coord_port.ok() && ps_port.ok());
   const std::string bin = FERRY_BIN_DIR;
   const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   const std::string shard = absl::StrCat("127.0.0.1:", *ps_port);
+  const std::string any = std::to_string(kAnyPort);
 
   // The shard starts first: it keeps trying to fetch the job, alive but
   // not ready.
   auto ps = ChildProcess::Spawn(
       {bin + "/ferry-server", "--role", "ps", "--listen", shard,
-       "--coordinator", coord, "--shard-id", "0", "--health-port",
-       std::to_string(*ps_health), "--log-format", "json"},
+       "--coordinator", coord, "--shard-id", "0", "--health-port", any,
+       "--ops-port-file", dir_ + "/ps.ops", "--log-format", "json"},
       dir_ + "/ps.log");
   ASSERT_TRUE(ps.ok()) << ps.status();
-  ASSERT_TRUE(WaitFor(HealthStatus::kServing, *ps_health, kLivenessService,
+  const absl::StatusOr<OpsPorts> ps_ops =
+      testing::AwaitOpsPorts(*ps, dir_ + "/ps.ops");
+  ASSERT_TRUE(ps_ops.ok()) << ps_ops.status();
+  const int ps_health = ps_ops->health;
+  ASSERT_TRUE(WaitFor(HealthStatus::kServing, ps_health, kLivenessService,
                       absl::Seconds(10)));
-  EXPECT_EQ(Check(*ps_health, ""), HealthStatus::kNotServing);
+  EXPECT_EQ(Check(ps_health, ""), HealthStatus::kNotServing);
 
-  auto coordinator = ChildProcess::Spawn(
-      {bin + "/ferry-server", "--role", "coordinator", "--listen", coord,
-       "--shards", shard, "--model", "16-8-4", "--dataset", "synthetic:64",
-       "--batch", "16", "--epochs", "1", "--health-port",
-       std::to_string(*coord_health), "--metrics-port",
-       std::to_string(*coord_metrics)},
-      dir_ + "/coordinator.log");
+  auto coordinator = ChildProcess::Spawn({bin + "/ferry-server",
+                                          "--role",
+                                          "coordinator",
+                                          "--listen",
+                                          coord,
+                                          "--shards",
+                                          shard,
+                                          "--model",
+                                          "16-8-4",
+                                          "--dataset",
+                                          "synthetic:64",
+                                          "--batch",
+                                          "16",
+                                          "--epochs",
+                                          "1",
+                                          "--health-port",
+                                          any,
+                                          "--metrics-port",
+                                          any,
+                                          "--ops-port-file",
+                                          dir_ + "/coordinator.ops"},
+                                         dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const absl::StatusOr<OpsPorts> coord_ops_or =
+      testing::AwaitOpsPorts(*coordinator, dir_ + "/coordinator.ops");
+  ASSERT_TRUE(coord_ops_or.ok()) << coord_ops_or.status();
+  const OpsPorts coord_ops = *coord_ops_or;
+  ASSERT_NE(coord_ops.health, 0);
+  ASSERT_NE(coord_ops.metrics, 0);
   EXPECT_TRUE(
-      WaitFor(HealthStatus::kServing, *coord_health, "", absl::Seconds(20)));
+      WaitFor(HealthStatus::kServing, coord_ops.health, "", absl::Seconds(20)));
   // The service port answers too, for the service it hosts.
   EXPECT_EQ(Check(*coord_port, "ferry.v1.Coordinator"), HealthStatus::kServing);
   EXPECT_TRUE(
-      WaitFor(HealthStatus::kServing, *ps_health, "", absl::Seconds(20)));
+      WaitFor(HealthStatus::kServing, ps_health, "", absl::Seconds(20)));
   EXPECT_EQ(Check(*ps_port, "ferry.v1.ParameterServer"),
             HealthStatus::kServing);
-  const std::string metrics = HttpGetMetrics(*coord_metrics);
+  const std::string metrics = HttpGetMetrics(coord_ops.metrics);
   EXPECT_NE(metrics.find("200 OK"), std::string::npos)
       << metrics.substr(0, 200);
   EXPECT_NE(metrics.find("ferry_"), std::string::npos);
@@ -166,8 +194,8 @@ TEST_F(ServerHealthTest, ShardIsReadyOnlyWhileItsCoordinatorAnswers) {
   // The coordinator goes away: the shard is no longer ready, but alive.
   EXPECT_EQ(coordinator->Stop(absl::Seconds(10)), 0);
   EXPECT_TRUE(
-      WaitFor(HealthStatus::kNotServing, *ps_health, "", absl::Seconds(15)));
-  EXPECT_EQ(Check(*ps_health, kLivenessService), HealthStatus::kServing);
+      WaitFor(HealthStatus::kNotServing, ps_health, "", absl::Seconds(15)));
+  EXPECT_EQ(Check(ps_health, kLivenessService), HealthStatus::kServing);
 
   EXPECT_EQ(ps->Stop(absl::Seconds(10)), 0);
   // Structured logs: every line of the shard is a JSON object.
@@ -191,35 +219,44 @@ std::string Slurp(const std::string& path) {
 
 TEST_F(ServerHealthTest,
        WorkerStaysAliveAfterTheJobWhenAskedAndLeavesOnSigterm) {
-  auto coord_port = PickFreePort();
-  auto worker_health = PickFreePort();
-  ASSERT_TRUE(coord_port.ok() && worker_health.ok());
   const std::string bin = FERRY_BIN_DIR;
-  const std::string coord = absl::StrCat("127.0.0.1:", *coord_port);
   auto coordinator = ChildProcess::Spawn(
       {bin + "/ferry-server", "--role", "coordinator", "--mode", "ring",
-       "--listen", coord, "--model", "16-8-4", "--dataset", "synthetic:64",
-       "--batch", "16", "--epochs", "1", "--max-steps", "3"},
+       "--listen", "127.0.0.1:0", "--port-file", dir_ + "/coordinator.port",
+       "--model", "16-8-4", "--dataset", "synthetic:64", "--batch", "16",
+       "--epochs", "1", "--max-steps", "3"},
       dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const absl::StatusOr<int> coord_port =
+      testing::AwaitPort(*coordinator, dir_ + "/coordinator.port");
+  ASSERT_TRUE(coord_port.ok()) << coord_port.status();
   auto worker = ChildProcess::Spawn(
-      {bin + "/ferry-worker", "--coordinator", coord, "--peer-listen",
-       "127.0.0.1:0", "--after-finish", "wait", "--health-port",
-       std::to_string(*worker_health)},
+      {bin + "/ferry-worker", "--coordinator",
+       absl::StrCat("127.0.0.1:", *coord_port), "--peer-listen", "127.0.0.1:0",
+       "--after-finish", "wait", "--health-port", std::to_string(kAnyPort),
+       "--ops-port-file", dir_ + "/worker.ops"},
       dir_ + "/worker.log");
   ASSERT_TRUE(worker.ok()) << worker.status();
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (Slurp(dir_ + "/worker.log").find("idle until SIGTERM") ==
-             std::string::npos &&
-         !worker->Poll() && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  const absl::StatusOr<OpsPorts> worker_ops =
+      testing::AwaitOpsPorts(*worker, dir_ + "/worker.ops");
+  ASSERT_TRUE(worker_ops.ok()) << worker_ops.status();
+  const int worker_health = worker_ops->health;
+  const absl::Status idle = testutil::WaitUntil(
+      "the worker to log \"idle until SIGTERM\" (or exit)",
+      [&] {
+        return Slurp(dir_ + "/worker.log").find("idle until SIGTERM") !=
+                   std::string::npos ||
+               worker->Poll().has_value();
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(idle.ok()) << idle;
   ASSERT_NE(Slurp(dir_ + "/worker.log").find("idle until SIGTERM"),
             std::string::npos)
       << Slurp(dir_ + "/worker.log");
-  absl::SleepFor(absl::Seconds(1));
+  // Past the point where it would have exited: it answers liveness and is
+  // still running.
+  EXPECT_EQ(Check(worker_health, kLivenessService), HealthStatus::kServing);
   EXPECT_FALSE(worker->Poll().has_value());  // did not exit
-  EXPECT_EQ(Check(*worker_health, kLivenessService), HealthStatus::kServing);
   const absl::Time stop = absl::Now();
   EXPECT_EQ(worker->Stop(absl::Seconds(10)), 0);
   EXPECT_LT(absl::Now() - stop, absl::Seconds(5));

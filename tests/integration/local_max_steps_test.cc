@@ -15,6 +15,7 @@
 #include "client/child_process.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/process_run.h"
 
 namespace ferry {
 namespace {
@@ -46,11 +47,7 @@ TEST_P(LocalMaxStepsTest, EndsWithAFinalEvaluationAndASummary) {
   const absl::Time start = absl::Now();
   auto child = ChildProcess::Spawn(argv, dir + "/ferry-local.log");
   ASSERT_TRUE(child.ok()) << child.status();
-  std::optional<int> rc;
-  while (!(rc = child->Poll()) && absl::Now() < start + absl::Seconds(180)) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  if (!rc) rc = child->Stop(absl::Seconds(5));
+  const std::optional<int> rc = testing::AwaitExit(*child, absl::Seconds(180));
   const absl::Duration took = absl::Now() - start;
   std::ifstream log(dir + "/ferry-local.log");
   const std::string output((std::istreambuf_iterator<char>(log)),

@@ -11,6 +11,7 @@
 #include "model/model_presets.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/testing/wait_until.h"
 #include "worker/standalone_trainer.h"
 
 namespace ferry {
@@ -120,14 +121,15 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
     EXPECT_EQ(status->digest_checks(), steps * 2 * (holders - 1));
     EXPECT_EQ(status->digest_mismatches(), 0);
   }
-  for (int attempt = 0; attempt < 100; ++attempt) {  // exit after FINISH
+  // Workers exit after FINISH.
+  const absl::Status exited = testutil::WaitUntil("every worker to exit", [&] {
     auto codes = (*cluster)->WorkerExitCodes();
-    if (std::all_of(codes.begin(), codes.end(),
-                    [](const auto& code) { return code.has_value(); })) {
-      for (const auto& code : codes) EXPECT_EQ(*code, 0);
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
+    return std::all_of(codes.begin(), codes.end(),
+                       [](const auto& code) { return code.has_value(); });
+  });
+  EXPECT_TRUE(exited.ok()) << exited;
+  for (const auto& code : (*cluster)->WorkerExitCodes()) {
+    EXPECT_EQ(code.value_or(-1), 0);
   }
   int spares = 0;
   for (int i = 0; i < c.workers; ++i) {

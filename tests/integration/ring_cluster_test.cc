@@ -7,6 +7,7 @@
 #include "compute/compute_backend.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/testing/wait_until.h"
 #include "worker/standalone_trainer.h"
 
 namespace ferry {
@@ -86,15 +87,14 @@ TEST_P(RingEquivalenceTest, RingMatchesSingleProcessWeights) {
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->step(), steps);
-  for (int attempt = 0; attempt < 100;
-       ++attempt) {  // workers exit after FINISH
+  // Workers exit after FINISH.
+  const absl::Status exited = testutil::WaitUntil("both workers to exit", [&] {
     auto codes = (*cluster)->WorkerExitCodes();
-    if (codes[0].has_value() && codes[1].has_value()) {
-      EXPECT_EQ(*codes[0], 0);
-      EXPECT_EQ(*codes[1], 0);
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
+    return codes[0].has_value() && codes[1].has_value();
+  });
+  EXPECT_TRUE(exited.ok()) << exited;
+  for (const auto& code : (*cluster)->WorkerExitCodes()) {
+    EXPECT_EQ(code.value_or(-1), 0);
   }
   const std::vector<float> w0 = ReadFloats(dir + "/weights0.bin");
   const std::vector<float> w1 = ReadFloats(dir + "/weights1.bin");

@@ -20,6 +20,8 @@
 #include "proto/rpc_security.h"
 #include "proto/rpc_util.h"
 #include "tests/integration/tls_certs_fixture.h"
+#include "tests/testing/process_run.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -77,36 +79,42 @@ grpc::Status GetJob(const std::shared_ptr<grpc::Channel>& channel) {
 
 TEST_F(TlsProcessTest,
        HealthPortStaysPlaintextWhileTheServicePortNeedsTlsAndToken) {
-  auto port = PickFreePort();
-  auto health_port = PickFreePort();
-  ASSERT_TRUE(port.ok() && health_port.ok());
   std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry-server",
                                    "--role",
                                    "coordinator",
                                    "--mode",
                                    "ring",
                                    "--listen",
-                                   absl::StrCat("127.0.0.1:", *port),
+                                   "127.0.0.1:0",
+                                   "--port-file",
+                                   dir_ + "/coordinator.port",
                                    "--model",
                                    "16-8-4",
                                    "--dataset",
                                    "synthetic:64",
                                    "--health-port",
-                                   std::to_string(*health_port)};
+                                   std::to_string(kAnyPort),
+                                   "--ops-port-file",
+                                   dir_ + "/coordinator.ops"};
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto coordinator = ChildProcess::Spawn(argv, dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const absl::StatusOr<OpsPorts> ops =
+      testing::AwaitOpsPorts(*coordinator, dir_ + "/coordinator.ops");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  const absl::StatusOr<int> port =
+      testing::AwaitPort(*coordinator, dir_ + "/coordinator.port");
+  ASSERT_TRUE(port.ok()) << port.status();
 
   // Plaintext probe on the health port, as the kubelet does.
-  auto plaintext_health = MakeChannel(absl::StrCat("127.0.0.1:", *health_port),
-                                      RpcSecurityConfig());
-  HealthStatus status = HealthStatus::kUnreachable;
-  for (int i = 0; i < 100 && status != HealthStatus::kServing; ++i) {
-    status = CheckHealth(plaintext_health, "", absl::Seconds(1));
-    if (status != HealthStatus::kServing)
-      absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_EQ(status, HealthStatus::kServing);
+  auto plaintext_health =
+      MakeChannel(absl::StrCat("127.0.0.1:", ops->health), RpcSecurityConfig());
+  const absl::Status serving =
+      testutil::WaitUntil("the plaintext health port to answer SERVING", [&] {
+        return CheckHealth(plaintext_health, "", absl::Seconds(1)) ==
+               HealthStatus::kServing;
+      });
+  ASSERT_TRUE(serving.ok()) << serving;
 
   const std::string service = absl::StrCat("localhost:", *port);
   // The service port: no plaintext, not even for health.
@@ -126,20 +134,13 @@ TEST_F(TlsProcessTest,
 }
 
 TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
-  auto port = PickFreePort();
-  ASSERT_TRUE(port.ok());
   auto server = ChildProcess::Spawn(
       {std::string(FERRY_BIN_DIR) + "/ferry-server", "--role", "coordinator",
-       "--mode", "ring", "--listen", absl::StrCat("127.0.0.1:", *port),
-       "--tls-ca", testing::GetCerts().Path("ca.pem")},
+       "--mode", "ring", "--listen", "127.0.0.1:0", "--tls-ca",
+       testing::GetCerts().Path("ca.pem")},
       dir_ + "/server.log");
   ASSERT_TRUE(server.ok()) << server.status();
-  std::optional<int> rc;
-  const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (!(rc = server->Poll()) && absl::Now() < give_up)
-    absl::SleepFor(absl::Milliseconds(50));
-  if (!rc) rc = server->Stop(absl::Seconds(5));
-  EXPECT_EQ(*rc, 2);
+  EXPECT_EQ(testing::AwaitExit(*server, absl::Seconds(20)), 2);
   std::ifstream log(dir_ + "/server.log");
   std::stringstream text;
   text << log.rdbuf();
@@ -154,15 +155,15 @@ TEST_F(TlsProcessTest, ACaWithoutACertificateIsRefusedAtStart) {
 // 127.0.0.2 (loopback too).
 TEST_F(TlsProcessTest,
        ServerNameOverrideVerifiesPeersDialledByAnUnlistedAddress) {
-  auto port = PickFreePort();
-  ASSERT_TRUE(port.ok());
   std::vector<std::string> argv = {std::string(FERRY_BIN_DIR) + "/ferry-server",
                                    "--role",
                                    "coordinator",
                                    "--mode",
                                    "ring",
                                    "--listen",
-                                   absl::StrCat("0.0.0.0:", *port),
+                                   "0.0.0.0:0",
+                                   "--port-file",
+                                   dir_ + "/coordinator.port",
                                    "--model",
                                    "16-8-4",
                                    "--dataset",
@@ -170,15 +171,15 @@ TEST_F(TlsProcessTest,
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto coordinator = ChildProcess::Spawn(argv, dir_ + "/coordinator.log");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const absl::StatusOr<int> port =
+      testing::AwaitPort(*coordinator, dir_ + "/coordinator.port");
+  ASSERT_TRUE(port.ok()) << port.status();
   const std::string unlisted = absl::StrCat("127.0.0.2:", *port);
   RpcSecurityConfig by_name = Client(true);
   by_name.server_name = "localhost";
-  grpc::Status status;
-  for (int i = 0; i < 100; ++i) {  // until it serves
-    status = GetJob(MakeChannel(unlisted, by_name));
-    if (status.ok()) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  // It listens (the port file is written after the bind): the first call
+  // already answers.
+  const grpc::Status status = GetJob(MakeChannel(unlisted, by_name));
   EXPECT_TRUE(status.ok()) << status.error_message();
   // Without the override the address itself is checked, and is not listed.
   EXPECT_EQ(GetJob(MakeChannel(unlisted, Client(true))).error_code(),
@@ -217,15 +218,11 @@ TEST_P(TlsJobTest, LocalJobTrainsWithMutualTlsAndTokenOnEveryChannel) {
   for (const std::string& a : SecurityArgs()) argv.push_back(a);
   auto job = ChildProcess::Spawn(argv, dir_ + "/ferry-local.log");
   ASSERT_TRUE(job.ok()) << job.status();
-  std::optional<int> rc;
-  const absl::Time give_up = absl::Now() + absl::Seconds(150);
-  while (!(rc = job->Poll()) && absl::Now() < give_up)
-    absl::SleepFor(absl::Milliseconds(200));
-  if (!rc) rc = job->Stop(absl::Seconds(5));
+  const int rc = testing::AwaitExit(*job, absl::Seconds(150));
   std::ifstream log(dir_ + "/ferry-local.log");
   std::stringstream text;
   text << log.rdbuf();
-  ASSERT_EQ(*rc, 0) << text.str();
+  ASSERT_EQ(rc, 0) << text.str();
   const nlohmann::json summary =
       nlohmann::json::parse(std::ifstream(dir_ + "/summary.json"));
   EXPECT_GE(summary["steps"].get<int64_t>(), 12) << summary.dump();

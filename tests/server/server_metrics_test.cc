@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/ps/ps_shard_testing.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -241,10 +242,10 @@ TEST(ServerMetricsTest, CoordinatorCountsStepsSamplesMembersAndRejections) {
   ASSERT_TRUE(next.ok()) << next.status();
   WaitForFinalize(f.shards, 1);
   // The step is applied right after the shards finalized it.
-  for (int i = 0;
-       i < 200 && m.steps(MetricRole::kCoordinator).Value() < steps0 + 1; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  const absl::Status applied = testutil::WaitUntil(
+      "the coordinator's step counter to count the step",
+      [&] { return m.steps(MetricRole::kCoordinator).Value() >= steps0 + 1; });
+  EXPECT_TRUE(applied.ok()) << applied;
   EXPECT_EQ(m.steps(MetricRole::kCoordinator).Value(), steps0 + 1);
   EXPECT_EQ(m.samples(MetricRole::kCoordinator).Value(), samples0 + 10);
   RunScrapeHooks();

@@ -1,7 +1,8 @@
 // Runs a real program to its end for integration tests: its exit status and
 // everything it wrote (stdout and stderr, through a log file), killed when
-// it outlives `timeout`. Also the CTR data set and small DLRM the sparse
-// tests share.
+// it outlives `timeout`; waits for a started program's exit or for the
+// ports it reports. Also the CTR data set and small DLRM the sparse tests
+// share.
 #ifndef FERRY_TESTS_TESTING_PROCESS_RUN_H_
 #define FERRY_TESTS_TESTING_PROCESS_RUN_H_
 
@@ -16,7 +17,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/child_process.h"
+#include "common/ops_flags.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/wait_until.h"
 
 namespace ferry::testing {
 
@@ -24,6 +27,37 @@ struct ProcessRun {
   int rc = -1;  // -1: it could not be started
   std::string output;
 };
+
+// The exit code of `child` once it exits by itself within `timeout`;
+// otherwise (the wait's failure printed) the code of stopping it (SIGTERM,
+// SIGKILL after 5 s).
+inline int AwaitExit(ChildProcess& child, absl::Duration timeout) {
+  const absl::Status exited = testutil::WaitUntil(
+      absl::StrCat(child.log_path(), "'s process to exit"),
+      [&child] { return child.Poll().has_value(); }, timeout);
+  return exited.ok() ? *child.Poll() : child.Stop(absl::Seconds(5));
+}
+
+// The service port `child` bound and wrote to its --port-file `path`.
+inline absl::StatusOr<int> AwaitPort(
+    ChildProcess& child, const std::string& path,
+    absl::Duration timeout = absl::Seconds(60)) {
+  absl::StatusOr<std::string> text = AwaitFileOf(child, path, timeout);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<int>> ports = ParsePortFile(*text);
+  if (!ports.ok()) return ports.status();
+  return ports->front();
+}
+
+// The health and metrics ports `child` bound and wrote to its
+// --ops-port-file `path`.
+inline absl::StatusOr<OpsPorts> AwaitOpsPorts(
+    ChildProcess& child, const std::string& path,
+    absl::Duration timeout = absl::Seconds(60)) {
+  absl::StatusOr<std::string> text = AwaitFileOf(child, path, timeout);
+  if (!text.ok()) return text.status();
+  return ParseOpsPortFile(*text);
+}
 
 inline ProcessRun RunToEnd(const std::vector<std::string>& argv,
                            const std::string& log,
@@ -34,12 +68,7 @@ inline ProcessRun RunToEnd(const std::vector<std::string>& argv,
     run.output = std::string(child.status().message());
     return run;
   }
-  const absl::Time deadline = absl::Now() + timeout;
-  std::optional<int> rc;
-  while (!(rc = child->Poll()) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  run.rc = rc ? *rc : child->Stop(absl::Seconds(5));
+  run.rc = AwaitExit(*child, timeout);
   std::ifstream in(log);
   run.output.assign(std::istreambuf_iterator<char>(in),
                     std::istreambuf_iterator<char>());
