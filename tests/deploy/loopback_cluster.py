@@ -11,10 +11,14 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
 import ferry_manifests as fm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from wait_until import wait_until  # noqa: E402
 
 
 def short_run(finish_epochs):
@@ -69,18 +73,36 @@ def _ephemeral_range():
 
 
 _PORTS_HANDED_OUT = set()
+_PORT_CLAIMS = []  # sockets kept open: the claims last as long as this process
+
+
+def _claim(port):
+    """Claims `port` among every process that picks ports this way or with
+    PickFreePort (client/child_process.cc): binds the abstract Unix socket
+    "@ferry-port-PORT", which one process at a time can hold and the kernel
+    releases when the process exits. False when another process holds it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(f"\0ferry-port-{port}")
+    except OSError:
+        s.close()
+        return False
+    _PORT_CLAIMS.append(s)
+    return True
 
 
 def free_port():
     """A port free on every address, at random outside the ephemeral range
-    (where outgoing connections take source ports), as ferry local picks.
-    Never the same port twice in one run: every pod's ports are picked
-    before any pod binds one."""
+    (where outgoing connections take source ports and binds to port 0
+    land), as ferry local picks, and claimed for this process so that no
+    other test picks it too. Never the same port twice in one run: every
+    pod's ports are picked before any pod binds one (the manifests name
+    them), so port 0 cannot be used here."""
     low, high = _ephemeral_range()
     first, last = (10000, low - 1) if low > 11000 else (high + 1, 65535)
     for _ in range(200):
         port = random.randint(first, last)
-        if port in _PORTS_HANDED_OUT:
+        if port in _PORTS_HANDED_OUT or not _claim(port):
             continue
         with socket.socket() as s:
             try:
@@ -379,17 +401,15 @@ class Cluster:
         return r.returncode, (r.stdout + r.stderr).strip()
 
     def wait_ready(self, pods, timeout=PROBE_TIMEOUT_S):
-        deadline = time.monotonic() + timeout
         pending = list(pods)
-        while pending:
+
+        def all_ready():
             self.check_alive()
-            pending = [p for p in pending if self.probe(p, "readinessProbe")[0] != 0]
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                raise Failure("not ready after %ds: %s" % (timeout, ", ".join(
-                    f"{p.name} ({self.probe(p, 'readinessProbe')[1]})" for p in pending)))
-            time.sleep(0.3)
+            pending[:] = [p for p in pending if self.probe(p, "readinessProbe")[0] != 0]
+            return not pending
+        wait_until("readiness", all_ready, timeout, interval=0.3, error=Failure,
+                   describe=lambda: ", ".join(
+                       f"{p.name} ({self.probe(p, 'readinessProbe')[1]})" for p in pending))
         log("ready: " + ", ".join(p.name for p in pods))
 
     def status(self, flags=None):
@@ -406,20 +426,19 @@ class Cluster:
         return json.loads(r.stdout)
 
     def wait_for(self, what, pred, timeout=30):
-        deadline = time.monotonic() + timeout
-        st, err = None, None
-        while True:
+        last = {"status": None, "error": None}
+
+        def holds():
             self.check_alive()
             try:
-                st = self.status()
-                if pred(st):
-                    return st
+                last["status"] = self.status()
+                return last["status"] if pred(last["status"]) else None
             except (Failure, ValueError) as e:  # not answering (yet)
-                err = e
-            if time.monotonic() > deadline:
-                raise Failure(f"timed out waiting for {what}; status: "
-                              f"{summary(st) if st else err}")
-            time.sleep(0.3)
+                last["error"] = e
+                return None
+        return wait_until(what, holds, timeout, interval=0.3, error=Failure,
+                          describe=lambda: "status: " + (
+                              summary(last["status"]) if last["status"] else str(last["error"])))
 
     def client_flags(self):
         """What an operator's `ferry status` needs to call the coordinator:

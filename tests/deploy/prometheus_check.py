@@ -16,11 +16,14 @@ import re
 import shutil
 import signal
 import subprocess
-import time
+import sys
 import urllib.parse
 import urllib.request
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from wait_until import wait_until  # noqa: E402
 
 
 class PrometheusFailure(Exception):
@@ -65,18 +68,17 @@ class Prometheus:
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + 60
-        while True:
+        def ready_or_exited():
+            if self.proc.poll() is not None:
+                raise PrometheusFailure("prometheus exited: " + self.log_tail())
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready",
                                             timeout=2) as r:
-                    if r.status == 200:
-                        return
+                    return r.status == 200
             except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise PrometheusFailure("prometheus did not become ready: " + self.log_tail())
-            time.sleep(0.3)
+                return False
+        wait_until("prometheus to become ready", ready_or_exited, 60, interval=0.3,
+                   error=PrometheusFailure, describe=self.log_tail)
 
     def log_tail(self, lines=10):
         try:
@@ -134,16 +136,13 @@ class Prometheus:
         return result[0][1]
 
     def wait_for(self, what, pred, timeout=60):
-        deadline = time.monotonic() + timeout
-        while True:
+        def holds():
             try:
-                if pred():
-                    return
+                return pred()
             except (PrometheusFailure, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise PrometheusFailure(f"prometheus: timed out waiting for {what}")
-            time.sleep(0.5)
+                return False
+        wait_until(f"prometheus: {what}", holds, timeout, interval=0.5,
+                   error=PrometheusFailure)
 
     def check_finished(self, cluster, status, log):
         """The recording rules against the finished job's `status`."""
