@@ -58,6 +58,7 @@ std::unique_ptr<CheckpointWriter> CheckpointStore::NewWriter() {
 }
 
 void CheckpointStore::PruneLocked() {
+  mu_.AssertHeld();
   absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
   if (!versions.ok()) {
     std::fprintf(stderr, "warning: cannot prune checkpoints in %s: %s\n",
@@ -120,6 +121,7 @@ absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersions() {
 }
 
 absl::StatusOr<std::vector<int64_t>> CheckpointStore::ListVersionsLocked() {
+  mu_.AssertHeld();
   absl::StatusOr<std::vector<std::string>> names = fs_->ListDirectory(dir_);
   if (absl::IsNotFound(names.status())) return std::vector<int64_t>();
   if (!names.ok()) return names.status();
@@ -157,6 +159,7 @@ absl::StatusOr<MappedCheckpoint> MapCheckpoint(
 
 absl::StatusOr<MappedCheckpoint> CheckpointStore::MapLocked(
     const std::string& path) {
+  mu_.AssertHeld();
   return MapCheckpoint(fs_, path, identity_);
 }
 

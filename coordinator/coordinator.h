@@ -75,6 +75,7 @@
 #include "common/throughput_window.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_persistence.h"
+#include "coordinator/finalizer_action.h"
 #include "coordinator/membership.h"
 #include "coordinator/recovery_log.h"
 #include "coordinator/shard_control.h"
@@ -365,7 +366,14 @@ class Coordinator {
                   absl::Time ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushMetrics() ABSL_LOCKS_EXCLUDED(mu_, metrics_mu_);
 
-  void FinalizerLoop();
+  // The finalizer thread: takes its next action under mu_
+  // (NextFinalizerAction) and runs it without the lock, so nothing it waits
+  // on (shard RPCs, checkpoints) holds mu_.
+  void FinalizerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  FinalizerAction NextFinalizerAction() ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies action.number on the shards (kFinalizeStep), then commits it,
+  // or starts a recovery when a shard lost it.
+  void RunFinalizeStep(const FinalizerAction& action) ABSL_LOCKS_EXCLUDED(mu_);
   void EvaluatorLoop();
   void ReaperLoop();
 

@@ -326,126 +326,141 @@ void Coordinator::ResolveInDoubt(bool applied) {
 
 void Coordinator::FinalizerLoop() {
   while (true) {
-    int64_t number;
-    int64_t generation;
-    bool forced = false;
-    std::vector<v1::Contributor> contributors;
-    {
-      absl::MutexLock lock(&mu_);
-      const bool woken = mu_.AwaitWithTimeout(
-          absl::Condition(
-              +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                return c->stopping_ || !c->steps_.queue_empty() ||
-                       c->recovery_needed_ || c->FenceDue();
-              },
-              this),
-          kShardWatchInterval);
-      if (stopping_) return;
-      if (!woken) {
-        // Idle: a shard that restarted behind the job stalls every worker's
-        // pull or push without any step reaching the finalizer. Look.
-        mu_.Unlock();
+    const FinalizerAction action = NextFinalizerAction();
+    switch (action.kind) {
+      case FinalizerAction::Kind::kStop:
+        return;
+      case FinalizerAction::Kind::kWatchShards:
         WatchShards();
-        mu_.Lock();
-        continue;
-      }
-      if (FenceDue()) {
-        const int64_t generation = membership_.generation();
-        mu_.Unlock();
-        FenceShards(generation);
-        mu_.Lock();
-        continue;
-      }
-      if (recovery_needed_) {
-        const std::string why = recovery_why_;
-        mu_.Unlock();
-        RecoverShards(why);
-        mu_.Lock();
-        continue;
-      }
-      number = steps_.NextQueued();
-      if (number == StepTable::kCheckpoint) {  // async checkpoint
-        steps_.Dequeue(number);
-        mu_.Unlock();
+        break;
+      case FinalizerAction::Kind::kFence:
+        FenceShards(action.generation);
+        break;
+      case FinalizerAction::Kind::kRecover:
+        RecoverShards(action.why);
+        break;
+      case FinalizerAction::Kind::kCheckpoint:
         MaybeCheckpoint(-1, false);
-        mu_.Lock();
-        continue;
-      }
-      // Hybrid: the generation the step was formed in, so that a join since
-      // then (which aborts nothing in a ring) does not fence off the pushes
-      // of the steps formed before it; an abort removes those steps first.
-      generation = rules_.ring_beside_shards()
-                       ? steps_.open().at(number).ring_generation
-                       : membership_.generation();
-      v1::AppliedStep doubt;
-      doubt.set_step(number);
-      for (const Slot& s : steps_.open().at(number).slots) {
-        // A ring member without samples (hybrid) pushed nothing there; a
-        // PS pipeline stage did.
-        if (!s.pushed || (s.samples == 0 && !rules_.pushes_without_samples()))
-          continue;
-        v1::Contributor c;
-        c.set_worker_id(s.worker_id);
-        c.set_num_samples(s.samples);
-        contributors.push_back(c);
-        for (const v1::DataTask& t : s.tasks) *doubt.add_tasks() = t;
-      }
-      in_doubt_ = std::move(doubt);
-      forced = forced_checkpoints_.erase(number) > 0;
-      Persist();  // a restart must know this step may have been applied
+        break;
+      case FinalizerAction::Kind::kFinalizeStep:
+        RunFinalizeStep(action);
+        break;
     }
-    // A forced checkpoint (ForceCheckpointIfNoCopyLeft): the shards are
-    // still at version `number` (its leases named no set).
-    if (forced) MaybeCheckpoint(number, /*epoch_end=*/false, /*forced=*/true);
-    // Ring mode without shards: the members applied the step themselves.
-    const absl::Status status =
-        shards_ == nullptr
-            ? absl::OkStatus()
-            : shards_->FinalizeStep(number, generation, contributors);
-    if (!status.ok()) {
-      if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-        // Shards unreachable or restarting: retry the same step shortly.
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
-        continue;
-      }
-      // A shard lost the step (it restarted from a checkpoint), or applied
-      // it on push over another contributor set (a worker this step dropped
-      // had pushed there): bring all shards and the accounting back to one
-      // consistent step.
-      {
-        absl::MutexLock lock(&mu_);
-        recovery_needed_ = true;  // no step forms meanwhile
-        // Shards at number + 1 may hold another set's update: undo it.
-        if (absl::IsAlreadyExists(status) && in_doubt_.has_value())
-          ResolveInDoubt(false);
-      }
-      RecoverShards(std::string(status.message()));
-      continue;
-    }
-    bool epoch_end = false;
-    {
-      absl::MutexLock lock(&mu_);
-      steps_.Dequeue(number);
-      ApplyStep(number);
-      epoch_end = queue_->complete();
-    }
-    FlushMetrics();
-    MaybeCheckpoint(number + 1, epoch_end);
-    std::vector<Reply> replies;
-    {
-      absl::MutexLock lock(&mu_);
-      if (options_.job.max_steps() > 0 &&
-          steps_applied_ >= options_.job.max_steps()) {
-        FinishJob();
-      } else {
-        AdvanceEpochIfComplete();
-      }
-      Persist();
-      ServeWaiters(replies, false);
-    }
-    SendReplies(replies);
   }
+}
+
+FinalizerAction Coordinator::NextFinalizerAction() {
+  using Kind = FinalizerAction::Kind;
+  FinalizerAction action;
+  absl::MutexLock lock(&mu_);
+  const bool woken = mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->stopping_ || !c->steps_.queue_empty() ||
+                   c->recovery_needed_ || c->FenceDue();
+          },
+          this),
+      kShardWatchInterval);
+  if (stopping_) {
+    action.kind = Kind::kStop;
+  } else if (!woken) {
+    // Idle: a shard that restarted behind the job stalls every worker's
+    // pull or push without any step reaching the finalizer. Look.
+    action.kind = Kind::kWatchShards;
+  } else if (FenceDue()) {
+    action.kind = Kind::kFence;
+    action.generation = membership_.generation();
+  } else if (recovery_needed_) {
+    action.kind = Kind::kRecover;
+    action.why = recovery_why_;
+  } else if (const int64_t number = steps_.NextQueued();
+             number == StepTable::kCheckpoint) {  // async checkpoint
+    steps_.Dequeue(number);
+    action.kind = Kind::kCheckpoint;
+  } else {
+    action.kind = Kind::kFinalizeStep;
+    action.number = number;
+    const OpenStep& step = steps_.open().at(number);
+    // Hybrid: the generation the step was formed in, so that a join since
+    // then (which aborts nothing in a ring) does not fence off the pushes
+    // of the steps formed before it; an abort removes those steps first.
+    action.generation = rules_.ring_beside_shards() ? step.ring_generation
+                                                    : membership_.generation();
+    v1::AppliedStep doubt;
+    doubt.set_step(number);
+    for (const Slot& s : step.slots) {
+      // A ring member without samples (hybrid) pushed nothing there; a
+      // PS pipeline stage did.
+      if (!s.pushed || (s.samples == 0 && !rules_.pushes_without_samples()))
+        continue;
+      v1::Contributor c;
+      c.set_worker_id(s.worker_id);
+      c.set_num_samples(s.samples);
+      action.contributors.push_back(c);
+      for (const v1::DataTask& t : s.tasks) *doubt.add_tasks() = t;
+    }
+    in_doubt_ = std::move(doubt);
+    action.forced_checkpoint = forced_checkpoints_.erase(number) > 0;
+    Persist();  // a restart must know this step may have been applied
+  }
+  return action;
+}
+
+void Coordinator::RunFinalizeStep(const FinalizerAction& action) {
+  const int64_t number = action.number;
+  // A forced checkpoint (ForceCheckpointIfNoCopyLeft): the shards are
+  // still at version `number` (its leases named no set).
+  if (action.forced_checkpoint) {
+    MaybeCheckpoint(number, /*epoch_end=*/false, /*forced=*/true);
+  }
+  // Ring mode without shards: the members applied the step themselves.
+  const absl::Status status =
+      shards_ == nullptr ? absl::OkStatus()
+                         : shards_->FinalizeStep(number, action.generation,
+                                                 action.contributors);
+  if (!status.ok()) {
+    if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+      // Shards unreachable or restarting: retry the same step shortly.
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);
+      return;
+    }
+    // A shard lost the step (it restarted from a checkpoint), or applied
+    // it on push over another contributor set (a worker this step dropped
+    // had pushed there): bring all shards and the accounting back to one
+    // consistent step.
+    {
+      absl::MutexLock lock(&mu_);
+      recovery_needed_ = true;  // no step forms meanwhile
+      // Shards at number + 1 may hold another set's update: undo it.
+      if (absl::IsAlreadyExists(status) && in_doubt_.has_value())
+        ResolveInDoubt(false);
+    }
+    RecoverShards(std::string(status.message()));
+    return;
+  }
+  bool epoch_end = false;
+  {
+    absl::MutexLock lock(&mu_);
+    steps_.Dequeue(number);
+    ApplyStep(number);
+    epoch_end = queue_->complete();
+  }
+  FlushMetrics();
+  MaybeCheckpoint(number + 1, epoch_end);
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.job.max_steps() > 0 &&
+        steps_applied_ >= options_.job.max_steps()) {
+      FinishJob();
+    } else {
+      AdvanceEpochIfComplete();
+    }
+    Persist();
+    ServeWaiters(replies, false);
+  }
+  SendReplies(replies);
 }
 
 // Step formation: members, shares and the ring a step's leases carry.

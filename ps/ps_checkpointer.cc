@@ -64,6 +64,7 @@ absl::Status PsCheckpointer::CheckJob(absl::string_view job_id) const {
 
 absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
     const std::function<absl::Status(const PsShard::StateVisitor&)>& visit) {
+  mu_.AssertHeld();
   std::unique_ptr<CheckpointWriter> writer = store_->NewWriter();
   int64_t version = 0;
   const absl::Time begin = absl::Now();
@@ -103,6 +104,7 @@ absl::StatusOr<PsCheckpointWritten> PsCheckpointer::WriteLocked(
 }
 
 void PsCheckpointer::DeleteNewerLocked(int64_t version) {
+  mu_.AssertHeld();
   if (store_ == nullptr) return;
   absl::StatusOr<int> deleted = store_->DeleteNewerThan(version);
   if (!deleted.ok()) {

@@ -128,6 +128,7 @@ absl::Status PsShard::RejectPush(absl::Status status) {
 }
 
 absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
+  mu_.AssertHeld();
   if (updates_stopped_) return StoppedError();
   RETURN_IF_ERROR(CheckIdLength("the push's job_id", h.job_id));
   RETURN_IF_ERROR(CheckIdLength("the push's worker_id", h.worker_id));
@@ -332,6 +333,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
 }
 
 absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
+  mu_.AssertHeld();
   std::vector<float>& params = WritableParamsLocked(/*keep_values=*/true);
   absl::Status status = optimizer_.Apply(grad, params.data());
   if (!status.ok()) {
@@ -373,6 +375,7 @@ void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
 }
 
 std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
+  mu_.AssertHeld();
   if (SoleOwner(current_)) return current_->values;
   std::shared_ptr<PsSnapshot> next;
   if (SoleOwner(spare_snapshot_)) {
@@ -392,7 +395,10 @@ std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
   return current_->values;
 }
 
-std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() { return current_; }
+std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
+  mu_.AssertHeld();
+  return current_;
+}
 
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                                                    int64_t min_version,

@@ -28,6 +28,7 @@ absl::Status PsShard::StoppedError() const {
 }
 
 absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
+  mu_.AssertHeld();
   PsShardStateView view;
   view.version = version_;
   view.optimizer_steps = optimizer_.steps_applied();
@@ -53,6 +54,7 @@ absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
 }
 
 absl::StatusOr<PsShardState> PsShard::ExportLocked() {
+  mu_.AssertHeld();
   PsShardState state;
   RETURN_IF_ERROR(VisitLocked([&](const PsShardStateView& view) {
     state.version = view.version;
@@ -68,6 +70,7 @@ absl::StatusOr<PsShardState> PsShard::ExportLocked() {
 }
 
 absl::Status PsShard::CheckVersionLocked(int64_t expected_version) const {
+  mu_.AssertHeld();
   if (expected_version >= 0 && expected_version != version_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
@@ -102,6 +105,7 @@ absl::Status PsShard::StopUpdatesAndVisit(const StateVisitor& visit) {
 }
 
 absl::Status PsShard::CheckStateLocked(const PsShardState& state) {
+  mu_.AssertHeld();
   if (state.version < 0 || state.optimizer_steps < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "state of version %d with %d optimizer steps: must not be negative",
@@ -141,6 +145,7 @@ absl::Status PsShard::CheckStateLocked(const PsShardState& state) {
 
 void PsShard::RollBackLocked(int64_t generation,
                              std::vector<ReadyCallback>& aborted) {
+  mu_.AssertHeld();
   for (auto& [worker, contribution] : pending_) {
     RecycleGradBuffer(std::move(contribution.grad));
   }

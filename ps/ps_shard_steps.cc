@@ -92,6 +92,7 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
 }
 
 bool PsShard::AppliedPushLocked(const PsPushHeader& h) const {
+  mu_.AssertHeld();
   auto applied = applied_sets_.find(h.step);
   if (applied == applied_sets_.end()) return false;
   return std::find(applied->second.begin(), applied->second.end(),
@@ -100,6 +101,7 @@ bool PsShard::AppliedPushLocked(const PsPushHeader& h) const {
 }
 
 bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
+  mu_.AssertHeld();
   for (const PsContributor& c : set) {
     auto it = pending_.find(c.worker_id);
     if (it == pending_.end() || it->second.num_samples != c.num_samples ||
@@ -111,6 +113,7 @@ bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
 }
 
 bool PsShard::SumIsExactlyLocked(absl::Span<const PsContributor> set) const {
+  mu_.AssertHeld();
   if (!SumsOnArrival()) return true;
   absl::MutexLock lock(&sum_mu_);
   return arrival_->CheckSummedExactly("", set).ok();
@@ -118,6 +121,7 @@ bool PsShard::SumIsExactlyLocked(absl::Span<const PsContributor> set) const {
 
 absl::Status PsShard::ApplyStepLocked(
     absl::Span<const PsContributor> contributors, ReadyList& ready) {
+  mu_.AssertHeld();
   int64_t total_samples = 0;
   for (const PsContributor& c : contributors) total_samples += c.num_samples;
   const int64_t step = version_;

@@ -7,6 +7,7 @@
 namespace ferry {
 
 bool RingMailbox::EnterLocked(int64_t generation) {
+  mu_.AssertHeld();
   if (generation < generation_) return false;
   if (generation > generation_) {
     generation_ = generation;
