@@ -222,6 +222,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   absl::Time workers_gone_since = absl::InfiniteFuture();
   int last_epoch_printed = -1;
   int64_t steps_seen = 0;  // the coordinator's step, for chaos events at a step
+  bool training_done = false;  // the coordinator said so: final evaluation
   std::optional<v1::StatusResponse> final_status;
   int exit_code = 0;
   auto fail = [&](const std::string& why) {
@@ -274,6 +275,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       }
       const v1::StatusResponse& st = **status;
       steps_seen = std::max(steps_seen, st.step());
+      training_done |= st.training_done();
       progress.Update(
           st.job().epochs() > 0
               ? (st.epoch() + st.epoch_progress()) / st.job().epochs()
@@ -307,6 +309,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     presence.without_workers =
         live > 0 ? absl::ZeroDuration() : now - workers_gone_since;
     presence.grace = absl::Seconds(o.no_worker_grace_s);
+    presence.training_done = training_done;
     if (JobHasNoWorkersLeft(presence)) {
       fail(
           absl::StrFormat("every worker is gone, the job is unfinished and no "

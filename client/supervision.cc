@@ -54,7 +54,7 @@ ExitDecision DecideOnExit(const ChildExit& e) {
 
 bool JobHasNoWorkersLeft(const WorkerPresence& p) {
   return p.live_workers == 0 && !p.join_pending && !p.job_finished &&
-         p.without_workers > p.grace;
+         !p.training_done && p.without_workers > p.grace;
 }
 
 }  // namespace ferry

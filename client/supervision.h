@@ -67,12 +67,15 @@ struct WorkerPresence {
   int live_workers = 0;       // running or stopped (SIGSTOP) worker processes
   bool join_pending = false;  // a chaos join is still to come
   bool job_finished = false;  // the coordinator said so
+  // The coordinator said every training step is applied: the job is in its
+  // final evaluation, which needs no worker (bounded by --timeout only).
+  bool training_done = false;
   absl::Duration without_workers;  // how long live_workers has been 0
   absl::Duration grace;  // how long to wait for the job to finish anyway
 };
 
 // True when the job cannot finish any more: no worker left, none to join,
-// the job unfinished, for longer than `grace` (the coordinator may still be
+// training unfinished, for longer than `grace` (the coordinator may still be
 // about to report `finished` after the last workers exited 0).
 bool JobHasNoWorkersLeft(const WorkerPresence& p);
 

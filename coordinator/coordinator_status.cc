@@ -71,6 +71,7 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_window_work_seconds(w.work_seconds);
   for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
   s.set_finished(finished_);
+  s.set_training_done(training_done_);
   s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
   s.set_samples_applied(samples_applied_total_);
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;

@@ -139,6 +139,9 @@ TEST(JobHasNoWorkersLeftTest, OnlyAfterTheGraceWithNothingToCome) {
   q.job_finished = true;
   EXPECT_FALSE(JobHasNoWorkersLeft(q));
   q = p;
+  q.training_done = true;  // a long final evaluation needs no worker
+  EXPECT_FALSE(JobHasNoWorkersLeft(q));
+  q = p;
   q.grace = absl::ZeroDuration();
   q.without_workers = absl::Milliseconds(1);
   EXPECT_TRUE(JobHasNoWorkersLeft(q));
