@@ -5,7 +5,7 @@
 #   1. single process: ferry-worker --standalone vs torch (CPU)
 #   2. W workers: ferry local --mode ps (sync, 2 shards) vs torch DDP (gloo)
 #      with W ranks; and the same PS job with --finalize-on-push false (the
-#      coordinator finalizes every step: the path before issue 19)
+#      coordinator finalizes every step)
 #   3. W workers: ferry local --mode ring vs the same torch DDP figure
 # Prints each figure and the ratio ferry/torch. Needs scripts/setup --with-peers.
 # Usage: bench/compare_torch.sh [steps] [model] [workers]   (default 600,

@@ -14,7 +14,7 @@
 // Consistency: `async` (default) applies a push on arrival, so one iteration
 // is exactly push + pull with no coordinator in the loop; `sync` adds the
 // FinalizeStep round trip and the shard's sum/average pass; `sync-on-push`
-// is a sync worker's path since issue 19: the push names its contributor
+// is a sync worker's path: the push names its contributor
 // set (the shard applies the step on it, no FinalizeStep) and the pull of
 // the new version is started before the push, so each shard's weights come
 // back while the others are still pushed to. Either way the

@@ -321,8 +321,8 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
     // slice is in when its shard's link has sent it to every worker, and
     // the downlink as a whole can take no more than its rate: the pull ends
     // at the later of the two. (Queuing each slice behind the previous
-    // one's shard link, as before 2026-12-02, was 25 % pessimistic against
-    // the measured 2-shard steps.)
+    // one's shard link instead is 25 % pessimistic against the measured
+    // 2-shard steps.)
     double down_free = 0, done = 0;
     for (int s : order) {
       const int64_t slice_bytes = bytes.pull_per_shard[s];

@@ -236,7 +236,7 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
       .add_option("--finalize-on-push", line.finalize_on_push,
                   "PS sync: shards apply a step as soon as all its "
                   "contributors pushed (false: the coordinator finalizes "
-                  "every step, the path before this option)")
+                  "every step)")
       ->capture_default_str();
   local
       .add_option("--sum-on-arrival", line.sum_on_arrival,

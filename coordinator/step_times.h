@@ -24,7 +24,7 @@ struct ReportTimes {
 
 // The report's beginning and end. A reading that is not stamped (0) is
 // `arrival` (the coordinator's clock when the report came): an older
-// worker's report still counts, timed as before. REQUIRES: CheckStepTimes.
+// worker's report still counts, timed by its arrival. REQUIRES: CheckStepTimes.
 ReportTimes TimesOf(const v1::StepReport& report, absl::Time arrival);
 
 }  // namespace ferry

@@ -36,8 +36,8 @@ absl::StatusOr<TrainTestData> LoadTrainTest(
     data.test = SliceDataset(all, n, test_n);
     data.train = SliceDataset(all, 0, n);
   } else if (IsCtrDatasetSpec(name)) {
-    // CTR examples (data/ctr_dataset.h) feed sparse models, not these
-    // dense trainers; their wiring is still to come (issue 20).
+    // CTR examples feed DLRM models (data/ctr_dataset.h loads them), never
+    // the layer-stack models loaded here.
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", name,
         "' holds CTR examples (13 integer and 26 categorical features) for "

@@ -237,7 +237,7 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
       ShardsOfProcess(f.shard_id, processes, f.partitions);
   int64_t parameters = 0;
   for (int i = 0; i < f.partitions; ++i) {
-    // One partition: the --checkpoint-dir itself (as before partitions);
+    // One partition: the --checkpoint-dir itself;
     // several: a subdirectory each, named by logical shard.
     const std::string dir =
         f.checkpoint_dir.empty() || f.partitions == 1

@@ -2,7 +2,8 @@
 // of linked. Linking it maps libcublas and libcublasLt into every ferry
 // process at start: about 135 MiB resident each on CUDA 13 (their relocated
 // data), even with no GPU, in CPU-only workers, shards and coordinators that
-// never call it (issue 19's memory budget: a PS worker <= 2.5x its model).
+// never call it (the PS worker's memory budget: <= 2.5x its model,
+// docs/benchmarks.md).
 //
 // The functions are the ones the CUDA backend calls, with cuBLAS's own
 // types (cublas_v2.h: the _v2 entry points its macros name).

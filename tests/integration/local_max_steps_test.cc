@@ -1,7 +1,7 @@
 // `ferry local --max-steps N` ends the job cleanly in every mode: the workers
 // stop after N steps, the final evaluation runs on step N's weights, the
-// summary is written and ferry local exits 0 (it used to wait for the
-// no-worker grace and fail with "the job is unfinished").
+// summary is written and ferry local exits 0 (without waiting for the
+// no-worker grace or failing with "the job is unfinished").
 #include <unistd.h>
 
 #include <filesystem>
