@@ -62,7 +62,11 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   ASSIGN_OR_RETURN(
       std::vector<int64_t> indices,
       lease_samples_->Indices(lease, exchange.policy().allow_empty_batch));
-  if (indices.empty()) return TrainEmpty(lease, generation, exchange, clock);
+  ASSIGN_OR_RETURN(EmbeddingRowExchange * tables,
+                   exchange.RequireCapability<EmbeddingRowExchange>());
+  if (indices.empty()) {
+    return TrainEmpty(lease, generation, exchange, *tables, clock);
+  }
   const absl::Time compute_start = clock.Now();
   RETURN_IF_ERROR(train_.GatherBatch(indices, batch_));
   StepResult result;
@@ -75,10 +79,10 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   step.generation = lease.generation() > 0 ? lease.generation() : generation;
   step.num_samples = batch_.batch;
   RETURN_IF_ERROR(exchange.BeginStep(step));
-  EmbeddingRowSource* rows = exchange.embedding_rows();
+  EmbeddingRowSource* rows = tables->embedding_rows();
   if (rows == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the ", exchange.mode(), " exchange holds no embedding tables"));
+    return absl::InternalError(absl::StrCat(
+        "the ", exchange.mode(), " exchange gave no rows to an open step"));
   }
   result.comm_seconds = SecondsSince(clock, begin_start);
 
@@ -98,7 +102,7 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
   result.compute_seconds += SecondsSince(clock, backward_start);
 
   const absl::Time finish_start = clock.Now();
-  RETURN_IF_ERROR(exchange.ReadyRows(ctr.rows));
+  RETURN_IF_ERROR(tables->ReadyRows(ctr.rows));
   RETURN_IF_ERROR(exchange.Ready(0, b.num_elements));
   RETURN_IF_ERROR(exchange.FinishStep());
   result.comm_seconds += SecondsSince(clock, finish_start);
@@ -107,7 +111,7 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::Train(
 
 absl::StatusOr<StepResult> CtrLeaseTrainer::TrainEmpty(
     const v1::NextTaskResponse& lease, int64_t generation,
-    GradientExchange& exchange, Clock& clock) {
+    GradientExchange& exchange, EmbeddingRowExchange& tables, Clock& clock) {
   const absl::Time start = clock.Now();
   ExchangeStep step;
   step.lease = &lease;
@@ -116,7 +120,7 @@ absl::StatusOr<StepResult> CtrLeaseTrainer::TrainEmpty(
   RETURN_IF_ERROR(exchange.BeginStep(step));
   const ExchangeBuffers& b = buffers_.view;
   std::fill(b.host_grads, b.host_grads + b.num_elements, 0.0f);
-  RETURN_IF_ERROR(exchange.ReadyRows({}));
+  RETURN_IF_ERROR(tables.ReadyRows({}));
   RETURN_IF_ERROR(exchange.Ready(0, b.num_elements));
   RETURN_IF_ERROR(exchange.FinishStep());
   StepResult result;

@@ -4,9 +4,11 @@
 //
 //   gather the lease's samples (CtrDataset::GatherBatch) ->
 //   exchange.BeginStep (dense weights into params) -> CtrStep reads the
-//   batch's unique rows from exchange.embedding_rows() and runs forward +
+//   batch's unique rows from the exchange's EmbeddingRowExchange
+//   (worker/exchange_capabilities.h) embedding_rows() and runs forward +
 //   backward -> exchange.Ready(whole dense buffer) and
-//   exchange.ReadyRows(row gradient sums) -> exchange.FinishStep.
+//   ReadyRows(row gradient sums) -> exchange.FinishStep.
+// Train refuses (INVALID_ARGUMENT) an exchange without EmbeddingRowExchange.
 //
 // The dense gradient is declared in one range after the backward pass (a
 // DLRM's dense part is small: 0.48M parameters for the preset; its
@@ -59,6 +61,7 @@ class CtrLeaseTrainer final : public LeaseTrainer {
   absl::StatusOr<StepResult> TrainEmpty(const v1::NextTaskResponse& lease,
                                         int64_t generation,
                                         GradientExchange& exchange,
+                                        EmbeddingRowExchange& tables,
                                         Clock& clock);
 
   std::unique_ptr<ComputeBackend> backend_;

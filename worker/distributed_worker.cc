@@ -60,14 +60,24 @@ class Worker {
         exchange->CancelIfOlder(fence);
         trainer->CancelIfOlder(fence);
       });
-      heartbeater_->SetCommittedListener(
-          [exchange](int64_t steps) { exchange->ObserveCommitted(steps); });
+      // Exchanges that keep undo state drop what committed steps need no
+      // more.
+      if (CommittedStepsObserver* observer =
+              exchange->capability<CommittedStepsObserver>();
+          observer != nullptr) {
+        heartbeater_->SetCommittedListener(
+            [observer](int64_t steps) { observer->ObserveCommitted(steps); });
+      }
       status = Loop();
     }
     absl::Status gathered = absl::OkStatus();
     if (status.ok() && summary_.end_reason == "finished") {
       // Every member does this once (ring pipelines gather the stages).
-      gathered = exchange_->EndOfTraining();
+      if (EndOfTrainingExchange* end =
+              exchange_->capability<EndOfTrainingExchange>();
+          end != nullptr) {
+        gathered = end->EndOfTraining();
+      }
       if (!gathered.ok()) {
         Log(absl::StrCat("gathering the final weights: ", gathered.ToString()));
       }

@@ -17,6 +17,8 @@
 //        FinishStep.
 //   hybrid (HybridExchange): the ring's, for a DLRM's dense layers, plus its
 //        embedding rows pulled from and pushed to the shards.
+//   local (LocalExchange, worker/local_exchange.h): standalone training's
+//        in-process parameter server.
 //
 // A step, as the loop drives it:
 //
@@ -29,11 +31,20 @@
 // and after any of them failed: AbandonStep(), then the loop asks the
 // coordinator again (policy() says how it counts and reports the failure).
 //
+// This interface holds only what every exchange does. What only some modes
+// do is a capability (worker/exchange_capabilities.h) that an exchange has
+// or lacks, and that a trainer or the loop asks for with capability<C>() /
+// RequireCapability<C>(): a DLRM's rows (EmbeddingRowExchange: PS, ring
+// with tables, hybrid, local), zeros declared without a buffer
+// (PartialBufferExchange: PS), work at the job's end
+// (EndOfTrainingExchange: ring) and dropping undo state of committed steps
+// (CommittedStepsObserver: ring).
+//
 // Extension points. Every method works on flat ranges of the parameter
 // buffer (model/parameter_layout.h), never on the whole model at once, so:
 //  - the hybrid mode (HybridExchange, worker/hybrid_exchange.h) composes
 //    a RingExchange over the dense buffer with a rows-only ParameterClient:
-//    Ready goes to the ring, ReadyRows to the shards;
+//    Ready goes to the ring, EmbeddingRowExchange::ReadyRows to the shards;
 //  - pipeline jobs (worker/pipeline_lease_trainer.h) keep the ring's or
 //    the PS's exchange and change the compute instead: a stage declares its
 //    layers' gradient and zeros for the rest of the buffer (on the PS, the
@@ -41,28 +52,31 @@
 //    range (PS: pull only it) and stage rings (ring: all-reduce and apply
 //    only its range, in its stage's ring). In PS mode a stage's buffers
 //    hold only its layers (ExchangeStep.buffers) and it declares the rest
-//    of the gradient with ReadyZeros.
+//    of the gradient with PartialBufferExchange::ReadyZeros.
 //
 // Ownership: an exchange owns its clients (ParameterClient, ring transports)
 // and never owns the buffers or the backend it is given; those outlive it.
 //
 // Thread safety: one thread, the training loop's, calls every method, except
-// CancelIfOlder() and ObserveCommitted(), which any thread (the heartbeat
-// thread) may call at any time.
+// CancelIfOlder(), capability() and CommittedStepsObserver::
+// ObserveCommitted(), which any thread (the heartbeat thread) may call at
+// any time.
 #ifndef FERRY_WORKER_GRADIENT_EXCHANGE_H_
 #define FERRY_WORKER_GRADIENT_EXCHANGE_H_
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/byte_counter.h"
 #include "common/sharding.h"
 #include "ferry/v1/coordinator.pb.h"
-#include "model/embedding_bag.h"
-#include "model/embedding_row_source.h"
+#include "worker/exchange_capabilities.h"
 
 namespace ferry {
 
@@ -113,15 +127,17 @@ struct ExchangeStep {
   // pulls only the chunks in them, each into where the buffers hold it (the
   // rest of params keeps older values); the ring keeps the whole buffer.
   std::vector<FlatRange> pull_ranges;
-  // PS only: the buffers of this step when they are not the ones the
-  // exchange was made with (not owned): a pipeline stage's, holding its
-  // pull_ranges only. They must outlive the step and the pull started
-  // ahead into them: free them only after the next BeginStep with other
-  // buffers, or after AbandonStep. The ring refuses them.
+  // Only for an exchange with PartialBufferExchange (PS): the buffers of
+  // this step when they are not the ones the exchange was made with (not
+  // owned): a pipeline stage's, holding its pull_ranges only. They must
+  // outlive the step and the pull started ahead into them: free them only
+  // after the next BeginStep with other buffers, or after AbandonStep.
+  // Other exchanges refuse them (INVALID_ARGUMENT).
   const ExchangeBuffers* buffers = nullptr;
   // Ring pipelines (worker/pipeline_lease_trainer.h): the job's stages'
   // parameter ranges, in flat order (empty: not a pipeline job). A new
   // ring generation gathers each range from a member that holds it current.
+  // Exchanges without a ring ignore this and stage_rings.
   std::vector<FlatRange> stage_ranges;
   // The stage rings this member all-reduces its stages' ranges in (one ring
   // per stage: that stage's members and the members training alone), in
@@ -206,19 +222,6 @@ class GradientExchange {
   // The step is closed whatever the outcome.
   virtual absl::Status FinishStep() = 0;
 
-  // PS (the mode whose steps may bring buffers that hold only part of the
-  // model, ExchangeStep.buffers): declares [offset, offset + length) of the
-  // step's gradient final and all zeros without a buffer behind it (a
-  // pipeline stage's gradient outside its layers). Counts as a Ready() of
-  // the range. Errors as Ready()'s. The default (modes that hold the whole
-  // buffer, which declare zeros with Ready): UNIMPLEMENTED.
-  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) {
-    (void)offset;
-    (void)length;
-    return absl::UnimplementedError(
-        "this training mode holds the whole buffer: declare zeros with Ready");
-  }
-
   // Drops whatever the open step holds (PS: the push streams are cancelled,
   // the shards apply nothing; ring: the ring session is dropped, the next
   // step forms a new one). Idempotent; no step is open afterwards.
@@ -229,44 +232,14 @@ class GradientExchange {
   // CANCELLED. A no-op for modes without fences.
   virtual void CancelIfOlder(int64_t fence) = 0;
 
-  // Any thread: the coordinator has applied and saved the first `steps`
-  // steps (HeartbeatResponse.committed_steps): no ring re-forms before
-  // them, so state kept only to undo them may go. A no-op for modes that
-  // keep none.
-  virtual void ObserveCommitted(int64_t /*steps*/) {}
-
   // Whether `failure` (of BeginStep/Ready/FinishStep) was a wait for other
   // workers rather than a fault of this one (PS: DEADLINE_EXCEEDED while
   // every shard answers); such failures do not count towards giving up.
   virtual bool WaitedForOthers(const absl::Status& failure) = 0;
 
-  // Jobs with embedding tables (DLRM), between BeginStep and FinishStep:
-  // where the open step reads its batch's rows (PS and hybrid: one row pull
-  // from the shards at the version BeginStep pulled; ring: the member's own
-  // tables). nullptr for a mode that holds no tables; the trainer then
-  // refuses the step.
-  virtual EmbeddingRowSource* embedding_rows() { return nullptr; }
-
-  // The open step's row gradients (per table its unique ids and the sums
-  // over the step's samples), once per step, before FinishStep; FinishStep
-  // then commits them with the dense gradient (PS: with the push, so a
-  // shard applies both or neither). Errors: FAILED_PRECONDITION without an
-  // open step or a second time; UNIMPLEMENTED for a mode without tables;
-  // a transport failure may surface here or in FinishStep.
-  virtual absl::Status ReadyRows(const std::vector<SparseRows>& rows) {
-    (void)rows;
-    return absl::UnimplementedError(
-        "this training mode holds no embedding tables");
-  }
-
   // Called between steps and while waiting for a lease (ring: hands the
   // weights to a reader that asked for them). Never fails the loop.
   virtual void BetweenSteps() = 0;
-
-  // Called once when the coordinator ended the job (FINISH), by every
-  // member, before FinalWeights (ring pipelines: the members gather every
-  // stage's current weights from each other). The default does nothing.
-  virtual absl::Status EndOfTraining() { return absl::OkStatus(); }
 
   // Adds the mode's figures to a finished step's report: the cumulative
   // byte counts of its peers and, when due, the weights digest.
@@ -277,6 +250,46 @@ class GradientExchange {
   virtual absl::StatusOr<std::vector<float>> FinalWeights() = 0;
 
   virtual ExchangeBytes bytes() const = 0;
+
+  // The exchange's capability C (worker/exchange_capabilities.h: an
+  // interface deriving from ExchangeCapability), or nullptr when it has
+  // none. Fixed for the exchange's lifetime; the pointer lives as long as
+  // the exchange. Any thread.
+  template <class C>
+  C* capability() {
+    static_assert(std::is_base_of_v<ExchangeCapability, C>);
+    return static_cast<C*>(FindCapability(C::kName));
+  }
+
+  // capability<C>(), or INVALID_ARGUMENT naming the mode and the capability
+  // when the exchange lacks it (a trainer the job's mode cannot serve).
+  template <class C>
+  absl::StatusOr<C*> RequireCapability() {
+    C* found = capability<C>();
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", mode(), " exchange has no ", C::kName,
+                       " (this job's trainer needs them)"));
+    }
+    return found;
+  }
+
+ protected:
+  // The capability named `name` (some C::kName), as Offer<C> returns it;
+  // nullptr (the default) when the exchange lacks it.
+  virtual ExchangeCapability* FindCapability(std::string_view name) {
+    (void)name;
+    return nullptr;
+  }
+
+  // For FindCapability: `self` as its capability C when `name` is C's,
+  // else nullptr.
+  template <class C, class Self>
+  static ExchangeCapability* Offer(Self* self, std::string_view name) {
+    static_assert(std::is_base_of_v<C, Self>);
+    if (name != C::kName) return nullptr;
+    return static_cast<C*>(self);
+  }
 };
 
 // Sets `bytes` under `role` in `out` (sent, received and, when any, calls):

@@ -41,6 +41,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ps/ps_client.h"
@@ -49,7 +50,8 @@
 
 namespace ferry {
 
-class HybridExchange final : public GradientExchange {
+class HybridExchange final : public GradientExchange,
+                             public EmbeddingRowExchange {
  public:
   // `rows` is a client built with no dense chunks (an empty layout).
   HybridExchange(std::unique_ptr<RingExchange> ring,
@@ -72,6 +74,7 @@ class HybridExchange final : public GradientExchange {
   bool WaitedForOthers(const absl::Status& failure) override {
     return ring_->WaitedForOthers(failure);
   }
+  // EmbeddingRowExchange: the shards' rows.
   EmbeddingRowSource* embedding_rows() override;
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   void BetweenSteps() override { ring_->BetweenSteps(); }
@@ -83,6 +86,14 @@ class HybridExchange final : public GradientExchange {
   }
   ExchangeBytes bytes() const override {
     return {rows_->bytes(), ring_->bytes().peers};
+  }
+
+ protected:
+  // EmbeddingRowExchange only: the ring's other capabilities are not
+  // offered (its tables are on the shards; its committed steps are not
+  // final, a shard restore may take the job back below them).
+  ExchangeCapability* FindCapability(std::string_view name) override {
+    return Offer<EmbeddingRowExchange>(this, name);
   }
 
  private:

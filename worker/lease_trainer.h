@@ -6,7 +6,8 @@
 //   StepTrainer    (worker/step_trainer.h): layer-stack models (ModelDef);
 //   CtrLeaseTrainer (worker/ctr_lease_trainer.h): DLRM CTR models, whose
 //                   embedding rows come from and go to the exchange
-//                   (GradientExchange::embedding_rows / ReadyRows).
+//                   (its EmbeddingRowExchange capability,
+//                   worker/exchange_capabilities.h).
 // MakeLeaseTrainer picks it from the job.
 //
 // Thread safety: not thread-safe; the training loop's thread uses it

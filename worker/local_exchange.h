@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,7 +38,8 @@ struct LocalExchangeOptions {
   SparseStore* tables = nullptr;  // a DLRM's tables; nullptr: none
 };
 
-class LocalExchange final : public GradientExchange {
+class LocalExchange final : public GradientExchange,
+                            public EmbeddingRowExchange {
  public:
   // INVALID_ARGUMENT for missing buffers or backend, buffers with segments
   // or state_elements outside the buffer; Optimizer::Create's errors.
@@ -55,6 +57,7 @@ class LocalExchange final : public GradientExchange {
   bool WaitedForOthers(const absl::Status& /*failure*/) override {
     return false;
   }
+  // EmbeddingRowExchange (with tables).
   EmbeddingRowSource* embedding_rows() override {
     return rows_.has_value() ? &*rows_ : nullptr;
   }
@@ -68,6 +71,13 @@ class LocalExchange final : public GradientExchange {
   ExchangeBytes bytes() const override { return ExchangeBytes(); }
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
+
+ protected:
+  // EmbeddingRowExchange when the job has tables.
+  ExchangeCapability* FindCapability(std::string_view name) override {
+    return options_.tables != nullptr ? Offer<EmbeddingRowExchange>(this, name)
+                                      : nullptr;
+  }
 
  private:
   LocalExchange(LocalExchangeOptions options, Optimizer optimizer);

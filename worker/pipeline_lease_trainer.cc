@@ -202,16 +202,18 @@ absl::Status PipelineLeaseTrainer::WriteStateChange(PipelineStage& stage,
 absl::Status PipelineLeaseTrainer::DeclareGradient(GradientExchange& exchange) {
   const int64_t n = layout_.total_elements();
   if (buffers_.view.segments.empty()) return exchange.Ready(0, n);
+  ASSIGN_OR_RETURN(PartialBufferExchange * partial,
+                   exchange.RequireCapability<PartialBufferExchange>());
   // Outside the held ranges (ascending: RoleRanges) the gradient is zeros:
   // a flag each on the PS.
   int64_t next = 0;
   for (const FlatRange& r : buffers_.view.segments) {
     if (r.begin > next)
-      RETURN_IF_ERROR(exchange.ReadyZeros(next, r.begin - next));
+      RETURN_IF_ERROR(partial->ReadyZeros(next, r.begin - next));
     RETURN_IF_ERROR(exchange.Ready(r.begin, r.size()));
     next = r.end;
   }
-  if (next < n) RETURN_IF_ERROR(exchange.ReadyZeros(next, n - next));
+  if (next < n) RETURN_IF_ERROR(partial->ReadyZeros(next, n - next));
   return absl::OkStatus();
 }
 

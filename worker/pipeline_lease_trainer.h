@@ -17,9 +17,9 @@
 //    flat range and, with BatchNorm, its state's; the whole model when it
 //    trains alone), reallocated when its role changes. It pulls only those
 //    ranges into them (ExchangeStep.pull_ranges and .buffers), pushes its
-//    gradient and declares the rest zeros (ReadyZeros: flags without
-//    bytes). Its memory is its stage's, which is what
-//    --worker-memory-budget bounds.
+//    gradient and declares the rest zeros (the PS exchange's
+//    PartialBufferExchange::ReadyZeros: flags without bytes). Its memory
+//    is its stage's, which is what --worker-memory-budget bounds.
 //  - Ring mode: every member holds the whole flat buffer (zeros outside its
 //    stage's gradient). With more members than stages each stage
 //    all-reduces only its layers in its own ring (StageRingsOf;

@@ -146,12 +146,21 @@ absl::Status PsExchange::ReadyZeros(int64_t offset, int64_t length) {
   return push_->ReadyZeros(offset, length);
 }
 
+ExchangeCapability* PsExchange::FindCapability(std::string_view name) {
+  if (ExchangeCapability* c = Offer<PartialBufferExchange>(this, name)) {
+    return c;
+  }
+  return embedding_tables_ ? Offer<EmbeddingRowExchange>(this, name) : nullptr;
+}
+
 EmbeddingRowSource* PsExchange::embedding_rows() {
   return embedding_tables_ ? &row_source_ : nullptr;
 }
 
 absl::Status PsExchange::ReadyRows(const std::vector<SparseRows>& rows) {
-  if (!embedding_tables_) return GradientExchange::ReadyRows(rows);
+  if (!embedding_tables_) {
+    return absl::UnimplementedError("this PS job has no embedding tables");
+  }
   if (push_ == nullptr) {
     return absl::FailedPreconditionError("no PS step begun");
   }

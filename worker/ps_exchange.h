@@ -34,6 +34,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -51,14 +52,17 @@ namespace ferry {
 // eviction.
 ExchangePolicy PipelinePsPolicy();
 
-class PsExchange final : public GradientExchange {
+class PsExchange final : public GradientExchange,
+                         public PartialBufferExchange,
+                         public EmbeddingRowExchange {
  public:
   // `backend` and the buffers are not owned and outlive the exchange.
   // `shard_check_timeout` is the deadline of the ShardInfo calls that tell
   // a wait for other workers from a failure (WaitedForOthers).
   // `embedding_tables`: the job has embedding tables on the shards (a DLRM):
-  // every push carries the step's rows (ReadyRows), and embedding_rows()
-  // reads from the shards.
+  // the exchange has EmbeddingRowExchange (lacks it otherwise), every push
+  // carries the step's rows (ReadyRows), and embedding_rows() reads from
+  // the shards.
   // `policy`: the default's, except for pipeline jobs
   // (PipelinePsPolicy()).
   PsExchange(std::unique_ptr<ParameterClient> client, ComputeBackend* backend,
@@ -70,6 +74,7 @@ class PsExchange final : public GradientExchange {
   ExchangePolicy policy() const override { return policy_; }
   absl::Status BeginStep(const ExchangeStep& step) override;
   absl::Status Ready(int64_t offset, int64_t length) override;
+  // PartialBufferExchange.
   absl::Status ReadyZeros(int64_t offset, int64_t length) override;
   absl::Status FinishStep() override;
   void AbandonStep() override {
@@ -78,12 +83,17 @@ class PsExchange final : public GradientExchange {
   }
   void CancelIfOlder(int64_t) override {}
   bool WaitedForOthers(const absl::Status& failure) override;
+  // EmbeddingRowExchange (with embedding tables).
   EmbeddingRowSource* embedding_rows() override;
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   void BetweenSteps() override {}
   absl::Status AddToReport(v1::StepReport& report) override;
   absl::StatusOr<std::vector<float>> FinalWeights() override;
   ExchangeBytes bytes() const override { return {client_->bytes(), {}}; }
+
+ protected:
+  // PartialBufferExchange; EmbeddingRowExchange with embedding tables.
+  ExchangeCapability* FindCapability(std::string_view name) override;
 
  private:
   const std::unique_ptr<ParameterClient> client_;

@@ -397,6 +397,17 @@ absl::Status RingExchange::ApplyDense(
   return optimizer_.ApplyRanges(options_.grads, options_.params, *ranges);
 }
 
+ExchangeCapability* RingExchange::FindCapability(std::string_view name) {
+  if (ExchangeCapability* c = Offer<EndOfTrainingExchange>(this, name)) {
+    return c;
+  }
+  if (ExchangeCapability* c = Offer<CommittedStepsObserver>(this, name)) {
+    return c;
+  }
+  return options_.tables != nullptr ? Offer<EmbeddingRowExchange>(this, name)
+                                    : nullptr;
+}
+
 EmbeddingRowSource* RingExchange::embedding_rows() {
   if (options_.tables == nullptr || session_ == nullptr) return nullptr;
   return options_.tables->rows();
@@ -404,7 +415,7 @@ EmbeddingRowSource* RingExchange::embedding_rows() {
 
 absl::Status RingExchange::ReadyRows(const std::vector<SparseRows>& rows) {
   if (options_.tables == nullptr) {
-    return GradientExchange::ReadyRows(rows);
+    return absl::UnimplementedError("this ring job has no embedding tables");
   }
   if (session_ == nullptr) {
     return absl::FailedPreconditionError("no ring step begun");

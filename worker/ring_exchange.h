@@ -46,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -120,7 +121,10 @@ struct RingExchangeOptions {
   int64_t tables_piece_bytes = int64_t{1} << 20;
 };
 
-class RingExchange final : public GradientExchange {
+class RingExchange final : public GradientExchange,
+                           public EmbeddingRowExchange,
+                           public EndOfTrainingExchange,
+                           public CommittedStepsObserver {
  public:
   // INVALID_ARGUMENT for missing backend, factory or buffers, a bad bucket
   // size, optimizer config or compression.
@@ -149,20 +153,23 @@ class RingExchange final : public GradientExchange {
   // than `fence` (the coordinator aborted it), its collective ends at once
   // with CANCELLED.
   void CancelIfOlder(int64_t fence) override;
-  // Thread-safe: copies of the state before the first `steps` steps are
-  // not needed any more (taken for the next copy).
+  // CommittedStepsObserver, thread-safe: copies of the state before the
+  // first `steps` steps are not needed any more (taken for the next copy).
+  // A no-op unless options.committed_steps_final.
   void ObserveCommitted(int64_t steps) override;
   bool WaitedForOthers(const absl::Status&) override { return false; }
-  // With tables: the member's own tables (nullptr otherwise).
+  // EmbeddingRowExchange (with tables): the member's own tables, nullptr
+  // without an open step.
   EmbeddingRowSource* embedding_rows() override;
-  // With tables: the step's row gradients, applied with the step in
-  // FinishStep; FAILED_PRECONDITION a second time in a step or without an
-  // open step, UNIMPLEMENTED without tables.
+  // EmbeddingRowExchange (with tables): the step's row gradients, applied
+  // with the step in FinishStep; FAILED_PRECONDITION a second time in a step
+  // or without an open step.
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   // Copies params (and the tables' blob) to the publisher when a reader
   // asked for them.
   void BetweenSteps() override;
-  // A ring pipeline whose last generation all-reduced per stage: gathers
+  // EndOfTrainingExchange. A ring pipeline whose last generation
+  // all-reduced per stage: gathers
   // every stage's current weights from the members that hold them (every
   // member of the generation must call it). DEADLINE_EXCEEDED or the
   // transport's error when a member is gone.
@@ -182,6 +189,11 @@ class RingExchange final : public GradientExchange {
   // FNV-1a over the bytes of params (host copy for device backends), with
   // the tables' digest mixed in.
   absl::StatusOr<uint64_t> WeightsDigest();
+
+ protected:
+  // EndOfTrainingExchange, CommittedStepsObserver; EmbeddingRowExchange
+  // with tables.
+  ExchangeCapability* FindCapability(std::string_view name) override;
 
  private:
   RingExchange(RingExchangeOptions options, std::vector<Bucket> plan,

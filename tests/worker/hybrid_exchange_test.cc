@@ -161,5 +161,19 @@ TEST_F(HybridExchangeTest, AFailedSideFailsTheStep) {
   EXPECT_TRUE(absl::IsFailedPrecondition(exchange_->FinishStep()));
 }
 
+// The rows are the only capability: the ring's end-of-training gather and
+// committed-step tracking stay inside (hybrid's committed steps are not
+// final), and there are no partial buffers.
+TEST_F(HybridExchangeTest, OffersTheRowsOnly) {
+  GradientExchange& exchange = *exchange_;
+  EXPECT_EQ(exchange.capability<EmbeddingRowExchange>(),
+            static_cast<EmbeddingRowExchange*>(exchange_.get()));
+  EXPECT_EQ(exchange.capability<PartialBufferExchange>(), nullptr);
+  EXPECT_EQ(exchange.capability<EndOfTrainingExchange>(), nullptr);
+  EXPECT_EQ(exchange.capability<CommittedStepsObserver>(), nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      exchange.RequireCapability<PartialBufferExchange>().status()));
+}
+
 }  // namespace
 }  // namespace ferry

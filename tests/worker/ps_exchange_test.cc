@@ -237,8 +237,17 @@ TEST_F(PsExchangeTest, DenseJobsHaveNoRows) {
   v1::NextTaskResponse lease;
   ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
   EXPECT_FALSE(calls_.pushes[0].with_rows);
-  EXPECT_EQ(exchange_->embedding_rows(), nullptr);
-  EXPECT_TRUE(absl::IsUnimplemented(exchange_->ReadyRows({})));
+  // Without tables the exchange lacks the capability; it has zeros.
+  GradientExchange& exchange = *exchange_;
+  EXPECT_EQ(exchange.capability<EmbeddingRowExchange>(), nullptr);
+  const absl::StatusOr<EmbeddingRowExchange*> rows =
+      exchange.RequireCapability<EmbeddingRowExchange>();
+  EXPECT_TRUE(absl::IsInvalidArgument(rows.status()));
+  EXPECT_THAT(rows.status().message(), ::testing::HasSubstr("ps exchange"));
+  EXPECT_EQ(exchange.capability<PartialBufferExchange>(),
+            static_cast<PartialBufferExchange*>(exchange_.get()));
+  EXPECT_EQ(exchange.capability<EndOfTrainingExchange>(), nullptr);
+  EXPECT_EQ(exchange.capability<CommittedStepsObserver>(), nullptr);
 }
 
 TEST_F(PsExchangeTest, TablesReadRowsAtThePulledVersionAndPushThemWithTheStep) {
@@ -357,7 +366,9 @@ TEST(MakeGradientExchangeTest, ADlrmReadsRowsFromShardsOrItsOwnTables) {
   job.set_mode(v1::MODE_PS);
   auto ps = MakeGradientExchange(context, nullptr, factory);
   ASSERT_TRUE(ps.ok()) << ps.status();
-  EXPECT_NE((*ps)->embedding_rows(), nullptr);  // rows from the shards
+  EmbeddingRowExchange* ps_rows = (*ps)->capability<EmbeddingRowExchange>();
+  ASSERT_NE(ps_rows, nullptr);
+  EXPECT_NE(ps_rows->embedding_rows(), nullptr);  // rows from the shards
 
   // Ring mode: the member's own tables (worker/ring_tables.h), read once a
   // step is open; rows declared outside a step are refused, not
@@ -367,8 +378,10 @@ TEST(MakeGradientExchangeTest, ADlrmReadsRowsFromShardsOrItsOwnTables) {
   job.set_mode(v1::MODE_RING);
   auto ring = MakeGradientExchange(context, &peer, factory);
   ASSERT_TRUE(ring.ok()) << ring.status();
-  EXPECT_EQ((*ring)->embedding_rows(), nullptr);
-  EXPECT_TRUE(absl::IsFailedPrecondition((*ring)->ReadyRows({})));
+  EmbeddingRowExchange* ring_rows = (*ring)->capability<EmbeddingRowExchange>();
+  ASSERT_NE(ring_rows, nullptr);
+  EXPECT_EQ(ring_rows->embedding_rows(), nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(ring_rows->ReadyRows({})));
   // Full tables too large for one gradient buffer are refused.
   job.mutable_embedding()->set_ring_full_table_rows(int64_t{1} << 30);
   EXPECT_TRUE(absl::IsInvalidArgument(

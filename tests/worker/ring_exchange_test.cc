@@ -122,6 +122,29 @@ void ExpectAllEqual(const std::vector<Member*>& ring, const Reference& ref,
   }
 }
 
+// A ring without tables: end-of-training work and committed-step tracking,
+// no rows, no partial buffers (a step that brings its own is refused).
+TEST(RingExchangeTest, CapabilitiesWithoutTables) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(1, &hubs);
+  RingExchange* ring = owned[0]->exchange.get();
+  GradientExchange& exchange = *ring;
+  EXPECT_EQ(exchange.capability<EndOfTrainingExchange>(),
+            static_cast<EndOfTrainingExchange*>(ring));
+  EXPECT_EQ(exchange.capability<CommittedStepsObserver>(),
+            static_cast<CommittedStepsObserver*>(ring));
+  EXPECT_EQ(exchange.capability<EmbeddingRowExchange>(), nullptr);
+  EXPECT_EQ(exchange.capability<PartialBufferExchange>(), nullptr);
+  const absl::StatusOr<EmbeddingRowExchange*> rows =
+      exchange.RequireCapability<EmbeddingRowExchange>();
+  EXPECT_TRUE(absl::IsInvalidArgument(rows.status()));
+  EXPECT_THAT(std::string(rows.status().message()),
+              ::testing::HasSubstr("ring exchange has no embedding tables"));
+  // Without a step the end of training has nothing to gather.
+  EXPECT_TRUE(
+      exchange.capability<EndOfTrainingExchange>()->EndOfTraining().ok());
+}
+
 TEST(RingExchangeTest, ThreeRanksMatchTheReference) {
   testing::RingHubs hubs;
   std::vector<std::unique_ptr<Member>> owned = MakeMembers(3, &hubs);

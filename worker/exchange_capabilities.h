@@ -1,0 +1,115 @@
+// The capabilities a GradientExchange (worker/gradient_exchange.h) may have
+// beyond what every exchange does: each a small interface that some modes'
+// exchanges implement and a trainer or the training loop asks for with
+// GradientExchange::capability<C>() (nullptr when the exchange lacks it) or
+// RequireCapability<C>() (INVALID_ARGUMENT naming the mode and the
+// capability). Whether an exchange has a capability is fixed when it is
+// made (e.g. the PS exchange has EmbeddingRowExchange only for a job with
+// embedding tables), never per step.
+//
+//   capability              exchanges that have it
+//   EmbeddingRowExchange    PS and ring with embedding tables, hybrid,
+//                           local with tables
+//   PartialBufferExchange   PS
+//   EndOfTrainingExchange   ring
+//   CommittedStepsObserver  ring
+//
+// Ownership: a capability is the exchange itself (or a part it owns); it
+// lives as long as the exchange. Thread safety: as the exchange's methods,
+// unless a method says otherwise.
+#ifndef FERRY_WORKER_EXCHANGE_CAPABILITIES_H_
+#define FERRY_WORKER_EXCHANGE_CAPABILITIES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/embedding_bag.h"
+#include "model/embedding_row_source.h"
+
+namespace ferry {
+
+// The base of every capability; each derived interface names itself in
+// kName (unique: it is the key GradientExchange::capability<C>() looks up
+// and what a missing capability's error says).
+class ExchangeCapability {
+ protected:
+  ~ExchangeCapability() = default;
+};
+
+// Jobs with embedding tables (DLRM): the exchange gives each step its
+// batch's rows and takes their gradients with the step.
+class EmbeddingRowExchange : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "embedding tables";
+
+  // Between BeginStep and FinishStep: where the open step reads its batch's
+  // rows (PS and hybrid: one row pull from the shards at the version
+  // BeginStep pulled; ring: the member's own tables; local: the process's
+  // store). nullptr without an open step (ring and hybrid).
+  virtual EmbeddingRowSource* embedding_rows() = 0;
+
+  // The open step's row gradients (per table its unique ids and the sums
+  // over the step's samples), once per step, before FinishStep; FinishStep
+  // then commits them with the dense gradient (PS: with the push, so a
+  // shard applies both or neither). A step without samples declares none
+  // ({}). Errors: FAILED_PRECONDITION without an open step or a second
+  // time; INVALID_ARGUMENT for rows in a step without samples (hybrid); a
+  // transport failure may surface here or in FinishStep.
+  virtual absl::Status ReadyRows(const std::vector<SparseRows>& rows) = 0;
+
+ protected:
+  ~EmbeddingRowExchange() = default;
+};
+
+// Steps whose buffers hold only part of the model (ExchangeStep.buffers: a
+// PS pipeline stage's, holding its layers' range and its state's); the rest
+// of the step's gradient is declared zeros without a buffer behind it.
+// Exchanges without it hold the whole buffer, declare zeros with Ready and
+// refuse ExchangeStep.buffers with INVALID_ARGUMENT.
+class PartialBufferExchange : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "steps with partial buffers";
+
+  // Declares [offset, offset + length) of the step's gradient final and all
+  // zeros (on the PS: the chunks travel as flags, without bytes). Counts as
+  // a Ready() of the range. Errors as Ready()'s.
+  virtual absl::Status ReadyZeros(int64_t offset, int64_t length) = 0;
+
+ protected:
+  ~PartialBufferExchange() = default;
+};
+
+// Exchanges with work to do once the coordinator ended the job (FINISH).
+class EndOfTrainingExchange : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "end-of-training work";
+
+  // Called once, by every member, before FinalWeights (ring pipelines: the
+  // members gather every stage's current weights from each other; every
+  // member of the last generation must call it). Errors:
+  // DEADLINE_EXCEEDED or the transport's when a member is gone.
+  virtual absl::Status EndOfTraining() = 0;
+
+ protected:
+  ~EndOfTrainingExchange() = default;
+};
+
+// Exchanges that keep state only to undo steps the coordinator may still
+// abort (the ring's rollback copies).
+class CommittedStepsObserver : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "committed-step tracking";
+
+  // Any thread: the coordinator has applied and saved the first `steps`
+  // steps (HeartbeatResponse.committed_steps): no ring re-forms before
+  // them, so state kept only to undo them may go.
+  virtual void ObserveCommitted(int64_t steps) = 0;
+
+ protected:
+  ~CommittedStepsObserver() = default;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_WORKER_EXCHANGE_CAPABILITIES_H_
