@@ -156,63 +156,13 @@ absl::Status RingExchange::BroadcastState(RingCollective& collective,
   return backend->Synchronize();
 }
 
-absl::Status RingExchange::CopyState(StateCopy& copy) {
-  const int64_t steps = optimizer_.steps_applied();
-  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  ComputeBackend* backend = options_.backend;
-  if (copy.params.empty()) {
-    ASSIGN_OR_RETURN(copy.params, backend->Allocate(n_));
-    for (size_t k = 0; k < state.size(); ++k) {
-      ASSIGN_OR_RETURN(DeviceBuffer b, backend->Allocate(n_));
-      copy.state.push_back(std::move(b));
-    }
-  }
-  copy.steps = -1;
-  RETURN_IF_ERROR(backend->Copy(options_.params, n_, copy.params.data()));
-  for (size_t k = 0; k < state.size(); ++k) {
-    RETURN_IF_ERROR(backend->Copy(state[k]->data(), n_, copy.state[k].data()));
-  }
-  copy.current = current_;
-  copy.steps = steps;
-  return absl::OkStatus();
-}
-
 absl::Status RingExchange::RollBackTo(int64_t steps) {
-  StateCopy* copy = nullptr;
-  for (StateCopy& kept : copies_) {
-    if (kept.steps == steps) copy = &kept;
-  }
-  for (StateCopy& kept : checkpoint_copies_) {
-    if (copy == nullptr && kept.steps == steps) copy = &kept;
-  }
-  if (copy == nullptr) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "no copy of the state after %d steps is kept (have %d steps applied, "
-        "%d committed)",
-        steps, optimizer_.steps_applied(), committed_.load()));
-  }
+  RETURN_IF_ERROR(copies_.CheckKept(steps, optimizer_.steps_applied()));
   if (options_.tables != nullptr) {
     RETURN_IF_ERROR(
         options_.tables->RollBackTo(optimizer_.steps_applied(), steps));
   }
-  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
-  ComputeBackend* backend = options_.backend;
-  RETURN_IF_ERROR(backend->Copy(copy->params.data(), n_, options_.params));
-  for (size_t k = 0; k < state.size(); ++k) {
-    RETURN_IF_ERROR(backend->Copy(copy->state[k].data(), n_, state[k]->data()));
-  }
-  LogWarn("rolled the ring state back",
-          {{"from_steps", optimizer_.steps_applied()}, {"to_steps", steps}});
-  optimizer_.set_steps_applied(steps);
-  if (copy->current.size() == current_.size()) current_ = copy->current;
-  // Copies of later states belong to the undone history.
-  for (StateCopy& kept : copies_) {
-    if (kept.steps > steps) kept.steps = -1;
-  }
-  for (StateCopy& kept : checkpoint_copies_) {
-    if (kept.steps > steps) kept.steps = -1;
-  }
-  return absl::OkStatus();
+  return copies_.RestoreTo(steps, LiveState());
 }
 
 ExchangePolicy RingExchange::policy() const {
@@ -299,54 +249,8 @@ absl::Status RingExchange::Ready(int64_t offset, int64_t length) {
   return session_->reducer->Ready(offset, length);
 }
 
-RingExchange::StateCopy& RingExchange::CopySlotFor(int64_t steps) {
-  const int64_t committed = committed_.load();
-  StateCopy* unallocated = nullptr;
-  StateCopy* oldest = nullptr;
-  for (StateCopy& copy : copies_) {
-    if (copy.params.empty()) {
-      if (unallocated == nullptr) unallocated = &copy;
-      continue;
-    }
-    // Empty (-1), or before the committed steps; or this very step's,
-    // replayed after a rollback (the same state).
-    if (copy.steps < committed || copy.steps == steps) return copy;
-    if (oldest == nullptr || copy.steps < oldest->steps) oldest = &copy;
-  }
-  return unallocated != nullptr ? *unallocated : *oldest;
-}
-
-int RingExchange::rollback_copies() const {
-  int allocated = 0;
-  for (const StateCopy& copy : copies_)
-    allocated += copy.params.empty() ? 0 : 1;
-  return allocated;
-}
-
 void RingExchange::ObserveCommitted(int64_t steps) {
-  if (!options_.committed_steps_final) return;
-  int64_t seen = committed_.load();
-  while (steps > seen && !committed_.compare_exchange_weak(seen, steps)) {
-  }
-}
-
-absl::Status RingExchange::KeepCopies() {
-  const int64_t steps = optimizer_.steps_applied();
-  RETURN_IF_ERROR(CopyState(CopySlotFor(steps)));
-  if (keep_state_) {
-    // Over the older of the two (an empty copy is the oldest), unless this
-    // step's state is kept already (a step replayed after a rollback).
-    StateCopy* slot = &checkpoint_copies_[0];
-    for (StateCopy& kept : checkpoint_copies_) {
-      if (kept.steps == steps) {
-        slot = nullptr;
-        break;
-      }
-      if (kept.steps < slot->steps) slot = &kept;
-    }
-    if (slot != nullptr) RETURN_IF_ERROR(CopyState(*slot));
-  }
-  return absl::OkStatus();
+  copies_.ObserveCommitted(steps);
 }
 
 absl::Status RingExchange::FinishStep() {
@@ -358,7 +262,7 @@ absl::Status RingExchange::FinishStep() {
     return reduced;
   }
   const int64_t steps = optimizer_.steps_applied();
-  RETURN_IF_ERROR(KeepCopies());
+  RETURN_IF_ERROR(copies_.Keep(LiveState(), keep_state_));
   if (options_.tables != nullptr) {
     // Every member's rows, then the same row update on every member; a
     // failure leaves the tables and the dense state as they were.
@@ -469,10 +373,7 @@ void RingExchange::BetweenSteps() {
   // Readers ask only for steps the coordinator applied: the copies of
   // the states before them go before the snapshot takes a model's memory.
   ObserveCommitted(publisher->wanted_step());
-  const int64_t committed = committed_.load();
-  for (StateCopy& copy : copies_) {
-    if (!copy.params.empty() && copy.steps < committed) copy = StateCopy{};
-  }
+  copies_.DropCommitted();
   absl::StatusOr<std::vector<float>> host = HostParams();
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));

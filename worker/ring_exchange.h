@@ -9,19 +9,20 @@
 // worker's RingPeer service in ferry-worker, an InMemoryRingHub's
 // transports in tests (many ranks in one process).
 //
-// Rollback: before applying a step the state is copied (the copies of up
-// to kStateCopies steps are kept, plus, for the two newest leases with
-// keep_state, the state before that step: hybrid mode's checkpoint
-// versions, the newest and the one before it, in case a shard died while
-// writing the newest). A new ring generation starts from the state after
-// exactly `lease.step()` steps: a member that applied steps the coordinator
-// then aborted (or that a shard rollback undid) goes back to its copy
-// first, so rank 0 always broadcasts the committed state. A copy of the
-// state before the coordinator's committed steps (leases' and heartbeats'
-// committed_steps: applied and saved, never re-formed) is never needed
-// again: its buffers take the next copy, so that a member whose
-// coordinator keeps up allocates one copy (params + optimizer state)
-// instead of three (not in hybrid jobs: options.committed_steps_final).
+// Rollback: before applying a step the state is copied
+// (worker/ring_state_copies.h: rollback copies of up to three steps, plus,
+// for the two newest leases with keep_state, hybrid mode's checkpoint
+// versions). A new ring generation starts from the state after exactly
+// `lease.step()` steps: a member that applied steps the coordinator then
+// aborted (or that a shard rollback undid) goes back to its copy first, so
+// rank 0 always broadcasts the committed state. The coordinator's committed
+// steps (leases' and heartbeats' committed_steps: applied and saved, never
+// re-formed) free the copies of the states before them (not in hybrid jobs:
+// options.committed_steps_final).
+//
+// Error feedback (lossy compression with feedback) is an ErrorFeedback
+// (common/gradient_codec.h) whose residual outlives ring generations; a
+// DLRM's tables are a RingTables (worker/ring_tables.h).
 //
 // Ring pipelines (ExchangeStep.stage_ranges and stage_rings): a stage member
 // all-reduces only its stage's range, in that stage's ring (the stage's
@@ -39,7 +40,6 @@
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
 #define FERRY_WORKER_RING_EXCHANGE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,6 +60,7 @@
 #include "ring/ring_transport.h"
 #include "ring/weights_publisher.h"
 #include "worker/gradient_exchange.h"
+#include "worker/ring_state_copies.h"
 #include "worker/ring_tables.h"
 
 namespace ferry {
@@ -185,7 +186,7 @@ class RingExchange final : public GradientExchange,
   size_t num_buckets() const { return plan_.size(); }
   // The rollback copies allocated (each params + optimizer state), the
   // checkpoint versions' (keep_state) not counted.
-  int rollback_copies() const;
+  int rollback_copies() const { return copies_.rollback_copies(); }
   // FNV-1a over the bytes of params (host copy for device backends), with
   // the tables' digest mixed in.
   absl::StatusOr<uint64_t> WeightsDigest();
@@ -201,7 +202,8 @@ class RingExchange final : public GradientExchange,
       : options_(std::move(options)),
         plan_(std::move(plan)),
         optimizer_(std::move(optimizer)),
-        n_(n) {}
+        n_(n),
+        copies_(options_.backend, n, options_.committed_steps_final) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
   // Ring pipelines: every stage's range of params and optimizer state, and
   // the step count, from the lowest rank holding it current after `steps`
@@ -214,13 +216,8 @@ class RingExchange final : public GradientExchange,
   absl::Status OpenStageRings(const v1::NextTaskResponse& lease);
   // All-reduces the step's stage ranges in their rings, then applies them.
   absl::Status FinishStageStep();
-  // Keeps copies of the state before the step about to be applied.
-  absl::Status KeepCopies();
-  // The copy to take the state after `steps` steps: one no rollback can
-  // need any more (empty, or of a step before the committed ones), else
-  // one not allocated yet, else the oldest.
-  struct StateCopy;
-  StateCopy& CopySlotFor(int64_t steps);
+  // The live state copies_ are taken of and restored into.
+  RingState LiveState() { return {options_.params, &optimizer_, &current_}; }
   std::vector<FlatRange> CurrentRanges() const;
   TransferBytes PeerBytes() const {
     return options_.counter == nullptr ? TransferBytes{}
@@ -230,17 +227,9 @@ class RingExchange final : public GradientExchange,
   // The params readable on the host: in place for host-memory backends,
   // else copied into `copy`.
   absl::StatusOr<const float*> ParamsOnHost(std::vector<float>& copy);
-  struct StateCopy {
-    int64_t steps = -1;  // -1: empty
-    DeviceBuffer params;
-    std::vector<DeviceBuffer> state;
-    std::vector<bool> current;  // ring pipelines: current_ then
-  };
-  // Puts the state back to after `steps` steps from a copy. FAILED_PRECONDITION
-  // when no copy of that step is kept.
+  // Puts the state (and the tables) back to after `steps` steps from a
+  // copy. FAILED_PRECONDITION when no copy of that step is kept.
   absl::Status RollBackTo(int64_t steps);
-  // Copies the state before the step about to be applied into `copy`.
-  absl::Status CopyState(StateCopy& copy);
   // host_grads / step_samples through the optimizer into params (only
   // `ranges` when given).
   absl::Status ApplyDense(
@@ -267,20 +256,13 @@ class RingExchange final : public GradientExchange,
   const std::vector<Bucket> plan_;
   Optimizer optimizer_;
   const int64_t n_;
-  static constexpr int kStateCopies = 3;
+  RingStateCopies copies_;
 
   std::unique_ptr<Session>
       session_;  // written by the training thread under cancel_mu_
   absl::Mutex cancel_mu_;
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
-  // The newest committed step count seen (leases and heartbeats).
-  std::atomic<int64_t> committed_{0};
-  StateCopy copies_[kStateCopies];
-  // The two newest keep_state leases' (a shard killed while writing the
-  // newest checkpoint comes back from the one before).
-  static constexpr int kCheckpointCopies = 2;
-  StateCopy checkpoint_copies_[kCheckpointCopies];
   bool keep_state_ = false;     // the open step's lease asked for it
   bool rows_declared_ = false;  // ReadyRows called in the open step
   // Ring pipelines: the stages' ranges, which of them are current here, the

@@ -155,7 +155,7 @@ absl::Status RingExchange::FinishStageStep() {
     ranges.push_back(
         {static_cast<size_t>(range.begin), static_cast<size_t>(range.end)});
   }
-  RETURN_IF_ERROR(KeepCopies());
+  RETURN_IF_ERROR(copies_.Keep(LiveState(), keep_state_));
   RETURN_IF_ERROR(ApplyDense(&ranges));
   // The other stages' ranges here are now a step behind.
   std::vector<bool> reduced(stage_ranges_.size(), false);

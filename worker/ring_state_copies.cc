@@ -1,0 +1,130 @@
+#include "worker/ring_state_copies.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+
+absl::Status RingStateCopies::CopyInto(const RingState& state, Copy& copy) {
+  const int64_t steps = state.optimizer->steps_applied();
+  std::vector<DeviceBuffer*> buffers = state.optimizer->StateBuffers();
+  if (copy.params.empty()) {
+    ASSIGN_OR_RETURN(copy.params, backend_->Allocate(n_));
+    for (size_t k = 0; k < buffers.size(); ++k) {
+      ASSIGN_OR_RETURN(DeviceBuffer b, backend_->Allocate(n_));
+      copy.state.push_back(std::move(b));
+    }
+  }
+  copy.steps = -1;
+  RETURN_IF_ERROR(backend_->Copy(state.params, n_, copy.params.data()));
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    RETURN_IF_ERROR(
+        backend_->Copy(buffers[k]->data(), n_, copy.state[k].data()));
+  }
+  copy.current =
+      state.current != nullptr ? *state.current : std::vector<bool>();
+  copy.steps = steps;
+  return absl::OkStatus();
+}
+
+RingStateCopies::Copy& RingStateCopies::SlotFor(int64_t steps) {
+  const int64_t committed = committed_.load();
+  Copy* unallocated = nullptr;
+  Copy* oldest = nullptr;
+  for (Copy& copy : rollback_) {
+    if (copy.params.empty()) {
+      if (unallocated == nullptr) unallocated = &copy;
+      continue;
+    }
+    // Empty (-1), or before the committed steps; or this very step's,
+    // replayed after a rollback (the same state).
+    if (copy.steps < committed || copy.steps == steps) return copy;
+    if (oldest == nullptr || copy.steps < oldest->steps) oldest = &copy;
+  }
+  return unallocated != nullptr ? *unallocated : *oldest;
+}
+
+absl::Status RingStateCopies::Keep(const RingState& state, bool checkpoint) {
+  const int64_t steps = state.optimizer->steps_applied();
+  RETURN_IF_ERROR(CopyInto(state, SlotFor(steps)));
+  if (!checkpoint) return absl::OkStatus();
+  // Over the older of the two (an empty copy is the oldest), unless this
+  // step's state is kept already (a step replayed after a rollback).
+  Copy* slot = &checkpoint_[0];
+  for (Copy& kept : checkpoint_) {
+    if (kept.steps == steps) return absl::OkStatus();
+    if (kept.steps < slot->steps) slot = &kept;
+  }
+  return CopyInto(state, *slot);
+}
+
+const RingStateCopies::Copy* RingStateCopies::Find(int64_t steps) const {
+  const Copy* found = nullptr;
+  for (const Copy& kept : rollback_) {
+    if (kept.steps == steps) found = &kept;
+  }
+  for (const Copy& kept : checkpoint_) {
+    if (found == nullptr && kept.steps == steps) found = &kept;
+  }
+  return found;
+}
+
+absl::Status RingStateCopies::CheckKept(int64_t steps, int64_t applied) const {
+  if (Find(steps) != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "no copy of the state after %d steps is kept (have %d steps applied, "
+      "%d committed)",
+      steps, applied, committed_.load()));
+}
+
+absl::Status RingStateCopies::RestoreTo(int64_t steps, const RingState& state) {
+  Optimizer& optimizer = *state.optimizer;
+  RETURN_IF_ERROR(CheckKept(steps, optimizer.steps_applied()));
+  const Copy& copy = *Find(steps);
+  std::vector<DeviceBuffer*> buffers = optimizer.StateBuffers();
+  RETURN_IF_ERROR(backend_->Copy(copy.params.data(), n_, state.params));
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    RETURN_IF_ERROR(
+        backend_->Copy(copy.state[k].data(), n_, buffers[k]->data()));
+  }
+  LogWarn("rolled the ring state back",
+          {{"from_steps", optimizer.steps_applied()}, {"to_steps", steps}});
+  optimizer.set_steps_applied(steps);
+  if (state.current != nullptr &&
+      copy.current.size() == state.current->size()) {
+    *state.current = copy.current;
+  }
+  // Copies of later states belong to the undone history.
+  for (Copy& kept : rollback_) {
+    if (kept.steps > steps) kept.steps = -1;
+  }
+  for (Copy& kept : checkpoint_) {
+    if (kept.steps > steps) kept.steps = -1;
+  }
+  return absl::OkStatus();
+}
+
+void RingStateCopies::ObserveCommitted(int64_t steps) {
+  if (!committed_steps_final_) return;
+  int64_t seen = committed_.load();
+  while (steps > seen && !committed_.compare_exchange_weak(seen, steps)) {
+  }
+}
+
+void RingStateCopies::DropCommitted() {
+  const int64_t committed = committed_.load();
+  for (Copy& copy : rollback_) {
+    if (!copy.params.empty() && copy.steps < committed) copy = Copy{};
+  }
+}
+
+int RingStateCopies::rollback_copies() const {
+  int allocated = 0;
+  for (const Copy& copy : rollback_) allocated += copy.params.empty() ? 0 : 1;
+  return allocated;
+}
+
+}  // namespace ferry
