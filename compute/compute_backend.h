@@ -22,7 +22,6 @@
 #ifndef FERRY_COMPUTE_COMPUTE_BACKEND_H_
 #define FERRY_COMPUTE_COMPUTE_BACKEND_H_
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,6 +36,7 @@
 namespace ferry {
 
 class ComputeBackend;
+struct DenseOptimizer;  // compute/dense_optimizers.h
 
 // An owned fp32 buffer in one backend's memory space. Movable, not copyable.
 class DeviceBuffer {
@@ -54,41 +54,6 @@ class DeviceBuffer {
   std::unique_ptr<float, std::function<void(float*)>> data_;
   size_t size_ = 0;
 };
-
-// Hyper-parameters of one optimizer step, shared by every update kernel.
-struct OptimizerStepParams {
-  float lr = 0.01f;
-  float weight_decay = 0.0f;  // L2 added to the gradient (SGD, momentum, Adam)
-                              // or decoupled (AdamW)
-  float momentum = 0.9f;
-  bool nesterov = false;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-8f;
-  int64_t step =
-      1;  // 1-based count of updates applied (>= 1), for Adam bias correction
-};
-
-// The step's Adam scalars (compute/dense_optimizer_math.h), computed once on
-// the host. INVALID_ARGUMENT for a step below 1.
-inline absl::StatusOr<AdamScalars> AdamScalarsOf(const OptimizerStepParams& p,
-                                                 bool decoupled) {
-  if (p.step < 1) {
-    return absl::InvalidArgumentError("AdamUpdate: step must be >= 1");
-  }
-  AdamScalars s;
-  s.lr = p.lr;
-  s.weight_decay = p.weight_decay;
-  s.beta1 = p.beta1;
-  s.beta2 = p.beta2;
-  s.epsilon = p.epsilon;
-  const float bc1 = 1.0f - std::pow(p.beta1, static_cast<float>(p.step));
-  const float bc2 = 1.0f - std::pow(p.beta2, static_cast<float>(p.step));
-  s.step_size = p.lr / bc1;
-  s.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
-  s.decoupled = decoupled;
-  return s;
-}
 
 // Result of a softmax cross-entropy pass over a batch.
 struct LossStats {
@@ -231,20 +196,13 @@ class ComputeBackend {
                                          const float* save_invstd, float* dx,
                                          float* dgamma, float* dbeta) = 0;
 
-  // Optimizer updates, in place on `param` and the state buffers.
-  // SGD: p -= lr * (g + wd * p)
-  virtual absl::Status SgdUpdate(size_t n, const OptimizerStepParams& p,
-                                 const float* grad, float* param) = 0;
-  // Momentum (PyTorch semantics): v = momentum * v + (g + wd * p);
-  // p -= lr * (nesterov ? g' + momentum * v : v).
-  virtual absl::Status MomentumUpdate(size_t n, const OptimizerStepParams& p,
-                                      const float* grad, float* velocity,
-                                      float* param) = 0;
-  // Adam (decoupled = false: wd added to the gradient) and AdamW
-  // (decoupled = true: p -= lr * wd * p before the Adam step).
-  virtual absl::Status AdamUpdate(size_t n, const OptimizerStepParams& p,
-                                  bool decoupled, const float* grad, float* m,
-                                  float* v, float* param) = 0;
+  // One dense optimizer update (compute/dense_optimizers.h) on this
+  // backend: runs `optimizer`'s function for this backend's kind on the
+  // buffers of `args`. Callers go through RunDenseUpdate, which checks the
+  // step. UNIMPLEMENTED when the optimizer has no function for this backend.
+  virtual absl::Status DenseOptimizerUpdate(const DenseOptimizer& optimizer,
+                                            const OptimizerStepParams& p,
+                                            const DenseUpdateArgs& args) = 0;
 };
 
 // Which backend to create.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute/cpu_layer_kernels.h"
+#include "compute/dense_optimizers.h"
 #include "compute/layer_checks.h"
 
 namespace ferry {
@@ -285,42 +286,10 @@ class CpuBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // The loops read the step's scalars from locals and the buffers through
-  // restrict pointers (callers never pass overlapping buffers), so that the
-  // compiler vectorizes them.
-  absl::Status SgdUpdate(size_t n, const OptimizerStepParams& p,
-                         const float* grad, float* param) override {
-    const float lr = p.lr, wd = p.weight_decay;
-    const float* __restrict g = grad;
-    float* __restrict w = param;
-    for (size_t i = 0; i < n; ++i) w[i] = SgdElement(lr, wd, g[i], w[i]);
-    return absl::OkStatus();
-  }
-  absl::Status MomentumUpdate(size_t n, const OptimizerStepParams& p,
-                              const float* grad, float* velocity,
-                              float* param) override {
-    const float lr = p.lr, wd = p.weight_decay, momentum = p.momentum;
-    const float* __restrict g = grad;
-    float* __restrict vel = velocity;
-    float* __restrict w = param;
-    if (p.nesterov) {
-      for (size_t i = 0; i < n; ++i)
-        MomentumElement(lr, wd, momentum, true, g[i], vel[i], w[i]);
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        MomentumElement(lr, wd, momentum, false, g[i], vel[i], w[i]);
-    }
-    return absl::OkStatus();
-  }
-  absl::Status AdamUpdate(size_t n, const OptimizerStepParams& p,
-                          bool decoupled, const float* grad, float* m, float* v,
-                          float* param) override {
-    ASSIGN_OR_RETURN(const AdamScalars s, AdamScalarsOf(p, decoupled));
-    const float* __restrict g = grad;
-    float* __restrict mm = m;
-    float* __restrict vv = v;
-    float* __restrict w = param;
-    for (size_t i = 0; i < n; ++i) AdamElement(s, g[i], mm[i], vv[i], w[i]);
+  absl::Status DenseOptimizerUpdate(const DenseOptimizer& optimizer,
+                                    const OptimizerStepParams& p,
+                                    const DenseUpdateArgs& args) override {
+    optimizer.cpu(p, args);
     return absl::OkStatus();
   }
 

@@ -1,5 +1,6 @@
 // Per-element math of the dense optimizers (SGD, momentum, Adam/AdamW),
-// shared by the CPU backend (g++) and the CUDA kernels (nvcc): each is an
+// shared by the CPU loops (compute/cpu_optimizers.cc, g++) and the CUDA
+// kernels (compute/cuda/dense_optimizer_kernels.cu, nvcc): each is an
 // inline pure function marked FERRY_HD, so the CPU tests of these functions
 // prove what the GPU computes too (to the last bits: nvcc may fuse a
 // multiply and an add; x86-64 host builds without -march cannot).
@@ -9,10 +10,39 @@
 #define FERRY_COMPUTE_DENSE_OPTIMIZER_MATH_H_
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 #include "compute/kernel_math.h"
 
 namespace ferry {
+
+// Hyper-parameters of one optimizer step, shared by every update kernel.
+struct OptimizerStepParams {
+  float lr = 0.01f;
+  float weight_decay = 0.0f;  // L2 added to the gradient (SGD, momentum, Adam)
+                              // or decoupled (AdamW)
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  int64_t step =
+      1;  // 1-based count of updates applied (>= 1), for Adam bias correction
+};
+
+// Most state buffers of the parameters' size one dense optimizer keeps.
+inline constexpr int kMaxDenseOptimizerState = 4;
+
+// The buffers of one update over n elements, all in the backend's memory
+// space: state[0 .. the optimizer's state count) are its state buffers (the
+// rest null). Buffers never overlap.
+struct DenseUpdateArgs {
+  size_t n = 0;
+  const float* grad = nullptr;
+  float* state[kMaxDenseOptimizerState] = {};
+  float* param = nullptr;
+};
 
 // One step's scalars of Adam: the bias corrections folded into step_size =
 // lr / (1 - beta1^t) and inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t), computed once
@@ -27,6 +57,23 @@ struct AdamScalars {
   float inv_sqrt_bc2 = 1.0f;
   bool decoupled = false;  // AdamW: param -= lr * weight_decay * param first
 };
+
+// The step's Adam scalars, computed once on the host. Requires p.step >= 1
+// (the registry's RunDenseUpdate checks it).
+inline AdamScalars AdamScalarsOf(const OptimizerStepParams& p, bool decoupled) {
+  AdamScalars s;
+  s.lr = p.lr;
+  s.weight_decay = p.weight_decay;
+  s.beta1 = p.beta1;
+  s.beta2 = p.beta2;
+  s.epsilon = p.epsilon;
+  const float bc1 = 1.0f - std::pow(p.beta1, static_cast<float>(p.step));
+  const float bc2 = 1.0f - std::pow(p.beta2, static_cast<float>(p.step));
+  s.step_size = p.lr / bc1;
+  s.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  s.decoupled = decoupled;
+  return s;
+}
 
 // param -= lr * (grad + weight_decay * param).
 FERRY_HD inline float SgdElement(float lr, float weight_decay, float grad,

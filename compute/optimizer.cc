@@ -17,8 +17,17 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
                                                    " values with ", trainable,
                                                    " trainable ones"));
   }
-  Optimizer optimizer(config, backend, size, trainable);
-  for (int i = 0; i < OptimizerStateBuffers(config.kind); ++i) {
+  ASSIGN_OR_RETURN(const DenseOptimizer* dense,
+                   FindDenseOptimizer(config.kind));
+  const int state_buffers = OptimizerStateBuffers(config.kind);
+  if (state_buffers > kMaxDenseOptimizerState) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer '", OptimizerKindName(config.kind), "' keeps ",
+                     state_buffers, " state buffers, at most ",
+                     kMaxDenseOptimizerState, " are supported"));
+  }
+  Optimizer optimizer(config, dense, backend, size, trainable);
+  for (int i = 0; i < state_buffers; ++i) {
     ASSIGN_OR_RETURN(DeviceBuffer buffer, backend->Allocate(size));
     optimizer.state_.push_back(std::move(buffer));
   }
@@ -48,23 +57,16 @@ absl::Status Optimizer::UpdateRange(const OptimizerStepParams& p, size_t begin,
   // Trainable parameters first, then non-trainable state after trainable_.
   const size_t split = std::clamp(trainable_, begin, end);
   const size_t n = split - begin;
-  // A shard's slice may hold state only (n == 0): no kernel to launch.
-  switch (n == 0 ? OptimizerKind::kSgd : config_.kind) {
-    case OptimizerKind::kSgd:
-      if (n > 0) {
-        RETURN_IF_ERROR(backend_->SgdUpdate(n, p, grad + begin, param + begin));
-      }
-      break;
-    case OptimizerKind::kMomentum:
-      RETURN_IF_ERROR(backend_->MomentumUpdate(
-          n, p, grad + begin, state_[0].data() + begin, param + begin));
-      break;
-    case OptimizerKind::kAdam:
-    case OptimizerKind::kAdamW:
-      RETURN_IF_ERROR(backend_->AdamUpdate(
-          n, p, config_.kind == OptimizerKind::kAdamW, grad + begin,
-          state_[0].data() + begin, state_[1].data() + begin, param + begin));
-      break;
+  // A shard's slice may hold state only (n == 0): no update to run.
+  if (n > 0) {
+    DenseUpdateArgs args;
+    args.n = n;
+    args.grad = grad + begin;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      args.state[i] = state_[i].data() + begin;
+    }
+    args.param = param + begin;
+    RETURN_IF_ERROR(RunDenseUpdate(*backend_, *dense_, p, args));
   }
   if (end > split) {
     RETURN_IF_ERROR(

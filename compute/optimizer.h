@@ -1,6 +1,7 @@
 // An optimizer over one flat range of parameters (a PS shard's slice, or a
 // ring worker's whole model): holds its state buffers on the backend and
-// applies one update per call with the configured learning-rate schedule.
+// applies one update per call with the configured learning-rate schedule,
+// through the registered update of its kind (compute/dense_optimizers.h).
 //
 // Thread safety: not thread-safe; the owner serializes calls.
 #ifndef FERRY_COMPUTE_OPTIMIZER_H_
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/optimizer_config.h"
 #include "compute/compute_backend.h"
+#include "compute/dense_optimizers.h"
 
 namespace ferry {
 
@@ -68,14 +70,16 @@ class Optimizer {
                            size_t end, const float* grad, float* param);
   OptimizerStepParams StepParams() const;
 
-  Optimizer(const OptimizerConfig& config, ComputeBackend* backend, size_t size,
-            size_t trainable)
+  Optimizer(const OptimizerConfig& config, const DenseOptimizer* dense,
+            ComputeBackend* backend, size_t size, size_t trainable)
       : config_(config),
+        dense_(dense),
         backend_(backend),
         size_(size),
         trainable_(trainable) {}
 
   OptimizerConfig config_;
+  const DenseOptimizer* dense_;  // the registry's entry for config_.kind
   ComputeBackend* backend_;
   size_t size_;
   size_t trainable_;

@@ -32,6 +32,7 @@
 #include "compute/cuda/kernels.h"
 #include "compute/cuda/layer_kernels.h"
 #include "compute/cuda_entry.h"
+#include "compute/dense_optimizers.h"
 #include "compute/layer_checks.h"
 
 namespace ferry {
@@ -455,29 +456,18 @@ class CudaBackend final : public ComputeBackend {
         s, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, stream_));
   }
 
-  absl::Status SgdUpdate(size_t n, const OptimizerStepParams& p,
-                         const float* grad, float* param) override {
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchSgdUpdate(n, p.lr, p.weight_decay,
-                                                     grad, param, stream_));
-  }
-
-  absl::Status MomentumUpdate(size_t n, const OptimizerStepParams& p,
-                              const float* grad, float* velocity,
-                              float* param) override {
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchMomentumUpdate(
-        n, p.lr, p.weight_decay, p.momentum, p.nesterov, grad, velocity, param,
-        stream_));
-  }
-
-  absl::Status AdamUpdate(size_t n, const OptimizerStepParams& p,
-                          bool decoupled, const float* grad, float* m, float* v,
-                          float* param) override {
-    ASSIGN_OR_RETURN(const AdamScalars s, AdamScalarsOf(p, decoupled));
+  absl::Status DenseOptimizerUpdate(const DenseOptimizer& optimizer,
+                                    const OptimizerStepParams& p,
+                                    const DenseUpdateArgs& args) override {
+    if (optimizer.cuda == nullptr) {
+      // ferry_cuda does not link ferry_common (OptimizerKindName).
+      return absl::UnimplementedError(
+          absl::StrCat("optimizer kind ", static_cast<int>(optimizer.kind),
+                       " has no CUDA update"));
+    }
     RETURN_IF_ERROR(Activate());
     return FERRY_CUDA_CHECK(
-        kernels::LaunchAdamUpdate(n, s, grad, m, v, param, stream_));
+        static_cast<cudaError_t>(optimizer.cuda(p, args, stream_)));
   }
 
  private:

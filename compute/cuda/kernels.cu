@@ -215,29 +215,6 @@ __global__ void FindNonFiniteKernel(size_t n, const float* x,
   }
 }
 
-__global__ void SgdKernel(size_t n, float lr, float weight_decay,
-                          const float* grad, float* param) {
-  for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    param[i] = SgdElement(lr, weight_decay, grad[i], param[i]);
-  }
-}
-
-__global__ void MomentumKernel(size_t n, float lr, float weight_decay,
-                               float momentum, bool nesterov, const float* grad,
-                               float* velocity, float* param) {
-  for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    MomentumElement(lr, weight_decay, momentum, nesterov, grad[i], velocity[i],
-                    param[i]);
-  }
-}
-
-__global__ void AdamKernel(size_t n, AdamScalars s, const float* grad, float* m,
-                           float* v, float* param) {
-  for (size_t i = GlobalIndex(); i < n; i += GridStride()) {
-    AdamElement(s, grad[i], m[i], v[i], param[i]);
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchFill(size_t n, float value, float* x, cudaStream_t stream) {
@@ -342,34 +319,6 @@ cudaError_t LaunchFindNonFinite(size_t n, const float* x,
   if (err != cudaSuccess || n == 0) return err;
   FindNonFiniteKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(n, x,
                                                                      result);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchSgdUpdate(size_t n, float lr, float weight_decay,
-                            const float* grad, float* param,
-                            cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  SgdKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(n, lr, weight_decay,
-                                                           grad, param);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchMomentumUpdate(size_t n, float lr, float weight_decay,
-                                 float momentum, bool nesterov,
-                                 const float* grad, float* velocity,
-                                 float* param, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  MomentumKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(
-      n, lr, weight_decay, momentum, nesterov, grad, velocity, param);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchAdamUpdate(size_t n, const AdamScalars& s, const float* grad,
-                             float* m, float* v, float* param,
-                             cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  AdamKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(n, s, grad, m, v,
-                                                            param);
   return cudaGetLastError();
 }
 

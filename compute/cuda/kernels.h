@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "compute/dense_optimizer_math.h"
+#include "compute/kernel_math.h"
 
 namespace ferry::kernels {
 
@@ -89,27 +89,6 @@ cudaError_t LaunchSumSquares(size_t n, const float* x, double* partials,
 // result->count = 1 when some x[i] is NaN or +-Inf, else 0.
 cudaError_t LaunchFindNonFinite(size_t n, const float* x,
                                 ReductionResult* result, cudaStream_t stream);
-
-// param -= lr * (grad + weight_decay * param).
-cudaError_t LaunchSgdUpdate(size_t n, float lr, float weight_decay,
-                            const float* grad, float* param,
-                            cudaStream_t stream);
-
-// g = grad + weight_decay * param; velocity = momentum * velocity + g;
-// param -= lr * (nesterov ? g + momentum * velocity : velocity).
-cudaError_t LaunchMomentumUpdate(size_t n, float lr, float weight_decay,
-                                 float momentum, bool nesterov,
-                                 const float* grad, float* velocity,
-                                 float* param, cudaStream_t stream);
-
-// Scalars of one Adam(W) step. The bias-correction terms are computed once on
-// the host, exactly as the CPU backend computes them:
-//   step_size = lr / (1 - beta1^step), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^step).
-// One Adam (decoupled = false: weight decay added to the gradient) or AdamW
-// step, in place on m, v and param.
-cudaError_t LaunchAdamUpdate(size_t n, const AdamScalars& s, const float* grad,
-                             float* m, float* v, float* param,
-                             cudaStream_t stream);
 
 }  // namespace ferry::kernels
 

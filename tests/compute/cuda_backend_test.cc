@@ -25,6 +25,7 @@
 #include "compute/compute_backend.h"
 #include "compute/cpu_backend.h"
 #include "compute/cuda_entry.h"
+#include "compute/dense_optimizers.h"
 
 namespace ferry {
 namespace {
@@ -462,6 +463,19 @@ TEST_F(CudaBackendTest, AllFinite) {
   }
 }
 
+// One registered dense optimizer update (compute/dense_optimizers.h).
+absl::Status Update(ComputeBackend& backend, OptimizerKind kind,
+                    const OptimizerStepParams& p, size_t n, const float* grad,
+                    float* state0, float* state1, float* param) {
+  DenseUpdateArgs args;
+  args.n = n;
+  args.grad = grad;
+  args.state[0] = state0;
+  args.state[1] = state1;
+  args.param = param;
+  return RunDenseUpdate(backend, **FindDenseOptimizer(kind), p, args);
+}
+
 TEST_F(CudaBackendTest, SgdAndMomentumUpdates) {
   if (!ferry::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device visible";
   ASSERT_NO_FATAL_FAILURE(SetUpBackends());
@@ -473,10 +487,12 @@ TEST_F(CudaBackendTest, SgdAndMomentumUpdates) {
       p.weight_decay = wd;
       Twin param = Upload(RandomVector(n, ++seed));
       Twin grad = Upload(RandomVector(n, ++seed));
-      ASSERT_TRUE(
-          cpu_->SgdUpdate(n, p, grad.cpu.data(), param.cpu.data()).ok());
-      ASSERT_TRUE(
-          cuda_->SgdUpdate(n, p, grad.gpu.data(), param.gpu.data()).ok());
+      ASSERT_TRUE(Update(*cpu_, OptimizerKind::kSgd, p, n, grad.cpu.data(),
+                         nullptr, nullptr, param.cpu.data())
+                      .ok());
+      ASSERT_TRUE(Update(*cuda_, OptimizerKind::kSgd, p, n, grad.gpu.data(),
+                         nullptr, nullptr, param.gpu.data())
+                      .ok());
       ExpectTwinClose(param, 1e-6, 1e-7, absl::StrCat("Sgd n=", n, " wd=", wd));
       for (bool nesterov : {false, true}) {
         p.nesterov = nesterov;
@@ -485,14 +501,13 @@ TEST_F(CudaBackendTest, SgdAndMomentumUpdates) {
         Twin velocity = Upload(std::vector<float>(n, 0.0f));
         for (int step = 0; step < 3; ++step) {
           Twin g = Upload(RandomVector(n, ++seed));
-          ASSERT_TRUE(cpu_->MomentumUpdate(n, p, g.cpu.data(),
-                                           velocity.cpu.data(),
-                                           param.cpu.data())
+          ASSERT_TRUE(Update(*cpu_, OptimizerKind::kMomentum, p, n,
+                             g.cpu.data(), velocity.cpu.data(), nullptr,
+                             param.cpu.data())
                           .ok());
-          ASSERT_TRUE(cuda_
-                          ->MomentumUpdate(n, p, g.gpu.data(),
-                                           velocity.gpu.data(),
-                                           param.gpu.data())
+          ASSERT_TRUE(Update(*cuda_, OptimizerKind::kMomentum, p, n,
+                             g.gpu.data(), velocity.gpu.data(), nullptr,
+                             param.gpu.data())
                           .ok());
         }
         ExpectTwinClose(velocity, 1e-5, 2e-6, what + " velocity");
@@ -518,14 +533,13 @@ TEST_F(CudaBackendTest, AdamStepsAgree) {
       for (int64_t step = 1; step <= 10; ++step) {
         p.step = step;
         Twin g = Upload(RandomVector(n, ++seed));
-        ASSERT_TRUE(cpu_->AdamUpdate(n, p, decoupled, g.cpu.data(),
-                                     m.cpu.data(), v.cpu.data(),
-                                     param.cpu.data())
+        const OptimizerKind kind =
+            decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+        ASSERT_TRUE(Update(*cpu_, kind, p, n, g.cpu.data(), m.cpu.data(),
+                           v.cpu.data(), param.cpu.data())
                         .ok());
-        ASSERT_TRUE(cuda_
-                        ->AdamUpdate(n, p, decoupled, g.gpu.data(),
-                                     m.gpu.data(), v.gpu.data(),
-                                     param.gpu.data())
+        ASSERT_TRUE(Update(*cuda_, kind, p, n, g.gpu.data(), m.gpu.data(),
+                           v.gpu.data(), param.gpu.data())
                         .ok());
       }
       ExpectTwinClose(m, 1e-5, 1e-6, what + " m");

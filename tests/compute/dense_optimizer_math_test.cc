@@ -1,7 +1,8 @@
 // The dense optimizers' per-element math (compute/dense_optimizer_math.h),
-// which the CPU backend's loops and the CUDA kernels call: against the
-// textbook formulas in double, and the CPU backend's vectorized loops
-// against the element functions bit for bit.
+// which the CPU loops and the CUDA kernels call: against the textbook
+// formulas in double, the registry (compute/dense_optimizers.h), and the
+// registered CPU loops (vectorized) against the element functions bit for
+// bit.
 #include "compute/dense_optimizer_math.h"
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "compute/compute_backend.h"
 #include "compute/cpu_backend.h"
+#include "compute/dense_optimizers.h"
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -35,10 +37,9 @@ TEST(DenseOptimizerMath, AdamAndAdamWFollowTheirFormulas) {
   p.weight_decay = 0.1f;
   p.step = 3;
   for (const bool decoupled : {false, true}) {
-    auto s = AdamScalarsOf(p, decoupled);
-    ASSERT_TRUE(s.ok()) << s.status();
+    const AdamScalars s = AdamScalarsOf(p, decoupled);
     float m = 0.2f, v = 0.05f, param = 1.5f;
-    AdamElement(*s, 0.7f, m, v, param);
+    AdamElement(s, 0.7f, m, v, param);
     double w = 1.5, g = 0.7;
     if (decoupled) {
       w -= 0.01 * 0.1 * w;
@@ -54,12 +55,51 @@ TEST(DenseOptimizerMath, AdamAndAdamWFollowTheirFormulas) {
     EXPECT_NEAR(param, w - 0.01 * m_hat / (std::sqrt(v_hat) + 1e-8), 1e-6)
         << decoupled;
   }
+}
+
+// The registry holds one entry per optimizer kind, each with its CPU loop
+// and, in a CUDA build, its CUDA launch.
+TEST(DenseOptimizers, EveryKindIsRegisteredOnce) {
+  for (const OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
+        OptimizerKind::kAdamW}) {
+    absl::StatusOr<const DenseOptimizer*> found = FindDenseOptimizer(kind);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ((*found)->kind, kind);
+    EXPECT_NE((*found)->cpu, nullptr);
+#if FERRY_HAVE_CUDA
+    EXPECT_NE((*found)->cuda, nullptr);
+#endif
+    EXPECT_LE(OptimizerStateBuffers(kind), kMaxDenseOptimizerState);
+  }
+  EXPECT_EQ(DenseOptimizers().size(), 4u);
+}
+
+// A step below 1 is refused before anything is written; an empty update
+// writes nothing.
+TEST(DenseOptimizers, RunDenseUpdateChecksTheStep) {
+  auto backend = MakeCpuBackend(1);
+  const DenseOptimizer* adam = *FindDenseOptimizer(OptimizerKind::kAdam);
+  std::vector<float> grad = {1.0f}, m = {0.0f}, v = {0.0f}, w = {2.0f};
+  DenseUpdateArgs args;
+  args.n = 1;
+  args.grad = grad.data();
+  args.state[0] = m.data();
+  args.state[1] = v.data();
+  args.param = w.data();
+  OptimizerStepParams p;
   p.step = 0;
-  EXPECT_TRUE(absl::IsInvalidArgument(AdamScalarsOf(p, false).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(RunDenseUpdate(*backend, *adam, p, args)));
+  EXPECT_EQ(w[0], 2.0f);
+  p.step = 1;
+  args.n = 0;
+  ASSERT_TRUE(RunDenseUpdate(*backend, *adam, p, args).ok());
+  EXPECT_EQ(w[0], 2.0f);
 }
 
 // An odd length (a vector main loop and a remainder), varied values: the
-// backend's loops give exactly what the element functions give.
+// registered CPU loops give exactly what the element functions give.
 TEST(DenseOptimizerMath, TheCpuBackendsLoopsAreTheElementFunctions) {
   constexpr size_t kN = 1037;
   std::vector<float> grad(kN), param(kN), state(kN), second(kN);
@@ -75,8 +115,18 @@ TEST(DenseOptimizerMath, TheCpuBackendsLoopsAreTheElementFunctions) {
   p.weight_decay = 5e-4f;
   p.step = 7;
 
+  auto run = [&](OptimizerKind kind, float* state0, float* state1, float* w) {
+    DenseUpdateArgs args;
+    args.n = kN;
+    args.grad = grad.data();
+    args.state[0] = state0;
+    args.state[1] = state1;
+    args.param = w;
+    return RunDenseUpdate(*backend, **FindDenseOptimizer(kind), p, args);
+  };
+
   std::vector<float> w = param;
-  ASSERT_TRUE(backend->SgdUpdate(kN, p, grad.data(), w.data()).ok());
+  ASSERT_TRUE(run(OptimizerKind::kSgd, nullptr, nullptr, w.data()).ok());
   for (size_t i = 0; i < kN; ++i) {
     ASSERT_EQ(w[i], SgdElement(p.lr, p.weight_decay, grad[i], param[i])) << i;
   }
@@ -85,7 +135,7 @@ TEST(DenseOptimizerMath, TheCpuBackendsLoopsAreTheElementFunctions) {
     std::vector<float> vel = state;
     w = param;
     ASSERT_TRUE(
-        backend->MomentumUpdate(kN, p, grad.data(), vel.data(), w.data()).ok());
+        run(OptimizerKind::kMomentum, vel.data(), nullptr, w.data()).ok());
     for (size_t i = 0; i < kN; ++i) {
       float v = state[i], x = param[i];
       MomentumElement(p.lr, p.weight_decay, p.momentum, nesterov, grad[i], v,
@@ -97,11 +147,10 @@ TEST(DenseOptimizerMath, TheCpuBackendsLoopsAreTheElementFunctions) {
   for (const bool decoupled : {false, true}) {
     std::vector<float> m = state, v = second;
     w = param;
-    ASSERT_TRUE(backend
-                    ->AdamUpdate(kN, p, decoupled, grad.data(), m.data(),
-                                 v.data(), w.data())
+    ASSERT_TRUE(run(decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam,
+                    m.data(), v.data(), w.data())
                     .ok());
-    const AdamScalars s = *AdamScalarsOf(p, decoupled);
+    const AdamScalars s = AdamScalarsOf(p, decoupled);
     for (size_t i = 0; i < kN; ++i) {
       float mi = state[i], vi = second[i], x = param[i];
       AdamElement(s, grad[i], mi, vi, x);
