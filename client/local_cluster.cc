@@ -109,7 +109,6 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   const std::vector<std::string> shard_addresses =
       LogicalShardAddresses(process_addresses);
   std::vector<std::string> coord_argv = {bin + "/ferry-server",
-                                         "--role",
                                          "coordinator",
                                          "--mode",
                                          o.mode,
@@ -166,7 +165,6 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   for (int i = 0; started.ok() && i < shards; ++i) {
     std::vector<std::string> ps_argv = {
         bin + "/ferry-server",
-        "--role",
         "ps",
         "--listen",
         absl::StrJoin(process_addresses[i], ","),
