@@ -83,18 +83,14 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
                   ExactNumber(e.ftrl_l1), "--embedding-ftrl-l2",
                   ExactNumber(e.ftrl_l2)});
   }
-  if (l.checkpoint_every_flag != nullptr &&
-      l.checkpoint_every_flag->count() > 0) {
-    Append(args, {"--checkpoint-every", std::to_string(l.checkpoint_every)});
+  if (l.checkpoint_every) {
+    Append(args, {"--checkpoint-every", std::to_string(*l.checkpoint_every)});
   }
-  if (l.heartbeat_timeout_flag != nullptr &&
-      l.heartbeat_timeout_flag->count() > 0) {
-    Append(args, {"--heartbeat-timeout", std::to_string(l.heartbeat_timeout)});
+  if (l.heartbeat_timeout) {
+    Append(args, {"--heartbeat-timeout", ExactNumber(*l.heartbeat_timeout)});
   }
-  if (l.heartbeat_interval_flag != nullptr &&
-      l.heartbeat_interval_flag->count() > 0) {
-    Append(args,
-           {"--heartbeat-interval", std::to_string(l.heartbeat_interval)});
+  if (l.heartbeat_interval) {
+    Append(args, {"--heartbeat-interval", ExactNumber(*l.heartbeat_interval)});
   }
   if (!l.metrics_jsonl.empty()) {
     Append(args, {"--metrics-jsonl", l.metrics_jsonl});
@@ -300,7 +296,6 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                   "the job to finish before failing")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  // Passed to the coordinator only when given (its defaults otherwise).
   local
       .add_option("--min-workers", line.min_workers,
                   "no step is formed while fewer workers are members (the job "
@@ -308,26 +303,30 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                   "first step always waits for all --workers")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  line.checkpoint_every_flag =
-      local
-          .add_option("--checkpoint-every", line.checkpoint_every,
-                      "PS: checkpoint every shard every N steps (and at every "
-                      "epoch end; 0: "
-                      "epoch ends only; default: the coordinator's)")
-          ->check(CLI::NonNegativeNumber);
-  line.heartbeat_timeout_flag =
-      local
-          .add_option("--heartbeat-timeout", line.heartbeat_timeout,
-                      "seconds without a heartbeat before a worker is evicted "
-                      "(default: the "
-                      "coordinator's)")
-          ->check(CLI::PositiveNumber);
-  line.heartbeat_interval_flag =
-      local
-          .add_option("--heartbeat-interval", line.heartbeat_interval,
-                      "seconds between a worker's heartbeats (default: the "
-                      "coordinator's)")
-          ->check(CLI::PositiveNumber);
+  // Passed to the coordinator only when given (its defaults otherwise).
+  local
+      .add_option_function<int64_t>(
+          "--checkpoint-every",
+          [&line](const int64_t& v) { line.checkpoint_every = v; },
+          "PS: checkpoint every shard every N steps (and at every "
+          "epoch end; 0: "
+          "epoch ends only; default: the coordinator's)")
+      ->check(CLI::NonNegativeNumber);
+  local
+      .add_option_function<double>(
+          "--heartbeat-timeout",
+          [&line](const double& v) { line.heartbeat_timeout = v; },
+          "seconds without a heartbeat before a worker is evicted "
+          "(default: the "
+          "coordinator's)")
+      ->check(CLI::PositiveNumber);
+  local
+      .add_option_function<double>(
+          "--heartbeat-interval",
+          [&line](const double& v) { line.heartbeat_interval = v; },
+          "seconds between a worker's heartbeats (default: the "
+          "coordinator's)")
+      ->check(CLI::PositiveNumber);
   AddOptimizerFlags(local, line.optimizer);
   AddEmbeddingFlags(local, line.embedding);
   // Training curves, written by the coordinator (a restarted one appends to

@@ -6,6 +6,7 @@
 #define FERRY_CLIENT_LOCAL_COMMAND_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -16,9 +17,7 @@
 
 namespace ferry {
 
-// `ferry local`'s command line as typed. The job flags without an Option*
-// below always reach the coordinator; the three with one only when given
-// (the coordinator's defaults otherwise).
+// `ferry local`'s command line as typed.
 struct LocalCommandLine {
   LocalClusterOptions options;  // launcher flags; job_args built by Resolve
   OptimizerFlags optimizer;
@@ -45,18 +44,15 @@ struct LocalCommandLine {
   bool sum_on_arrival = false;
   std::string chaos;
   int min_workers = 1;
-  int64_t checkpoint_every = 0;
-  double heartbeat_timeout = 0;
-  double heartbeat_interval = 0;
+  // Passed to the coordinator only when given (its defaults otherwise).
+  std::optional<int64_t> checkpoint_every;
+  std::optional<double> heartbeat_timeout;
+  std::optional<double> heartbeat_interval;
   std::string metrics_jsonl;
   std::string tensorboard_dir;
   std::string link_bandwidth;
   std::string link_latency;
-  // Set by AddLocalFlags.
-  CLI::Option* model_flag = nullptr;
-  CLI::Option* checkpoint_every_flag = nullptr;
-  CLI::Option* heartbeat_timeout_flag = nullptr;
-  CLI::Option* heartbeat_interval_flag = nullptr;
+  CLI::Option* model_flag = nullptr;  // set by AddLocalFlags
 };
 
 // Adds every `ferry local` flag to `local` (its subcommand), bound to
