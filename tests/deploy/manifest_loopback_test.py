@@ -60,7 +60,9 @@ at their mountPaths from the pod's directory, its runAsUser:runAsGroup,
 a read-only root file system where the container's securityContext asks
 for one. BIN_DIR then only provides `ferry health` and `ferry status`, run
 from outside as the kubelet and an operator would. Skips (77) without
-podman or without the image (scripts/images builds it).
+podman, without the image (scripts/images builds it), or when the image was
+built from other sources than SOURCE_DIR's: its ferry.source-digest label
+(scripts/docker_context.py) differs, and a stale image would test old code.
 """
 
 import argparse
@@ -95,6 +97,23 @@ EXPECTED_NONZERO = {
     "ring-worker": ('ferry_steps_total{role="worker"}', "ferry_allreduce_seconds_count",
                     'ferry_bytes_total{direction="sent",peer_role="worker",role="worker"}'),
 }
+
+
+def image_staleness(image, source_dir):
+    """Why image was not built from source_dir's sources, or None when it was."""
+    sys.path.insert(0, os.path.join(source_dir, "scripts"))
+    import docker_context
+    labels = json.loads(subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{json .Labels}}", image],
+        check=True, capture_output=True, text=True).stdout or "null") or {}
+    built_from = labels.get(docker_context.LABEL_KEY)
+    if built_from is None:
+        return f"image {image} has no {docker_context.LABEL_KEY} label (built before it existed)"
+    wanted = docker_context.digest(source_dir)
+    if built_from != wanted:
+        return (f"image {image} was built from other sources ({built_from[:12]}) than "
+                f"{source_dir}'s ({wanted[:12]})")
+    return None
 
 
 def preflight(bin_dir, docs):
@@ -350,6 +369,10 @@ def main():
             return SKIP
         if subprocess.run(["podman", "image", "exists", a.image]).returncode != 0:
             print(f"SKIP: no image {a.image} here (scripts/images builds it)")
+            return SKIP
+        stale = image_staleness(a.image, a.source_dir)
+        if stale:
+            print(f"SKIP: {stale}; scripts/images rebuilds it")
             return SKIP
     kubectl = shutil.which("kubectl")
     if kubectl is None:
