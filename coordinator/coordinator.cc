@@ -95,14 +95,10 @@ void Coordinator::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
     Persist();
-    for (Waiter& w : waiters_) {
-      replies.emplace_back(
-          std::move(w.done),
-          absl::UnavailableError("coordinator is shutting down"));
-    }
-    waiters_.clear();
+    parked_.FailAll(absl::UnavailableError("coordinator is shutting down"),
+                    replies);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
   for (std::thread* t : {&finalizer_, &evaluator_, &reaper_}) {
     if (t->joinable()) t->join();  // not started when Create() failed
   }
@@ -133,7 +129,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
               absl::StrCat("this coordinator runs job '", options_.job.job_id(),
                            "', not '", request.job_id(), "'")));
     }
-    if (training_done_) {
+    if (evals_.training_done()) {
       return absl::FailedPreconditionError("the job has finished training");
     }
     if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
@@ -153,7 +149,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
     Persist();
     ServeWaiters(replies, false);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
   return response;
 }
 
@@ -175,7 +171,7 @@ CoordinatorGauges Coordinator::Gauges() const {
   g.generation = membership_.generation();
   g.steps_applied = rules_.sync() ? steps_applied_ : tasks_applied_;
   g.samples_applied = samples_applied_total_;
-  g.finished = finished_;
+  g.finished = evals_.finished();
   g.last_state_write = last_state_write_;
   g.own_bytes = own_bytes_;
   g.window = window_.figures();
@@ -193,7 +189,7 @@ absl::Status Coordinator::Leave(const std::string& worker_id) {
     RemoveMember(worker_id, "left");
     ServeWaiters(replies, false);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
   return absl::OkStatus();
 }
 
@@ -227,7 +223,7 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
                                                      membership_.generation()));
       } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
-      } else if (const int64_t waiting = ParkedCount(request.worker_id());
+      } else if (const int64_t waiting = parked_.Count(request.worker_id());
                  waiting >= kMaxParkedLeasesPerWorker) {
         replies.emplace_back(
             std::move(done),
@@ -239,15 +235,12 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
                                  request.worker_id()),
                     waiting + 1, kMaxParkedLeasesPerWorker)));
       } else {
-        v1::NextTaskRequest parked = request;
-        parked.clear_done();
-        waiters_.push_back(
-            {std::move(parked), std::move(done), Now() + options_.long_poll});
+        parked_.Park(request, std::move(done), Now() + options_.long_poll);
       }
       ServeWaiters(replies, false);
     }
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
   FlushMetrics();  // async: the points of applied tasks
 }
 
@@ -259,10 +252,11 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
   }
-  if (training_done_) {
+  if (evals_.training_done()) {
     // Ring members hold the only copy of the weights: keep them until the
     // final evaluation has fetched them.
-    if (rules_.members_hold_weights() && !finished_) return std::nullopt;
+    if (rules_.members_hold_weights() && !evals_.finished())
+      return std::nullopt;
     return Action(v1::NextTaskResponse::FINISH, membership_.generation());
   }
   std::optional<v1::NextTaskResponse> response =
@@ -418,26 +412,13 @@ void Coordinator::RemoveMember(const std::string& worker_id,
 
 void Coordinator::ServeWaiters(std::vector<Reply>& replies,
                                bool expire_all_due) {
-  const absl::Time now = Now();
-  for (auto w = waiters_.begin(); w != waiters_.end();) {
-    auto assigned = TryAssign(w->request);
-    if (assigned.has_value()) {
-      replies.emplace_back(std::move(w->done), std::move(*assigned));
-      w = waiters_.erase(w);
-    } else if (expire_all_due && now >= w->deadline) {
-      replies.emplace_back(
-          std::move(w->done),
-          Action(v1::NextTaskResponse::WAIT, membership_.generation()));
-      w = waiters_.erase(w);
-    } else {
-      ++w;
-    }
-  }
-}
-
-void Coordinator::SendReplies(std::vector<Reply>& replies) {
-  for (auto& [done, response] : replies) done(std::move(response));
-  replies.clear();
+  parked_.Serve(
+      Now(), expire_all_due,
+      [this](const v1::NextTaskRequest& request) {
+        mu_.AssertHeld();  // ServeWaiters' caller holds it
+        return TryAssign(request);
+      },
+      Action(v1::NextTaskResponse::WAIT, membership_.generation()), replies);
 }
 
 void Coordinator::EvaluatorLoop() {
@@ -447,12 +428,11 @@ void Coordinator::EvaluatorLoop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-            return c->stopping_ || !c->eval_queue_.empty();
+            return c->stopping_ || c->evals_.pending();
           },
           this));
       if (stopping_) return;
-      request = eval_queue_.front();
-      eval_queue_.erase(eval_queue_.begin());
+      request = evals_.Pop();
     }
     // An epoch end holds the next epoch's steps only until its weights are
     // fetched; the test-set pass runs while training goes on. A failed
@@ -475,17 +455,15 @@ void Coordinator::EvaluatorLoop() {
       point.set_final(request.final);
       point.set_seconds(absl::ToDoubleSeconds(Now() - start_));
       point.set_duration_seconds(absl::ToDoubleSeconds(Now() - eval_start));
-      if (request.final) final_eval_seconds_ = point.duration_seconds();
-      evals_.push_back(point);
+      evals_.AddResult(point);
       QueueEvalMetrics(point);
     }
     if (request.final) {
-      finished_ = true;
-      finish_time_ = Now();
+      evals_.Finish(Now());
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
     mu_.Unlock();
-    SendReplies(replies);
+    ParkedCalls::Send(replies);
     FlushMetrics();
     mu_.Lock();
   }
@@ -495,11 +473,10 @@ void Coordinator::ReleaseStepsHeldForEval() {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    if (!steps_held_for_eval_) return;
-    steps_held_for_eval_ = false;
+    if (!evals_.ReleaseSteps()) return;
     ServeWaiters(replies, false);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
 }
 
 void Coordinator::ExpireTimeouts(std::vector<Reply>& replies) {
@@ -517,7 +494,7 @@ void Coordinator::CheckTimeouts() {
     if (stopping_) return;
     ExpireTimeouts(replies);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
 }
 
 void Coordinator::ReaperLoop() {
@@ -530,7 +507,7 @@ void Coordinator::ReaperLoop() {
     ExpireTimeouts(replies);
     if (!replies.empty()) {
       mu_.Unlock();
-      SendReplies(replies);
+      ParkedCalls::Send(replies);
       mu_.Lock();
     }
   }

@@ -54,7 +54,6 @@
 #ifndef FERRY_COORDINATOR_COORDINATOR_H_
 #define FERRY_COORDINATOR_COORDINATOR_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -75,8 +74,11 @@
 #include "common/throughput_window.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_persistence.h"
+#include "coordinator/eval_schedule.h"
 #include "coordinator/finalizer_action.h"
+#include "coordinator/job_events.h"
 #include "coordinator/membership.h"
+#include "coordinator/parked_calls.h"
 #include "coordinator/recovery_log.h"
 #include "coordinator/shard_control.h"
 #include "coordinator/step_rules.h"
@@ -156,8 +158,7 @@ v1::EvalPoint ToEvalPoint(const TestScores& scores);
 
 class Coordinator {
  public:
-  using NextTaskCallback =
-      std::function<void(absl::StatusOr<v1::NextTaskResponse>)>;
+  using NextTaskCallback = ParkedCalls::Callback;
 
   // `shards` must outlive the coordinator; they finalize, checkpoint,
   // restore and evaluate. Starts the background threads.
@@ -213,13 +214,7 @@ class Coordinator {
  private:
   using Member = Membership::Member;
   using Slot = StepSlot;
-  struct Waiter {
-    v1::NextTaskRequest request;
-    NextTaskCallback done;
-    absl::Time deadline;
-  };
-  using Reply =
-      std::pair<NextTaskCallback, absl::StatusOr<v1::NextTaskResponse>>;
+  using Reply = ParkedCalls::Reply;
 
   Coordinator(CoordinatorOptions options, StepRules rules, ShardControl* shards,
               WeightsEvaluator* evaluator);
@@ -283,13 +278,6 @@ class Coordinator {
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return membership_.size();
   }
-  // NextTask calls of `worker_id` parked in waiters_.
-  int64_t ParkedCount(const std::string& worker_id) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::count_if(
-        waiters_.begin(), waiters_.end(),
-        [&](const Waiter& w) { return w.request.worker_id() == worker_id; });
-  }
   // Enough workers to form a step (min_workers now, start_workers ever).
   bool EnoughWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ActiveCount() >= options_.min_workers &&
@@ -301,7 +289,6 @@ class Coordinator {
   // Lets steps form again after an epoch-end evaluation's fetch and answers
   // the long polls that waited for it.
   void ReleaseStepsHeldForEval() ABSL_LOCKS_EXCLUDED(mu_);
-  static void SendReplies(std::vector<Reply>& replies);
 
   // Elasticity (coordinator_steps.cc). Aborts every open step >= `from`
   // (finalizing ones too when `include_finalizing`): tasks back to the
@@ -337,7 +324,9 @@ class Coordinator {
   int64_t CommittedSteps() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEvent(const std::string& kind, const std::string& worker_id,
                 int64_t step, int64_t samples_lost, const std::string& detail)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    events_.Add(Now(), kind, worker_id, step, samples_lost, detail);
+  }
   // Persistence (coordinator_state.cc): writes the state when state_dir is
   // set (a failure is logged; the job goes on).
   void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -397,26 +386,13 @@ class Coordinator {
   // Ring mode: weight digests compared and found different.
   int64_t digest_checks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t digest_mismatches_ ABSL_GUARDED_BY(mu_) = 0;
-  // Evaluation requests and results.
-  struct EvalRequest {
-    int64_t version = 0;
-    int64_t epoch = -1;  // the epoch that ended at `version`, or -1
-    bool final = false;  // the job's last evaluation
-    // Sync epoch end: no step of the next epoch forms until the weights of
-    // `version` are fetched (so the epoch's line reports its own weights).
-    bool holds_steps = false;
-  };
-  std::vector<EvalRequest> eval_queue_ ABSL_GUARDED_BY(mu_);
-  // Steps are held for an epoch-end evaluation's fetch (see EvalRequest).
-  bool steps_held_for_eval_ ABSL_GUARDED_BY(mu_) = false;
+  // Evaluations, the steps they hold, and the job's end.
+  EvalSchedule evals_ ABSL_GUARDED_BY(mu_);
+  // NextTask calls waiting for an action (long polls).
+  ParkedCalls parked_ ABSL_GUARDED_BY(mu_);
   // The membership generation FormStep last logged waiting for a whole
   // pipeline replica in (logged once per generation).
   int64_t replica_wait_logged_ ABSL_GUARDED_BY(mu_) = -1;
-  bool final_eval_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool training_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<v1::EvalPoint> evals_ ABSL_GUARDED_BY(mu_);
-  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   // Progress figures.
   int64_t samples_applied_total_ ABSL_GUARDED_BY(mu_) = 0;
   double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
@@ -432,12 +408,9 @@ class Coordinator {
   absl::Status AddPipelineFigures(const v1::PipelineStepFigures& f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
-  std::optional<absl::Time> finish_time_ ABSL_GUARDED_BY(mu_);
   // Every applied step (async: task) timed by the workers' clocks: the one
   // definition of samples/s (StatusResponse, metrics, summaries).
   ThroughputWindow window_ ABSL_GUARDED_BY(mu_);
-  // The final evaluation's own duration (0 until it ran).
-  double final_eval_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
 
   // Elasticity.
@@ -459,7 +432,7 @@ class Coordinator {
   std::string recovery_why_ ABSL_GUARDED_BY(mu_) = "the coordinator restarted";
   // The last generation sent to the shards by FenceShards.
   int64_t fenced_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  JobEvents events_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);

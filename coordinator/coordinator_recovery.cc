@@ -109,7 +109,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       // Members parked in NextTask while no step could form get one now.
       ServeWaiters(replies, false);
     }
-    SendReplies(replies);
+    ParkedCalls::Send(replies);
     return;
   }
   while (true) {
@@ -169,7 +169,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       Persist();
       ServeWaiters(replies, false);
     }
-    SendReplies(replies);
+    ParkedCalls::Send(replies);
     return;
   }
 }

@@ -74,13 +74,13 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_steps_applied(steps_applied_);
   s.set_tasks_applied(tasks_applied_);
   s.set_samples_applied_total(samples_applied_total_);
-  for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
+  evals_.SaveTo(s);
   recovery_.SaveTo(s);
   if (in_doubt_.has_value()) {
     *s.mutable_in_doubt() = *in_doubt_;
   }
   s.set_start_unix_seconds(start_unix_);
-  for (const v1::JobEvent& e : events_) *s.add_events() = e;
+  events_.SaveTo(s);
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
   s.set_restarts(restarts_);
@@ -88,9 +88,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_comm_seconds(comm_seconds_);
   s.set_unique_ids(unique_ids_);
   for (const auto& [key, totals] : pipeline_totals_) *s.add_pipeline() = totals;
-  s.set_training_done(training_done_);
   *s.mutable_window() = WindowToProto(window_.state());
-  s.set_final_eval_seconds(final_eval_seconds_);
   s.set_digest_checks(digest_checks_);
   s.set_digest_mismatches(digest_mismatches_);
   return s;
@@ -121,11 +119,11 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   steps_.set_formed(s.steps_applied());
   tasks_applied_ = s.tasks_applied();
   samples_applied_total_ = s.samples_applied_total();
-  evals_.assign(s.evals().begin(), s.evals().end());
+  evals_.LoadFrom(s);
   recovery_.LoadFrom(s);
   if (s.has_in_doubt()) in_doubt_ = s.in_doubt();
   start_unix_ = s.start_unix_seconds();
-  events_.assign(s.events().begin(), s.events().end());
+  events_.LoadFrom(s);
   aborted_steps_ = s.aborted_steps();
   rollbacks_ = s.rollbacks();
   restarts_ = s.restarts() + 1;
@@ -137,7 +135,6 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   }
   comm_seconds_ = s.comm_seconds();
   window_ = ThroughputWindow(WindowFromProto(s.window()));
-  final_eval_seconds_ = s.final_eval_seconds();
   digest_checks_ = s.digest_checks();
   digest_mismatches_ = s.digest_mismatches();
   // Every lease of the old run is void (open steps were not saved), except

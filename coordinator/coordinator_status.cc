@@ -14,12 +14,18 @@ void Coordinator::CountBytes(const std::string& role, int64_t sent,
 
 bool Coordinator::finished() const {
   absl::MutexLock lock(&mu_);
-  return finished_;
+  return evals_.finished();
 }
 
 bool Coordinator::WaitUntilFinished(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&finished_), timeout);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](const Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->evals_.finished();
+          },
+          this),
+      timeout);
 }
 
 v1::StatusResponse Coordinator::Status() const {
@@ -53,14 +59,13 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_epoch_progress(static_cast<double>(queue_->samples_applied()) /
                        queue_->num_samples());
   s.set_train_loss(recent_loss_);
-  const absl::Time end = finish_time_.value_or(now);
+  const absl::Time end = evals_.finish_time().value_or(now);
   const WindowFigures w = window_.figures();
   s.set_samples_per_second(w.samples_per_second());
   if (const std::optional<absl::Time> first = window_.first_end()) {
     s.set_startup_seconds(absl::ToDoubleSeconds(*first - absl::UnixEpoch()) -
                           start_unix_);
   }
-  s.set_eval_seconds(final_eval_seconds_);
   s.set_window_seconds(w.seconds);
   s.set_window_samples(w.samples);
   s.set_window_steps(w.steps);
@@ -69,9 +74,7 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_window_compute_seconds(w.compute_seconds);
   s.set_window_comm_seconds(w.comm_seconds);
   s.set_window_work_seconds(w.work_seconds);
-  for (const v1::EvalPoint& e : evals_) *s.add_evals() = e;
-  s.set_finished(finished_);
-  s.set_training_done(training_done_);
+  evals_.FillStatus(s);
   s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
   s.set_samples_applied(samples_applied_total_);
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
@@ -83,7 +86,7 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_comm_seconds(comm_seconds_);
   s.set_digest_checks(digest_checks_);
   s.set_digest_mismatches(digest_mismatches_);
-  for (const v1::JobEvent& e : events_) *s.add_events() = e;
+  events_.FillStatus(s);
   s.set_aborted_steps(aborted_steps_);
   s.set_rollbacks(rollbacks_);
   s.set_checkpoint_version(recovery_.latest_checkpoint());

@@ -17,9 +17,6 @@
 namespace ferry {
 namespace {
 
-void Log(const std::string& line) { LogInfo(line); }
-
-constexpr size_t kMaxEvents = 1000;
 constexpr absl::Duration kShardWatchInterval = absl::Seconds(1);
 
 // RESOURCE_EXHAUSTED when a map of `counts` has more than
@@ -167,10 +164,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
     FinishJob(queue_->epoch());
     return false;
   }
-  const bool sync = rules_.sync();
-  eval_queue_.push_back(
-      {.version = version, .epoch = queue_->epoch(), .holds_steps = sync});
-  if (sync) steps_held_for_eval_ = true;
+  evals_.QueueEpochEnd(version, queue_->epoch(), /*hold_steps=*/rules_.sync());
   queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
                                             options_.epoch_size);
   // Steps of the finished epoch can no longer be rolled back into it.
@@ -179,34 +173,13 @@ bool Coordinator::AdvanceEpochIfComplete() {
 }
 
 void Coordinator::FinishJob(int64_t epoch) {
-  if (training_done_) return;
-  training_done_ = true;
-  const int64_t version = rules_.sync() ? steps_applied_ : 0;
-  eval_queue_.push_back({.version = version, .epoch = epoch, .final = true});
+  evals_.EndTraining(rules_.sync() ? steps_applied_ : 0, epoch);
 }
 
 int64_t Coordinator::CommittedSteps() const {
   // Not the closed steps after it: a restart re-forms those (and an in-doubt
   // step of a ring job resolves as applied), so only steps_applied_ is final.
   return steps_applied_;
-}
-
-void Coordinator::AddEvent(const std::string& kind,
-                           const std::string& worker_id, int64_t step,
-                           int64_t samples_lost, const std::string& detail) {
-  v1::JobEvent e;
-  e.set_unix_seconds(absl::ToDoubleSeconds(Now() - absl::UnixEpoch()));
-  e.set_kind(kind);
-  e.set_worker_id(worker_id);
-  e.set_step(step);
-  e.set_samples_lost(samples_lost);
-  e.set_detail(detail);
-  Log(absl::StrCat(
-      kind, worker_id.empty() ? "" : " ", worker_id, " at step ", step,
-      samples_lost > 0 ? absl::StrCat(", ", samples_lost, " samples lost") : "",
-      detail.empty() ? "" : ": ", detail));
-  events_.push_back(std::move(e));
-  if (events_.size() > kMaxEvents) events_.erase(events_.begin());
 }
 
 void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
@@ -460,13 +433,14 @@ void Coordinator::RunFinalizeStep(const FinalizerAction& action) {
     Persist();
     ServeWaiters(replies, false);
   }
-  SendReplies(replies);
+  ParkedCalls::Send(replies);
 }
 
 // Step formation: members, shares and the ring a step's leases carry.
 
 bool Coordinator::FormStep(int max_open) {
-  if (training_done_ || recovery_needed_ || steps_held_for_eval_) return false;
+  if (evals_.training_done() || recovery_needed_ || evals_.steps_held())
+    return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.
