@@ -11,6 +11,7 @@
 // through W^T dy and col2im.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
@@ -149,11 +150,80 @@ class Conv2dLayer final : public Layer {
   DeviceBuffer staged_;  // [out, group*OH*OW] forward, dy_t backward
 };
 
-}  // namespace
+absl::Status ParseConv2d(LayerArgReader& r, LayerDef& d) {
+  ASSIGN_OR_RETURN(d.in_channels, r.Int("in_channels", true, 0));
+  ASSIGN_OR_RETURN(d.out_channels, r.Int("out_channels", true, 0));
+  ASSIGN_OR_RETURN(d.kernel_size, r.Pair("kernel_size", true, {}, false));
+  ASSIGN_OR_RETURN(d.stride, r.Pair("stride", false, {1, 1}, false));
+  ASSIGN_OR_RETURN(d.padding, r.Pair("padding", false, {0, 0}, true));
+  ASSIGN_OR_RETURN(d.bias, r.Bool("bias", true));
+  RETURN_IF_ERROR(r.OnlyDefault("dilation", 1));
+  RETURN_IF_ERROR(r.OnlyDefault("groups", 1));
+  RETURN_IF_ERROR(r.OnlyDefault("padding_mode", "zeros"));
+  return absl::OkStatus();
+}
 
-std::unique_ptr<Layer> MakeConv2dLayer(const LayerDef& def,
-                                       const SampleShape& in) {
+void WriteConv2d(const LayerDef& d, LayerArgWriter& w) {
+  w.Int("in_channels", d.in_channels);
+  w.Int("out_channels", d.out_channels);
+  w.Pair("kernel_size", d.kernel_size);
+  w.Pair("stride", d.stride);
+  w.Pair("padding", d.padding);
+  w.Bool("bias", d.bias);
+}
+
+absl::StatusOr<SampleShape> Conv2dOutput(const LayerDef& d,
+                                         const SampleShape& in) {
+  if (!IsValidDim(d.in_channels) || !IsValidDim(d.out_channels)) {
+    return absl::InvalidArgumentError(
+        "in_channels and out_channels must be > 0");
+  }
+  if (in.size() == 3 && in[0] != d.in_channels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("in_channels is ", d.in_channels, " but its input has ",
+                     in[0], " channels"));
+  }
+  return WindowOutputShape(d, in, d.out_channels);
+}
+
+// torch's Conv2d: weight [out, in, kh, kw], bias [out].
+std::vector<LayerTensor> Conv2dParams(const LayerDef& d) {
+  const int64_t window = d.kernel_size.h * d.kernel_size.w;
+  std::vector<LayerTensor> tensors = {
+      {{"weight",
+        {d.out_channels, d.in_channels, d.kernel_size.h, d.kernel_size.w}},
+       TensorInit::kFanNormal,
+       d.in_channels * window,
+       d.out_channels * window}};
+  if (d.bias) tensors.push_back({{"bias", {d.out_channels}}});
+  return tensors;
+}
+
+double Conv2dFlops(const LayerDef& d, const SampleShape& out) {
+  return 2.0 * static_cast<double>(ShapeElements(out)) *
+         static_cast<double>(d.in_channels * d.kernel_size.h * d.kernel_size.w);
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeConv2d(const LayerDef& def,
+                                                  int index,
+                                                  const SampleShape& in,
+                                                  const SampleShape& out) {
+  if (in.size() != 3 || out.size() != 3) {
+    return RefuseLayerShapes(def, index, in, out, "[C, H, W]");
+  }
   return std::make_unique<Conv2dLayer>(def, in);
 }
+
+}  // namespace
+
+const LayerKind kConv2dKind = {
+    .name = "Conv2d",
+    .parse_args = &ParseConv2d,
+    .write_args = &WriteConv2d,
+    .output_shape = &Conv2dOutput,
+    .params = &Conv2dParams,
+    .forward_flops = &Conv2dFlops,
+    .make = &MakeConv2d,
+};
 
 }  // namespace ferry

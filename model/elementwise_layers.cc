@@ -1,5 +1,6 @@
 // ReLU, Dropout and Flatten: layers without parameters that act element by
 // element (Flatten is a view: the model passes the buffer through).
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
@@ -82,17 +83,92 @@ class FlattenLayer final : public Layer {
   }
 };
 
-}  // namespace
+absl::Status ParseRelu(LayerArgReader& r, LayerDef& /*d*/) {
+  return r.Ignored("inplace");
+}
 
-std::unique_ptr<Layer> MakeReluLayer(const SampleShape& in) {
+absl::Status ParseDropout(LayerArgReader& r, LayerDef& d) {
+  ASSIGN_OR_RETURN(d.p, r.Number("p", 0.5, 0.0, 1.0, true));
+  return r.Ignored("inplace");
+}
+
+void WriteDropout(const LayerDef& d, LayerArgWriter& w) { w.Number("p", d.p); }
+
+absl::Status ParseFlatten(LayerArgReader& r, LayerDef& /*d*/) {
+  RETURN_IF_ERROR(r.OnlyDefault("start_dim", 1));
+  return r.OnlyDefault("end_dim", -1);
+}
+
+absl::StatusOr<SampleShape> SameShape(const LayerDef& /*d*/,
+                                      const SampleShape& in) {
+  return in;
+}
+
+absl::StatusOr<SampleShape> DropoutOutput(const LayerDef& d,
+                                          const SampleShape& in) {
+  if (!(d.p >= 0.0 && d.p < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("p must be in [0, 1), got ", d.p));
+  }
+  return in;
+}
+
+absl::StatusOr<SampleShape> FlattenOutput(const LayerDef& /*d*/,
+                                          const SampleShape& in) {
+  const int64_t n = ShapeElements(in);
+  if (n > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output of ", n, " features is too large"));
+  }
+  return SampleShape{n};
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeRelu(const LayerDef& /*def*/,
+                                                int /*index*/,
+                                                const SampleShape& in,
+                                                const SampleShape& /*out*/) {
   return std::make_unique<ReluLayer>(in);
 }
-std::unique_ptr<Layer> MakeDropoutLayer(const LayerDef& def, int index,
-                                        const SampleShape& in) {
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeDropout(const LayerDef& def,
+                                                   int index,
+                                                   const SampleShape& in,
+                                                   const SampleShape& /*out*/) {
   return std::make_unique<DropoutLayer>(def, index, in);
 }
-std::unique_ptr<Layer> MakeFlattenLayer() {
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeFlatten(const LayerDef& /*def*/,
+                                                   int /*index*/,
+                                                   const SampleShape& /*in*/,
+                                                   const SampleShape& /*out*/) {
   return std::make_unique<FlattenLayer>();
 }
+
+}  // namespace
+
+const LayerKind kReluKind = {
+    .name = "ReLU",
+    .parse_args = &ParseRelu,
+    .output_shape = &SameShape,
+    .activation = ActivationRole::kRelu,
+    .make = &MakeRelu,
+};
+
+const LayerKind kDropoutKind = {
+    .name = "Dropout",
+    .parse_args = &ParseDropout,
+    .write_args = &WriteDropout,
+    .output_shape = &DropoutOutput,
+    .activation = ActivationRole::kTransparent,
+    .make = &MakeDropout,
+};
+
+const LayerKind kFlattenKind = {
+    .name = "Flatten",
+    .parse_args = &ParseFlatten,
+    .output_shape = &FlattenOutput,
+    .activation = ActivationRole::kTransparent,
+    .make = &MakeFlatten,
+};
 
 }  // namespace ferry

@@ -1,30 +1,26 @@
-// Constructors of the layer families (one .cc file each), used by MakeLayer
-// (layer.cc). Shapes are per sample and already checked by InferShapes.
+// The built-in layer kinds (layer_kinds.h), each defined in the .cc file of
+// its layer family and listed once in the table of layer_kinds.cc.
 #ifndef FERRY_MODEL_LAYER_FAMILIES_H_
 #define FERRY_MODEL_LAYER_FAMILIES_H_
 
-#include <memory>
-
-#include "model/layer.h"
+#include "model/layer_kinds.h"
 
 namespace ferry {
 
-// dense_layer.cc: Linear.
-std::unique_ptr<Layer> MakeLinearLayer(const LayerDef& def);
-// conv_layer.cc: Conv2d (im2col + GEMM per sample).
-std::unique_ptr<Layer> MakeConv2dLayer(const LayerDef& def,
-                                       const SampleShape& in);
-// pool_layers.cc: MaxPool2d, AvgPool2d.
-std::unique_ptr<Layer> MakePoolLayer(const LayerDef& def,
-                                     const SampleShape& in);
-// elementwise_layers.cc: ReLU, Dropout, Flatten.
-std::unique_ptr<Layer> MakeReluLayer(const SampleShape& in);
-std::unique_ptr<Layer> MakeDropoutLayer(const LayerDef& def, int index,
-                                        const SampleShape& in);
-std::unique_ptr<Layer> MakeFlattenLayer();
-// batch_norm_layer.cc: BatchNorm1d, BatchNorm2d.
-std::unique_ptr<Layer> MakeBatchNormLayer(const LayerDef& def,
-                                          const SampleShape& in);
+// dense_layer.cc
+extern const LayerKind kLinearKind;
+// conv_layer.cc (im2col + GEMM over groups of samples)
+extern const LayerKind kConv2dKind;
+// pool_layers.cc
+extern const LayerKind kMaxPool2dKind;
+extern const LayerKind kAvgPool2dKind;
+// elementwise_layers.cc
+extern const LayerKind kReluKind;
+extern const LayerKind kDropoutKind;
+extern const LayerKind kFlattenKind;
+// batch_norm_layer.cc
+extern const LayerKind kBatchNorm2dKind;
+extern const LayerKind kBatchNorm1dKind;
 
 }  // namespace ferry
 

@@ -28,22 +28,36 @@ namespace ferry {
 
 inline constexpr char kModelFormatV1[] = "ferry.model.v1";
 
-enum class LayerType {
-  kLinear,
-  kConv2d,
-  kMaxPool2d,
-  kAvgPool2d,
-  kReLU,
-  kDropout,
-  kFlatten,
-  kBatchNorm2d,
-  kBatchNorm1d,
+struct LayerKind;  // model/layer_kinds.h
+
+// The kind of a layer: a handle to its registered LayerKind (layer_kinds.h),
+// which says everything ferry does with layers of that kind. Two handles are
+// equal when they name the same kind. The constants name the built-in kinds;
+// a kind registered elsewhere is reached through ParseLayerType.
+class LayerType {
+ public:
+  constexpr explicit LayerType(const LayerKind* kind) : kind_(kind) {}
+  const LayerKind& kind() const { return *kind_; }
+  bool operator==(const LayerType& other) const = default;
+
+  static const LayerType kLinear;
+  static const LayerType kConv2d;
+  static const LayerType kMaxPool2d;
+  static const LayerType kAvgPool2d;
+  static const LayerType kReLU;
+  static const LayerType kDropout;
+  static const LayerType kFlatten;
+  static const LayerType kBatchNorm2d;
+  static const LayerType kBatchNorm1d;
+
+ private:
+  const LayerKind* kind_;
 };
 
 // The torch.nn class name ("Conv2d", ...).
 const char* LayerTypeName(LayerType type);
-// INVALID_ARGUMENT for a name that is not one of the types above (the message
-// lists the supported ones).
+// The registered kind named `name`; INVALID_ARGUMENT for a name no kind has
+// (the message lists the registered ones).
 absl::StatusOr<LayerType> ParseLayerType(std::string_view name);
 
 // An int or an (h, w) pair, as torch accepts for kernel_size, stride, padding.
@@ -53,8 +67,9 @@ struct IntPair {
   bool operator==(const IntPair&) const = default;
 };
 
-// One layer. Only the fields of its type are meaningful; the others keep their
-// defaults (so == compares layers structurally).
+// One layer. Only the fields its kind reads are meaningful; the others keep
+// their defaults (so == compares layers structurally). A kind with arguments
+// none of these hold adds its fields here.
 struct LayerDef {
   LayerType type = LayerType::kReLU;
   // Linear

@@ -9,35 +9,45 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/layer_kinds.h"
 #include "model/normal_init.h"
 #include "model/shape_inference.h"
 
 namespace ferry {
 namespace {
 
-bool IsBatchNorm(LayerType t) {
-  return t == LayerType::kBatchNorm1d || t == LayerType::kBatchNorm2d;
-}
-
 // Whether the activation after layer i is a ReLU (looking through layers that
 // do not change the kind of nonlinearity).
 bool FollowedByRelu(const ModelDef& def, size_t i) {
   for (size_t j = i + 1; j < def.layers.size(); ++j) {
-    switch (def.layers[j].type) {
-      case LayerType::kReLU:
+    switch (def.layers[j].type.kind().activation) {
+      case ActivationRole::kRelu:
         return true;
-      case LayerType::kDropout:
-      case LayerType::kBatchNorm1d:
-      case LayerType::kBatchNorm2d:
-      case LayerType::kMaxPool2d:
-      case LayerType::kAvgPool2d:
-      case LayerType::kFlatten:
+      case ActivationRole::kTransparent:
         continue;
-      default:
+      case ActivationRole::kOther:
         return false;
     }
   }
   return false;
+}
+
+std::vector<LayerTensor> ParamTensors(const LayerDef& d) {
+  if (d.type.kind().params == nullptr) return {};
+  return d.type.kind().params(d);
+}
+
+std::vector<LayerTensor> StateTensors(const LayerDef& d) {
+  if (d.type.kind().state == nullptr) return {};
+  return d.type.kind().state(d);
+}
+
+std::vector<ParameterLayout::TensorDef> Defs(
+    const std::vector<LayerTensor>& tensors) {
+  std::vector<ParameterLayout::TensorDef> defs;
+  defs.reserve(tensors.size());
+  for (const LayerTensor& t : tensors) defs.push_back(t.def);
+  return defs;
 }
 
 using LayerTensorDefs =
@@ -63,34 +73,11 @@ absl::StatusOr<ParameterLayout> Prefixed(
 }  // namespace
 
 std::vector<ParameterLayout::TensorDef> LayerParamDefs(const LayerDef& d) {
-  std::vector<ParameterLayout::TensorDef> defs;
-  switch (d.type) {
-    case LayerType::kLinear:
-      defs.push_back({"weight", {d.out_features, d.in_features}});
-      if (d.bias) defs.push_back({"bias", {d.out_features}});
-      break;
-    case LayerType::kConv2d:
-      defs.push_back(
-          {"weight",
-           {d.out_channels, d.in_channels, d.kernel_size.h, d.kernel_size.w}});
-      if (d.bias) defs.push_back({"bias", {d.out_channels}});
-      break;
-    case LayerType::kBatchNorm1d:
-    case LayerType::kBatchNorm2d:
-      defs.push_back({"weight", {d.num_features}});
-      defs.push_back({"bias", {d.num_features}});
-      break;
-    default:
-      break;
-  }
-  return defs;
+  return Defs(ParamTensors(d));
 }
 
 std::vector<ParameterLayout::TensorDef> LayerStateDefs(const LayerDef& d) {
-  if (!IsBatchNorm(d.type)) return {};
-  return {{"running_mean", {d.num_features}},
-          {"running_var", {d.num_features}},
-          {"num_batches_tracked", {}}};
+  return Defs(StateTensors(d));
 }
 
 absl::StatusOr<ParameterLayout> ModelParameterLayout(const ModelDef& def) {
@@ -141,31 +128,20 @@ void FillInitialParameters(const ModelDef& def, const ParameterLayout& layout,
   std::mt19937_64 rng(seed);
   size_t tensor = 0;
   for (size_t i = 0; i < def.layers.size(); ++i) {
-    const LayerDef& d = def.layers[i];
-    const size_t count = LayerParamDefs(d).size();
-    if (count == 0) continue;
-    const TensorSlot& weight = layout.tensors()[tensor];
-    if (IsBatchNorm(d.type)) {
-      const int64_t lo = std::max(weight.offset, begin);
-      const int64_t hi = std::min(weight.offset + weight.numel, end);
-      if (lo < hi) std::fill(out + (lo - begin), out + (hi - begin), 1.0f);
-    } else {
-      const int64_t window =
-          d.type == LayerType::kConv2d ? d.kernel_size.h * d.kernel_size.w : 1;
-      const int64_t fan_in =
-          (d.type == LayerType::kConv2d ? d.in_channels : d.in_features) *
-          window;
-      const int64_t fan_out =
-          (d.type == LayerType::kConv2d ? d.out_channels : d.out_features) *
-          window;
-      const double stddev =
-          FollowedByRelu(def, i)
-              ? std::sqrt(2.0 / static_cast<double>(fan_in))
-              : std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
-      FillNormalRange(rng, stddev, weight.offset, weight.numel, begin, end,
-                      out);
+    for (const LayerTensor& t : ParamTensors(def.layers[i])) {
+      const TensorSlot& slot = layout.tensors()[tensor++];
+      if (t.init == TensorInit::kOnes) {
+        const int64_t lo = std::max(slot.offset, begin);
+        const int64_t hi = std::min(slot.offset + slot.numel, end);
+        if (lo < hi) std::fill(out + (lo - begin), out + (hi - begin), 1.0f);
+      } else if (t.init == TensorInit::kFanNormal) {
+        const double stddev =
+            FollowedByRelu(def, i)
+                ? std::sqrt(2.0 / static_cast<double>(t.fan_in))
+                : std::sqrt(2.0 / static_cast<double>(t.fan_in + t.fan_out));
+        FillNormalRange(rng, stddev, slot.offset, slot.numel, begin, end, out);
+      }
     }
-    tensor += count;
   }
 }
 
@@ -185,10 +161,12 @@ std::vector<float> ModelInitialState(const ModelDef& def,
   std::vector<float> state(layout.total_elements(), 0.0f);
   size_t tensor = 0;
   for (const LayerDef& d : def.layers) {
-    if (!IsBatchNorm(d.type)) continue;
-    const TensorSlot& var = layout.tensors()[tensor + 1];
-    std::fill_n(state.begin() + var.offset, var.numel, 1.0f);
-    tensor += 3;
+    for (const LayerTensor& t : StateTensors(d)) {
+      const TensorSlot& slot = layout.tensors()[tensor++];
+      if (t.init == TensorInit::kOnes) {
+        std::fill_n(state.begin() + slot.offset, slot.numel, 1.0f);
+      }
+    }
   }
   return state;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "model/layer_kinds.h"
 #include "model/model_params.h"
 
 namespace ferry {
@@ -38,15 +39,8 @@ const char* StageBalanceName(StageBalance balance) {
 }
 
 double LayerForwardFlops(const LayerDef& d, const SampleShape& out) {
-  if (d.type == LayerType::kConv2d) {
-    return 2.0 * static_cast<double>(ShapeElements(out)) *
-           static_cast<double>(d.in_channels * d.kernel_size.h *
-                               d.kernel_size.w);
-  }
-  if (d.type == LayerType::kLinear) {
-    return 2.0 * static_cast<double>(d.in_features * d.out_features);
-  }
-  return 0.0;
+  if (d.type.kind().forward_flops == nullptr) return 0.0;
+  return d.type.kind().forward_flops(d, out);
 }
 
 double LayerTrainingFlops(const LayerDef& d, const SampleShape& out) {

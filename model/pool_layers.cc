@@ -9,8 +9,7 @@ namespace {
 
 class PoolLayer final : public Layer {
  public:
-  PoolLayer(const LayerDef& def, const SampleShape& in)
-      : max_(def.type == LayerType::kMaxPool2d) {
+  PoolLayer(const LayerDef& def, const SampleShape& in, bool max) : max_(max) {
     g_.channels = static_cast<int>(in[0]);
     g_.height = static_cast<int>(in[1]);
     g_.width = static_cast<int>(in[2]);
@@ -41,11 +40,82 @@ class PoolLayer final : public Layer {
   WindowGeometry g_;
 };
 
+bool PaddingFits(const LayerDef& d) {
+  return 2 * d.padding.h <= d.kernel_size.h &&
+         2 * d.padding.w <= d.kernel_size.w;
+}
+
+// kernel_size, stride (default: kernel_size), padding, ceil_mode.
+absl::Status ParseWindow(LayerArgReader& r, LayerDef& d) {
+  ASSIGN_OR_RETURN(d.kernel_size, r.Pair("kernel_size", true, {}, false));
+  ASSIGN_OR_RETURN(d.stride, r.Pair("stride", false, d.kernel_size, false));
+  ASSIGN_OR_RETURN(d.padding, r.Pair("padding", false, {0, 0}, true));
+  return r.OnlyDefault("ceil_mode", false);
+}
+
+absl::Status ParseMaxPool2d(LayerArgReader& r, LayerDef& d) {
+  RETURN_IF_ERROR(ParseWindow(r, d));
+  RETURN_IF_ERROR(r.OnlyDefault("dilation", 1));
+  RETURN_IF_ERROR(r.OnlyDefault("return_indices", false));
+  if (!PaddingFits(d)) {
+    return r.Error("padding must be at most half the kernel size");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseAvgPool2d(LayerArgReader& r, LayerDef& d) {
+  RETURN_IF_ERROR(ParseWindow(r, d));
+  RETURN_IF_ERROR(r.OnlyDefault("count_include_pad", true));
+  RETURN_IF_ERROR(r.OnlyDefault("divisor_override", nullptr));
+  if (!PaddingFits(d)) {
+    return r.Error("padding must be at most half the kernel size");
+  }
+  return absl::OkStatus();
+}
+
+void WritePool(const LayerDef& d, LayerArgWriter& w) {
+  w.Pair("kernel_size", d.kernel_size);
+  w.Pair("stride", d.stride);
+  w.Pair("padding", d.padding);
+}
+
+absl::StatusOr<SampleShape> PoolOutput(const LayerDef& d,
+                                       const SampleShape& in) {
+  if (!PaddingFits(d)) {
+    return absl::InvalidArgumentError(
+        "padding must be at most half the kernel size");
+  }
+  return WindowOutputShape(d, in, in.empty() ? 0 : in[0]);
+}
+
+template <bool kMax>
+absl::StatusOr<std::unique_ptr<Layer>> MakePool(const LayerDef& def, int index,
+                                                const SampleShape& in,
+                                                const SampleShape& out) {
+  if (in.size() != 3 || out.size() != 3) {
+    return RefuseLayerShapes(def, index, in, out, "[C, H, W]");
+  }
+  return std::make_unique<PoolLayer>(def, in, kMax);
+}
+
 }  // namespace
 
-std::unique_ptr<Layer> MakePoolLayer(const LayerDef& def,
-                                     const SampleShape& in) {
-  return std::make_unique<PoolLayer>(def, in);
-}
+const LayerKind kMaxPool2dKind = {
+    .name = "MaxPool2d",
+    .parse_args = &ParseMaxPool2d,
+    .write_args = &WritePool,
+    .output_shape = &PoolOutput,
+    .activation = ActivationRole::kTransparent,
+    .make = &MakePool<true>,
+};
+
+const LayerKind kAvgPool2dKind = {
+    .name = "AvgPool2d",
+    .parse_args = &ParseAvgPool2d,
+    .write_args = &WritePool,
+    .output_shape = &PoolOutput,
+    .activation = ActivationRole::kTransparent,
+    .make = &MakePool<false>,
+};
 
 }  // namespace ferry

@@ -10,6 +10,7 @@
 //   BatchNorm1d   [F] with F == num_features           -> same
 //   Flatten       any                                  -> [product]
 //   ReLU, Dropout any                                  -> same
+// and a registered kind states its own (layer_kinds.h: output_shape).
 // (PyTorch's Linear would also act on the last dimension of [C, H, W]; ferry
 // asks for a Flatten first, which is what such models mean.)
 //
@@ -34,6 +35,16 @@ using SampleShape = std::vector<int64_t>;
 std::string ShapeString(const SampleShape& shape);
 // Product of the dimensions (saturates at 2^62; 0 for a dimension <= 0).
 int64_t ShapeElements(const SampleShape& shape);
+
+// True for a dimension in [1, 2^31 - 1], the range every shape keeps.
+bool IsValidDim(int64_t v);
+
+// The [out_channels, OH, OW] output of a window (kernel_size, stride,
+// padding of `d`) over a [C, H, W] input; INVALID_ARGUMENT, without the
+// layer's prefix, for another rank or a window that does not fit.
+absl::StatusOr<SampleShape> WindowOutputShape(const LayerDef& d,
+                                              const SampleShape& in,
+                                              int64_t out_channels);
 
 // The output shape of every layer: result[i] is layer i's output; the input
 // shape is def.input.shape. Checks each layer's arguments against its input

@@ -256,12 +256,10 @@ absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
 absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
                                          int64_t global_batch, int workers) {
   for (size_t i = 0; i < model.layers.size(); ++i) {
-    const LayerType type = model.layers[i].type;
-    if (type != LayerType::kBatchNorm1d && type != LayerType::kBatchNorm2d) {
-      continue;
-    }
-    const std::string layer =
-        absl::StrCat("layer ", i, " (", LayerTypeName(type), ")");
+    // Layers with buffers (BatchNorm's running statistics).
+    if (LayerStateDefs(model.layers[i]).empty()) continue;
+    const std::string layer = absl::StrCat(
+        "layer ", i, " (", LayerTypeName(model.layers[i].type), ")");
     if (!sync) {
       return absl::InvalidArgumentError(
           absl::StrCat(layer,
