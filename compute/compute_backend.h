@@ -30,8 +30,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "compute/dense_optimizer_math.h"
 #include "compute/kernel_math.h"
+#include "compute/layer_ops.h"
 
 namespace ferry {
 
@@ -125,76 +127,22 @@ class ComputeBackend {
   // True when every element is finite (no NaN or Inf).
   virtual absl::StatusOr<bool> AllFinite(size_t n, const float* x) = 0;
 
-  // ---- Layer kernels (NCHW activations; see compute/kernel_math.h) ----
-  // The per-element math and index arithmetic of these kernels is the
-  // FERRY_HD functions of kernel_math.h on every backend. INVALID_ARGUMENT
-  // on negative sizes or a window geometry with no output.
+  // ---- Layer kernels: one op family per family of layers ----
 
-  // cols[C * kh * kw, n * OH * OW] = im2col of the n samples x [n, C, H, W]
-  // side by side: column i * OH * OW + s is output position s of sample i
-  // (padding reads 0), so one GEMM convolves all n.
-  virtual absl::Status Im2Col(const WindowGeometry& g, int n, const float* x,
-                              float* cols) = 0;
-  // dx[n, C, H, W] = col2im(cols), cols laid out as Im2Col's: every input
-  // element receives the sum of the cols entries im2col read from it
-  // (overwrites dx).
-  virtual absl::Status Col2Im(const WindowGeometry& g, int n, const float* cols,
-                              float* dx) = 0;
-  // y[b, a, :] = x[a, b, :] for x [d0, d1, inner], y [d1, d0, inner] (NCHW
-  // <-> [C, N * HW] around the convolution GEMMs). y must not overlap x.
-  virtual absl::Status SwapLeadingAxes(int d0, int d1, int64_t inner,
-                                       const float* x, float* y) = 0;
-  // x[i, c, s] += bias[c] for x [n, channels, spatial].
-  virtual absl::Status AddChannelBias(int n, int channels, int spatial,
-                                      const float* bias, float* x) = 0;
-  // dbias[c] = sum over i, s of dy[i, c, s] (overwrites dbias).
-  virtual absl::Status ChannelBiasGrad(int n, int channels, int spatial,
-                                       const float* dy, float* dbias) = 0;
-  // Max pooling of x [n, C, H, W] into y [n, C, OH, OW] (padding never
-  // wins). The backward pass recomputes each window's first argmax from x and
-  // routes dy there: dx [n, C, H, W] (overwritten).
-  virtual absl::Status MaxPoolForward(int n, const WindowGeometry& g,
-                                      const float* x, float* y) = 0;
-  virtual absl::Status MaxPoolBackward(int n, const WindowGeometry& g,
-                                       const float* x, const float* dy,
-                                       float* dx) = 0;
-  // Average pooling, count_include_pad=True (divisor kh * kw).
-  virtual absl::Status AvgPoolForward(int n, const WindowGeometry& g,
-                                      const float* x, float* y) = 0;
-  virtual absl::Status AvgPoolBackward(int n, const WindowGeometry& g,
-                                       const float* dy, float* dx) = 0;
-  // y[r, e] = x[r, e] * DropoutFactor(key, r, e) for [rows, row_size]; y may
-  // alias x. The same call computes the backward pass (dx from dy), since the
-  // mask is a pure function of the key. INVALID_ARGUMENT unless 0 <= p < 1.
-  virtual absl::Status Dropout(int rows, int64_t row_size,
-                               const DropoutKey& key, const float* x,
-                               float* y) = 0;
-  // Training-mode BatchNorm: per-channel batch mean and biased variance over
-  // (n, spatial); y = gamma * xhat + beta; save_mean / save_invstd
-  // [channels] keep the statistics for the backward pass; running_mean /
-  // running_var are updated with PyTorch's momentum rule and the unbiased
-  // variance; *num_batches_tracked += 1 when it is non-null. INVALID_ARGUMENT
-  // when n * spatial < 2 (PyTorch refuses a single value per channel).
-  virtual absl::Status BatchNormForwardTrain(
-      const BatchNormShape& s, const float* x, const float* gamma,
-      const float* beta, float* running_mean, float* running_var,
-      float* num_batches_tracked, float* save_mean, float* save_invstd,
-      float* y) = 0;
-  // Eval-mode BatchNorm: normalizes with the running statistics.
-  virtual absl::Status BatchNormForwardEval(const BatchNormShape& s,
-                                            const float* x, const float* gamma,
-                                            const float* beta,
-                                            const float* running_mean,
-                                            const float* running_var,
-                                            float* y) = 0;
-  // Backward of BatchNormForwardTrain: dx (may be null: not needed), dgamma
-  // and dbeta [channels] (overwritten).
-  virtual absl::Status BatchNormBackward(const BatchNormShape& s,
-                                         const float* x, const float* dy,
-                                         const float* gamma,
-                                         const float* save_mean,
-                                         const float* save_invstd, float* dx,
-                                         float* dgamma, float* dbeta) = 0;
+  // The ops of family `Ops` on this backend (compute/layer_ops.h: ConvOps,
+  // PoolOps, DropoutOps, BatchNormOps, ...). UNIMPLEMENTED when this backend
+  // does not provide the family. The object lives as long as the backend.
+  template <typename Ops>
+  absl::StatusOr<Ops*> LayerOpsOf() {
+    LayerOps* ops = FindLayerOps(Ops::kFamily);
+    if (ops == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "backend ", Kind(), " has no ", Ops::kFamily.name, " layer ops"));
+    }
+    return static_cast<Ops*>(ops);
+  }
+  // The family's ops object, or null; callers use LayerOpsOf.
+  virtual LayerOps* FindLayerOps(const LayerOpsFamily& family) = 0;
 
   // One dense optimizer update (compute/dense_optimizers.h) on this
   // backend: runs `optimizer`'s function for this backend's kind on the

@@ -9,9 +9,12 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "compute/cpu_layer_kernels.h"
+#include "compute/batch_norm_ops.h"
+#include "compute/conv_ops.h"
+#include "compute/cpu_layer_ops.h"
 #include "compute/dense_optimizers.h"
-#include "compute/layer_checks.h"
+#include "compute/dropout_ops.h"
+#include "compute/pool_ops.h"
 
 namespace ferry {
 namespace {
@@ -39,6 +42,11 @@ class CpuBackend final : public ComputeBackend {
  public:
   explicit CpuBackend(int threads) : threads_(std::max(1, threads)) {
     openblas_set_num_threads(threads_);
+    // The layer op families: one line per family.
+    layer_ops_.Add(ConvOps::kFamily, MakeCpuConvOps());
+    layer_ops_.Add(PoolOps::kFamily, MakeCpuPoolOps());
+    layer_ops_.Add(DropoutOps::kFamily, MakeCpuDropoutOps());
+    layer_ops_.Add(BatchNormOps::kFamily, MakeCpuBatchNormOps());
   }
 
   std::string Name() const override {
@@ -193,97 +201,8 @@ class CpuBackend final : public ComputeBackend {
     return true;
   }
 
-  absl::Status Im2Col(const WindowGeometry& g, int n, const float* x,
-                      float* cols) override {
-    RETURN_IF_ERROR(ValidateWindow("Im2Col", n, g));
-    cpu::Im2Col(g, n, x, cols);
-    return absl::OkStatus();
-  }
-  absl::Status Col2Im(const WindowGeometry& g, int n, const float* cols,
-                      float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("Col2Im", n, g));
-    cpu::Col2Im(g, n, cols, dx);
-    return absl::OkStatus();
-  }
-  absl::Status SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
-                               float* y) override {
-    RETURN_IF_ERROR(ValidateSwap(d0, d1, inner));
-    cpu::SwapLeadingAxes(d0, d1, inner, x, y);
-    return absl::OkStatus();
-  }
-  absl::Status AddChannelBias(int n, int channels, int spatial,
-                              const float* bias, float* x) override {
-    RETURN_IF_ERROR(CheckShape("AddChannelBias", n, channels));
-    RETURN_IF_ERROR(CheckShape("AddChannelBias", n, spatial));
-    cpu::AddChannelBias(n, channels, spatial, bias, x);
-    return absl::OkStatus();
-  }
-  absl::Status ChannelBiasGrad(int n, int channels, int spatial,
-                               const float* dy, float* dbias) override {
-    RETURN_IF_ERROR(CheckShape("ChannelBiasGrad", n, channels));
-    RETURN_IF_ERROR(CheckShape("ChannelBiasGrad", n, spatial));
-    cpu::ChannelBiasGrad(n, channels, spatial, dy, dbias);
-    return absl::OkStatus();
-  }
-  absl::Status MaxPoolForward(int n, const WindowGeometry& g, const float* x,
-                              float* y) override {
-    RETURN_IF_ERROR(ValidateWindow("MaxPoolForward", n, g));
-    cpu::MaxPoolForward(n, g, x, y);
-    return absl::OkStatus();
-  }
-  absl::Status MaxPoolBackward(int n, const WindowGeometry& g, const float* x,
-                               const float* dy, float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("MaxPoolBackward", n, g));
-    cpu::MaxPoolBackward(n, g, x, dy, dx);
-    return absl::OkStatus();
-  }
-  absl::Status AvgPoolForward(int n, const WindowGeometry& g, const float* x,
-                              float* y) override {
-    RETURN_IF_ERROR(ValidateWindow("AvgPoolForward", n, g));
-    cpu::AvgPoolForward(n, g, x, y);
-    return absl::OkStatus();
-  }
-  absl::Status AvgPoolBackward(int n, const WindowGeometry& g, const float* dy,
-                               float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("AvgPoolBackward", n, g));
-    cpu::AvgPoolBackward(n, g, dy, dx);
-    return absl::OkStatus();
-  }
-  absl::Status Dropout(int rows, int64_t row_size, const DropoutKey& key,
-                       const float* x, float* y) override {
-    RETURN_IF_ERROR(ValidateDropout(rows, row_size, key));
-    cpu::Dropout(rows, row_size, key, x, y);
-    return absl::OkStatus();
-  }
-  absl::Status BatchNormForwardTrain(const BatchNormShape& s, const float* x,
-                                     const float* gamma, const float* beta,
-                                     float* running_mean, float* running_var,
-                                     float* num_batches_tracked,
-                                     float* save_mean, float* save_invstd,
-                                     float* y) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardTrain", s, true));
-    cpu::BatchNormForwardTrain(s, x, gamma, beta, running_mean, running_var,
-                               num_batches_tracked, save_mean, save_invstd, y);
-    return absl::OkStatus();
-  }
-  absl::Status BatchNormForwardEval(const BatchNormShape& s, const float* x,
-                                    const float* gamma, const float* beta,
-                                    const float* running_mean,
-                                    const float* running_var,
-                                    float* y) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardEval", s, false));
-    cpu::BatchNormForwardEval(s, x, gamma, beta, running_mean, running_var, y);
-    return absl::OkStatus();
-  }
-  absl::Status BatchNormBackward(const BatchNormShape& s, const float* x,
-                                 const float* dy, const float* gamma,
-                                 const float* save_mean,
-                                 const float* save_invstd, float* dx,
-                                 float* dgamma, float* dbeta) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormBackward", s, true));
-    cpu::BatchNormBackward(s, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
-                           dbeta);
-    return absl::OkStatus();
+  LayerOps* FindLayerOps(const LayerOpsFamily& family) override {
+    return layer_ops_.Find(family);
   }
 
   absl::Status DenseOptimizerUpdate(const DenseOptimizer& optimizer,
@@ -295,6 +214,7 @@ class CpuBackend final : public ComputeBackend {
 
  private:
   int threads_;
+  LayerOpsSet layer_ops_;
 };
 
 }  // namespace

@@ -47,6 +47,17 @@ inline absl::Status ValidateSwap(int d0, int d1, int64_t inner) {
   return absl::OkStatus();
 }
 
+// Negative sizes of a per-channel op on [n, channels, spatial].
+inline absl::Status ValidateChannels(const char* op, int n, int channels,
+                                     int spatial) {
+  if (n < 0 || channels < 0 || spatial < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: negative shape n=%d channels=%d spatial=%d", op, n,
+                        channels, spatial));
+  }
+  return absl::OkStatus();
+}
+
 // Negative sizes or p outside [0, 1).
 inline absl::Status ValidateDropout(int rows, int64_t row_size,
                                     const DropoutKey& key) {

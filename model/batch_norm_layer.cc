@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compute/batch_norm_ops.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
 
@@ -31,27 +32,31 @@ class BatchNormLayer final : public Layer {
 
   absl::Status Forward(const LayerContext& ctx, const float* params,
                        float* state, const float* x, float* y) override {
+    ASSIGN_OR_RETURN(BatchNormOps * bn,
+                     ctx.backend->LayerOpsOf<BatchNormOps>());
     BatchNormShape s = Shape(ctx);
     const float* gamma = params;
     const float* beta = params + s.channels;
     float* running_mean = state;
     float* running_var = state + s.channels;
     if (!ctx.training) {
-      return ctx.backend->BatchNormForwardEval(s, x, gamma, beta, running_mean,
-                                               running_var, y);
+      return bn->BatchNormForwardEval(s, x, gamma, beta, running_mean,
+                                      running_var, y);
     }
-    return ctx.backend->BatchNormForwardTrain(
-        s, x, gamma, beta, running_mean, running_var, state + 2 * s.channels,
-        save_mean_.data(), save_invstd_.data(), y);
+    return bn->BatchNormForwardTrain(s, x, gamma, beta, running_mean,
+                                     running_var, state + 2 * s.channels,
+                                     save_mean_.data(), save_invstd_.data(), y);
   }
 
   absl::Status Backward(const LayerContext& ctx, const float* params,
                         const float* x, const float* /*y*/, const float* dy,
                         float* dx, float* dparams) override {
+    ASSIGN_OR_RETURN(BatchNormOps * bn,
+                     ctx.backend->LayerOpsOf<BatchNormOps>());
     BatchNormShape s = Shape(ctx);
-    return ctx.backend->BatchNormBackward(s, x, dy, params, save_mean_.data(),
-                                          save_invstd_.data(), dx, dparams,
-                                          dparams + s.channels);
+    return bn->BatchNormBackward(s, x, dy, params, save_mean_.data(),
+                                 save_invstd_.data(), dx, dparams,
+                                 dparams + s.channels);
   }
 
  private:

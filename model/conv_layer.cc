@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compute/conv_ops.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
 
@@ -63,24 +64,25 @@ class Conv2dLayer final : public Layer {
   absl::Status Forward(const LayerContext& ctx, const float* params,
                        float* /*state*/, const float* x, float* y) override {
     ComputeBackend* b = ctx.backend;
+    ASSIGN_OR_RETURN(ConvOps * conv, b->LayerOpsOf<ConvOps>());
     RETURN_IF_ERROR(CheckReserved(ctx.batch));
     for (int n0 = 0; n0 < ctx.batch; n0 += group_) {
       const int g = std::min(group_, ctx.batch - n0);
       const int columns = g * spatial_;
-      RETURN_IF_ERROR(b->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
+      RETURN_IF_ERROR(conv->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
       // With one sample, [out, OH*OW] already is NCHW.
       float* out = g == 1 ? y + n0 * out_size_ : staged_.data();
       RETURN_IF_ERROR(b->Gemm(Transpose::kNo, Transpose::kNo, out_channels_,
                               columns, rows_, 1.0f, params, rows_, cols_.data(),
                               columns, 0.0f, out, columns));
       if (g > 1) {
-        RETURN_IF_ERROR(b->SwapLeadingAxes(out_channels_, g, spatial_, out,
-                                           y + n0 * out_size_));
+        RETURN_IF_ERROR(conv->SwapLeadingAxes(out_channels_, g, spatial_, out,
+                                              y + n0 * out_size_));
       }
     }
     if (bias_) {
-      RETURN_IF_ERROR(b->AddChannelBias(ctx.batch, out_channels_, spatial_,
-                                        params + Weights(), y));
+      RETURN_IF_ERROR(conv->AddChannelBias(ctx.batch, out_channels_, spatial_,
+                                           params + Weights(), y));
     }
     return absl::OkStatus();
   }
@@ -89,9 +91,10 @@ class Conv2dLayer final : public Layer {
                         const float* x, const float* /*y*/, const float* dy,
                         float* dx, float* dparams) override {
     ComputeBackend* b = ctx.backend;
+    ASSIGN_OR_RETURN(ConvOps * conv, b->LayerOpsOf<ConvOps>());
     if (bias_) {
-      RETURN_IF_ERROR(b->ChannelBiasGrad(ctx.batch, out_channels_, spatial_, dy,
-                                         dparams + Weights()));
+      RETURN_IF_ERROR(conv->ChannelBiasGrad(ctx.batch, out_channels_, spatial_,
+                                            dy, dparams + Weights()));
     }
     if (ctx.batch == 0) return b->Fill(0.0f, Weights(), dparams);
     RETURN_IF_ERROR(CheckReserved(ctx.batch));
@@ -101,11 +104,11 @@ class Conv2dLayer final : public Layer {
       // dy_t[out, g*OH*OW]: the group's dy with the sample axis inside.
       const float* dy_t = dy + n0 * out_size_;
       if (g > 1) {
-        RETURN_IF_ERROR(b->SwapLeadingAxes(g, out_channels_, spatial_, dy_t,
-                                           staged_.data()));
+        RETURN_IF_ERROR(conv->SwapLeadingAxes(g, out_channels_, spatial_, dy_t,
+                                              staged_.data()));
         dy_t = staged_.data();
       }
-      RETURN_IF_ERROR(b->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
+      RETURN_IF_ERROR(conv->Im2Col(g_, g, x + n0 * in_size_, cols_.data()));
       // dW[out, rows] (+)= dy_t[out, columns] cols[rows, columns]^T.
       RETURN_IF_ERROR(b->Gemm(Transpose::kNo, Transpose::kYes, out_channels_,
                               rows_, columns, 1.0f, dy_t, columns, cols_.data(),
@@ -115,7 +118,7 @@ class Conv2dLayer final : public Layer {
         RETURN_IF_ERROR(b->Gemm(Transpose::kYes, Transpose::kNo, rows_, columns,
                                 out_channels_, 1.0f, params, rows_, dy_t,
                                 columns, 0.0f, dcols_.data(), columns));
-        RETURN_IF_ERROR(b->Col2Im(g_, g, dcols_.data(), dx + n0 * in_size_));
+        RETURN_IF_ERROR(conv->Col2Im(g_, g, dcols_.data(), dx + n0 * in_size_));
       }
     }
     return absl::OkStatus();

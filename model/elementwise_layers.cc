@@ -2,6 +2,7 @@
 // element (Flatten is a view: the model passes the buffer through).
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compute/dropout_ops.h"
 #include "compute/kernel_math.h"
 #include "model/layer_families.h"
 
@@ -62,7 +63,9 @@ class DropoutLayer final : public Layer {
     key.first_sample = ctx.first_sample;
     key.layer = index_;
     key.p = p_;
-    return ctx.backend->Dropout(ctx.batch, size_, key, in, out);
+    ASSIGN_OR_RETURN(DropoutOps * dropout,
+                     ctx.backend->LayerOpsOf<DropoutOps>());
+    return dropout->Dropout(ctx.batch, size_, key, in, out);
   }
 
   float p_;

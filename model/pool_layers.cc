@@ -2,6 +2,7 @@
 // max pooling recomputes each window's argmax in the backward pass).
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
+#include "compute/pool_ops.h"
 #include "model/layer_families.h"
 
 namespace ferry {
@@ -23,16 +24,18 @@ class PoolLayer final : public Layer {
 
   absl::Status Forward(const LayerContext& ctx, const float* /*params*/,
                        float* /*state*/, const float* x, float* y) override {
-    return max_ ? ctx.backend->MaxPoolForward(ctx.batch, g_, x, y)
-                : ctx.backend->AvgPoolForward(ctx.batch, g_, x, y);
+    ASSIGN_OR_RETURN(PoolOps * pool, ctx.backend->LayerOpsOf<PoolOps>());
+    return max_ ? pool->MaxPoolForward(ctx.batch, g_, x, y)
+                : pool->AvgPoolForward(ctx.batch, g_, x, y);
   }
 
   absl::Status Backward(const LayerContext& ctx, const float* /*params*/,
                         const float* x, const float* /*y*/, const float* dy,
                         float* dx, float* /*dparams*/) override {
     if (dx == nullptr) return absl::OkStatus();
-    return max_ ? ctx.backend->MaxPoolBackward(ctx.batch, g_, x, dy, dx)
-                : ctx.backend->AvgPoolBackward(ctx.batch, g_, dy, dx);
+    ASSIGN_OR_RETURN(PoolOps * pool, ctx.backend->LayerOpsOf<PoolOps>());
+    return max_ ? pool->MaxPoolBackward(ctx.batch, g_, x, dy, dx)
+                : pool->AvgPoolBackward(ctx.batch, g_, dy, dx);
   }
 
  private:

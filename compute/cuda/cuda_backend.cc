@@ -27,35 +27,24 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compute/batch_norm_ops.h"
 #include "compute/compute_backend.h"
+#include "compute/conv_ops.h"
 #include "compute/cuda/cublas_library.h"
+#include "compute/cuda/cuda_layer_ops.h"
+#include "compute/cuda/cuda_status.h"
 #include "compute/cuda/kernels.h"
 #include "compute/cuda/layer_kernels.h"
 #include "compute/cuda_entry.h"
 #include "compute/dense_optimizers.h"
-#include "compute/layer_checks.h"
+#include "compute/dropout_ops.h"
+#include "compute/pool_ops.h"
 
 namespace ferry {
 namespace {
 
-// The one place where CUDA / cuBLAS failures become absl::Status (through
-// the two ToStatus overloads below and the FERRY_CUDA_CHECK macro).
-absl::Status ErrorStatus(bool out_of_memory, const char* api, const char* file,
-                         int line, const char* error) {
-  // Clear the runtime's (non-sticky) last error so that the next launch check
-  // does not report this failure a second time.
-  (void)cudaGetLastError();
-  std::string message =
-      absl::StrCat(api, " failed at ", file, ":", line, ": ", error);
-  return out_of_memory ? absl::ResourceExhaustedError(std::move(message))
-                       : absl::InternalError(std::move(message));
-}
-absl::Status ToStatus(cudaError_t err, const char* api, const char* file,
-                      int line) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return ErrorStatus(err == cudaErrorMemoryAllocation, api, file, line,
-                     cudaGetErrorString(err));
-}
+// cuBLAS failures as absl::Status, next to cuda_status.h's CUDA ones.
+using ::ferry::ToStatus;
 absl::Status ToStatus(cublasStatus_t st, const char* api, const char* file,
                       int line) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
@@ -64,13 +53,9 @@ absl::Status ToStatus(cublasStatus_t st, const char* api, const char* file,
   const std::string text =
       cublas.ok() ? std::string((*cublas)->status_string(st))
                   : absl::StrCat("cuBLAS status ", static_cast<int>(st));
-  return ErrorStatus(st == CUBLAS_STATUS_ALLOC_FAILED, api, file, line,
-                     text.c_str());
+  return CudaErrorStatus(st == CUBLAS_STATUS_ALLOC_FAILED, api, file, line,
+                         text.c_str());
 }
-
-// FERRY_CUDA_CHECK(cudaFoo(...)): a Status naming the call and where it was
-// made.
-#define FERRY_CUDA_CHECK(call) ToStatus((call), #call, __FILE__, __LINE__)
 
 absl::Status CheckDims(const char* op, int rows, int cols) {
   if (rows >= 0 && cols >= 0) return absl::OkStatus();
@@ -151,6 +136,12 @@ class CudaBackend final : public ComputeBackend {
         cudaMallocHost(&result_host_, sizeof(kernels::ReductionResult))));
     RETURN_IF_ERROR(FERRY_CUDA_CHECK(
         cudaMalloc(&partials_, sizeof(double) * kernels::kMaxReductionBlocks)));
+    // The layer op families: one line per family.
+    const CudaStream stream{device_, stream_};
+    layer_ops_.Add(ConvOps::kFamily, MakeCudaConvOps(stream));
+    layer_ops_.Add(PoolOps::kFamily, MakeCudaPoolOps(stream));
+    layer_ops_.Add(DropoutOps::kFamily, MakeCudaDropoutOps(stream));
+    layer_ops_.Add(BatchNormOps::kFamily, MakeCudaBatchNormOps(stream));
     return absl::OkStatus();
   }
 
@@ -355,105 +346,8 @@ class CudaBackend final : public ComputeBackend {
     return result.count == 0;
   }
 
-  absl::Status Im2Col(const WindowGeometry& g, int n, const float* x,
-                      float* cols) override {
-    RETURN_IF_ERROR(ValidateWindow("Im2Col", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchIm2Col(g, n, x, cols, stream_));
-  }
-  absl::Status Col2Im(const WindowGeometry& g, int n, const float* cols,
-                      float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("Col2Im", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchCol2Im(g, n, cols, dx, stream_));
-  }
-  absl::Status SwapLeadingAxes(int d0, int d1, int64_t inner, const float* x,
-                               float* y) override {
-    RETURN_IF_ERROR(ValidateSwap(d0, d1, inner));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(
-        kernels::LaunchSwapLeadingAxes(d0, d1, inner, x, y, stream_));
-  }
-  absl::Status AddChannelBias(int n, int channels, int spatial,
-                              const float* bias, float* x) override {
-    RETURN_IF_ERROR(CheckDims("AddChannelBias", n, channels));
-    RETURN_IF_ERROR(CheckDims("AddChannelBias", n, spatial));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(
-        kernels::LaunchAddChannelBias(n, channels, spatial, bias, x, stream_));
-  }
-  absl::Status ChannelBiasGrad(int n, int channels, int spatial,
-                               const float* dy, float* dbias) override {
-    RETURN_IF_ERROR(CheckDims("ChannelBiasGrad", n, channels));
-    RETURN_IF_ERROR(CheckDims("ChannelBiasGrad", n, spatial));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchChannelBiasGrad(n, channels, spatial,
-                                                           dy, dbias, stream_));
-  }
-  absl::Status MaxPoolForward(int n, const WindowGeometry& g, const float* x,
-                              float* y) override {
-    RETURN_IF_ERROR(ValidateWindow("MaxPoolForward", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchMaxPoolForward(n, g, x, y, stream_));
-  }
-  absl::Status MaxPoolBackward(int n, const WindowGeometry& g, const float* x,
-                               const float* dy, float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("MaxPoolBackward", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(
-        kernels::LaunchMaxPoolBackward(n, g, x, dy, dx, stream_));
-  }
-  absl::Status AvgPoolForward(int n, const WindowGeometry& g, const float* x,
-                              float* y) override {
-    RETURN_IF_ERROR(ValidateWindow("AvgPoolForward", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchAvgPoolForward(n, g, x, y, stream_));
-  }
-  absl::Status AvgPoolBackward(int n, const WindowGeometry& g, const float* dy,
-                               float* dx) override {
-    RETURN_IF_ERROR(ValidateWindow("AvgPoolBackward", n, g));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(
-        kernels::LaunchAvgPoolBackward(n, g, dy, dx, stream_));
-  }
-  absl::Status Dropout(int rows, int64_t row_size, const DropoutKey& key,
-                       const float* x, float* y) override {
-    RETURN_IF_ERROR(ValidateDropout(rows, row_size, key));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(
-        kernels::LaunchDropout(rows, row_size, key, x, y, stream_));
-  }
-  absl::Status BatchNormForwardTrain(const BatchNormShape& s, const float* x,
-                                     const float* gamma, const float* beta,
-                                     float* running_mean, float* running_var,
-                                     float* num_batches_tracked,
-                                     float* save_mean, float* save_invstd,
-                                     float* y) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardTrain", s, true));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormForwardTrain(
-        s, x, gamma, beta, running_mean, running_var, num_batches_tracked,
-        save_mean, save_invstd, y, stream_));
-  }
-  absl::Status BatchNormForwardEval(const BatchNormShape& s, const float* x,
-                                    const float* gamma, const float* beta,
-                                    const float* running_mean,
-                                    const float* running_var,
-                                    float* y) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormForwardEval", s, false));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormForwardEval(
-        s, x, gamma, beta, running_mean, running_var, y, stream_));
-  }
-  absl::Status BatchNormBackward(const BatchNormShape& s, const float* x,
-                                 const float* dy, const float* gamma,
-                                 const float* save_mean,
-                                 const float* save_invstd, float* dx,
-                                 float* dgamma, float* dbeta) override {
-    RETURN_IF_ERROR(ValidateBatchNorm("BatchNormBackward", s, true));
-    RETURN_IF_ERROR(Activate());
-    return FERRY_CUDA_CHECK(kernels::LaunchBatchNormBackward(
-        s, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, stream_));
+  LayerOps* FindLayerOps(const LayerOpsFamily& family) override {
+    return layer_ops_.Find(family);
   }
 
   absl::Status DenseOptimizerUpdate(const DenseOptimizer& optimizer,
@@ -496,6 +390,7 @@ class CudaBackend final : public ComputeBackend {
   Scratch row_loss_scratch_;
   Scratch row_correct_scratch_;
   Scratch copy_scratch_;
+  LayerOpsSet layer_ops_;  // filled by Init()
 };
 
 }  // namespace

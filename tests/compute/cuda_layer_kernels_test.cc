@@ -18,14 +18,36 @@
 #include <string>
 #include <vector>
 
+#include "compute/batch_norm_ops.h"
 #include "compute/compute_backend.h"
+#include "compute/conv_ops.h"
 #include "compute/cpu_backend.h"
 #include "compute/cuda_entry.h"
+#include "compute/dropout_ops.h"
 #include "compute/kernel_math.h"
+#include "compute/pool_ops.h"
 #include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
+
+// The layer op families of a backend (compute/layer_ops.h).
+template <typename Ops>
+Ops& OpsOf(const std::unique_ptr<ComputeBackend>& backend) {
+  return *backend->LayerOpsOf<Ops>().value();
+}
+ConvOps& Conv(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<ConvOps>(b);
+}
+PoolOps& Pool(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<PoolOps>(b);
+}
+DropoutOps& Drop(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<DropoutOps>(b);
+}
+BatchNormOps& BatchNorm(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<BatchNormOps>(b);
+}
 
 std::vector<float> RandomVector(size_t n, uint32_t seed) {
   return testing::RandomValues(n, seed);
@@ -113,13 +135,13 @@ TEST_F(CudaLayerKernelsTest, Im2ColAndCol2Im) {
       const size_t cols = ColRows(g) * OutHeight(g) * OutWidth(g) * n;
       Twin x = Upload(RandomVector(in * n, ++seed));
       Twin c = Zeros(cols);
-      ASSERT_TRUE(cpu_->Im2Col(g, n, x.c(), c.c()).ok());
-      ASSERT_TRUE(cuda_->Im2Col(g, n, x.g(), c.g()).ok());
+      ASSERT_TRUE(Conv(cpu_).Im2Col(g, n, x.c(), c.c()).ok());
+      ASSERT_TRUE(Conv(cuda_).Im2Col(g, n, x.g(), c.g()).ok());
       ExpectClose(c, 0, 0, "im2col");
       Twin dc = Upload(RandomVector(cols, ++seed));
       Twin dx = Zeros(in * n);
-      ASSERT_TRUE(cpu_->Col2Im(g, n, dc.c(), dx.c()).ok());
-      ASSERT_TRUE(cuda_->Col2Im(g, n, dc.g(), dx.g()).ok());
+      ASSERT_TRUE(Conv(cpu_).Col2Im(g, n, dc.c(), dx.c()).ok());
+      ASSERT_TRUE(Conv(cuda_).Col2Im(g, n, dc.g(), dx.g()).ok());
       ExpectClose(dx, 1e-5, 1e-6, "col2im");
     }
   }
@@ -130,8 +152,8 @@ TEST_F(CudaLayerKernelsTest, SwapLeadingAxes) {
   const int64_t inner = 33;
   Twin x = Upload(RandomVector(d0 * d1 * inner, 9));
   Twin y = Zeros(d0 * d1 * inner);
-  ASSERT_TRUE(cpu_->SwapLeadingAxes(d0, d1, inner, x.c(), y.c()).ok());
-  ASSERT_TRUE(cuda_->SwapLeadingAxes(d0, d1, inner, x.g(), y.g()).ok());
+  ASSERT_TRUE(Conv(cpu_).SwapLeadingAxes(d0, d1, inner, x.c(), y.c()).ok());
+  ASSERT_TRUE(Conv(cuda_).SwapLeadingAxes(d0, d1, inner, x.g(), y.g()).ok());
   ExpectClose(y, 0, 0, "swap");
 }
 
@@ -140,11 +162,11 @@ TEST_F(CudaLayerKernelsTest, ChannelBias) {
   Twin x = Upload(RandomVector(n * c * s, 3));
   Twin b = Upload(RandomVector(c, 4));
   Twin db = Zeros(c);
-  ASSERT_TRUE(cpu_->AddChannelBias(n, c, s, b.c(), x.c()).ok());
-  ASSERT_TRUE(cuda_->AddChannelBias(n, c, s, b.g(), x.g()).ok());
+  ASSERT_TRUE(Conv(cpu_).AddChannelBias(n, c, s, b.c(), x.c()).ok());
+  ASSERT_TRUE(Conv(cuda_).AddChannelBias(n, c, s, b.g(), x.g()).ok());
   ExpectClose(x, 0, 0, "AddChannelBias");
-  ASSERT_TRUE(cpu_->ChannelBiasGrad(n, c, s, x.c(), db.c()).ok());
-  ASSERT_TRUE(cuda_->ChannelBiasGrad(n, c, s, x.g(), db.g()).ok());
+  ASSERT_TRUE(Conv(cpu_).ChannelBiasGrad(n, c, s, x.c(), db.c()).ok());
+  ASSERT_TRUE(Conv(cuda_).ChannelBiasGrad(n, c, s, x.g(), db.g()).ok());
   ExpectClose(db, 1e-5, 1e-5, "ChannelBiasGrad");
 }
 
@@ -158,17 +180,17 @@ TEST_F(CudaLayerKernelsTest, Pooling) {
     Twin x = Upload(RandomVector(in, ++seed));
     Twin dy = Upload(RandomVector(out, ++seed));
     Twin y = Zeros(out), dx = Zeros(in);
-    ASSERT_TRUE(cpu_->MaxPoolForward(n, g, x.c(), y.c()).ok());
-    ASSERT_TRUE(cuda_->MaxPoolForward(n, g, x.g(), y.g()).ok());
+    ASSERT_TRUE(Pool(cpu_).MaxPoolForward(n, g, x.c(), y.c()).ok());
+    ASSERT_TRUE(Pool(cuda_).MaxPoolForward(n, g, x.g(), y.g()).ok());
     ExpectClose(y, 0, 0, "MaxPoolForward");
-    ASSERT_TRUE(cpu_->MaxPoolBackward(n, g, x.c(), dy.c(), dx.c()).ok());
-    ASSERT_TRUE(cuda_->MaxPoolBackward(n, g, x.g(), dy.g(), dx.g()).ok());
+    ASSERT_TRUE(Pool(cpu_).MaxPoolBackward(n, g, x.c(), dy.c(), dx.c()).ok());
+    ASSERT_TRUE(Pool(cuda_).MaxPoolBackward(n, g, x.g(), dy.g(), dx.g()).ok());
     ExpectClose(dx, 1e-6, 1e-6, "MaxPoolBackward");
-    ASSERT_TRUE(cpu_->AvgPoolForward(n, g, x.c(), y.c()).ok());
-    ASSERT_TRUE(cuda_->AvgPoolForward(n, g, x.g(), y.g()).ok());
+    ASSERT_TRUE(Pool(cpu_).AvgPoolForward(n, g, x.c(), y.c()).ok());
+    ASSERT_TRUE(Pool(cuda_).AvgPoolForward(n, g, x.g(), y.g()).ok());
     ExpectClose(y, 1e-5, 1e-6, "AvgPoolForward");
-    ASSERT_TRUE(cpu_->AvgPoolBackward(n, g, dy.c(), dx.c()).ok());
-    ASSERT_TRUE(cuda_->AvgPoolBackward(n, g, dy.g(), dx.g()).ok());
+    ASSERT_TRUE(Pool(cpu_).AvgPoolBackward(n, g, dy.c(), dx.c()).ok());
+    ASSERT_TRUE(Pool(cuda_).AvgPoolBackward(n, g, dy.g(), dx.g()).ok());
     ExpectClose(dx, 1e-5, 1e-6, "AvgPoolBackward");
   }
 }
@@ -184,8 +206,8 @@ TEST_F(CudaLayerKernelsTest, DropoutMasksAreIdentical) {
   key.p = 0.3f;
   Twin x = Upload(RandomVector(rows * size, 5));
   Twin y = Zeros(rows * size);
-  ASSERT_TRUE(cpu_->Dropout(rows, size, key, x.c(), y.c()).ok());
-  ASSERT_TRUE(cuda_->Dropout(rows, size, key, x.g(), y.g()).ok());
+  ASSERT_TRUE(Drop(cpu_).Dropout(rows, size, key, x.c(), y.c()).ok());
+  ASSERT_TRUE(Drop(cuda_).Dropout(rows, size, key, x.g(), y.g()).ok());
   ExpectClose(y, 1e-7, 0, "Dropout");
 }
 
@@ -205,14 +227,15 @@ TEST_F(CudaLayerKernelsTest, BatchNorm) {
     Twin rv = Upload(std::vector<float>(s.channels, 1.5f));
     Twin tracked = Upload({3.0f});
     Twin mean = Zeros(s.channels), invstd = Zeros(s.channels), y = Zeros(total);
-    ASSERT_TRUE(cpu_->BatchNormForwardTrain(s, x.c(), gamma.c(), beta.c(),
-                                            rm.c(), rv.c(), tracked.c(),
-                                            mean.c(), invstd.c(), y.c())
+    ASSERT_TRUE(BatchNorm(cpu_)
+                    .BatchNormForwardTrain(s, x.c(), gamma.c(), beta.c(),
+                                           rm.c(), rv.c(), tracked.c(),
+                                           mean.c(), invstd.c(), y.c())
                     .ok());
-    ASSERT_TRUE(cuda_
-                    ->BatchNormForwardTrain(s, x.g(), gamma.g(), beta.g(),
-                                            rm.g(), rv.g(), tracked.g(),
-                                            mean.g(), invstd.g(), y.g())
+    ASSERT_TRUE(BatchNorm(cuda_)
+                    .BatchNormForwardTrain(s, x.g(), gamma.g(), beta.g(),
+                                           rm.g(), rv.g(), tracked.g(),
+                                           mean.g(), invstd.g(), y.g())
                     .ok());
     ExpectClose(y, 1e-5, 1e-5, "BatchNormForwardTrain y");
     ExpectClose(mean, 1e-5, 1e-6, "save_mean");
@@ -222,22 +245,24 @@ TEST_F(CudaLayerKernelsTest, BatchNorm) {
     ExpectClose(tracked, 0, 0, "num_batches_tracked");
     Twin dy = Upload(RandomVector(total, 9));
     Twin dx = Zeros(total), dg = Zeros(s.channels), db = Zeros(s.channels);
-    ASSERT_TRUE(cpu_->BatchNormBackward(s, x.c(), dy.c(), gamma.c(), mean.c(),
-                                        invstd.c(), dx.c(), dg.c(), db.c())
+    ASSERT_TRUE(BatchNorm(cpu_)
+                    .BatchNormBackward(s, x.c(), dy.c(), gamma.c(), mean.c(),
+                                       invstd.c(), dx.c(), dg.c(), db.c())
                     .ok());
-    ASSERT_TRUE(cuda_
-                    ->BatchNormBackward(s, x.g(), dy.g(), gamma.g(), mean.g(),
-                                        invstd.g(), dx.g(), dg.g(), db.g())
+    ASSERT_TRUE(BatchNorm(cuda_)
+                    .BatchNormBackward(s, x.g(), dy.g(), gamma.g(), mean.g(),
+                                       invstd.g(), dx.g(), dg.g(), db.g())
                     .ok());
     ExpectClose(dx, 1e-4, 1e-5, "BatchNormBackward dx");
     ExpectClose(dg, 1e-4, 1e-5, "dgamma");
     ExpectClose(db, 1e-4, 1e-5, "dbeta");
-    ASSERT_TRUE(cpu_->BatchNormForwardEval(s, x.c(), gamma.c(), beta.c(),
-                                           rm.c(), rv.c(), y.c())
+    ASSERT_TRUE(BatchNorm(cpu_)
+                    .BatchNormForwardEval(s, x.c(), gamma.c(), beta.c(), rm.c(),
+                                          rv.c(), y.c())
                     .ok());
-    ASSERT_TRUE(cuda_
-                    ->BatchNormForwardEval(s, x.g(), gamma.g(), beta.g(),
-                                           rm.g(), rv.g(), y.g())
+    ASSERT_TRUE(BatchNorm(cuda_)
+                    .BatchNormForwardEval(s, x.g(), gamma.g(), beta.g(), rm.g(),
+                                          rv.g(), y.g())
                     .ok());
     ExpectClose(y, 1e-5, 1e-5, "BatchNormForwardEval");
   }

@@ -2,17 +2,40 @@
 // of kernel_math.h (which the CUDA kernels run) and against naive references.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "compute/batch_norm_ops.h"
 #include "compute/compute_backend.h"
+#include "compute/conv_ops.h"
 #include "compute/cpu_backend.h"
+#include "compute/dropout_ops.h"
 #include "compute/kernel_math.h"
+#include "compute/pool_ops.h"
 #include "gtest/gtest.h"
 #include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
+
+// The layer op families of a backend (compute/layer_ops.h).
+template <typename Ops>
+Ops& OpsOf(const std::unique_ptr<ComputeBackend>& backend) {
+  return *backend->LayerOpsOf<Ops>().value();
+}
+ConvOps& Conv(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<ConvOps>(b);
+}
+PoolOps& Pool(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<PoolOps>(b);
+}
+DropoutOps& Drop(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<DropoutOps>(b);
+}
+BatchNormOps& BatchNorm(const std::unique_ptr<ComputeBackend>& b) {
+  return OpsOf<BatchNormOps>(b);
+}
 
 std::vector<float> Random(size_t n, uint32_t seed) {
   return testing::RandomValues(n, seed);
@@ -88,7 +111,7 @@ TEST(LayerKernels, Im2ColAndCol2ImMatchTheElementFunctionsAndAreAdjoint) {
       const size_t cols_n = ColRows(g) * columns;
       const std::vector<float> x = Random(in * n, 1);
       std::vector<float> cols(cols_n, 7.0f);
-      ASSERT_TRUE(backend->Im2Col(g, n, x.data(), cols.data()).ok());
+      ASSERT_TRUE(Conv(backend).Im2Col(g, n, x.data(), cols.data()).ok());
       for (int64_t r = 0; r < ColRows(g); ++r) {
         for (int64_t c = 0; c < columns; ++c) {
           const int64_t src = Im2ColSource(g, r, c);
@@ -98,7 +121,7 @@ TEST(LayerKernels, Im2ColAndCol2ImMatchTheElementFunctionsAndAreAdjoint) {
       }
       const std::vector<float> dcols = Random(cols_n, 2);
       std::vector<float> dx(in * n, 7.0f);
-      ASSERT_TRUE(backend->Col2Im(g, n, dcols.data(), dx.data()).ok());
+      ASSERT_TRUE(Conv(backend).Col2Im(g, n, dcols.data(), dx.data()).ok());
       for (int i = 0; i < n; ++i) {
         for (int c = 0; c < g.channels; ++c) {
           for (int h = 0; h < g.height; ++h) {
@@ -123,9 +146,10 @@ TEST(LayerKernels, BatchedIm2ColHoldsEachSamplesOwnMatrix) {
     const int64_t ohw = static_cast<int64_t>(OutHeight(g)) * OutWidth(g);
     const std::vector<float> x = Random(in * n, 3);
     std::vector<float> all(ColRows(g) * ohw * n), one(ColRows(g) * ohw);
-    ASSERT_TRUE(backend->Im2Col(g, n, x.data(), all.data()).ok());
+    ASSERT_TRUE(Conv(backend).Im2Col(g, n, x.data(), all.data()).ok());
     for (int i = 0; i < n; ++i) {
-      ASSERT_TRUE(backend->Im2Col(g, 1, x.data() + i * in, one.data()).ok());
+      ASSERT_TRUE(
+          Conv(backend).Im2Col(g, 1, x.data() + i * in, one.data()).ok());
       for (int64_t r = 0; r < ColRows(g); ++r) {
         for (int64_t c = 0; c < ohw; ++c) {
           ASSERT_EQ(all[r * ohw * n + i * ohw + c], one[r * ohw + c]);
@@ -141,7 +165,8 @@ TEST(LayerKernels, SwapLeadingAxesTransposesBlocksBothWays) {
   const int64_t inner = 4;
   const std::vector<float> x = Random(d0 * d1 * inner, 4);
   std::vector<float> y(x.size(), 7.0f), back(x.size(), 7.0f);
-  ASSERT_TRUE(backend->SwapLeadingAxes(d0, d1, inner, x.data(), y.data()).ok());
+  ASSERT_TRUE(
+      Conv(backend).SwapLeadingAxes(d0, d1, inner, x.data(), y.data()).ok());
   for (int a = 0; a < d0; ++a) {
     for (int b = 0; b < d1; ++b) {
       for (int64_t s = 0; s < inner; ++s) {
@@ -153,10 +178,10 @@ TEST(LayerKernels, SwapLeadingAxesTransposesBlocksBothWays) {
     ASSERT_EQ(y[i], x[SwapLeadingAxesSource(d0, d1, inner, i)]);
   }
   ASSERT_TRUE(
-      backend->SwapLeadingAxes(d1, d0, inner, y.data(), back.data()).ok());
+      Conv(backend).SwapLeadingAxes(d1, d0, inner, y.data(), back.data()).ok());
   EXPECT_EQ(back, x);
   EXPECT_FALSE(
-      backend->SwapLeadingAxes(-1, d1, inner, x.data(), y.data()).ok());
+      Conv(backend).SwapLeadingAxes(-1, d1, inner, x.data(), y.data()).ok());
 }
 
 // The 2x2 stride-2 fast path picks exactly MaxPoolArgmax's element: on
@@ -182,9 +207,9 @@ TEST(LayerKernels, MaxPool2x2FastPathEqualsTheGeneralWindow) {
   }
   const std::vector<float> dy = Random(n * g.channels * out_plane, 6);
   std::vector<float> y(dy.size()), dx(x.size());
-  ASSERT_TRUE(backend->MaxPoolForward(n, g, x.data(), y.data()).ok());
+  ASSERT_TRUE(Pool(backend).MaxPoolForward(n, g, x.data(), y.data()).ok());
   ASSERT_TRUE(
-      backend->MaxPoolBackward(n, g, x.data(), dy.data(), dx.data()).ok());
+      Pool(backend).MaxPoolBackward(n, g, x.data(), dy.data(), dx.data()).ok());
   int nan_windows = 0;
   for (int p = 0; p < n * g.channels; ++p) {
     const float* xp = x.data() + p * plane;
@@ -224,9 +249,10 @@ TEST(LayerKernels, PoolingForwardAndBackward) {
     std::vector<float> y(out), dx(in);
     // Max: forward is the window maximum; backward (scatter on the CPU)
     // equals the gather that the CUDA kernel runs.
-    ASSERT_TRUE(backend->MaxPoolForward(n, g, x.data(), y.data()).ok());
-    ASSERT_TRUE(
-        backend->MaxPoolBackward(n, g, x.data(), dy.data(), dx.data()).ok());
+    ASSERT_TRUE(Pool(backend).MaxPoolForward(n, g, x.data(), y.data()).ok());
+    ASSERT_TRUE(Pool(backend)
+                    .MaxPoolBackward(n, g, x.data(), dy.data(), dx.data())
+                    .ok());
     const size_t out_plane = out / (n * g.channels);
     for (int p = 0; p < n * g.channels; ++p) {
       for (int oh = 0; oh < OutHeight(g); ++oh) {
@@ -255,8 +281,8 @@ TEST(LayerKernels, PoolingForwardAndBackward) {
     }
     EXPECT_NEAR(Dot(y, dy), Dot(x, dx), 1e-4);  // piecewise linear
     // Average: backward is the adjoint of forward.
-    ASSERT_TRUE(backend->AvgPoolForward(n, g, x.data(), y.data()).ok());
-    ASSERT_TRUE(backend->AvgPoolBackward(n, g, dy.data(), dx.data()).ok());
+    ASSERT_TRUE(Pool(backend).AvgPoolForward(n, g, x.data(), y.data()).ok());
+    ASSERT_TRUE(Pool(backend).AvgPoolBackward(n, g, dy.data(), dx.data()).ok());
     EXPECT_NEAR(Dot(y, dy), Dot(x, dx), 1e-4);
   }
   WindowGeometry bad;
@@ -264,7 +290,7 @@ TEST(LayerKernels, PoolingForwardAndBackward) {
   bad.height = bad.width = 2;
   bad.kernel_h = bad.kernel_w = 3;
   float buf[9] = {};
-  EXPECT_EQ(backend->MaxPoolForward(1, bad, buf, buf).code(),
+  EXPECT_EQ(Pool(backend).MaxPoolForward(1, bad, buf, buf).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -273,12 +299,13 @@ TEST(LayerKernels, ChannelBiasAddAndGrad) {
   const int n = 3, c = 4, s = 5;
   std::vector<float> x(n * c * s, 1.0f);
   const std::vector<float> bias = {1, 2, 3, 4};
-  ASSERT_TRUE(backend->AddChannelBias(n, c, s, bias.data(), x.data()).ok());
+  ASSERT_TRUE(
+      Conv(backend).AddChannelBias(n, c, s, bias.data(), x.data()).ok());
   EXPECT_EQ(x[0], 2.0f);
   EXPECT_EQ(x[s * 3 + 1], 5.0f);
   EXPECT_EQ(x[(c + 1) * s], 3.0f);
   std::vector<float> db(c);
-  ASSERT_TRUE(backend->ChannelBiasGrad(n, c, s, x.data(), db.data()).ok());
+  ASSERT_TRUE(Conv(backend).ChannelBiasGrad(n, c, s, x.data(), db.data()).ok());
   EXPECT_EQ(db, (std::vector<float>{30, 45, 60, 75}));
 }
 
@@ -293,14 +320,15 @@ TEST(LayerKernels, DropoutMaskIsAPureFunctionOfSamplePosition) {
   const std::vector<float> ones(rows * size, 1.0f);
   std::vector<float> whole(rows * size), halves(rows * size);
   ASSERT_TRUE(
-      backend->Dropout(rows, size, key, ones.data(), whole.data()).ok());
+      Drop(backend).Dropout(rows, size, key, ones.data(), whole.data()).ok());
   // The same global batch in two pieces, each with its first sample position.
   DropoutKey second = key;
   second.first_sample = 3;
-  ASSERT_TRUE(backend->Dropout(3, size, key, ones.data(), halves.data()).ok());
-  ASSERT_TRUE(backend
-                  ->Dropout(rows - 3, size, second, ones.data(),
-                            halves.data() + 3 * size)
+  ASSERT_TRUE(
+      Drop(backend).Dropout(3, size, key, ones.data(), halves.data()).ok());
+  ASSERT_TRUE(Drop(backend)
+                  .Dropout(rows - 3, size, second, ones.data(),
+                           halves.data() + 3 * size)
                   .ok());
   EXPECT_EQ(whole, halves);
   int dropped = 0;
@@ -320,12 +348,13 @@ TEST(LayerKernels, DropoutMaskIsAPureFunctionOfSamplePosition) {
     if (which == 2) other.seed = 10;
     std::vector<float> y(rows * size);
     ASSERT_TRUE(
-        backend->Dropout(rows, size, other, ones.data(), y.data()).ok());
+        Drop(backend).Dropout(rows, size, other, ones.data(), y.data()).ok());
     EXPECT_NE(y, whole) << which;
   }
   key.p = 1.0f;
-  EXPECT_EQ(backend->Dropout(rows, size, key, ones.data(), whole.data()).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Drop(backend).Dropout(rows, size, key, ones.data(), whole.data()).code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LayerKernels, BatchNormTrainEvalAndBackward) {
@@ -342,11 +371,11 @@ TEST(LayerKernels, BatchNormTrainEvalAndBackward) {
   std::vector<float> rm = {0.5f, 0, 0}, rv = {1, 2, 1};
   std::vector<float> save_mean(3), save_invstd(3), y(total);
   float tracked = 4;
-  ASSERT_TRUE(backend
-                  ->BatchNormForwardTrain(s, x.data(), gamma.data(),
-                                          beta.data(), rm.data(), rv.data(),
-                                          &tracked, save_mean.data(),
-                                          save_invstd.data(), y.data())
+  ASSERT_TRUE(BatchNorm(backend)
+                  .BatchNormForwardTrain(s, x.data(), gamma.data(), beta.data(),
+                                         rm.data(), rv.data(), &tracked,
+                                         save_mean.data(), save_invstd.data(),
+                                         y.data())
                   .ok());
   EXPECT_EQ(tracked, 5.0f);
   const int m = s.n * s.spatial;
@@ -371,9 +400,9 @@ TEST(LayerKernels, BatchNormTrainEvalAndBackward) {
     }
   }
   // Eval uses the running statistics.
-  ASSERT_TRUE(backend
-                  ->BatchNormForwardEval(s, x.data(), gamma.data(), beta.data(),
-                                         rm.data(), rv.data(), y.data())
+  ASSERT_TRUE(BatchNorm(backend)
+                  .BatchNormForwardEval(s, x.data(), gamma.data(), beta.data(),
+                                        rm.data(), rv.data(), y.data())
                   .ok());
   // Element 7 is sample 0, channel 1, position 2.
   EXPECT_NEAR(y[7],
@@ -382,24 +411,24 @@ TEST(LayerKernels, BatchNormTrainEvalAndBackward) {
   // Backward against central differences of L = <y(x), r>.
   const std::vector<float> r = Random(total, 6);
   std::vector<float> dx(total), dgamma(3), dbeta(3);
-  ASSERT_TRUE(backend
-                  ->BatchNormForwardTrain(s, x.data(), gamma.data(),
-                                          beta.data(), rm.data(), rv.data(),
-                                          nullptr, save_mean.data(),
-                                          save_invstd.data(), y.data())
+  ASSERT_TRUE(BatchNorm(backend)
+                  .BatchNormForwardTrain(s, x.data(), gamma.data(), beta.data(),
+                                         rm.data(), rv.data(), nullptr,
+                                         save_mean.data(), save_invstd.data(),
+                                         y.data())
                   .ok());
-  ASSERT_TRUE(backend
-                  ->BatchNormBackward(s, x.data(), r.data(), gamma.data(),
-                                      save_mean.data(), save_invstd.data(),
-                                      dx.data(), dgamma.data(), dbeta.data())
+  ASSERT_TRUE(BatchNorm(backend)
+                  .BatchNormBackward(s, x.data(), r.data(), gamma.data(),
+                                     save_mean.data(), save_invstd.data(),
+                                     dx.data(), dgamma.data(), dbeta.data())
                   .ok());
   auto loss = [&](const std::vector<float>& xs, const std::vector<float>& g,
                   const std::vector<float>& b) {
     std::vector<float> yy(total), sm(3), si(3), m1(3), v1(3);
-    EXPECT_TRUE(backend
-                    ->BatchNormForwardTrain(s, xs.data(), g.data(), b.data(),
-                                            m1.data(), v1.data(), nullptr,
-                                            sm.data(), si.data(), yy.data())
+    EXPECT_TRUE(BatchNorm(backend)
+                    .BatchNormForwardTrain(s, xs.data(), g.data(), b.data(),
+                                           m1.data(), v1.data(), nullptr,
+                                           sm.data(), si.data(), yy.data())
                     .ok());
     return Dot(yy, r);
   };
@@ -425,13 +454,32 @@ TEST(LayerKernels, BatchNormTrainEvalAndBackward) {
   }
   s.n = 1;
   s.spatial = 1;
-  EXPECT_EQ(backend
-                ->BatchNormForwardTrain(s, x.data(), gamma.data(), beta.data(),
-                                        rm.data(), rv.data(), nullptr,
-                                        save_mean.data(), save_invstd.data(),
-                                        y.data())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BatchNorm(backend)
+          .BatchNormForwardTrain(s, x.data(), gamma.data(), beta.data(),
+                                 rm.data(), rv.data(), nullptr,
+                                 save_mean.data(), save_invstd.data(), y.data())
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// A family no backend provides: asking for it is UNIMPLEMENTED.
+class UnprovidedOps : public LayerOps {
+ public:
+  static constexpr LayerOpsFamily kFamily{"unprovided"};
+};
+
+TEST(LayerOps, TheCpuBackendProvidesEveryFamilyAndRefusesOthers) {
+  auto backend = MakeCpuBackend(1);
+  EXPECT_TRUE(backend->LayerOpsOf<ConvOps>().ok());
+  EXPECT_TRUE(backend->LayerOpsOf<PoolOps>().ok());
+  EXPECT_TRUE(backend->LayerOpsOf<DropoutOps>().ok());
+  EXPECT_TRUE(backend->LayerOpsOf<BatchNormOps>().ok());
+  EXPECT_EQ(backend->LayerOpsOf<ConvOps>().value(),
+            backend->LayerOpsOf<ConvOps>().value());
+  const absl::Status unprovided = backend->LayerOpsOf<UnprovidedOps>().status();
+  EXPECT_EQ(unprovided.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(unprovided.message(), "backend cpu has no unprovided layer ops");
 }
 
 }  // namespace
