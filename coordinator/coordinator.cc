@@ -72,11 +72,11 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
       rules_(rules),
       shards_(shards),
       weights_(evaluator),
-      persistence_(options_.file_system, options_.state_dir) {
+      persistence_(options_.file_system, options_.state_dir),
+      progress_(options_.job.pipeline_stages()),
+      checkpoint_plan_(rules_.has_shards(), options_.checkpoint_every) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
-  // Off for good once a shard says it has no checkpoint directory.
-  checkpointing_ = rules_.has_shards();
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }
 
@@ -159,7 +159,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
   RETURN_IF_ERROR(membership_.Heartbeat(worker_id, Now()));
   v1::HeartbeatResponse response;
   response.set_generation(membership_.generation());
-  response.set_fence(fence_);
+  response.set_fence(recovery_state_.fence());
   response.set_committed_steps(CommittedSteps());
   return response;
 }
@@ -170,11 +170,11 @@ CoordinatorGauges Coordinator::Gauges() const {
   g.members = membership_.size();
   g.generation = membership_.generation();
   g.steps_applied = rules_.sync() ? steps_applied_ : tasks_applied_;
-  g.samples_applied = samples_applied_total_;
+  g.samples_applied = progress_.samples_applied();
   g.finished = evals_.finished();
   g.last_state_write = last_state_write_;
-  g.own_bytes = own_bytes_;
-  g.window = window_.figures();
+  g.own_bytes = progress_.own_bytes();
+  g.window = progress_.window().figures();
   return g;
 }
 
@@ -279,7 +279,7 @@ std::optional<v1::NextTaskResponse> Coordinator::LeaseOpenSlot(
       if (slot.worker_id != member.id || slot.pushed) continue;
       v1::NextTaskResponse r =
           Action(v1::NextTaskResponse::TRAIN, membership_.generation());
-      r.set_fence(fence_);
+      r.set_fence(recovery_state_.fence());
       r.set_committed_steps(CommittedSteps());
       r.set_step(number);
       r.set_pull_version(number);
@@ -347,7 +347,7 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
   }
   v1::NextTaskResponse r =
       Action(v1::NextTaskResponse::TRAIN, membership_.generation());
-  r.set_fence(fence_);
+  r.set_fence(recovery_state_.fence());
   r.set_step(member.tasks_done);
   r.set_pull_version(0);
   r.set_epoch(queue_->epoch());

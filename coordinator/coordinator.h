@@ -55,11 +55,8 @@
 #define FERRY_COORDINATOR_COORDINATOR_H_
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,13 +70,16 @@
 #include "common/peer_limits.h"
 #include "common/throughput_window.h"
 #include "common/training_metrics.h"
+#include "coordinator/checkpoint_plan.h"
 #include "coordinator/coordinator_persistence.h"
 #include "coordinator/eval_schedule.h"
 #include "coordinator/finalizer_action.h"
 #include "coordinator/job_events.h"
+#include "coordinator/job_progress.h"
 #include "coordinator/membership.h"
 #include "coordinator/parked_calls.h"
 #include "coordinator/recovery_log.h"
+#include "coordinator/recovery_state.h"
 #include "coordinator/shard_control.h"
 #include "coordinator/step_rules.h"
 #include "coordinator/step_table.h"
@@ -383,9 +383,6 @@ class Coordinator {
   int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
   // Async mode: tasks applied so far (sum over workers).
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
-  // Ring mode: weight digests compared and found different.
-  int64_t digest_checks_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t digest_mismatches_ ABSL_GUARDED_BY(mu_) = 0;
   // Evaluations, the steps they hold, and the job's end.
   EvalSchedule evals_ ABSL_GUARDED_BY(mu_);
   // NextTask calls waiting for an action (long polls).
@@ -393,46 +390,17 @@ class Coordinator {
   // The membership generation FormStep last logged waiting for a whole
   // pipeline replica in (logged once per generation).
   int64_t replica_wait_logged_ ABSL_GUARDED_BY(mu_) = -1;
-  // Progress figures.
-  int64_t samples_applied_total_ ABSL_GUARDED_BY(mu_) = 0;
-  double recent_loss_ ABSL_GUARDED_BY(mu_) = 0.0;
-  double compute_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
-  int64_t unique_ids_ ABSL_GUARDED_BY(mu_) = 0;  // CTR jobs, all reports
-  // Pipeline jobs: StepReport.pipeline summed per role, keyed (alone,
-  // stage): the stages in order, then the members alone.
-  std::map<std::pair<bool, int>, v1::PipelineStageTotals> pipeline_totals_
-      ABSL_GUARDED_BY(mu_);
-  // Adds a report's pipeline figures; INVALID_ARGUMENT (nothing added) for
-  // figures that are not a stage of the job's or hold negative or
-  // non-finite values.
-  absl::Status AddPipelineFigures(const v1::PipelineStepFigures& f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
-  // Every applied step (async: task) timed by the workers' clocks: the one
-  // definition of samples/s (StatusResponse, metrics, summaries).
-  ThroughputWindow window_ ABSL_GUARDED_BY(mu_);
-  v1::ByteCounts own_bytes_ ABSL_GUARDED_BY(mu_);
+  // Progress figures, the throughput window and the coordinator's bytes.
+  JobProgress progress_ ABSL_GUARDED_BY(mu_);
 
-  // Elasticity.
-  int64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t aborted_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  // Elasticity: the applied-step log and checkpoints, the fence, the step
+  // in doubt and whether a recovery is needed, and when to checkpoint.
   RecoveryLog recovery_ ABSL_GUARDED_BY(mu_);
-  bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
-  // ForceCheckpointIfNoCopyLeft: the next step formed is checkpointed; the
-  // steps formed so, until their finalize checkpoints them.
-  bool force_keep_state_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<int64_t> forced_checkpoints_ ABSL_GUARDED_BY(mu_);
-  std::optional<v1::AppliedStep> in_doubt_ ABSL_GUARDED_BY(mu_);
-  // Set while the shards and the accounting are being reconciled (after a
-  // restart or a lost step): no step forms meanwhile.
-  bool recovery_needed_ ABSL_GUARDED_BY(mu_) = false;
-  // Why, for the finalizer's RecoverShards (events and logs).
-  std::string recovery_why_ ABSL_GUARDED_BY(mu_) = "the coordinator restarted";
-  // The last generation sent to the shards by FenceShards.
-  int64_t fenced_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  RecoveryState recovery_state_ ABSL_GUARDED_BY(mu_);
+  CheckpointPlan checkpoint_plan_ ABSL_GUARDED_BY(mu_);
+
   JobEvents events_ ABSL_GUARDED_BY(mu_);
+  // Why the job cannot go on (StatusResponse.error); empty while it can.
   std::string error_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);

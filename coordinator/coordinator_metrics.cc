@@ -1,61 +1,13 @@
 // The coordinator's training curves: per committed step (sync), per applied
-// task (async), per evaluation, handed to CoordinatorOptions::metrics; and
-// the pipeline figures of the workers' reports, summed per stage.
+// task (async), per evaluation, handed to CoordinatorOptions::metrics.
 #include <algorithm>
-#include <cmath>
 #include <set>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/step_times.h"
 
 namespace ferry {
-namespace {
-
-// A pipeline step's figures: a stage of the job's (or the whole model
-// alone), finite non-negative times and counts.
-absl::Status CheckPipelineFigures(const v1::PipelineStepFigures& f,
-                                  int job_stages) {
-  const bool ok = (f.stages() == 1 || f.stages() == job_stages) &&
-                  f.stage() >= 0 && f.stage() < f.stages() &&
-                  std::isfinite(f.busy_seconds()) && f.busy_seconds() >= 0 &&
-                  std::isfinite(f.wait_seconds()) && f.wait_seconds() >= 0 &&
-                  std::isfinite(f.step_seconds()) && f.step_seconds() >= 0 &&
-                  f.activation_bytes() >= 0 && f.neighbour_bytes_sent() >= 0 &&
-                  f.neighbour_bytes_received() >= 0;
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the report's pipeline figures are not a stage's of the job's ",
-      job_stages, " (stage ", f.stage(), " of ", f.stages(),
-      ", or negative or non-finite times or bytes)"));
-}
-
-}  // namespace
-
-absl::Status Coordinator::AddPipelineFigures(const v1::PipelineStepFigures& f) {
-  RETURN_IF_ERROR(CheckPipelineFigures(f, options_.job.pipeline_stages()));
-  const bool alone = f.stages() == 1;
-  v1::PipelineStageTotals& t = pipeline_totals_[{alone, f.stage()}];
-  if (t.steps() == 0) {
-    t.set_role(alone ? std::string("alone")
-                     : absl::StrCat("stage ", f.stage(), " of ", f.stages()));
-    t.set_stage(f.stage());
-    t.set_stages(f.stages());
-  }
-  t.set_steps(t.steps() + 1);
-  t.set_busy_seconds(t.busy_seconds() + f.busy_seconds());
-  t.set_wait_seconds(t.wait_seconds() + f.wait_seconds());
-  t.set_step_seconds(t.step_seconds() + f.step_seconds());
-  t.set_peak_activation_bytes(
-      std::max(t.peak_activation_bytes(), f.activation_bytes()));
-  t.set_neighbour_bytes_sent(t.neighbour_bytes_sent() +
-                             f.neighbour_bytes_sent());
-  t.set_neighbour_bytes_received(t.neighbour_bytes_received() +
-                                 f.neighbour_bytes_received());
-  return absl::OkStatus();
-}
 
 void Coordinator::AddStepReport(OpenStep& step, const std::string& worker_id,
                                 const v1::StepReport& done) {
@@ -133,7 +85,7 @@ void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
                   .compute_seconds = step.compute_seconds,
                   .comm_seconds = step.comm_seconds};
   for (const Slot& s : step.slots) timed.samples += s.pushed ? s.samples : 0;
-  window_.Add(timed);
+  progress_.AddTimed(timed);
   if (options_.metrics == nullptr) return;
   StepMetrics m;
   FillCommon(m, &step, began, ended);
@@ -158,12 +110,12 @@ void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
 
 void Coordinator::RecordAppliedTask(const v1::StepReport& done,
                                     absl::Time began, absl::Time ended) {
-  window_.Add({.ended = ended,
-               .began = began,
-               .samples = done.num_samples(),
-               .reports = 1,
-               .compute_seconds = done.compute_seconds(),
-               .comm_seconds = done.comm_seconds()});
+  progress_.AddTimed({.ended = ended,
+                      .began = began,
+                      .samples = done.num_samples(),
+                      .reports = 1,
+                      .compute_seconds = done.compute_seconds(),
+                      .comm_seconds = done.comm_seconds()});
   if (options_.metrics == nullptr) return;
   StepMetrics m;
   FillCommon(m, nullptr, began, ended);

@@ -23,11 +23,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
                                   bool forced) {
   {
     absl::MutexLock lock(&mu_);
-    if (!checkpointing_) return;
-    const int64_t every = options_.checkpoint_every;
-    const bool due = forced || version < 0 || epoch_end ||
-                     (every > 0 && version % every == 0);
-    if (!due) return;
+    if (!checkpoint_plan_.Due(version, epoch_end, forced)) return;
   }
   // An epoch may only start once its start is checkpointed: a rollback
   // never reaches into the previous epoch. Retry while a shard restarts.
@@ -47,7 +43,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
                      " failed: ", status.ToString()));
     if (absl::IsFailedPrecondition(status) &&
         absl::StrContains(status.message(), "no checkpoint directory")) {
-      checkpointing_ = false;  // shards run without --checkpoint-dir
+      checkpoint_plan_.TurnOff();  // shards run without --checkpoint-dir
       Log("shards have no checkpoint directory: checkpoints are off");
     }
     return;
@@ -62,13 +58,13 @@ bool Coordinator::FenceDue() const {
   // sets alone (ring semantics), and every abort already fences the shards
   // through RecoverShards' restore.
   return shards_ != nullptr && rules_.fence_shards_per_generation() &&
-         fenced_generation_ < membership_.generation();
+         recovery_state_.FenceDue(membership_.generation());
 }
 
 void Coordinator::FenceShards(int64_t generation) {
   const absl::Status status = shards_->Fence(generation);
   absl::MutexLock lock(&mu_);
-  fenced_generation_ = std::max(fenced_generation_, generation);
+  recovery_state_.Fenced(generation);
   if (!status.ok()) {
     AddEvent("fence_failed", "", steps_.formed(), 0,
              absl::StrCat("generation ", generation, ": ", status.message()));
@@ -85,8 +81,8 @@ void Coordinator::WatchShards() {
   {
     absl::MutexLock lock(&mu_);
     // Every finalized step is on every shard: a lower version is a restart.
-    if (*low >= steps_applied_ || recovery_needed_) return;
-    recovery_needed_ = true;
+    if (*low >= steps_applied_ || recovery_state_.needed()) return;
+    recovery_state_.Require();
     why =
         absl::StrCat("shard ", low - versions->begin(), " is at version ", *low,
                      " behind the job's ", steps_applied_, " (it restarted)");
@@ -100,10 +96,11 @@ void Coordinator::RecoverShards(const std::string& why) {
     {
       absl::MutexLock lock(&mu_);
       // Ring: a step is in doubt only once every member reported it applied.
-      if (in_doubt_.has_value()) ResolveInDoubt(rules_.members_hold_weights());
+      if (recovery_state_.in_doubt().has_value())
+        ResolveInDoubt(rules_.members_hold_weights());
       AbortOpenSteps(0, true, why, "");
       steps_.set_formed(steps_applied_);
-      recovery_needed_ = false;
+      recovery_state_.Done();
       AdvanceEpochIfComplete();
       Persist();
       // Members parked in NextTask while no step could form get one now.
@@ -126,8 +123,8 @@ void Coordinator::RecoverShards(const std::string& why) {
       const int64_t low = *std::min_element(versions->begin(), versions->end());
       const int64_t high =
           *std::max_element(versions->begin(), versions->end());
-      if (in_doubt_.has_value())
-        ResolveInDoubt(low == high && low == in_doubt_->step() + 1);
+      if (const auto& in_doubt = recovery_state_.in_doubt())
+        ResolveInDoubt(low == high && low == in_doubt->step() + 1);
       ApplyStepsPastEveryShard(low);
       target = recovery_.RestoreTarget(low, high, steps_applied_);
       // Hybrid: the ring's members roll their dense layers back to the
@@ -144,7 +141,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       error_ = absl::StrCat("no version every shard can return to: ",
                             restored.message());
       Log(error_);
-      return;  // recovery_needed_ stays set: no step forms
+      return;  // the recovery stays needed: no step forms
     }
     if (absl::IsFailedPrecondition(restored) && target > 0) {
       absl::MutexLock lock(&mu_);
@@ -164,7 +161,7 @@ void Coordinator::RecoverShards(const std::string& why) {
         continue;
       }
       RollBackAccounting(target);
-      recovery_needed_ = false;
+      recovery_state_.Done();
       AdvanceEpochIfComplete();
       Persist();
       ServeWaiters(replies, false);
@@ -179,7 +176,9 @@ void Coordinator::ApplyStepsPastEveryShard(int64_t low) {
   // aborts the step instead of leaving it: sum on arrival, PS pipelines),
   // so that a finalizing step is the set the shards applied on push, and
   // nothing else holds state of it (no ring).
-  if (!rules_.steps_recoverable_from_shards() || in_doubt_.has_value()) return;
+  if (!rules_.steps_recoverable_from_shards() ||
+      recovery_state_.in_doubt().has_value())
+    return;
   while (steps_applied_ < low) {
     const int64_t number = steps_applied_;
     OpenStep* step = steps_.Find(number);
@@ -205,17 +204,14 @@ void Coordinator::RollBackAccounting(int64_t target) {
     }
     // Newest first, so that the queue hands them out in their old order.
     for (const v1::DataTask& t : recovery_.TakeFrom(target)) {
-      if (queue_->Reclaim(t).ok()) {
-        samples_applied_total_ -= t.end() - t.begin();
-        lost += t.end() - t.begin();
-      }
+      if (queue_->Reclaim(t).ok()) lost += t.end() - t.begin();
     }
-    window_.Discount(lost);
-    ++rollbacks_;
+    progress_.TakeBack(lost);
+    recovery_state_.CountRollback();
   }
   steps_applied_ = target;
   steps_.set_formed(target);
-  in_doubt_.reset();
+  recovery_state_.ClearInDoubt();
   if (target < from) {
     AddEvent("shards_rolled_back", "", target, lost,
              absl::StrCat("from version ", from, " to ", target));

@@ -8,8 +8,7 @@ namespace ferry {
 void Coordinator::CountBytes(const std::string& role, int64_t sent,
                              int64_t received) {
   absl::MutexLock lock(&mu_);
-  (*own_bytes_.mutable_sent())[role] += sent;
-  (*own_bytes_.mutable_received())[role] += received;
+  progress_.CountBytes(role, sent, received);
 }
 
 bool Coordinator::finished() const {
@@ -58,39 +57,15 @@ v1::StatusResponse Coordinator::Status() const {
   s.set_epoch(queue_->epoch());
   s.set_epoch_progress(static_cast<double>(queue_->samples_applied()) /
                        queue_->num_samples());
-  s.set_train_loss(recent_loss_);
   const absl::Time end = evals_.finish_time().value_or(now);
-  const WindowFigures w = window_.figures();
-  s.set_samples_per_second(w.samples_per_second());
-  if (const std::optional<absl::Time> first = window_.first_end()) {
-    s.set_startup_seconds(absl::ToDoubleSeconds(*first - absl::UnixEpoch()) -
-                          start_unix_);
-  }
-  s.set_window_seconds(w.seconds);
-  s.set_window_samples(w.samples);
-  s.set_window_steps(w.steps);
-  s.set_step_seconds(w.step_seconds());
-  s.set_window_reports(w.reports);
-  s.set_window_compute_seconds(w.compute_seconds);
-  s.set_window_comm_seconds(w.comm_seconds);
-  s.set_window_work_seconds(w.work_seconds);
+  progress_.FillStatus(s, start_unix_);
   evals_.FillStatus(s);
   s.set_wall_seconds(absl::ToDoubleSeconds(end - start_));
-  s.set_samples_applied(samples_applied_total_);
   for (const v1::EpochAccounting& a : accounting_) *s.add_accounting() = a;
   s.set_workers_seen(membership_.workers_seen());
-  *s.mutable_coordinator_bytes() = own_bytes_;
-  s.set_compute_seconds(compute_seconds_);
-  s.set_unique_ids(unique_ids_);
-  for (const auto& [key, totals] : pipeline_totals_) *s.add_pipeline() = totals;
-  s.set_comm_seconds(comm_seconds_);
-  s.set_digest_checks(digest_checks_);
-  s.set_digest_mismatches(digest_mismatches_);
   events_.FillStatus(s);
-  s.set_aborted_steps(aborted_steps_);
-  s.set_rollbacks(rollbacks_);
+  recovery_state_.FillStatus(s);
   s.set_checkpoint_version(recovery_.latest_checkpoint());
-  s.set_restarts(restarts_);
   s.set_error(error_);
   return s;
 }

@@ -46,18 +46,9 @@ absl::Status Coordinator::RecordDone(Member& member,
   RETURN_IF_ERROR(CheckStepTimes(done));
   RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
   RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));
-  if (done.has_pipeline()) {
-    RETURN_IF_ERROR(AddPipelineFigures(done.pipeline()));
-  }
+  RETURN_IF_ERROR(progress_.AddReport(done));
   member.bytes = done.bytes();  // cumulative counts: the latest replaces
   member.peer_bytes = done.peer_bytes();
-  compute_seconds_ += done.compute_seconds();
-  unique_ids_ += done.unique_ids();
-  comm_seconds_ += done.comm_seconds();
-  if (done.num_samples() > 0 && !done.failed()) {
-    const double loss = done.loss_sum() / done.num_samples();
-    recent_loss_ = recent_loss_ == 0.0 ? loss : 0.9 * recent_loss_ + 0.1 * loss;
-  }
   if (rules_.sync()) {
     OpenStep* open = steps_.Find(done.step());
     Slot* slot = nullptr;
@@ -91,16 +82,13 @@ absl::Status Coordinator::RecordDone(Member& member,
         if (!step.digest.has_value()) {
           step.digest = done.weights_digest();
         } else {
-          ++digest_checks_;
-          if (*step.digest != done.weights_digest()) ++digest_mismatches_;
+          progress_.CountDigest(*step.digest == done.weights_digest());
         }
       }
       for (const v1::RangeDigest& d : done.range_digests()) {
         const auto [first, inserted] = open->range_digests.emplace(
             std::make_pair(d.begin(), d.end()), d.digest());
-        if (inserted) continue;
-        ++digest_checks_;
-        if (first->second != d.digest()) ++digest_mismatches_;
+        if (!inserted) progress_.CountDigest(first->second == d.digest());
       }
       MaybeQueueFinalize(*open);
     }
@@ -114,7 +102,7 @@ absl::Status Coordinator::RecordDone(Member& member,
   for (const v1::DataTask& task : member.leases) {
     if (task.epoch() == queue_->epoch() &&
         queue_->Applied(task.task_id()).ok()) {
-      samples_applied_total_ += task.end() - task.begin();
+      progress_.AddApplied(task.end() - task.begin());
       Metrics()
           .samples(MetricRole::kCoordinator)
           .Increment(static_cast<double>(task.end() - task.begin()));
@@ -138,8 +126,7 @@ absl::Status Coordinator::RecordDone(Member& member,
   } else {
     AdvanceEpochIfComplete();
   }
-  if (checkpointing_ && options_.checkpoint_every > 0 &&
-      tasks_applied_ % options_.checkpoint_every == 0) {
+  if (checkpoint_plan_.DueAfterTasks(tasks_applied_)) {
     steps_.QueueCheckpoint();  // an async checkpoint for the finalizer
   }
   Persist();
@@ -151,7 +138,7 @@ void Coordinator::MaybeQueueFinalize(OpenStep& step) {
 }
 
 bool Coordinator::AdvanceEpochIfComplete() {
-  if (recovery_needed_) return true;  // after the recovery
+  if (recovery_state_.needed()) return true;  // after the recovery
   if (!queue_->complete()) return true;
   v1::EpochAccounting acc;
   acc.set_epoch(queue_->epoch());
@@ -200,22 +187,21 @@ void Coordinator::AbortOpenSteps(int64_t from, bool include_finalizing,
   const int64_t count = static_cast<int64_t>(aborted.size());
   const int64_t first = aborted.empty() ? -1 : aborted.front().step;
   membership_.NextGeneration();
-  ++fence_;
+  recovery_state_.RaiseFence();
   if (count == 0) return;
   // Steps are numbered densely: the aborted ones are formed again.
   steps_.set_formed(steps_.open().empty() ? std::max(steps_applied_, first)
                                           : std::min(steps_.formed(), first));
-  aborted_steps_ += count;
+  recovery_state_.CountAborted(count);
   // Shards may hold pushes of the aborted steps: rows (hybrid), some
   // members' gradients (a PS pipeline: a re-formed step must not take them
   // as the same members' new ones), or sums (sum on arrival). The finalizer
   // drops them (RecoverShards: a rollback of the open step) before any step
   // forms again.
   if (rules_.lost_member_aborts_step() &&
-      rules_.shards_apply_finalized_steps() && !recovery_needed_) {
-    recovery_needed_ = true;
-    recovery_why_ =
-        absl::StrCat("step ", first, " aborted: the shards drop its pushes");
+      rules_.shards_apply_finalized_steps() && !recovery_state_.needed()) {
+    recovery_state_.Require(
+        absl::StrCat("step ", first, " aborted: the shards drop its pushes"));
   }
   AddEvent(
       "step_aborted", worker_id, first, lost,
@@ -230,7 +216,7 @@ void Coordinator::ApplyStep(int64_t number) {
       if (t.epoch() != queue_->epoch()) continue;
       if (s.pushed) {
         if (queue_->Applied(t.task_id()).ok()) {
-          samples_applied_total_ += t.end() - t.begin();
+          progress_.AddApplied(t.end() - t.begin());
           recovery_.RecordApplied(number, t);
         }
       } else {
@@ -262,24 +248,25 @@ void Coordinator::ApplyStep(int64_t number) {
       .Increment(static_cast<double>(step_samples));
   steps_.open().erase(number);
   steps_applied_ = number + 1;
-  in_doubt_.reset();
+  recovery_state_.ClearInDoubt();
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {
-  const int64_t number = in_doubt_->step();
+  const v1::AppliedStep& in_doubt = *recovery_state_.in_doubt();
+  const int64_t number = in_doubt.step();
   if (steps_.Find(number) != nullptr) {
     if (applied) ApplyStep(number);  // else AbortOpenSteps releases it
-    in_doubt_.reset();
+    recovery_state_.ClearInDoubt();
     return;
   }
   // Resumed from the saved state: the step's tasks are leased.
   recovery_.LogStep(number);
-  for (const v1::DataTask& t : in_doubt_->tasks()) {
+  for (const v1::DataTask& t : in_doubt.tasks()) {
     if (t.epoch() != queue_->epoch()) continue;
     if (!applied) {
       (void)queue_->Release(t.task_id());
     } else if (queue_->Applied(t.task_id()).ok()) {
-      samples_applied_total_ += t.end() - t.begin();
+      progress_.AddApplied(t.end() - t.begin());
       Metrics()
           .samples(MetricRole::kCoordinator)
           .Increment(static_cast<double>(t.end() - t.begin()));
@@ -294,7 +281,7 @@ void Coordinator::ResolveInDoubt(bool applied) {
   } else {
     recovery_.Forget(number);
   }
-  in_doubt_.reset();
+  recovery_state_.ClearInDoubt();
 }
 
 void Coordinator::FinalizerLoop() {
@@ -330,7 +317,7 @@ FinalizerAction Coordinator::NextFinalizerAction() {
       absl::Condition(
           +[](Coordinator* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
             return c->stopping_ || !c->steps_.queue_empty() ||
-                   c->recovery_needed_ || c->FenceDue();
+                   c->recovery_state_.needed() || c->FenceDue();
           },
           this),
       kShardWatchInterval);
@@ -343,9 +330,9 @@ FinalizerAction Coordinator::NextFinalizerAction() {
   } else if (FenceDue()) {
     action.kind = Kind::kFence;
     action.generation = membership_.generation();
-  } else if (recovery_needed_) {
+  } else if (recovery_state_.needed()) {
     action.kind = Kind::kRecover;
-    action.why = recovery_why_;
+    action.why = recovery_state_.why();
   } else if (const int64_t number = steps_.NextQueued();
              number == StepTable::kCheckpoint) {  // async checkpoint
     steps_.Dequeue(number);
@@ -372,8 +359,8 @@ FinalizerAction Coordinator::NextFinalizerAction() {
       action.contributors.push_back(c);
       for (const v1::DataTask& t : s.tasks) *doubt.add_tasks() = t;
     }
-    in_doubt_ = std::move(doubt);
-    action.forced_checkpoint = forced_checkpoints_.erase(number) > 0;
+    recovery_state_.SetInDoubt(std::move(doubt));
+    action.forced_checkpoint = checkpoint_plan_.TakeForced(number);
     Persist();  // a restart must know this step may have been applied
   }
   return action;
@@ -404,9 +391,10 @@ void Coordinator::RunFinalizeStep(const FinalizerAction& action) {
     // consistent step.
     {
       absl::MutexLock lock(&mu_);
-      recovery_needed_ = true;  // no step forms meanwhile
+      recovery_state_.Require();  // no step forms meanwhile
       // Shards at number + 1 may hold another set's update: undo it.
-      if (absl::IsAlreadyExists(status) && in_doubt_.has_value())
+      if (absl::IsAlreadyExists(status) &&
+          recovery_state_.in_doubt().has_value())
         ResolveInDoubt(false);
     }
     RecoverShards(std::string(status.message()));
@@ -439,7 +427,7 @@ void Coordinator::RunFinalizeStep(const FinalizerAction& action) {
 // Step formation: members, shares and the ring a step's leases carry.
 
 bool Coordinator::FormStep(int max_open) {
-  if (evals_.training_done() || recovery_needed_ || evals_.steps_held())
+  if (evals_.training_done() || recovery_state_.needed() || evals_.steps_held())
     return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
@@ -452,18 +440,17 @@ bool Coordinator::FormStep(int max_open) {
   OpenStep step;
   step.epoch = queue_->epoch();
   step.ring_generation = membership_.generation();
-  step.fence = fence_;
+  step.fence = recovery_state_.fence();
   // Hybrid: a version the shards will be checkpointed at (a multiple of
   // checkpoint_every, or an epoch's start, see MaybeCheckpoint) must be
   // restorable on the ring too.
-  const int64_t every = options_.checkpoint_every;
   // A forced checkpoint's step, or the same step formed again.
   const bool forced =
-      rules_.ring_beside_shards() && checkpointing_ &&
-      (force_keep_state_ || forced_checkpoints_.contains(steps_.formed()));
-  step.keep_state = rules_.ring_beside_shards() && checkpointing_ &&
-                    (queue_->remaining() == queue_->num_samples() ||
-                     (every > 0 && steps_.formed() % every == 0) || forced);
+      rules_.ring_beside_shards() && checkpoint_plan_.ForcedAt(steps_.formed());
+  step.keep_state =
+      rules_.ring_beside_shards() &&
+      checkpoint_plan_.KeepsState(steps_.formed(),
+                                  queue_->remaining() == queue_->num_samples());
   const int64_t w = static_cast<int64_t>(ranked.size());
   const int64_t trained = rules_.TrainedMembers(w);
   if (trained == 0) {
@@ -488,26 +475,22 @@ bool Coordinator::FormStep(int max_open) {
     step.slots.push_back(std::move(slot));
   }
   if (forced) {  // ForceCheckpointIfNoCopyLeft
-    forced_checkpoints_.insert(steps_.formed());
-    force_keep_state_ = false;
+    checkpoint_plan_.MarkForced(steps_.formed());
   }
   steps_.Add(std::move(step));
   return true;
 }
 
 bool Coordinator::LeaseNamesContributors(int64_t step) const {
-  if (!rules_.finalize_on_push()) return false;
   // The shards must still be at version `step` when the coordinator
   // checkpoints it (after applying step - 1).
-  const int64_t every = options_.checkpoint_every;
-  if (forced_checkpoints_.contains(step)) return false;
-  return !(checkpointing_ && every > 0 && step > 0 && step % every == 0);
+  return rules_.finalize_on_push() && !checkpoint_plan_.AtStep(step);
 }
 
 void Coordinator::ForceCheckpointIfNoCopyLeft() {
   // Nothing to force, or a forced checkpoint is on its way already.
-  if (!rules_.ring_beside_shards() || !checkpointing_ || force_keep_state_ ||
-      !forced_checkpoints_.empty()) {
+  if (!rules_.ring_beside_shards() || !checkpoint_plan_.on() ||
+      checkpoint_plan_.forcing()) {
     return;
   }
   const int64_t latest = recovery_.latest_checkpoint();
@@ -516,7 +499,7 @@ void Coordinator::ForceCheckpointIfNoCopyLeft() {
     const std::vector<int64_t>& kept = m->kept_states;
     if (std::find(kept.begin(), kept.end(), latest) != kept.end()) return;
   }
-  force_keep_state_ = true;
+  checkpoint_plan_.ForceNext();
   AddEvent("checkpoint_forced", "", steps_.formed(), 0,
            absl::StrCat("no member holds the dense state of checkpoint ",
                         latest, ": the next step is checkpointed"));
