@@ -39,15 +39,20 @@ Registry& Added() {
   return *registry;
 }
 
+std::vector<const LayerKind*> AllKinds(Registry& registry)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry.mu) {
+  std::vector<const LayerKind*> kinds(std::begin(kBuiltinKinds),
+                                      std::end(kBuiltinKinds));
+  kinds.insert(kinds.end(), registry.added.begin(), registry.added.end());
+  return kinds;
+}
+
 }  // namespace
 
 std::vector<const LayerKind*> LayerKinds() {
-  std::vector<const LayerKind*> kinds(std::begin(kBuiltinKinds),
-                                      std::end(kBuiltinKinds));
   Registry& registry = Added();
   absl::MutexLock lock(&registry.mu);
-  kinds.insert(kinds.end(), registry.added.begin(), registry.added.end());
-  return kinds;
+  return AllKinds(registry);
 }
 
 absl::Status RegisterLayerKind(const LayerKind& kind) {
@@ -58,13 +63,7 @@ absl::Status RegisterLayerKind(const LayerKind& kind) {
   }
   Registry& registry = Added();
   absl::MutexLock lock(&registry.mu);
-  for (const LayerKind* k : kBuiltinKinds) {
-    if (name == k->name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer kind '", name, "' is already registered"));
-    }
-  }
-  for (const LayerKind* k : registry.added) {
+  for (const LayerKind* k : AllKinds(registry)) {
     if (name == k->name) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer kind '", name, "' is already registered"));

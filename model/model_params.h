@@ -40,8 +40,9 @@ absl::StatusOr<ParameterLayout> ModelStateLayout(const ModelDef& def);
 // ModelParameterLayout for a model without state.
 absl::StatusOr<ParameterLayout> ModelJobLayout(const ModelDef& def);
 
-// Deterministic initial parameters (bit-identical on every platform): one
-// mt19937_64 seeded with `seed` draws every weight tensor in layer order
+// Deterministic initial parameters (bit-identical on every platform), each
+// tensor as its kind says (LayerTensor::init, layer_kinds.h): one
+// mt19937_64 seeded with `seed` draws every kFanNormal tensor in layer order
 // (FillNormal); a Linear or Conv2d weight is He-normal (std sqrt(2/fan_in),
 // fan_in = in_features or in_channels * kh * kw) when the next layer that is
 // not Dropout, BatchNorm, pooling or Flatten is a ReLU, else Xavier-normal
@@ -51,7 +52,8 @@ absl::StatusOr<ParameterLayout> ModelJobLayout(const ModelDef& def);
 std::vector<float> ModelInitialParameters(const ModelDef& def,
                                           const ParameterLayout& layout,
                                           uint64_t seed);
-// Initial state: running_mean 0, running_var 1, num_batches_tracked 0.
+// Initial state, as each kind says: running_mean 0, running_var 1,
+// num_batches_tracked 0.
 // REQUIRES: `layout` == ModelStateLayout(def).
 std::vector<float> ModelInitialState(const ModelDef& def,
                                      const ParameterLayout& layout);

@@ -14,28 +14,16 @@
 #include "compute/kernel_math.h"
 #include "compute/pool_ops.h"
 #include "gtest/gtest.h"
+#include "tests/compute/layer_ops_access.h"
 #include "tests/testing/random_values.h"
 
 namespace ferry {
 namespace {
 
-// The layer op families of a backend (compute/layer_ops.h).
-template <typename Ops>
-Ops& OpsOf(const std::unique_ptr<ComputeBackend>& backend) {
-  return *backend->LayerOpsOf<Ops>().value();
-}
-ConvOps& Conv(const std::unique_ptr<ComputeBackend>& b) {
-  return OpsOf<ConvOps>(b);
-}
-PoolOps& Pool(const std::unique_ptr<ComputeBackend>& b) {
-  return OpsOf<PoolOps>(b);
-}
-DropoutOps& Drop(const std::unique_ptr<ComputeBackend>& b) {
-  return OpsOf<DropoutOps>(b);
-}
-BatchNormOps& BatchNorm(const std::unique_ptr<ComputeBackend>& b) {
-  return OpsOf<BatchNormOps>(b);
-}
+using testing::BatchNorm;
+using testing::Conv;
+using testing::Drop;
+using testing::Pool;
 
 std::vector<float> Random(size_t n, uint32_t seed) {
   return testing::RandomValues(n, seed);
