@@ -77,6 +77,7 @@
 #include "coordinator/job_events.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/membership.h"
+#include "coordinator/metrics_lines.h"
 #include "coordinator/parked_calls.h"
 #include "coordinator/recovery_log.h"
 #include "coordinator/recovery_state.h"
@@ -405,14 +406,10 @@ class Coordinator {
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);
 
-  // Training curves waiting for FlushMetrics(); metrics_mu_ keeps them in
-  // order between the threads that flush.
+  // Training curves waiting for FlushMetrics() (kept only with a metrics
+  // sink); metrics_mu_ keeps them in order between the threads that flush.
   absl::Mutex metrics_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
-      pending_metrics_ ABSL_GUARDED_BY(mu_);
-  // The previous step's end (workers' clocks): a metrics line's
-  // step_seconds (kept only with a metrics sink).
-  std::optional<absl::Time> last_step_end_ ABSL_GUARDED_BY(mu_);
+  MetricsLines lines_ ABSL_GUARDED_BY(mu_);
 
   std::thread finalizer_, evaluator_, reaper_;
 };

@@ -1,7 +1,6 @@
 // The coordinator's training curves: per committed step (sync), per applied
 // task (async), per evaluation, handed to CoordinatorOptions::metrics.
 #include <algorithm>
-#include <set>
 #include <string>
 
 #include "coordinator/coordinator.h"
@@ -35,46 +34,9 @@ void Coordinator::FillCommon(StepMetrics& m, const OpenStep* step,
   m.elapsed_seconds = elapsed(m.time);
   m.began_seconds = elapsed(began);
   m.ended_seconds = elapsed(ended);
-  // From the previous step's end (the lines' step_seconds add up to the
-  // throughput window's span), the first step from its own beginning.
-  m.step_seconds =
-      absl::ToDoubleSeconds(ended - last_step_end_.value_or(began));
-  last_step_end_ = std::max(last_step_end_.value_or(ended), ended);
+  m.step_seconds = lines_.StepSeconds(began, ended);
   m.mode = ModeName(options_.job.mode());
-  // Cumulative counts of every worker, those that left included: for the
-  // step's reporters as of their report of it, for the others the latest.
-  std::set<std::string> counted;
-  auto add = [&](const std::string& id, const v1::ByteCounts& bytes,
-                 const v1::ByteCounts& peers) {
-    if (bytes.sent().empty() && bytes.received().empty()) return;
-    if (!counted.insert(id).second) return;
-    for (const auto& [role, n] : bytes.sent()) {
-      m.bytes_sent += n;
-      (role == "coordinator" ? m.control_bytes_sent : m.data_bytes_sent) += n;
-    }
-    for (const auto& [role, n] : bytes.received()) {
-      m.bytes_received += n;
-      (role == "coordinator" ? m.control_bytes_received
-                             : m.data_bytes_received) += n;
-    }
-    for (const auto& [peer, n] : peers.sent()) m.peers[peer].sent += n;
-    for (const auto& [peer, n] : peers.received()) m.peers[peer].received += n;
-    for (const auto& [peer, n] : peers.calls()) m.peers[peer].calls += n;
-  };
-  if (step != nullptr) {
-    for (const auto& [id, counts] : step->reported_bytes)
-      add(id, counts.first, counts.second);
-  }
-  for (const auto& [id, member] : membership_.members())
-    add(id, member.bytes, member.peer_bytes);
-  const auto& departed_peers = membership_.departed_peer_bytes();
-  for (const auto& [id, bytes] : membership_.departed_bytes()) {
-    const auto peers = departed_peers.find(id);
-    add(id, bytes,
-        peers == departed_peers.end() ? v1::ByteCounts::default_instance()
-                                      : peers->second);
-  }
-  m.bytes_workers = static_cast<int64_t>(counted.size());
+  AddWorkerBytes(m, step, membership_);
 }
 
 void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
@@ -105,7 +67,7 @@ void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
     m.compute_seconds = step.compute_seconds / step.reports;
     m.comm_seconds = step.comm_seconds / step.reports;
   }
-  pending_metrics_.emplace_back(std::move(m), std::nullopt);
+  lines_.AddStep(std::move(m));
 }
 
 void Coordinator::RecordAppliedTask(const v1::StepReport& done,
@@ -129,7 +91,7 @@ void Coordinator::RecordAppliedTask(const v1::StepReport& done,
   }
   m.compute_seconds = done.compute_seconds();
   m.comm_seconds = done.comm_seconds();
-  pending_metrics_.emplace_back(std::move(m), std::nullopt);
+  lines_.AddStep(std::move(m));
 }
 
 v1::EvalPoint ToEvalPoint(const TestScores& scores) {
@@ -160,17 +122,16 @@ void Coordinator::QueueEvalMetrics(const v1::EvalPoint& point) {
   m.test_accuracy = point.test_accuracy();
   m.test_loss = point.test_loss();
   if (point.has_test_auc()) m.test_auc = point.test_auc();
-  pending_metrics_.emplace_back(std::nullopt, std::move(m));
+  lines_.AddEval(std::move(m));
 }
 
 void Coordinator::FlushMetrics() {
   if (options_.metrics == nullptr) return;
   absl::MutexLock order(&metrics_mu_);
-  std::vector<std::pair<std::optional<StepMetrics>, std::optional<EvalMetrics>>>
-      points;
+  std::vector<MetricsLines::Point> points;
   {
     absl::MutexLock lock(&mu_);
-    points.swap(pending_metrics_);
+    points = lines_.Take();
   }
   for (const auto& [step, eval] : points) {
     if (step.has_value()) options_.metrics->RecordStep(*step);
