@@ -1,5 +1,8 @@
 // MaxPool2d and AvgPool2d over NCHW batches (the backend's pooling kernels;
 // max pooling recomputes each window's argmax in the backward pass).
+#include <initializer_list>
+#include <utility>
+
 #include "common/status_macros.h"
 #include "compute/kernel_math.h"
 #include "compute/pool_ops.h"
@@ -48,32 +51,33 @@ bool PaddingFits(const LayerDef& d) {
          2 * d.padding.w <= d.kernel_size.w;
 }
 
-// kernel_size, stride (default: kernel_size), padding, ceil_mode.
-absl::Status ParseWindow(LayerArgReader& r, LayerDef& d) {
+// kernel_size, stride (default: kernel_size), padding (at most half the
+// kernel), ceil_mode and the kind's `defaults_only` arguments at PyTorch's
+// defaults.
+absl::Status ParsePool(
+    LayerArgReader& r, LayerDef& d,
+    std::initializer_list<std::pair<const char*, nlohmann::json>>
+        defaults_only) {
   ASSIGN_OR_RETURN(d.kernel_size, r.Pair("kernel_size", true, {}, false));
   ASSIGN_OR_RETURN(d.stride, r.Pair("stride", false, d.kernel_size, false));
   ASSIGN_OR_RETURN(d.padding, r.Pair("padding", false, {0, 0}, true));
-  return r.OnlyDefault("ceil_mode", false);
+  RETURN_IF_ERROR(r.OnlyDefault("ceil_mode", false));
+  for (const auto& [key, value] : defaults_only) {
+    RETURN_IF_ERROR(r.OnlyDefault(key, value));
+  }
+  if (!PaddingFits(d)) {
+    return r.Error("padding must be at most half the kernel size");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseMaxPool2d(LayerArgReader& r, LayerDef& d) {
-  RETURN_IF_ERROR(ParseWindow(r, d));
-  RETURN_IF_ERROR(r.OnlyDefault("dilation", 1));
-  RETURN_IF_ERROR(r.OnlyDefault("return_indices", false));
-  if (!PaddingFits(d)) {
-    return r.Error("padding must be at most half the kernel size");
-  }
-  return absl::OkStatus();
+  return ParsePool(r, d, {{"dilation", 1}, {"return_indices", false}});
 }
 
 absl::Status ParseAvgPool2d(LayerArgReader& r, LayerDef& d) {
-  RETURN_IF_ERROR(ParseWindow(r, d));
-  RETURN_IF_ERROR(r.OnlyDefault("count_include_pad", true));
-  RETURN_IF_ERROR(r.OnlyDefault("divisor_override", nullptr));
-  if (!PaddingFits(d)) {
-    return r.Error("padding must be at most half the kernel size");
-  }
-  return absl::OkStatus();
+  return ParsePool(
+      r, d, {{"count_include_pad", true}, {"divisor_override", nullptr}});
 }
 
 void WritePool(const LayerDef& d, LayerArgWriter& w) {
