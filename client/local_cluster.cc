@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "client/status_poller.h"
 #include "client/status_view.h"
 #include "client/supervision.h"
+#include "client/worker_command.h"
 #include "common/exit_codes.h"
 #include "common/progress.h"
 #include "common/shard_partitions.h"
@@ -133,6 +135,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.cluster_file = o.cluster_file;
   so.log_dir = log_dir;
   so.ops_ports = true;
+  so.worker_ops_ports = o.worker_command.empty();
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
@@ -154,12 +157,18 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     return absl::IsInvalidArgument(why) ? kExitConfig : 1;
   }
   const std::string coord = *coord_or;
-  std::vector<std::string> worker_argv = {
-      bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
-      "--peer-listen",       "127.0.0.1:0"};
-  worker_argv.insert(worker_argv.end(), o.link_args.begin(), o.link_args.end());
-  worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
-  procs.SetWorkerArgv(std::move(worker_argv));
+  if (o.worker_command.empty()) {
+    std::vector<std::string> worker_argv = {
+        bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+        "--peer-listen",       "127.0.0.1:0"};
+    worker_argv.insert(worker_argv.end(), o.link_args.begin(),
+                       o.link_args.end());
+    worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
+    procs.SetWorkerArgv(std::move(worker_argv));
+  } else {
+    procs.SetWorkerArgv(
+        HostedWorkerArgv(o.worker_command, coord, bin, getenv("PYTHONPATH")));
+  }
 
   absl::Status started = absl::OkStatus();
   for (int i = 0; started.ok() && i < shards; ++i) {

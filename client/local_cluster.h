@@ -28,6 +28,12 @@ struct LocalClusterOptions {
   int shards = 2;      // shard processes
   int partitions = 1;  // logical shards per process (--partitions)
   std::string device = "auto";
+  // Non-empty: each worker is this shell command (`/bin/sh -c`) instead of
+  // ferry-worker, e.g. a PyTorch script using ferry.torch: it finds the
+  // coordinator in FERRY_COORDINATOR and the ferry package on PYTHONPATH
+  // (the build's python/ folder first). It gets no ops ports and no link
+  // emulation flags.
+  std::string worker_command;
   std::string summary_json;
   std::string cluster_file;
   std::string log_dir;  // empty: a new directory under /tmp

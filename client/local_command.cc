@@ -199,6 +199,11 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
       .add_option("--device", line.options.device,
                   "worker device: auto, cpu or cuda")
       ->capture_default_str();
+  local.add_option(
+      "--worker-command", line.options.worker_command,
+      "run each worker as this shell command instead of ferry-worker: a "
+      "PyTorch script using ferry.torch (docs/pytorch.md), which finds the "
+      "coordinator in FERRY_COORDINATOR and the ferry package on PYTHONPATH");
   local.add_option("--seed", line.seed, "seed of init and sampling")
       ->capture_default_str();
   AddPipelineFlags(local, line.pipeline,

@@ -142,6 +142,9 @@ absl::Status ProcessSupervisor::StartWorker() {
 
 absl::Status ProcessSupervisor::AddOpsPorts(Proc& p) {
   if (!options_.ops_ports) return absl::OkStatus();
+  if (p.name.role == ProcessName::Role::kWorker && !options_.worker_ops_ports) {
+    return absl::OkStatus();
+  }
   p.ops_port_file =
       absl::StrCat(options_.log_dir, "/", p.name.ToString(), ".ops");
   std::error_code ignored;

@@ -49,6 +49,8 @@ struct SupervisorOptions {
   // --metrics-port -1) and reports (--ops-port-file <log_dir>/<name>.ops),
   // the same ports at every restart.
   bool ops_ports = false;
+  // Whether workers get them too (false: workers that are not ferry-worker).
+  bool worker_ops_ports = true;
   // Where progress and events are printed (one line each).
   std::function<void(const std::string&)> print;
 };

@@ -156,10 +156,14 @@ class Worker {
   // job's exchange (the only place the mode is looked at).
   absl::Status Setup() {
     RETURN_IF_ERROR(CheckExchangeJob(job_));
-    ASSIGN_OR_RETURN(
-        trainer_,
-        MakeLeaseTrainer(job_, options_.device, options_.threads,
-                         deps_.peer.get(), options_.collective_timeout));
+    if (options_.make_trainer) {
+      ASSIGN_OR_RETURN(trainer_, options_.make_trainer(job_));
+    } else {
+      ASSIGN_OR_RETURN(
+          trainer_,
+          MakeLeaseTrainer(job_, options_.device, options_.threads,
+                           deps_.peer.get(), options_.collective_timeout));
+    }
     summary_.device = trainer_->backend()->Name();
     ExchangeContext context;
     context.job = &job_;

@@ -26,6 +26,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -34,6 +36,7 @@
 #include "compute/compute_backend.h"
 #include "nlohmann/json.hpp"
 #include "ps/ps_client.h"
+#include "worker/lease_trainer.h"
 #include "worker/worker_deps.h"
 
 namespace ferry {
@@ -72,6 +75,13 @@ struct WorkerOptions {
   // Not owned; when set, the ring peer server's grpc.health.v1 service
   // follows it (ferry-worker passes its ProcessOps' state).
   HealthState* health = nullptr;
+  // Builds the trainer once the job is known (on the loop's thread, after
+  // Register); empty: MakeLeaseTrainer, the job's model family. A host
+  // program that computes the gradients itself passes its own
+  // (worker/hosted_worker.h). Its error ends the worker.
+  std::function<absl::StatusOr<std::unique_ptr<LeaseTrainer>>(
+      const v1::JobSpec& job)>
+      make_trainer;
 };
 
 struct WorkerSummary {

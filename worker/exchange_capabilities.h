@@ -13,6 +13,7 @@
 //   PartialBufferExchange   PS
 //   EndOfTrainingExchange   ring
 //   CommittedStepsObserver  ring
+//   StepWeightsExchange     PS
 //
 // Ownership: a capability is the exchange itself (or a part it owns); it
 // lives as long as the exchange. Thread safety: as the exchange's methods,
@@ -108,6 +109,26 @@ class CommittedStepsObserver : public ExchangeCapability {
 
  protected:
   ~CommittedStepsObserver() = default;
+};
+
+// Exchanges whose FinishStep leaves the weights the step made on the far
+// side (PS: the shards apply it); they can bring them in right after it.
+// Exchanges without it (ring, local) hold them in buffers.params once
+// FinishStep returns.
+class StepWeightsExchange : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "the step's weights after it";
+
+  // After a FinishStep that succeeded: waits until buffers.host_params
+  // hold the weights of the version the step made, and returns true, when
+  // they were already on their way (the PS pull started ahead for a lease
+  // that named its contributors); false when they come only with the next
+  // BeginStep (a coordinator-finalized or async step, or the pull ahead
+  // failed). The next BeginStep then uses them without pulling again.
+  virtual bool AwaitStepWeights() = 0;
+
+ protected:
+  ~StepWeightsExchange() = default;
 };
 
 }  // namespace ferry

@@ -188,7 +188,7 @@ class GradientExchange {
  public:
   virtual ~GradientExchange() = default;
 
-  // "ps" or "ring" (logs and summaries).
+  // The mode's name ("ps", "ring", "hybrid", "local"): logs and summaries.
   virtual std::string mode() const = 0;
   virtual ExchangePolicy policy() const = 0;
 

@@ -32,14 +32,15 @@ PsExchange::PsExchange(std::unique_ptr<ParameterClient> client,
 
 absl::StatusOr<int64_t> PsExchange::PullVersion(int64_t min_version,
                                                 FlatRange range, float* into) {
-  if (ahead_ != nullptr && ahead_version_ == min_version &&
-      ahead_range_ == range && ahead_into_ == into) {
-    absl::StatusOr<int64_t> pulled = ahead_->Wait();
-    ahead_.reset();
-    if (pulled.ok()) return pulled;
-    // A shard failed or was rolled back meanwhile: pull with retries.
-  }
+  const bool same = ahead_version_ == min_version && ahead_range_ == range &&
+                    ahead_into_ == into;
+  if (ahead_ != nullptr && same) ahead_done_ = ahead_->Wait();
   ahead_.reset();  // another version: cancelled, nothing writes any more
+  std::optional<absl::StatusOr<int64_t>> done = std::move(ahead_done_);
+  ahead_done_.reset();
+  if (done.has_value() && same && done->ok()) return *done;
+  // None started, another version, or a shard failed or was rolled back
+  // meanwhile: pull with retries.
   return client_->Pull(min_version, into);
 }
 
@@ -150,6 +151,9 @@ ExchangeCapability* PsExchange::FindCapability(std::string_view name) {
   if (ExchangeCapability* c = Offer<PartialBufferExchange>(this, name)) {
     return c;
   }
+  if (ExchangeCapability* c = Offer<StepWeightsExchange>(this, name)) {
+    return c;
+  }
   return embedding_tables_ ? Offer<EmbeddingRowExchange>(this, name) : nullptr;
 }
 
@@ -175,6 +179,13 @@ absl::Status PsExchange::FinishStep() {
   push_.reset();
   if (!finished.ok()) ahead_.reset();  // the version may never come
   return finished;
+}
+
+bool PsExchange::AwaitStepWeights() {
+  if (ahead_ == nullptr) return ahead_done_.has_value() && ahead_done_->ok();
+  ahead_done_ = ahead_->Wait();
+  ahead_.reset();
+  return ahead_done_->ok();
 }
 
 bool PsExchange::WaitedForOthers(const absl::Status& failure) {

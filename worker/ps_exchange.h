@@ -20,7 +20,9 @@
 // the backward pass declared (and so stopped reading) every range it owns.
 // The next BeginStep uses it when its lease pulls exactly that version and
 // it succeeded; otherwise it is cancelled (waited for) and a normal pull
-// runs.
+// runs. AwaitStepWeights (StepWeightsExchange) waits for it right after
+// FinishStep, for a trainer whose host must see the step's weights before
+// it goes on (worker/hosted_lease_trainer.h).
 //
 // Jobs with embedding tables: the step's rows are read with one PullRows of
 // the version BeginStep pulled (so rows and dense weights are of one version
@@ -33,6 +35,7 @@
 #define FERRY_WORKER_PS_EXCHANGE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,7 +57,8 @@ ExchangePolicy PipelinePsPolicy();
 
 class PsExchange final : public GradientExchange,
                          public PartialBufferExchange,
-                         public EmbeddingRowExchange {
+                         public EmbeddingRowExchange,
+                         public StepWeightsExchange {
  public:
   // `backend` and the buffers are not owned and outlive the exchange.
   // `shard_check_timeout` is the deadline of the ShardInfo calls that tell
@@ -80,7 +84,10 @@ class PsExchange final : public GradientExchange,
   void AbandonStep() override {
     push_.reset();
     ahead_.reset();
+    ahead_done_.reset();
   }
+  // StepWeightsExchange.
+  bool AwaitStepWeights() override;
   void CancelIfOlder(int64_t) override {}
   bool WaitedForOthers(const absl::Status& failure) override;
   // EmbeddingRowExchange (with embedding tables).
@@ -92,7 +99,8 @@ class PsExchange final : public GradientExchange,
   ExchangeBytes bytes() const override { return {client_->bytes(), {}}; }
 
  protected:
-  // PartialBufferExchange; EmbeddingRowExchange with embedding tables.
+  // PartialBufferExchange, StepWeightsExchange; EmbeddingRowExchange with
+  // embedding tables.
   ExchangeCapability* FindCapability(std::string_view name) override;
 
  private:
@@ -115,6 +123,9 @@ class PsExchange final : public GradientExchange,
   ExchangeBuffers step_buffers_;
   std::unique_ptr<PushSession> push_;   // the open step's
   std::unique_ptr<PendingPull> ahead_;  // pull of ahead_version_, if any
+  // The pull ahead's result once AwaitStepWeights waited for it (ahead_ is
+  // then null); the next PullVersion of the same version uses it.
+  std::optional<absl::StatusOr<int64_t>> ahead_done_;
   int64_t ahead_version_ = -1;
   FlatRange ahead_range_;
   float* ahead_into_ = nullptr;

@@ -209,6 +209,42 @@ TEST_F(PsExchangeTest, PullAheadLandsInTheStagesBuffersAndIsUsedOnce) {
   EXPECT_THAT(params, ::testing::Each(-7.0f));
 }
 
+TEST_F(PsExchangeTest, StepWeightsComeRightAfterTheStepWhenPulledAhead) {
+  calls_.start_pulls = true;
+  auto* weights = exchange_->capability<StepWeightsExchange>();
+  ASSERT_NE(weights, nullptr);
+  v1::NextTaskResponse lease;
+  lease.set_step(4);
+  lease.set_pull_version(4);
+  v1::Contributor* c = lease.add_step_contributors();
+  c->set_worker_id("w");
+  c->set_num_samples(2);
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
+  ASSERT_TRUE(exchange_->Ready(0, kN).ok());
+  ASSERT_TRUE(exchange_->FinishStep().ok());
+  EXPECT_THAT(calls_.started_pulls, ::testing::ElementsAre(5));
+  EXPECT_TRUE(weights->AwaitStepWeights());  // version 5, pulled ahead
+  EXPECT_TRUE(weights->AwaitStepWeights());  // still there, not pulled again
+
+  // The next step's version is the one waited for: no new pull.
+  lease.set_step(5);
+  lease.set_pull_version(5);
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
+  EXPECT_THAT(calls_.pulls, ::testing::ElementsAre(4));
+  ASSERT_TRUE(exchange_->Ready(0, kN).ok());
+  ASSERT_TRUE(exchange_->FinishStep().ok());
+
+  // A lease without contributors (the coordinator finalizes): nothing is
+  // pulled ahead, the weights come with the next step.
+  lease.clear_step_contributors();
+  lease.set_step(6);
+  lease.set_pull_version(6);
+  ASSERT_TRUE(exchange_->BeginStep(ExchangeStep::Of(&lease, 1, 2)).ok());
+  ASSERT_TRUE(exchange_->Ready(0, kN).ok());
+  ASSERT_TRUE(exchange_->FinishStep().ok());
+  EXPECT_FALSE(weights->AwaitStepWeights());
+}
+
 TEST_F(PsExchangeTest, AbandonCancelsThePushAndFailuresAreTold) {
   v1::NextTaskResponse lease;
   ExchangeStep step = ExchangeStep::Of(&lease, 1, 2);

@@ -1,0 +1,306 @@
+"""ferry.torch's Job: one PyTorch training process as a worker of a ferry job.
+
+How a step runs (docs/pytorch.md):
+  - job.batches(ds) asks ferry's worker (C++, ferry._ferry) for the next
+    lease; while it waits, ferry writes the weights of the step into the
+    model's parameters (a PS pull or the ring's state), which are views of
+    ferry's flat parameter buffer. It yields ds[i] of the lease's samples,
+    collated.
+  - job.backward(loss): loss.backward(); each parameter's gradient lands in
+    ferry's flat gradient buffer (its .grad is a view of it) and a hook on
+    its gradient accumulator declares its range final, so ferry pushes it
+    (PS) or all-reduces it (ring) while backward goes on.
+  - job.step(): ferry finishes the step's exchange (PS: every push
+    accepted; ring: every bucket reduced and the update applied) and says
+    whether the step was applied.
+The user's code never runs while ferry writes the parameters.
+"""
+
+import contextlib
+import json
+import math
+import os
+
+import torch
+from torch.utils.data import default_collate
+
+from ferry import _ferry
+
+_MODES = {"MODE_PS": "ps", "MODE_RING": "ring", "MODE_HYBRID": "hybrid"}
+
+
+def epoch_permutation(n, seed, epoch):
+    """The order (an int64 tensor) in which epoch `epoch` of a job with seed
+    `seed` visits samples [0, n): the permutation ferry's coordinator cuts
+    into leases, so a single-process script can replay a job's order."""
+    return torch.frombuffer(bytearray(_ferry.epoch_permutation(n, seed, epoch)),
+                            dtype=torch.int64)
+
+
+def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=30.0,
+         peer_listen="", peer_advertise=""):
+    """Joins the job of the coordinator at `coordinator` (HOST:PORT; default
+    the FERRY_COORDINATOR environment variable) as a worker training `model`.
+    The ring peer service listens on `peer_listen` (default
+    FERRY_PEER_LISTEN, else 0.0.0.0:0) and is reached at `peer_advertise`
+    (default FERRY_PEER_ADVERTISE, else this host's name and the bound port).
+
+    The model's parameters must be the job's tensors (same names and shapes,
+    float32); from now on they are views of ferry's flat buffer and hold the
+    job's weights. `optimizer`, when given, must be what the job's optimizer
+    computes (checked: type, lr, momentum, nesterov, weight decay, betas,
+    eps). Returns a Job, a context manager that leaves the job on exit.
+
+    Raises ValueError for a model or optimizer the job cannot train (the
+    message names the first difference) or a missing coordinator address,
+    ConnectionError / TimeoutError when the coordinator cannot be reached
+    within `timeout` seconds, RuntimeError when it refuses the worker.
+    """
+    coordinator = coordinator or os.environ.get("FERRY_COORDINATOR", "")
+    if not coordinator:
+        raise ValueError("no coordinator: pass coordinator='HOST:PORT' or set FERRY_COORDINATOR")
+    peer_listen = peer_listen or os.environ.get("FERRY_PEER_LISTEN", "")
+    peer_advertise = peer_advertise or os.environ.get("FERRY_PEER_ADVERTISE", "")
+    worker = _ferry.Worker(coordinator, rpc_timeout, peer_listen, peer_advertise)
+    try:
+        spec = json.loads(worker.join(timeout))
+        return Job(worker, spec, model, optimizer)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            worker.stop()
+        raise
+
+
+def _check_optimizer(optimizer, spec):
+    """ValueError naming the first setting of `optimizer` that differs from
+    the job's optimizer `spec` (OptimizerSpec as JSON)."""
+    if optimizer is None:
+        return
+    groups = optimizer.param_groups
+    if len(groups) != 1:
+        raise ValueError(f"the optimizer has {len(groups)} parameter groups; "
+                         "ferry.torch takes one group for now")
+    group = groups[0]
+    kind = spec.get("kind", "OPTIMIZER_SGD")
+
+    def same(name, ours, job):
+        if not math.isclose(float(ours), float(job), rel_tol=1e-6, abs_tol=1e-12):
+            raise ValueError(f"optimizer {name}={ours} differs from the job's {name}={job}")
+
+    if isinstance(optimizer, torch.optim.SGD):
+        want = "OPTIMIZER_MOMENTUM" if group["momentum"] else "OPTIMIZER_SGD"
+        if kind != want:
+            raise ValueError(f"the optimizer is torch.optim.SGD (ferry {want}); the job's is {kind}")
+        if group.get("dampening", 0):
+            raise ValueError(f"optimizer dampening={group['dampening']}: ferry's momentum has none")
+        if group.get("maximize", False):
+            raise ValueError("optimizer maximize=True is not supported")
+        same("lr", group["lr"], spec.get("lr", 0))
+        same("weight_decay", group["weight_decay"], spec.get("weight_decay", 0))
+        if group["momentum"]:
+            same("momentum", group["momentum"], spec.get("momentum", 0))
+            if bool(group["nesterov"]) != bool(spec.get("nesterov", False)):
+                raise ValueError(f"optimizer nesterov={group['nesterov']} differs from the job's")
+        return
+    adam = {torch.optim.AdamW: "OPTIMIZER_ADAMW", torch.optim.Adam: "OPTIMIZER_ADAM"}
+    for cls, want in adam.items():
+        if type(optimizer) is cls:
+            if kind != want:
+                raise ValueError(f"the optimizer is {cls.__name__}; the job's is {kind}")
+            if group.get("amsgrad", False):
+                raise ValueError("optimizer amsgrad=True is not supported")
+            same("lr", group["lr"], spec.get("lr", 0))
+            same("beta1", group["betas"][0], spec.get("beta1", 0))
+            same("beta2", group["betas"][1], spec.get("beta2", 0))
+            same("eps", group["eps"], spec.get("epsilon", 0))
+            same("weight_decay", group["weight_decay"], spec.get("weight_decay", 0))
+            return
+    raise ValueError(f"optimizer {type(optimizer).__name__} is not supported "
+                     "(SGD, Adam, AdamW)")
+
+
+class Job:
+    """A joined ferry job (see join). Not thread-safe: one training thread."""
+
+    def __init__(self, worker, spec, model, optimizer):
+        self._worker = worker
+        self.spec = spec
+        self.mode = _MODES.get(spec.get("mode", "MODE_PS"), spec.get("mode"))
+        _check_optimizer(optimizer, spec.get("optimizer", {}))
+        self._tensors = [(name, tuple(shape), offset, numel)
+                         for name, shape, offset, numel in worker.tensors()]
+        self._flat_params = torch.frombuffer(worker.params(), dtype=torch.float32)
+        self._flat_grads = torch.frombuffer(worker.grads(), dtype=torch.float32)
+        self._bind(model)
+        self._open = False        # a batch was handed out, step() not called yet
+        self._sent = False        # this step's gradients were declared
+        self._no_sync = False
+        self._batch = 0
+        self._loss_sum = 0.0
+        self._backwards = 0
+        self.steps = 0            # steps applied with this worker
+        self.summary = None       # the worker's summary, after close()
+
+    # ---- setup ----
+    def _bind(self, model):
+        params = dict(model.named_parameters())
+        buffers = {n: b for n, b in model.named_buffers()}
+        job_names = {t[0] for t in self._tensors}
+        for name in params:
+            if name not in job_names:
+                raise ValueError(f"model parameter {name} is not one of the job's tensors "
+                                 f"({', '.join(t[0] for t in self._tensors[:4])}, ...)")
+        self._views = []  # (parameter, offset, numel, grad view), in flat order
+        for name, shape, offset, numel in self._tensors:
+            if name in buffers:
+                raise ValueError(f"the job's tensor {name} is a buffer of the model; "
+                                 "models with buffers (BatchNorm) are not supported yet")
+            if name not in params:
+                raise ValueError(f"the job's tensor {name} is not a parameter of the model")
+            p = params[name]
+            if tuple(p.shape) != shape:
+                raise ValueError(f"tensor {name}: the model's shape {tuple(p.shape)} "
+                                 f"differs from the job's {shape}")
+            if p.dtype != torch.float32:
+                raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
+            if p.device.type != "cpu":
+                raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
+            grad = self._flat_grads[offset:offset + numel].view(shape)
+            with torch.no_grad():
+                p.data = self._flat_params[offset:offset + numel].view(shape)
+            p.grad = grad
+            self._views.append((p, offset, numel, grad))
+        self._declared = [False] * len(self._views)
+        # A hook on each parameter's gradient accumulator: it runs once per
+        # backward, after the parameter's gradient was summed into .grad.
+        self._accumulators = []
+        for index, (p, _, _, _) in enumerate(self._views):
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(self._make_hook(index))
+            self._accumulators.append(accumulator)
+
+    def _make_hook(self, index):
+        def hook(*unused):
+            if self._open and not self._no_sync and not self._declared[index]:
+                self._declare(index)
+        return hook
+
+    def _declare(self, index):
+        self._declared[index] = True
+        _, offset, numel, _ = self._views[index]
+        self._worker.ready(offset, numel)
+
+    def _declare_rest(self):
+        """Declares every range no hook declared (parameters the step did not
+        use: their gradient is zero)."""
+        for index in range(len(self._views)):
+            if not self._declared[index]:
+                self._declare(index)
+        self._sent = True
+
+    # ---- the training loop ----
+    def batches(self, dataset, batch_transform=None, collate_fn=None):
+        """Yields the batches of the leases the coordinator hands this worker
+        until the job ends: collate_fn([dataset[i] for i in the lease's
+        samples]) (default: torch's default_collate), then batch_transform.
+        Each batch is one step: call job.backward(loss) and job.step()
+        before asking for the next."""
+        size = len(dataset)
+        collate = collate_fn or default_collate
+        while True:
+            if self._open:
+                raise RuntimeError("the previous batch's step is open: call job.step() "
+                                   "before the next batch")
+            lease = self._worker.next_lease(size)
+            if lease is None:
+                return
+            _, _, raw = lease
+            indices = torch.frombuffer(bytearray(raw), dtype=torch.int64).tolist()
+            batch = collate([dataset[i] for i in indices])
+            if batch_transform is not None:
+                batch = batch_transform(batch)
+            self._begin(len(indices))
+            yield batch
+
+    def _begin(self, samples):
+        self._open = True
+        self._sent = False
+        self._batch = samples
+        self._loss_sum = 0.0
+        self._backwards = 0
+        self._declared = [False] * len(self._views)
+        for p, _, _, grad in self._views:  # ferry zeroed the flat gradients
+            if p.grad is not grad:
+                p.grad = grad
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradient accumulation: backward passes inside only accumulate; the
+        first job.backward after it sends the step's gradients."""
+        self._no_sync = True
+        try:
+            yield
+        finally:
+            self._no_sync = False
+
+    def backward(self, loss):
+        """loss.backward() for the open step. `loss` is the MEAN over the
+        batch's samples (torch's default reduction); with gradient
+        accumulation, the mean over each micro-batch divided by their count.
+        Gradients leave for the job as they become final."""
+        if not self._open:
+            raise RuntimeError("backward() without a batch: take one from job.batches()")
+        if self._sent:
+            raise RuntimeError("this step's gradients were already sent: accumulate "
+                               "micro-batches inside `with job.no_sync():` and call "
+                               "job.backward() outside it once, for the last")
+        for p, _, _, grad in self._views:
+            if p.grad is not grad:  # zero_grad(set_to_none=True) or replaced
+                if p.grad is not None:
+                    grad.copy_(p.grad)
+                p.grad = grad
+        self._backwards += 1
+        self._loss_sum += float(loss.detach()) * self._batch
+        loss.backward()
+        if not self._no_sync:
+            self._declare_rest()
+
+    def step(self):
+        """Ends the open step: True when it was applied, False when the job
+        gave it up (a member lost, a shard rolled back); either way the
+        next batch continues from the job's state."""
+        if not self._open:
+            raise RuntimeError("step() without a batch: take one from job.batches()")
+        if self._backwards == 0:
+            raise RuntimeError("step() before job.backward(loss)")
+        if not self._sent:
+            self._declare_rest()
+        try:
+            applied = self._worker.finish(self._loss_sum, 0)
+        finally:
+            self._open = False
+        self.steps += int(applied)
+        return applied
+
+    # ---- the job's state ----
+    def state_dict(self):
+        """The job's tensors as this worker holds them (copies), by name."""
+        return {name: self._flat_params[offset:offset + numel].view(shape).clone()
+                for name, shape, offset, numel in self._tensors}
+
+    def close(self):
+        """Leaves the job (a step in flight is given up); the worker's summary."""
+        if self.summary is None:
+            self.summary = json.loads(self._worker.stop())
+        return self.summary
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            with contextlib.suppress(Exception):
+                self.close()
+        return False

@@ -1,0 +1,227 @@
+// ferry._ferry: the compiled half of the `ferry` Python package. It binds
+// the hosted worker (worker/hosted_worker.h), which runs ferry's own
+// coordinator client, PS and ring exchanges in C++, and the job's epoch
+// permutation (data/sampler.h). python/ferry/torch builds the PyTorch API
+// on it.
+//
+// Every call that waits (joining, the next lease, a step's end, leaving)
+// releases the GIL. Errors are raised as Python exceptions carrying the
+// status's message: ValueError (INVALID_ARGUMENT, OUT_OF_RANGE),
+// TimeoutError (DEADLINE_EXCEEDED), ConnectionError (UNAVAILABLE),
+// PermissionError (PERMISSION_DENIED, UNAUTHENTICATED), RuntimeError
+// (others).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "data/sampler.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/hosted_worker.h"
+
+namespace py = pybind11;
+
+namespace ferry {
+namespace {
+
+[[noreturn]] void Raise(const absl::Status& status) {
+  const std::string message(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      throw py::value_error(message);
+    case absl::StatusCode::kDeadlineExceeded:
+      PyErr_SetString(PyExc_TimeoutError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kUnavailable:
+      PyErr_SetString(PyExc_ConnectionError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      PyErr_SetString(PyExc_PermissionError, message.c_str());
+      throw py::error_already_set();
+    default:
+      throw std::runtime_error(
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message));
+  }
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> result) {
+  if (!result.ok()) Raise(result.status());
+  return *std::move(result);
+}
+
+// One of a hosted worker's flat fp32 buffers as a Python buffer
+// (torch.frombuffer shares it); it keeps the buffers alive.
+struct FlatBuffer {
+  std::shared_ptr<HostedBuffers> owner;
+  float* data = nullptr;
+  int64_t size = 0;
+};
+
+std::string JobJson(const v1::JobSpec& job) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(job, &json, options).ok()) {
+    throw std::runtime_error("INTERNAL: the job does not convert to JSON");
+  }
+  return json;
+}
+
+// The worker as Python sees it; Stop() on deletion.
+class PyWorker {
+ public:
+  PyWorker(const std::string& coordinator, double rpc_timeout_s,
+           const std::string& peer_listen, const std::string& peer_advertise) {
+    HostedWorkerOptions options;
+    options.worker.coordinator_address = coordinator;
+    options.worker.rpc_timeout = absl::Seconds(rpc_timeout_s);
+    if (!peer_listen.empty()) options.worker.peer_listen_address = peer_listen;
+    options.worker.peer_advertise_address = peer_advertise;
+    worker_ = Value(HostedWorker::Start(std::move(options)));
+  }
+
+  // The job as JSON (JobSpec's field names) once joined.
+  std::string Join(double timeout_s) {
+    absl::StatusOr<HostedJob> joined;
+    {
+      py::gil_scoped_release release;
+      joined = worker_->Joined(absl::Seconds(timeout_s));
+    }
+    job_ = Value(std::move(joined));
+    return JobJson(job_->job);
+  }
+
+  // (name, shape, offset, numel) of every tensor of the job's flat buffer.
+  std::vector<py::tuple> Tensors() const {
+    std::vector<py::tuple> out;
+    for (const TensorSlot& t : Job().buffers->layout.tensors()) {
+      out.push_back(py::make_tuple(t.name, t.shape, t.offset, t.numel));
+    }
+    return out;
+  }
+
+  FlatBuffer Params() const {
+    const HostedJob& job = Job();
+    return {job.buffers, job.buffers->params.data(),
+            static_cast<int64_t>(job.buffers->params.size())};
+  }
+  FlatBuffer Grads() const {
+    const HostedJob& job = Job();
+    return {job.buffers, job.buffers->grads.data(),
+            static_cast<int64_t>(job.buffers->grads.size())};
+  }
+
+  // None when the job is over, else (step, epoch, sample indices as bytes
+  // of little-endian int64).
+  py::object NextLease(int64_t train_samples) {
+    absl::StatusOr<std::optional<HostLease>> lease;
+    {
+      py::gil_scoped_release release;
+      lease = worker_->channel().NextLease(train_samples);
+    }
+    std::optional<HostLease> next = Value(std::move(lease));
+    if (!next.has_value()) return py::none();
+    const std::string bytes(reinterpret_cast<const char*>(next->samples.data()),
+                            next->samples.size() * sizeof(int64_t));
+    return py::make_tuple(next->step, next->epoch, py::bytes(bytes));
+  }
+
+  void Ready(int64_t offset, int64_t length) {
+    Check(worker_->channel().Ready(offset, length));
+  }
+
+  bool Finish(double loss_sum, int64_t correct) {
+    absl::StatusOr<bool> applied;
+    {
+      py::gil_scoped_release release;
+      applied = worker_->channel().Finish(loss_sum, correct);
+    }
+    return Value(std::move(applied));
+  }
+
+  // Leaves the job; the worker's summary as JSON.
+  std::string Stop() {
+    absl::StatusOr<WorkerSummary> summary;
+    {
+      py::gil_scoped_release release;
+      summary = worker_->Stop();
+    }
+    return Value(std::move(summary)).ToJson().dump();
+  }
+
+  ~PyWorker() {
+    py::gil_scoped_release release;
+    (void)worker_->Stop();
+  }
+
+ private:
+  const HostedJob& Job() const {
+    if (!job_.has_value()) {
+      throw std::runtime_error(
+          "FAILED_PRECONDITION: the worker has not joined");
+    }
+    return *job_;
+  }
+
+  std::unique_ptr<HostedWorker> worker_;
+  std::optional<HostedJob> job_;
+};
+
+}  // namespace
+}  // namespace ferry
+
+PYBIND11_MODULE(_ferry, m) {
+  using ferry::FlatBuffer;
+  using ferry::PyWorker;
+  m.doc() = "ferry's hosted worker (C++), for ferry.torch";
+
+  m.def(
+      "epoch_permutation",
+      [](int64_t n, uint64_t seed, int64_t epoch) {
+        if (n < 0) throw py::value_error("n must be >= 0");
+        if (epoch < 0) throw py::value_error("epoch must be >= 0");
+        const std::vector<int64_t> order =
+            ferry::EpochPermutation(n, seed, epoch, /*shuffle=*/true);
+        return py::bytes(reinterpret_cast<const char*>(order.data()),
+                         order.size() * sizeof(int64_t));
+      },
+      py::arg("n"), py::arg("seed"), py::arg("epoch"),
+      "The order (bytes of little-endian int64) in which epoch `epoch` of "
+      "a job with seed `seed` visits samples [0, n).");
+
+  py::class_<FlatBuffer>(m, "FlatBuffer", py::buffer_protocol())
+      .def_buffer([](FlatBuffer& b) {
+        return py::buffer_info(b.data, sizeof(float),
+                               py::format_descriptor<float>::format(), 1,
+                               {b.size}, {sizeof(float)});
+      })
+      .def("__len__", [](const FlatBuffer& b) { return b.size; });
+
+  py::class_<PyWorker>(m, "Worker")
+      .def(py::init<const std::string&, double, const std::string&,
+                    const std::string&>(),
+           py::arg("coordinator"), py::arg("rpc_timeout_s") = 30.0,
+           py::arg("peer_listen") = "", py::arg("peer_advertise") = "")
+      .def("join", &PyWorker::Join, py::arg("timeout_s"))
+      .def("tensors", &PyWorker::Tensors)
+      .def("params", &PyWorker::Params)
+      .def("grads", &PyWorker::Grads)
+      .def("next_lease", &PyWorker::NextLease, py::arg("train_samples"))
+      .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"))
+      .def("finish", &PyWorker::Finish, py::arg("loss_sum"),
+           py::arg("correct") = 0)
+      .def("stop", &PyWorker::Stop);
+}

@@ -1,0 +1,133 @@
+#include "worker/host_step_channel.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+absl::Status HostStepChannel::EndedLocked() const {
+  if (closed_) return absl::FailedPreconditionError("the job was closed");
+  if (ended_.has_value() && !ended_->ok()) return *ended_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<HostLease>> HostStepChannel::NextLease(
+    int64_t train_samples) {
+  if (train_samples <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the training set is empty (", train_samples, " samples)"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  if (host_ == HostState::kInStep || host_ == HostState::kFinishing) {
+    return absl::FailedPreconditionError(
+        "a step is open: call step() before asking for the next batch");
+  }
+  host_ = HostState::kAsking;
+  train_samples_ = train_samples;
+  mu_.Await(absl::Condition(
+      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return c->offered_.has_value() || c->ended_.has_value() || c->closed_;
+      },
+      this));
+  if (offered_.has_value()) {
+    std::optional<HostLease> lease = std::move(offered_);
+    offered_.reset();
+    host_ = HostState::kInStep;
+    return lease;
+  }
+  host_ = HostState::kIdle;
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  return std::optional<HostLease>();  // finished
+}
+
+absl::Status HostStepChannel::Ready(int64_t offset, int64_t length) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  if (host_ != HostState::kInStep) {
+    return absl::FailedPreconditionError(
+        "no step is open: gradients are declared between a batch and step()");
+  }
+  events_.push_back(HostEvent{
+      .kind = HostEvent::Kind::kReady, .offset = offset, .length = length});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> HostStepChannel::Finish(double loss_sum, int64_t correct) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  if (host_ != HostState::kInStep) {
+    return absl::FailedPreconditionError("step() without a batch");
+  }
+  host_ = HostState::kFinishing;
+  verdict_.reset();
+  events_.push_back(HostEvent{.kind = HostEvent::Kind::kFinish,
+                              .loss_sum = loss_sum,
+                              .correct = correct});
+  mu_.Await(absl::Condition(
+      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return c->verdict_.has_value() || c->ended_.has_value() || c->closed_;
+      },
+      this));
+  host_ = HostState::kIdle;
+  if (verdict_.has_value()) {
+    const bool applied = *verdict_;
+    verdict_.reset();
+    return applied;
+  }
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  return false;  // the worker finished without this step
+}
+
+void HostStepChannel::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+absl::StatusOr<int64_t> HostStepChannel::WaitForHost() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return c->host_ == HostState::kAsking || c->closed_;
+      },
+      this));
+  if (closed_) return absl::CancelledError("the host program left the job");
+  return train_samples_;
+}
+
+void HostStepChannel::Offer(HostLease lease) {
+  absl::MutexLock lock(&mu_);
+  events_.clear();
+  offered_ = std::move(lease);
+}
+
+absl::StatusOr<HostEvent> HostStepChannel::TakeEvent() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !c->events_.empty() || c->closed_;
+      },
+      this));
+  if (closed_) return absl::CancelledError("the host program left the job");
+  HostEvent event = events_.front();
+  events_.pop_front();
+  return event;
+}
+
+void HostStepChannel::Complete(bool applied) {
+  absl::MutexLock lock(&mu_);
+  verdict_ = applied;
+}
+
+void HostStepChannel::End(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  ended_ = std::move(status);
+}
+
+bool HostStepChannel::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+}  // namespace ferry

@@ -1,0 +1,145 @@
+#include "worker/hosted_lease_trainer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "proto/job_convert.h"
+
+namespace ferry {
+namespace {
+
+double SecondsSince(Clock& clock, absl::Time since) {
+  return absl::ToDoubleSeconds(clock.Now() - since);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<HostedBuffers>> HostedBuffers::ForJob(
+    const v1::JobSpec& job) {
+  auto b = std::make_shared<HostedBuffers>();
+  ASSIGN_OR_RETURN(b->layout, JobDenseLayout(job));
+  ASSIGN_OR_RETURN(b->backend, MakeBackend(DeviceChoice::kCpu, 1));
+  const int64_t n = b->layout.total_elements();
+  if (job.mode() == v1::MODE_RING) {
+    ASSIGN_OR_RETURN(b->params, JobDenseInitialValues(job));
+    if (static_cast<int64_t>(b->params.size()) != n) {
+      return absl::InternalError(absl::StrCat("the job's initial values hold ",
+                                              b->params.size(),
+                                              " elements, its tensors ", n));
+    }
+  } else {
+    b->params.assign(n, 0.0f);
+  }
+  b->grads.assign(n, 0.0f);
+  b->view.num_elements = n;
+  b->view.params = b->params.data();
+  b->view.host_params = b->params.data();
+  // PS pulls (ahead, too) land in staging; the ring writes its members'
+  // weights (a broadcast, the update) only while the host waits.
+  if (job.mode() == v1::MODE_PS) {
+    b->staging.assign(n, 0.0f);
+    b->view.host_params = b->staging.data();
+  }
+  b->view.grads = b->grads.data();
+  b->view.host_grads = b->grads.data();
+  return b;
+}
+
+HostedLeaseTrainer::HostedLeaseTrainer(const v1::JobSpec& job,
+                                       std::shared_ptr<HostedBuffers> buffers,
+                                       HostStepChannel* channel)
+    : buffers_(std::move(buffers)), seed_(job.seed()), channel_(channel) {}
+
+absl::StatusOr<StepResult> HostedLeaseTrainer::Train(
+    const v1::NextTaskResponse& lease, int64_t generation,
+    GradientExchange& exchange, Clock& clock) {
+  ASSIGN_OR_RETURN(const int64_t train_samples, channel_->WaitForHost());
+  if (!samples_.has_value() || train_samples != train_samples_) {
+    train_samples_ = train_samples;
+    samples_.emplace(train_samples, seed_);
+  }
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> indices,
+      samples_->Indices(lease, exchange.policy().allow_empty_batch));
+  StepResult result;
+  result.samples = static_cast<int64_t>(indices.size());
+  const absl::Time begin = clock.Now();
+  RETURN_IF_ERROR(exchange.BeginStep(ExchangeStep::Of(
+      &lease, lease.generation() > 0 ? lease.generation() : generation,
+      result.samples)));
+  ShowStagedWeights();
+  result.comm_seconds = SecondsSince(clock, begin);
+  if (indices.empty()) {
+    RETURN_IF_ERROR(ContributeZeros(exchange));
+    return result;
+  }
+  std::fill(buffers_->grads.begin(), buffers_->grads.end(), 0.0f);
+  const absl::Time offered = clock.Now();
+  channel_->Offer(HostLease{.step = lease.step(),
+                            .epoch = lease.epoch(),
+                            .samples = std::move(indices)});
+  RETURN_IF_ERROR(RunHostStep(exchange, result.samples, clock, result));
+  // The host's compute and the exchange's calls overlap: the wait in
+  // FinishStep is what RunHostStep timed as communication.
+  result.compute_seconds =
+      std::max(0.0, SecondsSince(clock, offered) - result.comm_seconds);
+  return result;
+}
+
+absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
+                                             int64_t samples, Clock& clock,
+                                             StepResult& result) {
+  absl::Status failure;
+  float* grads = buffers_->view.host_grads;
+  const int64_t n = buffers_->view.num_elements;
+  const float scale = static_cast<float>(samples);
+  while (true) {
+    absl::StatusOr<HostEvent> event = channel_->TakeEvent();
+    if (!event.ok()) return event.status();  // the host left
+    if (event->kind == HostEvent::Kind::kFinish) {
+      result.stats.loss_sum = event->loss_sum;
+      result.stats.correct = event->correct;
+      break;
+    }
+    if (!failure.ok()) continue;
+    if (event->offset < 0 || event->length < 0 || event->offset > n ||
+        event->length > n - event->offset) {
+      failure = absl::InvalidArgumentError(
+          absl::StrCat("gradient range [", event->offset, ", ",
+                       event->offset + event->length,
+                       ") is outside the model's ", n, " elements"));
+      continue;
+    }
+    float* range = grads + event->offset;
+    for (int64_t i = 0; i < event->length; ++i) range[i] *= scale;
+    failure = exchange.Ready(event->offset, event->length);
+  }
+  if (failure.ok()) {
+    const absl::Time finish = clock.Now();
+    failure = exchange.FinishStep();
+    // The step's weights, when they can come now, before the host goes on.
+    auto* weights = exchange.capability<StepWeightsExchange>();
+    if (failure.ok() && weights != nullptr && weights->AwaitStepWeights()) {
+      ShowStagedWeights();
+    }
+    result.comm_seconds += SecondsSince(clock, finish);
+  }
+  channel_->Complete(failure.ok());
+  return failure;
+}
+
+void HostedLeaseTrainer::ShowStagedWeights() {
+  if (buffers_->view.host_params == buffers_->view.params) return;
+  std::copy(buffers_->staging.begin(), buffers_->staging.end(),
+            buffers_->params.begin());
+}
+
+absl::Status HostedLeaseTrainer::ContributeZeros(GradientExchange& exchange) {
+  std::fill(buffers_->grads.begin(), buffers_->grads.end(), 0.0f);
+  RETURN_IF_ERROR(exchange.Ready(0, buffers_->view.num_elements));
+  return exchange.FinishStep();
+}
+
+}  // namespace ferry

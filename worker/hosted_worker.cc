@@ -1,0 +1,87 @@
+#include "worker/hosted_worker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/grpc_worker_deps.h"
+
+namespace ferry {
+
+HostedWorker::HostedWorker(HostedWorkerOptions options)
+    : options_(std::move(options)) {
+  options_.worker.stop_requested = &stop_;
+  options_.worker.device = DeviceChoice::kCpu;
+  options_.worker.make_trainer = [this](const v1::JobSpec& job) {
+    return MakeTrainer(job);
+  };
+}
+
+absl::StatusOr<std::unique_ptr<HostedWorker>> HostedWorker::Start(
+    HostedWorkerOptions options) {
+  if (options.worker.coordinator_address.empty()) {
+    return absl::InvalidArgumentError("no coordinator address");
+  }
+  auto worker =
+      std::unique_ptr<HostedWorker>(new HostedWorker(std::move(options)));
+  ASSIGN_OR_RETURN(WorkerDeps deps,
+                   MakeGrpcWorkerDeps(worker->options_.worker));
+  worker->thread_ =
+      std::thread([w = worker.get(), d = std::move(deps)]() mutable {
+        w->Run(std::move(d));
+      });
+  return worker;
+}
+
+HostedWorker::~HostedWorker() { (void)Stop(); }
+
+absl::StatusOr<std::unique_ptr<LeaseTrainer>> HostedWorker::MakeTrainer(
+    const v1::JobSpec& job) {
+  ASSIGN_OR_RETURN(std::shared_ptr<HostedBuffers> buffers,
+                   HostedBuffers::ForJob(job));
+  auto trainer = std::make_unique<HostedLeaseTrainer>(job, buffers, &channel_);
+  absl::MutexLock lock(&mu_);
+  joined_ = HostedJob{.job = job, .buffers = std::move(buffers)};
+  return trainer;
+}
+
+void HostedWorker::Run(WorkerDeps deps) {
+  absl::StatusOr<WorkerSummary> result =
+      RunDistributedWorker(options_.worker, std::move(deps));
+  channel_.End(result.ok() ? absl::OkStatus() : result.status());
+  absl::MutexLock lock(&mu_);
+  result_ = std::move(result);
+}
+
+absl::StatusOr<HostedJob> HostedWorker::Joined(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const auto joined_or_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return joined_.has_value() || result_.has_value();
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&joined_or_ended), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the worker did not join within ", absl::FormatDuration(timeout)));
+  }
+  if (joined_.has_value()) return *joined_;
+  if (!result_->ok()) return result_->status();
+  return absl::FailedPreconditionError(
+      "the worker ended before it joined the job");
+}
+
+absl::StatusOr<WorkerSummary> HostedWorker::Stop() {
+  stop_.store(true);
+  channel_.Close();
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  if (!result_.has_value()) {
+    return absl::FailedPreconditionError("the worker never started");
+  }
+  return *result_;
+}
+
+bool HostedWorker::ended() const {
+  absl::MutexLock lock(&mu_);
+  return result_.has_value();
+}
+
+}  // namespace ferry
