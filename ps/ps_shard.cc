@@ -6,7 +6,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/peer_limits.h"
@@ -29,15 +28,13 @@ absl::Status ShutDownError(int32_t shard_id) {
       absl::StrFormat("shard %d is shutting down", shard_id));
 }
 
-// Whether `owner` is the only reference to its snapshot. Readers get
-// references only under the shard's mutex, so then none can until it is
-// released. Copying the reference is an acquire read-modify-write of the
-// count, which the readers' release of theirs (after their last read)
-// happens before; a relaxed use_count() read alone orders nothing.
-bool SoleOwner(const std::shared_ptr<PsSnapshot>& owner) {
-  if (owner == nullptr || owner.use_count() != 1) return false;
-  const std::shared_ptr<PsSnapshot> ordered = owner;
-  return true;
+// The chunks of `all` placed on `shard`, in flat order.
+std::vector<Chunk> OwnedBy(const std::vector<Chunk>& all, int32_t shard) {
+  std::vector<Chunk> owned;
+  for (const Chunk& chunk : all) {
+    if (chunk.shard == shard) owned.push_back(chunk);
+  }
+  return owned;
 }
 
 }  // namespace
@@ -89,42 +86,42 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
     ASSIGN_OR_RETURN(sparse, SparseStore::Create(*config.sparse));
   }
   std::vector<float> params = std::move(config.initial_slice);
-  config.initial_slice.clear();  // the slice lives in params_ only
+  config.initial_slice.clear();  // the slice lives in slice_ only
+  std::vector<Chunk> owned = OwnedBy(chunks, config.shard_id);
   auto shard = std::unique_ptr<PsShard>(
-      new PsShard(std::move(config), range, std::move(chunks),
+      new PsShard(std::move(config), range, std::move(chunks), std::move(owned),
                   std::move(params), std::move(backend), std::move(optimizer)));
   shard->sparse_ = std::move(sparse);
   return shard;
 }
 
 PsShard::PsShard(PsShardConfig config, FlatRange range,
-                 std::vector<Chunk> all_chunks, std::vector<float> params,
+                 std::vector<Chunk> all_chunks, std::vector<Chunk> owned,
+                 std::vector<float> params,
                  std::unique_ptr<ComputeBackend> backend, Optimizer optimizer)
     : config_(std::move(config)),
       all_chunks_(std::move(all_chunks)),
       range_(range),
-      backend_(std::move(backend)),
-      optimizer_(std::move(optimizer)),
-      current_(std::make_shared<PsSnapshot>(
-          PsSnapshot{.version = 0, .values = std::move(params)})) {
-  for (const Chunk& chunk : all_chunks_) {
-    if (chunk.shard == config_.shard_id) owned_.push_back(chunk);
-  }
-  first_owned_id_ = owned_.empty() ? 0 : owned_.front().id;
-  arrival_enabled_ = config_.sum_on_arrival &&
-                     config_.consistency == PsConsistency::kSync &&
-                     !owned_.empty();
-  if (arrival_enabled_) {
-    absl::MutexLock lock(&sum_mu_);
-    arrival_ =
-        std::make_unique<ArrivalSum>(owned_, range_.begin, range_.size());
-  }
+      owned_(std::move(owned)),
+      first_owned_id_(owned_.empty() ? 0 : owned_.front().id),
+      slice_(config_.shard_id, std::move(backend), std::move(optimizer),
+             std::move(params)),
+      ledger_(config_.shard_id),
+      grads_(static_cast<size_t>(range_.size())),
+      arrival_(config_.sum_on_arrival &&
+                   config_.consistency == PsConsistency::kSync &&
+                   !owned_.empty(),
+               config_.shard_id, owned_, range_.begin, range_.size()) {}
+
+absl::Status PsShard::RejectLocked(absl::Status status) {
+  mu_.AssertHeld();
+  counters_.CountRejected();
+  return Rejected("push", std::move(status));
 }
 
 absl::Status PsShard::RejectPush(absl::Status status) {
   absl::MutexLock lock(&mu_);
-  ++rejected_pushes_;
-  return Rejected("push", std::move(status));
+  return RejectLocked(std::move(status));
 }
 
 absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
@@ -177,54 +174,18 @@ absl::Status PsShard::CheckHeaderLocked(const PsPushHeader& h) const {
           what, DescribeContributors(h.step_contributors), h.num_samples));
     }
   }
+  const int64_t version = slice_.version();
   if (config_.consistency == PsConsistency::kSync) {
-    if (h.step < version_ && AppliedPushLocked(h)) {
-      // Finalized on push while the worker's pushes to other shards failed:
-      // this shard has (and applied) exactly this push, so a retry counts
-      // as accepted, as for a push still buffered.
-      return absl::AlreadyExistsError(absl::StrFormat(
-          "worker %s's push of step %d was applied here (version %d)",
-          h.worker_id, h.step, version_));
-    }
-    if (h.step < version_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "push from %s for step %d: step already applied (version %d)",
-          h.worker_id, h.step, version_));
-    }
-    if (h.step > version_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "push from %s for step %d: step not open yet (open step %d)",
-          h.worker_id, h.step, version_));
-    }
-    if (pending_.contains(h.worker_id)) {
-      return absl::AlreadyExistsError(absl::StrFormat(
-          "worker %s already pushed step %d", h.worker_id, h.step));
-    }
-    const int64_t buffered = static_cast<int64_t>(pending_.size());
-    if (buffered >= config_.limits.max_step_pushes) {
-      return LimitExceeded(
-          absl::StrFormat("the number of pushes buffered for step %d", h.step),
-          buffered + 1, config_.limits.max_step_pushes);
-    }
-  } else {
-    if (h.base_version > version_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "push from %s: base_version %d is ahead of the shard's version %d",
-          h.worker_id, h.base_version, version_));
-    }
-    auto it = last_step_.find(h.worker_id);
-    if (it != last_step_.end() && h.step <= it->second) {
-      return absl::AlreadyExistsError(absl::StrFormat(
-          "worker %s already pushed step %d (last applied step %d)",
-          h.worker_id, h.step, it->second));
-    }
-    const int64_t known = static_cast<int64_t>(last_step_.size());
-    if (it == last_step_.end() && known >= config_.limits.max_async_workers) {
-      return LimitExceeded("the number of async workers the shard remembers",
-                           known + 1, config_.limits.max_async_workers);
-    }
+    return ledger_.CheckSyncPush(h.worker_id, h.step, h.num_samples, version,
+                                 config_.limits.max_step_pushes);
   }
-  return absl::OkStatus();
+  if (h.base_version > version) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "push from %s: base_version %d is ahead of the shard's version %d",
+        h.worker_id, h.base_version, version));
+  }
+  return ledger_.CheckAsyncPush(h.worker_id, h.step,
+                                config_.limits.max_async_workers);
 }
 
 absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
@@ -238,10 +199,7 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
       status = LimitExceeded("the number of pushes being received", open + 1,
                              config_.limits.max_open_pushes);
     }
-    if (!status.ok()) {
-      ++rejected_pushes_;
-      return Rejected("push", std::move(status));
-    }
+    if (!status.ok()) return RejectLocked(std::move(status));
     open_pushes_->fetch_add(1);
     staging->open_pushes_ = open_pushes_;
     staging->rollbacks_ = rollbacks_;
@@ -250,7 +208,7 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
   staging->header_ = header;
   // Every owned element is written by exactly one chunk before a commit, so
   // a recycled buffer needs no clearing. On arrival, chunks go to the sum.
-  staging->on_arrival_ = SumsOnArrival();
+  staging->on_arrival_ = arrival_.enabled();
   if (!staging->on_arrival_) staging->grad_ = TakeGradBuffer();
   staging->seen_.assign(owned_.size(), false);
   return staging;
@@ -284,46 +242,39 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       status = absl::AbortedError(absl::StrFormat(
           "push from %s: shard %d was rolled back to version %d while the "
           "push was received",
-          h.worker_id, config_.shard_id, version_));
+          h.worker_id, config_.shard_id, slice_.version()));
     }
-    if (!status.ok()) {
-      ++rejected_pushes_;
-      return Rejected("push", std::move(status));
-    }
+    if (!status.ok()) return RejectLocked(std::move(status));
     if (config_.consistency == PsConsistency::kSync) {
-      pending_[h.worker_id] =
-          Contribution{h.num_samples, std::move(grad),
-                       std::move(staging->rows_), h.step_contributors};
+      ledger_.Hold(h.worker_id, PsContribution{h.num_samples, std::move(grad),
+                                               std::move(staging->rows_),
+                                               h.step_contributors});
       // On arrival, a set whose sum holds another worker's chunks waits
       // for the coordinator (which forms the step again). ApplyStepLocked
       // checks the sum again under its lock: a chunk may come in between.
       if (!h.step_contributors.empty() &&
-          StepCompleteLocked(h.step_contributors) &&
-          SumIsExactlyLocked(h.step_contributors)) {
+          ledger_.StepComplete(h.step_contributors) &&
+          arrival_.SummedExactly(h.step_contributors)) {
         RETURN_IF_ERROR(ApplyStepLocked(h.step_contributors, ready));
-        ++steps_finalized_on_push_;
+        counters_.CountFinalizedOnPush();
       }
     } else {
-      const int64_t staleness = version_ - h.base_version;
+      const int64_t staleness = slice_.version() - h.base_version;
       if (sparse_ != nullptr && !staging->rows_.empty()) {
         const std::vector<SparseRows>* rows = &staging->rows_;
         if (absl::Status applied = sparse_->ApplyCheckedStep(
-                absl::MakeConstSpan(&rows, 1), h.num_samples, version_);
+                absl::MakeConstSpan(&rows, 1), h.num_samples, slice_.version());
             !applied.ok()) {
-          ++rejected_pushes_;
-          return Rejected("push", std::move(applied));
+          return RejectLocked(std::move(applied));
         }
       }
       RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
-      RecycleGradBuffer(std::move(grad));
-      last_step_[h.worker_id] = h.step;
-      max_staleness_ = std::max(max_staleness_, staleness);
-      sum_staleness_ += staleness;
-      Metrics().staleness_steps().Set(static_cast<double>(staleness));
-      Metrics().push_staleness_steps().Observe(static_cast<double>(staleness));
+      grads_.Recycle(std::move(grad));
+      ledger_.RecordAsyncStep(h.worker_id, h.step);
+      counters_.RecordStaleness(staleness);
     }
-    ++accepted_pushes_;
-    version = version_;
+    counters_.CountAccepted();
+    version = slice_.version();
   }
   Metrics()
       .push_seconds(MetricRole::kPs)
@@ -334,70 +285,19 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
 
 absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
   mu_.AssertHeld();
-  std::vector<float>& params = WritableParamsLocked(/*keep_values=*/true);
-  absl::Status status = optimizer_.Apply(grad, params.data());
-  if (!status.ok()) {
-    return absl::InternalError(
-        absl::StrFormat("optimizer update of shard %d failed: %s",
-                        config_.shard_id, status.ToString()));
-  }
-  current_->version = ++version_;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.min_version <= version_) {
-      ready.emplace_back(std::move(it->second.ready), SnapshotLocked());
-      waiters_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+  RETURN_IF_ERROR(slice_.Apply(grad));
+  waiters_.TakeReady(slice_.version(), slice_.snapshot(), ready);
   return absl::OkStatus();
 }
 
 std::vector<float> PsShard::TakeGradBuffer() {
   {
     absl::MutexLock lock(&mu_);
-    if (!free_grads_.empty()) {
-      std::vector<float> buffer = std::move(free_grads_.back());
-      free_grads_.pop_back();
-      return buffer;
+    if (std::optional<std::vector<float>> buffer = grads_.TakeFree()) {
+      return std::move(*buffer);
     }
   }
   return std::vector<float>(static_cast<size_t>(range_.size()));
-}
-
-void PsShard::RecycleGradBuffer(std::vector<float> buffer) {
-  // Enough for every contributor of a step plus pushes in flight.
-  constexpr size_t kMaxFree = 8;
-  if (free_grads_.size() < kMaxFree &&
-      buffer.size() == static_cast<size_t>(range_.size())) {
-    free_grads_.push_back(std::move(buffer));
-  }
-}
-
-std::vector<float>& PsShard::WritableParamsLocked(bool keep_values) {
-  mu_.AssertHeld();
-  if (SoleOwner(current_)) return current_->values;
-  std::shared_ptr<PsSnapshot> next;
-  if (SoleOwner(spare_snapshot_)) {
-    next = std::move(spare_snapshot_);
-  } else {
-    next = std::make_shared<PsSnapshot>();
-  }
-  if (keep_values) {
-    next->values.assign(current_->values.begin(), current_->values.end());
-  } else {
-    next->values.resize(current_->values.size());
-  }
-  next->version = current_->version;
-  // The readers' version: its memory serves the next copy once they are
-  // done with it.
-  spare_snapshot_ = std::exchange(current_, std::move(next));
-  return current_->values;
-}
-
-std::shared_ptr<const PsSnapshot> PsShard::SnapshotLocked() {
-  mu_.AssertHeld();
-  return current_;
 }
 
 absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
@@ -413,39 +313,25 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
                       "pull for job '%s', this shard serves job '%s'", job_id,
                       config_.job_id)));
     }
-    if (shut_down_) {
+    const int64_t version = slice_.version();
+    if (waiters_.shut_down()) {
       snapshot = ShutDownError(config_.shard_id);
-    } else if (version_ < min_version && generation > 0 &&
+    } else if (version < min_version && generation > 0 &&
                generation < max_generation_) {
       return Rejected("pull",
                       absl::AbortedError(absl::StrFormat(
                           "pull of version %d under generation %d: shard %d is "
                           "at version %d and fenced at generation %d (the step "
                           "was aborted or rolled back): ask for a new task",
-                          min_version, generation, config_.shard_id, version_,
+                          min_version, generation, config_.shard_id, version,
                           max_generation_)));
-    } else if (version_ < min_version) {
-      const int64_t pending = static_cast<int64_t>(waiters_.size());
-      if (pending >= config_.limits.max_pending_pulls) {
-        return Rejected(
-            "pull", LimitExceeded("the number of pending pulls", pending + 1,
-                                  config_.limits.max_pending_pulls));
-      }
-      const PullWaitId id = next_wait_id_++;
-      // ferry_pull_seconds: how long the pull waited for its version.
-      ReadyCallback timed =
-          [begun = absl::Now(), ready = std::move(ready)](
-              absl::StatusOr<std::shared_ptr<const PsSnapshot>> s) {
-            if (s.ok())
-              Metrics()
-                  .pull_seconds(MetricRole::kPs)
-                  .Observe(SecondsSince(begun));
-            ready(std::move(s));
-          };
-      waiters_.emplace(id, Waiter{min_version, std::move(timed)});
+    } else if (version < min_version) {
+      absl::StatusOr<PullWaitId> id = waiters_.Add(
+          min_version, std::move(ready), config_.limits.max_pending_pulls);
+      if (!id.ok()) return Rejected("pull", id.status());
       return id;
     } else {
-      snapshot = SnapshotLocked();
+      snapshot = slice_.snapshot();
     }
   }
   if (snapshot.ok()) Metrics().pull_seconds(MetricRole::kPs).Observe(0);
@@ -455,18 +341,14 @@ absl::StatusOr<PullWaitId> PsShard::WaitForVersion(absl::string_view job_id,
 
 bool PsShard::CancelWait(PullWaitId id) {
   absl::MutexLock lock(&mu_);
-  return waiters_.erase(id) > 0;
+  return waiters_.Cancel(id);
 }
 
 void PsShard::Shutdown() {
   std::vector<ReadyCallback> callbacks;
   {
     absl::MutexLock lock(&mu_);
-    shut_down_ = true;
-    for (auto& [id, waiter] : waiters_) {
-      callbacks.push_back(std::move(waiter.ready));
-    }
-    waiters_.clear();
+    waiters_.ShutDown(callbacks);
   }
   const absl::Status status = ShutDownError(config_.shard_id);
   for (ReadyCallback& callback : callbacks) callback(status);
@@ -475,20 +357,17 @@ void PsShard::Shutdown() {
 void PsShard::RecordBytes(absl::string_view role, int64_t sent,
                           int64_t received) {
   Metrics().AddBytes(MetricRole::kPs, role, sent, received);
-  absl::MutexLock lock(&bytes_mu_);
-  const std::string key(role);
-  if (sent != 0) bytes_sent_[key] += sent;
-  if (received != 0) bytes_received_[key] += received;
+  bytes_.Add(role, sent, received);
 }
 
 std::shared_ptr<const PsSnapshot> PsShard::CurrentSnapshot() {
   absl::MutexLock lock(&mu_);
-  return SnapshotLocked();
+  return slice_.snapshot();
 }
 
 int64_t PsShard::version() const {
   absl::MutexLock lock(&mu_);
-  return version_;
+  return slice_.version();
 }
 
 PsShardInfo PsShard::Info() const {
@@ -500,19 +379,18 @@ PsShardInfo PsShard::Info() const {
   for (const Chunk& chunk : owned_) info.chunk_ids.push_back(chunk.id);
   {
     absl::MutexLock lock(&mu_);
-    info.version = version_;
-    info.accepted_pushes = accepted_pushes_;
-    info.rejected_pushes = rejected_pushes_;
+    const PushCounts& counts = counters_.counts();
+    info.version = slice_.version();
+    info.accepted_pushes = counts.accepted;
+    info.rejected_pushes = counts.rejected;
     info.max_generation = max_generation_;
-    info.max_staleness = max_staleness_;
-    info.sum_staleness = sum_staleness_;
-    info.pending_pulls = static_cast<int64_t>(waiters_.size());
-    info.steps_finalized_on_push = steps_finalized_on_push_;
+    info.max_staleness = counts.max_staleness;
+    info.sum_staleness = counts.sum_staleness;
+    info.pending_pulls = waiters_.size();
+    info.steps_finalized_on_push = counts.finalized_on_push;
     if (sparse_ != nullptr) info.sparse = sparse_->Stats();
   }
-  absl::MutexLock lock(&bytes_mu_);
-  info.bytes_sent = bytes_sent_;
-  info.bytes_received = bytes_received_;
+  bytes_.CopyTo(info.bytes_sent, info.bytes_received);
   return info;
 }
 

@@ -46,13 +46,11 @@
 // the thread that makes the version available, or inline) with an immutable
 // snapshot of the slice; no thread waits.
 //
-// Memory: the slice is held once. The current snapshot IS the slice: an
-// update writes it in place when no reader holds it, and copies it first
-// (copy on write, into the last snapshot's memory once free) only when a
-// pull or evaluation still reads the previous version. A sync step sums its
-// contributors into the first one's buffer (no separate scratch). So a sync
-// shard holds its slice, the optimizer state and one buffer per pushing
-// worker (docs/benchmarks.md, "Memory of a shard").
+// Memory: the slice is held once, copied on write only while a reader
+// holds the previous version (ShardSlice). A sync step sums its
+// contributors into the first one's buffer (no separate scratch). So a
+// sync shard holds its slice, the optimizer state and one buffer per
+// pushing worker (docs/benchmarks.md, "Memory of a shard").
 //
 // Checkpoints and rollback: ExportState() copies the version, the slice and
 // the optimizer state consistently (VisitState() reads them in place, for a
@@ -61,6 +59,13 @@
 // (also those still being received), end every pending wait with ABORTED
 // and fence older generations. StopUpdates() freezes the state for a final
 // checkpoint at shutdown.
+//
+// Parts: ShardSlice (the slice, the optimizer and the version; export and
+// restore), PushLedger (the open step's pushes and the steps applied),
+// OpenStepSum (the sum on arrival, its own lock), PullWaiters,
+// GradBufferPool, PushCounters and PeerBytes, and SparseStore (the
+// embedding tables). PsShard checks each call against them and the fence
+// under one mutex and calls the waits back outside it.
 //
 // Metrics (role "ps"): ferry_rejected_inputs_total{op} (pushes, finalizes,
 // pulls), ferry_push_seconds (BeginPush to commit), ferry_staleness_steps
@@ -81,7 +86,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -96,6 +100,13 @@
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
 #include "ps/arrival_sum.h"
+#include "ps/grad_buffer_pool.h"
+#include "ps/open_step_sum.h"
+#include "ps/pull_waiters.h"
+#include "ps/push_ledger.h"
+#include "ps/shard_counters.h"
+#include "ps/shard_slice.h"
+#include "ps/shard_state.h"
 #include "ps/sparse_store.h"
 #include "ps/step_contributors.h"
 
@@ -143,38 +154,6 @@ struct PsPushHeader {
   std::vector<PsContributor> step_contributors;
 };
 
-// The same read in place, for a checkpoint written without a copy
-// (PsShard::VisitState): valid only during the visit.
-struct PsShardStateView {
-  int64_t version = 0;
-  int64_t optimizer_steps = 0;
-  absl::Span<const float> params;  // the shard's slice, in place
-  // The optimizer state, each the dense slice's size: in place on a
-  // host-memory backend, else host copies held by `host_copies`.
-  std::vector<absl::Span<const float>> optimizer_state;
-  std::vector<std::vector<float>> host_copies;
-  // Jobs with embedding tables: the live store (its CheckpointSources read
-  // the rows in place); null otherwise.
-  const SparseStore* sparse = nullptr;
-};
-
-// Everything a checkpoint holds of a shard (host copies).
-struct PsShardState {
-  int64_t version = 0;
-  int64_t optimizer_steps = 0;  // Optimizer::steps_applied()
-  std::vector<float> params;    // the slice
-  std::vector<std::vector<float>> optimizer_state;  // each the slice's size
-  // Jobs with embedding tables: every table's rows held here (one part per
-  // table, SparseStore::Export).
-  std::vector<TableCheckpoint> tables;
-};
-
-// One version of the slice, immutable once shared with a reader.
-struct PsSnapshot {
-  int64_t version = 0;
-  std::vector<float> values;  // the whole slice, index 0 = range().begin
-};
-
 struct PsShardInfo {
   std::string job_id;
   int32_t shard_id = 0;
@@ -218,20 +197,16 @@ class PsPushStaging {
   absl::Time begun_;        // BeginPush, for ferry_push_seconds
 };
 
-using PullWaitId = uint64_t;
-inline constexpr PullWaitId kNoPullWait = 0;
-
 class PsShard {
  public:
   // How many applied steps' contributor sets are remembered.
-  static constexpr int64_t kRememberedSteps = 64;
+  static constexpr int64_t kRememberedSteps = PushLedger::kRememberedSteps;
 
   // Called with the snapshot (never null) of the first version >= the one
   // waited for; or with UNAVAILABLE when the shard shuts its waits down
   // (Shutdown()), ABORTED when it is rolled back (RestoreState(),
   // RollBackOpenStep()).
-  using ReadyCallback =
-      std::function<void(absl::StatusOr<std::shared_ptr<const PsSnapshot>>)>;
+  using ReadyCallback = PullWaiters::ReadyCallback;
 
   // INVALID_ARGUMENT for an invalid config: empty job_id, shard_id outside
   // [0, num_shards), bad tensor sizes / chunk size, invalid optimizer, or an
@@ -459,22 +434,11 @@ class PsShard {
   const std::vector<Chunk>& owned_chunks() const { return owned_; }
 
  private:
-  struct Contribution {
-    int64_t num_samples = 0;
-    std::vector<float> grad;
-    std::vector<SparseRows> rows;
-    std::vector<PsContributor> step_set;  // the push's step_contributors
-  };
-  struct Waiter {
-    int64_t min_version = 0;
-    ReadyCallback ready;
-  };
-  using ReadyList =
-      std::vector<std::pair<ReadyCallback, std::shared_ptr<const PsSnapshot>>>;
+  using ReadyList = PullWaiters::ReadyList;
 
   PsShard(PsShardConfig config, FlatRange range, std::vector<Chunk> all_chunks,
-          std::vector<float> params, std::unique_ptr<ComputeBackend> backend,
-          Optimizer optimizer);
+          std::vector<Chunk> owned, std::vector<float> params,
+          std::unique_ptr<ComputeBackend> backend, Optimizer optimizer);
 
   absl::Status CheckHeaderLocked(const PsPushHeader& header) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -482,116 +446,70 @@ class PsShard {
   // moves the waits that become ready into `ready`.
   absl::Status ApplyLocked(const float* grad, ReadyList& ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The slice, for writing: current_ itself when no reader holds it, else
-  // a new current_ (in spare_snapshot_'s memory when there is one) that
-  // holds a copy of the values when `keep_values` (else they are
-  // unspecified, for a caller that overwrites them all).
-  std::vector<float>& WritableParamsLocked(bool keep_values)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync: applies the open step over `contributors` (each has a pending
-  // buffer): sums them in that order, divides by their samples, applies,
-  // drops every buffer of the step and remembers the set. On arrival:
+  // Sync: applies the open step over `contributors` (each has a held
+  // push): sums them in that order, divides by their samples, applies,
+  // drops every push of the step and remembers the set. On arrival:
   // FAILED_PRECONDITION (nothing changes) unless the sum is exactly theirs.
   absl::Status ApplyStepLocked(absl::Span<const PsContributor> contributors,
                                ReadyList& ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync: true when step h.step was applied over a set naming h's worker
-  // with h's samples (one of the last kRememberedSteps steps).
-  bool AppliedPushLocked(const PsPushHeader& h) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync: true when every worker of `set` has a pending push that names
-  // exactly `set` with its num_samples.
-  bool StepCompleteLocked(absl::Span<const PsContributor> set) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sync: true unless the shard sums on arrival and its sum is not exactly
-  // `set`'s pushes.
-  bool SumIsExactlyLocked(absl::Span<const PsContributor> set) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<const PsSnapshot> SnapshotLocked()
+  // ApplyStepLocked once the sum's contributors are checked: `arrival` is
+  // the step's sum on arrival (its lock held), or null for the held
+  // pushes' buffers.
+  absl::Status ApplySumLocked(absl::Span<const PsContributor> contributors,
+                              ArrivalSum* arrival, ReadyList& ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PsShardState> ExportLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status VisitLocked(const StateVisitor& visit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckVersionLocked(int64_t expected_version) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckStateLocked(const PsShardState& state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rollback common to RestoreState and RollBackOpenStep (after the
   // state, if any, was replaced); moves the waits into `aborted`.
   void RollBackLocked(int64_t generation, std::vector<ReadyCallback>& aborted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status StoppedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StoppedError() const;
   // Both RestoreStates: `state`'s dense part and `tables`.
   absl::Status RestoreFrom(const PsShardState& state,
                            absl::Span<const TableCheckpointView> tables,
                            int64_t generation, const BytesDone& done)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A gradient buffer of the slice's size: recycled (contents unspecified)
+  // or new (zeroed).
+  std::vector<float> TakeGradBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a rejected push and returns `status` as the metric records it.
+  absl::Status RejectLocked(absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Immutable after construction.
   const PsShardConfig config_;
   const std::vector<Chunk> all_chunks_;
   const FlatRange range_;
-  std::vector<Chunk> owned_;
-  int32_t first_owned_id_ = 0;
+  const std::vector<Chunk> owned_;
+  const int32_t first_owned_id_;
 
   mutable absl::Mutex mu_;
-  std::unique_ptr<ComputeBackend> backend_ ABSL_GUARDED_BY(mu_);
-  Optimizer optimizer_ ABSL_GUARDED_BY(mu_);
-  // The slice at version_ (current_->version == version_), shared with
-  // the readers of that version: never written while they hold it.
-  std::shared_ptr<PsSnapshot> current_ ABSL_GUARDED_BY(mu_);
-  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The dense slice, its optimizer and the version.
+  ShardSlice slice_ ABSL_GUARDED_BY(mu_);
+  // The pushes held for the open step and those applied (exactly once).
+  PushLedger ledger_ ABSL_GUARDED_BY(mu_);
+  GradBufferPool grads_ ABSL_GUARDED_BY(mu_);
+  PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
+  PushCounters counters_ ABSL_GUARDED_BY(mu_);
   int64_t max_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  // Sync: the open step's buffers by worker.
-  absl::flat_hash_map<std::string, Contribution> pending_ ABSL_GUARDED_BY(mu_);
-  // Sync: the sets recent steps were applied over, by step.
-  std::map<int64_t, std::vector<PsContributor>> applied_sets_
-      ABSL_GUARDED_BY(mu_);
-  int64_t steps_finalized_on_push_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rollbacks so far: a push begun before the last one can no longer
+  // commit (PsPushStaging::rollbacks_).
+  uint64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool updates_stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Embedding tables; null for a job without them. CheckRows and config()
   // read only immutable data and may be called without mu_.
   std::unique_ptr<SparseStore> sparse_;
-  // Async: last applied step by worker.
-  absl::flat_hash_map<std::string, int64_t> last_step_ ABSL_GUARDED_BY(mu_);
-  // Memory reuse (a large slice is otherwise fresh, page-faulting memory on
-  // every push and version): gradient buffers of applied pushes, and an
-  // older slice copied on write, once no reader holds it.
-  std::vector<std::vector<float>> free_grads_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<PsSnapshot> spare_snapshot_ ABSL_GUARDED_BY(mu_);
-  // A gradient buffer of the slice's size: recycled (contents unspecified)
-  // or new (zeroed).
-  std::vector<float> TakeGradBuffer() ABSL_LOCKS_EXCLUDED(mu_);
-  void RecycleGradBuffer(std::vector<float> buffer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::flat_hash_map<PullWaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  // Sync with sum_on_arrival and dense chunks: the open step's sum, under
-  // sum_mu_ (after mu_; AddChunk takes it alone); arrival_rollbacks_ is
-  // rollbacks_ for AddChunk's check that its push is still current.
-  mutable absl::Mutex sum_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::unique_ptr<ArrivalSum> arrival_ ABSL_GUARDED_BY(sum_mu_);
-  uint64_t arrival_rollbacks_ ABSL_GUARDED_BY(sum_mu_) = 0;
-  // Sums `values` (checked) as `staging`'s owned chunk `index`.
-  absl::Status SumOnArrival(PsPushStaging& staging, size_t index,
-                            absl::Span<const float> values)
-      ABSL_LOCKS_EXCLUDED(sum_mu_);
-  bool SumsOnArrival() const { return arrival_enabled_; }
-  bool arrival_enabled_ = false;  // sync, sum_on_arrival, dense chunks here
+  // Sync with sum_on_arrival and dense chunks here: the open step's sum
+  // (its own lock, taken after mu_; AddChunk takes it alone).
+  OpenStepSum arrival_;
   // Stagings alive; incremented under mu_, decremented by ~PsPushStaging.
   const std::shared_ptr<std::atomic<int64_t>> open_pushes_ =
       std::make_shared<std::atomic<int64_t>>(0);
-  PullWaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  bool updates_stopped_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t accepted_pushes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rejected_pushes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t max_staleness_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t sum_staleness_ ABSL_GUARDED_BY(mu_) = 0;
-
-  mutable absl::Mutex bytes_mu_;
-  std::map<std::string, int64_t> bytes_sent_ ABSL_GUARDED_BY(bytes_mu_);
-  std::map<std::string, int64_t> bytes_received_ ABSL_GUARDED_BY(bytes_mu_);
+  PeerBytes bytes_;  // its own lock
 };
 
 }  // namespace ferry

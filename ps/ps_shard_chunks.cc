@@ -1,5 +1,6 @@
 // PsShard's chunks of a push: checked, then copied into the push's own
-// buffer or, with sum_on_arrival, summed into the open step's ArrivalSum.
+// buffer or, with sum_on_arrival, summed into the open step's sum
+// (OpenStepSum).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -74,8 +75,10 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
     }
   }
   if (staging.on_arrival_) {
+    const PsPushHeader& h = staging.header_;
     if (absl::Status summed =
-            SumOnArrival(staging, index, absl::MakeConstSpan(values, length));
+            arrival_.Add(h.worker_id, h.step, h.num_samples, staging.rollbacks_,
+                         index, absl::MakeConstSpan(values, length));
         !summed.ok()) {
       return fail(std::move(summed));
     }
@@ -83,19 +86,6 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
   staging.seen_[index] = true;
   ++staging.chunks_seen_;
   return absl::OkStatus();
-}
-
-absl::Status PsShard::SumOnArrival(PsPushStaging& staging, size_t index,
-                                   absl::Span<const float> values) {
-  const PsPushHeader& h = staging.header_;
-  absl::MutexLock lock(&sum_mu_);
-  if (staging.rollbacks_ != arrival_rollbacks_ || h.step != arrival_->step()) {
-    return absl::AbortedError(absl::StrFormat(
-        "push from %s for step %d: shard %d applied or rolled back that step "
-        "while the push was received",
-        h.worker_id, h.step, config_.shard_id));
-  }
-  return arrival_->Add(h.worker_id, h.num_samples, index, values).status();
 }
 
 }  // namespace ferry

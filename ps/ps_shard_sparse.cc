@@ -76,7 +76,7 @@ absl::StatusOr<int64_t> PsShard::ReadRows(
     }
   }
   out = std::move(values);
-  return version_;
+  return slice_.version();
 }
 
 absl::StatusOr<int64_t> PsShard::WriteTablesSection(absl::string_view job_id,
@@ -93,17 +93,17 @@ absl::StatusOr<int64_t> PsShard::WriteTablesSection(absl::string_view job_id,
                         config_.shard_id, config_.job_id));
   }
   absl::MutexLock lock(&mu_);
-  if (version_ < min_version) {
+  if (slice_.version() < min_version) {
     return absl::FailedPreconditionError(
         absl::StrFormat("tables at version %d asked of shard %d at version %d",
-                        min_version, config_.shard_id, version_));
+                        min_version, config_.shard_id, slice_.version()));
   }
   const std::vector<std::unique_ptr<TablePartSource>> sources =
       sparse_->CheckpointSources();
   std::vector<const TablePartSource*> tables;
   for (const auto& source : sources) tables.push_back(source.get());
   RETURN_IF_ERROR(WriteTables(tables, /*with_counters=*/true, sink));
-  return version_;
+  return slice_.version();
 }
 
 }  // namespace ferry

@@ -1,7 +1,6 @@
 // PsShard: exporting and restoring the state (checkpoints, rollback,
 // shutdown). The rest of the class is in ps_shard.cc.
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -9,18 +8,6 @@
 #include "ps/ps_shard.h"
 
 namespace ferry {
-namespace {
-
-// Index of the first non-finite value, or -1.
-int64_t FirstNonFinite(const std::vector<float>& values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
-}  // namespace
-
 absl::Status PsShard::StoppedError() const {
   return absl::UnavailableError(
       absl::StrFormat("shard %d is shutting down: it applies no more updates",
@@ -30,25 +17,7 @@ absl::Status PsShard::StoppedError() const {
 absl::Status PsShard::VisitLocked(const StateVisitor& visit) {
   mu_.AssertHeld();
   PsShardStateView view;
-  view.version = version_;
-  view.optimizer_steps = optimizer_.steps_applied();
-  view.params = current_->values;
-  const bool in_place = backend_->IsHostMemory();
-  for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
-    if (in_place) {
-      view.optimizer_state.emplace_back(buffer->data(), buffer->size());
-      continue;
-    }
-    std::vector<float>& host = view.host_copies.emplace_back(buffer->size());
-    const absl::Status status =
-        backend_->CopyToHost(buffer->data(), buffer->size(), host.data());
-    if (!status.ok()) {
-      return absl::InternalError(
-          absl::StrFormat("shard %d: cannot copy the optimizer state: %s",
-                          config_.shard_id, status.ToString()));
-    }
-    view.optimizer_state.emplace_back(host);
-  }
+  RETURN_IF_ERROR(slice_.FillView(view));
   view.sparse = sparse_.get();
   return visit(view);
 }
@@ -69,19 +38,9 @@ absl::StatusOr<PsShardState> PsShard::ExportLocked() {
   return state;
 }
 
-absl::Status PsShard::CheckVersionLocked(int64_t expected_version) const {
-  mu_.AssertHeld();
-  if (expected_version >= 0 && expected_version != version_) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
-                        version_, expected_version));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<PsShardState> PsShard::ExportState(int64_t expected_version) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckVersionLocked(expected_version));
+  RETURN_IF_ERROR(slice_.CheckVersion(expected_version));
   return ExportLocked();
 }
 
@@ -94,7 +53,7 @@ absl::StatusOr<PsShardState> PsShard::StopUpdates() {
 absl::Status PsShard::VisitState(int64_t expected_version,
                                  const StateVisitor& visit) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckVersionLocked(expected_version));
+  RETURN_IF_ERROR(slice_.CheckVersion(expected_version));
   return VisitLocked(visit);
 }
 
@@ -104,65 +63,14 @@ absl::Status PsShard::StopUpdatesAndVisit(const StateVisitor& visit) {
   return VisitLocked(visit);
 }
 
-absl::Status PsShard::CheckStateLocked(const PsShardState& state) {
-  mu_.AssertHeld();
-  if (state.version < 0 || state.optimizer_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "state of version %d with %d optimizer steps: must not be negative",
-        state.version, state.optimizer_steps));
-  }
-  const size_t n = static_cast<size_t>(range_.size());
-  if (state.params.size() != n) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("state holds %d parameters, shard %d owns %d",
-                        state.params.size(), config_.shard_id, n));
-  }
-  const size_t buffers = optimizer_.StateBuffers().size();
-  if (state.optimizer_state.size() != buffers) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "state holds %d optimizer buffers, shard %d's optimizer keeps %d",
-        state.optimizer_state.size(), config_.shard_id, buffers));
-  }
-  for (size_t b = 0; b < buffers; ++b) {
-    if (state.optimizer_state[b].size() != n) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "optimizer buffer %d holds %d elements, shard %d owns %d", b,
-          state.optimizer_state[b].size(), config_.shard_id, n));
-    }
-  }
-  if (const int64_t i = FirstNonFinite(state.params); i >= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("state: parameter %d is not finite", i));
-  }
-  for (size_t b = 0; b < buffers; ++b) {
-    if (const int64_t i = FirstNonFinite(state.optimizer_state[b]); i >= 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "state: optimizer buffer %d element %d is not finite", b, i));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void PsShard::RollBackLocked(int64_t generation,
                              std::vector<ReadyCallback>& aborted) {
   mu_.AssertHeld();
-  for (auto& [worker, contribution] : pending_) {
-    RecycleGradBuffer(std::move(contribution.grad));
-  }
-  pending_.clear();
-  last_step_.clear();
-  // Steps at or after the version kept were not applied to it.
-  applied_sets_.erase(applied_sets_.lower_bound(version_), applied_sets_.end());
+  ledger_.RollBack(slice_.version(), grads_);
   ++rollbacks_;  // pushes begun before now can no longer commit
-  {
-    absl::MutexLock sum_lock(&sum_mu_);
-    arrival_rollbacks_ = rollbacks_;  // nor sum another chunk
-    if (arrival_ != nullptr) arrival_->Reset(version_);
-  }
+  arrival_.RollBack(rollbacks_, slice_.version());  // nor sum another chunk
   max_generation_ = std::max(max_generation_, generation);
-  for (auto& [id, waiter] : waiters_)
-    aborted.push_back(std::move(waiter.ready));
-  waiters_.clear();
+  waiters_.TakeAll(aborted);
 }
 
 absl::Status PsShard::RestoreState(const PsShardState& state,
@@ -189,7 +97,7 @@ absl::Status PsShard::RestoreFrom(const PsShardState& state,
   {
     absl::MutexLock lock(&mu_);
     if (updates_stopped_) return StoppedError();
-    RETURN_IF_ERROR(CheckStateLocked(state));
+    RETURN_IF_ERROR(slice_.CheckState(state));
     if (sparse_ == nullptr && !tables.empty()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "state holds %d embedding tables; shard %d's job has none",
@@ -197,22 +105,7 @@ absl::Status PsShard::RestoreFrom(const PsShardState& state,
     }
     // Checked and built aside first: nothing changes on error.
     if (sparse_ != nullptr) RETURN_IF_ERROR(sparse_->Restore(tables, done));
-    std::vector<DeviceBuffer*> buffers = optimizer_.StateBuffers();
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      const absl::Status status =
-          backend_->CopyToDevice(state.optimizer_state[b].data(),
-                                 buffers[b]->size(), buffers[b]->data());
-      if (!status.ok()) {
-        return absl::InternalError(
-            absl::StrFormat("shard %d: cannot restore the optimizer state: %s",
-                            config_.shard_id, status.ToString()));
-      }
-    }
-    optimizer_.set_steps_applied(state.optimizer_steps);
-    std::vector<float>& params = WritableParamsLocked(/*keep_values=*/false);
-    params.assign(state.params.begin(), state.params.end());
-    version_ = state.version;
-    current_->version = version_;
+    RETURN_IF_ERROR(slice_.Restore(state));
     RollBackLocked(generation, aborted);
   }
   const absl::Status status = absl::AbortedError(absl::StrFormat(
@@ -228,10 +121,10 @@ absl::Status PsShard::FillTables(
     return absl::FailedPreconditionError(absl::StrFormat(
         "shard %d's job has no embedding tables to fill", config_.shard_id));
   }
-  if (version_ != 0 || rollbacks_ != 0 || updates_stopped_) {
+  if (slice_.version() != 0 || rollbacks_ != 0 || updates_stopped_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "shard %d is at version %d: its tables are filled before any update",
-        config_.shard_id, version_));
+        config_.shard_id, slice_.version()));
   }
   return fill(*sparse_);
 }
@@ -257,10 +150,10 @@ absl::Status PsShard::RollBackOpenStep(int64_t version, int64_t generation) {
   {
     absl::MutexLock lock(&mu_);
     if (updates_stopped_) return StoppedError();
-    if (version != version_) {
+    if (version != slice_.version()) {
       return absl::FailedPreconditionError(
           absl::StrFormat("shard %d is at version %d, not %d", config_.shard_id,
-                          version_, version));
+                          slice_.version(), version));
     }
     RollBackLocked(generation, aborted);
   }

@@ -1,7 +1,6 @@
 // PsShard's sync steps: FinalizeStep, finalize on push (the step's set
 // complete on its last push) and the update over a contributor set.
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -33,25 +32,22 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
           "FinalizeStep is for sync mode only; this shard is async"));
     }
     if (updates_stopped_) return StoppedError();
-    if (step < version_) {  // already applied: idempotent
-      auto applied = applied_sets_.find(step);
-      if (applied != applied_sets_.end() &&
-          !SameContributors(applied->second, contributors)) {
-        return RejectedFinalize(absl::AlreadyExistsError(absl::StrFormat(
-            "step %d was already applied on shard %d over {%s}, not {%s}", step,
-            config_.shard_id, DescribeContributors(applied->second),
-            DescribeContributors(contributors))));
+    const int64_t open = slice_.version();
+    if (step < open) {  // already applied: idempotent
+      if (absl::Status same = ledger_.CheckAppliedOver(step, contributors);
+          !same.ok()) {
+        return RejectedFinalize(std::move(same));
       }
       // As for a step applied here: the coordinator's generation fences
       // older pushes (a step finalized on push raised no fence).
       max_generation_ = std::max(max_generation_, generation);
-      return version_;
+      return open;
     }
-    if (step > version_) {
+    if (step > open) {
       return RejectedFinalize(absl::FailedPreconditionError(absl::StrFormat(
           "finalize of step %d: shard %d is at version %d (it may have "
           "restarted or been rolled back)",
-          step, config_.shard_id, version_)));
+          step, config_.shard_id, open)));
     }
     if (generation < max_generation_) {
       return RejectedFinalize(absl::AbortedError(absl::StrFormat(
@@ -64,18 +60,8 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
         !valid.ok()) {
       return RejectedFinalize(std::move(valid));
     }
-    for (const PsContributor& c : contributors) {
-      auto it = pending_.find(c.worker_id);
-      if (it == pending_.end()) {
-        return RejectedFinalize(absl::FailedPreconditionError(
-            absl::StrFormat("worker %s has not pushed step %d to shard %d",
-                            c.worker_id, step, config_.shard_id)));
-      }
-      if (c.num_samples != it->second.num_samples) {
-        return RejectedFinalize(absl::InvalidArgumentError(absl::StrFormat(
-            "worker %s: finalize says %d samples, its push said %d",
-            c.worker_id, c.num_samples, it->second.num_samples)));
-      }
+    if (absl::Status held = ledger_.CheckHeld(step, contributors); !held.ok()) {
+      return RejectedFinalize(std::move(held));
     }
     // FAILED_PRECONDITION: on arrival, a sum of other workers than these.
     if (absl::Status applied = ApplyStepLocked(contributors, ready);
@@ -85,93 +71,53 @@ absl::StatusOr<int64_t> PsShard::FinalizeStep(
                  : applied;
     }
     max_generation_ = generation;
-    version = version_;
+    version = slice_.version();
   }
   for (auto& [callback, snapshot] : ready) callback(std::move(snapshot));
   return version;
 }
 
-bool PsShard::AppliedPushLocked(const PsPushHeader& h) const {
-  mu_.AssertHeld();
-  auto applied = applied_sets_.find(h.step);
-  if (applied == applied_sets_.end()) return false;
-  return std::find(applied->second.begin(), applied->second.end(),
-                   PsContributor{h.worker_id, h.num_samples}) !=
-         applied->second.end();
-}
-
-bool PsShard::StepCompleteLocked(absl::Span<const PsContributor> set) const {
-  mu_.AssertHeld();
-  for (const PsContributor& c : set) {
-    auto it = pending_.find(c.worker_id);
-    if (it == pending_.end() || it->second.num_samples != c.num_samples ||
-        it->second.step_set != set) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool PsShard::SumIsExactlyLocked(absl::Span<const PsContributor> set) const {
-  mu_.AssertHeld();
-  if (!SumsOnArrival()) return true;
-  absl::MutexLock lock(&sum_mu_);
-  return arrival_->CheckSummedExactly("", set).ok();
-}
-
 absl::Status PsShard::ApplyStepLocked(
     absl::Span<const PsContributor> contributors, ReadyList& ready) {
   mu_.AssertHeld();
+  if (!arrival_.enabled()) return ApplySumLocked(contributors, nullptr, ready);
+  // The sum holds exactly `contributors`' pushes, or nothing changes
+  // (checked before the rows are applied), and no chunk joins it until it
+  // is applied.
+  return arrival_.ApplyExactly(
+      absl::StrFormat("step %d on shard %d", slice_.version(),
+                      config_.shard_id),
+      contributors, [&](ArrivalSum& sum) {
+        mu_.AssertHeld();
+        return ApplySumLocked(contributors, &sum, ready);
+      });
+}
+
+absl::Status PsShard::ApplySumLocked(
+    absl::Span<const PsContributor> contributors, ArrivalSum* arrival,
+    ReadyList& ready) {
+  mu_.AssertHeld();
   int64_t total_samples = 0;
   for (const PsContributor& c : contributors) total_samples += c.num_samples;
-  const int64_t step = version_;
-  // On arrival: the sum holds exactly `contributors`' pushes, or nothing
-  // changes (checked before the rows are applied), and no chunk joins it
-  // until it is applied (sum_mu_ held).
-  std::optional<absl::MutexLock> sum_lock;
-  ArrivalSum* arrival = nullptr;  // set only while sum_lock holds sum_mu_
-  if (SumsOnArrival()) {
-    sum_lock.emplace(&sum_mu_);
-    sum_mu_.AssertHeld();
-    arrival = arrival_.get();
-    RETURN_IF_ERROR(arrival->CheckSummedExactly(
-        absl::StrFormat("step %d on shard %d", step, config_.shard_id),
-        contributors));
-  }
+  const int64_t step = slice_.version();
   if (sparse_ != nullptr) {
     // Each push's rows were checked on arrival (AddRows).
-    std::vector<const std::vector<SparseRows>*> rows;
-    for (const PsContributor& c : contributors) {
-      rows.push_back(&pending_[c.worker_id].rows);
-    }
-    RETURN_IF_ERROR(sparse_->ApplyCheckedStep(rows, total_samples, step));
+    RETURN_IF_ERROR(sparse_->ApplyCheckedStep(ledger_.RowsOf(contributors),
+                                              total_samples, step));
   }
-  // Sum in the order named into the first contributor's buffer, then
-  // divide: the same values as a sum from zero (0 + g is exact). On
-  // arrival the sum is there already.
-  std::vector<float>& sum = arrival != nullptr
-                                ? arrival->sum()
-                                : pending_[contributors.front().worker_id].grad;
-  if (arrival == nullptr) {
-    for (size_t c = 1; c < contributors.size(); ++c) {
-      const std::vector<float>& g = pending_[contributors[c].worker_id].grad;
-      for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
-    }
-  }
+  // Sum in the order named, then divide. On arrival the sum is there
+  // already.
+  std::vector<float>& sum =
+      arrival != nullptr ? arrival->sum() : ledger_.SumInOrder(contributors);
   const float n = static_cast<float>(total_samples);
   for (float& g : sum) g /= n;
   const absl::Status applied = ApplyLocked(sum.data(), ready);
   // The first buffer holds the sum now: the pushes are spent either way.
-  for (auto& [worker, contribution] : pending_) {
-    RecycleGradBuffer(std::move(contribution.grad));
-  }
-  pending_.clear();
-  if (arrival != nullptr) arrival->Reset(version_);  // the next step, or again
+  ledger_.DropHeld(grads_);
+  // The next step, or the same one again.
+  if (arrival != nullptr) arrival->Reset(slice_.version());
   RETURN_IF_ERROR(applied);
-  applied_sets_[step].assign(contributors.begin(), contributors.end());
-  while (static_cast<int64_t>(applied_sets_.size()) > kRememberedSteps) {
-    applied_sets_.erase(applied_sets_.begin());
-  }
+  ledger_.RememberApplied(step, contributors);
   return absl::OkStatus();
 }
 
