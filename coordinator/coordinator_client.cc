@@ -54,6 +54,11 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
               options_.rpc_timeout, /*retry=*/true);
 }
 
+absl::StatusOr<v1::JobSpec> CoordinatorClient::GetJob() {
+  return Call(&v1::Coordinator::StubInterface::GetJob, v1::GetJobRequest(),
+              options_.rpc_timeout, /*retry=*/true);
+}
+
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   return Call(&v1::Coordinator::StubInterface::Heartbeat, request,

@@ -60,6 +60,9 @@ class CoordinatorClient final : public CoordinatorApi {
   absl::StatusOr<v1::NextTaskResponse> NextTask(
       const v1::NextTaskRequest& request) override;
   absl::Status Leave(const v1::LeaveRequest& request) override;
+  // The job, without joining it (a host checks its model against it before
+  // it registers). Retried like Register.
+  absl::StatusOr<v1::JobSpec> GetJob();
 
   // Cumulative payload bytes exchanged with the coordinator.
   TransferBytes bytes() const override { return counter_.Get(); }

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/coordinator_client.h"
 #include "data/sampler.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/hosted_worker.h"
@@ -124,14 +125,17 @@ class PyWorker {
             static_cast<int64_t>(job.buffers->grads.size())};
   }
 
-  // None when the job is over, else (step, epoch, sample indices as bytes
-  // of little-endian int64).
-  py::object NextLease(int64_t train_samples) {
+  // None when the job is over, False when no lease came within `wait_s`
+  // (ask again), else (step, epoch, sample indices as bytes of
+  // little-endian int64).
+  py::object NextLease(int64_t train_samples, double wait_s) {
     absl::StatusOr<std::optional<HostLease>> lease;
     {
       py::gil_scoped_release release;
-      lease = worker_->channel().NextLease(train_samples);
+      lease =
+          worker_->channel().NextLease(train_samples, absl::Seconds(wait_s));
     }
+    if (absl::IsDeadlineExceeded(lease.status())) return py::bool_(false);
     std::optional<HostLease> next = Value(std::move(lease));
     if (!next.has_value()) return py::none();
     const std::string bytes(reinterpret_cast<const char*>(next->samples.data()),
@@ -202,6 +206,24 @@ PYBIND11_MODULE(_ferry, m) {
       "The order (bytes of little-endian int64) in which epoch `epoch` of "
       "a job with seed `seed` visits samples [0, n).");
 
+  m.def(
+      "get_job",
+      [](const std::string& coordinator, double timeout_s) {
+        absl::StatusOr<ferry::v1::JobSpec> job;
+        {
+          py::gil_scoped_release release;
+          ferry::CoordinatorClientOptions options;
+          options.rpc_timeout = absl::Seconds(timeout_s);
+          options.retry.budget = absl::Seconds(timeout_s);
+          job =
+              ferry::CoordinatorClient::Connect(coordinator, options)->GetJob();
+        }
+        return ferry::JobJson(ferry::Value(std::move(job)));
+      },
+      py::arg("coordinator"), py::arg("timeout_s"),
+      "The job of the coordinator at `coordinator` (HOST:PORT) as JSON "
+      "(JobSpec's field names), without joining it.");
+
   py::class_<FlatBuffer>(m, "FlatBuffer", py::buffer_protocol())
       .def_buffer([](FlatBuffer& b) {
         return py::buffer_info(b.data, sizeof(float),
@@ -219,7 +241,8 @@ PYBIND11_MODULE(_ferry, m) {
       .def("tensors", &PyWorker::Tensors)
       .def("params", &PyWorker::Params)
       .def("grads", &PyWorker::Grads)
-      .def("next_lease", &PyWorker::NextLease, py::arg("train_samples"))
+      .def("next_lease", &PyWorker::NextLease, py::arg("train_samples"),
+           py::arg("wait_s"))
       .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"))
       .def("finish", &PyWorker::Finish, py::arg("loss_sum"),
            py::arg("correct") = 0)

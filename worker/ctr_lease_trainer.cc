@@ -11,13 +11,6 @@
 #include "proto/job_convert.h"
 
 namespace ferry {
-namespace {
-
-double SecondsSince(Clock& clock, absl::Time since) {
-  return absl::ToDoubleSeconds(clock.Now() - since);
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CtrLeaseTrainer>> CtrLeaseTrainer::Create(
     const v1::JobSpec& job, DeviceChoice device, int threads) {

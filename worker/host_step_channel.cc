@@ -13,7 +13,7 @@ absl::Status HostStepChannel::EndedLocked() const {
 }
 
 absl::StatusOr<std::optional<HostLease>> HostStepChannel::NextLease(
-    int64_t train_samples) {
+    int64_t train_samples, absl::Duration wait) {
   if (train_samples <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the training set is empty (", train_samples, " samples)"));
@@ -26,11 +26,17 @@ absl::StatusOr<std::optional<HostLease>> HostStepChannel::NextLease(
   }
   host_ = HostState::kAsking;
   train_samples_ = train_samples;
-  mu_.Await(absl::Condition(
-      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return c->offered_.has_value() || c->ended_.has_value() || c->closed_;
-      },
-      this));
+  const bool answered = mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return c->offered_.has_value() || c->ended_.has_value() ||
+                   c->closed_;
+          },
+          this),
+      wait);
+  if (!answered) {
+    return absl::DeadlineExceededError("no lease yet");  // still asking
+  }
   if (offered_.has_value()) {
     std::optional<HostLease> lease = std::move(offered_);
     offered_.reset();
@@ -72,9 +78,9 @@ absl::StatusOr<bool> HostStepChannel::Finish(double loss_sum, int64_t correct) {
       this));
   host_ = HostState::kIdle;
   if (verdict_.has_value()) {
-    const bool applied = *verdict_;
+    absl::StatusOr<bool> verdict = std::move(*verdict_);
     verdict_.reset();
-    return applied;
+    return verdict;
   }
   if (absl::Status s = EndedLocked(); !s.ok()) return s;
   return false;  // the worker finished without this step
@@ -115,9 +121,9 @@ absl::StatusOr<HostEvent> HostStepChannel::TakeEvent() {
   return event;
 }
 
-void HostStepChannel::Complete(bool applied) {
+void HostStepChannel::Complete(absl::StatusOr<bool> verdict) {
   absl::MutexLock lock(&mu_);
-  verdict_ = applied;
+  verdict_ = std::move(verdict);
 }
 
 void HostStepChannel::End(absl::Status status) {

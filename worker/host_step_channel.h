@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace ferry {
 
@@ -61,18 +62,23 @@ struct HostEvent {
 class HostStepChannel {
  public:
   // ---- host side ----
-  // Waits for the next lease of samples from the host's training set of
-  // `train_samples` samples. nullopt: the worker finished (no more
-  // leases). Errors: the worker's error (End); INVALID_ARGUMENT for
-  // train_samples <= 0; FAILED_PRECONDITION while a step is open (Finish
-  // not called) or after Close().
-  absl::StatusOr<std::optional<HostLease>> NextLease(int64_t train_samples);
+  // Waits up to `wait` for the next lease of samples from the host's
+  // training set of `train_samples` samples. nullopt: the worker finished
+  // (no more leases). DEADLINE_EXCEEDED when none came within `wait`: the
+  // host still counts as asking and calls again (so it can look at its
+  // signals meanwhile). Other errors: the worker's error (End);
+  // INVALID_ARGUMENT for train_samples <= 0; FAILED_PRECONDITION while a
+  // step is open (Finish not called) or after Close().
+  absl::StatusOr<std::optional<HostLease>> NextLease(
+      int64_t train_samples, absl::Duration wait = absl::InfiniteDuration());
   // The gradient of flat elements [offset, offset + length) is final for
   // the open step. FAILED_PRECONDITION without an open step.
   absl::Status Ready(int64_t offset, int64_t length);
   // Ends the open step and waits for the loop's verdict: true when the step
   // was applied, false when it was given up (a member lost, a shard rolled
-  // back: the next lease starts from the state to continue from).
+  // back: the next lease starts from the state to continue from), or the
+  // error that refused the step (INVALID_ARGUMENT: a gradient the host
+  // declared is not finite or not in the model; nothing was applied).
   // FAILED_PRECONDITION without an open step; the worker's error (End).
   absl::StatusOr<bool> Finish(double loss_sum, int64_t correct);
   // The host leaves: the loop's waits end with CANCELLED. Idempotent.
@@ -86,8 +92,8 @@ class HostStepChannel {
   void Offer(HostLease lease);
   // The host's next event of the open step. CANCELLED after Close().
   absl::StatusOr<HostEvent> TakeEvent();
-  // Answers the host's Finish.
-  void Complete(bool applied);
+  // Answers the host's Finish: applied or not, or the step's refusal.
+  void Complete(absl::StatusOr<bool> verdict);
   // The worker ended: OK (finished) or its error; the host's waits return.
   void End(absl::Status status);
   // Whether the host called Close().
@@ -103,7 +109,7 @@ class HostStepChannel {
   int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;  // of the last NextLease
   std::optional<HostLease> offered_ ABSL_GUARDED_BY(mu_);
   std::deque<HostEvent> events_ ABSL_GUARDED_BY(mu_);
-  std::optional<bool> verdict_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::StatusOr<bool>> verdict_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
 };

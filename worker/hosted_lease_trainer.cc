@@ -1,6 +1,8 @@
 #include "worker/hosted_lease_trainer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,13 +10,6 @@
 #include "proto/job_convert.h"
 
 namespace ferry {
-namespace {
-
-double SecondsSince(Clock& clock, absl::Time since) {
-  return absl::ToDoubleSeconds(clock.Now() - since);
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<HostedBuffers>> HostedBuffers::ForJob(
     const v1::JobSpec& job) {
@@ -92,6 +87,7 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
                                              int64_t samples, Clock& clock,
                                              StepResult& result) {
   absl::Status failure;
+  bool refused = false;  // the host's gradient, not the exchange, failed
   float* grads = buffers_->view.host_grads;
   const int64_t n = buffers_->view.num_elements;
   const float scale = static_cast<float>(samples);
@@ -110,11 +106,19 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
           absl::StrCat("gradient range [", event->offset, ", ",
                        event->offset + event->length,
                        ") is outside the model's ", n, " elements"));
+      refused = true;
       continue;
     }
     float* range = grads + event->offset;
-    for (int64_t i = 0; i < event->length; ++i) range[i] *= scale;
-    failure = exchange.Ready(event->offset, event->length);
+    for (int64_t i = 0; i < event->length; ++i) {
+      if (!std::isfinite(range[i])) {
+        failure = NotFinite(event->offset + i, range[i]);
+        refused = true;
+        break;
+      }
+      range[i] *= scale;
+    }
+    if (failure.ok()) failure = exchange.Ready(event->offset, event->length);
   }
   if (failure.ok()) {
     const absl::Time finish = clock.Now();
@@ -126,8 +130,25 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
     }
     result.comm_seconds += SecondsSince(clock, finish);
   }
-  channel_->Complete(failure.ok());
+  if (refused) {
+    channel_->Complete(failure);
+  } else {
+    channel_->Complete(failure.ok());
+  }
   return failure;
+}
+
+absl::Status HostedLeaseTrainer::NotFinite(int64_t index, float value) const {
+  std::string tensor = "the model";
+  for (const TensorSlot& t : buffers_->layout.tensors()) {
+    if (index >= t.offset && index < t.offset + t.numel) {
+      tensor = absl::StrCat(t.name, "[", index - t.offset, "]");
+      break;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the gradient of ", tensor, " is ", value,
+                   ": the step is refused and nothing of it is applied"));
 }
 
 void HostedLeaseTrainer::ShowStagedWeights() {

@@ -13,6 +13,10 @@
 //     sample count to the SUM the exchanges take, then Ready;
 //   - the host's Finish: FinishStep, and the verdict (applied or given up)
 //     back to the host.
+// A range holding NaN or an infinity (or outside the model) refuses the
+// step: nothing more of it reaches the exchange, the step is abandoned, the
+// host's Finish gets INVALID_ARGUMENT naming the tensor, and the worker
+// ends with it (it leaves the job; the other workers go on).
 // A ring lease without samples (the member contributes zeros) is trained
 // here without the host.
 //
@@ -86,6 +90,9 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // not applied.
   absl::Status RunHostStep(GradientExchange& exchange, int64_t samples,
                            Clock& clock, StepResult& result);
+  // INVALID_ARGUMENT naming the tensor element `index` of the flat buffer,
+  // whose gradient `value` is NaN or infinite.
+  absl::Status NotFinite(int64_t index, float value) const;
   // The weights a pull left in staging, copied to the host's parameters
   // (the host is waiting); nothing when the two are one buffer.
   void ShowStagedWeights();

@@ -32,6 +32,11 @@
 
 namespace ferry {
 
+// Seconds of `clock` since `since` (a trainer's timing of its phases).
+inline double SecondsSince(Clock& clock, absl::Time since) {
+  return absl::ToDoubleSeconds(clock.Now() - since);
+}
+
 // What one trained step produced.
 struct StepResult {
   int64_t samples = 0;

@@ -13,13 +13,6 @@
 #include "proto/job_convert.h"
 
 namespace ferry {
-namespace {
-
-double SecondsSince(Clock& clock, absl::Time since) {
-  return absl::ToDoubleSeconds(clock.Now() - since);
-}
-
-}  // namespace
 
 PipelineRole PipelineRoleOf(int rank, int size, int stages) {
   const int whole = stages > 0 ? size / stages * stages : 0;

@@ -18,10 +18,6 @@ StepContext DropoutContext(const v1::NextTaskResponse& lease, uint64_t seed) {
   return EpochPositionContext(seed, lease.epoch(), first);
 }
 
-double SecondsSince(Clock& clock, absl::Time since) {
-  return absl::ToDoubleSeconds(clock.Now() - since);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(

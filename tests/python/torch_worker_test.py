@@ -149,9 +149,45 @@ def check_refusals(args, ft, work):
                                 coordinator=address, timeout=30), "Adam")
         os.environ.pop("FERRY_COORDINATOR", None)
         refused("no coordinator", lambda: ft.join(named), "coordinator")
+        check_nan_refused(ft, named, address)
     finally:
         coordinator.kill()
         coordinator.wait()
+
+
+class ZerosDataset:
+    """Fashion-MNIST's size, every sample a zero image of class 0."""
+
+    def __len__(self):
+        return 60000
+
+    def __getitem__(self, i):
+        import torch
+        return torch.zeros(784), 0
+
+
+def check_nan_refused(ft, model, address):
+    """A NaN gradient refuses the step, naming the tensor; the worker leaves."""
+    import torch.nn.functional as F
+    job = ft.join(model, coordinator=address, timeout=30)
+    try:
+        for x, y in job.batches(ZerosDataset()):
+            loss = F.cross_entropy(model(x), y) * float("nan")
+            job.backward(loss)
+            try:
+                job.step()
+            except ValueError as e:
+                if "0.weight" not in str(e) and "0.bias" not in str(e) and "2." not in str(e):
+                    fail(f"a NaN gradient was refused with {e!r}, naming no tensor")
+                print(f"refused a NaN gradient: {e}")
+                return
+            fail("a NaN gradient was not refused")
+        fail("the job ended before the first batch")
+    finally:
+        try:
+            job.close()
+        except Exception as e:  # the worker ended with the refusal
+            print(f"closed after the refusal: {e}")
 
 
 def main():

@@ -81,6 +81,22 @@ TEST(HostStepChannelTest, StepsPassBetweenHostAndLoop) {
   ASSERT_EQ(second.size(), 2u);
 }
 
+TEST(HostStepChannelTest, AHostWaitingWithATimeoutKeepsAsking) {
+  HostStepChannel channel;
+  absl::StatusOr<std::optional<HostLease>> lease =
+      channel.NextLease(4, absl::ZeroDuration());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(lease.status())) << lease.status();
+  // The host still counts as asking: the loop offers, the next call takes.
+  std::thread loop([&] {
+    ASSERT_TRUE(channel.WaitForHost().ok());
+    channel.Offer({.step = 2, .samples = {1}});
+  });
+  loop.join();
+  lease = channel.NextLease(4, absl::ZeroDuration());
+  ASSERT_TRUE(lease.ok() && lease->has_value()) << lease.status();
+  EXPECT_EQ((*lease)->step, 2);
+}
+
 TEST(HostStepChannelTest, CloseEndsTheLoopsWaits) {
   HostStepChannel channel;
   absl::Status waited;

@@ -4,7 +4,9 @@
 // step's weights reach the host before its Finish returns.
 #include "worker/hosted_lease_trainer.h"
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -91,7 +93,7 @@ class HostedLeaseTrainerTest : public ::testing::Test {
     job_.set_mode(v1::MODE_PS);
     job_.set_seed(3);
     job_.set_global_batch(2);
-    *job_.mutable_model() = "2-1";  // fc0.weight [1, 2], fc0.bias [1]
+    *job_.mutable_model() = "2-1";  // 0.weight [1, 2], 0.bias [1]
     absl::StatusOr<ParameterLayout> layout = MlpLayout({2, 1});
     ASSERT_TRUE(layout.ok());
     for (const TensorSlot& t : layout->tensors()) {
@@ -187,10 +189,31 @@ TEST_F(HostedLeaseTrainerTest, ARangeOutsideTheModelFailsTheStep) {
   ASSERT_TRUE(channel_.Ready(2, 5).ok());  // past the 3 elements
   absl::StatusOr<bool> applied = channel_.Finish(0, 0);
   loop.join();
-  ASSERT_TRUE(applied.ok());
-  EXPECT_FALSE(*applied);
+  EXPECT_TRUE(absl::IsInvalidArgument(applied.status())) << applied.status();
   EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
   EXPECT_EQ(exchange.finished, 0);
+}
+
+TEST_F(HostedLeaseTrainerTest,
+       ANonFiniteGradientRefusesTheStepNamingTheTensor) {
+  RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
+  const v1::NextTaskResponse lease = Lease(1, 0, 2);
+  absl::StatusOr<StepResult> result;
+  std::thread loop(
+      [&] { result = trainer_->Train(lease, 1, exchange, *RealClock()); });
+  ASSERT_TRUE(channel_.NextLease(10).ok());
+  buffers_->grads = {0.5f, 1.0f, 0.25f};
+  ASSERT_TRUE(channel_.Ready(2, 1).ok());  // fine: reaches the exchange
+  buffers_->grads[1] = std::nanf("");
+  ASSERT_TRUE(channel_.Ready(0, 2).ok());
+  absl::StatusOr<bool> applied = channel_.Finish(0, 0);
+  loop.join();
+  ASSERT_TRUE(absl::IsInvalidArgument(applied.status())) << applied.status();
+  EXPECT_THAT(std::string(applied.status().message()),
+              ::testing::HasSubstr("0.weight[1]"));
+  EXPECT_TRUE(absl::IsInvalidArgument(result.status()));
+  EXPECT_THAT(exchange.ready, ElementsAre(std::make_pair(2, 1)));
+  EXPECT_EQ(exchange.finished, 0);  // nothing committed
 }
 
 TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {

@@ -20,6 +20,8 @@ import contextlib
 import json
 import math
 import os
+import signal
+import threading
 
 import torch
 from torch.utils.data import default_collate
@@ -61,14 +63,53 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
         raise ValueError("no coordinator: pass coordinator='HOST:PORT' or set FERRY_COORDINATOR")
     peer_listen = peer_listen or os.environ.get("FERRY_PEER_LISTEN", "")
     peer_advertise = peer_advertise or os.environ.get("FERRY_PEER_ADVERTISE", "")
+    # Checked before joining, so that a worker the job cannot use never
+    # becomes a member.
+    spec = json.loads(_ferry.get_job(coordinator, timeout))
+    _check_optimizer(optimizer, spec.get("optimizer", {}))
+    _match_tensors(model, [(t["name"], tuple(int(d) for d in t.get("shape", [])))
+                           for t in spec.get("tensors", [])])
     worker = _ferry.Worker(coordinator, rpc_timeout, peer_listen, peer_advertise)
     try:
-        spec = json.loads(worker.join(timeout))
-        return Job(worker, spec, model, optimizer)
+        joined = json.loads(worker.join(timeout))
+        if joined.get("job_id") != spec.get("job_id"):
+            raise RuntimeError(f"the coordinator's job changed while joining "
+                               f"({spec.get('job_id')} -> {joined.get('job_id')})")
+        return Job(worker, joined, model, optimizer)
     except BaseException:
         with contextlib.suppress(Exception):
             worker.stop()
         raise
+
+
+def _match_tensors(model, tensors):
+    """The model's parameters in the order of the job's `tensors` ((name,
+    shape) pairs); ValueError naming the first tensor that does not match."""
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    job_names = {name for name, _ in tensors}
+    for name in params:
+        if name not in job_names:
+            listed = ", ".join(n for n, _ in tensors[:4])
+            raise ValueError(f"model parameter {name} is not one of the job's tensors "
+                             f"({listed}{', ...' if len(tensors) > 4 else ''})")
+    matched = []
+    for name, shape in tensors:
+        if name in buffers:
+            raise ValueError(f"the job's tensor {name} is a buffer of the model; "
+                             "models with buffers (BatchNorm) are not supported yet")
+        if name not in params:
+            raise ValueError(f"the job's tensor {name} is not a parameter of the model")
+        p = params[name]
+        if tuple(p.shape) != tuple(shape):
+            raise ValueError(f"tensor {name}: the model's shape {tuple(p.shape)} "
+                             f"differs from the job's {tuple(shape)}")
+        if p.dtype != torch.float32:
+            raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
+        if p.device.type != "cpu":
+            raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
+        matched.append(p)
+    return matched
 
 
 def _check_optimizer(optimizer, spec):
@@ -126,7 +167,6 @@ class Job:
         self._worker = worker
         self.spec = spec
         self.mode = _MODES.get(spec.get("mode", "MODE_PS"), spec.get("mode"))
-        _check_optimizer(optimizer, spec.get("optimizer", {}))
         self._tensors = [(name, tuple(shape), offset, numel)
                          for name, shape, offset, numel in worker.tensors()]
         self._flat_params = torch.frombuffer(worker.params(), dtype=torch.float32)
@@ -140,31 +180,15 @@ class Job:
         self._backwards = 0
         self.steps = 0            # steps applied with this worker
         self.summary = None       # the worker's summary, after close()
+        self._stop_requested = False
+        self._previous_sigterm = None
+        self._catch_sigterm()
 
     # ---- setup ----
     def _bind(self, model):
-        params = dict(model.named_parameters())
-        buffers = {n: b for n, b in model.named_buffers()}
-        job_names = {t[0] for t in self._tensors}
-        for name in params:
-            if name not in job_names:
-                raise ValueError(f"model parameter {name} is not one of the job's tensors "
-                                 f"({', '.join(t[0] for t in self._tensors[:4])}, ...)")
+        params = _match_tensors(model, [(name, shape) for name, shape, _, _ in self._tensors])
         self._views = []  # (parameter, offset, numel, grad view), in flat order
-        for name, shape, offset, numel in self._tensors:
-            if name in buffers:
-                raise ValueError(f"the job's tensor {name} is a buffer of the model; "
-                                 "models with buffers (BatchNorm) are not supported yet")
-            if name not in params:
-                raise ValueError(f"the job's tensor {name} is not a parameter of the model")
-            p = params[name]
-            if tuple(p.shape) != shape:
-                raise ValueError(f"tensor {name}: the model's shape {tuple(p.shape)} "
-                                 f"differs from the job's {shape}")
-            if p.dtype != torch.float32:
-                raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
-            if p.device.type != "cpu":
-                raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
+        for p, (name, shape, offset, numel) in zip(params, self._tensors):
             grad = self._flat_grads[offset:offset + numel].view(shape)
             with torch.no_grad():
                 p.data = self._flat_params[offset:offset + numel].view(shape)
@@ -211,8 +235,10 @@ class Job:
             if self._open:
                 raise RuntimeError("the previous batch's step is open: call job.step() "
                                    "before the next batch")
-            lease = self._worker.next_lease(size)
-            if lease is None:
+            lease = False
+            while lease is False and not self._stop_requested:
+                lease = self._worker.next_lease(size, 0.25)  # signals between waits
+            if lease is None or lease is False:  # the job ended, or SIGTERM
                 return
             _, _, raw = lease
             indices = torch.frombuffer(bytearray(raw), dtype=torch.int64).tolist()
@@ -288,8 +314,23 @@ class Job:
         return {name: self._flat_params[offset:offset + numel].view(shape).clone()
                 for name, shape, offset, numel in self._tensors}
 
+    def _catch_sigterm(self):
+        """SIGTERM (a pod's eviction, ferry local's chaos) ends the batches
+        after the step in flight, so the worker leaves the job cleanly."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum, frame):
+            self._stop_requested = True
+
+        previous = signal.signal(signal.SIGTERM, handler)
+        self._previous_sigterm = signal.SIG_DFL if previous is None else previous
+
     def close(self):
         """Leaves the job (a step in flight is given up); the worker's summary."""
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
         if self.summary is None:
             self.summary = json.loads(self._worker.stop())
         return self.summary
