@@ -403,6 +403,24 @@ void Coordinator::RemoveMember(const std::string& worker_id,
         step_it = open.erase(step_it);
         continue;
       }
+      if (slots.empty()) {
+        // Nobody left to push to this step, and later steps were formed
+        // after it (prefetched leases): it cannot be finalized (a step
+        // without contributors is no step), so it and the later ones are
+        // formed again under a new fence. The shards drop what was pushed
+        // for the later ones before any step forms.
+        const int64_t number = step.step;
+        AbortOpenSteps(number, /*include_finalizing=*/false,
+                       absl::StrCat(worker_id, " ", why,
+                                    ": no contributor left in step ", number),
+                       worker_id);
+        if (rules_.shards_apply_finalized_steps() && !recovery_state_.needed()) {
+          recovery_state_.Require(absl::StrCat(
+              "step ", number, " lost every contributor: the shards drop the "
+              "pushes of the steps after it"));
+        }
+        break;
+      }
       MaybeQueueFinalize(step);
     }
     ++step_it;

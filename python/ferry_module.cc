@@ -156,6 +156,8 @@ class PyWorker {
     return Value(std::move(applied));
   }
 
+  void RequestStop() { worker_->RequestStop(); }
+
   // Leaves the job; the worker's summary as JSON.
   std::string Stop() {
     absl::StatusOr<WorkerSummary> summary;
@@ -246,5 +248,6 @@ PYBIND11_MODULE(_ferry, m) {
       .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"))
       .def("finish", &PyWorker::Finish, py::arg("loss_sum"),
            py::arg("correct") = 0)
+      .def("request_stop", &PyWorker::RequestStop)
       .def("stop", &PyWorker::Stop);
 }

@@ -59,6 +59,10 @@ class HostedWorker {
   // worker cannot train); DEADLINE_EXCEEDED after `timeout`.
   absl::StatusOr<HostedJob> Joined(absl::Duration timeout);
   HostStepChannel& channel() { return channel_; }
+  // Any thread (a signal handler's): the worker leaves after the step in
+  // flight, as ferry-worker does on SIGTERM: its report goes out, a lease
+  // fetched ahead is released, the host's next NextLease gets nullopt.
+  void RequestStop() { stop_.store(true); }
   // Leaves the job (a step in flight is given up) and waits for the
   // worker's thread. Returns the worker's summary or error. Idempotent.
   absl::StatusOr<WorkerSummary> Stop();

@@ -97,6 +97,55 @@ TEST(CoordinatorElasticTest, ShardsAreFencedWhenTheGenerationMoves) {
   EXPECT_TRUE(off.shards.fences.empty());
 }
 
+// PS sync, finalize on push: the only member leaves holding a step and the
+// next one it prefetched, having pushed neither. Nobody can push to either:
+// both are formed again for the members that come next, from the same
+// samples, under a newer fence (never finalized without contributors).
+TEST(CoordinatorElasticTest, StepsWhoseContributorsAreAllGoneAreFormedAgain) {
+  Fixture f(Job(10, 1), 20);
+  TwoShardsAtVersionZero(f);
+  const std::string a = f.Join();
+  auto first = Next(f, a);
+  ASSERT_TRUE(first.ok() && first->action() == v1::NextTaskResponse::TRAIN);
+  ASSERT_EQ(first->step(), 0);
+  v1::NextTaskRequest prefetch;
+  prefetch.set_worker_id(a);
+  prefetch.set_after_step(0);
+  prefetch.set_fence(first->fence());
+  auto second = Call(f, prefetch);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->action(), v1::NextTaskResponse::TRAIN);
+  ASSERT_EQ(second->step(), 1);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+
+  const std::string b = f.Join();
+  auto again = NextWork(f, b);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(again->step(), 0);
+  EXPECT_GT(again->fence(), first->fence());
+  int64_t samples = 0;
+  for (const auto& t : again->tasks()) samples += t.end() - t.begin();
+  EXPECT_EQ(samples, 10);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_TRUE(f.shards.finalized.empty());  // nothing without contributors
+  }
+  // The job goes on to its end with b alone: every sample once.
+  v1::StepReport done = Done(*again);
+  auto next = NextWork(f, b, &done);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->action(), v1::NextTaskResponse::TRAIN);
+  EXPECT_EQ(next->step(), 1);
+  done = Done(*next);
+  auto end = NextWork(f, b, &done);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->action(), v1::NextTaskResponse::FINISH);
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(s.accounting_size(), 1);
+  EXPECT_EQ(s.accounting(0).samples_applied(), 20);
+}
+
 TEST(CoordinatorElasticTest, RingMemberLeavingMidStepAbortsTheStepForEveryone) {
   Fixture f(RingJob(10, 1), 20);
   const std::string a = f.Join(), b = f.Join();

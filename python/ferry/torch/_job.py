@@ -322,6 +322,7 @@ class Job:
 
         def handler(signum, frame):
             self._stop_requested = True
+            self._worker.request_stop()  # leaves after the step in flight
 
         previous = signal.signal(signal.SIGTERM, handler)
         self._previous_sigterm = signal.SIG_DFL if previous is None else previous
