@@ -414,10 +414,12 @@ void Coordinator::RemoveMember(const std::string& worker_id,
                        absl::StrCat(worker_id, " ", why,
                                     ": no contributor left in step ", number),
                        worker_id);
-        if (rules_.shards_apply_finalized_steps() && !recovery_state_.needed()) {
-          recovery_state_.Require(absl::StrCat(
-              "step ", number, " lost every contributor: the shards drop the "
-              "pushes of the steps after it"));
+        if (rules_.shards_apply_finalized_steps() &&
+            !recovery_state_.needed()) {
+          recovery_state_.Require(
+              absl::StrCat("step ", number,
+                           " lost every contributor: the shards drop the "
+                           "pushes of the steps after it"));
         }
         break;
       }
