@@ -354,6 +354,7 @@ class Worker {
       backoff.Reset();
       if (!prefetch) {
         done = *std::move(report);
+        trainer_->StepReported();
         continue;
       }
       // The report travels while the next step runs; one at a time.
@@ -361,6 +362,7 @@ class Worker {
       report_in_flight_ =
           std::async(std::launch::async,
                      [this, r = *std::move(report)] { return SendReport(r); });
+      trainer_->StepReported();
       if (stop_requested()) {
         RETURN_IF_ERROR(AwaitReport());
         DropPendingLease();

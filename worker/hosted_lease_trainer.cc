@@ -47,9 +47,18 @@ HostedLeaseTrainer::HostedLeaseTrainer(const v1::JobSpec& job,
                                        HostStepChannel* channel)
     : buffers_(std::move(buffers)), seed_(job.seed()), channel_(channel) {}
 
+void HostedLeaseTrainer::StepReported() {
+  if (unanswered_ == nullptr) return;
+  auto* weights = unanswered_->capability<StepWeightsExchange>();
+  unanswered_ = nullptr;
+  if (weights != nullptr && weights->AwaitStepWeights()) ShowStagedWeights();
+  channel_->Complete(true);
+}
+
 absl::StatusOr<StepResult> HostedLeaseTrainer::Train(
     const v1::NextTaskResponse& lease, int64_t generation,
     GradientExchange& exchange, Clock& clock) {
+  StepReported();  // a step the loop did not report: answered now
   ASSIGN_OR_RETURN(const int64_t train_samples, channel_->WaitForHost());
   if (!samples_.has_value() || train_samples != train_samples_) {
     train_samples_ = train_samples;
@@ -123,17 +132,14 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
   if (failure.ok()) {
     const absl::Time finish = clock.Now();
     failure = exchange.FinishStep();
-    // The step's weights, when they can come now, before the host goes on.
-    auto* weights = exchange.capability<StepWeightsExchange>();
-    if (failure.ok() && weights != nullptr && weights->AwaitStepWeights()) {
-      ShowStagedWeights();
-    }
     result.comm_seconds += SecondsSince(clock, finish);
   }
-  if (refused) {
+  if (failure.ok()) {
+    unanswered_ = &exchange;  // StepReported answers, after the report
+  } else if (refused) {
     channel_->Complete(failure);
   } else {
-    channel_->Complete(failure.ok());
+    channel_->Complete(false);
   }
   return failure;
 }

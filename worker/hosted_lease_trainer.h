@@ -25,9 +25,9 @@
 // The weights the host sees (`params`) are written only while it waits: a
 // PS pull, started ahead while the host still computes, lands in `staging`
 // (ExchangeBuffers' host_params / params split) and is copied over before
-// the host's Finish returns when the exchange can bring the step's weights
-// then (StepWeightsExchange: PS steps that the shards apply on their last
-// push), else at the next BeginStep. Ring members apply the step to
+// the host's Finish returns (which waits for the step's report to go out,
+// StepReported) when the exchange can bring the step's weights then
+// (StepWeightsExchange), else at the next BeginStep. Ring members apply the step to
 // `params` in FinishStep.
 //
 // Thread safety: as LeaseTrainer; the host uses the channel.
@@ -77,6 +77,13 @@ class HostedLeaseTrainer final : public LeaseTrainer {
                                    GradientExchange& exchange,
                                    Clock& clock) override;
 
+  // Answers the host's Finish of the step Train last returned OK for, once
+  // its report is out: with the step's weights when the exchange can bring
+  // them now (StepWeightsExchange). Waiting for them before the report
+  // would deadlock a step the coordinator finalizes (a contributor left):
+  // it is applied only after the report.
+  void StepReported() override;
+
   ComputeBackend* backend() const override { return buffers_->backend.get(); }
   const ParameterLayout& layout() const override { return buffers_->layout; }
   const ExchangeBuffers& buffers() const override { return buffers_->view; }
@@ -104,6 +111,9 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   HostStepChannel* const channel_;
   int64_t train_samples_ = 0;
   std::optional<LeaseSamples> samples_;  // of train_samples_
+  // The exchange of a step whose host still waits in Finish for
+  // StepReported (null: none).
+  GradientExchange* unanswered_ = nullptr;
 };
 
 }  // namespace ferry

@@ -76,6 +76,13 @@ class LeaseTrainer {
                                            GradientExchange& exchange,
                                            Clock& clock) = 0;
 
+  // Called by the loop once the report of the step Train last returned OK
+  // for has gone out (sync: its send started; async: it is queued with the
+  // next request). Whatever must follow the report without holding it up
+  // (a host waiting for its step's weights, which a coordinator-finalized
+  // step only has after the report) goes here. No-op by default.
+  virtual void StepReported() {}
+
   // Any thread (the heartbeat's): the coordinator aborted the steps leased
   // under fences older than `fence`; a trainer that waits on other workers
   // itself (a pipeline stage on its neighbours) gives such a step up at

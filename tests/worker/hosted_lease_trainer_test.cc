@@ -1,7 +1,8 @@
 // HostedLeaseTrainer with a host thread: a lease goes to the host after
 // BeginStep, the host's ranges reach the exchange as sums, the verdict
-// comes back; a ring lease without samples never reaches the host; a PS
-// step's weights reach the host before its Finish returns.
+// comes back once the loop reported the step; a ring lease without samples
+// never reaches the host; a PS step's weights reach the host before its
+// Finish returns.
 #include "worker/hosted_lease_trainer.h"
 
 #include <cmath>
@@ -133,8 +134,11 @@ TEST_F(HostedLeaseTrainerTest, TheHostTrainsTheLeaseThroughTheExchange) {
   exchange.step_weights = true;
   const v1::NextTaskResponse lease = Lease(5, 2, 4);
   absl::StatusOr<StepResult> result;
-  std::thread loop(
-      [&] { result = trainer_->Train(lease, 1, exchange, *RealClock()); });
+  std::thread loop([&] {
+    result = trainer_->Train(lease, 1, exchange, *RealClock());
+    // The loop reports the step; only then does the host's Finish return.
+    if (result.ok()) trainer_->StepReported();
+  });
   absl::StatusOr<std::optional<HostLease>> got = channel_.NextLease(10);
   ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
   EXPECT_EQ((*got)->step, 5);
@@ -224,7 +228,9 @@ TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {
   std::thread loop([&] {
     result = trainer_->Train(empty, 1, exchange, *RealClock());
     // The host is still waiting: the next lease is its.
-    (void)trainer_->Train(Lease(3, 0, 2), 1, exchange, *RealClock());
+    if (trainer_->Train(Lease(3, 0, 2), 1, exchange, *RealClock()).ok()) {
+      trainer_->StepReported();
+    }
   });
   absl::StatusOr<std::optional<HostLease>> got = channel_.NextLease(10);
   ASSERT_TRUE(got.ok() && got->has_value());
