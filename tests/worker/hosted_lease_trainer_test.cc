@@ -123,6 +123,15 @@ class HostedLeaseTrainerTest : public ::testing::Test {
     return lease;
   }
 
+  // Train(lease) on a loop thread; `result` gets what it returned.
+  std::thread TrainOnLoop(RecordingExchange& exchange,
+                          v1::NextTaskResponse lease,
+                          absl::StatusOr<StepResult>& result) {
+    return std::thread([this, &exchange, lease, &result] {
+      result = trainer_->Train(lease, 1, exchange, *RealClock());
+    });
+  }
+
   v1::JobSpec job_;
   std::shared_ptr<HostedBuffers> buffers_;
   HostStepChannel channel_;
@@ -170,10 +179,8 @@ TEST_F(HostedLeaseTrainerTest, TheHostTrainsTheLeaseThroughTheExchange) {
 TEST_F(HostedLeaseTrainerTest, AFailedFinishTellsTheHostTheStepWasNotApplied) {
   RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
   exchange.finish_status = absl::AbortedError("a member was lost");
-  const v1::NextTaskResponse lease = Lease(1, 0, 2);
   absl::StatusOr<StepResult> result;
-  std::thread loop(
-      [&] { result = trainer_->Train(lease, 1, exchange, *RealClock()); });
+  std::thread loop = TrainOnLoop(exchange, Lease(1, 0, 2), result);
   ASSERT_TRUE(channel_.NextLease(10).ok());
   ASSERT_TRUE(channel_.Ready(0, 3).ok());
   absl::StatusOr<bool> applied = channel_.Finish(0, 0);
@@ -185,10 +192,8 @@ TEST_F(HostedLeaseTrainerTest, AFailedFinishTellsTheHostTheStepWasNotApplied) {
 
 TEST_F(HostedLeaseTrainerTest, ARangeOutsideTheModelFailsTheStep) {
   RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
-  const v1::NextTaskResponse lease = Lease(1, 0, 2);
   absl::StatusOr<StepResult> result;
-  std::thread loop(
-      [&] { result = trainer_->Train(lease, 1, exchange, *RealClock()); });
+  std::thread loop = TrainOnLoop(exchange, Lease(1, 0, 2), result);
   ASSERT_TRUE(channel_.NextLease(10).ok());
   ASSERT_TRUE(channel_.Ready(2, 5).ok());  // past the 3 elements
   absl::StatusOr<bool> applied = channel_.Finish(0, 0);
@@ -201,10 +206,8 @@ TEST_F(HostedLeaseTrainerTest, ARangeOutsideTheModelFailsTheStep) {
 TEST_F(HostedLeaseTrainerTest,
        ANonFiniteGradientRefusesTheStepNamingTheTensor) {
   RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
-  const v1::NextTaskResponse lease = Lease(1, 0, 2);
   absl::StatusOr<StepResult> result;
-  std::thread loop(
-      [&] { result = trainer_->Train(lease, 1, exchange, *RealClock()); });
+  std::thread loop = TrainOnLoop(exchange, Lease(1, 0, 2), result);
   ASSERT_TRUE(channel_.NextLease(10).ok());
   buffers_->grads = {0.5f, 1.0f, 0.25f};
   ASSERT_TRUE(channel_.Ready(2, 1).ok());  // fine: reaches the exchange
@@ -247,9 +250,7 @@ TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {
 TEST_F(HostedLeaseTrainerTest, TheHostLeavingCancelsTheStep) {
   RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
   absl::StatusOr<StepResult> result;
-  std::thread loop([&] {
-    result = trainer_->Train(Lease(1, 0, 2), 1, exchange, *RealClock());
-  });
+  std::thread loop = TrainOnLoop(exchange, Lease(1, 0, 2), result);
   channel_.Close();
   loop.join();
   EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
