@@ -27,8 +27,8 @@
 // (ExchangeBuffers' host_params / params split) and is copied over before
 // the host's Finish returns (which waits for the step's report to go out,
 // StepReported) when the exchange can bring the step's weights then
-// (StepWeightsExchange), else at the next BeginStep. Ring members apply the step to
-// `params` in FinishStep.
+// (StepWeightsExchange), else at the next BeginStep. Ring members apply the
+// step to `params` in FinishStep.
 //
 // Thread safety: as LeaseTrainer; the host uses the channel.
 #ifndef FERRY_WORKER_HOSTED_LEASE_TRAINER_H_
