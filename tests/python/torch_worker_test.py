@@ -63,7 +63,7 @@ def run_job(bin_dir, source_dir, mode, init_dir, work, data_dir):
            os.path.join(work, f"logs-{mode}"), "--timeout", "240",
            "--worker-command",
            f"/usr/bin/python3 {script} {init_dir} --data-dir {data_dir} "
-           f"--lr {LR} --momentum {MOMENTUM}"] + JOB_OPTIMIZER
+           f"--lr {LR} --momentum {MOMENTUM} --nesterov 0 --weight-decay 0"] + JOB_OPTIMIZER
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         logs = os.path.join(work, f"logs-{mode}")
