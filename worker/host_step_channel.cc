@@ -131,9 +131,4 @@ void HostStepChannel::End(absl::Status status) {
   ended_ = std::move(status);
 }
 
-bool HostStepChannel::closed() const {
-  absl::MutexLock lock(&mu_);
-  return closed_;
-}
-
 }  // namespace ferry

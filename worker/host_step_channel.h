@@ -96,15 +96,13 @@ class HostStepChannel {
   void Complete(absl::StatusOr<bool> verdict);
   // The worker ended: OK (finished) or its error; the host's waits return.
   void End(absl::Status status);
-  // Whether the host called Close().
-  bool closed() const;
 
  private:
   enum class HostState { kIdle, kAsking, kInStep, kFinishing };
 
   absl::Status EndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   HostState host_ ABSL_GUARDED_BY(mu_) = HostState::kIdle;
   int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;  // of the last NextLease
   std::optional<HostLease> offered_ ABSL_GUARDED_BY(mu_);

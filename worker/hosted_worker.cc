@@ -79,9 +79,4 @@ absl::StatusOr<WorkerSummary> HostedWorker::Stop() {
   return *result_;
 }
 
-bool HostedWorker::ended() const {
-  absl::MutexLock lock(&mu_);
-  return result_.has_value();
-}
-
 }  // namespace ferry

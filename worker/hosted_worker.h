@@ -66,8 +66,6 @@ class HostedWorker {
   // Leaves the job (a step in flight is given up) and waits for the
   // worker's thread. Returns the worker's summary or error. Idempotent.
   absl::StatusOr<WorkerSummary> Stop();
-  // Whether the worker's loop ended (finished, failed or stopped).
-  bool ended() const;
 
  private:
   explicit HostedWorker(HostedWorkerOptions options);
@@ -78,7 +76,7 @@ class HostedWorker {
   HostedWorkerOptions options_;
   std::atomic<bool> stop_{false};
   HostStepChannel channel_;
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::optional<HostedJob> joined_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::StatusOr<WorkerSummary>> result_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
