@@ -359,7 +359,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
     const std::string scores =
-        summary.contains("test_auc")
+        final_status->job().model_from_worker()
+            ? std::string("no test evaluation (the model is the script's)")
+        : summary.contains("test_auc")
             ? absl::StrFormat("test auc %.4f logloss %.4f",
                               summary["test_auc"].get<double>(),
                               summary["test_logloss"].get<double>())

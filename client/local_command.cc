@@ -105,6 +105,19 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
 // fit, with the coordinator's own message.
 absl::Status CheckModelFitsJob(const LocalCommandLine& l) {
   const std::string& mode = l.options.mode;
+  if (l.model == "external") {
+    // The model and the data are the workers' script's.
+    if (l.options.worker_command.empty()) {
+      return absl::InvalidArgumentError(
+          "--model external takes the job's model from its workers: give "
+          "--worker-command (a ferry.torch script, docs/pytorch.md)");
+    }
+    if (mode == "hybrid") {
+      return absl::InvalidArgumentError(
+          "--model external trains in --mode ps or ring");
+    }
+    return ParseExternalDatasetSpec(l.dataset).status();
+  }
   const bool dlrm = IsDlrmModelText(l.model);
   RETURN_IF_ERROR(
       CheckEmbeddingFlagsFitModel(l.embedding.given(), dlrm, l.model));
@@ -187,12 +200,14 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
   local
       .add_option("--model", line.model,
                   "a preset (mlp, convnet, dlrm), a ferry.model.v1 JSON file "
-                  "or directory with model.json, or MLP sizes like "
-                  "784-256-128-10")
+                  "or directory with model.json, MLP sizes like "
+                  "784-256-128-10, or external (the --worker-command "
+                  "script's model)")
       ->capture_default_str();
   local
       .add_option("--dataset", line.dataset,
-                  "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM")
+                  "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM; "
+                  "external:N (N samples) for --model external")
       ->capture_default_str();
   local.add_option("--data-dir", line.data_dir, "IDX files directory");
   local

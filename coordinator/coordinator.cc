@@ -464,7 +464,7 @@ void Coordinator::EvaluatorLoop() {
     if (request.holds_steps) ReleaseStepsHeldForEval();
     std::vector<Reply> replies;
     absl::MutexLock lock(&mu_);
-    if (!result.ok()) {
+    if (!result.ok() && !absl::IsUnimplemented(result.status())) {
       LogError("evaluation failed",
                {{"step", request.version}, {"error", result.status()}});
     }

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/model_intake.h"
 #include "proto/rpc_util.h"
 
 namespace ferry {
@@ -57,6 +62,67 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
 absl::StatusOr<v1::JobSpec> CoordinatorClient::GetJob() {
   return Call(&v1::Coordinator::StubInterface::GetJob, v1::GetJobRequest(),
               options_.rpc_timeout, /*retry=*/true);
+}
+
+absl::StatusOr<bool> CoordinatorClient::DefineModel(
+    const std::string& job_id, const std::vector<v1::TensorSpec>& tensors,
+    absl::Span<const float> values) {
+  absl::BitGen bitgen;
+  v1::DefineModelRequest request;
+  request.set_job_id(job_id);
+  request.set_definition_id(absl::StrFormat("%016x%016x",
+                                            absl::Uniform<uint64_t>(bitgen),
+                                            absl::Uniform<uint64_t>(bitgen)));
+  for (const v1::TensorSpec& t : tensors) *request.add_tensors() = t;
+  const int64_t total = static_cast<int64_t>(values.size());
+  int64_t offset = 0;
+  do {
+    const int64_t n = std::min(kMaxModelValuesPerCall, total - offset);
+    request.set_offset(offset);
+    request.set_values(reinterpret_cast<const char*>(values.data() + offset),
+                       static_cast<size_t>(n) * sizeof(float));
+    request.set_done(offset + n == total);
+    absl::StatusOr<v1::DefineModelResponse> response =
+        Call(&v1::Coordinator::StubInterface::DefineModel, request,
+             options_.rpc_timeout, /*retry=*/true);
+    if (absl::IsAlreadyExists(response.status()) ||
+        absl::IsAborted(response.status())) {
+      return false;
+    }
+    RETURN_IF_ERROR(response.status());
+    if (response->defined()) return true;
+    request.clear_tensors();
+    offset += n;
+  } while (offset < total);
+  return absl::InternalError(
+      "the coordinator took every model value but did not define the model");
+}
+
+absl::StatusOr<std::vector<float>> CoordinatorClient::ModelValues(
+    const std::string& job_id, int64_t begin, int64_t end) {
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
+  v1::ModelValuesRequest request;
+  request.set_job_id(job_id);
+  for (int64_t at = begin; at < end;) {
+    const int64_t n = std::min(kMaxModelValuesPerCall, end - at);
+    request.set_begin(at);
+    request.set_end(at + n);
+    ASSIGN_OR_RETURN(const v1::ModelValuesResponse response,
+                     Call(&v1::Coordinator::StubInterface::ModelValues, request,
+                          options_.rpc_timeout, /*retry=*/true));
+    if (response.values().size() != static_cast<size_t>(n) * sizeof(float)) {
+      return absl::DataLossError(
+          absl::StrCat("the coordinator sent ", response.values().size(),
+                       " bytes for model values [", at, ", ", at + n, ")"));
+    }
+    const size_t old = values.size();
+    values.resize(old + static_cast<size_t>(n));
+    std::memcpy(values.data() + old, response.values().data(),
+                response.values().size());
+    at += n;
+  }
+  return values;
 }
 
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(

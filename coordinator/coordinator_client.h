@@ -10,12 +10,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/backoff.h"
 #include "common/byte_counter.h"
 #include "coordinator/coordinator_api.h"
@@ -63,6 +65,22 @@ class CoordinatorClient final : public CoordinatorApi {
   // The job, without joining it (a host checks its model against it before
   // it registers). Retried like Register.
   absl::StatusOr<v1::JobSpec> GetJob();
+  // Defines the model of a job whose model comes from its first worker
+  // (JobSpec.model_from_worker): `tensors`, then `values` (the whole flat
+  // buffer) in calls of at most kMaxModelValuesPerCall values under one
+  // random definition id, each retried like Register. True when this
+  // definition is the job's model; false when another worker's is or is
+  // being given (ALREADY_EXISTS, ABORTED: compare with GetJob once it is
+  // defined). The coordinator's other errors (INVALID_ARGUMENT naming what
+  // it refused).
+  absl::StatusOr<bool> DefineModel(const std::string& job_id,
+                                   const std::vector<v1::TensorSpec>& tensors,
+                                   absl::Span<const float> values);
+  // Elements [begin, end) of such a job's starting values, in calls of at
+  // most kMaxModelValuesPerCall values retried like Register.
+  // FAILED_PRECONDITION before the model is defined.
+  absl::StatusOr<std::vector<float>> ModelValues(const std::string& job_id,
+                                                 int64_t begin, int64_t end);
 
   // Cumulative payload bytes exchanged with the coordinator.
   TransferBytes bytes() const override { return counter_.Get(); }

@@ -64,6 +64,11 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
                    GrpcParameterClient::Create(std::move(options)));
   absl::MutexLock lock(&control->eval_mu_);
   control->params_.resize(static_cast<size_t>(num_parameters));
+  if (job.model_from_worker()) {
+    control->worker_model_ = layout;
+    control->export_dir_ = export_dir;
+    control->params_.resize(static_cast<size_t>(layout.total_elements()));
+  }
   return control;
 }
 
@@ -175,6 +180,17 @@ absl::StatusOr<TestScores> GrpcShardControl::Evaluate(int64_t min_version) {
 absl::StatusOr<TestScores> GrpcShardControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
   absl::MutexLock lock(&eval_mu_);
+  if (worker_model_.has_value()) {  // not scored; exported when asked
+    if (!export_dir_.empty()) {
+      absl::Status pulled = puller_->Pull(min_version, params_.data()).status();
+      fetched();
+      RETURN_IF_ERROR(pulled);
+      RETURN_IF_ERROR(ExportWorkerModel(export_dir_, *worker_model_, params_));
+    } else {
+      fetched();
+    }
+    return NoEvaluatorStatus();
+  }
   int64_t version = min_version;
   if (ring_weights_ != nullptr) {
     RETURN_IF_ERROR(ring_weights_->Fetch(min_version, params_));

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -92,7 +93,10 @@ class GrpcShardControl final : public ShardControl {
   std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   std::unique_ptr<GrpcParameterClient> puller_;
   std::unique_ptr<RingWeightsSource> ring_weights_;  // hybrid jobs only
-  std::string export_dir_;  // a DLRM's; empty: no export
+  std::string export_dir_;  // a DLRM's or a worker's model's; empty: none
+  // A job whose model is its workers': its tensors, exported by name at
+  // every evaluation point (nothing is scored).
+  std::optional<ParameterLayout> worker_model_;
   // Writes the DLRM export of params_ and the shards' tables at a version
   // >= `version`: each shard's table section is spooled to a file in the
   // export directory (".shard-<s>.tables", deleted afterwards, also on

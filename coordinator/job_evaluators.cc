@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/model_export.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
@@ -14,6 +15,7 @@ absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
                                                 const std::string& export_dir) {
   // A DLRM's export needs its tables: its control writes it.
   JobEvaluators out;
+  if (job.model_from_worker()) return out;
   if (IsDlrmJob(job)) {
     CtrDataset* ctr = std::get_if<CtrDataset>(&test_set);
     if (ctr == nullptr) {
@@ -35,6 +37,23 @@ absl::StatusOr<JobEvaluators> MakeJobEvaluators(const v1::JobSpec& job,
   ASSIGN_OR_RETURN(out.dense, TestSetEvaluator::Create(model, std::move(*dense),
                                                        export_dir));
   return out;
+}
+
+absl::Status NoEvaluatorStatus() {
+  return absl::UnimplementedError(
+      "the job's model is its workers' (--model external): ferry does not "
+      "evaluate it; the script does");
+}
+
+absl::Status ExportWorkerModel(const std::string& dir,
+                               const ParameterLayout& layout,
+                               absl::Span<const float> values) {
+  absl::Status written = ExportLayoutValues(dir, layout, values);
+  if (!written.ok()) {
+    return absl::Status(written.code(), absl::StrCat("--export ", dir, ": ",
+                                                     written.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

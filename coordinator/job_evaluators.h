@@ -11,21 +11,36 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "coordinator/ctr_test_evaluator.h"
 #include "coordinator/test_set_evaluator.h"
 #include "ferry/v1/common.pb.h"
+#include "model/parameter_layout.h"
 
 namespace ferry {
 
-// Exactly one is set.
+// One is set, or none for a job whose model is its workers'
+// (JobSpec.model_from_worker: ferry cannot run it; the script evaluates).
 struct JobEvaluators {
   std::unique_ptr<TestSetEvaluator> dense;
   std::unique_ptr<CtrTestEvaluator> ctr;
-  // The flat dense parameters the set one scores.
+  // The flat dense parameters the set one scores (0 when none is).
   int64_t num_parameters() const {
-    return ctr != nullptr ? ctr->num_parameters() : dense->num_parameters();
+    if (ctr != nullptr) return ctr->num_parameters();
+    return dense != nullptr ? dense->num_parameters() : 0;
   }
 };
+
+// What a control's Evaluate answers when it has no evaluator: UNIMPLEMENTED
+// (the coordinator records no result and logs nothing).
+absl::Status NoEvaluatorStatus();
+
+// Writes `values` (a job whose model is its workers': its flat buffer,
+// laid out by `layout`) to DIR/model.safetensors by tensor name
+// (ExportLayoutValues); errors prefixed with "--export DIR".
+absl::Status ExportWorkerModel(const std::string& dir,
+                               const ParameterLayout& layout,
+                               absl::Span<const float> values);
 
 // `export_dir` (non-empty): every model the dense evaluator scores is
 // written there (a DLRM's is written by GrpcShardControl or RingControl,

@@ -21,6 +21,10 @@ absl::StatusOr<std::unique_ptr<RingControl>> RingControl::Create(
                    MakeJobEvaluators(job, std::move(test_set), export_dir));
   control->evaluator_ = std::move(evaluators.dense);
   control->ctr_evaluator_ = std::move(evaluators.ctr);
+  if (job.model_from_worker()) {
+    ASSIGN_OR_RETURN(control->worker_model_, JobDenseLayout(job));
+    control->export_dir_ = export_dir;
+  }
   if (control->ctr_evaluator_ != nullptr) {
     ASSIGN_OR_RETURN(control->tables_, JobTablesConfig(job));
     control->full_table_rows_ = job.embedding().ring_full_table_rows();
@@ -41,6 +45,19 @@ absl::StatusOr<TestScores> RingControl::Evaluate(int64_t min_version) {
 
 absl::StatusOr<TestScores> RingControl::EvaluateAndNotify(
     int64_t min_version, absl::FunctionRef<void()> fetched) {
+  if (worker_model_.has_value()) {  // not scored; exported when asked
+    if (!export_dir_.empty()) {
+      std::vector<float> params(
+          static_cast<size_t>(worker_model_->total_elements()));
+      absl::Status fetched_weights = weights_.Fetch(min_version, params);
+      fetched();
+      RETURN_IF_ERROR(fetched_weights);
+      RETURN_IF_ERROR(ExportWorkerModel(export_dir_, *worker_model_, params));
+    } else {
+      fetched();
+    }
+    return NoEvaluatorStatus();
+  }
   if (ctr_evaluator_ == nullptr) {
     std::vector<float> params(evaluator_->num_parameters());
     RETURN_IF_ERROR(weights_.Fetch(min_version, params));

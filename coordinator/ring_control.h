@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "coordinator/ring_weights_source.h"
 #include "coordinator/shard_control.h"
 #include "coordinator/test_set_evaluator.h"
+#include "model/parameter_layout.h"
 #include "ps/sparse_store.h"
 
 namespace ferry {
@@ -60,8 +62,11 @@ class RingControl final : public WeightsEvaluator {
   std::unique_ptr<CtrTestEvaluator> ctr_evaluator_;
   SparseStoreConfig tables_;
   int64_t full_table_rows_ = 0;  // > 0: ids read modulo it
-  std::string export_dir_;       // a DLRM's; empty: no export
-  DlrmSpec spec_;                // a DLRM's, for its export
+  std::string export_dir_;       // a DLRM's or a worker's model's; empty: none
+  // A job whose model is its workers': its tensors, exported by name at
+  // every evaluation point (nothing is scored).
+  std::optional<ParameterLayout> worker_model_;
+  DlrmSpec spec_;  // a DLRM's, for its export
 };
 
 }  // namespace ferry

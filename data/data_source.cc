@@ -85,4 +85,18 @@ absl::Status CheckModelFitsDataset(const ModelDef& model,
   return LoadTrainTest(name, data_dir, model, /*seed=*/1).status();
 }
 
+absl::StatusOr<int64_t> ParseExternalDatasetSpec(const std::string& name) {
+  constexpr absl::string_view kPrefix = "external:";
+  int64_t n = 0;
+  if (!absl::StartsWith(name, kPrefix) ||
+      !absl::SimpleAtoi(absl::string_view(name).substr(kPrefix.size()), &n) ||
+      n < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model external trains on the script's own data: --dataset "
+        "external:N (N samples an epoch, the script's len(dataset)), not '",
+        name, "'"));
+  }
+  return n;
+}
+
 }  // namespace ferry

@@ -44,6 +44,11 @@ absl::Status CheckModelFitsDataset(const ModelDef& model,
                                    const std::string& name,
                                    const std::string& data_dir);
 
+// A job whose model and data are its PyTorch workers' (--model external)
+// names only its epoch's size: "external:N" -> N (>= 1). INVALID_ARGUMENT
+// otherwise, saying what --model external takes.
+absl::StatusOr<int64_t> ParseExternalDatasetSpec(const std::string& name);
+
 }  // namespace ferry
 
 #endif  // FERRY_DATA_DATA_SOURCE_H_

@@ -92,6 +92,35 @@ std::string JoinPath(const std::string& dir, const char* file) {
   return Join(dir, file);
 }
 
+absl::StatusOr<std::string> EncodeLayoutValues(
+    const ParameterLayout& layout, absl::Span<const float> values,
+    std::map<std::string, std::string> metadata) {
+  if (static_cast<int64_t>(values.size()) != layout.total_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("export: ", values.size(),
+                                                   " values for tensors of ",
+                                                   layout.total_elements()));
+  }
+  SafetensorsFile file;
+  file.metadata = std::move(metadata);
+  file.metadata["format"] = "pt";
+  for (const TensorSlot& t : layout.tensors()) {
+    file.tensors.push_back(
+        {t.name, t.shape, SafetensorsDtype::kF32,
+         std::vector<float>(values.begin() + t.offset,
+                            values.begin() + t.offset + t.numel)});
+  }
+  return EncodeSafetensors(file);
+}
+
+absl::Status ExportLayoutValues(const std::string& dir,
+                                const ParameterLayout& layout,
+                                absl::Span<const float> values,
+                                FileSystem* fs) {
+  ASSIGN_OR_RETURN(const std::string bytes, EncodeLayoutValues(layout, values));
+  RETURN_IF_ERROR(fs->CreateDirectories(dir));
+  return fs->WriteFileAtomically(Join(dir, kModelWeightsFile), bytes);
+}
+
 absl::Status ExportModel(const std::string& dir, const ModelValues& model,
                          FileSystem* fs) {
   ASSIGN_OR_RETURN(ParameterLayout params, ModelParameterLayout(model.def));

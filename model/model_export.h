@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/file_system.h"
 #include "model/model_def.h"
 #include "model/parameter_layout.h"
@@ -38,6 +39,20 @@ struct ModelValues {
 // def's layouts; the file system's errors otherwise.
 absl::Status ExportModel(const std::string& dir, const ModelValues& model,
                          FileSystem* fs = PosixFileSystem());
+
+// `values` (the flat buffer of `layout`) as a safetensors file of the
+// layout's tensors, F32, in layout order, with `metadata` ("format": "pt"
+// added). INVALID_ARGUMENT when the sizes differ.
+absl::StatusOr<std::string> EncodeLayoutValues(
+    const ParameterLayout& layout, absl::Span<const float> values,
+    std::map<std::string, std::string> metadata = {});
+// Writes DIR/model.safetensors = EncodeLayoutValues (replaced atomically;
+// DIR is created): a model that is not ferry's (a ferry.torch worker's),
+// by its own tensor names, which torch's load_state_dict takes.
+absl::Status ExportLayoutValues(const std::string& dir,
+                                const ParameterLayout& layout,
+                                absl::Span<const float> values,
+                                FileSystem* fs = PosixFileSystem());
 
 // Reads a directory ExportModel (or scripts/ferry_torch.py) wrote. Every
 // tensor of the def's layouts must be in the weights file with its exact

@@ -169,7 +169,35 @@ absl::StatusOr<DlrmSpec> JobDlrmSpec(const v1::JobSpec& job) {
   return spec;
 }
 
+namespace {
+
+// What the seed-drawn starting values answer for a job whose model is a
+// worker's: its values come from the coordinator.
+absl::Status WorkerModelValuesError() {
+  return absl::FailedPreconditionError(
+      "the job's starting values are its first worker's: fetch them from the "
+      "coordinator (Coordinator.ModelValues)");
+}
+
+}  // namespace
+
+absl::StatusOr<ParameterLayout> JobTensorLayout(const v1::JobSpec& job) {
+  std::vector<ParameterLayout::TensorDef> defs;
+  for (const v1::TensorSpec& t : job.tensors()) {
+    defs.push_back(
+        {t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end())});
+  }
+  return ParameterLayout::Create(defs);
+}
+
 absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job) {
+  if (job.model_from_worker()) {
+    if (job.tensors().empty()) {
+      return absl::FailedPreconditionError(
+          "the job's model is not defined yet: its first worker defines it");
+    }
+    return JobTensorLayout(job);
+  }
   if (IsDlrmJob(job)) {
     ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
     return DlrmParameterLayout(spec);
@@ -180,6 +208,7 @@ absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job) {
 
 absl::StatusOr<std::vector<float>> JobDenseInitialValues(
     const v1::JobSpec& job) {
+  if (job.model_from_worker()) return WorkerModelValuesError();
   if (IsDlrmJob(job)) {
     ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
     if (!job.init_from().empty()) {  // a DLRM export's dense half
@@ -202,6 +231,7 @@ absl::StatusOr<std::vector<float>> JobDenseInitialValues(
 absl::StatusOr<std::vector<float>> JobDenseInitialSlice(const v1::JobSpec& job,
                                                         int64_t begin,
                                                         int64_t end) {
+  if (job.model_from_worker()) return WorkerModelValuesError();
   if (!IsDlrmJob(job) && job.init_from().empty()) {
     ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
     return ModelJobInitialSlice(model, job.seed(), begin, end);
@@ -216,6 +246,11 @@ absl::StatusOr<std::vector<float>> JobDenseInitialSlice(const v1::JobSpec& job,
 }
 
 absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
+  if (job.model_from_worker()) {
+    return absl::InvalidArgumentError(
+        "the job's model is its ferry.torch workers' (--model external): "
+        "only a PyTorch script (docs/pytorch.md) can train it");
+  }
   if (IsDlrmJob(job)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the job's model '", job.model(),
@@ -247,7 +282,8 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
 
 absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
   if (job.model().empty() && job.model_def().empty()) return 0;
-  if (IsDlrmJob(job)) return 0;  // no BatchNorm in a DLRM
+  if (job.model_from_worker()) return 0;  // buffers are plain tensors
+  if (IsDlrmJob(job)) return 0;           // no BatchNorm in a DLRM
   ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
   return state.total_elements();

@@ -46,12 +46,17 @@ absl::StatusOr<EmbeddingOptions> FromProto(const v1::EmbeddingSpec& spec);
 bool IsDlrmJob(const v1::JobSpec& job);
 // The DLRM of such a job. INVALID_ARGUMENT when model_def is not one.
 absl::StatusOr<DlrmSpec> JobDlrmSpec(const v1::JobSpec& job);
-// The job's flat buffer (what shards hold and workers push): for a DLRM its
-// dense parameters (DlrmParameterLayout), else ModelJobLayout(JobModel).
+// The layout of JobSpec.tensors (ParameterLayout::Create's errors).
+absl::StatusOr<ParameterLayout> JobTensorLayout(const v1::JobSpec& job);
+// The job's flat buffer (what shards hold and workers push): for a job
+// whose model is a worker's its tensor list (FAILED_PRECONDITION before it
+// is defined), for a DLRM its dense parameters (DlrmParameterLayout), else
+// ModelJobLayout(JobModel).
 absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
-// The job's starting flat buffer: for a DLRM the dense weights of its
-// init_from export (model/dlrm_weights.h ReadDlrmWeights; its errors
-// prefixed with the flag) or DlrmInitialParameters, else
+// The job's starting flat buffer (FAILED_PRECONDITION for a job whose model
+// is a worker's: the coordinator serves its values): for a DLRM the dense
+// weights of its init_from export (model/dlrm_weights.h ReadDlrmWeights; its
+// errors prefixed with the flag) or DlrmInitialParameters, else
 // JobInitialValues.
 absl::StatusOr<std::vector<float>> JobDenseInitialValues(
     const v1::JobSpec& job);

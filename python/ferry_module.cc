@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -225,6 +226,46 @@ PYBIND11_MODULE(_ferry, m) {
       py::arg("coordinator"), py::arg("timeout_s"),
       "The job of the coordinator at `coordinator` (HOST:PORT) as JSON "
       "(JobSpec's field names), without joining it.");
+
+  m.def(
+      "define_model",
+      [](const std::string& coordinator, const std::string& job_id,
+         const std::vector<std::pair<std::string, std::vector<int64_t>>>&
+             tensors,
+         py::buffer values, double timeout_s) {
+        const py::buffer_info info = values.request();
+        if (info.itemsize != sizeof(float) || info.format != "f" ||
+            info.ndim != 1 || info.strides[0] != sizeof(float)) {
+          throw py::value_error(
+              "values must be a contiguous 1-D float32 buffer");
+        }
+        std::vector<ferry::v1::TensorSpec> specs;
+        for (const auto& [name, shape] : tensors) {
+          ferry::v1::TensorSpec& t = specs.emplace_back();
+          t.set_name(name);
+          for (int64_t d : shape) t.add_shape(d);
+        }
+        absl::StatusOr<bool> defined;
+        {
+          py::gil_scoped_release release;
+          ferry::CoordinatorClientOptions options;
+          options.rpc_timeout = absl::Seconds(timeout_s);
+          options.retry.budget = absl::Seconds(timeout_s);
+          defined = ferry::CoordinatorClient::Connect(coordinator, options)
+                        ->DefineModel(job_id, specs,
+                                      absl::MakeConstSpan(
+                                          static_cast<const float*>(info.ptr),
+                                          static_cast<size_t>(info.shape[0])));
+        }
+        return ferry::Value(std::move(defined));
+      },
+      py::arg("coordinator"), py::arg("job_id"), py::arg("tensors"),
+      py::arg("values"), py::arg("timeout_s"),
+      "Defines the model of a job started with --model external: `tensors` "
+      "((name, shape) pairs, flat order) and `values` (their float32 "
+      "values back to back). True when this became the job's model; False "
+      "when another worker's is (or is being) defined: compare with "
+      "get_job once it has tensors.");
 
   py::class_<FlatBuffer>(m, "FlatBuffer", py::buffer_protocol())
       .def_buffer([](FlatBuffer& b) {

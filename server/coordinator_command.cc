@@ -16,12 +16,14 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
   command
       .add_option("--model", f.model,
                   "a preset (mlp, convnet, dlrm), a ferry.model.v1 JSON file "
-                  "or directory, or MLP sizes like 784-256-128-10")
+                  "or directory, MLP sizes like 784-256-128-10, or external "
+                  "(the first ferry.torch worker's model)")
       ->capture_default_str()
       ->group(job);
   command
       .add_option("--dataset", f.dataset,
-                  "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM")
+                  "fashion-mnist, mnist or synthetic:N; criteo:DIR for a DLRM; "
+                  "external:N (N samples) for --model external")
       ->capture_default_str()
       ->group(job);
   command.add_option("--data-dir", f.data_dir, "IDX files directory")

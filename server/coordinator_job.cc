@@ -303,10 +303,39 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   return out;
 }
 
+// A job whose model comes from its first worker (a ferry.torch script):
+// no tensors until it is defined, no test set (the script evaluates).
+absl::StatusOr<CoordinatorJob> BuildWorkerModelJob(const CoordinatorFlags& f) {
+  ASSIGN_OR_RETURN(const v1::Mode mode, ParseMode(f.mode));
+  if (mode == v1::MODE_HYBRID) {
+    return absl::InvalidArgumentError(
+        "--model external trains in --mode ps or ring; hybrid mode is for "
+        "DLRM models");
+  }
+  if (!f.init_from.empty()) {
+    return absl::InvalidArgumentError(
+        "--model external: --init-from is not supported yet (the script "
+        "loads its weights into the model before ft.join)");
+  }
+  if (f.pipeline.stages > 1 || !f.worker_memory_budget.empty()) {
+    return absl::InvalidArgumentError(
+        "--model external: --pipeline-stages and --worker-memory-budget need "
+        "ferry's own layer-stack models");
+  }
+  CoordinatorJob out;
+  ASSIGN_OR_RETURN(out.epoch_size, ParseExternalDatasetSpec(f.dataset));
+  ASSIGN_OR_RETURN(out.job, BuildJob(f, /*model_def=*/"", /*dense=*/nullptr,
+                                     ParameterLayout(), out.epoch_size));
+  out.job.set_model("external");
+  out.job.set_model_from_worker(true);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<CoordinatorJob> BuildCoordinatorJob(const CoordinatorFlags& f) {
   RETURN_IF_ERROR(ParseMode(f.mode).status());
+  if (f.model == "external") return BuildWorkerModelJob(f);
   const bool dlrm = IsDlrmModelText(f.model);
   RETURN_IF_ERROR(
       CheckEmbeddingFlagsFitModel(f.embedding_given, dlrm, f.model));

@@ -2,13 +2,18 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/exit_codes.h"
+#include "common/file_system.h"
 #include "common/log.h"
 #include "common/shutdown_signal.h"
+#include "common/status_macros.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_shard_control.h"
+#include "coordinator/model_intake.h"
 #include "coordinator/ring_control.h"
+#include "model/model_export.h"
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
@@ -26,6 +31,46 @@ int Fail(const absl::Status& status, bool config = false) {
   return config ? kExitConfig : StartupExitCode(status);
 }
 
+// Starts the gRPC server of `service` on f.listen and writes the port file;
+// nullptr after logging why not.
+std::unique_ptr<grpc::Server> StartServer(const CoordinatorFlags& f,
+                                          CoordinatorService& service,
+                                          ProcessOps& ops, int* port) {
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  AddServingPort(builder, f.listen, port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
+    return nullptr;
+  }
+  if (absl::Status s = WritePortFile(f.port_file, {*port}); !s.ok()) {
+    Fail(s);
+    return nullptr;
+  }
+  ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
+  ops.health().SetStarted();
+  return server;
+}
+
+// The model intake of a job whose model comes from its first worker, with
+// the model an earlier coordinator of the job saved in f.state_dir (a
+// restart) when there is one.
+absl::StatusOr<std::unique_ptr<ModelIntake>> OpenModelIntake(
+    const CoordinatorFlags& f) {
+  ModelIntakeOptions options;
+  if (!f.state_dir.empty()) {
+    options.fs = PosixFileSystem();
+    RETURN_IF_ERROR(options.fs->CreateDirectories(f.state_dir));
+    options.save_path = JoinPath(f.state_dir, "worker_model.safetensors");
+  }
+  auto intake = std::make_unique<ModelIntake>(std::move(options), RealClock());
+  ASSIGN_OR_RETURN(const bool loaded, intake->Load());
+  if (loaded) LogInfo("the job's model, as its first worker defined it, read");
+  return intake;
+}
+
 }  // namespace
 
 int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
@@ -38,26 +83,66 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // configuration error as much as one that does not parse or fit.
   auto built = BuildCoordinatorJob(f);
   if (!built.ok()) return Fail(built.status(), /*config=*/true);
-  const v1::JobSpec* job = &built->job;
+  v1::JobSpec job = built->job;
+
+  // Declared in the order that destroys the server before the service, the
+  // service before the core, the core before its controls.
+  std::unique_ptr<GrpcShardControl> shards;
+  std::unique_ptr<RingControl> ring;
+  std::unique_ptr<Coordinator> core;
+  std::unique_ptr<ModelIntake> intake;
+  std::unique_ptr<CoordinatorService> service;
+  std::unique_ptr<ScrapeHook> gauges;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+
+  // A job whose model comes from its first worker serves its spec without
+  // tensors and takes the model (DefineModel) before anything else starts.
+  if (job.model_from_worker()) {
+    auto opened = OpenModelIntake(f);
+    if (!opened.ok()) return Fail(opened.status());
+    intake = std::move(*opened);
+    service = std::make_unique<CoordinatorService>(job, intake.get());
+    server = StartServer(f, *service, ops, &port);
+    if (server == nullptr) return kExitFailure;
+    if (!intake->defined()) {
+      LogInfo("coordinator waiting for its first worker's model",
+              {{"port", port}, {"job", job.job_id()}});
+    }
+    while (!intake->WaitDefined(absl::Milliseconds(200))) {
+      if (WaitForShutdownSignal(absl::ZeroDuration()) != 0) {
+        ops.health().SetDraining();
+        server->Shutdown(std::chrono::system_clock::now() +
+                         std::chrono::seconds(2));
+        LogInfo("coordinator stopped before the job's model was defined");
+        return 0;
+      }
+    }
+    const std::vector<ParameterLayout::TensorDef> tensors = *intake->tensors();
+    for (const ParameterLayout::TensorDef& t : tensors) {
+      v1::TensorSpec* spec = job.add_tensors();
+      spec->set_name(t.name);
+      for (int64_t d : t.shape) spec->add_shape(d);
+    }
+    LogInfo("the job's model is defined", {{"tensors", job.tensors_size()}});
+  }
 
   // PS and hybrid mode: the shards (hybrid: they evaluate with a ring
   // member's dense weights); ring mode: only an evaluator of the members'
   // weights (and a DLRM's tables).
-  std::unique_ptr<GrpcShardControl> shards;
-  std::unique_ptr<RingControl> ring;
-  if (ModeHasShards(job->mode())) {
-    auto control = GrpcShardControl::Create(*job, std::move(built->test_set),
-                                            f.export_dir);
+  if (ModeHasShards(job.mode())) {
+    auto control =
+        GrpcShardControl::Create(job, std::move(built->test_set), f.export_dir);
     if (!control.ok()) return Fail(control.status());
     shards = std::move(*control);
   } else {
     auto control =
-        RingControl::Create(*job, std::move(built->test_set), f.export_dir);
+        RingControl::Create(job, std::move(built->test_set), f.export_dir);
     if (!control.ok()) return Fail(control.status());
     ring = std::move(*control);
   }
   CoordinatorOptions options;
-  options.job = *job;
+  options.job = job;
   options.epoch_size = built->epoch_size;
   options.min_workers = f.min_workers;
   options.start_workers = f.start_workers;
@@ -73,43 +158,34 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
     return Fail(absl::InvalidArgumentError(
         "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));
   }
-  auto core = shards != nullptr ? Coordinator::Create(options, shards.get())
-                                : Coordinator::Create(options, ring.get());
-  if (!core.ok()) return Fail(core.status());
-  Coordinator* coordinator = core->get();
+  auto created = shards != nullptr ? Coordinator::Create(options, shards.get())
+                                   : Coordinator::Create(options, ring.get());
+  if (!created.ok()) return Fail(created.status());
+  core = std::move(*created);
+  Coordinator* coordinator = core.get();
   auto members = [coordinator] { return coordinator->PeerAddresses(); };
   if (ring != nullptr) ring->set_member_source(members);
   if (shards != nullptr) shards->set_member_source(members);
 
-  // Declared after the core, so destroyed before it.
-  std::unique_ptr<ScrapeHook> gauges = ExportCoordinatorGauges(core->get());
-  CoordinatorService service(core->get());
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
-  int port = 0;
-  AddServingPort(builder, f.listen, &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail(
-        absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
+  gauges = ExportCoordinatorGauges(coordinator);
+  if (service != nullptr) {
+    service->Attach(coordinator);
+  } else {
+    service = std::make_unique<CoordinatorService>(coordinator);
+    server = StartServer(f, *service, ops, &port);
+    if (server == nullptr) return kExitFailure;
   }
-  if (absl::Status s = WritePortFile(f.port_file, {port}); !s.ok())
-    return Fail(s);
-  ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
-  ops.health().SetStarted();
-  LogInfo(
-      "coordinator listening",
-      {{"port", port},
-       {"job", job->job_id()},
-       {"mode", ModeName(job->mode())},
-       {"consistency", ConsistencyName(job->consistency(), job->staleness())},
-       {"model", job->model()},
-       {"epochs", job->epochs()},
-       {"epoch_samples", options.epoch_size},
-       {"global_batch", job->global_batch()},
-       {"health_port", ops.health_port()},
-       {"metrics_port", ops.metrics_port()}});
+  LogInfo("coordinator listening",
+          {{"port", port},
+           {"job", job.job_id()},
+           {"mode", ModeName(job.mode())},
+           {"consistency", ConsistencyName(job.consistency(), job.staleness())},
+           {"model", job.model()},
+           {"epochs", job.epochs()},
+           {"epoch_samples", options.epoch_size},
+           {"global_batch", job.global_batch()},
+           {"health_port", ops.health_port()},
+           {"metrics_port", ops.metrics_port()}});
 
   while (WaitForShutdownSignal(absl::Seconds(1)) == 0) {
   }
@@ -120,7 +196,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   LogInfo("coordinator shutting down");
   ops.health().SetDraining();
   ops.health().Detach(server.get());
-  (*core)->Shutdown();
+  core->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   LogInfo("coordinator stopped",
           {{"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});

@@ -14,6 +14,7 @@
 #include "common/sharding.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
+#include "coordinator/coordinator_client.h"
 #include "ferry/v1/coordinator.grpc.pb.h"
 #include "model/dlrm_weights.h"
 #include "model/model_export.h"
@@ -65,9 +66,32 @@ absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address,
   }
 }
 
+// Elements [begin, end) of the job's starting flat buffer: from the
+// coordinator at `coordinator` for a job whose model is a worker's, else
+// drawn or read as every process of the job does.
+absl::StatusOr<std::vector<float>> InitialSlice(const v1::JobSpec& job,
+                                                const std::string& coordinator,
+                                                int64_t begin, int64_t end) {
+  if (!job.model_from_worker()) return JobDenseInitialSlice(job, begin, end);
+  CoordinatorClientOptions options;
+  options.retry.budget = absl::Seconds(60);
+  absl::StatusOr<std::vector<float>> values =
+      CoordinatorClient::Connect(coordinator, options)
+          ->ModelValues(job.job_id(), begin, end);
+  if (!values.ok()) {
+    return absl::Status(
+        values.status().code(),
+        absl::StrCat("cannot fetch the job's starting values from the "
+                     "coordinator at ",
+                     coordinator, ": ", values.status().message()));
+  }
+  return values;
+}
+
 absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
                                              int shard_id,
-                                             const PsLimits& limits) {
+                                             const PsLimits& limits,
+                                             const std::string& coordinator) {
   if (shard_id < 0 || shard_id >= job.shard_addresses_size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--shard-id ", shard_id, " is outside the job's ",
@@ -95,7 +119,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.sum_on_arrival = job.sum_on_arrival();
   if (dense_here) {  // only the slice: the whole model may be large
     ASSIGN_OR_RETURN(config.initial_slice,
-                     JobDenseInitialSlice(job, range.begin, range.end));
+                     InitialSlice(job, coordinator, range.begin, range.end));
   }
   config.limits = limits;
   if (IsDlrmJob(job)) {  // its embedding rows: the ones ShardOfRow places here
@@ -145,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
   auto partition = std::make_unique<Partition>();
   partition->logical_id = logical_id;
   ASSIGN_OR_RETURN(PsShardConfig config,
-                   ShardConfigFor(job, logical_id, f.limits));
+                   ShardConfigFor(job, logical_id, f.limits, f.coordinator));
   ASSIGN_OR_RETURN(partition->shard, PsShard::Create(std::move(config)));
   partition->checkpointer = std::make_unique<PsCheckpointer>(
       partition->shard.get(), PosixFileSystem(), checkpoint_dir);
@@ -219,6 +243,18 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
                                {"burst_bytes", shaper->burst_bytes()}});
   }
   auto job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
+  // A job whose model comes from its first worker: its tensors once that
+  // worker defined them.
+  for (bool logged = false;
+       job.ok() && job->model_from_worker() && job->tensors().empty();) {
+    if (!logged) {
+      LogInfo("PS shard waiting for the job's first worker to define its model",
+              {{"shard", f.shard_id}, {"job", job->job_id()}});
+      logged = true;
+    }
+    if (WaitForShutdownSignal(absl::Milliseconds(500)) != 0) return 0;
+    job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
+  }
   if (!job.ok()) return Fail(job.status());
   const int logical_shards = job->shard_addresses_size();
   if (absl::Status s = CheckPartitions(logical_shards, f.partitions); !s.ok())

@@ -7,18 +7,35 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/coordinator_client.h"
 #include "proto/job_convert.h"
 
 namespace ferry {
 
+namespace {
+
+// The job's starting flat buffer: the coordinator's copy of the defining
+// worker's values for a job whose model is a worker's, else drawn or read
+// as every process of the job does.
+absl::StatusOr<std::vector<float>> StartingValues(
+    const v1::JobSpec& job, const std::string& coordinator, int64_t n) {
+  if (!job.model_from_worker()) return JobDenseInitialValues(job);
+  CoordinatorClientOptions options;
+  options.retry.budget = absl::Seconds(60);
+  return CoordinatorClient::Connect(coordinator, options)
+      ->ModelValues(job.job_id(), 0, n);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<HostedBuffers>> HostedBuffers::ForJob(
-    const v1::JobSpec& job) {
+    const v1::JobSpec& job, const std::string& coordinator) {
   auto b = std::make_shared<HostedBuffers>();
   ASSIGN_OR_RETURN(b->layout, JobDenseLayout(job));
   ASSIGN_OR_RETURN(b->backend, MakeBackend(DeviceChoice::kCpu, 1));
   const int64_t n = b->layout.total_elements();
   if (job.mode() == v1::MODE_RING) {
-    ASSIGN_OR_RETURN(b->params, JobDenseInitialValues(job));
+    ASSIGN_OR_RETURN(b->params, StartingValues(job, coordinator, n));
     if (static_cast<int64_t>(b->params.size()) != n) {
       return absl::InternalError(absl::StrCat("the job's initial values hold ",
                                               b->params.size(),

@@ -56,10 +56,11 @@ struct HostedBuffers {
   ExchangeBuffers view;
 
   // The job's layout (JobDenseLayout), a CPU backend, zeroed buffers; ring
-  // jobs start from the job's initial values (JobDenseInitialValues), as
-  // every member must. Errors: the layout's, the initial values'.
+  // jobs start from the job's initial values (JobDenseInitialValues; for a
+  // job whose model is a worker's, the coordinator at `coordinator` serves
+  // them), as every member must. Errors: the layout's, the initial values'.
   static absl::StatusOr<std::shared_ptr<HostedBuffers>> ForJob(
-      const v1::JobSpec& job);
+      const v1::JobSpec& job, const std::string& coordinator);
 };
 
 class HostedLeaseTrainer final : public LeaseTrainer {

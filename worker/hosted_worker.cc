@@ -37,8 +37,9 @@ HostedWorker::~HostedWorker() { (void)Stop(); }
 
 absl::StatusOr<std::unique_ptr<LeaseTrainer>> HostedWorker::MakeTrainer(
     const v1::JobSpec& job) {
-  ASSIGN_OR_RETURN(std::shared_ptr<HostedBuffers> buffers,
-                   HostedBuffers::ForJob(job));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<HostedBuffers> buffers,
+      HostedBuffers::ForJob(job, options_.worker.coordinator_address));
   auto trainer = std::make_unique<HostedLeaseTrainer>(job, buffers, &channel_);
   absl::MutexLock lock(&mu_);
   joined_ = HostedJob{.job = job, .buffers = std::move(buffers)};

@@ -103,7 +103,7 @@ class HostedLeaseTrainerTest : public ::testing::Test {
       for (int64_t d : t.shape) spec->add_shape(d);
     }
     absl::StatusOr<std::shared_ptr<HostedBuffers>> buffers =
-        HostedBuffers::ForJob(job_);
+        HostedBuffers::ForJob(job_, "unused:0");
     ASSERT_TRUE(buffers.ok()) << buffers.status();
     buffers_ = *buffers;
     trainer_ = std::make_unique<HostedLeaseTrainer>(job_, buffers_, &channel_);

@@ -22,6 +22,7 @@ import math
 import os
 import signal
 import threading
+import time
 
 import torch
 from torch.utils.data import default_collate
@@ -67,6 +68,8 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
     # becomes a member.
     spec = json.loads(_ferry.get_job(coordinator, timeout))
     _check_optimizer(optimizer, spec.get("optimizer", {}))
+    if spec.get("model_from_worker") and not spec.get("tensors"):
+        spec = _define_model(coordinator, spec, model, timeout)
     _match_tensors(model, [(t["name"], tuple(int(d) for d in t.get("shape", [])))
                            for t in spec.get("tensors", [])])
     worker = _ferry.Worker(coordinator, rpc_timeout, peer_listen, peer_advertise)
@@ -80,6 +83,38 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
         with contextlib.suppress(Exception):
             worker.stop()
         raise
+
+
+def _define_model(coordinator, spec, model, timeout):
+    """Offers `model` as the model of a job started with --model external
+    (its parameters, in named_parameters() order, with their current
+    values), then waits until the job has a model (this one, or the one
+    another worker defined first). The job's spec with its tensors."""
+    params = list(model.named_parameters())
+    if not params:
+        raise ValueError("the model has no parameters")
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        raise ValueError(f"the model has buffers ({', '.join(buffers[:3])}"
+                         f"{', ...' if len(buffers) > 3 else ''}); models with buffers "
+                         "(BatchNorm running statistics) are not supported yet")
+    for name, p in params:
+        if p.dtype != torch.float32:
+            raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
+        if p.device.type != "cpu":
+            raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
+    tensors = [(name, list(p.shape)) for name, p in params]
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1) for _, p in params]).contiguous()
+    _ferry.define_model(coordinator, spec["job_id"], tensors, flat.numpy(), timeout)
+    deadline = time.monotonic() + timeout
+    while True:  # the coordinator starts the job once the model is defined
+        spec = json.loads(_ferry.get_job(coordinator, timeout))
+        if spec.get("tensors"):
+            return spec
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the job's model was not defined within {timeout} s")
+        time.sleep(0.1)
 
 
 def _match_tensors(model, tensors):
@@ -230,6 +265,10 @@ class Job:
         Each batch is one step: call job.backward(loss) and job.step()
         before asking for the next."""
         size = len(dataset)
+        dataset_spec = self.spec.get("dataset", "")
+        if dataset_spec.startswith("external:") and size != int(dataset_spec[9:]):
+            raise ValueError(f"len(dataset) is {size}; the job's dataset is "
+                             f"{dataset_spec} ({dataset_spec[9:]} samples an epoch)")
         collate = collate_fn or default_collate
         while True:
             if self._open:

@@ -1,0 +1,208 @@
+#include "coordinator/model_intake.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/model_export.h"
+#include "model/safetensors.h"
+
+namespace ferry {
+
+ModelIntake::ModelIntake(ModelIntakeOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+absl::StatusOr<bool> ModelIntake::Load() {
+  if (options_.save_path.empty()) return false;
+  absl::StatusOr<std::string> bytes = options_.fs->ReadFile(options_.save_path);
+  if (absl::IsNotFound(bytes.status())) return false;
+  RETURN_IF_ERROR(bytes.status());
+  absl::StatusOr<SafetensorsFile> file = DecodeSafetensors(*bytes);
+  if (!file.ok()) {
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat(options_.save_path, ": ", file.status().message()));
+  }
+  std::vector<ParameterLayout::TensorDef> defs;
+  std::vector<float> values;
+  for (SafetensorsTensor& t : file->tensors) {
+    defs.push_back({t.name, t.shape});
+    values.insert(values.end(), t.values.begin(), t.values.end());
+  }
+  absl::StatusOr<ParameterLayout> layout = ParameterLayout::Create(defs);
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options_.save_path, ": ", layout.status().message()));
+  }
+  absl::MutexLock lock(&mu_);
+  layout_ = std::move(*layout);
+  values_ = std::move(values);
+  defined_ = true;
+  return true;
+}
+
+void ModelIntake::DropClaimLocked() {
+  claim_.clear();
+  layout_.reset();
+  values_.clear();
+  values_.shrink_to_fit();
+}
+
+absl::Status ModelIntake::RefuseLocked(std::string message) {
+  DropClaimLocked();
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+absl::Status ModelIntake::CheckFiniteLocked(
+    int64_t offset, absl::Span<const float> values) const {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isfinite(values[i])) continue;
+    const int64_t flat = offset + static_cast<int64_t>(i);
+    for (const TensorSlot& slot : layout_->tensors()) {
+      if (flat < slot.offset + slot.numel) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor ", slot.name, " element ", flat - slot.offset, " is ",
+            values[i], ": a model's values must be finite"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelIntake::SaveLocked() const {
+  if (options_.save_path.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      const std::string bytes,
+      EncodeLayoutValues(*layout_, values_,
+                         {{"ferry", "the model of a job's first worker"}}));
+  return options_.fs->WriteFileAtomically(options_.save_path, bytes);
+}
+
+absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
+  absl::MutexLock lock(&mu_);
+  const int64_t n = static_cast<int64_t>(offer.values.size());
+  if (defined_) {
+    if (offer.definition_id == claim_) {
+      return Progress{static_cast<int64_t>(values_.size()), true};
+    }
+    return absl::AlreadyExistsError(absl::StrCat(
+        "the job's model is already defined (", layout_->tensors().size(),
+        " tensors, ", layout_->total_elements(),
+        " elements): compare yours with the job's (GetJob)"));
+  }
+  if (offer.definition_id.empty()) {
+    return absl::InvalidArgumentError("a model definition needs an id");
+  }
+  const absl::Time now = clock_->Now();
+  if (!claim_.empty() && claim_ != offer.definition_id) {
+    if (now - claim_seen_ < options_.claim_timeout) {
+      return absl::AbortedError(
+          "another worker is defining the job's model: wait until it is "
+          "defined (GetJob), then compare");
+    }
+    DropClaimLocked();  // its worker went silent
+  }
+  if (n > kMaxModelValuesPerCall) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " values in one call; at most ", kMaxModelValuesPerCall));
+  }
+  if (claim_.empty()) {
+    if (offer.tensors.empty()) {
+      return RefuseLocked(
+          "the first call of a model definition names its tensors");
+    }
+    absl::StatusOr<ParameterLayout> layout =
+        ParameterLayout::Create(offer.tensors);
+    if (!layout.ok()) {
+      if (!absl::IsInvalidArgument(layout.status())) return layout.status();
+      return RefuseLocked(std::string(layout.status().message()));
+    }
+    if (layout->total_elements() == 0) {
+      return RefuseLocked("the model has no elements");
+    }
+    claim_ = offer.definition_id;
+    layout_ = std::move(*layout);
+  } else if (!offer.tensors.empty()) {
+    return RefuseLocked(
+        "only the first call of a model definition names tensors");
+  }
+  claim_seen_ = now;
+  const int64_t received = static_cast<int64_t>(values_.size());
+  if (n > 0 && offer.offset < received && offer.offset + n <= received) {
+    return Progress{received, false};  // a repeated call
+  }
+  if (n > 0 && offer.offset != received) {
+    return RefuseLocked(
+        absl::StrCat("model values must arrive in order: expected "
+                     "offset ",
+                     received, ", got ", offer.offset));
+  }
+  if (received + n > layout_->total_elements()) {
+    return RefuseLocked(absl::StrCat("model values run past the model's ",
+                                     layout_->total_elements(), " elements"));
+  }
+  if (absl::Status finite = CheckFiniteLocked(received, offer.values);
+      !finite.ok()) {
+    return RefuseLocked(std::string(finite.message()));
+  }
+  if (n > 0 && values_.empty()) values_.reserve(layout_->total_elements());
+  values_.insert(values_.end(), offer.values.begin(), offer.values.end());
+  const int64_t total = static_cast<int64_t>(values_.size());
+  if (!offer.done) return Progress{total, false};
+  if (total != layout_->total_elements()) {
+    return RefuseLocked(absl::StrCat("the model definition ended after ", total,
+                                     " of its ", layout_->total_elements(),
+                                     " values"));
+  }
+  if (absl::Status saved = SaveLocked(); !saved.ok()) {
+    values_.resize(received);  // the call may be retried
+    return saved;
+  }
+  defined_ = true;
+  return Progress{total, true};
+}
+
+bool ModelIntake::defined() const {
+  absl::MutexLock lock(&mu_);
+  return defined_;
+}
+
+bool ModelIntake::WaitDefined(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&defined_), timeout);
+  return defined_;
+}
+
+std::optional<std::vector<ParameterLayout::TensorDef>> ModelIntake::tensors()
+    const {
+  absl::MutexLock lock(&mu_);
+  if (!defined_) return std::nullopt;
+  std::vector<ParameterLayout::TensorDef> defs;
+  for (const TensorSlot& slot : layout_->tensors()) {
+    defs.push_back({slot.name, slot.shape});
+  }
+  return defs;
+}
+
+absl::StatusOr<std::vector<float>> ModelIntake::Values(int64_t begin,
+                                                       int64_t end) const {
+  absl::MutexLock lock(&mu_);
+  if (!defined_) {
+    return absl::FailedPreconditionError(
+        "the job's model is not defined yet: its first worker defines it");
+  }
+  const int64_t total = static_cast<int64_t>(values_.size());
+  if (begin < 0 || begin > end || end > total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model values [", begin, ", ", end,
+                     ") are outside the model's ", total, " elements"));
+  }
+  if (end - begin > kMaxModelValuesPerCall) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        end - begin, " values in one call; at most ", kMaxModelValuesPerCall));
+  }
+  return std::vector<float>(values_.begin() + begin, values_.begin() + end);
+}
+
+}  // namespace ferry

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""A PyTorch model ferry's layer library cannot express, trained as a ferry
+job's worker (docs/pytorch.md): a small transformer encoder classifying
+generated token sequences. The job takes its model from its first worker:
+
+  ferry local --mode ring --workers 2 --model external --dataset external:4096 \\
+      --worker-command "examples/torch/train_transformer.py --samples 4096"
+
+Every worker builds the model with the same seed; the first to join defines
+the job's tensors and starting values, the others are checked against it.
+The data: SAMPLES sequences of SEQ tokens in [0, VOCAB); a token's category
+is token % 4 and a sequence's class is its most frequent category (the
+lowest on a tie). The script is plain PyTorch except for ft.join,
+job.batches, job.backward and job.step; it prints one JSON line: this
+worker's steps, its share of the last batches' accuracy and its summary.
+"""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ferry.torch as ft
+
+CLASSES = 4
+
+
+def token_data(samples, seq, vocab, seed):
+    """(tokens [samples, seq] int64, labels [samples] int64), the same for a
+    seed on every machine."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(vocab, (samples, seq), generator=g)
+    counts = F.one_hot(x % CLASSES, CLASSES).sum(dim=1)
+    # argmax returns the first maximum: the lowest category on a tie.
+    return x, counts.argmax(dim=1)
+
+
+class TokenClassifier(nn.Module):
+    """Token and position embeddings, a transformer encoder (no dropout),
+    mean pooling, a linear head."""
+
+    def __init__(self, vocab, seq, d_model, heads, layers):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.position = nn.Parameter(torch.randn(seq, d_model) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=2 * d_model,
+                                           dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, CLASSES)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens) + self.position)
+        return self.head(h.mean(dim=1))
+
+
+def build(args):
+    """The model, the same for a seed in every worker."""
+    torch.manual_seed(args.seed)
+    return TokenClassifier(args.vocab, args.seq, args.d_model, args.heads, args.layers)
+
+
+def arguments(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=4096,
+                    help="the job's --dataset external:N must say the same N")
+    ap.add_argument("--seq", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=32)
+    ap.add_argument("--d-model", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0, help="model and data seed")
+    # The optimizer must be the job's: these defaults are ferry local's.
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--nesterov", type=int, default=1, help="1 or 0")
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    return ap.parse_args(argv)
+
+
+def main():
+    args = arguments()
+    torch.set_num_threads(1)
+    model = build(args)
+    x, y = token_data(args.samples, args.seq, args.vocab, args.seed)
+    train = torch.utils.data.TensorDataset(x, y)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          nesterov=bool(args.nesterov), weight_decay=args.weight_decay)
+    correct = seen = 0
+    with ft.join(model, opt) as job:
+        for xb, yb in job.batches(train):
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb)
+            job.backward(loss)
+            job.step()
+            # The last 20 batches' accuracy (on the weights before each step).
+            if job.steps % 20 == 0:
+                correct = seen = 0
+            correct += int((logits.argmax(dim=1) == yb).sum())
+            seen += len(yb)
+    print(json.dumps({"steps": job.steps, "mode": job.mode,
+                      "recent_train_accuracy": correct / seen if seen else None,
+                      "summary": job.summary}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+#include "coordinator/model_intake.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using TensorDef = ParameterLayout::TensorDef;
+
+// Two tensors of 6 and 4 elements: 10 in all.
+std::vector<TensorDef> TwoTensors() {
+  return {{"fc.weight", {2, 3}}, {"fc.bias", {4}}};
+}
+
+std::vector<float> Iota(int n, float from = 0) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = from + static_cast<float>(i);
+  return v;
+}
+
+class ModelIntakeTest : public ::testing::Test {
+ protected:
+  ModelIntakeTest() : intake_(ModelIntakeOptions{}, &clock_) {}
+
+  absl::StatusOr<ModelIntake::Progress> Offer(const std::string& id,
+                                              std::vector<TensorDef> tensors,
+                                              int64_t offset,
+                                              const std::vector<float>& values,
+                                              bool done) {
+    ModelIntake::Offer offer;
+    offer.definition_id = id;
+    offer.tensors = std::move(tensors);
+    offer.offset = offset;
+    offer.values = values;
+    offer.done = done;
+    return intake_.Take(offer);
+  }
+
+  // A whole definition by `id` in two calls.
+  void Define(const std::string& id) {
+    const std::vector<float> all = Iota(10, 1);
+    ASSERT_TRUE(
+        Offer(id, TwoTensors(), 0, {all.begin(), all.begin() + 7}, false).ok());
+    absl::StatusOr<ModelIntake::Progress> last =
+        Offer(id, {}, 7, {all.begin() + 7, all.end()}, true);
+    ASSERT_TRUE(last.ok()) << last.status();
+    ASSERT_TRUE(last->defined);
+  }
+
+  FakeClock clock_;
+  ModelIntake intake_;
+};
+
+TEST_F(ModelIntakeTest, ADefinitionInPiecesBecomesTheJobsModel) {
+  EXPECT_FALSE(intake_.defined());
+  EXPECT_FALSE(intake_.tensors().has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(intake_.Values(0, 1).status()));
+  absl::StatusOr<ModelIntake::Progress> first =
+      Offer("a", TwoTensors(), 0, Iota(4, 1), false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->received, 4);
+  EXPECT_FALSE(first->defined);
+  EXPECT_FALSE(intake_.defined());
+  absl::StatusOr<ModelIntake::Progress> last =
+      Offer("a", {}, 4, Iota(6, 5), true);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->received, 10);
+  EXPECT_TRUE(last->defined);
+  EXPECT_TRUE(intake_.WaitDefined(absl::ZeroDuration()));
+
+  const auto tensors = intake_.tensors();
+  ASSERT_TRUE(tensors.has_value());
+  ASSERT_EQ(tensors->size(), 2u);
+  EXPECT_EQ((*tensors)[0].name, "fc.weight");
+  EXPECT_EQ((*tensors)[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ((*tensors)[1].name, "fc.bias");
+  absl::StatusOr<std::vector<float>> slice = intake_.Values(3, 8);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(*slice, Iota(5, 4));
+  EXPECT_TRUE(absl::IsInvalidArgument(intake_.Values(8, 11).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(intake_.Values(5, 4).status()));
+}
+
+TEST_F(ModelIntakeTest, OneDefinitionAtATimeAndTheModelNeverChanges) {
+  ASSERT_TRUE(Offer("a", TwoTensors(), 0, Iota(3), false).ok());
+  // Another worker while "a" is at it: told to wait.
+  EXPECT_TRUE(
+      absl::IsAborted(Offer("b", TwoTensors(), 0, Iota(10), true).status()));
+  ASSERT_TRUE(Offer("a", {}, 3, Iota(7, 3), true).ok());
+  // Once defined: the definer's repeated last call is answered again, any
+  // other definition is told the model exists, and nothing changes.
+  absl::StatusOr<ModelIntake::Progress> again =
+      Offer("a", {}, 3, Iota(7, 3), true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->defined);
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      Offer("b", {{"other", {10}}}, 0, Iota(10, 100), true).status()));
+  EXPECT_EQ(*intake_.Values(0, 10), Iota(10));
+}
+
+TEST_F(ModelIntakeTest, ASilentDefinersClaimPassesToTheNextWorker) {
+  ASSERT_TRUE(Offer("a", TwoTensors(), 0, Iota(3), false).ok());
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_TRUE(absl::IsAborted(Offer("b", TwoTensors(), 0, {}, false).status()));
+  clock_.Advance(absl::Seconds(2));  // 31 s since "a" was last heard
+  Define("b");
+  EXPECT_EQ(*intake_.Values(0, 10), Iota(10, 1));
+  // "a" comes back: its definition is over.
+  EXPECT_TRUE(absl::IsAlreadyExists(Offer("a", {}, 3, Iota(7), true).status()));
+}
+
+TEST_F(ModelIntakeTest, BadPiecesAreRefusedAndFreeTheClaim) {
+  // No tensors on the first call; a bad tensor list.
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Offer("a", {}, 0, Iota(3), false).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Offer("a", {{"w", {2}}, {"w", {3}}}, 0, {}, false).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Offer("a", {{"w", {0}}}, 0, {}, false).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Offer("", TwoTensors(), 0, Iota(3), false).status()));
+
+  // A gap: refused, and the claim is given up at once.
+  ASSERT_TRUE(Offer("a", TwoTensors(), 0, Iota(3), false).ok());
+  absl::Status gap = Offer("a", {}, 5, Iota(2), false).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(gap));
+  EXPECT_NE(gap.message().find("expected offset 3, got 5"),
+            absl::string_view::npos)
+      << gap;
+  // A non-finite value, named by tensor and element.
+  ASSERT_TRUE(Offer("b", TwoTensors(), 0, Iota(6), false).ok());
+  std::vector<float> bad = Iota(4);
+  bad[2] = std::numeric_limits<float>::quiet_NaN();
+  absl::Status nan = Offer("b", {}, 6, bad, true).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(nan));
+  EXPECT_NE(nan.message().find("tensor fc.bias element 2"),
+            absl::string_view::npos)
+      << nan;
+  // Tensors on a later call; values past the end; done too early.
+  ASSERT_TRUE(Offer("c", TwoTensors(), 0, Iota(2), false).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Offer("c", TwoTensors(), 2, Iota(2), false).status()));
+  ASSERT_TRUE(Offer("d", TwoTensors(), 0, Iota(8), false).ok());
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Offer("d", {}, 8, Iota(3), false).status()));
+  ASSERT_TRUE(Offer("e", TwoTensors(), 0, Iota(8), false).ok());
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Offer("e", {}, 8, Iota(1), true).status()));
+  // Over the per-call limit.
+  ASSERT_TRUE(
+      Offer("f", {{"big", {kMaxModelValuesPerCall + 1}}}, 0, {}, false).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(
+      Offer("f", {}, 0, std::vector<float>(kMaxModelValuesPerCall + 1), false)
+          .status()));
+  EXPECT_FALSE(intake_.defined());
+  // After all that, a good definition still defines the model.
+  clock_.Advance(absl::Minutes(1));
+  Define("g");
+  EXPECT_TRUE(intake_.defined());
+}
+
+TEST_F(ModelIntakeTest, ARepeatedPieceIsTakenOnce) {
+  ASSERT_TRUE(Offer("a", TwoTensors(), 0, Iota(4), false).ok());
+  absl::StatusOr<ModelIntake::Progress> repeat =
+      Offer("a", {}, 0, Iota(4), false);
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->received, 4);
+  ASSERT_TRUE(Offer("a", {}, 4, Iota(6, 4), true).ok());
+  EXPECT_EQ(*intake_.Values(0, 10), Iota(10));
+}
+
+TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
+  InMemoryFileSystem fs;
+  FakeClock clock;
+  ModelIntakeOptions options;
+  options.fs = &fs;
+  options.save_path = "/state/worker_model.safetensors";
+  {
+    ModelIntake intake(options, &clock);
+    absl::StatusOr<bool> loaded = intake.Load();
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_FALSE(*loaded);  // nothing saved yet
+    // A save that fails leaves the model undefined; the call can be retried.
+    ModelIntake::Offer offer;
+    offer.definition_id = "a";
+    offer.tensors = TwoTensors();
+    const std::vector<float> values = Iota(10, 0.5f);
+    offer.values = values;
+    offer.done = true;
+    fs.FailWrites(absl::UnavailableError("disk gone"));
+    EXPECT_TRUE(absl::IsUnavailable(intake.Take(offer).status()));
+    EXPECT_FALSE(intake.defined());
+    fs.FailWrites(absl::OkStatus());
+    offer.tensors.clear();
+    ASSERT_TRUE(intake.Take(offer).ok());
+    EXPECT_TRUE(intake.defined());
+  }
+  ModelIntake restarted(options, &clock);
+  absl::StatusOr<bool> loaded = restarted.Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(*loaded);
+  EXPECT_TRUE(restarted.defined());
+  ASSERT_EQ(restarted.tensors()->size(), 2u);
+  EXPECT_EQ((*restarted.tensors())[1].name, "fc.bias");
+  EXPECT_EQ(*restarted.Values(0, 10), Iota(10, 0.5f));
+
+  // A corrupt save is an error, not an empty model.
+  fs.SetFileContents(options.save_path, "not safetensors");
+  ModelIntake broken(options, &clock);
+  EXPECT_TRUE(absl::IsInvalidArgument(broken.Load().status()));
+}
+
+}  // namespace
+}  // namespace ferry
