@@ -290,6 +290,12 @@ int RunLocalCluster(const LocalClusterOptions& o) {
           ProgressText(st));
       if (st.finished()) {
         final_status = std::move(**status);
+        if (!final_status->final_eval_error().empty()) {
+          // Its last weights were never scored: not a success.
+          fail(absl::StrCat("the job's final evaluation failed: ",
+                            final_status->final_eval_error(),
+                            " (see coordinator.log)"));
+        }
         break;
       }
       // The coordinator's verdict that the job cannot go on (read from the
@@ -361,6 +367,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     const std::string scores =
         final_status->job().model_from_worker()
             ? std::string("no test evaluation (the model is the script's)")
+        : !final_status->final_eval_error().empty()
+            ? std::string("no final test score (its evaluation failed)")
         : summary.contains("test_auc")
             ? absl::StrFormat("test auc %.4f logloss %.4f",
                               summary["test_auc"].get<double>(),

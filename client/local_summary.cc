@@ -161,6 +161,7 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
       {"window_comm_seconds_per_worker_step",
        PerReport(num(s, "window_comm_seconds"), num(s, "window_reports"))},
       {"test_accuracy", test_accuracy},
+      {"final_eval_error", s.value("final_eval_error", std::string())},
       {"final_loss", final_loss},
       {"bytes", bytes},
       {"bytes_per_step_per_worker", steps > 0 && workers_seen > 0

@@ -479,7 +479,10 @@ void Coordinator::EvaluatorLoop() {
       QueueEvalMetrics(point);
     }
     if (request.final) {
-      evals_.Finish(Now());
+      // A model ferry does not score (UNIMPLEMENTED) is not a failure.
+      evals_.Finish(Now(), result.ok() || absl::IsUnimplemented(result.status())
+                               ? absl::OkStatus()
+                               : result.status());
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
     mu_.Unlock();

@@ -75,9 +75,12 @@ absl::StatusOr<bool> CoordinatorClient::DefineModel(
                                             absl::Uniform<uint64_t>(bitgen)));
   for (const v1::TensorSpec& t : tensors) *request.add_tensors() = t;
   const int64_t total = static_cast<int64_t>(values.size());
+  // The first call names the tensors only: a worker that is not the one to
+  // define the model learns it before sending any value.
   int64_t offset = 0;
-  do {
-    const int64_t n = std::min(kMaxModelValuesPerCall, total - offset);
+  for (bool first = true; first || offset < total; first = false) {
+    const int64_t n =
+        first ? 0 : std::min(kMaxModelValuesPerCall, total - offset);
     request.set_offset(offset);
     request.set_values(reinterpret_cast<const char*>(values.data() + offset),
                        static_cast<size_t>(n) * sizeof(float));
@@ -93,7 +96,7 @@ absl::StatusOr<bool> CoordinatorClient::DefineModel(
     if (response->defined()) return true;
     request.clear_tensors();
     offset += n;
-  } while (offset < total);
+  }
   return absl::InternalError(
       "the coordinator took every model value but did not define the model");
 }

@@ -66,13 +66,14 @@ class CoordinatorClient final : public CoordinatorApi {
   // it registers). Retried like Register.
   absl::StatusOr<v1::JobSpec> GetJob();
   // Defines the model of a job whose model comes from its first worker
-  // (JobSpec.model_from_worker): `tensors`, then `values` (the whole flat
-  // buffer) in calls of at most kMaxModelValuesPerCall values under one
-  // random definition id, each retried like Register. True when this
-  // definition is the job's model; false when another worker's is or is
-  // being given (ALREADY_EXISTS, ABORTED: compare with GetJob once it is
-  // defined). The coordinator's other errors (INVALID_ARGUMENT naming what
-  // it refused).
+  // (JobSpec.model_from_worker): `tensors` in a first call, then `values`
+  // (the whole flat buffer) in calls of at most kMaxModelValuesPerCall
+  // values, all under one new random definition id, each retried like
+  // Register. True when this definition is the job's model; false when it
+  // is not (ALREADY_EXISTS: another worker's is; ABORTED: another's is
+  // being given, or this one's claim was lost to a coordinator restart):
+  // ask GetJob, and define again while the job still has no tensors. The
+  // coordinator's other errors (INVALID_ARGUMENT naming what it refused).
   absl::StatusOr<bool> DefineModel(const std::string& job_id,
                                    const std::vector<v1::TensorSpec>& tensors,
                                    absl::Span<const float> values);

@@ -146,6 +146,7 @@ grpc::ServerUnaryReactor* CoordinatorService::DefineModel(
     for (const v1::TensorSpec& t : request->tensors()) {
       offer.tensors.push_back(
           {t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end())});
+      offer.buffers.push_back(t.buffer());
     }
     offer.offset = request->offset();
     const std::vector<float> values = FloatsOf(request->values());

@@ -33,9 +33,10 @@ void EvalSchedule::AddResult(const v1::EvalPoint& point) {
   results_.push_back(point);
 }
 
-void EvalSchedule::Finish(absl::Time now) {
+void EvalSchedule::Finish(absl::Time now, const absl::Status& failure) {
   finished_ = true;
   finish_time_ = now;
+  final_eval_error_ = failure.ok() ? "" : failure.ToString();
 }
 
 void EvalSchedule::FillStatus(v1::StatusResponse& status) const {
@@ -43,6 +44,7 @@ void EvalSchedule::FillStatus(v1::StatusResponse& status) const {
   for (const v1::EvalPoint& e : results_) *status.add_evals() = e;
   status.set_finished(finished_);
   status.set_training_done(training_done_);
+  status.set_final_eval_error(final_eval_error_);
 }
 
 void EvalSchedule::SaveTo(v1::CoordinatorState& state) const {

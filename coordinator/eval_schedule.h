@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
@@ -55,7 +57,9 @@ class EvalSchedule {
   // final evaluation's time).
   void AddResult(const v1::EvalPoint& point);
   // The final evaluation ran (or failed): the job is finished at `now`.
-  void Finish(absl::Time now);
+  // `failure` (non-OK): why the final evaluation failed, which the status
+  // reports (final_eval_error) so that the job is not taken as evaluated.
+  void Finish(absl::Time now, const absl::Status& failure = absl::OkStatus());
 
   bool training_done() const { return training_done_; }
   bool finished() const { return finished_; }
@@ -81,6 +85,7 @@ class EvalSchedule {
   std::vector<v1::EvalPoint> results_;
   // The final evaluation's own duration (0 until it ran).
   double final_eval_seconds_ = 0;
+  std::string final_eval_error_;  // empty: it did not fail
 };
 
 }  // namespace ferry

@@ -3,12 +3,19 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/model_export.h"
 #include "model/safetensors.h"
 
 namespace ferry {
+namespace {
+
+// The saved model's metadata: how many of its tensors are buffers.
+constexpr char kBufferTensorsKey[] = "ferry.buffer_tensors";
+
+}  // namespace
 
 ModelIntake::ModelIntake(ModelIntakeOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
@@ -24,6 +31,15 @@ absl::StatusOr<bool> ModelIntake::Load() {
         file.status().code(),
         absl::StrCat(options_.save_path, ": ", file.status().message()));
   }
+  int buffer_tensors = 0;
+  if (auto it = file->metadata.find(kBufferTensorsKey);
+      it != file->metadata.end() &&
+      (!absl::SimpleAtoi(it->second, &buffer_tensors) || buffer_tensors < 0 ||
+       buffer_tensors > static_cast<int>(file->tensors.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat(options_.save_path, ": bad ",
+                                                   kBufferTensorsKey, " '",
+                                                   it->second, "'"));
+  }
   std::vector<ParameterLayout::TensorDef> defs;
   std::vector<float> values;
   for (SafetensorsTensor& t : file->tensors) {
@@ -38,15 +54,53 @@ absl::StatusOr<bool> ModelIntake::Load() {
   absl::MutexLock lock(&mu_);
   layout_ = std::move(*layout);
   values_ = std::move(values);
+  buffer_tensors_ = buffer_tensors;
   defined_ = true;
   return true;
 }
 
 void ModelIntake::DropClaimLocked() {
   claim_.clear();
+  buffer_tensors_ = 0;
   layout_.reset();
   values_.clear();
   values_.shrink_to_fit();
+}
+
+absl::StatusOr<int> ModelIntake::TrailingBuffers(const Offer& offer) {
+  if (offer.buffers.empty()) return 0;
+  if (offer.buffers.size() != offer.tensors.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(offer.buffers.size(), " buffer flags for ",
+                     offer.tensors.size(), " tensors"));
+  }
+  int buffers = 0;
+  for (size_t i = 0; i < offer.tensors.size(); ++i) {
+    if (offer.buffers[i]) {
+      ++buffers;
+    } else if (buffers > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter ", offer.tensors[i].name,
+          " follows a buffer: buffers must come after every parameter"));
+    }
+  }
+  return buffers;
+}
+
+bool ModelIntake::SameTensorsLocked(const Offer& offer) const {
+  const std::vector<TensorSlot>& slots = layout_->tensors();
+  absl::StatusOr<int> buffers = TrailingBuffers(offer);
+  if (offer.tensors.size() != slots.size() || !buffers.ok() ||
+      *buffers != buffer_tensors_) {
+    return false;
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (offer.tensors[i].name != slots[i].name ||
+        offer.tensors[i].shape != slots[i].shape) {
+      return false;
+    }
+  }
+  return true;
 }
 
 absl::Status ModelIntake::RefuseLocked(std::string message) {
@@ -75,11 +129,15 @@ absl::Status ModelIntake::SaveLocked() const {
   ASSIGN_OR_RETURN(
       const std::string bytes,
       EncodeLayoutValues(*layout_, values_,
-                         {{"ferry", "the model of a job's first worker"}}));
+                         {{"ferry", "the model of a job's first worker"},
+                          {kBufferTensorsKey, absl::StrCat(buffer_tensors_)}}));
   return options_.fs->WriteFileAtomically(options_.save_path, bytes);
 }
 
 absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
+  if (offer.definition_id.empty()) {
+    return absl::InvalidArgumentError("a model definition needs an id");
+  }
   absl::MutexLock lock(&mu_);
   const int64_t n = static_cast<int64_t>(offer.values.size());
   if (defined_) {
@@ -90,9 +148,6 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
         "the job's model is already defined (", layout_->tensors().size(),
         " tensors, ", layout_->total_elements(),
         " elements): compare yours with the job's (GetJob)"));
-  }
-  if (offer.definition_id.empty()) {
-    return absl::InvalidArgumentError("a model definition needs an id");
   }
   const absl::Time now = clock_->Now();
   if (!claim_.empty() && claim_ != offer.definition_id) {
@@ -109,8 +164,11 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
   }
   if (claim_.empty()) {
     if (offer.tensors.empty()) {
-      return RefuseLocked(
-          "the first call of a model definition names its tensors");
+      // A definition this intake never saw begin, or whose claim expired
+      // (the coordinator restarted, the worker stalled): it starts again.
+      return absl::AbortedError(
+          "no model definition by this id is in progress (the coordinator "
+          "restarted or its claim expired): start the definition again");
     }
     absl::StatusOr<ParameterLayout> layout =
         ParameterLayout::Create(offer.tensors);
@@ -118,14 +176,32 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
       if (!absl::IsInvalidArgument(layout.status())) return layout.status();
       return RefuseLocked(std::string(layout.status().message()));
     }
-    if (layout->total_elements() == 0) {
-      return RefuseLocked("the model has no elements");
+    for (const TensorSlot& slot : layout->tensors()) {
+      if (slot.numel == 0) {
+        return RefuseLocked(
+            absl::StrCat("tensor ", slot.name, " has no elements"));
+      }
     }
+    absl::StatusOr<int> buffers = TrailingBuffers(offer);
+    if (!buffers.ok())
+      return RefuseLocked(std::string(buffers.status().message()));
+    if (*buffers > 0 && !options_.buffers_allowed) {
+      return RefuseLocked(absl::StrCat(
+          "the model has buffers (",
+          offer.tensors[offer.tensors.size() - *buffers].name,
+          ", ...): BatchNorm statistics stay consistent only with sync steps "
+          "(--mode ring, or --mode ps --consistency sync)"));
+    }
+    buffer_tensors_ = *buffers;
     claim_ = offer.definition_id;
     layout_ = std::move(*layout);
   } else if (!offer.tensors.empty()) {
-    return RefuseLocked(
-        "only the first call of a model definition names tensors");
+    // The first call again (its answer was lost): the same tensors are
+    // taken once; others end the definition.
+    if (!SameTensorsLocked(offer)) {
+      return RefuseLocked(
+          "only the first call of a model definition names tensors");
+    }
   }
   claim_seen_ = now;
   const int64_t received = static_cast<int64_t>(values_.size());
@@ -161,6 +237,11 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
   }
   defined_ = true;
   return Progress{total, true};
+}
+
+int ModelIntake::buffer_tensors() const {
+  absl::MutexLock lock(&mu_);
+  return defined_ ? buffer_tensors_ : 0;
 }
 
 bool ModelIntake::defined() const {

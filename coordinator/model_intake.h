@@ -34,6 +34,9 @@ inline constexpr int64_t kMaxModelValuesPerCall = int64_t{1} << 18;
 struct ModelIntakeOptions {
   // A definition whose calls stop for this long loses its claim.
   absl::Duration claim_timeout = absl::Seconds(30);
+  // Whether the job can keep buffers consistent (sync steps: ring or sync
+  // PS); a model with buffers is refused otherwise.
+  bool buffers_allowed = true;
   // Non-empty: the defined model is written here (safetensors, the tensors'
   // names and values) before it counts as defined, and Load reads it back
   // after a restart. Through `fs` (required then).
@@ -46,8 +49,10 @@ class ModelIntake {
   struct Offer {
     std::string definition_id;
     // The first call of a definition names the whole flat buffer; empty in
-    // the others.
+    // the others. `buffers` (empty: none) says which tensors are buffers
+    // (BatchNorm statistics), which must follow every parameter.
     std::vector<ParameterLayout::TensorDef> tensors;
+    std::vector<bool> buffers;
     int64_t offset = 0;
     absl::Span<const float> values;
     bool done = false;
@@ -65,13 +70,17 @@ class ModelIntake {
   // is none. The reader's errors for a file that does not decode.
   absl::StatusOr<bool> Load();
 
-  // One call of a definition. Errors (nothing changes but the claim, which
-  // an INVALID_ARGUMENT call gives up so that another worker can define):
-  // ALREADY_EXISTS once another definition defined the model (the same
-  // definition's repeated last call gets its Progress again); ABORTED while
-  // another definition holds an unexpired claim; INVALID_ARGUMENT for a
-  // first call without tensors, tensors on a later call, a bad tensor list
-  // (ParameterLayout::Create's errors), values that do not continue the
+  // One call of a definition; a repeated call (its answer lost) is taken
+  // once. Errors (nothing changes but the claim, which an INVALID_ARGUMENT
+  // call gives up so that another worker can define): ALREADY_EXISTS once
+  // another definition defined the model (the same definition's repeated
+  // last call gets its Progress again); ABORTED while another definition
+  // holds an unexpired claim, or for a later call of a definition that
+  // holds none (a restarted coordinator, an expired claim: the worker
+  // starts again); INVALID_ARGUMENT for a definition without an id, other
+  // tensors on a later call, a tensor of no elements, a bad tensor list
+  // (ParameterLayout::Create's errors), a buffer before a parameter or in a
+  // job without sync steps, values that do not continue the
   // received ones or run past the end, a value that is not finite (named
   // by tensor and element), `done` before every value arrived;
   // RESOURCE_EXHAUSTED over kMaxModelValuesPerCall values; the save's
@@ -83,12 +92,20 @@ class ModelIntake {
   bool WaitDefined(absl::Duration timeout) const;
   // The defined model's tensors; nullopt before.
   std::optional<std::vector<ParameterLayout::TensorDef>> tensors() const;
+  // How many of them, at the end, are buffers (0 before).
+  int buffer_tensors() const;
   // Elements [begin, end) of the defined starting values.
   // FAILED_PRECONDITION before the model is defined; INVALID_ARGUMENT for a
   // range outside it; RESOURCE_EXHAUSTED over kMaxModelValuesPerCall.
   absl::StatusOr<std::vector<float>> Values(int64_t begin, int64_t end) const;
 
  private:
+  // How many tensors, at the end, `offer.buffers` marks; INVALID_ARGUMENT
+  // for flags that do not match the tensors or a parameter after a buffer.
+  static absl::StatusOr<int> TrailingBuffers(const Offer& offer);
+  // Whether `offer` names the claim's tensors (and buffers) again.
+  bool SameTensorsLocked(const Offer& offer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // INVALID_ARGUMENT with `message`, the claim given up.
   absl::Status RefuseLocked(std::string message)
@@ -107,6 +124,7 @@ class ModelIntake {
   // The claim's (then the defined model's) tensors and values received.
   std::optional<ParameterLayout> layout_ ABSL_GUARDED_BY(mu_);
   std::vector<float> values_ ABSL_GUARDED_BY(mu_);
+  int buffer_tensors_ ABSL_GUARDED_BY(mu_) = 0;
   bool defined_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -282,8 +282,15 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
 
 absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
   if (job.model().empty() && job.model_def().empty()) return 0;
-  if (job.model_from_worker()) return 0;  // buffers are plain tensors
-  if (IsDlrmJob(job)) return 0;           // no BatchNorm in a DLRM
+  if (job.model_from_worker()) {  // its buffers: the last tensors
+    ASSIGN_OR_RETURN(const ParameterLayout layout, JobTensorLayout(job));
+    int64_t state = 0;
+    for (int i = 0; i < job.tensors_size(); ++i) {
+      if (job.tensors(i).buffer()) state += layout.tensors()[i].numel;
+    }
+    return state;
+  }
+  if (IsDlrmJob(job)) return 0;  // no BatchNorm in a DLRM
   ASSIGN_OR_RETURN(const ModelDef model, JobModel(job));
   ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(model));
   return state.total_elements();

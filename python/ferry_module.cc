@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -230,7 +231,7 @@ PYBIND11_MODULE(_ferry, m) {
   m.def(
       "define_model",
       [](const std::string& coordinator, const std::string& job_id,
-         const std::vector<std::pair<std::string, std::vector<int64_t>>>&
+         const std::vector<std::tuple<std::string, std::vector<int64_t>, bool>>&
              tensors,
          py::buffer values, double timeout_s) {
         const py::buffer_info info = values.request();
@@ -240,10 +241,11 @@ PYBIND11_MODULE(_ferry, m) {
               "values must be a contiguous 1-D float32 buffer");
         }
         std::vector<ferry::v1::TensorSpec> specs;
-        for (const auto& [name, shape] : tensors) {
+        for (const auto& [name, shape, buffer] : tensors) {
           ferry::v1::TensorSpec& t = specs.emplace_back();
           t.set_name(name);
           for (int64_t d : shape) t.add_shape(d);
+          t.set_buffer(buffer);
         }
         absl::StatusOr<bool> defined;
         {
@@ -262,7 +264,8 @@ PYBIND11_MODULE(_ferry, m) {
       py::arg("coordinator"), py::arg("job_id"), py::arg("tensors"),
       py::arg("values"), py::arg("timeout_s"),
       "Defines the model of a job started with --model external: `tensors` "
-      "((name, shape) pairs, flat order) and `values` (their float32 "
+      "((name, shape, is_buffer), flat order, buffers last) and `values` "
+      "(their float32 "
       "values back to back). True when this became the job's model; False "
       "when another worker's is (or is being) defined: compare with "
       "get_job once it has tensors.");

@@ -58,8 +58,11 @@ std::unique_ptr<grpc::Server> StartServer(const CoordinatorFlags& f,
 // the model an earlier coordinator of the job saved in f.state_dir (a
 // restart) when there is one.
 absl::StatusOr<std::unique_ptr<ModelIntake>> OpenModelIntake(
-    const CoordinatorFlags& f) {
+    const CoordinatorFlags& f, const v1::JobSpec& job) {
   ModelIntakeOptions options;
+  // Buffers move by every step's mean change: every step must be one.
+  options.buffers_allowed =
+      job.mode() == v1::MODE_RING || job.consistency() == v1::CONSISTENCY_SYNC;
   if (!f.state_dir.empty()) {
     options.fs = PosixFileSystem();
     RETURN_IF_ERROR(options.fs->CreateDirectories(f.state_dir));
@@ -99,7 +102,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // A job whose model comes from its first worker serves its spec without
   // tensors and takes the model (DefineModel) before anything else starts.
   if (job.model_from_worker()) {
-    auto opened = OpenModelIntake(f);
+    auto opened = OpenModelIntake(f, job);
     if (!opened.ok()) return Fail(opened.status());
     intake = std::move(*opened);
     service = std::make_unique<CoordinatorService>(job, intake.get());
@@ -119,10 +122,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
       }
     }
     const std::vector<ParameterLayout::TensorDef> tensors = *intake->tensors();
-    for (const ParameterLayout::TensorDef& t : tensors) {
+    const size_t first_buffer = tensors.size() - intake->buffer_tensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
       v1::TensorSpec* spec = job.add_tensors();
-      spec->set_name(t.name);
-      for (int64_t d : t.shape) spec->add_shape(d);
+      spec->set_name(tensors[i].name);
+      for (int64_t d : tensors[i].shape) spec->add_shape(d);
+      spec->set_buffer(i >= first_buffer);
     }
     LogInfo("the job's model is defined", {{"tensors", job.tensors_size()}});
   }

@@ -40,24 +40,29 @@ class TokenClassifier(nn.Module):
     """Token and position embeddings, a transformer encoder (no dropout),
     mean pooling, a linear head."""
 
-    def __init__(self, vocab, seq, d_model, heads, layers):
+    def __init__(self, vocab, seq, d_model, heads, layers, batchnorm=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.position = nn.Parameter(torch.randn(seq, d_model) * 0.02)
         layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=2 * d_model,
                                            dropout=0.0, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        # Optional: two BatchNorm layers around a hidden layer on the pooled
+        # features, a model with buffers.
+        self.norm = nn.Sequential(nn.BatchNorm1d(d_model), nn.Linear(d_model, d_model),
+                                  nn.BatchNorm1d(d_model)) if batchnorm else nn.Identity()
         self.head = nn.Linear(d_model, CLASSES)
 
     def forward(self, tokens):
         h = self.encoder(self.embed(tokens) + self.position)
-        return self.head(h.mean(dim=1))
+        return self.head(self.norm(h.mean(dim=1)))
 
 
 def build(args):
     """The model, the same for a seed in every worker."""
     torch.manual_seed(args.seed)
-    return TokenClassifier(args.vocab, args.seq, args.d_model, args.heads, args.layers)
+    return TokenClassifier(args.vocab, args.seq, args.d_model, args.heads, args.layers,
+                           batchnorm=bool(args.batchnorm))
 
 
 def arguments(argv=None):
@@ -69,6 +74,9 @@ def arguments(argv=None):
     ap.add_argument("--d-model", type=int, default=32)
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--batchnorm", type=int, default=0,
+                    help="1: two BatchNorm layers on the pooled features (running "
+                         "statistics the job keeps consistent across workers)")
     ap.add_argument("--seed", type=int, default=0, help="model and data seed")
     # The optimizer must be the job's: these defaults are ferry local's.
     ap.add_argument("--lr", type=float, default=0.05)

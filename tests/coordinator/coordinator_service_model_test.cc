@@ -16,7 +16,7 @@
 namespace ferry {
 namespace {
 
-class CoordinatorServiceModelTest : public ::testing::Test {
+class ModelIntakeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     pending_.set_job_id("job-1");
@@ -65,8 +65,7 @@ class CoordinatorServiceModelTest : public ::testing::Test {
   std::string address_;
 };
 
-TEST_F(CoordinatorServiceModelTest,
-       BeforeTheModelOnlyTheSpecAndTheIntakeAnswer) {
+TEST_F(ModelIntakeServiceTest, BeforeTheModelOnlyTheSpecAndTheIntakeAnswer) {
   std::unique_ptr<CoordinatorClient> client = Client();
   absl::StatusOr<v1::JobSpec> job = client->GetJob();
   ASSERT_TRUE(job.ok()) << job.status();
@@ -87,7 +86,7 @@ TEST_F(CoordinatorServiceModelTest,
           .status()));
 }
 
-TEST_F(CoordinatorServiceModelTest, AModelOfSeveralCallsIsServedBackExactly) {
+TEST_F(ModelIntakeServiceTest, AModelOfSeveralCallsIsServedBackExactly) {
   // 300,100 elements: two calls of at most kMaxModelValuesPerCall.
   const int64_t rows = 3001, cols = 100;
   std::vector<float> values(rows * cols + cols);
@@ -117,7 +116,7 @@ TEST_F(CoordinatorServiceModelTest, AModelOfSeveralCallsIsServedBackExactly) {
   EXPECT_EQ(*tail, std::vector<float>(values.end() - cols, values.end()));
 }
 
-TEST_F(CoordinatorServiceModelTest, ANonFiniteValueIsRefusedByName) {
+TEST_F(ModelIntakeServiceTest, ANonFiniteValueIsRefusedByName) {
   std::vector<float> values(6, 0.5f);
   values[4] = std::numeric_limits<float>::infinity();
   // embed.weight holds elements 0-3, head.bias 4-5.

@@ -54,6 +54,30 @@ TEST(CoordinatorEvalScheduleTest, TrainingEndsOnceWithOneFinalEvaluation) {
   EXPECT_EQ(evals.finish_time(), absl::FromUnixSeconds(50));
 }
 
+TEST(CoordinatorEvalScheduleTest, AFailedFinalEvaluationIsReportedNotHidden) {
+  EvalSchedule evals;
+  evals.AddResult(Point(10, false, 1.5));  // an epoch's end, scored
+  evals.EndTraining(20, -1);
+  evals.Pop();
+  evals.Finish(absl::FromUnixSeconds(60),
+               absl::UnavailableError("no ring member serves step 20"));
+  v1::StatusResponse status;
+  evals.FillStatus(status);
+  EXPECT_TRUE(status.finished());
+  EXPECT_EQ(status.final_eval_error(),
+            "UNAVAILABLE: no ring member serves step 20");
+  // The earlier score stays, and is not taken for the final one.
+  ASSERT_EQ(status.evals_size(), 1);
+  EXPECT_FALSE(status.evals(0).final());
+
+  EvalSchedule fine;
+  fine.EndTraining(5, -1);
+  fine.Finish(absl::FromUnixSeconds(7));
+  v1::StatusResponse ok;
+  fine.FillStatus(ok);
+  EXPECT_EQ(ok.final_eval_error(), "");
+}
+
 TEST(CoordinatorEvalScheduleTest, StatusAndStateHoldTheResults) {
   EvalSchedule evals;
   evals.AddResult(Point(10, false, 1.5));

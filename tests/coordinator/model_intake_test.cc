@@ -115,9 +115,7 @@ TEST_F(ModelIntakeTest, ASilentDefinersClaimPassesToTheNextWorker) {
 }
 
 TEST_F(ModelIntakeTest, BadPiecesAreRefusedAndFreeTheClaim) {
-  // No tensors on the first call; a bad tensor list.
-  EXPECT_TRUE(
-      absl::IsInvalidArgument(Offer("a", {}, 0, Iota(3), false).status()));
+  // A bad tensor list.
   EXPECT_TRUE(absl::IsInvalidArgument(
       Offer("a", {{"w", {2}}, {"w", {3}}}, 0, {}, false).status()));
   EXPECT_TRUE(
@@ -141,10 +139,10 @@ TEST_F(ModelIntakeTest, BadPiecesAreRefusedAndFreeTheClaim) {
   EXPECT_NE(nan.message().find("tensor fc.bias element 2"),
             absl::string_view::npos)
       << nan;
-  // Tensors on a later call; values past the end; done too early.
+  // Other tensors on a later call; values past the end; done too early.
   ASSERT_TRUE(Offer("c", TwoTensors(), 0, Iota(2), false).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(
-      Offer("c", TwoTensors(), 2, Iota(2), false).status()));
+      Offer("c", {{"other", {10}}}, 2, Iota(2), false).status()));
   ASSERT_TRUE(Offer("d", TwoTensors(), 0, Iota(8), false).ok());
   EXPECT_TRUE(
       absl::IsInvalidArgument(Offer("d", {}, 8, Iota(3), false).status()));
@@ -164,14 +162,77 @@ TEST_F(ModelIntakeTest, BadPiecesAreRefusedAndFreeTheClaim) {
   EXPECT_TRUE(intake_.defined());
 }
 
+TEST_F(ModelIntakeTest, ADefinitionWithoutItsClaimStartsAgain) {
+  // A later call of a definition this intake never saw begin (the
+  // coordinator restarted mid-definition): told to start again, nothing
+  // taken.
+  absl::Status lost = Offer("a", {}, 4, Iota(6, 4), true).status();
+  EXPECT_TRUE(absl::IsAborted(lost)) << lost;
+  EXPECT_FALSE(intake_.defined());
+  Define("b");  // a new definition from the start
+  EXPECT_EQ(*intake_.Values(0, 10), Iota(10, 1));
+}
+
 TEST_F(ModelIntakeTest, ARepeatedPieceIsTakenOnce) {
-  ASSERT_TRUE(Offer("a", TwoTensors(), 0, Iota(4), false).ok());
+  // The first call twice (its answer lost), without values, as the client
+  // sends it.
+  ASSERT_TRUE(Offer("a", TwoTensors(), 0, {}, false).ok());
+  absl::StatusOr<ModelIntake::Progress> again =
+      Offer("a", TwoTensors(), 0, {}, false);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->received, 0);
+  ASSERT_TRUE(Offer("a", {}, 0, Iota(4), false).ok());
   absl::StatusOr<ModelIntake::Progress> repeat =
       Offer("a", {}, 0, Iota(4), false);
   ASSERT_TRUE(repeat.ok()) << repeat.status();
   EXPECT_EQ(repeat->received, 4);
   ASSERT_TRUE(Offer("a", {}, 4, Iota(6, 4), true).ok());
   EXPECT_EQ(*intake_.Values(0, 10), Iota(10));
+}
+
+TEST_F(ModelIntakeTest, BuffersFollowTheParameters) {
+  ModelIntake::Offer offer;
+  offer.definition_id = "a";
+  offer.tensors = {{"w", {2}}, {"bn.running_mean", {2}}, {"b", {2}}};
+  offer.buffers = {false, true, false};
+  const std::vector<float> values = Iota(6);
+  offer.values = values;
+  offer.done = true;
+  absl::Status misplaced = intake_.Take(offer).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(misplaced));
+  EXPECT_NE(misplaced.message().find("parameter b follows a buffer"),
+            absl::string_view::npos)
+      << misplaced;
+  offer.buffers = {false, true};  // not one flag per tensor
+  EXPECT_TRUE(absl::IsInvalidArgument(intake_.Take(offer).status()));
+  offer.buffers = {false, false, true};
+  offer.tensors[2].name = "bn.running_var";
+  ASSERT_TRUE(intake_.Take(offer).ok());
+  EXPECT_EQ(intake_.buffer_tensors(), 1);
+}
+
+TEST(ModelIntakeBuffersTest, AJobWithoutSyncStepsRefusesBuffers) {
+  FakeClock clock;
+  ModelIntakeOptions options;
+  options.buffers_allowed = false;  // async or SSP PS
+  ModelIntake intake(options, &clock);
+  ModelIntake::Offer offer;
+  offer.definition_id = "a";
+  offer.tensors = {{"w", {2}}, {"bn.running_mean", {2}}};
+  offer.buffers = {false, true};
+  const std::vector<float> values = Iota(4);
+  offer.values = values;
+  offer.done = true;
+  absl::Status refused = intake.Take(offer).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused));
+  EXPECT_NE(refused.message().find("sync steps"), absl::string_view::npos)
+      << refused;
+  offer.tensors.pop_back();  // the same model without its buffer
+  offer.buffers.clear();
+  const std::vector<float> two = Iota(2);
+  offer.values = two;
+  ASSERT_TRUE(intake.Take(offer).ok());
+  EXPECT_EQ(intake.buffer_tensors(), 0);
 }
 
 TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
@@ -189,6 +250,7 @@ TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
     ModelIntake::Offer offer;
     offer.definition_id = "a";
     offer.tensors = TwoTensors();
+    offer.buffers = {false, true};  // fc.bias stands for a buffer here
     const std::vector<float> values = Iota(10, 0.5f);
     offer.values = values;
     offer.done = true;
@@ -197,6 +259,7 @@ TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
     EXPECT_FALSE(intake.defined());
     fs.FailWrites(absl::OkStatus());
     offer.tensors.clear();
+    offer.buffers.clear();
     ASSERT_TRUE(intake.Take(offer).ok());
     EXPECT_TRUE(intake.defined());
   }
@@ -207,6 +270,7 @@ TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
   EXPECT_TRUE(restarted.defined());
   ASSERT_EQ(restarted.tensors()->size(), 2u);
   EXPECT_EQ((*restarted.tensors())[1].name, "fc.bias");
+  EXPECT_EQ(restarted.buffer_tensors(), 1);
   EXPECT_EQ(*restarted.Values(0, 10), Iota(10, 0.5f));
 
   // A corrupt save is an error, not an empty model.

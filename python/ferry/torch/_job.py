@@ -87,28 +87,31 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
 
 def _define_model(coordinator, spec, model, timeout):
     """Offers `model` as the model of a job started with --model external
-    (its parameters, in named_parameters() order, with their current
-    values), then waits until the job has a model (this one, or the one
-    another worker defined first). The job's spec with its tensors."""
+    (its parameters in named_parameters() order, then its buffers in
+    named_buffers() order, with their current values), then waits until the
+    job has a model (this one, or the one another worker defined first).
+    The job's spec with its tensors."""
     params = list(model.named_parameters())
+    buffers = _persistent_buffers(model)
     if not params:
         raise ValueError("the model has no parameters")
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        raise ValueError(f"the model has buffers ({', '.join(buffers[:3])}"
-                         f"{', ...' if len(buffers) > 3 else ''}); models with buffers "
-                         "(BatchNorm running statistics) are not supported yet")
     for name, p in params:
-        if p.dtype != torch.float32:
-            raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
-        if p.device.type != "cpu":
-            raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
-    tensors = [(name, list(p.shape)) for name, p in params]
+        _check_tensor(name, p)
+    for name, b in buffers:
+        _check_tensor(name, b, buffer=True)
+    tensors = [(name, list(p.shape), False) for name, p in params] + \
+        [(name, list(b.shape), True) for name, b in buffers]
     with torch.no_grad():
-        flat = torch.cat([p.detach().reshape(-1) for _, p in params]).contiguous()
-    _ferry.define_model(coordinator, spec["job_id"], tensors, flat.numpy(), timeout)
+        flat = torch.cat([t.detach().reshape(-1).float()
+                          for _, t in params + buffers]).contiguous()
+    # Defined by this worker, or by another (whose claim lapses if it dies:
+    # then this one defines it); the coordinator starts the job once it is.
     deadline = time.monotonic() + timeout
-    while True:  # the coordinator starts the job once the model is defined
+    offered = None
+    while True:
+        if offered is None or time.monotonic() - offered >= 1.0:
+            _ferry.define_model(coordinator, spec["job_id"], tensors, flat.numpy(), timeout)
+            offered = time.monotonic()
         spec = json.loads(_ferry.get_job(coordinator, timeout))
         if spec.get("tensors"):
             return spec
@@ -117,33 +120,57 @@ def _define_model(coordinator, spec, model, timeout):
         time.sleep(0.1)
 
 
+def _persistent_buffers(model):
+    """The buffers of the model's state_dict (not those registered with
+    persistent=False, which stay each worker's own), by name."""
+    kept = set(model.state_dict().keys())
+    return [(name, b) for name, b in model.named_buffers() if name in kept]
+
+
+def _check_tensor(name, t, buffer=False):
+    """ValueError unless `t` can be one of a job's tensors: float32 on the
+    CPU (a buffer may also be an integer counter, which the job carries as
+    float32: BatchNorm's num_batches_tracked)."""
+    if t.device.type != "cpu":
+        raise ValueError(f"tensor {name} is on {t.device}; ferry.torch trains on the CPU")
+    if not buffer and not t.requires_grad:
+        raise ValueError(f"parameter {name} does not require grad; ferry.torch trains "
+                         "every parameter (make a frozen one a buffer)")
+    if t.dtype == torch.float32 or (buffer and not t.is_floating_point()
+                                    and not t.is_complex()):
+        return
+    kind = "buffers" if buffer else "parameters"
+    raise ValueError(f"tensor {name} is {t.dtype}; ferry trains float32 {kind}")
+
+
 def _match_tensors(model, tensors):
-    """The model's parameters in the order of the job's `tensors` ((name,
-    shape) pairs); ValueError naming the first tensor that does not match."""
+    """The model's tensors in the order of the job's `tensors` ((name, shape)
+    pairs): [(tensor, is_buffer)], the buffers (BatchNorm statistics) after
+    every parameter. ValueError naming the first tensor that does not
+    match."""
     params = dict(model.named_parameters())
-    buffers = dict(model.named_buffers())
+    buffers = dict(_persistent_buffers(model))
     job_names = {name for name, _ in tensors}
-    for name in params:
+    for name in list(params) + list(buffers):
         if name not in job_names:
             listed = ", ".join(n for n, _ in tensors[:4])
-            raise ValueError(f"model parameter {name} is not one of the job's tensors "
-                             f"({listed}{', ...' if len(tensors) > 4 else ''})")
+            raise ValueError(f"model {'parameter' if name in params else 'buffer'} {name} is "
+                             f"not one of the job's tensors ({listed}"
+                             f"{', ...' if len(tensors) > 4 else ''})")
     matched = []
     for name, shape in tensors:
-        if name in buffers:
-            raise ValueError(f"the job's tensor {name} is a buffer of the model; "
-                             "models with buffers (BatchNorm) are not supported yet")
-        if name not in params:
-            raise ValueError(f"the job's tensor {name} is not a parameter of the model")
-        p = params[name]
-        if tuple(p.shape) != tuple(shape):
-            raise ValueError(f"tensor {name}: the model's shape {tuple(p.shape)} "
+        is_buffer = name in buffers
+        if name not in params and not is_buffer:
+            raise ValueError(f"the job's tensor {name} is not a tensor of the model")
+        if matched and matched[-1][1] and not is_buffer:
+            raise ValueError(f"the job's tensor {name} (a parameter) follows a buffer: "
+                             "buffers must come after every parameter")
+        t = buffers[name] if is_buffer else params[name]
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"tensor {name}: the model's shape {tuple(t.shape)} "
                              f"differs from the job's {tuple(shape)}")
-        if p.dtype != torch.float32:
-            raise ValueError(f"tensor {name} is {p.dtype}; ferry trains float32 parameters")
-        if p.device.type != "cpu":
-            raise ValueError(f"tensor {name} is on {p.device}; ferry.torch trains on the CPU")
-        matched.append(p)
+        _check_tensor(name, t, buffer=is_buffer)
+        matched.append((t, is_buffer))
     return matched
 
 
@@ -221,14 +248,32 @@ class Job:
 
     # ---- setup ----
     def _bind(self, model):
-        params = _match_tensors(model, [(name, shape) for name, shape, _, _ in self._tensors])
+        matched = _match_tensors(model, [(name, shape) for name, shape, _, _ in self._tensors])
         self._views = []  # (parameter, offset, numel, grad view), in flat order
-        for p, (name, shape, offset, numel) in zip(params, self._tensors):
+        # Buffers: the flat buffer's last tensors. A float32 buffer's
+        # storage becomes a view of it (BatchNorm updates it in place); the
+        # tensor keeps its own version counter, so one layer's update is not
+        # another's. An integer one (num_batches_tracked) stays the module's
+        # and is copied each step.
+        self._state_begin = None
+        self._int_buffers = []  # (buffer, offset, numel)
+        for (t, is_buffer), (name, shape, offset, numel) in zip(matched, self._tensors):
+            view = self._flat_params[offset:offset + numel].view(shape)
+            if is_buffer:
+                if self._state_begin is None:
+                    self._state_begin = offset
+                if t.dtype == torch.float32:
+                    with torch.no_grad():
+                        t.data = view
+                else:
+                    self._int_buffers.append((t, offset, numel))
+                continue
             grad = self._flat_grads[offset:offset + numel].view(shape)
             with torch.no_grad():
-                p.data = self._flat_params[offset:offset + numel].view(shape)
-            p.grad = grad
-            self._views.append((p, offset, numel, grad))
+                t.data = view
+            t.grad = grad
+            self._views.append((t, offset, numel, grad))
+        self._state_before = None
         self._declared = [False] * len(self._views)
         # A hook on each parameter's gradient accumulator: it runs once per
         # backward, after the parameter's gradient was summed into .grad.
@@ -251,11 +296,30 @@ class Job:
 
     def _declare_rest(self):
         """Declares every range no hook declared (parameters the step did not
-        use: their gradient is zero)."""
+        use: their gradient is zero), then the buffers' change."""
         for index in range(len(self._views)):
             if not self._declared[index]:
                 self._declare(index)
+        self._declare_state()
         self._sent = True
+
+    def _declare_state(self):
+        """The buffers ride with the gradient as ferry's own BatchNorm jobs'
+        do (docs/models.md): their "gradient" is this step's change (ferry
+        weighs it by the step's samples), and they go back to the step's
+        starting values, to which the job adds the contributors' mean
+        change."""
+        if self._state_begin is None:
+            return
+        state = self._flat_params[self._state_begin:]
+        with torch.no_grad():
+            now = state.clone()
+            for buf, offset, numel in self._int_buffers:
+                at = offset - self._state_begin
+                now[at:at + numel] = buf.reshape(-1).float()
+            self._flat_grads[self._state_begin:] = now - self._state_before
+            state.copy_(self._state_before)
+        self._worker.ready(self._state_begin, state.numel())
 
     # ---- the training loop ----
     def batches(self, dataset, batch_transform=None, collate_fn=None):
@@ -294,6 +358,12 @@ class Job:
         self._loss_sum = 0.0
         self._backwards = 0
         self._declared = [False] * len(self._views)
+        if self._state_begin is not None:  # the step's starting buffers
+            with torch.no_grad():
+                for buf, offset, numel in self._int_buffers:
+                    buf.copy_(self._flat_params[offset:offset + numel]
+                              .view(buf.shape).round().to(buf.dtype))
+                self._state_before = self._flat_params[self._state_begin:].clone()
         for p, _, _, grad in self._views:  # ferry zeroed the flat gradients
             if p.grad is not grad:
                 p.grad = grad

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""ferry.torch workers through churn: ferry local jobs whose workers are
+PyTorch processes (examples/torch/train_transformer.py, --model external)
+under a chaos plan at fixed steps: a worker killed with SIGKILL mid-step,
+one sent SIGTERM (it finishes its step and leaves), workers started
+mid-epoch, the coordinator killed and restarted (it serves the model its
+first worker defined from its state directory) and, in PS mode, a shard
+killed and restarted. The PS job's model has BatchNorm buffers. Each job must finish (exit 0), apply every sample of every
+epoch exactly once, signal every planned process, and no worker may print
+a Python traceback.
+
+Usage: torch_chaos_test.py BIN_DIR SOURCE_DIR [--modes ps,ring]
+The ferry package is BIN_DIR/../python (FERRY_PYTHON_DIR overrides it).
+Exit 0 pass, 1 fail, 77 skip (no torch, no ferry package in the build).
+"""
+import json
+import os
+import sys
+
+from torch_jobs import SKIP, fail, ferry_package_dir, in_work_dir, parse_args, run_ferry_local
+
+SAMPLES = 2048
+BATCH = 32
+EPOCHS = 2  # 64 steps an epoch
+# The same plan in both modes, but the ring has no shards to kill.
+PLANS = {
+    "ps": "kill:worker0@step20,join:2@step30,term:worker1@step45,"
+          "kill:ps1@step60,kill:coordinator@step80",
+    "ring": "join:1@step15,kill:worker0@step30,join:1@step45,term:worker1@step70,"
+            "kill:coordinator@step90",
+}
+
+
+def run(args, mode, work):
+    logs = os.path.join(work, f"logs-{mode}")
+    summary_path = os.path.join(work, f"summary-{mode}.json")
+    script = os.path.join(args.source_dir, "examples", "torch", "train_transformer.py")
+    shards = ["--shards", "2"] if mode == "ps" else []
+    buffers = "--batchnorm 1" if mode == "ps" else ""
+    run_ferry_local(args, mode, ["--mode", mode, "--workers", "2"] + shards + [
+        "--model", "external", "--dataset", f"external:{SAMPLES}",
+        "--batch", str(BATCH), "--epochs", str(EPOCHS),
+        "--chaos", PLANS[mode], "--summary-json", summary_path, "--timeout", "300",
+        "--worker-command", f"/usr/bin/python3 {script} --samples {SAMPLES} {buffers}"],
+        logs, timeout=360)
+    with open(summary_path) as f:
+        summary = json.load(f)
+    # Every epoch: every sample applied once, none dropped.
+    accounting = summary.get("epochs_accounting", [])
+    if len(accounting) != EPOCHS:
+        fail(f"{mode}: accounting of {len(accounting)} epochs, expected {EPOCHS}: "
+             f"{json.dumps(accounting)}")
+    for a in accounting:
+        if a["samples_applied"] != SAMPLES or a["samples_dropped"] != 0:
+            fail(f"{mode}: epoch {a['epoch']} applied {a['samples_applied']} of {SAMPLES} "
+                 f"samples, dropped {a['samples_dropped']}")
+    # Every planned event found its process.
+    events = summary.get("chaos_events", [])
+    planned = sum(int(e.split(":")[1].split("@")[0]) if e.startswith("join:") else 1
+                  for e in PLANS[mode].split(","))  # join:N starts N
+    if len(events) != planned or any(e["result"] == "not running" for e in events):
+        fail(f"{mode}: chaos events {json.dumps(events)}")
+    # No traceback from any worker (a killed one prints nothing).
+    for name in sorted(os.listdir(logs)):
+        if name.startswith("worker") and name.endswith(".log"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                text = f.read()
+            if "Traceback" in text:
+                fail(f"{mode}: {name} printed a traceback:\n{text[-2000:]}")
+    restarts = summary.get("coordinator_restarts")
+    print(f"{mode}: {summary.get('steps')} steps, {summary.get('workers_started')} workers "
+          f"started, coordinator restarts {restarts}, "
+          f"{' '.join(e['action'] + ':' + e['target'] for e in events)}, "
+          f"{summary.get('wall_seconds', 0):.1f} s")
+
+
+def main():
+    args = parse_args(__doc__)
+    if ferry_package_dir(args) is None:
+        return SKIP
+
+    def checks(work):
+        for mode in args.modes.split(","):
+            run(args, mode, work)
+    return in_work_dir("ferry-torch-chaos-", checks)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
