@@ -33,7 +33,7 @@
 namespace ferry {
 namespace {
 
-std::string ToJson(const google::protobuf::Message& message) {
+std::string MessageJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;
@@ -300,7 +300,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       }
       // The coordinator's verdict that the job cannot go on (read from the
       // JSON form, so this builds whether or not the field exists yet).
-      const nlohmann::json j = nlohmann::json::parse(ToJson(st));
+      const nlohmann::json j = nlohmann::json::parse(MessageJson(st));
       if (j.contains("error") && j["error"].is_string() &&
           !j["error"].get<std::string>().empty()) {
         fail(absl::StrCat("the coordinator says the job cannot go on: ",
@@ -356,11 +356,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       SetDeadline(context, absl::Seconds(2));
       v1::ShardInfoResponse info;
       if (ps->ShardInfo(&context, v1::ShardInfoRequest(), &info).ok()) {
-        shard_infos.push_back(ToJson(info));
+        shard_infos.push_back(MessageJson(info));
       }
     }
     nlohmann::json summary =
-        BuildSummary(o, ToJson(*final_status), shard_infos);
+        BuildSummary(o, MessageJson(*final_status), shard_infos);
     summary["workers_started"] = procs.workers_started();
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();

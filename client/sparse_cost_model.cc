@@ -26,15 +26,15 @@ constexpr double kLogStep = 0.02;
 
 // Protobuf wire sizes (field numbers < 16: one tag byte), as
 // client/cost_model.cc counts them; lengths may be expectations.
-double VarintSize(double v) {
+double VarintLength(double v) {
   double n = 1;
   for (double x = std::ceil(v); x >= 128; x = std::floor(x / 128)) ++n;
   return n;
 }
-double IntField(double v) { return v == 0 ? 0 : 1 + VarintSize(v); }
-double BytesField(double len) { return 1 + VarintSize(len) + len; }
-constexpr double kIdBytes = 12;           // job and worker ids
-constexpr double kTypicalCounter = 1000;  // versions, op ids
+double IntFieldLength(double v) { return v == 0 ? 0 : 1 + VarintLength(v); }
+double BytesFieldLength(double len) { return 1 + VarintLength(len) + len; }
+constexpr double kIdLength = 12;        // job and worker ids
+constexpr double kCounterValue = 1000;  // versions, op ids
 
 // sum_{k=a}^{b} f(k) by Euler-Maclaurin, f' and f''' at the ends given.
 double EulerMaclaurin(double integral, double fa, double fb, double d1a,
@@ -48,7 +48,7 @@ double HitProbability(double q, double n) {
   return -std::expm1(n * std::log1p(-q));
 }
 
-absl::Status Validate(const SparseCostInput& in) {
+absl::Status ValidateSparse(const SparseCostInput& in) {
   if (in.workers < 1 || in.shards < 1) {
     return absl::InvalidArgumentError("workers and shards must be >= 1");
   }
@@ -93,7 +93,7 @@ absl::Status Validate(const SparseCostInput& in) {
   return absl::OkStatus();
 }
 
-double Transfer(double bytes, double rate) {
+double TransferSeconds(double bytes, double rate) {
   return rate > 0 ? bytes / rate : 0.0;
 }
 
@@ -201,19 +201,19 @@ PsRowTraffic PsRowBytes(const std::vector<double>& unique_per_table, int dim,
     const double parts = holding(u);
     if (parts <= 0) continue;
     const double per_part = u / parts;
-    const double table = IntField(static_cast<double>(t));
-    const double ids = BytesField(8 * per_part);
-    const double values = BytesField(4.0 * dim * per_part);
+    const double table = IntFieldLength(static_cast<double>(t));
+    const double ids = BytesFieldLength(8 * per_part);
+    const double values = BytesFieldLength(4.0 * dim * per_part);
     // PullRowsRequest.tables / PullRowsResponse.tables (field 4 / 2) and a
     // PushRequest holding rows (field 5) per (table, shard).
-    r.pull_request += parts * BytesField(table + ids);
-    r.pull_response += parts * BytesField(table + values);
-    r.push += parts * BytesField(table + ids + values);
+    r.pull_request += parts * BytesFieldLength(table + ids);
+    r.pull_response += parts * BytesFieldLength(table + values);
+    r.push += parts * BytesFieldLength(table + ids + values);
   }
   const double calls = holding(Sum(unique_per_table));
   r.pull_request +=
-      calls * (2 * BytesField(kIdBytes) + IntField(kTypicalCounter));
-  r.pull_response += calls * IntField(kTypicalCounter);
+      calls * (2 * BytesFieldLength(kIdLength) + IntFieldLength(kCounterValue));
+  r.pull_response += calls * IntFieldLength(kCounterValue);
   r.calls = static_cast<int64_t>(std::ceil(calls - 1e-9));
   return r;
 }
@@ -222,18 +222,19 @@ double AllGatherSetBytes(const std::vector<double>& unique_per_table, int dim,
                          int64_t piece_bytes) {
   // One worker's set is one RingRowGradients (worker/ring_tables.h): its
   // step, then a SparseRowsPart {table, ids, values} per table it touched.
-  double payload = IntField(kTypicalCounter);
+  double payload = IntFieldLength(kCounterValue);
   for (size_t t = 0; t < unique_per_table.size(); ++t) {
     const double u = unique_per_table[t];
     if (u <= 0) continue;
-    payload += BytesField(IntField(static_cast<double>(t)) + BytesField(8 * u) +
-                          BytesField(4.0 * dim * u));
+    payload += BytesFieldLength(IntFieldLength(static_cast<double>(t)) +
+                                BytesFieldLength(8 * u) +
+                                BytesFieldLength(4.0 * dim * u));
   }
   // ring/ring_bytes.h: a header piece (the size, 8 bytes), then pieces of
   // at most piece_bytes, each a RingMessage {op_id, stage, piece, data,
   // encoded}.
   const auto message = [](double data) {
-    return IntField(kTypicalCounter) + 2 + 2 + 2 + BytesField(data);
+    return IntFieldLength(kCounterValue) + 2 + 2 + 2 + BytesFieldLength(data);
   };
   const double pieces = std::ceil(payload / static_cast<double>(piece_bytes));
   return message(8) + pieces * message(payload / pieces);
@@ -254,7 +255,7 @@ const char* SparseModeName(SparseMode mode) {
 }
 
 absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
-  RETURN_IF_ERROR(Validate(in));
+  RETURN_IF_ERROR(ValidateSparse(in));
   const int w = in.workers, d = in.embedding_dim;
   const int64_t b = in.global_batch;
   const int num_tables = static_cast<int>(in.tables.size());
@@ -329,8 +330,8 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
   const PsRowTraffic busiest = PsRowBytes(u_max, d, in.shards);
   const double fan_in = static_cast<double>(w) / in.shards;
   const auto phase = [&](double worker_bytes, double mean_bytes) {
-    return std::max(Transfer(worker_bytes, rate),
-                    Transfer(fan_in * mean_bytes, rate));
+    return std::max(TransferSeconds(worker_bytes, rate),
+                    TransferSeconds(fan_in * mean_bytes, rate));
   };
   const double rows_pull_seconds =
       lat + phase(busiest.pull_request, rows.pull_request) +
@@ -362,7 +363,7 @@ absl::StatusOr<SparsePrediction> PredictSparseStep(const SparseCostInput& in) {
     SetDense(m, dense_ring);
     m.sparse_sent = m.sparse_received = (w - 1) * set_mean;
     m.rows_moved = 2.0 * (w - 1) * p.unique_ids_per_worker;
-    m.sparse_seconds = (w - 1) * (Transfer(set_max, rate) + lat);
+    m.sparse_seconds = (w - 1) * (TransferSeconds(set_max, rate) + lat);
     m.update_seconds = upd * d * rows_union;
   }
   // Full all-reduce: every table's gradient, R x d floats, in the ring's

@@ -18,6 +18,9 @@ if(FERRY_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
 endif()
 
 # One list per layer; each adds to the one below what that layer links.
+# The libraries of a layer compiled with the same settings share one
+# precompiled file: the RPC layer's (ps, ring, pipeline, coordinator,
+# worker, server, client) is ferry_rpc's, data's is ferry_model's.
 set(FERRY_PCH_BASE
     <algorithm> <atomic> <cmath> <cstdint> <cstring> <filesystem> <functional>
     <map> <memory> <optional> <string> <thread> <utility> <vector>

@@ -14,7 +14,7 @@
 
 namespace ferry {
 namespace {
-absl::Status Rejected(absl::string_view op, absl::Status status) {
+absl::Status SparseRejected(absl::string_view op, absl::Status status) {
   return Metrics().Reject(MetricRole::kPs, op, std::move(status));
 }
 }  // namespace
@@ -49,30 +49,32 @@ absl::StatusOr<int64_t> PsShard::ReadRows(
     std::vector<std::vector<float>>& out) {
   absl::MutexLock lock(&mu_);
   if (job_id != config_.job_id) {
-    return Rejected("pull", absl::FailedPreconditionError(absl::StrFormat(
-                                "row pull for job '%s', this shard serves "
-                                "job '%s'",
-                                job_id, config_.job_id)));
+    return SparseRejected(
+        "pull", absl::FailedPreconditionError(
+                    absl::StrFormat("row pull for job '%s', this shard serves "
+                                    "job '%s'",
+                                    job_id, config_.job_id)));
   }
   if (sparse_ == nullptr) {
-    return Rejected("pull",
-                    absl::FailedPreconditionError(absl::StrFormat(
-                        "job '%s' has no embedding tables", config_.job_id)));
+    return SparseRejected(
+        "pull", absl::FailedPreconditionError(absl::StrFormat(
+                    "job '%s' has no embedding tables", config_.job_id)));
   }
   std::vector<std::vector<float>> values(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
     const RowsToRead& part = tables[i];
     if (part.table < 0 || part.table >= sparse_->num_tables()) {
-      return Rejected("pull", absl::InvalidArgumentError(absl::StrFormat(
-                                  "embedding table %d does not exist (the "
-                                  "job has %d tables)",
-                                  part.table, sparse_->num_tables())));
+      return SparseRejected(
+          "pull", absl::InvalidArgumentError(
+                      absl::StrFormat("embedding table %d does not exist (the "
+                                      "job has %d tables)",
+                                      part.table, sparse_->num_tables())));
     }
     values[i].resize(part.ids.size() * sparse_->table(part.table).dim());
     if (absl::Status s =
             sparse_->Read(part.table, part.ids, absl::MakeSpan(values[i]));
         !s.ok()) {
-      return Rejected("pull", std::move(s));
+      return SparseRejected("pull", std::move(s));
     }
   }
   out = std::move(values);

@@ -32,7 +32,7 @@ Range Segment(int64_t count, int n, int s) {
   return {SegmentStart(count, n, s), SegmentStart(count, n, s + 1)};
 }
 
-int64_t NumPieces(int64_t elements, int64_t piece_elements) {
+int64_t PieceCount(int64_t elements, int64_t piece_elements) {
   return elements == 0 ? 0 : (elements - 1) / piece_elements + 1;
 }
 
@@ -42,8 +42,8 @@ Range Piece(const Range& range, int64_t piece_elements, int64_t p) {
   return {begin, std::min(range.end, begin + piece_elements)};
 }
 
-absl::Status WithContext(const absl::Status& status, const char* what,
-                         int64_t op_id, int stage, int rank, int size) {
+absl::Status InCollectiveContext(const absl::Status& status, const char* what,
+                                 int64_t op_id, int stage, int rank, int size) {
   return absl::Status(
       status.code(),
       absl::StrCat(what, " op ", op_id, " stage ", stage, " (rank ", rank,
@@ -70,7 +70,7 @@ absl::Status RingCollective::CheckArgs(const char* what, const float* data,
   }
   // Broadcast sends the whole buffer as one run of pieces; an all-reduce
   // segment is never longer.
-  if (NumPieces(count, options_.piece_elements) >
+  if (PieceCount(count, options_.piece_elements) >
       std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", count, " elements in pieces of ",
@@ -92,33 +92,33 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
 
   // Stage 0: our own segment, all pieces at once.
   const Range own = Segment(count, n, r);
-  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+  for (int64_t p = 0; p < PieceCount(own.size(), piece_elements); ++p) {
     const Range piece = Piece(own, piece_elements, p);
     const RingTag tag{op_id, 0, static_cast<int32_t>(p)};
     if (absl::Status s =
             transport_->Send(tag, data + piece.begin, piece.size());
         !s.ok()) {
-      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+      return InCollectiveContext(s, "AllReduceSum", op_id, 0, r, n);
     }
   }
   // Stage k: receive segment (r - k - 1), forward each piece for stage k + 1.
   for (int k = 0; k <= last_stage; ++k) {
     const Range segment = Segment(count, n, r - k - 1);
     const RecvOp op = k < n - 1 ? RecvOp::kAdd : RecvOp::kCopy;
-    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+    for (int64_t p = 0; p < PieceCount(segment.size(), piece_elements); ++p) {
       const Range piece = Piece(segment, piece_elements, p);
       float* const ptr = data + piece.begin;
       const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
       if (absl::Status s =
               transport_->Recv(in_tag, ptr, piece.size(), op, deadline);
           !s.ok()) {
-        return WithContext(s, "AllReduceSum", op_id, k, r, n);
+        return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
       }
       if (k == last_stage) continue;
       const RingTag out_tag{op_id, k + 1, static_cast<int32_t>(p)};
       if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
           !s.ok()) {
-        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
       }
     }
   }
@@ -170,16 +170,17 @@ absl::Status RingCollective::AllReduceRounded(int64_t op_id, float* data,
     Encode(encoding, ptr, len, 0, &payload);
     absl::Status s = transport_->SendBytes(
         RingTag{op_id, stage, static_cast<int32_t>(p)}, std::move(payload));
-    return s.ok() ? s : WithContext(s, "AllReduceSum", op_id, stage, r, n);
+    return s.ok() ? s
+                  : InCollectiveContext(s, "AllReduceSum", op_id, stage, r, n);
   };
   const Range own = Segment(count, n, r);
-  for (int64_t p = 0; p < NumPieces(own.size(), piece_elements); ++p) {
+  for (int64_t p = 0; p < PieceCount(own.size(), piece_elements); ++p) {
     const Range piece = Piece(own, piece_elements, p);
     RETURN_IF_ERROR(send(0, p, data + piece.begin, piece.size()));
   }
   for (int k = 0; k <= last_stage; ++k) {
     const Range segment = Segment(count, n, r - k - 1);
-    for (int64_t p = 0; p < NumPieces(segment.size(), piece_elements); ++p) {
+    for (int64_t p = 0; p < PieceCount(segment.size(), piece_elements); ++p) {
       const Range piece = Piece(segment, piece_elements, p);
       float* const ptr = data + piece.begin;
       const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
@@ -190,13 +191,15 @@ absl::Status RingCollective::AllReduceRounded(int64_t op_id, float* data,
         s = Decode(encoding, *payload, piece.size(), ptr,
                    k < n - 1 ? DecodeOp::kAdd : DecodeOp::kCopy);
       }
-      if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k, r, n);
+      if (!s.ok())
+        return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
       if (k == last_stage) continue;
       if (k >= n - 1) {  // all-gather: forward the bytes as received
         s = transport_->SendBytes(
             RingTag{op_id, k + 1, static_cast<int32_t>(p)},
             *std::move(payload));
-        if (!s.ok()) return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        if (!s.ok())
+          return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
         continue;
       }
       if (k == n - 2) {
@@ -219,7 +222,7 @@ absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
   const absl::Time deadline = absl::Now() + options_.timeout;
   const int64_t piece_elements = options_.piece_elements;
   const Range all{0, count};
-  const int64_t pieces = NumPieces(count, piece_elements);
+  const int64_t pieces = PieceCount(count, piece_elements);
   // sets[rank][piece]: that rank's encoded top-k of the piece.
   std::vector<std::vector<std::string>> sets(n,
                                              std::vector<std::string>(pieces));
@@ -231,7 +234,7 @@ absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
     if (absl::Status s = transport_->SendBytes(
             RingTag{op_id, 0, static_cast<int32_t>(p)}, sets[r][p]);
         !s.ok()) {
-      return WithContext(s, "AllReduceSum", op_id, 0, r, n);
+      return InCollectiveContext(s, "AllReduceSum", op_id, 0, r, n);
     }
   }
   for (int k = 0; k <= n - 2; ++k) {
@@ -241,14 +244,15 @@ absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
       absl::StatusOr<std::string> payload =
           transport_->RecvBytes(in_tag, deadline);
       if (!payload.ok()) {
-        return WithContext(payload.status(), "AllReduceSum", op_id, k, r, n);
+        return InCollectiveContext(payload.status(), "AllReduceSum", op_id, k,
+                                   r, n);
       }
       sets[from][p] = *std::move(payload);
       if (k == n - 2) continue;
       if (absl::Status s = transport_->SendBytes(
               RingTag{op_id, k + 1, static_cast<int32_t>(p)}, sets[from][p]);
           !s.ok()) {
-        return WithContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
       }
     }
   }
@@ -261,7 +265,7 @@ absl::Status RingCollective::AllGatherTopK(int64_t op_id, float* data,
       if (absl::Status s = Decode(GradientEncoding::kTopK, sets[src][p],
                                   piece.size(), ptr, DecodeOp::kAdd);
           !s.ok()) {
-        return WithContext(s, "AllReduceSum", op_id, n - 2, r, n);
+        return InCollectiveContext(s, "AllReduceSum", op_id, n - 2, r, n);
       }
     }
   }
@@ -282,7 +286,7 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
   const int distance = (r - root + n) % n;  // hops from root to us
   const bool forward = distance + 1 < n;    // next rank is not root
   const Range all{0, count};
-  for (int64_t p = 0; p < NumPieces(count, options_.piece_elements); ++p) {
+  for (int64_t p = 0; p < PieceCount(count, options_.piece_elements); ++p) {
     const Range piece = Piece(all, options_.piece_elements, p);
     float* const ptr = data + piece.begin;
     if (distance > 0) {
@@ -290,14 +294,14 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
       if (absl::Status s = transport_->Recv(in_tag, ptr, piece.size(),
                                             RecvOp::kCopy, deadline);
           !s.ok()) {
-        return WithContext(s, "Broadcast", op_id, distance - 1, r, n);
+        return InCollectiveContext(s, "Broadcast", op_id, distance - 1, r, n);
       }
     }
     if (!forward) continue;
     const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
     if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
         !s.ok()) {
-      return WithContext(s, "Broadcast", op_id, distance, r, n);
+      return InCollectiveContext(s, "Broadcast", op_id, distance, r, n);
     }
   }
   return absl::OkStatus();

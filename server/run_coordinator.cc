@@ -26,7 +26,7 @@ namespace {
 
 // Logs why the coordinator cannot run; kExitConfig for an invalid
 // configuration (INVALID_ARGUMENT, or `config` set), kExitFailure otherwise.
-int Fail(const absl::Status& status, bool config = false) {
+int FailCoordinator(const absl::Status& status, bool config = false) {
   LogError("cannot run the coordinator", {{"error", status}});
   return config ? kExitConfig : StartupExitCode(status);
 }
@@ -42,11 +42,12 @@ std::unique_ptr<grpc::Server> StartServer(const CoordinatorFlags& f,
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *port == 0) {
-    Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
+    FailCoordinator(
+        absl::UnavailableError(absl::StrCat("cannot listen on ", f.listen)));
     return nullptr;
   }
   if (absl::Status s = WritePortFile(f.port_file, {*port}); !s.ok()) {
-    Fail(s);
+    FailCoordinator(s);
     return nullptr;
   }
   ops.health().Attach(server.get(), {"ferry.v1.Coordinator"});
@@ -80,12 +81,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // Training curves: a path that cannot be written refuses the start.
   auto metrics = OpenMetricsSinks(f.metrics_jsonl, f.tensorboard_dir);
   if (!metrics.ok()) {
-    return Fail(metrics.status(), /*config=*/true);
+    return FailCoordinator(metrics.status(), /*config=*/true);
   }
   // A model or dataset that cannot be read (a missing file) is a
   // configuration error as much as one that does not parse or fit.
   auto built = BuildCoordinatorJob(f);
-  if (!built.ok()) return Fail(built.status(), /*config=*/true);
+  if (!built.ok()) return FailCoordinator(built.status(), /*config=*/true);
   v1::JobSpec job = built->job;
 
   // Declared in the order that destroys the server before the service, the
@@ -103,7 +104,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   // tensors and takes the model (DefineModel) before anything else starts.
   if (job.model_from_worker()) {
     auto opened = OpenModelIntake(f, job);
-    if (!opened.ok()) return Fail(opened.status());
+    if (!opened.ok()) return FailCoordinator(opened.status());
     intake = std::move(*opened);
     service = std::make_unique<CoordinatorService>(job, intake.get());
     server = StartServer(f, *service, ops, &port);
@@ -138,12 +139,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   if (ModeHasShards(job.mode())) {
     auto control =
         GrpcShardControl::Create(job, std::move(built->test_set), f.export_dir);
-    if (!control.ok()) return Fail(control.status());
+    if (!control.ok()) return FailCoordinator(control.status());
     shards = std::move(*control);
   } else {
     auto control =
         RingControl::Create(job, std::move(built->test_set), f.export_dir);
-    if (!control.ok()) return Fail(control.status());
+    if (!control.ok()) return FailCoordinator(control.status());
     ring = std::move(*control);
   }
   CoordinatorOptions options;
@@ -160,12 +161,12 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   options.metrics = metrics->get();
   if (f.heartbeat_interval_s <= 0 ||
       f.heartbeat_timeout_s <= f.heartbeat_interval_s) {
-    return Fail(absl::InvalidArgumentError(
+    return FailCoordinator(absl::InvalidArgumentError(
         "--heartbeat-interval must be > 0 and below --heartbeat-timeout"));
   }
   auto created = shards != nullptr ? Coordinator::Create(options, shards.get())
                                    : Coordinator::Create(options, ring.get());
-  if (!created.ok()) return Fail(created.status());
+  if (!created.ok()) return FailCoordinator(created.status());
   core = std::move(*created);
   Coordinator* coordinator = core.get();
   auto members = [coordinator] { return coordinator->PeerAddresses(); };

@@ -35,7 +35,7 @@ namespace ferry {
 namespace {
 
 // Logs why the shard cannot run; kExitConfig for INVALID_ARGUMENT.
-int Fail(const absl::Status& status) {
+int FailShard(const absl::Status& status) {
   LogError("cannot run the PS shard", {{"error", status}});
   return StartupExitCode(status);
 }
@@ -232,7 +232,7 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
     return kExitConfig;
   }
   auto listens = PartitionListenAddresses(f.listen, f.partitions);
-  if (!listens.ok()) return Fail(listens.status());
+  if (!listens.ok()) return FailShard(listens.status());
   // Declared before the servers, which use it, so that it outlives them.
   // One link for the whole process, whatever its partitions.
   std::unique_ptr<LinkShaper> shaper;
@@ -255,13 +255,13 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
     if (WaitForShutdownSignal(absl::Milliseconds(500)) != 0) return 0;
     job = FetchJob(f.coordinator, absl::Seconds(f.connect_timeout_s));
   }
-  if (!job.ok()) return Fail(job.status());
+  if (!job.ok()) return FailShard(job.status());
   const int logical_shards = job->shard_addresses_size();
   if (absl::Status s = CheckPartitions(logical_shards, f.partitions); !s.ok())
-    return Fail(s);
+    return FailShard(s);
   const int processes = logical_shards / f.partitions;
   if (f.shard_id < 0 || f.shard_id >= processes) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
+    return FailShard(absl::InvalidArgumentError(absl::StrCat(
         "--shard-id ", f.shard_id, " is outside the job's ", processes,
         " shard processes (", logical_shards, " shard addresses, ",
         f.partitions, " partition", f.partitions == 1 ? "" : "s", " each)")));
@@ -281,7 +281,7 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
             : absl::StrCat(f.checkpoint_dir, "/shard-", logical_ids[i]);
     auto partition = StartPartition(f, *job, logical_ids[i], (*listens)[i], dir,
                                     shaper.get());
-    if (!partition.ok()) return Fail(partition.status());
+    if (!partition.ok()) return FailShard(partition.status());
     ports.push_back((*partition)->server.port);
     gauge_sources.push_back(
         {(*partition)->shard.get(), (*partition)->checkpointer.get()});
@@ -293,7 +293,7 @@ int RunPsShard(const PsFlags& f, ProcessOps& ops) {
   // Declared after the partitions, so destroyed before them.
   std::unique_ptr<ScrapeHook> gauges = ExportShardGauges(gauge_sources);
   if (absl::Status s = WritePortFile(f.port_file, ports); !s.ok())
-    return Fail(s);
+    return FailShard(s);
   ops.health().SetStarted();
   ops.WatchPeer("coordinator", f.coordinator);
   LogInfo("PS shard listening",

@@ -30,8 +30,8 @@ class ProcessSupervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = absl::StrCat(
-        testing::TempDir(), "/supervisor-",
-        testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
+        ::testing::TempDir(), "/supervisor-",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "-",
         getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);

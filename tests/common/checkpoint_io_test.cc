@@ -47,7 +47,6 @@ void ExpectSame(const ShardCheckpoint& a, const ShardCheckpoint& b) {
 }
 
 // Rewrites the trailing CRC so that only the edited field is "wrong".
-void FixCrc(std::string& bytes) { testing::FixCheckpointCrc(bytes); }
 
 TEST(CheckpointIoTest, RoundTrip) {
   const ShardCheckpoint c = Sample();
@@ -105,7 +104,7 @@ TEST(CheckpointIoTest, EveryFlippedByteIsDataLoss) {
 TEST(CheckpointIoTest, UnknownFormatIsFailedPreconditionBadSizesDataLoss) {
   std::string bytes = EncodeCheckpoint(Sample());
   bytes[8] = 4;  // format version (1 to 3 are known)
-  FixCrc(bytes);
+  testing::FixCheckpointCrc(bytes);
   absl::Status status = DecodeCheckpoint(bytes).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_THAT(status.message(), HasSubstr("format version 4"));
@@ -113,7 +112,7 @@ TEST(CheckpointIoTest, UnknownFormatIsFailedPreconditionBadSizesDataLoss) {
   bytes = EncodeCheckpoint(Sample());
   // Header offsets: job length at 12, job at 16, range_end at 35.
   bytes[35] = 8;  // range [4, 8) but 3 elements per buffer
-  FixCrc(bytes);
+  testing::FixCheckpointCrc(bytes);
   status = DecodeCheckpoint(bytes).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_THAT(status.message(), HasSubstr("do not add up"));

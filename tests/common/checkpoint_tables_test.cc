@@ -67,8 +67,6 @@ bool SameTables(const std::vector<TableCheckpoint>& x,
   return true;
 }
 
-void FixCrc(std::string& bytes) { testing::FixCheckpointCrc(bytes); }
-
 TEST(CheckpointTables, RoundTripAsFormatVersion2) {
   const ShardCheckpoint c = WithTables();
   const std::string bytes = EncodeCheckpoint(c);
@@ -118,7 +116,7 @@ TEST(CheckpointTables, CountersMakeFormatVersion3) {
   // Cut inside the counters (CRC fixed): the section's checks catch it.
   for (size_t cut = 1; cut <= 40; ++cut) {
     std::string shorter = bytes.substr(0, bytes.size() - 4 - cut) + "crc!";
-    FixCrc(shorter);
+    testing::FixCheckpointCrc(shorter);
     EXPECT_EQ(DecodeCheckpoint(shorter).status().code(),
               absl::StatusCode::kDataLoss)
         << cut;
@@ -216,12 +214,12 @@ TEST(CheckpointTables, EveryTruncationOrExtraByteIsDataLoss) {
   // must catch it.
   for (size_t cut = 1; cut < 120; ++cut) {
     std::string shorter = bytes.substr(0, bytes.size() - 4 - cut) + "crc!";
-    FixCrc(shorter);
+    testing::FixCheckpointCrc(shorter);
     const absl::Status status = DecodeCheckpoint(shorter).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << cut << status;
   }
   std::string longer = bytes.substr(0, bytes.size() - 4) + "xyz" + "crc!";
-  FixCrc(longer);
+  testing::FixCheckpointCrc(longer);
   EXPECT_THAT(DecodeCheckpoint(longer).status().message(),
               HasSubstr("bytes after the last table"));
 }
@@ -235,7 +233,7 @@ TEST(CheckpointTables, Version2WithoutTablesIsRefused) {
   std::string bytes = EncodeCheckpoint(c);
   bytes[8] = 2;
   bytes.insert(bytes.size() - 4, std::string(4, '\0'));  // 0 tables
-  FixCrc(bytes);
+  testing::FixCheckpointCrc(bytes);
   EXPECT_THAT(DecodeCheckpoint(bytes).status().message(),
               HasSubstr("version 2 without embedding tables"));
 }

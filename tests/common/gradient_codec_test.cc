@@ -85,7 +85,7 @@ TEST(GradientCodecTest, Bf16RoundsToNearestEven) {
 TEST(GradientCodecTest, RoundTripsEverySizeWithinTheEncodingsError) {
   for (GradientEncoding e : kAll) {
     for (int64_t n : {0, 1, 2, 3, 7, 13, 31, 1009}) {
-      SCOPED_TRACE(testing::Message()
+      SCOPED_TRACE(::testing::Message()
                    << "encoding " << static_cast<int>(e) << " n " << n);
       const std::vector<float> v = RandomValues(n, 7 + n);
       std::string bytes;

@@ -12,7 +12,7 @@ namespace {
 // flat order, never span a tensor or a shard boundary, and respect the limit.
 void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
                           int64_t max_chunk) {
-  SCOPED_TRACE(testing::Message()
+  SCOPED_TRACE(::testing::Message()
                << "shards=" << shards << " max_chunk=" << max_chunk);
   auto placed = PlaceChunks(sizes, shards, max_chunk);
   ASSERT_TRUE(placed.ok()) << placed.status();

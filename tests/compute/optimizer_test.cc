@@ -49,7 +49,7 @@ struct Reference {
   }
 };
 
-class OptimizerTest : public testing::TestWithParam<OptimizerKind> {};
+class OptimizerTest : public ::testing::TestWithParam<OptimizerKind> {};
 
 TEST_P(OptimizerTest, MatchesReferenceOverManySteps) {
   auto backend = MakeCpuBackend(1);
@@ -85,8 +85,8 @@ TEST_P(OptimizerTest, MatchesReferenceOverManySteps) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllKinds, OptimizerTest,
-    testing::Values(OptimizerKind::kSgd, OptimizerKind::kMomentum,
-                    OptimizerKind::kAdam, OptimizerKind::kAdamW),
+    ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                      OptimizerKind::kAdam, OptimizerKind::kAdamW),
     [](const auto& info) { return OptimizerKindName(info.param); });
 
 // The values after `trainable` are state: the update adds the "gradient"

@@ -184,7 +184,7 @@ TEST(EmbeddingBagTest, MatchesBruteForceOnAllSizes) {
         for (int max_bag : {0, 1, 4}) {
           for (Pooling pooling : {Pooling::kSum, Pooling::kMean}) {
             ++seed;
-            SCOPED_TRACE(testing::Message()
+            SCOPED_TRACE(::testing::Message()
                          << "batch " << batch << " fields " << fields << " dim "
                          << dim << " max_bag " << max_bag << " "
                          << PoolingName(pooling));

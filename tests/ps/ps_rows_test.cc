@@ -34,7 +34,7 @@ SparseStoreConfig Sparse() {
   return sparse;
 }
 
-class PsRowsTest : public testing::Test {
+class PsRowsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto chunks = PlaceChunks(kTensors, kShards, 2);

@@ -199,7 +199,7 @@ TEST(PsShardStateTest, StopUpdatesFreezesTheState) {
   EXPECT_EQ(Params(*shard), last->params);  // pulls still answer
 }
 
-class PsCheckpointerTest : public testing::Test {
+class PsCheckpointerTest : public ::testing::Test {
  protected:
   std::unique_ptr<PsShard> shard_ = MakeShard(MomentumConfig());
   InMemoryFileSystem fs_;

@@ -31,7 +31,8 @@ std::vector<std::pair<int64_t, int64_t>> Pairs(
 // in a tensor larger than b, at a multiple of b from its end; and the greedy
 // walk closed a bucket only when the tensor below it did not fit.
 void ExpectValidPlan(const std::vector<int64_t>& sizes, int64_t b) {
-  SCOPED_TRACE(testing::Message() << "b=" << b << " tensors=" << sizes.size());
+  SCOPED_TRACE(::testing::Message()
+               << "b=" << b << " tensors=" << sizes.size());
   const std::vector<Bucket> plan = Plan(sizes, b);
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
   int64_t end = total;

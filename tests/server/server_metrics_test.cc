@@ -87,9 +87,9 @@ TEST(ServerMetricsTest, PushAndPullThroughTheShardMoveCountersAndHistograms) {
   EXPECT_EQ(m.pending_pulls().Value(), 0);
   EXPECT_EQ(m.model_version(MetricRole::kPs).Value(), 1);
   const std::string text = SerializeMetrics();
-  EXPECT_THAT(text, testing::HasSubstr("ferry_model_version{role=\"ps\"} 1"));
+  EXPECT_THAT(text, ::testing::HasSubstr("ferry_model_version{role=\"ps\"} 1"));
   EXPECT_THAT(text,
-              testing::HasSubstr("ferry_push_seconds_count{role=\"ps\"}"));
+              ::testing::HasSubstr("ferry_push_seconds_count{role=\"ps\"}"));
 }
 
 TEST(ServerMetricsTest, RejectedInputsAreCountedByOpAndReason) {
@@ -128,7 +128,7 @@ TEST(ServerMetricsTest, RejectedInputsAreCountedByOpAndReason) {
       pull0 + 1);
   EXPECT_THAT(
       SerializeMetrics(),
-      testing::HasSubstr(
+      ::testing::HasSubstr(
           "ferry_rejected_inputs_total{op=\"push\",reason=\"invalid_argument\","
           "role=\"ps\"}"));
 }
