@@ -1,5 +1,7 @@
 #include "tests/integration/cluster_fixture.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -7,11 +9,16 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/shard_partitions.h"
+#include "gtest/gtest.h"
 #include "model/model_spec.h"
 #include "proto/rpc_util.h"
 #include "tests/testing/wait_until.h"
 
 namespace ferry::testing {
+
+std::string ClusterLogDir(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/ferry-", name, "-", getpid());
+}
 
 TrainOptions EquivalenceReference(int steps, const std::string& model) {
   TrainOptions single;

@@ -46,6 +46,12 @@ inline int EquivalenceSteps(const std::string& model) {
   return model == "convnet" ? 3 : 6;
 }
 
+// A test's own folder for its cluster's logs and port files:
+// TempDir()/ferry-NAME-PID. Tests that run at once (ctest -j, parameters of
+// one test, two build folders) must not share one: a process would read
+// another cluster's port file and join that cluster.
+std::string ClusterLogDir(const std::string& name);
+
 TrainOptions EquivalenceReference(int steps,
                                   const std::string& model = "64-32-10");
 std::vector<std::string> EquivalenceJobArgs(

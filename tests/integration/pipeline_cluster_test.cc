@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "client/pipeline_cost_model.h"
 #include "gtest/gtest.h"
 #include "model/model_presets.h"
@@ -87,9 +88,8 @@ TEST_P(PipelineEquivalenceTest, MatchesSingleProcessWeights) {
   ASSERT_TRUE(reference_def.ok()) << reference_def.status();
   const ModelDef& reference_model = *reference_def;
 
-  const std::string dir = std::string(::testing::TempDir()) +
-                          "/ferry-pipeline-" + c.mode + "-" + c.model + "-" +
-                          c.schedule + "-w" + std::to_string(c.workers);
+  const std::string dir = testing::ClusterLogDir(absl::StrCat(
+      "pipeline-", c.mode, "-", c.model, "-", c.schedule, "-w", c.workers));
   const bool ring = c.mode == "ring";
   testing::ClusterSpec spec;
   spec.mode = c.mode;

@@ -16,10 +16,6 @@
 namespace ferry {
 namespace {
 
-std::string LogDir(const std::string& name) {
-  return std::string(::testing::TempDir()) + "/ferry-" + name;
-}
-
 absl::StatusOr<v1::ShardInfoResponse> ShardInfoAt(const std::string& address) {
   auto stub = v1::ParameterServer::NewStub(MakeChannel(address));
   grpc::ClientContext context;
@@ -36,7 +32,8 @@ TEST(PsClusterTest, ThreeWorkersTwoShardsTrainAndTheLossFalls) {
   spec.workers = 3;
   spec.shards = 2;
   spec.job_args = {"--max-steps", "80", "--epochs", "1", "--batch", "96"};
-  auto cluster = testing::TestCluster::Start(spec, LogDir("w3s2"));
+  auto cluster =
+      testing::TestCluster::Start(spec, testing::ClusterLogDir("w3s2"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(180));
   ASSERT_TRUE(status.ok()) << status.status();
@@ -108,7 +105,9 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
     spec.job_args.insert(spec.job_args.end(), {"--sum-on-arrival", "true"});
   }
   auto cluster = testing::TestCluster::Start(
-      spec, LogDir(absl::StrCat("equivalence-k", spec.partitions)));
+      spec, testing::ClusterLogDir(
+                absl::StrCat("equivalence-", model, "-k", spec.partitions,
+                             GetParam().sum_on_arrival ? "-arrival" : "")));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();

@@ -15,10 +15,6 @@ namespace {
 
 constexpr int64_t kMlpParams = 235146;  // 784-256-128-10
 
-std::string LogDir(const std::string& name) {
-  return std::string(::testing::TempDir()) + "/ferry-" + name;
-}
-
 std::vector<float> ReadFloats(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
@@ -36,7 +32,8 @@ TEST(RingClusterTest, ThreeWorkersTrainWithIdenticalWeightsAfterEveryStep) {
   spec.job_args = {
       "--max-steps", std::to_string(steps), "--epochs", "1", "--batch",
       "96",          "--digest-every",      "1"};
-  auto cluster = testing::TestCluster::Start(spec, LogDir("ring-w3"));
+  auto cluster =
+      testing::TestCluster::Start(spec, testing::ClusterLogDir("ring-w3"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = (*cluster)->WaitFinished(absl::Seconds(180));
   ASSERT_TRUE(status.ok()) << status.status();
@@ -76,7 +73,7 @@ TEST_P(RingEquivalenceTest, RingMatchesSingleProcessWeights) {
       RunStandalone(testing::EquivalenceReference(steps, model), quiet);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
-  const std::string dir = LogDir("ring-equivalence-" + model);
+  const std::string dir = testing::ClusterLogDir("ring-equivalence-" + model);
   testing::ClusterSpec spec;
   spec.mode = "ring";
   spec.workers = 2;
