@@ -233,7 +233,9 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                    "start from this model directory (model.json + "
                    "model.safetensors, from --export or "
                    "scripts/ferry_torch.py); its model is the job's unless "
-                   "--model is given");
+                   "--model is given. With --model external: the first "
+                   "worker's model starts from DIR/model.safetensors (torch's "
+                   "names, e.g. an earlier job's --export)");
   local.add_option("--export", line.export_dir,
                    "write the model here at every evaluation, the last one "
                    "at the end of the job (model.json + model.safetensors, "

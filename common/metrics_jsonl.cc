@@ -29,6 +29,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
           {"mode", m.mode},
           {"train_loss", m.train_loss},
           {"train_accuracy", m.train_accuracy},
+          {"lr", m.lr},
           {"samples", m.samples},
           {"workers", m.workers},
           {"bytes_sent", m.bytes_sent},

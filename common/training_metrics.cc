@@ -34,6 +34,7 @@ void TensorBoardMetricsSink::RecordStep(const StepMetrics& m) {
   const std::vector<std::pair<std::string, float>> values = {
       {"train/loss", static_cast<float>(m.train_loss)},
       {"train/accuracy", static_cast<float>(m.train_accuracy)},
+      {"train/lr", static_cast<float>(m.lr)},
       {"train/samples", static_cast<float>(m.samples)},
       {"cluster/workers", static_cast<float>(m.workers)},
       {"comm/bytes_sent", static_cast<float>(m.bytes_sent)},

@@ -40,8 +40,10 @@ struct StepMetrics {
   std::string mode;           // "ps", "ring" or "standalone"
   double train_loss = 0;      // mean over the step's samples
   double train_accuracy = 0;  // fraction of the step's samples right
-  int64_t samples = 0;        // samples in this step
-  int64_t workers = 0;        // contributors of this step
+  // The learning rate of the update (the first parameter group's).
+  double lr = 0;
+  int64_t samples = 0;  // samples in this step
+  int64_t workers = 0;  // contributors of this step
   // Payload bytes sent / received by all workers so far (cumulative,
   // workers that left included) and how many workers they cover.
   int64_t bytes_sent = 0;

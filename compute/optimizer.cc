@@ -9,7 +9,8 @@ namespace ferry {
 
 absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
                                             ComputeBackend* backend,
-                                            size_t size, size_t trainable) {
+                                            size_t size, size_t trainable,
+                                            int64_t offset) {
   RETURN_IF_ERROR(ValidateOptimizerConfig(config));
   if (trainable == kAllTrainable) trainable = size;
   if (trainable > size) {
@@ -27,6 +28,7 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
                      kMaxDenseOptimizerState, " are supported"));
   }
   Optimizer optimizer(config, dense, backend, size, trainable);
+  optimizer.spans_ = GroupSpansIn(config, offset, static_cast<int64_t>(size));
   for (int i = 0; i < state_buffers; ++i) {
     ASSIGN_OR_RETURN(DeviceBuffer buffer, backend->Allocate(size));
     optimizer.state_.push_back(std::move(buffer));
@@ -55,24 +57,42 @@ absl::Status Optimizer::UpdateRange(const OptimizerStepParams& p, size_t begin,
                                     size_t end, const float* grad,
                                     float* param) {
   // Trainable parameters first, then non-trainable state after trainable_.
+  // A shard's slice may hold state only (split == begin): no update to run.
   const size_t split = std::clamp(trainable_, begin, end);
-  const size_t n = split - begin;
-  // A shard's slice may hold state only (n == 0): no update to run.
-  if (n > 0) {
-    DenseUpdateArgs args;
-    args.n = n;
-    args.grad = grad + begin;
-    for (size_t i = 0; i < state_.size(); ++i) {
-      args.state[i] = state_[i].data() + begin;
-    }
-    args.param = param + begin;
-    RETURN_IF_ERROR(RunDenseUpdate(*backend_, *dense_, p, args));
+  size_t at = begin;
+  for (const GroupSpan& span : spans_) {
+    const size_t b = std::max(span.begin, at);
+    const size_t e = std::min(span.end, split);
+    if (b >= e) continue;
+    RETURN_IF_ERROR(UpdateTrainable(p, at, b, grad, param));
+    OptimizerStepParams group = p;
+    group.lr = static_cast<float>(
+        GroupLearningRateAt(config_, span.group, steps_applied_));
+    group.weight_decay =
+        static_cast<float>(config_.groups[span.group].weight_decay);
+    RETURN_IF_ERROR(UpdateTrainable(group, b, e, grad, param));
+    at = e;
   }
+  RETURN_IF_ERROR(UpdateTrainable(p, at, split, grad, param));
   if (end > split) {
     RETURN_IF_ERROR(
         backend_->Axpy(end - split, 1.0f, grad + split, param + split));
   }
   return absl::OkStatus();
+}
+
+absl::Status Optimizer::UpdateTrainable(const OptimizerStepParams& p,
+                                        size_t begin, size_t end,
+                                        const float* grad, float* param) {
+  if (end <= begin) return absl::OkStatus();
+  DenseUpdateArgs args;
+  args.n = end - begin;
+  args.grad = grad + begin;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    args.state[i] = state_[i].data() + begin;
+  }
+  args.param = param + begin;
+  return RunDenseUpdate(*backend_, *dense_, p, args);
 }
 
 absl::Status Optimizer::Apply(const float* grad, float* param) {

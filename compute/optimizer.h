@@ -27,10 +27,14 @@ class Optimizer {
   // are parameters, the rest non-trainable state (BatchNorm running
   // statistics at the end of a job's flat buffer, model/model_params.h
   // ModelJobLayout), whose "gradient" is the step's mean change of the state.
+  // `offset` is where the values start in the job's flat buffer (a PS
+  // shard's slice begin; 0 for a whole model): the config's parameter
+  // groups (element ranges of that buffer) are placed by it.
   // INVALID_ARGUMENT for an invalid config or trainable > size.
   static absl::StatusOr<Optimizer> Create(const OptimizerConfig& config,
                                           ComputeBackend* backend, size_t size,
-                                          size_t trainable = kAllTrainable);
+                                          size_t trainable = kAllTrainable,
+                                          int64_t offset = 0);
 
   // Applies one update: param[i] -= f(grad[i], state) for i < trainable(),
   // param[i] += grad[i] (no learning rate, no weight decay) for the state
@@ -54,7 +58,7 @@ class Optimizer {
   size_t size() const { return size_; }
   size_t trainable() const { return trainable_; }
   int64_t steps_applied() const { return steps_applied_; }
-  // Learning rate the next Apply() will use.
+  // Learning rate the next Apply() will use for the elements of no group.
   double NextLearningRate() const;
   const OptimizerConfig& config() const { return config_; }
 
@@ -65,9 +69,14 @@ class Optimizer {
   void set_steps_applied(int64_t steps) { steps_applied_ = steps; }
 
  private:
-  // The update of [begin, end) with step parameters `p`.
+  // The update of [begin, end) with step parameters `p` (those of the
+  // elements of no group; each group's span with the group's rate and
+  // weight decay).
   absl::Status UpdateRange(const OptimizerStepParams& p, size_t begin,
                            size_t end, const float* grad, float* param);
+  // The update of trainable elements [begin, end), all with `p`.
+  absl::Status UpdateTrainable(const OptimizerStepParams& p, size_t begin,
+                               size_t end, const float* grad, float* param);
   OptimizerStepParams StepParams() const;
 
   Optimizer(const OptimizerConfig& config, const DenseOptimizer* dense,
@@ -83,6 +92,7 @@ class Optimizer {
   ComputeBackend* backend_;
   size_t size_;
   size_t trainable_;
+  std::vector<GroupSpan> spans_;  // the groups' elements, sorted
   int64_t steps_applied_ = 0;
   std::vector<DeviceBuffer> state_;
 };

@@ -371,6 +371,8 @@ class Coordinator {
   const StepRules rules_;  // what the job's settings decide about its steps
   ShardControl* const shards_;  // null in ring mode without shards
   WeightsEvaluator* const weights_;
+  // The job's optimizer, for the learning rate each metrics line reports.
+  const OptimizerConfig optimizer_ = FromProto(options_.job.optimizer());
   const absl::Time start_ = options_.clock->Now();
   CoordinatorPersistence persistence_ ABSL_GUARDED_BY(mu_);
 

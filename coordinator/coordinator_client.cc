@@ -66,7 +66,7 @@ absl::StatusOr<v1::JobSpec> CoordinatorClient::GetJob() {
 
 absl::StatusOr<bool> CoordinatorClient::DefineModel(
     const std::string& job_id, const std::vector<v1::TensorSpec>& tensors,
-    absl::Span<const float> values) {
+    absl::Span<const float> values, const v1::OptimizerSpec* optimizer) {
   absl::BitGen bitgen;
   v1::DefineModelRequest request;
   request.set_job_id(job_id);
@@ -74,6 +74,7 @@ absl::StatusOr<bool> CoordinatorClient::DefineModel(
                                             absl::Uniform<uint64_t>(bitgen),
                                             absl::Uniform<uint64_t>(bitgen)));
   for (const v1::TensorSpec& t : tensors) *request.add_tensors() = t;
+  if (optimizer != nullptr) *request.mutable_optimizer() = *optimizer;
   const int64_t total = static_cast<int64_t>(values.size());
   // The first call names the tensors only: a worker that is not the one to
   // define the model learns it before sending any value.
@@ -95,6 +96,7 @@ absl::StatusOr<bool> CoordinatorClient::DefineModel(
     RETURN_IF_ERROR(response.status());
     if (response->defined()) return true;
     request.clear_tensors();
+    request.clear_optimizer();
     offset += n;
   }
   return absl::InternalError(

@@ -74,9 +74,11 @@ class CoordinatorClient final : public CoordinatorApi {
   // being given, or this one's claim was lost to a coordinator restart):
   // ask GetJob, and define again while the job still has no tensors. The
   // coordinator's other errors (INVALID_ARGUMENT naming what it refused).
-  absl::StatusOr<bool> DefineModel(const std::string& job_id,
-                                   const std::vector<v1::TensorSpec>& tensors,
-                                   absl::Span<const float> values);
+  // `optimizer` (may be null): the job's optimizer, sent with the tensors.
+  absl::StatusOr<bool> DefineModel(
+      const std::string& job_id, const std::vector<v1::TensorSpec>& tensors,
+      absl::Span<const float> values,
+      const v1::OptimizerSpec* optimizer = nullptr);
   // Elements [begin, end) of such a job's starting values, in calls of at
   // most kMaxModelValuesPerCall values retried like Register.
   // FAILED_PRECONDITION before the model is defined.

@@ -53,6 +53,7 @@ void Coordinator::RecordAppliedStep(const OpenStep& step, absl::Time began,
   FillCommon(m, &step, began, ended);
   m.step = step.step + 1;
   m.epoch = step.epoch;
+  m.lr = FirstGroupLearningRateAt(optimizer_, step.step);
   for (const Slot& s : step.slots) {
     if (!s.pushed) continue;
     m.samples += s.samples;
@@ -83,6 +84,7 @@ void Coordinator::RecordAppliedTask(const v1::StepReport& done,
   FillCommon(m, nullptr, began, ended);
   m.step = tasks_applied_;
   m.epoch = queue_->epoch();
+  m.lr = FirstGroupLearningRateAt(optimizer_, tasks_applied_ - 1);
   m.samples = done.num_samples();
   m.workers = 1;
   if (done.num_samples() > 0) {

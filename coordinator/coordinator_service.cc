@@ -148,6 +148,7 @@ grpc::ServerUnaryReactor* CoordinatorService::DefineModel(
           {t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end())});
       offer.buffers.push_back(t.buffer());
     }
+    if (request->has_optimizer()) offer.optimizer = request->optimizer();
     offer.offset = request->offset();
     const std::vector<float> values = FloatsOf(request->values());
     offer.values = values;

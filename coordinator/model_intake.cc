@@ -3,17 +3,38 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/model_export.h"
 #include "model/safetensors.h"
+#include "proto/job_convert.h"
 
 namespace ferry {
 namespace {
 
 // The saved model's metadata: how many of its tensors are buffers.
 constexpr char kBufferTensorsKey[] = "ferry.buffer_tensors";
+// The defining worker's optimizer: a serialized v1::OptimizerSpec, base64.
+constexpr char kOptimizerKey[] = "ferry.optimizer";
+
+// OK when `optimizer` can train a job of `tensors` (the last `buffers` of
+// them buffers); JobOptimizer's errors otherwise.
+absl::Status CheckOptimizerFor(
+    const v1::OptimizerSpec& optimizer,
+    const std::vector<ParameterLayout::TensorDef>& tensors, int buffers) {
+  v1::JobSpec job;
+  *job.mutable_optimizer() = optimizer;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    v1::TensorSpec* t = job.add_tensors();
+    t->set_name(tensors[i].name);
+    for (int64_t d : tensors[i].shape) t->add_shape(d);
+    t->set_buffer(i + buffers >= tensors.size());
+  }
+  ASSIGN_OR_RETURN(const OptimizerConfig config, JobOptimizer(job));
+  return ValidateOptimizerConfig(config);
+}
 
 }  // namespace
 
@@ -40,6 +61,16 @@ absl::StatusOr<bool> ModelIntake::Load() {
                                                    kBufferTensorsKey, " '",
                                                    it->second, "'"));
   }
+  std::optional<v1::OptimizerSpec> optimizer;
+  if (auto it = file->metadata.find(kOptimizerKey);
+      it != file->metadata.end()) {
+    std::string bytes;
+    if (!absl::Base64Unescape(it->second, &bytes) ||
+        !optimizer.emplace().ParseFromString(bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.save_path, ": bad ", kOptimizerKey, " (not an optimizer)"));
+    }
+  }
   std::vector<ParameterLayout::TensorDef> defs;
   std::vector<float> values;
   for (SafetensorsTensor& t : file->tensors) {
@@ -55,6 +86,7 @@ absl::StatusOr<bool> ModelIntake::Load() {
   layout_ = std::move(*layout);
   values_ = std::move(values);
   buffer_tensors_ = buffer_tensors;
+  optimizer_ = std::move(optimizer);
   defined_ = true;
   return true;
 }
@@ -62,6 +94,8 @@ absl::StatusOr<bool> ModelIntake::Load() {
 void ModelIntake::DropClaimLocked() {
   claim_.clear();
   buffer_tensors_ = 0;
+  optimizer_.reset();
+  init_values_.clear();
   layout_.reset();
   values_.clear();
   values_.shrink_to_fit();
@@ -126,11 +160,15 @@ absl::Status ModelIntake::CheckFiniteLocked(
 
 absl::Status ModelIntake::SaveLocked() const {
   if (options_.save_path.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(
-      const std::string bytes,
-      EncodeLayoutValues(*layout_, values_,
-                         {{"ferry", "the model of a job's first worker"},
-                          {kBufferTensorsKey, absl::StrCat(buffer_tensors_)}}));
+  std::map<std::string, std::string> metadata = {
+      {"ferry", "the model of a job's first worker"},
+      {kBufferTensorsKey, absl::StrCat(buffer_tensors_)}};
+  if (optimizer_.has_value()) {
+    metadata[kOptimizerKey] =
+        absl::Base64Escape(optimizer_->SerializeAsString());
+  }
+  ASSIGN_OR_RETURN(const std::string bytes,
+                   EncodeLayoutValues(*layout_, values_, metadata));
   return options_.fs->WriteFileAtomically(options_.save_path, bytes);
 }
 
@@ -192,7 +230,18 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
           ", ...): BatchNorm statistics stay consistent only with sync steps "
           "(--mode ring, or --mode ps --consistency sync)"));
     }
+    if (offer.optimizer.has_value()) {
+      absl::Status usable =
+          CheckOptimizerFor(*offer.optimizer, offer.tensors, *buffers);
+      if (!usable.ok()) return RefuseLocked(std::string(usable.message()));
+    }
+    if (options_.init_from.has_value()) {
+      absl::StatusOr<std::vector<float>> init = InitValuesFor(*layout);
+      if (!init.ok()) return RefuseLocked(std::string(init.status().message()));
+      init_values_ = *std::move(init);
+    }
     buffer_tensors_ = *buffers;
+    optimizer_ = offer.optimizer;
     claim_ = offer.definition_id;
     layout_ = std::move(*layout);
   } else if (!offer.tensors.empty()) {
@@ -231,7 +280,10 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
                                      " of its ", layout_->total_elements(),
                                      " values"));
   }
+  // --init-from: the job starts from the file's values, not the worker's.
+  if (!init_values_.empty()) values_.swap(init_values_);
   if (absl::Status saved = SaveLocked(); !saved.ok()) {
+    if (!init_values_.empty()) values_.swap(init_values_);
     values_.resize(received);  // the call may be retried
     return saved;
   }
@@ -242,6 +294,30 @@ absl::StatusOr<ModelIntake::Progress> ModelIntake::Take(const Offer& offer) {
 int ModelIntake::buffer_tensors() const {
   absl::MutexLock lock(&mu_);
   return defined_ ? buffer_tensors_ : 0;
+}
+
+absl::StatusOr<std::vector<float>> ModelIntake::InitValuesFor(
+    const ParameterLayout& layout) const {
+  std::map<std::string, const SafetensorsTensor*> by_name;
+  for (const SafetensorsTensor& t : options_.init_from->tensors) {
+    by_name[t.name] = &t;
+  }
+  std::vector<float> values;
+  RETURN_IF_ERROR(
+      TakeLayoutTensors(options_.init_from_path, layout, by_name, values));
+  if (!by_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.init_from_path, ": tensor ", by_name.begin()->first,
+        " is not one of the model's (--init-from takes the model's tensors "
+        "exactly)"));
+  }
+  return values;
+}
+
+std::optional<v1::OptimizerSpec> ModelIntake::optimizer() const {
+  absl::MutexLock lock(&mu_);
+  if (!defined_) return std::nullopt;
+  return optimizer_;
 }
 
 bool ModelIntake::defined() const {

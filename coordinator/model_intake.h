@@ -24,7 +24,9 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "ferry/v1/common.pb.h"
 #include "model/parameter_layout.h"
+#include "model/safetensors.h"
 
 namespace ferry {
 
@@ -42,6 +44,11 @@ struct ModelIntakeOptions {
   // after a restart. Through `fs` (required then).
   std::string save_path;
   FileSystem* fs = nullptr;
+  // Set (`--init-from DIR`): the job's starting values, by tensor name,
+  // replacing the defining worker's. A definition must name exactly its
+  // tensors, with their shapes. `init_from_path` names the file in errors.
+  std::optional<SafetensorsFile> init_from;
+  std::string init_from_path;
 };
 
 class ModelIntake {
@@ -53,6 +60,9 @@ class ModelIntake {
     // (BatchNorm statistics), which must follow every parameter.
     std::vector<ParameterLayout::TensorDef> tensors;
     std::vector<bool> buffers;
+    // First call only, optional: the job's optimizer as the worker's torch
+    // optimizer computes it (parameter groups by tensor name, lr tables).
+    std::optional<v1::OptimizerSpec> optimizer;
     int64_t offset = 0;
     absl::Span<const float> values;
     bool done = false;
@@ -80,7 +90,11 @@ class ModelIntake {
   // starts again); INVALID_ARGUMENT for a definition without an id, other
   // tensors on a later call, a tensor of no elements, a bad tensor list
   // (ParameterLayout::Create's errors), a buffer before a parameter or in a
-  // job without sync steps, values that do not continue the
+  // job without sync steps, an optimizer the job cannot run (a group naming
+  // a tensor the model lacks, JobOptimizer's errors), tensors that are not
+  // init_from's (named: missing, misshapen, not finite, or left over),
+  // values that do not
+  // continue the
   // received ones or run past the end, a value that is not finite (named
   // by tensor and element), `done` before every value arrived;
   // RESOURCE_EXHAUSTED over kMaxModelValuesPerCall values; the save's
@@ -94,6 +108,9 @@ class ModelIntake {
   std::optional<std::vector<ParameterLayout::TensorDef>> tensors() const;
   // How many of them, at the end, are buffers (0 before).
   int buffer_tensors() const;
+  // The defining worker's optimizer; nullopt before the model is defined or
+  // when that worker gave none (the job's own optimizer stands).
+  std::optional<v1::OptimizerSpec> optimizer() const;
   // Elements [begin, end) of the defined starting values.
   // FAILED_PRECONDITION before the model is defined; INVALID_ARGUMENT for a
   // range outside it; RESOURCE_EXHAUSTED over kMaxModelValuesPerCall.
@@ -114,6 +131,10 @@ class ModelIntake {
                                  absl::Span<const float> values) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // options_.init_from's values for `layout`, in its order; INVALID_ARGUMENT
+  // naming the first tensor that differs.
+  absl::StatusOr<std::vector<float>> InitValuesFor(
+      const ParameterLayout& layout) const;
 
   const ModelIntakeOptions options_;
   Clock* const clock_;
@@ -125,6 +146,9 @@ class ModelIntake {
   std::optional<ParameterLayout> layout_ ABSL_GUARDED_BY(mu_);
   std::vector<float> values_ ABSL_GUARDED_BY(mu_);
   int buffer_tensors_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<v1::OptimizerSpec> optimizer_ ABSL_GUARDED_BY(mu_);
+  // The claim's starting values from options_.init_from (empty: none).
+  std::vector<float> init_values_ ABSL_GUARDED_BY(mu_);
   bool defined_ ABSL_GUARDED_BY(mu_) = false;
 };
 

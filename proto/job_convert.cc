@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,15 @@ v1::OptimizerSpec ToProto(const OptimizerConfig& c) {
   s.set_min_lr_ratio(c.schedule.min_lr_ratio);
   s.set_step_size(c.schedule.step_size);
   s.set_gamma(c.schedule.gamma);
+  s.mutable_lr_by_step()->Assign(c.lr_by_step.begin(), c.lr_by_step.end());
+  for (const ParamGroup& g : c.groups) {
+    v1::ParamGroup* group = s.add_groups();
+    for (const std::string& name : g.tensors) group->add_tensors(name);
+    group->set_lr(g.lr);
+    group->set_weight_decay(g.weight_decay);
+    group->mutable_lr_by_step()->Assign(g.lr_by_step.begin(),
+                                        g.lr_by_step.end());
+  }
   return s;
 }
 
@@ -48,7 +58,45 @@ OptimizerConfig FromProto(const v1::OptimizerSpec& s) {
   c.schedule.min_lr_ratio = s.min_lr_ratio();
   c.schedule.step_size = s.step_size();
   c.schedule.gamma = s.gamma();
+  c.lr_by_step.assign(s.lr_by_step().begin(), s.lr_by_step().end());
+  for (const v1::ParamGroup& g : s.groups()) {
+    ParamGroup& group = c.groups.emplace_back();
+    group.tensors.assign(g.tensors().begin(), g.tensors().end());
+    group.lr = g.lr();
+    group.weight_decay = g.weight_decay();
+    group.lr_by_step.assign(g.lr_by_step().begin(), g.lr_by_step().end());
+  }
   return c;
+}
+
+absl::StatusOr<OptimizerConfig> JobOptimizer(const v1::JobSpec& job) {
+  OptimizerConfig config = FromProto(job.optimizer());
+  if (!config.groups.empty()) {
+    // Each tensor's element range, in the job's flat order.
+    absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> ranges;
+    absl::flat_hash_map<std::string, bool> is_buffer;
+    int64_t offset = 0;
+    for (const v1::TensorSpec& t : job.tensors()) {
+      int64_t numel = 1;
+      for (int64_t d : t.shape()) numel *= d;
+      ranges[t.name()] = {offset, offset + numel};
+      is_buffer[t.name()] = t.buffer();
+      offset += numel;
+    }
+    for (size_t g = 0; g < config.groups.size(); ++g) {
+      for (const std::string& name : config.groups[g].tensors) {
+        auto it = ranges.find(name);
+        if (it == ranges.end() || is_buffer[name]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "optimizer: parameter group ", g, " names '", name,
+              it == ranges.end() ? "', which is not one of the job's tensors"
+                                 : "', a buffer (buffers have no optimizer)"));
+        }
+        config.groups[g].ranges.push_back(it->second);
+      }
+    }
+  }
+  return config;
 }
 
 v1::GradientCompression ToProto(const GradientCompression& c) {

@@ -16,7 +16,15 @@
 namespace ferry {
 
 v1::OptimizerSpec ToProto(const OptimizerConfig& config);
+// The spec's settings; parameter groups keep their tensor names only (no
+// element ranges: see JobOptimizer).
 OptimizerConfig FromProto(const v1::OptimizerSpec& spec);
+// The job's optimizer with its parameter groups' element ranges resolved
+// from their tensor names in the job's flat order. INVALID_ARGUMENT naming
+// a group's tensor that is not one of the job's parameters. Not validated
+// (a cosine schedule's length may be resolved after): Optimizer::Create
+// runs ValidateOptimizerConfig.
+absl::StatusOr<OptimizerConfig> JobOptimizer(const v1::JobSpec& job);
 
 // JobSpec.compression; the enums share their numbers. An unset message is
 // fp32 (no compression).

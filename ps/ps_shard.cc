@@ -75,10 +75,11 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
   const int64_t trainable = std::clamp<int64_t>(
       total - config.state_elements - range.begin, 0, range.size());
   std::unique_ptr<ComputeBackend> backend = MakeCpuBackend(1);
-  ASSIGN_OR_RETURN(Optimizer optimizer,
-                   Optimizer::Create(config.optimizer, backend.get(),
-                                     static_cast<size_t>(range.size()),
-                                     static_cast<size_t>(trainable)));
+  ASSIGN_OR_RETURN(
+      Optimizer optimizer,
+      Optimizer::Create(config.optimizer, backend.get(),
+                        static_cast<size_t>(range.size()),
+                        static_cast<size_t>(trainable), range.begin));
   std::unique_ptr<SparseStore> sparse;
   if (config.sparse.has_value()) {
     config.sparse->shard_id = config.shard_id;

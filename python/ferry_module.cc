@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -233,7 +234,8 @@ PYBIND11_MODULE(_ferry, m) {
       [](const std::string& coordinator, const std::string& job_id,
          const std::vector<std::tuple<std::string, std::vector<int64_t>, bool>>&
              tensors,
-         py::buffer values, double timeout_s) {
+         py::buffer values, double timeout_s,
+         const std::string& optimizer_json) {
         const py::buffer_info info = values.request();
         if (info.itemsize != sizeof(float) || info.format != "f" ||
             info.ndim != 1 || info.strides[0] != sizeof(float)) {
@@ -247,6 +249,14 @@ PYBIND11_MODULE(_ferry, m) {
           for (int64_t d : shape) t.add_shape(d);
           t.set_buffer(buffer);
         }
+        std::optional<ferry::v1::OptimizerSpec> optimizer;
+        if (!optimizer_json.empty() &&
+            !google::protobuf::util::JsonStringToMessage(optimizer_json,
+                                                         &optimizer.emplace())
+                 .ok()) {
+          throw py::value_error(
+              "optimizer_json is not an OptimizerSpec in JSON");
+        }
         absl::StatusOr<bool> defined;
         {
           py::gil_scoped_release release;
@@ -257,16 +267,19 @@ PYBIND11_MODULE(_ferry, m) {
                         ->DefineModel(job_id, specs,
                                       absl::MakeConstSpan(
                                           static_cast<const float*>(info.ptr),
-                                          static_cast<size_t>(info.shape[0])));
+                                          static_cast<size_t>(info.shape[0])),
+                                      optimizer ? &*optimizer : nullptr);
         }
         return ferry::Value(std::move(defined));
       },
       py::arg("coordinator"), py::arg("job_id"), py::arg("tensors"),
-      py::arg("values"), py::arg("timeout_s"),
+      py::arg("values"), py::arg("timeout_s"), py::arg("optimizer_json") = "",
       "Defines the model of a job started with --model external: `tensors` "
       "((name, shape, is_buffer), flat order, buffers last) and `values` "
       "(their float32 "
-      "values back to back). True when this became the job's model; False "
+      "values back to back), with the job's optimizer (`optimizer_json`, an "
+      "OptimizerSpec in JSON; empty: the job's own). True when this became "
+      "the job's model; False "
       "when another worker's is (or is being) defined: compare with "
       "get_job once it has tensors.");
 

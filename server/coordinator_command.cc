@@ -95,7 +95,9 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
                   "start from this model directory (model.json + "
                   "model.safetensors) instead of the seed's weights; shards "
                   "and ring workers read it, so it must be at the same path "
-                  "for them")
+                  "for them. --model external: DIR/model.safetensors only, "
+                  "read here, by torch's names, replacing the first "
+                  "worker's values")
       ->group(job);
   command
       .add_option("--export", f.export_dir,

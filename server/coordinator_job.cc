@@ -312,10 +312,10 @@ absl::StatusOr<CoordinatorJob> BuildWorkerModelJob(const CoordinatorFlags& f) {
         "--model external trains in --mode ps or ring; hybrid mode is for "
         "DLRM models");
   }
-  if (!f.init_from.empty()) {
-    return absl::InvalidArgumentError(
-        "--model external: --init-from is not supported yet (the script "
-        "loads its weights into the model before ft.join)");
+  if (!f.init_from.empty()) {  // read again by the model intake
+    RETURN_IF_ERROR(ReadWeightsFile(PosixFileSystem(),
+                                    JoinPath(f.init_from, kModelWeightsFile))
+                        .status());
   }
   if (f.pipeline.stages > 1 || !f.worker_memory_budget.empty()) {
     return absl::InvalidArgumentError(
@@ -328,6 +328,9 @@ absl::StatusOr<CoordinatorJob> BuildWorkerModelJob(const CoordinatorFlags& f) {
                                      ParameterLayout(), out.epoch_size));
   out.job.set_model("external");
   out.job.set_model_from_worker(true);
+  // The shards and members start from the coordinator's values
+  // (ModelValues), which --init-from sets; they read no directory.
+  out.job.clear_init_from();
   return out;
 }
 

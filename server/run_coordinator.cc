@@ -69,6 +69,12 @@ absl::StatusOr<std::unique_ptr<ModelIntake>> OpenModelIntake(
     RETURN_IF_ERROR(options.fs->CreateDirectories(f.state_dir));
     options.save_path = JoinPath(f.state_dir, "worker_model.safetensors");
   }
+  if (!f.init_from.empty()) {
+    options.init_from_path = JoinPath(f.init_from, kModelWeightsFile);
+    ASSIGN_OR_RETURN(
+        options.init_from,
+        ReadWeightsFile(PosixFileSystem(), options.init_from_path));
+  }
   auto intake = std::make_unique<ModelIntake>(std::move(options), RealClock());
   ASSIGN_OR_RETURN(const bool loaded, intake->Load());
   if (loaded) LogInfo("the job's model, as its first worker defined it, read");
@@ -130,7 +136,16 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
       for (int64_t d : tensors[i].shape) spec->add_shape(d);
       spec->set_buffer(i >= first_buffer);
     }
-    LogInfo("the job's model is defined", {{"tensors", job.tensors_size()}});
+    if (std::optional<v1::OptimizerSpec> optimizer = intake->optimizer()) {
+      *job.mutable_optimizer() = *std::move(optimizer);
+    }
+    LogInfo(
+        "the job's model is defined",
+        {{"tensors", job.tensors_size()},
+         {"optimizer_groups", job.optimizer().groups_size()},
+         {"lr_table", !job.optimizer().lr_by_step().empty() ||
+                          (job.optimizer().groups_size() > 0 &&
+                           !job.optimizer().groups(0).lr_by_step().empty())}});
   }
 
   // PS and hybrid mode: the shards (hybrid: they evaluate with a ring

@@ -112,7 +112,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   if (dense_here) config.tensor_sizes = layout.TensorSizes();
   config.state_elements = dense_here ? state_elements : 0;
   config.max_chunk_elements = job.max_chunk_elements();
-  config.optimizer = FromProto(job.optimizer());
+  ASSIGN_OR_RETURN(config.optimizer, JobOptimizer(job));
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
                            ? PsConsistency::kSync
                            : PsConsistency::kAsync;

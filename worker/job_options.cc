@@ -37,7 +37,7 @@ absl::StatusOr<RingExchangeOptions> RingExchangeOptionsForJob(
   ASSIGN_OR_RETURN(options.state_elements, JobStateElements(job));
   options.bucket_elements = job.bucket_elements() > 0 ? job.bucket_elements()
                                                       : layout.total_elements();
-  options.optimizer = FromProto(job.optimizer());
+  ASSIGN_OR_RETURN(options.optimizer, JobOptimizer(job));
   options.compression = FromProto(job.compression());
   return options;
 }

@@ -152,7 +152,7 @@ absl::StatusOr<TrainSummary> RunLocalJob(const v1::JobSpec& job,
   LocalExchangeOptions exchange_options;
   exchange_options.backend = backend;
   exchange_options.buffers = buffers;
-  exchange_options.optimizer = FromProto(job.optimizer());
+  ASSIGN_OR_RETURN(exchange_options.optimizer, JobOptimizer(job));
   ResolveScheduleLength(exchange_options.optimizer, steps_per_epoch,
                         job.epochs());
   exchange_options.state_elements =

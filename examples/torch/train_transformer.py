@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ferry.torch as ft
+from optimizers import add_optimizer_arguments, build_optimizer  # noqa: F401 (tests use it)
 
 CLASSES = 4
 
@@ -78,11 +79,9 @@ def arguments(argv=None):
                     help="1: two BatchNorm layers on the pooled features (running "
                          "statistics the job keeps consistent across workers)")
     ap.add_argument("--seed", type=int, default=0, help="model and data seed")
-    # The optimizer must be the job's: these defaults are ferry local's.
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--nesterov", type=int, default=1, help="1 or 0")
-    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    # The first worker's optimizer and scheduler are the job's (--model
+    # external); these defaults are also ferry local's own.
+    add_optimizer_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -92,10 +91,9 @@ def main():
     model = build(args)
     x, y = token_data(args.samples, args.seq, args.vocab, args.seed)
     train = torch.utils.data.TensorDataset(x, y)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                          nesterov=bool(args.nesterov), weight_decay=args.weight_decay)
+    opt, scheduler = build_optimizer(model, args)
     correct = seen = 0
-    with ft.join(model, opt) as job:
+    with ft.join(model, opt, scheduler=scheduler) as job:
         for xb, yb in job.batches(train):
             logits = model(xb)
             loss = F.cross_entropy(logits, yb)

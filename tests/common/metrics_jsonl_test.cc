@@ -81,9 +81,9 @@ TEST_F(JsonlMetricsSinkTest, WritesOneParseableLinePerPointWithTheKeys) {
   ASSERT_EQ(lines.size(), 3u);
   for (const char* key :
        {"kind", "step", "unix_seconds", "elapsed_seconds", "epoch", "mode",
-        "train_loss", "train_accuracy", "samples", "workers", "bytes_sent",
-        "bytes_received", "bytes_workers", "step_seconds", "compute_seconds",
-        "comm_seconds"}) {
+        "train_loss", "train_accuracy", "lr", "samples", "workers",
+        "bytes_sent", "bytes_received", "bytes_workers", "step_seconds",
+        "compute_seconds", "comm_seconds"}) {
     EXPECT_TRUE(lines[0].contains(key)) << key;
   }
   EXPECT_EQ(lines[0]["kind"], "step");

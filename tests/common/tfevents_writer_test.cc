@@ -277,6 +277,7 @@ TEST_F(TfEventsWriterTest, TensorBoardSinkWritesStepAndEvalTags) {
   step.time = absl::Now();
   step.train_loss = 0.75;
   step.train_accuracy = 0.5;
+  step.lr = 0.125;
   step.bytes_sent = 1000;
   step.bytes_workers = 2;
   step.step_seconds = 0.125;
@@ -296,6 +297,7 @@ TEST_F(TfEventsWriterTest, TensorBoardSinkWritesStepAndEvalTags) {
   EXPECT_EQ(events[1].step, 4);
   EXPECT_FLOAT_EQ(s.at("train/loss"), 0.75f);
   EXPECT_FLOAT_EQ(s.at("train/accuracy"), 0.5f);
+  EXPECT_FLOAT_EQ(s.at("train/lr"), 0.125f);
   EXPECT_FLOAT_EQ(s.at("comm/bytes_sent"), 1000.0f);
   EXPECT_FLOAT_EQ(s.at("comm/bytes_sent_per_worker"), 500.0f);
   EXPECT_FLOAT_EQ(s.at("time/step_seconds"), 0.125f);

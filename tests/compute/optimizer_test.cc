@@ -1,6 +1,7 @@
 #include "compute/optimizer.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "compute/cpu_backend.h"
@@ -161,6 +162,131 @@ TEST_P(OptimizerTest, ApplyRangesUpdatesOnlyThoseRangesAsApplyWould) {
       absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ranged->steps_applied(), 3);
   EXPECT_EQ(param[0], before[0]);
+}
+
+// Parameter groups: an optimizer over a whole buffer with a group over some
+// of its elements updates each element as an optimizer of that element's
+// settings (its group's rate table and weight decay, or the config's)
+// would; one over a shard's slice (offset) places the group by the offset.
+TEST_P(OptimizerTest, GroupsUpdateTheirElementsWithTheirOwnSettings) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.1;
+  config.weight_decay = 0.2;
+  config.lr_by_step = {0.1, 0.05};
+  ParamGroup no_decay;
+  no_decay.lr = 0.3;
+  no_decay.weight_decay = 0;
+  no_decay.lr_by_step = {0.3, 0.2, 0.1};
+  no_decay.ranges = {{2, 5}, {8, 9}};
+  config.groups = {no_decay};
+  ASSERT_TRUE(ValidateOptimizerConfig(config).ok());
+  OptimizerConfig plain = config;  // the config's own settings, no group
+  plain.groups.clear();
+  OptimizerConfig group = plain;  // the group's settings for every element
+  group.lr = no_decay.lr;
+  group.weight_decay = 0;
+  group.lr_by_step = no_decay.lr_by_step;
+  const size_t n = 10;
+  auto whole = Optimizer::Create(config, backend.get(), n);
+  auto slice = Optimizer::Create(config, backend.get(), 6, 6, /*offset=*/4);
+  auto as_plain = Optimizer::Create(plain, backend.get(), n);
+  auto as_group = Optimizer::Create(group, backend.get(), n);
+  ASSERT_TRUE(whole.ok() && slice.ok() && as_plain.ok() && as_group.ok());
+  std::vector<float> param(n), plain_param(n), group_param(n);
+  for (size_t i = 0; i < n; ++i) {
+    param[i] = plain_param[i] = group_param[i] = std::sin(i + 1.0f);
+  }
+  std::vector<float> slice_param(param.begin() + 4, param.end());
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> grad(n);
+    for (size_t i = 0; i < n; ++i) grad[i] = std::cos(step * 0.7f + i);
+    ASSERT_TRUE(whole->Apply(grad.data(), param.data()).ok());
+    ASSERT_TRUE(slice->Apply(grad.data() + 4, slice_param.data()).ok());
+    ASSERT_TRUE(as_plain->Apply(grad.data(), plain_param.data()).ok());
+    ASSERT_TRUE(as_group->Apply(grad.data(), group_param.data()).ok());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const bool in_group = (i >= 2 && i < 5) || i == 8;
+    EXPECT_EQ(param[i], in_group ? group_param[i] : plain_param[i]) << i;
+    if (i >= 4) {
+      EXPECT_EQ(slice_param[i - 4], param[i]) << i;
+    }
+  }
+  EXPECT_NE(group_param[3], plain_param[3]);  // the settings made a difference
+}
+
+TEST(LrScheduleTest, TablesGiveEachUpdatesRateAndTheLastHolds) {
+  OptimizerConfig c;
+  c.lr = 0.0;  // a warm-up from 0: allowed with a table
+  c.lr_by_step = {0.0, 0.5, 1.0};
+  ParamGroup scaled;  // no table: its lr under the config's schedule
+  scaled.lr = 2.0;
+  ParamGroup tabled;
+  tabled.lr = 3.0;
+  tabled.lr_by_step = {3.0, 1.5};
+  c.groups = {scaled, tabled};
+  c.schedule.kind = ScheduleKind::kStep;
+  c.schedule.step_size = 2;
+  c.schedule.gamma = 0.5;
+  ASSERT_TRUE(ValidateOptimizerConfig(c).ok());
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 0), 0.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 2), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 100), 1.0);
+  EXPECT_DOUBLE_EQ(GroupLearningRateAt(c, 0, 1), 2.0);
+  EXPECT_DOUBLE_EQ(GroupLearningRateAt(c, 0, 2), 1.0);
+  EXPECT_DOUBLE_EQ(GroupLearningRateAt(c, 1, 0), 3.0);
+  EXPECT_DOUBLE_EQ(GroupLearningRateAt(c, 1, 7), 1.5);
+  EXPECT_DOUBLE_EQ(FirstGroupLearningRateAt(c, 2), 1.0);
+}
+
+TEST(OptimizerConfigTest, RejectsBadGroupsAndTables) {
+  OptimizerConfig c;
+  ParamGroup a;
+  a.ranges = {{0, 4}};
+  ParamGroup b;
+  b.ranges = {{3, 6}};
+  c.groups = {a, b};
+  absl::Status overlap = ValidateOptimizerConfig(c);
+  EXPECT_EQ(overlap.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(overlap.message().find("[3, 4) are in two parameter groups"),
+            std::string::npos)
+      << overlap;
+  c.groups = {a};
+  c.groups[0].lr_by_step = {0.1, -1};
+  EXPECT_NE(ValidateOptimizerConfig(c).message().find("update 1"),
+            std::string::npos);
+  c.groups[0].lr_by_step.clear();
+  c.groups[0].weight_decay = std::nan("");
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  c = OptimizerConfig();
+  c.lr_by_step.assign(kMaxLrTableEntries + 1, 0.1);
+  EXPECT_NE(ValidateOptimizerConfig(c).message().find("at most"),
+            std::string::npos);
+  c = OptimizerConfig();
+  c.lr = 0;  // without a table, a rate of 0 trains nothing
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+}
+
+TEST(OptimizerConfigTest, GroupSpansInASliceAreShiftedAndSorted) {
+  OptimizerConfig c;
+  ParamGroup a;
+  a.ranges = {{10, 20}, {0, 3}};
+  ParamGroup b;
+  b.ranges = {{5, 8}};
+  c.groups = {a, b};
+  const std::vector<GroupSpan> spans = GroupSpansIn(c, 2, 10);  // [2, 12)
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].begin, 0u);
+  EXPECT_EQ(spans[0].end, 1u);
+  EXPECT_EQ(spans[0].group, 0u);
+  EXPECT_EQ(spans[1].begin, 3u);
+  EXPECT_EQ(spans[1].end, 6u);
+  EXPECT_EQ(spans[1].group, 1u);
+  EXPECT_EQ(spans[2].begin, 8u);
+  EXPECT_EQ(spans[2].end, 10u);
+  EXPECT_TRUE(GroupSpansIn(c, 30, 5).empty());
 }
 
 TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {

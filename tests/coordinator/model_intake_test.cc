@@ -279,5 +279,104 @@ TEST(ModelIntakeSaveTest, TheDefinedModelSurvivesARestart) {
   EXPECT_TRUE(absl::IsInvalidArgument(broken.Load().status()));
 }
 
+// The defining worker's optimizer (parameter groups by tensor name, rate
+// tables) becomes the job's once the model is defined, and is saved with it;
+// one that names a tensor the model lacks, or a buffer, refuses the
+// definition.
+TEST(ModelIntakeOptimizerTest, TheDefinersOptimizerIsCheckedKeptAndSaved) {
+  InMemoryFileSystem fs;
+  FakeClock clock;
+  ModelIntakeOptions options;
+  options.fs = &fs;
+  options.save_path = "/state/worker_model.safetensors";
+  v1::OptimizerSpec optimizer;
+  optimizer.set_kind(v1::OPTIMIZER_ADAMW);
+  optimizer.set_lr(0.001);
+  optimizer.set_weight_decay(0.1);
+  optimizer.set_beta1(0.9);
+  optimizer.set_beta2(0.999);
+  optimizer.set_epsilon(1e-8);
+  optimizer.add_lr_by_step(0.0005);
+  optimizer.add_lr_by_step(0.001);
+  v1::ParamGroup* group = optimizer.add_groups();
+  group->add_tensors("nope");
+  group->set_lr(0.002);
+  ModelIntake::Offer offer;
+  offer.definition_id = "a";
+  offer.tensors = TwoTensors();
+  offer.buffers = {false, true};  // fc.bias stands for a buffer here
+  const std::vector<float> values = Iota(10, 0.5f);
+  offer.values = values;
+  offer.done = true;
+  offer.optimizer = optimizer;
+  {
+    ModelIntake intake(options, &clock);
+    absl::Status unknown = intake.Take(offer).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(unknown));
+    EXPECT_NE(unknown.message().find("'nope', which is not one of the job's"),
+              absl::string_view::npos)
+        << unknown;
+    offer.optimizer->mutable_groups(0)->set_tensors(0, "fc.bias");
+    absl::Status buffer = intake.Take(offer).status();
+    EXPECT_NE(buffer.message().find("a buffer"), absl::string_view::npos)
+        << buffer;
+    EXPECT_FALSE(intake.defined());
+    EXPECT_FALSE(intake.optimizer().has_value());
+    offer.optimizer->mutable_groups(0)->set_tensors(0, "fc.weight");
+    ASSERT_TRUE(intake.Take(offer).ok());
+    ASSERT_TRUE(intake.optimizer().has_value());
+    EXPECT_EQ(intake.optimizer()->SerializeAsString(),
+              offer.optimizer->SerializeAsString());
+  }
+  ModelIntake restarted(options, &clock);
+  ASSERT_TRUE(restarted.Load().ok());
+  ASSERT_TRUE(restarted.optimizer().has_value());
+  EXPECT_EQ(restarted.optimizer()->SerializeAsString(),
+            offer.optimizer->SerializeAsString());
+  // A definition without an optimizer leaves the job's own.
+  ModelIntake other(ModelIntakeOptions{}, &clock);
+  offer.optimizer.reset();
+  ASSERT_TRUE(other.Take(offer).ok());
+  EXPECT_FALSE(other.optimizer().has_value());
+}
+
+// --init-from: the job starts from the file's values, by tensor name, not
+// the defining worker's; a worker whose tensors are not exactly the file's
+// is refused, naming the tensor.
+TEST(ModelIntakeInitFromTest, TheFilesValuesReplaceTheDefinersByName) {
+  FakeClock clock;
+  ModelIntakeOptions options;
+  options.init_from_path = "/init/model.safetensors";
+  SafetensorsFile file;
+  // In another order than the model's: matched by name.
+  file.tensors.push_back({"fc.bias", {4}, SafetensorsDtype::kF32, Iota(4, 60)});
+  file.tensors.push_back(
+      {"fc.weight", {2, 3}, SafetensorsDtype::kF32, Iota(6, 50)});
+  options.init_from = file;
+  ModelIntake intake(options, &clock);
+  ModelIntake::Offer offer;
+  offer.definition_id = "a";
+  offer.tensors = {{"fc.weight", {3, 2}}, {"fc.bias", {4}}};
+  const std::vector<float> values = Iota(10);
+  offer.values = values;
+  offer.done = true;
+  absl::Status misshapen = intake.Take(offer).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(misshapen));
+  EXPECT_NE(misshapen.message().find("fc.weight"), absl::string_view::npos)
+      << misshapen;
+  offer.tensors = {{"fc.weight", {2, 3}}};
+  offer.values = absl::MakeConstSpan(values).first(6);
+  absl::Status leftover = intake.Take(offer).status();
+  EXPECT_NE(leftover.message().find("fc.bias is not one of the model's"),
+            absl::string_view::npos)
+      << leftover;
+  offer.tensors = TwoTensors();
+  offer.values = values;
+  ASSERT_TRUE(intake.Take(offer).ok());
+  std::vector<float> want = Iota(6, 50);
+  for (float v : Iota(4, 60)) want.push_back(v);
+  EXPECT_EQ(*intake.Values(0, 10), want);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -131,11 +131,27 @@ def sgd_replay(model, x, y, order, steps, batch):
     positions [s*batch, (s+1)*batch) of `order` (the epoch's permutation).
     The model, trained in place."""
     import torch
+    torch_replay(model, torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
+                 None, x, y, order, steps, batch)
+    return model
+
+
+def torch_replay(model, opt, scheduler, x, y, order, steps, batch, grad_scale=1.0):
+    """sgd_replay with `opt` and `scheduler` (None, or stepped after each
+    step), each gradient multiplied by `grad_scale` (1 + 2**-22: a rounding
+    error's worth, to measure how far rounding alone moves the weights):
+    the first parameter group's learning rate of each step."""
     import torch.nn.functional as F
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    rates = []
     for s in range(steps):
         idx = order[s * batch:(s + 1) * batch]
+        rates.append(opt.param_groups[0]["lr"])
         opt.zero_grad()
         F.cross_entropy(model(x[idx]), y[idx]).backward()
+        if grad_scale != 1.0:
+            for p in model.parameters():
+                p.grad.mul_(grad_scale)
         opt.step()
-    return model
+        if scheduler is not None:
+            scheduler.step()
+    return rates

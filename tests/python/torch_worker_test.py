@@ -16,8 +16,9 @@ import json
 import os
 import sys
 
-from torch_jobs import (JOB_OPTIMIZER, SCRIPT_OPTIMIZER, SKIP, coordinator, fail, ferry_package_dir,
-                        in_work_dir, parse_args, refused, run_ferry_local, sgd_replay)
+from torch_jobs import (JOB_OPTIMIZER, LR, MOMENTUM, SCRIPT_OPTIMIZER, SKIP, coordinator, fail,
+                        ferry_package_dir, in_work_dir, parse_args, refused, run_ferry_local,
+                        sgd_replay)
 
 STEPS = 25
 BATCH = 64
@@ -95,7 +96,18 @@ def check_refusals(args, ft, work):
                                 coordinator=address, timeout=30), "lr")
         refused("Adam with amsgrad",
                 lambda: ft.join(named, torch.optim.Adam(named.parameters(), amsgrad=True),
-                                coordinator=address, timeout=30), "Adam")
+                                coordinator=address, timeout=30), "amsgrad")
+        job_sgd = torch.optim.SGD(named.parameters(), lr=LR, momentum=MOMENTUM)
+        refused("a torch scheduler in a job of a ferry model",
+                lambda: ft.join(named, job_sgd, coordinator=address, timeout=30,
+                                scheduler=torch.optim.lr_scheduler.StepLR(job_sgd, 10)),
+                "--model external")
+        first, rest = list(named.parameters())[:1], list(named.parameters())[1:]
+        refused("two parameter groups in a job of one",
+                lambda: ft.join(named, torch.optim.SGD(
+                    [{"params": first}, {"params": rest, "lr": LR / 2}], lr=LR,
+                    momentum=MOMENTUM), coordinator=address, timeout=30),
+                "parameter group")
         os.environ.pop("FERRY_COORDINATOR", None)
         refused("no coordinator", lambda: ft.join(named), "coordinator")
         check_nan_refused(ft, named, address)

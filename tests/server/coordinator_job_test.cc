@@ -323,5 +323,44 @@ TEST_F(CoordinatorJobTest, EmbeddingFlagsWithADenseModelAreRefused) {
   EXPECT_THAT(s.message(), HasSubstr("784-16-10 is a dense model"));
 }
 
+// A job's optimizer with parameter groups: each group's tensor names become
+// their element ranges in the job's flat order.
+TEST(JobOptimizerTest, GroupsResolveTheirTensorsToFlatRanges) {
+  v1::JobSpec job;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape,
+                 bool buffer) {
+    v1::TensorSpec* t = job.add_tensors();
+    t->set_name(name);
+    for (int64_t d : shape) t->add_shape(d);
+    t->set_buffer(buffer);
+  };
+  add("fc.weight", {2, 3}, false);
+  add("fc.bias", {4}, false);
+  add("out.bias", {3}, false);
+  add("bn.running_mean", {2}, true);
+  job.mutable_optimizer()->set_lr(0.1);
+  job.mutable_optimizer()->set_beta1(0.9);
+  job.mutable_optimizer()->set_beta2(0.999);
+  job.mutable_optimizer()->set_epsilon(1e-8);
+  v1::ParamGroup* group = job.mutable_optimizer()->add_groups();
+  group->add_tensors("out.bias");
+  group->add_tensors("fc.bias");
+  group->set_lr(0.5);
+  absl::StatusOr<OptimizerConfig> config = JobOptimizer(job);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->groups.size(), 1u);
+  EXPECT_EQ(config->groups[0].ranges,
+            (std::vector<std::pair<int64_t, int64_t>>{{10, 13}, {6, 10}}));
+  EXPECT_DOUBLE_EQ(config->groups[0].lr, 0.5);
+  group->set_tensors(0, "bn.running_mean");
+  EXPECT_THAT(std::string(JobOptimizer(job).status().message()),
+              HasSubstr("a buffer"));
+  group->set_tensors(0, "fc.bias");  // in the group twice: overlapping ranges
+  config = JobOptimizer(job);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(std::string(ValidateOptimizerConfig(*config).message()),
+              HasSubstr("two parameter groups"));
+}
+
 }  // namespace
 }  // namespace ferry

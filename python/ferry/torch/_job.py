@@ -18,7 +18,6 @@ The user's code never runs while ferry writes the parameters.
 
 import contextlib
 import json
-import math
 import os
 import signal
 import threading
@@ -28,6 +27,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ferry import _ferry
+from ferry.torch._optim import check_optimizer, job_updates, optimizer_spec
 
 _MODES = {"MODE_PS": "ps", "MODE_RING": "ring", "MODE_HYBRID": "hybrid"}
 
@@ -40,8 +40,9 @@ def epoch_permutation(n, seed, epoch):
                             dtype=torch.int64)
 
 
-def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=30.0,
-         peer_listen="", peer_advertise=""):
+def join(model, optimizer=None, coordinator=None, *, scheduler=None,
+         scheduler_interval="step", timeout=120.0, rpc_timeout=30.0, peer_listen="",
+         peer_advertise=""):
     """Joins the job of the coordinator at `coordinator` (HOST:PORT; default
     the FERRY_COORDINATOR environment variable) as a worker training `model`.
     The ring peer service listens on `peer_listen` (default
@@ -50,9 +51,16 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
 
     The model's parameters must be the job's tensors (same names and shapes,
     float32); from now on they are views of ferry's flat buffer and hold the
-    job's weights. `optimizer`, when given, must be what the job's optimizer
-    computes (checked: type, lr, momentum, nesterov, weight decay, betas,
-    eps). Returns a Job, a context manager that leaves the job on exit.
+    job's weights.
+
+    `optimizer` (SGD, Adam or AdamW, with parameter groups) and `scheduler`
+    (a torch lr_scheduler, stepped once per step or, with
+    scheduler_interval="epoch", once per epoch) are the job's optimizer in a
+    job whose model this worker defines (--model external): the shards or
+    the ring members apply what they compute. Otherwise they must compute
+    what the job's optimizer does (checked setting by setting). The script
+    never calls optimizer.step() or scheduler.step() for ferry. Returns a
+    Job, a context manager that leaves the job on exit.
 
     Raises ValueError for a model or optimizer the job cannot train (the
     message names the first difference) or a missing coordinator address,
@@ -67,9 +75,11 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
     # Checked before joining, so that a worker the job cannot use never
     # becomes a member.
     spec = json.loads(_ferry.get_job(coordinator, timeout))
-    _check_optimizer(optimizer, spec.get("optimizer", {}))
+    ours = _job_optimizer(spec, model, optimizer, scheduler, scheduler_interval)
     if spec.get("model_from_worker") and not spec.get("tensors"):
-        spec = _define_model(coordinator, spec, model, timeout)
+        spec = _define_model(coordinator, spec, model, timeout, ours)
+    if ours is not None:
+        check_optimizer(ours, spec.get("optimizer", {}))
     _match_tensors(model, [(t["name"], tuple(int(d) for d in t.get("shape", [])))
                            for t in spec.get("tensors", [])])
     worker = _ferry.Worker(coordinator, rpc_timeout, peer_listen, peer_advertise)
@@ -85,12 +95,36 @@ def join(model, optimizer=None, coordinator=None, *, timeout=120.0, rpc_timeout=
         raise
 
 
-def _define_model(coordinator, spec, model, timeout):
+def _job_optimizer(spec, model, optimizer, scheduler, interval):
+    """The OptimizerSpec (JSON dict) of `optimizer` and `scheduler` for the
+    job `spec`; None without an optimizer. ValueError for a scheduler the
+    job cannot take."""
+    if optimizer is None:
+        if scheduler is not None:
+            raise ValueError("a scheduler needs its optimizer: pass optimizer= too")
+        return None
+    updates, per_epoch = 0, 0
+    if scheduler is not None:
+        if not spec.get("model_from_worker"):
+            raise ValueError("a torch lr_scheduler sets the job's rates only in a job whose "
+                             "model its worker defines (--model external); this job's "
+                             "schedule is its own (--lr-schedule)")
+        if spec.get("mode", "MODE_PS") == "MODE_PS" and \
+                spec.get("consistency", "CONSISTENCY_SYNC") != "CONSISTENCY_SYNC":
+            raise ValueError("a torch lr_scheduler needs sync steps (--mode ring, or "
+                             "--consistency sync): async updates have no step index")
+        updates, per_epoch = job_updates(spec)
+    return optimizer_spec(optimizer, model, scheduler, interval, updates, per_epoch)
+
+
+def _define_model(coordinator, spec, model, timeout, optimizer=None):
     """Offers `model` as the model of a job started with --model external
     (its parameters in named_parameters() order, then its buffers in
     named_buffers() order, with their current values), then waits until the
     job has a model (this one, or the one another worker defined first).
-    The job's spec with its tensors."""
+    `optimizer` (an OptimizerSpec's JSON dict, or None) becomes the job's
+    optimizer when this definition is the job's model. The job's spec with
+    its tensors."""
     params = list(model.named_parameters())
     buffers = _persistent_buffers(model)
     if not params:
@@ -110,7 +144,8 @@ def _define_model(coordinator, spec, model, timeout):
     offered = None
     while True:
         if offered is None or time.monotonic() - offered >= 1.0:
-            _ferry.define_model(coordinator, spec["job_id"], tensors, flat.numpy(), timeout)
+            _ferry.define_model(coordinator, spec["job_id"], tensors, flat.numpy(), timeout,
+                                json.dumps(optimizer) if optimizer is not None else "")
             offered = time.monotonic()
         spec = json.loads(_ferry.get_job(coordinator, timeout))
         if spec.get("tensors"):
@@ -172,54 +207,6 @@ def _match_tensors(model, tensors):
         _check_tensor(name, t, buffer=is_buffer)
         matched.append((t, is_buffer))
     return matched
-
-
-def _check_optimizer(optimizer, spec):
-    """ValueError naming the first setting of `optimizer` that differs from
-    the job's optimizer `spec` (OptimizerSpec as JSON)."""
-    if optimizer is None:
-        return
-    groups = optimizer.param_groups
-    if len(groups) != 1:
-        raise ValueError(f"the optimizer has {len(groups)} parameter groups; "
-                         "ferry.torch takes one group for now")
-    group = groups[0]
-    kind = spec.get("kind", "OPTIMIZER_SGD")
-
-    def same(name, ours, job):
-        if not math.isclose(float(ours), float(job), rel_tol=1e-6, abs_tol=1e-12):
-            raise ValueError(f"optimizer {name}={ours} differs from the job's {name}={job}")
-
-    if isinstance(optimizer, torch.optim.SGD):
-        want = "OPTIMIZER_MOMENTUM" if group["momentum"] else "OPTIMIZER_SGD"
-        if kind != want:
-            raise ValueError(f"the optimizer is torch.optim.SGD (ferry {want}); the job's is {kind}")
-        if group.get("dampening", 0):
-            raise ValueError(f"optimizer dampening={group['dampening']}: ferry's momentum has none")
-        if group.get("maximize", False):
-            raise ValueError("optimizer maximize=True is not supported")
-        same("lr", group["lr"], spec.get("lr", 0))
-        same("weight_decay", group["weight_decay"], spec.get("weight_decay", 0))
-        if group["momentum"]:
-            same("momentum", group["momentum"], spec.get("momentum", 0))
-            if bool(group["nesterov"]) != bool(spec.get("nesterov", False)):
-                raise ValueError(f"optimizer nesterov={group['nesterov']} differs from the job's")
-        return
-    adam = {torch.optim.AdamW: "OPTIMIZER_ADAMW", torch.optim.Adam: "OPTIMIZER_ADAM"}
-    for cls, want in adam.items():
-        if type(optimizer) is cls:
-            if kind != want:
-                raise ValueError(f"the optimizer is {cls.__name__}; the job's is {kind}")
-            if group.get("amsgrad", False):
-                raise ValueError("optimizer amsgrad=True is not supported")
-            same("lr", group["lr"], spec.get("lr", 0))
-            same("beta1", group["betas"][0], spec.get("beta1", 0))
-            same("beta2", group["betas"][1], spec.get("beta2", 0))
-            same("eps", group["eps"], spec.get("epsilon", 0))
-            same("weight_decay", group["weight_decay"], spec.get("weight_decay", 0))
-            return
-    raise ValueError(f"optimizer {type(optimizer).__name__} is not supported "
-                     "(SGD, Adam, AdamW)")
 
 
 class Job:

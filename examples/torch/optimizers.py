@@ -1,0 +1,42 @@
+"""The examples' optimizer arguments: the torch optimizer and lr_scheduler a
+worker gives ft.join, which become the job's in a --model external job
+(docs/pytorch.md, "The optimizer")."""
+import torch
+
+
+def add_optimizer_arguments(ap, lr=0.05, weight_decay=5e-4):
+    """--optimizer, --lr, --momentum, --nesterov, --weight-decay,
+    --warmup-steps and --cosine-steps on the parser `ap`; the SGD defaults
+    are ferry local's own."""
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
+                    help="adamw: two parameter groups, no weight decay on biases and "
+                         "norms (tensors of one dimension)")
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--nesterov", type=int, default=1, help="1 or 0")
+    ap.add_argument("--weight-decay", type=float, default=weight_decay)
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="with --cosine-steps: a linear warm-up from lr/10 first")
+    ap.add_argument("--cosine-steps", type=int, default=0,
+                    help="> 0: a cosine lr schedule over this many steps "
+                         "(torch.optim.lr_scheduler, stepped per step)")
+
+
+def build_optimizer(model, args):
+    """(optimizer, scheduler or None) as the arguments say."""
+    if args.optimizer == "adamw":
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                              nesterov=bool(args.nesterov), weight_decay=args.weight_decay)
+    if args.cosine_steps <= 0:
+        return opt, None
+    schedulers = torch.optim.lr_scheduler
+    cosine = schedulers.CosineAnnealingLR(opt, T_max=args.cosine_steps - args.warmup_steps)
+    if args.warmup_steps <= 0:
+        return opt, cosine
+    warmup = schedulers.LinearLR(opt, start_factor=0.1, total_iters=args.warmup_steps)
+    return opt, schedulers.SequentialLR(opt, [warmup, cosine], [args.warmup_steps])

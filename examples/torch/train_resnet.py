@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""torchvision's ResNet-18 trained as a ferry job's worker (docs/pytorch.md),
+on 32x32 images: Fashion-MNIST padded to 32x32, or generated images. The
+job takes its model, optimizer and scheduler from its first worker:
+
+  ferry local --mode ring --workers 2 --model external --dataset external:60000 \\
+      --batch 64 --epochs 1 --export out/resnet \\
+      --worker-command "examples/torch/train_resnet.py"
+  examples/torch/train_resnet.py --evaluate out/resnet   # test accuracy of the export
+
+The model is torchvision.models.resnet18(num_classes=10) with the stem
+CIFAR models use for 32x32 inputs (a 3x3 stride-1 first convolution for one
+channel, no max-pool); its tensor names are torchvision's, BatchNorm's
+running statistics included, so the export loads into it strictly. The
+script is plain PyTorch except for ft.join, job.batches, job.backward and
+job.step; it prints one JSON line: this worker's steps, its recent training
+accuracy and its summary.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import torchvision
+from torch import nn
+
+import ferry.torch as ft
+from optimizers import add_optimizer_arguments, build_optimizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+import ferry_torch  # noqa: E402  (Fashion-MNIST, safetensors)
+
+CLASSES = 10
+
+
+def build(args):
+    """ResNet-18 for 32x32 single-channel images, the same for a seed in
+    every worker."""
+    torch.manual_seed(args.seed)
+    model = torchvision.models.resnet18(num_classes=CLASSES)
+    model.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+def images(args, split):
+    """(x [N, 1, 32, 32] float32, y [N] int64) of `split` ("train", "test"):
+    Fashion-MNIST padded by 2 pixels a side and standardized, or (--data
+    synthetic) generated images whose class is the quadrant and the
+    brightness of a bright square, with noise."""
+    if args.data == "fashion-mnist":
+        spec = {"scale": 1 / 255.0, "mean": 0.2860, "std": 0.3530, "shape": [1, 28, 28]}
+        x, y = ferry_torch.load_split(args.data_dir, split, spec)
+        if split == "train" and args.samples:
+            x, y = x[:args.samples], y[:args.samples]
+        return F.pad(x, (2, 2, 2, 2), value=float((0 - spec["mean"]) / spec["std"])), y
+    n = args.samples if split == "train" else max(256, args.samples // 4)
+    g = torch.Generator().manual_seed(args.seed + (0 if split == "train" else 1))
+    y = torch.randint(0, CLASSES, (n,), generator=g)
+    x = 0.5 * torch.randn(n, 1, 32, 32, generator=g)
+    for i in range(n):
+        quadrant, level = int(y[i]) % 4, 1.0 + int(y[i]) // 4
+        r, c = 4 + 16 * (quadrant // 2), 4 + 16 * (quadrant % 2)
+        x[i, 0, r:r + 8, c:c + 8] += level
+    return x, y
+
+
+def arguments(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", choices=["fashion-mnist", "synthetic"], default="fashion-mnist")
+    ap.add_argument("--data-dir", default=ferry_torch.FASHION_MNIST)
+    ap.add_argument("--samples", type=int, default=0,
+                    help="training samples (0: all of Fashion-MNIST's 60000; synthetic: "
+                         "required); the job's --dataset external:N must say the same N")
+    ap.add_argument("--seed", type=int, default=0, help="model and data seed")
+    ap.add_argument("--evaluate", metavar="DIR",
+                    help="no training: the test accuracy of DIR/model.safetensors")
+    add_optimizer_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.data == "synthetic" and args.samples <= 0:
+        ap.error("--data synthetic needs --samples N")
+    return args
+
+
+def evaluate(args):
+    model = build(args)
+    model.load_state_dict(ferry_torch.read_safetensors(
+        os.path.join(args.evaluate, "model.safetensors")), strict=True)
+    x, y = images(args, "test")
+    model.eval()
+    correct = loss = 0.0
+    with torch.no_grad():
+        for i in range(0, len(y), 500):
+            out = model(x[i:i + 500])
+            loss += F.cross_entropy(out, y[i:i + 500], reduction="sum").item()
+            correct += int((out.argmax(1) == y[i:i + 500]).sum())
+    print(json.dumps({"test_accuracy": correct / len(y), "test_loss": loss / len(y),
+                      "samples": len(y)}))
+
+
+def main():
+    args = arguments()
+    torch.set_num_threads(1)
+    if args.evaluate:
+        return evaluate(args)
+    model = build(args)
+    x, y = images(args, "train")
+    train = torch.utils.data.TensorDataset(x, y)
+    opt, scheduler = build_optimizer(model, args)
+    correct = seen = 0
+    with ft.join(model, opt, scheduler=scheduler) as job:
+        for xb, yb in job.batches(train):
+            logits = model(xb)
+            job.backward(F.cross_entropy(logits, yb))
+            job.step()
+            if job.steps % 20 == 0:  # the last 20 batches' accuracy
+                correct = seen = 0
+            correct += int((logits.argmax(dim=1) == yb).sum())
+            seen += len(yb)
+    print(json.dumps({"steps": job.steps, "mode": job.mode,
+                      "recent_train_accuracy": correct / seen if seen else None,
+                      "summary": job.summary}))
+
+
+if __name__ == "__main__":
+    main()
