@@ -205,7 +205,18 @@ std::vector<GroupSpan> GroupSpansIn(const OptimizerConfig& config,
   std::sort(
       spans.begin(), spans.end(),
       [](const GroupSpan& a, const GroupSpan& b) { return a.begin < b.begin; });
-  return spans;
+  // Tensors of one group that follow each other are one span: one update
+  // call (one kernel launch on a GPU) per run of them, not per tensor.
+  std::vector<GroupSpan> merged;
+  for (const GroupSpan& span : spans) {
+    if (!merged.empty() && merged.back().end == span.begin &&
+        merged.back().group == span.group) {
+      merged.back().end = span.end;
+    } else {
+      merged.push_back(span);
+    }
+  }
+  return merged;
 }
 
 void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,

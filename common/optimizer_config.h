@@ -93,9 +93,9 @@ double GroupLearningRateAt(const OptimizerConfig& config, size_t group,
 double FirstGroupLearningRateAt(const OptimizerConfig& config, int64_t step);
 
 // The groups' element ranges that fall in [offset, offset + size) of the
-// job's flat buffer, shifted to start at `offset` and sorted: what one
-// optimizer over that range (a shard's slice, a ring member's whole buffer)
-// updates with each group's settings.
+// job's flat buffer, shifted to start at `offset`, sorted, and adjacent
+// ranges of one group merged: what one optimizer over that range (a shard's
+// slice, a ring member's whole buffer) updates with each group's settings.
 struct GroupSpan {
   size_t begin = 0;
   size_t end = 0;

@@ -71,29 +71,22 @@ OptimizerConfig FromProto(const v1::OptimizerSpec& s) {
 
 absl::StatusOr<OptimizerConfig> JobOptimizer(const v1::JobSpec& job) {
   OptimizerConfig config = FromProto(job.optimizer());
-  if (!config.groups.empty()) {
-    // Each tensor's element range, in the job's flat order.
-    absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> ranges;
-    absl::flat_hash_map<std::string, bool> is_buffer;
-    int64_t offset = 0;
-    for (const v1::TensorSpec& t : job.tensors()) {
-      int64_t numel = 1;
-      for (int64_t d : t.shape()) numel *= d;
-      ranges[t.name()] = {offset, offset + numel};
-      is_buffer[t.name()] = t.buffer();
-      offset += numel;
-    }
-    for (size_t g = 0; g < config.groups.size(); ++g) {
-      for (const std::string& name : config.groups[g].tensors) {
-        auto it = ranges.find(name);
-        if (it == ranges.end() || is_buffer[name]) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "optimizer: parameter group ", g, " names '", name,
-              it == ranges.end() ? "', which is not one of the job's tensors"
-                                 : "', a buffer (buffers have no optimizer)"));
-        }
-        config.groups[g].ranges.push_back(it->second);
+  if (config.groups.empty()) return config;
+  ASSIGN_OR_RETURN(const ParameterLayout layout, JobTensorLayout(job));
+  absl::flat_hash_map<std::string, int> index;  // tensor name -> position
+  for (int i = 0; i < job.tensors_size(); ++i) index[job.tensors(i).name()] = i;
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    for (const std::string& name : config.groups[g].tensors) {
+      auto it = index.find(name);
+      if (it == index.end() || job.tensors(it->second).buffer()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer: parameter group ", g, " names '", name,
+            it == index.end() ? "', which is not one of the job's tensors"
+                              : "', a buffer (buffers have no optimizer)"));
       }
+      const TensorSlot& slot = layout.tensors()[it->second];
+      config.groups[g].ranges.emplace_back(slot.offset,
+                                           slot.offset + slot.numel);
     }
   }
   return config;

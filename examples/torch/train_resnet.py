@@ -11,10 +11,10 @@ job takes its model, optimizer and scheduler from its first worker:
 The model is torchvision.models.resnet18(num_classes=10) with the stem
 CIFAR models use for 32x32 inputs (a 3x3 stride-1 first convolution for one
 channel, no max-pool); its tensor names are torchvision's, BatchNorm's
-running statistics included, so the export loads into it strictly. The
-script is plain PyTorch except for ft.join, job.batches, job.backward and
-job.step; it prints one JSON line: this worker's steps, its recent training
-accuracy and its summary.
+running statistics included, so the export loads into it strictly. Its
+training loop (example_worker.train_as_worker) is plain PyTorch except for
+ft.join, job.batches, job.backward and job.step; it prints one JSON line:
+this worker's steps, its recent training accuracy and its summary.
 """
 import argparse
 import json
@@ -26,8 +26,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-import ferry.torch as ft
-from optimizers import add_optimizer_arguments, build_optimizer
+from example_worker import add_optimizer_arguments, train_as_worker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
@@ -108,21 +107,7 @@ def main():
         return evaluate(args)
     model = build(args)
     x, y = images(args, "train")
-    train = torch.utils.data.TensorDataset(x, y)
-    opt, scheduler = build_optimizer(model, args)
-    correct = seen = 0
-    with ft.join(model, opt, scheduler=scheduler) as job:
-        for xb, yb in job.batches(train):
-            logits = model(xb)
-            job.backward(F.cross_entropy(logits, yb))
-            job.step()
-            if job.steps % 20 == 0:  # the last 20 batches' accuracy
-                correct = seen = 0
-            correct += int((logits.argmax(dim=1) == yb).sum())
-            seen += len(yb)
-    print(json.dumps({"steps": job.steps, "mode": job.mode,
-                      "recent_train_accuracy": correct / seen if seen else None,
-                      "summary": job.summary}))
+    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args)
 
 
 if __name__ == "__main__":

@@ -10,19 +10,18 @@ Every worker builds the model with the same seed; the first to join defines
 the job's tensors and starting values, the others are checked against it.
 The data: SAMPLES sequences of SEQ tokens in [0, VOCAB); a token's category
 is token % 4 and a sequence's class is its most frequent category (the
-lowest on a tie). The script is plain PyTorch except for ft.join,
-job.batches, job.backward and job.step; it prints one JSON line: this
-worker's steps, its share of the last batches' accuracy and its summary.
+lowest on a tie). Its training loop (example_worker.train_as_worker) is
+plain PyTorch except for ft.join, job.batches, job.backward and job.step;
+it prints one JSON line: this worker's steps, its share of the last
+batches' accuracy and its summary.
 """
 import argparse
-import json
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-import ferry.torch as ft
-from optimizers import add_optimizer_arguments, build_optimizer  # noqa: F401 (tests use it)
+from example_worker import add_optimizer_arguments, train_as_worker
 
 CLASSES = 4
 
@@ -90,23 +89,7 @@ def main():
     torch.set_num_threads(1)
     model = build(args)
     x, y = token_data(args.samples, args.seq, args.vocab, args.seed)
-    train = torch.utils.data.TensorDataset(x, y)
-    opt, scheduler = build_optimizer(model, args)
-    correct = seen = 0
-    with ft.join(model, opt, scheduler=scheduler) as job:
-        for xb, yb in job.batches(train):
-            logits = model(xb)
-            loss = F.cross_entropy(logits, yb)
-            job.backward(loss)
-            job.step()
-            # The last 20 batches' accuracy (on the weights before each step).
-            if job.steps % 20 == 0:
-                correct = seen = 0
-            correct += int((logits.argmax(dim=1) == yb).sum())
-            seen += len(yb)
-    print(json.dumps({"steps": job.steps, "mode": job.mode,
-                      "recent_train_accuracy": correct / seen if seen else None,
-                      "summary": job.summary}))
+    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args)
 
 
 if __name__ == "__main__":

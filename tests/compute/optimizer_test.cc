@@ -287,6 +287,13 @@ TEST(OptimizerConfigTest, GroupSpansInASliceAreShiftedAndSorted) {
   EXPECT_EQ(spans[2].begin, 8u);
   EXPECT_EQ(spans[2].end, 10u);
   EXPECT_TRUE(GroupSpansIn(c, 30, 5).empty());
+  // Adjacent tensors of one group are one span; of two groups, two.
+  c.groups[0].ranges = {{0, 3}, {3, 5}};
+  c.groups[1].ranges = {{5, 8}};
+  const std::vector<GroupSpan> merged = GroupSpansIn(c, 0, 10);
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(merged[0].end, 5u);
+  EXPECT_EQ(merged[1].begin, 5u);
 }
 
 TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {

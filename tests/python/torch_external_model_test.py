@@ -129,7 +129,8 @@ def check_adamw_groups_and_schedule(args, example, ferry_torch, ft, work):
              "--warmup-steps", "5", "--cosine-steps", str(STEPS)]
     replay_args = example.arguments(["--samples", str(SAMPLES)] + extra)
     model = example.build(replay_args)
-    opt, scheduler = example.build_optimizer(model, replay_args)
+    from example_worker import build_optimizer
+    opt, scheduler = build_optimizer(model, replay_args)
     x, y = example.token_data(replay_args.samples, replay_args.seq, replay_args.vocab,
                               replay_args.seed)
     rates = replay_with(model, opt, scheduler, x, y, ft.epoch_permutation(SAMPLES, SEED, 0),

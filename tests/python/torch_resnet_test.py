@@ -53,6 +53,7 @@ def main():
     import ferry.torch as ft
     import ferry_torch
     import train_resnet as example
+    from example_worker import build_optimizer
     torch.set_num_threads(1)
     script_args = example.arguments(["--data", "synthetic", "--samples", str(SAMPLES)])
     start = example.build(script_args).state_dict()
@@ -89,7 +90,7 @@ def main():
 
         def replay(grad_scale):
             model = example.build(script_args)
-            opt, _ = example.build_optimizer(model, script_args)
+            opt, _ = build_optimizer(model, script_args)
             torch_replay(model, opt, None, x, y, order, STEPS, BATCH, grad_scale)
             return model.state_dict()
 

@@ -1,7 +1,13 @@
-"""The examples' optimizer arguments: the torch optimizer and lr_scheduler a
-worker gives ft.join, which become the job's in a --model external job
-(docs/pytorch.md, "The optimizer")."""
+"""What the example scripts share: their optimizer arguments (the torch
+optimizer and lr_scheduler a worker gives ft.join, which become the job's
+in a --model external job; docs/pytorch.md, "The optimizer") and their
+training loop as a ferry worker."""
+import json
+
 import torch
+import torch.nn.functional as F
+
+import ferry.torch as ft
 
 
 def add_optimizer_arguments(ap, lr=0.05, weight_decay=5e-4):
@@ -40,3 +46,24 @@ def build_optimizer(model, args):
         return opt, cosine
     warmup = schedulers.LinearLR(opt, start_factor=0.1, total_iters=args.warmup_steps)
     return opt, schedulers.SequentialLR(opt, [warmup, cosine], [args.warmup_steps])
+
+
+def train_as_worker(model, dataset, args):
+    """Joins the job (FERRY_COORDINATOR) with `model` and the optimizer the
+    arguments say, trains cross entropy on the leases of `dataset` until the
+    job ends, and prints one JSON line: this worker's steps, its accuracy on
+    its last batches (on the weights before each step) and its summary."""
+    opt, scheduler = build_optimizer(model, args)
+    correct = seen = 0
+    with ft.join(model, opt, scheduler=scheduler) as job:
+        for xb, yb in job.batches(dataset):
+            logits = model(xb)
+            job.backward(F.cross_entropy(logits, yb))
+            job.step()
+            if job.steps % 20 == 0:  # the last 20 batches' accuracy
+                correct = seen = 0
+            correct += int((logits.argmax(dim=1) == yb).sum())
+            seen += len(yb)
+    print(json.dumps({"steps": job.steps, "mode": job.mode,
+                      "recent_train_accuracy": correct / seen if seen else None,
+                      "summary": job.summary}))
