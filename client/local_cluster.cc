@@ -364,9 +364,16 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     summary["workers_started"] = procs.workers_started();
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
+    // A job whose model is its workers' is scored only by a worker that
+    // evaluates (job.evaluate in a PyTorch script).
+    const bool worker_scored =
+        !final_status->job().model_from_worker() ||
+        (final_status->evals_size() > 0 &&
+         final_status->evals(final_status->evals_size() - 1).final());
     const std::string scores =
-        final_status->job().model_from_worker()
-            ? std::string("no test evaluation (the model is the script's)")
+        !worker_scored ? std::string(
+                             "no test evaluation (the model is the script's: "
+                             "job.evaluate scores it)")
         : !final_status->final_eval_error().empty()
             ? std::string("no final test score (its evaluation failed)")
         : summary.contains("test_auc")

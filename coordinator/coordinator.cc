@@ -211,11 +211,19 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
                            " is not a member (evicted or never registered)")));
     } else {
       member->last_heartbeat = Now();
+      if (WorkerEvaluated()) member->evaluates = request.evaluates();
+      // The evaluation first: bad figures refuse the call before the
+      // step's report is recorded.
       absl::Status recorded =
-          request.has_done()
-              ? Metrics().Reject(MetricRole::kCoordinator, "report",
-                                 RecordDone(*member, request.done()))
+          request.has_evaluation()
+              ? Metrics().Reject(
+                    MetricRole::kCoordinator, "evaluation",
+                    RecordWorkerEvaluation(*member, request.evaluation()))
               : absl::OkStatus();
+      if (recorded.ok() && request.has_done()) {
+        recorded = Metrics().Reject(MetricRole::kCoordinator, "report",
+                                    RecordDone(*member, request.done()));
+      }
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
       } else if (request.report_only()) {
@@ -251,6 +259,9 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
   if (member == nullptr) {
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
+  }
+  if (auto task = EvalTaskFor(*member)) {
+    return absl::StatusOr<v1::NextTaskResponse>(std::move(*task));
   }
   if (evals_.training_done()) {
     // Ring members hold the only copy of the weights: keep them until the
@@ -363,6 +374,7 @@ void Coordinator::RemoveMember(const std::string& worker_id,
   const std::vector<v1::DataTask> leases = member->leases;
   membership_.Remove(worker_id);  // bumps the generation
   AddEvent(why, worker_id, steps_.formed(), 0, "");
+  GiveBackEvals(worker_id);
   ForceCheckpointIfNoCopyLeft();
   for (const v1::DataTask& task : leases) {
     if (task.epoch() == queue_->epoch()) (void)queue_->Release(task.task_id());
@@ -479,10 +491,12 @@ void Coordinator::EvaluatorLoop() {
       QueueEvalMetrics(point);
     }
     if (request.final) {
-      // A model ferry does not score (UNIMPLEMENTED) is not a failure.
-      evals_.Finish(Now(), result.ok() || absl::IsUnimplemented(result.status())
-                               ? absl::OkStatus()
-                               : result.status());
+      // A model ferry does not score (UNIMPLEMENTED) is not a failure. A
+      // worker's final evaluation may still be due (MaybeFinishJob).
+      final_scored_ = result.ok() || absl::IsUnimplemented(result.status())
+                          ? absl::OkStatus()
+                          : result.status();
+      MaybeFinishJob();
       ServeWaiters(replies, false);  // ring members parked for FINISH
     }
     mu_.Unlock();

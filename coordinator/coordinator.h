@@ -85,6 +85,7 @@
 #include "coordinator/step_rules.h"
 #include "coordinator/step_table.h"
 #include "coordinator/task_queue.h"
+#include "coordinator/worker_evals.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 #include "ferry/v1/ps.pb.h"
@@ -287,6 +288,38 @@ class Coordinator {
   // Ends training; the final evaluation names `epoch` when the job ended
   // with that epoch, -1 when it stopped inside one.
   void FinishJob(int64_t epoch = -1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evaluations run by the workers (coordinator_worker_evals.cc): a job
+  // whose model is its workers' is scored by a worker that evaluates.
+  bool WorkerEvaluated() const;
+  // `member` evaluates and holds the job's weights (or can pull them).
+  bool CanEvaluate(const Member& member) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyMemberEvaluates() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queue the epoch end / the job's end for a worker (no-op unless
+  // WorkerEvaluated(); the final only while a member evaluates).
+  void QueueWorkerEpochEnd(int64_t version, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueWorkerFinal(int64_t version, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync jobs: an epoch end waits for a worker's evaluation; no step forms.
+  bool StepsWaitForWorkerEval() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An EVALUATE task for `member` when it evaluates and an evaluation
+  // waits that is not another member's.
+  std::optional<v1::NextTaskResponse> EvalTaskFor(const Member& member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker's report: its EvalPoint (and the job's end after the final
+  // one). INVALID_ARGUMENT for bad figures (nothing recorded); a stale
+  // report is logged and ignored.
+  absl::Status RecordWorkerEvaluation(Member& member,
+                                      const v1::WorkerEvaluation& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `worker_id` left: what it held goes to another worker; every
+  // evaluation is given up when no member evaluates any more.
+  void GiveBackEvals(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes the job once its final evaluation by the coordinator
+  // (final_scored_) and by a worker (when one was queued) are both done.
+  void MaybeFinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets steps form again after an epoch-end evaluation's fetch and answers
   // the long polls that waited for it.
   void ReleaseStepsHeldForEval() ABSL_LOCKS_EXCLUDED(mu_);
@@ -388,6 +421,11 @@ class Coordinator {
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
   // Evaluations, the steps they hold, and the job's end.
   EvalSchedule evals_ ABSL_GUARDED_BY(mu_);
+  // Those the workers run (a job whose model is its workers').
+  WorkerEvals worker_evals_ ABSL_GUARDED_BY(mu_);
+  // The coordinator's part of the final evaluation is done: OK or why it
+  // failed (unset before; the job finishes once the workers' part is too).
+  std::optional<absl::Status> final_scored_ ABSL_GUARDED_BY(mu_);
   // NextTask calls waiting for an action (long polls).
   ParkedCalls parked_ ABSL_GUARDED_BY(mu_);
   // The membership generation FormStep last logged waiting for a whole

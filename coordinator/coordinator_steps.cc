@@ -152,6 +152,7 @@ bool Coordinator::AdvanceEpochIfComplete() {
     return false;
   }
   evals_.QueueEpochEnd(version, queue_->epoch(), /*hold_steps=*/rules_.sync());
+  QueueWorkerEpochEnd(version, queue_->epoch());
   queue_ = std::make_unique<EpochTaskQueue>(queue_->epoch() + 1,
                                             options_.epoch_size);
   // Steps of the finished epoch can no longer be rolled back into it.
@@ -160,7 +161,8 @@ bool Coordinator::AdvanceEpochIfComplete() {
 }
 
 void Coordinator::FinishJob(int64_t epoch) {
-  evals_.EndTraining(rules_.sync() ? steps_applied_ : 0, epoch);
+  const int64_t version = rules_.sync() ? steps_applied_ : 0;
+  if (evals_.EndTraining(version, epoch)) QueueWorkerFinal(version, epoch);
 }
 
 int64_t Coordinator::CommittedSteps() const {
@@ -427,7 +429,8 @@ void Coordinator::RunFinalizeStep(const FinalizerAction& action) {
 // Step formation: members, shares and the ring a step's leases carry.
 
 bool Coordinator::FormStep(int max_open) {
-  if (evals_.training_done() || recovery_state_.needed() || evals_.steps_held())
+  if (evals_.training_done() || recovery_state_.needed() ||
+      evals_.steps_held() || StepsWaitForWorkerEval())
     return false;
   const v1::JobSpec& job = options_.job;
   if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;

@@ -42,6 +42,8 @@ class Membership {
     // Hybrid: the steps whose keep_state lease it was given, newest two
     // (a ring member keeps its dense state before each of them).
     std::vector<int64_t> kept_states;
+    // It runs the job's evaluations (NextTaskRequest.evaluates).
+    bool evaluates = false;
   };
 
   int64_t generation() const { return generation_; }

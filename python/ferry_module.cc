@@ -130,7 +130,9 @@ class PyWorker {
 
   // None when the job is over, False when no lease came within `wait_s`
   // (ask again), else (step, epoch, sample indices as bytes of
-  // little-endian int64).
+  // little-endian int64, evaluation): `evaluation` is None for a training
+  // lease; for an evaluation (no samples, no step opens) it is (version,
+  // epoch, final): evaluate the weights held now, then report_evaluation.
   py::object NextLease(int64_t train_samples, double wait_s) {
     absl::StatusOr<std::optional<HostLease>> lease;
     {
@@ -143,7 +145,26 @@ class PyWorker {
     if (!next.has_value()) return py::none();
     const std::string bytes(reinterpret_cast<const char*>(next->samples.data()),
                             next->samples.size() * sizeof(int64_t));
-    return py::make_tuple(next->step, next->epoch, py::bytes(bytes));
+    py::object evaluation = py::none();
+    if (next->evaluate.has_value()) {
+      evaluation = py::make_tuple(next->evaluate->version,
+                                  next->evaluate->epoch, next->evaluate->final);
+    }
+    return py::make_tuple(next->step, next->epoch, py::bytes(bytes),
+                          evaluation);
+  }
+
+  void SetEvaluates(bool evaluates) {
+    worker_->channel().SetEvaluates(evaluates);
+  }
+
+  void ReportEvaluation(int64_t version, int64_t epoch, bool final,
+                        double accuracy, double loss, double duration_s) {
+    Check(worker_->channel().ReportEvaluation(HostEvaluation{
+        .task = {.version = version, .epoch = epoch, .final = final},
+        .accuracy = accuracy,
+        .loss = loss,
+        .duration_seconds = duration_s}));
   }
 
   void Ready(int64_t offset, int64_t length) {
@@ -305,6 +326,10 @@ PYBIND11_MODULE(_ferry, m) {
       .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"))
       .def("finish", &PyWorker::Finish, py::arg("loss_sum"),
            py::arg("correct") = 0)
+      .def("set_evaluates", &PyWorker::SetEvaluates, py::arg("evaluates"))
+      .def("report_evaluation", &PyWorker::ReportEvaluation, py::arg("version"),
+           py::arg("epoch"), py::arg("final"), py::arg("accuracy"),
+           py::arg("loss"), py::arg("duration_s"))
       .def("request_stop", &PyWorker::RequestStop)
       .def("stop", &PyWorker::Stop);
 }

@@ -187,15 +187,30 @@ class Worker {
   // A NextTask call running on its own thread.
   struct PendingLease {
     std::future<absl::StatusOr<v1::NextTaskResponse>> result;
-    std::optional<v1::StepReport> report;  // sent with it
+    std::optional<v1::StepReport> report;            // sent with it
+    std::optional<v1::WorkerEvaluation> evaluation;  // sent with it
     absl::Time asked;
   };
 
-  void Ask(std::optional<v1::StepReport> report,
-           std::optional<int64_t> after_step) {
+  // A NextTask request of this worker: its evaluations (whether it runs
+  // them, and the result of one it ran) ride on every call.
+  v1::NextTaskRequest Request() {
     v1::NextTaskRequest request;
     request.set_worker_id(worker_id_);
     request.set_generation(heartbeater_->generation());
+    request.set_evaluates(trainer_->evaluates());
+    if (std::optional<v1::WorkerEvaluation> e = trainer_->TakeEvaluation())
+      evaluation_ = *std::move(e);
+    if (evaluation_.has_value()) {
+      *request.mutable_evaluation() = *std::move(evaluation_);
+      evaluation_.reset();
+    }
+    return request;
+  }
+
+  void Ask(std::optional<v1::StepReport> report,
+           std::optional<int64_t> after_step) {
+    v1::NextTaskRequest request = Request();
     if (report.has_value()) *request.mutable_done() = *report;
     if (after_step.has_value()) {
       request.set_after_step(*after_step);
@@ -203,6 +218,7 @@ class Worker {
     }
     pending_.emplace();
     pending_->report = std::move(report);
+    if (request.has_evaluation()) pending_->evaluation = request.evaluation();
     pending_->asked = clock_.Now();
     pending_->result = std::async(std::launch::async, [this, request] {
       return coordinator().NextTask(request);
@@ -233,10 +249,8 @@ class Worker {
   }
 
   // Sync mode, prefetching: the step's report goes out on its own at once.
-  absl::Status SendReport(const v1::StepReport& report) {
-    v1::NextTaskRequest request;
-    request.set_worker_id(worker_id_);
-    request.set_generation(heartbeater_->generation());
+  absl::Status SendReport(v1::NextTaskRequest request,
+                          const v1::StepReport& report) {
     *request.mutable_done() = report;
     request.set_report_only(true);
     absl::Status status;
@@ -265,7 +279,7 @@ class Worker {
       failed.set_step(lease.step());
       failed.set_fence(lease.fence());
       failed.set_failed(true);
-      (void)SendReport(failed);
+      (void)SendReport(Request(), failed);
     }
     DropPendingLease();  // the prefetched lease: redo this step first
     if (!IsStepRetriable(failure)) return failure;
@@ -314,6 +328,8 @@ class Worker {
       }
       absl::StatusOr<v1::NextTaskResponse> lease = AwaitLease();
       std::optional<v1::StepReport> sent = std::move(pending_->report);
+      std::optional<v1::WorkerEvaluation> sent_evaluation =
+          std::move(pending_->evaluation);
       const absl::Time asked = pending_->asked;
       pending_.reset();
       if (absl::IsNotFound(lease.status())) return Evicted();
@@ -322,6 +338,7 @@ class Worker {
       if (absl::IsDeadlineExceeded(lease.status()) &&
           ++failures < kMaxConsecutiveLeaseFailures) {
         done = std::move(sent);  // may not have arrived
+        if (sent_evaluation.has_value()) evaluation_ = sent_evaluation;
         continue;
       }
       if (!lease.ok()) return lease.status();
@@ -329,6 +346,12 @@ class Worker {
       if (lease->action() == v1::NextTaskResponse::FINISH) {
         summary_.end_reason = "finished";
         break;
+      }
+      if (lease->action() == v1::NextTaskResponse::EVALUATE) {
+        // The job's final weights: evaluated here, the result goes with
+        // the next call, which FINISH answers once it is recorded.
+        RETURN_IF_ERROR(trainer_->Evaluate(*lease, *exchange_));
+        continue;
       }
       if (lease->action() == v1::NextTaskResponse::WAIT) {
         // The coordinator long-polls; do not spin if it answered at once.
@@ -359,9 +382,11 @@ class Worker {
       }
       // The report travels while the next step runs; one at a time.
       RETURN_IF_ERROR(AwaitReport());
-      report_in_flight_ =
-          std::async(std::launch::async,
-                     [this, r = *std::move(report)] { return SendReport(r); });
+      report_in_flight_ = std::async(
+          std::launch::async,
+          [this, request = Request(), r = *std::move(report)]() mutable {
+            return SendReport(std::move(request), r);
+          });
       trainer_->StepReported();
       if (stop_requested()) {
         RETURN_IF_ERROR(AwaitReport());
@@ -463,6 +488,8 @@ class Worker {
   std::optional<PendingLease> pending_;
   std::future<absl::Status> report_in_flight_;
   int64_t held_fence_ = 0;  // fence of the lease being trained (prefetching)
+  // An evaluation's result not yet sent (its call failed: sent again).
+  std::optional<v1::WorkerEvaluation> evaluation_;
   WorkerSummary summary_;
   WorkerStepMetrics step_metrics_;
 };

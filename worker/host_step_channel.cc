@@ -40,7 +40,8 @@ absl::StatusOr<std::optional<HostLease>> HostStepChannel::NextLease(
   if (offered_.has_value()) {
     std::optional<HostLease> lease = std::move(offered_);
     offered_.reset();
-    host_ = HostState::kInStep;
+    // An evaluation alone opens no step.
+    host_ = lease->samples.empty() ? HostState::kIdle : HostState::kInStep;
     return lease;
   }
   host_ = HostState::kIdle;
@@ -84,6 +85,42 @@ absl::StatusOr<bool> HostStepChannel::Finish(double loss_sum, int64_t correct) {
   }
   if (absl::Status s = EndedLocked(); !s.ok()) return s;
   return false;  // the worker finished without this step
+}
+
+void HostStepChannel::SetEvaluates(bool evaluates) {
+  absl::MutexLock lock(&mu_);
+  evaluates_ = evaluates;
+}
+
+absl::Status HostStepChannel::ReportEvaluation(const HostEvaluation& result) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EndedLocked(); !s.ok()) return s;
+  evaluation_ = result;
+  return absl::OkStatus();
+}
+
+bool HostStepChannel::evaluates() const {
+  absl::MutexLock lock(&mu_);
+  return evaluates_;
+}
+
+absl::StatusOr<HostEvaluation> HostStepChannel::AwaitEvaluation() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](HostStepChannel* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return c->evaluation_.has_value() || c->closed_ ||
+               (c->host_ == HostState::kAsking && !c->offered_.has_value());
+      },
+      this));
+  if (evaluation_.has_value()) {
+    HostEvaluation result = std::move(*evaluation_);
+    evaluation_.reset();
+    return result;
+  }
+  if (closed_) return absl::CancelledError("the host program left the job");
+  return absl::FailedPreconditionError(
+      "the host asked for its next lease without reporting the evaluation "
+      "it was given");
 }
 
 void HostStepChannel::Close() {

@@ -23,6 +23,11 @@
 // makes the host's waits return that status (OK: NextLease gives nullopt,
 // "no more leases").
 //
+// Evaluations (a job whose model is the host's): an evaluation comes as a
+// lease without samples that carries a HostEvalTask; no step opens. The
+// host evaluates the weights it holds and ReportEvaluation()s the result,
+// which the loop's AwaitEvaluation waits for.
+//
 // Thread safety: every method is thread-safe. Host methods are meant for one
 // host thread, loop methods for the loop's thread.
 #ifndef FERRY_WORKER_HOST_STEP_CHANNEL_H_
@@ -41,12 +46,31 @@
 
 namespace ferry {
 
+// An evaluation the host runs (v1::EvalTask): the weights it holds when it
+// gets the lease are those of `version`.
+struct HostEvalTask {
+  int64_t version = 0;
+  int64_t epoch = -1;  // the epoch that ended at `version`, or -1
+  bool final = false;  // the job's last evaluation
+};
+
 // A lease as the host trains it.
 struct HostLease {
   int64_t step = 0;   // the coordinator's step (async: task) number
   int64_t epoch = 0;  // the epoch its samples are from
-  // Indices into the training set, in the order the job trains them.
-  std::vector<int64_t> samples;
+  // Indices into the training set, in the order the job trains them. Empty
+  // only for an evaluation (then no step opens).
+  std::vector<int64_t> samples = {};
+  // An evaluation of the weights the host holds: ReportEvaluation.
+  std::optional<HostEvalTask> evaluate = std::nullopt;
+};
+
+// The host's figures for a HostEvalTask.
+struct HostEvaluation {
+  HostEvalTask task;
+  double accuracy = 0;
+  double loss = 0;
+  double duration_seconds = 0;
 };
 
 // What the host sends the loop during a step.
@@ -81,6 +105,11 @@ class HostStepChannel {
   // declared is not finite or not in the model; nothing was applied).
   // FAILED_PRECONDITION without an open step; the worker's error (End).
   absl::StatusOr<bool> Finish(double loss_sum, int64_t correct);
+  // Whether the host evaluates (it runs the leases' HostEvalTasks).
+  void SetEvaluates(bool evaluates);
+  // The result of the evaluation a lease asked for. FAILED_PRECONDITION
+  // after Close() or the worker's error.
+  absl::Status ReportEvaluation(const HostEvaluation& result);
   // The host leaves: the loop's waits end with CANCELLED. Idempotent.
   void Close();
 
@@ -96,19 +125,26 @@ class HostStepChannel {
   void Complete(absl::StatusOr<bool> verdict);
   // The worker ended: OK (finished) or its error; the host's waits return.
   void End(absl::Status status);
+  bool evaluates() const;
+  // After offering an evaluation-only lease: waits for the host's result.
+  // CANCELLED after Close(); FAILED_PRECONDITION when the host asked for
+  // the next lease without reporting one.
+  absl::StatusOr<HostEvaluation> AwaitEvaluation();
 
  private:
   enum class HostState { kIdle, kAsking, kInStep, kFinishing };
 
   absl::Status EndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   HostState host_ ABSL_GUARDED_BY(mu_) = HostState::kIdle;
   int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;  // of the last NextLease
   std::optional<HostLease> offered_ ABSL_GUARDED_BY(mu_);
   std::deque<HostEvent> events_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::StatusOr<bool>> verdict_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool evaluates_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<HostEvaluation> evaluation_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
 };
 

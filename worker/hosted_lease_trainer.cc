@@ -109,6 +109,42 @@ absl::StatusOr<StepResult> HostedLeaseTrainer::Train(
   return result;
 }
 
+absl::Status HostedLeaseTrainer::Evaluate(const v1::NextTaskResponse& task,
+                                          GradientExchange& exchange) {
+  if (!task.has_evaluate()) {
+    return absl::InvalidArgumentError("an EVALUATE task without its EvalTask");
+  }
+  RETURN_IF_ERROR(channel_->WaitForHost().status());
+  ASSIGN_OR_RETURN(const std::vector<float> weights, exchange.FinalWeights());
+  if (weights.size() != buffers_->params.size()) {
+    return absl::InternalError(
+        absl::StrCat("the final weights hold ", weights.size(),
+                     " elements, the model ", buffers_->params.size()));
+  }
+  std::copy(weights.begin(), weights.end(), buffers_->params.begin());
+  channel_->Offer(
+      HostLease{.step = task.step(),
+                .epoch = task.epoch(),
+                .evaluate = HostEvalTask{.version = task.evaluate().version(),
+                                         .epoch = task.evaluate().epoch(),
+                                         .final = task.evaluate().final()}});
+  ASSIGN_OR_RETURN(evaluation_, channel_->AwaitEvaluation());
+  return absl::OkStatus();
+}
+
+std::optional<v1::WorkerEvaluation> HostedLeaseTrainer::TakeEvaluation() {
+  if (!evaluation_.has_value()) return std::nullopt;
+  v1::WorkerEvaluation out;
+  out.set_version(evaluation_->task.version);
+  out.set_epoch(evaluation_->task.epoch);
+  out.set_final(evaluation_->task.final);
+  out.set_accuracy(evaluation_->accuracy);
+  out.set_loss(evaluation_->loss);
+  out.set_duration_seconds(evaluation_->duration_seconds);
+  evaluation_.reset();
+  return out;
+}
+
 absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
                                              int64_t samples, Clock& clock,
                                              StepResult& result) {

@@ -18,7 +18,8 @@
 // host's Finish gets INVALID_ARGUMENT naming the tensor, and the worker
 // ends with it (it leaves the job; the other workers go on).
 // A ring lease without samples (the member contributes zeros) is trained
-// here without the host.
+// here without the host. An EVALUATE task (Evaluate) goes to the host as a
+// lease without samples, with the weights to evaluate.
 //
 // The buffers (HostedBuffers) are shared with the host, which keeps them as
 // its model's parameter and gradient storage, so they outlive the trainer.
@@ -85,6 +86,17 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // it is applied only after the report.
   void StepReported() override;
 
+  // The host evaluates when it said so (HostStepChannel::SetEvaluates).
+  bool evaluates() const override { return channel_->evaluates(); }
+  // The job's current weights (PS: pulled from the shards; ring: the
+  // member's own), which are those of the task's version (the coordinator
+  // holds the steps), into the host's parameters, then an evaluation-only
+  // lease to the host and its result. Errors: the pull's; CANCELLED when
+  // the host left; FAILED_PRECONDITION when it did not evaluate.
+  absl::Status Evaluate(const v1::NextTaskResponse& task,
+                        GradientExchange& exchange) override;
+  std::optional<v1::WorkerEvaluation> TakeEvaluation() override;
+
   ComputeBackend* backend() const override { return buffers_->backend.get(); }
   const ParameterLayout& layout() const override { return buffers_->layout; }
   const ExchangeBuffers& buffers() const override { return buffers_->view; }
@@ -115,6 +127,8 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // The exchange of a step whose host still waits in Finish for
   // StepReported (null: none).
   GradientExchange* unanswered_ = nullptr;
+  // An evaluation the host ran, not yet taken.
+  std::optional<HostEvaluation> evaluation_;
 };
 
 }  // namespace ferry

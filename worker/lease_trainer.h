@@ -89,6 +89,25 @@ class LeaseTrainer {
   // once. No-op by default.
   virtual void CancelIfOlder(int64_t fence) { (void)fence; }
 
+  // Evaluations run by the worker (a job whose model is its workers':
+  // coordinator/worker_evals.h). Whether this trainer runs them
+  // (NextTaskRequest.evaluates); false by default.
+  virtual bool evaluates() const { return false; }
+  // An EVALUATE task: brings the weights of task.evaluate() (the job's
+  // final ones) through `exchange` and has them evaluated; the result is
+  // then TakeEvaluation()'s. UNIMPLEMENTED by default.
+  virtual absl::Status Evaluate(const v1::NextTaskResponse& task,
+                                GradientExchange& exchange) {
+    (void)task;
+    (void)exchange;
+    return absl::UnimplementedError("this worker does not evaluate");
+  }
+  // The result of an evaluation this trainer ran (of a TRAIN lease's
+  // EvalTask during Train, or of Evaluate), once; nullopt: none new.
+  virtual std::optional<v1::WorkerEvaluation> TakeEvaluation() {
+    return std::nullopt;
+  }
+
   virtual ComputeBackend* backend() const = 0;
   // The job's flat buffer (proto/job_convert.h JobDenseLayout).
   virtual const ParameterLayout& layout() const = 0;

@@ -3,9 +3,11 @@ optimizer and lr_scheduler a worker gives ft.join, which become the job's
 in a --model external job; docs/pytorch.md, "The optimizer") and their
 training loop as a ferry worker."""
 import json
+import resource
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import default_collate
 
 import ferry.torch as ft
 
@@ -48,14 +50,35 @@ def build_optimizer(model, args):
     return opt, schedulers.SequentialLR(opt, [warmup, cosine], [args.warmup_steps])
 
 
-def train_as_worker(model, dataset, args):
+def test_set_evaluation(dataset, batch=256):
+    """fn(model) for job.evaluate: the model's accuracy and mean cross
+    entropy on `dataset` (in eval mode: BatchNorm uses its running
+    statistics)."""
+    def evaluate(model):
+        model.eval()
+        correct, loss_sum = 0, 0.0
+        for start in range(0, len(dataset), batch):
+            xb, yb = default_collate([dataset[i] for i in
+                                      range(start, min(start + batch, len(dataset)))])
+            logits = model(xb)
+            loss_sum += F.cross_entropy(logits, yb, reduction="sum").item()
+            correct += int((logits.argmax(dim=1) == yb).sum())
+        return {"accuracy": correct / len(dataset), "loss": loss_sum / len(dataset)}
+    return evaluate
+
+
+def train_as_worker(model, dataset, args, test_dataset=None):
     """Joins the job (FERRY_COORDINATOR) with `model` and the optimizer the
     arguments say, trains cross entropy on the leases of `dataset` until the
     job ends, and prints one JSON line: this worker's steps, its accuracy on
-    its last batches (on the weights before each step) and its summary."""
+    its last batches (on the weights before each step), the evaluations it
+    ran, its peak resident memory and its summary. With `test_dataset` the worker evaluates the job's
+    weights on it (job.evaluate) at each epoch's end and at the job's end."""
     opt, scheduler = build_optimizer(model, args)
     correct = seen = 0
     with ft.join(model, opt, scheduler=scheduler) as job:
+        if test_dataset is not None:
+            job.evaluate(test_set_evaluation(test_dataset))
         for xb, yb in job.batches(dataset):
             logits = model(xb)
             job.backward(F.cross_entropy(logits, yb))
@@ -66,4 +89,7 @@ def train_as_worker(model, dataset, args):
             seen += len(yb)
     print(json.dumps({"steps": job.steps, "mode": job.mode,
                       "recent_train_accuracy": correct / seen if seen else None,
+                      "evaluations": job.evaluations,
+                      # This process's peak resident memory (Linux: KiB).
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       "summary": job.summary}))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-from example_worker import add_optimizer_arguments, train_as_worker
+from example_worker import add_optimizer_arguments, test_set_evaluation, train_as_worker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
@@ -77,6 +77,9 @@ def arguments(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="model and data seed")
     ap.add_argument("--evaluate", metavar="DIR",
                     help="no training: the test accuracy of DIR/model.safetensors")
+    ap.add_argument("--eval-samples", type=int, default=0,
+                    help="> 0: the worker evaluates the job's weights (job.evaluate) on "
+                         "the test split's first N images at each epoch's end and at the end")
     add_optimizer_arguments(ap)
     args = ap.parse_args(argv)
     if args.data == "synthetic" and args.samples <= 0:
@@ -89,14 +92,9 @@ def evaluate(args):
     model.load_state_dict(ferry_torch.read_safetensors(
         os.path.join(args.evaluate, "model.safetensors")), strict=True)
     x, y = images(args, "test")
-    model.eval()
-    correct = loss = 0.0
     with torch.no_grad():
-        for i in range(0, len(y), 500):
-            out = model(x[i:i + 500])
-            loss += F.cross_entropy(out, y[i:i + 500], reduction="sum").item()
-            correct += int((out.argmax(1) == y[i:i + 500]).sum())
-    print(json.dumps({"test_accuracy": correct / len(y), "test_loss": loss / len(y),
+        scores = test_set_evaluation(torch.utils.data.TensorDataset(x, y), 500)(model)
+    print(json.dumps({"test_accuracy": scores["accuracy"], "test_loss": scores["loss"],
                       "samples": len(y)}))
 
 
@@ -107,7 +105,11 @@ def main():
         return evaluate(args)
     model = build(args)
     x, y = images(args, "train")
-    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args)
+    test = None
+    if args.eval_samples > 0:
+        tx, ty = images(args, "test")
+        test = torch.utils.data.TensorDataset(tx[:args.eval_samples], ty[:args.eval_samples])
+    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args, test)
 
 
 if __name__ == "__main__":

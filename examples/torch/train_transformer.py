@@ -78,6 +78,10 @@ def arguments(argv=None):
                     help="1: two BatchNorm layers on the pooled features (running "
                          "statistics the job keeps consistent across workers)")
     ap.add_argument("--seed", type=int, default=0, help="model and data seed")
+    ap.add_argument("--eval-samples", type=int, default=0,
+                    help="> 0: the worker evaluates the job's weights (job.evaluate) on "
+                         "this many generated sequences (seed + 1) at each epoch's end "
+                         "and at the end")
     # The first worker's optimizer and scheduler are the job's (--model
     # external); these defaults are also ferry local's own.
     add_optimizer_arguments(ap)
@@ -89,7 +93,11 @@ def main():
     torch.set_num_threads(1)
     model = build(args)
     x, y = token_data(args.samples, args.seq, args.vocab, args.seed)
-    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args)
+    test = None
+    if args.eval_samples > 0:
+        test = torch.utils.data.TensorDataset(
+            *token_data(args.eval_samples, args.seq, args.vocab, args.seed + 1))
+    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args, test)
 
 
 if __name__ == "__main__":

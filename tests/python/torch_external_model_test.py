@@ -9,7 +9,8 @@ replays ft.epoch_permutation with the same global batch and momentum SGD.
 A model with two BatchNorm layers (buffers: running statistics and a
 counter) with one worker equals the replay too, buffers included. Then what join refuses: a
 second model that differs (named by its first differing tensor), a dataset
-of another size, a float64 model.
+of another size, a float64 model. job.evaluate's figures are torch's on
+the weights of each epoch's end and of the job's end.
 
 Usage: torch_external_model_test.py BIN_DIR SOURCE_DIR [--modes ps,ring]
 The ferry package is BIN_DIR/../python (FERRY_PYTHON_DIR overrides it).
@@ -27,6 +28,7 @@ from torch_jobs import torch_replay as replay_with
 SAMPLES = 512
 STEPS = 16
 BATCH = 32
+EVAL_SAMPLES = 256
 SEED = 1  # ferry local's default --seed: the job's sample order
 
 
@@ -40,7 +42,10 @@ def replay(example, ft, extra=()):
 
 
 def run_job(args, mode, work, workers=2, extra=(), job_optimizer=JOB_OPTIMIZER, metrics=None,
-            init_from=None):
+            init_from=None, epochs=1, max_steps=STEPS, scored=False):
+    """A ferry local job of train_transformer.py workers: (summary JSON,
+    export dir). `scored`: its workers evaluate (job.evaluate), so the
+    summary line gives a test accuracy."""
     tag = f"{mode}-{workers}{'-'.join(extra)}{'-init' if init_from else ''}"
     out = os.path.join(work, f"export-{tag}")
     summary = os.path.join(work, f"summary-{tag}.json")
@@ -50,14 +55,15 @@ def run_job(args, mode, work, workers=2, extra=(), job_optimizer=JOB_OPTIMIZER, 
     shards = ["--shards", "2"] if mode == "ps" else []
     run = run_ferry_local(args, mode, ["--mode", mode, "--workers", str(workers)] + shards + [
         "--model", "external", "--dataset", f"external:{SAMPLES}",
-        "--batch", str(BATCH), "--epochs", "1", "--max-steps", str(STEPS),
+        "--batch", str(BATCH), "--epochs", str(epochs), "--max-steps", str(max_steps),
         "--export", out, "--summary-json", summary, "--timeout", "240", "--worker-command",
         f"/usr/bin/python3 {script} --samples {SAMPLES} {SCRIPT_OPTIMIZER} {script_args}"] +
         list(job_optimizer) + (["--metrics-jsonl", metrics] if metrics else []) +
         (["--init-from", init_from] if init_from else []), logs)
-    if "no test evaluation (the model is the script's)" not in run.stderr:
-        fail(f"{mode}: ferry local's summary line does not say the model is not "
-             f"evaluated:\n{run.stderr[-1500:]}")
+    said = "test accuracy" if scored else "no test evaluation (the model is the script"
+    if said not in run.stderr:
+        fail(f"{mode}: ferry local's summary line does not say '{said}':\n"
+             f"{run.stderr[-1500:]}")
     with open(summary) as f:
         return json.load(f), out
 
@@ -199,6 +205,50 @@ def check_init_from(args, example, ferry_torch, ft, work, mode):
                 lambda: ft.join(wider, coordinator=address, timeout=30), "model.safetensors")
 
 
+def check_evaluate(args, example, ferry_torch, ft, work):
+    """job.evaluate (--eval-samples in the example): 2 workers that both
+    evaluate, 2 epochs of 16 steps. The job's evaluations are epoch 0's end
+    (version 16) and the final one (version 32), each run once, and each
+    equals what torch computes on the weights of that version: the replay's
+    after 16 steps, and the job's export (its final weights)."""
+    import torch
+    from example_worker import test_set_evaluation
+    extra = ["--eval-samples", str(EVAL_SAMPLES)]
+    model_args = example.arguments(["--samples", str(SAMPLES)] + extra)
+    test = torch.utils.data.TensorDataset(*example.token_data(
+        EVAL_SAMPLES, model_args.seq, model_args.vocab, model_args.seed + 1))
+    evaluate = test_set_evaluation(test)
+    replayed = replay(example, ft)
+    with torch.no_grad():
+        epoch_end = evaluate(replayed)
+    for mode in args.modes.split(","):
+        summary, out = run_job(args, mode, work, extra=extra, epochs=2, max_steps=0,
+                               scored=True)
+        model = example.build(model_args)
+        model.load_state_dict(ferry_torch.read_safetensors(
+            os.path.join(out, "model.safetensors")), strict=True)
+        with torch.no_grad():
+            final = evaluate(model)
+        points = [(e["step"], e["epoch"], e["final"]) for e in summary.get("evals", [])]
+        print(f"{mode}, job.evaluate: points {points}; epoch 0 loss "
+              f"{summary['evals'][0]['test_loss'] if points else None} vs torch "
+              f"{epoch_end['loss']:.6f}; final loss "
+              f"{summary['evals'][-1]['test_loss'] if points else None} vs torch "
+              f"{final['loss']:.6f}")
+        if points != [(STEPS, 0, False), (2 * STEPS, 1, True)]:
+            fail(f"{mode}: the job's evaluations are {points}, expected epoch 0's end "
+                 f"and the final one: {json.dumps(summary)[:1200]}")
+        for point, want, what in ((summary["evals"][0], epoch_end, "epoch 0's end"),
+                                  (summary["evals"][1], final, "the final weights")):
+            if abs(point["test_loss"] - want["loss"]) > 1e-4 or \
+                    abs(point["test_accuracy"] - want["accuracy"]) > 1.5 / EVAL_SAMPLES:
+                fail(f"{mode}: the evaluation of {what} ({point}) is not torch's on "
+                     f"those weights ({want})")
+        if abs(summary.get("test_accuracy", -1) - final["accuracy"]) > 1.5 / EVAL_SAMPLES:
+            fail(f"{mode}: the summary's test_accuracy {summary.get('test_accuracy')} is not "
+                 f"the final evaluation's {final['accuracy']}")
+
+
 def check_refusals(args, example, ft, work):
     import torch
     from torch import nn
@@ -214,6 +264,10 @@ def check_refusals(args, example, ft, work):
         first = example.build(first_args)
         job = ft.join(first, coordinator=address, timeout=30)
         try:
+            refused("job.evaluate of something not callable", lambda: job.evaluate(3),
+                    "callable")
+            refused("job.evaluate every step",
+                    lambda: job.evaluate(lambda m: {}, every="step"), "every='epoch'")
             wider = example.build(example.arguments(["--samples", "64", "--d-model", "48"]))
             refused("a second model of other shapes",
                     lambda: ft.join(wider, coordinator=address, timeout=30), "position")
@@ -251,6 +305,7 @@ def main():
         check_batchnorm(args, example, ferry_torch, ft, work)
         check_adamw_groups_and_schedule(args, example, ferry_torch, ft, work)
         check_init_from(args, example, ferry_torch, ft, work, args.modes.split(",")[-1])
+        check_evaluate(args, example, ferry_torch, ft, work)
     return in_work_dir("ferry-torch-external-", checks)
 
 

@@ -125,9 +125,13 @@ class ZerosDataset:
 
 
 def check_nan_refused(ft, model, address):
-    """A NaN gradient refuses the step, naming the tensor; the worker leaves."""
+    """A NaN gradient refuses the step, naming the tensor; the worker leaves.
+    Before it: job.evaluate in a job of a ferry model (the coordinator
+    scores those) is refused."""
     import torch.nn.functional as F
     job = ft.join(model, coordinator=address, timeout=30)
+    refused("job.evaluate in a job of a ferry model",
+            lambda: job.evaluate(lambda m: {"accuracy": 0.0, "loss": 0.0}), "--model external")
     try:
         for x, y in job.batches(ZerosDataset()):
             loss = F.cross_entropy(model(x), y) * float("nan")

@@ -152,5 +152,61 @@ TEST(HostStepChannelTest, CallsOutOfOrderAreRefused) {
   EXPECT_TRUE(absl::IsFailedPrecondition(channel.NextLease(1).status()));
 }
 
+TEST(HostStepChannelTest, AnEvaluationOpensNoStepAndItsResultReachesTheLoop) {
+  HostStepChannel channel;
+  EXPECT_FALSE(channel.evaluates());
+  channel.SetEvaluates(true);
+  EXPECT_TRUE(channel.evaluates());
+  absl::StatusOr<HostEvaluation> got;
+  std::thread loop([&] {
+    ASSERT_TRUE(channel.WaitForHost().ok());
+    channel.Offer(
+        {.step = 8,
+         .epoch = 1,
+         .evaluate = HostEvalTask{.version = 8, .epoch = 1, .final = true}});
+    got = channel.AwaitEvaluation();
+    channel.End(absl::OkStatus());
+  });
+  absl::StatusOr<std::optional<HostLease>> lease = channel.NextLease(10);
+  ASSERT_TRUE(lease.ok() && lease->has_value()) << lease.status();
+  ASSERT_TRUE((*lease)->evaluate.has_value());
+  EXPECT_TRUE((*lease)->samples.empty());
+  EXPECT_EQ((*lease)->evaluate->version, 8);
+  EXPECT_TRUE((*lease)->evaluate->final);
+  // No step is open: gradients and step() are refused.
+  EXPECT_TRUE(absl::IsFailedPrecondition(channel.Ready(0, 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(channel.Finish(0, 0).status()));
+  ASSERT_TRUE(channel
+                  .ReportEvaluation({.task = *(*lease)->evaluate,
+                                     .accuracy = 0.5,
+                                     .loss = 1.25,
+                                     .duration_seconds = 0.5})
+                  .ok());
+  lease = channel.NextLease(10);  // the loop ended: no more leases
+  loop.join();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_FALSE(lease->has_value());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->task.version, 8);
+  EXPECT_DOUBLE_EQ(got->accuracy, 0.5);
+  EXPECT_DOUBLE_EQ(got->loss, 1.25);
+}
+
+TEST(HostStepChannelTest, AHostThatAsksOnWithoutEvaluatingEndsTheWait) {
+  HostStepChannel channel;
+  absl::StatusOr<HostEvaluation> got;
+  std::thread loop([&] {
+    ASSERT_TRUE(channel.WaitForHost().ok());
+    channel.Offer({.step = 3, .evaluate = HostEvalTask{.version = 3}});
+    got = channel.AwaitEvaluation();
+    channel.End(absl::OkStatus());
+  });
+  absl::StatusOr<std::optional<HostLease>> lease = channel.NextLease(10);
+  ASSERT_TRUE(lease.ok() && lease->has_value()) << lease.status();
+  lease = channel.NextLease(10);  // asks on, no result
+  loop.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(got.status())) << got.status();
+}
+
 }  // namespace
 }  // namespace ferry

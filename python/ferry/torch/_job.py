@@ -18,6 +18,7 @@ The user's code never runs while ferry writes the parameters.
 
 import contextlib
 import json
+import math
 import os
 import signal
 import threading
@@ -220,7 +221,10 @@ class Job:
                          for name, shape, offset, numel in worker.tensors()]
         self._flat_params = torch.frombuffer(worker.params(), dtype=torch.float32)
         self._flat_grads = torch.frombuffer(worker.grads(), dtype=torch.float32)
+        self._model = model
         self._bind(model)
+        self._evaluate = None     # job.evaluate's fn
+        self.evaluations = []     # what this worker evaluated, oldest first
         self._open = False        # a batch was handed out, step() not called yet
         self._sent = False        # this step's gradients were declared
         self._no_sync = False
@@ -330,7 +334,11 @@ class Job:
                 lease = self._worker.next_lease(size, 0.25)  # signals between waits
             if lease is None or lease is False:  # the job ended, or SIGTERM
                 return
-            _, _, raw = lease
+            _, _, raw, evaluation = lease
+            if evaluation is not None:
+                self._run_evaluation(*evaluation)
+            if not raw:  # an evaluation alone
+                continue
             indices = torch.frombuffer(bytearray(raw), dtype=torch.int64).tolist()
             batch = collate([dataset[i] for i in indices])
             if batch_transform is not None:
@@ -346,14 +354,70 @@ class Job:
         self._backwards = 0
         self._declared = [False] * len(self._views)
         if self._state_begin is not None:  # the step's starting buffers
+            self._load_int_buffers()
             with torch.no_grad():
-                for buf, offset, numel in self._int_buffers:
-                    buf.copy_(self._flat_params[offset:offset + numel]
-                              .view(buf.shape).round().to(buf.dtype))
                 self._state_before = self._flat_params[self._state_begin:].clone()
         for p, _, _, grad in self._views:  # ferry zeroed the flat gradients
             if p.grad is not grad:
                 p.grad = grad
+
+    def _load_int_buffers(self):
+        """The integer buffers (BatchNorm's counters) from the flat buffer."""
+        with torch.no_grad():
+            for buf, offset, numel in self._int_buffers:
+                buf.copy_(self._flat_params[offset:offset + numel]
+                          .view(buf.shape).round().to(buf.dtype))
+
+    # ---- evaluation ----
+    def evaluate(self, fn, every="epoch"):
+        """Has `fn(model)` evaluate the job's weights at the end of every
+        epoch and at the job's end, on one worker of the job that called
+        evaluate (the others train on; sync jobs wait for it, so the
+        weights are exactly those of that step). `fn` returns
+        {"accuracy": a, "loss": l} (numbers or 0-d tensors; a in [0, 1]);
+        the figures become the job's evaluations, as ferry status, the
+        summary JSON, the metrics and TensorBoard show them. It runs under
+        torch.no_grad() with the model as the job holds it; whatever it
+        changes (train/eval mode, buffers) is put back afterwards. Only a
+        job whose model its worker defines (--model external) takes it:
+        ferry scores its own models itself."""
+        if not callable(fn):
+            raise ValueError("evaluate(fn): fn must be callable as fn(model)")
+        if every != "epoch":
+            raise ValueError(f"evaluate(every={every!r}): only every='epoch' is supported "
+                             "(each epoch's end, and the job's end)")
+        if not self.spec.get("model_from_worker"):
+            raise ValueError("job.evaluate is for a job whose model its worker defines "
+                             "(--model external); this job's model is ferry's own, "
+                             "which the coordinator evaluates on its test set")
+        self._evaluate = fn
+        self._worker.set_evaluates(True)
+
+    def _run_evaluation(self, version, epoch, final):
+        """Runs fn on the weights ferry wrote (those of `version`) and
+        reports its figures; the model's state is put back afterwards."""
+        if self._evaluate is None:
+            raise RuntimeError("the job handed this worker an evaluation, but "
+                               "job.evaluate(fn) was not called")
+        self._load_int_buffers()
+        saved = self._flat_params.clone()
+        saved_ints = [buf.clone() for buf, _, _ in self._int_buffers]
+        was_training = self._model.training
+        began = time.monotonic()
+        try:
+            with torch.no_grad():
+                figures = self._evaluate(self._model)
+        finally:
+            self._model.train(was_training)
+            with torch.no_grad():
+                self._flat_params.copy_(saved)
+                for (buf, _, _), value in zip(self._int_buffers, saved_ints):
+                    buf.copy_(value)
+        accuracy, loss = _evaluation_figures(figures)
+        seconds = time.monotonic() - began
+        self._worker.report_evaluation(version, epoch, final, accuracy, loss, seconds)
+        self.evaluations.append({"step": version, "epoch": epoch, "final": final,
+                                 "accuracy": accuracy, "loss": loss, "seconds": seconds})
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -442,3 +506,27 @@ class Job:
             with contextlib.suppress(Exception):
                 self.close()
         return False
+
+
+def _evaluation_figures(figures):
+    """(accuracy, loss) from what job.evaluate's fn returned; ValueError
+    naming what is wrong."""
+    if not isinstance(figures, dict):
+        raise ValueError(f"job.evaluate's fn returned {type(figures).__name__}; it must "
+                         "return {'accuracy': ..., 'loss': ...}")
+    unknown = sorted(set(figures) - {"accuracy", "loss"})
+    missing = sorted({"accuracy", "loss"} - set(figures))
+    if unknown or missing:
+        raise ValueError("job.evaluate's fn must return exactly the keys 'accuracy' and "
+                         f"'loss' (missing: {missing or 'none'}, unknown: {unknown or 'none'})")
+    values = {}
+    for key in ("accuracy", "loss"):
+        try:
+            values[key] = float(figures[key])
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"job.evaluate: {key}={figures[key]!r} is not a number") from None
+        if not math.isfinite(values[key]):
+            raise ValueError(f"job.evaluate: {key} is {values[key]}; figures must be finite")
+    if not 0.0 <= values["accuracy"] <= 1.0:
+        raise ValueError(f"job.evaluate: accuracy {values['accuracy']} is not in [0, 1]")
+    return values["accuracy"], values["loss"]
