@@ -24,7 +24,8 @@ Figures per run:
     rank's step time under no_sync() (no all-reduce), measured in the same
     process; ferry, the workers' comm_seconds (the waits in BeginStep and
     FinishStep that backward did not hide) per report;
-  - peak resident memory per worker process (ru_maxrss).
+  - peak resident memory per worker process (VmHWM, as
+    examples/torch/example_worker.py reports it for ferry's workers).
 Every samples/s is checked against the compute floor: 2 workers cannot
 exceed 2x one process that only computes (2 cores); a figure above it is
 reported as impossible and the run fails.
@@ -38,7 +39,6 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import socket
 import statistics
 import subprocess
@@ -122,8 +122,9 @@ def ddp_rank(rank, opts, port, out):
         step(True)
     synced = timed(True, opts.steps)
     compute = timed(False, opts.steps)
+    from example_worker import peak_rss_mib
     out.put({"rank": rank, "seconds": synced, "compute_seconds": compute,
-             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+             "peak_rss_mib": peak_rss_mib()})
     dist.destroy_process_group()
 
 
@@ -190,7 +191,7 @@ def run_ferry(opts, mode, work):
            f"/usr/bin/python3 {script} {' '.join(argv)} --lr {LR} --momentum {MOMENTUM} "
            "--nesterov 0 --weight-decay 0"]
     if mode == "ps":
-        cmd[5:5] = ["--shards", "2"]
+        cmd[6:6] = ["--shards", "2"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout + 60)
     if run.returncode != 0:
         raise RuntimeError(f"ferry local {mode} failed ({run.returncode}):\n{run.stderr[-2000:]}")
@@ -224,6 +225,12 @@ def main():
     opts = ap.parse_args()
     if not os.path.exists(os.path.join(opts.bin_dir, "ferry")):
         raise SystemExit(f"no {opts.bin_dir}/ferry: run scripts/build (or pass --bin-dir)")
+    # The examples import ferry.torch (the build's package); the DDP ranks
+    # (spawned) find it through PYTHONPATH.
+    package = os.path.join(os.path.dirname(os.path.abspath(opts.bin_dir)), "python")
+    sys.path.insert(0, package)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package, os.environ.get("PYTHONPATH", "")) if p)
     lines = []
     with tempfile.TemporaryDirectory(prefix="ferry-vs-ddp-") as work:
         for model in opts.models.split(","):

@@ -67,6 +67,20 @@ def test_set_evaluation(dataset, batch=256):
     return evaluate
 
 
+def peak_rss_mib():
+    """This process's peak resident memory in MiB: VmHWM of its own
+    address space (unlike ru_maxrss, it does not carry over the parent's
+    peak across fork and exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def train_as_worker(model, dataset, args, test_dataset=None):
     """Joins the job (FERRY_COORDINATOR) with `model` and the optimizer the
     arguments say, trains cross entropy on the leases of `dataset` until the
@@ -90,6 +104,5 @@ def train_as_worker(model, dataset, args, test_dataset=None):
     print(json.dumps({"steps": job.steps, "mode": job.mode,
                       "recent_train_accuracy": correct / seen if seen else None,
                       "evaluations": job.evaluations,
-                      # This process's peak resident memory (Linux: KiB).
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "peak_rss_mib": peak_rss_mib(),
                       "summary": job.summary}))

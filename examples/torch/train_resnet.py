@@ -76,7 +76,8 @@ def arguments(argv=None):
                          "required); the job's --dataset external:N must say the same N")
     ap.add_argument("--seed", type=int, default=0, help="model and data seed")
     ap.add_argument("--evaluate", metavar="DIR",
-                    help="no training: the test accuracy of DIR/model.safetensors")
+                    help="no training: the test accuracy of DIR/model.safetensors (on "
+                         "the first --eval-samples test images when given)")
     ap.add_argument("--eval-samples", type=int, default=0,
                     help="> 0: the worker evaluates the job's weights (job.evaluate) on "
                          "the test split's first N images at each epoch's end and at the end")
@@ -92,6 +93,8 @@ def evaluate(args):
     model.load_state_dict(ferry_torch.read_safetensors(
         os.path.join(args.evaluate, "model.safetensors")), strict=True)
     x, y = images(args, "test")
+    if args.eval_samples > 0:  # the images a job with --eval-samples scored
+        x, y = x[:args.eval_samples], y[:args.eval_samples]
     with torch.no_grad():
         scores = test_set_evaluation(torch.utils.data.TensorDataset(x, y), 500)(model)
     print(json.dumps({"test_accuracy": scores["accuracy"], "test_loss": scores["loss"],

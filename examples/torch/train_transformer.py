@@ -16,12 +16,15 @@ it prints one JSON line: this worker's steps, its share of the last
 batches' accuracy and its summary.
 """
 import argparse
+import json
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from example_worker import add_optimizer_arguments, train_as_worker
+from example_worker import add_optimizer_arguments, test_set_evaluation, train_as_worker
 
 CLASSES = 4
 
@@ -82,22 +85,42 @@ def arguments(argv=None):
                     help="> 0: the worker evaluates the job's weights (job.evaluate) on "
                          "this many generated sequences (seed + 1) at each epoch's end "
                          "and at the end")
+    ap.add_argument("--evaluate", metavar="DIR",
+                    help="no training: the accuracy of DIR/model.safetensors (an export) "
+                         "on the --eval-samples sequences")
     # The first worker's optimizer and scheduler are the job's (--model
     # external); these defaults are also ferry local's own.
     add_optimizer_arguments(ap)
     return ap.parse_args(argv)
 
 
+def test_set(args):
+    """The --eval-samples held-out sequences (seed + 1); None without."""
+    if args.eval_samples <= 0:
+        return None
+    return torch.utils.data.TensorDataset(
+        *token_data(args.eval_samples, args.seq, args.vocab, args.seed + 1))
+
+
 def main():
     args = arguments()
     torch.set_num_threads(1)
     model = build(args)
+    if args.evaluate:
+        if args.eval_samples <= 0:
+            sys.exit("--evaluate needs --eval-samples N")
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "..", "scripts"))
+        import ferry_torch  # safetensors
+        model.load_state_dict(ferry_torch.read_safetensors(
+            os.path.join(args.evaluate, "model.safetensors")), strict=True)
+        with torch.no_grad():
+            scores = test_set_evaluation(test_set(args))(model)
+        print(json.dumps({"test_accuracy": scores["accuracy"], "test_loss": scores["loss"],
+                          "samples": args.eval_samples}))
+        return
     x, y = token_data(args.samples, args.seq, args.vocab, args.seed)
-    test = None
-    if args.eval_samples > 0:
-        test = torch.utils.data.TensorDataset(
-            *token_data(args.eval_samples, args.seq, args.vocab, args.seed + 1))
-    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args, test)
+    train_as_worker(model, torch.utils.data.TensorDataset(x, y), args, test_set(args))
 
 
 if __name__ == "__main__":
