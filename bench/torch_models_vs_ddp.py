@@ -192,6 +192,7 @@ def run_ferry(opts, mode, work):
            "--nesterov 0 --weight-decay 0"]
     if mode == "ps":
         cmd[6:6] = ["--shards", "2"]
+    cmd[6:6] = opts.ferry_args.split()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout + 60)
     if run.returncode != 0:
         raise RuntimeError(f"ferry local {mode} failed ({run.returncode}):\n{run.stderr[-2000:]}")
@@ -222,6 +223,10 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--out", help="write the JSON lines here too")
+    ap.add_argument("--runs", default="ddp,ring,ps", help="which runs, of ddp, ring and ps")
+    ap.add_argument("--ferry-args", default="",
+                    help="more ferry local flags for the ring and PS runs "
+                         "(e.g. --bucket-elements 1048576)")
     opts = ap.parse_args()
     if not os.path.exists(os.path.join(opts.bin_dir, "ferry")):
         raise SystemExit(f"no {opts.bin_dir}/ferry: run scripts/build (or pass --bin-dir)")
@@ -240,7 +245,7 @@ def main():
             bound = 2 * floor["samples_per_second"]
             runs = {"ddp": lambda: run_ddp(opts), "ring": lambda: run_ferry(opts, "ring", work),
                     "ps": lambda: run_ferry(opts, "ps", work)}
-            order = list(runs)
+            order = [k for k in opts.runs.split(",") if k in runs]
             for r in range(opts.rounds):
                 for kind in (order if r % 2 == 0 else order[::-1]):
                     figures = runs[kind]()
@@ -258,13 +263,15 @@ def main():
         med = {}
         for kind in ("ddp", "ring", "ps"):
             rows = [x for x in lines if x["model"] == model and x["run"] == kind]
+            if not rows:
+                continue
             med[kind] = {k: statistics.median([x[k] for x in rows if x[k] is not None] or [0])
                          for k in ("samples_per_second", "exposed_comm_seconds_per_step",
                                    "peak_rss_mib")}
-        for kind in ("ddp", "ring", "ps"):
-            m = med[kind]
-            print(f"{model:12} {kind:5} {m['samples_per_second']:10.1f} "
-                  f"{m['samples_per_second'] / med['ddp']['samples_per_second']:6.2f} "
+        base = med.get("ddp", {}).get("samples_per_second")
+        for kind, m in med.items():
+            ratio = f"{m['samples_per_second'] / base:6.2f}" if base else "     -"
+            print(f"{model:12} {kind:5} {m['samples_per_second']:10.1f} {ratio} "
                   f"{m['exposed_comm_seconds_per_step'] * 1000:15.1f} ms "
                   f"{m['peak_rss_mib']:13.0f}")
     if opts.out:

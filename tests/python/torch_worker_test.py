@@ -3,7 +3,9 @@
 are the workers of `ferry local` jobs, 2 workers in PS mode with 2 shards and
 in ring mode; the job's exported weights must equal, within 1e-4, those of
 a single-process torch run that replays ft.epoch_permutation with the same
-global batch, initial weights and momentum SGD. Then the refusals at join: a
+global batch, initial weights and momentum SGD, and exchange the bytes the
+closed forms give per step, as ferry-worker does on the same model. Then
+the refusals at join: a
 model whose tensors differ, an optimizer that differs from the job's, no
 coordinator address.
 
@@ -33,20 +35,60 @@ def replay(ferry_torch, ft, init_dir, data_dir, seed):
     return sgd_replay(model, x, y, order, STEPS, BATCH).state_dict()
 
 
-def run_job(args, mode, init_dir, work, data_dir):
-    out = os.path.join(work, f"export-{mode}")
-    summary = os.path.join(work, f"summary-{mode}.json")
+def run_job(args, mode, init_dir, work, data_dir, torch_workers=True):
+    """A ferry local job of 2 workers: train_sequential.py scripts, or
+    (torch_workers=False) ferry-worker on the same model and data."""
+    tag = mode if torch_workers else f"{mode}-ferry-worker"
+    out = os.path.join(work, f"export-{tag}")
+    summary = os.path.join(work, f"summary-{tag}.json")
     script = os.path.join(args.source_dir, "examples", "torch", "train_sequential.py")
     shards = ["--shards", "2"] if mode == "ps" else []
-    run_ferry_local(args, mode, ["--mode", mode, "--workers", "2"] + shards + [
-        "--init-from", init_dir,
+    workers = ["--worker-command",
+               f"/usr/bin/python3 {script} {init_dir} --data-dir {data_dir} {SCRIPT_OPTIMIZER}"]
+    run_ferry_local(args, tag, ["--mode", mode, "--workers", "2"] + shards + [
+        "--init-from", init_dir, "--data-dir", data_dir,
         "--batch", str(BATCH), "--epochs", "1", "--max-steps", str(STEPS),
-        "--export", out, "--summary-json", summary, "--timeout", "240",
-        "--worker-command",
-        f"/usr/bin/python3 {script} {init_dir} --data-dir {data_dir} {SCRIPT_OPTIMIZER}"] +
-        JOB_OPTIMIZER, os.path.join(work, f"logs-{mode}"))
+        "--export", out, "--summary-json", summary, "--timeout", "240"] +
+        (workers if torch_workers else []) + JOB_OPTIMIZER, os.path.join(work, f"logs-{tag}"))
     with open(summary) as f:
         return json.load(f), out
+
+
+def exchange_bytes(summary, mode):
+    """(sent, received) per worker per step with the job's peers of the
+    mode's exchange (PS: the shards; ring: the other members)."""
+    role = "ps" if mode == "ps" else "worker"
+    by_peer = summary.get("worker_bytes_by_peer", {})
+    if role not in by_peer:
+        fail(f"{mode}: no worker bytes with '{role}' in the summary: {sorted(by_peer)}")
+    per = 2 * STEPS
+    return (int(by_peer[role].get("sent", 0)) / per,
+            int(by_peer[role].get("received", 0)) / per)
+
+
+def check_accounting(args, ferry_torch, summaries, init_dir, work, data_dir):
+    """The bytes a torch worker exchanges per step equal the closed form
+    (PS: the model's fp32 bytes each way; ring of N: 2(N-1)/N of them) up
+    to the messages' framing and the job's one-time transfers, and
+    ferry-worker's on the same model and data within 1 %."""
+    model, _ = ferry_torch.load_sequential(init_dir)
+    model_bytes = 4 * sum(t.numel() for t in model.state_dict().values())
+    for mode, summary in summaries.items():
+        sent, received = exchange_bytes(summary, mode)
+        reference, _ = run_job(args, mode, init_dir, work, data_dir, torch_workers=False)
+        ref_sent, ref_received = exchange_bytes(reference, mode)
+        closed = model_bytes * (1.0 if mode == "ps" else 2 * (2 - 1) / 2)
+        print(f"{mode}: per worker per step sent {sent:.0f} B, received {received:.0f} B; "
+              f"closed form {closed:.0f} B each way; ferry-worker sent {ref_sent:.0f} B, "
+              f"received {ref_received:.0f} B")
+        for what, got in (("sent", sent), ("received", received)):
+            if not closed <= got <= closed * 1.10:
+                fail(f"{mode}: {what} {got:.0f} B per worker per step is not the closed "
+                     f"form {closed:.0f} B (+ up to 10 % framing and one-time transfers)")
+        for what, got, ref in (("sent", sent, ref_sent), ("received", received, ref_received)):
+            if abs(got - ref) > 0.01 * ref:
+                fail(f"{mode}: a torch worker {what} {got:.0f} B per step, ferry-worker "
+                     f"{ref:.0f} B: they differ by more than 1 %")
 
 
 def check_equivalence(args, ferry_torch, ft, work, data_dir):
@@ -57,8 +99,10 @@ def check_equivalence(args, ferry_torch, ft, work, data_dir):
     init_dir = os.path.join(work, "init")
     ferry_torch.export_sequential(model, init_dir, input_shape=[784], classes=10)
     expected = replay(ferry_torch, ft, init_dir, data_dir, seed=1)
+    summaries = {}
     for mode in args.modes.split(","):
         summary, out = run_job(args, mode, init_dir, work, data_dir)
+        summaries[mode] = summary
         steps = summary.get("steps") or summary.get("steps_applied")
         got = ferry_torch.read_safetensors(os.path.join(out, "model.safetensors"))
         worst = 0.0
@@ -71,6 +115,7 @@ def check_equivalence(args, ferry_torch, ft, work, data_dir):
             fail(f"{mode}: {steps} steps applied, expected {STEPS}: {json.dumps(summary)[:800]}")
         if worst > 1e-4:
             fail(f"{mode}: weights differ from the single-process replay by {worst:.2e}")
+    return summaries, init_dir
 
 
 def check_refusals(args, ft, work):
@@ -170,7 +215,8 @@ def main():
 
     def checks(work):
         check_refusals(args, ft, work)
-        check_equivalence(args, ferry_torch, ft, work, args.data_dir)
+        summaries, init_dir = check_equivalence(args, ferry_torch, ft, work, args.data_dir)
+        check_accounting(args, ferry_torch, summaries, init_dir, work, args.data_dir)
     return in_work_dir("ferry-torch-worker-", checks)
 
 
