@@ -1,8 +1,10 @@
 #include "client/cost_command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cost_model.h"
 #include "client/pipeline_cost_command.h"
@@ -14,6 +16,35 @@
 
 namespace ferry {
 namespace {
+
+// The measured compute per worker step of a ferry local --summary-json.
+absl::StatusOr<double> MeasuredCompute(const std::string& summary_path) {
+  std::FILE* file = std::fopen(summary_path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("--compute-from ", summary_path, ": cannot open it"));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;)
+    text.append(buffer, n);
+  std::fclose(file);
+  const nlohmann::json summary = nlohmann::json::parse(text, nullptr, false);
+  constexpr char kKey[] = "window_compute_seconds_per_worker_step";
+  if (summary.is_discarded() || !summary.is_object() ||
+      !summary.contains(kKey) || !summary[kKey].is_number()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compute-from ", summary_path,
+                     ": not a ferry local --summary-json with ", kKey));
+  }
+  const double seconds = summary[kKey].get<double>();
+  if (!std::isfinite(seconds) || seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compute-from ", summary_path, ": ", kKey, " is ",
+                     seconds, " (the job measured no compute)"));
+  }
+  return seconds;
+}
 
 nlohmann::json ToJson(const CostPrediction& p) {
   nlohmann::json shards = nlohmann::json::array();
@@ -123,8 +154,13 @@ absl::Status Run(const CostFlags& f) {
       in.bandwidth_bytes_per_second > 0
           ? (FormatBytes(in.bandwidth_bytes_per_second) + "/s").c_str()
           : "unlimited",
-      f.latency.c_str(), f.compute.c_str(), f.overhead.c_str(),
-      CompressionName(in.compression).c_str());
+      f.latency.c_str(),
+      f.compute_from.empty()
+          ? f.compute.c_str()
+          : absl::StrFormat("%.4gs (measured, %s)", in.compute_seconds,
+                            f.compute_from)
+                .c_str(),
+      f.overhead.c_str(), CompressionName(in.compression).c_str());
   std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n", "mode", "sent/worker",
               "recv/worker", "recv/shard(max)", "comm", "exposed", "step",
               "bound by");
@@ -211,6 +247,13 @@ absl::Status ParseCostTimes(const CostFlags& f, CostInput& in) {
   in.latency_seconds = absl::ToDoubleSeconds(latency);
   ASSIGN_OR_RETURN(const absl::Duration compute, ParseLatency(f.compute));
   in.compute_seconds = absl::ToDoubleSeconds(compute);
+  if (!f.compute_from.empty()) {
+    if (compute != absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "give --compute or --compute-from, not both");
+    }
+    ASSIGN_OR_RETURN(in.compute_seconds, MeasuredCompute(f.compute_from));
+  }
   ASSIGN_OR_RETURN(const absl::Duration overhead, ParseLatency(f.overhead));
   in.overhead_seconds = absl::ToDoubleSeconds(overhead);
   return absl::OkStatus();
@@ -223,8 +266,10 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   }
   cmd.add_option(
          "--model", f.model,
-         "a preset, a ferry.model.v1 JSON file (docs/models.md) or MLP "
-         "sizes like 784-256-128-10; presets:" +
+         "a preset, a ferry.model.v1 JSON file (docs/models.md), a "
+         "PyTorch model's weights (PATH.safetensors, or a --model external "
+         "job's --export directory: its tensors) or MLP sizes like "
+         "784-256-128-10; presets:" +
              presets +
              "\n  mlp: 784-256-128-10 (the default MLP)\n  convnet: the "
              "PyTorch MNIST example ConvNet, 1.2M parameters\n  dlrm: "
@@ -253,6 +298,11 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   cmd.add_option("--compute", f.compute,
                  "forward + backward time of one worker's step: 20ms, 0.3s, 0")
       ->capture_default_str();
+  cmd.add_option("--compute-from", f.compute_from,
+                 "instead of --compute: a ferry local --summary-json whose "
+                 "measured compute per worker step "
+                 "(window_compute_seconds_per_worker_step) is the step's "
+                 "compute, e.g. a PyTorch model's job (docs/pytorch.md)");
   cmd.add_option("--overhead", f.overhead,
                  "the stack's own per-step exchange cost with no link limit "
                  "(control round trip, "

@@ -26,6 +26,9 @@ struct CostFlags {
   std::string bandwidth = "10Gbit";
   std::string latency = "50us";
   std::string compute = "0";
+  // A ferry local --summary-json whose measured compute per worker step
+  // replaces `compute` ("": none).
+  std::string compute_from;
   std::string overhead = "0";
   std::string compression = "none";
   bool colocated = false;

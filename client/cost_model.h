@@ -103,7 +103,13 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
 // Tensor sizes of a model (anything model/model_presets.h's
 // ResolveModelSpec takes: mlp, convnet, a JSON path, "784-256-128-10"), in
 // the layout every process exchanges (model/model_params.h ModelJobLayout:
-// parameters, then BatchNorm state).
+// parameters, then BatchNorm state). A model that is not ferry's (a
+// PyTorch model of a --model external job): its weights file, PATH.safetensors
+// or a directory holding model.safetensors without model.json (the job's
+// --export), whose tensors in file order are the job's flat layout;
+// torch's own save_file of a state_dict serves too (its order may differ,
+// which moves only the ring's bucket boundaries). Errors: the resolver's,
+// the file's (NOT_FOUND, INVALID_ARGUMENT), a file without elements.
 absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec);
 
 // The cost model's own presets: MLP specs of about the size of the named

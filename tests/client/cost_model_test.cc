@@ -1,9 +1,16 @@
 #include "client/cost_model.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
+#include "client/cost_command.h"
+#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/model_export.h"
+#include "model/safetensors.h"
 
 namespace ferry {
 namespace {
@@ -422,6 +429,78 @@ TEST(CostModelTest, PresetsHaveTheAdvertisedSizes) {
             784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_NEAR(params("resnet50"), 25.5e6, 0.5e6);
   EXPECT_NEAR(params("bert-base"), 110e6, 2e6);
+}
+
+// A PyTorch model's weights (a --model external job's export): its
+// tensors in file order are the sizes, BatchNorm's integer counter included.
+TEST(CostModelTest, TakesAPyTorchModelsWeightsFile) {
+  const std::string dir =
+      testing::TempDir() + "/cost_weights_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  SafetensorsFile file;
+  const auto add = [&](std::string name, std::vector<int64_t> shape,
+                       SafetensorsDtype dtype) {
+    SafetensorsTensor& t = file.tensors.emplace_back();
+    t.name = std::move(name);
+    t.dtype = dtype;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    t.shape = std::move(shape);
+    t.values.assign(n, 0.0f);
+  };
+  add("conv.weight", {4, 1, 3, 3}, SafetensorsDtype::kF32);
+  add("bn.num_batches_tracked", {}, SafetensorsDtype::kI64);
+  add("fc.bias", {10}, SafetensorsDtype::kF32);
+  const absl::StatusOr<std::string> bytes = EncodeSafetensors(file);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const std::string weights = JoinPath(dir, "model.safetensors");
+  ASSERT_TRUE(PosixFileSystem()->WriteFileAtomically(weights, *bytes).ok());
+  for (const std::string& spec : {weights, dir}) {
+    EXPECT_EQ(*ResolveModel(spec), spec);
+    const absl::StatusOr<std::vector<int64_t>> sizes = ModelTensorSizes(spec);
+    ASSERT_TRUE(sizes.ok()) << sizes.status();
+    EXPECT_EQ(*sizes, (std::vector<int64_t>{36, 1, 10})) << spec;
+  }
+  EXPECT_FALSE(ModelTensorSizes(dir + "/missing.safetensors").ok());
+  ASSERT_TRUE(
+      PosixFileSystem()->WriteFileAtomically(weights, "not safetensors").ok());
+  const absl::Status bad = ModelTensorSizes(weights).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
+  EXPECT_THAT(std::string(bad.message()), HasSubstr(weights));
+  std::filesystem::remove_all(dir);
+}
+
+// --compute-from: a job's measured compute per worker step (ferry local's
+// summary) is the step's compute; a file without it, or both flags, are
+// refused.
+TEST(CostModelTest, ComputeComesFromAJobsSummary) {
+  const std::string path = testing::TempDir() + "/cost_summary_" +
+                           std::to_string(::getpid()) + ".json";
+  const auto with = [&](const std::string& json, const std::string& compute) {
+    EXPECT_TRUE(PosixFileSystem()->WriteFileAtomically(path, json).ok());
+    CostFlags flags;
+    flags.compute = compute;
+    flags.compute_from = path;
+    CostInput in;
+    const absl::Status status = ParseCostTimes(flags, in);
+    return std::make_pair(status, in.compute_seconds);
+  };
+  const auto [ok, seconds] =
+      with(R"({"window_compute_seconds_per_worker_step": 0.31})", "0");
+  ASSERT_TRUE(ok.ok()) << ok;
+  EXPECT_DOUBLE_EQ(seconds, 0.31);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      with(R"({"window_compute_seconds_per_worker_step": 0.31})", "20ms")
+          .first));
+  EXPECT_TRUE(absl::IsInvalidArgument(with(R"({"steps": 3})", "0").first));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      with(R"({"window_compute_seconds_per_worker_step": 0})", "0").first));
+  EXPECT_TRUE(absl::IsInvalidArgument(with("not json", "0").first));
+  std::filesystem::remove(path);
+  CostFlags missing;
+  missing.compute_from = path;
+  CostInput in;
+  EXPECT_TRUE(absl::IsNotFound(ParseCostTimes(missing, in)));
 }
 
 }  // namespace
