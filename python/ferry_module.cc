@@ -21,11 +21,16 @@
 #include <utility>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/cli_flags.h"
+#include "common/ops_flags.h"
 #include "coordinator/coordinator_client.h"
 #include "data/sampler.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/process_ops.h"
 #include "worker/hosted_worker.h"
 
 namespace py = pybind11;
@@ -84,6 +89,58 @@ std::string JobJson(const v1::JobSpec& job) {
   return json;
 }
 
+// The process's operations, as ferry-worker's: logging, RPC security (TLS,
+// bearer token), the grpc.health.v1 port and the Prometheus port, from the
+// same FERRY_* variables as ferry-worker's flags (FERRY_HEALTH_PORT,
+// FERRY_METRICS_PORT, FERRY_OPS_PORT_FILE, FERRY_LOG_LEVEL,
+// FERRY_LOG_FORMAT, FERRY_TLS_CERT, FERRY_TLS_KEY, FERRY_TLS_CA,
+// FERRY_TLS_SERVER_NAME, FERRY_REQUIRE_CLIENT_CERT,
+// FERRY_AUTH_TOKEN_FILE). Started once per process, by the first call;
+// readiness then follows the coordinator's reachability.
+class ProcessOpsOnce {
+ public:
+  static ProcessOpsOnce& Get() {
+    static auto* once = new ProcessOpsOnce();
+    return *once;
+  }
+
+  // Starts them (once) and watches `coordinator`. ValueError for a bad
+  // variable, RuntimeError for a port that cannot be bound.
+  ProcessOps& Start(const std::string& coordinator) {
+    absl::MutexLock lock(&mu_);
+    if (ops_ == nullptr) {
+      OpsFlags flags;
+      CLI::App app;
+      AddOpsFlags(app, flags);
+      BindEnvironment(app);
+      try {
+        app.parse(std::vector<std::string>{});
+      } catch (const CLI::ParseError& e) {
+        throw py::value_error(
+            absl::StrCat("the FERRY_* environment: ", e.what()));
+      }
+      ops_ = Value(ProcessOps::Start(flags, "worker", MetricRole::kWorker));
+      ops_->health().SetStarted();
+    }
+    if (!coordinator.empty() && watched_.empty()) {
+      watched_ = coordinator;
+      ops_->WatchPeer("coordinator", coordinator);
+    }
+    return *ops_;
+  }
+
+  // Readiness and liveness end (the script leaves the job).
+  void Drain() {
+    absl::MutexLock lock(&mu_);
+    if (ops_ != nullptr) ops_->health().SetDraining();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::unique_ptr<ProcessOps> ops_ ABSL_GUARDED_BY(mu_);
+  std::string watched_ ABSL_GUARDED_BY(mu_);
+};
+
 // The worker as Python sees it; Stop() on deletion.
 class PyWorker {
  public:
@@ -94,6 +151,7 @@ class PyWorker {
     options.worker.rpc_timeout = absl::Seconds(rpc_timeout_s);
     if (!peer_listen.empty()) options.worker.peer_listen_address = peer_listen;
     options.worker.peer_advertise_address = peer_advertise;
+    options.worker.health = &ProcessOpsOnce::Get().Start(coordinator).health();
     worker_ = Value(HostedWorker::Start(std::move(options)));
   }
 
@@ -231,6 +289,27 @@ PYBIND11_MODULE(_ferry, m) {
       py::arg("n"), py::arg("seed"), py::arg("epoch"),
       "The order (bytes of little-endian int64) in which epoch `epoch` of "
       "a job with seed `seed` visits samples [0, n).");
+
+  m.def(
+      "configure_process",
+      [](const std::string& coordinator) {
+        ferry::ProcessOps& ops =
+            ferry::ProcessOpsOnce::Get().Start(coordinator);
+        py::dict ports;
+        ports["health"] = ops.health_port();
+        ports["metrics"] = ops.metrics_port();
+        return ports;
+      },
+      py::arg("coordinator") = "",
+      "Starts this process's operations once, from the FERRY_* environment "
+      "as ferry-worker's flags: logging, RPC security (FERRY_TLS_*, "
+      "FERRY_AUTH_TOKEN_FILE), the grpc.health.v1 port (FERRY_HEALTH_PORT) "
+      "and the Prometheus port (FERRY_METRICS_PORT); readiness follows "
+      "`coordinator`. Returns the ports bound {'health', 'metrics'} (0: "
+      "none).");
+  m.def(
+      "drain", [] { ferry::ProcessOpsOnce::Get().Drain(); },
+      "Ends this process's readiness and liveness (it leaves its job).");
 
   m.def(
       "get_job",

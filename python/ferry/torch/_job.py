@@ -63,8 +63,17 @@ def join(model, optimizer=None, coordinator=None, *, scheduler=None,
     never calls optimizer.step() or scheduler.step() for ferry. Returns a
     Job, a context manager that leaves the job on exit.
 
+    The process's operations come from the environment, as ferry-worker's
+    flags do: FERRY_HEALTH_PORT (grpc.health.v1: ready while the
+    coordinator answers, draining after SIGTERM), FERRY_METRICS_PORT
+    (Prometheus), FERRY_TLS_CERT / FERRY_TLS_KEY / FERRY_TLS_CA /
+    FERRY_TLS_SERVER_NAME / FERRY_REQUIRE_CLIENT_CERT, FERRY_AUTH_TOKEN_FILE,
+    FERRY_LOG_LEVEL, FERRY_LOG_FORMAT, FERRY_OPS_PORT_FILE; they are set up
+    by the first join of the process.
+
     Raises ValueError for a model or optimizer the job cannot train (the
-    message names the first difference) or a missing coordinator address,
+    message names the first difference), a bad FERRY_* variable, or a
+    missing coordinator address,
     ConnectionError / TimeoutError when the coordinator cannot be reached
     within `timeout` seconds, RuntimeError when it refuses the worker.
     """
@@ -73,6 +82,9 @@ def join(model, optimizer=None, coordinator=None, *, scheduler=None,
         raise ValueError("no coordinator: pass coordinator='HOST:PORT' or set FERRY_COORDINATOR")
     peer_listen = peer_listen or os.environ.get("FERRY_PEER_LISTEN", "")
     peer_advertise = peer_advertise or os.environ.get("FERRY_PEER_ADVERTISE", "")
+    # This process's logging, RPC security and health/metrics ports, from
+    # the FERRY_* environment as ferry-worker's flags (docs/pytorch.md).
+    _ferry.configure_process(coordinator)
     # Checked before joining, so that a worker the job cannot use never
     # becomes a member.
     spec = json.loads(_ferry.get_job(coordinator, timeout))
@@ -482,6 +494,7 @@ class Job:
 
         def handler(signum, frame):
             self._stop_requested = True
+            _ferry.drain()  # not ready, not live: the pod is going away
             self._worker.request_stop()  # leaves after the step in flight
 
         previous = signal.signal(signal.SIGTERM, handler)
