@@ -173,6 +173,23 @@ def env_names_of(binary, subcommand=None):
     return _help_cache[key]
 
 
+# The FERRY_* variables a ferry.torch worker reads (python/ferry/torch/
+# _job.py: join and its process operations, the same names as ferry-worker's
+# flags) and FERRY_AFTER_FINISH, which the torch-worker component's script
+# honours as ferry-worker does.
+TORCH_WORKER_ENV = {
+    "FERRY_COORDINATOR", "FERRY_PEER_LISTEN", "FERRY_PEER_ADVERTISE", "FERRY_AFTER_FINISH",
+    "FERRY_HEALTH_PORT", "FERRY_METRICS_PORT", "FERRY_OPS_PORT_FILE", "FERRY_LOG_LEVEL",
+    "FERRY_LOG_FORMAT", "FERRY_TLS_CERT", "FERRY_TLS_KEY", "FERRY_TLS_CA",
+    "FERRY_TLS_SERVER_NAME", "FERRY_REQUIRE_CLIENT_CERT", "FERRY_AUTH_TOKEN_FILE",
+}
+
+
+def is_python(argv):
+    """A container that runs a Python script (a ferry.torch worker)."""
+    return os.path.basename(argv[0]).startswith("python3")
+
+
 def role_of(argv):
     """ferry-server's role in a container's command line: its subcommand, or
     the older --role / --role= spelling; None for other programs."""
@@ -295,7 +312,12 @@ def consistency_problems(docs, bin_dir=None):
                     except LookupError as e:
                         problems.append(f"{where}: {key}: {e}")
             # Every FERRY_* variable is a flag of the binary it is given to.
-            if bin_dir is not None:
+            if is_python(argv):
+                for key in env:
+                    if key.startswith("FERRY_") and key not in TORCH_WORKER_ENV:
+                        problems.append(f"{where}: {key} is not a variable a ferry.torch "
+                                        "worker reads")
+            elif bin_dir is not None:
                 role = role_of(argv)
                 program = " ".join([argv[0]] + ([role] if role else []))
                 names = env_names_of(f"{bin_dir}/{argv[0]}", role)

@@ -40,6 +40,15 @@ def short_run(finish_epochs):
 
 PROBE_TIMEOUT_S = 30
 
+# The Python a ferry.torch worker container runs here (Debian's, which
+# python3-torch is installed for).
+PYTHON = "/usr/bin/python3"
+
+
+def python_package_dir(bin_dir):
+    """The build's ferry Python package folder (BIN_DIR/../python)."""
+    return os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "python")
+
 
 class Failure(Exception):
     pass
@@ -253,6 +262,7 @@ class Cluster:
         env = fm.container_env(self.docs, pod.spec, pod.container, field_values)
         env.update(self.short_run[pod.role])
         self.project_secrets(pod)
+        self.project_config_maps(pod)
         argv = fm.command_line(pod.container, env)
         env = {k: self.map_value(pod, k, v) for k, v in env.items()}
         args = []
@@ -266,6 +276,11 @@ class Cluster:
                     "HOME": pod.dir}
         full_env.update(env)
         binary = os.path.join(self.bin_dir, argv[0])
+        if fm.is_python(argv) and not self.image:
+            # A ferry.torch worker: Debian's python3 (the one python3-torch
+            # is for) with the build's ferry package, as the image has them.
+            binary = PYTHON
+            full_env["PYTHONPATH"] = python_package_dir(self.bin_dir)
         command = [binary] + args
         if self.image:
             command = self.container_command(pod, argv[0], args, env)
@@ -306,6 +321,27 @@ class Cluster:
                 if self.image:
                     os.chown(path, uid, gid)
                 os.chmod(path, volume["secret"].get("defaultMode", 0o644))
+
+    def project_config_maps(self, pod):
+        """Writes the ConfigMaps the pod's volumes name into those volumes
+        (every key as a file, or the volume's items at their paths), as the
+        kubelet projects them."""
+        for volume in pod.spec.get("volumes", []):
+            if "configMap" not in volume:
+                continue
+            name = volume["configMap"]["name"]
+            found = fm.find(self.docs, "ConfigMap", name)
+            if not found:
+                raise Failure(f"{pod.name}: volume {volume['name']} needs ConfigMap {name}, "
+                              "which the manifests lack")
+            data = found[0].get("data") or {}
+            items = volume["configMap"].get("items") or [{"key": k, "path": k} for k in data]
+            local = pod.volume(volume["name"])
+            for item in items:
+                path = os.path.join(local, item["path"])
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(data[item["key"]])
 
     def pod_user(self, pod):
         security = dict(pod.spec.get("securityContext", {}))

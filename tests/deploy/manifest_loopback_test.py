@@ -30,6 +30,13 @@ probe, reads /metrics of every pod on its prometheus.io/port, then SIGTERMs
 every pod (exit 0 within the grace period). Exit 0 pass, 1 fail, 77 skip
 (no kubectl, or binaries without the flags the manifests use).
 
+A container whose command is python3 (components/torch-worker: a
+ferry.torch script from a ConfigMap) runs Debian's /usr/bin/python3 with
+the build's ferry package (BIN_DIR/../python) on PYTHONPATH, as the
+ferry:torch image has them; ConfigMap volumes are projected into the pod's
+volume directory as the kubelet does. Skips (77) without torch or the
+package.
+
 --components adds deploy/k8s/components/<name> to the overlay, as a user's
 overlay lists them. The Secrets they mount (ferry-tls, ferry-auth) are made
 by the test as docs/deploy.md says (a CA of its own, one certificate with
@@ -127,6 +134,20 @@ def preflight(bin_dir, docs):
     if r.returncode != 0 or "--address" not in r.stdout:
         print("SKIP: this build has no `ferry health` (the probes need it)")
         sys.exit(SKIP)
+    if any(fm.is_python(c.get("command") or ["-"])
+           for w in docs if w.get("kind") in fm.WORKLOAD_KINDS
+           for c in w["spec"]["template"]["spec"]["containers"]):
+        # PyTorch workers (components/torch-worker): Debian's torch and the
+        # build's ferry package.
+        from loopback_cluster import PYTHON, python_package_dir
+        package = python_package_dir(bin_dir)
+        check = subprocess.run([PYTHON, "-c", "import torch, ferry.torch"],
+                               env={**os.environ, "PYTHONPATH": package},
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            print(f"SKIP: no torch or no ferry package in {package} "
+                  f"({check.stderr.strip().splitlines()[-1:]})")
+            sys.exit(SKIP)
     problems = fm.consistency_problems(docs, bin_dir)
     if problems:
         print("FAIL: the manifests do not match the binaries:")
@@ -287,7 +308,12 @@ def finish_job(cluster, epochs):
 
 
 def train_samples(cluster):
-    """The training set's size, as the workers loaded it (their log)."""
+    """The training set's size: the job's external:N (a PyTorch worker's
+    dataset), else as the workers loaded it (their log)."""
+    for cm in fm.find(cluster.docs, "ConfigMap", "ferry-job"):
+        found = re.fullmatch(r"external:(\d+)", (cm.get("data") or {}).get("FERRY_DATASET", ""))
+        if found:
+            return int(found.group(1))
     for pod in cluster.pods_of(cluster.worker_wl):
         with open(pod.log_path, errors="replace") as f:
             found = re.search(r"(\d+) train samples", f.read())
