@@ -166,8 +166,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
     procs.SetWorkerArgv(std::move(worker_argv));
   } else {
-    procs.SetWorkerArgv(
-        HostedWorkerArgv(o.worker_command, coord, bin, getenv("PYTHONPATH")));
+    procs.SetWorkerArgv(HostedWorkerArgv(o.worker_command, coord, bin,
+                                         getenv("PYTHONPATH"),
+                                         getenv("GLIBC_TUNABLES")));
   }
 
   absl::Status started = absl::OkStatus();

@@ -14,11 +14,16 @@ namespace ferry {
 // <python> is `bin_dir`/../python (the build tree's ferry package,
 // python/CMakeLists.txt) followed by `pythonpath` (the launcher's
 // PYTHONPATH; null or empty: none). The ring peer service listens on
-// loopback, as ferry-worker's does under ferry local.
+// loopback, as ferry-worker's does under ferry local. `glibc_tunables`:
+// the launcher's GLIBC_TUNABLES; unset (or ferry's own tuning,
+// common/allocator_tuning.h), the command runs with
+// kTorchWorkerMallocTunables, as a script does in the ferry:torch image; a
+// user's own setting is left as it is.
 std::vector<std::string> HostedWorkerArgv(const std::string& command,
                                           const std::string& coordinator,
                                           const std::string& bin_dir,
-                                          const char* pythonpath);
+                                          const char* pythonpath,
+                                          const char* glibc_tunables);
 
 }  // namespace ferry
 
