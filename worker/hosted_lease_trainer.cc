@@ -115,13 +115,18 @@ absl::Status HostedLeaseTrainer::Evaluate(const v1::NextTaskResponse& task,
     return absl::InvalidArgumentError("an EVALUATE task without its EvalTask");
   }
   RETURN_IF_ERROR(channel_->WaitForHost().status());
-  ASSIGN_OR_RETURN(const std::vector<float> weights, exchange.FinalWeights());
-  if (weights.size() != buffers_->params.size()) {
-    return absl::InternalError(
-        absl::StrCat("the final weights hold ", weights.size(),
-                     " elements, the model ", buffers_->params.size()));
+  // Exchanges that leave the weights on the far side (PS) bring them;
+  // the others (ring) hold them in params already.
+  if (exchange.capability<StepWeightsExchange>() != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<float> weights,
+                     exchange.FinalWeights());
+    if (weights.size() != buffers_->params.size()) {
+      return absl::InternalError(
+          absl::StrCat("the final weights hold ", weights.size(),
+                       " elements, the model ", buffers_->params.size()));
+    }
+    std::copy(weights.begin(), weights.end(), buffers_->params.begin());
   }
-  std::copy(weights.begin(), weights.end(), buffers_->params.begin());
   channel_->Offer(
       HostLease{.step = task.step(),
                 .epoch = task.epoch(),

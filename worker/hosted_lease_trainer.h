@@ -88,10 +88,10 @@ class HostedLeaseTrainer final : public LeaseTrainer {
 
   // The host evaluates when it said so (HostStepChannel::SetEvaluates).
   bool evaluates() const override { return channel_->evaluates(); }
-  // The job's current weights (PS: pulled from the shards; ring: the
-  // member's own), which are those of the task's version (the coordinator
-  // holds the steps), into the host's parameters, then an evaluation-only
-  // lease to the host and its result. Errors: the pull's; CANCELLED when
+  // The job's current weights, which are those of the task's version (the
+  // coordinator holds the steps), in the host's parameters (PS: pulled
+  // from the shards; ring: the member's own, already there), then an
+  // evaluation-only lease to the host and its result. Errors: the pull's; CANCELLED when
   // the host left; FAILED_PRECONDITION when it did not evaluate.
   absl::Status Evaluate(const v1::NextTaskResponse& task,
                         GradientExchange& exchange) override;
