@@ -118,8 +118,7 @@ absl::Status HostedLeaseTrainer::Evaluate(const v1::NextTaskResponse& task,
   // Exchanges that leave the weights on the far side (PS) bring them;
   // the others (ring) hold them in params already.
   if (exchange.capability<StepWeightsExchange>() != nullptr) {
-    ASSIGN_OR_RETURN(const std::vector<float> weights,
-                     exchange.FinalWeights());
+    ASSIGN_OR_RETURN(const std::vector<float> weights, exchange.FinalWeights());
     if (weights.size() != buffers_->params.size()) {
       return absl::InternalError(
           absl::StrCat("the final weights hold ", weights.size(),

@@ -91,8 +91,8 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // The job's current weights, which are those of the task's version (the
   // coordinator holds the steps), in the host's parameters (PS: pulled
   // from the shards; ring: the member's own, already there), then an
-  // evaluation-only lease to the host and its result. Errors: the pull's; CANCELLED when
-  // the host left; FAILED_PRECONDITION when it did not evaluate.
+  // evaluation-only lease to the host and its result. Errors: the pull's;
+  // CANCELLED when the host left; FAILED_PRECONDITION when it did not evaluate.
   absl::Status Evaluate(const v1::NextTaskResponse& task,
                         GradientExchange& exchange) override;
   std::optional<v1::WorkerEvaluation> TakeEvaluation() override;
