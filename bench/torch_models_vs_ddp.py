@@ -12,8 +12,8 @@ Per model and round, in an order that alternates between rounds:
   - ddp:  2 processes, DistributedDataParallel over gloo on loopback;
   - ring: ferry local --mode ring --workers 2, the example as the worker;
   - ps:   ferry local --mode ps --workers 2 --shards 2.
-And once per model, untimed against the others: one process computing the
-same per-worker batch with no communication (the compute floor).
+And at the start of each round: one process computing the same per-worker
+batch with no communication (the compute floor, "floor").
 
 Figures per run:
   - samples/s: DDP over its timed steps (after --warmup steps), from the
@@ -24,11 +24,17 @@ Figures per run:
     rank's step time under no_sync() (no all-reduce), measured in the same
     process; ferry, the workers' comm_seconds (the waits in BeginStep and
     FinishStep that backward did not hide) per report;
+  - CPU seconds per step per worker process (every thread, user + system:
+    getrusage over the timed steps; ferry's workers over their steps
+    after the first): what a step costs, the figure least disturbed by
+    other load on a shared machine. Its excess over the floor's is what
+    the communication (and ferry's bookkeeping) costs in CPU;
   - peak resident memory per worker process (VmHWM, as
     examples/torch/example_worker.py reports it for ferry's workers).
 Every samples/s is checked against the compute floor: 2 workers cannot
-exceed 2x one process that only computes (2 cores); a figure above it is
-reported as impossible and the run fails.
+exceed 2x one process that only computes (2 cores); a figure more than 5 %
+above 2x the fastest floor measured so far is reported as impossible and
+the run fails.
 
 Prints one JSON line per run and a table of medians with the ratios
 ring/DDP and PS/DDP; --out FILE writes the JSON lines.
@@ -109,22 +115,25 @@ def ddp_rank(rank, opts, port, out):
                 F.cross_entropy(model(x), y).backward()
         opt.step()
 
+    from example_worker import cost_per_step, peak_rss_mib, process_cpu
+
     def timed(sync, n):
         dist.barrier()
         began = time.perf_counter()
+        since = (0, *process_cpu())
         for _ in range(n):
             step(sync)
         seconds = time.perf_counter() - began
+        cost = cost_per_step(since, n)
         dist.barrier()
-        return seconds
+        return seconds, cost
 
     for _ in range(opts.warmup):
         step(True)
-    synced = timed(True, opts.steps)
-    compute = timed(False, opts.steps)
-    from example_worker import peak_rss_mib
+    synced, cost = timed(True, opts.steps)
+    compute, _ = timed(False, opts.steps)
     out.put({"rank": rank, "seconds": synced, "compute_seconds": compute,
-             "peak_rss_mib": peak_rss_mib()})
+             "peak_rss_mib": peak_rss_mib(), **cost})
     dist.destroy_process_group()
 
 
@@ -145,6 +154,7 @@ def run_ddp(opts):
     compute = max(r["compute_seconds"] for r in ranks)
     return {"samples_per_second": opts.batch * opts.steps / seconds,
             "exposed_comm_seconds_per_step": max(0.0, (seconds - compute) / opts.steps),
+            "cpu_seconds_per_step": statistics.mean(r["cpu_seconds_per_step"] for r in ranks),
             "peak_rss_mib": max(r["peak_rss_mib"] for r in ranks)}
 
 
@@ -161,15 +171,17 @@ def run_compute_floor(opts):
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     share = opts.batch // 2
     g = torch.Generator().manual_seed(0)
-    began = None
+    from example_worker import cost_per_step, process_cpu
+    began = since = None
     for i in range(opts.warmup + opts.steps):
         if i == opts.warmup:
-            began = time.perf_counter()
+            began, since = time.perf_counter(), (0, *process_cpu())
         x, y = data[torch.randint(len(data), (share,), generator=g)]
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         opt.step()
-    return {"samples_per_second": share * opts.steps / (time.perf_counter() - began)}
+    return {"samples_per_second": share * opts.steps / (time.perf_counter() - began),
+            **cost_per_step(since, opts.steps)}
 
 
 def run_ferry(opts, mode, work):
@@ -198,18 +210,20 @@ def run_ferry(opts, mode, work):
         raise RuntimeError(f"ferry local {mode} failed ({run.returncode}):\n{run.stderr[-2000:]}")
     with open(summary_path) as f:
         s = json.load(f)
-    rss = []
+    workers = []
     for name in sorted(os.listdir(logs)):
         if not name.startswith("worker"):
             continue
         with open(os.path.join(logs, name), errors="replace") as f:
             for line in f:
                 if line.startswith("{") and "peak_rss_mib" in line:
-                    rss.append(json.loads(line)["peak_rss_mib"])
+                    workers.append(json.loads(line))
+    cpu = [w["cpu_seconds_per_step"] for w in workers if "cpu_seconds_per_step" in w]
     return {"samples_per_second": s["samples_per_second"],
             "exposed_comm_seconds_per_step": s.get("window_comm_seconds_per_worker_step"),
             "window_steps": s.get("window_steps"),
-            "peak_rss_mib": max(rss) if rss else None}
+            "cpu_seconds_per_step": statistics.mean(cpu) if cpu else None,
+            "peak_rss_mib": max(w["peak_rss_mib"] for w in workers) if workers else None}
 
 
 def main():
@@ -240,13 +254,19 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ferry-vs-ddp-") as work:
         for model in opts.models.split(","):
             opts.model = model
-            floor = run_compute_floor(opts)
-            print(json.dumps({"model": model, "run": "compute_floor", **floor}), flush=True)
-            bound = 2 * floor["samples_per_second"]
+            fastest_floor = 0.0
             runs = {"ddp": lambda: run_ddp(opts), "ring": lambda: run_ferry(opts, "ring", work),
                     "ps": lambda: run_ferry(opts, "ps", work)}
             order = [k for k in opts.runs.split(",") if k in runs]
             for r in range(opts.rounds):
+                # The floor is measured each round (this machine's speed
+                # drifts); the bound is 2x the fastest floor seen so far.
+                floor = run_compute_floor(opts)
+                floor_line = {"model": model, "run": "floor", "round": r, **floor}
+                print(json.dumps(floor_line), flush=True)
+                lines.append(floor_line)
+                fastest_floor = max(fastest_floor, floor["samples_per_second"])
+                bound = 2 * fastest_floor
                 for kind in (order if r % 2 == 0 else order[::-1]):
                     figures = runs[kind]()
                     line = {"model": model, "run": kind, "round": r, **figures,
@@ -258,22 +278,23 @@ def main():
                                          "impossible, the measurement is wrong")
                     lines.append(line)
     print(f"\n{'model':12} {'run':5} {'samples/s':>10} {'x DDP':>6} {'exposed comm/step':>18} "
-          f"{'peak RSS MiB':>13}")
+          f"{'CPU s/step':>11} {'peak RSS MiB':>13}")
     for model in opts.models.split(","):
         med = {}
-        for kind in ("ddp", "ring", "ps"):
+        for kind in ("floor", "ddp", "ring", "ps"):
             rows = [x for x in lines if x["model"] == model and x["run"] == kind]
             if not rows:
                 continue
-            med[kind] = {k: statistics.median([x[k] for x in rows if x[k] is not None] or [0])
+            med[kind] = {k: statistics.median([x[k] for x in rows if x.get(k) is not None] or [0])
                          for k in ("samples_per_second", "exposed_comm_seconds_per_step",
-                                   "peak_rss_mib")}
+                                   "cpu_seconds_per_step", "peak_rss_mib")}
         base = med.get("ddp", {}).get("samples_per_second")
         for kind, m in med.items():
-            ratio = f"{m['samples_per_second'] / base:6.2f}" if base else "     -"
+            ratio = (f"{m['samples_per_second'] / base:6.2f}" if base and kind != "floor"
+                     else "     -")
             print(f"{model:12} {kind:5} {m['samples_per_second']:10.1f} {ratio} "
                   f"{m['exposed_comm_seconds_per_step'] * 1000:15.1f} ms "
-                  f"{m['peak_rss_mib']:13.0f}")
+                  f"{m['cpu_seconds_per_step']:11.3f} {m['peak_rss_mib']:13.0f}")
     if opts.out:
         with open(opts.out, "w") as f:
             for line in lines:

@@ -1,11 +1,11 @@
 #include "worker/hosted_lease_trainer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/finite_scale.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_client.h"
 #include "proto/job_convert.h"
@@ -176,15 +176,13 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
       continue;
     }
     float* range = grads + event->offset;
-    for (int64_t i = 0; i < event->length; ++i) {
-      if (!std::isfinite(range[i])) {
-        failure = NotFinite(event->offset + i, range[i]);
-        refused = true;
-        break;
-      }
-      range[i] *= scale;
+    if (const int64_t bad = ScaleIfFinite(range, event->length, scale);
+        bad >= 0) {
+      failure = NotFinite(event->offset + bad, range[bad]);
+      refused = true;
+      continue;
     }
-    if (failure.ok()) failure = exchange.Ready(event->offset, event->length);
+    failure = exchange.Ready(event->offset, event->length);
   }
   if (failure.ok()) {
     const absl::Time finish = clock.Now();

@@ -81,15 +81,36 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def process_cpu():
+    """This process's CPU seconds so far (every thread, user + system) and
+    its minor page faults."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt
+
+
+def cost_per_step(since, steps):
+    """CPU seconds and minor page faults per step after `since` ((steps,
+    cpu, faults) then) up to `steps` steps: what a step cost this process,
+    its communication threads included; less sensitive than a clock to
+    other load on a shared machine. {} without steps to measure."""
+    if since is None or steps <= since[0]:
+        return {}
+    cpu, faults = process_cpu()
+    return {"cpu_seconds_per_step": (cpu - since[1]) / (steps - since[0]),
+            "minor_faults_per_step": (faults - since[2]) / (steps - since[0])}
+
+
 def train_as_worker(model, dataset, args, test_dataset=None):
     """Joins the job (FERRY_COORDINATOR) with `model` and the optimizer the
     arguments say, trains cross entropy on the leases of `dataset` until the
     job ends, and prints one JSON line: this worker's steps, its accuracy on
     its last batches (on the weights before each step), the evaluations it
-    ran, its peak resident memory and its summary. With `test_dataset` the worker evaluates the job's
+    ran, its peak resident memory, its CPU time and page faults per step
+    after its first, and its summary. With `test_dataset` the worker evaluates the job's
     weights on it (job.evaluate) at each epoch's end and at the job's end."""
     opt, scheduler = build_optimizer(model, args)
     correct = seen = 0
+    after_first = None  # (steps, cpu, faults) after this worker's first step
     with ft.join(model, opt, scheduler=scheduler) as job:
         if test_dataset is not None:
             job.evaluate(test_set_evaluation(test_dataset))
@@ -97,6 +118,8 @@ def train_as_worker(model, dataset, args, test_dataset=None):
             logits = model(xb)
             job.backward(F.cross_entropy(logits, yb))
             job.step()
+            if after_first is None:
+                after_first = (job.steps, *process_cpu())
             if job.steps % 20 == 0:  # the last 20 batches' accuracy
                 correct = seen = 0
             correct += int((logits.argmax(dim=1) == yb).sum())
@@ -105,4 +128,5 @@ def train_as_worker(model, dataset, args, test_dataset=None):
                       "recent_train_accuracy": correct / seen if seen else None,
                       "evaluations": job.evaluations,
                       "peak_rss_mib": peak_rss_mib(),
+                      **cost_per_step(after_first, job.steps),
                       "summary": job.summary}))

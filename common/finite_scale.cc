@@ -1,0 +1,35 @@
+#include "common/finite_scale.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace ferry {
+namespace {
+
+// Small enough to stay in L1 between the check and the scaling.
+constexpr int64_t kChunk = 2048;
+constexpr uint32_t kExponentMask = 0x7f800000u;  // all ones: NaN or inf
+
+}  // namespace
+
+int64_t ScaleIfFinite(float* x, int64_t n, float scale) {
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = std::min(n, begin + kChunk);
+    uint32_t not_finite = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
+      not_finite |=
+          static_cast<uint32_t>((bits & kExponentMask) == kExponentMask);
+    }
+    if (not_finite != 0) {
+      for (int64_t i = begin; i < end; ++i) {
+        if (!std::isfinite(x[i])) return i;
+      }
+    }
+    for (int64_t i = begin; i < end; ++i) x[i] *= scale;
+  }
+  return -1;
+}
+
+}  // namespace ferry

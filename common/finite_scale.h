@@ -1,0 +1,20 @@
+// ScaleIfFinite: checks a gradient range for values that are not finite
+// and scales it, in one pass over memory that the compiler vectorizes (the
+// check is an integer OR over the exponent bits, chunk by chunk, so a range
+// in cache is read twice and memory once).
+#ifndef FERRY_COMMON_FINITE_SCALE_H_
+#define FERRY_COMMON_FINITE_SCALE_H_
+
+#include <cstdint>
+
+namespace ferry {
+
+// Multiplies x[0, n) by `scale` in place when every element is finite and
+// returns -1. Otherwise returns the index of the first element that is NaN
+// or infinite, which is left as it was; elements before it may have been
+// scaled already (the caller refuses the whole range). n <= 0: returns -1.
+int64_t ScaleIfFinite(float* x, int64_t n, float scale);
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_FINITE_SCALE_H_
