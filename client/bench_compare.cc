@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "client/child_process.h"
 #include "client/cost_command.h"
@@ -68,6 +69,12 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(
   return lines;
 }
 
+constexpr char kLabLr[] = "0.01";
+
+// Where a run of a script's model (--worker-command) has the job's weights
+// written: the cost model reads its tensors there.
+std::string ExportDir(const std::string& dir) { return dir + "/export"; }
+
 // The `ferry local` command line of one run.
 std::vector<std::string> LocalArgs(const BenchConfig& c,
                                    const std::string& dir) {
@@ -75,35 +82,48 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
   // One epoch longer than the run, so no epoch end (evaluation,
   // checkpoint) falls inside the measured window.
   const int64_t samples = static_cast<int64_t>(c.batch) * (total_steps + 4);
-  std::vector<std::string> args = {
-      ExecutableDir() + "/ferry",
-      "local",
-      "--mode",
-      c.mode == "ring-full" ? "ring" : c.mode,
-      "--workers",
-      std::to_string(c.workers),
-      "--model",
-      c.mlp_spec,
-      "--dataset",
-      c.dataset.empty() ? absl::StrCat("synthetic:", samples) : c.dataset,
-      "--batch",
-      std::to_string(c.batch),
-      "--epochs",
-      "1",
-      "--max-steps",
-      std::to_string(total_steps),
-      "--compression",
-      c.compression,
-      "--metrics-jsonl",
-      dir + "/metrics.jsonl",
-      "--summary-json",
-      dir + "/summary.json",
-      "--log-dir",
-      dir + "/logs",
-      "--lr",
-      "0.01",
-      "--warmup-steps",
-      "0"};
+  std::string dataset =
+      c.dataset.empty() ? absl::StrCat("synthetic:", samples) : c.dataset;
+  if (!c.worker_command.empty()) dataset = absl::StrCat("external:", samples);
+  std::vector<std::string> args = {ExecutableDir() + "/ferry",
+                                   "local",
+                                   "--mode",
+                                   c.mode == "ring-full" ? "ring" : c.mode,
+                                   "--workers",
+                                   std::to_string(c.workers),
+                                   "--model",
+                                   c.mlp_spec,
+                                   "--dataset",
+                                   dataset,
+                                   "--batch",
+                                   std::to_string(c.batch),
+                                   "--epochs",
+                                   "1",
+                                   "--max-steps",
+                                   std::to_string(total_steps),
+                                   "--compression",
+                                   c.compression,
+                                   "--metrics-jsonl",
+                                   dir + "/metrics.jsonl",
+                                   "--summary-json",
+                                   dir + "/summary.json",
+                                   "--log-dir",
+                                   dir + "/logs",
+                                   "--lr",
+                                   kLabLr,
+                                   "--warmup-steps",
+                                   "0"};
+  if (!c.worker_command.empty()) {
+    // The script's optimizer is the job's: SGD with momentum 0.9 (ferry's
+    // default), no Nesterov, no weight decay, a constant rate of {lr}.
+    args.insert(args.end(),
+                {"--worker-command",
+                 absl::StrReplaceAll(c.worker_command,
+                                     {{"{samples}", std::to_string(samples)},
+                                      {"{lr}", kLabLr}}),
+                 "--nesterov", "false", "--weight-decay", "0", "--lr-schedule",
+                 "constant", "--export", ExportDir(dir)});
+  }
   if (c.mode == "ps" || c.mode == "hybrid") {
     args.insert(args.end(),
                 {"--shards", std::to_string(c.shards), "--partitions",
@@ -179,7 +199,9 @@ absl::StatusOr<CostPrediction> PredictSparse(const BenchConfig& c,
   return p;
 }
 
+// `model`: the model's spec, or for a script's model its export.
 absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
+                                       const std::string& model,
                                        double compute_seconds,
                                        double overhead_seconds) {
   CostInput in;
@@ -187,7 +209,7 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
   in.workers = c.workers;
   in.shards = std::max(1, c.shards);
   in.partitions = c.partitions;
-  ASSIGN_OR_RETURN(in.tensor_sizes, ModelTensorSizes(c.mlp_spec));
+  ASSIGN_OR_RETURN(in.tensor_sizes, ModelTensorSizes(model));
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(c.bandwidth));
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(c.latency));
   in.latency_seconds = absl::ToDoubleSeconds(latency);
@@ -223,9 +245,11 @@ absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
                    MeasureRun(lines, summary, c.workers, c.warmup_steps));
   ASSIGN_OR_RETURN(
       const CostPrediction p,
-      c.dlrm ? PredictSparse(c, m.compute_seconds, overhead.value_or(0),
-                             m.unique_ids_per_step)
-             : Predict(c, m.compute_seconds, overhead.value_or(0)));
+      c.dlrm
+          ? PredictSparse(c, m.compute_seconds, overhead.value_or(0),
+                          m.unique_ids_per_step)
+          : Predict(c, c.worker_command.empty() ? c.mlp_spec : ExportDir(dir),
+                    m.compute_seconds, overhead.value_or(0)));
   nlohmann::json record = RunRecord(c, m, p);
   if (!IsBaseline(c) && !overhead.has_value()) {
     record["notes"].push_back(
@@ -350,6 +374,14 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
   cmd.add_option("--plot-script", f.plot_script,
                  "default: bench/plot_compare.py of the source");
   cmd.add_option("--run-timeout", f.run_timeout_s, "seconds per run")
+      ->capture_default_str();
+  cmd.add_option("--worker-command", f.worker_command,
+                 "a ferry.torch script as every run's worker (its model is "
+                 "the job's, docs/pytorch.md); {samples} becomes the run's "
+                 "dataset size, {lr} its learning rate (SGD, momentum 0.9, "
+                 "no Nesterov or weight decay); replaces --models");
+  cmd.add_option("--model-name", f.model_name,
+                 "the script's model in the results (with --worker-command)")
       ->capture_default_str();
 }
 

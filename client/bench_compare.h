@@ -45,6 +45,12 @@ struct BenchCompareFlags {
   std::string ctr_data;
   int64_t full_table_rows = 10000;
   double run_timeout_s = 600;
+  // A ferry.torch script as every run's worker (its model is the job's:
+  // ferry local --model external); {samples} in it becomes the run's
+  // dataset size and {lr} its learning rate. The sweep then has this one
+  // model, named model_name, in ps and ring mode.
+  std::string worker_command;
+  std::string model_name = "torch";
 };
 
 // Adds the subcommand's flags to `cmd`.
@@ -52,7 +58,8 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& flags);
 
 // The sweep as a list of runs: every combination, ring runs once per
 // worker count (no shards, sync only), invalid combinations skipped.
-// INVALID_ARGUMENT for an unknown model, mode, compression or link text.
+// INVALID_ARGUMENT for an unknown model, mode, compression or link text, or
+// a worker command without {samples} (its dataset must be the run's size).
 absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
     const BenchCompareFlags& flags);
 

@@ -266,13 +266,18 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   // Measured per logical shard; predicted per shard process (its link).
   const std::vector<double> shard_bytes = PerShardProcess(c, m.shard_bytes);
   const nlohmann::json invalid = InvalidReasons(c, m);
+  // A script's model is scored only by the script (job.evaluate).
+  const bool scripted = !c.worker_command.empty();
   return {
       {"name", c.Name()},
       {"mode", c.mode},
       {"model", c.model},
       {"mlp_spec", c.mlp_spec},
       {"dataset", DatasetLabel(c)},
-      {"trained", absl::StrCat(c.mlp_spec, " on ", DatasetLabel(c))},
+      {"trained", scripted ? absl::StrCat(c.model,
+                                          " (the worker command's model, on "
+                                          "its data)")
+                           : absl::StrCat(c.mlp_spec, " on ", DatasetLabel(c))},
       {"model_params", p.params},
       {"workers", c.workers},
       {"shards", c.shards},
@@ -310,7 +315,9 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"shard_requests_per_step_measured", m.shard_requests},
       {"unique_ids_per_step", m.unique_ids_per_step},
       {"full_table_rows", c.full_table_rows},
-      {"test_accuracy", m.test_accuracy},
+      {"test_accuracy", scripted && m.test_accuracy == 0
+                            ? nlohmann::json(nullptr)  // the script scores
+                            : nlohmann::json(m.test_accuracy)},
       {"test_accuracy_chance", chance},
       {"final_loss", m.final_loss},
       {"notes", notes},
@@ -412,6 +419,7 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
   };
   // Accuracy below twice chance (ten classes: 0.2) did not learn yet.
   const auto acc = [](const nlohmann::json& r) {
+    if (r.at("test_accuracy").is_null()) return std::string("— (not scored)");
     const double a = r.at("test_accuracy").get<double>();
     const double chance = r.value("test_accuracy_chance", 0.0);
     if (a < 2 * chance) return absl::StrFormat("≈ chance (%.2f)", a);

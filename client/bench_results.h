@@ -39,7 +39,10 @@ struct BenchConfig {
   std::string latency = "0";    // ferry local --link-latency
   int batch = 64;               // global batch
   int warmup_steps = 3;
-  int steps = 20;            // measured steps after the warm-up
+  int steps = 20;  // measured steps after the warm-up
+  // A ferry.torch script as the worker (mlp_spec "external"), with
+  // {samples} and {lr} still in it; empty: ferry's own worker.
+  std::string worker_command;
   std::string Name() const;  // a file-name-safe id
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/bench_compare.h"
 #include "client/cost_model.h"
@@ -130,13 +131,30 @@ absl::StatusOr<std::string> DenseDataset(const std::string& choice,
 
 absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
     const BenchCompareFlags& in) {
-  const BenchCompareFlags f = in.quick ? QuickPreset(in) : in;
+  BenchCompareFlags f = in.quick ? QuickPreset(in) : in;
   RETURN_IF_ERROR(CheckSweepAxes(f));
+  const bool scripted = !f.worker_command.empty();
+  if (scripted) {
+    if (!absl::StrContains(f.worker_command, "{samples}")) {
+      return absl::InvalidArgumentError(
+          "--worker-command: put {samples} where the script takes its "
+          "dataset size (the run's job has exactly that many samples), e.g. "
+          "\"python3 train.py --samples {samples} --lr {lr}\"");
+    }
+    if (f.model_name.empty() ||
+        f.model_name.find_first_of("/ ") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          "--model-name: a name without spaces or slashes");
+    }
+    f.models = {f.model_name};
+  }
   std::vector<BenchConfig> out;
   for (const std::string& model : f.models) {
-    const bool dlrm = IsDlrmModelText(model);
+    const bool dlrm = !scripted && IsDlrmModelText(model);
     std::string spec = model;
-    if (dlrm) {
+    if (scripted) {
+      spec = "external";
+    } else if (dlrm) {
       RETURN_IF_ERROR(ResolveDlrmSpec(model).status());
     } else {
       ASSIGN_OR_RETURN(spec, ResolveModel(model));
@@ -163,7 +181,9 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
       base.batch = f.batch;
       base.warmup_steps = f.warmup_steps;
       base.steps = f.steps;
-      if (!dlrm) {
+      if (scripted) {
+        base.worker_command = f.worker_command;  // its dataset: LocalArgs
+      } else if (!dlrm) {
         ASSIGN_OR_RETURN(base.dataset, DenseDataset(f.dataset, spec));
       } else {
         base.dataset = absl::StrCat("criteo:", CtrDataDir(f));

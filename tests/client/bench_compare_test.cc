@@ -362,5 +362,54 @@ TEST(BenchCompareTest, LoopbackRowsHaveNoTimePredictionAndChanceIsLabelled) {
   EXPECT_THAT(ResultsMarkdown({e}), HasSubstr("| 0.8100 |"));
 }
 
+// A PyTorch script as the worker: its one model in both modes, the command
+// kept with its placeholders; a command that cannot take the run's dataset
+// size is refused before anything runs.
+TEST(BenchCompareTest, AWorkerCommandSweepsTheScriptsModelInBothModes) {
+  BenchCompareFlags f;
+  f.models = {"fashion-mlp", "10-5-2"};  // replaced by the script's model
+  f.modes = {"ps", "ring"};
+  f.shards = {2};
+  f.bandwidths = {"0"};
+  f.latencies = {"0"};
+  f.worker_command = "python3 train.py --samples {samples} --lr {lr}";
+  f.model_name = "resnet18";
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->size(), 2u);
+  for (const BenchConfig& c : *sweep) {
+    EXPECT_EQ(c.model, "resnet18");
+    EXPECT_EQ(c.mlp_spec, "external");
+    EXPECT_EQ(c.worker_command, f.worker_command);
+    EXPECT_FALSE(c.dlrm);
+  }
+  f.worker_command = "python3 train.py --samples 4096";
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()),
+              HasSubstr("{samples}"));
+  f.worker_command = "python3 train.py --samples {samples}";
+  f.model_name = "a b";
+  EXPECT_FALSE(ExpandSweep(f).ok());
+}
+
+// A script's model is scored only by the script: no accuracy of 0 is shown
+// as its result.
+TEST(BenchCompareTest, AScriptsRunWithoutAScoreShowsNone) {
+  BenchConfig c;
+  c.model = "resnet18";
+  c.mlp_spec = "external";
+  c.mode = "ring";
+  c.worker_command = "python3 train.py --samples {samples}";
+  BenchMeasurement m;
+  m.steps = 10;
+  m.step_seconds = 0.5;
+  m.compute_seconds = 0.4;
+  m.comm_seconds = 0.1;
+  CostPrediction p;
+  const nlohmann::json r = RunRecord(c, m, p);
+  EXPECT_TRUE(r["test_accuracy"].is_null());
+  EXPECT_THAT(r["trained"].get<std::string>(), HasSubstr("resnet18"));
+  EXPECT_THAT(ResultsMarkdown({r}), HasSubstr("— (not scored)"));
+}
+
 }  // namespace
 }  // namespace ferry
