@@ -274,9 +274,8 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
       {"model", c.model},
       {"mlp_spec", c.mlp_spec},
       {"dataset", DatasetLabel(c)},
-      {"trained", scripted ? absl::StrCat(c.model,
-                                          " (the worker command's model, on "
-                                          "its data)")
+      {"trained", scripted ? std::string("the worker command's model, on "
+                                         "its data")
                            : absl::StrCat(c.mlp_spec, " on ", DatasetLabel(c))},
       {"model_params", p.params},
       {"workers", c.workers},

@@ -407,8 +407,10 @@ TEST(BenchCompareTest, AScriptsRunWithoutAScoreShowsNone) {
   CostPrediction p;
   const nlohmann::json r = RunRecord(c, m, p);
   EXPECT_TRUE(r["test_accuracy"].is_null());
-  EXPECT_THAT(r["trained"].get<std::string>(), HasSubstr("resnet18"));
-  EXPECT_THAT(ResultsMarkdown({r}), HasSubstr("— (not scored)"));
+  EXPECT_THAT(r["trained"].get<std::string>(), HasSubstr("worker command"));
+  const std::string md = ResultsMarkdown({r});
+  EXPECT_THAT(md, HasSubstr("resnet18 (the worker command's model"));
+  EXPECT_THAT(md, HasSubstr("— (not scored)"));
 }
 
 }  // namespace
