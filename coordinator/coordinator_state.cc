@@ -21,6 +21,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   s.set_tasks_applied(tasks_applied_);
   progress_.SaveTo(s);
   evals_.SaveTo(s);
+  worker_evals_.SaveTo(s);
   recovery_.SaveTo(s);
   s.set_start_unix_seconds(start_unix_);
   events_.SaveTo(s);
@@ -53,6 +54,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   tasks_applied_ = s.tasks_applied();
   progress_.LoadFrom(s);
   evals_.LoadFrom(s);
+  worker_evals_.LoadFrom(s);
   recovery_.LoadFrom(s);
   recovery_state_.LoadFrom(s);
   start_unix_ = s.start_unix_seconds();

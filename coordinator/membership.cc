@@ -83,6 +83,7 @@ void Membership::SaveTo(v1::CoordinatorState& s) const {
     *ms->mutable_bytes() = m.bytes;
     *ms->mutable_peer_bytes() = m.peer_bytes;
     ms->set_applied_any(m.applied_any);
+    ms->set_evaluates(m.evaluates);
   }
   for (const auto& [id, b] : departed_bytes_)
     (*s.mutable_departed_bytes())[id] = b;
@@ -104,6 +105,7 @@ void Membership::LoadFrom(const v1::CoordinatorState& s, absl::Time now) {
     m.bytes = ms.bytes();
     m.peer_bytes = ms.peer_bytes();
     m.applied_any = ms.applied_any();
+    m.evaluates = ms.evaluates();
     m.last_heartbeat = now;  // a heartbeat timeout to come back
     m.joined = now;
     members_[m.id] = std::move(m);

@@ -91,6 +91,23 @@ void WorkerEvals::Release(const std::string& worker_id) {
     final_->claimed_by.clear();
 }
 
+void WorkerEvals::SaveTo(v1::CoordinatorState& state) const {
+  for (const Pending& p : queue_) *state.add_worker_evals() = p.task;
+  if (final_.has_value()) *state.add_worker_evals() = final_->task;
+}
+
+void WorkerEvals::LoadFrom(const v1::CoordinatorState& state) {
+  queue_.clear();
+  final_.reset();
+  for (const v1::EvalTask& task : state.worker_evals()) {
+    if (task.final()) {
+      final_ = Pending{.task = task};
+    } else {
+      queue_.push_back({.task = task});
+    }
+  }
+}
+
 void WorkerEvals::AbandonAll() {
   abandoned_ += static_cast<int64_t>(queue_.size()) + (final_ ? 1 : 0);
   queue_.clear();

@@ -5,7 +5,8 @@
 // (NextTaskRequest.evaluates) as an EVALUATE task, while the job's weights
 // are those of its version (sync steps wait for it). The report of the
 // worker holding it resolves it. A worker that leaves gives back what
-// it holds, for another worker.
+// it holds, for another worker. The pending ones are part of the
+// coordinator's saved state.
 //
 // Ownership: plain value type.
 // Thread safety: not thread-safe; the Coordinator guards it with its mutex.
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "ferry/v1/coordinator.pb.h"
+#include "ferry/v1/coordinator_state.pb.h"
 
 namespace ferry {
 
@@ -48,6 +50,12 @@ class WorkerEvals {
   // No worker that evaluates is left: every evaluation is given up
   // (abandoned() counts them).
   void AbandonAll();
+
+  // The evaluations not yet resolved (epoch ends oldest first, then the
+  // final one) into state.worker_evals; LoadFrom queues them again,
+  // unclaimed (the workers that held them ask again after a restart).
+  void SaveTo(v1::CoordinatorState& state) const;
+  void LoadFrom(const v1::CoordinatorState& state);
 
   // A final evaluation is queued and neither resolved nor abandoned.
   bool final_pending() const { return final_.has_value(); }

@@ -100,6 +100,33 @@ TEST(WorkerEvalsTest, WhatALeaverHeldGoesToAnotherAndAbandonCounts) {
   EXPECT_FALSE(evals.ClaimNext("w2").has_value());
 }
 
+TEST(WorkerEvalsTest, SavedPendingEvaluationsComeBackUnclaimed) {
+  WorkerEvals evals;
+  evals.QueueEpochEnd(2, 0);
+  evals.QueueEpochEnd(4, 1);
+  evals.QueueFinal(6, 2);
+  ASSERT_TRUE(evals.ClaimNext("w1").has_value());  // epoch 0, held by w1
+  v1::CoordinatorState state;
+  evals.SaveTo(state);
+  ASSERT_EQ(state.worker_evals_size(), 3);
+  EXPECT_TRUE(state.worker_evals(2).final());
+
+  WorkerEvals restored;
+  restored.LoadFrom(state);
+  EXPECT_EQ(restored.pending_epoch_ends(), 2);
+  EXPECT_TRUE(restored.final_pending());
+  // What w1 held is anyone's now, still oldest first.
+  auto task = restored.ClaimNext("w2");
+  ASSERT_TRUE(task.has_value());
+  EXPECT_EQ(task->version(), 2);
+  EXPECT_EQ(task->epoch(), 0);
+  // Nothing resolved twice: the report of the old holder is stale.
+  EXPECT_TRUE(absl::IsNotFound(
+      restored.Resolve("w1", Figures(*task, 0.5, 1.0)).status()));
+  EXPECT_TRUE(restored.Resolve("w2", Figures(*task, 0.5, 1.0)).ok());
+  EXPECT_EQ(restored.pending_epoch_ends(), 1);
+}
+
 // The weights of a job whose model is its workers' are not the
 // coordinator's to score (what RingControl answers for such a job).
 class NoScores final : public WeightsEvaluator {
@@ -120,8 +147,17 @@ struct WorkerEvalJob {
     options.long_poll = absl::Milliseconds(50);
     options.heartbeat_timeout = absl::Hours(1);
     options.clock = &clock;
+    options.state_dir = "/state";
+    options.file_system = &fs;
     auto c = Coordinator::Create(options, &scores);
     EXPECT_TRUE(c.ok()) << c.status();
+    coordinator = *std::move(c);
+  }
+  // A new coordinator resumes from the saved state (the old one is gone).
+  void Restart() {
+    coordinator.reset();
+    auto c = Coordinator::Create(options, &scores);
+    ASSERT_TRUE(c.ok()) << c.status();
     coordinator = *std::move(c);
   }
   std::string Join() {
@@ -143,6 +179,7 @@ struct WorkerEvalJob {
   }
 
   FakeClock clock;
+  InMemoryFileSystem fs;  // the coordinator's state_dir
   NoScores scores;
   CoordinatorOptions options;
   std::unique_ptr<Coordinator> coordinator;
@@ -286,6 +323,61 @@ TEST(CoordinatorWorkerEvalTest, TheJobEndsWhenItsEvaluatorLeaves) {
   const v1::StatusResponse s = job.coordinator->Status();
   ASSERT_EQ(s.evals_size(), 1);
   EXPECT_FALSE(s.evals(0).final());
+}
+
+// A coordinator restarted while an epoch end's evaluation is held, and
+// again once training is done, hands both out again: the job ends with
+// every evaluation, not with "no test evaluation".
+TEST(CoordinatorWorkerEvalTest, EvaluationsInFlightSurviveACoordinatorRestart) {
+  WorkerEvalJob job;
+  const std::string w = job.Join();
+  auto r = job.Ask(w, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN);
+    const v1::StepReport done = Done(*r);
+    r = job.Ask(w, true, &done);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
+  ASSERT_EQ(r->evaluate().version(), 2);
+  job.Restart();
+  // The worker's next call (the same member, kept in the state) gets the
+  // same evaluation; steps still wait for it.
+  r = job.Ask(w, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
+  EXPECT_EQ(r->evaluate().version(), 2);
+  EXPECT_EQ(r->evaluate().epoch(), 0);
+  v1::WorkerEvaluation figures = Figures(r->evaluate(), 0.25, 2.0);
+  r = job.Ask(w, true, nullptr, &figures);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int step = 2; step < 4; ++step) {
+    ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN);
+    EXPECT_EQ(r->step(), step);
+    const v1::StepReport done = Done(*r);
+    r = job.Ask(w, true, &done);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
+  ASSERT_TRUE(r->evaluate().final());
+  job.Restart();  // training done, its final evaluation held
+  r = job.Ask(w, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
+  EXPECT_TRUE(r->evaluate().final());
+  EXPECT_EQ(r->evaluate().version(), 4);
+  figures = Figures(r->evaluate(), 0.75, 0.5);
+  r = job.Ask(w, true, nullptr, &figures);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->action(), v1::NextTaskResponse::FINISH);
+  ASSERT_TRUE(job.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  const v1::StatusResponse s = job.coordinator->Status();
+  ASSERT_EQ(s.evals_size(), 2);
+  EXPECT_EQ(s.evals(0).step(), 2);
+  EXPECT_DOUBLE_EQ(s.evals(0).test_accuracy(), 0.25);
+  EXPECT_TRUE(s.evals(1).final());
+  EXPECT_DOUBLE_EQ(s.evals(1).test_accuracy(), 0.75);
 }
 
 }  // namespace
