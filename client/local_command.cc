@@ -83,6 +83,10 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
                   ExactNumber(e.ftrl_l1), "--embedding-ftrl-l2",
                   ExactNumber(e.ftrl_l2)});
   }
+  if (l.state_sync_interval) {
+    Append(args,
+           {"--state-sync-interval", ExactNumber(*l.state_sync_interval)});
+  }
   if (l.checkpoint_every) {
     Append(args, {"--checkpoint-every", std::to_string(*l.checkpoint_every)});
   }
@@ -333,6 +337,13 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
           "PS: checkpoint every shard every N steps (and at every "
           "epoch end; 0: "
           "epoch ends only; default: the coordinator's)")
+      ->check(CLI::NonNegativeNumber);
+  local
+      .add_option_function<double>(
+          "--state-sync-interval",
+          [&line](const double& v) { line.state_sync_interval = v; },
+          "seconds between fsyncs of the coordinator's state (0: every "
+          "save; default: the coordinator's)")
       ->check(CLI::NonNegativeNumber);
   local
       .add_option_function<double>(

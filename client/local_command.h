@@ -46,6 +46,7 @@ struct LocalCommandLine {
   int min_workers = 1;
   // Passed to the coordinator only when given (its defaults otherwise).
   std::optional<int64_t> checkpoint_every;
+  std::optional<double> state_sync_interval;
   std::optional<double> heartbeat_timeout;
   std::optional<double> heartbeat_interval;
   std::string metrics_jsonl;

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 namespace {
@@ -67,6 +68,18 @@ class Fd {
  private:
   int fd_;
 };
+
+// Flushes the directory entry of `path` (a rename or a new file in it) to
+// disk.
+absl::Status SyncDirectoryOf(const std::string& path) {
+  const std::string dir = Parent(path);
+  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0) return ErrnoError(errno, "open directory", dir);
+  if (::fsync(dir_fd.get()) != 0) {
+    return ErrnoError(errno, "fsync directory", dir);
+  }
+  return absl::OkStatus();
+}
 
 // Writes "<path>.tmp" through a buffer, then (fsync), rename, (fsync of the
 // directory). The temp file is removed on every way out but a commit.
@@ -120,13 +133,7 @@ class PosixAtomicFile final : public AtomicFile {
     committed_ = true;
     if (!sync_) return absl::OkStatus();
     // The rename is durable once the directory entry is.
-    const std::string dir = Parent(path_);
-    Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir_fd.get() < 0) return ErrnoError(errno, "open directory", dir);
-    if (::fsync(dir_fd.get()) != 0) {
-      return ErrnoError(errno, "fsync directory", dir);
-    }
-    return absl::OkStatus();
+    return SyncDirectoryOf(path_);
   }
 
  private:
@@ -264,6 +271,12 @@ class Posix final : public FileSystem {
                            absl::string_view contents) override {
     return Replace(path, contents, /*sync=*/false);
   }
+  absl::Status SyncFile(const std::string& path) override {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoError(errno, "open", path);
+    if (::fsync(fd.get()) != 0) return ErrnoError(errno, "fsync", path);
+    return SyncDirectoryOf(path);
+  }
   absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(
       const std::string& path) override {
     return PosixAtomicFile::Open(path, /*sync=*/true);
@@ -358,6 +371,11 @@ absl::StatusOr<std::unique_ptr<AtomicFile>> FileSystem::NewAtomicFile(
   return std::unique_ptr<AtomicFile>(new GatheredAtomicFile(this, path));
 }
 
+absl::Status FileSystem::SyncFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string contents, ReadFile(path));
+  return WriteFileAtomically(path, contents);
+}
+
 absl::StatusOr<std::unique_ptr<MappedFile>> FileSystem::MapFile(
     const std::string& path) {
   absl::StatusOr<std::string> contents = ReadFile(path);
@@ -372,12 +390,46 @@ FileSystem* PosixFileSystem() {
 
 absl::Status InMemoryFileSystem::WriteFileAtomically(
     const std::string& path, absl::string_view contents) {
+  RETURN_IF_ERROR(ReplaceFile(path, contents));
+  absl::MutexLock lock(&mu_);
+  durable_[path] = files_[path];
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryFileSystem::ReplaceFile(const std::string& path,
+                                             absl::string_view contents) {
   absl::MutexLock lock(&mu_);
   if (!fail_writes_.ok()) return fail_writes_;
   files_[path] = std::string(contents);
   dirs_.insert(Parent(path));
   ++writes_;
   return absl::OkStatus();
+}
+
+absl::Status InMemoryFileSystem::SyncFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) {
+    return absl::NotFoundError(absl::StrCat("cannot sync ", path));
+  }
+  durable_[path] = it->second;
+  ++syncs_;
+  return absl::OkStatus();
+}
+
+int64_t InMemoryFileSystem::syncs() const {
+  absl::MutexLock lock(&mu_);
+  return syncs_;
+}
+
+std::unique_ptr<InMemoryFileSystem> InMemoryFileSystem::AfterMachineCrash()
+    const {
+  auto crashed = std::make_unique<InMemoryFileSystem>();
+  absl::MutexLock lock(&mu_);
+  crashed->files_ = durable_;
+  crashed->durable_ = durable_;
+  crashed->dirs_ = dirs_;
+  return crashed;
 }
 
 // Gathers the bytes; stores them on Commit under the file system's rules.
@@ -459,6 +511,7 @@ absl::Status InMemoryFileSystem::DeleteFile(const std::string& path) {
   if (files_.erase(path) == 0) {
     return absl::NotFoundError(absl::StrCat("cannot delete ", path));
   }
+  durable_.erase(path);  // deletions are taken as durable at once
   return absl::OkStatus();
 }
 
@@ -476,6 +529,7 @@ void InMemoryFileSystem::FailWrites(absl::Status status) {
 void InMemoryFileSystem::SetFileContents(const std::string& path,
                                          std::string contents) {
   absl::MutexLock lock(&mu_);
+  durable_[path] = contents;
   files_[path] = std::move(contents);
   dirs_.insert(Parent(path));
 }

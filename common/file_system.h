@@ -108,6 +108,12 @@ class FileSystem {
                                    absl::string_view contents) {
     return WriteFileAtomically(path, contents);
   }
+  // Makes the current contents of `path` durable, as WriteFileAtomically
+  // would have: flushes the file to disk (fsync), then its directory entry.
+  // What a ReplaceFile since wrote survives a machine crash afterwards.
+  // NOT_FOUND when `path` does not exist. The default reads the file and
+  // writes it again with WriteFileAtomically.
+  virtual absl::Status SyncFile(const std::string& path);
   // WriteFileAtomically in pieces: opens "<path>.tmp" (replacing a stale
   // one) for an AtomicFile whose Commit() puts it at `path`. Errors as
   // WriteFileAtomically's (NOT_FOUND when the directory does not exist).
@@ -149,6 +155,12 @@ class InMemoryFileSystem final : public FileSystem {
  public:
   absl::Status WriteFileAtomically(const std::string& path,
                                    absl::string_view contents) override;
+  // Replaces the file as WriteFileAtomically does, but not durably: what
+  // AfterMachineCrash() gives before the next SyncFile (or durable write
+  // of the path) holds what was durable before.
+  absl::Status ReplaceFile(const std::string& path,
+                           absl::string_view contents) override;
+  absl::Status SyncFile(const std::string& path) override;
   // Gathers the bytes; Commit() stores them as WriteFileAtomically does
   // (and fails as it does under FailWrites); Append() fails under
   // FailWrites or past FailWritesAfter's budget.
@@ -169,12 +181,21 @@ class InMemoryFileSystem final : public FileSystem {
   void FailWritesAfter(int64_t bytes);
   // Replaces a file's contents directly (no atomicity), e.g. to corrupt it.
   void SetFileContents(const std::string& path, std::string contents);
-  // Successful WriteFileAtomically calls and AtomicFile commits.
+  // Successful WriteFileAtomically, ReplaceFile calls and AtomicFile
+  // commits.
   int64_t writes() const;
+  // Successful SyncFile calls.
+  int64_t syncs() const;
+  // What a machine crash would leave: a new file system holding each file's
+  // last durable contents (a file never made durable is absent).
+  std::unique_ptr<InMemoryFileSystem> AfterMachineCrash() const;
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
+  // What a machine crash leaves of each file (SimulateMachineCrash).
+  std::map<std::string, std::string> durable_ ABSL_GUARDED_BY(mu_);
+  int64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_writes_ ABSL_GUARDED_BY(mu_);
   int64_t append_budget_ ABSL_GUARDED_BY(mu_) = -1;

@@ -94,7 +94,7 @@ void Coordinator::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    Persist();
+    PersistDurably();
     parked_.FailAll(absl::UnavailableError("coordinator is shutting down"),
                     replies);
   }
@@ -530,6 +530,7 @@ void Coordinator::CheckTimeouts() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     ExpireTimeouts(replies);
+    SyncStateIfDue();
   }
   ParkedCalls::Send(replies);
 }
@@ -542,6 +543,7 @@ void Coordinator::ReaperLoop() {
     if (stopping_) break;
     std::vector<Reply> replies;
     ExpireTimeouts(replies);
+    SyncStateIfDue();
     if (!replies.empty()) {
       mu_.Unlock();
       ParkedCalls::Send(replies);

@@ -118,6 +118,12 @@ struct CoordinatorOptions {
   // PosixFileSystem()).
   std::string state_dir;
   FileSystem* file_system = PosixFileSystem();
+  // The saved state is replaced (atomically, not durably) after every
+  // change and made durable (fsync) at most this often, by options.clock,
+  // from the reaper thread off the coordinator's lock; a shard checkpoint
+  // recorded, a rollback and Shutdown are made durable at once. Zero:
+  // every save is durable.
+  absl::Duration state_sync_interval = absl::Seconds(1);
   // Optional (not owned; must outlive the coordinator): gets one
   // RecordStep per committed step (sync: per step, with the step's
   // aggregate; async: per applied task) and one RecordEval per test-set
@@ -362,8 +368,18 @@ class Coordinator {
     events_.Add(Now(), kind, worker_id, step, samples_lost, detail);
   }
   // Persistence (coordinator_state.cc): writes the state when state_dir is
-  // set (a failure is logged; the job goes on).
+  // set (a failure is logged; the job goes on); durable when
+  // state_sync_interval is zero, else by SyncStateIfDue.
   void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persist, then make the state durable now (where a machine crash must
+  // not take the coordinator behind the shards: checkpoints, rollbacks).
+  void PersistDurably() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the saved state durable when it changed since the last sync and
+  // state_sync_interval has passed; the fsync runs with mu_ released.
+  void SyncStateIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fsync itself, under mu_; a failure is logged (the next save or
+  // sync tries again).
+  void SyncStateNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Loads the state from state_dir if there is one.
   absl::Status Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::CoordinatorState SaveState() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -407,7 +423,10 @@ class Coordinator {
   // The job's optimizer, for the learning rate each metrics line reports.
   const OptimizerConfig optimizer_ = FromProto(options_.job.optimizer());
   const absl::Time start_ = options_.clock->Now();
-  CoordinatorPersistence persistence_ ABSL_GUARDED_BY(mu_);
+  // Save under mu_; Sync also off it (SyncStateIfDue).
+  CoordinatorPersistence persistence_;
+  bool state_unsynced_ ABSL_GUARDED_BY(mu_) = false;  // saved, not synced
+  absl::Time last_state_sync_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

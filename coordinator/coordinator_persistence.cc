@@ -39,9 +39,17 @@ CoordinatorPersistence::Load() {
 
 absl::Status CoordinatorPersistence::Save(const v1::CoordinatorState& state) {
   if (!enabled()) return absl::OkStatus();
-  // Written twice per sync step: no fsync (docs/elasticity.md). A machine
-  // crash that loses it is reconciled against the shards' versions.
+  // Written twice per sync step: the fsync is batched (Sync, called by the
+  // Coordinator at most every state_sync_interval and where it matters;
+  // docs/elasticity.md).
   return fs_->ReplaceFile(path_, state.SerializeAsString());
+}
+
+absl::Status CoordinatorPersistence::Sync() {
+  if (!enabled()) return absl::OkStatus();
+  absl::Status synced = fs_->SyncFile(path_);
+  if (absl::IsNotFound(synced)) return absl::OkStatus();  // nothing saved yet
+  return synced;
 }
 
 }  // namespace ferry

@@ -4,8 +4,9 @@
 // it against InMemoryFileSystem.
 //
 // Ownership: does not own `fs`, which must outlive it.
-// Thread safety: not thread-safe; the Coordinator calls it under its mutex
-// (writes of the one path are serialized there, as FileSystem requires).
+// Thread safety: Save is not thread-safe; the Coordinator calls it under its
+// mutex (writes of the one path are serialized there, as FileSystem
+// requires). Sync may run beside it (the Coordinator syncs off its mutex).
 #ifndef FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
 #define FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
 
@@ -38,10 +39,17 @@ class CoordinatorPersistence {
   // FAILED_PRECONDITION for another format.
   absl::StatusOr<std::optional<v1::CoordinatorState>> Load();
   // REQUIRES: state.format() == kFormat.
-  // Replaces the saved state atomically (a reader sees the old or the new
-  // one). The FileSystem's errors (RESOURCE_EXHAUSTED when the disk is
-  // full, ...). OK without doing anything when persistence is off.
+  // Replaces the saved state atomically (a reader, and a process started
+  // after this one died, sees the old or the new one) but not durably: a
+  // machine crash may bring back the state of the last Sync(). The
+  // FileSystem's errors (RESOURCE_EXHAUSTED when the disk is full, ...).
+  // OK without doing anything when persistence is off.
   absl::Status Save(const v1::CoordinatorState& state);
+  // Makes the last saved state durable (fsync of the file and its
+  // directory). Thread-safe against Save (the FileSystem syncs whichever
+  // state is current, at least the one saved before the call). OK when
+  // persistence is off or nothing was saved yet.
+  absl::Status Sync();
 
  private:
   FileSystem* const fs_;

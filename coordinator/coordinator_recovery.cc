@@ -50,7 +50,7 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
   }
   if (version < 0) return;  // async: nothing to roll back to
   recovery_.AddCheckpoint(version);
-  Persist();
+  PersistDurably();
 }
 
 bool Coordinator::FenceDue() const {
@@ -102,7 +102,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       steps_.set_formed(steps_applied_);
       recovery_state_.Done();
       AdvanceEpochIfComplete();
-      Persist();
+      PersistDurably();
       // Members parked in NextTask while no step could form get one now.
       ServeWaiters(replies, false);
     }
@@ -133,7 +133,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       // OpenStep.keep_state).
       AbortOpenSteps(0, true, why, "");
       generation = membership_.generation();
-      Persist();
+      PersistDurably();
     }
     absl::Status restored = shards_->RestoreTo(target, generation);
     if (absl::IsFailedPrecondition(restored) && target == 0) {
@@ -163,7 +163,7 @@ void Coordinator::RecoverShards(const std::string& why) {
       RollBackAccounting(target);
       recovery_state_.Done();
       AdvanceEpochIfComplete();
-      Persist();
+      PersistDurably();
       ServeWaiters(replies, false);
     }
     ParkedCalls::Send(replies);

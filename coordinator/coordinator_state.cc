@@ -33,8 +33,44 @@ void Coordinator::Persist() {
   const absl::Status written = persistence_.Save(SaveState());
   if (!written.ok()) {
     LogError("saving the coordinator state failed", {{"error", written}});
-  } else {
-    last_state_write_ = Now();  // ferry_checkpoint_age_seconds
+    return;
+  }
+  last_state_write_ = Now();  // ferry_checkpoint_age_seconds
+  state_unsynced_ = true;
+  if (options_.state_sync_interval <= absl::ZeroDuration()) SyncStateNow();
+}
+
+void Coordinator::PersistDurably() {
+  Persist();
+  SyncStateNow();
+}
+
+void Coordinator::SyncStateNow() {
+  if (!state_unsynced_) return;
+  const absl::Status synced = persistence_.Sync();
+  if (!synced.ok()) {
+    LogError("syncing the coordinator state failed", {{"error", synced}});
+    return;
+  }
+  state_unsynced_ = false;
+  last_state_sync_ = Now();
+}
+
+void Coordinator::SyncStateIfDue() {
+  if (!state_unsynced_ ||
+      Now() - last_state_sync_ < options_.state_sync_interval) {
+    return;
+  }
+  // Saves while the fsync runs set state_unsynced_ again: the next round
+  // syncs them.
+  state_unsynced_ = false;
+  last_state_sync_ = Now();
+  mu_.Unlock();
+  const absl::Status synced = persistence_.Sync();
+  mu_.Lock();
+  if (!synced.ok()) {
+    state_unsynced_ = true;
+    LogError("syncing the coordinator state failed", {{"error", synced}});
   }
 }
 

@@ -157,6 +157,14 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
           "persist the coordinator's state here and resume from it on restart")
       ->group(job);
   command
+      .add_option("--state-sync-interval", f.state_sync_interval_s,
+                  "seconds between fsyncs of the saved state (a machine "
+                  "crash loses at most this much of it; checkpoints, "
+                  "rollbacks and a stop are synced at once; 0: every save)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(job);
+  command
       .add_option("--checkpoint-every", f.checkpoint_every,
                   "PS: checkpoint every shard every N steps (and at every "
                   "epoch end; 0: "

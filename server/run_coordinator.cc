@@ -173,6 +173,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   options.checkpoint_every = f.checkpoint_every;
   options.finalize_on_push = f.finalize_on_push;
   options.state_dir = f.state_dir;
+  options.state_sync_interval = absl::Seconds(f.state_sync_interval_s);
   options.metrics = metrics->get();
   if (f.heartbeat_interval_s <= 0 ||
       f.heartbeat_timeout_s <= f.heartbeat_interval_s) {

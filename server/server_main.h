@@ -49,7 +49,9 @@ struct CoordinatorFlags {
   int expected_workers = 0;  // async schedule length; 0: min_workers
   double heartbeat_timeout_s = 5.0;
   double heartbeat_interval_s = 1.0;
-  std::string state_dir;           // empty: the state lives in memory only
+  std::string state_dir;  // empty: the state lives in memory only
+  // Seconds between fsyncs of the saved state (0: every save is durable).
+  double state_sync_interval_s = 1.0;
   int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
   bool finalize_on_push =
       true;                     // PS sync: shards apply a step on its last push

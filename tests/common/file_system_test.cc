@@ -181,5 +181,35 @@ TEST(InMemoryAtomicFileTest, FailuresHalfwayLeaveTheOldFile) {
             absl::StatusCode::kPermissionDenied);
 }
 
+TEST_F(PosixAtomicFileTest, SyncFileMakesAReplacedFileDurable) {
+  const std::string path = dir_ + "/state";
+  EXPECT_EQ(fs_->SyncFile(path).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(fs_->ReplaceFile(path, "v1").ok());
+  EXPECT_TRUE(fs_->SyncFile(path).ok());
+  EXPECT_EQ(*fs_->ReadFile(path), "v1");  // unchanged by the sync
+}
+
+// ReplaceFile is atomic but not durable: what a machine crash leaves is the
+// last WriteFileAtomically or SyncFile of the path.
+TEST(InMemoryFileSystemTest, AMachineCrashKeepsWhatWasSynced) {
+  InMemoryFileSystem fs;
+  ASSERT_TRUE(fs.WriteFileAtomically("/d/a", "a1").ok());  // durable
+  ASSERT_TRUE(fs.ReplaceFile("/d/a", "a2").ok());          // not yet
+  ASSERT_TRUE(fs.ReplaceFile("/d/b", "b1").ok());          // never synced
+  ASSERT_TRUE(fs.ReplaceFile("/d/c", "c1").ok());
+  ASSERT_TRUE(fs.SyncFile("/d/c").ok());
+  ASSERT_TRUE(fs.ReplaceFile("/d/c", "c2").ok());
+  EXPECT_EQ(fs.syncs(), 1);
+  EXPECT_EQ(fs.SyncFile("/d/none").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*fs.ReadFile("/d/a"), "a2");  // readers see the newest
+  const std::unique_ptr<InMemoryFileSystem> crashed = fs.AfterMachineCrash();
+  EXPECT_EQ(*crashed->ReadFile("/d/a"), "a1");
+  EXPECT_EQ(crashed->ReadFile("/d/b").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(*crashed->ReadFile("/d/c"), "c1");
+  ASSERT_TRUE(fs.SyncFile("/d/a").ok());
+  EXPECT_EQ(*fs.AfterMachineCrash()->ReadFile("/d/a"), "a2");
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1,0 +1,106 @@
+// The coordinator's saved state is replaced after every change and made
+// durable (fsync) at most once per state_sync_interval of its clock, so a
+// machine crash loses at most that much of it; a stop is synced at once,
+// and an interval of zero syncs every save.
+#include <memory>
+#include <string>
+
+#include "common/file_system.h"
+#include "coordinator/coordinator.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace ferry {
+namespace {
+
+// One worker through `steps` sync steps from `lease`; the next lease.
+v1::NextTaskResponse Steps(Fixture& f, const std::string& w,
+                           v1::NextTaskResponse lease, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    const v1::StepReport done = Done(lease);
+    auto next = NextWork(f, w, &done);
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok()) break;
+    lease = *next;
+  }
+  return lease;
+}
+
+// Waits until the coordinator has applied (and saved) `steps` steps.
+void AwaitApplied(Fixture& f, int64_t steps) {
+  WaitForFinalize(f.shards, static_cast<size_t>(steps));
+  ASSERT_TRUE(WaitForStatus(
+      *f.coordinator,
+      [steps](const v1::StatusResponse& s) { return s.step() >= steps; }));
+}
+
+// The job's applied steps as a coordinator started on what a machine crash
+// of `f`'s file system would leave sees them.
+int64_t StepsAfterMachineCrash(Fixture& f) {
+  const std::unique_ptr<InMemoryFileSystem> crashed = f.fs.AfterMachineCrash();
+  CoordinatorOptions options = f.options;
+  options.file_system = crashed.get();
+  auto resumed = Coordinator::Create(options, &f.shards);
+  EXPECT_TRUE(resumed.ok()) << resumed.status();
+  if (!resumed.ok()) return -1;
+  const int64_t steps = (*resumed)->Status().step();
+  (*resumed)->Shutdown();
+  return steps;
+}
+
+// A fixture whose coordinator syncs its state every `interval`.
+std::unique_ptr<Fixture> JobSyncingEvery(absl::Duration interval) {
+  auto f = std::make_unique<Fixture>(Job(4, 1), 40, 1, /*state_dir=*/"",
+                                     /*checkpoint_every=*/0);
+  f->coordinator.reset();  // a fresh job, persisted under the interval
+  f->options.state_dir = "/state";
+  f->options.state_sync_interval = interval;
+  auto c = f->Restart();
+  EXPECT_TRUE(c.ok()) << c.status();
+  f->coordinator = *std::move(c);
+  return f;
+}
+
+TEST(CoordinatorStateSyncTest, SavesAreSyncedOncePerIntervalOfTheClock) {
+  std::unique_ptr<Fixture> f = JobSyncingEvery(absl::Minutes(10));
+  const std::string w = f->Join();
+  auto lease = Next(*f, w);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  v1::NextTaskResponse next = Steps(*f, w, *lease, 3);
+  ASSERT_EQ(next.step(), 3);
+  AwaitApplied(*f, 3);
+  // Three steps saved, none synced yet: a crash goes back to the start.
+  const int64_t synced = f->fs.syncs();
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 0);
+  // Once the interval (10 min: long polls advance the fake clock too) has
+  // passed, the reaper's look syncs the state once.
+  f->clock.Advance(absl::Minutes(10));
+  f->coordinator->CheckTimeouts();
+  EXPECT_EQ(f->fs.syncs(), synced + 1);
+  f->coordinator->CheckTimeouts();
+  EXPECT_EQ(f->fs.syncs(), synced + 1);  // nothing new to sync
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 3);
+  next = Steps(*f, w, next, 2);
+  ASSERT_EQ(next.step(), 5);
+  AwaitApplied(*f, 5);
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 3);  // at most an interval lost
+  // A stop syncs at once.
+  f->coordinator->Shutdown();
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 5);
+}
+
+TEST(CoordinatorStateSyncTest, AZeroIntervalSyncsEverySave) {
+  std::unique_ptr<Fixture> f = JobSyncingEvery(absl::ZeroDuration());
+  const std::string w = f->Join();
+  auto lease = Next(*f, w);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  const int64_t before = f->fs.syncs();
+  const v1::NextTaskResponse next = Steps(*f, w, *lease, 3);
+  ASSERT_EQ(next.step(), 3);
+  AwaitApplied(*f, 3);
+  EXPECT_GE(f->fs.syncs(), before + 3);
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 3);
+}
+
+}  // namespace
+}  // namespace ferry
