@@ -426,6 +426,7 @@ std::unique_ptr<InMemoryFileSystem> InMemoryFileSystem::AfterMachineCrash()
     const {
   auto crashed = std::make_unique<InMemoryFileSystem>();
   absl::MutexLock lock(&mu_);
+  absl::MutexLock crashed_lock(&crashed->mu_);
   crashed->files_ = durable_;
   crashed->durable_ = durable_;
   crashed->dirs_ = dirs_;
