@@ -42,11 +42,14 @@ absl::Status CoordinatorPersistence::Save(const v1::CoordinatorState& state) {
   // Written twice per sync step: the fsync is batched (Sync, called by the
   // Coordinator at most every state_sync_interval and where it matters;
   // docs/elasticity.md).
-  return fs_->ReplaceFile(path_, state.SerializeAsString());
+  const std::string bytes = state.SerializeAsString();
+  absl::MutexLock lock(&io_mu_);
+  return fs_->ReplaceFile(path_, bytes);
 }
 
 absl::Status CoordinatorPersistence::Sync() {
   if (!enabled()) return absl::OkStatus();
+  absl::MutexLock lock(&io_mu_);
   absl::Status synced = fs_->SyncFile(path_);
   if (absl::IsNotFound(synced)) return absl::OkStatus();  // nothing saved yet
   return synced;

@@ -4,9 +4,11 @@
 // it against InMemoryFileSystem.
 //
 // Ownership: does not own `fs`, which must outlive it.
-// Thread safety: Save is not thread-safe; the Coordinator calls it under its
-// mutex (writes of the one path are serialized there, as FileSystem
-// requires). Sync may run beside it (the Coordinator syncs off its mutex).
+// Thread safety: thread-safe. Save and Sync exclude each other (io_mu_), so
+// that a sync flushes the file its directory entry names: a rename between
+// the file's fsync and the directory's would leave the entry pointing at
+// contents not yet on disk. The Coordinator saves under its own mutex and
+// syncs off it.
 #ifndef FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
 #define FERRY_COORDINATOR_COORDINATOR_PERSISTENCE_H_
 
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/file_system.h"
 #include "ferry/v1/coordinator_state.pb.h"
 
@@ -55,6 +58,7 @@ class CoordinatorPersistence {
   FileSystem* const fs_;
   const std::string dir_;
   const std::string path_;
+  absl::Mutex io_mu_;  // one Save or Sync at a time
 };
 
 }  // namespace ferry
