@@ -102,5 +102,43 @@ TEST(CoordinatorStateSyncTest, AZeroIntervalSyncsEverySave) {
   EXPECT_EQ(StepsAfterMachineCrash(*f), 3);
 }
 
+// The shards applied steps the crashed state does not hold: the resumed
+// coordinator restores them to a version it knows (here, with no
+// checkpoint, the start) and takes its accounting back with them, so the
+// lost steps' samples are trained again, once.
+TEST(CoordinatorStateSyncTest, ShardsAheadOfTheCrashedStateGoBackWithIt) {
+  std::unique_ptr<Fixture> f = JobSyncingEvery(absl::Minutes(10));
+  {
+    absl::MutexLock lock(&f->shards.mu);
+    f->shards.versions = {0};  // one shard, tracked
+  }
+  const std::string w = f->Join();
+  auto lease = Next(*f, w);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  v1::NextTaskResponse next = Steps(*f, w, *lease, 3);
+  AwaitApplied(*f, 3);
+  f->clock.Advance(absl::Minutes(10));
+  f->coordinator->CheckTimeouts();  // synced at 3
+  next = Steps(*f, w, next, 2);
+  AwaitApplied(*f, 5);  // the shards are at 5
+
+  const std::unique_ptr<InMemoryFileSystem> crashed = f->fs.AfterMachineCrash();
+  CoordinatorOptions options = f->options;
+  options.file_system = crashed.get();
+  auto resumed = Coordinator::Create(options, &f->shards);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE(WaitForShards(
+      f->shards, [](FakeShardControl& s) { return !s.restores.empty(); }));
+  {
+    absl::MutexLock lock(&f->shards.mu);
+    EXPECT_EQ(f->shards.restores.back(), 0);
+  }
+  // It resumed at 3 and goes back to 0 with the shards.
+  EXPECT_TRUE(WaitForStatus(**resumed, [](const v1::StatusResponse& s) {
+    return s.step() == 0 && s.samples_applied() == 0;
+  }));
+  (*resumed)->Shutdown();
+}
+
 }  // namespace
 }  // namespace ferry
