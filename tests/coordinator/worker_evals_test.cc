@@ -185,6 +185,20 @@ struct WorkerEvalJob {
   std::unique_ptr<Coordinator> coordinator;
 };
 
+// `w` reports the final evaluation `task` (accuracy 0.75, loss 0.5): it is
+// told FINISH and the job ends. The job's status then.
+v1::StatusResponse ReportFinal(WorkerEvalJob& job, const std::string& w,
+                               const v1::EvalTask& task) {
+  const v1::WorkerEvaluation figures = Figures(task, 0.75, 0.5);
+  auto r = job.Ask(w, true, nullptr, &figures);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) {
+    EXPECT_EQ(r->action(), v1::NextTaskResponse::FINISH);
+  }
+  EXPECT_TRUE(job.coordinator->WaitUntilFinished(absl::Seconds(5)));
+  return job.coordinator->Status();
+}
+
 TEST(CoordinatorWorkerEvalTest, OneWorkerEvaluatesEachEpochEndAndTheEnd) {
   WorkerEvalJob job;
   const std::string w = job.Join();
@@ -207,7 +221,7 @@ TEST(CoordinatorWorkerEvalTest, OneWorkerEvaluatesEachEpochEndAndTheEnd) {
   r = job.Ask(w, true);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
-  v1::WorkerEvaluation figures = Figures(r->evaluate(), 0.25, 2.0);
+  const v1::WorkerEvaluation figures = Figures(r->evaluate(), 0.25, 2.0);
   r = job.Ask(w, true, nullptr, &figures);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->action(), v1::NextTaskResponse::TRAIN);
@@ -224,12 +238,7 @@ TEST(CoordinatorWorkerEvalTest, OneWorkerEvaluatesEachEpochEndAndTheEnd) {
   EXPECT_EQ(r->evaluate().version(), 4);
   EXPECT_EQ(r->evaluate().epoch(), 1);
   EXPECT_FALSE(job.coordinator->Status().finished());
-  figures = Figures(r->evaluate(), 0.75, 0.5);
-  r = job.Ask(w, true, nullptr, &figures);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->action(), v1::NextTaskResponse::FINISH);
-  ASSERT_TRUE(job.coordinator->WaitUntilFinished(absl::Seconds(5)));
-  const v1::StatusResponse s = job.coordinator->Status();
+  const v1::StatusResponse s = ReportFinal(job, w, r->evaluate());
   ASSERT_EQ(s.evals_size(), 2);
   EXPECT_EQ(s.evals(0).step(), 2);
   EXPECT_EQ(s.evals(0).epoch(), 0);
@@ -349,7 +358,7 @@ TEST(CoordinatorWorkerEvalTest, EvaluationsInFlightSurviveACoordinatorRestart) {
   ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
   EXPECT_EQ(r->evaluate().version(), 2);
   EXPECT_EQ(r->evaluate().epoch(), 0);
-  v1::WorkerEvaluation figures = Figures(r->evaluate(), 0.25, 2.0);
+  const v1::WorkerEvaluation figures = Figures(r->evaluate(), 0.25, 2.0);
   r = job.Ask(w, true, nullptr, &figures);
   ASSERT_TRUE(r.ok()) << r.status();
   for (int step = 2; step < 4; ++step) {
@@ -367,12 +376,7 @@ TEST(CoordinatorWorkerEvalTest, EvaluationsInFlightSurviveACoordinatorRestart) {
   ASSERT_EQ(r->action(), v1::NextTaskResponse::EVALUATE);
   EXPECT_TRUE(r->evaluate().final());
   EXPECT_EQ(r->evaluate().version(), 4);
-  figures = Figures(r->evaluate(), 0.75, 0.5);
-  r = job.Ask(w, true, nullptr, &figures);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->action(), v1::NextTaskResponse::FINISH);
-  ASSERT_TRUE(job.coordinator->WaitUntilFinished(absl::Seconds(5)));
-  const v1::StatusResponse s = job.coordinator->Status();
+  const v1::StatusResponse s = ReportFinal(job, w, r->evaluate());
   ASSERT_EQ(s.evals_size(), 2);
   EXPECT_EQ(s.evals(0).step(), 2);
   EXPECT_DOUBLE_EQ(s.evals(0).test_accuracy(), 0.25);
