@@ -124,6 +124,10 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     coord_argv.insert(coord_argv.end(),
                       {"--shards", absl::StrJoin(shard_addresses, ",")});
   }
+  if (o.mode == "ring") {  // every worker here sees the same directory
+    coord_argv.insert(coord_argv.end(),
+                      {"--ring-checkpoint-dir", log_dir + "/ring"});
+  }
   coord_argv.insert(coord_argv.end(), o.job_args.begin(), o.job_args.end());
   coord_argv.insert(coord_argv.end(), o.ops_args.begin(), o.ops_args.end());
 

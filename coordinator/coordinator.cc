@@ -74,7 +74,12 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
       weights_(evaluator),
       persistence_(options_.file_system, options_.state_dir),
       progress_(options_.job.pipeline_stages()),
-      checkpoint_plan_(rules_.has_shards(), options_.checkpoint_every) {
+      checkpoint_plan_(rules_.has_shards(), options_.checkpoint_every),
+      ring_checkpoints_(rules_.members_hold_weights() &&
+                        !rules_.ring_beside_shards() &&
+                        !options_.job.ring_checkpoint_dir().empty() &&
+                        options_.job.pipeline_stages() <= 1 &&
+                        !options_.job.has_embedding()) {
   absl::MutexLock lock(&mu_);
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
@@ -299,6 +304,8 @@ std::optional<v1::NextTaskResponse> Coordinator::LeaseOpenSlot(
       for (const v1::DataTask& t : slot.tasks) *r.add_tasks() = t;
       // Pipeline replicas (PS mode too) are cut from the step's members.
       if (rules_.leases_name_members()) AddRing(step, i, r);
+      if (step.checkpoint) r.set_checkpoint(true);
+      if (step.restore.has_value()) r.set_restore_checkpoint(*step.restore);
       if (step.keep_state) {
         r.set_keep_state(true);
         std::vector<int64_t>& kept = member.kept_states;

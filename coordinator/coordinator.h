@@ -354,6 +354,28 @@ class Coordinator {
   void WatchShards();
   // Undoes the applied steps >= target in the accounting.
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ring checkpoints (coordinator_ring_checkpoints.cc). Pure ring jobs,
+  // with no step open: when no member holds the job's state
+  // (RingLostTheJobState), takes the job back to the newest complete ring
+  // checkpoint (its leases' restore_checkpoint) or the start, re-queuing
+  // the undone steps' tasks; sets error_ when it cannot. Returns the
+  // checkpoint's version to restore, if any.
+  std::optional<int64_t> ResumeRingIfStateLost(
+      const std::vector<const Member*>& ranked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the step formed next, taking `samples` of the `remaining`
+  // samples of its epoch, is a ring checkpoint's.
+  bool RingCheckpointDue(int64_t samples, int64_t remaining) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A report of `step` by `worker_id`: its checkpoint part's result, or
+  // (a failed step) why the ring checkpoint could not be restored.
+  void NoteRingCheckpointReport(OpenStep& step, Slot& slot,
+                                const v1::StepReport& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ApplyStep of a checkpoint's step: records the checkpoint (durably) when
+  // every member wrote its part.
+  void RecordRingCheckpoint(const OpenStep& step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finalizer thread, no lock: checkpoints the shards at `version` when due
   // (or `forced`).
   void MaybeCheckpoint(int64_t version, bool epoch_end, bool forced = false);
@@ -458,6 +480,9 @@ class Coordinator {
   RecoveryLog recovery_ ABSL_GUARDED_BY(mu_);
   RecoveryState recovery_state_ ABSL_GUARDED_BY(mu_);
   CheckpointPlan checkpoint_plan_ ABSL_GUARDED_BY(mu_);
+  // The job's ring members write checkpoints (JobSpec.ring_checkpoint_dir,
+  // a ring job without pipeline stages or embedding tables).
+  const bool ring_checkpoints_;
 
   JobEvents events_ ABSL_GUARDED_BY(mu_);
   // Why the job cannot go on (StatusResponse.error); empty while it can.

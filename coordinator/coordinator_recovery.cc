@@ -213,8 +213,8 @@ void Coordinator::RollBackAccounting(int64_t target) {
   steps_.set_formed(target);
   recovery_state_.ClearInDoubt();
   if (target < from) {
-    AddEvent("shards_rolled_back", "", target, lost,
-             absl::StrCat("from version ", from, " to ", target));
+    AddEvent(rules_.has_shards() ? "shards_rolled_back" : "rolled_back", "",
+             target, lost, absl::StrCat("from version ", from, " to ", target));
   }
 }
 

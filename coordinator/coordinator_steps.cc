@@ -65,6 +65,7 @@ absl::Status Coordinator::RecordDone(Member& member,
           "step ", done.step(), " is not open for ", member.id,
           " (finalized without it or re-formed): ask for a new task"));
     }
+    NoteRingCheckpointReport(*open, *slot, done);
     if (done.failed()) {
       // Ring: the collective failed on this member; nobody may keep the
       // step, every member restarts it from the committed state.
@@ -248,9 +249,12 @@ void Coordinator::ApplyStep(int64_t number) {
   Metrics()
       .samples(MetricRole::kCoordinator)
       .Increment(static_cast<double>(step_samples));
+  const bool checkpoint = step.checkpoint;
+  const OpenStep applied = checkpoint ? step : OpenStep{};
   steps_.open().erase(number);
   steps_applied_ = number + 1;
   recovery_state_.ClearInDoubt();
+  if (checkpoint) RecordRingCheckpoint(applied);
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {
@@ -436,11 +440,17 @@ bool Coordinator::FormStep(int max_open) {
   if (job.max_steps() > 0 && steps_.formed() >= job.max_steps()) return false;
   // At most `max_open` steps collecting reports.
   if (steps_.Collecting() >= max_open) return false;
+  if (queue_->remaining() == 0) return false;  // last tasks in flight
+  const std::vector<const Member*> ranked = membership_.Ranked();
+  // A ring none of whose members holds the job's state goes back first
+  // (the queue then holds the undone steps' tasks again).
+  const std::optional<int64_t> restore = ResumeRingIfStateLost(ranked);
   const int64_t available =
       std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight
-  const std::vector<const Member*> ranked = membership_.Ranked();
   OpenStep step;
+  step.restore = restore;
+  step.checkpoint = RingCheckpointDue(available, queue_->remaining());
   step.epoch = queue_->epoch();
   step.ring_generation = membership_.generation();
   step.fence = recovery_state_.fence();

@@ -28,6 +28,8 @@ struct StepSlot {
   std::vector<v1::DataTask> tasks;
   int64_t samples = 0;
   bool pushed = false;  // reported its push
+  // Ring checkpoints: its part of the step's checkpoint is written.
+  bool checkpoint_written = false;
 };
 
 struct OpenStep {
@@ -40,6 +42,12 @@ struct OpenStep {
   // Hybrid: the shards will be checkpointed at this step's version; its
   // leases tell the ring members to keep their dense state before it.
   bool keep_state = false;
+  // Ring checkpoints: its members write the checkpoint at version step + 1
+  // after applying it (NextTaskResponse.checkpoint).
+  bool checkpoint = false;
+  // Ring: its ring resumes from the ring checkpoint at this version (==
+  // step): none of its members held the job's state.
+  std::optional<int64_t> restore;
   std::optional<uint64_t> digest;  // ring mode: first digest reported
   // Ring pipelines: the first digest reported per stage range [begin, end).
   std::map<std::pair<int64_t, int64_t>, uint64_t> range_digests;

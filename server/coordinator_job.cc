@@ -203,6 +203,14 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
     return absl::InvalidArgumentError("--digest-every must be >= 0");
   }
   job.set_digest_every(f.digest_every);
+  if (!f.ring_checkpoint_dir.empty()) {
+    if (mode != v1::MODE_RING) {
+      return absl::InvalidArgumentError(
+          "--ring-checkpoint-dir is for ring mode (PS shards take "
+          "--checkpoint-dir)");
+    }
+    job.set_ring_checkpoint_dir(f.ring_checkpoint_dir);
+  }
   {
     absl::StatusOr<GradientCompression> c =
         ParseCompression(f.compression, f.error_feedback);

@@ -52,7 +52,10 @@ struct CoordinatorFlags {
   std::string state_dir;  // empty: the state lives in memory only
   // Seconds between fsyncs of the saved state (0: every save is durable).
   double state_sync_interval_s = 1.0;
-  int64_t checkpoint_every = 100;  // PS: steps between shard checkpoints
+  int64_t checkpoint_every = 100;  // PS and ring: steps between checkpoints
+  // Ring: where the members write the job's checkpoints (JobSpec.
+  // ring_checkpoint_dir); empty: none.
+  std::string ring_checkpoint_dir;
   bool finalize_on_push =
       true;                     // PS sync: shards apply a step on its last push
   bool sum_on_arrival = false;  // PS sync: shards sum pushes as they arrive

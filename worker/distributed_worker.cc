@@ -279,6 +279,7 @@ class Worker {
       failed.set_step(lease.step());
       failed.set_fence(lease.fence());
       failed.set_failed(true);
+      exchange_->AddToFailedReport(failed);
       (void)SendReport(Request(), failed);
     }
     DropPendingLease();  // the prefetched lease: redo this step first

@@ -244,6 +244,9 @@ class GradientExchange {
   // Adds the mode's figures to a finished step's report: the cumulative
   // byte counts of its peers and, when due, the weights digest.
   virtual absl::Status AddToReport(v1::StepReport& report) = 0;
+  // What a failed step's report (ExchangePolicy.report_failed_steps) says
+  // beyond the failure itself. Default: nothing.
+  virtual void AddToFailedReport(v1::StepReport& report) { (void)report; }
 
   // The weights the worker ends with, flat, on the host (PS: the shards'
   // newest; ring: its own). Errors as BeginStep's.

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "ring/ring_peer_service.h"
+#include "worker/ring_checkpoint.h"
 
 namespace ferry {
 namespace {
@@ -61,6 +62,9 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
   {
     absl::MutexLock lock(&cancel_mu_);
     session_.reset();  // closes the old links first
+  }
+  if (lease.has_restore_checkpoint() && lease.rank() == 0) {
+    RETURN_IF_ERROR(RestoreCheckpoint(lease.restore_checkpoint()));
   }
   // The ring starts from the state after exactly lease.step() steps.
   const int64_t have = optimizer_.steps_applied();
@@ -212,6 +216,8 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   }
   step_samples_ = lease.step_samples();
   keep_state_ = lease.keep_state();
+  checkpoint_rank_ = lease.rank();
+  checkpoint_parts_ = lease.checkpoint() ? lease.ring_size() : 0;
   rows_declared_ = false;
   if (options_.tables != nullptr) options_.tables->ClearStepRows();
   step_rings_ = step.stage_rings;
@@ -403,6 +409,85 @@ absl::Status RingExchange::AddToReport(v1::StepReport& report) {
     report.set_weights_digest(digest);
   }
   AddRoleBytes(kRingPeerRole, PeerBytes(), report.mutable_bytes());
+  if (checkpoint_parts_ > 0) {
+    const absl::Status written =
+        WriteCheckpointPart(checkpoint_rank_, checkpoint_parts_);
+    checkpoint_parts_ = 0;
+    if (written.ok()) {
+      report.set_checkpoint_written(true);
+    } else {
+      LogWarn("ring checkpoint part not written",
+              {{"version", optimizer_.steps_applied()},
+               {"why", written.ToString()}});
+      report.set_checkpoint_error(written.ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RingExchange::AddToFailedReport(v1::StepReport& report) {
+  if (restore_error_.empty()) return;
+  report.set_restore_error(restore_error_);
+  restore_error_.clear();
+}
+
+absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
+  if (options_.checkpoint_dir.empty()) {
+    return absl::FailedPreconditionError(
+        "the job has no ring checkpoint directory");
+  }
+  if (options_.tables != nullptr || !stage_ranges_.empty()) {
+    return absl::UnimplementedError(
+        "ring checkpoints hold no embedding tables or pipeline stages");
+  }
+  ShardCheckpoint part;
+  part.identity = RingCheckpointPartIdentity(options_.job_id, rank, parts, n_);
+  part.version = optimizer_.steps_applied();
+  part.steps_applied = part.version;
+  const int64_t begin = part.identity.range_begin;
+  const int64_t len = part.identity.range_end - begin;
+  ComputeBackend* backend = options_.backend;
+  part.params.resize(static_cast<size_t>(len));
+  RETURN_IF_ERROR(
+      backend->CopyToHost(options_.params + begin, len, part.params.data()));
+  for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
+    std::vector<float>& host =
+        part.state.emplace_back(static_cast<size_t>(len));
+    RETURN_IF_ERROR(
+        backend->CopyToHost(buffer->data() + begin, len, host.data()));
+  }
+  return WriteRingCheckpointPart(fs(), options_.checkpoint_dir, part).status();
+}
+
+absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
+  const std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+  absl::StatusOr<RingCheckpoint> checkpoint =
+      options_.checkpoint_dir.empty()
+          ? absl::FailedPreconditionError(
+                "the job has no ring checkpoint directory")
+          : LoadRingCheckpoint(fs(), options_.checkpoint_dir, options_.job_id,
+                               version, n_, state.size());
+  absl::Status loaded = checkpoint.status();
+  if (loaded.ok()) {
+    ComputeBackend* backend = options_.backend;
+    loaded =
+        backend->CopyToDevice(checkpoint->params.data(), n_, options_.params);
+    for (size_t k = 0; loaded.ok() && k < state.size(); ++k) {
+      loaded = backend->CopyToDevice(checkpoint->state[k].data(), n_,
+                                     state[k]->data());
+    }
+    if (loaded.ok()) loaded = backend->Synchronize();
+  }
+  if (!loaded.ok()) {
+    restore_error_ = loaded.ToString();
+    return absl::AbortedError(
+        absl::StrCat("the ring checkpoint at version ", version,
+                     " cannot be restored: ", loaded.message()));
+  }
+  optimizer_.set_steps_applied(checkpoint->steps_applied);
+  copies_.Forget();  // copies of states the job no longer went through
+  LogInfo("ring: rank 0 restored the ring checkpoint",
+          {{"version", version}, {"dir", options_.checkpoint_dir}});
   return absl::OkStatus();
 }
 

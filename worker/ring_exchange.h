@@ -20,6 +20,14 @@
 // re-formed) free the copies of the states before them (not in hybrid jobs:
 // options.committed_steps_final).
 //
+// Ring checkpoints: a lease with `checkpoint` makes every member write its
+// 1/w part of the state after the step (in AddToReport, after FinishStep),
+// reported as StepReport.checkpoint_written (or checkpoint_error). A lease
+// with `restore_checkpoint` (a ring none of whose members holds the job's
+// state) makes rank 0 load that checkpoint before its broadcast; when it
+// cannot, the step fails (ABORTED) and its failed report says why
+// (StepReport.restore_error).
+//
 // Error feedback (lossy compression with feedback) is an ErrorFeedback
 // (common/gradient_codec.h) whose residual outlives ring generations; a
 // DLRM's tables are a RingTables (worker/ring_tables.h).
@@ -51,6 +59,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_system.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
 #include "ferry/v1/coordinator.pb.h"
@@ -120,6 +129,11 @@ struct RingExchangeOptions {
   std::unique_ptr<RingTables> tables;
   // Largest message of the tables' collectives.
   int64_t tables_piece_bytes = int64_t{1} << 20;
+  // Ring checkpoints (worker/ring_checkpoint.h): the directory of the job's
+  // parts (JobSpec.ring_checkpoint_dir; empty: none) on `fs` (not owned;
+  // null: the POSIX file system).
+  std::string checkpoint_dir;
+  FileSystem* fs = nullptr;
 };
 
 class RingExchange final : public GradientExchange,
@@ -175,8 +189,11 @@ class RingExchange final : public GradientExchange,
   // member of the generation must call it). DEADLINE_EXCEEDED or the
   // transport's error when a member is gone.
   absl::Status EndOfTraining() override;
-  // The peer bytes under kRingPeerRole; the digest when due.
+  // The peer bytes under kRingPeerRole; the digest when due; this member's
+  // part of the ring checkpoint when the lease asked for it.
   absl::Status AddToReport(v1::StepReport& report) override;
+  // Why the ring checkpoint the lease named could not be restored.
+  void AddToFailedReport(v1::StepReport& report) override;
   absl::StatusOr<std::vector<float>> FinalWeights() override {
     return HostParams();
   }
@@ -236,6 +253,15 @@ class RingExchange final : public GradientExchange,
       const std::vector<Optimizer::Range>* ranges = nullptr);
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
+  // The live state := the ring checkpoint at `version` (its rollback copies
+  // forgotten). ABORTED naming the checkpoint and why it cannot be loaded.
+  absl::Status RestoreCheckpoint(int64_t version);
+  // This member's part of the ring checkpoint after the step just applied
+  // (rank `rank` of `parts`).
+  absl::Status WriteCheckpointPart(int rank, int parts);
+  FileSystem* fs() const {
+    return options_.fs != nullptr ? options_.fs : PosixFileSystem();
+  }
 
   struct StageRingLink {
     std::unique_ptr<RingTransport> transport;
@@ -273,6 +299,11 @@ class RingExchange final : public GradientExchange,
   int64_t step_first_op_ = 0;
   int64_t declared_ = 0;
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback
+  // The open step's lease asked for a checkpoint part: its rank and ring
+  // size (parts <= 0: not asked).
+  int checkpoint_rank_ = 0;
+  int checkpoint_parts_ = 0;
+  std::string restore_error_;  // the last failed restore's, until reported
 };
 
 }  // namespace ferry

@@ -121,6 +121,11 @@ void RingStateCopies::DropCommitted() {
   }
 }
 
+void RingStateCopies::Forget() {
+  for (Copy& copy : rollback_) copy.steps = -1;
+  for (Copy& copy : checkpoint_) copy.steps = -1;
+}
+
 int RingStateCopies::rollback_copies() const {
   int allocated = 0;
   for (const Copy& copy : rollback_) allocated += copy.params.empty() ? 0 : 1;

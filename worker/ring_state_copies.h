@@ -83,6 +83,10 @@ class RingStateCopies {
   // a snapshot takes a model's memory).
   void DropCommitted();
 
+  // Forgets every copy (the live state was loaded from elsewhere: a ring
+  // checkpoint); their memory stays allocated.
+  void Forget();
+
   // The rollback copies allocated (checkpoint copies not counted).
   int rollback_copies() const;
 

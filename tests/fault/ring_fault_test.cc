@@ -31,6 +31,26 @@ TEST(RingFaultTest, CoordinatorKilledAndResumedFromItsState) {
       << run->summary.dump(1);
 }
 
+// Every member killed at once mid-epoch (a node drain, a rolling update),
+// three new ones started: none holds the job's state, so the ring resumes
+// from the newest ring checkpoint (written every 50 steps by the members,
+// each its third) and the steps after it go back to the queue. The job ends
+// with exact accounting and the undisturbed run's accuracy.
+TEST(RingFaultTest, EveryMemberKilledAtOnceResumesFromTheRingCheckpoint) {
+  auto run = RunLocal(
+      "ring-all-killed",
+      FaultJobArgs("ring", {"--digest-every", "10", "--chaos",
+                            "kill:worker0@step160,kill:worker1@step160,"
+                            "kill:worker2@step160,join:3@step160"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ring", 6);
+  EXPECT_EQ(CountEvents(run->summary, "ring_resumed"), 1)
+      << run->summary.dump(1);
+  EXPECT_EQ(CountEvents(run->summary, "ring_state_lost"), 0);
+  EXPECT_GE(CountEvents(run->summary, "ring_checkpoint"), 4);
+  EXPECT_EQ(run->summary.at("rollbacks").get<int64_t>(), 1);
+}
+
 // A pipeline job (2 stages, docs/pipeline.md) under the same churn: a
 // stage worker killed mid-step fails its replica's step (its neighbour's
 // receive fails within the collective timeout), the step is re-formed and

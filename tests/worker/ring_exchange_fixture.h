@@ -60,9 +60,11 @@ struct RingMember {
 
 // A member starting from `init`, its links from `connect`, a weights digest
 // every `digest_every` steps (0: none).
+// Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none).
 inline std::unique_ptr<RingMember> MakeRingMember(
     const std::string& id, int seed, RingTransportFactory connect,
-    const std::vector<float>& init, int64_t digest_every = 0) {
+    const std::vector<float>& init, int64_t digest_every = 0,
+    FileSystem* fs = nullptr, const std::string& checkpoint_dir = "") {
   auto m = std::make_unique<RingMember>();
   m->id = id;
   m->seed = seed;
@@ -84,6 +86,8 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.grads = m->grads.data();
   options.host_grads = m->grads.data();
   options.collective_timeout = absl::Minutes(5);  // ends by cancel, not time
+  options.fs = fs;
+  options.checkpoint_dir = checkpoint_dir;
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }

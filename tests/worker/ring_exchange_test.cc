@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/file_system.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -108,6 +109,31 @@ void RunStep(const std::vector<Member*>& ring, int64_t step,
     EXPECT_TRUE(statuses[r].ok())
         << "step " << step << " rank " << r << ": " << statuses[r];
   }
+}
+
+// Runs `step` on every member of `ring` at once, each lease edited by
+// `edit`, and returns the members' reports (rank order).
+std::vector<v1::StepReport> RunReportedStep(
+    const std::vector<Member*>& ring, int64_t step, int64_t ring_generation,
+    const std::function<void(v1::NextTaskResponse&)>& edit) {
+  std::vector<absl::Status> statuses(ring.size());
+  std::vector<v1::StepReport> reports(ring.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    threads.emplace_back([&, r] {
+      v1::NextTaskResponse lease = Lease(step, ring_generation, 0, ring, r);
+      edit(lease);
+      statuses[r] = FullStep(*ring[r], lease);
+      if (statuses[r].ok())
+        statuses[r] = ring[r]->exchange->AddToReport(reports[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < ring.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok())
+        << "step " << step << " rank " << r << ": " << statuses[r];
+  }
+  return reports;
 }
 
 std::vector<int> Seeds(const std::vector<Member*>& ring) {
@@ -374,6 +400,81 @@ TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
     EXPECT_EQ((*snapshot)->values, m->Params()) << m->id;
   }
+}
+
+// Ring checkpoints: the members write their parts when a lease asks; a
+// ring of newcomers (every member that held the state is gone) resumes from
+// that checkpoint and goes on exactly as the single process does.
+TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
+  testing::RingHubs hubs;
+  InMemoryFileSystem fs;
+  auto make = [&](const std::string& id, int seed, std::vector<float> init) {
+    return testing::MakeRingMember(
+        id, seed,
+        [&hubs](const v1::NextTaskResponse& lease) {
+          return hubs.Connect(lease.ring_generation(), lease.ring_size(),
+                              lease.rank());
+        },
+        init, 0, &fs, "/ck");
+  };
+  std::vector<std::unique_ptr<Member>> owned;
+  owned.push_back(make("w0", 0, Initial()));
+  owned.push_back(make("w1", 1, Initial()));
+  std::vector<Member*> ring = {owned[0].get(), owned[1].get()};
+  Reference ref;
+  for (int64_t step = 0; step < 3; ++step) {
+    const std::vector<v1::StepReport> reports = RunReportedStep(
+        ring, step, 1,
+        [step](v1::NextTaskResponse& l) { l.set_checkpoint(step == 2); });
+    ref.Step(step, Seeds(ring));
+    for (const v1::StepReport& report : reports) {
+      EXPECT_EQ(report.checkpoint_written(), step == 2);
+      EXPECT_EQ(report.checkpoint_error(), "");
+    }
+  }
+  // Step 3 is applied, then every member is lost before the job records it.
+  RunStep(ring, 3, 1);
+  owned.push_back(make("w2", 2, std::vector<float>(kN, 9.0f)));
+  owned.push_back(make("w3", 3, std::vector<float>(kN, -1.0f)));
+  ring = {owned[2].get(), owned[3].get()};
+  RunReportedStep(ring, 3, 2,
+                  [](v1::NextTaskResponse& l) { l.set_restore_checkpoint(3); });
+  ref.Step(3, Seeds(ring));
+  ExpectAllEqual(ring, ref, 4);
+}
+
+TEST(RingExchangeTest, CheckpointThatCannotBeLoadedFailsTheStepAndSaysWhy) {
+  testing::RingHubs hubs;
+  InMemoryFileSystem fs;
+  std::unique_ptr<Member> m = testing::MakeRingMember(
+      "w0", 0,
+      [&hubs](const v1::NextTaskResponse& lease) {
+        return hubs.Connect(lease.ring_generation(), lease.ring_size(),
+                            lease.rank());
+      },
+      Initial(), 0, &fs, "/ck");
+  v1::NextTaskResponse lease = Lease(5, 1, 0, {m.get()}, 0);
+  lease.set_restore_checkpoint(5);  // never written
+  const absl::Status begun = BeginAndReduce(*m, lease);
+  EXPECT_TRUE(absl::IsAborted(begun)) << begun;
+  m->exchange->AbandonStep();
+  v1::StepReport failed;
+  m->exchange->AddToFailedReport(failed);
+  EXPECT_THAT(failed.restore_error(), ::testing::HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(m->exchange->steps_applied(), 0);  // nothing changed
+  EXPECT_THAT(m->Params(), Pointwise(FloatEq(), Initial()));
+}
+
+TEST(RingExchangeTest, CheckpointAskedWithoutADirectoryIsReportedNotWritten) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<Member>> owned = MakeMembers(1, &hubs);
+  const std::vector<v1::StepReport> reports =
+      RunReportedStep({owned[0].get()}, 0, 1,
+                      [](v1::NextTaskResponse& l) { l.set_checkpoint(true); });
+  EXPECT_FALSE(reports[0].checkpoint_written());
+  EXPECT_THAT(reports[0].checkpoint_error(),
+              ::testing::HasSubstr("no ring checkpoint directory"));
+  EXPECT_EQ(owned[0]->exchange->steps_applied(), 1);  // the step stands
 }
 
 }  // namespace

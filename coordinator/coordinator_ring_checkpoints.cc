@@ -1,0 +1,88 @@
+// Ring checkpoints (see coordinator.h and worker/ring_checkpoint.h): the
+// coordinator picks the steps whose members write one, records a checkpoint
+// once every member of its step wrote its part, and takes a ring that lost
+// every member holding the job's state back to the newest one.
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/ring_resume.h"
+
+namespace ferry {
+
+std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
+    const std::vector<const Member*>& ranked) {
+  if (!rules_.members_hold_weights() || rules_.ring_beside_shards() ||
+      !steps_.open().empty() || !RingLostTheJobState(ranked, steps_applied_))
+    return std::nullopt;
+  const std::optional<RingResumePoint> point =
+      RingResumeTarget(recovery_.checkpoints(), steps_applied_,
+                       recovery_.first_step(steps_applied_));
+  if (!point.has_value()) {
+    if (error_.empty()) {
+      error_ = absl::StrCat(
+          "every ring member that held the job's state after ", steps_applied_,
+          " steps is gone and no ring checkpoint of this epoch is left (",
+          ring_checkpoints_ ? "none was completed"
+                            : "the job has no --ring-checkpoint-dir",
+          "): the ring goes on from its new members' state");
+      LogWarn(error_);
+      AddEvent("ring_state_lost", "", steps_applied_, 0, error_);
+    }
+    return std::nullopt;
+  }
+  const int64_t from = steps_applied_;
+  RollBackAccounting(point->version);
+  if (from != point->version) {
+    AddEvent("ring_resumed", "", point->version, 0,
+             absl::StrCat("no member holds the state after ", from,
+                          " steps: back to ",
+                          point->from_checkpoint ? "the ring checkpoint at "
+                                                 : "the initial state, ",
+                          point->version));
+  }
+  if (!point->from_checkpoint) return std::nullopt;
+  return point->version;
+}
+
+bool Coordinator::RingCheckpointDue(int64_t samples, int64_t remaining) const {
+  if (!ring_checkpoints_) return false;
+  const int64_t version = steps_.formed() + 1;
+  const int64_t every = options_.checkpoint_every;
+  const int64_t max_steps = options_.job.max_steps();
+  return (every > 0 && version % every == 0) || samples >= remaining ||
+         (max_steps > 0 && version == max_steps);
+}
+
+void Coordinator::NoteRingCheckpointReport(OpenStep& step, Slot& slot,
+                                           const v1::StepReport& done) {
+  if (!done.restore_error().empty() && step.restore.has_value()) {
+    const int64_t version = *step.restore;
+    recovery_.DropCheckpointsFrom(version);
+    AddEvent("ring_restore_failed", slot.worker_id, version, 0,
+             absl::StrCat("the ring checkpoint at ", version,
+                          " cannot be loaded: ", done.restore_error(),
+                          "; an older one is tried"));
+    return;
+  }
+  if (!step.checkpoint || done.failed()) return;
+  slot.checkpoint_written = done.checkpoint_written();
+  if (!done.checkpoint_error().empty()) {
+    AddEvent("ring_checkpoint_failed", slot.worker_id, step.step + 1, 0,
+             done.checkpoint_error());
+  }
+}
+
+void Coordinator::RecordRingCheckpoint(const OpenStep& step) {
+  if (!step.checkpoint) return;
+  for (const Slot& s : step.slots) {
+    if (!s.checkpoint_written) return;  // its failure is an event already
+  }
+  const int64_t version = step.step + 1;
+  recovery_.AddCheckpoint(version);
+  AddEvent("ring_checkpoint", "", version, 0,
+           absl::StrCat(step.slots.size(), " parts in ",
+                        options_.job.ring_checkpoint_dir()));
+  PersistDurably();
+}
+
+}  // namespace ferry

@@ -1,0 +1,196 @@
+// Ring checkpoints at the coordinator: which leases ask for one, when one is
+// recorded, and how a ring none of whose members holds the job's state goes
+// back (coordinator/coordinator_ring_checkpoints.cc, coordinator/
+// ring_resume.h).
+#include <string>
+#include <vector>
+
+#include "coordinator/ring_resume.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace ferry {
+namespace {
+
+// A ring job of 60 samples per epoch, batch 10 (6 steps), checkpointed every
+// 2 steps into /ckpt.
+Fixture RingFixture(int epochs) {
+  v1::JobSpec job = Job(10, epochs);
+  job.set_mode(v1::MODE_RING);
+  job.set_ring_checkpoint_dir("/ckpt");
+  return Fixture(job, 60, 1, "", /*checkpoint_every=*/2);
+}
+
+int CountKind(const v1::StatusResponse& s, const std::string& kind) {
+  int n = 0;
+  for (const v1::JobEvent& e : s.events()) n += e.kind() == kind ? 1 : 0;
+  return n;
+}
+
+// Every member in `members` takes the next step's lease and reports it
+// applied, its checkpoint part written when the lease asked and
+// `written`. Returns the leases (rank order of `members`).
+std::vector<v1::NextTaskResponse> Step(Fixture& f,
+                                       const std::vector<std::string>& members,
+                                       bool written = true) {
+  std::vector<v1::NextTaskResponse> leases;
+  for (const std::string& m : members) {
+    auto lease = NextWork(f, m);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok()) return leases;
+    leases.push_back(*lease);
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    v1::NextTaskRequest report;
+    report.set_worker_id(members[i]);
+    *report.mutable_done() = Done(leases[i]);
+    if (leases[i].checkpoint()) {
+      report.mutable_done()->set_checkpoint_written(written);
+      if (!written) report.mutable_done()->set_checkpoint_error("disk full");
+    }
+    report.set_report_only(true);
+    EXPECT_TRUE(Call(f, report).ok());
+  }
+  return leases;
+}
+
+// Waits until the coordinator applied `steps` steps (its finalizer thread
+// applies them after the last report).
+void AwaitRingApplied(Fixture& f, int64_t steps) {
+  ASSERT_TRUE(WaitForStatus(
+      *f.coordinator,
+      [steps](const v1::StatusResponse& s) { return s.step() >= steps; }));
+}
+
+int64_t FirstSample(const v1::NextTaskResponse& lease) {
+  return lease.tasks_size() == 0 ? -1 : lease.tasks(0).begin();
+}
+
+TEST(CoordinatorRingCheckpointTest,
+     EveryNthStepAndTheEpochsLastAreCheckpointed) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join(), b = f.Join();
+  std::vector<bool> asked;
+  for (int step = 0; step < 6; ++step) {
+    asked.push_back(Step(f, {a, b}).at(0).checkpoint());
+  }
+  // Versions 2, 4 and 6 (6: the epoch's and the job's end).
+  EXPECT_EQ(asked, (std::vector<bool>{false, true, false, true, false, true}));
+  ASSERT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
+    return CountKind(s, "ring_checkpoint") == 3;
+  }));
+}
+
+TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});  // checkpoint at 2
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  const std::string c = f.Join(), d = f.Join();
+  auto lc = NextWork(f, c);
+  auto ld = NextWork(f, d);
+  ASSERT_TRUE(lc.ok() && ld.ok()) << lc.status() << ld.status();
+  // Step 2 again, from the checkpoint at version 2: the samples of the
+  // undone step 2 first.
+  EXPECT_EQ(lc->step(), 2);
+  EXPECT_EQ(lc->committed_steps(), 2);
+  ASSERT_TRUE(lc->has_restore_checkpoint());
+  EXPECT_EQ(lc->restore_checkpoint(), 2);
+  EXPECT_EQ(ld->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*lc), 20);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(CountKind(s, "ring_resumed"), 1);
+  EXPECT_EQ(s.rollbacks(), 1);
+  EXPECT_TRUE(s.error().empty()) << s.error();
+}
+
+TEST(CoordinatorRingCheckpointTest, IncompleteCheckpointIsNotResumedFrom) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join(), b = f.Join();
+  Step(f, {a, b});
+  Step(f, {a, b}, /*written=*/false);  // version 2: a part failed
+  Step(f, {a, b});
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  const std::string c = f.Join();
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  // First epoch, no complete checkpoint: back to the start, no restore.
+  EXPECT_EQ(lc->step(), 0);
+  EXPECT_FALSE(lc->has_restore_checkpoint());
+  EXPECT_EQ(FirstSample(*lc), 0);
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(CountKind(s, "ring_checkpoint"), 0);
+  EXPECT_GE(CountKind(s, "ring_checkpoint_failed"), 1);
+}
+
+TEST(CoordinatorRingCheckpointTest, CheckpointRank0CannotLoadIsDropped) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join();
+  for (int step = 0; step < 5; ++step) Step(f, {a});  // checkpoints 2, 4
+  AwaitRingApplied(f, 5);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  const std::string c = f.Join();
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  ASSERT_EQ(lc->restore_checkpoint(), 4);
+  v1::NextTaskRequest failed;
+  failed.set_worker_id(c);
+  failed.mutable_done()->set_step(lc->step());
+  failed.mutable_done()->set_fence(lc->fence());
+  failed.mutable_done()->set_failed(true);
+  failed.mutable_done()->set_restore_error("DATA_LOSS: checksum mismatch");
+  failed.set_report_only(true);
+  ASSERT_TRUE(Call(f, failed).ok());
+  auto again = NextWork(f, c);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step(), 2);
+  EXPECT_EQ(again->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*again), 20);
+  EXPECT_EQ(CountKind(f.coordinator->Status(), "ring_restore_failed"), 1);
+}
+
+TEST(CoordinatorRingCheckpointTest, MemberThatHeldTheStateKeepsTheRingGoing) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  const std::string c = f.Join();
+  auto lb = NextWork(f, b);
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  EXPECT_EQ(lb->step(), 3);  // b holds the state: nothing goes back
+  EXPECT_FALSE(lb->has_restore_checkpoint());
+  EXPECT_EQ(CountKind(f.coordinator->Status(), "ring_resumed"), 0);
+}
+
+TEST(RingResumeTest, NewestCheckpointTheLogReachesElseTheStart) {
+  // Newest at or below the applied steps and within the log.
+  EXPECT_EQ(RingResumeTarget({2, 4, 6}, 7, 0)->version, 6);
+  EXPECT_TRUE(RingResumeTarget({2, 4, 6}, 7, 0)->from_checkpoint);
+  EXPECT_EQ(RingResumeTarget({2, 4, 6}, 5, 0)->version, 4);
+  // The log starts at this epoch's first step (6): 6 is there.
+  EXPECT_EQ(RingResumeTarget({2, 4, 6}, 9, 6)->version, 6);
+  // Checkpoints before the log: nowhere, unless the log starts at 0.
+  EXPECT_FALSE(RingResumeTarget({2, 4}, 9, 6).has_value());
+  EXPECT_FALSE(RingResumeTarget({}, 9, 6).has_value());
+  const auto start = RingResumeTarget({}, 3, 0);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_EQ(start->version, 0);
+  EXPECT_FALSE(start->from_checkpoint);
+}
+
+TEST(RingResumeTest, LostOnlyWhenStepsWereAppliedAndNoMemberTookPart) {
+  Membership::Member fresh, veteran;
+  veteran.applied_any = true;
+  EXPECT_FALSE(RingLostTheJobState({&fresh}, 0));
+  EXPECT_TRUE(RingLostTheJobState({&fresh, &fresh}, 5));
+  EXPECT_FALSE(RingLostTheJobState({&fresh, &veteran}, 5));
+  EXPECT_FALSE(RingLostTheJobState({}, 5));
+}
+
+}  // namespace
+}  // namespace ferry

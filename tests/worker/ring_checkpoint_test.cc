@@ -1,0 +1,148 @@
+// Ring checkpoint parts on disk (worker/ring_checkpoint.h): written by rank,
+// read back whole, and every way a part can be missing or wrong.
+#include "worker/ring_checkpoint.h"
+
+#include <string>
+#include <vector>
+
+#include "common/file_system.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+constexpr int64_t kElements = 10;
+constexpr int kRingParts = 3;
+
+// The value of element i of buffer k (0: params) in the checkpoint at
+// `version`.
+float PartValue(int k, int64_t i, int64_t version) {
+  return static_cast<float>(100 * k + i) + 0.5f * static_cast<float>(version);
+}
+
+ShardCheckpoint Part(const std::string& job, int rank, int parts,
+                     int64_t version, int buffers = 1) {
+  ShardCheckpoint part;
+  part.identity = RingCheckpointPartIdentity(job, rank, parts, kElements);
+  part.version = version;
+  part.steps_applied = version;
+  for (int64_t i = part.identity.range_begin; i < part.identity.range_end;
+       ++i) {
+    part.params.push_back(PartValue(0, i, version));
+  }
+  for (int k = 1; k <= buffers; ++k) {
+    std::vector<float>& state = part.state.emplace_back();
+    for (int64_t i = part.identity.range_begin; i < part.identity.range_end;
+         ++i) {
+      state.push_back(PartValue(k, i, version));
+    }
+  }
+  return part;
+}
+
+void WriteAll(InMemoryFileSystem& fs, int64_t version) {
+  for (int r = 0; r < kRingParts; ++r) {
+    ASSERT_TRUE(
+        WriteRingCheckpointPart(&fs, "/ck", Part("job", r, kRingParts, version))
+            .ok());
+  }
+}
+
+TEST(RingCheckpointTest, PartsSplitTheStateAndLoadBackWhole) {
+  InMemoryFileSystem fs;
+  WriteAll(fs, 8);
+  // Each rank wrote its third (3 + 3 + 4 elements).
+  EXPECT_EQ(
+      RingCheckpointPartIdentity("job", 0, kRingParts, kElements).range_end, 3);
+  EXPECT_EQ(
+      RingCheckpointPartIdentity("job", 2, kRingParts, kElements).range_begin,
+      6);
+  absl::StatusOr<RingCheckpoint> loaded =
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements, 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->steps_applied, 8);
+  std::vector<float> params, momentum;
+  for (int64_t i = 0; i < kElements; ++i) {
+    params.push_back(PartValue(0, i, 8));
+    momentum.push_back(PartValue(1, i, 8));
+  }
+  EXPECT_THAT(loaded->params, ElementsAreArray(params));
+  ASSERT_EQ(loaded->state.size(), 1u);
+  EXPECT_THAT(loaded->state[0], ElementsAreArray(momentum));
+}
+
+TEST(RingCheckpointTest, MissingDamagedOrForeignPartsAreRefusedByPath) {
+  InMemoryFileSystem fs;
+  WriteAll(fs, 8);
+  // A version nobody wrote.
+  absl::Status missing =
+      LoadRingCheckpoint(&fs, "/ck", "job", 9, kElements, 1).status();
+  EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
+  // Another job's, another model size, another optimizer.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      LoadRingCheckpoint(&fs, "/ck", "other", 8, kElements, 1).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements + 1, 1).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements, 2).status()));
+  // One flipped byte in part 1.
+  const std::string path = CheckpointPath("/ck", 1, 8);
+  std::string bytes = *fs.ReadFile(path);
+  bytes[bytes.size() / 2] ^= 0x40;
+  ASSERT_TRUE(fs.WriteFileAtomically(path, bytes).ok());
+  absl::Status damaged =
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements, 1).status();
+  EXPECT_TRUE(absl::IsDataLoss(damaged)) << damaged;
+  EXPECT_THAT(std::string(damaged.message()), HasSubstr(path));
+  // Part 2 gone.
+  WriteAll(fs, 10);
+  ASSERT_TRUE(fs.DeleteFile(CheckpointPath("/ck", 2, 10)).ok());
+  EXPECT_TRUE(absl::IsNotFound(
+      LoadRingCheckpoint(&fs, "/ck", "job", 10, kElements, 1).status()));
+}
+
+TEST(RingCheckpointTest, PartsOfAnotherRingSizeDoNotMix) {
+  InMemoryFileSystem fs;
+  WriteAll(fs, 8);
+  // Version 12 by a ring of 2: part 0 says 2 parts, and the stale part 2 of
+  // an older checkpoint is not read.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(
+        WriteRingCheckpointPart(&fs, "/ck", Part("job", r, 2, 12)).ok());
+  }
+  absl::StatusOr<RingCheckpoint> loaded =
+      LoadRingCheckpoint(&fs, "/ck", "job", 12, kElements, 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->params[kElements - 1], PartValue(0, kElements - 1, 12));
+}
+
+TEST(RingCheckpointTest, WritingAVersionDeletesThePartsOfAbandonedOnes) {
+  InMemoryFileSystem fs;
+  for (int64_t v : {2, 4, 6, 8}) WriteAll(fs, v);
+  // Keeps the newest three of each rank.
+  EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 0, 2)).ok());
+  EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 0, 4)).ok());
+  // The job went back to 4 and checkpoints 6 again: 8 describes a state it
+  // abandoned, so it goes, and 4 stays among the kept.
+  ASSERT_TRUE(
+      WriteRingCheckpointPart(&fs, "/ck", Part("job", 0, kRingParts, 6)).ok());
+  EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 0, 8)).ok());
+  EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 0, 4)).ok());
+}
+
+TEST(RingCheckpointTest, AFullDiskFailsTheWriteAndLeavesNoPart) {
+  InMemoryFileSystem fs;
+  fs.FailWrites(absl::ResourceExhaustedError("disk full"));
+  absl::Status written =
+      WriteRingCheckpointPart(&fs, "/ck", Part("job", 0, kRingParts, 2))
+          .status();
+  EXPECT_TRUE(absl::IsResourceExhausted(written)) << written;
+  EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 0, 2)).ok());
+}
+
+}  // namespace
+}  // namespace ferry
