@@ -17,8 +17,9 @@
 #
 #   bench/ring_checkpoint_cost.sh [BIN_DIR] [ROUNDS] [MODEL]
 #
-# MODEL: mlp (default) or convnet. Needs the Fashion-MNIST data (ferry data
-# fashion-mnist).
+# MODEL: mlp (default) or convnet. ROUNDS 0: only the kill run and an
+# undisturbed one (--checkpoint-every 50) to compare its accuracy with. Needs
+# the Fashion-MNIST data (ferry data fashion-mnist).
 set -euo pipefail
 BIN=${1:-build/bin}
 ROUNDS=${2:-3}
@@ -45,6 +46,7 @@ run() {  # run TAG EVERY [CHAOS] -> the summary in $WORK/TAG.json
     cut -f1 > "$WORK/$tag.bytes" || echo 0 > "$WORK/$tag.bytes"
 }
 
+[ "$ROUNDS" -eq 0 ] && run undisturbed 50
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) -eq 1 ]; then order="0 1"; else order="1 0"; fi
   for every in $order; do run "r$r-e$every" "$every"; done
@@ -59,7 +61,7 @@ def load(tag):
 def events(s, kind):
     return [e for e in s["events"] if e["kind"] == kind]
 rows = {}
-for every in (0, 1):
+for every in (0, 1) if rounds > 0 else ():
     runs = [load(f"r{r}-e{every}") for r in range(1, rounds + 1)]
     for s in runs:
         assert all(a["samples_applied"] == 60000 for a in s["epochs_accounting"])
@@ -71,8 +73,9 @@ for every in (0, 1):
     }
 # The three newest versions' parts are on disk after a run: a third of
 # that is one checkpoint (3 parts).
-one = int(open(f"{work}/r1-e1.bytes").read().split()[0]) / 3
-cost_ms = statistics.median(rows[1]["step_ms"]) - statistics.median(rows[0]["step_ms"])
+one = int(open(f"{work}/{'r1-e1' if rounds else 'undisturbed'}.bytes").read().split()[0]) / 3
+cost_ms = (statistics.median(rows[1]["step_ms"]) - statistics.median(rows[0]["step_ms"])
+           if rounds else 0.0)
 import os, time
 times = []
 for i in range(20):
@@ -91,13 +94,19 @@ for every, row in rows.items():
           f"{[round(x, 2) for x in row['step_ms']]} checkpoints {row['checkpoints']} "
           f"accuracy {row['accuracy']}")
 print(f"floor: one part written and fsynced here: {floor_ms:.2f} ms (median of 20)")
-print(f"cost of one checkpoint (median step time difference): {cost_ms:.2f} ms"
-      f" = {cost_ms / floor_ms:.2f}x the floor")
-assert cost_ms >= 0.5 * floor_ms, "a checkpoint cheaper than writing one part: check the runs"
-every50 = cost_ms / 50 / statistics.median(rows[0]["step_ms"])
-print(f"at --checkpoint-every 50: {100 * every50:.1f} % of the step time")
+if rounds and cost_ms >= 0.5 * floor_ms:
+    print(f"cost of one checkpoint (median step time difference): {cost_ms:.2f} ms"
+          f" = {cost_ms / floor_ms:.2f}x the floor")
+    every50 = cost_ms / 50 / statistics.median(rows[0]["step_ms"])
+    print(f"at --checkpoint-every 50: {100 * every50:.1f} % of the step time")
+elif rounds:
+    spread = max(max(r["step_ms"]) - min(r["step_ms"]) for r in rows.values())
+    print(f"cost of one checkpoint: not resolved: the step time difference "
+          f"({cost_ms:.2f} ms) is below the floor, i.e. within the runs' noise "
+          f"(spread {spread:.2f} ms over {rounds} round(s))")
 k = load("killed")
-ref = statistics.median(rows[0]["accuracy"])
+ref = (statistics.median(rows[0]["accuracy"]) if rounds
+       else load("undisturbed")["test_accuracy"])
 print(f"every member killed at step 160: accuracy {k['test_accuracy']} (undisturbed {ref}), "
       f"accounting {[a['samples_applied'] for a in k['epochs_accounting']]}, "
       f"resumed {[(e['step'], e['detail']) for e in events(k, 'ring_resumed')]}, "

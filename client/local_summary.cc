@@ -184,6 +184,14 @@ nlohmann::json BuildSummary(const LocalClusterOptions& options,
            ? static_cast<int64_t>(num(s, "checkpoint_version"))
            : int64_t{-1}},
       {"coordinator_restarts", static_cast<int64_t>(num(s, "restarts"))}};
+  // Each shard's version at the end (PS modes): sync, the job's applied
+  // steps; async, the pushes it applied. A fault checker compares them.
+  nlohmann::json shard_versions = nlohmann::json::array();
+  for (const std::string& info : shard_info_json) {
+    shard_versions.push_back(
+        static_cast<int64_t>(num(nlohmann::json::parse(info), "version")));
+  }
+  summary["shard_versions"] = shard_versions;
   if (has_auc) {
     summary["test_auc"] = test_auc;
     summary["test_logloss"] = test_logloss;

@@ -56,6 +56,7 @@ std::vector<std::string> OpsFlags::ToArgs() const {
   add("--tls-server-name", tls_server_name);
   if (require_client_cert) args.push_back("--require-client-cert");
   add("--auth-token-file", auth_token_file);
+  add("--role-tokens-file", role_tokens_file);
   return args;
 }
 
@@ -119,10 +120,17 @@ void AddClientSecurityFlags(CLI::App& app, OpsFlags& f) {
                  "instead of the "
                  "host dialled (e.g. ring peers dialled by pod IP)")
       ->group(sec);
+  app.add_option("--auth-token-file", f.auth_token_file,
+                 "file with a bearer token, sent on every call and (without "
+                 "--role-tokens-file) required on every call served (health "
+                 "excepted)")
+      ->group(sec);
   app.add_option(
-         "--auth-token-file", f.auth_token_file,
-         "file with a shared bearer token, sent on every call and required on "
-         "every call served (health excepted)")
+         "--role-tokens-file", f.role_tokens_file,
+         "per-role authorization: lines \"<role> <sha256 of a token>\" "
+         "(roles worker, shard, coordinator, operator); every call served "
+         "must carry a listed token of a role that may make it "
+         "(PERMISSION_DENIED otherwise; docs/operations.md has the table)")
       ->group(sec);
 }
 

@@ -50,6 +50,11 @@ struct OpsFlags {
   // A file holding the shared bearer token: sent on every call this process
   // makes and required on every call it serves (health excepted).
   std::string auth_token_file;
+  // Per-role authorization (proto/rpc_roles.h): a file of "<role>
+  // <sha256 of a token>" lines. Given, every call this process serves must
+  // carry a listed token of a role allowed to make it; the token this
+  // process sends stays --auth-token-file's.
+  std::string role_tokens_file;
 
   bool tls_enabled() const { return !tls_cert.empty() || !tls_ca.empty(); }
 

@@ -1,9 +1,12 @@
 #include "proto/rpc_auth.h"
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "proto/rpc_util.h"
 
 namespace ferry {
 namespace {
@@ -47,8 +50,23 @@ grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context) {
-  return CheckCallAuth(context, ProcessRpcSecurity().token);
+grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
+                           RpcMethod method) {
+  const RpcSecurityConfig& config = ProcessRpcSecurity();
+  if (config.role_tokens.empty()) return CheckCallAuth(context, config.token);
+  constexpr absl::string_view kScheme = "bearer ";
+  std::optional<std::string> bearer;
+  const auto range = context->client_metadata().equal_range(kAuthorizationKey);
+  for (auto it = range.first; it != range.second && !bearer; ++it) {
+    const absl::string_view value(it->second.data(), it->second.size());
+    if (value.size() >= kScheme.size() &&
+        absl::EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {
+      bearer = std::string(value.substr(kScheme.size()));
+    }
+  }
+  const absl::Status status =
+      AuthorizeRoles(config.role_tokens, bearer ? &*bearer : nullptr, method);
+  return ToGrpcStatus(status);
 }
 
 grpc::ServerUnaryReactor* RejectUnary(grpc::CallbackServerContext* context,

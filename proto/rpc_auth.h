@@ -2,9 +2,9 @@
 // refuse a call at once, for the callback-API adapters.
 //
 // Every method of ferry.v1.Coordinator, ferry.v1.ParameterServer and
-// ferry.v1.RingPeer starts with
+// ferry.v1.RingPeer starts with (proto/unary_handler.h does it)
 //
-//   if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+//   if (grpc::Status auth = AuthorizeCall(context, method); !auth.ok()) {
 //     return RejectUnary(context, auth);  // or RejectRead<T> / RejectWrite<T>
 //   }
 //
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "grpcpp/grpcpp.h"
+#include "proto/rpc_roles.h"
 #include "proto/rpc_security.h"
 
 namespace ferry {
@@ -33,8 +34,12 @@ namespace ferry {
 grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
                            const std::string& token);
 
-// CheckCallAuth against the process's token (ProcessRpcSecurity().token).
-grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context);
+// The check of a call of `method` under the process's config
+// (ProcessRpcSecurity()): with role tokens, AuthorizeRoles over the call's
+// bearer token (UNAUTHENTICATED or PERMISSION_DENIED); without them,
+// CheckCallAuth against the shared token.
+grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
+                           RpcMethod method);
 
 // Finishes a unary call with `status` at once and returns its reactor.
 grpc::ServerUnaryReactor* RejectUnary(grpc::CallbackServerContext* context,

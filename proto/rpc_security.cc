@@ -155,6 +155,16 @@ absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags) {
     }
     config.token = std::move(token);
   }
+  if (!flags.role_tokens_file.empty()) {
+    std::string text;
+    absl::Status status =
+        ReadFlagFile("--role-tokens-file", flags.role_tokens_file, &text);
+    if (!status.ok()) return status;
+    absl::StatusOr<RoleTokens> tokens = ParseRoleTokens(
+        text, absl::StrCat("--role-tokens-file ", flags.role_tokens_file));
+    if (!tokens.ok()) return tokens.status();
+    config.role_tokens = *std::move(tokens);
+  }
   return config;
 }
 

@@ -36,6 +36,7 @@
 #include "common/ops_flags.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "proto/rpc_roles.h"
 
 namespace ferry {
 
@@ -47,6 +48,9 @@ struct RpcSecurityConfig {
   std::string ca_pem;    // CA bundle verifying peers
   bool require_client_cert = false;  // mutual TLS on served ports
   std::string token;  // bearer token; empty: none sent, none required
+  // --role-tokens-file: the tokens accepted, by role. Non-empty: calls are
+  // authorized per role (proto/rpc_roles.h) and `token` is only sent.
+  RoleTokens role_tokens;
   // Name every server certificate is checked against instead of the host
   // dialled (for peers dialled by IP, e.g. ring workers by pod IP); empty:
   // the host dialled.
@@ -67,7 +71,8 @@ struct RpcSecurityConfig {
 //    serve) or without --tls-ca (nothing to verify clients with);
 //  - the token file is empty once trailing whitespace (the newline) is
 //    stripped, or the token holds a character outside visible ASCII
-//    (0x21-0x7E: what an HTTP header value can carry, spaces excluded).
+//    (0x21-0x7E: what an HTTP header value can carry, spaces excluded);
+//  - the role tokens file is unreadable or malformed (ParseRoleTokens).
 absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags);
 
 // LoadRpcSecurity, then makes the result the process's config, used by

@@ -1,5 +1,6 @@
 // The boilerplate every service method repeats, written once:
-//  - HandleUnary: a unary method: the bearer-token check (proto/rpc_auth.h),
+//  - HandleUnary: a unary method: the caller's authorization for `method`
+//    (proto/rpc_auth.h AuthorizeCall: the shared token or its role),
 //    the body (an absl::Status; it fills the response), the byte counts of
 //    the call, and Finish with the status converted in one place
 //    (ToGrpcStatus);
@@ -31,11 +32,11 @@ using CountCallBytes = std::function<void(int64_t sent, int64_t received)>;
 // not counted) and finishes the call with the body's status.
 template <typename Request, typename Response, typename Body>
 grpc::ServerUnaryReactor* HandleUnary(grpc::CallbackServerContext* context,
-                                      const Request& request,
+                                      RpcMethod method, const Request& request,
                                       const Response& response,
                                       const CountCallBytes& count,
                                       Body&& body) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+  if (grpc::Status auth = AuthorizeCall(context, method); !auth.ok()) {
     return RejectUnary(context, auth);
   }
   const absl::Status status = std::forward<Body>(body)();
@@ -52,8 +53,8 @@ grpc::ServerUnaryReactor* HandleUnary(grpc::CallbackServerContext* context,
 // grpc::ServerUnaryReactor*, run only when the token is right.
 template <typename Start>
 grpc::ServerUnaryReactor* AuthorizedUnary(grpc::CallbackServerContext* context,
-                                          Start&& start) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+                                          RpcMethod method, Start&& start) {
+  if (grpc::Status auth = AuthorizeCall(context, method); !auth.ok()) {
     return RejectUnary(context, auth);
   }
   return std::forward<Start>(start)();
@@ -62,8 +63,8 @@ grpc::ServerUnaryReactor* AuthorizedUnary(grpc::CallbackServerContext* context,
 // A client-streaming method: `start()` -> grpc::ServerReadReactor<Request>*.
 template <typename Request, typename Start>
 grpc::ServerReadReactor<Request>* AuthorizedRead(
-    grpc::CallbackServerContext* context, Start&& start) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    grpc::CallbackServerContext* context, RpcMethod method, Start&& start) {
+  if (grpc::Status auth = AuthorizeCall(context, method); !auth.ok()) {
     return RejectRead<Request>(auth);
   }
   return std::forward<Start>(start)();
@@ -72,8 +73,8 @@ grpc::ServerReadReactor<Request>* AuthorizedRead(
 // A server-streaming method: `start()` -> grpc::ServerWriteReactor<Response>*.
 template <typename Response, typename Start>
 grpc::ServerWriteReactor<Response>* AuthorizedWrite(
-    grpc::CallbackServerContext* context, Start&& start) {
-  if (grpc::Status auth = CheckCallAuth(context); !auth.ok()) {
+    grpc::CallbackServerContext* context, RpcMethod method, Start&& start) {
+  if (grpc::Status auth = AuthorizeCall(context, method); !auth.ok()) {
     return RejectWrite<Response>(auth);
   }
   return std::forward<Start>(start)();

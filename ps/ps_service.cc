@@ -454,21 +454,23 @@ class PullRowsReactor final : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* PsService::PullRows(
     grpc::CallbackServerContext* context, const v1::PullRowsRequest* request,
     v1::PullRowsResponse* response) {
-  return AuthorizedUnary(
-      context, [&] { return new PullRowsReactor(shard_, *request, response); });
+  return AuthorizedUnary(context, RpcMethod::kPsPullRows, [&] {
+    return new PullRowsReactor(shard_, *request, response);
+  });
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return AuthorizedRead<grpc::ByteBuffer>(context, [&] {
+  return AuthorizedRead<grpc::ByteBuffer>(context, RpcMethod::kPsPush, [&] {
     return new PushReactor(context, shard_, shaper_, response);
   });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return AuthorizedWrite<grpc::ByteBuffer>(
-      context, [&] { return new PullReactor(shard_, shaper_, *request); });
+  return AuthorizedWrite<grpc::ByteBuffer>(context, RpcMethod::kPsPull, [&] {
+    return new PullReactor(shard_, shaper_, *request);
+  });
 }
 
 grpc::ServerUnaryReactor* PsService::FinalizeStep(
@@ -476,7 +478,8 @@ grpc::ServerUnaryReactor* PsService::FinalizeStep(
     const v1::FinalizeStepRequest* request,
     v1::FinalizeStepResponse* response) {
   return HandleUnary(
-      context, *request, *response, CoordinatorBytes(shard_), [&] {
+      context, RpcMethod::kPsFinalizeStep, *request, *response,
+      CoordinatorBytes(shard_), [&] {
         std::vector<PsContributor> contributors;
         contributors.reserve(request->contributors_size());
         for (const v1::Contributor& c : request->contributors()) {
@@ -493,78 +496,84 @@ grpc::ServerUnaryReactor* PsService::FinalizeStep(
 grpc::ServerUnaryReactor* PsService::Fence(grpc::CallbackServerContext* context,
                                            const v1::FenceRequest* request,
                                            v1::FenceResponse* response) {
-  return HandleUnary(
-      context, *request, *response, CoordinatorBytes(shard_), [&] {
-        absl::StatusOr<int64_t> fence =
-            shard_->RaiseFence(request->job_id(), request->generation());
-        if (fence.ok()) response->set_generation(*fence);
-        return fence.status();
-      });
+  return HandleUnary(context, RpcMethod::kPsFence, *request, *response,
+                     CoordinatorBytes(shard_), [&] {
+                       absl::StatusOr<int64_t> fence = shard_->RaiseFence(
+                           request->job_id(), request->generation());
+                       if (fence.ok()) response->set_generation(*fence);
+                       return fence.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* PsService::ShardInfo(
     grpc::CallbackServerContext* context, const v1::ShardInfoRequest* request,
     v1::ShardInfoResponse* response) {
   // Not counted: a status read.
-  return HandleUnary(context, *request, *response, CountCallBytes(), [&] {
-    const PsShardInfo info = shard_->Info();
-    response->set_job_id(info.job_id);
-    response->set_shard_id(info.shard_id);
-    response->set_num_shards(info.num_shards);
-    response->set_version(info.version);
-    response->set_num_elements(info.num_elements);
-    for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
-    response->set_rejected_pushes(info.rejected_pushes);
-    auto& sent = *response->mutable_bytes()->mutable_sent();
-    for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
-    auto& received = *response->mutable_bytes()->mutable_received();
-    for (const auto& [role, bytes] : info.bytes_received)
-      received[role] = bytes;
-    response->set_pending_pulls(info.pending_pulls);
-    response->set_steps_finalized_on_push(info.steps_finalized_on_push);
-    if (info.sparse.has_value()) {
-      const SparseTableStats& t = info.sparse->total;
-      v1::SparseStats* sparse = response->mutable_sparse();
-      sparse->set_rows(t.rows);
-      sparse->set_pending_ids(t.pending_ids);
-      sparse->set_rows_created(t.rows_created);
-      sparse->set_ids_admitted(t.ids_admitted);
-      sparse->set_updates_dropped(t.updates_dropped);
-      sparse->set_evicted_ttl(t.evicted_ttl);
-      sparse->set_evicted_memory(t.evicted_memory);
-      sparse->set_bytes(info.sparse->bytes);
-    }
-    return absl::OkStatus();
-  });
+  return HandleUnary(
+      context, RpcMethod::kPsShardInfo, *request, *response, CountCallBytes(),
+      [&] {
+        const PsShardInfo info = shard_->Info();
+        response->set_job_id(info.job_id);
+        response->set_shard_id(info.shard_id);
+        response->set_num_shards(info.num_shards);
+        response->set_version(info.version);
+        response->set_num_elements(info.num_elements);
+        for (int32_t id : info.chunk_ids) response->add_chunk_ids(id);
+        response->set_rejected_pushes(info.rejected_pushes);
+        auto& sent = *response->mutable_bytes()->mutable_sent();
+        for (const auto& [role, bytes] : info.bytes_sent) sent[role] = bytes;
+        auto& received = *response->mutable_bytes()->mutable_received();
+        for (const auto& [role, bytes] : info.bytes_received)
+          received[role] = bytes;
+        response->set_pending_pulls(info.pending_pulls);
+        response->set_steps_finalized_on_push(info.steps_finalized_on_push);
+        if (info.sparse.has_value()) {
+          const SparseTableStats& t = info.sparse->total;
+          v1::SparseStats* sparse = response->mutable_sparse();
+          sparse->set_rows(t.rows);
+          sparse->set_pending_ids(t.pending_ids);
+          sparse->set_rows_created(t.rows_created);
+          sparse->set_ids_admitted(t.ids_admitted);
+          sparse->set_updates_dropped(t.updates_dropped);
+          sparse->set_evicted_ttl(t.evicted_ttl);
+          sparse->set_evicted_memory(t.evicted_memory);
+          sparse->set_bytes(info.sparse->bytes);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PsService::Checkpoint(
     grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  return HandleUnary(
-      context, *request, *response, CoordinatorBytes(shard_), [&] {
-        if (checkpointer_ == nullptr) return NoCheckpointDirectory();
-        absl::StatusOr<PsCheckpointWritten> written =
-            checkpointer_->Checkpoint(request->job_id(), request->version());
-        if (written.ok()) {
-          response->set_path(written->path);
-          response->set_version(written->version);
-        }
-        return written.status();
-      });
+  return HandleUnary(context, RpcMethod::kPsCheckpoint, *request, *response,
+                     CoordinatorBytes(shard_), [&] {
+                       if (checkpointer_ == nullptr)
+                         return NoCheckpointDirectory();
+                       absl::StatusOr<PsCheckpointWritten> written =
+                           checkpointer_->Checkpoint(request->job_id(),
+                                                     request->version());
+                       if (written.ok()) {
+                         response->set_path(written->path);
+                         response->set_version(written->version);
+                       }
+                       return written.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* PsService::Restore(
     grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
     v1::RestoreResponse* response) {
-  return HandleUnary(
-      context, *request, *response, CoordinatorBytes(shard_), [&] {
-        if (checkpointer_ == nullptr) return NoCheckpointDirectory();
-        absl::StatusOr<int64_t> version = checkpointer_->Restore(
-            request->job_id(), request->version(), request->generation());
-        if (version.ok()) response->set_version(*version);
-        return version.status();
-      });
+  return HandleUnary(context, RpcMethod::kPsRestore, *request, *response,
+                     CoordinatorBytes(shard_), [&] {
+                       if (checkpointer_ == nullptr)
+                         return NoCheckpointDirectory();
+                       absl::StatusOr<int64_t> version = checkpointer_->Restore(
+                           request->job_id(), request->version(),
+                           request->generation());
+                       if (version.ok()) response->set_version(*version);
+                       return version.status();
+                     });
 }
 
 }  // namespace ferry

@@ -139,9 +139,9 @@ absl::StatusOr<int> DeleteStaleTablesSpools(FileSystem* fs,
 grpc::ServerWriteReactor<v1::ReadTablesChunk>* PsService::ReadTables(
     grpc::CallbackServerContext* context,
     const v1::ReadTablesRequest* request) {
-  return AuthorizedWrite<v1::ReadTablesChunk>(context, [&] {
-    return new ReadTablesReactor(shard_, checkpointer_, *request);
-  });
+  return AuthorizedWrite<v1::ReadTablesChunk>(
+      context, RpcMethod::kPsReadTables,
+      [&] { return new ReadTablesReactor(shard_, checkpointer_, *request); });
 }
 
 }  // namespace ferry

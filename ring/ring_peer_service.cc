@@ -274,13 +274,15 @@ std::string RingPeerService::job_id() const {
 grpc::ServerReadReactor<grpc::ByteBuffer>* RingPeerService::Exchange(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return AuthorizedRead<grpc::ByteBuffer>(
-      context, [&] { return new ExchangeReactor(context, this, response); });
+      context, RpcMethod::kRingExchange,
+      [&] { return new ExchangeReactor(context, this, response); });
 }
 
 grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
     grpc::CallbackServerContext* context, const v1::WeightsRequest* request) {
   return AuthorizedWrite<v1::WeightsChunk>(
-      context, [&] { return new WeightsReactor(this, *request); });
+      context, RpcMethod::kRingGetWeights,
+      [&] { return new WeightsReactor(this, *request); });
 }
 
 std::string AdvertisedPeerAddress(const std::string& listen,

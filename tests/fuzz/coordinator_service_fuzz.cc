@@ -2,8 +2,9 @@
 // real Coordinator with fake shards), called over a loopback channel.
 //
 // Input: byte 0 picks the mode.
-//  - byte 0 < 0x80, raw mode: method = byte 0 % 6 (Register, Heartbeat,
-//    Leave, GetJob, NextTask, Status); the rest is the raw request message.
+//  - byte 0 < 0x80, raw mode: method = byte 0 % 8 (Register, Heartbeat,
+//    Leave, GetJob, NextTask, Status, DefineModel, ModelValues: every method
+//    of the service); the rest is the raw request message.
 //  - byte 0 >= 0x80, structured mode: bytes 1-2 pick the job (PS sync /
 //    async / ssp or ring, batch, epochs, epoch size, worker limits, quorum,
 //    max steps, checkpoints, shards that fail, a heartbeat timeout short
@@ -32,6 +33,7 @@
 // tasks are non-empty ranges inside the epoch.
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -57,11 +59,13 @@ constexpr int kMaxOps = 32;
 // it WAIT on its next tick (every 100 ms); the harness does not wait that
 // long (see the file comment).
 constexpr absl::Duration kNextTaskDeadline = absl::Milliseconds(20);
-const char* const kMethods[] = {"Register", "Heartbeat", "Leave",
-                                "GetJob",   "NextTask",  "Status"};
+const char* const kMethods[] = {"Register",    "Heartbeat",  "Leave",
+                                "GetJob",      "NextTask",   "Status",
+                                "DefineModel", "ModelValues"};
+constexpr int kNumMethods = static_cast<int>(std::size(kMethods));
 
 std::string Method(int index) {
-  return std::string("/ferry.v1.Coordinator/") + kMethods[index % 6];
+  return std::string("/ferry.v1.Coordinator/") + kMethods[index % kNumMethods];
 }
 
 // ferry.v1.Coordinator for the whole process: forwards every call to the
@@ -104,6 +108,20 @@ class CoordinatorForwarder final : public v1::Coordinator::CallbackService {
                                    const v1::StatusRequest* request,
                                    v1::StatusResponse* response) override {
     return ForwardUnary(sessions_, &CoordinatorService::Status, context,
+                        request, response);
+  }
+  grpc::ServerUnaryReactor* DefineModel(
+      grpc::CallbackServerContext* context,
+      const v1::DefineModelRequest* request,
+      v1::DefineModelResponse* response) override {
+    return ForwardUnary(sessions_, &CoordinatorService::DefineModel, context,
+                        request, response);
+  }
+  grpc::ServerUnaryReactor* ModelValues(
+      grpc::CallbackServerContext* context,
+      const v1::ModelValuesRequest* request,
+      v1::ModelValuesResponse* response) override {
+    return ForwardUnary(sessions_, &CoordinatorService::ModelValues, context,
                         request, response);
   }
 

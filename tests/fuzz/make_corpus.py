@@ -123,6 +123,10 @@ def ps_seeds():
             3, f_bytes(1, "w0") + f_int(2, 1)),
         "raw_info": b"\x03",
         "raw_checkpoint": b"\x04" + f_bytes(1, "job") + f_int(2, -1),
+        "raw_fence": b"\x06" + f_bytes(1, "job") + f_int(2, 3),
+        "raw_pull_rows": b"\x07" + f_bytes(1, "job") + f_bytes(2, "w0") +
+        f_bytes(4, f_int(1, 0)),
+        "raw_read_tables": b"\x08" + f_bytes(1, "job"),
         "raw_restore": b"\x05" + f_bytes(1, "job") + f_int(3, 1),
     }
     # Sync step on layout 0: push, finalize, pull, info, checkpoint,
@@ -184,6 +188,10 @@ def coordinator_seeds():
         "raw_nexttask": b"\x04" + f_bytes(1, "w-0") + f_bytes(
             3, f_int(1, 0) + f_int(5, 2)),
         "raw_status": b"\x05",
+        "raw_define_model": b"\x06" + f_bytes(1, "job") + f_bytes(2, "d1") +
+        f_bytes(3, f_bytes(1, "w") + f_int(2, 2)) + f_bytes(5, floats(1.0, 2.0)) +
+        f_int(6, 1),
+        "raw_model_values": b"\x07" + f_bytes(1, "job") + f_int(3, 2),
     }
     # PS sync, batch 2, 1 epoch of 4 samples: one worker trains it all.
     i = In(0x80, 0x01, 0x30)

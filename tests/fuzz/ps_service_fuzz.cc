@@ -3,8 +3,9 @@
 // loopback gRPC channel.
 //
 // Input: byte 0 picks the mode.
-//  - byte 0 < 0x80, raw mode: method = byte 0 % 6 (Push, Pull, FinalizeStep,
-//    ShardInfo, Checkpoint, Restore). Push: the rest is split into frames
+//  - byte 0 < 0x80, raw mode: method = byte 0 % 9 (Push, Pull, FinalizeStep,
+//    ShardInfo, Checkpoint, Restore, Fence, PullRows, ReadTables: every
+//    method of the service). Push: the rest is split into frames
 //    (FuzzInput::Frame), each sent as one raw request message; the other
 //    methods get the rest as their one request message.
 //  - byte 0 >= 0x80, structured mode: byte 1 picks the shard's layout,
@@ -51,10 +52,13 @@ constexpr char kCheckpointDir[] = "/ckpt";
 constexpr int kMaxOps = 24;
 constexpr int kWorkers = 4;
 const char* const kMethods[] = {"Push",      "Pull",       "FinalizeStep",
-                                "ShardInfo", "Checkpoint", "Restore"};
+                                "ShardInfo", "Checkpoint", "Restore",
+                                "Fence",     "PullRows",   "ReadTables"};
+constexpr int kNumMethods = static_cast<int>(std::size(kMethods));
 
 std::string Method(int index) {
-  return std::string("/ferry.v1.ParameterServer/") + kMethods[index % 6];
+  return std::string("/ferry.v1.ParameterServer/") +
+         kMethods[index % kNumMethods];
 }
 
 struct Layout {
@@ -115,6 +119,23 @@ class PsForwarder final
                                     v1::RestoreResponse* response) override {
     return ForwardUnary(sessions_, &PsService::Restore, context, request,
                         response);
+  }
+  grpc::ServerUnaryReactor* Fence(grpc::CallbackServerContext* context,
+                                  const v1::FenceRequest* request,
+                                  v1::FenceResponse* response) override {
+    return ForwardUnary(sessions_, &PsService::Fence, context, request,
+                        response);
+  }
+  grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* context,
+                                     const v1::PullRowsRequest* request,
+                                     v1::PullRowsResponse* response) override {
+    return ForwardUnary(sessions_, &PsService::PullRows, context, request,
+                        response);
+  }
+  grpc::ServerWriteReactor<v1::ReadTablesChunk>* ReadTables(
+      grpc::CallbackServerContext* context,
+      const v1::ReadTablesRequest* request) override {
+    return ForwardWrite(sessions_, &PsService::ReadTables, context, request);
   }
 
  private:
@@ -179,7 +200,7 @@ std::unique_ptr<PsUnderTest> Start(uint8_t config_byte) {
 
 // Raw mode: bytes straight to one method.
 void RunRaw(PsUnderTest& ps, FuzzInput& in, uint8_t selector) {
-  const int method = selector % 6;
+  const int method = selector % kNumMethods;
   std::vector<std::string> requests;
   if (method == 0) {
     while (!in.empty() && requests.size() < 64) requests.push_back(in.Frame());
