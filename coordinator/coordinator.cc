@@ -350,6 +350,13 @@ std::optional<v1::NextTaskResponse> Coordinator::TryAssignAsync(
     Member& member) {
   // A worker re-asking without a report (a retried call) gets the same task.
   if (member.leases.empty()) {
+    // A barrier is on its way (coordinator_async_barrier.cc): no new lease.
+    if (recovery_state_.needed()) return std::nullopt;
+    if (async_barriers() && async_checked_tasks_ < 0 && tasks_applied_ == 0) {
+      // The job's start is the first consistent cut.
+      recovery_state_.Require("job start");
+      return std::nullopt;
+    }
     if (!EnoughWorkers()) return std::nullopt;
     if (rules_.bounded_staleness()) {
       int64_t slowest = member.tasks_done;

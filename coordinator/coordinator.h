@@ -352,6 +352,23 @@ class Coordinator {
   // Finalizer thread, no lock, when idle: starts RecoverShards when a shard
   // is behind the job's version.
   void WatchShards();
+  // Async and SSP jobs (coordinator_async_barrier.cc), finalizer thread, no
+  // lock, while the recovery is needed (no lease forms): waits until no
+  // lease is out, fences the shards at a new generation, then checks that
+  // every shard's version equals the applied tasks. Equal: checkpoints
+  // every shard there (event async_checkpoint) and lets the epoch advance;
+  // else RollBackAsync.
+  void RunAsyncBarrier(const std::string& why);
+  // Restores every shard to the newest async checkpoint (the start when
+  // there is none) under `generation` and re-queues the tasks applied
+  // since (event async_rolled_back); sets error_ when it cannot.
+  void RollBackAsync(const std::vector<int64_t>& versions, int64_t applied,
+                     int64_t generation, const std::string& why);
+  // Whether a member holds an async lease.
+  bool AnyLeaseOut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Async and SSP with shards: the barrier runs (every checkpoint_every
+  // tasks, at every epoch end and at the job's start).
+  bool async_barriers() const { return shards_ != nullptr && !rules_.sync(); }
   // Undoes the applied steps >= target in the accounting.
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ring checkpoints (coordinator_ring_checkpoints.cc). Pure ring jobs,
@@ -460,6 +477,9 @@ class Coordinator {
   int64_t steps_applied_ ABSL_GUARDED_BY(mu_) = 0;  // shard version (sync)
   // Async mode: tasks applied so far (sum over workers).
   int64_t tasks_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  // Async: the applied tasks the last barrier found every shard at (-1:
+  // none since this process started).
+  int64_t async_checked_tasks_ ABSL_GUARDED_BY(mu_) = -1;
   // Evaluations, the steps they hold, and the job's end.
   EvalSchedule evals_ ABSL_GUARDED_BY(mu_);
   // Those the workers run (a job whose model is its workers').

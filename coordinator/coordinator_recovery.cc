@@ -72,6 +72,22 @@ void Coordinator::FenceShards(int64_t generation) {
 }
 
 void Coordinator::WatchShards() {
+  if (async_barriers()) {
+    // Every reported task was applied on every shard: a shard below the
+    // applied tasks restarted and lost updates.
+    absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+    if (!versions.ok() || versions->empty()) return;
+    const int64_t low = *std::min_element(versions->begin(), versions->end());
+    absl::MutexLock lock(&mu_);
+    if (low >= tasks_applied_ || recovery_state_.needed()) return;
+    recovery_state_.Require(
+        absl::StrCat("shard ",
+                     std::min_element(versions->begin(), versions->end()) -
+                         versions->begin(),
+                     " is at version ", low, " behind the ", tasks_applied_,
+                     " applied tasks (it restarted)"));
+    return;
+  }
   if (!rules_.shards_apply_finalized_steps()) return;
   absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
   if (!versions.ok() || versions->empty())
@@ -91,6 +107,10 @@ void Coordinator::WatchShards() {
 }
 
 void Coordinator::RecoverShards(const std::string& why) {
+  if (async_barriers()) {
+    RunAsyncBarrier(why);
+    return;
+  }
   if (!rules_.shards_apply_finalized_steps()) {
     std::vector<Reply> replies;
     {
@@ -192,7 +212,7 @@ void Coordinator::ApplyStepsPastEveryShard(int64_t low) {
 }
 
 void Coordinator::RollBackAccounting(int64_t target) {
-  const int64_t from = steps_applied_;
+  const int64_t from = rules_.sync() ? steps_applied_ : tasks_applied_;
   int64_t lost = 0;
   if (target < from) {
     if (!recovery_.Covers(target)) {
@@ -209,8 +229,12 @@ void Coordinator::RollBackAccounting(int64_t target) {
     progress_.TakeBack(lost);
     recovery_state_.CountRollback();
   }
-  steps_applied_ = target;
-  steps_.set_formed(target);
+  if (rules_.sync()) {
+    steps_applied_ = target;
+    steps_.set_formed(target);
+  } else {
+    tasks_applied_ = target;
+  }
   recovery_state_.ClearInDoubt();
   if (target < from) {
     AddEvent(rules_.has_shards() ? "shards_rolled_back" : "rolled_back", "",

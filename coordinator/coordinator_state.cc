@@ -107,6 +107,11 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
     if (!doubtful) (void)queue_->Release(t.task_id());
   }
   membership_.NextGeneration();
+  // Async: pushes of the void leases may have reached the shards; the
+  // barrier finds them and goes back to a consistent cut.
+  if (async_barriers() && !s.training_done()) {
+    recovery_state_.Require("coordinator restarted");
+  }
   if (s.training_done()) FinishJob();  // evaluates again and ends
   AddEvent("coordinator_restarted", "", steps_applied_, 0,
            absl::StrCat(membership_.size(), " members kept, restart ",

@@ -100,10 +100,12 @@ absl::Status Coordinator::RecordDone(Member& member,
     return absl::AbortedError(
         absl::StrCat(member.id, " holds no task to report"));
   }
+  recovery_.LogStep(tasks_applied_);  // async: one "step" per task
   for (const v1::DataTask& task : member.leases) {
     if (task.epoch() == queue_->epoch() &&
         queue_->Applied(task.task_id()).ok()) {
       progress_.AddApplied(task.end() - task.begin());
+      recovery_.RecordApplied(tasks_applied_, task);
       Metrics()
           .samples(MetricRole::kCoordinator)
           .Increment(static_cast<double>(task.end() - task.begin()));
@@ -127,8 +129,10 @@ absl::Status Coordinator::RecordDone(Member& member,
   } else {
     AdvanceEpochIfComplete();
   }
-  if (checkpoint_plan_.DueAfterTasks(tasks_applied_)) {
-    steps_.QueueCheckpoint();  // an async checkpoint for the finalizer
+  if (checkpoint_plan_.DueAfterTasks(tasks_applied_) &&
+      !recovery_state_.needed()) {
+    recovery_state_.Require(
+        absl::StrCat(tasks_applied_, " tasks applied: async checkpoint"));
   }
   Persist();
   return absl::OkStatus();
@@ -141,6 +145,11 @@ void Coordinator::MaybeQueueFinalize(OpenStep& step) {
 bool Coordinator::AdvanceEpochIfComplete() {
   if (recovery_state_.needed()) return true;  // after the recovery
   if (!queue_->complete()) return true;
+  if (async_barriers() && async_checked_tasks_ != tasks_applied_) {
+    // The shards are checked and checkpointed at the epoch's end first.
+    recovery_state_.Require(absl::StrCat("epoch ", queue_->epoch(), " end"));
+    return true;
+  }
   v1::EpochAccounting acc;
   acc.set_epoch(queue_->epoch());
   acc.set_samples_applied(queue_->samples_applied());

@@ -42,6 +42,12 @@ v1::JobSpec Job(int batch, int epochs, v1::Consistency consistency) {
   return job;
 }
 
+int CountJobEvents(const v1::StatusResponse& s, const std::string& kind) {
+  int n = 0;
+  for (const v1::JobEvent& e : s.events()) n += e.kind() == kind ? 1 : 0;
+  return n;
+}
+
 Polled::Polled(Fixture& f)
     : coordinator(f.coordinator.get()),
       clock(&f.clock),

@@ -64,6 +64,8 @@ absl::StatusOr<v1::NextTaskResponse> NextWork(
     Polled c, const std::string& worker, const v1::StepReport* done = nullptr);
 // A successful report of the lease `r`.
 v1::StepReport Done(const v1::NextTaskResponse& r);
+// The job events of `kind` in a status.
+int CountJobEvents(const v1::StatusResponse& s, const std::string& kind);
 
 struct Fixture {
   // The coordinator reads `clock`: heartbeats and long polls expire only

@@ -21,12 +21,6 @@ Fixture RingFixture(int epochs) {
   return Fixture(job, 60, 1, "", /*checkpoint_every=*/2);
 }
 
-int CountKind(const v1::StatusResponse& s, const std::string& kind) {
-  int n = 0;
-  for (const v1::JobEvent& e : s.events()) n += e.kind() == kind ? 1 : 0;
-  return n;
-}
-
 // Every member in `members` takes the next step's lease and reports it
 // applied, its checkpoint part written when the lease asked and
 // `written`. Returns the leases (rank order of `members`).
@@ -77,7 +71,7 @@ TEST(CoordinatorRingCheckpointTest,
   // Versions 2, 4 and 6 (6: the epoch's and the job's end).
   EXPECT_EQ(asked, (std::vector<bool>{false, true, false, true, false, true}));
   ASSERT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
-    return CountKind(s, "ring_checkpoint") == 3;
+    return CountJobEvents(s, "ring_checkpoint") == 3;
   }));
 }
 
@@ -101,7 +95,7 @@ TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
   EXPECT_EQ(ld->restore_checkpoint(), 2);
   EXPECT_EQ(FirstSample(*lc), 20);
   const v1::StatusResponse s = f.coordinator->Status();
-  EXPECT_EQ(CountKind(s, "ring_resumed"), 1);
+  EXPECT_EQ(CountJobEvents(s, "ring_resumed"), 1);
   EXPECT_EQ(s.rollbacks(), 1);
   EXPECT_TRUE(s.error().empty()) << s.error();
 }
@@ -123,8 +117,8 @@ TEST(CoordinatorRingCheckpointTest, IncompleteCheckpointIsNotResumedFrom) {
   EXPECT_FALSE(lc->has_restore_checkpoint());
   EXPECT_EQ(FirstSample(*lc), 0);
   const v1::StatusResponse s = f.coordinator->Status();
-  EXPECT_EQ(CountKind(s, "ring_checkpoint"), 0);
-  EXPECT_GE(CountKind(s, "ring_checkpoint_failed"), 1);
+  EXPECT_EQ(CountJobEvents(s, "ring_checkpoint"), 0);
+  EXPECT_GE(CountJobEvents(s, "ring_checkpoint_failed"), 1);
 }
 
 TEST(CoordinatorRingCheckpointTest, CheckpointRank0CannotLoadIsDropped) {
@@ -150,7 +144,7 @@ TEST(CoordinatorRingCheckpointTest, CheckpointRank0CannotLoadIsDropped) {
   EXPECT_EQ(again->step(), 2);
   EXPECT_EQ(again->restore_checkpoint(), 2);
   EXPECT_EQ(FirstSample(*again), 20);
-  EXPECT_EQ(CountKind(f.coordinator->Status(), "ring_restore_failed"), 1);
+  EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_restore_failed"), 1);
 }
 
 TEST(CoordinatorRingCheckpointTest, MemberThatHeldTheStateKeepsTheRingGoing) {
@@ -164,7 +158,7 @@ TEST(CoordinatorRingCheckpointTest, MemberThatHeldTheStateKeepsTheRingGoing) {
   ASSERT_TRUE(lb.ok()) << lb.status();
   EXPECT_EQ(lb->step(), 3);  // b holds the state: nothing goes back
   EXPECT_FALSE(lb->has_restore_checkpoint());
-  EXPECT_EQ(CountKind(f.coordinator->Status(), "ring_resumed"), 0);
+  EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_resumed"), 0);
 }
 
 TEST(RingResumeTest, NewestCheckpointTheLogReachesElseTheStart) {
