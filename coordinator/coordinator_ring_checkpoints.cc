@@ -19,12 +19,18 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
                        recovery_.first_step(steps_applied_));
   if (!point.has_value()) {
     if (error_.empty()) {
+      const char* why_none =
+          ring_checkpoints_ ? "none was completed"
+          : options_.job.ring_checkpoint_dir().empty()
+              ? "the job has no --ring-checkpoint-dir"
+              : "ring pipelines and ring embedding tables are not "
+                "checkpointed";
       error_ = absl::StrCat(
           "every ring member that held the job's state after ", steps_applied_,
           " steps is gone and no ring checkpoint of this epoch is left (",
-          ring_checkpoints_ ? "none was completed"
-                            : "the job has no --ring-checkpoint-dir",
-          "): the ring goes on from its new members' state");
+          why_none,
+          "): training on from the new members' state would count steps "
+          "the weights do not hold");
       LogWarn(error_);
       AddEvent("ring_state_lost", "", steps_applied_, 0, error_);
     }

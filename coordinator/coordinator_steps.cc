@@ -314,9 +314,6 @@ void Coordinator::FinalizerLoop() {
       case FinalizerAction::Kind::kRecover:
         RecoverShards(action.why);
         break;
-      case FinalizerAction::Kind::kCheckpoint:
-        MaybeCheckpoint(-1, false);
-        break;
       case FinalizerAction::Kind::kFinalizeStep:
         RunFinalizeStep(action);
         break;
@@ -348,11 +345,8 @@ FinalizerAction Coordinator::NextFinalizerAction() {
   } else if (recovery_state_.needed()) {
     action.kind = Kind::kRecover;
     action.why = recovery_state_.why();
-  } else if (const int64_t number = steps_.NextQueued();
-             number == StepTable::kCheckpoint) {  // async checkpoint
-    steps_.Dequeue(number);
-    action.kind = Kind::kCheckpoint;
   } else {
+    const int64_t number = steps_.NextQueued();
     action.kind = Kind::kFinalizeStep;
     action.number = number;
     const OpenStep& step = steps_.open().at(number);

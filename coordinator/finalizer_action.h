@@ -17,7 +17,6 @@ struct FinalizerAction {
     kWatchShards,   // idle: look for a shard that restarted behind the job
     kFence,         // send `generation` to the shards as their fence
     kRecover,       // bring the shards back to one consistent step (`why`)
-    kCheckpoint,    // an async job's checkpoint is due
     kFinalizeStep,  // apply step `number` on the shards
   };
   Kind kind = Kind::kStop;

@@ -66,9 +66,6 @@ struct OpenStep {
 
 class StepTable {
  public:
-  // Queued in place of a step number: an async checkpoint.
-  static constexpr int64_t kCheckpoint = -1;
-
   std::map<int64_t, OpenStep>& open() { return open_; }
   const std::map<int64_t, OpenStep>& open() const { return open_; }
   // Null when `step` is not open.
@@ -90,10 +87,9 @@ class StepTable {
   // (their queue entries as well).
   std::vector<OpenStep> RemoveFrom(int64_t from, bool include_finalizing);
 
-  // The finalizer's queue.
-  void QueueCheckpoint() { queue_.push_back(kCheckpoint); }
+  // The finalizer's queue of closed steps.
   bool queue_empty() const { return queue_.empty(); }
-  // The lowest queued entry (kCheckpoint first). REQUIRES: !queue_empty().
+  // The lowest queued step. REQUIRES: !queue_empty().
   int64_t NextQueued();
   // Removes one `entry` from the queue, if there.
   void Dequeue(int64_t entry);

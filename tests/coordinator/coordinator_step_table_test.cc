@@ -53,7 +53,6 @@ TEST(CoordinatorStepTableTest, RemoveFromKeepsClosedStepsUnlessAsked) {
   for (int i = 0; i < 4; ++i) table.Add(Step(1));
   table.Find(1)->slots[0].pushed = true;
   table.QueueIfReady(*table.Find(1), 0);
-  table.QueueCheckpoint();
   std::vector<OpenStep> removed = table.RemoveFrom(1, false);
   ASSERT_EQ(removed.size(), 2u);
   EXPECT_EQ(removed[0].step, 2);
@@ -62,10 +61,7 @@ TEST(CoordinatorStepTableTest, RemoveFromKeepsClosedStepsUnlessAsked) {
   removed = table.RemoveFrom(0, true);
   ASSERT_EQ(removed.size(), 2u);
   EXPECT_TRUE(table.open().empty());
-  // The step's queue entry went with it; the async checkpoint stays.
-  ASSERT_FALSE(table.queue_empty());
-  EXPECT_EQ(table.NextQueued(), StepTable::kCheckpoint);
-  table.Dequeue(StepTable::kCheckpoint);
+  // The step's queue entry went with it.
   EXPECT_TRUE(table.queue_empty());
 }
 
