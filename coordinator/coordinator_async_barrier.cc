@@ -82,7 +82,12 @@ void Coordinator::RunAsyncBarrier(const std::string& why) {
       }
       async_checked_tasks_ = applied;
       recovery_state_.Done();
-      AdvanceEpochIfComplete();
+      const int64_t max_steps = options_.job.max_steps();
+      if (max_steps > 0 && tasks_applied_ >= max_steps) {
+        if (!evals_.training_done()) FinishJob();
+      } else {
+        AdvanceEpochIfComplete();
+      }
       PersistDurably();
       ServeWaiters(replies, false);
     }

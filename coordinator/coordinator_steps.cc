@@ -125,7 +125,12 @@ absl::Status Coordinator::RecordDone(Member& member,
   RecordAppliedTask(done, times.began, times.ended);
   if (options_.job.max_steps() > 0 &&
       tasks_applied_ >= options_.job.max_steps()) {
-    FinishJob();
+    if (async_barriers() && async_checked_tasks_ != tasks_applied_) {
+      // The shards are checked and cut before the job's end is evaluated.
+      if (!recovery_state_.needed()) recovery_state_.Require("job end");
+    } else {
+      FinishJob();
+    }
   } else {
     AdvanceEpochIfComplete();
   }

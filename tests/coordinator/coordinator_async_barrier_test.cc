@@ -154,5 +154,19 @@ TEST(CoordinatorAsyncBarrierTest, UncountedPushOfALostWorkerIsUndone) {
   EXPECT_EQ(f.shards.checkpoints.back(), s.step());
 }
 
+TEST(CoordinatorAsyncBarrierTest, MaxStepsEndIsACutBeforeTheJobFinishes) {
+  v1::JobSpec job = AsyncJob();
+  job.set_max_steps(3);
+  Fixture f(job, kEpochSize, 1, "", /*checkpoint_every=*/0);
+  TwoShards(f);
+  const std::string a = f.Join();
+  for (int i = 0; i < 3; ++i) Task(f, a);
+  auto end = NextWork(f, a);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->action(), v1::NextTaskResponse::FINISH);
+  // Cuts at the start and at the job's end, none between.
+  EXPECT_EQ(Checkpoints(f), (std::vector<int64_t>{0, 3}));
+}
+
 }  // namespace
 }  // namespace ferry
