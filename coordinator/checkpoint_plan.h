@@ -26,12 +26,12 @@ class CheckpointPlan {
   // A shard has no checkpoint directory: no checkpoint from now on.
   void TurnOff() { on_ = false; }
 
-  // Whether the shards are checkpointed at `version` once the step before
-  // it is applied: `forced`, an epoch's end, a multiple of `every`, or
-  // `version` < 0 (an async checkpoint). False when off.
+  // Sync: whether the shards are checkpointed at `version` once the step
+  // before it is applied: `forced`, an epoch's end or a multiple of
+  // `every`. False when off. (Async cuts: DueAfterTasks and the barrier.)
   bool Due(int64_t version, bool epoch_end, bool forced) const {
-    return on_ && (forced || version < 0 || epoch_end ||
-                   (every_ > 0 && version % every_ == 0));
+    return on_ &&
+           (forced || epoch_end || (every_ > 0 && version % every_ == 0));
   }
   // Async: whether `tasks_applied` applied tasks call for a checkpoint.
   bool DueAfterTasks(int64_t tasks_applied) const {

@@ -120,11 +120,11 @@ void Coordinator::RollBackAsync(const std::vector<int64_t>& versions,
       }
     }
     const absl::Status restored = shards_->RestoreTo(target, generation);
+    const RestoreFailureAction next = AfterRestore(restored, target);
     std::vector<Reply> replies;
     {
       absl::MutexLock lock(&mu_);
-      if (!restored.ok() && target == 0 && !absl::IsUnavailable(restored) &&
-          !absl::IsDeadlineExceeded(restored)) {
+      if (next == RestoreFailureAction::kGiveUp) {
         error_ = absl::StrCat(
             "async shards disagree with the job (", detail,
             ") and cannot go back to the start: ", restored.message());
@@ -132,13 +132,13 @@ void Coordinator::RollBackAsync(const std::vector<int64_t>& versions,
         recovery_state_.Done();
         return;
       }
-      if (absl::IsFailedPrecondition(restored) && target > 0) {
+      if (next == RestoreFailureAction::kTryOlder) {
         LogWarn("async restore failed: trying an older checkpoint",
                 {{"version", target}, {"why", restored.ToString()}});
         recovery_.DropCheckpointsFrom(target);
         continue;
       }
-      if (!restored.ok()) {
+      if (next == RestoreFailureAction::kRetry) {
         LogWarn("async restore failed: retrying",
                 {{"version", target}, {"why", restored.ToString()}});
         mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);

@@ -48,7 +48,6 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
     }
     return;
   }
-  if (version < 0) return;  // async: nothing to roll back to
   recovery_.AddCheckpoint(version);
   PersistDurably();
 }
@@ -156,14 +155,15 @@ void Coordinator::RecoverShards(const std::string& why) {
       PersistDurably();
     }
     absl::Status restored = shards_->RestoreTo(target, generation);
-    if (absl::IsFailedPrecondition(restored) && target == 0) {
+    const RestoreFailureAction next = AfterRestore(restored, target);
+    if (next == RestoreFailureAction::kGiveUp) {
       absl::MutexLock lock(&mu_);
       error_ = absl::StrCat("no version every shard can return to: ",
                             restored.message());
       Log(error_);
       return;  // the recovery stays needed: no step forms
     }
-    if (absl::IsFailedPrecondition(restored) && target > 0) {
+    if (next == RestoreFailureAction::kTryOlder) {
       absl::MutexLock lock(&mu_);
       Log(absl::StrCat("restore to version ", target, " failed (",
                        restored.ToString(), "); trying an older checkpoint"));
@@ -173,7 +173,7 @@ void Coordinator::RecoverShards(const std::string& why) {
     std::vector<Reply> replies;
     {
       absl::MutexLock lock(&mu_);
-      if (!restored.ok()) {
+      if (next == RestoreFailureAction::kRetry) {
         Log(absl::StrCat("restoring the shards to version ", target,
                          " failed: ", restored.ToString(), "; retrying"));
         mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry);

@@ -263,12 +263,10 @@ void Coordinator::ApplyStep(int64_t number) {
   Metrics()
       .samples(MetricRole::kCoordinator)
       .Increment(static_cast<double>(step_samples));
-  const bool checkpoint = step.checkpoint;
-  const OpenStep applied = checkpoint ? step : OpenStep{};
-  steps_.open().erase(number);
   steps_applied_ = number + 1;
   recovery_state_.ClearInDoubt();
-  if (checkpoint) RecordRingCheckpoint(applied);
+  RecordRingCheckpoint(step);  // saves the state after the step
+  steps_.open().erase(number);
 }
 
 void Coordinator::ResolveInDoubt(bool applied) {

@@ -4,6 +4,18 @@
 
 namespace ferry {
 
+RestoreFailureAction AfterRestore(const absl::Status& restored,
+                                  int64_t target) {
+  if (restored.ok()) return RestoreFailureAction::kDone;
+  const bool transient =
+      absl::IsUnavailable(restored) || absl::IsDeadlineExceeded(restored);
+  if (transient) return RestoreFailureAction::kRetry;
+  if (target == 0) return RestoreFailureAction::kGiveUp;
+  if (absl::IsFailedPrecondition(restored) || absl::IsDataLoss(restored))
+    return RestoreFailureAction::kTryOlder;
+  return RestoreFailureAction::kRetry;
+}
+
 void RecoveryLog::RecordApplied(int64_t step, const v1::DataTask& task) {
   steps_[step].push_back(task);
 }

@@ -15,10 +15,22 @@
 #include <map>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "ferry/v1/coordinator.pb.h"
 #include "ferry/v1/coordinator_state.pb.h"
 
 namespace ferry {
+
+// What a recovery does after ShardControl::RestoreTo(target) returned
+// `restored` (sync rollbacks and async barriers alike): kDone when it
+// succeeded; kRetry when a shard was unreachable or slow (UNAVAILABLE,
+// DEADLINE_EXCEEDED, or anything else transient-looking at target > 0);
+// kTryOlder when the checkpoint of `target` > 0 is missing or damaged
+// (FAILED_PRECONDITION, DATA_LOSS: forget it, take the one before); kGiveUp
+// when even version 0 cannot be restored for a reason retrying will not
+// change.
+enum class RestoreFailureAction { kDone, kRetry, kTryOlder, kGiveUp };
+RestoreFailureAction AfterRestore(const absl::Status& restored, int64_t target);
 
 class RecoveryLog {
  public:

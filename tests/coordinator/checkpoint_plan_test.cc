@@ -14,7 +14,6 @@ TEST(CoordinatorCheckpointPlanTest, DueEveryNStepsAtEpochEndsAndAsync) {
   EXPECT_FALSE(plan.Due(4, false, false));
   EXPECT_TRUE(plan.Due(4, /*epoch_end=*/true, false));
   EXPECT_TRUE(plan.Due(4, false, /*forced=*/true));
-  EXPECT_TRUE(plan.Due(-1, false, false));  // async
   EXPECT_TRUE(plan.DueAfterTasks(9));
   EXPECT_FALSE(plan.DueAfterTasks(10));
 

@@ -85,3 +85,22 @@ TEST(CoordinatorRecoveryLogTest, SaveAndLoadRoundTrip) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(AfterRestoreTest, RetriesTransientFailuresAndFallsBackOnBadCheckpoints) {
+  using A = RestoreFailureAction;
+  EXPECT_EQ(AfterRestore(absl::OkStatus(), 4), A::kDone);
+  EXPECT_EQ(AfterRestore(absl::UnavailableError("down"), 4), A::kRetry);
+  EXPECT_EQ(AfterRestore(absl::DeadlineExceededError("slow"), 0), A::kRetry);
+  EXPECT_EQ(AfterRestore(absl::FailedPreconditionError("no file"), 4),
+            A::kTryOlder);
+  EXPECT_EQ(AfterRestore(absl::DataLossError("crc"), 4), A::kTryOlder);
+  EXPECT_EQ(AfterRestore(absl::FailedPreconditionError("no file"), 0),
+            A::kGiveUp);
+  EXPECT_EQ(AfterRestore(absl::DataLossError("crc"), 0), A::kGiveUp);
+}
+
+}  // namespace
+}  // namespace ferry
