@@ -1,24 +1,26 @@
 #!/usr/bin/python3
 """The fault matrix: every mode under every fault, from a seed, checked.
 
-For each mode (sync PS, async, SSP, ring, PS pipeline, ring pipeline) and
-each fault (a worker SIGKILLed and replaced, SIGTERMed and replaced,
-SIGSTOPped past the heartbeat timeout then SIGCONTed; a shard SIGKILLed;
-the coordinator SIGKILLed; every worker SIGKILLed at once and replaced),
-runs one `ferry local` job (3 workers, 2 shards in PS modes, 2 epochs of
-Fashion-MNIST at batch 256, --heartbeat-timeout 3, --checkpoint-every 50)
-with the fault as a `--chaos` plan at a step drawn from the seed, and checks
-its summary:
+For each mode (sync PS, async, SSP, ring, PS pipeline, ring pipeline,
+hybrid) and each fault (a worker SIGKILLed and replaced, SIGTERMed and
+replaced, SIGSTOPped past the heartbeat timeout then SIGCONTed; a shard
+SIGKILLed; the coordinator SIGKILLed; every worker SIGKILLed at once and
+replaced), runs one `ferry local` job (3 workers, 2 shards where the mode
+has shards, 2 epochs, --heartbeat-timeout 3, --checkpoint-every 50) with the
+fault as a `--chaos` plan at a step drawn from the seed, and checks its
+summary. The MLP modes train Fashion-MNIST at batch 256; hybrid trains a
+small DLRM at batch 128 on 24,000 rows of synthetic click logs (`ferry data
+ctr`, written into the work directory once). The checks:
 
   - ferry local exited 0 and the job finished (every epoch accounted);
-  - every epoch applied each of its 60,000 samples exactly once (applied
-    60,000, dropped 0);
-  - ring modes: no weights digest mismatch between members;
-  - PS modes: every shard's final version equals the job's applied steps
-    (sync; async/SSP: its applied tasks), i.e. no update lost or doubled on
-    a shard;
-  - the final evaluation succeeded, and the test accuracy is within 1 point
-    of the same mode's undisturbed run.
+  - every epoch applied each of its samples exactly once (Fashion-MNIST:
+    applied 60,000; hybrid: 24,000; dropped 0);
+  - ring and hybrid: no weights digest mismatch between members;
+  - modes with shards: every shard's final version equals the job's
+    applied steps (sync; async/SSP: its applied tasks), i.e. no update lost
+    or doubled on a shard;
+  - the final evaluation succeeded, and the test accuracy (hybrid: the
+    test AUC) is within 1 point of the same mode's undisturbed run.
 
 A cell's plan depends only on the seed, the mode and the fault, so any row
 replays with `--seed S --modes M --faults F`. Cells listed in KNOWN are
@@ -48,6 +50,7 @@ EPOCHS = 2
 SKIP = 77  # ctest's SKIP_RETURN_CODE
 DATASET = "/usr/share/datasets/fashion-mnist"
 TRAIN_SAMPLES = 60000
+CTR_ROWS = 24000
 ACCURACY_TOLERANCE = 0.01
 
 MODES = {
@@ -59,8 +62,13 @@ MODES = {
                     "--micro-batches", "2"],
     "ring-pipeline": ["--mode", "ring", "--pipeline-stages", "2",
                       "--micro-batches", "2", "--digest-every", "10"],
+    "hybrid": ["--mode", "hybrid", "--shards", "2", "--digest-every", "10"],
 }
-PS_MODES = {"sync", "async", "ssp", "ps-pipeline"}
+SHARD_MODES = {"sync", "async", "ssp", "ps-pipeline", "hybrid"}
+CTR_MODES = {"hybrid"}
+# The small DLRM of the sparse fault tests (tests/testing/process_run.h).
+DLRM_JSON = ('{"format": "ferry.model.v1", "kind": "dlrm", '
+             '"embedding_dim": 8, "bottom": [16], "top": [16]}')
 
 
 def kill_worker(r, s):
@@ -106,13 +114,45 @@ KNOWN = {}
 
 
 def applies(mode, fault):
-    return fault != "kill-shard" or mode in PS_MODES
+    return fault != "kill-shard" or mode in SHARD_MODES
 
 
-def job_args(mode):
-    return ["--workers", "3", "--epochs", str(EPOCHS), "--device", "cpu",
-            "--batch", "256", "--heartbeat-timeout", "3",
-            "--checkpoint-every", "50"] + MODES[mode]
+def write_ctr_data(binary_dir, work):
+    """The hybrid mode's dataset and model, written once into `work`."""
+    out = os.path.join(work, "ctr")
+    if not os.path.exists(os.path.join(out, "model.json")):
+        vocab = ",".join(str(3000 if f % 3 == 0 else 10 * (f + 1))
+                         for f in range(26))
+        subprocess.run([os.path.join(binary_dir, "ferry"), "data", "ctr",
+                        "--out", os.path.join(out, "data"), "--rows",
+                        str(CTR_ROWS), "--test-rows", "4000", "--seed", "13",
+                        "--vocab-sizes", vocab, "--quiet"], check=True)
+        with open(os.path.join(out, "model.json"), "w") as f:
+            f.write(DLRM_JSON)
+    return out
+
+
+def job_args(mode, work):
+    common = ["--workers", "3", "--epochs", str(EPOCHS), "--device", "cpu",
+              "--heartbeat-timeout", "3", "--checkpoint-every", "50"]
+    if mode in CTR_MODES:
+        ctr = os.path.join(work, "ctr")
+        return common + ["--batch", "128", "--model",
+                         os.path.join(ctr, "model.json"), "--dataset",
+                         "criteo:" + os.path.join(ctr, "data"), "--seed", "5",
+                         "--optimizer", "adam", "--lr", "0.003",
+                         "--lr-schedule", "constant", "--warmup-steps", "0",
+                         "--weight-decay", "0"] + MODES[mode]
+    return common + ["--batch", "256"] + MODES[mode]
+
+
+def train_samples(mode):
+    return CTR_ROWS if mode in CTR_MODES else TRAIN_SAMPLES
+
+
+def score_key(mode):
+    """The summary's figure a run is compared by."""
+    return "test_auc" if mode in CTR_MODES else "test_accuracy"
 
 
 def run_job(binary_dir, work, name, args, timeout_s=600):
@@ -147,7 +187,7 @@ def check(mode, run, reference):
     if len(acc) != EPOCHS:
         problems.append(f"{len(acc)} epochs accounted, not {EPOCHS}")
     for a in acc:
-        if a["samples_applied"] != TRAIN_SAMPLES or a["samples_dropped"]:
+        if a["samples_applied"] != train_samples(mode) or a["samples_dropped"]:
             problems.append(f"epoch {a['epoch']}: applied "
                             f"{a['samples_applied']}, dropped "
                             f"{a['samples_dropped']}")
@@ -155,17 +195,18 @@ def check(mode, run, reference):
         problems.append(f"{s['digest_mismatches']} digest mismatches")
     if s.get("final_eval_error"):
         problems.append(f"final evaluation failed: {s['final_eval_error']}")
-    if mode in PS_MODES:
+    if mode in SHARD_MODES:
         versions = s.get("shard_versions", [])
         expected = reference_versions(mode, s)
         if versions and any(v != expected for v in versions):
             problems.append(f"shard versions {versions}, job applied "
                             f"{expected}")
     if reference is not None and reference.get("summary"):
-        want = reference["summary"]["test_accuracy"]
-        got = s.get("test_accuracy", 0.0)
+        key = score_key(mode)
+        want = reference["summary"][key]
+        got = s.get(key, 0.0)
         if abs(got - want) > ACCURACY_TOLERANCE:
-            problems.append(f"accuracy {got:.4f} vs undisturbed {want:.4f}")
+            problems.append(f"{key} {got:.4f} vs undisturbed {want:.4f}")
     return problems
 
 
@@ -202,7 +243,7 @@ def main():
     if not os.access(os.path.join(a.bin, "ferry"), os.X_OK):
         print(f"fault matrix: no ferry binary in {a.bin}: skipped")
         return SKIP
-    if not os.path.isdir(DATASET):
+    if any(m not in CTR_MODES for m in modes) and not os.path.isdir(DATASET):
         print(f"fault matrix: no dataset at {DATASET} "
               "(dataset-fashion-mnist): skipped")
         return SKIP
@@ -214,23 +255,27 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="ferry-fault-matrix-")
     print(f"fault matrix: seed {a.seed}, {len(cells)} cells, runs in {work}",
           flush=True)
+    if any(m in CTR_MODES for m, _ in cells):
+        write_ctr_data(a.bin, work)
     references = {}
     results = []
     unexpected = 0
     for mode, fault in cells:
         if mode not in references:
-            ref = run_job(a.bin, work, f"{mode}-undisturbed", job_args(mode))
+            ref = run_job(a.bin, work, f"{mode}-undisturbed",
+                          job_args(mode, work))
             ref_problems = check(mode, ref, None)
             references[mode] = ref
             print(f"{mode} undisturbed: "
                   f"{'ok' if not ref_problems else '; '.join(ref_problems)}"
-                  f" (accuracy {ref['summary'] and ref['summary'].get('test_accuracy')},"
+                  f" ({score_key(mode)} "
+                  f"{ref['summary'] and ref['summary'].get(score_key(mode))},"
                   f" {ref['seconds']:.0f} s)", flush=True)
         ref = references[mode]
         total = (ref["summary"] or {}).get("steps", 400)
         chaos = plan(a.seed, mode, fault, total)
         run = run_job(a.bin, work, f"{mode}-{fault}",
-                      job_args(mode) + ["--chaos", chaos])
+                      job_args(mode, work) + ["--chaos", chaos])
         problems = check(mode, run, ref)
         known = KNOWN.get((mode, fault))
         verdict = "pass" if not problems else ("known" if known else "FAIL")
@@ -240,9 +285,9 @@ def main():
         results.append({"mode": mode, "fault": fault, "chaos": chaos,
                         "verdict": verdict, "problems": problems,
                         "known": known, "seconds": round(run["seconds"], 1),
-                        "accuracy": s.get("test_accuracy"),
+                        "accuracy": s.get(score_key(mode)),
                         "reference_accuracy":
-                            (ref["summary"] or {}).get("test_accuracy"),
+                            (ref["summary"] or {}).get(score_key(mode)),
                         "rollbacks": s.get("rollbacks"),
                         "aborted_steps": s.get("aborted_steps"),
                         "dir": run["dir"]})

@@ -124,7 +124,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     coord_argv.insert(coord_argv.end(),
                       {"--shards", absl::StrJoin(shard_addresses, ",")});
   }
-  if (o.mode == "ring") {  // every worker here sees the same directory
+  if (o.mode == "ring" || o.mode == "hybrid") {  // every worker sees it
     coord_argv.insert(coord_argv.end(),
                       {"--ring-checkpoint-dir", log_dir + "/ring"});
   }

@@ -75,12 +75,14 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
       persistence_(options_.file_system, options_.state_dir),
       progress_(options_.job.pipeline_stages()),
       checkpoint_plan_(rules_.has_shards(), options_.checkpoint_every),
-      ring_checkpoints_(rules_.members_hold_weights() &&
-                        !rules_.ring_beside_shards() &&
-                        !options_.job.ring_checkpoint_dir().empty() &&
-                        options_.job.pipeline_stages() <= 1 &&
-                        !options_.job.has_embedding()) {
+      ring_checkpoints_(
+          rules_.members_hold_weights() &&
+          !options_.job.ring_checkpoint_dir().empty() &&
+          options_.job.pipeline_stages() <= 1 &&
+          (rules_.ring_beside_shards() || !options_.job.has_embedding())) {
   absl::MutexLock lock(&mu_);
+  if (ring_checkpoints_ && rules_.ring_beside_shards())
+    recovery_.KeepStepsForRingCheckpoints();
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }

@@ -371,12 +371,16 @@ class Coordinator {
   bool async_barriers() const { return shards_ != nullptr && !rules_.sync(); }
   // Undoes the applied steps >= target in the accounting.
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ring checkpoints (coordinator_ring_checkpoints.cc). Pure ring jobs,
-  // with no step open: when no member holds the job's state
+  // Ring checkpoints (coordinator_ring_checkpoints.cc). Ring and hybrid
+  // jobs, with no step open: when no member holds the job's state
   // (RingLostTheJobState), takes the job back to the newest complete ring
   // checkpoint (its leases' restore_checkpoint) or the start, re-queuing
-  // the undone steps' tasks; sets error_ when it cannot. Returns the
-  // checkpoint's version to restore, if any.
+  // the undone steps' tasks; sets error_ when it cannot. Hybrid: to the
+  // newest version both the ring and the shards have a checkpoint of; when
+  // that is below the shards' version, requires a recovery (the shards are
+  // restored to it) and returns nullopt, and the next call, with the
+  // shards there, returns it. Returns the checkpoint's version to restore,
+  // if any.
   std::optional<int64_t> ResumeRingIfStateLost(
       const std::vector<const Member*>& ranked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -501,7 +505,8 @@ class Coordinator {
   RecoveryState recovery_state_ ABSL_GUARDED_BY(mu_);
   CheckpointPlan checkpoint_plan_ ABSL_GUARDED_BY(mu_);
   // The job's ring members write checkpoints (JobSpec.ring_checkpoint_dir,
-  // a ring job without pipeline stages or embedding tables).
+  // a ring job without pipeline stages or ring embedding tables: pure ring,
+  // or hybrid's dense layers).
   const bool ring_checkpoints_;
 
   JobEvents events_ ABSL_GUARDED_BY(mu_);

@@ -11,12 +11,15 @@ namespace ferry {
 
 std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
     const std::vector<const Member*>& ranked) {
-  if (!rules_.members_hold_weights() || rules_.ring_beside_shards() ||
-      !steps_.open().empty() || !RingLostTheJobState(ranked, steps_applied_))
+  if (!rules_.members_hold_weights() || !steps_.open().empty() ||
+      !RingLostTheJobState(ranked, steps_applied_))
     return std::nullopt;
-  const std::optional<RingResumePoint> point =
-      RingResumeTarget(recovery_.checkpoints(), steps_applied_,
-                       recovery_.first_step(steps_applied_));
+  // Hybrid: the shards' tables must go back with the dense layers, to a
+  // version both halves have a checkpoint of.
+  const bool hybrid = rules_.ring_beside_shards();
+  const std::optional<RingResumePoint> point = RingResumeTarget(
+      hybrid ? recovery_.CheckpointsOfBothHalves() : recovery_.checkpoints(),
+      steps_applied_, recovery_.first_step(steps_applied_));
   if (!point.has_value()) {
     if (error_.empty()) {
       const char* why_none =
@@ -38,13 +41,31 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   }
   const int64_t from = steps_applied_;
   RollBackAccounting(point->version);
-  if (from != point->version) {
+  // Hybrid: when the shards must go back first, the event comes with the
+  // ring's restore (the next call), unless there is none.
+  const bool shards_first = hybrid && from != point->version;
+  if ((from != point->version || point->from_checkpoint) &&
+      !(shards_first && point->from_checkpoint)) {
     AddEvent("ring_resumed", "", point->version, 0,
-             absl::StrCat("no member holds the state after ", from,
-                          " steps: back to ",
+             absl::StrCat("no member holds the job's state: the ring goes on "
+                          "from ",
                           point->from_checkpoint ? "the ring checkpoint at "
                                                  : "the initial state, ",
-                          point->version));
+                          point->version,
+                          from != point->version
+                              ? absl::StrCat(" (steps ", point->version, "-",
+                                             from - 1, " undone)")
+                              : ""));
+  }
+  if (shards_first) {
+    // The shards are at `from` (no step is open): back to the version, by
+    // the finalizer's recovery (RecoverShards restores every shard to it:
+    // a shards' checkpoint at the job's applied steps). The next call,
+    // with the shards there, restores the ring.
+    recovery_state_.Require(
+        absl::StrCat("every ring member is gone: the shards go back to ",
+                     point->version, " with the ring's dense layers"));
+    return std::nullopt;
   }
   if (!point->from_checkpoint) return std::nullopt;
   return point->version;
@@ -63,7 +84,11 @@ void Coordinator::NoteRingCheckpointReport(OpenStep& step, Slot& slot,
                                            const v1::StepReport& done) {
   if (!done.restore_error().empty() && step.restore.has_value()) {
     const int64_t version = *step.restore;
-    recovery_.DropCheckpointsFrom(version);
+    if (rules_.ring_beside_shards()) {
+      recovery_.DropRingCheckpointsFrom(version);
+    } else {
+      recovery_.DropCheckpointsFrom(version);
+    }
     AddEvent("ring_restore_failed", slot.worker_id, version, 0,
              absl::StrCat("the ring checkpoint at ", version,
                           " cannot be loaded: ", done.restore_error(),
@@ -84,7 +109,11 @@ void Coordinator::RecordRingCheckpoint(const OpenStep& step) {
     if (!s.checkpoint_written) return;  // its failure is an event already
   }
   const int64_t version = step.step + 1;
-  recovery_.AddCheckpoint(version);
+  if (rules_.ring_beside_shards()) {
+    recovery_.AddRingCheckpoint(version);  // the shards' are their own
+  } else {
+    recovery_.AddCheckpoint(version);
+  }
   AddEvent("ring_checkpoint", "", version, 0,
            absl::StrCat(step.slots.size(), " parts in ",
                         options_.job.ring_checkpoint_dir()));

@@ -451,6 +451,7 @@ bool Coordinator::FormStep(int max_open) {
   // A ring none of whose members holds the job's state goes back first
   // (the queue then holds the undone steps' tasks again).
   const std::optional<int64_t> restore = ResumeRingIfStateLost(ranked);
+  if (recovery_state_.needed()) return false;  // hybrid: the shards first
   const int64_t available =
       std::min<int64_t>(job.global_batch(), queue_->remaining());
   if (available == 0) return false;  // the epoch's last tasks are in flight

@@ -22,21 +22,61 @@ void RecoveryLog::RecordApplied(int64_t step, const v1::DataTask& task) {
 
 void RecoveryLog::Forget(int64_t step) { steps_.erase(step); }
 
+namespace {
+void AddNewest(std::vector<int64_t>& versions, int64_t version) {
+  versions.push_back(version);
+  if (versions.size() > RecoveryLog::kCheckpointsKept)
+    versions.erase(versions.begin());
+}
+void DropFrom(std::vector<int64_t>& versions, int64_t version) {
+  versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                [&](int64_t c) { return c >= version; }),
+                 versions.end());
+}
+}  // namespace
+
 void RecoveryLog::AddCheckpoint(int64_t version) {
-  checkpoints_.push_back(version);
-  if (checkpoints_.size() > kCheckpointsKept)
-    checkpoints_.erase(checkpoints_.begin());
-  // Keep the log from the oldest checkpoint a restarted shard may hold.
-  const int64_t keep_from = checkpoints_.size() >= 2
-                                ? checkpoints_[checkpoints_.size() - 2]
-                                : checkpoints_.front();
+  AddNewest(checkpoints_, version);
+  TrimSteps();
+}
+
+void RecoveryLog::AddRingCheckpoint(int64_t version) {
+  AddNewest(ring_checkpoints_, version);
+  TrimSteps();
+}
+
+void RecoveryLog::TrimSteps() {
+  if (checkpoints_.empty()) return;
+  // Keep the log from the oldest checkpoint a restarted shard may hold,
+  // and (hybrid) from the newest version both halves hold.
+  int64_t keep_from = checkpoints_.size() >= 2
+                          ? checkpoints_[checkpoints_.size() - 2]
+                          : checkpoints_.front();
+  if (ring_keeps_steps_) {
+    const std::vector<int64_t> both = CheckpointsOfBothHalves();
+    keep_from = std::min(keep_from, both.empty() ? 0 : both.back());
+  }
   steps_.erase(steps_.begin(), steps_.lower_bound(keep_from));
 }
 
 void RecoveryLog::DropCheckpointsFrom(int64_t version) {
-  checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
-                                    [&](int64_t c) { return c >= version; }),
-                     checkpoints_.end());
+  DropFrom(checkpoints_, version);
+}
+
+void RecoveryLog::DropRingCheckpointsFrom(int64_t version) {
+  DropFrom(ring_checkpoints_, version);
+}
+
+std::vector<int64_t> RecoveryLog::CheckpointsOfBothHalves() const {
+  std::vector<int64_t> both;
+  for (int64_t c : checkpoints_) {
+    if (std::find(ring_checkpoints_.begin(), ring_checkpoints_.end(), c) !=
+        ring_checkpoints_.end())
+      both.push_back(c);
+  }
+  std::sort(both.begin(), both.end());
+  both.erase(std::unique(both.begin(), both.end()), both.end());
+  return both;
 }
 
 int64_t RecoveryLog::RestoreTarget(int64_t low, int64_t high,
@@ -73,6 +113,7 @@ void RecoveryLog::SaveTo(v1::CoordinatorState& s) const {
     for (const v1::DataTask& t : tasks) *a->add_tasks() = t;
   }
   for (int64_t c : checkpoints_) s.add_checkpoints(c);
+  for (int64_t c : ring_checkpoints_) s.add_ring_checkpoints(c);
 }
 
 void RecoveryLog::LoadFrom(const v1::CoordinatorState& s) {
@@ -81,6 +122,8 @@ void RecoveryLog::LoadFrom(const v1::CoordinatorState& s) {
     steps_[a.step()].assign(a.tasks().begin(), a.tasks().end());
   }
   checkpoints_.assign(s.checkpoints().begin(), s.checkpoints().end());
+  ring_checkpoints_.assign(s.ring_checkpoints().begin(),
+                           s.ring_checkpoints().end());
 }
 
 }  // namespace ferry

@@ -59,6 +59,20 @@ class RecoveryLog {
   }
   const std::vector<int64_t>& checkpoints() const { return checkpoints_; }
 
+  // Hybrid jobs whose ring writes checkpoints: the log keeps the steps
+  // from the newest version both halves hold (the job's start while there
+  // is none), so that a ring that lost every member can go back there.
+  void KeepStepsForRingCheckpoints() { ring_keeps_steps_ = true; }
+  // Hybrid jobs: the ring's members wrote a complete checkpoint of the
+  // dense layers at `version` (JobSpec.ring_checkpoint_dir). Keeps the
+  // newest kCheckpointsKept, and the steps from the newest one on.
+  void AddRingCheckpoint(int64_t version);
+  // A ring restore from a version >= `version` failed: forgets those.
+  void DropRingCheckpointsFrom(int64_t version);
+  // Hybrid jobs: the versions both halves can return to (a shards'
+  // checkpoint and a ring checkpoint), oldest first.
+  std::vector<int64_t> CheckpointsOfBothHalves() const;
+
   // The version to restore every shard to, given the lowest and highest
   // version the shards report and the job's applied steps: the lowest
   // version (never above `steps_applied`), or the newest checkpoint at or
@@ -85,7 +99,13 @@ class RecoveryLog {
 
  private:
   std::map<int64_t, std::vector<v1::DataTask>> steps_;
-  std::vector<int64_t> checkpoints_;  // complete, oldest first
+  // Drops the logged steps before the oldest version a rollback may go
+  // back to (see AddCheckpoint and AddRingCheckpoint).
+  void TrimSteps();
+
+  std::vector<int64_t> checkpoints_;       // complete, oldest first
+  std::vector<int64_t> ring_checkpoints_;  // hybrid: complete, oldest first
+  bool ring_keeps_steps_ = false;
 };
 
 }  // namespace ferry

@@ -166,19 +166,20 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
       ->group(job);
   command
       .add_option("--checkpoint-every", f.checkpoint_every,
-                  "PS: checkpoint every shard every N steps; ring with "
-                  "--ring-checkpoint-dir: the members write a checkpoint "
-                  "every N steps (both also at every epoch end; 0: epoch "
-                  "ends only)")
+                  "PS: checkpoint every shard every N steps; ring and "
+                  "hybrid with --ring-checkpoint-dir: the members write a "
+                  "checkpoint every N steps (both also at every epoch end; "
+                  "0: epoch ends only)")
       ->capture_default_str()
       ->group(job);
   command
       .add_option(
           "--ring-checkpoint-dir", f.ring_checkpoint_dir,
-          "ring: the directory every member writes its part of the job's "
-          "checkpoints to, and a ring that lost every member holding the "
-          "job's state resumes from; all members must see it at this path "
-          "(a shared volume). Empty: ring jobs have no checkpoint")
+          "ring and hybrid: the directory every member writes its part of "
+          "the job's checkpoints (hybrid: of the dense layers) to, and a "
+          "ring that lost every member holding the job's state resumes "
+          "from; all members must see it at this path (a shared volume). "
+          "Empty: ring jobs have no checkpoint")
       ->group(job);
   command
       .add_option(

@@ -204,10 +204,10 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   }
   job.set_digest_every(f.digest_every);
   if (!f.ring_checkpoint_dir.empty()) {
-    if (mode != v1::MODE_RING) {
+    if (mode != v1::MODE_RING && mode != v1::MODE_HYBRID) {
       return absl::InvalidArgumentError(
-          "--ring-checkpoint-dir is for ring mode (PS shards take "
-          "--checkpoint-dir)");
+          "--ring-checkpoint-dir is for ring and hybrid mode (PS shards "
+          "take --checkpoint-dir)");
     }
     job.set_ring_checkpoint_dir(f.ring_checkpoint_dir);
   }

@@ -78,8 +78,13 @@ class HybridExchange final : public GradientExchange,
   EmbeddingRowSource* embedding_rows() override;
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   void BetweenSteps() override { ring_->BetweenSteps(); }
-  // The ring's figures (peer bytes, digest) and the shards' bytes.
+  // The ring's figures (peer bytes, digest, checkpoint part) and the
+  // shards' bytes.
   absl::Status AddToReport(v1::StepReport& report) override;
+  // Why the ring checkpoint of the dense layers could not be restored.
+  void AddToFailedReport(v1::StepReport& report) override {
+    ring_->AddToFailedReport(report);
+  }
   // The member's own dense weights (the tables stay on the shards).
   absl::StatusOr<std::vector<float>> FinalWeights() override {
     return ring_->FinalWeights();

@@ -51,9 +51,8 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.grads = context.buffers.grads;
   options.host_grads = context.buffers.host_grads;
   options.collective_timeout = context.collective_timeout;
-  // Hybrid jobs checkpoint through the shards (keep_state), not here.
-  if (job.mode() == v1::MODE_RING)
-    options.checkpoint_dir = job.ring_checkpoint_dir();
+  // Hybrid: the dense layers' checkpoints (the shards write the tables').
+  options.checkpoint_dir = job.ring_checkpoint_dir();
   if (with_tables) {
     ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
     ASSIGN_OR_RETURN(const EmbeddingOptions embedding,

@@ -89,6 +89,36 @@ TEST(CoordinatorRecoveryLogTest, SaveAndLoadRoundTrip) {
 namespace ferry {
 namespace {
 
+TEST(CoordinatorRecoveryLogTest, HybridResumesOnlyWhereBothHalvesHoldIt) {
+  RecoveryLog log;
+  log.KeepStepsForRingCheckpoints();
+  for (int64_t step = 0; step < 9; ++step) log.LogStep(step);
+  log.AddCheckpoint(2);
+  EXPECT_TRUE(log.Covers(0));  // no version both hold: from the start
+  log.AddRingCheckpoint(2);
+  EXPECT_FALSE(log.Covers(1));
+  log.AddCheckpoint(4);  // the ring's part of 4 failed
+  log.AddCheckpoint(6);
+  log.AddRingCheckpoint(6);
+  log.AddCheckpoint(7);  // a forced one of the shards
+  // The shards keep their newest three (4, 6, 7): 2 is gone.
+  EXPECT_EQ(log.CheckpointsOfBothHalves(), std::vector<int64_t>{6});
+  // The steps from the newest version both hold are kept, though the
+  // shards alone would need them only from 6 (their second newest).
+  EXPECT_TRUE(log.Covers(6));
+  log.AddCheckpoint(8);
+  EXPECT_EQ(log.checkpoints(), (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_TRUE(log.Covers(6));
+  log.DropRingCheckpointsFrom(6);
+  EXPECT_EQ(log.CheckpointsOfBothHalves(), std::vector<int64_t>{});
+  v1::CoordinatorState saved;
+  log.AddRingCheckpoint(8);
+  log.SaveTo(saved);
+  RecoveryLog loaded;
+  loaded.LoadFrom(saved);
+  EXPECT_EQ(loaded.CheckpointsOfBothHalves(), std::vector<int64_t>{8});
+}
+
 TEST(AfterRestoreTest, RetriesTransientFailuresAndFallsBackOnBadCheckpoints) {
   using A = RestoreFailureAction;
   EXPECT_EQ(AfterRestore(absl::OkStatus(), 4), A::kDone);

@@ -161,6 +161,72 @@ TEST(CoordinatorRingCheckpointTest, MemberThatHeldTheStateKeepsTheRingGoing) {
   EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_resumed"), 0);
 }
 
+// A hybrid job of the same shape: a ring beside shards, both halves
+// checkpointed every 2 steps. Call HybridShardsAtZero before its first
+// lease.
+Fixture HybridFixture() {
+  v1::JobSpec job = Job(10, 1);
+  job.set_mode(v1::MODE_HYBRID);
+  job.set_ring_checkpoint_dir("/ckpt");
+  return Fixture(job, 60, 1, "", /*checkpoint_every=*/2);
+}
+void HybridShardsAtZero(Fixture& f) {
+  absl::MutexLock lock(&f.shards.mu);
+  f.shards.versions = {0, 0};
+}
+
+TEST(CoordinatorRingCheckpointTest,
+     HybridRingThatLostEveryHolderGoesBackWithTheShards) {
+  Fixture f = HybridFixture();
+  HybridShardsAtZero(f);
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});  // both halves at 2
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(WaitForShards(f.shards, [](FakeShardControl& s) {
+    return s.versions == std::vector<int64_t>{3, 3};
+  }));
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  const std::string c = f.Join();
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  // The shards went back to 2 first, then the ring restores its dense
+  // layers from the checkpoint at 2 and redoes step 2's samples.
+  EXPECT_EQ(lc->step(), 2);
+  EXPECT_EQ(lc->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*lc), 20);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    EXPECT_EQ(f.shards.restores, std::vector<int64_t>{2});
+    EXPECT_EQ(f.shards.versions, (std::vector<int64_t>{2, 2}));
+  }
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(CountJobEvents(s, "ring_resumed"), 1);
+  EXPECT_TRUE(s.error().empty()) << s.error();
+}
+
+TEST(CoordinatorRingCheckpointTest,
+     HybridWithoutTheRingsHalfGoesBackToTheStart) {
+  Fixture f = HybridFixture();
+  HybridShardsAtZero(f);
+  const std::string a = f.Join();
+  Step(f, {a});
+  Step(f, {a}, /*written=*/false);  // the shards' checkpoint at 2 only
+  Step(f, {a});
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  const std::string c = f.Join();
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  // First epoch, no version both halves hold: the job's start, where the
+  // newcomers' initial dense layers are the job's.
+  EXPECT_EQ(lc->step(), 0);
+  EXPECT_FALSE(lc->has_restore_checkpoint());
+  EXPECT_EQ(FirstSample(*lc), 0);
+  absl::MutexLock lock(&f.shards.mu);
+  EXPECT_EQ(f.shards.restores, std::vector<int64_t>{0});
+}
+
 TEST(RingResumeTest, NewestCheckpointTheLogReachesElseTheStart) {
   // Newest at or below the applied steps and within the log.
   EXPECT_EQ(RingResumeTarget({2, 4, 6}, 7, 0)->version, 6);

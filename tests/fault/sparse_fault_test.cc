@@ -384,6 +384,35 @@ TEST_F(SparseFaultTest, HybridShardKilledWithSigkillRollsTheRingBackToo) {
   EXPECT_THAT(log, HasSubstr("resumed from checkpoint")) << run->log_dir;
 }
 
+TEST_F(SparseFaultTest,
+       HybridEveryMemberKilledAtOnceResumesFromTheCheckpoints) {
+  // Hybrid: both members SIGKILLed at step 90, a new one started. No
+  // member holds the dense layers any more: the shards go back to the
+  // newest version both halves have a checkpoint of (80: `ferry local`
+  // gives hybrid jobs a ring checkpoint directory), the new member loads
+  // the ring's checkpoint of the dense layers, and the steps since are
+  // redone with their samples.
+  const LocalRun& reference =
+      Reference("dlrm-hybrid", SparseJobArgs(data_, {}, "hybrid"), kJobTimeout);
+  ASSERT_EQ(reference.exit_code, 0)
+      << "reference run failed; logs in " << reference.log_dir;
+  auto run = RunSparseJob(
+      "dlrm-hybrid-all-killed",
+      SparseJobArgs(
+          data_,
+          {"--chaos", "kill:worker0@step90,kill:worker1@step90,join:1@step90"},
+          "hybrid"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthySparseRun(*run, reference, 0.01);
+  if (HasFatalFailure()) return;
+  const nlohmann::json& s = run->summary;
+  EXPECT_EQ(CountEvents(s, "ring_resumed"), 1) << s.dump(1);
+  EXPECT_EQ(CountEvents(s, "ring_state_lost"), 0) << s.dump(1);
+  EXPECT_GE(CountEvents(s, "ring_checkpoint"), 4) << s.dump(1);
+  EXPECT_EQ(s.at("digest_mismatches").get<int64_t>(), 0) << s.dump(1);
+  EXPECT_EQ(s.at("workers_seen").get<int>(), 3);
+}
+
 // A worker SIGKILLed at step 90 of a job in `mode` (hybrid or ring, whose
 // members are a ring): the kill breaks the step's collective; the survivor
 // reports the step failed, the coordinator aborts it, evicts the dead
