@@ -78,7 +78,6 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
       ring_checkpoints_(
           rules_.members_hold_weights() &&
           !options_.job.ring_checkpoint_dir().empty() &&
-          options_.job.pipeline_stages() <= 1 &&
           (rules_.ring_beside_shards() || !options_.job.has_embedding())) {
   absl::MutexLock lock(&mu_);
   if (ring_checkpoints_ && rules_.ring_beside_shards())

@@ -505,8 +505,8 @@ class Coordinator {
   RecoveryState recovery_state_ ABSL_GUARDED_BY(mu_);
   CheckpointPlan checkpoint_plan_ ABSL_GUARDED_BY(mu_);
   // The job's ring members write checkpoints (JobSpec.ring_checkpoint_dir,
-  // a ring job without pipeline stages or ring embedding tables: pure ring,
-  // or hybrid's dense layers).
+  // a ring job without ring embedding tables: ring, ring pipelines, or
+  // hybrid's dense layers).
   const bool ring_checkpoints_;
 
   JobEvents events_ ABSL_GUARDED_BY(mu_);

@@ -22,12 +22,10 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
       steps_applied_, recovery_.first_step(steps_applied_));
   if (!point.has_value()) {
     if (error_.empty()) {
-      const char* why_none =
-          ring_checkpoints_ ? "none was completed"
-          : options_.job.ring_checkpoint_dir().empty()
-              ? "the job has no --ring-checkpoint-dir"
-              : "ring pipelines and ring embedding tables are not "
-                "checkpointed";
+      const char* why_none = ring_checkpoints_ ? "none was completed"
+                             : options_.job.ring_checkpoint_dir().empty()
+                                 ? "the job has no --ring-checkpoint-dir"
+                                 : "ring embedding tables are not checkpointed";
       error_ = absl::StrCat(
           "every ring member that held the job's state after ", steps_applied_,
           " steps is gone and no ring checkpoint of this epoch is left (",

@@ -147,6 +147,11 @@ struct ExchangeStep {
     std::vector<int> ranks;  // ranks of lease.ring(), ascending, this one's too
   };
   std::vector<StageRing> stage_rings;
+  // Ring pipelines: the ranks of lease.ring() that hold each of
+  // stage_ranges current after the step (ascending; every member when
+  // there are no stage rings), which split the ring checkpoint's parts
+  // (worker/ring_checkpoint.h RingCheckpointPartsOf).
+  std::vector<std::vector<int>> stage_holders;
 
   static ExchangeStep Of(const v1::NextTaskResponse* lease, int64_t generation,
                          int64_t num_samples) {

@@ -44,6 +44,22 @@ std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
   return rings;
 }
 
+std::vector<std::vector<int>> StageHoldersOf(int size, int stages,
+                                             bool state_ring) {
+  std::vector<std::vector<int>> holders;
+  for (int s = 0; s < stages + (state_ring ? 1 : 0); ++s) {
+    std::vector<int>& ranks = holders.emplace_back();
+    for (int r = 0; r < size; ++r) {
+      const PipelineRole role = PipelineRoleOf(r, size, stages);
+      // Without stage rings (one replica at most) every member applies the
+      // whole buffer.
+      if (size <= stages || s == stages || role.stages == 1 || role.stage == s)
+        ranks.push_back(r);
+    }
+  }
+  return holders;
+}
+
 std::vector<FlatRange> StageParamRanges(const ModelDef& def,
                                         const ParameterLayout& layout,
                                         const std::vector<StageRange>& split) {
@@ -308,8 +324,10 @@ absl::StatusOr<StepResult> PipelineLeaseTrainer::Train(
   step.pull_ranges = ranges;
   if (stage_resident_) step.buffers = &buffers_.view;
   step.stage_ranges = stage_ranges_;
-  step.stage_rings = StageRingsOf(lease.rank(), size, job_.pipeline_stages(),
-                                  param_elements_ < layout_.total_elements());
+  const bool state_ring = param_elements_ < layout_.total_elements();
+  step.stage_rings =
+      StageRingsOf(lease.rank(), size, job_.pipeline_stages(), state_ring);
+  step.stage_holders = StageHoldersOf(size, job_.pipeline_stages(), state_ring);
   RETURN_IF_ERROR(exchange.BeginStep(step));
   result.comm_seconds = SecondsSince(clock, begin_start);
   RETURN_IF_ERROR(LoadStageState(*stage));

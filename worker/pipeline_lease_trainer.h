@@ -88,6 +88,14 @@ std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
                                                   int stages,
                                                   bool state_ring = false);
 
+// The ranks that hold each of a ring pipeline's ranges current after a
+// step (ExchangeStep.stage_holders): with stage rings (StageRingsOf), stage
+// s's ring members, and every member for the state range (`state_ring`);
+// without, every member for every range (the whole buffer is all-reduced).
+// `stages` + `state_ring` lists, ranks ascending. Pure.
+std::vector<std::vector<int>> StageHoldersOf(int size, int stages,
+                                             bool state_ring = false);
+
 // The flat parameter range of each stage of `split` (model order).
 std::vector<FlatRange> StageParamRanges(const ModelDef& def,
                                         const ParameterLayout& layout,

@@ -37,15 +37,56 @@ absl::StatusOr<ShardCheckpoint> ReadPart(FileSystem* fs,
 }  // namespace
 
 CheckpointIdentity RingCheckpointPartIdentity(const std::string& job_id,
-                                              int rank, int parts, int64_t n) {
-  const FlatRange range = ShardRange(n, parts, rank);
+                                              const RingCheckpointPart& part) {
   CheckpointIdentity identity;
   identity.job_id = job_id;
-  identity.shard_id = rank;
-  identity.num_shards = parts;
-  identity.range_begin = range.begin;
-  identity.range_end = range.end;
+  identity.shard_id = part.index;
+  identity.num_shards = part.parts;
+  identity.range_begin = part.range.begin;
+  identity.range_end = part.range.end;
   return identity;
+}
+
+CheckpointIdentity RingCheckpointPartIdentity(const std::string& job_id,
+                                              int rank, int parts, int64_t n) {
+  return RingCheckpointPartIdentity(
+      job_id, RingCheckpointPart{rank, parts, ShardRange(n, parts, rank)});
+}
+
+absl::StatusOr<std::vector<RingCheckpointPart>> RingCheckpointPartsOf(
+    const std::vector<FlatRange>& ranges,
+    const std::vector<std::vector<int>>& holders, int rank) {
+  if (ranges.size() != holders.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ring checkpoint: %d ranges, holders of %d",
+                        ranges.size(), holders.size()));
+  }
+  int parts = 0;
+  int64_t end = 0;
+  for (size_t j = 0; j < ranges.size(); ++j) {
+    if (ranges[j].begin != end || ranges[j].end < ranges[j].begin ||
+        holders[j].empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring checkpoint: range %d [%d, %d) does not follow %d or has no "
+          "holder",
+          j, ranges[j].begin, ranges[j].end, end));
+    }
+    end = ranges[j].end;
+    parts += static_cast<int>(holders[j].size());
+  }
+  std::vector<RingCheckpointPart> own;
+  int index = 0;
+  for (size_t j = 0; j < ranges.size(); ++j) {
+    const int h = static_cast<int>(holders[j].size());
+    for (int i = 0; i < h; ++i, ++index) {
+      if (holders[j][i] != rank) continue;
+      FlatRange range = ShardRange(ranges[j].size(), h, i);
+      range.begin += ranges[j].begin;
+      range.end += ranges[j].begin;
+      own.push_back({index, parts, range});
+    }
+  }
+  return own;
 }
 
 absl::StatusOr<std::string> WriteRingCheckpointPart(
@@ -79,16 +120,37 @@ absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
   checkpoint.params.assign(static_cast<size_t>(n), 0.0f);
   checkpoint.state.assign(state_buffers,
                           std::vector<float>(static_cast<size_t>(n), 0.0f));
-  for (int rank = 0; rank < parts; ++rank) {
-    const std::string path = CheckpointPath(dir, rank, version);
-    const CheckpointIdentity expected =
-        RingCheckpointPartIdentity(job_id, rank, parts, n);
+  int64_t begin = 0;  // where the next part's range must begin
+  for (int index = 0; index < parts; ++index) {
+    const std::string path = CheckpointPath(dir, index, version);
     ShardCheckpoint part;
-    if (rank == 0) {
-      RETURN_IF_ERROR(CheckIdentity(first, expected));
+    if (index == 0) {
       part = std::move(first);
     } else {
-      ASSIGN_OR_RETURN(part, ReadPart(fs, path, &expected));
+      ASSIGN_OR_RETURN(part, ReadPart(fs, path, nullptr));
+    }
+    // The part's own range, checked against the job's size and the parts
+    // before it; everything else must be what this job's part `index` is.
+    const CheckpointIdentity& got = part.identity;
+    const int64_t end = got.range_end;
+    if (got.job_id == job_id) {
+      if (end > n || (index == parts - 1 && end < n)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: the checkpoint holds a state of %s%d elements; this job's "
+            "has %d",
+            path, end > n ? "more than " : "", end, n));
+      }
+      if (got.range_begin != begin || end < begin) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s holds [%d, %d): the parts do not tile the state (the part "
+            "before it ends at %d)",
+            path, got.range_begin, end, begin));
+      }
+    }
+    const CheckpointIdentity expected = RingCheckpointPartIdentity(
+        job_id, RingCheckpointPart{index, parts, FlatRange{begin, end}});
+    if (absl::Status s = CheckIdentity(part, expected); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
     }
     if (part.version != version) {
       return absl::DataLossError(absl::StrFormat("%s holds version %d, not %d",
@@ -104,14 +166,14 @@ absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
           "%s holds %d optimizer state buffers; the job's optimizer has %d",
           path, part.state.size(), state_buffers));
     }
-    const auto begin = static_cast<size_t>(expected.range_begin);
+    const auto at = static_cast<std::ptrdiff_t>(begin);
     std::copy(part.params.begin(), part.params.end(),
-              checkpoint.params.begin() + static_cast<std::ptrdiff_t>(begin));
+              checkpoint.params.begin() + at);
     for (size_t k = 0; k < state_buffers; ++k) {
-      std::copy(
-          part.state[k].begin(), part.state[k].end(),
-          checkpoint.state[k].begin() + static_cast<std::ptrdiff_t>(begin));
+      std::copy(part.state[k].begin(), part.state[k].end(),
+                checkpoint.state[k].begin() + at);
     }
+    begin = end;
   }
   return checkpoint;
 }

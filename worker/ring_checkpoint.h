@@ -3,14 +3,19 @@
 // that applied that step, each its own part, into one directory every
 // member sees (JobSpec.ring_checkpoint_dir).
 //
-// Part `rank` of a ring of `parts` members holds the flat range
-// ShardRange(n, parts, rank) of the parameters and of each optimizer state
-// buffer, in the PS shards' checkpoint format (common/checkpoint_io.h:
-// magic, identity, version, step count, buffers, CRC), as the file
-// CheckpointPath(dir, rank, version), i.e. "shard-<rank>-v<version>.ckpt".
-// Each member thus writes 1/parts of the state, atomically and synced,
-// and keeps its newest kCheckpointsKept parts (older ones are deleted as it
-// writes). A checkpoint is complete when every part is; only the
+// A checkpoint is `parts` parts whose flat ranges tile [0, n) in index
+// order; part `index` holds its range of the parameters and of each
+// optimizer state buffer, in the PS shards' checkpoint format
+// (common/checkpoint_io.h: magic, identity with the range, version, step
+// count, buffers, CRC), as the file CheckpointPath(dir, index, version),
+// i.e. "shard-<index>-v<version>.ckpt". In a plain ring part `rank` of a
+// ring of w members is ShardRange(n, w, rank): each member writes 1/w of
+// the state. In a ring pipeline only a stage's members hold its layers
+// current, so each stage's range is split among its holders
+// (RingCheckpointPartsOf). Parts are written atomically and synced; a
+// writer keeps its newest kCheckpointsKept of each of its parts (older
+// ones are deleted as it writes). A checkpoint is complete when every
+// part is; only the
 // coordinator knows that (every member reported its part written), so a
 // reader asks for a version the coordinator recorded.
 //
@@ -30,9 +35,30 @@
 
 namespace ferry {
 
-// The identity of part `rank` of `parts` of a job's `n`-element state.
+// One part of a ring checkpoint: its index among `parts` and its range.
+struct RingCheckpointPart {
+  int index = 0;
+  int parts = 1;
+  FlatRange range;
+};
+
+// The identity of `part` of a job's state.
+CheckpointIdentity RingCheckpointPartIdentity(const std::string& job_id,
+                                              const RingCheckpointPart& part);
+// The identity of part `rank` of a plain ring of `parts` members over a
+// job's `n`-element state (ShardRange(n, parts, rank)).
 CheckpointIdentity RingCheckpointPartIdentity(const std::string& job_id,
                                               int rank, int parts, int64_t n);
+
+// The parts member `rank` writes when `holders[j]` (ascending ranks) hold
+// range `ranges[j]` current after the step: range j is split into
+// ShardRange parts among its holders, numbered range by range, holder by
+// holder. `ranges` must tile [0, n) in order and every range have a
+// holder (INVALID_ARGUMENT otherwise). A plain ring is one range held by
+// every member. Pure.
+absl::StatusOr<std::vector<RingCheckpointPart>> RingCheckpointPartsOf(
+    const std::vector<FlatRange>& ranges,
+    const std::vector<std::vector<int>>& holders, int rank);
 
 // The whole state of one ring checkpoint.
 struct RingCheckpoint {
@@ -52,10 +78,12 @@ absl::StatusOr<std::string> WriteRingCheckpointPart(
 
 // Reads every part of the checkpoint at `version` of job `job_id` whose
 // state has `n` elements and `state_buffers` optimizer state buffers: part
-// 0 says how many parts there are. Errors, each naming the part's path:
-// NOT_FOUND for a missing part; DATA_LOSS for a damaged one (checksum,
-// truncation) or parts that disagree on the step count; FAILED_PRECONDITION
-// for a part of another job, size or number of state buffers.
+// 0 says how many parts there are, and each part must begin where the one
+// before it ended, the last ending at `n`. Errors, each naming the part's
+// path: NOT_FOUND for a missing part; DATA_LOSS for a damaged one
+// (checksum, truncation), parts that disagree on the step count or whose
+// ranges do not tile the state; FAILED_PRECONDITION for a part of another
+// job, size or number of state buffers.
 absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
                                                   const std::string& dir,
                                                   const std::string& job_id,

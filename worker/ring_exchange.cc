@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/sharding.h"
 #include "common/status_macros.h"
 #include "ring/ring_peer_service.h"
 #include "worker/ring_checkpoint.h"
@@ -221,6 +222,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   rows_declared_ = false;
   if (options_.tables != nullptr) options_.tables->ClearStepRows();
   step_rings_ = step.stage_rings;
+  stage_holders_ = step.stage_holders;
   session_->per_stage = !step_rings_.empty();
   if (session_->per_stage) {
     if (absl::Status opened = OpenStageRings(lease); !opened.ok()) {
@@ -436,27 +438,39 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
     return absl::FailedPreconditionError(
         "the job has no ring checkpoint directory");
   }
-  if (options_.tables != nullptr || !stage_ranges_.empty()) {
+  if (options_.tables != nullptr) {
     return absl::UnimplementedError(
-        "ring checkpoints hold no embedding tables or pipeline stages");
+        "ring checkpoints hold no embedding tables");
   }
-  ShardCheckpoint part;
-  part.identity = RingCheckpointPartIdentity(options_.job_id, rank, parts, n_);
-  part.version = optimizer_.steps_applied();
-  part.steps_applied = part.version;
-  const int64_t begin = part.identity.range_begin;
-  const int64_t len = part.identity.range_end - begin;
+  std::vector<RingCheckpointPart> own;
+  if (stage_ranges_.empty()) {
+    own.push_back({rank, parts, ShardRange(n_, parts, rank)});
+  } else {
+    ASSIGN_OR_RETURN(
+        own, RingCheckpointPartsOf(stage_ranges_, stage_holders_, rank));
+  }
+  std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
-  part.params.resize(static_cast<size_t>(len));
-  RETURN_IF_ERROR(
-      backend->CopyToHost(options_.params + begin, len, part.params.data()));
-  for (DeviceBuffer* buffer : optimizer_.StateBuffers()) {
-    std::vector<float>& host =
-        part.state.emplace_back(static_cast<size_t>(len));
+  for (const RingCheckpointPart& p : own) {
+    ShardCheckpoint part;
+    part.identity = RingCheckpointPartIdentity(options_.job_id, p);
+    part.version = optimizer_.steps_applied();
+    part.steps_applied = part.version;
+    const int64_t begin = p.range.begin;
+    const int64_t len = p.range.size();
+    part.params.resize(static_cast<size_t>(len));
     RETURN_IF_ERROR(
-        backend->CopyToHost(buffer->data() + begin, len, host.data()));
+        backend->CopyToHost(options_.params + begin, len, part.params.data()));
+    for (DeviceBuffer* buffer : state) {
+      std::vector<float>& host =
+          part.state.emplace_back(static_cast<size_t>(len));
+      RETURN_IF_ERROR(
+          backend->CopyToHost(buffer->data() + begin, len, host.data()));
+    }
+    RETURN_IF_ERROR(
+        WriteRingCheckpointPart(fs(), options_.checkpoint_dir, part).status());
   }
-  return WriteRingCheckpointPart(fs(), options_.checkpoint_dir, part).status();
+  return absl::OkStatus();
 }
 
 absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
@@ -485,6 +499,9 @@ absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
                      " cannot be restored: ", loaded.message()));
   }
   optimizer_.set_steps_applied(checkpoint->steps_applied);
+  // Every stage of a pipeline is current here now: GatherStages takes
+  // them all from this member.
+  current_.assign(stage_ranges_.size(), true);
   copies_.Forget();  // copies of states the job no longer went through
   LogInfo("ring: rank 0 restored the ring checkpoint",
           {{"version", version}, {"dir", options_.checkpoint_dir}});

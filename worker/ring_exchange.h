@@ -21,10 +21,12 @@
 // options.committed_steps_final).
 //
 // Ring checkpoints: a lease with `checkpoint` makes every member write its
-// 1/w part of the state after the step (in AddToReport, after FinishStep),
-// reported as StepReport.checkpoint_written (or checkpoint_error). A lease
-// with `restore_checkpoint` (a ring none of whose members holds the job's
-// state) makes rank 0 load that checkpoint before its broadcast; when it
+// 1/w part of the state after the step (a ring pipeline's member: its share
+// of the stages it holds current, ExchangeStep.stage_holders) in
+// AddToReport, after FinishStep, reported as StepReport.checkpoint_written
+// (or checkpoint_error). A lease with `restore_checkpoint` (a ring none of
+// whose members holds the job's state) makes rank 0 load that checkpoint
+// before its broadcast (a pipeline's gather of the stages); when it
 // cannot, the step fails (ABORTED) and its failed report says why
 // (StepReport.restore_error).
 //
@@ -256,8 +258,8 @@ class RingExchange final : public GradientExchange,
   // The live state := the ring checkpoint at `version` (its rollback copies
   // forgotten). ABORTED naming the checkpoint and why it cannot be loaded.
   absl::Status RestoreCheckpoint(int64_t version);
-  // This member's part of the ring checkpoint after the step just applied
-  // (rank `rank` of `parts`).
+  // This member's parts of the ring checkpoint after the step just applied
+  // (rank `rank` of a ring of `parts`; a pipeline's from stage_holders_).
   absl::Status WriteCheckpointPart(int rank, int parts);
   FileSystem* fs() const {
     return options_.fs != nullptr ? options_.fs : PosixFileSystem();
@@ -292,10 +294,12 @@ class RingExchange final : public GradientExchange,
   bool keep_state_ = false;     // the open step's lease asked for it
   bool rows_declared_ = false;  // ReadyRows called in the open step
   // Ring pipelines: the stages' ranges, which of them are current here, the
-  // open step's stage rings, its first op id and the elements declared.
+  // open step's stage rings and each range's holders (ExchangeStep), its
+  // first op id and the elements declared.
   std::vector<FlatRange> stage_ranges_;
   std::vector<bool> current_;
   std::vector<ExchangeStep::StageRing> step_rings_;
+  std::vector<std::vector<int>> stage_holders_;
   int64_t step_first_op_ = 0;
   int64_t declared_ = 0;
   std::unique_ptr<ErrorFeedback> feedback_;  // null: no error feedback

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/file_system.h"
+#include "common/sharding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -24,10 +25,10 @@ float PartValue(int k, int64_t i, int64_t version) {
   return static_cast<float>(100 * k + i) + 0.5f * static_cast<float>(version);
 }
 
-ShardCheckpoint Part(const std::string& job, int rank, int parts,
-                     int64_t version, int buffers = 1) {
+ShardCheckpoint PartOf(const std::string& job, const RingCheckpointPart& p,
+                       int64_t version, int buffers = 1) {
   ShardCheckpoint part;
-  part.identity = RingCheckpointPartIdentity(job, rank, parts, kElements);
+  part.identity = RingCheckpointPartIdentity(job, p);
   part.version = version;
   part.steps_applied = version;
   for (int64_t i = part.identity.range_begin; i < part.identity.range_end;
@@ -42,6 +43,12 @@ ShardCheckpoint Part(const std::string& job, int rank, int parts,
     }
   }
   return part;
+}
+
+ShardCheckpoint Part(const std::string& job, int rank, int parts,
+                     int64_t version, int buffers = 1) {
+  return PartOf(job, {rank, parts, ShardRange(kElements, parts, rank)}, version,
+                buffers);
 }
 
 void WriteAll(InMemoryFileSystem& fs, int64_t version) {
@@ -142,6 +149,67 @@ TEST(RingCheckpointTest, AFullDiskFailsTheWriteAndLeavesNoPart) {
           .status();
   EXPECT_TRUE(absl::IsResourceExhausted(written)) << written;
   EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 0, 2)).ok());
+}
+
+TEST(RingCheckpointTest, PipelinePartsSplitEachStageAmongItsHolders) {
+  // Stage 0 [0, 4) held by ranks 0 and 2, stage 1 [4, 10) by 1 and 2 (rank
+  // 2 trains alone): 4 parts, numbered stage by stage.
+  const std::vector<FlatRange> stages = {{0, 4}, {4, 10}};
+  const std::vector<std::vector<int>> holders = {{0, 2}, {1, 2}};
+  std::vector<RingCheckpointPart> all;
+  for (int rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<std::vector<RingCheckpointPart>> own =
+        RingCheckpointPartsOf(stages, holders, rank);
+    ASSERT_TRUE(own.ok()) << own.status();
+    all.insert(all.end(), own->begin(), own->end());
+  }
+  ASSERT_EQ(all.size(), 4u);
+  // Rank 0: part 0; rank 1: part 2; rank 2: parts 1 and 3.
+  EXPECT_EQ(all[0].index, 0);
+  EXPECT_EQ(all[0].range, (FlatRange{0, 2}));
+  EXPECT_EQ(all[1].index, 2);
+  EXPECT_EQ(all[1].range, (FlatRange{4, 7}));
+  EXPECT_EQ(all[2].index, 1);
+  EXPECT_EQ(all[2].range, (FlatRange{2, 4}));
+  EXPECT_EQ(all[3].index, 3);
+  EXPECT_EQ(all[3].range, (FlatRange{7, 10}));
+  for (const RingCheckpointPart& p : all) EXPECT_EQ(p.parts, 4);
+  InMemoryFileSystem fs;
+  for (const RingCheckpointPart& p : all) {
+    ASSERT_TRUE(WriteRingCheckpointPart(&fs, "/ck", PartOf("job", p, 6)).ok());
+  }
+  absl::StatusOr<RingCheckpoint> loaded =
+      LoadRingCheckpoint(&fs, "/ck", "job", 6, kElements, 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (int64_t i = 0; i < kElements; ++i) {
+    EXPECT_EQ(loaded->params[i], PartValue(0, i, 6)) << i;
+    EXPECT_EQ(loaded->state[0][i], PartValue(1, i, 6)) << i;
+  }
+  // A plain ring is one range every member holds: ShardRange's parts.
+  absl::StatusOr<std::vector<RingCheckpointPart>> plain =
+      RingCheckpointPartsOf({{0, kElements}}, {{0, 1, 2}}, 1);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_EQ(plain->front().range, ShardRange(kElements, 3, 1));
+  // Ranges that leave a gap, or one nobody holds, are refused.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      RingCheckpointPartsOf({{0, 4}, {5, 10}}, holders, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      RingCheckpointPartsOf(stages, {{0}, {}}, 0).status()));
+}
+
+TEST(RingCheckpointTest, PartsThatDoNotTileTheStateAreDataLoss) {
+  InMemoryFileSystem fs;
+  ASSERT_TRUE(
+      WriteRingCheckpointPart(&fs, "/ck", PartOf("job", {0, 2, {0, 5}}, 4))
+          .ok());
+  ASSERT_TRUE(
+      WriteRingCheckpointPart(&fs, "/ck", PartOf("job", {1, 2, {6, 10}}, 4))
+          .ok());
+  absl::Status gap =
+      LoadRingCheckpoint(&fs, "/ck", "job", 4, kElements, 1).status();
+  EXPECT_TRUE(absl::IsDataLoss(gap)) << gap;
+  EXPECT_THAT(std::string(gap.message()), HasSubstr("do not tile"));
 }
 
 }  // namespace

@@ -171,6 +171,21 @@ TEST(StageRingsTest, OneRingPerStageWithTheMembersAlone) {
   EXPECT_TRUE(StageRingsOf(1, 2, 2, /*state_ring=*/true).empty());
 }
 
+TEST(StageRingsTest, HoldersAreEachStagesRingOrEveryMember) {
+  // 3 members, 2 stages: stage 0 held by 0 and 2 (alone), stage 1 by 1 and
+  // 2; the state range by everyone.
+  EXPECT_THAT(
+      StageHoldersOf(3, 2, /*state_ring=*/true),
+      ElementsAre(ElementsAre(0, 2), ElementsAre(1, 2), ElementsAre(0, 1, 2)));
+  // One replica: the whole buffer is all-reduced, every member holds all.
+  EXPECT_THAT(StageHoldersOf(2, 2),
+              ElementsAre(ElementsAre(0, 1), ElementsAre(0, 1)));
+  // Two replicas of three stages.
+  EXPECT_THAT(
+      StageHoldersOf(6, 3),
+      ElementsAre(ElementsAre(0, 3), ElementsAre(1, 4), ElementsAre(2, 5)));
+}
+
 // BatchNorm's state after the stages' parameters: the buffers of a PS stage
 // hold its parameters and its state back to back.
 TEST(ExchangeBuffersTest, SegmentsMapFlatRangesToTheirIndex) {
