@@ -39,32 +39,28 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   }
   const int64_t from = steps_applied_;
   RollBackAccounting(point->version);
-  // Hybrid: when the shards must go back first, the event comes with the
-  // ring's restore (the next call), unless there is none.
-  const bool shards_first = hybrid && from != point->version;
-  if ((from != point->version || point->from_checkpoint) &&
-      !(shards_first && point->from_checkpoint)) {
-    AddEvent("ring_resumed", "", point->version, 0,
-             absl::StrCat("no member holds the job's state: the ring goes on "
-                          "from ",
-                          point->from_checkpoint ? "the ring checkpoint at "
-                                                 : "the initial state, ",
-                          point->version,
-                          from != point->version
-                              ? absl::StrCat(" (steps ", point->version, "-",
-                                             from - 1, " undone)")
-                              : ""));
-  }
-  if (shards_first) {
+  const std::string resumed = absl::StrCat(
+      "no member holds the job's state: the ring goes on from ",
+      point->from_checkpoint ? "the ring checkpoint at "
+                             : "the initial state, ",
+      point->version,
+      from != point->version
+          ? absl::StrCat(" (steps ", point->version, "-", from - 1, " undone)")
+          : "");
+  if (hybrid && from != point->version) {
     // The shards are at `from` (no step is open): back to the version, by
     // the finalizer's recovery (RecoverShards restores every shard to it:
     // a shards' checkpoint at the job's applied steps). The next call,
-    // with the shards there, restores the ring.
+    // with the shards there, restores the ring and says so.
+    if (!point->from_checkpoint)  // no next call
+      AddEvent("ring_resumed", "", point->version, 0, resumed);
     recovery_state_.Require(
         absl::StrCat("every ring member is gone: the shards go back to ",
                      point->version, " with the ring's dense layers"));
     return std::nullopt;
   }
+  if (from != point->version || point->from_checkpoint)
+    AddEvent("ring_resumed", "", point->version, 0, resumed);
   if (!point->from_checkpoint) return std::nullopt;
   return point->version;
 }

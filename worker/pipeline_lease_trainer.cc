@@ -24,22 +24,14 @@ std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
                                                   int stages, bool state_ring) {
   std::vector<ExchangeStep::StageRing> rings;
   if (stages <= 1 || size <= stages) return rings;
-  const PipelineRole own = PipelineRoleOf(rank, size, stages);
-  for (int s = 0; s < stages; ++s) {
-    if (own.stages > 1 && own.stage != s) continue;
-    ExchangeStep::StageRing ring;
-    ring.stage = s;
-    for (int r = 0; r < size; ++r) {
-      const PipelineRole role = PipelineRoleOf(r, size, stages);
-      if (role.stages == 1 || role.stage == s) ring.ranks.push_back(r);
-    }
-    rings.push_back(std::move(ring));
-  }
-  if (state_ring) {
-    ExchangeStep::StageRing all;
-    all.stage = stages;
-    for (int r = 0; r < size; ++r) all.ranks.push_back(r);
-    rings.push_back(std::move(all));
+  // With stage rings, a range's holders are its ring: this member's rings
+  // are those that hold it.
+  const std::vector<std::vector<int>> holders =
+      StageHoldersOf(size, stages, state_ring);
+  for (int s = 0; s < static_cast<int>(holders.size()); ++s) {
+    const std::vector<int>& ranks = holders[s];
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+    rings.push_back({s, ranks});
   }
   return rings;
 }
