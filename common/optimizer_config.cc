@@ -228,6 +228,17 @@ void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
   }
 }
 
+double AsyncLrScale(int64_t num_samples, int64_t global_batch) {
+  if (global_batch <= 0 || num_samples <= 0) return 1.0;
+  return static_cast<double>(num_samples) / static_cast<double>(global_batch);
+}
+
+void ScheduleInUpdates(OptimizerConfig& config, int64_t updates_per_step) {
+  if (updates_per_step <= 1) return;
+  config.schedule.warmup_steps *= updates_per_step;
+  config.schedule.step_size *= updates_per_step;
+}
+
 int OptimizerStateBuffers(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::kSgd:

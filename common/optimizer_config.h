@@ -109,6 +109,18 @@ std::vector<GroupSpan> GroupSpansIn(const OptimizerConfig& config,
 void ResolveScheduleLength(OptimizerConfig& config, int64_t steps_per_epoch,
                            int epochs);
 
+// Async and SSP jobs apply one optimizer update per push, each of about
+// global_batch / workers samples. So that --lr and the schedule mean the
+// same in every mode (per step of the global batch):
+//  - AsyncLrScale: the factor a push of `num_samples` applies the learning
+//    rate with, num_samples / global_batch (the linear scaling rule); 1 when
+//    global_batch <= 0 or num_samples <= 0.
+//  - ScheduleInUpdates: the schedule's warm-up and step-decay lengths,
+//    given in steps, multiplied by `updates_per_step` (the job's workers).
+//    Tables of rates per update (lr_by_step) are left as they are.
+double AsyncLrScale(int64_t num_samples, int64_t global_batch);
+void ScheduleInUpdates(OptimizerConfig& config, int64_t updates_per_step);
+
 }  // namespace ferry
 
 #endif  // FERRY_COMMON_OPTIMIZER_CONFIG_H_

@@ -40,9 +40,9 @@ double Optimizer::NextLearningRate() const {
   return LearningRateAt(config_, steps_applied_);
 }
 
-OptimizerStepParams Optimizer::StepParams() const {
+OptimizerStepParams Optimizer::StepParams(double lr_scale) const {
   OptimizerStepParams p;
-  p.lr = static_cast<float>(NextLearningRate());
+  p.lr = static_cast<float>(NextLearningRate() * lr_scale);
   p.weight_decay = static_cast<float>(config_.weight_decay);
   p.momentum = static_cast<float>(config_.momentum);
   p.nesterov = config_.nesterov;
@@ -54,8 +54,8 @@ OptimizerStepParams Optimizer::StepParams() const {
 }
 
 absl::Status Optimizer::UpdateRange(const OptimizerStepParams& p, size_t begin,
-                                    size_t end, const float* grad,
-                                    float* param) {
+                                    size_t end, const float* grad, float* param,
+                                    double lr_scale) {
   // Trainable parameters first, then non-trainable state after trainable_.
   // A shard's slice may hold state only (split == begin): no update to run.
   const size_t split = std::clamp(trainable_, begin, end);
@@ -67,7 +67,7 @@ absl::Status Optimizer::UpdateRange(const OptimizerStepParams& p, size_t begin,
     RETURN_IF_ERROR(UpdateTrainable(p, at, b, grad, param));
     OptimizerStepParams group = p;
     group.lr = static_cast<float>(
-        GroupLearningRateAt(config_, span.group, steps_applied_));
+        GroupLearningRateAt(config_, span.group, steps_applied_) * lr_scale);
     group.weight_decay =
         static_cast<float>(config_.groups[span.group].weight_decay);
     RETURN_IF_ERROR(UpdateTrainable(group, b, e, grad, param));
@@ -95,8 +95,10 @@ absl::Status Optimizer::UpdateTrainable(const OptimizerStepParams& p,
   return RunDenseUpdate(*backend_, *dense_, p, args);
 }
 
-absl::Status Optimizer::Apply(const float* grad, float* param) {
-  RETURN_IF_ERROR(UpdateRange(StepParams(), 0, size_, grad, param));
+absl::Status Optimizer::Apply(const float* grad, float* param,
+                              double lr_scale) {
+  RETURN_IF_ERROR(
+      UpdateRange(StepParams(lr_scale), 0, size_, grad, param, lr_scale));
   ++steps_applied_;
   return absl::OkStatus();
 }
@@ -110,10 +112,10 @@ absl::Status Optimizer::ApplyRanges(const float* grad, float* param,
                        ") outside its ", size_, " values"));
     }
   }
-  const OptimizerStepParams p = StepParams();
+  const OptimizerStepParams p = StepParams(1.0);
   for (const Range& r : ranges) {
     if (r.end > r.begin) {
-      RETURN_IF_ERROR(UpdateRange(p, r.begin, r.end, grad, param));
+      RETURN_IF_ERROR(UpdateRange(p, r.begin, r.end, grad, param, 1.0));
     }
   }
   ++steps_applied_;

@@ -39,8 +39,11 @@ class Optimizer {
   // Applies one update: param[i] -= f(grad[i], state) for i < trainable(),
   // param[i] += grad[i] (no learning rate, no weight decay) for the state
   // after it. Both buffers hold `size()` elements in the backend's memory
-  // space. Increments steps_applied().
-  absl::Status Apply(const float* grad, float* param);
+  // space. Every learning rate (the schedule's and each group's) is
+  // multiplied by `lr_scale` for this update: an async shard applies a push
+  // of b samples with b / global_batch (the linear scaling rule).
+  // Increments steps_applied().
+  absl::Status Apply(const float* grad, float* param, double lr_scale = 1.0);
 
   // One update of the elements in `ranges` only (offsets into the same
   // size() buffers; each range within [0, size()), ranges disjoint), with
@@ -73,11 +76,12 @@ class Optimizer {
   // elements of no group; each group's span with the group's rate and
   // weight decay).
   absl::Status UpdateRange(const OptimizerStepParams& p, size_t begin,
-                           size_t end, const float* grad, float* param);
+                           size_t end, const float* grad, float* param,
+                           double lr_scale);
   // The update of trainable elements [begin, end), all with `p`.
   absl::Status UpdateTrainable(const OptimizerStepParams& p, size_t begin,
                                size_t end, const float* grad, float* param);
-  OptimizerStepParams StepParams() const;
+  OptimizerStepParams StepParams(double lr_scale) const;
 
   Optimizer(const OptimizerConfig& config, const DenseOptimizer* dense,
             ComputeBackend* backend, size_t size, size_t trainable)

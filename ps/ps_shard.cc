@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/optimizer_config.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
@@ -264,12 +265,16 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
       if (sparse_ != nullptr && !staging->rows_.empty()) {
         const std::vector<SparseRows>* rows = &staging->rows_;
         if (absl::Status applied = sparse_->ApplyCheckedStep(
-                absl::MakeConstSpan(&rows, 1), h.num_samples, slice_.version());
+                absl::MakeConstSpan(&rows, 1),
+                std::max(h.num_samples, config_.global_batch),
+                slice_.version());
             !applied.ok()) {
           return RejectLocked(std::move(applied));
         }
       }
-      RETURN_IF_ERROR(ApplyLocked(grad.data(), ready));
+      RETURN_IF_ERROR(
+          ApplyLocked(grad.data(), ready,
+                      AsyncLrScale(h.num_samples, config_.global_batch)));
       grads_.Recycle(std::move(grad));
       ledger_.RecordAsyncStep(h.worker_id, h.step);
       counters_.RecordStaleness(staleness);
@@ -284,9 +289,10 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
   return version;
 }
 
-absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready) {
+absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready,
+                                  double lr_scale) {
   mu_.AssertHeld();
-  RETURN_IF_ERROR(slice_.Apply(grad));
+  RETURN_IF_ERROR(slice_.Apply(grad, lr_scale));
   waiters_.TakeReady(slice_.version(), slice_.snapshot(), ready);
   return absl::OkStatus();
 }

@@ -30,12 +30,17 @@
 //    a worker that died after its pushes).
 //  - kAsync (also used for SSP; the staleness bound is enforced by the
 //    coordinator): each committed push is applied on arrival as
-//    sum / num_samples; staleness = version - base_version is recorded.
+//    sum / num_samples, with the learning rate times num_samples /
+//    global_batch (config.global_batch; the linear scaling rule, so that an
+//    epoch moves the weights as far as in sync mode); staleness = version -
+//    base_version is recorded.
 //
 // Embedding tables (config.sparse): a push may carry row gradients besides
 // its chunks (AddRows), kept with its dense buffer; a sync step applies the
 // contributors' rows (SparseStore::ApplyStep: their mean, one update per
-// touched row) with the dense update, an async push on arrival. ReadRows
+// touched row) with the dense update, an async push on arrival (each row's
+// sum divided by the global batch, as a sync step whose only contributor
+// to that row is this push would divide it). ReadRows
 // serves pulls of rows; ExportState and RestoreState include the rows.
 //
 // Generation fencing: the shard remembers the highest generation named by a
@@ -127,6 +132,10 @@ struct PsShardConfig {
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;
+  // The job's global batch. Async: a push of n samples is applied with the
+  // learning rate times n / global_batch; 0 applies every push with the
+  // full rate.
+  int64_t global_batch = 0;
   // Sync: sum pushed chunks into one buffer as they arrive instead of one
   // buffer per contributor (ps/arrival_sum.h: a step then applies exactly
   // the workers it summed; the sum follows arrival order).
@@ -442,9 +451,11 @@ class PsShard {
 
   absl::Status CheckHeaderLocked(const PsPushHeader& header) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies `grad` (already averaged) to the slice and bumps the version;
-  // moves the waits that become ready into `ready`.
-  absl::Status ApplyLocked(const float* grad, ReadyList& ready)
+  // Applies `grad` (already averaged) to the slice, its learning rates
+  // times `lr_scale`, and bumps the version; moves the waits that become
+  // ready into `ready`.
+  absl::Status ApplyLocked(const float* grad, ReadyList& ready,
+                           double lr_scale = 1.0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync: applies the open step over `contributors` (each has a held
   // push): sums them in that order, divides by their samples, applies,

@@ -39,10 +39,10 @@ class ShardSlice {
   // The slice at version(), immutable from now on.
   std::shared_ptr<const PsSnapshot> snapshot() const { return current_; }
 
-  // Applies `grad` (already averaged; the slice's size) with the optimizer
-  // and bumps the version. INTERNAL naming the shard when the optimizer
-  // fails (the version stays).
-  absl::Status Apply(const float* grad);
+  // Applies `grad` (already averaged; the slice's size) with the optimizer,
+  // its learning rates times `lr_scale`, and bumps the version. INTERNAL
+  // naming the shard when the optimizer fails (the version stays).
+  absl::Status Apply(const float* grad, double lr_scale = 1.0);
 
   // Sets `view`'s version, optimizer steps, params (in place) and
   // optimizer state (in place on a host-memory backend, else host copies

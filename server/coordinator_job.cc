@@ -226,7 +226,8 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
     for (int64_t d : t.shape) spec->add_shape(d);
   }
   // The schedule counts optimizer updates: one per step in sync mode, one
-  // per push (global_batch / workers samples) in async mode.
+  // per push (global_batch / workers samples, each applied with the rate
+  // times its share of the global batch) in async mode.
   OptimizerConfig optimizer = f.optimizer;
   const int64_t steps_per_epoch =
       (epoch_size + f.global_batch - 1) / f.global_batch;
@@ -237,6 +238,9 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
     RETURN_IF_ERROR(CheckModelForDistributedJob(
         *dense, ModeHasRing(mode) || consistency == v1::CONSISTENCY_SYNC,
         f.global_batch, workers));
+  }
+  if (consistency != v1::CONSISTENCY_SYNC) {
+    ScheduleInUpdates(optimizer, workers);
   }
   ResolveScheduleLength(optimizer,
                         consistency == v1::CONSISTENCY_SYNC

@@ -116,6 +116,7 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
                            ? PsConsistency::kSync
                            : PsConsistency::kAsync;
+  config.global_batch = job.global_batch();
   config.sum_on_arrival = job.sum_on_arrival();
   if (dense_here) {  // only the slice: the whole model may be large
     ASSIGN_OR_RETURN(config.initial_slice,

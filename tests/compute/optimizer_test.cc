@@ -217,6 +217,51 @@ TEST_P(OptimizerTest, GroupsUpdateTheirElementsWithTheirOwnSettings) {
   EXPECT_NE(group_param[3], plain_param[3]);  // the settings made a difference
 }
 
+TEST_P(OptimizerTest, LrScaleMultipliesEveryRateOfTheUpdate) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.1;
+  config.weight_decay = 0.2;
+  config.schedule.kind = ScheduleKind::kStep;
+  config.schedule.step_size = 2;
+  config.schedule.gamma = 0.5;
+  ParamGroup tabled;
+  tabled.lr = 0.3;
+  tabled.weight_decay = 0;
+  tabled.lr_by_step = {0.3, 0.2, 0.1};
+  tabled.ranges = {{2, 5}};
+  config.groups = {tabled};
+  // The same job with every rate a quarter (exact in binary).
+  constexpr double kScale = 0.25;
+  OptimizerConfig quarter = config;
+  quarter.lr *= kScale;
+  for (double& lr : quarter.groups[0].lr_by_step) lr *= kScale;
+  quarter.groups[0].lr *= kScale;
+  const size_t n = 8;
+  auto scaled = Optimizer::Create(config, backend.get(), n);
+  auto reference = Optimizer::Create(quarter, backend.get(), n);
+  auto full = Optimizer::Create(config, backend.get(), n);
+  ASSERT_TRUE(scaled.ok() && reference.ok() && full.ok());
+  std::vector<float> param(n), reference_param(n), full_param(n);
+  for (size_t i = 0; i < n; ++i) {
+    param[i] = reference_param[i] = full_param[i] = std::sin(i + 1.0f);
+  }
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> grad(n);
+    for (size_t i = 0; i < n; ++i) grad[i] = std::cos(step * 0.7f + i);
+    ASSERT_TRUE(scaled->Apply(grad.data(), param.data(), kScale).ok());
+    ASSERT_TRUE(reference->Apply(grad.data(), reference_param.data()).ok());
+    ASSERT_TRUE(full->Apply(grad.data(), full_param.data()).ok());
+  }
+  EXPECT_EQ(scaled->steps_applied(), 5);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_FLOAT_EQ(param[i], reference_param[i]) << i;
+  }
+  EXPECT_NE(param[0], full_param[0]);  // the scale made a difference
+  EXPECT_NE(param[3], full_param[3]);  // in the group too
+}
+
 TEST(LrScheduleTest, TablesGiveEachUpdatesRateAndTheLastHolds) {
   OptimizerConfig c;
   c.lr = 0.0;  // a warm-up from 0: allowed with a table
@@ -294,6 +339,34 @@ TEST(OptimizerConfigTest, GroupSpansInASliceAreShiftedAndSorted) {
   ASSERT_EQ(merged.size(), 2u);
   EXPECT_EQ(merged[0].end, 5u);
   EXPECT_EQ(merged[1].begin, 5u);
+}
+
+TEST(LrScheduleTest, AsyncPushesScaleTheRateByTheirShareOfTheBatch) {
+  EXPECT_DOUBLE_EQ(AsyncLrScale(64, 256), 0.25);
+  EXPECT_DOUBLE_EQ(AsyncLrScale(256, 256), 1.0);
+  EXPECT_DOUBLE_EQ(AsyncLrScale(86, 256), 86.0 / 256.0);
+  EXPECT_DOUBLE_EQ(AsyncLrScale(64, 0), 1.0);  // no batch known: unscaled
+  EXPECT_DOUBLE_EQ(AsyncLrScale(0, 256), 1.0);
+}
+
+TEST(LrScheduleTest, ScheduleInUpdatesStretchesWarmupAndDecaySteps) {
+  OptimizerConfig c;
+  c.schedule.kind = ScheduleKind::kStep;
+  c.schedule.warmup_steps = 200;
+  c.schedule.step_size = 50;
+  c.lr_by_step = {0.1, 0.05};
+  OptimizerConfig three = c;
+  ScheduleInUpdates(three, 3);
+  EXPECT_EQ(three.schedule.warmup_steps, 600);
+  EXPECT_EQ(three.schedule.step_size, 150);
+  EXPECT_EQ(three.lr_by_step, c.lr_by_step);  // per update already
+  // Update 3k of the stretched schedule has step k's rate.
+  for (int64_t k : {0, 10, 199, 200, 260}) {
+    EXPECT_DOUBLE_EQ(LearningRateAt(three, 3 * k), LearningRateAt(c, k)) << k;
+  }
+  OptimizerConfig one = c;
+  ScheduleInUpdates(one, 1);
+  EXPECT_EQ(one.schedule.warmup_steps, 200);
 }
 
 TEST(LrScheduleTest, WarmupThenCosineReachesFloor) {

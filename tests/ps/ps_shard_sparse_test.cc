@@ -130,6 +130,19 @@ TEST(PsShardSparse, AsyncPushesApplyRowsOnArrival) {
   EXPECT_EQ(shard->version(), 2);
 }
 
+// With the job's global batch known, a push's row sums are divided by it,
+// as a sync step over the whole batch would divide them.
+TEST(PsShardSparse, AsyncRowsAreMeansOverTheGlobalBatch) {
+  PsShardConfig config = SparseConfig(PsConsistency::kAsync);
+  config.global_batch = 4;
+  auto shard = MakeShard(config);
+  const std::vector<uint64_t> ids = Ids(0, 1);
+  const std::vector<float> before = Rows(*shard, 0, ids);
+  ASSERT_TRUE(
+      Push(*shard, Header("a", 0, 2), kZeroSlice, {{0, ids, {2, 2}}}).ok());
+  EXPECT_FLOAT_EQ(Rows(*shard, 0, ids)[0], before[0] - 0.5f);
+}
+
 TEST(PsShardSparse, BadRowsRejectThePushAndChangeNothing) {
   auto shard = MakeShard(SparseConfig());
   const std::vector<uint64_t> mine = Ids(0, 1), theirs = Ids(0, 1, false);

@@ -473,6 +473,20 @@ TEST(PsShardTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
   EXPECT_EQ(shard->version(), 2);
 }
 
+TEST(PsShardTest, AsyncAppliesAPushWithItsShareOfTheGlobalBatchsRate) {
+  PsShardConfig config = TestConfig(PsConsistency::kAsync);
+  config.global_batch = 8;
+  auto shard = MakeShard(config);
+  // 2 of the batch's 8 samples, mean gradient 1: a quarter of lr 0.5.
+  auto v = PushSlice(*shard, Header("a", 0, 2, 0, 0), {2, 2, 2, 2});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(Params(*shard), ElementsAre(0.875f, 1.875f, 2.875f, 3.875f));
+  // The whole batch from one worker: the full rate.
+  v = PushSlice(*shard, Header("b", 0, 8, 0, 1), {8, 8, 8, 8});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(Params(*shard), ElementsAre(0.375f, 1.375f, 2.375f, 3.375f));
+}
+
 TEST(PsShardTest, AsyncConcurrentPushesAllApply) {
   auto shard = MakeShard(TestConfig(PsConsistency::kAsync));
   constexpr int kWorkers = 4;

@@ -129,6 +129,31 @@ TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
   EXPECT_EQ(test->num_samples, 100);
 }
 
+// Async and SSP count their schedule in pushes (one per worker per step of
+// the global batch): the warm-up, decay and cosine lengths given in steps
+// are stretched by the expected workers; sync keeps them.
+TEST_F(CoordinatorJobTest, AsyncSchedulesCountPushesOfTheExpectedWorkers) {
+  CoordinatorFlags f = Dense();
+  f.global_batch = 60;  // 10 steps per epoch of 600
+  f.epochs = 2;
+  f.expected_workers = 3;
+  f.optimizer.schedule.kind = ScheduleKind::kCosine;
+  f.optimizer.schedule.warmup_steps = 4;
+  f.optimizer.schedule.step_size = 0;
+  auto sync = BuildCoordinatorJob(f);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  EXPECT_EQ(sync->job.optimizer().warmup_steps(), 4);
+  EXPECT_EQ(sync->job.optimizer().total_steps(), 20);
+  for (const char* consistency : {"async", "ssp:2"}) {
+    CoordinatorFlags a = f;
+    a.consistency = consistency;
+    auto built = BuildCoordinatorJob(a);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->job.optimizer().warmup_steps(), 12) << consistency;
+    EXPECT_EQ(built->job.optimizer().total_steps(), 60) << consistency;
+  }
+}
+
 // --sum-on-arrival: carried by a sync PS job; refused where a step may
 // apply fewer pushes than were summed (a quorum) or where no shard steps
 // (async, ring).
