@@ -79,6 +79,8 @@ void Coordinator::RunAsyncBarrier(const std::string& why) {
       } else if (!saved.ok()) {
         LogWarn("async checkpoint failed",
                 {{"version", applied}, {"why", saved.ToString()}});
+        AddEvent("checkpoint_failed", "", applied, 0,
+                 std::string(saved.message()));
       }
       async_checked_tasks_ = applied;
       recovery_state_.Done();

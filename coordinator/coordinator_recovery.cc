@@ -41,6 +41,8 @@ void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
   if (!status.ok()) {
     Log(absl::StrCat("checkpoint at version ", version,
                      " failed: ", status.ToString()));
+    AddEvent("checkpoint_failed", "", version, 0,
+             std::string(status.message()));
     if (absl::IsFailedPrecondition(status) &&
         absl::StrContains(status.message(), "no checkpoint directory")) {
       checkpoint_plan_.TurnOff();  // shards run without --checkpoint-dir

@@ -7,11 +7,14 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
 namespace ferry {
 namespace {
+
+using ::testing::HasSubstr;
 
 v1::JobSpec RingJob(int batch, int epochs) {
   v1::JobSpec job = Job(batch, epochs);
@@ -373,6 +376,35 @@ absl::StatusOr<v1::NextTaskResponse> RunSteps(Fixture& f, const std::string& w,
     lease = *next;
   }
   return lease;
+}
+
+// A checkpoint the shards cannot write (a full or read-only disk) is a job
+// event, seen at once in the status, and training goes on.
+TEST(CoordinatorElasticTest, AFailedCheckpointIsAJobEvent) {
+  Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {0, 0};
+    f.shards.checkpoint_error =
+        absl::ResourceExhaustedError("No space left on device");
+  }
+  const std::string w = f.Join();
+  auto lease = Next(f, w);
+  ASSERT_TRUE(lease.ok());
+  lease = RunSteps(f, w, *lease, 3);  // steps 0..2 applied
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  WaitForFinalize(f.shards, 3);
+  const v1::StatusResponse s = f.coordinator->Status();
+  bool seen = false;
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() != "checkpoint_failed") continue;
+    seen = true;
+    EXPECT_EQ(e.step(), 2);
+    EXPECT_THAT(e.detail(), HasSubstr("No space left on device"));
+  }
+  EXPECT_TRUE(seen);
+  absl::MutexLock lock(&f.shards.mu);
+  EXPECT_TRUE(f.shards.checkpoints.empty());
 }
 
 // Applies steps 0..4 (checkpoints at 2 and 4), lets `break_shards` put the

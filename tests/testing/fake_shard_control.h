@@ -69,6 +69,7 @@ class FakeShardControl final : public ShardControl {
   }
   absl::Status Checkpoint(int64_t version) override {
     absl::MutexLock lock(&mu);
+    if (!checkpoint_error.ok()) return checkpoint_error;
     checkpoints.push_back(version);
     return absl::OkStatus();
   }
@@ -92,6 +93,8 @@ class FakeShardControl final : public ShardControl {
 
   absl::Mutex mu;
   bool fence_unreachable = false;
+  // Not OK: every Checkpoint fails with it (a full or read-only disk).
+  absl::Status checkpoint_error;
   bool finalize_open = true;
   std::vector<int64_t> fences;  // every fence that reached the shards
   int fail_next = 0;
