@@ -21,6 +21,13 @@ bool WaitForShards(FakeShardControl& shards,
       absl::Seconds(3));
 }
 
+bool HasEvent(const v1::StatusResponse& s, const std::string& kind) {
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() == kind) return true;
+  }
+  return false;
+}
+
 void WaitForFinalize(FakeShardControl& shards, size_t n) {
   WaitForShards(shards,
                 [n](FakeShardControl& s) { return s.finalized.size() >= n; });

@@ -18,6 +18,9 @@
 
 namespace ferry {
 
+// Whether the job's events hold one of `kind`.
+bool HasEvent(const v1::StatusResponse& s, const std::string& kind);
+
 // Waits (bounded: 3 s of real time) until the fake shards saw `n`
 // finalizes; no sleeping, it waits on the fake's mutex.
 void WaitForFinalize(FakeShardControl& shards, size_t n = 1);
