@@ -1,6 +1,8 @@
 #include "proto/rpc_auth.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -64,9 +66,29 @@ grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
       bearer = std::string(value.substr(kScheme.size()));
     }
   }
-  const absl::Status status =
-      AuthorizeRoles(config.role_tokens, bearer ? &*bearer : nullptr, method);
+  const absl::Status status = AuthorizeRoles(
+      config.role_tokens, bearer ? &*bearer : nullptr, method,
+      config.role_tokens.sans.empty() ? std::vector<std::string>()
+                                      : PeerCertificateNames(context));
   return ToGrpcStatus(status);
+}
+
+std::vector<std::string> PeerCertificateNames(
+    const grpc::CallbackServerContext* context) {
+  std::vector<std::string> names;
+  const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return names;
+  // Every SAN kind (DNS, URI, email, IP) is in the first; the others are
+  // read too in case a gRPC version lists some kind only there.
+  for (const char* property :
+       {"x509_subject_alternative_name", "peer_dns", "peer_uri"}) {
+    for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
+      std::string name(value.data(), value.size());
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(std::move(name));
+    }
+  }
+  return names;
 }
 
 grpc::ServerUnaryReactor* RejectUnary(grpc::CallbackServerContext* context,

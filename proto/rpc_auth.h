@@ -19,6 +19,7 @@
 #define FERRY_PROTO_RPC_AUTH_H_
 
 #include <string>
+#include <vector>
 
 #include "grpcpp/grpcpp.h"
 #include "proto/rpc_roles.h"
@@ -40,6 +41,11 @@ grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
 // CheckCallAuth against the shared token.
 grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
                            RpcMethod method);
+
+// The subject alternative names of the caller's client certificate, when
+// it presented one the server verified (mutual TLS); empty otherwise.
+std::vector<std::string> PeerCertificateNames(
+    const grpc::CallbackServerContext* context);
 
 // Finishes a unary call with `status` at once and returns its reactor.
 grpc::ServerUnaryReactor* RejectUnary(grpc::CallbackServerContext* context,

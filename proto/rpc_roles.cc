@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -125,6 +126,16 @@ RoleSet RoleTokens::RolesOf(absl::string_view token) const {
   return roles;
 }
 
+RoleSet RoleTokens::RolesOfSans(
+    const std::vector<std::string>& peer_sans) const {
+  RoleSet roles = 0;
+  for (const SanEntry& e : sans) {
+    if (std::find(peer_sans.begin(), peer_sans.end(), e.san) != peer_sans.end())
+      roles |= RoleBit(e.role);
+  }
+  return roles;
+}
+
 absl::StatusOr<RoleTokens> ParseRoleTokens(absl::string_view text,
                                            absl::string_view source) {
   RoleTokens tokens;
@@ -137,13 +148,19 @@ absl::StatusOr<RoleTokens> ParseRoleTokens(absl::string_view text,
       return absl::InvalidArgumentError(
           absl::StrCat(source, ":", line_number, ": ", why,
                        " (expected \"<role> <sha256 of the token, 64 hex "
-                       "digits>\")"));
+                       "digits>\" or \"<role> san:<certificate name>\")"));
     };
     const std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() != 2) return error("not two fields");
     absl::StatusOr<RpcRole> role = ParseRole(fields[0]);
     if (!role.ok()) return error(role.status().message());
+    if (absl::StartsWith(fields[1], "san:")) {
+      const absl::string_view san = fields[1].substr(4);
+      if (san.empty()) return error("san: names no certificate name");
+      tokens.sans.push_back({*role, std::string(san)});
+      continue;
+    }
     if (fields[1].size() != 64 ||
         !std::all_of(fields[1].begin(), fields[1].end(), [](char c) {
           return std::isxdigit(static_cast<unsigned char>(c)) != 0;
@@ -163,13 +180,17 @@ absl::StatusOr<RoleTokens> ParseRoleTokens(absl::string_view text,
 }
 
 absl::Status AuthorizeRoles(const RoleTokens& tokens, const std::string* bearer,
-                            RpcMethod method) {
-  if (bearer == nullptr) {
-    return absl::UnauthenticatedError("missing bearer token");
-  }
-  const RoleSet roles = tokens.RolesOf(*bearer);
+                            RpcMethod method,
+                            const std::vector<std::string>& peer_sans) {
+  const RoleSet roles = (bearer == nullptr ? 0 : tokens.RolesOf(*bearer)) |
+                        tokens.RolesOfSans(peer_sans);
   if (roles == 0) {
-    return absl::UnauthenticatedError("bearer token of no known role");
+    if (bearer != nullptr)
+      return absl::UnauthenticatedError("bearer token of no known role");
+    return absl::UnauthenticatedError(
+        peer_sans.empty() ? "missing bearer token"
+                          : "missing bearer token, and the client "
+                            "certificate names no known role");
   }
   if ((roles & AllowedRoles(method)) == 0) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -14,12 +14,19 @@
 // Every role may call the read-only Coordinator.Status, Coordinator.GetJob
 // and ParameterServer.ShardInfo. docs/operations.md has the whole table.
 //
-// Role tokens file: one line per accepted token, "<role> <sha256>", where
-// <sha256> is the 64 hex digits of SHA-256 over the token's bytes (what
-// `printf %s "$TOKEN" | sha256sum` prints); blank lines and lines starting
-// with '#' are ignored; a role may have several lines (rotation). Only
-// digests are stored, so a process that must recognize the coordinator's
-// token (a ring worker serving GetWeights) cannot send it.
+// Role tokens file: one line per accepted credential, either
+//   "<role> <sha256>": a bearer token, where <sha256> is the 64 hex digits
+//       of SHA-256 over the token's bytes (what `printf %s "$TOKEN" |
+//       sha256sum` prints). Only digests are stored, so a process that must
+//       recognize the coordinator's token (a ring worker serving
+//       GetWeights) cannot send it;
+//   "<role> san:<name>": a client certificate (mutual TLS, verified against
+//       --tls-ca) whose subject alternative names include <name> exactly,
+//       e.g. "worker san:spiffe://ferry.example/worker" (a URI SAN) or
+//       "coordinator san:coordinator.ferry.svc" (a DNS SAN).
+// Blank lines and lines starting with '#' are ignored; a role may have
+// several lines (rotation). A caller's roles are those of its token and of
+// its certificate together.
 //
 // Thread safety: pure functions and a plain value type.
 #ifndef FERRY_PROTO_RPC_ROLES_H_
@@ -89,18 +96,26 @@ absl::StatusOr<RpcRole> ParseRole(absl::string_view name);
 using TokenDigest = std::array<uint8_t, 32>;  // SHA-256
 TokenDigest DigestToken(absl::string_view token);
 
-// The tokens a process accepts, by role.
+// The tokens and certificate names a process accepts, by role.
 struct RoleTokens {
   struct Entry {
     RpcRole role;
     TokenDigest digest;
   };
+  struct SanEntry {
+    RpcRole role;
+    std::string san;
+  };
   std::vector<Entry> entries;
+  std::vector<SanEntry> sans;
 
-  bool empty() const { return entries.empty(); }
+  bool empty() const { return entries.empty() && sans.empty(); }
   // The roles whose tokens include `token` (compared by digest, in time
   // that does not depend on where the digests differ); 0: none.
   RoleSet RolesOf(absl::string_view token) const;
+  // The roles named by any of a verified client certificate's subject
+  // alternative names `peer_sans`; 0: none.
+  RoleSet RolesOfSans(const std::vector<std::string>& peer_sans) const;
 };
 
 // Parses a role tokens file's text (`source` names it in errors).
@@ -110,11 +125,13 @@ absl::StatusOr<RoleTokens> ParseRoleTokens(absl::string_view text,
                                            absl::string_view source);
 
 // The decision for one call under role tokens: OK when `bearer` (the
-// presented token; nullptr: none) belongs to a role that may call `method`;
-// UNAUTHENTICATED for no token or one of no role; PERMISSION_DENIED naming
-// the caller's roles and the method otherwise.
+// presented token; nullptr: none) or the caller's verified certificate
+// names `peer_sans` (empty: none or no TLS) give a role that may call
+// `method`; UNAUTHENTICATED when neither gives a role; PERMISSION_DENIED
+// naming the caller's roles and the method otherwise.
 absl::Status AuthorizeRoles(const RoleTokens& tokens, const std::string* bearer,
-                            RpcMethod method);
+                            RpcMethod method,
+                            const std::vector<std::string>& peer_sans = {});
 
 }  // namespace ferry
 

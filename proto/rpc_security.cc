@@ -163,6 +163,14 @@ absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags) {
     absl::StatusOr<RoleTokens> tokens = ParseRoleTokens(
         text, absl::StrCat("--role-tokens-file ", flags.role_tokens_file));
     if (!tokens.ok()) return tokens.status();
+    if (!tokens->sans.empty() && !flags.require_client_cert) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--role-tokens-file ", flags.role_tokens_file, ": \"",
+                       RoleName(tokens->sans.front().role),
+                       " san:", tokens->sans.front().san,
+                       "\" names a client certificate, which needs "
+                       "--require-client-cert (mutual TLS)"));
+    }
     config.role_tokens = *std::move(tokens);
   }
   return config;

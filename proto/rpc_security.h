@@ -72,7 +72,8 @@ struct RpcSecurityConfig {
 //  - the token file is empty once trailing whitespace (the newline) is
 //    stripped, or the token holds a character outside visible ASCII
 //    (0x21-0x7E: what an HTTP header value can carry, spaces excluded);
-//  - the role tokens file is unreadable or malformed (ParseRoleTokens).
+//  - the role tokens file is unreadable or malformed (ParseRoleTokens), or
+//    names a client certificate (san:) without --require-client-cert.
 absl::StatusOr<RpcSecurityConfig> LoadRpcSecurity(const OpsFlags& flags);
 
 // LoadRpcSecurity, then makes the result the process's config, used by

@@ -70,6 +70,33 @@ TEST(RpcRolesTest, TokensFileMapsTokensToRoles) {
       AuthorizeRoles(*tokens, nullptr, RpcMethod::kCoordinatorStatus)));
 }
 
+TEST(RpcRolesTest, CertificateNamesMapToRolesBesideTokens) {
+  const std::string text = absl::StrCat("worker san:spiffe://f/worker\n",
+                                        "coordinator ", Hex(DigestToken("c")),
+                                        "\n", "coordinator san:coord.f.svc\n");
+  absl::StatusOr<RoleTokens> tokens = ParseRoleTokens(text, "f");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_EQ(tokens->RolesOfSans({"x", "spiffe://f/worker"}),
+            RoleBit(RpcRole::kWorker));
+  EXPECT_EQ(tokens->RolesOfSans({"spiffe://f/worker/extra"}), 0);
+  EXPECT_EQ(tokens->RolesOfSans({}), 0);
+  const std::vector<std::string> worker = {"spiffe://f/worker"};
+  EXPECT_TRUE(
+      AuthorizeRoles(*tokens, nullptr, RpcMethod::kPsPush, worker).ok());
+  const absl::Status denied =
+      AuthorizeRoles(*tokens, nullptr, RpcMethod::kPsRestore, worker);
+  EXPECT_TRUE(absl::IsPermissionDenied(denied)) << denied;
+  // A token and a certificate: the roles of both.
+  const std::string c = "c";
+  EXPECT_TRUE(AuthorizeRoles(*tokens, &c, RpcMethod::kPsRestore, worker).ok());
+  const absl::Status unknown =
+      AuthorizeRoles(*tokens, nullptr, RpcMethod::kPsPush, {"other"});
+  EXPECT_TRUE(absl::IsUnauthenticated(unknown)) << unknown;
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("names no known role"));
+  // A file of certificate names only is a valid file.
+  EXPECT_TRUE(ParseRoleTokens("operator san:ops\n", "f").ok());
+}
+
 TEST(RpcRolesTest, MalformedTokensFilesAreRefusedWithTheLine) {
   const std::string digest = Hex(DigestToken("t"));
   struct Case {
@@ -82,6 +109,8 @@ TEST(RpcRolesTest, MalformedTokensFilesAreRefusedWithTheLine) {
            {"worker " + digest + " extra\n", "f:1: not two fields"},
            {"worker\n", "not two fields"},
            {"# only comments\n\n", "no role token"},
+           {"worker san:\n", "f:1: san: names no certificate name"},
+           {"admin san:x\n", "unknown role"},
        }) {
     const absl::Status s = ParseRoleTokens(c.text, "f").status();
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.text;

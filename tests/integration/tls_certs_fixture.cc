@@ -11,8 +11,10 @@
 namespace ferry::testing {
 namespace {
 
-// Writes ca, other_ca (.pem/.key), server, client (signed by ca) and rogue
-// (a client certificate signed by other_ca) into the current directory.
+// Writes ca, other_ca (.pem/.key), server, client (signed by ca), rogue (a
+// client certificate signed by other_ca), worker_client and
+// coordinator_client (signed by ca, with role SANs) and rogue_coordinator
+// (the coordinator's SANs, signed by other_ca) into the current directory.
 constexpr char kCertScript[] = R"(set -e
 cat > ca.cnf <<'EOF'
 [req]
@@ -29,6 +31,14 @@ extendedKeyUsage = serverAuth,clientAuth
 [client]
 basicConstraints = CA:FALSE
 extendedKeyUsage = clientAuth
+[worker_client]
+basicConstraints = CA:FALSE
+subjectAltName = URI:spiffe://ferry.test/worker
+extendedKeyUsage = clientAuth
+[coordinator_client]
+basicConstraints = CA:FALSE
+subjectAltName = URI:spiffe://ferry.test/coordinator,DNS:coordinator.ferry.test
+extendedKeyUsage = clientAuth
 EOF
 K="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
 for ca in ca other_ca; do
@@ -43,6 +53,9 @@ sign() {  # name subject ca extensions
 sign server /CN=localhost ca server
 sign client /CN=ferry-client ca client
 sign rogue /CN=ferry-rogue other_ca client
+sign worker_client /CN=ferry-worker ca worker_client
+sign coordinator_client /CN=ferry-coordinator ca coordinator_client
+sign rogue_coordinator /CN=ferry-rogue other_ca coordinator_client
 )";
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Test certificates made by openssl at test time, once per test process:
 // ca, other_ca (.pem/.key), server (SAN localhost, 127.0.0.1; signed by ca),
-// client (signed by ca) and rogue (a client certificate signed by other_ca).
+// client (signed by ca), rogue (a client certificate signed by other_ca),
+// worker_client (SAN URI:spiffe://ferry.test/worker) and coordinator_client
+// (SANs URI:spiffe://ferry.test/coordinator, DNS:coordinator.ferry.test),
+// both signed by ca, and rogue_coordinator (the coordinator's SANs, signed
+// by other_ca).
 #ifndef FERRY_TESTS_INTEGRATION_TLS_CERTS_FIXTURE_H_
 #define FERRY_TESTS_INTEGRATION_TLS_CERTS_FIXTURE_H_
 
