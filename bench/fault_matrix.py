@@ -2,13 +2,16 @@
 """The fault matrix: every mode under every fault, from a seed, checked.
 
 For each mode (sync PS, async, SSP, ring, PS pipeline, ring pipeline,
-hybrid) and each fault (a worker SIGKILLed and replaced, SIGTERMed and
+hybrid, and PyTorch workers in PS and ring mode) and each fault (a worker SIGKILLed and replaced, SIGTERMed and
 replaced, SIGSTOPped past the heartbeat timeout then SIGCONTed; a shard
 SIGKILLed; the coordinator SIGKILLed; every worker SIGKILLed at once and
-replaced), runs one `ferry local` job (3 workers, 2 shards where the mode
+replaced; shard 0's checkpoint directory full or read-only, with shard 0
+SIGKILLed twice while it is, the second time at the epoch's end), runs one `ferry local` job (3 workers, 2 shards where the mode
 has shards, 2 epochs, --heartbeat-timeout 3, --checkpoint-every 50) with the
 fault as a `--chaos` plan at a step drawn from the seed, and checks its
-summary. The MLP modes train Fashion-MNIST at batch 256; hybrid trains a
+summary. The MLP modes train Fashion-MNIST at batch 256 (the torch modes
+with examples/torch/train_sequential.py as every worker, `ferry local
+--worker-command`, from the same MLP's initial weights); hybrid trains a
 small DLRM at batch 128 on 24,000 rows of synthetic click logs (`ferry data
 ctr`, written into the work directory once). The checks:
 
@@ -33,10 +36,14 @@ and only an unexpected result fails the script (exit 1).
 --random-cells K: K cells drawn by the seed among the cells expected to
 pass (the short randomized schedule CI runs: ctest FaultMatrix.RandomCells,
 seeded by the day of the year, the seed printed first).
+The disk faults mount a small tmpfs on shard 0's checkpoint directory
+(bench/checkpoint_disk.py): they need root with the right to mount, and
+are reported as "skip" without it.
 Exit 0 all as expected, 1 an unexpected result, 77 skipped (no binaries or
 dataset).
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -45,6 +52,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import checkpoint_disk
 
 EPOCHS = 2
 SKIP = 77  # ctest's SKIP_RETURN_CODE
@@ -63,9 +72,15 @@ MODES = {
     "ring-pipeline": ["--mode", "ring", "--pipeline-stages", "2",
                       "--micro-batches", "2", "--digest-every", "10"],
     "hybrid": ["--mode", "hybrid", "--shards", "2", "--digest-every", "10"],
+    "torch-ps": ["--mode", "ps", "--shards", "2"],
+    "torch-ring": ["--mode", "ring", "--digest-every", "10"],
 }
-SHARD_MODES = {"sync", "async", "ssp", "ps-pipeline", "hybrid"}
+SHARD_MODES = {"sync", "async", "ssp", "ps-pipeline", "hybrid", "torch-ps"}
 CTR_MODES = {"hybrid"}
+# PyTorch workers: examples/torch/train_sequential.py on the MLP that
+# ferry-worker trains (scripts/ferry_torch.py writes its initial weights).
+TORCH_MODES = {"torch-ps", "torch-ring"}
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The small DLRM of the sparse fault tests (tests/testing/process_run.h).
 DLRM_JSON = ('{"format": "ferry.model.v1", "kind": "dlrm", '
              '"embedding_dim": 8, "bottom": [16], "top": [16]}')
@@ -99,6 +114,19 @@ def kill_all_workers(r, s):
             f"kill:worker2@step{s},join:3@step{s}")
 
 
+DISK_KILL_AFTER = 25  # steps from a disk fault to shard 0's SIGKILL
+
+
+def disk_fault(kind):
+    """Shard 0's checkpoint directory full or read-only from step s (in
+    the first epoch), and shard 0 SIGKILLed while it is so: DISK_KILL_AFTER
+    steps after the fault hit and again at the epoch's end. The harness
+    does it all (checkpoint_disk.py), not ferry local's --chaos."""
+    def plan(r, s):
+        return f"{kind}:ps0@step{s}+kill{DISK_KILL_AFTER}+kill@epoch-end"
+    return plan
+
+
 FAULTS = {
     "kill-worker": kill_worker,
     "term-worker": term_worker,
@@ -106,7 +134,10 @@ FAULTS = {
     "kill-shard": kill_shard,
     "kill-coordinator": kill_coordinator,
     "kill-all-workers": kill_all_workers,
+    "disk-full": disk_fault("disk-full"),
+    "disk-read-only": disk_fault("disk-read-only"),
 }
+DISK_FAULTS = {"disk-full": "full", "disk-read-only": "read-only"}
 
 # Cells ferry does not pass yet, with the reason (docs/elasticity.md,
 # "Weaker than it could be"). Filled from measured runs.
@@ -114,7 +145,8 @@ KNOWN = {}
 
 
 def applies(mode, fault):
-    return fault != "kill-shard" or mode in SHARD_MODES
+    return (fault != "kill-shard" and fault not in DISK_FAULTS
+            or mode in SHARD_MODES)
 
 
 def write_ctr_data(binary_dir, work):
@@ -132,6 +164,28 @@ def write_ctr_data(binary_dir, work):
     return out
 
 
+def write_torch_model(work):
+    """The PyTorch modes' initial model directory, written once into
+    `work`."""
+    out = os.path.join(work, "torch-mlp")
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        subprocess.run(["/usr/bin/python3",
+                        os.path.join(SOURCE_DIR, "scripts", "ferry_torch.py"),
+                        "train", "--preset", "mlp", "--out", out, "--steps",
+                        "0"], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def torch_skip(binary_dir):
+    """Why the PyTorch modes cannot run here, or None."""
+    if not os.path.isdir(os.path.join(binary_dir, "..", "python", "ferry")):
+        return "no ferry Python package in the build (python3-dev, pybind11)"
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                      capture_output=True).returncode != 0:
+        return "no python3-torch"
+    return None
+
+
 def job_args(mode, work):
     common = ["--workers", "3", "--epochs", str(EPOCHS), "--device", "cpu",
               "--heartbeat-timeout", "3", "--checkpoint-every", "50"]
@@ -143,6 +197,13 @@ def job_args(mode, work):
                          "--optimizer", "adam", "--lr", "0.003",
                          "--lr-schedule", "constant", "--warmup-steps", "0",
                          "--weight-decay", "0"] + MODES[mode]
+    if mode in TORCH_MODES:
+        model = os.path.join(work, "torch-mlp")
+        script = os.path.join(SOURCE_DIR, "examples", "torch",
+                              "train_sequential.py")
+        return common + ["--batch", "256", "--init-from", model,
+                         "--worker-command",
+                         f"/usr/bin/python3 {script} {model}"] + MODES[mode]
     return common + ["--batch", "256"] + MODES[mode]
 
 
@@ -155,24 +216,51 @@ def score_key(mode):
     return "test_auc" if mode in CTR_MODES else "test_accuracy"
 
 
-def run_job(binary_dir, work, name, args, timeout_s=600):
+def split_disk_fault(chaos, total_steps):
+    """(the plan ferry local runs, (fault kind, step, steps per epoch) or
+    None)."""
+    head, _, when = chaos.partition("@")
+    if head.split(":")[0] not in DISK_FAULTS:
+        return chaos, None
+    step = int(when[len("step"):].split("+")[0])
+    return "", (DISK_FAULTS[head.split(":")[0]], step, total_steps // EPOCHS)
+
+
+def run_job(binary_dir, work, name, args, timeout_s=600, disk=None):
+    """One ferry local job; `disk` = (kind, step): shard 0's checkpoint
+    directory goes full or read-only at that step (checkpoint_disk.py)."""
     out = os.path.join(work, name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     summary = os.path.join(out, "summary.json")
-    cmd = [os.path.join(binary_dir, "ferry"), "local", *args,
-           "--summary-json", summary, "--log-dir", os.path.join(out, "logs"),
-           "--timeout", str(timeout_s)]
+    cluster = os.path.join(out, "cluster.json")
+    ferry = os.path.join(binary_dir, "ferry")
+    cmd = [ferry, "local", *args, "--summary-json", summary, "--log-dir",
+           os.path.join(out, "logs"), "--timeout", str(timeout_s),
+           "--cluster-file", cluster]
     start = time.monotonic()
-    with open(os.path.join(out, "ferry-local.log"), "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            timeout=timeout_s + 60).returncode
+    watcher = None
+    with contextlib.ExitStack() as stack:
+        if disk is not None:
+            ckpt = stack.enter_context(checkpoint_disk.CheckpointDisk(
+                os.path.join(out, "logs", "ps0")))
+            watcher = checkpoint_disk.DiskFaultWatcher(
+                ckpt, disk[0], disk[1], disk[2], ferry, cluster,
+                kill_after=DISK_KILL_AFTER)
+            watcher.start()
+            stack.callback(watcher.finish)
+        with open(os.path.join(out, "ferry-local.log"), "w") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=timeout_s + 60).returncode
     s = None
     if os.path.exists(summary):
         with open(summary) as f:
             s = json.load(f)
     return {"rc": rc, "summary": s, "dir": out, "cmd": cmd,
-            "seconds": time.monotonic() - start}
+            "seconds": time.monotonic() - start,
+            "disk": None if watcher is None else
+            {"applied": watcher.applied, "waited": watcher.waited,
+             "kills": watcher.kills, "log": watcher.log}}
 
 
 def check(mode, run, reference):
@@ -193,6 +281,7 @@ def check(mode, run, reference):
                             f"{a['samples_dropped']}")
     if s.get("digest_mismatches", 0):
         problems.append(f"{s['digest_mismatches']} digest mismatches")
+    problems += check_disk_fault(run)
     if s.get("final_eval_error"):
         problems.append(f"final evaluation failed: {s['final_eval_error']}")
     if mode in SHARD_MODES:
@@ -210,6 +299,23 @@ def check(mode, run, reference):
     return problems
 
 
+def check_disk_fault(run):
+    """A disk cell tests something only if the fault hit the job: the disk
+    went full (read-only) before shard 0 was killed, and a checkpoint
+    failed."""
+    disk = run.get("disk")
+    if disk is None:
+        return []
+    if not disk["applied"]:
+        return ["the disk fault never applied"]
+    if disk["kills"] < 2:
+        return [f"shard 0 was killed {disk['kills']} times while its disk "
+                "was faulty, not twice"]
+    kinds = [e.get("kind") for e in run["summary"].get("events", [])]
+    return [] if "checkpoint_failed" in kinds else [
+        "no checkpoint failed: the fault missed the job"]
+
+
 def reference_versions(mode, s):
     # Sync: the job's applied steps. Async and SSP: every applied task
     # pushed once to every shard, and `steps` counts applied tasks there.
@@ -218,7 +324,10 @@ def reference_versions(mode, s):
 
 def plan(seed, mode, fault, total_steps):
     r = random.Random(f"{seed}/{mode}/{fault}")
-    step = r.randint(int(0.15 * total_steps), int(0.7 * total_steps))
+    # Disk faults start in the first epoch, so that its end finds the disk
+    # still full (the next epoch must wait for its start's checkpoint).
+    last = 0.35 if fault in DISK_FAULTS else 0.7
+    step = r.randint(int(0.15 * total_steps), int(last * total_steps))
     return FAULTS[fault](r, step)
 
 
@@ -252,15 +361,26 @@ def main():
         expected = [c for c in cells if c not in KNOWN]
         cells = random.Random(a.seed).sample(
             expected, min(a.random_cells, len(expected)))
+    disk_skip = (checkpoint_disk.mount_error()
+                 if any(f in DISK_FAULTS for _, f in cells) else None)
     work = a.work or tempfile.mkdtemp(prefix="ferry-fault-matrix-")
     print(f"fault matrix: seed {a.seed}, {len(cells)} cells, runs in {work}",
           flush=True)
     if any(m in CTR_MODES for m, _ in cells):
         write_ctr_data(a.bin, work)
+    skip_torch = (torch_skip(a.bin)
+                  if any(m in TORCH_MODES for m, _ in cells) else None)
+    if skip_torch is None and any(m in TORCH_MODES for m, _ in cells):
+        write_torch_model(work)
     references = {}
     results = []
     unexpected = 0
     for mode, fault in cells:
+        if mode in TORCH_MODES and skip_torch:
+            print(f"{mode:13s} {fault:17s} skip  ({skip_torch})", flush=True)
+            results.append({"mode": mode, "fault": fault, "verdict": "skip",
+                            "problems": [skip_torch]})
+            continue
         if mode not in references:
             ref = run_job(a.bin, work, f"{mode}-undisturbed",
                           job_args(mode, work))
@@ -274,8 +394,15 @@ def main():
         ref = references[mode]
         total = (ref["summary"] or {}).get("steps", 400)
         chaos = plan(a.seed, mode, fault, total)
+        local_chaos, disk = split_disk_fault(chaos, total)
+        if disk is not None and disk_skip:
+            print(f"{mode:13s} {fault:17s} skip  ({disk_skip})", flush=True)
+            results.append({"mode": mode, "fault": fault, "chaos": chaos,
+                            "verdict": "skip", "problems": [disk_skip]})
+            continue
+        chaos_args = ["--chaos", local_chaos] if local_chaos else []
         run = run_job(a.bin, work, f"{mode}-{fault}",
-                      job_args(mode, work) + ["--chaos", chaos])
+                      job_args(mode, work) + chaos_args, disk=disk)
         problems = check(mode, run, ref)
         known = KNOWN.get((mode, fault))
         verdict = "pass" if not problems else ("known" if known else "FAIL")
@@ -290,7 +417,7 @@ def main():
                             (ref["summary"] or {}).get(score_key(mode)),
                         "rollbacks": s.get("rollbacks"),
                         "aborted_steps": s.get("aborted_steps"),
-                        "dir": run["dir"]})
+                        "disk": run["disk"], "dir": run["dir"]})
         print(f"{mode:13s} {fault:17s} {verdict:5s} {chaos}"
               + (f"  [{'; '.join(problems)}]" if problems else ""), flush=True)
     with open(os.path.join(work, "results.json"), "w") as f:

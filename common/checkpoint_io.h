@@ -243,7 +243,8 @@ class CheckpointStore {
                   int keep = kCheckpointsKept);
 
   // Writes `checkpoint` atomically (creating the directory), then deletes
-  // this shard's checkpoints older than the newest `keep`. Returns the path.
+  // this shard's checkpoints older than the newest `keep` but the pinned
+  // ones (Pin). Returns the path.
   // A failed deletion is only logged to stderr. Errors: the file system's;
   // FAILED_PRECONDITION when the checkpoint is of another slice;
   // INVALID_ARGUMENT when its buffers have the wrong sizes, there are
@@ -253,6 +254,10 @@ class CheckpointStore {
 
   // A streamed write (see CheckpointWriter).
   std::unique_ptr<CheckpointWriter> NewWriter();
+
+  // Versions that pruning keeps from now on, beside the newest `keep`
+  // (replaces the previous set): the ones a rollback may still need.
+  void Pin(std::vector<int64_t> versions) ABSL_LOCKS_EXCLUDED(mu_);
 
   // This shard's checkpoint versions found in the directory, ascending (by
   // name only; not verified). Empty when the directory does not exist.
@@ -285,8 +290,8 @@ class CheckpointStore {
   // FAILED_PRECONDITION for another slice, INVALID_ARGUMENT for buffers of
   // the wrong sizes (Write's checks of the dense part).
   absl::Status CheckDense(const CheckpointDenseView& dense) const;
-  // Deletes this shard's checkpoints older than the newest keep_ (warnings
-  // on stderr only).
+  // Deletes this shard's checkpoints older than the newest keep_, except
+  // the pinned ones (warnings on stderr only).
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<int64_t>> ListVersionsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -298,6 +303,7 @@ class CheckpointStore {
   const CheckpointIdentity identity_;
   const int keep_;
   absl::Mutex mu_;
+  std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

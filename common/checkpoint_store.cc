@@ -57,6 +57,11 @@ std::unique_ptr<CheckpointWriter> CheckpointStore::NewWriter() {
   return std::unique_ptr<CheckpointWriter>(new CheckpointWriter(this));
 }
 
+void CheckpointStore::Pin(std::vector<int64_t> versions) {
+  absl::MutexLock lock(&mu_);
+  pinned_ = std::move(versions);
+}
+
 void CheckpointStore::PruneLocked() {
   mu_.AssertHeld();
   absl::StatusOr<std::vector<int64_t>> versions = ListVersionsLocked();
@@ -67,6 +72,9 @@ void CheckpointStore::PruneLocked() {
   }
   const int excess = static_cast<int>(versions->size()) - keep_;
   for (int i = 0; i < excess; ++i) {
+    if (std::find(pinned_.begin(), pinned_.end(), (*versions)[i]) !=
+        pinned_.end())
+      continue;
     const std::string old =
         CheckpointPath(dir_, identity_.shard_id, (*versions)[i]);
     if (absl::Status s = fs_->DeleteFile(old); !s.ok()) {

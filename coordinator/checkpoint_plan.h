@@ -13,6 +13,7 @@
 #define FERRY_COORDINATOR_CHECKPOINT_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 
 namespace ferry {
@@ -70,12 +71,32 @@ class CheckpointPlan {
   // a forced checkpoint's (forgotten from then on).
   bool TakeForced(int64_t step) { return forced_.erase(step) > 0; }
 
+  // The version of an epoch's start whose checkpoint failed; nullopt when
+  // none is owed.
+  const std::optional<int64_t>& owed() const { return owed_; }
+  // Attempts at the owed checkpoint that failed.
+  int owed_failures() const { return owed_failures_; }
+  // The checkpoint at `version` (an epoch's start) failed or was not made:
+  // the next epoch waits for it (a new version starts the count over).
+  void Owe(int64_t version) {
+    if (owed_ != version) owed_failures_ = 0;
+    owed_ = version;
+  }
+  void OwedAttemptFailed() { ++owed_failures_; }
+  // The owed checkpoint was written, or is moot (the job rolled back).
+  void Settle() {
+    owed_.reset();
+    owed_failures_ = 0;
+  }
+
  private:
   bool on_;
   const int64_t every_;
   bool force_next_ = false;
   // Steps formed as forced checkpoints', until their finalize.
   std::set<int64_t> forced_;
+  std::optional<int64_t> owed_;
+  int owed_failures_ = 0;
 };
 
 }  // namespace ferry

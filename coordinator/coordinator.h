@@ -274,6 +274,26 @@ class Coordinator {
   // Moves to the next epoch when the current one is complete; false when
   // the job has no more epochs.
   bool AdvanceEpochIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the next epoch must wait because the shards hold no checkpoint
+  // at `version`, the end of the current one (a failed write: a full or
+  // read-only disk); then the checkpoint is owed (CheckpointPlan) and a
+  // recovery required, which retries it (RetryOwedCheckpoint).
+  bool EpochStartUnsaved(int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finalizer thread, no lock: one attempt at the owed checkpoint after a
+  // wait growing with the failures. True when handled (written, the epoch
+  // advanced; or failed again, still owed); false when none is owed or a
+  // shard is behind it (it restarted: the caller rolls back instead).
+  bool RetryOwedCheckpoint();
+  // A checkpoint at `version` failed with `status`: the log line and the
+  // checkpoint_failed event (saying when the next epoch waits for it), a
+  // failed attempt at an owed one, checkpoints off for good when the shards
+  // have no directory.
+  void CheckpointFailed(int64_t version, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (unless stopping) before the next attempt at an owed checkpoint:
+  // shard_retry doubling with each failure, at most 10 s. True when
+  // stopping.
+  bool WaitBeforeOwedCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a member that left or died: unpushed work goes back to the queue.
   // `why`: "left" or "evicted" (the event's kind).

@@ -31,6 +31,7 @@ void Coordinator::RunAsyncBarrier(const std::string& why) {
   int64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (WaitBeforeOwedCheckpoint()) return;  // stopping
     // No new lease forms while the recovery is needed (TryAssignAsync):
     // wait for the leased ones to be reported, or given back when their
     // holder is evicted.
@@ -58,16 +59,18 @@ void Coordinator::RunAsyncBarrier(const std::string& why) {
   }
   int64_t applied = 0;
   bool checkpoint = false;
+  std::vector<int64_t> keep;
   {
     absl::MutexLock lock(&mu_);
     applied = tasks_applied_;
     checkpoint = checkpoint_plan_.on();
+    keep = recovery_.checkpoints();
   }
   const bool consistent = std::all_of(versions.begin(), versions.end(),
                                       [&](int64_t v) { return v == applied; });
   if (consistent) {
     const absl::Status saved =
-        checkpoint ? shards_->Checkpoint(applied) : absl::OkStatus();
+        checkpoint ? shards_->Checkpoint(applied, keep) : absl::OkStatus();
     std::vector<Reply> replies;
     {
       absl::MutexLock lock(&mu_);
@@ -77,10 +80,7 @@ void Coordinator::RunAsyncBarrier(const std::string& why) {
             "async_checkpoint", "", applied, 0,
             absl::StrCat("every shard at version ", applied, " (", why, ")"));
       } else if (!saved.ok()) {
-        LogWarn("async checkpoint failed",
-                {{"version", applied}, {"why", saved.ToString()}});
-        AddEvent("checkpoint_failed", "", applied, 0,
-                 std::string(saved.message()));
+        CheckpointFailed(applied, saved);
       }
       async_checked_tasks_ = applied;
       recovery_state_.Done();

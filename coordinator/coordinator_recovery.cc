@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/backoff.h"
 #include "common/log.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
@@ -17,41 +18,109 @@ namespace {
 
 void Log(const std::string& line) { LogInfo(line); }
 
+// The longest wait between attempts at an owed checkpoint.
+constexpr absl::Duration kOwedCheckpointMaxWait = absl::Seconds(10);
+
 }  // namespace
 
 void Coordinator::MaybeCheckpoint(int64_t version, bool epoch_end,
                                   bool forced) {
+  std::vector<int64_t> keep;
   {
     absl::MutexLock lock(&mu_);
     if (!checkpoint_plan_.Due(version, epoch_end, forced)) return;
+    keep = recovery_.checkpoints();
   }
-  // An epoch may only start once its start is checkpointed: a rollback
-  // never reaches into the previous epoch. Retry while a shard restarts.
-  absl::Status status;
-  for (int attempt = 0;; ++attempt) {
-    status = shards_->Checkpoint(version);
-    if (status.ok() || !epoch_end || !absl::IsUnavailable(status) ||
-        attempt >= 50)
-      break;
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.shard_retry))
-      return;
-  }
+  // A failure at an epoch's end is retried before the next epoch starts
+  // (EpochStartUnsaved).
+  const absl::Status status = shards_->Checkpoint(version, keep);
   absl::MutexLock lock(&mu_);
   if (!status.ok()) {
-    Log(absl::StrCat("checkpoint at version ", version,
-                     " failed: ", status.ToString()));
-    AddEvent("checkpoint_failed", "", version, 0,
-             std::string(status.message()));
-    if (absl::IsFailedPrecondition(status) &&
-        absl::StrContains(status.message(), "no checkpoint directory")) {
-      checkpoint_plan_.TurnOff();  // shards run without --checkpoint-dir
-      Log("shards have no checkpoint directory: checkpoints are off");
-    }
+    CheckpointFailed(version, status);
     return;
   }
   recovery_.AddCheckpoint(version);
   PersistDurably();
+}
+
+void Coordinator::CheckpointFailed(int64_t version,
+                                   const absl::Status& status) {
+  if (absl::IsFailedPrecondition(status) &&
+      absl::StrContains(status.message(), "no checkpoint directory")) {
+    checkpoint_plan_.TurnOff();  // shards run without --checkpoint-dir
+    Log("shards have no checkpoint directory: checkpoints are off");
+  }
+  const bool waits = checkpoint_plan_.on() && queue_->complete() &&
+                     queue_->epoch() + 1 < options_.job.epochs();
+  if (waits && checkpoint_plan_.owed() == version)
+    checkpoint_plan_.OwedAttemptFailed();
+  Log(absl::StrCat("checkpoint at version ", version,
+                   " failed: ", status.ToString(),
+                   waits ? "; the next epoch waits for it" : ""));
+  AddEvent(
+      "checkpoint_failed", "", version, 0,
+      absl::StrCat(status.message(), waits ? " (the next epoch waits)" : ""));
+}
+
+bool Coordinator::EpochStartUnsaved(int64_t version) {
+  if (!checkpoint_plan_.on() || recovery_.latest_checkpoint() == version) {
+    checkpoint_plan_.Settle();
+    return false;
+  }
+  checkpoint_plan_.Owe(version);
+  recovery_state_.Require(absl::StrCat("epoch ", queue_->epoch() + 1,
+                                       " waits for its start (version ",
+                                       version, ") to be checkpointed"));
+  return true;
+}
+
+bool Coordinator::WaitBeforeOwedCheckpoint() {
+  const int failures = checkpoint_plan_.owed_failures();
+  if (!checkpoint_plan_.owed().has_value() || failures == 0) return stopping_;
+  RetryPolicy policy;
+  policy.initial_backoff = options_.shard_retry;
+  policy.max_backoff = std::max(options_.shard_retry, kOwedCheckpointMaxWait);
+  return mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                              BackoffCeiling(policy, failures - 1));
+}
+
+bool Coordinator::RetryOwedCheckpoint() {
+  int64_t version = 0;
+  std::vector<int64_t> keep;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!checkpoint_plan_.owed().has_value()) return false;
+    version = *checkpoint_plan_.owed();
+    keep = recovery_.checkpoints();
+    if (WaitBeforeOwedCheckpoint()) return true;  // stopping
+  }
+  absl::StatusOr<std::vector<int64_t>> versions = shards_->Versions();
+  if (versions.ok() && !versions->empty() &&
+      *std::min_element(versions->begin(), versions->end()) < version) {
+    absl::MutexLock lock(&mu_);
+    checkpoint_plan_.Settle();
+    return false;  // a shard restarted behind it: roll back in this epoch
+  }
+  const absl::Status status =
+      versions.ok() ? shards_->Checkpoint(version, keep) : versions.status();
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      CheckpointFailed(version, status);
+      return true;
+    }
+    checkpoint_plan_.Settle();
+    recovery_.AddCheckpoint(version);
+    AddEvent("checkpoint_retried", "", version, 0,
+             "the epoch's start is checkpointed; the next epoch starts");
+    recovery_state_.Done();
+    AdvanceEpochIfComplete();
+    PersistDurably();
+    ServeWaiters(replies, false);
+  }
+  ParkedCalls::Send(replies);
+  return true;
 }
 
 bool Coordinator::FenceDue() const {
@@ -112,6 +181,7 @@ void Coordinator::RecoverShards(const std::string& why) {
     RunAsyncBarrier(why);
     return;
   }
+  if (RetryOwedCheckpoint()) return;
   if (!rules_.shards_apply_finalized_steps()) {
     std::vector<Reply> replies;
     {
@@ -231,6 +301,7 @@ void Coordinator::RollBackAccounting(int64_t target) {
     progress_.TakeBack(lost);
     recovery_state_.CountRollback();
   }
+  checkpoint_plan_.Settle();  // an owed epoch start is moot: it re-ends
   if (rules_.sync()) {
     steps_applied_ = target;
     steps_.set_formed(target);

@@ -155,6 +155,9 @@ bool Coordinator::AdvanceEpochIfComplete() {
     recovery_state_.Require(absl::StrCat("epoch ", queue_->epoch(), " end"));
     return true;
   }
+  if (queue_->epoch() + 1 < options_.job.epochs() &&
+      EpochStartUnsaved(rules_.sync() ? steps_applied_ : tasks_applied_))
+    return true;  // after the checkpoint (RetryOwedCheckpoint)
   v1::EpochAccounting acc;
   acc.set_epoch(queue_->epoch());
   acc.set_samples_applied(queue_->samples_applied());

@@ -126,10 +126,12 @@ absl::Status GrpcShardControl::FinalizeStep(
       absl::StrCat("FinalizeStep(", step, ")"));
 }
 
-absl::Status GrpcShardControl::Checkpoint(int64_t version) {
+absl::Status GrpcShardControl::Checkpoint(int64_t version,
+                                          const std::vector<int64_t>& keep) {
   v1::CheckpointRequest request;
   request.set_job_id(job_.job_id());
   request.set_version(version);
+  request.mutable_keep()->Add(keep.begin(), keep.end());
   return CallEveryShard<v1::CheckpointRequest, v1::CheckpointResponse>(
       &v1::ParameterServer::Stub::Checkpoint, request, kCheckpointTimeout,
       absl::StrCat("Checkpoint(", version, ")"));

@@ -54,7 +54,8 @@ class GrpcShardControl final : public ShardControl {
   // training (held at an epoch end) does not move them during the pass.
   absl::StatusOr<TestScores> EvaluateAndNotify(
       int64_t min_version, absl::FunctionRef<void()> fetched) override;
-  absl::Status Checkpoint(int64_t version) override;
+  absl::Status Checkpoint(int64_t version,
+                          const std::vector<int64_t>& keep) override;
   // FAILED_PRECONDITION when a shard serves another job.
   absl::StatusOr<std::vector<int64_t>> Versions() override;
   absl::Status RestoreTo(int64_t version, int64_t generation) override;

@@ -67,10 +67,12 @@ class ShardControl : public WeightsEvaluator {
   virtual absl::Status FinalizeStep(
       int64_t step, int64_t generation,
       const std::vector<v1::Contributor>& contributors) = 0;
-  // Checkpoints every shard at `version` (-1: each at its current one). OK
-  // only when every shard's checkpoint is durable; FAILED_PRECONDITION
-  // "no checkpoint directory" turns checkpoints off.
-  virtual absl::Status Checkpoint(int64_t version) = 0;
+  // Checkpoints every shard at `version` (-1: each at its current one),
+  // pruning none of the versions in `keep` (the job's complete
+  // checkpoints). OK only when every shard's checkpoint is durable;
+  // FAILED_PRECONDITION "no checkpoint directory" turns checkpoints off.
+  virtual absl::Status Checkpoint(int64_t version,
+                                  const std::vector<int64_t>& keep) = 0;
   // Every shard's current version, in shard order (UNAVAILABLE when one
   // cannot be reached).
   virtual absl::StatusOr<std::vector<int64_t>> Versions() = 0;

@@ -121,7 +121,7 @@ void PsCheckpointer::DeleteNewerLocked(int64_t version) {
 }
 
 absl::StatusOr<PsCheckpointWritten> PsCheckpointer::Checkpoint(
-    absl::string_view job_id, int64_t version) {
+    absl::string_view job_id, int64_t version, std::vector<int64_t> keep) {
   RETURN_IF_ERROR(CheckJob(job_id));
   if (version < -1) {
     return absl::InvalidArgumentError(
@@ -133,6 +133,7 @@ absl::StatusOr<PsCheckpointWritten> PsCheckpointer::Checkpoint(
         shard_->config().shard_id));
   }
   absl::MutexLock lock(&mu_);
+  store_->Pin(std::move(keep));
   return WriteLocked([&](const PsShard::StateVisitor& visit) {
     return shard_->VisitState(version, visit);
   });

@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -66,13 +67,15 @@ class PsCheckpointer {
   bool has_directory() const { return store_ != nullptr; }
   const std::string& dir() const { return dir_; }
 
-  // Writes the shard's state at `version` (-1: the current one). Errors:
+  // Writes the shard's state at `version` (-1: the current one); the
+  // versions in `keep` are not pruned (CheckpointRequest.keep). Errors:
   //  FAILED_PRECONDITION wrong job, no checkpoint directory, `version` is
   //                      not the shard's current version (named);
   //  INVALID_ARGUMENT    version < -1;
   //  the file system's errors (INTERNAL, PERMISSION_DENIED, ...).
-  absl::StatusOr<PsCheckpointWritten> Checkpoint(absl::string_view job_id,
-                                                 int64_t version);
+  absl::StatusOr<PsCheckpointWritten> Checkpoint(
+      absl::string_view job_id, int64_t version,
+      std::vector<int64_t> keep = {});
 
   // See the file comment; returns the shard's version after it. Errors:
   //  FAILED_PRECONDITION wrong job; no checkpoint directory or no checkpoint

@@ -546,19 +546,19 @@ grpc::ServerUnaryReactor* PsService::ShardInfo(
 grpc::ServerUnaryReactor* PsService::Checkpoint(
     grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  return HandleUnary(context, RpcMethod::kPsCheckpoint, *request, *response,
-                     CoordinatorBytes(shard_), [&] {
-                       if (checkpointer_ == nullptr)
-                         return NoCheckpointDirectory();
-                       absl::StatusOr<PsCheckpointWritten> written =
-                           checkpointer_->Checkpoint(request->job_id(),
-                                                     request->version());
-                       if (written.ok()) {
-                         response->set_path(written->path);
-                         response->set_version(written->version);
-                       }
-                       return written.status();
-                     });
+  return HandleUnary(
+      context, RpcMethod::kPsCheckpoint, *request, *response,
+      CoordinatorBytes(shard_), [&] {
+        if (checkpointer_ == nullptr) return NoCheckpointDirectory();
+        absl::StatusOr<PsCheckpointWritten> written = checkpointer_->Checkpoint(
+            request->job_id(), request->version(),
+            {request->keep().begin(), request->keep().end()});
+        if (written.ok()) {
+          response->set_path(written->path);
+          response->set_version(written->version);
+        }
+        return written.status();
+      });
 }
 
 grpc::ServerUnaryReactor* PsService::Restore(

@@ -173,6 +173,23 @@ TEST(CheckpointStoreTest, KeepsTheNewestThree) {
   EXPECT_EQ(store.LoadVersion(5).status().code(), absl::StatusCode::kNotFound);
 }
 
+// The coordinator pins the versions every shard holds: a shard whose own
+// writes succeed keeps them while another shard's writes fail.
+TEST(CheckpointStoreTest, PinnedVersionsOutliveTheNewestThree) {
+  InMemoryFileSystem fs;
+  CheckpointStore store(&fs, "/ckpt", Identity());
+  ASSERT_TRUE(store.Write(Sample(50)).ok());
+  store.Pin({50});
+  for (int64_t v : {100, 150, 200, 235})
+    ASSERT_TRUE(store.Write(Sample(v)).ok());
+  EXPECT_THAT(*store.ListVersions(), ElementsAre(50, 150, 200, 235));
+  EXPECT_TRUE(store.LoadVersion(50).ok());
+  // Unpinned, it goes at the next write.
+  store.Pin({});
+  ASSERT_TRUE(store.Write(Sample(300)).ok());
+  EXPECT_THAT(*store.ListVersions(), ElementsAre(200, 235, 300));
+}
+
 TEST(CheckpointStoreTest, WriteRejectsAnotherSliceOrWrongSizes) {
   InMemoryFileSystem fs;
   CheckpointStore store(&fs, "/ckpt", Identity());

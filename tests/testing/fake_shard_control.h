@@ -67,8 +67,11 @@ class FakeShardControl final : public ShardControl {
     absl::MutexLock lock(&mu);
     return scores;
   }
-  absl::Status Checkpoint(int64_t version) override {
+  absl::Status Checkpoint(int64_t version,
+                          const std::vector<int64_t>& keep) override {
     absl::MutexLock lock(&mu);
+    ++checkpoint_calls;
+    last_keep = keep;
     if (!checkpoint_error.ok()) return checkpoint_error;
     checkpoints.push_back(version);
     return absl::OkStatus();
@@ -95,6 +98,8 @@ class FakeShardControl final : public ShardControl {
   bool fence_unreachable = false;
   // Not OK: every Checkpoint fails with it (a full or read-only disk).
   absl::Status checkpoint_error;
+  int checkpoint_calls = 0;        // every Checkpoint call, failed or not
+  std::vector<int64_t> last_keep;  // the last Checkpoint call's `keep`
   bool finalize_open = true;
   std::vector<int64_t> fences;  // every fence that reached the shards
   int fail_next = 0;

@@ -37,7 +37,9 @@ class InMemoryPs final : public ShardControl {
   absl::StatusOr<TestScores> Evaluate(int64_t) override {
     return TestScores{.accuracy = 0.5, .loss = 1.0};
   }
-  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
+  absl::Status Checkpoint(int64_t, const std::vector<int64_t>&) override {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<int64_t>> Versions() override;
   absl::Status RestoreTo(int64_t, int64_t) override {
     return absl::UnimplementedError("no checkpoints in memory");

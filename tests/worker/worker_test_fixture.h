@@ -106,7 +106,9 @@ class NoShards final : public ShardControl {
   absl::StatusOr<TestScores> Evaluate(int64_t) override {
     return TestScores{.accuracy = 0.5, .loss = 1.0};
   }
-  absl::Status Checkpoint(int64_t) override { return absl::OkStatus(); }
+  absl::Status Checkpoint(int64_t, const std::vector<int64_t>&) override {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<int64_t>> Versions() override {
     return std::vector<int64_t>{};
   }
