@@ -6,7 +6,9 @@
 #include "client/chaos_plan.h"
 #include "common/cli_main.h"
 #include "common/exit_codes.h"
+#include "common/file_system.h"
 #include "common/link_shaper.h"
+#include "common/ring_checkpoint.h"
 #include "common/status_macros.h"
 #include "common/training_metrics.h"
 #include "data/ctr_dataset.h"
@@ -237,7 +239,9 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                    "start from this model directory (model.json + "
                    "model.safetensors, from --export or "
                    "scripts/ferry_torch.py); its model is the job's unless "
-                   "--model is given. With --model external: the first "
+                   "--model is given. Or a ring job's checkpoint directory "
+                   "(LOG_DIR/ring; needs --model): its newest complete "
+                   "checkpoint. With --model external: the first "
                    "worker's model starts from DIR/model.safetensors (torch's "
                    "names, e.g. an earlier job's --export)");
   local.add_option("--export", line.export_dir,
@@ -407,6 +411,15 @@ absl::StatusOr<LocalClusterOptions> ResolveLocalCommand(LocalCommandLine line) {
   o.global_batch = line.batch;
   if (!line.init_from.empty() &&
       (line.model_flag == nullptr || line.model_flag->count() == 0)) {
+    if (HasRingCheckpoint(PosixFileSystem(), line.init_from) &&
+        !PosixFileSystem()
+             ->ReadFile(absl::StrCat(line.init_from, "/model.json"))
+             .ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--init-from ", line.init_from,
+          " is a ring job's checkpoint directory, which holds no model.json: "
+          "give the job's --model too"));
+    }
     line.model = line.init_from;
   }
   MakePathsAbsolute(line);

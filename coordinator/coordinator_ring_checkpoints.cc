@@ -1,4 +1,4 @@
-// Ring checkpoints (see coordinator.h and worker/ring_checkpoint.h): the
+// Ring checkpoints (see coordinator.h and common/ring_checkpoint.h): the
 // coordinator picks the steps whose members write one, records a checkpoint
 // once every member of its step wrote its part, and takes a ring that lost
 // every member holding the job's state back to the newest one.

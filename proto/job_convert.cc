@@ -6,6 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
+#include "common/ring_checkpoint.h"
 #include "common/status_macros.h"
 #include "model/dlrm_weights.h"
 #include "model/model_export.h"
@@ -307,9 +309,37 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
   return def;
 }
 
+namespace {
+
+// A directory with ring checkpoint parts and no exported weights.
+bool IsRingCheckpointDirectory(FileSystem* fs, const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = fs->ListDirectory(dir);
+  return names.ok() &&
+         std::find(names->begin(), names->end(), kModelWeightsFile) ==
+             names->end() &&
+         HasRingCheckpoint(fs, dir);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
                                                     const ModelDef& model) {
   if (job.init_from().empty()) return ModelJobInitialValues(model, job.seed());
+  FileSystem* fs = PosixFileSystem();
+  if (IsRingCheckpointDirectory(fs, job.init_from())) {
+    // A ring job's checkpoint directory: its newest complete checkpoint's
+    // parameters (and BatchNorm state), the optimizer state left behind as
+    // an export would.
+    ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
+    absl::StatusOr<RingCheckpoint> ring =
+        LoadNewestRingCheckpoint(fs, job.init_from(), layout.total_elements());
+    if (!ring.ok()) {
+      return absl::Status(ring.status().code(),
+                          absl::StrCat("--init-from ", job.init_from(), ": ",
+                                       ring.status().message()));
+    }
+    return std::move(ring->params);
+  }
   absl::StatusOr<ModelValues> imported = ImportModel(job.init_from());
   if (!imported.ok()) return imported.status();
   if (absl::Status same = CheckSameModel(model, imported->def); !same.ok()) {

@@ -97,7 +97,11 @@ absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job);
 // The job's starting flat buffer (model/model_params.h ModelJobLayout:
 // parameters, then BatchNorm state): JobSpec.init_from's values (checked to
 // be the job's model; INVALID_ARGUMENT naming the first difference, the
-// reader's errors for missing or malformed files), else the seed's.
+// reader's errors for missing or malformed files), else the seed's. An
+// init_from directory without model.safetensors but with ring checkpoint
+// parts (a ring job's --ring-checkpoint-dir) gives its newest complete
+// checkpoint's values (common/ring_checkpoint.h LoadNewestRingCheckpoint:
+// NOT_FOUND when none is complete, FAILED_PRECONDITION for another size).
 absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
                                                     const ModelDef& model);
 

@@ -93,7 +93,9 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
   command
       .add_option("--init-from", f.init_from,
                   "start from this model directory (model.json + "
-                  "model.safetensors) instead of the seed's weights; shards "
+                  "model.safetensors), or the newest complete checkpoint of "
+                  "a ring job's --ring-checkpoint-dir (with --model), "
+                  "instead of the seed's weights; shards "
                   "and ring workers read it, so it must be at the same path "
                   "for them. --model external: DIR/model.safetensors only, "
                   "read here, by torch's names, replacing the first "

@@ -150,7 +150,7 @@ struct ExchangeStep {
   // Ring pipelines: the ranks of lease.ring() that hold each of
   // stage_ranges current after the step (ascending; every member when
   // there are no stage rings), which split the ring checkpoint's parts
-  // (worker/ring_checkpoint.h RingCheckpointPartsOf).
+  // (common/ring_checkpoint.h RingCheckpointPartsOf).
   std::vector<std::vector<int>> stage_holders;
 
   static ExchangeStep Of(const v1::NextTaskResponse* lease, int64_t generation,

@@ -8,10 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/ring_checkpoint.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "ring/ring_peer_service.h"
-#include "worker/ring_checkpoint.h"
 
 namespace ferry {
 namespace {

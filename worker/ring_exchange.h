@@ -131,7 +131,7 @@ struct RingExchangeOptions {
   std::unique_ptr<RingTables> tables;
   // Largest message of the tables' collectives.
   int64_t tables_piece_bytes = int64_t{1} << 20;
-  // Ring checkpoints (worker/ring_checkpoint.h): the directory of the job's
+  // Ring checkpoints (common/ring_checkpoint.h): the directory of the job's
   // parts (JobSpec.ring_checkpoint_dir; empty: none) on `fs` (not owned;
   // null: the POSIX file system).
   std::string checkpoint_dir;

@@ -1,6 +1,6 @@
-// Ring checkpoint parts on disk (worker/ring_checkpoint.h): written by rank,
+// Ring checkpoint parts on disk (common/ring_checkpoint.h): written by rank,
 // read back whole, and every way a part can be missing or wrong.
-#include "worker/ring_checkpoint.h"
+#include "common/ring_checkpoint.h"
 
 #include <string>
 #include <vector>
@@ -210,6 +210,47 @@ TEST(RingCheckpointTest, PartsThatDoNotTileTheStateAreDataLoss) {
       LoadRingCheckpoint(&fs, "/ck", "job", 4, kElements, 1).status();
   EXPECT_TRUE(absl::IsDataLoss(gap)) << gap;
   EXPECT_THAT(std::string(gap.message()), HasSubstr("do not tile"));
+}
+
+// --init-from of a ring job's checkpoint directory: no coordinator says
+// which version is complete, so the newest whose parts are all there and
+// sound is taken, whichever job wrote it.
+TEST(RingCheckpointTest, TheNewestCompleteCheckpointIsFoundWithoutItsJob) {
+  InMemoryFileSystem fs;
+  EXPECT_FALSE(HasRingCheckpoint(&fs, "/ck"));
+  EXPECT_TRUE(absl::IsNotFound(
+      LoadNewestRingCheckpoint(&fs, "/ck", kElements).status()));
+  WriteAll(fs, 8);
+  WriteAll(fs, 10);
+  // Version 12 was cut short: its part 2 was never written.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(
+        WriteRingCheckpointPart(&fs, "/ck", Part("job", r, kRingParts, 12))
+            .ok());
+  }
+  EXPECT_TRUE(HasRingCheckpoint(&fs, "/ck"));
+  absl::StatusOr<RingCheckpoint> newest =
+      LoadNewestRingCheckpoint(&fs, "/ck", kElements);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(newest->version, 10);
+  for (int64_t i = 0; i < kElements; ++i) {
+    EXPECT_EQ(newest->params[i], PartValue(0, i, 10)) << i;
+  }
+  ASSERT_EQ(newest->state.size(), 1u);
+  // A model of another size is refused, not passed over.
+  const absl::Status other_size =
+      LoadNewestRingCheckpoint(&fs, "/ck", kElements + 1).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(other_size)) << other_size;
+  // With every complete version damaged, none is found: NOT_FOUND saying
+  // why the newest was not taken.
+  for (int64_t v : {8, 10}) {
+    ASSERT_TRUE(fs.DeleteFile(CheckpointPath("/ck", 1, v)).ok());
+  }
+  const absl::Status none =
+      LoadNewestRingCheckpoint(&fs, "/ck", kElements).status();
+  EXPECT_TRUE(absl::IsNotFound(none)) << none;
+  EXPECT_THAT(std::string(none.message()),
+              HasSubstr("no complete ring checkpoint in /ck"));
 }
 
 }  // namespace

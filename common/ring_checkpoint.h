@@ -21,8 +21,8 @@
 //
 // Thread safety: stateless functions; two writers of one part (same
 // directory, rank and version) must not run at once.
-#ifndef FERRY_WORKER_RING_CHECKPOINT_H_
-#define FERRY_WORKER_RING_CHECKPOINT_H_
+#ifndef FERRY_COMMON_RING_CHECKPOINT_H_
+#define FERRY_COMMON_RING_CHECKPOINT_H_
 
 #include <cstdint>
 #include <string>
@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "common/checkpoint_io.h"
 #include "common/file_system.h"
+#include "common/sharding.h"
 
 namespace ferry {
 
@@ -90,6 +91,22 @@ absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
                                                   int64_t version, int64_t n,
                                                   size_t state_buffers);
 
+// Whether `dir` holds ring checkpoint parts (a part 0 of some version).
+// False when it cannot be listed.
+bool HasRingCheckpoint(FileSystem* fs, const std::string& dir);
+
+// The newest complete ring checkpoint in `dir` whose state has `n`
+// elements, of whichever job wrote it (--init-from of a ring checkpoint
+// directory, where no coordinator says which version is complete): the
+// versions with a part 0, newest first; one with a part missing or
+// damaged (a checkpoint cut short when its job stopped) is skipped.
+// Errors: NOT_FOUND when no version is complete (naming why the newest was
+// not); LoadRingCheckpoint's FAILED_PRECONDITION for a checkpoint of
+// another size; the file system's for a directory that cannot be listed.
+absl::StatusOr<RingCheckpoint> LoadNewestRingCheckpoint(FileSystem* fs,
+                                                        const std::string& dir,
+                                                        int64_t n);
+
 }  // namespace ferry
 
-#endif  // FERRY_WORKER_RING_CHECKPOINT_H_
+#endif  // FERRY_COMMON_RING_CHECKPOINT_H_

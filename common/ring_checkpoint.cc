@@ -1,7 +1,9 @@
-#include "worker/ring_checkpoint.h"
+#include "common/ring_checkpoint.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -176,6 +178,51 @@ absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
     begin = end;
   }
   return checkpoint;
+}
+
+namespace {
+
+// The versions of `dir` with a part 0, newest first.
+absl::StatusOr<std::vector<int64_t>> PartZeroVersions(FileSystem* fs,
+                                                      const std::string& dir) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                   fs->ListDirectory(dir));
+  std::vector<int64_t> versions;
+  for (const std::string& name : names) {
+    if (std::optional<int64_t> v = ParseCheckpointName(name, 0))
+      versions.push_back(*v);
+  }
+  std::sort(versions.rbegin(), versions.rend());
+  return versions;
+}
+
+}  // namespace
+
+bool HasRingCheckpoint(FileSystem* fs, const std::string& dir) {
+  absl::StatusOr<std::vector<int64_t>> versions = PartZeroVersions(fs, dir);
+  return versions.ok() && !versions->empty();
+}
+
+absl::StatusOr<RingCheckpoint> LoadNewestRingCheckpoint(FileSystem* fs,
+                                                        const std::string& dir,
+                                                        int64_t n) {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> versions,
+                   PartZeroVersions(fs, dir));
+  absl::Status newest_failure = absl::NotFoundError("no part 0 of any version");
+  for (const int64_t version : versions) {
+    absl::StatusOr<ShardCheckpoint> first =
+        ReadPart(fs, CheckpointPath(dir, 0, version), nullptr);
+    absl::StatusOr<RingCheckpoint> loaded =
+        first.ok() ? LoadRingCheckpoint(fs, dir, first->identity.job_id,
+                                        version, n, first->state.size())
+                   : first.status();
+    if (loaded.ok() || absl::IsFailedPrecondition(loaded.status()))
+      return loaded;
+    if (version == versions.front()) newest_failure = loaded.status();
+  }
+  return absl::NotFoundError(absl::StrCat("no complete ring checkpoint in ",
+                                          dir, " (", newest_failure.message(),
+                                          ")"));
 }
 
 }  // namespace ferry
