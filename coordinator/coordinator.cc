@@ -82,6 +82,13 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
   absl::MutexLock lock(&mu_);
   if (ring_checkpoints_ && rules_.ring_beside_shards())
     recovery_.KeepStepsForRingCheckpoints();
+  if (rules_.members_hold_weights() && !rules_.ring_beside_shards() &&
+      options_.job.pipeline_stages() > 1) {
+    const absl::StatusOr<int64_t> state = JobStateElements(options_.job);
+    pipeline_state_ring_ = state.ok() && *state > 0;
+    pipeline_ranges_ =
+        options_.job.pipeline_stages() + (pipeline_state_ring_ ? 1 : 0);
+  }
   queue_ = std::make_unique<EpochTaskQueue>(0, options_.epoch_size);
   start_unix_ = absl::ToDoubleSeconds(Now() - absl::UnixEpoch());
 }

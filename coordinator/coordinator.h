@@ -413,6 +413,9 @@ class Coordinator {
   void NoteRingCheckpointReport(OpenStep& step, Slot& slot,
                                 const v1::StepReport& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ring pipelines: the ranges each member of applied `step` holds current
+  // now (Member::held_ranges, StageHoldersOf).
+  void NoteRangesHeld(const OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ApplyStep of a checkpoint's step: records the checkpoint (durably) when
   // every member wrote its part.
   void RecordRingCheckpoint(const OpenStep& step)
@@ -528,6 +531,11 @@ class Coordinator {
   // a ring job without ring embedding tables: ring, ring pipelines, or
   // hybrid's dense layers).
   const bool ring_checkpoints_;
+  // Ring pipelines: the flat ranges whose holders the coordinator follows
+  // (the stages, then the BatchNorm state when `pipeline_state_ring_`); 0
+  // for other jobs.
+  int pipeline_ranges_ = 0;
+  bool pipeline_state_ring_ = false;
 
   JobEvents events_ ABSL_GUARDED_BY(mu_);
   // Why the job cannot go on (StatusResponse.error); empty while it can.

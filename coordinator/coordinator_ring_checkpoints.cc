@@ -2,32 +2,46 @@
 // coordinator picks the steps whose members write one, records a checkpoint
 // once every member of its step wrote its part, and takes a ring that lost
 // every member holding the job's state back to the newest one.
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ring_resume.h"
+#include "pipeline/ring_pipeline_roles.h"
 
 namespace ferry {
 
 std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
     const std::vector<const Member*>& ranked) {
-  if (!rules_.members_hold_weights() || !steps_.open().empty() ||
-      !RingLostTheJobState(ranked, steps_applied_))
+  if (!rules_.members_hold_weights() || !steps_.open().empty())
     return std::nullopt;
+  const bool all_lost = RingLostTheJobState(ranked, steps_applied_);
+  // A ring pipeline may lose one stage only: every member that trained it
+  // is gone while others live on.
+  const bool stage_lost =
+      !all_lost && pipeline_ranges_ > 0 &&
+      RingPipelineLostARange(ranked, pipeline_ranges_, steps_applied_);
+  if (!all_lost && !stage_lost) return std::nullopt;
   // Hybrid: the shards' tables must go back with the dense layers, to a
   // version both halves have a checkpoint of.
   const bool hybrid = rules_.ring_beside_shards();
   const std::optional<RingResumePoint> point = RingResumeTarget(
       hybrid ? recovery_.CheckpointsOfBothHalves() : recovery_.checkpoints(),
       steps_applied_, recovery_.first_step(steps_applied_));
-  if (!point.has_value()) {
+  // Survivors hold newer stages: only a checkpoint brings every stage back
+  // to one step (none of them holds the initial state any more).
+  if (!point.has_value() || (stage_lost && !point->from_checkpoint)) {
     if (error_.empty()) {
       const char* why_none = ring_checkpoints_ ? "none was completed"
                              : options_.job.ring_checkpoint_dir().empty()
                                  ? "the job has no --ring-checkpoint-dir"
                                  : "ring embedding tables are not checkpointed";
       error_ = absl::StrCat(
-          "every ring member that held the job's state after ", steps_applied_,
+          stage_lost ? "every ring member that held a pipeline stage's state"
+                     : "every ring member that held the job's state",
+          " after ", steps_applied_,
           " steps is gone and no ring checkpoint of this epoch is left (",
           why_none,
           "): training on from the new members' state would count steps "
@@ -39,8 +53,16 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   }
   const int64_t from = steps_applied_;
   RollBackAccounting(point->version);
+  // After the resume's gather every member holds every range.
+  for (const Member* m : ranked) {
+    Member* member = membership_.Find(m->id);
+    member->held_ranges.clear();
+    for (int r = 0; r < pipeline_ranges_; ++r) member->held_ranges.push_back(r);
+  }
   const std::string resumed = absl::StrCat(
-      "no member holds the job's state: the ring goes on from ",
+      stage_lost ? "no member holds a pipeline stage's current state"
+                 : "no member holds the job's state",
+      ": the ring goes on from ",
       point->from_checkpoint ? "the ring checkpoint at "
                              : "the initial state, ",
       point->version,
@@ -63,6 +85,23 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
     AddEvent("ring_resumed", "", point->version, 0, resumed);
   if (!point->from_checkpoint) return std::nullopt;
   return point->version;
+}
+
+void Coordinator::NoteRangesHeld(const OpenStep& step) {
+  if (pipeline_ranges_ == 0) return;
+  const std::vector<std::vector<int>> holders =
+      StageHoldersOf(static_cast<int>(step.slots.size()),
+                     options_.job.pipeline_stages(), pipeline_state_ring_);
+  for (size_t rank = 0; rank < step.slots.size(); ++rank) {
+    Member* m = membership_.Find(step.slots[rank].worker_id);
+    if (m == nullptr) continue;
+    m->held_ranges.clear();
+    for (size_t range = 0; range < holders.size(); ++range) {
+      if (std::find(holders[range].begin(), holders[range].end(),
+                    static_cast<int>(rank)) != holders[range].end())
+        m->held_ranges.push_back(static_cast<int>(range));
+    }
+  }
 }
 
 bool Coordinator::RingCheckpointDue(int64_t samples, int64_t remaining) const {

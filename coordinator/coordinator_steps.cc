@@ -251,6 +251,7 @@ void Coordinator::ApplyStep(int64_t number) {
                             " s after joining"));
     }
   }
+  NoteRangesHeld(step);
   // The step ended when its last contributor's exchange did; a step the
   // coordinator applied on the shards itself (FinalizeStep, just returned)
   // ended no earlier than that.

@@ -84,6 +84,7 @@ void Membership::SaveTo(v1::CoordinatorState& s) const {
     *ms->mutable_peer_bytes() = m.peer_bytes;
     ms->set_applied_any(m.applied_any);
     ms->set_evaluates(m.evaluates);
+    ms->mutable_held_ranges()->Add(m.held_ranges.begin(), m.held_ranges.end());
   }
   for (const auto& [id, b] : departed_bytes_)
     (*s.mutable_departed_bytes())[id] = b;
@@ -106,6 +107,7 @@ void Membership::LoadFrom(const v1::CoordinatorState& s, absl::Time now) {
     m.peer_bytes = ms.peer_bytes();
     m.applied_any = ms.applied_any();
     m.evaluates = ms.evaluates();
+    m.held_ranges.assign(ms.held_ranges().begin(), ms.held_ranges().end());
     m.last_heartbeat = now;  // a heartbeat timeout to come back
     m.joined = now;
     members_[m.id] = std::move(m);

@@ -39,6 +39,10 @@ class Membership {
     v1::ByteCounts peer_bytes;
     absl::Time joined;
     bool applied_any = false;  // a gradient of it was applied
+    // Ring pipelines: the flat ranges (indices of StageHoldersOf's lists:
+    // the stages, then the BatchNorm state) it held current after the last
+    // step it applied, or will after the ring's resume.
+    std::vector<int> held_ranges;
     // Hybrid: the steps whose keep_state lease it was given, newest two
     // (a ring member keeps its dense state before each of them).
     std::vector<int64_t> kept_states;

@@ -24,4 +24,19 @@ bool RingLostTheJobState(const std::vector<const Membership::Member*>& members,
       [](const Membership::Member* m) { return m->applied_any; });
 }
 
+bool RingPipelineLostARange(
+    const std::vector<const Membership::Member*>& members, int ranges,
+    int64_t applied) {
+  if (applied == 0 || members.empty()) return false;
+  for (int range = 0; range < ranges; ++range) {
+    const bool held = std::any_of(
+        members.begin(), members.end(), [range](const Membership::Member* m) {
+          return std::find(m->held_ranges.begin(), m->held_ranges.end(),
+                           range) != m->held_ranges.end();
+        });
+    if (!held) return true;
+  }
+  return false;
+}
+
 }  // namespace ferry

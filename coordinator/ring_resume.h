@@ -35,6 +35,15 @@ std::optional<RingResumePoint> RingResumeTarget(
 bool RingLostTheJobState(const std::vector<const Membership::Member*>& members,
                          int64_t applied);
 
+// Ring pipelines of `ranges` flat ranges (a stage each, then the BatchNorm
+// state): whether after `applied` steps some range is held current by no
+// member of `members` (Membership::Member::held_ranges): every member of
+// the last step that trained that stage is gone, and the ring would go on
+// from an older copy of it.
+bool RingPipelineLostARange(
+    const std::vector<const Membership::Member*>& members, int ranges,
+    int64_t applied);
+
 }  // namespace ferry
 
 #endif  // FERRY_COORDINATOR_RING_RESUME_H_

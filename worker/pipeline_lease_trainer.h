@@ -55,6 +55,7 @@
 #include "model/pipeline_stage.h"
 #include "pipeline/pipeline_options.h"
 #include "pipeline/pipeline_schedule.h"
+#include "pipeline/ring_pipeline_roles.h"
 #include "pipeline/ring_stage_link.h"
 #include "pipeline/stage_runner.h"
 #include "worker/lease_samples.h"
@@ -62,17 +63,6 @@
 #include "worker/worker_deps.h"
 
 namespace ferry {
-
-// Where rank `rank` of a ring of `size` members sits in a job of `stages`
-// stages: its replica's first rank, its stage, and the replica's stage
-// count (1 for a member after the last whole replica). Pure.
-struct PipelineRole {
-  int first_rank = 0;
-  int stage = 0;
-  int stages = 1;
-  bool operator==(const PipelineRole&) const = default;
-};
-PipelineRole PipelineRoleOf(int rank, int size, int stages);
 
 // The stage rings rank `rank` of a ring of `size` all-reduces in, for a job
 // of `stages` stages (ExchangeStep.stage_rings): with more members than
@@ -88,13 +78,7 @@ std::vector<ExchangeStep::StageRing> StageRingsOf(int rank, int size,
                                                   int stages,
                                                   bool state_ring = false);
 
-// The ranks that hold each of a ring pipeline's ranges current after a
-// step (ExchangeStep.stage_holders): with stage rings (StageRingsOf), stage
-// s's ring members, and every member for the state range (`state_ring`);
-// without, every member for every range (the whole buffer is all-reduced).
-// `stages` + `state_ring` lists, ranks ascending. Pure.
-std::vector<std::vector<int>> StageHoldersOf(int size, int stages,
-                                             bool state_ring = false);
+// PipelineRoleOf and StageHoldersOf: pipeline/ring_pipeline_roles.h.
 
 // The flat parameter range of each stage of `split` (model order).
 std::vector<FlatRange> StageParamRanges(const ModelDef& def,

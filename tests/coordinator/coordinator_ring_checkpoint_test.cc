@@ -2,6 +2,7 @@
 // recorded, and how a ring none of whose members holds the job's state goes
 // back (coordinator/coordinator_ring_checkpoints.cc, coordinator/
 // ring_resume.h).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,87 @@ TEST(RingResumeTest, NewestCheckpointTheLogReachesElseTheStart) {
   ASSERT_TRUE(start.has_value());
   EXPECT_EQ(start->version, 0);
   EXPECT_FALSE(start->from_checkpoint);
+}
+
+// A ring pipeline of 2 stages and 4 members: ranks 0 and 2 train stage 0,
+// 1 and 3 stage 1 (pipeline/ring_pipeline_roles.h). Applies steps 0..2
+// (a checkpoint at 2), then the members in `leaving` leave.
+v1::JobSpec PipelineRingJob() {
+  v1::JobSpec job = Job(10, 1);
+  job.set_mode(v1::MODE_RING);
+  job.set_pipeline_stages(2);
+  job.set_ring_checkpoint_dir("/ckpt");
+  return job;
+}
+struct PipelineRing {
+  explicit PipelineRing(const std::vector<int>& leaving)
+      : f(PipelineRingJob(), 60, 1, "", /*checkpoint_every=*/2) {
+    for (int i = 0; i < 4; ++i) members.push_back(f.Join());
+    for (int step = 0; step < 3; ++step) Step(f, members);
+    AwaitRingApplied(f, 3);
+    for (int i : leaving) EXPECT_TRUE(f.coordinator->Leave(members[i]).ok());
+  }
+  Fixture f;
+  std::vector<std::string> members;
+};
+std::unique_ptr<PipelineRing> PipelineRingAfter3Steps(
+    const std::vector<int>& leaving) {
+  return std::make_unique<PipelineRing>(leaving);
+}
+
+TEST(CoordinatorRingCheckpointTest,
+     PipelineThatLostEveryHolderOfOneStageResumesFromTheCheckpoint) {
+  // Ranks 1 and 3, stage 1's only current copies, leave; 0 and 2 live on.
+  auto ring = PipelineRingAfter3Steps({1, 3});
+  Fixture& f = ring->f;
+  auto la = NextWork(f, ring->members[0]);
+  auto lc = NextWork(f, ring->members[2]);
+  ASSERT_TRUE(la.ok() && lc.ok()) << la.status() << lc.status();
+  EXPECT_EQ(la->step(), 2);
+  ASSERT_TRUE(la->has_restore_checkpoint());
+  EXPECT_EQ(la->restore_checkpoint(), 2);
+  EXPECT_EQ(lc->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*la), 20);  // the undone step's samples first
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(CountJobEvents(s, "ring_resumed"), 1);
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() == "ring_resumed") {
+      EXPECT_NE(e.detail().find("pipeline stage"), std::string::npos)
+          << e.detail();
+    }
+  }
+  EXPECT_EQ(s.rollbacks(), 1);
+  EXPECT_TRUE(s.error().empty()) << s.error();
+  // The resumed ring holds every stage: the next step is no new resume.
+  Step(f, {ring->members[0], ring->members[2]});
+  AwaitRingApplied(f, 3);
+  EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_resumed"), 1);
+}
+
+TEST(CoordinatorRingCheckpointTest, PipelineKeepingAHolderOfEachStageGoesOn) {
+  // Ranks 1 and 2 leave: rank 0 holds stage 0, rank 3 stage 1.
+  auto ring = PipelineRingAfter3Steps({1, 2});
+  Fixture& f = ring->f;
+  auto la = NextWork(f, ring->members[0]);
+  ASSERT_TRUE(la.ok()) << la.status();
+  EXPECT_EQ(la->step(), 3);
+  EXPECT_FALSE(la->has_restore_checkpoint());
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_EQ(CountJobEvents(s, "ring_resumed"), 0);
+  EXPECT_EQ(s.rollbacks(), 0);
+}
+
+TEST(RingResumeTest, APipelineRangeIsLostWhenNoMemberHoldsIt) {
+  Membership::Member stage0, stage1, both;
+  stage0.held_ranges = {0};
+  stage1.held_ranges = {1};
+  both.held_ranges = {0, 1};
+  EXPECT_FALSE(RingPipelineLostARange({&stage0, &stage1}, 2, 5));
+  EXPECT_TRUE(RingPipelineLostARange({&stage0, &stage0}, 2, 5));
+  EXPECT_FALSE(RingPipelineLostARange({&both}, 2, 5));
+  // A BatchNorm state range (index 2) nobody holds.
+  EXPECT_TRUE(RingPipelineLostARange({&both}, 3, 5));
+  EXPECT_FALSE(RingPipelineLostARange({&stage0}, 2, 0));  // nothing applied
 }
 
 TEST(RingResumeTest, LostOnlyWhenStepsWereAppliedAndNoMemberTookPart) {
