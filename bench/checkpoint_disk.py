@@ -86,18 +86,22 @@ class CheckpointDisk:
         subprocess.run(["mount", "-o", "remount,rw", self.path], check=False)
 
 
-def coordinator_address(cluster_file):
-    """The coordinator's address from `ferry local --cluster-file`, or None
-    while the file is not written yet."""
+def cluster_process(cluster_file, name, field):
+    """`field` of process `name` ("coordinator", "ps0") in the file
+    `ferry local --cluster-file` writes; None while it is not there."""
     try:
         with open(cluster_file) as f:
             cluster = json.load(f)
     except (OSError, ValueError):
         return None
     for p in cluster if isinstance(cluster, list) else []:
-        if p.get("name") == "coordinator" and p.get("address"):
-            return p["address"]
+        if p.get("name") == name and p.get(field) not in (None, "", -1):
+            return p[field]
     return None
+
+
+def coordinator_address(cluster_file):
+    return cluster_process(cluster_file, "coordinator", "address")
 
 
 def job_status(ferry, address):
@@ -118,18 +122,6 @@ def waits_since(status, unix_seconds):
                and "the next epoch waits" in e.get("detail", "")
                and float(e.get("unix_seconds", 0)) > unix_seconds
                for e in status.get("events", []))
-
-
-def process_pid(cluster_file, name):
-    try:
-        with open(cluster_file) as f:
-            cluster = json.load(f)
-    except (OSError, ValueError):
-        return None
-    for p in cluster if isinstance(cluster, list) else []:
-        if p.get("name") == name and p.get("pid", -1) > 0:
-            return p["pid"]
-    return None
 
 
 class DiskFaultWatcher(threading.Thread):
@@ -161,7 +153,7 @@ class DiskFaultWatcher(threading.Thread):
         self.log.append({"what": what, "step": step, "t": time.monotonic()})
 
     def _kill(self, step):
-        pid = process_pid(self.cluster_file, self.victim)
+        pid = cluster_process(self.cluster_file, self.victim, "pid")
         if pid is None:
             return False
         os.kill(pid, signal.SIGKILL)
