@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
@@ -30,6 +31,9 @@ constexpr int64_t kLogEverySteps = 50;
 constexpr absl::Duration kShardCheckTimeout = absl::Seconds(2);
 
 void Log(const std::string& line) { LogInfo(line); }
+
+// Marks Worker::Evicted's status (IsEviction).
+constexpr char kEvictionPayload[] = "ferry.dev/worker-evicted";
 
 // Failures after which the worker gives the step up and asks for the next.
 bool IsStepRetriable(const absl::Status& s) {
@@ -404,11 +408,13 @@ class Worker {
   }
 
   absl::Status Evicted() const {
-    return absl::NotFoundError(
+    absl::Status evicted = absl::NotFoundError(
         absl::StrCat("worker ", worker_id_, " was evicted by coordinator ",
                      options_.coordinator_address,
                      " (missed heartbeats or removed); it stops without "
                      "finishing its step"));
+    evicted.SetPayload(kEvictionPayload, absl::Cord(worker_id_));
+    return evicted;
   }
 
   // Writes the weights the worker ends with (the exchange's final weights)
@@ -496,6 +502,11 @@ class Worker {
 };
 
 }  // namespace
+
+bool IsEviction(const absl::Status& status) {
+  return absl::IsNotFound(status) &&
+         status.GetPayload(kEvictionPayload).has_value();
+}
 
 absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options,
                                                    WorkerDeps deps) {

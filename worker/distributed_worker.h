@@ -65,6 +65,9 @@ struct WorkerOptions {
   std::string final_weights_path;
   // Deadline of one ring collective (a gradient bucket or a broadcast).
   absl::Duration collective_timeout = absl::Seconds(30);
+  // ferry-worker: after an eviction (IsEviction) register again as a new
+  // member, at most this many times (0: exit with the eviction's error).
+  int max_rejoins = 5;
   // Not owned; may be set at any time (e.g. by a signal handler). The worker
   // then finishes the step it is in (an RPC in flight ends within
   // rpc_timeout), reports it, leaves the job and returns OK.
@@ -136,6 +139,11 @@ struct WorkerSummary {
 // MakeGrpcWorkerDeps alone. INVALID_ARGUMENT for missing deps.
 absl::StatusOr<WorkerSummary> RunDistributedWorker(const WorkerOptions& options,
                                                    WorkerDeps deps);
+
+// Whether `status` is RunDistributedWorker's eviction (the coordinator no
+// longer knew this worker: it missed heartbeats, e.g. paused past the
+// timeout), after which the process may register again as a new member.
+bool IsEviction(const absl::Status& status);
 
 }  // namespace ferry
 

@@ -162,13 +162,27 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   (*ops)->DrainWhen(&g_stop_requested);
   (*ops)->WatchPeer("coordinator", options.coordinator_address);
   options.health = &(*ops)->health();
-  auto deps = ferry::MakeGrpcWorkerDeps(options);
-  if (!deps.ok()) {
-    (*ops)->health().SetDraining();
-    ferry::LogError("worker failed", {{"error", deps.status()}});
-    return 1;
+  absl::StatusOr<ferry::WorkerSummary> summary;
+  for (int rejoins = 0;; ++rejoins) {
+    // Fresh deps each time: the old peer server and channels go with the
+    // evicted member.
+    auto deps = ferry::MakeGrpcWorkerDeps(options);
+    if (!deps.ok()) {
+      (*ops)->health().SetDraining();
+      ferry::LogError("worker failed", {{"error", deps.status()}});
+      return 1;
+    }
+    summary = ferry::RunDistributedWorker(options, *std::move(deps));
+    if (summary.ok() || !ferry::IsEviction(summary.status()) ||
+        rejoins >= options.max_rejoins || g_stop_requested.load())
+      break;
+    // Paused past the heartbeat timeout (a stopped process, a frozen VM):
+    // the job went on without it; it joins again as a new member.
+    ferry::LogWarn("evicted: registering again as a new member",
+                   {{"error", summary.status()},
+                    {"rejoin", rejoins + 1},
+                    {"max_rejoins", options.max_rejoins}});
   }
-  auto summary = ferry::RunDistributedWorker(options, *std::move(deps));
   // A worker that stays after the job (--after-finish wait) stays alive for
   // its liveness probe: a Deployment would restart an exited container.
   const bool idle =
@@ -259,6 +273,12 @@ int main(int argc, char** argv) {
          "ring mode: deadline in seconds of one all-reduce or broadcast")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-rejoins", worker_options.max_rejoins,
+                 "distributed mode: after an eviction (paused past the "
+                 "heartbeat timeout), register again as a new member at most "
+                 "this many times (0: exit 1)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   std::string link_bandwidth, link_latency;
   app.add_option(
       "--link-bandwidth", link_bandwidth,

@@ -1,5 +1,7 @@
 // PS mode under churn, with real processes and signals (see fault_fixture.h).
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,30 @@ TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
         absl::StrCat(run->log_dir, "/logs/ps1/shard-", shard)))
         << run->log_dir;
   }
+}
+
+// A worker paused (SIGSTOP) past the heartbeat timeout is evicted; once
+// continued it learns so and registers again as a new member instead of
+// exiting (ferry-worker --max-rejoins).
+TEST(PsFaultTest, WorkerPausedPastTheHeartbeatTimeoutRejoins) {
+  auto run = RunLocal(
+      "ps-paused",
+      FaultJobArgs("ps",
+                   {"--chaos", "stop:worker1@step100,cont:worker1@step140"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 4);  // the paused one came back as a 4th id
+  EXPECT_GE(CountEvents(run->summary, "evicted"), 1) << run->summary.dump(1);
+  std::ifstream log(absl::StrCat(run->log_dir, "/logs/worker1.log"));
+  const std::string text((std::istreambuf_iterator<char>(log)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("registering again as a new member"), std::string::npos)
+      << text;
+  size_t registered = 0;
+  for (size_t at = text.find("registered with"); at != std::string::npos;
+       at = text.find("registered with", at + 1))
+    ++registered;
+  EXPECT_EQ(registered, 2u) << text;
+  EXPECT_EQ(text.find("worker failed"), std::string::npos) << text;
 }
 
 TEST(PsFaultTest, CoordinatorKilledAndResumedFromItsState) {
