@@ -168,6 +168,11 @@ absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
           "%s holds %d optimizer state buffers; the job's optimizer has %d",
           path, part.state.size(), state_buffers));
     }
+    if (index > 0 && !part.tables.empty()) {
+      return absl::DataLossError(
+          absl::StrFormat("%s holds embedding tables: only part 0 does", path));
+    }
+    if (index == 0) checkpoint.tables = std::move(part.tables);
     const auto at = static_cast<std::ptrdiff_t>(begin);
     std::copy(part.params.begin(), part.params.end(),
               checkpoint.params.begin() + at);

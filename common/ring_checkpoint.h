@@ -12,7 +12,11 @@
 // ring of w members is ShardRange(n, w, rank): each member writes 1/w of
 // the state. In a ring pipeline only a stage's members hold its layers
 // current, so each stage's range is split among its holders
-// (RingCheckpointPartsOf). Parts are written atomically and synced; a
+// (RingCheckpointPartsOf). A ring DLRM's embedding tables, identical on
+// every member, ride in part 0 alone (its table section, every row with
+// its optimizer state and counters): the member writing part 0 writes
+// them, the others write dense parts only. Parts are written atomically
+// and synced; a
 // writer keeps its newest kCheckpointsKept of each of its parts (older
 // ones are deleted as it writes). A checkpoint is complete when every
 // part is; only the
@@ -67,6 +71,7 @@ struct RingCheckpoint {
   int64_t steps_applied = 0;
   std::vector<float> params;              // n elements
   std::vector<std::vector<float>> state;  // each n elements
+  std::vector<TableCheckpoint> tables;    // part 0's: a ring DLRM's tables
 };
 
 // Writes `part` (its identity from RingCheckpointPartIdentity) into `dir`,
@@ -83,8 +88,9 @@ absl::StatusOr<std::string> WriteRingCheckpointPart(
 // before it ended, the last ending at `n`. Errors, each naming the part's
 // path: NOT_FOUND for a missing part; DATA_LOSS for a damaged one
 // (checksum, truncation), parts that disagree on the step count or whose
-// ranges do not tile the state; FAILED_PRECONDITION for a part of another
-// job, size or number of state buffers.
+// ranges do not tile the state, or a part other than 0 that holds tables;
+// FAILED_PRECONDITION for a part of another job, size or number of state
+// buffers.
 absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,
                                                   const std::string& dir,
                                                   const std::string& job_id,

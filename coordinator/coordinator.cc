@@ -75,10 +75,8 @@ Coordinator::Coordinator(CoordinatorOptions options, StepRules rules,
       persistence_(options_.file_system, options_.state_dir),
       progress_(options_.job.pipeline_stages()),
       checkpoint_plan_(rules_.has_shards(), options_.checkpoint_every),
-      ring_checkpoints_(
-          rules_.members_hold_weights() &&
-          !options_.job.ring_checkpoint_dir().empty() &&
-          (rules_.ring_beside_shards() || !options_.job.has_embedding())) {
+      ring_checkpoints_(rules_.members_hold_weights() &&
+                        !options_.job.ring_checkpoint_dir().empty()) {
   absl::MutexLock lock(&mu_);
   if (ring_checkpoints_ && rules_.ring_beside_shards())
     recovery_.KeepStepsForRingCheckpoints();

@@ -34,10 +34,9 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   // to one step (none of them holds the initial state any more).
   if (!point.has_value() || (stage_lost && !point->from_checkpoint)) {
     if (error_.empty()) {
-      const char* why_none = ring_checkpoints_ ? "none was completed"
-                             : options_.job.ring_checkpoint_dir().empty()
-                                 ? "the job has no --ring-checkpoint-dir"
-                                 : "ring embedding tables are not checkpointed";
+      const char* why_none = ring_checkpoints_
+                                 ? "none was completed"
+                                 : "the job has no --ring-checkpoint-dir";
       error_ = absl::StrCat(
           stage_lost ? "every ring member that held a pipeline stage's state"
                      : "every ring member that held the job's state",

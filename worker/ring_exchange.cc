@@ -438,10 +438,6 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
     return absl::FailedPreconditionError(
         "the job has no ring checkpoint directory");
   }
-  if (options_.tables != nullptr) {
-    return absl::UnimplementedError(
-        "ring checkpoints hold no embedding tables");
-  }
   std::vector<RingCheckpointPart> own;
   if (stage_ranges_.empty()) {
     own.push_back({rank, parts, ShardRange(n_, parts, rank)});
@@ -467,6 +463,10 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
       RETURN_IF_ERROR(
           backend->CopyToHost(buffer->data() + begin, len, host.data()));
     }
+    // The tables are the same on every member: part 0 carries them.
+    if (p.index == 0 && options_.tables != nullptr) {
+      part.tables = options_.tables->store().Export();
+    }
     RETURN_IF_ERROR(
         WriteRingCheckpointPart(fs(), options_.checkpoint_dir, part).status());
   }
@@ -482,6 +482,13 @@ absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
           : LoadRingCheckpoint(fs(), options_.checkpoint_dir, options_.job_id,
                                version, n_, state.size());
   absl::Status loaded = checkpoint.status();
+  if (loaded.ok() && options_.tables != nullptr) {
+    // Tables first: they change only on success, so a refused checkpoint
+    // leaves this member's state whole.
+    loaded = checkpoint->tables.empty()
+                 ? absl::DataLossError("it holds no embedding tables")
+                 : options_.tables->RestoreCheckpoint(checkpoint->tables);
+  }
   if (loaded.ok()) {
     ComputeBackend* backend = options_.backend;
     loaded =

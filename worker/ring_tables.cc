@@ -88,6 +88,13 @@ absl::Status RingTables::LoadTablesFile(const std::string& path) {
   return RestoreTablesFile(path, *store_, TableScope::kAll);
 }
 
+absl::Status RingTables::RestoreCheckpoint(
+    const std::vector<TableCheckpoint>& tables) {
+  RETURN_IF_ERROR(store_->Restore(tables));
+  undos_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status RingTables::SetStepRows(std::vector<SparseRows> rows) {
   step_rows_.clear();
   RETURN_IF_ERROR(store_->CheckRows(rows));

@@ -118,6 +118,12 @@ class RingTables {
   // every member after the same steps.
   uint64_t Digest() const;
 
+  // The tables := a ring checkpoint's (their rows, optimizer state and
+  // counters as SparseStore::Export gave them; common/ring_checkpoint.h),
+  // the kept undos dropped (the ring does not roll back past a restored
+  // checkpoint). SparseStore::Restore's errors; nothing changes then.
+  absl::Status RestoreCheckpoint(const std::vector<TableCheckpoint>& tables);
+
   const SparseStore& store() const { return *store_; }
   // Before the first step: the tables of a model export (ps/tables_file.h,
   // every row: the member holds the whole tables), e.g. a job started with

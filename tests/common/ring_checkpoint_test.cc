@@ -253,5 +253,39 @@ TEST(RingCheckpointTest, TheNewestCompleteCheckpointIsFoundWithoutItsJob) {
               HasSubstr("no complete ring checkpoint in /ck"));
 }
 
+TEST(RingCheckpointTest, TablesRideInPartZeroAlone) {
+  InMemoryFileSystem fs;
+  TableCheckpoint table;
+  table.table = 0;
+  table.row_floats = 2;
+  table.ids = {3, 7};
+  table.last_seen = {1, 2};
+  table.values = {0.5f, 1.5f, 2.5f, 3.5f};
+  table.counters = TableCounters{2, 2, 0, 0, 0};
+  ShardCheckpoint first = Part("job", 0, kRingParts, 8);
+  first.tables = {table};
+  ASSERT_TRUE(WriteRingCheckpointPart(&fs, "/ck", first).ok());
+  for (int r = 1; r < kRingParts; ++r) {
+    ASSERT_TRUE(
+        WriteRingCheckpointPart(&fs, "/ck", Part("job", r, kRingParts, 8))
+            .ok());
+  }
+  absl::StatusOr<RingCheckpoint> loaded =
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements, 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->tables.size(), 1u);
+  EXPECT_THAT(loaded->tables[0].ids, ElementsAreArray(table.ids));
+  EXPECT_THAT(loaded->tables[0].values, ElementsAreArray(table.values));
+  EXPECT_EQ(loaded->tables[0].counters, table.counters);
+  // Tables in another part: the parts were not written by ferry's members.
+  ShardCheckpoint stray = Part("job", 2, kRingParts, 8);
+  stray.tables = {table};
+  ASSERT_TRUE(WriteRingCheckpointPart(&fs, "/ck", stray).ok());
+  const absl::Status refused =
+      LoadRingCheckpoint(&fs, "/ck", "job", 8, kElements, 1).status();
+  EXPECT_TRUE(absl::IsDataLoss(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("only part 0"));
+}
+
 }  // namespace
 }  // namespace ferry

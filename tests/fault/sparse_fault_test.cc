@@ -384,33 +384,53 @@ TEST_F(SparseFaultTest, HybridShardKilledWithSigkillRollsTheRingBackToo) {
   EXPECT_THAT(log, HasSubstr("resumed from checkpoint")) << run->log_dir;
 }
 
-TEST_F(SparseFaultTest,
-       HybridEveryMemberKilledAtOnceResumesFromTheCheckpoints) {
-  // Hybrid: both members SIGKILLed at step 90, a new one started. No
-  // member holds the dense layers any more: the shards go back to the
-  // newest version both halves have a checkpoint of (80: `ferry local`
-  // gives hybrid jobs a ring checkpoint directory), the new member loads
-  // the ring's checkpoint of the dense layers, and the steps since are
-  // redone with their samples.
+// Both members of a job in `mode` (hybrid or ring) SIGKILLed at step 90, a
+// new one started: no member holds the job's state any more, so the ring
+// resumes from the newest ring checkpoint (80; `ferry local` gives ring and
+// hybrid jobs a ring checkpoint directory) and the steps since are redone
+// with their samples; with the undisturbed run's result, accounting exact
+// and no digest mismatch.
+void ExpectEveryMemberKilledResumesFromTheCheckpoint(const std::string& mode,
+                                                     const std::string& data) {
   const LocalRun& reference =
-      Reference("dlrm-hybrid", SparseJobArgs(data_, {}, "hybrid"), kJobTimeout);
+      Reference("dlrm-" + mode, SparseJobArgs(data, {}, mode), kJobTimeout);
   ASSERT_EQ(reference.exit_code, 0)
       << "reference run failed; logs in " << reference.log_dir;
   auto run = RunSparseJob(
-      "dlrm-hybrid-all-killed",
+      "dlrm-" + mode + "-all-killed",
       SparseJobArgs(
-          data_,
+          data,
           {"--chaos", "kill:worker0@step90,kill:worker1@step90,join:1@step90"},
-          "hybrid"));
+          mode));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthySparseRun(*run, reference, 0.01);
-  if (HasFatalFailure()) return;
+  if (::testing::Test::HasFatalFailure()) return;
   const nlohmann::json& s = run->summary;
-  EXPECT_EQ(CountEvents(s, "ring_resumed"), 1) << s.dump(1);
+  ASSERT_EQ(CountEvents(s, "ring_resumed"), 1) << s.dump(1);
+  for (const auto& e : s.at("events")) {
+    if (e.value("kind", "") != "ring_resumed") continue;
+    EXPECT_THAT(e.value("detail", ""), HasSubstr("the ring checkpoint at"))
+        << s.dump(1);
+  }
   EXPECT_EQ(CountEvents(s, "ring_state_lost"), 0) << s.dump(1);
+  EXPECT_EQ(CountEvents(s, "ring_restore_failed"), 0) << s.dump(1);
   EXPECT_GE(CountEvents(s, "ring_checkpoint"), 4) << s.dump(1);
   EXPECT_EQ(s.at("digest_mismatches").get<int64_t>(), 0) << s.dump(1);
   EXPECT_EQ(s.at("workers_seen").get<int>(), 3);
+}
+
+TEST_F(SparseFaultTest,
+       HybridEveryMemberKilledAtOnceResumesFromTheCheckpoints) {
+  // The shards go back with the dense layers to the newest version both
+  // halves have a checkpoint of.
+  ExpectEveryMemberKilledResumesFromTheCheckpoint("hybrid", data_);
+}
+
+TEST_F(SparseFaultTest, RingEveryMemberKilledAtOnceResumesFromTheCheckpoint) {
+  // Ring DLRM: every member held the whole tables; part 0 of the ring
+  // checkpoint holds them with their optimizer state and counters. Not the
+  // initial state, which would count 90 steps the tables do not hold.
+  ExpectEveryMemberKilledResumesFromTheCheckpoint("ring", data_);
 }
 
 // A worker SIGKILLed at step 90 of a job in `mode` (hybrid or ring, whose

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/file_system.h"
+#include "common/ring_checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ring/in_memory_ring.h"
@@ -204,6 +206,57 @@ TEST(RingTables, BroadcastGivesANewMemberRankZerosTables) {
   }
   // The receiver kept its history: it can still roll back the last step.
   EXPECT_TRUE(members[1]->RollBackTo(3, 2).ok());
+}
+
+TEST(RingTables, ARingCheckpointsPartZeroRestoresTheTablesExactly) {
+  InMemoryRingHub pair(2);
+  std::vector<std::unique_ptr<RingTables>> tables;
+  for (int r = 0; r < 2; ++r) tables.push_back(Make());
+  for (int s = 0; s < 3; ++s) {
+    const auto statuses = Step(pair, tables, s, s);
+    ASSERT_TRUE(statuses[0].ok() && statuses[1].ok());
+  }
+  // Part 0 of a 2-part checkpoint of a 4-element dense state carries the
+  // tables; part 1 only its dense range.
+  InMemoryFileSystem fs;
+  for (int part = 0; part < 2; ++part) {
+    ShardCheckpoint p;
+    p.identity = RingCheckpointPartIdentity("job", part, 2, 4);
+    p.version = p.steps_applied = 3;
+    p.params.assign(2, 1.0f);
+    if (part == 0) p.tables = tables[0]->store().Export();
+    ASSERT_TRUE(WriteRingCheckpointPart(&fs, "/ck", p).ok());
+  }
+  absl::StatusOr<RingCheckpoint> loaded =
+      LoadRingCheckpoint(&fs, "/ck", "job", 3, 4, 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  // A member of another table configuration refuses them, unchanged.
+  auto other = RingTables::Create({2}, Options(), 9);
+  ASSERT_TRUE(other.ok());
+  const uint64_t other_before = (*other)->Digest();
+  EXPECT_EQ((*other)->RestoreCheckpoint(loaded->tables).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*other)->Digest(), other_before);
+  // A new member restored from it holds rank 0's tables bitwise (rows,
+  // optimizer state, admission counters) and no history to roll back.
+  std::vector<std::unique_ptr<RingTables>> resumed;
+  resumed.push_back(Make());
+  resumed.push_back(Make());
+  for (auto& member : resumed) {
+    ASSERT_TRUE(member->RestoreCheckpoint(loaded->tables).ok());
+    EXPECT_EQ(member->Digest(), tables[0]->Digest());
+    ExpectSameTables(member->store(), tables[0]->store());
+    EXPECT_EQ(member->RollBackTo(3, 2).code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  // The resumed ring and the old one apply the same next step alike.
+  InMemoryRingHub next(2);
+  const auto old_step = Step(pair, tables, 3, 3);
+  const auto new_step = Step(next, resumed, 0, 3);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(old_step[r].ok() && new_step[r].ok()) << r;
+    EXPECT_EQ(resumed[r]->Digest(), tables[0]->Digest()) << r;
+  }
 }
 
 TEST(RingTables, AMalformedContributionChangesNothing) {
