@@ -16,6 +16,8 @@
 #include <optional>
 #include <set>
 
+#include "absl/time/time.h"
+
 namespace ferry {
 
 class CheckpointPlan {
@@ -76,10 +78,16 @@ class CheckpointPlan {
   const std::optional<int64_t>& owed() const { return owed_; }
   // Attempts at the owed checkpoint that failed.
   int owed_failures() const { return owed_failures_; }
-  // The checkpoint at `version` (an epoch's start) failed or was not made:
-  // the next epoch waits for it (a new version starts the count over).
-  void Owe(int64_t version) {
-    if (owed_ != version) owed_failures_ = 0;
+  // Since when the owed checkpoint has been owed.
+  absl::Time owed_since() const { return owed_since_; }
+  // The checkpoint at `version` (an epoch's start) failed or was not made
+  // at `now`: the next epoch waits for it (a new version starts the count
+  // and owed_since over).
+  void Owe(int64_t version, absl::Time now) {
+    if (owed_ != version) {
+      owed_failures_ = 0;
+      owed_since_ = now;
+    }
     owed_ = version;
   }
   void OwedAttemptFailed() { ++owed_failures_; }
@@ -97,6 +105,7 @@ class CheckpointPlan {
   std::set<int64_t> forced_;
   std::optional<int64_t> owed_;
   int owed_failures_ = 0;
+  absl::Time owed_since_;
 };
 
 }  // namespace ferry

@@ -271,6 +271,10 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
   }
+  if (!diverged_.empty()) {
+    return absl::StatusOr<v1::NextTaskResponse>(
+        absl::FailedPreconditionError(diverged_));
+  }
   if (auto task = EvalTaskFor(*member)) {
     return absl::StatusOr<v1::NextTaskResponse>(std::move(*task));
   }

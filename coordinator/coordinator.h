@@ -140,6 +140,11 @@ struct CoordinatorOptions {
   // Real-time pause before a finalize or checkpoint is retried on shards
   // that were unreachable (restarting). Tests shorten it.
   absl::Duration shard_retry = absl::Milliseconds(200);
+  // How long the next epoch may wait for its start's checkpoint (the
+  // shards cannot write it: a full or read-only disk) before the status
+  // error says the job is stuck and why (`ferry local` stops then). The
+  // retries go on; the error clears once the checkpoint is written.
+  absl::Duration checkpoint_wait_limit = absl::Minutes(5);
 };
 
 // What /metrics shows of a coordinator (server/server_metrics.h).
@@ -233,6 +238,11 @@ class Coordinator {
   // Records a step report; an error is returned to the caller.
   absl::Status RecordDone(Member& member, const v1::StepReport& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A report of a diverged step (StepReport.diverged): the job stops, its
+  // error and event `diverged` say why; INVALID_ARGUMENT for a reason over
+  // 1,000 bytes (nothing changes).
+  absl::Status StopDiverged(const Member& member, const v1::StepReport& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A response for the worker now, or nullopt to keep it waiting.
   std::optional<absl::StatusOr<v1::NextTaskResponse>> TryAssign(
       const v1::NextTaskRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -294,6 +304,9 @@ class Coordinator {
   // shard_retry doubling with each failure, at most 10 s. True when
   // stopping.
   bool WaitBeforeOwedCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The owed checkpoint is written or moot: forgotten, with the error its
+  // wait set (checkpoint_wait_limit).
+  void SettleOwedCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeQueueFinalize(OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a member that left or died: unpushed work goes back to the queue.
   // `why`: "left" or "evicted" (the event's kind).
@@ -540,6 +553,11 @@ class Coordinator {
   JobEvents events_ ABSL_GUARDED_BY(mu_);
   // Why the job cannot go on (StatusResponse.error); empty while it can.
   std::string error_ ABSL_GUARDED_BY(mu_);
+  // error_ is the owed checkpoint's wait past checkpoint_wait_limit (it
+  // clears when that checkpoint is written).
+  bool error_is_checkpoint_wait_ ABSL_GUARDED_BY(mu_) = false;
+  // Why training diverged (StopDiverged); while set, no lease is given.
+  std::string diverged_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/backoff.h"
 #include "common/log.h"
 #include "common/prometheus_metrics.h"
@@ -52,8 +53,20 @@ void Coordinator::CheckpointFailed(int64_t version,
   }
   const bool waits = checkpoint_plan_.on() && queue_->complete() &&
                      queue_->epoch() + 1 < options_.job.epochs();
-  if (waits && checkpoint_plan_.owed() == version)
+  if (waits && checkpoint_plan_.owed() == version) {
     checkpoint_plan_.OwedAttemptFailed();
+    const absl::Duration waited = Now() - checkpoint_plan_.owed_since();
+    if (waited >= options_.checkpoint_wait_limit && error_.empty()) {
+      error_ = absl::StrFormat(
+          "epoch %d has waited %.0f s for its start (version %d) to be "
+          "checkpointed: %s. The job goes on once the shards can write it "
+          "(free space on, or make writable, their --checkpoint-dir)",
+          queue_->epoch() + 2, absl::ToDoubleSeconds(waited), version,
+          status.message());
+      error_is_checkpoint_wait_ = true;
+      LogWarn(error_);
+    }
+  }
   Log(absl::StrCat("checkpoint at version ", version,
                    " failed: ", status.ToString(),
                    waits ? "; the next epoch waits for it" : ""));
@@ -64,14 +77,22 @@ void Coordinator::CheckpointFailed(int64_t version,
 
 bool Coordinator::EpochStartUnsaved(int64_t version) {
   if (!checkpoint_plan_.on() || recovery_.latest_checkpoint() == version) {
-    checkpoint_plan_.Settle();
+    SettleOwedCheckpoint();
     return false;
   }
-  checkpoint_plan_.Owe(version);
+  checkpoint_plan_.Owe(version, Now());
   recovery_state_.Require(absl::StrCat("epoch ", queue_->epoch() + 1,
                                        " waits for its start (version ",
                                        version, ") to be checkpointed"));
   return true;
+}
+
+void Coordinator::SettleOwedCheckpoint() {
+  checkpoint_plan_.Settle();
+  if (error_is_checkpoint_wait_) {
+    error_.clear();
+    error_is_checkpoint_wait_ = false;
+  }
 }
 
 bool Coordinator::WaitBeforeOwedCheckpoint() {
@@ -98,7 +119,7 @@ bool Coordinator::RetryOwedCheckpoint() {
   if (versions.ok() && !versions->empty() &&
       *std::min_element(versions->begin(), versions->end()) < version) {
     absl::MutexLock lock(&mu_);
-    checkpoint_plan_.Settle();
+    SettleOwedCheckpoint();
     return false;  // a shard restarted behind it: roll back in this epoch
   }
   const absl::Status status =
@@ -110,7 +131,7 @@ bool Coordinator::RetryOwedCheckpoint() {
       CheckpointFailed(version, status);
       return true;
     }
-    checkpoint_plan_.Settle();
+    SettleOwedCheckpoint();
     recovery_.AddCheckpoint(version);
     AddEvent("checkpoint_retried", "", version, 0,
              "the epoch's start is checkpointed; the next epoch starts");
@@ -301,7 +322,7 @@ void Coordinator::RollBackAccounting(int64_t target) {
     progress_.TakeBack(lost);
     recovery_state_.CountRollback();
   }
-  checkpoint_plan_.Settle();  // an owed epoch start is moot: it re-ends
+  SettleOwedCheckpoint();  // an owed epoch start is moot: it re-ends
   if (rules_.sync()) {
     steps_applied_ = target;
     steps_.set_formed(target);

@@ -41,8 +41,29 @@ absl::Status CheckByteCounts(absl::string_view what,
 
 }  // namespace
 
+absl::Status Coordinator::StopDiverged(const Member& member,
+                                       const v1::StepReport& done) {
+  constexpr size_t kMaxReason = 1000;
+  if (done.diverged().size() > kMaxReason) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reason step ", done.step(), " diverged holds ",
+                     done.diverged().size(), " bytes; at most ", kMaxReason));
+  }
+  if (!diverged_.empty()) return absl::OkStatus();  // the first one says it
+  diverged_ = absl::StrCat(
+      "training diverged at step ", done.step(), ": ", done.diverged(),
+      " (worker ", member.id,
+      "); nothing of that step was applied and the job stops. Lower --lr, "
+      "lengthen --warmup-steps or start from an earlier checkpoint");
+  if (error_.empty()) error_ = diverged_;
+  LogWarn(diverged_);
+  AddEvent("diverged", member.id, done.step(), 0, done.diverged());
+  return absl::OkStatus();
+}
+
 absl::Status Coordinator::RecordDone(Member& member,
                                      const v1::StepReport& done) {
+  if (!done.diverged().empty()) return StopDiverged(member, done);
   RETURN_IF_ERROR(CheckStepTimes(done));
   RETURN_IF_ERROR(CheckByteCounts("bytes", done.bytes()));
   RETURN_IF_ERROR(CheckByteCounts("peer_bytes", done.peer_bytes()));

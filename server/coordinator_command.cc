@@ -175,6 +175,15 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
       ->capture_default_str()
       ->group(job);
   command
+      .add_option("--checkpoint-wait-limit", f.checkpoint_wait_limit_s,
+                  "PS: seconds the next epoch may wait for its start's "
+                  "checkpoint (shards on a full or read-only disk) before "
+                  "the job's status error says it is stuck; the retries go "
+                  "on and the error clears once it is written")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(job);
+  command
       .add_option(
           "--ring-checkpoint-dir", f.ring_checkpoint_dir,
           "ring and hybrid: the directory every member writes its part of "

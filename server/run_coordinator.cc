@@ -171,6 +171,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
   options.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);
   options.checkpoint_every = f.checkpoint_every;
+  options.checkpoint_wait_limit = absl::Seconds(f.checkpoint_wait_limit_s);
   options.finalize_on_push = f.finalize_on_push;
   options.state_dir = f.state_dir;
   options.state_sync_interval = absl::Seconds(f.state_sync_interval_s);

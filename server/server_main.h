@@ -53,6 +53,9 @@ struct CoordinatorFlags {
   // Seconds between fsyncs of the saved state (0: every save is durable).
   double state_sync_interval_s = 1.0;
   int64_t checkpoint_every = 100;  // PS and ring: steps between checkpoints
+  // Seconds an epoch may wait for its start's checkpoint before the status
+  // error says the job is stuck (CoordinatorOptions::checkpoint_wait_limit).
+  double checkpoint_wait_limit_s = 300.0;
   // Ring: where the members write the job's checkpoints (JobSpec.
   // ring_checkpoint_dir); empty: none.
   std::string ring_checkpoint_dir;

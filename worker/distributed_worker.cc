@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_client.h"
+#include "worker/divergence.h"
 #include "worker/gradient_exchange.h"
 #include "worker/lease_trainer.h"
 #include "worker/make_gradient_exchange.h"
@@ -276,6 +278,7 @@ class Worker {
                              const absl::Status& failure, int& failures,
                              Backoff& backoff) {
     exchange_->AbandonStep();
+    if (IsDivergence(failure)) return StopDiverged(lease, failure);
     if (policy_.report_failed_steps) {
       // Every member restarts the step from the committed state.
       RETURN_IF_ERROR(AwaitReport());
@@ -308,6 +311,25 @@ class Worker {
     // (a heartbeat timeout): back off and wait for it.
     if (policy_.backoff_after_failure) backoff.Wait();
     return absl::OkStatus();
+  }
+
+  // A diverged step ends the worker: the coordinator hears why (it stops
+  // the job; StepReport.diverged), and the worker's error says it too.
+  absl::Status StopDiverged(const v1::NextTaskResponse& lease,
+                            const absl::Status& failure) {
+    const std::string why = DivergenceReason(failure);
+    (void)AwaitReport();
+    DropPendingLease();
+    v1::StepReport report;
+    report.set_step(lease.step());
+    report.set_fence(lease.fence());
+    report.set_diverged(why);
+    if (absl::Status sent = SendReport(Request(), report); !sent.ok()) {
+      Log(absl::StrCat("could not tell the coordinator the step diverged: ",
+                       sent.ToString()));
+    }
+    summary_.end_reason = "diverged";
+    return DivergedError(lease.step(), why);
   }
 
   // Sync mode leases are prefetched: while a step runs, the lease of the
@@ -444,6 +466,12 @@ class Worker {
         const StepResult step,
         trainer_->Train(lease, heartbeater_->generation(), *exchange_, clock_));
     const absl::Time exchanged = clock_.Now();
+    if (!std::isfinite(step.stats.loss_sum)) {
+      return DivergedError(
+          lease.step(),
+          absl::StrFormat("the loss over its %d samples is not finite (%g)",
+                          step.samples, step.stats.loss_sum));
+    }
     ++summary_.steps;
     summary_.samples += step.samples;
     summary_.loss_sum += step.stats.loss_sum;

@@ -77,11 +77,28 @@ TEST(CoordinatorOwedCheckpointTest, AnEpochStartsOnlyOnceItsStartIsSaved) {
     }
   }
   EXPECT_TRUE(waits);
-  // Space again: the checkpoint is written and epoch 1 starts.
+  // Past the wait limit (5 minutes of the coordinator's clock) the status
+  // error says the job is stuck and why; the retries go on.
+  EXPECT_EQ(s.error(), "");
+  int calls = 0;
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    calls = f.shards.checkpoint_calls;
+  }
+  f.clock.Advance(f.options.checkpoint_wait_limit + absl::Seconds(1));
+  ASSERT_TRUE(CheckpointCallsReach(f, calls + 1));
+  ASSERT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& st) {
+    return st.error().find("has waited") != std::string::npos;
+  }));
+  EXPECT_NE(f.coordinator->Status().error().find("No space left on device"),
+            std::string::npos);
+  // Space again: the checkpoint is written, the error clears and epoch 1
+  // starts.
   FailCheckpoints(f, false);
   ASSERT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& st) {
     return st.accounting_size() == 1 && HasEvent(st, "checkpoint_retried");
   }));
+  EXPECT_EQ(f.coordinator->Status().error(), "");
   {
     absl::MutexLock lock(&f.shards.mu);
     EXPECT_EQ(f.shards.checkpoints, (std::vector<int64_t>{2}));
