@@ -53,7 +53,7 @@ absl::Status Coordinator::StopDiverged(const Member& member,
   diverged_ = absl::StrCat(
       "training diverged at step ", done.step(), ": ", done.diverged(),
       " (worker ", member.id,
-      "); nothing of that step was applied and the job stops. Lower --lr, "
+      "); nothing of that step is counted and the job stops. Lower --lr, "
       "lengthen --warmup-steps or start from an earlier checkpoint");
   if (error_.empty()) error_ = diverged_;
   LogWarn(diverged_);
