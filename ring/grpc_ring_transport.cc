@@ -267,7 +267,7 @@ absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
                                      int64_t count, RecvOp op,
                                      absl::Time deadline) {
   const int prev = (rank() + size() - 1) % size();
-  absl::StatusOr<std::string> payload =
+  absl::StatusOr<RingPayload> payload =
       options_.mailbox->Take(options_.generation, tag, deadline);
   if (!payload.ok()) {
     return absl::Status(
@@ -283,12 +283,8 @@ absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
         "ring message %s from %s holds %d bytes, expected %d floats",
         tag.ToString(), PeerName(prev), payload->size(), count));
   }
-  const float* src = reinterpret_cast<const float*>(payload->data());
-  if (op == RecvOp::kCopy) {
-    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
-  } else {
-    for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
-  }
+  // Straight from the slices the message arrived in (ring/ring_wire.h).
+  payload->ApplyFloats(dst, op);
   return absl::OkStatus();
 }
 
@@ -301,7 +297,7 @@ absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
 
 absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
                                                          absl::Time deadline) {
-  absl::StatusOr<std::string> payload =
+  absl::StatusOr<RingPayload> payload =
       options_.mailbox->Take(options_.generation, tag, deadline);
   if (!payload.ok()) {
     const int prev = (rank() + size() - 1) % size();
@@ -312,7 +308,7 @@ absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
                         payload.status().message()));
   }
   CountReceived(tag, payload->size(), /*encoded=*/true);
-  return payload;
+  return std::move(*payload).TakeString();
 }
 
 void GrpcRingTransport::Abort() {

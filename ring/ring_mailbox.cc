@@ -24,7 +24,7 @@ bool RingMailbox::Enter(int64_t generation) {
 }
 
 absl::Status RingMailbox::Deliver(int64_t generation, const RingTag& tag,
-                                  std::string payload) {
+                                  RingPayload payload) {
   absl::MutexLock lock(&mu_);
   if (!EnterLocked(generation)) {
     return absl::AbortedError(absl::StrCat("ring message of generation ",
@@ -51,7 +51,7 @@ absl::Status RingMailbox::Deliver(int64_t generation, const RingTag& tag,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> RingMailbox::Take(int64_t generation,
+absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
                                               const RingTag& tag,
                                               absl::Time deadline) {
   absl::MutexLock lock(&mu_);
@@ -72,7 +72,7 @@ absl::StatusOr<std::string> RingMailbox::Take(int64_t generation,
     return absl::DeadlineExceededError(
         absl::StrCat("ring message ", tag.ToString(), " did not arrive"));
   }
-  std::string payload = std::move(it->second);
+  RingPayload payload = std::move(it->second);
   buffered_ -= static_cast<int64_t>(payload.size());
   messages_.erase(it);
   return payload;

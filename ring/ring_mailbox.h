@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/peer_limits.h"
+#include "ring/ring_payload.h"
 #include "ring/ring_transport.h"
 
 namespace ferry {
@@ -32,19 +33,20 @@ class RingMailbox {
                        int64_t max_messages = kDefaultMaxRingMessages)
       : max_buffered_bytes_(max_buffered_bytes), max_messages_(max_messages) {}
 
-  // Files `payload` under (generation, tag). Errors: ABORTED for a
+  // Files `payload` (held as it is: pieces of the received message stay
+  // where they arrived) under (generation, tag). Errors: ABORTED for a
   // generation older than the newest seen; ALREADY_EXISTS for a tag filed
   // twice; RESOURCE_EXHAUSTED when the buffered bytes or messages would pass
   // their limit.
   // Nothing is filed on error.
   absl::Status Deliver(int64_t generation, const RingTag& tag,
-                       std::string payload);
+                       RingPayload payload);
 
   // Waits for (generation, tag) and removes it from the box. Errors:
   // DEADLINE_EXCEEDED at `deadline`; CANCELLED when a newer generation
   // arrived, when Fail() was called for this generation, or after Close();
   // the failure's status when the sender's stream broke (see Fail()).
-  absl::StatusOr<std::string> Take(int64_t generation, const RingTag& tag,
+  absl::StatusOr<RingPayload> Take(int64_t generation, const RingTag& tag,
                                    absl::Time deadline);
 
   // Moves to `generation` (drops older messages) if it is newer than the
@@ -67,7 +69,7 @@ class RingMailbox {
   const int64_t max_messages_;
   mutable absl::Mutex mu_;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
-  std::map<RingTag, std::string> messages_ ABSL_GUARDED_BY(mu_);
+  std::map<RingTag, RingPayload> messages_ ABSL_GUARDED_BY(mu_);
   int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -14,6 +14,7 @@
 #include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
+#include "ring/ring_wire.h"
 
 namespace ferry {
 namespace {
@@ -65,13 +66,16 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Parses and files the message read into buffer_ (`size` bytes), then
   // reads on.
   void TakeIn(int64_t size) {
-    if (absl::Status parsed =
-            ParseStreamMessage(buffer_, message_, "ring", received_);
-        !parsed.ok()) {
+    absl::StatusOr<RingWireMessage> parsed = ParseRingWire(buffer_);
+    buffer_.Clear();  // the message's slices are held by `parsed` alone
+    if (!parsed.ok()) {
       service_->counter()->AddReceived(size);  // never taken
-      End(parsed);
+      End(absl::InvalidArgumentError(
+          absl::StrFormat("ring message %d does not parse", received_)));
       return;
     }
+    message_ = std::move(parsed->head);
+    data_ = std::move(parsed->data);
     // Only the hello is counted here; the rest of a filed message when the
     // collective takes it (GrpcRingTransport), so that a report after a
     // step does not count messages of the next step that arrived early.
@@ -139,22 +143,22 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     } else if (message_.has_hello()) {
       return absl::InvalidArgumentError("ring hello repeated in a stream");
     }
-    if (!message_.encoded() && message_.data().size() % sizeof(float) != 0) {
+    if (!message_.encoded() && data_.size() % sizeof(float) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "ring message of %d bytes is not a whole number of floats",
-          message_.data().size()));
+          data_.size()));
     }
     ++filed_;
     RingTag tag{message_.op_id(), message_.stage(), message_.piece()};
-    return service_->mailbox()->Deliver(generation_, tag,
-                                        std::move(*message_.mutable_data()));
+    return service_->mailbox()->Deliver(generation_, tag, std::move(data_));
   }
 
   grpc::CallbackServerContext* const context_;
   RingPeerService* const service_;
   grpc::ByteBuffer* const response_;
   grpc::ByteBuffer buffer_;  // the message being read
-  v1::RingMessage message_;  // buffer_, parsed
+  v1::RingMessage message_;  // buffer_'s fields but its data, parsed
+  RingPayload data_;         // buffer_'s data, in the slices it arrived in
   int64_t received_ = 0;     // messages read, the one in hand included
   int64_t filed_ = 0;        // ExchangeSummary.messages
   int64_t generation_ = -1;

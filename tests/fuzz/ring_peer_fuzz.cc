@@ -201,7 +201,7 @@ void CheckExchange(PeerUnderTest& peer,
     // Every message before it was filed, the hello of the first one too:
     // the collective of that generation must fail now, not wait.
     // (A tag the harness never files; OK only if a raw frame filed it.)
-    const absl::StatusOr<std::string> taken = peer.mailbox.Take(
+    const absl::StatusOr<RingPayload> taken = peer.mailbox.Take(
         first.hello().generation(), RingTag{INT64_MIN, INT32_MIN, INT32_MIN},
         absl::Now());
     FuzzCheck(taken.ok() ||

@@ -153,15 +153,16 @@ TEST(GrpcRingTransportTest, OtherJobAndOlderGenerationAreRefused) {
 
 TEST(RingMailboxTest, DeliverTakeAndErrors) {
   RingMailbox box(/*max_buffered_bytes=*/16);
-  EXPECT_TRUE(box.Deliver(2, {1, 0, 0}, std::string(8, 'a')).ok());
-  EXPECT_EQ(box.Deliver(2, {1, 0, 0}, "x").code(),
+  EXPECT_TRUE(box.Deliver(2, {1, 0, 0}, RingPayload(std::string(8, 'a'))).ok());
+  EXPECT_EQ(box.Deliver(2, {1, 0, 0}, RingPayload("x")).code(),
             absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(box.Deliver(2, {1, 0, 1}, std::string(12, 'b')).code(),
+  EXPECT_EQ(box.Deliver(2, {1, 0, 1}, RingPayload(std::string(12, 'b'))).code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(box.Deliver(1, {1, 0, 2}, "x").code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(box.Deliver(1, {1, 0, 2}, RingPayload("x")).code(),
+            absl::StatusCode::kAborted);
   auto got = box.Take(2, {1, 0, 0}, absl::Now() + absl::Seconds(1));
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(*got, std::string(8, 'a'));
+  EXPECT_EQ(std::move(*got).TakeString(), std::string(8, 'a'));
   EXPECT_EQ(box.Take(2, {1, 0, 3}, absl::Now() + absl::Milliseconds(20))
                 .status()
                 .code(),
