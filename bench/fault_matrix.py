@@ -2,7 +2,7 @@
 """The fault matrix: every mode under every fault, from a seed, checked.
 
 For each mode (sync PS, async, SSP, ring, PS pipeline, ring pipeline,
-hybrid, and PyTorch workers in PS and ring mode) and each fault (a worker SIGKILLed and replaced, SIGTERMed and
+hybrid, ring DLRM, and PyTorch workers in PS and ring mode) and each fault (a worker SIGKILLed and replaced, SIGTERMed and
 replaced, SIGSTOPped past the heartbeat timeout then SIGCONTed; a shard
 SIGKILLed; the coordinator SIGKILLed; every worker SIGKILLed at once and
 replaced; shard 0's checkpoint directory full or read-only, with shard 0
@@ -11,18 +11,19 @@ has shards, 2 epochs, --heartbeat-timeout 3, --checkpoint-every 50) with the
 fault as a `--chaos` plan at a step drawn from the seed, and checks its
 summary. The MLP modes train Fashion-MNIST at batch 256 (the torch modes
 with examples/torch/train_sequential.py as every worker, `ferry local
---worker-command`, from the same MLP's initial weights); hybrid trains a
-small DLRM at batch 128 on 24,000 rows of synthetic click logs (`ferry data
+--worker-command`, from the same MLP's initial weights); hybrid and ring
+DLRM train a small DLRM at batch 128 on 24,000 rows of synthetic click logs (`ferry data
 ctr`, written into the work directory once). The checks:
 
   - ferry local exited 0 and the job finished (every epoch accounted);
   - every epoch applied each of its samples exactly once (Fashion-MNIST:
-    applied 60,000; hybrid: 24,000; dropped 0);
-  - ring and hybrid: no weights digest mismatch between members;
+    applied 60,000; DLRM: 24,000; dropped 0);
+  - ring and hybrid: no weights digest mismatch between members (ring
+    DLRM: weights and tables);
   - modes with shards: every shard's final version equals the job's
     applied steps (sync; async/SSP: its applied tasks), i.e. no update lost
     or doubled on a shard;
-  - the final evaluation succeeded, and the test accuracy (hybrid: the
+  - the final evaluation succeeded, and the test accuracy (DLRM: the
     test AUC) is within 1 point of the same mode's undisturbed run.
 
 A cell's plan depends only on the seed, the mode and the fault, so any row
@@ -72,11 +73,14 @@ MODES = {
     "ring-pipeline": ["--mode", "ring", "--pipeline-stages", "2",
                       "--micro-batches", "2", "--digest-every", "10"],
     "hybrid": ["--mode", "hybrid", "--shards", "2", "--digest-every", "10"],
+    # Ring DLRM: every member holds the whole tables (ring checkpoints carry
+    # them in part 0).
+    "ring-dlrm": ["--mode", "ring", "--digest-every", "10"],
     "torch-ps": ["--mode", "ps", "--shards", "2"],
     "torch-ring": ["--mode", "ring", "--digest-every", "10"],
 }
 SHARD_MODES = {"sync", "async", "ssp", "ps-pipeline", "hybrid", "torch-ps"}
-CTR_MODES = {"hybrid"}
+CTR_MODES = {"hybrid", "ring-dlrm"}
 # PyTorch workers: examples/torch/train_sequential.py on the MLP that
 # ferry-worker trains (scripts/ferry_torch.py writes its initial weights).
 TORCH_MODES = {"torch-ps", "torch-ring"}
@@ -150,7 +154,7 @@ def applies(mode, fault):
 
 
 def write_ctr_data(binary_dir, work):
-    """The hybrid mode's dataset and model, written once into `work`."""
+    """The DLRM modes' dataset and model, written once into `work`."""
     out = os.path.join(work, "ctr")
     if not os.path.exists(os.path.join(out, "model.json")):
         vocab = ",".join(str(3000 if f % 3 == 0 else 10 * (f + 1))
