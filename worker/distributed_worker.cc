@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
@@ -75,6 +76,13 @@ class Worker {
             [observer](int64_t steps) { observer->ObserveCommitted(steps); });
       }
       status = Loop();
+      // Any call the coordinator refused because this worker is no longer
+      // a member (a report, a lease): evicted, whichever call noticed.
+      if (absl::IsNotFound(status) && !IsEviction(status) &&
+          (heartbeater_->evicted() ||
+           absl::StrContains(status.message(), "is not a member"))) {
+        status = Evicted();
+      }
     }
     absl::Status gathered = absl::OkStatus();
     if (status.ok() && summary_.end_reason == "finished") {

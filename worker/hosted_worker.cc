@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "worker/grpc_worker_deps.h"
 
@@ -37,9 +38,20 @@ HostedWorker::~HostedWorker() { (void)Stop(); }
 
 absl::StatusOr<std::unique_ptr<LeaseTrainer>> HostedWorker::MakeTrainer(
     const v1::JobSpec& job) {
-  ASSIGN_OR_RETURN(
-      std::shared_ptr<HostedBuffers> buffers,
-      HostedBuffers::ForJob(job, options_.worker.coordinator_address));
+  std::shared_ptr<HostedBuffers> buffers;
+  {
+    // A member registered again after an eviction: the host's model lives
+    // in the buffers it already has (PS pulls and the ring's broadcast give
+    // them the job's current state).
+    absl::MutexLock lock(&mu_);
+    if (joined_.has_value() && joined_->job.job_id() == job.job_id()) {
+      buffers = joined_->buffers;
+    }
+  }
+  if (buffers == nullptr) {
+    ASSIGN_OR_RETURN(buffers, HostedBuffers::ForJob(
+                                  job, options_.worker.coordinator_address));
+  }
   auto trainer = std::make_unique<HostedLeaseTrainer>(job, buffers, &channel_);
   absl::MutexLock lock(&mu_);
   joined_ = HostedJob{.job = job, .buffers = std::move(buffers)};
@@ -49,6 +61,22 @@ absl::StatusOr<std::unique_ptr<LeaseTrainer>> HostedWorker::MakeTrainer(
 void HostedWorker::Run(WorkerDeps deps) {
   absl::StatusOr<WorkerSummary> result =
       RunDistributedWorker(options_.worker, std::move(deps));
+  for (int rejoins = 0; !result.ok() && IsEviction(result.status()) &&
+                        rejoins < options_.worker.max_rejoins && !stop_.load();
+       ++rejoins) {
+    LogWarn("evicted: registering again as a new member",
+            {{"error", result.status()},
+             {"rejoin", rejoins + 1},
+             {"max_rejoins", options_.worker.max_rejoins}});
+    // Fresh deps: the old peer server and channels go with the evicted
+    // member.
+    absl::StatusOr<WorkerDeps> fresh = MakeGrpcWorkerDeps(options_.worker);
+    if (!fresh.ok()) {
+      result = fresh.status();
+      break;
+    }
+    result = RunDistributedWorker(options_.worker, *std::move(fresh));
+  }
   channel_.End(result.ok() ? absl::OkStatus() : result.status());
   absl::MutexLock lock(&mu_);
   result_ = std::move(result);

@@ -10,6 +10,12 @@
 //   channel().NextLease / Ready / Finish ... per step
 //   Stop()                         leaves the job; the summary
 //
+// An evicted worker (paused past the heartbeat timeout: a stopped process,
+// a frozen VM) registers again as a new member, up to
+// WorkerOptions::max_rejoins times, as ferry-worker does: same buffers and
+// channel, so the host's model and loop carry on (its open step, if any,
+// is not applied; the next lease is the new member's).
+//
 // Thread safety: all methods are thread-safe.
 #ifndef FERRY_WORKER_HOSTED_WORKER_H_
 #define FERRY_WORKER_HOSTED_WORKER_H_

@@ -4,8 +4,9 @@ PyTorch processes (examples/torch/train_transformer.py, --model external)
 under a chaos plan at fixed steps: a worker killed with SIGKILL mid-step,
 one sent SIGTERM (it finishes its step and leaves), workers started
 mid-epoch, the coordinator killed and restarted (it serves the model its
-first worker defined from its state directory) and, in PS mode, a shard
-killed and restarted. The PS job's model has BatchNorm buffers. Each job must finish (exit 0), apply every sample of every
+first worker defined from its state directory), in ring mode a worker
+stopped past the heartbeat timeout and continued (it registers again) and,
+in PS mode, a shard killed and restarted. The PS job's model has BatchNorm buffers. Each job must finish (exit 0), apply every sample of every
 epoch exactly once, signal every planned process, and no worker may print
 a Python traceback.
 
@@ -26,9 +27,13 @@ EPOCHS = 2  # 64 steps an epoch
 PLANS = {
     "ps": "kill:worker0@step20,join:2@step30,term:worker1@step45,"
           "kill:ps1@step60,kill:coordinator@step80",
-    "ring": "join:1@step15,kill:worker0@step30,join:1@step45,term:worker1@step70,"
-            "kill:coordinator@step90",
+    "ring": "join:1@step15,kill:worker0@step30,stop:worker1@step36,join:1@step45,"
+            "cont:worker1@step55,term:worker2@step70,kill:coordinator@step90",
 }
+# A worker stopped past the heartbeat timeout and continued: evicted, it
+# registers again as a new member and trains on to the job's end
+# (HostedWorker's rejoin).
+REJOINS = {"ring": "worker1"}
 
 
 def run(args, mode, work):
@@ -67,6 +72,13 @@ def run(args, mode, work):
                 text = f.read()
             if "Traceback" in text:
                 fail(f"{mode}: {name} printed a traceback:\n{text[-2000:]}")
+    if mode in REJOINS:
+        with open(os.path.join(logs, REJOINS[mode] + ".log"), errors="replace") as f:
+            text = f.read()
+        rejoined = text.find("registering again as a new member")
+        if rejoined < 0 or text.find("finished after", rejoined) < 0:
+            fail(f"{mode}: {REJOINS[mode]} did not register again after its "
+                 f"eviction and train to the end:\n{text[-2000:]}")
     restarts = summary.get("coordinator_restarts")
     print(f"{mode}: {summary.get('steps')} steps, {summary.get('workers_started')} workers "
           f"started, coordinator restarts {restarts}, "
