@@ -234,7 +234,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   absl::Time workers_gone_since = absl::InfiniteFuture();
   int last_epoch_printed = -1;
   int64_t steps_seen = 0;  // the coordinator's step, for chaos events at a step
-  bool training_done = false;  // the coordinator said so: final evaluation
+  bool training_done = false;     // the coordinator said so: final evaluation
+  std::string shown_state_error;  // the coordinator's, as last printed
   std::optional<v1::StatusResponse> final_status;
   int exit_code = 0;
   auto fail = [&](const std::string& why) {
@@ -287,6 +288,14 @@ int RunLocalCluster(const LocalClusterOptions& o) {
       }
       const v1::StatusResponse& st = **status;
       steps_seen = std::max(steps_seen, st.step());
+      if (st.state_error() != shown_state_error) {  // said once a change
+        shown_state_error = st.state_error();
+        progress.Line(absl::StrCat(
+            "ferry local: ",
+            shown_state_error.empty()
+                ? std::string("the coordinator saves its state again")
+                : absl::StrCat("warning: ", shown_state_error)));
+      }
       training_done |= st.training_done();
       progress.Update(
           st.job().epochs() > 0

@@ -60,6 +60,14 @@ int ShowStatus(const std::string& coordinator, bool json) {
         static_cast<long long>(s.window_samples()), s.window_seconds(),
         s.startup_seconds(), s.step_seconds());
   }
+  // What went wrong, above the figures' details.
+  if (!s.error().empty()) std::printf("error: %s\n", s.error().c_str());
+  if (!s.final_eval_error().empty()) {
+    std::printf("final evaluation failed: %s\n", s.final_eval_error().c_str());
+  }
+  if (!s.state_error().empty()) {
+    std::printf("warning: %s\n", s.state_error().c_str());
+  }
   if (s.evals_size() > 0) {
     const v1::EvalPoint& e = s.evals(s.evals_size() - 1);
     std::printf("%s at step %lld\n", EvalScoresText(e).c_str(),

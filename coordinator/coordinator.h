@@ -304,6 +304,11 @@ class Coordinator {
   // shard_retry doubling with each failure, at most 10 s. True when
   // stopping.
   bool WaitBeforeOwedCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of a save or sync of the state: the first failure of a run
+  // of them is logged, evented (state_save_failed) and shown in the status
+  // (state_error); the first success after them clears it (state_saved).
+  void StateSaved(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The owed checkpoint is written or moot: forgotten, with the error its
   // wait set (checkpoint_wait_limit).
   void SettleOwedCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -556,6 +561,9 @@ class Coordinator {
   // error_ is the owed checkpoint's wait past checkpoint_wait_limit (it
   // clears when that checkpoint is written).
   bool error_is_checkpoint_wait_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the last save of the state failed (StatusResponse.state_error);
+  // empty while saves work.
+  std::string state_error_ ABSL_GUARDED_BY(mu_);
   // Why training diverged (StopDiverged); while set, no lease is given.
   std::string diverged_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;

@@ -28,13 +28,34 @@ v1::CoordinatorState Coordinator::SaveState() const {
   return s;
 }
 
+void Coordinator::StateSaved(const absl::Status& status) {
+  if (status.ok()) {
+    if (state_error_.empty()) return;
+    state_error_.clear();
+    LogInfo("saving the coordinator state works again");
+    AddEvent("state_saved", "", steps_applied_, 0,
+             "saving the coordinator state works again");
+    return;
+  }
+  if (!state_error_.empty()) return;  // said once per run of failures
+  state_error_ = absl::StrCat(
+      "saving the coordinator state in ", options_.state_dir,
+      " failed: ", status.message(),
+      "; training goes on, but a restart would resume from the state saved "
+      "before");
+  LogError(state_error_);
+  AddEvent("state_save_failed", "", steps_applied_, 0,
+           std::string(status.message()));
+}
+
 void Coordinator::Persist() {
   if (!persistence_.enabled()) return;
   const absl::Status written = persistence_.Save(SaveState());
   if (!written.ok()) {
-    LogError("saving the coordinator state failed", {{"error", written}});
+    StateSaved(written);
     return;
   }
+  if (!state_unsynced_) StateSaved(absl::OkStatus());
   last_state_write_ = Now();  // ferry_checkpoint_age_seconds
   state_unsynced_ = true;
   if (options_.state_sync_interval <= absl::ZeroDuration()) SyncStateNow();
@@ -48,10 +69,8 @@ void Coordinator::PersistDurably() {
 void Coordinator::SyncStateNow() {
   if (!state_unsynced_) return;
   const absl::Status synced = persistence_.Sync();
-  if (!synced.ok()) {
-    LogError("syncing the coordinator state failed", {{"error", synced}});
-    return;
-  }
+  StateSaved(synced);
+  if (!synced.ok()) return;
   state_unsynced_ = false;
   last_state_sync_ = Now();
 }
@@ -68,10 +87,8 @@ void Coordinator::SyncStateIfDue() {
   mu_.Unlock();
   const absl::Status synced = persistence_.Sync();
   mu_.Lock();
-  if (!synced.ok()) {
-    state_unsynced_ = true;
-    LogError("syncing the coordinator state failed", {{"error", synced}});
-  }
+  if (!synced.ok()) state_unsynced_ = true;
+  StateSaved(synced);
 }
 
 absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {

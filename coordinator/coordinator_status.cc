@@ -67,6 +67,7 @@ v1::StatusResponse Coordinator::Status() const {
   recovery_state_.FillStatus(s);
   s.set_checkpoint_version(recovery_.latest_checkpoint());
   s.set_error(error_);
+  s.set_state_error(state_error_);
   return s;
 }
 

@@ -106,6 +106,36 @@ TEST(CoordinatorStateSyncTest, AZeroIntervalSyncsEverySave) {
 // coordinator restores them to a version it knows (here, with no
 // checkpoint, the start) and takes its accounting back with them, so the
 // lost steps' samples are trained again, once.
+TEST(CoordinatorStateSyncTest, AStateDirectoryThatCannotBeWrittenIsShown) {
+  std::unique_ptr<Fixture> f = JobSyncingEvery(absl::ZeroDuration());
+  const std::string w = f->Join();
+  auto lease = Next(*f, w);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  v1::NextTaskResponse next = Steps(*f, w, *lease, 1);
+  AwaitApplied(*f, 1);
+  EXPECT_EQ(f->coordinator->Status().state_error(), "");
+  // The state directory fills up: training goes on, the status says why
+  // a restart would go back, once (one event for a run of failures).
+  f->fs.FailWrites(absl::ResourceExhaustedError("No space left on device"));
+  next = Steps(*f, w, next, 3);
+  AwaitApplied(*f, 4);
+  v1::StatusResponse s = f->coordinator->Status();
+  EXPECT_NE(s.state_error().find("No space left on device"), std::string::npos)
+      << s.state_error();
+  EXPECT_NE(s.state_error().find("/state"), std::string::npos);
+  EXPECT_EQ(CountJobEvents(s, "state_save_failed"), 1);
+  EXPECT_EQ(s.error(), "");  // the job itself is fine
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 1);
+  // Space again: the next save clears it.
+  f->fs.FailWrites(absl::OkStatus());
+  next = Steps(*f, w, next, 1);
+  AwaitApplied(*f, 5);
+  s = f->coordinator->Status();
+  EXPECT_EQ(s.state_error(), "");
+  EXPECT_EQ(CountJobEvents(s, "state_saved"), 1);
+  EXPECT_EQ(StepsAfterMachineCrash(*f), 5);
+}
+
 TEST(CoordinatorStateSyncTest, ShardsAheadOfTheCrashedStateGoBackWithIt) {
   std::unique_ptr<Fixture> f = JobSyncingEvery(absl::Minutes(10));
   {
