@@ -3,16 +3,19 @@
 #include <cstring>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/raw_wire.h"
 #include "proto/rpc_util.h"
+#include "ring/ring_wire.h"
 
 namespace ferry {
 namespace {
@@ -23,15 +26,21 @@ constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
 // (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
 // length, then the data in its own slice. Protobuf parses the concatenation
 // as one RingMessage.
-grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head,
-                                   const float* data, int64_t count) {
+// `head` serialized, then field 5's key and a length of `bytes`: what goes
+// before the data.
+std::string DataPrefix(const v1::RingMessage& head, uint64_t bytes) {
   std::string prefix = head.SerializeAsString();
-  const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
   uint8_t data_head[11];
   data_head[0] = 5 << 3 | kWireLength;  // field 5: data
   const uint8_t* end = PutVarint(bytes, data_head + 1);
   prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
-  grpc::Slice slices[2] = {grpc::Slice(prefix),
+  return prefix;
+}
+
+grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head,
+                                   const float* data, int64_t count) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
+  grpc::Slice slices[2] = {grpc::Slice(DataPrefix(head, bytes)),
                            grpc::Slice(static_cast<size_t>(bytes))};
   if (bytes > 0)
     std::memcpy(const_cast<uint8_t*>(slices[1].begin()), data, bytes);
@@ -42,13 +51,21 @@ grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head,
 // carries encoded = true, `payload` is copied once into its own slice.
 grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
                                    const std::string& payload) {
-  std::string prefix = head.SerializeAsString();
-  uint8_t data_head[11];
-  data_head[0] = 5 << 3 | kWireLength;  // field 5: data
-  const uint8_t* end = PutVarint(payload.size(), data_head + 1);
-  prefix.append(reinterpret_cast<const char*>(data_head), end - data_head);
-  const grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice(payload)};
+  const grpc::Slice slices[2] = {grpc::Slice(DataPrefix(head, payload.size())),
+                                 grpc::Slice(payload)};
   return grpc::ByteBuffer(slices, 2);
+}
+
+// The same with the data in `data` (`bytes` in all), referenced: received
+// slices passed on without a copy.
+grpc::ByteBuffer EncodeRingForward(const v1::RingMessage& head,
+                                   const std::vector<grpc::Slice>& data,
+                                   uint64_t bytes) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(data.size() + 1);
+  slices.emplace_back(DataPrefix(head, bytes));
+  slices.insert(slices.end(), data.begin(), data.end());
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 }  // namespace
@@ -266,6 +283,15 @@ void GrpcRingTransport::CountReceived(const RingTag& tag, size_t payload_bytes,
 absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
                                      int64_t count, RecvOp op,
                                      absl::Time deadline) {
+  ASSIGN_OR_RETURN(const RingPayload payload, TakeFloats(tag, count, deadline));
+  // Straight from the slices the message arrived in (ring/ring_wire.h).
+  payload.ApplyFloats(dst, op);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RingPayload> GrpcRingTransport::TakeFloats(const RingTag& tag,
+                                                          int64_t count,
+                                                          absl::Time deadline) {
   const int prev = (rank() + size() - 1) % size();
   absl::StatusOr<RingPayload> payload =
       options_.mailbox->Take(options_.generation, tag, deadline);
@@ -283,9 +309,21 @@ absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
         "ring message %s from %s holds %d bytes, expected %d floats",
         tag.ToString(), PeerName(prev), payload->size(), count));
   }
-  // Straight from the slices the message arrived in (ring/ring_wire.h).
-  payload->ApplyFloats(dst, op);
-  return absl::OkStatus();
+  return payload;
+}
+
+absl::Status GrpcRingTransport::RecvCopyForward(const RingTag& in, float* dst,
+                                                int64_t count,
+                                                const RingTag& out,
+                                                absl::Time deadline) {
+  ASSIGN_OR_RETURN(RingPayload payload, TakeFloats(in, count, deadline));
+  payload.ApplyFloats(dst, RecvOp::kCopy);
+  const std::vector<grpc::Slice>* received = WireSlicesOf(payload);
+  if (received == nullptr) return Send(out, dst, count);
+  // The received slices go on as they are: no copy of the piece.
+  v1::RingMessage message = StartMessage(out);
+  return writer_->Enqueue(
+      EncodeRingForward(message, *received, payload.size()));
 }
 
 absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,

@@ -19,6 +19,7 @@
 #include "common/link_shaper.h"
 #include "ferry/v1/ring.pb.h"
 #include "ring/ring_mailbox.h"
+#include "ring/ring_payload.h"
 #include "ring/ring_transport.h"
 
 namespace ferry {
@@ -58,6 +59,9 @@ class GrpcRingTransport final : public RingTransport {
                     int64_t count) override;
   absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
                     absl::Time deadline) override;
+  absl::Status RecvCopyForward(const RingTag& in, float* dst, int64_t count,
+                               const RingTag& out,
+                               absl::Time deadline) override;
   absl::Status SendBytes(const RingTag& tag, std::string payload) override;
   absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
                                         absl::Time deadline) override;
@@ -72,6 +76,10 @@ class GrpcRingTransport final : public RingTransport {
   // writer to the next rank) carries the hello.
   v1::RingMessage StartMessage(const RingTag& tag);
   // Counts a message the collective took from the mailbox as received.
+  // The float message `tag` from the previous rank (counted), checked to
+  // hold `count` floats; Recv's errors.
+  absl::StatusOr<RingPayload> TakeFloats(const RingTag& tag, int64_t count,
+                                         absl::Time deadline);
   void CountReceived(const RingTag& tag, size_t payload_bytes, bool encoded);
 
   const GrpcRingTransportOptions options_;

@@ -109,13 +109,22 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
       const Range piece = Piece(segment, piece_elements, p);
       float* const ptr = data + piece.begin;
       const RingTag in_tag{op_id, k, static_cast<int32_t>(p)};
+      const RingTag out_tag{op_id, k + 1, static_cast<int32_t>(p)};
+      if (op == RecvOp::kCopy && k < last_stage) {
+        // All-gather: the piece passes on unchanged.
+        if (absl::Status s = transport_->RecvCopyForward(
+                in_tag, ptr, piece.size(), out_tag, deadline);
+            !s.ok()) {
+          return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
+        }
+        continue;
+      }
       if (absl::Status s =
               transport_->Recv(in_tag, ptr, piece.size(), op, deadline);
           !s.ok()) {
         return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
       }
       if (k == last_stage) continue;
-      const RingTag out_tag{op_id, k + 1, static_cast<int32_t>(p)};
       if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
           !s.ok()) {
         return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
@@ -289,16 +298,20 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
   for (int64_t p = 0; p < PieceCount(count, options_.piece_elements); ++p) {
     const Range piece = Piece(all, options_.piece_elements, p);
     float* const ptr = data + piece.begin;
+    const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
     if (distance > 0) {
       const RingTag in_tag{op_id, distance - 1, static_cast<int32_t>(p)};
-      if (absl::Status s = transport_->Recv(in_tag, ptr, piece.size(),
-                                            RecvOp::kCopy, deadline);
-          !s.ok()) {
+      const absl::Status s =
+          forward ? transport_->RecvCopyForward(in_tag, ptr, piece.size(),
+                                                out_tag, deadline)
+                  : transport_->Recv(in_tag, ptr, piece.size(), RecvOp::kCopy,
+                                     deadline);
+      if (!s.ok()) {
         return InCollectiveContext(s, "Broadcast", op_id, distance - 1, r, n);
       }
+      continue;  // forwarded, or the last rank
     }
     if (!forward) continue;
-    const RingTag out_tag{op_id, distance, static_cast<int32_t>(p)};
     if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
         !s.ok()) {
       return InCollectiveContext(s, "Broadcast", op_id, distance, r, n);

@@ -132,6 +132,13 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       RETURN_IF_ERROR(CheckIdLength("the ring hello's from_worker_id",
                                     hello.from_worker_id()));
+      // Generations count from 0; a negative one would pass for "no hello
+      // yet" here and leave a broken stream's collective waiting.
+      if (hello.generation() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("ring hello of generation %d: generations are >= 0",
+                            hello.generation()));
+      }
       if (!service_->mailbox()->Enter(hello.generation())) {
         return absl::AbortedError(
             absl::StrFormat("ring generation %d is older than this worker's",

@@ -72,6 +72,21 @@ class RingTransport {
   virtual absl::Status Recv(const RingTag& tag, float* dst, int64_t count,
                             RecvOp op, absl::Time deadline) = 0;
 
+  // Recv(in, dst, count, kCopy, deadline), then Send(out, dst, count): a
+  // piece that passes through unchanged (the all-gather's and broadcast's
+  // forwarding). A transport may send the bytes it received instead of
+  // copying dst again (GrpcRingTransport forwards the received slices).
+  // Errors: Recv's, then Send's.
+  virtual absl::Status RecvCopyForward(const RingTag& in, float* dst,
+                                       int64_t count, const RingTag& out,
+                                       absl::Time deadline) {
+    if (absl::Status s = Recv(in, dst, count, RecvOp::kCopy, deadline);
+        !s.ok()) {
+      return s;
+    }
+    return Send(out, dst, count);
+  }
+
   // Opaque payloads (compressed gradient pieces, common/gradient_codec.h)
   // travel the same links: SendBytes queues `payload` as Send does (same
   // errors; count is the payload's size), RecvBytes waits for the payload

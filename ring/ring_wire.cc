@@ -48,14 +48,19 @@ class PieceCursor {
     return false;  // more than 10 bytes
   }
 
-  // The next `n` bytes as views into the pieces; false when fewer are left.
-  bool Take(uint64_t n, std::vector<absl::string_view>& out) {
+  // Where some bytes lie: piece `index`, [begin, end) of it.
+  struct Run {
+    size_t index, begin, end;
+  };
+
+  // The next `n` bytes as runs of the pieces; false when fewer are left.
+  bool Take(uint64_t n, std::vector<Run>& out) {
     if (n > total_ - offset_) return false;
     offset_ += n;
     while (n > 0) {
       const absl::string_view piece = pieces_[piece_];
       const size_t take = std::min<uint64_t>(n, piece.size() - in_piece_);
-      if (take > 0) out.push_back(piece.substr(in_piece_, take));
+      if (take > 0) out.push_back({piece_, in_piece_, in_piece_ + take});
       in_piece_ += take;
       n -= take;
       if (in_piece_ == piece.size() && piece_ + 1 < pieces_.size()) {
@@ -85,6 +90,9 @@ void AppendVarint(uint64_t value, std::string& out) {
 
 // The fast path: the message read in place. nullopt for whatever it does
 // not take (a group, bytes that are malformed): protobuf decides those.
+// What a wire payload's owner is (RingPayload::owner_of).
+constexpr char kWireSlices = 0;
+
 std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
   // The slices are referenced by the owner; the views point into their
   // memory (or into the Slice objects for small inlined ones), so they are
@@ -100,7 +108,7 @@ std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
   // its shortest form reads the same; the data field under another wire
   // type is an unknown field to protobuf, and is kept as one here).
   std::string head_bytes;
-  std::vector<absl::string_view> data;
+  std::vector<PieceCursor::Run> data;
   bool has_data = false;
   while (!cursor.done()) {
     uint64_t key = 0;
@@ -129,7 +137,7 @@ std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
       default:
         return std::nullopt;  // groups
     }
-    std::vector<absl::string_view> value;
+    std::vector<PieceCursor::Run> value;
     if (!cursor.Take(n, value)) return std::nullopt;
     if ((key >> 3) == kDataField && type == 2) {
       data = std::move(value);
@@ -137,15 +145,39 @@ std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
       continue;
     }
     head_bytes += prefix;
-    for (absl::string_view b : value) head_bytes.append(b.data(), b.size());
+    for (const PieceCursor::Run& run : value) {
+      head_bytes.append(
+          reinterpret_cast<const char*>((*slices)[run.index].begin()) +
+              run.begin,
+          run.end - run.begin);
+    }
   }
   RingWireMessage message;
   if (!message.head.ParseFromString(head_bytes)) return std::nullopt;
-  if (has_data) message.data = RingPayload(std::move(data), std::move(slices));
+  if (has_data) {
+    // The data's own slices (references to the received memory; a small
+    // inlined slice is copied), viewed once they sit where they stay.
+    auto owner = std::make_shared<std::vector<grpc::Slice>>();
+    owner->reserve(data.size());
+    for (const PieceCursor::Run& run : data) {
+      owner->push_back((*slices)[run.index].sub(run.begin, run.end));
+    }
+    std::vector<absl::string_view> views;
+    for (const grpc::Slice& s : *owner) {
+      views.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    message.data =
+        RingPayload(std::move(views), std::move(owner), &kWireSlices);
+  }
   return message;
 }
 
 }  // namespace
+
+const std::vector<grpc::Slice>* WireSlicesOf(const RingPayload& payload) {
+  return static_cast<const std::vector<grpc::Slice>*>(
+      payload.owner_of(&kWireSlices));
+}
 
 absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire) {
   if (std::optional<RingWireMessage> fast = ParseInPlace(wire)) {

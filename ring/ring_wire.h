@@ -9,6 +9,8 @@
 #ifndef FERRY_RING_RING_WIRE_H_
 #define FERRY_RING_RING_WIRE_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "ferry/v1/ring.pb.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -27,6 +29,12 @@ struct RingWireMessage {
 // data, so a message is accepted exactly when protobuf accepts it.
 // INVALID_ARGUMENT "ring message does not parse" otherwise.
 absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire);
+
+// The slices a payload of ParseRingWire lies in: exactly its bytes, in
+// order, referencing the received memory (what a member forwards without
+// a copy); nullptr for a payload that did not come from it (one protobuf
+// parsed whole, or a string).
+const std::vector<grpc::Slice>* WireSlicesOf(const RingPayload& payload);
 
 }  // namespace ferry
 

@@ -70,7 +70,8 @@ std::vector<absl::Status> AllReduce(Ring& ring, int n, int participants,
 }
 
 TEST(GrpcRingTransportTest, AllReduceOverLoopbackSumsOnEveryRank) {
-  for (int n : {1, 2, 3}) {
+  // 3 and 4 ranks: the all-gather forwards received pieces as they came.
+  for (int n : {1, 2, 3, 4}) {
     for (int64_t count : {int64_t{0}, int64_t{7}, int64_t{10007}}) {
       Ring ring(n);
       std::vector<std::vector<float>> data;
@@ -85,6 +86,30 @@ TEST(GrpcRingTransportTest, AllReduceOverLoopbackSumsOnEveryRank) {
         }
       }
     }
+  }
+}
+
+TEST(GrpcRingTransportTest, BroadcastForwardsTheRootsPiecesToEveryRank) {
+  const int n = 4;
+  const int64_t count = 10007;
+  Ring ring(n);
+  std::vector<std::unique_ptr<GrpcRingTransport>> transports;
+  for (int r = 0; r < n; ++r) transports.push_back(ring.Transport(r));
+  std::vector<std::vector<float>> data(n, std::vector<float>(count, -1.0f));
+  for (int64_t i = 0; i < count; ++i) data[2][i] = 0.5f * static_cast<float>(i);
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RingCollective collective(transports[r].get(), {1000, absl::Seconds(20)});
+      results[r] = collective.Broadcast(/*op_id=*/3, data[r].data(), count,
+                                        /*root=*/2);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+    EXPECT_EQ(data[r], data[2]) << "rank " << r;
   }
 }
 
