@@ -423,13 +423,17 @@ class Worker {
             return SendReport(std::move(request), r);
           });
       trainer_->StepReported();
-      if (stop_requested()) {
-        RETURN_IF_ERROR(AwaitReport());
-        DropPendingLease();
-        break;
-      }
+      if (stop_requested()) break;
     }
-    RETURN_IF_ERROR(AwaitReport());
+    if (absl::Status last = AwaitReport(); !last.ok()) {
+      // Leaving anyway (asked to stop): a report the coordinator could not
+      // take (it is restarting) only leaves that step to be redone when
+      // this member is missed.
+      if (!stop_requested()) return last;
+      Log(absl::StrCat("leaving without the last report delivered: ",
+                       last.ToString()));
+    }
+    if (stop_requested()) DropPendingLease();
     if (summary_.end_reason.empty()) summary_.end_reason = "stopped";
     Log(absl::StrFormat("%s after %d steps (%d samples, %d abandoned); leaving",
                         summary_.end_reason, summary_.steps, summary_.samples,
