@@ -85,10 +85,17 @@ def check_accounting(args, ferry_torch, summaries, init_dir, work, data_dir):
             if not closed <= got <= closed * 1.10:
                 fail(f"{mode}: {what} {got:.0f} B per worker per step is not the closed "
                      f"form {closed:.0f} B (+ up to 10 % framing and one-time transfers)")
+        # A step aborted under load (a collective past its deadline) is
+        # exchanged again and its new ring broadcast: up to twice the
+        # step's bytes more, spread over the STEPS applied steps.
+        redone = abs(int(summary.get("aborted_steps", 0)) -
+                     int(reference.get("aborted_steps", 0)))
+        slack = 2 * closed / STEPS * redone
         for what, got, ref in (("sent", sent, ref_sent), ("received", received, ref_received)):
-            if abs(got - ref) > 0.01 * ref:
+            if abs(got - ref) > 0.01 * ref + slack:
                 fail(f"{mode}: a torch worker {what} {got:.0f} B per step, ferry-worker "
-                     f"{ref:.0f} B: they differ by more than 1 %")
+                     f"{ref:.0f} B: they differ by more than 1 % "
+                     f"(+ {slack:.0f} B for {redone} step(s) aborted in one run only)")
 
 
 def check_equivalence(args, ferry_torch, ft, work, data_dir):
