@@ -158,6 +158,25 @@ class WireReader {
     }
   }
 
+  // [begin, begin + n) of the message as references to its slices (no
+  // copy of the bytes; a small inlined slice is copied). REQUIRES: in range.
+  std::vector<grpc::Slice> SliceRange(size_t begin, size_t n) const {
+    std::vector<grpc::Slice> out;
+    size_t start = 0;
+    for (const grpc::Slice& s : slices_) {
+      if (n == 0) break;
+      const size_t end = start + s.size();
+      if (begin < end) {
+        const size_t take = std::min(n, end - begin);
+        out.push_back(s.sub(begin - start, begin - start + take));
+        begin += take;
+        n -= take;
+      }
+      start = end;
+    }
+    return out;
+  }
+
  private:
   uint8_t NextByte() {
     while (offset_ >= slices_[slice_].size()) {

@@ -1,6 +1,5 @@
 #include "ring/ring_wire.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -9,159 +8,64 @@
 #include <vector>
 
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "proto/raw_wire.h"
 
 namespace ferry {
 namespace {
 
-constexpr int kDataField = 5;
+constexpr uint64_t kDataField = 5;
 
-// Reads a message laid out in pieces (its slices) front to back.
-class PieceCursor {
- public:
-  explicit PieceCursor(std::vector<absl::string_view> pieces)
-      : pieces_(std::move(pieces)) {
-    for (absl::string_view p : pieces_) total_ += p.size();
-  }
-
-  bool done() const { return offset_ == total_; }
-  size_t offset() const { return offset_; }
-
-  bool ReadByte(uint8_t& byte) {
-    if (offset_ == total_) return false;
-    while (in_piece_ == pieces_[piece_].size()) {
-      ++piece_;
-      in_piece_ = 0;
-    }
-    byte = static_cast<uint8_t>(pieces_[piece_][in_piece_++]);
-    ++offset_;
-    return true;
-  }
-
-  bool ReadVarint(uint64_t& value) {
-    value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t byte = 0;
-      if (!ReadByte(byte)) return false;
-      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;  // more than 10 bytes
-  }
-
-  // Where some bytes lie: piece `index`, [begin, end) of it.
-  struct Run {
-    size_t index, begin, end;
-  };
-
-  // The next `n` bytes as runs of the pieces; false when fewer are left.
-  bool Take(uint64_t n, std::vector<Run>& out) {
-    if (n > total_ - offset_) return false;
-    offset_ += n;
-    while (n > 0) {
-      const absl::string_view piece = pieces_[piece_];
-      const size_t take = std::min<uint64_t>(n, piece.size() - in_piece_);
-      if (take > 0) out.push_back({piece_, in_piece_, in_piece_ + take});
-      in_piece_ += take;
-      n -= take;
-      if (in_piece_ == piece.size() && piece_ + 1 < pieces_.size()) {
-        ++piece_;
-        in_piece_ = 0;
-      }
-    }
-    return true;
-  }
-
- private:
-  std::vector<absl::string_view> pieces_;
-  size_t total_ = 0;
-  size_t offset_ = 0;
-  size_t piece_ = 0;
-  size_t in_piece_ = 0;
-};
-
-// Appends `value` as a varint (protobuf's base-128 encoding).
-void AppendVarint(uint64_t value, std::string& out) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-// The fast path: the message read in place. nullopt for whatever it does
-// not take (a group, bytes that are malformed): protobuf decides those.
 // What a wire payload's owner is (RingPayload::owner_of).
 constexpr char kWireSlices = 0;
 
+// The fast path: the message read in place. nullopt for whatever it does
+// not take (a group, bytes that are malformed): protobuf decides those.
 std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
-  // The slices are referenced by the owner; the views point into their
-  // memory (or into the Slice objects for small inlined ones), so they are
-  // taken only once the slices sit where they stay.
-  auto slices = std::make_shared<std::vector<grpc::Slice>>();
-  if (!wire.Dump(slices.get()).ok()) return std::nullopt;
-  std::vector<absl::string_view> pieces;
-  for (const grpc::Slice& s : *slices) {
-    pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  PieceCursor cursor(std::move(pieces));
-  // Every field but the data, re-encoded as protobuf reads it (a varint in
-  // its shortest form reads the same; the data field under another wire
-  // type is an unknown field to protobuf, and is kept as one here).
+  WireReader reader(wire);
+  // Every field but the data, its bytes as they came: what protobuf
+  // parses (the data field under another wire type is an unknown field to
+  // protobuf, and is kept as one here).
   std::string head_bytes;
-  std::vector<PieceCursor::Run> data;
-  bool has_data = false;
-  while (!cursor.done()) {
+  std::optional<std::pair<size_t, uint64_t>> data;  // its offset and size
+  while (!reader.done()) {
+    const size_t field_start = reader.position();
     uint64_t key = 0;
-    if (!cursor.ReadVarint(key) || (key >> 3) == 0) return std::nullopt;
-    const int type = static_cast<int>(key & 7);
-    std::string prefix;  // the key and, for a varint or a length, its value
-    AppendVarint(key, prefix);
+    if (!reader.ReadVarint(&key) || (key >> 3) == 0) return std::nullopt;
     uint64_t n = 0;  // value bytes that follow
-    switch (type) {
-      case 0: {
-        uint64_t v = 0;
-        if (!cursor.ReadVarint(v)) return std::nullopt;
-        AppendVarint(v, prefix);
+    switch (key & 7) {
+      case kWireVarint:
+        if (uint64_t v = 0; !reader.ReadVarint(&v)) return std::nullopt;
         break;
-      }
-      case 1:
+      case kWireFixed64:
         n = 8;
         break;
-      case 5:
+      case kWireFixed32:
         n = 4;
         break;
-      case 2:
-        if (!cursor.ReadVarint(n)) return std::nullopt;
-        AppendVarint(n, prefix);
+      case kWireLength:
+        if (!reader.ReadVarint(&n)) return std::nullopt;
         break;
       default:
         return std::nullopt;  // groups
     }
-    std::vector<PieceCursor::Run> value;
-    if (!cursor.Take(n, value)) return std::nullopt;
-    if ((key >> 3) == kDataField && type == 2) {
-      data = std::move(value);
-      has_data = true;
+    const size_t value_start = reader.position();
+    if (!reader.Skip(n)) return std::nullopt;
+    if ((key >> 3) == kDataField && (key & 7) == kWireLength) {
+      data.emplace(value_start, n);
       continue;
     }
-    head_bytes += prefix;
-    for (const PieceCursor::Run& run : value) {
-      head_bytes.append(
-          reinterpret_cast<const char*>((*slices)[run.index].begin()) +
-              run.begin,
-          run.end - run.begin);
-    }
+    const size_t length = reader.position() - field_start;
+    head_bytes.resize(head_bytes.size() + length);
+    reader.CopyOut(field_start, length,
+                   head_bytes.data() + head_bytes.size() - length);
   }
   RingWireMessage message;
   if (!message.head.ParseFromString(head_bytes)) return std::nullopt;
-  if (has_data) {
-    // The data's own slices (references to the received memory; a small
-    // inlined slice is copied), viewed once they sit where they stay.
-    auto owner = std::make_shared<std::vector<grpc::Slice>>();
-    owner->reserve(data.size());
-    for (const PieceCursor::Run& run : data) {
-      owner->push_back((*slices)[run.index].sub(run.begin, run.end));
-    }
+  if (data.has_value()) {
+    // The data's own slices (references to the received memory), viewed
+    // once they sit where they stay.
+    auto owner = std::make_shared<std::vector<grpc::Slice>>(
+        reader.SliceRange(data->first, data->second));
     std::vector<absl::string_view> views;
     for (const grpc::Slice& s : *owner) {
       views.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
