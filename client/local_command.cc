@@ -62,6 +62,9 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
          {"--bucket-elements", std::to_string(l.bucket_elements),
           "--digest-every", std::to_string(l.digest_every),
           "--ring-full-table-rows", std::to_string(l.ring_full_table_rows)});
+  if (l.ring_checkpoint_writers != "all") {  // ring and hybrid only
+    Append(args, {"--ring-checkpoint-writers", l.ring_checkpoint_writers});
+  }
   Append(args, {"--compression", l.compression, "--error-feedback",
                 l.error_feedback ? "true" : "false"});
   Append(args, {"--min-workers", std::to_string(l.min_workers),
@@ -276,6 +279,13 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
   local.add_option(
       "--digest-every", line.digest_every,
       "ring: compare the members' weight digests every N steps (0: never)");
+  local
+      .add_option("--ring-checkpoint-writers", line.ring_checkpoint_writers,
+                  "ring and hybrid: who writes the ring checkpoints: all "
+                  "(each member its 1/w part) or rank0 (rank 0 alone, one "
+                  "part)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "rank0"}));
   local.add_option(
       "--ring-full-table-rows", line.ring_full_table_rows,
       "ring mode, DLRM: hold each embedding table as N rows (ids modulo N) "

@@ -42,6 +42,8 @@ struct LocalCommandLine {
   bool error_feedback = true;
   bool finalize_on_push = true;
   bool sum_on_arrival = false;
+  // Ring and hybrid: who writes the ring checkpoints (all or rank0).
+  std::string ring_checkpoint_writers = "all";
   std::string chaos;
   int min_workers = 1;
   // Passed to the coordinator only when given (its defaults otherwise).

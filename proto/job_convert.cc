@@ -254,6 +254,13 @@ absl::StatusOr<std::vector<float>> JobDenseInitialValues(
   if (job.model_from_worker()) return WorkerModelValuesError();
   if (IsDlrmJob(job)) {
     ASSIGN_OR_RETURN(const DlrmSpec spec, JobDlrmSpec(job));
+    if (!job.init_from().empty() &&
+        IsRingCheckpointDirectory(PosixFileSystem(), job.init_from())) {
+      // A ring DLRM's checkpoint: its dense parameters.
+      ASSIGN_OR_RETURN(const ParameterLayout layout, DlrmParameterLayout(spec));
+      return RingCheckpointInitialValues(PosixFileSystem(), job.init_from(),
+                                         layout.total_elements());
+    }
     if (!job.init_from().empty()) {  // a DLRM export's dense half
       absl::StatusOr<std::vector<float>> imported =
           ReadDlrmWeights(job.init_from(), spec);
@@ -309,9 +316,6 @@ absl::StatusOr<ModelDef> JobModel(const v1::JobSpec& job) {
   return def;
 }
 
-namespace {
-
-// A directory with ring checkpoint parts and no exported weights.
 bool IsRingCheckpointDirectory(FileSystem* fs, const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> names = fs->ListDirectory(dir);
   return names.ok() &&
@@ -320,7 +324,16 @@ bool IsRingCheckpointDirectory(FileSystem* fs, const std::string& dir) {
          HasRingCheckpoint(fs, dir);
 }
 
-}  // namespace
+absl::StatusOr<std::vector<float>> RingCheckpointInitialValues(
+    FileSystem* fs, const std::string& dir, int64_t n) {
+  absl::StatusOr<RingCheckpoint> ring = LoadNewestRingCheckpoint(fs, dir, n);
+  if (!ring.ok()) {
+    return absl::Status(
+        ring.status().code(),
+        absl::StrCat("--init-from ", dir, ": ", ring.status().message()));
+  }
+  return std::move(ring->params);
+}
 
 absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
                                                     const ModelDef& model) {
@@ -331,14 +344,8 @@ absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
     // parameters (and BatchNorm state), the optimizer state left behind as
     // an export would.
     ASSIGN_OR_RETURN(const ParameterLayout layout, ModelJobLayout(model));
-    absl::StatusOr<RingCheckpoint> ring =
-        LoadNewestRingCheckpoint(fs, job.init_from(), layout.total_elements());
-    if (!ring.ok()) {
-      return absl::Status(ring.status().code(),
-                          absl::StrCat("--init-from ", job.init_from(), ": ",
-                                       ring.status().message()));
-    }
-    return std::move(ring->params);
+    return RingCheckpointInitialValues(fs, job.init_from(),
+                                       layout.total_elements());
   }
   absl::StatusOr<ModelValues> imported = ImportModel(job.init_from());
   if (!imported.ok()) return imported.status();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
 #include "ferry/v1/common.pb.h"
@@ -104,6 +105,16 @@ absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job);
 // NOT_FOUND when none is complete, FAILED_PRECONDITION for another size).
 absl::StatusOr<std::vector<float>> JobInitialValues(const v1::JobSpec& job,
                                                     const ModelDef& model);
+
+// Whether --init-from's `dir` is a ring job's checkpoint directory (ring
+// checkpoint parts, common/ring_checkpoint.h, and no model.safetensors)
+// rather than an export.
+bool IsRingCheckpointDirectory(FileSystem* fs, const std::string& dir);
+// The parameters of the newest complete ring checkpoint in `dir` whose
+// state has `n` elements (LoadNewestRingCheckpoint; its errors prefixed
+// with "--init-from DIR").
+absl::StatusOr<std::vector<float>> RingCheckpointInitialValues(
+    FileSystem* fs, const std::string& dir, int64_t n);
 
 // FAILED_PRECONDITION unless the job's tensor list (when it has one) names
 // exactly the tensors of `layout`, in order, with the same shapes.

@@ -47,15 +47,17 @@ absl::Status WriteTablesFile(const std::string& path, const SparseStore& store,
   return WriteTablesFile(path, tables, fs);
 }
 
-absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
-                               TableScope scope, FileSystem* fs) {
-  ASSIGN_OR_RETURN(const MappedCheckpoint mapped,
-                   MapCheckpoint(fs, path, TablesFileIdentity()));
-  const CheckpointView* view = &mapped.view;
-  const BytesDone release = mapped.releaser();
+namespace {
+
+// RestoreTablesFile's restore of tables read from `label` (a path):
+// `release` is told of the bytes as they are read.
+absl::Status RestoreTableViews(absl::Span<const TableCheckpointView> tables,
+                               const BytesDone& release,
+                               const std::string& label, SparseStore& store,
+                               TableScope scope) {
   // The newest last-seen step, to shift the file's steps below 0.
   int64_t newest = -1;
-  for (const TableCheckpointView& t : view->tables) {
+  for (const TableCheckpointView& t : tables) {
     for (size_t i = 0; i < t.last_seen.size(); ++i) {
       newest = std::max(newest, t.last_seen[i]);
     }
@@ -67,14 +69,32 @@ absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
   TableRestoreOptions options;
   options.scope = scope;
   options.last_seen_shift = newest + 1;
-  if (absl::Status s = store.Restore(view->tables, release, options); !s.ok()) {
+  if (absl::Status s = store.Restore(tables, release, options); !s.ok()) {
     const bool row_size = absl::StrContains(s.message(), "floats per row");
-    return Prefixed(path, s,
+    return Prefixed(label, s,
                     row_size ? " (written with another --embedding-optimizer "
                                "or embedding dimension?)"
                              : "");
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
+                               TableScope scope, FileSystem* fs) {
+  ASSIGN_OR_RETURN(const MappedCheckpoint mapped,
+                   MapCheckpoint(fs, path, TablesFileIdentity()));
+  return RestoreTableViews(mapped.view.tables, mapped.releaser(), path, store,
+                           scope);
+}
+
+absl::Status RestoreTables(const std::vector<TableCheckpoint>& tables,
+                           const std::string& label, SparseStore& store,
+                           TableScope scope) {
+  const std::vector<TableCheckpointView> views = ViewsOf(tables);
+  return RestoreTableViews(
+      views, [](absl::string_view) {}, label, store, scope);
 }
 
 DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim) {

@@ -51,6 +51,12 @@ absl::Status RestoreTablesFile(const std::string& path, SparseStore& store,
                                TableScope scope,
                                FileSystem* fs = PosixFileSystem());
 
+// The same from tables already in memory (a ring checkpoint's part 0,
+// common/ring_checkpoint.h); errors are prefixed with `label`.
+absl::Status RestoreTables(const std::vector<TableCheckpoint>& tables,
+                           const std::string& label, SparseStore& store,
+                           TableScope scope);
+
 // What `config`'s tables read for ids without a row (the export's
 // metadata, model/dlrm_weights.h), rows of `dim` floats.
 DlrmTablesMeta TablesMetaOf(const SparseStoreConfig& config, int dim);

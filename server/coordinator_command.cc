@@ -193,6 +193,14 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
           "Empty: ring jobs have no checkpoint")
       ->group(job);
   command
+      .add_option("--ring-checkpoint-writers", f.ring_checkpoint_writers,
+                  "ring and hybrid: who writes a ring checkpoint: all (each "
+                  "member its 1/w part, at once) or rank0 (rank 0 alone, the "
+                  "whole state as one part; not with --pipeline-stages)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "rank0"}))
+      ->group(job);
+  command
       .add_option(
           "--finalize-on-push", f.finalize_on_push,
           "PS sync: leases name the step's contributors so that a shard "

@@ -1,7 +1,9 @@
 #include "server/coordinator_job.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_system.h"
@@ -22,6 +24,8 @@
 #include "pipeline/pipeline_options.h"
 #include "pipeline/stage_memory.h"
 #include "proto/job_convert.h"
+#include "ps/dlrm_init.h"
+#include "ps/sparse_store.h"
 #include "ps/tables_file.h"
 
 namespace ferry {
@@ -211,6 +215,22 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
     }
     job.set_ring_checkpoint_dir(f.ring_checkpoint_dir);
   }
+  if (f.ring_checkpoint_writers == "rank0") {
+    if (f.ring_checkpoint_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--ring-checkpoint-writers rank0 needs --ring-checkpoint-dir");
+    }
+    if (f.pipeline.stages > 1) {
+      return absl::InvalidArgumentError(
+          "--ring-checkpoint-writers rank0 does not fit --pipeline-stages: "
+          "rank 0 holds only its own stage current; use all");
+    }
+    job.set_ring_checkpoint_rank0(true);
+  } else if (f.ring_checkpoint_writers != "all") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ring-checkpoint-writers '", f.ring_checkpoint_writers,
+                     "': expected all or rank0"));
+  }
   {
     absl::StatusOr<GradientCompression> c =
         ParseCompression(f.compression, f.error_feedback);
@@ -267,7 +287,25 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
         "--init-from with --ring-full-table-rows: full tables hold ids mod "
         "that many rows and cannot start from an export's rows");
   }
-  if (!f.init_from.empty()) {
+  if (!f.init_from.empty() &&
+      IsRingCheckpointDirectory(PosixFileSystem(), f.init_from)) {
+    // A ring DLRM's checkpoint directory: its newest complete checkpoint
+    // must hold this model's dense state and tables (the members or shards
+    // read them again).
+    ASSIGN_OR_RETURN(const ParameterLayout dense, DlrmParameterLayout(spec));
+    ASSIGN_OR_RETURN(
+        const std::unique_ptr<SparseStore> store,
+        SparseStore::Create(MakeSparseStoreConfig(
+            f.embedding,
+            std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
+            f.seed)));
+    absl::Status usable = RestoreDlrmInitTables(
+        f.init_from, dense.total_elements(), *store, TableScope::kAll);
+    if (!usable.ok()) {
+      return absl::Status(usable.code(),
+                          absl::StrCat("--init-from ", usable.message()));
+    }
+  } else if (!f.init_from.empty()) {
     // A DLRM export: its dense half is read here (the job's model), its
     // tables by the shards or ring members; refused now rather than by
     // each of them.

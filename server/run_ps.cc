@@ -22,6 +22,7 @@
 #include "proto/job_convert.h"
 #include "proto/process_ops.h"
 #include "proto/rpc_util.h"
+#include "ps/dlrm_init.h"
 #include "ps/job_tables.h"
 #include "ps/ps_checkpointer.h"
 #include "ps/ps_server.h"
@@ -190,11 +191,14 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
                                         {"path", resumed->path}});
   } else {
     if (IsDlrmJob(job) && !job.init_from().empty()) {
-      // A job starting from a DLRM export: the rows placed here.
-      const std::string path = JoinPath(job.init_from(), kDlrmEmbeddingsFile);
+      // A job starting from a DLRM export or a ring DLRM's checkpoint
+      // directory: the rows placed here.
+      ASSIGN_OR_RETURN(const ParameterLayout dense, JobTensorLayout(job));
       absl::Status filled =
           partition->shard->FillTables([&](SparseStore& store) {
-            return RestoreTablesFile(path, store, TableScope::kPlacedHere);
+            return RestoreDlrmInitTables(job.init_from(),
+                                         dense.total_elements(), store,
+                                         TableScope::kPlacedHere);
           });
       if (absl::IsFailedPrecondition(filled)) {
         // An export that does not fit the job: a configuration error, not
@@ -204,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Partition>> StartPartition(
       RETURN_IF_ERROR(filled);
       LogInfo("embedding rows from --init-from",
               {{"shard", logical_id},
-               {"path", path},
+               {"from", job.init_from()},
                {"rows", partition->shard->Info().sparse->total.rows}});
     }
     if (checkpointer.has_directory()) {

@@ -59,6 +59,8 @@ struct CoordinatorFlags {
   // Ring: where the members write the job's checkpoints (JobSpec.
   // ring_checkpoint_dir); empty: none.
   std::string ring_checkpoint_dir;
+  // Who writes them: "all" (each member 1/w) or "rank0" (one part).
+  std::string ring_checkpoint_writers = "all";
   bool finalize_on_push =
       true;                     // PS sync: shards apply a step on its last push
   bool sum_on_arrival = false;  // PS sync: shards sum pushes as they arrive

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.collective_timeout = context.collective_timeout;
   // Hybrid: the dense layers' checkpoints (the shards write the tables').
   options.checkpoint_dir = job.ring_checkpoint_dir();
+  options.checkpoint_from_rank0 = job.ring_checkpoint_rank0();
   if (with_tables) {
     ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
     ASSIGN_OR_RETURN(const EmbeddingOptions embedding,
@@ -61,9 +62,9 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
         options.tables,
         RingTables::Create(tables.dims, embedding, job.seed(),
                            job.embedding().ring_full_table_rows()));
-    if (!job.init_from().empty()) {  // a DLRM export: its whole tables
-      RETURN_IF_ERROR(options.tables->LoadTablesFile(
-          JoinPath(job.init_from(), kDlrmEmbeddingsFile)));
+    if (!job.init_from().empty()) {  // an export's or a checkpoint's tables
+      RETURN_IF_ERROR(options.tables->LoadInitTables(
+          job.init_from(), context.layout->total_elements()));
     }
   }
   return RingExchange::Create(std::move(options));

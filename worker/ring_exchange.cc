@@ -439,7 +439,10 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
         "the job has no ring checkpoint directory");
   }
   std::vector<RingCheckpointPart> own;
-  if (stage_ranges_.empty()) {
+  if (stage_ranges_.empty() && options_.checkpoint_from_rank0) {
+    if (rank != 0) return absl::OkStatus();  // rank 0 writes it all
+    own.push_back({0, 1, FlatRange{0, n_}});
+  } else if (stage_ranges_.empty()) {
     own.push_back({rank, parts, ShardRange(n_, parts, rank)});
   } else {
     ASSIGN_OR_RETURN(

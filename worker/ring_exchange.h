@@ -136,6 +136,10 @@ struct RingExchangeOptions {
   // null: the POSIX file system).
   std::string checkpoint_dir;
   FileSystem* fs = nullptr;
+  // Rank 0 alone writes a checkpoint, as one part holding the whole state
+  // (JobSpec.ring_checkpoint_rank0; not in ring pipelines): the others
+  // report theirs written at once.
+  bool checkpoint_from_rank0 = false;
 };
 
 class RingExchange final : public GradientExchange,

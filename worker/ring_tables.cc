@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "data/dlrm_job_check.h"
 #include "ferry/v1/ring.pb.h"
+#include "ps/dlrm_init.h"
 #include "ps/sparse_rows_wire.h"
 #include "ps/tables_file.h"
 #include "ring/ring_bytes.h"
@@ -77,15 +78,17 @@ absl::StatusOr<std::unique_ptr<RingTables>> RingTables::Create(
       new RingTables(std::move(store), full_table_rows));
 }
 
-absl::Status RingTables::LoadTablesFile(const std::string& path) {
+absl::Status RingTables::LoadInitTables(const std::string& init_from,
+                                        int64_t dense_elements) {
   if (full_table_rows_ > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "full tables of ", full_table_rows_,
         " rows (--ring-full-table-rows) hold ids mod that many rows and "
         "cannot start from an export's rows (",
-        path, ")"));
+        init_from, ")"));
   }
-  return RestoreTablesFile(path, *store_, TableScope::kAll);
+  return RestoreDlrmInitTables(init_from, dense_elements, *store_,
+                               TableScope::kAll);
 }
 
 absl::Status RingTables::RestoreCheckpoint(

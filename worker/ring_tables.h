@@ -125,12 +125,15 @@ class RingTables {
   absl::Status RestoreCheckpoint(const std::vector<TableCheckpoint>& tables);
 
   const SparseStore& store() const { return *store_; }
-  // Before the first step: the tables of a model export (ps/tables_file.h,
-  // every row: the member holds the whole tables), e.g. a job started with
-  // --init-from. INVALID_ARGUMENT for full tables (full_table_rows > 0:
-  // rows id mod N cannot take an export's rows); RestoreTablesFile's
-  // errors otherwise (the tables unchanged).
-  absl::Status LoadTablesFile(const std::string& path);
+  // Before the first step: the tables a job started with --init-from
+  // `init_from` (a model export or a ring DLRM's checkpoint directory,
+  // ps/dlrm_init.h) begins with, every row (the member holds the whole
+  // tables); `dense_elements` is the job's dense size. INVALID_ARGUMENT for
+  // full tables (full_table_rows > 0: rows id mod N cannot take an
+  // export's rows); RestoreDlrmInitTables's errors otherwise (the tables
+  // unchanged).
+  absl::Status LoadInitTables(const std::string& init_from,
+                              int64_t dense_elements);
   int64_t full_table_rows() const { return full_table_rows_; }
 
  private:

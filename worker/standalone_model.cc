@@ -15,6 +15,7 @@
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 #include "ps/dlrm_export.h"
+#include "ps/dlrm_init.h"
 
 namespace ferry {
 namespace {
@@ -112,6 +113,13 @@ class DlrmFamily final : public StandaloneModel {
   // --init-from's dense weights, and its tables replace the store's.
   absl::StatusOr<std::vector<float>> InitialWeights() override {
     if (job_.init_from().empty()) return JobDenseInitialValues(job_);
+    if (IsRingCheckpointDirectory(PosixFileSystem(), job_.init_from())) {
+      // A ring DLRM's checkpoint: the same version's dense half and tables.
+      ASSIGN_OR_RETURN(std::vector<float> dense, JobDenseInitialValues(job_));
+      RETURN_IF_ERROR(RestoreDlrmInitTables(job_.init_from(), parameters_,
+                                            *tables_, TableScope::kAll));
+      return dense;
+    }
     absl::StatusOr<std::vector<float>> imported =
         ImportDlrm(job_.init_from(), spec_, *tables_);
     if (!imported.ok()) {

@@ -390,8 +390,10 @@ TEST_F(SparseFaultTest, HybridShardKilledWithSigkillRollsTheRingBackToo) {
 // hybrid jobs a ring checkpoint directory) and the steps since are redone
 // with their samples; with the undisturbed run's result, accounting exact
 // and no digest mismatch.
-void ExpectEveryMemberKilledResumesFromTheCheckpoint(const std::string& mode,
-                                                     const std::string& data) {
+// `writers`: --ring-checkpoint-writers.
+void ExpectEveryMemberKilledResumesFromTheCheckpoint(
+    const std::string& mode, const std::string& data,
+    const std::string& writers = "all") {
   const LocalRun& reference =
       Reference("dlrm-" + mode, SparseJobArgs(data, {}, mode), kJobTimeout);
   ASSERT_EQ(reference.exit_code, 0)
@@ -400,7 +402,8 @@ void ExpectEveryMemberKilledResumesFromTheCheckpoint(const std::string& mode,
       "dlrm-" + mode + "-all-killed",
       SparseJobArgs(
           data,
-          {"--chaos", "kill:worker0@step90,kill:worker1@step90,join:1@step90"},
+          {"--chaos", "kill:worker0@step90,kill:worker1@step90,join:1@step90",
+           "--ring-checkpoint-writers", writers},
           mode));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthySparseRun(*run, reference, 0.01);
@@ -417,6 +420,13 @@ void ExpectEveryMemberKilledResumesFromTheCheckpoint(const std::string& mode,
   EXPECT_GE(CountEvents(s, "ring_checkpoint"), 4) << s.dump(1);
   EXPECT_EQ(s.at("digest_mismatches").get<int64_t>(), 0) << s.dump(1);
   EXPECT_EQ(s.at("workers_seen").get<int>(), 3);
+  // Rank 0 alone wrote every checkpoint, as one part.
+  bool other_parts = false;
+  for (const auto& f :
+       std::filesystem::directory_iterator(run->log_dir + "/logs/ring")) {
+    other_parts |= f.path().filename().string().rfind("shard-0-", 0) != 0;
+  }
+  EXPECT_EQ(other_parts, writers == "all");
 }
 
 TEST_F(SparseFaultTest,
@@ -430,7 +440,8 @@ TEST_F(SparseFaultTest, RingEveryMemberKilledAtOnceResumesFromTheCheckpoint) {
   // Ring DLRM: every member held the whole tables; part 0 of the ring
   // checkpoint holds them with their optimizer state and counters. Not the
   // initial state, which would count 90 steps the tables do not hold.
-  ExpectEveryMemberKilledResumesFromTheCheckpoint("ring", data_);
+  // Written by rank 0 alone (the hybrid test above covers 1/w parts).
+  ExpectEveryMemberKilledResumesFromTheCheckpoint("ring", data_, "rank0");
 }
 
 // A worker SIGKILLed at step 90 of a job in `mode` (hybrid or ring, whose

@@ -55,6 +55,58 @@ class CtrPsJobTest : public ::testing::Test {
                                   epochs, kBatch);
   }
 
+  // Jobs in each of `modes` started with --init-from `init` (an export or a
+  // ring checkpoint directory) and learning rates too small to move anything:
+  // their evaluation is `trained`'s. Logs and summaries are named after `tag`.
+  static void ExpectEveryModeStartsFrom(const std::string& init,
+                                        const std::string& tag,
+                                        const nlohmann::json& trained,
+                                        const std::vector<std::string>& modes) {
+    for (const std::string& mode : modes) {
+      SCOPED_TRACE(mode);
+      std::vector<std::string> local = {
+          Bin("ferry"),     "local",
+          "--mode",         mode,
+          "--workers",      "2",
+          "--init-from",    init,
+          "--model",        *dir_ + "/small.json",
+          "--dataset",      "criteo:" + *dir_ + "/data",
+          "--batch",        std::to_string(kBatch),
+          "--seed",         "5",
+          "--optimizer",    "sgd",
+          "--lr",           "1e-30",
+          "--embedding-lr", "1e-30",
+          "--max-steps",    "6",
+          "--log-dir",      *dir_ + "/" + tag + "-logs-" + mode,
+          "--timeout",      "180",
+          "--summary-json", *dir_ + "/" + tag + "-" + mode + ".json"};
+      if (mode != "ring") local.insert(local.end(), {"--shards", "2"});
+      // PS: two partitions per shard process, four logical shards, each
+      // loading its own rows.
+      if (mode == "ps") local.insert(local.end(), {"--partitions", "2"});
+      const ProcessRun p = RunToEnd(
+          local, *dir_ + "/" + tag + "-" + mode + ".log", absl::Seconds(240));
+      ASSERT_EQ(p.rc, 0) << p.output;
+      const nlohmann::json d =
+          ReadJsonFile(*dir_ + "/" + tag + "-" + mode + ".json");
+      ASSERT_FALSE(d.is_discarded()) << p.output;
+      EXPECT_NEAR(d["test_auc"].get<double>(),
+                  trained["test_auc"].get<double>(), 1e-5)
+          << p.output;
+      EXPECT_NEAR(d["test_logloss"].get<double>(),
+                  trained["test_logloss"].get<double>(), 1e-5);
+      // Every exported row is on a shard (the steps' new ids beside them).
+      EXPECT_GE(d["embedding_rows"].get<int64_t>(),
+                trained["embedding_rows"].get<int64_t>());
+      if (mode != "ring") {  // ring members hold the tables themselves
+        std::ifstream shard_log(*dir_ + "/" + tag + "-logs-" + mode +
+                                "/ps0.log");
+        const std::string log((std::istreambuf_iterator<char>(shard_log)), {});
+        EXPECT_THAT(log, HasSubstr("embedding rows from --init-from"));
+      }
+    }
+  }
+
   static std::string* dir_;
 };
 std::string* CtrPsJobTest::dir_ = nullptr;
@@ -206,47 +258,66 @@ TEST_F(CtrPsJobTest, EveryModeStartsFromAStandaloneExport) {
   // model.safetensors: to the shards, or to the ring members) with
   // learning rates too small to move anything: their evaluation is the
   // export's.
-  for (const std::string mode : {"ps", "hybrid", "ring"}) {
-    SCOPED_TRACE(mode);
-    std::vector<std::string> local = {
-        Bin("ferry"),     "local",
-        "--mode",         mode,
-        "--workers",      "2",
-        "--init-from",    exported,
-        "--model",        *dir_ + "/small.json",
-        "--dataset",      "criteo:" + *dir_ + "/data",
-        "--batch",        std::to_string(kBatch),
-        "--seed",         "5",
-        "--optimizer",    "sgd",
-        "--lr",           "1e-30",
-        "--embedding-lr", "1e-30",
-        "--max-steps",    "6",
-        "--log-dir",      *dir_ + "/init-logs-" + mode,
-        "--timeout",      "180",
-        "--summary-json", *dir_ + "/init-" + mode + ".json"};
-    if (mode != "ring") local.insert(local.end(), {"--shards", "2"});
-    // PS: two partitions per shard process, four logical shards, each
-    // loading its own rows.
-    if (mode == "ps") local.insert(local.end(), {"--partitions", "2"});
-    const ProcessRun p =
-        RunToEnd(local, *dir_ + "/init-" + mode + ".log", absl::Seconds(240));
-    ASSERT_EQ(p.rc, 0) << p.output;
-    const nlohmann::json d = ReadJsonFile(*dir_ + "/init-" + mode + ".json");
-    ASSERT_FALSE(d.is_discarded()) << p.output;
-    EXPECT_NEAR(d["test_auc"].get<double>(), trained["test_auc"].get<double>(),
-                1e-5)
-        << p.output;
-    EXPECT_NEAR(d["test_logloss"].get<double>(),
-                trained["test_logloss"].get<double>(), 1e-5);
-    // Every exported row is on a shard (the steps' new ids beside them).
-    EXPECT_GE(d["embedding_rows"].get<int64_t>(),
-              trained["embedding_rows"].get<int64_t>());
-    if (mode != "ring") {  // ring members hold the tables themselves
-      std::ifstream shard_log(*dir_ + "/init-logs-" + mode + "/ps0.log");
-      const std::string log((std::istreambuf_iterator<char>(shard_log)), {});
-      EXPECT_THAT(log, HasSubstr("embedding rows from --init-from"));
-    }
-  }
+  ExpectEveryModeStartsFrom(exported, "export", trained,
+                            {"ps", "hybrid", "ring"});
+}
+
+// --init-from of a ring DLRM job's checkpoint directory: its newest complete
+// checkpoint's dense parameters (every part) and tables (part 0, here
+// written by rank 0 alone), read by the shards, the ring members and the
+// single process as an export's are.
+TEST_F(CtrPsJobTest, EveryModeStartsFromARingCheckpoint) {
+  const std::string logs = *dir_ + "/ring-ckpt-logs";
+  std::vector<std::string> ring = {Bin("ferry"),
+                                   "local",
+                                   "--mode",
+                                   "ring",
+                                   "--workers",
+                                   "2",
+                                   "--max-steps",
+                                   "40",
+                                   "--checkpoint-every",
+                                   "20",
+                                   "--ring-checkpoint-writers",
+                                   "rank0",
+                                   "--log-dir",
+                                   logs,
+                                   "--timeout",
+                                   "180",
+                                   "--summary-json",
+                                   *dir_ + "/ring-trained.json"};
+  const std::vector<std::string> job = JobFlags();
+  ring.insert(ring.end(), job.begin(), job.end());
+  const ProcessRun r =
+      RunToEnd(ring, *dir_ + "/ring-trained.log", absl::Seconds(240));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const nlohmann::json trained = ReadJsonFile(*dir_ + "/ring-trained.json");
+  ASSERT_FALSE(trained.is_discarded()) << r.output;
+  // The checkpoint after the last step: the weights the job's final
+  // evaluation scored.
+  const std::string checkpoints = logs + "/ring";
+  ASSERT_TRUE(
+      std::filesystem::exists(checkpoints + "/shard-0-v000000000040.ckpt"))
+      << r.output;
+  ExpectEveryModeStartsFrom(checkpoints, "ring-ckpt", trained, {"ps", "ring"});
+
+  // The single process evaluates it to the same scores.
+  std::vector<std::string> alone = {Bin("ferry-worker"),
+                                    "--standalone",
+                                    "--init-from",
+                                    checkpoints,
+                                    "--evaluate-only",
+                                    "--summary-json",
+                                    *dir_ + "/ring-ckpt-alone.json"};
+  alone.insert(alone.end(), job.begin(), job.end());
+  const ProcessRun a =
+      RunToEnd(alone, *dir_ + "/ring-ckpt-alone.log", absl::Seconds(120));
+  ASSERT_EQ(a.rc, 0) << a.output;
+  const nlohmann::json scored = ReadJsonFile(*dir_ + "/ring-ckpt-alone.json");
+  ASSERT_FALSE(scored.is_discarded()) << a.output;
+  EXPECT_NEAR(scored["test_auc"].get<double>(),
+              trained["test_auc"].get<double>(), 1e-5)
+      << a.output;
 }
 
 // --export of a distributed job: the coordinator writes the model at its

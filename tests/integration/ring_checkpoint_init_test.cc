@@ -17,6 +17,9 @@
 #include "gtest/gtest.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
+#include "ps/dlrm_init.h"
+#include "ps/job_tables.h"
+#include "ps/sparse_store.h"
 
 namespace ferry {
 namespace {
@@ -96,6 +99,21 @@ TEST_F(RingCheckpointInitTest, ACheckpointOfAnotherModelIsRefusedNamingBoth) {
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("--init-from " + dir_));
   EXPECT_THAT(std::string(status.message()), HasSubstr("this job's has 43"));
+}
+
+// A hybrid job's ring checkpoints hold only its dense layers: a DLRM job
+// cannot take its tables from them, and says where they are.
+TEST_F(RingCheckpointInitTest, TablesFromACheckpointWithoutTablesAreRefused) {
+  WriteRing(2, 10, 5);
+  absl::StatusOr<std::unique_ptr<SparseStore>> store = SparseStore::Create(
+      MakeSparseStoreConfig(EmbeddingOptions{}, {4, 4}, /*seed=*/1));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const absl::Status status =
+      RestoreDlrmInitTables(dir_, 5, **store, TableScope::kAll);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("holds no embedding tables"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("PS shards"));
 }
 
 }  // namespace

@@ -176,6 +176,34 @@ TEST_F(CoordinatorJobTest, SumOnArrivalIsForSyncPsWithoutAQuorum) {
   }
 }
 
+// --ring-checkpoint-writers rank0: the job says so; it needs a checkpoint
+// directory and does not fit pipeline stages; other values are refused.
+TEST_F(CoordinatorJobTest, RankZeroRingCheckpointsNeedADirectoryAndNoStages) {
+  CoordinatorFlags f = Dense();
+  f.mode = "ring";
+  f.shards.clear();
+  f.ring_checkpoint_dir = "/tmp/ring";
+  f.ring_checkpoint_writers = "rank0";
+  auto built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(built->job.ring_checkpoint_rank0());
+  f.ring_checkpoint_writers = "all";
+  EXPECT_FALSE(BuildCoordinatorJob(f)->job.ring_checkpoint_rank0());
+  CoordinatorFlags no_dir = f, staged = f, unknown = f;
+  no_dir.ring_checkpoint_writers = "rank0";
+  no_dir.ring_checkpoint_dir.clear();
+  staged.ring_checkpoint_writers = "rank0";
+  staged.model = "784-16-16-10";
+  staged.pipeline.stages = 2;
+  unknown.ring_checkpoint_writers = "rank1";
+  for (const CoordinatorFlags& bad : {no_dir, staged, unknown}) {
+    auto refused = BuildCoordinatorJob(bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("--ring-checkpoint-writers"));
+  }
+}
+
 // --worker-memory-budget: a model whose whole exceeds it is refused, its
 // PS pipeline stages fit and the job carries the budget; ring mode holds the
 // whole model on every member; bad sizes and DLRMs are refused.

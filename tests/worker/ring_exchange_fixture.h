@@ -60,11 +60,13 @@ struct RingMember {
 
 // A member starting from `init`, its links from `connect`, a weights digest
 // every `digest_every` steps (0: none).
-// Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none).
+// Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none), written by
+// rank 0 alone when `checkpoint_from_rank0`.
 inline std::unique_ptr<RingMember> MakeRingMember(
     const std::string& id, int seed, RingTransportFactory connect,
     const std::vector<float>& init, int64_t digest_every = 0,
-    FileSystem* fs = nullptr, const std::string& checkpoint_dir = "") {
+    FileSystem* fs = nullptr, const std::string& checkpoint_dir = "",
+    bool checkpoint_from_rank0 = false) {
   auto m = std::make_unique<RingMember>();
   m->id = id;
   m->seed = seed;
@@ -88,6 +90,7 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.collective_timeout = absl::Minutes(5);  // ends by cancel, not time
   options.fs = fs;
   options.checkpoint_dir = checkpoint_dir;
+  options.checkpoint_from_rank0 = checkpoint_from_rank0;
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/checkpoint_io.h"
 #include "common/file_system.h"
+#include "common/ring_checkpoint.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -402,10 +404,11 @@ TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
   }
 }
 
-// Ring checkpoints: the members write their parts when a lease asks; a
-// ring of newcomers (every member that held the state is gone) resumes from
-// that checkpoint and goes on exactly as the single process does.
-TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
+// Ring checkpoints: the members write their parts when a lease asks (each
+// its 1/w, or rank 0 the whole state as one part); a ring of newcomers
+// (every member that held the state is gone) resumes from that checkpoint
+// and goes on exactly as the single process does.
+void ExpectNewcomersResumeFromTheCheckpoint(bool from_rank0) {
   testing::RingHubs hubs;
   InMemoryFileSystem fs;
   auto make = [&](const std::string& id, int seed, std::vector<float> init) {
@@ -415,7 +418,7 @@ TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
           return hubs.Connect(lease.ring_generation(), lease.ring_size(),
                               lease.rank());
         },
-        init, 0, &fs, "/ck");
+        init, 0, &fs, "/ck", from_rank0);
   };
   std::vector<std::unique_ptr<Member>> owned;
   owned.push_back(make("w0", 0, Initial()));
@@ -432,6 +435,12 @@ TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
       EXPECT_EQ(report.checkpoint_error(), "");
     }
   }
+  // Rank 0 wrote one part of the whole state, or each member one of two.
+  EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 0, 3)).ok());
+  EXPECT_EQ(fs.ReadFile(CheckpointPath("/ck", 1, 3)).ok(), !from_rank0);
+  absl::StatusOr<RingCheckpoint> read =
+      LoadRingCheckpoint(&fs, "/ck", "job", 3, kN, 1);
+  ASSERT_TRUE(read.ok()) << read.status();
   // Step 3 is applied, then every member is lost before the job records it.
   RunStep(ring, 3, 1);
   owned.push_back(make("w2", 2, std::vector<float>(kN, 9.0f)));
@@ -441,6 +450,14 @@ TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
                   [](v1::NextTaskResponse& l) { l.set_restore_checkpoint(3); });
   ref.Step(3, Seeds(ring));
   ExpectAllEqual(ring, ref, 4);
+}
+
+TEST(RingExchangeTest, RingOfNewcomersResumesFromTheMembersCheckpoint) {
+  ExpectNewcomersResumeFromTheCheckpoint(/*from_rank0=*/false);
+}
+
+TEST(RingExchangeTest, RingOfNewcomersResumesFromRankZerosWholeCheckpoint) {
+  ExpectNewcomersResumeFromTheCheckpoint(/*from_rank0=*/true);
 }
 
 TEST(RingExchangeTest, CheckpointThatCannotBeLoadedFailsTheStepAndSaysWhy) {
