@@ -47,6 +47,19 @@ grpc::ByteBuffer EncodeRingMessage(const v1::RingMessage& head,
   return grpc::ByteBuffer(slices, 2);
 }
 
+// The same with the floats not copied: their slice is `data` itself, a
+// slice gRPC neither frees nor counts references to. gRPC may keep the
+// slice after the message's write completed (it does: until the stream
+// ends), but reads its bytes only until then.
+grpc::ByteBuffer EncodeRingBorrowed(const v1::RingMessage& head,
+                                    const float* data, int64_t count) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(float);
+  const grpc::Slice slices[2] = {
+      grpc::Slice(DataPrefix(head, bytes)),
+      grpc::Slice(data, static_cast<size_t>(bytes), grpc::Slice::STATIC_SLICE)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
 // The same for an opaque payload (a compressed gradient piece): `head`
 // carries encoded = true, `payload` is copied once into its own slice.
 grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
@@ -89,8 +102,9 @@ class GrpcRingTransport::Writer final
     StartCall();
   }
 
-  // Queues `message`. UNAVAILABLE once the stream has ended.
-  absl::Status Enqueue(grpc::ByteBuffer message) {
+  // Queues `message` (`borrowed`: over a caller's buffer, see
+  // WaitWritten). UNAVAILABLE once the stream has ended.
+  absl::Status Enqueue(grpc::ByteBuffer message, bool borrowed = false) {
     absl::MutexLock lock(&mu_);
     if (done_) return failure_;
     // The summary read ended: the stream is over and OnDone may be running
@@ -108,8 +122,21 @@ class GrpcRingTransport::Writer final
           static_cast<int64_t>(message.Length()), absl::Now()));
     }
     queue_.push_back(std::move(message));
+    borrowed_.push_back(borrowed);
+    if (borrowed) ++borrowed_queued_;
     if (!writing_) StartNextLocked();
     return absl::OkStatus();
+  }
+
+  // Waits until no queued message is borrowed any more: each was written
+  // (OnWriteDone: gRPC has put its bytes on the socket) or the stream ended
+  // (no write starts after OnDone). False at the deadline.
+  bool WaitWritten(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithDeadline(
+        absl::Condition(
+            +[](int64_t* queued) { return *queued == 0; }, &borrowed_queued_),
+        deadline);
   }
 
   void Cancel() { context_.TryCancel(); }
@@ -139,6 +166,8 @@ class GrpcRingTransport::Writer final
     writing_ = false;
     if (!ok) return;  // the stream failed; OnDone follows with the status
     queue_.pop_front();
+    if (borrowed_.front()) --borrowed_queued_;
+    borrowed_.pop_front();
     if (!release_.empty()) release_.pop_front();
     if (!queue_.empty()) {
       StartNextLocked();
@@ -158,10 +187,12 @@ class GrpcRingTransport::Writer final
       options_.mailbox->Fail(options_.generation, failure_);
     }
     done_ = true;
+    borrowed_queued_ = 0;  // nothing is written any more
   }
 
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (done_) return;
     writing_ = true;  // also while the message waits for the link
     if (!release_.empty() && release_.front() > absl::Now()) {
       // Link emulation: a hold keeps the call alive until the timer has
@@ -188,6 +219,9 @@ class GrpcRingTransport::Writer final
   grpc::ByteBuffer summary_;
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  // Per queued message: over a caller's buffer (SendBorrowed); how many.
+  std::deque<bool> borrowed_ ABSL_GUARDED_BY(mu_);
+  int64_t borrowed_queued_ ABSL_GUARDED_BY(mu_) = 0;
   // Link emulation: when each queued message may go (empty without one).
   std::deque<absl::Time> release_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -258,6 +292,25 @@ absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
                                      int64_t count) {
   v1::RingMessage message = StartMessage(tag);
   return writer_->Enqueue(EncodeRingMessage(message, data, count));
+}
+
+absl::Status GrpcRingTransport::SendBorrowed(const RingTag& tag,
+                                             const float* data, int64_t count) {
+  if (count == 0) return Send(tag, data, count);
+  v1::RingMessage message = StartMessage(tag);
+  return writer_->Enqueue(EncodeRingBorrowed(message, data, count),
+                          /*borrowed=*/true);
+}
+
+absl::Status GrpcRingTransport::WaitSent(absl::Time deadline) {
+  if (writer_ == nullptr || writer_->WaitWritten(deadline)) {
+    return absl::OkStatus();
+  }
+  const int next = (rank() + 1) % size();
+  return absl::DeadlineExceededError(
+      absl::StrFormat("ring rank %d: pieces sent to %s not written by the "
+                      "deadline",
+                      rank(), PeerName(next)));
 }
 
 void GrpcRingTransport::CountReceived(const RingTag& tag, size_t payload_bytes,

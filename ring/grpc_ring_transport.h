@@ -57,6 +57,11 @@ class GrpcRingTransport final : public RingTransport {
   int size() const override { return static_cast<int>(options_.ring.size()); }
   absl::Status Send(const RingTag& tag, const float* data,
                     int64_t count) override;
+  // The floats go out as a slice over `data` itself; WaitSent waits until
+  // every such message was written to the socket (or the stream ended).
+  absl::Status SendBorrowed(const RingTag& tag, const float* data,
+                            int64_t count) override;
+  absl::Status WaitSent(absl::Time deadline) override;
   absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
                     absl::Time deadline) override;
   absl::Status RecvCopyForward(const RingTag& in, float* dst, int64_t count,

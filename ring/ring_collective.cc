@@ -96,11 +96,16 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
     const Range piece = Piece(own, piece_elements, p);
     const RingTag tag{op_id, 0, static_cast<int32_t>(p)};
     if (absl::Status s =
-            transport_->Send(tag, data + piece.begin, piece.size());
+            transport_->SendBorrowed(tag, data + piece.begin, piece.size());
         !s.ok()) {
       return InCollectiveContext(s, "AllReduceSum", op_id, 0, r, n);
     }
   }
+  // Pieces go out borrowed (not copied). A segment sent in the
+  // reduce-scatter is overwritten only by its all-gather copy, which cannot
+  // arrive before the neighbour received what was sent from it (the
+  // reduction it completes includes those bytes); the one segment never
+  // overwritten, (r + 1), may still be in flight at the end: WaitSent.
   // Stage k: receive segment (r - k - 1), forward each piece for stage k + 1.
   for (int k = 0; k <= last_stage; ++k) {
     const Range segment = Segment(count, n, r - k - 1);
@@ -125,11 +130,14 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
         return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
       }
       if (k == last_stage) continue;
-      if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+      if (absl::Status s = transport_->SendBorrowed(out_tag, ptr, piece.size());
           !s.ok()) {
         return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
       }
     }
+  }
+  if (absl::Status s = transport_->WaitSent(deadline); !s.ok()) {
+    return InCollectiveContext(s, "AllReduceSum", op_id, last_stage, r, n);
   }
   Metrics().allreduce_seconds().Observe(SecondsSince(begun));
   return absl::OkStatus();

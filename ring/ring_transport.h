@@ -62,6 +62,22 @@ class RingTransport {
   virtual absl::Status Send(const RingTag& tag, const float* data,
                             int64_t count) = 0;
 
+  // Send without the copy: the transport may read data[0, count) until
+  // WaitSent() returns OK (or the transport is destroyed), so the caller
+  // keeps it valid and unchanged until then. Same errors as Send. The
+  // default copies (Send), for transports that gain nothing by borrowing.
+  virtual absl::Status SendBorrowed(const RingTag& tag, const float* data,
+                                    int64_t count) {
+    return Send(tag, data, count);
+  }
+  // Waits until no buffer of an earlier SendBorrowed is read any more (its
+  // bytes have left this process). DEADLINE_EXCEEDED when some still are
+  // at `deadline`.
+  virtual absl::Status WaitSent(absl::Time deadline) {
+    (void)deadline;
+    return absl::OkStatus();
+  }
+
   // Waits until the message `tag` from the previous rank,
   // (rank + size - 1) % size, has arrived, then applies it to dst[0, count)
   // per `op`. Errors: DEADLINE_EXCEEDED when it has not arrived by

@@ -89,6 +89,36 @@ TEST(GrpcRingTransportTest, AllReduceOverLoopbackSumsOnEveryRank) {
   }
 }
 
+// SendBorrowed sends from the caller's buffer: once WaitSent returns, the
+// buffer may change without changing what the next rank receives.
+TEST(GrpcRingTransportTest, ABorrowedBufferMayChangeOnceWaitSentReturns) {
+  Ring ring(2);
+  auto sender = ring.Transport(0);
+  auto receiver = ring.Transport(1);
+  constexpr int64_t kCount = 2 << 20;  // 8 MiB a message
+  constexpr int kMessages = 4;
+  std::vector<float> buffer(kCount);
+  for (int m = 0; m < kMessages; ++m) {
+    for (int64_t i = 0; i < kCount; ++i)
+      buffer[i] = static_cast<float>(m + i % 5);
+    ASSERT_TRUE(sender->SendBorrowed({1, 0, m}, buffer.data(), kCount).ok());
+    ASSERT_TRUE(sender->WaitSent(absl::Now() + absl::Seconds(20)).ok());
+    std::fill(buffer.begin(), buffer.end(), -1.0f);  // the next one's, early
+  }
+  std::vector<float> got(kCount);
+  for (int m = 0; m < kMessages; ++m) {
+    ASSERT_TRUE(receiver
+                    ->Recv({1, 0, m}, got.data(), kCount, RecvOp::kCopy,
+                           absl::Now() + absl::Seconds(20))
+                    .ok());
+    for (int64_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(got[i], static_cast<float>(m + i % 5)) << m << " " << i;
+    }
+  }
+  // Nothing borrowed is pending: WaitSent returns at once.
+  EXPECT_TRUE(sender->WaitSent(absl::Now()).ok());
+}
+
 TEST(GrpcRingTransportTest, BroadcastForwardsTheRootsPiecesToEveryRank) {
   const int n = 4;
   const int64_t count = 10007;
