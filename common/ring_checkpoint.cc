@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sharding.h"
@@ -91,6 +94,37 @@ absl::StatusOr<std::vector<RingCheckpointPart>> RingCheckpointPartsOf(
   return own;
 }
 
+namespace {
+
+// Deletes, best effort, the files of parts other than 0 whose versions are
+// older than `oldest_kept`, part 0's oldest kept version: no complete
+// checkpoint can use them any more (among them the parts that departed
+// ranks of a ring that since shrank wrote, which no writer prunes).
+void PruneOrphanParts(FileSystem* fs, const std::string& dir,
+                      int64_t oldest_kept) {
+  absl::StatusOr<std::vector<std::string>> names = fs->ListDirectory(dir);
+  if (!names.ok()) return;
+  constexpr absl::string_view kPrefix = "shard-";
+  for (const std::string& name : *names) {
+    if (!absl::StartsWith(name, kPrefix)) continue;
+    const size_t at = name.find("-v", kPrefix.size());
+    int32_t index = 0;
+    if (at == std::string::npos ||
+        !absl::SimpleAtoi(
+            absl::string_view(name).substr(kPrefix.size(), at - kPrefix.size()),
+            &index) ||
+        index < 1) {
+      continue;
+    }
+    const std::optional<int64_t> version = ParseCheckpointName(name, index);
+    if (version.has_value() && *version < oldest_kept) {
+      (void)fs->DeleteFile(CheckpointPath(dir, index, *version));
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> WriteRingCheckpointPart(
     FileSystem* fs, const std::string& dir, const ShardCheckpoint& part) {
   CheckpointStore store(fs, dir, part.identity);
@@ -100,7 +134,14 @@ absl::StatusOr<std::string> WriteRingCheckpointPart(
       versions.ok() && !versions->empty() && versions->back() > part.version) {
     RETURN_IF_ERROR(store.DeleteNewerThan(part.version).status());
   }
-  return store.Write(part);
+  ASSIGN_OR_RETURN(std::string path, store.Write(part));
+  if (part.identity.shard_id == 0) {
+    if (absl::StatusOr<std::vector<int64_t>> kept = store.ListVersions();
+        kept.ok() && !kept->empty()) {
+      PruneOrphanParts(fs, dir, kept->front());
+    }
+  }
+  return path;
 }
 
 absl::StatusOr<RingCheckpoint> LoadRingCheckpoint(FileSystem* fs,

@@ -141,6 +141,34 @@ TEST(RingCheckpointTest, WritingAVersionDeletesThePartsOfAbandonedOnes) {
   EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 0, 4)).ok());
 }
 
+// A ring that shrank from 3 members to 2: nobody writes part 2 any more.
+// Part 0's writer deletes the parts of versions older than its own oldest
+// kept one, and only those: the checkpoints it keeps stay complete.
+TEST(RingCheckpointTest, PartZerosWriterPrunesPartsNoCheckpointUsesAnyMore) {
+  InMemoryFileSystem fs;
+  for (int64_t v : {2, 4}) WriteAll(fs, v);  // 3 parts
+  const auto write_two = [&fs](int64_t v) {
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(
+          WriteRingCheckpointPart(&fs, "/ck", Part("job", r, 2, v)).ok());
+    }
+  };
+  write_two(6);
+  // Part 0 keeps 2, 4 and 6: version 4's part 2 is still needed.
+  EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 2, 2)).ok());
+  EXPECT_TRUE(LoadRingCheckpoint(&fs, "/ck", "job", 2, kElements, 1).ok());
+  write_two(8);  // part 0 keeps 4, 6, 8
+  EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 2, 2)).ok());
+  EXPECT_TRUE(fs.ReadFile(CheckpointPath("/ck", 2, 4)).ok());
+  EXPECT_TRUE(LoadRingCheckpoint(&fs, "/ck", "job", 4, kElements, 1).ok());
+  write_two(10);  // 6, 8, 10: no part 2 is left
+  EXPECT_FALSE(fs.ReadFile(CheckpointPath("/ck", 2, 4)).ok());
+  for (int64_t v : {6, 8, 10}) {
+    EXPECT_TRUE(LoadRingCheckpoint(&fs, "/ck", "job", v, kElements, 1).ok())
+        << v;
+  }
+}
+
 TEST(RingCheckpointTest, AFullDiskFailsTheWriteAndLeavesNoPart) {
   InMemoryFileSystem fs;
   fs.FailWrites(absl::ResourceExhaustedError("disk full"));
