@@ -95,6 +95,10 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
   if (l.checkpoint_every) {
     Append(args, {"--checkpoint-every", std::to_string(*l.checkpoint_every)});
   }
+  if (l.checkpoint_wait_limit) {
+    Append(args,
+           {"--checkpoint-wait-limit", ExactNumber(*l.checkpoint_wait_limit)});
+  }
   if (l.heartbeat_timeout) {
     Append(args, {"--heartbeat-timeout", ExactNumber(*l.heartbeat_timeout)});
   }
@@ -348,10 +352,19 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
       .add_option_function<int64_t>(
           "--checkpoint-every",
           [&line](const int64_t& v) { line.checkpoint_every = v; },
-          "PS: checkpoint every shard every N steps (and at every "
-          "epoch end; 0: "
-          "epoch ends only; default: the coordinator's)")
+          "PS: checkpoint every shard every N steps; ring and hybrid: the "
+          "members write a ring checkpoint every N steps (both also at "
+          "every epoch end; 0: epoch ends only; default: the "
+          "coordinator's)")
       ->check(CLI::NonNegativeNumber);
+  local
+      .add_option_function<double>(
+          "--checkpoint-wait-limit",
+          [&line](const double& v) { line.checkpoint_wait_limit = v; },
+          "PS: seconds the next epoch may wait for its start's checkpoint "
+          "(a full or read-only disk) before the job is reported stuck, "
+          "which ends ferry local (default: the coordinator's, 300)")
+      ->check(CLI::PositiveNumber);
   local
       .add_option_function<double>(
           "--state-sync-interval",

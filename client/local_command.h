@@ -49,6 +49,7 @@ struct LocalCommandLine {
   // Passed to the coordinator only when given (its defaults otherwise).
   std::optional<int64_t> checkpoint_every;
   std::optional<double> state_sync_interval;
+  std::optional<double> checkpoint_wait_limit;
   std::optional<double> heartbeat_timeout;
   std::optional<double> heartbeat_interval;
   std::string metrics_jsonl;

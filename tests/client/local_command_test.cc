@@ -33,7 +33,8 @@ TEST(LocalCommandTest, TheJobFlagsReachTheCoordinatorExactly) {
             ParseCommandLine(
                 p.app, {"ferry", "local", "--lr", "1e-7", "--batch", "64",
                         "--dataset", "synthetic:256", "--init-from", "rel/dir",
-                        "--model", "784-32-10", "--heartbeat-timeout", "2.5"}));
+                        "--model", "784-32-10", "--heartbeat-timeout", "2.5",
+                        "--checkpoint-wait-limit", "12.5"}));
   auto options = ResolveLocalCommand(p.line);
   ASSERT_TRUE(options.ok()) << options.status();
   const std::vector<std::string>& args = options->job_args;
@@ -45,6 +46,7 @@ TEST(LocalCommandTest, TheJobFlagsReachTheCoordinatorExactly) {
   // Given only when on the command line: the coordinator's default holds.
   EXPECT_EQ(ValueOf(args, "--checkpoint-every"), "");
   EXPECT_EQ(ValueOf(args, "--heartbeat-timeout"), "2.5");
+  EXPECT_EQ(ValueOf(args, "--checkpoint-wait-limit"), "12.5");
   EXPECT_EQ(options->global_batch, 64);
 }
 
