@@ -8,6 +8,15 @@
 
 namespace ferry {
 
+SparseStoreConfig DlrmTablesConfig(const DlrmSpec& spec,
+                                   const EmbeddingOptions& embedding,
+                                   uint64_t seed, int32_t shard_id,
+                                   int32_t num_shards) {
+  return MakeSparseStoreConfig(
+      embedding, std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
+      seed, shard_id, num_shards);
+}
+
 absl::StatusOr<SparseStoreConfig> JobTablesConfig(const v1::JobSpec& job,
                                                   int32_t shard_id,
                                                   int32_t num_shards) {
@@ -21,9 +30,7 @@ absl::StatusOr<SparseStoreConfig> JobTablesConfig(const v1::JobSpec& job,
     return absl::InvalidArgumentError(absl::StrCat(
         "the job's embedding tables: ", embedding.status().message()));
   }
-  return MakeSparseStoreConfig(
-      *embedding, std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
-      job.seed(), shard_id, num_shards);
+  return DlrmTablesConfig(spec, *embedding, job.seed(), shard_id, num_shards);
 }
 
 }  // namespace ferry

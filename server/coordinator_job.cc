@@ -25,6 +25,7 @@
 #include "pipeline/stage_memory.h"
 #include "proto/job_convert.h"
 #include "ps/dlrm_init.h"
+#include "ps/job_tables.h"
 #include "ps/sparse_store.h"
 #include "ps/tables_file.h"
 
@@ -295,10 +296,7 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
     ASSIGN_OR_RETURN(const ParameterLayout dense, DlrmParameterLayout(spec));
     ASSIGN_OR_RETURN(
         const std::unique_ptr<SparseStore> store,
-        SparseStore::Create(MakeSparseStoreConfig(
-            f.embedding,
-            std::vector<int32_t>(spec.num_fields, spec.embedding_dim),
-            f.seed)));
+        SparseStore::Create(DlrmTablesConfig(spec, f.embedding, f.seed)));
     absl::Status usable = RestoreDlrmInitTables(
         f.init_from, dense.total_elements(), *store, TableScope::kAll);
     if (!usable.ok()) {

@@ -16,6 +16,7 @@
 #include "proto/job_convert.h"
 #include "ps/dlrm_export.h"
 #include "ps/dlrm_init.h"
+#include "ps/job_tables.h"
 
 namespace ferry {
 namespace {
@@ -95,12 +96,8 @@ class DlrmFamily final : public StandaloneModel {
                      DlrmParameterLayout(m->spec_));
     m->parameters_ = layout.total_elements();
     ASSIGN_OR_RETURN(m->embedding_, FromProto(job.embedding()));
-    ASSIGN_OR_RETURN(
-        m->tables_,
-        SparseStore::Create(MakeSparseStoreConfig(
-            m->embedding_,
-            std::vector<int32_t>(m->spec_.num_fields, m->spec_.embedding_dim),
-            job.seed())));
+    ASSIGN_OR_RETURN(m->tables_, SparseStore::Create(DlrmTablesConfig(
+                                     m->spec_, m->embedding_, job.seed())));
     ASSIGN_OR_RETURN(const std::string dir, ParseCtrDatasetSpec(job.dataset()));
     ASSIGN_OR_RETURN(const std::string test_path, FindCtrFile(dir, "test"));
     ASSIGN_OR_RETURN(CtrDataset test, CtrDataset::LoadFile(test_path));
