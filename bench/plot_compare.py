@@ -24,7 +24,7 @@ def label(run):
     text = f"{run['mode']} {run['model']} W{run['workers']}"
     if run.get("invalid"):
         text = "INVALID " + text
-    if run["mode"] in ("ps", "hybrid"):
+    if run["mode"] in ("ps", "ps-colocated", "hybrid"):
         text += f" S{run['shards']}"
         if run["consistency"] != "sync":
             text += f" {run['consistency']}"
@@ -103,8 +103,8 @@ def scatter(runs, path):
     runs = [r for r in runs if (r["link_bandwidth"] != "0" or r["link_latency"] != "0")
             and not r.get("invalid")]
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    for mode, marker in (("ps", "o"), ("ring", "s"), ("hybrid", "^"),
-                         ("ring-full", "D")):
+    for mode, marker in (("ps", "o"), ("ps-colocated", "v"), ("ring", "s"),
+                         ("hybrid", "^"), ("ring-full", "D")):
         sel = [r for r in runs if r["mode"] == mode]
         ax.scatter([r["step_seconds_predicted"] * 1e3 for r in sel],
                    [r["step_seconds_measured"] * 1e3 for r in sel], marker=marker, label=mode)

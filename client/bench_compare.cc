@@ -88,7 +88,9 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
   std::vector<std::string> args = {ExecutableDir() + "/ferry",
                                    "local",
                                    "--mode",
-                                   c.mode == "ring-full" ? "ring" : c.mode,
+                                   c.mode == "ring-full"      ? "ring"
+                                   : c.mode == "ps-colocated" ? "ps"
+                                                              : c.mode,
                                    "--workers",
                                    std::to_string(c.workers),
                                    "--model",
@@ -124,7 +126,8 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
                  "--nesterov", "false", "--weight-decay", "0", "--lr-schedule",
                  "constant", "--export", ExportDir(dir)});
   }
-  if (c.mode == "ps" || c.mode == "hybrid") {
+  if (c.mode == "ps-colocated") args.push_back("--colocated-shards");
+  if (ModeHasShards(c.mode)) {
     args.insert(args.end(),
                 {"--shards", std::to_string(c.shards), "--partitions",
                  std::to_string(c.partitions), "--consistency", c.consistency,
@@ -205,7 +208,8 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
                                        double compute_seconds,
                                        double overhead_seconds) {
   CostInput in;
-  in.mode = c.mode == "ps" ? CostMode::kPs : CostMode::kRing;
+  in.mode = IsPsMode(c.mode) ? CostMode::kPs : CostMode::kRing;
+  in.colocated = c.mode == "ps-colocated";
   in.workers = c.workers;
   in.shards = std::max(1, c.shards);
   in.partitions = c.partitions;
@@ -260,7 +264,7 @@ absl::StatusOr<nlohmann::json> RunOne(const BenchConfig& c,
 
 std::string Describe(const BenchConfig& c) {
   std::string text = absl::StrFormat("%s %s W=%d", c.mode, c.model, c.workers);
-  if (c.mode == "ps" || c.mode == "hybrid")
+  if (ModeHasShards(c.mode))
     absl::StrAppend(&text, " S=", c.shards,
                     c.partitions > 1 ? absl::StrCat("x", c.partitions) : "",
                     " ", c.consistency);
@@ -305,8 +309,10 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--modes", f.modes,
-                 "ps, ring; a DLRM (--models dlrm) also hybrid and ring-full "
-                 "(ring with --ring-full-table-rows)")
+                 "ps, ps-colocated (ps with --colocated-shards: a shard "
+                 "process in every worker, --shards ignored), ring; a DLRM "
+                 "(--models dlrm) also hybrid and ring-full (ring with "
+                 "--ring-full-table-rows)")
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--workers", f.workers, "worker counts")

@@ -43,9 +43,17 @@ int ModelClasses(const std::string& spec) {
 
 }  // namespace
 
+bool IsPsMode(const std::string& mode) {
+  return mode == "ps" || mode == "ps-colocated";
+}
+
+bool ModeHasShards(const std::string& mode) {
+  return IsPsMode(mode) || mode == "hybrid";
+}
+
 std::string BenchConfig::Name() const {
   std::string name = absl::StrCat(mode, "-", model, "-w", workers);
-  if (mode == "ps" || mode == "hybrid") {
+  if (ModeHasShards(mode)) {
     absl::StrAppend(&name, "-s", shards, "-", consistency);
     if (partitions > 1) absl::StrAppend(&name, "-k", partitions);
   }

@@ -18,12 +18,19 @@
 
 namespace ferry {
 
+// Whether a sweep's mode runs a parameter server ("ps", "ps-colocated").
+bool IsPsMode(const std::string& mode);
+// Whether its runs have shards: the PS modes and "hybrid".
+bool ModeHasShards(const std::string& mode);
+
 // One point of a sweep.
 struct BenchConfig {
   std::string model;     // preset name or MLP spec, as given
   std::string mlp_spec;  // resolved (a DLRM: the model as given)
-  // "ps" or "ring"; a DLRM also "hybrid" and "ring-full" (ring mode with
-  // --ring-full-table-rows full_table_rows: DDP's full-table all-reduce).
+  // "ps", "ps-colocated" (ps with --colocated-shards: one shard process in
+  // each worker, shards == workers) or "ring"; a DLRM also "hybrid" and
+  // "ring-full" (ring mode with --ring-full-table-rows full_table_rows:
+  // DDP's full-table all-reduce).
   std::string mode;
   bool dlrm = false;
   // What the run trains on: a DLRM's "criteo:DIR", "fashion-mnist", or

@@ -43,8 +43,9 @@ BenchCompareFlags QuickPreset(BenchCompareFlags f) {
   return f;
 }
 
-bool ModeFitsModel(const std::string& mode, bool dlrm) {
+bool ModeFitsModel(const std::string& mode, bool dlrm, bool scripted) {
   if (mode == "ps" || mode == "ring") return true;
+  if (mode == "ps-colocated") return !dlrm && !scripted;
   return dlrm && (mode == "hybrid" || mode == "ring-full");
 }
 
@@ -166,10 +167,12 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
           "DLRM runs take none");
     }
     for (const std::string& mode : f.modes) {
-      if (!ModeFitsModel(mode, dlrm)) {
+      if (!ModeFitsModel(mode, dlrm, scripted)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "mode '", mode, "' with model ", model, ": expected ps or ring",
-            dlrm ? ", hybrid or ring-full" : " (hybrid and ring-full: DLRM)"));
+            dlrm       ? ", hybrid or ring-full"
+            : scripted ? " (ps-colocated: ferry's own workers)"
+                       : ", ps-colocated (hybrid and ring-full: DLRM)"));
       }
       BenchConfig base;
       base.model = model;
@@ -195,15 +198,17 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
       if (mode == "ps" || mode == "hybrid") {
         runs =
             Cross(runs, f.shards, [](BenchConfig& c, int s) { c.shards = s; });
+      } else if (mode == "ps-colocated") {
+        for (BenchConfig& c : runs) c.shards = c.workers;
       }
       // Partitions are the dense PS's (hybrid's dense layers are in the
       // ring; the sparse cost model has no partitions), and only PS has
       // other consistencies than the ring's sync.
-      if (mode == "ps" && !dlrm) {
+      if (IsPsMode(mode) && !dlrm) {
         runs = Cross(runs, f.partitions,
                      [](BenchConfig& c, int k) { c.partitions = k; });
       }
-      if (mode == "ps") {
+      if (IsPsMode(mode)) {
         runs = Cross(
             runs, f.consistency,
             [](BenchConfig& c, const std::string& v) { c.consistency = v; });

@@ -252,9 +252,11 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
   const double pull_w = Transfer(pull_worker, rate),
                pull_s = Transfer(pull_shard, rate);
   // Each direction of every link is its own budget. Colocated: a host's
-  // link carries its worker's streams and its shard's answers to the other
-  // workers in each direction: half the rate each.
-  const double link_rate = rate / (in.colocated ? 2.0 : 1.0);
+  // uplink carries its worker's pushes and then its shard's answers, its
+  // downlink the other workers' pushes into its shard and then its
+  // worker's pulled slices (the pull timeline below queues each behind
+  // the other).
+  const double link_rate = rate;
   // Colocated: the own shard's share of the bytes stays on the host, and a
   // shard's link serves the other W - 1 workers.
   const double wire =
@@ -326,6 +328,14 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
     // one's shard link instead is 25 % pessimistic against the measured
     // 2-shard steps.)
     double down_free = 0, done = 0;
+    if (in.colocated) {
+      // A host's uplink answers pulls once its worker's pushes left (every
+      // worker pushes the same chunks at the same times); a worker's
+      // downlink takes slices once its host's shard took the other
+      // workers' pushes (the busiest host's, a bound for every worker).
+      std::fill(process_out.begin(), process_out.end(), up_free);
+      down_free = *std::max_element(process_in.begin(), process_in.end());
+    }
     for (int s : order) {
       const int64_t slice_bytes = bytes.pull_per_shard[s];
       double& link_out = process_out[process_of(s)];

@@ -33,6 +33,11 @@
 namespace ferry {
 namespace {
 
+void Append(std::vector<std::string>& argv,
+            const std::vector<std::string>& more) {
+  argv.insert(argv.end(), more.begin(), more.end());
+}
+
 std::string MessageJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
@@ -86,7 +91,9 @@ absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
 int RunLocalCluster(const LocalClusterOptions& o) {
   const std::string bin = ExecutableDir();
   const int shards = o.mode == "ring" ? 0 : o.shards;
-  if (absl::Status plan = ValidateChaosPlan(o.chaos, o.workers, shards);
+  // Colocated: the first `shards` workers are the shard processes psI.
+  const int plain_workers = o.colocated_shards ? o.workers - shards : o.workers;
+  if (absl::Status plan = ValidateChaosPlan(o.chaos, plain_workers, shards);
       !plan.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",
                  std::string(plan.message()).c_str());
@@ -140,6 +147,7 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   so.log_dir = log_dir;
   so.ops_ports = true;
   so.worker_ops_ports = o.worker_command.empty();
+  so.shards_train = o.colocated_shards;
   so.print = [&progress](const std::string& line) { progress.Line(line); };
   ProcessSupervisor procs(std::move(so), launch);
 
@@ -161,14 +169,13 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     return absl::IsInvalidArgument(why) ? kExitConfig : 1;
   }
   const std::string coord = *coord_or;
+  std::vector<std::string> worker_argv = {
+      bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
+      "--peer-listen",       "127.0.0.1:0"};
+  worker_argv.insert(worker_argv.end(), o.link_args.begin(), o.link_args.end());
+  worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
   if (o.worker_command.empty()) {
-    std::vector<std::string> worker_argv = {
-        bin + "/ferry-worker", "--coordinator", coord, "--device", o.device,
-        "--peer-listen",       "127.0.0.1:0"};
-    worker_argv.insert(worker_argv.end(), o.link_args.begin(),
-                       o.link_args.end());
-    worker_argv.insert(worker_argv.end(), o.ops_args.begin(), o.ops_args.end());
-    procs.SetWorkerArgv(std::move(worker_argv));
+    procs.SetWorkerArgv(worker_argv);
   } else {
     procs.SetWorkerArgv(HostedWorkerArgv(o.worker_command, coord, bin,
                                          getenv("PYTHONPATH"),
@@ -177,25 +184,34 @@ int RunLocalCluster(const LocalClusterOptions& o) {
 
   absl::Status started = absl::OkStatus();
   for (int i = 0; started.ok() && i < shards; ++i) {
-    std::vector<std::string> ps_argv = {
-        bin + "/ferry-server",
-        "ps",
-        "--listen",
-        absl::StrJoin(process_addresses[i], ","),
-        "--partitions",
-        std::to_string(o.partitions),
-        "--coordinator",
-        coord,
-        "--shard-id",
-        std::to_string(i),
-        "--checkpoint-dir",
-        absl::StrCat(log_dir, "/ps", i)};
-    ps_argv.insert(ps_argv.end(), o.link_args.begin(), o.link_args.end());
-    ps_argv.insert(ps_argv.end(), o.ops_args.begin(), o.ops_args.end());
+    std::vector<std::string> ps_argv;
+    if (o.colocated_shards) {  // a worker that hosts shard process i
+      ps_argv = worker_argv;
+      Append(ps_argv,
+             {"--host-shard", std::to_string(i), "--shard-listen",
+              absl::StrJoin(process_addresses[i], ","), "--shard-partitions",
+              std::to_string(o.partitions), "--shard-checkpoint-dir",
+              absl::StrCat(log_dir, "/ps", i)});
+    } else {
+      ps_argv = {bin + "/ferry-server",
+                 "ps",
+                 "--listen",
+                 absl::StrJoin(process_addresses[i], ","),
+                 "--partitions",
+                 std::to_string(o.partitions),
+                 "--coordinator",
+                 coord,
+                 "--shard-id",
+                 std::to_string(i),
+                 "--checkpoint-dir",
+                 absl::StrCat(log_dir, "/ps", i)};
+      Append(ps_argv, o.link_args);
+      Append(ps_argv, o.ops_args);
+    }
     started = procs.StartServer({ProcessName::Role::kPs, i},
                                 process_addresses[i].front(), ps_argv);
   }
-  for (int i = 0; started.ok() && i < o.workers; ++i)
+  for (int i = 0; started.ok() && i < plain_workers; ++i)
     started = procs.StartWorker();
   if (!started.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",
@@ -204,10 +220,11 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     return 1;
   }
   std::fprintf(stderr,
-               "ferry local: %s mode, %d workers, %d shards, coordinator %s, "
+               "ferry local: %s mode, %d workers, %d shards%s, coordinator %s, "
                "logs in %s\n",
-               o.mode.c_str(), o.workers, shards, coord.c_str(),
-               log_dir.c_str());
+               o.mode.c_str(), o.workers, shards,
+               o.colocated_shards ? " (colocated: ps0.. also train)" : "",
+               coord.c_str(), log_dir.c_str());
   if (shards > 0 && o.partitions > 1 && o.link_args.empty()) {
     std::fprintf(stderr,
                  "ferry local: note: %d partitions per shard without link "
@@ -375,7 +392,9 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     }
     nlohmann::json summary =
         BuildSummary(o, MessageJson(*final_status), shard_infos);
-    summary["workers_started"] = procs.workers_started();
+    summary["workers_started"] =
+        procs.workers_started() + (o.colocated_shards ? shards : 0);
+    summary["colocated_shards"] = o.colocated_shards;
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
     // A job whose model is its workers' is scored only by a worker that

@@ -27,6 +27,10 @@ struct LocalClusterOptions {
   int workers = 2;
   int shards = 2;      // shard processes
   int partitions = 1;  // logical shards per process (--partitions)
+  // PS mode: shard process i runs inside worker i's process
+  // (ferry-worker --host-shard i), named psI and supervised as a shard;
+  // the other workers - shards workers are plain. REQUIRES shards <= workers.
+  bool colocated_shards = false;
   std::string device = "auto";
   // Non-empty: each worker is this shell command (`/bin/sh -c`) instead of
   // ferry-worker, e.g. a PyTorch script using ferry.torch: it finds the

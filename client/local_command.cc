@@ -173,6 +173,28 @@ void MakePathsAbsolute(LocalCommandLine& l) {
   }
 }
 
+// --colocated-shards: a PS job of ferry-workers with a worker for every
+// shard process.
+absl::Status CheckColocatedShards(const LocalClusterOptions& o) {
+  if (!o.colocated_shards) return absl::OkStatus();
+  if (o.mode != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--colocated-shards puts PS shards into workers; --mode ", o.mode,
+        o.mode == "ring" ? " has no shards" : " is not supported with it"));
+  }
+  if (!o.worker_command.empty()) {
+    return absl::InvalidArgumentError(
+        "--colocated-shards runs shards inside ferry-worker processes; "
+        "--worker-command workers cannot host them");
+  }
+  if (o.shards > o.workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--colocated-shards needs a worker for every shard process: --shards ",
+        o.shards, " > --workers ", o.workers));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
@@ -198,6 +220,12 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                   "partitioned model; docs/benchmarks.md)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  local.add_flag(
+      "--colocated-shards", line.options.colocated_shards,
+      "ps mode: run shard process i inside worker i's process (BytePS's "
+      "colocated mode) instead of its own; needs --shards <= --workers. "
+      "Those processes are named psI, are restarted like shards, and their "
+      "own pushes and pulls stay in the process (docs/architecture.md)");
   local.add_option("--epochs", line.epochs, "epochs")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -418,6 +446,7 @@ absl::StatusOr<LocalClusterOptions> ResolveLocalCommand(LocalCommandLine line) {
   RETURN_IF_ERROR(line.optimizer.ToConfig().status());
   LocalClusterOptions& o = line.options;
   ASSIGN_OR_RETURN(o.chaos, ParseChaosPlan(line.chaos));
+  RETURN_IF_ERROR(CheckColocatedShards(o));
   RETURN_IF_ERROR(
       ParseLinkLimit(line.link_bandwidth, line.link_latency).status());
   // The security flags go to every process, and ferry local's own status

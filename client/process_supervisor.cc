@@ -331,8 +331,10 @@ absl::Time ProcessSupervisor::NextRestart() const {
 int ProcessSupervisor::LiveWorkers() const {
   int n = 0;
   for (const Proc& p : procs_) {
-    if (p.name.role == ProcessName::Role::kWorker &&
-        (p.state == State::kRunning || p.state == State::kStopped)) {
+    const bool trains =
+        p.name.role == ProcessName::Role::kWorker ||
+        (options_.shards_train && p.name.role == ProcessName::Role::kPs);
+    if (trains && (p.state == State::kRunning || p.state == State::kStopped)) {
       ++n;
     }
   }

@@ -51,6 +51,9 @@ struct SupervisorOptions {
   bool ops_ports = false;
   // Whether workers get them too (false: workers that are not ferry-worker).
   bool worker_ops_ports = true;
+  // Shard processes that also train (colocated shards): LiveWorkers counts
+  // them.
+  bool shards_train = false;
   // Where progress and events are printed (one line each).
   std::function<void(const std::string&)> print;
 };
@@ -97,7 +100,7 @@ class ProcessSupervisor {
 
   // When Tick next has a restart to do (InfiniteFuture: none).
   absl::Time NextRestart() const;
-  // Workers running or stopped.
+  // Workers running or stopped (shard processes too with shards_train).
   int LiveWorkers() const;
   // Workers started so far (initial and joined).
   int workers_started() const { return workers_started_; }

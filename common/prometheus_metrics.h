@@ -106,7 +106,7 @@ class FerryMetrics {
   prometheus::Gauge& staleness_steps() { return *staleness_steps_; }
   prometheus::Histogram& push_staleness_steps() { return *push_staleness_; }
   // Scrape-time gauges (set by the roles' scrape hooks, see
-  // server/server_metrics.h) and the worker's generation.
+  // server/server_metrics.h and ps/shard_gauges.h) and the worker's generation.
   prometheus::Gauge& pending_pulls() { return *pending_pulls_; }
   prometheus::Gauge& members() { return *members_; }
   // The coordinator's throughput window (common/throughput_window.h):
@@ -130,7 +130,7 @@ class FerryMetrics {
     return *checkpoint_age_[Index(role)];
   }
   // PS shards of jobs with embedding tables (scrape time, see
-  // server/server_metrics.h): ferry_embedding_rows{state="stored"} rows
+  // ps/shard_gauges.h): ferry_embedding_rows{state="stored"} rows
   // held, {state="pending"} ids counted but not yet admitted;
   // ferry_embedding_bytes what --embedding-max-mb limits.
   prometheus::Gauge& embedding_rows(bool pending) {

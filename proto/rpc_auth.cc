@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "proto/rpc_util.h"
 
@@ -52,8 +53,30 @@ grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
   return grpc::Status::OK;
 }
 
+bool IsInProcessCall(const grpc::ServerContextBase* context) {
+  bool marked = false;
+  const auto range = context->client_metadata().equal_range(kInProcessKey);
+  for (auto it = range.first; it != range.second; ++it) {
+    marked |= ConstantTimeEquals(
+        absl::string_view(it->second.data(), it->second.size()),
+        InProcessSecret());
+  }
+  return marked;
+}
+
 grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
                            RpcMethod method) {
+  // A call over an in-process channel is this process's own: a worker
+  // calling the shard it hosts (ps/shard_host.h). It has no certificate or
+  // token to show: it is a worker's call.
+  if (IsInProcessCall(context)) {
+    return (AllowedRoles(method) & RoleBit(RpcRole::kWorker)) != 0
+               ? grpc::Status::OK
+               : grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                              absl::StrCat("an in-process call is a worker's "
+                                           "and may not call ",
+                                           MethodName(method)));
+  }
   const RpcSecurityConfig& config = ProcessRpcSecurity();
   if (config.role_tokens.empty()) return CheckCallAuth(context, config.token);
   constexpr absl::string_view kScheme = "bearer ";

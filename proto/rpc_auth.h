@@ -38,9 +38,17 @@ grpc::Status CheckCallAuth(const grpc::CallbackServerContext* context,
 // The check of a call of `method` under the process's config
 // (ProcessRpcSecurity()): with role tokens, AuthorizeRoles over the call's
 // bearer token (UNAUTHENTICATED or PERMISSION_DENIED); without them,
-// CheckCallAuth against the shared token.
+// CheckCallAuth against the shared token. An in-process call
+// (IsInProcessCall: a worker calling the shard its process hosts) is a
+// worker's whatever the config: OK for the worker's methods,
+// PERMISSION_DENIED for the others.
 grpc::Status AuthorizeCall(const grpc::CallbackServerContext* context,
                            RpcMethod method);
+
+// Whether the call came over this process's in-process channel
+// (MakeInProcessChannel, proto/rpc_util.h): it carries the process's
+// in-process secret, which no remote caller can know.
+bool IsInProcessCall(const grpc::ServerContextBase* context);
 
 // The subject alternative names of the caller's client certificate, when
 // it presented one the server verified (mutual TLS); empty otherwise.

@@ -1,6 +1,8 @@
 #include "proto/rpc_security.h"
 
 #include <atomic>
+#include <random>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -216,6 +218,18 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
   options.pem_root_certs = config.ca_pem;
   options.pem_key_cert_pairs.push_back({config.key_pem, config.cert_pem});
   return grpc::SslServerCredentials(options);
+}
+
+const std::string& InProcessSecret() {
+  static const std::string* const secret = [] {
+    std::random_device device;
+    std::string hex;
+    for (int i = 0; i < 4; ++i) {
+      absl::StrAppend(&hex, absl::Hex(device(), absl::kZeroPad8));
+    }
+    return new std::string(hex);
+  }();
+  return *secret;
 }
 
 std::vector<

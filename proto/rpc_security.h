@@ -108,6 +108,13 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
 std::vector<
     std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientInterceptors(const RpcSecurityConfig& config);
+// The metadata key of the in-process secret, and the secret: random hex
+// drawn once per process, sent only on calls of MakeInProcessChannel's
+// channels (MarkInProcessCall), which never leave the process, so a call
+// that carries it is the process's own (gRPC 1.51's in-process transport
+// names its peer "unknown", which a server cannot tell from others).
+inline constexpr char kInProcessKey[] = "ferry-in-process";
+const std::string& InProcessSecret();
 
 // The metadata key and value prefix of the token (HTTP Authorization).
 inline constexpr char kAuthorizationKey[] = "authorization";

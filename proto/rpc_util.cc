@@ -28,11 +28,20 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   return MakeChannel(address, ProcessRpcSecurity());
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           const RpcSecurityConfig& security) {
+namespace {
+
+grpc::ChannelArguments MessageLimitArgs() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return args;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const RpcSecurityConfig& security) {
+  grpc::ChannelArguments args = MessageLimitArgs();
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
@@ -48,6 +57,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       address, credentials, args, MakeClientInterceptors(security));
+}
+
+std::shared_ptr<grpc::Channel> MakeInProcessChannel(grpc::Server* server) {
+  return server->InProcessChannel(MessageLimitArgs());
+}
+
+void MarkInProcessCall(grpc::ClientContext& context) {
+  context.AddMetadata(kInProcessKey, InProcessSecret());
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {

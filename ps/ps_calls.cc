@@ -19,6 +19,12 @@ absl::Status Annotate(const absl::Status& status, const Shard& shard,
                                    ") ", call, ": ", status.message()));
 }
 
+void PrepareContext(grpc::ClientContext& context, const Shard& shard,
+                    absl::Duration timeout) {
+  SetDeadline(context, timeout);
+  if (shard.in_process) MarkInProcessCall(context);
+}
+
 int64_t PullCall::ChunksInRange(const Shard& shard,
                                 const std::vector<Chunk>& chunks,
                                 const v1::PullRequest& request) {
@@ -31,10 +37,10 @@ int64_t PullCall::ChunksInRange(const Shard& shard,
 }
 
 void PullCall::Start() {
-  counter_->AddSent(request_size_);
+  if (counter_ != nullptr) counter_->AddSent(request_size_);
   shard_counter_->AddSent(request_size_);
   shard_counter_->AddCall();
-  SetDeadline(context_, timeout_);
+  PrepareContext(context_, shard_, timeout_);
   shard_.stub->PrepareBidiStreamingCall(&context_, kPullMethod,
                                         grpc::StubOptions(), this);
   const absl::Time now = absl::Now();
@@ -59,7 +65,7 @@ void PullCall::Start() {
 void PullCall::OnReadDone(bool ok) {
   if (!ok) return;  // end of stream or failure: OnDone follows
   const int64_t size = static_cast<int64_t>(response_.Length());
-  counter_->AddReceived(size);
+  if (counter_ != nullptr) counter_->AddReceived(size);
   shard_counter_->AddReceived(size);
   if (shard_.shaper != nullptr) {
     // Link emulation: the message is taken in once it has passed the
@@ -158,7 +164,7 @@ absl::Status PullCall::Accept() {
 
 void PushCall::Start() {
   shard_.bytes->AddCall();
-  SetDeadline(context_, timeout_);
+  PrepareContext(context_, shard_, timeout_);
   shard_.stub->PrepareBidiStreamingCall(&context_, kPushMethod,
                                         grpc::StubOptions(), this);
   StartRead(&response_);
@@ -201,7 +207,9 @@ void PushCall::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (ok) {
-      counter_->AddSent(static_cast<int64_t>(requests_[next_].Length()));
+      if (counter_ != nullptr) {
+        counter_->AddSent(static_cast<int64_t>(requests_[next_].Length()));
+      }
       shard_.bytes->AddSent(static_cast<int64_t>(requests_[next_].Length()));
       ++next_;
     } else {
@@ -225,7 +233,7 @@ void PushCall::OnDone(const grpc::Status& grpc_status) {
                     .ok()) {
       status = absl::InternalError("push: malformed response message");
     } else {
-      counter_->AddReceived(size);
+      if (counter_ != nullptr) counter_->AddReceived(size);
       shard_.bytes->AddReceived(size);
     }
   }

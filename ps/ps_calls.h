@@ -46,6 +46,10 @@ struct GrpcParameterClient::Shard {
   // Bytes exchanged with this shard alone (the client's counter has all).
   std::unique_ptr<ByteCounter> bytes = std::make_unique<ByteCounter>();
   LinkShaper* shaper = nullptr;  // the client's link emulation; null: none
+  // Reached over an in-process channel (a shard this process hosts): no
+  // link emulation, and its bytes are not counted as the client's wire
+  // bytes (bytes()), only as the shard's (peer_bytes()).
+  bool in_process = false;
 };
 
 namespace ps_internal {
@@ -62,6 +66,11 @@ inline constexpr char kPullMethod[] = "/ferry.v1.ParameterServer/Pull";
 absl::Status Annotate(const absl::Status& status, const Shard& shard,
                       absl::string_view call);
 
+// Sets a call's deadline, `timeout` from now, and marks a call to an
+// in-process shard as this process's own (MarkInProcessCall).
+void PrepareContext(grpc::ClientContext& context, const Shard& shard,
+                    absl::Duration timeout);
+
 // One Pull from one shard, writing each chunk straight from the received
 // slices into the flat buffer. Reactions of one call never run concurrently;
 // status() and version() are read after the group saw Done().
@@ -75,8 +84,8 @@ class PullCall final
                                const std::vector<Chunk>& chunks,
                                const v1::PullRequest& request);
 
-  // `counter` gets every byte; so does `shard_counter` (null: the shard's
-  // own counter).
+  // `counter` gets every byte that crosses a socket (none of an in-process
+  // shard's); `shard_counter` (null: the shard's own counter) every byte.
   PullCall(const Shard& shard, const std::vector<Chunk>& chunks,
            const v1::PullRequest& request, absl::Duration timeout, float* flat,
            ByteCounter* counter, CallGroup* group,
@@ -92,7 +101,7 @@ class PullCall final
         request_(SerializeMessage(request)),
         timeout_(timeout),
         flat_(flat),
-        counter_(counter),
+        counter_(shard.in_process ? nullptr : counter),
         group_(group),
         seen_(chunks.size(), 0) {}
 
@@ -150,7 +159,7 @@ class PushCall final
            bool is_retry)
       : shard_(shard),
         timeout_(timeout),
-        counter_(counter),
+        counter_(shard.in_process ? nullptr : counter),
         group_(group),
         requests_(std::move(requests)),
         closed_(is_retry) {}

@@ -423,10 +423,13 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
     shard->address = client->options_.shard_addresses[s];
-    const std::shared_ptr<grpc::Channel> channel = MakeChannel(shard->address);
+    const auto local = client->options_.in_process_channels.find(s);
+    shard->in_process = local != client->options_.in_process_channels.end();
+    const std::shared_ptr<grpc::Channel> channel =
+        shard->in_process ? local->second : MakeChannel(shard->address);
     shard->stub = std::make_unique<grpc::GenericStub>(channel);
     shard->control = v1::ParameterServer::NewStub(channel);
-    shard->shaper = client->options_.shaper;
+    shard->shaper = shard->in_process ? nullptr : client->options_.shaper;
     client->shards_.push_back(std::move(shard));
   }
   int64_t flat = 0;
@@ -525,7 +528,7 @@ absl::Status GrpcParameterClient::CheckShards(absl::Duration timeout) {
   CallGroup group(n);
   const v1::ShardInfoRequest request;
   for (int s = 0; s < n; ++s) {
-    SetDeadline(contexts[s], timeout);
+    ps_internal::PrepareContext(contexts[s], *shards_[s], timeout);
     shards_[s]->control->async()->ShardInfo(
         &contexts[s], &request, &responses[s], [&, s](grpc::Status status) {
           statuses[s] = ps_internal::Annotate(FromGrpcStatus(status),

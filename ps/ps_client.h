@@ -35,6 +35,10 @@
 #include "ps/sparse_store.h"
 #include "ps/step_contributors.h"
 
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
 namespace ferry {
 namespace v1 {
 class PullRequest;
@@ -257,6 +261,11 @@ struct GrpcParameterClientOptions {
   // fp16/bf16 could overflow or round and top-k would defer. Chunks never
   // straddle it (they never cross a tensor).
   int64_t uncompressed_from = INT64_MAX;
+  // Shards this process hosts (a colocated shard, ps/shard_host.h), by
+  // shard id: reached over these in-process channels instead of
+  // shard_addresses, without link emulation, their bytes kept out of
+  // bytes() (which counts what crosses a socket) but in peer_bytes().
+  std::map<int, std::shared_ptr<grpc::Channel>> in_process_channels;
 };
 
 class GrpcParameterClient final : public ParameterClient {

@@ -67,11 +67,13 @@ absl::StatusOr<int64_t> GrpcParameterClient::PullRows(
         for (int k = 0; k < n; ++k) {
           const int s = asked[round[k]];
           Shard& shard = *shards_[s];
-          SetDeadline(contexts[k], options_.rpc_timeout);
+          ps_internal::PrepareContext(contexts[k], shard, options_.rpc_timeout);
           responses[s].Clear();
           const int64_t sent = static_cast<int64_t>(requests[s].ByteSizeLong());
-          counter_.AddSent(sent);
-          counter_.AddCall();
+          if (!shard.in_process) {  // bytes() counts sockets only
+            counter_.AddSent(sent);
+            counter_.AddCall();
+          }
           shard.bytes->AddSent(sent);
           shard.bytes->AddCall();
           shard.control->async()->PullRows(
@@ -79,7 +81,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::PullRows(
               [&, k, s](grpc::Status done) {
                 const int64_t received =
                     static_cast<int64_t>(responses[s].ByteSizeLong());
-                counter_.AddReceived(received);
+                if (!shards_[s]->in_process) counter_.AddReceived(received);
                 shards_[s]->bytes->AddReceived(received);
                 statuses[k] = ps_internal::Annotate(FromGrpcStatus(done),
                                                     *shards_[s], call);

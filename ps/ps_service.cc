@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/raw_wire.h"
+#include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
 #include "ps/sparse_rows_wire.h"
@@ -459,17 +460,23 @@ grpc::ServerUnaryReactor* PsService::PullRows(
   });
 }
 
+LinkShaper* PsService::LinkOf(
+    const grpc::CallbackServerContext* context) const {
+  // The worker of this process (a colocated shard) uses no link.
+  return IsInProcessCall(context) ? nullptr : shaper_;
+}
+
 grpc::ServerReadReactor<grpc::ByteBuffer>* PsService::Push(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return AuthorizedRead<grpc::ByteBuffer>(context, RpcMethod::kPsPush, [&] {
-    return new PushReactor(context, shard_, shaper_, response);
+    return new PushReactor(context, shard_, LinkOf(context), response);
   });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PsService::Pull(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return AuthorizedWrite<grpc::ByteBuffer>(context, RpcMethod::kPsPull, [&] {
-    return new PullReactor(shard_, shaper_, *request);
+    return new PullReactor(shard_, LinkOf(context), *request);
   });
 }
 

@@ -70,6 +70,8 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
  public:
   // `checkpointer` may be null (no checkpoints); when set, it is `shard`'s.
   // `shaper` may be null (no link emulation); it must outlive the service.
+  // In-process calls (a worker hosting this shard) bypass it: they use no
+  // link.
   explicit PsService(PsShard* shard, PsCheckpointer* checkpointer = nullptr,
                      LinkShaper* shaper = nullptr)
       : shard_(shard), checkpointer_(checkpointer), shaper_(shaper) {}
@@ -111,6 +113,10 @@ class PsService final : public v1::ParameterServer::WithRawCallbackMethod_Push<
       const v1::ReadTablesRequest* request) override;
 
  private:
+  // The link a push or pull of `context` crosses: shaper_, or none for an
+  // in-process call.
+  LinkShaper* LinkOf(const grpc::CallbackServerContext* context) const;
+
   PsShard* const shard_;
   PsCheckpointer* const checkpointer_;
   LinkShaper* const shaper_;

@@ -22,9 +22,12 @@ namespace {
 // release.
 class GrpcPeerEndpoint final : public PeerEndpoint {
  public:
-  GrpcPeerEndpoint(std::unique_ptr<LinkShaper> shaper, HealthState* health,
+  // `shared_shaper` (not owned; null: none) is used when `shaper` is null.
+  GrpcPeerEndpoint(std::unique_ptr<LinkShaper> shaper,
+                   LinkShaper* shared_shaper, HealthState* health,
                    std::string address)
-      : shaper_(std::move(shaper)),
+      : owned_shaper_(std::move(shaper)),
+        shaper_(owned_shaper_ != nullptr ? owned_shaper_.get() : shared_shaper),
         health_(health),
         address_(std::move(address)) {}
   ~GrpcPeerEndpoint() override {
@@ -34,14 +37,14 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
   }
 
   absl::Status Start(const std::string& listen, const std::string& advertise) {
-    ASSIGN_OR_RETURN(server_, StartRingPeerServer(listen, shaper_.get()));
+    ASSIGN_OR_RETURN(server_, StartRingPeerServer(listen, shaper_));
     if (health_ != nullptr) {
       health_->Attach(server_->server.get(), {"ferry.v1.RingPeer"});
     }
     address_ = AdvertisedPeerAddress(listen, advertise, server_->port);
     return absl::OkStatus();
   }
-  LinkShaper* shaper() const { return shaper_.get(); }
+  LinkShaper* shaper() const { return shaper_; }
 
   std::string address() const override { return address_; }
   void SetJob(const std::string& job_id) override {
@@ -70,7 +73,8 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
   }
 
  private:
-  std::unique_ptr<LinkShaper> shaper_;
+  std::unique_ptr<LinkShaper> owned_shaper_;
+  LinkShaper* const shaper_;  // owned_shaper_, a shared one, or null
   HealthState* const health_;
   std::string address_;
   std::unique_ptr<RingPeerServer> server_;
@@ -78,16 +82,19 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
 
 }  // namespace
 
-absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(const WorkerOptions& options) {
+absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
+    const WorkerOptions& options,
+    std::map<int, std::shared_ptr<grpc::Channel>> hosted_shards,
+    LinkShaper* host_link) {
   std::unique_ptr<LinkShaper> shaper;
-  if (options.link.enabled()) {
+  if (options.link.enabled() && host_link == nullptr) {
     shaper = std::make_unique<LinkShaper>(options.link);
     LogInfo(absl::StrCat("link emulation: ", options.link.ToString(),
                          " per direction, burst ", shaper->burst_bytes(),
                          " bytes"));
   }
-  auto peer =
-      std::make_unique<GrpcPeerEndpoint>(std::move(shaper), options.health, "");
+  auto peer = std::make_unique<GrpcPeerEndpoint>(std::move(shaper), host_link,
+                                                 options.health, "");
   RETURN_IF_ERROR(
       peer->Start(options.peer_listen_address, options.peer_advertise_address));
   LinkShaper* const link_shaper = peer->shaper();
@@ -103,7 +110,8 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(const WorkerOptions& options) {
       CoordinatorClient::Connect(options.coordinator_address, copts);
   const absl::Duration rpc_timeout = options.rpc_timeout;
   const RetryPolicy retry = options.retry;
-  deps.parameter_client = [rpc_timeout, retry, link_shaper](
+  deps.parameter_client = [rpc_timeout, retry, link_shaper,
+                           hosted_shards = std::move(hosted_shards)](
                               const v1::JobSpec& job,
                               const std::string& worker_id,
                               const ParameterLayout& layout)
@@ -113,6 +121,7 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(const WorkerOptions& options) {
     popts.rpc_timeout = rpc_timeout;
     popts.retry = retry;
     popts.shaper = link_shaper;
+    popts.in_process_channels = hosted_shards;
     ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterClient> client,
                      GrpcParameterClient::Create(std::move(popts)));
     return std::unique_ptr<ParameterClient>(std::move(client));

@@ -5,7 +5,11 @@
 #ifndef FERRY_WORKER_GRPC_WORKER_DEPS_H_
 #define FERRY_WORKER_GRPC_WORKER_DEPS_H_
 
+#include <map>
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
 #include "worker/distributed_worker.h"
 #include "worker/worker_deps.h"
 
@@ -14,8 +18,15 @@ namespace ferry {
 // Starts the peer service on options.peer_listen_address (attached to
 // options.health when set) and connects the coordinator client lazily.
 // `options` must outlive the deps (the stop flag and health are read
-// later). UNAVAILABLE when the peer service cannot listen.
-absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(const WorkerOptions& options);
+// later). `hosted_shards`: the shards this process serves (by shard id), which
+// the PS client reaches over these in-process channels; `host_link` (not
+// owned, outlives the deps): their link shaper, which the worker's traffic
+// then shares (one emulated link per host) instead of a shaper of its own
+// from options.link. UNAVAILABLE when the peer service cannot listen.
+absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
+    const WorkerOptions& options,
+    std::map<int, std::shared_ptr<grpc::Channel>> hosted_shards = {},
+    LinkShaper* host_link = nullptr);
 
 }  // namespace ferry
 

@@ -2,10 +2,14 @@
 // job run by a coordinator (--coordinator HOST:PORT).
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,7 @@
 #include "proto/process_ops.h"
 #include "worker/distributed_worker.h"
 #include "worker/grpc_worker_deps.h"
+#include "worker/hosted_shard.h"
 #include "worker/standalone_trainer.h"
 
 namespace {
@@ -138,10 +143,25 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &action, nullptr);
 }
 
+// Serves the hosted shards until SIGTERM/SIGINT (also after training
+// ended: other workers and the coordinator's evaluation still use them),
+// then writes their last checkpoint. Returns 1 when it failed.
+int StopHostedShards(ferry::HostedShards& hosted, ferry::HealthState& health) {
+  if (!g_stop_requested.load()) {
+    ferry::LogInfo(
+        "training is over for this worker; serving its PS shard "
+        "until SIGTERM");
+  }
+  while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(250));
+  health.SetDraining();
+  ferry::LogInfo("PS shard shutting down");
+  return hosted.host->Stop().ok() ? 0 : 1;
+}
+
 int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
                        double rpc_timeout_s, const std::string& summary_path,
-                       const ferry::OpsFlags& ops_flags,
-                       bool idle_after_finish) {
+                       const ferry::OpsFlags& ops_flags, bool idle_after_finish,
+                       const ferry::HostedShardFlags& shard_flags) {
   auto choice = ferry::ParseDeviceChoice(device);
   if (!choice.ok()) {
     std::cerr << "ferry-worker: " << choice.status().message() << "\n";
@@ -162,14 +182,31 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   (*ops)->DrainWhen(&g_stop_requested);
   (*ops)->WatchPeer("coordinator", options.coordinator_address);
   options.health = &(*ops)->health();
+  std::optional<ferry::HostedShards> hosted;
+  if (shard_flags.enabled()) {
+    auto started = ferry::StartHostedShards(shard_flags, options);
+    if (!started.ok()) {
+      (*ops)->health().SetDraining();
+      ferry::LogError("cannot host the PS shard",
+                      {{"error", started.status()}});
+      return ferry::StartupExitCode(started.status());
+    }
+    hosted = *std::move(started);
+  }
   absl::StatusOr<ferry::WorkerSummary> summary;
   for (int rejoins = 0;; ++rejoins) {
     // Fresh deps each time: the old peer server and channels go with the
     // evicted member.
-    auto deps = ferry::MakeGrpcWorkerDeps(options);
+    auto deps = ferry::MakeGrpcWorkerDeps(
+        options,
+        hosted ? hosted->Channels()
+               : std::map<int, std::shared_ptr<grpc::Channel>>(),
+        hosted ? hosted->shaper.get() : nullptr);
     if (!deps.ok()) {
-      (*ops)->health().SetDraining();
       ferry::LogError("worker failed", {{"error", deps.status()}});
+      if (hosted)
+        return std::max(1, StopHostedShards(*hosted, (*ops)->health()));
+      (*ops)->health().SetDraining();
       return 1;
     }
     summary = ferry::RunDistributedWorker(options, *std::move(deps));
@@ -187,9 +224,10 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
   // its liveness probe: a Deployment would restart an exited container.
   const bool idle =
       idle_after_finish && summary.ok() && summary->end_reason == "finished";
-  if (!idle) (*ops)->health().SetDraining();
+  if (!idle && !hosted) (*ops)->health().SetDraining();
   if (!summary.ok()) {
     ferry::LogError("worker failed", {{"error", summary.status()}});
+    if (hosted) StopHostedShards(*hosted, (*ops)->health());
     return 1;
   }
   std::printf(
@@ -205,6 +243,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
       return 1;
     }
   }
+  if (hosted) return StopHostedShards(*hosted, (*ops)->health());
   if (idle) {
     ferry::LogInfo(
         "the job has finished; idle until SIGTERM (--after-finish wait)");
@@ -240,11 +279,15 @@ int main(int argc, char** argv) {
       "                          --device, --threads, --rpc-timeout, "
       "--peer-*,\n"
       "                          --collective-timeout, --link-*, "
-      "--summary-json\n"
-      "                          and the Operations/Security flags apply. "
-      "SIGTERM/SIGINT finish the current\n"
-      "                          step and leave the job (exit 0); a second "
-      "signal kills.\n"
+      "--summary-json,\n"
+      "                          --host-shard, --shard-* and the "
+      "Operations/Security flags apply.\n"
+      "                          SIGTERM/SIGINT finish the current step and "
+      "leave the job (exit 0);\n"
+      "                          a second signal kills. With --host-shard the "
+      "process serves its shard\n"
+      "                          until SIGTERM, also after training ends, "
+      "and then checkpoints it.\n"
       "Every flag can also be set as FERRY_<FLAG> (e.g. FERRY_COORDINATOR).\n"
       "Exit status: 0 done, 1 runtime error (incl. eviction), 2 invalid "
       "configuration (bad usage, a model the dataset does not fit).");
@@ -350,6 +393,8 @@ int main(int argc, char** argv) {
                  "containers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"exit", "wait"}));
+  ferry::HostedShardFlags shard_flags;
+  ferry::AddHostedShardFlags(app, shard_flags);
   ferry::OpsFlags ops_flags;
   ferry::AddOpsFlags(app, ops_flags);
   ferry::BindEnvironment(app);
@@ -393,6 +438,11 @@ int main(int argc, char** argv) {
                  "--pipeline-stages, docs/pipeline.md)\n";
     return ferry::kExitConfig;
   }
+  if (standalone && shard_flags.enabled()) {
+    std::cerr << "ferry-worker: --host-shard serves a shard of a distributed "
+                 "PS job; --standalone has none\n";
+    return ferry::kExitConfig;
+  }
   if (standalone) {
     return RunStandaloneMain(options, opt_flags, embedding_flags,
                              pipeline_flags, memory_budget, device,
@@ -412,5 +462,5 @@ int main(int argc, char** argv) {
   }
   worker_options.link = *link;
   return RunDistributedMain(worker_options, device, rpc_timeout_s, summary_path,
-                            ops_flags, after_finish == "wait");
+                            ops_flags, after_finish == "wait", shard_flags);
 }

@@ -39,6 +39,34 @@ TEST(BenchCompareTest, SweepCrossesEveryAxisAndRingHasNoShards) {
   EXPECT_EQ((*sweep)[0].mlp_spec, "784-256-128-10");
 }
 
+// ps-colocated: one shard process per worker, whatever --shards says, with
+// PS's other axes; a DLRM or a script's worker cannot take it.
+TEST(BenchCompareTest, ColocatedPsHasAShardPerWorker) {
+  BenchCompareFlags f;
+  f.modes = {"ps-colocated"};
+  f.workers = {2, 4};
+  f.shards = {1, 2, 3};
+  f.consistency = {"sync", "async"};
+  f.bandwidths = {"0"};
+  f.latencies = {"0"};
+  auto sweep = ExpandSweep(f);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->size(), 4u);  // 2 W x 2 consistency
+  std::set<std::string> names;
+  for (const BenchConfig& c : *sweep) {
+    EXPECT_EQ(c.shards, c.workers);
+    names.insert(c.Name());
+  }
+  EXPECT_EQ(names.size(), 4u);
+  EXPECT_TRUE(IsPsMode("ps-colocated") && ModeHasShards("ps-colocated"));
+  f.models = {"dlrm"};
+  EXPECT_FALSE(ExpandSweep(f).ok());
+  f.models = {"fashion-mlp"};
+  f.worker_command = "python3 train.py --samples {samples}";
+  EXPECT_THAT(std::string(ExpandSweep(f).status().message()),
+              HasSubstr("ps-colocated: ferry's own workers"));
+}
+
 TEST(BenchCompareTest, QuickCoversBothModes) {
   BenchCompareFlags f;
   f.quick = true;

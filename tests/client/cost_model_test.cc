@@ -300,12 +300,15 @@ TEST(CostModelTest, ColocatedPsWithWShardsMatchesRingBytes) {
   ASSERT_TRUE(colocated.ok() && ring.ok());
   // (W-1)/W of the model leaves each host per phase, as in a ring.
   ExpectNear(colocated->worker.sent, ring->worker.sent / 2.0, 1e-2);
-  // Each host link direction carries its worker's stream and its shard's
-  // answers (half the rate each), and a shard takes each chunk from the 3
-  // other workers: in units of one chunk (N/16) at B, the shards have the
-  // step at 24, 30, 36, 42 and the last slice is in at 66, against the
-  // ring's 24.
-  EXPECT_NEAR(colocated->comm_seconds, 2.75 * ring->comm_seconds,
+  // In units of one chunk (N/16) at B: a worker's pushes leave its uplink
+  // at 0.75 a chunk (its own shard's quarter stays home) and end at 12; a
+  // shard takes each chunk from the 3 other workers (3 each), so the
+  // shards have the step at 12, 15, 18, 21. Each host's uplink then sends
+  // its shard's slice (4) to 3 workers: from 12 (after its worker's
+  // pushes) the slices are out at 24, 27, 30, 33; each worker's downlink,
+  // free from 21 (its shard's pushes in), takes 3 of each: 24, 27, 30, 33.
+  // The last slice is in at 33, against the ring's 24.
+  EXPECT_NEAR(colocated->comm_seconds, 33.0 / 24.0 * ring->comm_seconds,
               ring->comm_seconds * 2e-2);
   in.mode = CostMode::kPs;
   in.shards = 2;

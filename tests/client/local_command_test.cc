@@ -58,6 +58,10 @@ TEST(LocalCommandTest, RefusesWhatTheJobCannotRunAsConfigurationErrors) {
            {"--link-bandwidth", "fast"},
            {"--model", "784-10-3"},  // 3 outputs for 10 classes
            {"--mode", "ring", "--model", "dlrm"},
+           {"--mode", "ring", "--colocated-shards"},
+           {"--mode", "hybrid", "--model", "dlrm", "--colocated-shards"},
+           {"--workers", "2", "--shards", "3", "--colocated-shards"},
+           {"--colocated-shards", "--worker-command", "python3 train.py"},
        }) {
     Parsed p;
     std::vector<std::string> args = {"ferry", "local"};
@@ -67,6 +71,16 @@ TEST(LocalCommandTest, RefusesWhatTheJobCannotRunAsConfigurationErrors) {
     EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument)
         << bad[0] << " " << options.status();
   }
+}
+
+TEST(LocalCommandTest, ColocatedShardsNeedAWorkerForEveryShardProcess) {
+  Parsed p;
+  ASSERT_EQ(std::nullopt,
+            ParseCommandLine(p.app, {"ferry", "local", "--workers", "3",
+                                     "--shards", "2", "--colocated-shards"}));
+  auto options = ResolveLocalCommand(p.line);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->colocated_shards);
 }
 
 }  // namespace

@@ -197,6 +197,24 @@ TEST_F(ProcessSupervisorTest, WorkersAreReportedNotRestarted) {
               HasSubstr("exited with code 1; workers are not restarted"));
 }
 
+// Colocated shards: a shard process that trains counts as a live worker
+// (so the job is not "without workers") and is restarted like a shard.
+TEST_F(ProcessSupervisorTest, ShardsThatTrainCountAsLiveWorkers) {
+  SupervisorOptions o = Options();
+  o.shards_train = true;
+  ProcessSupervisor s(std::move(o), absl::Now());
+  ASSERT_TRUE(
+      s.StartServer({Role::kPs, 0}, "127.0.0.1:1", {"/bin/sleep", "30"}).ok());
+  EXPECT_EQ(s.LiveWorkers(), 1);
+  ASSERT_TRUE(
+      s.Apply({absl::ZeroDuration(), -1, ChaosAction::kKill, {Role::kPs, 0}, 0},
+              absl::Now())
+          .ok());
+  ASSERT_TRUE(TickUntil(s, [&] { return s.LiveWorkers() == 0; }).ok());
+  ASSERT_TRUE(TickUntil(s, [&] { return s.LiveWorkers() == 1; }).ok());
+  EXPECT_EQ(Entry("ps0")["restarts"], 1);
+}
+
 TEST_F(ProcessSupervisorTest, JoinStopContTermAndStopAll) {
   ProcessSupervisor s(Options(), absl::Now());
   ASSERT_TRUE(s.StartWorker().ok());

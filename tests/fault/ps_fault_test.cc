@@ -99,6 +99,54 @@ TEST(PsFaultTest, ShardKilledAndRestartedFromItsCheckpoint) {
   }
 }
 
+// Colocated shards (ferry local --colocated-shards): ps0 and ps1 are
+// ferry-workers that host shard processes 0 and 1, worker0 a plain worker.
+// Undisturbed, they train the job the separate shard processes train: the
+// same sync steps over the same shards, so the same test loss.
+TEST(PsFaultTest, ColocatedShardsTrainWhatSeparateShardsTrain) {
+  auto run =
+      RunLocal("ps-colocated", FaultJobArgs("ps", {"--colocated-shards"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 3);
+  const nlohmann::json& s = run->summary;
+  EXPECT_TRUE(s.at("colocated_shards").get<bool>());
+  const nlohmann::json& reference = Reference("ps").summary;
+  EXPECT_NEAR(s.at("evals").back().at("test_loss").get<double>(),
+              reference.at("evals").back().at("test_loss").get<double>(), 1e-4)
+      << "logs in " << run->log_dir;
+  // The shards' own worker reaches them in-process: each hosting worker
+  // sends (and receives) a third less over sockets than with no shard of
+  // its own, so the mean per worker is below the separate shards' run.
+  EXPECT_LT(s.at("bytes_per_step_per_worker").get<double>(),
+            0.9 * reference.at("bytes_per_step_per_worker").get<double>());
+  for (const char* name : {"ps0", "ps1"}) {
+    std::ifstream log(absl::StrCat(run->log_dir, "/logs/", name, ".log"));
+    const std::string text((std::istreambuf_iterator<char>(log)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("hosting PS shards in the worker's process"),
+              std::string::npos)
+        << name << ": " << text;
+    EXPECT_NE(text.find("registered with"), std::string::npos) << text;
+  }
+}
+
+// A colocated process SIGKILLed mid-training loses a worker and a shard at
+// once: the supervisor restarts it like a shard, its shard resumes from its
+// checkpoint with the job rolled back to it, its lease goes to the others,
+// and the restarted process trains again as a new member. Nothing is
+// applied twice or lost.
+TEST(PsFaultTest, ColocatedProcessKilledRestartsItsShardAndWorker) {
+  auto run = RunLocal("ps-colocated-kill",
+                      FaultJobArgs("ps", {"--colocated-shards", "--chaos",
+                                          "kill:ps1@step125"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, "ps", 4);  // ps0, ps1, worker0, ps1 restarted
+  EXPECT_EQ(run->summary.at("restarts").value("ps1", 0), 1)
+      << run->summary.dump(1);
+  EXPECT_GE(run->summary.at("rollbacks").get<int64_t>(), 1)
+      << run->summary.dump(1);
+}
+
 // A worker paused (SIGSTOP) past the heartbeat timeout is evicted; once
 // continued it learns so and registers again as a new member instead of
 // exiting (ferry-worker --max-rejoins).

@@ -1,5 +1,6 @@
 // Prometheus metrics of the server roles: the core classes' inline counters
-// and histograms, and the scrape hooks of server/server_metrics.h. The
+// and histograms, and the scrape hooks of server/server_metrics.h and
+// ps/shard_gauges.h. The
 // registry is global: every check compares values before and after.
 #include "server/server_metrics.h"
 
@@ -13,6 +14,7 @@
 #include "common/sharding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps/shard_gauges.h"
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/ps/ps_shard_testing.h"
 #include "tests/testing/wait_until.h"
