@@ -8,6 +8,7 @@
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
+#include "coordinator/coordinator_api.h"
 
 namespace ferry {
 namespace {
@@ -141,7 +142,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(
                            "', not '", request.job_id(), "'")));
     }
     if (evals_.training_done()) {
-      return absl::FailedPreconditionError("the job has finished training");
+      return absl::FailedPreconditionError(kJobFinishedTraining);
     }
     if (options_.max_workers > 0 && ActiveCount() >= options_.max_workers) {
       return Metrics().Reject(

@@ -12,6 +12,15 @@
 
 namespace ferry {
 
+// Register's FAILED_PRECONDITION message once the job has finished
+// training: a worker that arrives then (a late join, a rejoin after an
+// eviction) has nothing to do and ends as finished.
+inline constexpr char kJobFinishedTraining[] = "the job has finished training";
+inline bool IsJobFinishedTraining(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         status.message() == kJobFinishedTraining;
+}
+
 // Thread safety: implementations allow every method to be called from
 // several threads at once (the training loop, the report sender and the
 // heartbeat thread share one). Errors are the coordinator's (see

@@ -53,6 +53,13 @@ class Worker {
   absl::StatusOr<WorkerSummary> Run() {
     const absl::Time start = clock_.Now();
     if (absl::Status joined = Join(); !joined.ok()) {
+      if (IsJobFinishedTraining(joined)) {
+        // Arrived (or came back after an eviction) once training was over.
+        summary_.end_reason = "finished";
+        Log("finished after 0 steps: the job had finished training when "
+            "this worker registered");
+        return summary_;
+      }
       if (!stop_requested()) return joined;
       summary_.end_reason = "stopped";  // asked to stop while registering
       return summary_;
@@ -141,6 +148,7 @@ class Worker {
     request.set_hostname(host);
     request.set_pid(getpid());
     absl::StatusOr<v1::RegisterResponse> reg = coordinator().Register(request);
+    if (IsJobFinishedTraining(reg.status())) return reg.status();
     if (!reg.ok()) {
       return absl::Status(reg.status().code(),
                           absl::StrCat("register with coordinator ",
@@ -368,7 +376,11 @@ class Worker {
       const absl::Time asked = pending_->asked;
       pending_.reset();
       if (absl::IsNotFound(lease.status())) return Evicted();
-      if (stopping) break;  // the last report went out; Leave releases a lease
+      // Asked to stop before or while the lease was awaited: the last report
+      // went out, Leave releases a lease, and an error of the lease call
+      // (the coordinator restarting, the client cancelled by the stop) is
+      // no failure of a worker that leaves.
+      if (stopping || stop_requested()) break;
       if (absl::IsAborted(lease.status())) continue;  // a step without us
       if (absl::IsDeadlineExceeded(lease.status()) &&
           ++failures < kMaxConsecutiveLeaseFailures) {

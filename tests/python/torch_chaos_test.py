@@ -27,13 +27,22 @@ EPOCHS = 2  # 64 steps an epoch
 PLANS = {
     "ps": "kill:worker0@step20,join:2@step30,term:worker1@step45,"
           "kill:ps1@step60,kill:coordinator@step80",
-    "ring": "join:1@step15,kill:worker0@step30,stop:worker1@step36,join:1@step45,"
+    # worker1 is stopped with worker0's kill: the ring then stalls until
+    # both are evicted, so cont:worker1 comes after its eviction however
+    # late the poll that fires the pair is.
+    "ring": "join:1@step15,kill:worker0@step30,stop:worker1@step30,join:1@step45,"
             "cont:worker1@step55,term:worker2@step70,kill:coordinator@step90",
 }
 # A worker stopped past the heartbeat timeout and continued: evicted, it
 # registers again as a new member and trains on to the job's end
 # (HostedWorker's rejoin).
 REJOINS = {"ring": "worker1"}
+# The model's width: wide enough that a step takes milliseconds, so that
+# the 20 ms between ferry local's status polls spans a few steps, not the
+# 25 between stop:worker1 and cont:worker1 (with the default width and
+# stop at step 36, both fired in one poll now and then, and worker1 was
+# never evicted).
+D_MODEL = 128
 
 
 def run(args, mode, work):
@@ -46,7 +55,8 @@ def run(args, mode, work):
         "--model", "external", "--dataset", f"external:{SAMPLES}",
         "--batch", str(BATCH), "--epochs", str(EPOCHS),
         "--chaos", PLANS[mode], "--summary-json", summary_path, "--timeout", "300",
-        "--worker-command", f"/usr/bin/python3 {script} --samples {SAMPLES} {buffers}"],
+        "--worker-command",
+        f"/usr/bin/python3 {script} --samples {SAMPLES} --d-model {D_MODEL} {buffers}"],
         logs, timeout=360)
     with open(summary_path) as f:
         summary = json.load(f)

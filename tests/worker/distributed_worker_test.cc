@@ -231,6 +231,24 @@ TEST(DistributedWorkerTest, RingOfThreeMatchesASingleProcess) {
   EXPECT_EQ(cluster.hubs().generations().size(), 1u);  // one ring
 }
 
+// A worker that registers once training is over (a late join, or one
+// coming back after an eviction while the others finished the job) has
+// nothing to do: it ends as finished, not with the coordinator's refusal.
+TEST(DistributedWorkerTest, AWorkerArrivingAfterTrainingEndsAsFinished) {
+  const v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/1);
+  NoShards shards;
+  Cluster cluster(job, /*start_workers=*/1, &shards);
+  Cluster::Worker& first = cluster.Start();
+  cluster.JoinAll();
+  ASSERT_TRUE(first.result.ok()) << first.result.status();
+  ASSERT_TRUE(cluster.coordinator().Status().training_done());
+  Cluster::Worker& late = cluster.Start();
+  cluster.JoinAll();
+  ASSERT_TRUE(late.result.ok()) << late.result.status();
+  EXPECT_EQ(late.result->end_reason, "finished");
+  EXPECT_EQ(late.result->steps, 0);
+}
+
 TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
   const v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/3);  // 24 steps
   NoShards shards;
