@@ -299,6 +299,10 @@ double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+double AgeSeconds(const std::optional<absl::Time>& last) {
+  return last.has_value() ? SecondsSince(*last) : -1;
+}
+
 void CumulativeBytesExport::Update(absl::string_view peer_role_key,
                                    int64_t sent_total, int64_t received_total) {
   auto it = last_.find(peer_role_key);

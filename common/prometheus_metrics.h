@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -185,6 +186,8 @@ FerryMetrics& Metrics();
 
 // Seconds from `start` to now, for the latency histograms.
 double SecondsSince(absl::Time start);
+// An age gauge's value: seconds since `last`, or -1 when it never happened.
+double AgeSeconds(const std::optional<absl::Time>& last);
 
 // Turns cumulative byte counts (what ByteCounter / ByteCounts hold) into
 // ferry_bytes_total increments: Update() adds what grew since the last call

@@ -6,19 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "absl/time/clock.h"
-
 namespace ferry {
-namespace {
-
-// Seconds since `last`; -1 for never.
-double SecondsSince(const std::optional<absl::Time>& last) {
-  if (!last.has_value()) return -1;
-  return absl::ToDoubleSeconds(absl::Now() - *last);
-}
-
-}  // namespace
-
 std::unique_ptr<ScrapeHook> ExportShardGauges(
     std::vector<ShardGaugeSource> sources) {
   // The stores count their events cumulatively; each scrape adds what grew
@@ -42,7 +30,7 @@ std::unique_ptr<ScrapeHook> ExportShardGauges(
       generation = std::max(generation, info.max_generation);
       if (sources[i].checkpointer != nullptr) {
         const double age =
-            SecondsSince(sources[i].checkpointer->last_checkpoint_time());
+            AgeSeconds(sources[i].checkpointer->last_checkpoint_time());
         with_checkpointer = true;
         // -1 (a partition without a checkpoint yet) stays -1.
         never_checkpointed |= age < 0;

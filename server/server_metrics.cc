@@ -12,14 +12,6 @@
 #include "absl/time/clock.h"
 
 namespace ferry {
-namespace {
-
-double AgeSeconds(const std::optional<absl::Time>& last) {
-  if (!last.has_value()) return -1;
-  return absl::ToDoubleSeconds(absl::Now() - *last);
-}
-
-}  // namespace
 
 std::unique_ptr<ScrapeHook> ExportCoordinatorGauges(Coordinator* coordinator) {
   // The coordinator counts its bytes cumulatively; each scrape adds what
