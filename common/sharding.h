@@ -55,6 +55,15 @@ inline bool ChunkInPullRange(const Chunk& chunk, FlatRange range) {
                             chunk.flat_offset + chunk.length > range.begin);
 }
 
+// The elements of `chunk` that a pull of `range` lands ({0, 0}: every
+// one), as a flat range; empty (begin >= end) when none.
+inline FlatRange ChunkPartInRange(const Chunk& chunk, FlatRange range) {
+  const int64_t end = chunk.flat_offset + chunk.length;
+  if (range.end == 0) return {chunk.flat_offset, end};
+  return {chunk.flat_offset > range.begin ? chunk.flat_offset : range.begin,
+          end < range.end ? end : range.end};
+}
+
 // The shard that holds row `id` of embedding table `table`: a fixed hash of
 // (table, id) modulo num_shards (splitmix64's finalizer over the id mixed
 // with the table), so rows spread evenly whatever the ids' distribution and

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/rpc_util.h"
+#include "ps/local_shard_calls.h"
 #include "ps/ps_wire.h"
 
 namespace ferry {
@@ -23,6 +24,29 @@ void PrepareContext(grpc::ClientContext& context, const Shard& shard,
                     absl::Duration timeout) {
   SetDeadline(context, timeout);
   if (shard.in_process) MarkInProcessCall(context);
+}
+
+std::unique_ptr<ShardPullCall> MakePullCall(
+    const Shard& shard, const std::vector<Chunk>& chunks,
+    const v1::PullRequest& request, absl::Duration timeout, float* flat,
+    ByteCounter* counter, CallGroup* group, ByteCounter* shard_counter) {
+  if (shard.local != nullptr) {
+    return std::make_unique<LocalPullCall>(shard, chunks, request, timeout,
+                                           flat, shard_counter, group);
+  }
+  return std::make_unique<PullCall>(shard, chunks, request, timeout, flat,
+                                    counter, group, shard_counter);
+}
+
+std::unique_ptr<ShardPushCall> MakePushCall(
+    const Shard& shard, absl::Duration timeout, ByteCounter* counter,
+    CallGroup* group, std::deque<grpc::ByteBuffer> requests, bool is_retry) {
+  if (shard.local != nullptr) {
+    return std::make_unique<LocalPushCall>(shard, group, std::move(requests),
+                                           is_retry);
+  }
+  return std::make_unique<PushCall>(shard, timeout, counter, group,
+                                    std::move(requests), is_retry);
 }
 
 int64_t PullCall::ChunksInRange(const Shard& shard,
@@ -147,15 +171,13 @@ absl::Status PullCall::Accept() {
   version_ = message.version;
   // The destination holds the range (the whole buffer without one): a
   // chunk's elements outside it are dropped.
-  const int64_t lo = std::max(chunk.flat_offset, range_.begin);
-  const int64_t hi =
-      range_.end == 0 ? chunk.flat_offset + chunk.length
-                      : std::min(chunk.flat_offset + chunk.length, range_.end);
-  if (hi > lo) {
-    in.CopyOut(message.data_begin +
-                   static_cast<size_t>(lo - chunk.flat_offset) * sizeof(float),
-               static_cast<size_t>(hi - lo) * sizeof(float),
-               reinterpret_cast<char*>(flat_ + (lo - range_.begin)));
+  const FlatRange part = ChunkPartInRange(chunk, range_);
+  if (part.end > part.begin) {
+    in.CopyOut(
+        message.data_begin +
+            static_cast<size_t>(part.begin - chunk.flat_offset) * sizeof(float),
+        static_cast<size_t>(part.size()) * sizeof(float),
+        reinterpret_cast<char*>(flat_ + (part.begin - range_.begin)));
   }
   seen_[id] = 1;
   ++received_;

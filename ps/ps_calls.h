@@ -1,8 +1,10 @@
 // Internal to ps/ps_client.cc and ps/ps_client_rows.cc (not an API): the
-// per-shard channel of a GrpcParameterClient and the two gRPC callback
-// reactors it runs, PullCall (one Pull from one shard into the flat buffer)
-// and PushCall (one Push stream to one shard, messages queued by the push
-// session). Their reactions are in ps_calls.cc.
+// per-shard channel of a GrpcParameterClient, the two calls a client makes
+// of one shard (ShardPullCall: one Pull into the flat buffer; ShardPushCall:
+// one Push, messages queued by the push session), and their gRPC callback
+// reactors PullCall and PushCall (reactions in ps_calls.cc). A shard this
+// process hosts is called directly instead (ps/local_shard_calls.h);
+// MakePullCall / MakePushCall choose.
 #ifndef FERRY_PS_PS_CALLS_H_
 #define FERRY_PS_PS_CALLS_H_
 
@@ -29,6 +31,8 @@
 
 namespace ferry {
 
+class PsShard;
+
 // Push and Pull go through a generic stub with raw ByteBuffers, so that chunk
 // data is written from and read into tensor memory without going through a
 // protobuf `bytes` field (TensorFlow's grpc_tensor_coding pattern). The
@@ -50,6 +54,9 @@ struct GrpcParameterClient::Shard {
   // link emulation, and its bytes are not counted as the client's wire
   // bytes (bytes()), only as the shard's (peer_bytes()).
   bool in_process = false;
+  // A shard this process hosts, called directly for Push and Pull (no
+  // gRPC, no serialization); null: over the channel.
+  PsShard* local = nullptr;
 };
 
 namespace ps_internal {
@@ -71,14 +78,54 @@ absl::Status Annotate(const absl::Status& status, const Shard& shard,
 void PrepareContext(grpc::ClientContext& context, const Shard& shard,
                     absl::Duration timeout);
 
-// One Pull from one shard, writing each chunk straight from the received
-// slices into the flat buffer. Reactions of one call never run concurrently;
-// status() and version() are read after the group saw Done().
-class PullCall final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// One Pull from one shard into the flat buffer. Its last action is the
+// group's Done(fatal: failed other than UNAVAILABLE); status() and version()
+// are read after the group saw it. Cancel() may come from any thread.
+class ShardPullCall {
  public:
   static constexpr int64_t kNoVersion = -1;
+  virtual ~ShardPullCall() = default;
+  virtual void Start() = 0;
+  virtual void Cancel() = 0;
+  virtual absl::Status status() const = 0;
+  // The version of the chunks received; kNoVersion when none was (no chunk
+  // of the shard in the range).
+  virtual int64_t version() const = 0;
+};
 
+// One Push to one shard: the messages (the header first, each an encoded
+// PushRequest) go in order; Close() commits once they are all taken.
+// Its last action is the group's Done(false). Used by one thread at a time.
+class ShardPushCall {
+ public:
+  virtual ~ShardPushCall() = default;
+  virtual void Start() = 0;
+  virtual void Enqueue(grpc::ByteBuffer request) = 0;
+  virtual void Close() = 0;
+  virtual void Cancel() = 0;
+  virtual absl::Status status() const = 0;
+  // The messages, for a retry (a new call with is_retry, which is closed).
+  virtual std::deque<grpc::ByteBuffer> TakeRequests() = 0;
+};
+
+// The call to `shard`: direct for a hosted shard (Shard::local), else over
+// gRPC. Arguments as PullCall's / PushCall's.
+std::unique_ptr<ShardPullCall> MakePullCall(
+    const Shard& shard, const std::vector<Chunk>& chunks,
+    const v1::PullRequest& request, absl::Duration timeout, float* flat,
+    ByteCounter* counter, CallGroup* group,
+    ByteCounter* shard_counter = nullptr);
+std::unique_ptr<ShardPushCall> MakePushCall(
+    const Shard& shard, absl::Duration timeout, ByteCounter* counter,
+    CallGroup* group, std::deque<grpc::ByteBuffer> requests, bool is_retry);
+
+// One Pull from one shard over gRPC, writing each chunk straight from the
+// received slices into the flat buffer. Reactions of one call never run
+// concurrently.
+class PullCall final
+    : public ShardPullCall,
+      public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
   // How many of `shard`'s chunks a pull of request's range carries.
   static int64_t ChunksInRange(const Shard& shard,
                                const std::vector<Chunk>& chunks,
@@ -105,8 +152,8 @@ class PullCall final
         group_(group),
         seen_(chunks.size(), 0) {}
 
-  void Start();
-  void Cancel() { context_.TryCancel(); }
+  void Start() override;
+  void Cancel() override { context_.TryCancel(); }
 
   void OnWriteDone(bool /*ok*/) override {}  // a failure shows in OnDone
 
@@ -118,8 +165,10 @@ class PullCall final
 
   void OnDone(const grpc::Status& grpc_status) override;
 
-  absl::Status status() const { return status_; }
-  int64_t version() const { return received_ > 0 ? version_ : kNoVersion; }
+  absl::Status status() const override { return status_; }
+  int64_t version() const override {
+    return received_ > 0 ? version_ : kNoVersion;
+  }
 
  private:
   absl::Status Accept();
@@ -145,14 +194,15 @@ class PullCall final
   absl::Status status_;
 };
 
-// One Push stream to one shard. Messages (the header first, each an encoded
-// PushRequest) are queued by Enqueue() and written one at a time; Close()
-// half-closes once the queue is drained. A hold keeps the call open until
-// Close(), so that Enqueue() from the trainer thread never races the end of
-// the call. The messages (references to their slices) are kept for a retry
-// (TakeRequests()). The one response is read as soon as the server sends it.
+// One Push stream to one shard over gRPC. Messages are queued by Enqueue()
+// and written one at a time; Close() half-closes once the queue is drained. A
+// hold keeps the call open until Close(), so that Enqueue() from the trainer
+// thread never races the end of the call. The messages (references to their
+// slices) are kept for a retry (TakeRequests()). The one response is read as
+// soon as the server sends it.
 class PushCall final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public ShardPushCall,
+      public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   PushCall(const Shard& shard, absl::Duration timeout, ByteCounter* counter,
            CallGroup* group, std::deque<grpc::ByteBuffer> requests,
@@ -164,10 +214,10 @@ class PushCall final
         requests_(std::move(requests)),
         closed_(is_retry) {}
 
-  void Start();
-  void Enqueue(grpc::ByteBuffer request);
-  void Close();
-  void Cancel();
+  void Start() override;
+  void Enqueue(grpc::ByteBuffer request) override;
+  void Close() override;
+  void Cancel() override;
 
   void OnWriteDone(bool ok) override;
 
@@ -175,8 +225,8 @@ class PushCall final
 
   void OnDone(const grpc::Status& grpc_status) override;
 
-  absl::Status status() const { return status_; }
-  std::deque<grpc::ByteBuffer> TakeRequests();
+  absl::Status status() const override { return status_; }
+  std::deque<grpc::ByteBuffer> TakeRequests() override;
 
  private:
   struct Action {

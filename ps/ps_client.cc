@@ -33,8 +33,10 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 using ps_internal::Annotate;
-using ps_internal::PullCall;
-using ps_internal::PushCall;
+using ps_internal::MakePullCall;
+using ps_internal::MakePushCall;
+using ps_internal::ShardPullCall;
+using ps_internal::ShardPushCall;
 using Shard = GrpcParameterClient::Shard;
 
 // Waits for started `calls` of `group`; cancels the rest after a fatal one.
@@ -74,7 +76,7 @@ class GrpcPushSession final : public PushSession {
     }
     const grpc::ByteBuffer header_message = SerializeMessage(header);
     for (const auto& shard : shards_) {
-      calls_.push_back(std::make_unique<PushCall>(
+      calls_.push_back(MakePushCall(
           *shard, options.rpc_timeout, counter_, &group_,
           std::deque<grpc::ByteBuffer>{header_message}, /*is_retry=*/false));
     }
@@ -283,9 +285,9 @@ class GrpcPushSession final : public PushSession {
                         return statuses;
                       }
                       CallGroup group(static_cast<int>(shards.size()));
-                      std::vector<std::unique_ptr<PushCall>> calls;
+                      std::vector<std::unique_ptr<ShardPushCall>> calls;
                       for (int s : shards) {
-                        calls.push_back(std::make_unique<PushCall>(
+                        calls.push_back(MakePushCall(
                             *shards_[s], options_.rpc_timeout, counter_, &group,
                             calls_[s]->TakeRequests(), /*is_retry=*/true));
                       }
@@ -325,11 +327,11 @@ class GrpcPushSession final : public PushSession {
   const std::vector<std::unique_ptr<Shard>>& shards_;
   const int64_t num_elements_;
   ByteCounter* const counter_;
-  ErrorFeedback* const feedback_;                 // null: none
-  std::string encoded_;                           // Compress()'s scratch
-  CallGroup group_;                               // the calls of round 0
-  std::vector<std::unique_ptr<PushCall>> calls_;  // [shard], latest attempt
-  std::map<int64_t, int64_t> declared_;           // begin -> end, disjoint
+  ErrorFeedback* const feedback_;                      // null: none
+  std::string encoded_;                                // Compress()'s scratch
+  CallGroup group_;                                    // the calls of round 0
+  std::vector<std::unique_ptr<ShardPushCall>> calls_;  // [shard], latest
+  std::map<int64_t, int64_t> declared_;                // begin -> end, disjoint
   int64_t declared_elements_ = 0;
   std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
   std::vector<int64_t> covered_;      // [chunk] elements declared
@@ -356,9 +358,9 @@ class GrpcPendingPull final : public PendingPull {
         group_(static_cast<int>(shards.size())),
         shard_bytes_(shards.size()) {
     for (size_t s = 0; s < shards.size(); ++s) {
-      calls_.push_back(std::make_unique<PullCall>(*shards[s], chunks, request,
-                                                  timeout, flat_params, &bytes_,
-                                                  &group_, &shard_bytes_[s]));
+      calls_.push_back(MakePullCall(*shards[s], chunks, request, timeout,
+                                    flat_params, &bytes_, &group_,
+                                    &shard_bytes_[s]));
     }
     for (auto& call : calls_) call->Start();
   }
@@ -375,16 +377,16 @@ class GrpcPendingPull final : public PendingPull {
     waited_ = true;
     const std::vector<absl::Status> statuses = WaitCalls(group_, calls_);
     CountBytes();
-    int64_t version = PullCall::kNoVersion;
+    int64_t version = ShardPullCall::kNoVersion;
     for (size_t i = 0; i < calls_.size(); ++i) {
       if (!statuses[i].ok()) return statuses[i];
       const int64_t v = calls_[i]->version();
-      if (v != PullCall::kNoVersion &&
-          (version == PullCall::kNoVersion || v < version)) {
+      if (v != ShardPullCall::kNoVersion &&
+          (version == ShardPullCall::kNoVersion || v < version)) {
         version = v;
       }
     }
-    return version == PullCall::kNoVersion ? min_version_ : version;
+    return version == ShardPullCall::kNoVersion ? min_version_ : version;
   }
 
  private:
@@ -401,7 +403,7 @@ class GrpcPendingPull final : public PendingPull {
   CallGroup group_;  // outlives the calls
   ByteCounter bytes_;
   std::vector<ByteCounter> shard_bytes_;  // [shard]
-  std::vector<std::unique_ptr<PullCall>> calls_;
+  std::vector<std::unique_ptr<ShardPullCall>> calls_;
   bool waited_ = false;
 };
 
@@ -423,10 +425,11 @@ GrpcParameterClient::Create(GrpcParameterClientOptions options) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
     shard->address = client->options_.shard_addresses[s];
-    const auto local = client->options_.in_process_channels.find(s);
-    shard->in_process = local != client->options_.in_process_channels.end();
+    const auto local = client->options_.in_process_shards.find(s);
+    shard->in_process = local != client->options_.in_process_shards.end();
     const std::shared_ptr<grpc::Channel> channel =
-        shard->in_process ? local->second : MakeChannel(shard->address);
+        shard->in_process ? local->second.channel : MakeChannel(shard->address);
+    if (shard->in_process) shard->local = local->second.shard;
     shard->stub = std::make_unique<grpc::GenericStub>(channel);
     shard->control = v1::ParameterServer::NewStub(channel);
     shard->shaper = shard->in_process ? nullptr : client->options_.shaper;
@@ -481,7 +484,7 @@ v1::PullRequest GrpcParameterClient::PullRequestFor(int64_t min_version) {
 absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
                                                   float* flat_params) {
   const v1::PullRequest request = PullRequestFor(min_version);
-  int64_t version = PullCall::kNoVersion;
+  int64_t version = ShardPullCall::kNoVersion;
   const absl::Time begun = absl::Now();
   const absl::Status status = RetryRounds(
       static_cast<int>(shards_.size()), options_.retry,
@@ -489,18 +492,18 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
         // Every shard, also one without a chunk in the range: its answer
         // says it reached the version (a sync step's barrier).
         CallGroup group(static_cast<int>(shards.size()));
-        std::vector<std::unique_ptr<PullCall>> calls;
+        std::vector<std::unique_ptr<ShardPullCall>> calls;
         for (int s : shards) {
-          calls.push_back(std::make_unique<PullCall>(
-              *shards_[s], options_.chunks, request, options_.rpc_timeout,
-              flat_params, &counter_, &group));
+          calls.push_back(MakePullCall(*shards_[s], options_.chunks, request,
+                                       options_.rpc_timeout, flat_params,
+                                       &counter_, &group));
         }
         for (auto& call : calls) call->Start();
         std::vector<absl::Status> statuses = WaitCalls(group, calls);
         for (size_t i = 0; i < calls.size(); ++i) {
           const int64_t v = calls[i]->version();
-          if (statuses[i].ok() && v != PullCall::kNoVersion &&
-              (version == PullCall::kNoVersion || v < version)) {
+          if (statuses[i].ok() && v != ShardPullCall::kNoVersion &&
+              (version == ShardPullCall::kNoVersion || v < version)) {
             version = v;
           }
         }
@@ -509,7 +512,7 @@ absl::StatusOr<int64_t> GrpcParameterClient::Pull(int64_t min_version,
   if (!status.ok()) return status;
   Metrics().pull_seconds(MetricRole::kWorker).Observe(SecondsSince(begun));
   // Only shards without chunks answered: nothing tells the version.
-  return version == PullCall::kNoVersion ? min_version : version;
+  return version == ShardPullCall::kNoVersion ? min_version : version;
 }
 
 absl::StatusOr<std::unique_ptr<PendingPull>> GrpcParameterClient::StartPull(

@@ -43,6 +43,7 @@ namespace ferry {
 namespace v1 {
 class PullRequest;
 }  // namespace v1
+class PsShard;
 
 // What a push is about; becomes the ferry.v1.PushHeader with the client's
 // job and worker ids.
@@ -236,6 +237,14 @@ class ParameterClient {
   virtual std::map<std::string, TransferBytes> peer_bytes() const { return {}; }
 };
 
+// A shard this process hosts, as its own PS client reaches it: the shard
+// itself (must outlive the client) and a channel to its server over gRPC's
+// in-process transport (ShardHost::InProcess).
+struct InProcessShard {
+  std::shared_ptr<grpc::Channel> channel;
+  PsShard* shard = nullptr;
+};
+
 struct GrpcParameterClientOptions {
   std::string job_id;
   std::string worker_id;
@@ -262,10 +271,11 @@ struct GrpcParameterClientOptions {
   // straddle it (they never cross a tensor).
   int64_t uncompressed_from = INT64_MAX;
   // Shards this process hosts (a colocated shard, ps/shard_host.h), by
-  // shard id: reached over these in-process channels instead of
-  // shard_addresses, without link emulation, their bytes kept out of
-  // bytes() (which counts what crosses a socket) but in peer_bytes().
-  std::map<int, std::shared_ptr<grpc::Channel>> in_process_channels;
+  // shard id, instead of shard_addresses: Push and Pull call the PsShard
+  // directly (ps/local_shard_calls.h), the other calls go over the
+  // in-process channel; no link emulation, their bytes kept out of bytes()
+  // (which counts what crosses a socket) but in peer_bytes().
+  std::map<int, InProcessShard> in_process_shards;
 };
 
 class GrpcParameterClient final : public ParameterClient {

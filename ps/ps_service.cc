@@ -12,6 +12,7 @@
 #include "proto/rpc_auth.h"
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
+#include "ps/push_intake.h"
 #include "ps/sparse_rows_wire.h"
 
 namespace ferry {
@@ -31,21 +32,6 @@ CountCallBytes CoordinatorBytes(PsShard* shard) {
 absl::Status NoCheckpointDirectory() {
   return absl::FailedPreconditionError(
       "this shard has no checkpoint directory (--checkpoint-dir)");
-}
-
-PsPushHeader FromProto(const v1::PushHeader& h) {
-  PsPushHeader header;
-  header.job_id = h.job_id();
-  header.worker_id = h.worker_id();
-  header.generation = h.generation();
-  header.step = h.step();
-  header.num_samples = h.num_samples();
-  header.base_version = h.base_version();
-  header.step_contributors.reserve(h.step_contributors_size());
-  for (const v1::Contributor& c : h.step_contributors()) {
-    header.step_contributors.push_back({c.worker_id(), c.num_samples()});
-  }
-  return header;
 }
 
 // Push: header, then chunks, commit at end-of-stream. Reads the stream raw
@@ -92,46 +78,13 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void TakeIn() {
     absl::Status status =
         ParseStreamMessage(buffer_, request_, "push", received_);
-    status = status.ok() ? Consume() : shard_->RejectPush(status);
+    status = status.ok() ? TakePushMessage(*shard_, request_, staging_)
+                         : shard_->RejectPush(status);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
     }
     StartRead(&buffer_);
-  }
-
-  absl::Status Consume() {
-    if (staging_ == nullptr) {
-      if (!request_.has_header()) {
-        return shard_->RejectPush(absl::InvalidArgumentError(
-            "the first message of a push must carry the header"));
-      }
-      absl::StatusOr<std::unique_ptr<PsPushStaging>> staging =
-          shard_->BeginPush(FromProto(request_.header()));
-      if (!staging.ok()) return staging.status();
-      staging_ = *std::move(staging);
-      // A chunk (or rows) may ride along with the header; real chunks are
-      // never empty.
-      if (request_.data().empty() && !request_.has_rows()) {
-        return absl::OkStatus();
-      }
-    } else if (request_.has_header()) {
-      return shard_->RejectPush(absl::InvalidArgumentError(
-          "push header repeated after the first message"));
-    }
-    if (request_.has_rows()) {
-      if (!request_.data().empty()) {
-        return shard_->RejectPush(absl::InvalidArgumentError(
-            "a push message carries a chunk and rows; send one per message"));
-      }
-      absl::StatusOr<SparseRows> rows = FromSparseRowsPart(request_.rows());
-      if (!rows.ok()) return shard_->RejectPush(rows.status());
-      return shard_->AddRows(*staging_, *std::move(rows));
-    }
-    const std::string& data = request_.data();
-    return shard_->AddChunk(*staging_, request_.chunk_id(),
-                            static_cast<GradientEncoding>(request_.encoding()),
-                            data.data(), data.size());
   }
 
   void EndOfStream() {

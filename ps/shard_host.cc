@@ -240,8 +240,9 @@ int64_t ShardHost::version() const {
   return partitions_.empty() ? 0 : partitions_.front()->shard->version();
 }
 
-std::shared_ptr<grpc::Channel> ShardHost::InProcessChannel(int i) const {
-  return MakeInProcessChannel(partitions_.at(i)->server.server.get());
+InProcessShard ShardHost::InProcess(int i) const {
+  const ShardPartition& p = *partitions_.at(i);
+  return {MakeInProcessChannel(p.server.server.get()), p.shard.get()};
 }
 
 absl::Status ShardHost::Stop(absl::Duration grace) {

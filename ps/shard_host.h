@@ -4,7 +4,7 @@
 // gRPC, with its gauges on /metrics and its server attached to the
 // process's health. `ferry-server ps` runs one; so does a worker that hosts
 // its shard (a colocated shard, docs/architecture.md), whose own PS client
-// reaches it through InProcessChannel.
+// reaches it through InProcess.
 //
 // Shutdown order (Stop): every partition freezes and writes its last
 // checkpoint (later pushes and finalizes answer UNAVAILABLE, so nothing is
@@ -28,6 +28,7 @@
 #include "common/prometheus_metrics.h"
 #include "ferry/v1/common.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "ps/ps_client.h"
 
 namespace ferry {
 
@@ -81,11 +82,13 @@ class ShardHost {
   // The first partition's version.
   int64_t version() const;
 
-  // A channel to partition `i`'s server over gRPC's in-process transport
+  // Partition `i` for this process's own PS client: the shard, called
+  // directly, and a channel to its server over gRPC's in-process transport
   // (proto/rpc_util.h MakeInProcessChannel; calls marked with
-  // MarkInProcessCall): no socket, no link emulation. Not to be used once
-  // Stop ran.
-  std::shared_ptr<grpc::Channel> InProcessChannel(int i) const;
+  // MarkInProcessCall): no socket, no link emulation. The channel is not
+  // to be used once Stop ran; the shard answers UNAVAILABLE then, until
+  // the host is destroyed.
+  InProcessShard InProcess(int i) const;
 
   // Freezes and checkpoints every partition, then stops the servers
   // (`grace` for calls in flight) and logs each partition's totals. OK, or

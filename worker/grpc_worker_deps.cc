@@ -83,8 +83,7 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
 }  // namespace
 
 absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
-    const WorkerOptions& options,
-    std::map<int, std::shared_ptr<grpc::Channel>> hosted_shards,
+    const WorkerOptions& options, std::map<int, InProcessShard> hosted_shards,
     LinkShaper* host_link) {
   std::unique_ptr<LinkShaper> shaper;
   if (options.link.enabled() && host_link == nullptr) {
@@ -121,7 +120,7 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
     popts.rpc_timeout = rpc_timeout;
     popts.retry = retry;
     popts.shaper = link_shaper;
-    popts.in_process_channels = hosted_shards;
+    popts.in_process_shards = hosted_shards;
     ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterClient> client,
                      GrpcParameterClient::Create(std::move(popts)));
     return std::unique_ptr<ParameterClient>(std::move(client));

@@ -19,13 +19,13 @@ namespace ferry {
 // options.health when set) and connects the coordinator client lazily.
 // `options` must outlive the deps (the stop flag and health are read
 // later). `hosted_shards`: the shards this process serves (by shard id), which
-// the PS client reaches over these in-process channels; `host_link` (not
+// the PS client calls in the process; `host_link` (not
 // owned, outlives the deps): their link shaper, which the worker's traffic
 // then shares (one emulated link per host) instead of a shaper of its own
 // from options.link. UNAVAILABLE when the peer service cannot listen.
 absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
     const WorkerOptions& options,
-    std::map<int, std::shared_ptr<grpc::Channel>> hosted_shards = {},
+    std::map<int, InProcessShard> hosted_shards = {},
     LinkShaper* host_link = nullptr);
 
 }  // namespace ferry

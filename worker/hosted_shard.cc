@@ -33,13 +33,13 @@ void AddHostedShardFlags(CLI::App& app, HostedShardFlags& flags) {
                  "at start, written at SIGTERM; empty: none)");
 }
 
-std::map<int, std::shared_ptr<grpc::Channel>> HostedShards::Channels() const {
-  std::map<int, std::shared_ptr<grpc::Channel>> channels;
+std::map<int, InProcessShard> HostedShards::Shards() const {
+  std::map<int, InProcessShard> shards;
   const std::vector<int> ids = host->logical_ids();
   for (int i = 0; i < host->partitions(); ++i) {
-    channels[ids[i]] = host->InProcessChannel(i);
+    shards[ids[i]] = host->InProcess(i);
   }
-  return channels;
+  return shards;
 }
 
 absl::StatusOr<HostedShards> StartHostedShards(const HostedShardFlags& flags,

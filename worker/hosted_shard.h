@@ -49,9 +49,9 @@ struct HostedShards {
   std::unique_ptr<LinkShaper> shaper;
   std::unique_ptr<ShardHost> host;
 
-  // In-process channels by logical shard id, for the worker's PS client
-  // (GrpcParameterClientOptions::in_process_channels).
-  std::map<int, std::shared_ptr<grpc::Channel>> Channels() const;
+  // The hosted shards by logical shard id, for the worker's PS client
+  // (GrpcParameterClientOptions::in_process_shards).
+  std::map<int, InProcessShard> Shards() const;
 };
 
 // Fetches the job from options.coordinator_address (retried by

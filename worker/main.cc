@@ -199,8 +199,7 @@ int RunDistributedMain(ferry::WorkerOptions options, const std::string& device,
     // evicted member.
     auto deps = ferry::MakeGrpcWorkerDeps(
         options,
-        hosted ? hosted->Channels()
-               : std::map<int, std::shared_ptr<grpc::Channel>>(),
+        hosted ? hosted->Shards() : std::map<int, ferry::InProcessShard>(),
         hosted ? hosted->shaper.get() : nullptr);
     if (!deps.ok()) {
       ferry::LogError("worker failed", {{"error", deps.status()}});

@@ -1,12 +1,13 @@
 // ShardHost over real gRPC on loopback: the process's own worker reaches its
-// hosted shard over the in-process channel, without a socket and without
-// the link shaper, while other callers still go through the shaper; Stop
-// checkpoints and ends the in-process calls; a process or partition count
+// hosted shard in the process (ShardHost::InProcess), without a socket and
+// without the link shaper, while other callers still go through the shaper;
+// Stop checkpoints and ends the in-process calls; a process or partition count
 // the job does not have is refused.
 #include "ps/shard_host.h"
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,9 @@ std::string FreshDir(const std::string& name) {
 }
 
 // A client of `job`'s shards (addresses as in the job), reaching shard 0
-// in-process over `local` when it is set.
+// in-process through `local` when it is set.
 std::unique_ptr<GrpcParameterClient> ClientOf(
-    const v1::JobSpec& job, std::shared_ptr<grpc::Channel> local) {
+    const v1::JobSpec& job, std::optional<InProcessShard> local) {
   const ParameterLayout layout = *JobDenseLayout(job);
   GrpcParameterClientOptions options;
   options.job_id = job.job_id();
@@ -57,7 +58,7 @@ std::unique_ptr<GrpcParameterClient> ClientOf(
                    kDefaultMaxChunkElements);
   options.rpc_timeout = absl::Seconds(5);
   options.retry.budget = absl::ZeroDuration();
-  if (local != nullptr) options.in_process_channels[0] = std::move(local);
+  if (local.has_value()) options.in_process_shards[0] = *std::move(local);
   return *GrpcParameterClient::Create(std::move(options));
 }
 
@@ -74,7 +75,7 @@ TEST(ShardHostTest, ItsOwnWorkerPullsInProcessOthersThroughTheLink) {
       *JobDenseInitialSlice(job, 0, (*host)->parameters());
 
   std::unique_ptr<GrpcParameterClient> own =
-      ClientOf(job, (*host)->InProcessChannel(0));
+      ClientOf(job, (*host)->InProcess(0));
   std::vector<float> params(own->num_elements(), -1.0f);
   absl::StatusOr<int64_t> pulled = own->Pull(0, params.data());
   ASSERT_TRUE(pulled.ok()) << pulled.status();
@@ -84,7 +85,7 @@ TEST(ShardHostTest, ItsOwnWorkerPullsInProcessOthersThroughTheLink) {
   EXPECT_GE(own->peer_bytes().at("ps0").received,
             static_cast<int64_t>(expected.size() * sizeof(float)));
 
-  std::unique_ptr<GrpcParameterClient> other = ClientOf(job, nullptr);
+  std::unique_ptr<GrpcParameterClient> other = ClientOf(job, std::nullopt);
   std::vector<float> theirs(other->num_elements(), -1.0f);
   ASSERT_TRUE(other->Pull(0, theirs.data()).ok());
   EXPECT_EQ(theirs, expected);
