@@ -46,6 +46,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // A peer that is not up yet (processes of a job start together) or is
+  // restarting is tried again after 50 ms, then 1.6x longer each time up to
+  // 2 s, instead of gRPC's first backoff of a whole second: a call made
+  // during the backoff fails at once, so a coordinator whose first call to
+  // a shard came too early otherwise stalled the job's next call to it.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   if (security.tls() && !security.server_name.empty()) {
     args.SetSslTargetNameOverride(security.server_name);
