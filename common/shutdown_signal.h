@@ -1,7 +1,16 @@
-// SIGINT/SIGTERM handling for servers and workers without async-signal
-// hazards: BlockShutdownSignals() must run in main() before any thread is
-// started (threads inherit the mask); WaitForShutdownSignal() then receives
-// them synchronously.
+// SIGINT/SIGTERM handling for servers and the `ferry` client without
+// async-signal hazards: BlockShutdownSignals() runs first in main(), so
+// every thread the program starts inherits the mask, and
+// WaitForShutdownSignal() receives the signals synchronously.
+//
+// Threads that libraries start before main() (OpenBLAS starts its pool from
+// a constructor) do not block them, and the kernel may deliver a signal to
+// such a thread whenever no thread is waiting for it. Left at the default
+// action, that killed the process (exit 143) instead of shutting it down:
+// shards and coordinators stopped by `ferry local` without their last
+// checkpoint. So BlockShutdownSignals() also installs a handler that only
+// records the signal, and WaitForShutdownSignal() returns a recorded one
+// too (within 50 ms).
 #ifndef FERRY_COMMON_SHUTDOWN_SIGNAL_H_
 #define FERRY_COMMON_SHUTDOWN_SIGNAL_H_
 
@@ -10,7 +19,8 @@
 namespace ferry {
 
 void BlockShutdownSignals();
-// Returns the signal number, or 0 when `timeout` passed without one.
+// Returns the signal number, or 0 when `timeout` passed without one. Each
+// signal is returned once.
 int WaitForShutdownSignal(absl::Duration timeout);
 
 }  // namespace ferry
