@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/step_trace.h"
 #include "proto/raw_wire.h"
 #include "ps/push_intake.h"
 
@@ -142,6 +143,10 @@ void LocalPullCall::Finish(const absl::Status& status) {
   status_ =
       Annotate(status, shard_,
                absl::StrCat("pull of version >= ", request_.min_version()));
+  if (status_.ok()) {
+    StepTrace::Record(StepEvent::kPullLanded, request_.min_version() - 1,
+                      shard_.id);
+  }
   group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
 }
 
@@ -215,6 +220,7 @@ void LocalPushCall::Finish(absl::Status status) {
   // (PushCall::OnDone says why that counts as accepted).
   if (absl::IsAlreadyExists(status)) status = absl::OkStatus();
   status_ = Annotate(status, shard_, "push");
+  StepTrace::Record(StepEvent::kPushAcked, StepTrace::kUnknownStep, shard_.id);
   group_->Done(false);
 }
 

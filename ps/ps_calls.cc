@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/step_trace.h"
 #include "proto/rpc_util.h"
 #include "ps/local_shard_calls.h"
 #include "ps/ps_wire.h"
@@ -133,6 +134,9 @@ void PullCall::OnDone(const grpc::Status& grpc_status) {
   if (!status.ok()) {  // the call's name is built only for an error
     status_ = Annotate(status, shard_,
                        absl::StrCat("pull of version >= ", min_version_));
+  }
+  if (status_.ok()) {
+    StepTrace::Record(StepEvent::kPullLanded, min_version_ - 1, shard_.id);
   }
   group_->Done(!status_.ok() && !absl::IsUnavailable(status_));
 }
@@ -272,6 +276,7 @@ void PushCall::OnDone(const grpc::Status& grpc_status) {
   // sample count.
   if (absl::IsAlreadyExists(status)) status = absl::OkStatus();
   status_ = Annotate(status, shard_, "push");
+  StepTrace::Record(StepEvent::kPushAcked, StepTrace::kUnknownStep, shard_.id);
   group_->Done(false);
 }
 

@@ -12,6 +12,7 @@
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "compute/cpu_backend.h"
 
 namespace ferry {
@@ -282,6 +283,7 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     counters_.CountAccepted();
     version = slice_.version();
   }
+  StepTrace::Record(StepEvent::kPushCommitted, h.step, config_.shard_id);
   Metrics()
       .push_seconds(MetricRole::kPs)
       .Observe(SecondsSince(staging->begun_));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/prometheus_metrics.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "ps/ps_shard.h"
 
 namespace ferry {
@@ -117,6 +118,7 @@ absl::Status PsShard::ApplySumLocked(
   // The next step, or the same one again.
   if (arrival != nullptr) arrival->Reset(slice_.version());
   RETURN_IF_ERROR(applied);
+  StepTrace::Record(StepEvent::kStepApplied, step, config_.shard_id);
   ledger_.RememberApplied(step, contributors);
   return absl::OkStatus();
 }

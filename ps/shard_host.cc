@@ -9,6 +9,7 @@
 #include "common/shard_partitions.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "model/model_params.h"
 #include "proto/health.h"
 #include "proto/job_convert.h"
@@ -107,6 +108,7 @@ absl::StatusOr<std::unique_ptr<ShardPartition>> StartPartition(
     const std::string& listen, const std::string& checkpoint_dir) {
   auto partition = std::make_unique<ShardPartition>();
   partition->logical_id = logical_id;
+  StepTrace::AddName(absl::StrCat("ps shard ", logical_id));
   ASSIGN_OR_RETURN(PsShardConfig config,
                    ShardConfigFor(job, logical_id, o.limits, o.model_values));
   ASSIGN_OR_RETURN(partition->shard, PsShard::Create(std::move(config)));

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "common/training_metrics.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_shard_control.h"
@@ -198,6 +199,7 @@ int RunCoordinator(const CoordinatorFlags& f, ProcessOps& ops) {
     server = StartServer(f, *service, ops, &port);
     if (server == nullptr) return kExitFailure;
   }
+  StepTrace::AddName("coordinator");
   LogInfo("coordinator listening",
           {{"port", port},
            {"job", job.job_id()},

@@ -19,6 +19,7 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "coordinator/coordinator_client.h"
 #include "worker/divergence.h"
 #include "worker/gradient_exchange.h"
@@ -157,6 +158,7 @@ class Worker {
     }
     job_ = reg->job();
     worker_id_ = reg->worker_id();
+    StepTrace::AddName(absl::StrCat("worker ", worker_id_));
     deps_.peer->SetJob(job_.job_id());
     summary_.worker_id = worker_id_;
     summary_.job_id = job_.job_id();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/finite_scale.h"
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "coordinator/coordinator_client.h"
 #include "proto/job_convert.h"
 
@@ -91,6 +92,7 @@ absl::StatusOr<StepResult> HostedLeaseTrainer::Train(
       &lease, lease.generation() > 0 ? lease.generation() : generation,
       result.samples)));
   ShowStagedWeights();
+  StepTrace::Record(StepEvent::kBegun, lease.step());
   result.comm_seconds = SecondsSince(clock, begin);
   if (indices.empty()) {
     RETURN_IF_ERROR(ContributeZeros(exchange));
@@ -186,7 +188,9 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
   }
   if (failure.ok()) {
     const absl::Time finish = clock.Now();
+    StepTrace::Record(StepEvent::kComputed, StepTrace::kUnknownStep);
     failure = exchange.FinishStep();
+    StepTrace::Record(StepEvent::kFinished, StepTrace::kUnknownStep);
     result.comm_seconds += SecondsSince(clock, finish);
   }
   if (failure.ok()) {

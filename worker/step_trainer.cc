@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "common/step_trace.h"
 #include "model/model_params.h"
 #include "proto/job_convert.h"
 
@@ -79,6 +80,7 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   step.generation = lease.generation() > 0 ? lease.generation() : generation;
   step.num_samples = batch;
   RETURN_IF_ERROR(exchange.BeginStep(step));
+  StepTrace::Record(StepEvent::kBegun, lease.step());
   result.comm_seconds = SecondsSince(clock, prepare_start);
 
   float* host_grads = buffers_.view.host_grads;
@@ -112,7 +114,9 @@ absl::StatusOr<StepResult> StepTrainer::Train(const v1::NextTaskResponse& lease,
   RETURN_IF_ERROR(ready_status);
   result.compute_seconds += SecondsSince(clock, backward_start);
   const absl::Time finish_start = clock.Now();
+  StepTrace::Record(StepEvent::kComputed, lease.step());
   RETURN_IF_ERROR(exchange.FinishStep());
+  StepTrace::Record(StepEvent::kFinished, lease.step());
   result.comm_seconds += SecondsSince(clock, finish_start);
   return result;
 }
