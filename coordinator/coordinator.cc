@@ -272,9 +272,9 @@ std::optional<absl::StatusOr<v1::NextTaskResponse>> Coordinator::TryAssign(
     return absl::StatusOr<v1::NextTaskResponse>(absl::NotFoundError(
         absl::StrCat("worker ", worker_id, " was evicted")));
   }
-  if (!diverged_.empty()) {
+  if (!diverged_.empty() || !halted_.empty()) {
     return absl::StatusOr<v1::NextTaskResponse>(
-        absl::FailedPreconditionError(diverged_));
+        absl::FailedPreconditionError(diverged_.empty() ? halted_ : diverged_));
   }
   if (auto task = EvalTaskFor(*member)) {
     return absl::StatusOr<v1::NextTaskResponse>(std::move(*task));

@@ -379,6 +379,11 @@ class Coordinator {
   // Finalizer thread, no lock: brings the shards and the accounting to one
   // consistent step (after a shard restart or a coordinator restart).
   void RecoverShards(const std::string& why);
+  // Stops the job for good: shard `shard` is at `version`, past every
+  // step formed (WatchShards). Answers the parked calls into `replies`.
+  void HaltForeignShardState(int shard, int64_t version,
+                             std::vector<Reply>& replies)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PS jobs whose steps keep their slots (sum on arrival, pipelines), in a
   // recovery: counts as applied the finalizing steps (every slot reported)
   // below `low`, the lowest shard version, whose leases named their set:
@@ -566,6 +571,9 @@ class Coordinator {
   std::string state_error_ ABSL_GUARDED_BY(mu_);
   // Why training diverged (StopDiverged); while set, no lease is given.
   std::string diverged_ ABSL_GUARDED_BY(mu_);
+  // Why the job cannot go on at all (a shard holds another run's state:
+  // WatchShards); while set, no lease is given either.
+  std::string halted_ ABSL_GUARDED_BY(mu_);
   double start_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> last_state_write_ ABSL_GUARDED_BY(mu_);
 

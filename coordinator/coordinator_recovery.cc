@@ -184,17 +184,46 @@ void Coordinator::WatchShards() {
   if (!versions.ok() || versions->empty())
     return;  // down: FinalizeStep retries
   const auto low = std::min_element(versions->begin(), versions->end());
+  const auto high = std::max_element(versions->begin(), versions->end());
   std::string why;
+  std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    // Every finalized step is on every shard: a lower version is a restart.
-    if (*low >= steps_applied_ || recovery_state_.needed()) return;
-    recovery_state_.Require();
-    why =
-        absl::StrCat("shard ", low - versions->begin(), " is at version ", *low,
-                     " behind the job's ", steps_applied_, " (it restarted)");
+    if (!halted_.empty()) return;
+    // Every version a shard holds was made by a step this coordinator
+    // formed (its state is saved before a step's leases go out), so a
+    // shard ahead of them resumed another run's checkpoint: no step could
+    // ever be applied (each push "already applied"). Stop with the reason.
+    if (*high > steps_.formed() && !recovery_state_.needed()) {
+      HaltForeignShardState(static_cast<int>(high - versions->begin()), *high,
+                            replies);
+    } else if (*low < steps_applied_ && !recovery_state_.needed()) {
+      // Every finalized step is on every shard: a lower version is a
+      // restart.
+      recovery_state_.Require();
+      why = absl::StrCat("shard ", low - versions->begin(), " is at version ",
+                         *low, " behind the job's ", steps_applied_,
+                         " (it restarted)");
+    }
   }
-  RecoverShards(why);
+  ParkedCalls::Send(replies);
+  if (!why.empty()) RecoverShards(why);
+}
+
+void Coordinator::HaltForeignShardState(int shard, int64_t version,
+                                        std::vector<Reply>& replies) {
+  halted_ = absl::StrCat(
+      "shard ", shard, " is at version ", version, ", ahead of the ",
+      steps_.formed(),
+      " steps this coordinator has formed: it resumed the checkpoint of "
+      "another run (a reused --checkpoint-dir, or ferry local's --log-dir), "
+      "or this coordinator lost its state. The job stops; remove that "
+      "shard's checkpoints, or start the coordinator with the --state-dir "
+      "of the run they belong to");
+  if (error_.empty()) error_ = halted_;
+  LogError(halted_);
+  AddEvent("halted", "", steps_.formed(), 0, halted_);
+  ServeWaiters(replies, false);  // parked workers learn it now
 }
 
 void Coordinator::RecoverShards(const std::string& why) {

@@ -187,5 +187,34 @@ TEST(CoordinatorShardRollbackTest,
   EXPECT_EQ(s.accounting(1).samples_applied(), 16);
 }
 
+// Shards that resumed another run's checkpoint (ahead of every step this
+// coordinator formed) would refuse every push as "already applied", the
+// same step leased again forever. The coordinator stops the job instead,
+// with the reason, and gives no more leases.
+TEST(CoordinatorShardRollbackTest, ShardsAheadOfEveryFormedStepStopTheJob) {
+  Fixture f(Job(4, 1), 40, 1, "", /*checkpoint_every=*/2);
+  {
+    absl::MutexLock lock(&f.shards.mu);
+    f.shards.versions = {2100, 2100};
+  }
+  const std::string w = f.Join();
+  auto lease = Next(f, w);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->step(), 0);
+  // The finalizer looks at the shards once it has been idle for a second.
+  ASSERT_TRUE(WaitForStatus(*f.coordinator, [](const v1::StatusResponse& s) {
+    return !s.error().empty();
+  }));
+  const v1::StatusResponse s = f.coordinator->Status();
+  EXPECT_THAT(s.error(), HasSubstr("shard 0 is at version 2100"));
+  EXPECT_THAT(s.error(), HasSubstr("another run"));
+  EXPECT_TRUE(HasEvent(s, "halted"));
+  auto refused = NextWork(f, w);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("version 2100"));
+  absl::MutexLock lock(&f.shards.mu);
+  EXPECT_TRUE(f.shards.restores.empty());  // nothing was rolled back
+}
+
 }  // namespace
 }  // namespace ferry
