@@ -152,11 +152,12 @@ def main():
               f"  median {c['median_ms']:6.2f}  p90 {c['p90_ms']:6.2f}"
               f"  p99 {c['p99_ms']:7.2f}  max {c['max_ms']:8.2f}"
               f"  slowest {slow}")
-    print("\nmedian time of each event from the step's last `computed`, ms")
+    print("\nmedian time of each event from the step's last `computed`, ms"
+          " (over the steps it occurred in)")
     for r in result["phases"]:
         shard = f" shard {r['shard']}" if r["shard"] >= 0 else ""
         print(f"  {r['median_ms']:8.3f}  {r['event']:15s} {r['process']}"
-              f"{shard}")
+              f"{shard}  ({r['steps']} steps)")
 
 
 if __name__ == "__main__":
