@@ -119,9 +119,11 @@ void ChildProcess::Signal(int sig) const {
   if (pid_ > 0 && !exit_code_) kill(pid_, sig);
 }
 
-int ChildProcess::Stop(absl::Duration grace) {
-  Signal(SIGTERM);
-  Signal(SIGCONT);  // a stopped process acts on SIGTERM only once it runs
+int ChildProcess::Stop(absl::Duration grace, bool terminated) {
+  if (!terminated) {
+    Signal(SIGTERM);
+    Signal(SIGCONT);  // a stopped process acts on SIGTERM only once it runs
+  }
   const absl::Time deadline = absl::Now() + grace;
   while (!Poll() && absl::Now() < deadline)
     absl::SleepFor(absl::Milliseconds(20));

@@ -35,8 +35,11 @@ class ChildProcess {
   std::optional<int> Poll();
   void Signal(int sig) const;
   // SIGTERM (and SIGCONT, in case it is stopped), then SIGKILL after
-  // `grace`; returns the exit code.
-  int Stop(absl::Duration grace);
+  // `grace`; returns the exit code. `terminated`: the caller sent the
+  // SIGTERM already, so none is sent again (a second SIGTERM ends a
+  // ferry-worker at once, a colocated one before its shard's last
+  // checkpoint).
+  int Stop(absl::Duration grace, bool terminated = false);
 
  private:
   pid_t pid_ = -1;

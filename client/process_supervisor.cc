@@ -360,7 +360,8 @@ void ProcessSupervisor::StopAll(absl::Duration grace) {
     if (!it->child ||
         (it->state != State::kRunning && it->state != State::kStopped))
       continue;
-    const int code = it->child->Stop(grace);
+    // Signalled above; a second SIGTERM would cut a worker's shutdown short.
+    const int code = it->child->Stop(grace, /*terminated=*/true);
     it->exit_code = code;
     it->state = code > 128 ? State::kKilled : State::kExited;
   }

@@ -294,6 +294,19 @@ TEST(ChildProcessTest, ChildrenDieWithTheirParent) {
   if (!ProcessIsGone(grandchild)) kill(grandchild, SIGKILL);
 }
 
+// Stop after the caller's own SIGTERM sends no second one (a second SIGTERM
+// ends a ferry-worker at once, a colocated one before its shard's last
+// checkpoint): a process that outlives the grace is killed, not terminated.
+TEST(ChildProcessTest, StopAfterTheCallersSigtermSendsNoSecond) {
+  auto told = ChildProcess::Spawn({"/bin/sleep", "30"}, "/dev/null");
+  ASSERT_TRUE(told.ok()) << told.status();
+  EXPECT_EQ(told->Stop(absl::Milliseconds(100), /*terminated=*/true),
+            128 + SIGKILL);
+  auto asked = ChildProcess::Spawn({"/bin/sleep", "30"}, "/dev/null");
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(asked->Stop(absl::Seconds(5)), 128 + SIGTERM);
+}
+
 TEST(ChildProcessTest, ExecFailureIsAnError) {
   auto child = ChildProcess::Spawn({"/nonexistent/ferry-nothing"}, "/dev/null");
   EXPECT_EQ(child.status().code(), absl::StatusCode::kUnavailable);

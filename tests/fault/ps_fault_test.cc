@@ -127,6 +127,11 @@ TEST(PsFaultTest, ColocatedShardsTrainWhatSeparateShardsTrain) {
               std::string::npos)
         << name << ": " << text;
     EXPECT_NE(text.find("registered with"), std::string::npos) << text;
+    // One SIGTERM at the job's end: the process writes its shard's last
+    // checkpoint and exits (ferry local's second SIGTERM used to end it
+    // first, killed with 143).
+    EXPECT_NE(text.find("PS shard stopped"), std::string::npos)
+        << name << ": " << text;
   }
 }
 
