@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "client/chaos_plan.h"
 #include "client/child_process.h"
+#include "client/log_dir_lock.h"
 #include "client/process_supervisor.h"
 #include "client/status_poller.h"
 #include "client/status_view.h"
@@ -61,17 +63,19 @@ std::string ProgressText(const v1::StatusResponse& s) {
       s.samples_per_second(), s.train_loss(), test);
 }
 
-// Creates the log directory (a new /tmp/ferry-local-* when none is given)
-// and clears the state directories a previous run left in it, so that the
+// Creates the log directory (a new /tmp/ferry-local-* when none is given),
+// locks it for this run (`lock`; refused while another run holds it) and
+// clears the state directories a previous run left in it, so that the
 // coordinator and the shards start a new job rather than resume an old one.
-absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
+absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o,
+                                          std::optional<LogDirLock>& lock) {
   std::string log_dir = o.log_dir;
   if (log_dir.empty()) {
     char pattern[] = "/tmp/ferry-local-XXXXXX";
     if (mkdtemp(pattern) == nullptr) {
       return absl::UnavailableError("cannot create a log directory in /tmp");
     }
-    return std::string(pattern);
+    log_dir = pattern;
   }
   std::error_code error;
   std::filesystem::create_directories(log_dir, error);
@@ -79,6 +83,9 @@ absl::StatusOr<std::string> PrepareLogDir(const LocalClusterOptions& o) {
     return absl::UnavailableError(absl::StrCat("cannot create --log-dir ",
                                                log_dir, ": ", error.message()));
   }
+  absl::StatusOr<LogDirLock> locked = LogDirLock::Acquire(log_dir);
+  if (!locked.ok()) return locked.status();
+  lock.emplace(*std::move(locked));
   std::filesystem::remove_all(log_dir + "/coordinator", error);
   for (int i = 0; i < o.shards; ++i) {
     std::filesystem::remove_all(absl::StrCat(log_dir, "/ps", i), error);
@@ -99,7 +106,8 @@ int RunLocalCluster(const LocalClusterOptions& o) {
                  std::string(plan.message()).c_str());
     return 2;
   }
-  auto log_dir_or = PrepareLogDir(o);
+  std::optional<LogDirLock> log_dir_lock;  // held until the run ends
+  auto log_dir_or = PrepareLogDir(o, log_dir_lock);
   if (!log_dir_or.ok()) {
     std::fprintf(stderr, "ferry local: %s\n",
                  std::string(log_dir_or.status().message()).c_str());
