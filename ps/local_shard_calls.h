@@ -3,8 +3,10 @@
 // no gRPC call, no serialization of the pulled values, no thread hand-off.
 //
 // LocalPushCall takes each queued message into the shard on the caller's
-// thread (the chunk's bytes are copied once, into the push's staging, as
-// the service does on arrival) and commits on Close(): a push that
+// thread, parsed as the service parses it (so a chunk's bytes are copied
+// twice: into the parsed message, then into the push's staging; a raw
+// parse as the client's pull does would save the first) and commits on
+// Close(): a push that
 // completes its step applies the step right there. LocalPullCall waits on
 // the shard's version without a thread and copies the chunks from the
 // snapshot into the flat buffer on the thread that makes the version (the
