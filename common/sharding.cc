@@ -94,4 +94,16 @@ int32_t ShardOfRow(int32_t table, uint64_t id, int32_t num_shards) {
   return static_cast<int32_t>(z % static_cast<uint64_t>(num_shards));
 }
 
+std::vector<FlatRange> SharesOfRange(const std::vector<FlatRange>& slices,
+                                     int64_t begin, int64_t end) {
+  std::vector<FlatRange> shares;
+  shares.reserve(slices.size());
+  for (const FlatRange& slice : slices) {
+    const int64_t b = std::clamp(slice.begin, begin, end) - begin;
+    const int64_t e = std::clamp(slice.end, begin, end) - begin;
+    shares.push_back({b, std::max(b, e)});
+  }
+  return shares;
+}
+
 }  // namespace ferry

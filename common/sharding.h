@@ -55,6 +55,13 @@ inline bool ChunkInPullRange(const Chunk& chunk, FlatRange range) {
                             chunk.flat_offset + chunk.length > range.begin);
 }
 
+// The part of each of `slices` inside [begin, end), relative to begin:
+// element q is slices[q] clamped to [begin, end) and shifted by -begin
+// (empty, with begin == end, where they miss). Slices that tile a buffer
+// give shares that tile [0, end - begin). Pure.
+std::vector<FlatRange> SharesOfRange(const std::vector<FlatRange>& slices,
+                                     int64_t begin, int64_t end);
+
 // The elements of `chunk` that a pull of `range` lands ({0, 0}: every
 // one), as a flat range; empty (begin >= end) when none.
 inline FlatRange ChunkPartInRange(const Chunk& chunk, FlatRange range) {

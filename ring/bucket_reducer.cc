@@ -85,11 +85,17 @@ void BucketAllReducer::Run() {
     busy_ = true;
     mu_.Unlock();
     const bool compress = bucket.offset < uncompressed_from_;
-    absl::Status status = collective_->AllReduceSumCompressed(
-        op_id, grads_ + bucket.offset, bucket.length,
-        compress ? compression_ : GradientCompression{},
-        residual_ == nullptr || !compress ? nullptr
-                                          : residual_ + bucket.offset);
+    absl::Status status =
+        !slices_.empty() ? collective_->ReduceScatterSum(
+                               op_id, grads_ + bucket.offset, bucket.length,
+                               SharesOfRange(slices_, bucket.offset,
+                                             bucket.offset + bucket.length))
+                         : collective_->AllReduceSumCompressed(
+                               op_id, grads_ + bucket.offset, bucket.length,
+                               compress ? compression_ : GradientCompression{},
+                               residual_ == nullptr || !compress
+                                   ? nullptr
+                                   : residual_ + bucket.offset);
     mu_.Lock();
     busy_ = false;
     if (!status.ok() && first_error_.ok()) {

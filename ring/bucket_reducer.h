@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sharding.h"
 #include "ring/bucket_plan.h"
 #include "ring/ring_collective.h"
 
@@ -62,6 +63,16 @@ class BucketAllReducer {
   // error feedback whatever the compression (the job's BatchNorm state,
   // model/model_params.h ModelJobLayout). Call before the first Start.
   void set_uncompressed_from(int64_t offset) { uncompressed_from_ = offset; }
+
+  // Reduce-scatter instead of all-reduce (ZeRO's sharded optimizer state):
+  // rank q keeps the sum of slices[q] (one slice of [0, total) per rank,
+  // tiling it): each bucket goes through RingCollective::ReduceScatterSum
+  // with its share of every slice (SharesOfRange), and after Finish only
+  // this rank's slice of grads holds the ring's sum (the rest is
+  // unspecified). Needs fp32 (no compression). Call before the first Start.
+  void set_reduce_scatter(std::vector<FlatRange> slices) {
+    slices_ = std::move(slices);
+  }
 
   // Stops the background thread: buckets queued but not started are dropped
   // (left unreduced); one being all-reduced is waited for (at most the
@@ -112,6 +123,7 @@ class BucketAllReducer {
   const GradientCompression compression_;
   float* const residual_;  // null: no error feedback
   int64_t uncompressed_from_ = INT64_MAX;
+  std::vector<FlatRange> slices_;  // empty: all-reduce
   int64_t total_ = 0;
   absl::Status plan_status_;       // OK when plan_ is a valid partition
   std::vector<size_t> by_offset_;  // plan indices sorted by offset

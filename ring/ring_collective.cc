@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -15,11 +16,7 @@
 namespace ferry {
 namespace {
 
-struct Range {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-};
+using Range = FlatRange;
 
 // floor(s * count / n) without overflowing for any count.
 int64_t SegmentStart(int64_t count, int n, int s) {
@@ -30,6 +27,12 @@ int64_t SegmentStart(int64_t count, int n, int s) {
 Range Segment(int64_t count, int n, int s) {
   s = ((s % n) + n) % n;
   return {SegmentStart(count, n, s), SegmentStart(count, n, s + 1)};
+}
+
+// Segment s (taken mod n) when rank q's final sum is owned[q]: the
+// segment whose sum is completed on rank (s - 1) mod n.
+Range OwnedSegment(const std::vector<FlatRange>& owned, int n, int s) {
+  return owned[static_cast<size_t>((((s - 1) % n) + n) % n)];
 }
 
 int64_t PieceCount(int64_t elements, int64_t piece_elements) {
@@ -83,32 +86,95 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
                                           int64_t count) {
   RETURN_IF_ERROR(CheckArgs("AllReduceSum", data, count));
   const int n = size();
-  const int r = rank();
   if (n == 1 || count == 0) return absl::OkStatus();
   const absl::Time begun = absl::Now();
-  const absl::Time deadline = begun + options_.timeout;
-  const int64_t piece_elements = options_.piece_elements;
-  const int last_stage = 2 * n - 3;
+  RETURN_IF_ERROR(
+      RunStages("AllReduceSum", op_id, data, 0, 2 * n - 3,
+                [count, n](int s) { return Segment(count, n, s); }));
+  Metrics().allreduce_seconds().Observe(SecondsSince(begun));
+  return absl::OkStatus();
+}
 
-  // Stage 0: our own segment, all pieces at once.
-  const Range own = Segment(count, n, r);
-  for (int64_t p = 0; p < PieceCount(own.size(), piece_elements); ++p) {
-    const Range piece = Piece(own, piece_elements, p);
-    const RingTag tag{op_id, 0, static_cast<int32_t>(p)};
+absl::Status RingCollective::CheckOwned(
+    const char* what, int64_t count,
+    const std::vector<FlatRange>& owned) const {
+  if (static_cast<int>(owned.size()) != size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", owned.size(), " owned ranges for ", size(), " ranks"));
+  }
+  std::vector<FlatRange> sorted = owned;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const FlatRange& a, const FlatRange& b) {
+              return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+            });
+  int64_t next = 0;
+  for (const FlatRange& range : sorted) {
+    if (range.begin != next || range.end < range.begin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the owned ranges do not tile [0, ", count, ")"));
+    }
+    next = range.end;
+  }
+  if (next != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the owned ranges do not tile [0, ", count, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingCollective::ReduceScatterSum(
+    int64_t op_id, float* data, int64_t count,
+    const std::vector<FlatRange>& owned) {
+  RETURN_IF_ERROR(CheckArgs("ReduceScatterSum", data, count));
+  RETURN_IF_ERROR(CheckOwned("ReduceScatterSum", count, owned));
+  const int n = size();
+  if (n == 1 || count == 0) return absl::OkStatus();
+  return RunStages("ReduceScatterSum", op_id, data, 0, n - 2,
+                   [&owned, n](int s) { return OwnedSegment(owned, n, s); });
+}
+
+absl::Status RingCollective::AllGather(int64_t op_id, float* data,
+                                       int64_t count,
+                                       const std::vector<FlatRange>& owned) {
+  RETURN_IF_ERROR(CheckArgs("AllGather", data, count));
+  RETURN_IF_ERROR(CheckOwned("AllGather", count, owned));
+  const int n = size();
+  if (n == 1 || count == 0) return absl::OkStatus();
+  return RunStages("AllGather", op_id, data, n - 1, 2 * n - 3,
+                   [&owned, n](int s) { return OwnedSegment(owned, n, s); });
+}
+
+absl::Status RingCollective::RunStages(
+    const char* what, int64_t op_id, float* data, int first_stage,
+    int last_stage, const std::function<FlatRange(int)>& segment_of) {
+  const int n = size();
+  const int r = rank();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int64_t piece_elements = options_.piece_elements;
+
+  // At stage k a rank sends segment (r - k): at the first stage all its
+  // pieces at once (its own contribution, or in an all-gather its final
+  // sum), later each piece as it arrives.
+  const Range first = segment_of(r - first_stage);
+  for (int64_t p = 0; p < PieceCount(first.size(), piece_elements); ++p) {
+    const Range piece = Piece(first, piece_elements, p);
+    const RingTag tag{op_id, first_stage, static_cast<int32_t>(p)};
     if (absl::Status s =
             transport_->SendBorrowed(tag, data + piece.begin, piece.size());
         !s.ok()) {
-      return InCollectiveContext(s, "AllReduceSum", op_id, 0, r, n);
+      return InCollectiveContext(s, what, op_id, first_stage, r, n);
     }
   }
   // Pieces go out borrowed (not copied). A segment sent in the
   // reduce-scatter is overwritten only by its all-gather copy, which cannot
   // arrive before the neighbour received what was sent from it (the
-  // reduction it completes includes those bytes); the one segment never
-  // overwritten, (r + 1), may still be in flight at the end: WaitSent.
-  // Stage k: receive segment (r - k - 1), forward each piece for stage k + 1.
-  for (int k = 0; k <= last_stage; ++k) {
-    const Range segment = Segment(count, n, r - k - 1);
+  // reduction it completes includes those bytes); what may still be in
+  // flight at the end is waited for: WaitSent.
+  // Stage k: receive segment (r - k - 1), added in the reduce-scatter
+  // (k < n - 1) and copied in the all-gather, and forward each piece for
+  // stage k + 1 unless k is the last stage.
+  for (int k = first_stage; k <= last_stage; ++k) {
+    const Range segment = segment_of(r - k - 1);
     const RecvOp op = k < n - 1 ? RecvOp::kAdd : RecvOp::kCopy;
     for (int64_t p = 0; p < PieceCount(segment.size(), piece_elements); ++p) {
       const Range piece = Piece(segment, piece_elements, p);
@@ -120,26 +186,25 @@ absl::Status RingCollective::AllReduceSum(int64_t op_id, float* data,
         if (absl::Status s = transport_->RecvCopyForward(
                 in_tag, ptr, piece.size(), out_tag, deadline);
             !s.ok()) {
-          return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
+          return InCollectiveContext(s, what, op_id, k, r, n);
         }
         continue;
       }
       if (absl::Status s =
               transport_->Recv(in_tag, ptr, piece.size(), op, deadline);
           !s.ok()) {
-        return InCollectiveContext(s, "AllReduceSum", op_id, k, r, n);
+        return InCollectiveContext(s, what, op_id, k, r, n);
       }
       if (k == last_stage) continue;
       if (absl::Status s = transport_->SendBorrowed(out_tag, ptr, piece.size());
           !s.ok()) {
-        return InCollectiveContext(s, "AllReduceSum", op_id, k + 1, r, n);
+        return InCollectiveContext(s, what, op_id, k + 1, r, n);
       }
     }
   }
   if (absl::Status s = transport_->WaitSent(deadline); !s.ok()) {
-    return InCollectiveContext(s, "AllReduceSum", op_id, last_stage, r, n);
+    return InCollectiveContext(s, what, op_id, last_stage, r, n);
   }
-  Metrics().allreduce_seconds().Observe(SecondsSince(begun));
   return absl::OkStatus();
 }
 

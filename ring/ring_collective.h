@@ -20,10 +20,13 @@
 #define FERRY_RING_RING_COLLECTIVE_H_
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/gradient_codec.h"
+#include "common/sharding.h"
 #include "ring/ring_transport.h"
 
 namespace ferry {
@@ -82,6 +85,22 @@ class RingCollective {
                                       const GradientCompression& compression,
                                       float* residual);
 
+  // The two halves of AllReduceSum with the caller's segmentation (ZeRO's
+  // sharded optimizer state): `owned` has one range of data[0, count) per
+  // rank, the ranges tiling [0, count) in any order (any may be empty).
+  // ReduceScatterSum leaves the sum over all ranks of data[owned[rank()]]
+  // there (the rest of data is then unspecified); AllGather copies every
+  // rank's data[owned[q]] to every rank. Segment s of AllReduceSum's
+  // schedule is owned[(s - 1) mod N], so the stages, messages and tags are
+  // those of AllReduceSum's first (stages 0..N-2) or second (N-1..2N-3)
+  // half; each rank sends the sum of the others' ranges once per call.
+  // Errors: as AllReduceSum, plus INVALID_ARGUMENT for `owned` not tiling
+  // [0, count) or not one range per rank.
+  absl::Status ReduceScatterSum(int64_t op_id, float* data, int64_t count,
+                                const std::vector<FlatRange>& owned);
+  absl::Status AllGather(int64_t op_id, float* data, int64_t count,
+                         const std::vector<FlatRange>& owned);
+
   // Copies root's data[0, count) to every rank along the chain root ->
   // root + 1 -> ... -> root - 1, piece by piece: each rank receives a piece
   // and forwards it at once unless its next rank is root. Stage of a message
@@ -95,6 +114,17 @@ class RingCollective {
  private:
   absl::Status CheckArgs(const char* what, const float* data,
                          int64_t count) const;
+  absl::Status CheckOwned(const char* what, int64_t count,
+                          const std::vector<FlatRange>& owned) const;
+  // Runs stages [first_stage, last_stage] of the all-reduce schedule over
+  // segments segment_of(s) (s taken mod N; the segment whose final sum is
+  // completed on rank (s - 1) mod N): at stage k rank r receives segment
+  // r - k - 1, adding it before stage N-1 and copying it from then on, and
+  // forwards it unless k is last_stage; it starts by sending segment
+  // r - first_stage. Ends when its sends are done.
+  absl::Status RunStages(const char* what, int64_t op_id, float* data,
+                         int first_stage, int last_stage,
+                         const std::function<FlatRange(int)>& segment_of);
   absl::Status AllReduceRounded(int64_t op_id, float* data, int64_t count,
                                 GradientEncoding encoding, float* residual);
   absl::Status AllGatherTopK(int64_t op_id, float* data, int64_t count,

@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   // Hybrid: the dense layers' checkpoints (the shards write the tables').
   options.checkpoint_dir = job.ring_checkpoint_dir();
   options.checkpoint_from_rank0 = job.ring_checkpoint_rank0();
+  options.shard_optimizer_state = job.ring_shard_optimizer_state();
   if (with_tables) {
     ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
     ASSIGN_OR_RETURN(const EmbeddingOptions embedding,

@@ -46,15 +46,21 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
         absl::StrCat("ring exchange: ", options.state_elements,
                      " state elements in a model of ", n));
   }
-  ASSIGN_OR_RETURN(
-      Optimizer optimizer,
-      Optimizer::Create(options.optimizer, options.backend,
-                        static_cast<size_t>(n),
-                        static_cast<size_t>(n - options.state_elements)));
   RETURN_IF_ERROR(ValidateCompression(options.compression));
+  if (options.shard_optimizer_state &&
+      (options.tables != nullptr || options.compression.compressed() ||
+       options.checkpoint_from_rank0)) {
+    return absl::InvalidArgumentError(
+        "ring exchange: sharded optimizer state does not go with embedding "
+        "tables, gradient compression or rank-0 checkpoints");
+  }
+  // Sharded: no slice until the first ring is joined.
+  const FlatRange slice =
+      options.shard_optimizer_state ? FlatRange{0, 0} : FlatRange{0, n};
+  ASSIGN_OR_RETURN(Optimizer optimizer, SliceOptimizer(options, n, slice));
   const bool feedback = options.compression.uses_feedback();
   auto exchange = std::unique_ptr<RingExchange>(new RingExchange(
-      std::move(options), std::move(plan), std::move(optimizer), n));
+      std::move(options), std::move(plan), std::move(optimizer), n, slice));
   if (feedback) exchange->feedback_ = std::make_unique<ErrorFeedback>(n);
   return exchange;
 }
@@ -64,8 +70,13 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
     absl::MutexLock lock(&cancel_mu_);
     session_.reset();  // closes the old links first
   }
+  if (options_.shard_optimizer_state) {
+    RETURN_IF_ERROR(OpenSession(lease));
+    return JoinShardedRing(lease);
+  }
   if (lease.has_restore_checkpoint() && lease.rank() == 0) {
-    RETURN_IF_ERROR(RestoreCheckpoint(lease.restore_checkpoint()));
+    RETURN_IF_ERROR(
+        RestoreCheckpoint(lease.restore_checkpoint(), optimizer_, slice_));
   }
   // The ring starts from the state after exactly lease.step() steps.
   const int64_t have = optimizer_.steps_applied();
@@ -92,27 +103,8 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
         "state are all gone",
         {{"rank0_steps", have}, {"resume_step", lease.step()}});
   }
-  auto session = std::make_unique<Session>();
-  session->ring_generation = lease.ring_generation();
-  session->fence = lease.fence();
-  ASSIGN_OR_RETURN(session->transport, options_.connect(lease));
-  RingCollectiveOptions copts;
-  copts.timeout = options_.collective_timeout;
-  session->collective =
-      std::make_unique<RingCollective>(session->transport.get(), copts);
-  session->reducer = std::make_unique<BucketAllReducer>(
-      session->collective.get(), plan_, options_.host_grads,
-      options_.compression,
-      feedback_ == nullptr ? nullptr : feedback_->residual());
-  session->reducer->set_uncompressed_from(n_ - options_.state_elements);
-  // Ring pipelines: op 0 finds who holds which stage, 1..P gather them.
-  session->next_op =
-      kBroadcastOp + 1 + static_cast<int64_t>(stage_ranges_.size());
-  RingCollective* collective = session->collective.get();
-  {
-    absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
-    session_ = std::move(session);
-  }
+  RETURN_IF_ERROR(OpenSession(lease));
+  RingCollective* collective = session_->collective.get();
   if (!stage_ranges_.empty()) {
     return GatherStages(*collective, lease.step(), kBroadcastOp);
   }
@@ -127,6 +119,31 @@ absl::Status RingExchange::JoinRing(const v1::NextTaskResponse& lease) {
                        *session_->transport, op, 0, options_.tables_piece_bytes,
                        absl::Now() + options_.collective_timeout));
   if (sent) LogInfo("ring: rank 0's embedding tables broadcast");
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::OpenSession(const v1::NextTaskResponse& lease) {
+  auto session = std::make_unique<Session>();
+  session->ring_generation = lease.ring_generation();
+  session->fence = lease.fence();
+  ASSIGN_OR_RETURN(session->transport, options_.connect(lease));
+  RingCollectiveOptions copts;
+  copts.timeout = options_.collective_timeout;
+  session->collective =
+      std::make_unique<RingCollective>(session->transport.get(), copts);
+  session->reducer = std::make_unique<BucketAllReducer>(
+      session->collective.get(), plan_, options_.host_grads,
+      options_.compression,
+      feedback_ == nullptr ? nullptr : feedback_->residual());
+  session->reducer->set_uncompressed_from(n_ - options_.state_elements);
+  if (options_.shard_optimizer_state) {
+    session->reducer->set_reduce_scatter(RingSlices(lease.ring_size()));
+  }
+  // Ring pipelines: op 0 finds who holds which stage, 1..P gather them.
+  session->next_op =
+      kBroadcastOp + 1 + static_cast<int64_t>(stage_ranges_.size());
+  absl::MutexLock lock(&cancel_mu_);  // cancellable from here on
+  session_ = std::move(session);
   return absl::OkStatus();
 }
 
@@ -203,6 +220,10 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
     step_fence_ = lease.fence();
   }
   ObserveCommitted(lease.committed_steps());
+  if (options_.shard_optimizer_state && !step.stage_ranges.empty()) {
+    return absl::InvalidArgumentError(
+        "ring pipelines do not shard the optimizer state");
+  }
   if (!step.stage_ranges.empty() && step.stage_ranges != stage_ranges_) {
     // A pipeline job's first step: the job's initial values everywhere.
     stage_ranges_ = step.stage_ranges;
@@ -237,6 +258,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   }
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
+  if (options_.shard_optimizer_state) session_->gather_op = session_->next_op++;
   return absl::OkStatus();
 }
 
@@ -265,6 +287,7 @@ absl::Status RingExchange::FinishStep() {
   if (session_ == nullptr)
     return absl::FailedPreconditionError("no ring step begun");
   if (!step_rings_.empty()) return FinishStageStep();
+  if (options_.shard_optimizer_state) return FinishShardedStep();
   if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {
     AbandonStep();
     return reduced;
@@ -460,11 +483,17 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
     part.params.resize(static_cast<size_t>(len));
     RETURN_IF_ERROR(
         backend->CopyToHost(options_.params + begin, len, part.params.data()));
+    if (begin < slice_.begin || begin + len > slice_.end) {
+      return absl::InternalError(absl::StrFormat(
+          "ring checkpoint part [%d, %d) outside the optimizer state held, "
+          "[%d, %d)",
+          begin, begin + len, slice_.begin, slice_.end));
+    }
     for (DeviceBuffer* buffer : state) {
       std::vector<float>& host =
           part.state.emplace_back(static_cast<size_t>(len));
-      RETURN_IF_ERROR(
-          backend->CopyToHost(buffer->data() + begin, len, host.data()));
+      RETURN_IF_ERROR(backend->CopyToHost(buffer->data() + begin - slice_.begin,
+                                          len, host.data()));
     }
     // The tables are the same on every member: part 0 carries them.
     if (p.index == 0 && options_.tables != nullptr) {
@@ -476,8 +505,9 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
   return absl::OkStatus();
 }
 
-absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
-  const std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
+absl::Status RingExchange::RestoreCheckpoint(int64_t version, Optimizer& into,
+                                             FlatRange slice) {
+  const std::vector<DeviceBuffer*> state = into.StateBuffers();
   absl::StatusOr<RingCheckpoint> checkpoint =
       options_.checkpoint_dir.empty()
           ? absl::FailedPreconditionError(
@@ -497,8 +527,8 @@ absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
     loaded =
         backend->CopyToDevice(checkpoint->params.data(), n_, options_.params);
     for (size_t k = 0; loaded.ok() && k < state.size(); ++k) {
-      loaded = backend->CopyToDevice(checkpoint->state[k].data(), n_,
-                                     state[k]->data());
+      loaded = backend->CopyToDevice(checkpoint->state[k].data() + slice.begin,
+                                     slice.size(), state[k]->data());
     }
     if (loaded.ok()) loaded = backend->Synchronize();
   }
@@ -508,13 +538,16 @@ absl::Status RingExchange::RestoreCheckpoint(int64_t version) {
         absl::StrCat("the ring checkpoint at version ", version,
                      " cannot be restored: ", loaded.message()));
   }
-  optimizer_.set_steps_applied(checkpoint->steps_applied);
+  into.set_steps_applied(checkpoint->steps_applied);
   // Every stage of a pipeline is current here now: GatherStages takes
   // them all from this member.
   current_.assign(stage_ranges_.size(), true);
   copies_.Forget();  // copies of states the job no longer went through
-  LogInfo("ring: rank 0 restored the ring checkpoint",
-          {{"version", version}, {"dir", options_.checkpoint_dir}});
+  LogInfo("ring: restored the ring checkpoint",
+          {{"version", version},
+           {"dir", options_.checkpoint_dir},
+           {"slice_begin", slice.begin},
+           {"slice_end", slice.end}});
   return absl::OkStatus();
 }
 

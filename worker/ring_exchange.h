@@ -45,6 +45,18 @@
 // what is published for the evaluation is the current ranges only, which
 // the coordinator assembles from several members.
 //
+// Sharded optimizer state (options.shard_optimizer_state): a member's
+// rollback copies hold its slice of the params and optimizer state. A new
+// ring generation starts from the state after lease.step() steps: the
+// members that hold a slice of it (those of the newest generation that
+// applied exactly that many steps, after going back to a copy) all-gather
+// the params from their slices and broadcast their optimizer state slice
+// by slice, each member keeping its new slice's part; when some slice is
+// held by no member the join fails (ABORTED: the coordinator takes such a
+// ring back to a ring checkpoint, which every member then loads its slice
+// of). At step 0 rank 0's params are broadcast and the state starts at
+// zero.
+//
 // Thread safety: one thread (the worker's training loop) uses it, except
 // CancelIfOlder() and ObserveCommitted(), which any thread may call.
 #ifndef FERRY_WORKER_RING_EXCHANGE_H_
@@ -140,6 +152,12 @@ struct RingExchangeOptions {
   // (JobSpec.ring_checkpoint_rank0; not in ring pipelines): the others
   // report theirs written at once.
   bool checkpoint_from_rank0 = false;
+  // ZeRO stage 1 (JobSpec.ring_shard_optimizer_state): the member of rank r
+  // in a ring of w holds the optimizer state of ShardRange(n, w, r) only
+  // (its slice); the buckets are reduce-scattered to the slices' owners,
+  // each member updates its slice and the params are all-gathered. Not
+  // with tables, compression, rank-0 checkpoints or ring pipelines.
+  bool shard_optimizer_state = false;
 };
 
 class RingExchange final : public GradientExchange,
@@ -206,6 +224,11 @@ class RingExchange final : public GradientExchange,
   ExchangeBytes bytes() const override { return {{}, PeerBytes()}; }
 
   int64_t steps_applied() const { return optimizer_.steps_applied(); }
+  // The optimizer state held here, in floats (every buffer's slice).
+  int64_t optimizer_state_elements() {
+    return static_cast<int64_t>(optimizer_.size() *
+                                optimizer_.StateBuffers().size());
+  }
   size_t num_buckets() const { return plan_.size(); }
   // The rollback copies allocated (each params + optimizer state), the
   // checkpoint versions' (keep_state) not counted.
@@ -221,13 +244,38 @@ class RingExchange final : public GradientExchange,
 
  private:
   RingExchange(RingExchangeOptions options, std::vector<Bucket> plan,
-               Optimizer optimizer, int64_t n)
+               Optimizer optimizer, int64_t n, FlatRange slice)
       : options_(std::move(options)),
         plan_(std::move(plan)),
         optimizer_(std::move(optimizer)),
         n_(n),
-        copies_(options_.backend, n, options_.committed_steps_final) {}
+        copies_(options_.backend, n, options_.committed_steps_final),
+        slice_(slice) {}
   absl::Status JoinRing(const v1::NextTaskResponse& lease);
+  // The session of the lease's ring generation (links, collective,
+  // reducer), cancellable from then on.
+  absl::Status OpenSession(const v1::NextTaskResponse& lease);
+
+  // Sharded optimizer state (worker/ring_exchange_sharded.cc).
+  // An optimizer over `slice` of the buffers, its state at zero.
+  static absl::StatusOr<Optimizer> SliceOptimizer(
+      const RingExchangeOptions& options, int64_t n, FlatRange slice);
+  // The rest of JoinRing with sharded state: the state after lease.step()
+  // steps, this member's slice of it in the new ring.
+  absl::Status JoinShardedRing(const v1::NextTaskResponse& lease);
+  // The slices of the state after `steps` steps from the members holding
+  // them into `next` (the optimizer of `next_slice`), and the params.
+  absl::Status GatherSlices(RingCollective& collective, int64_t steps,
+                            bool holds, FlatRange next_slice, Optimizer& next);
+  // params := every rank q's params[owned[q]] (staged through the host
+  // for device backends).
+  absl::Status AllGatherParams(RingCollective& collective, int64_t op,
+                               const std::vector<FlatRange>& owned);
+  // Reduce-scattered buckets -> this member's slice updated -> params
+  // all-gathered.
+  absl::Status FinishShardedStep();
+  // Every rank's slice in a ring of `size`.
+  std::vector<FlatRange> RingSlices(int size) const;
   // Ring pipelines: every stage's range of params and optimizer state, and
   // the step count, from the lowest rank holding it current after `steps`
   // steps (rank 0, with a warning, when nobody does), over `collective`
@@ -240,7 +288,10 @@ class RingExchange final : public GradientExchange,
   // All-reduces the step's stage ranges in their rings, then applies them.
   absl::Status FinishStageStep();
   // The live state copies_ are taken of and restored into.
-  RingState LiveState() { return {options_.params, &optimizer_, &current_}; }
+  RingState LiveState() {
+    return {options_.params + slice_.begin, &optimizer_, &current_,
+            slice_.size()};
+  }
   std::vector<FlatRange> CurrentRanges() const;
   TransferBytes PeerBytes() const {
     return options_.counter == nullptr ? TransferBytes{}
@@ -259,9 +310,11 @@ class RingExchange final : public GradientExchange,
       const std::vector<Optimizer::Range>* ranges = nullptr);
   // Rank 0's params, optimizer state and step count to every member.
   absl::Status BroadcastState(RingCollective& collective, int root);
-  // The live state := the ring checkpoint at `version` (its rollback copies
-  // forgotten). ABORTED naming the checkpoint and why it cannot be loaded.
-  absl::Status RestoreCheckpoint(int64_t version);
+  // The live params and `into`'s state (the optimizer of `slice`) := the
+  // ring checkpoint at `version` (the rollback copies forgotten). ABORTED
+  // naming the checkpoint and why it cannot be loaded.
+  absl::Status RestoreCheckpoint(int64_t version, Optimizer& into,
+                                 FlatRange slice);
   // This member's parts of the ring checkpoint after the step just applied
   // (rank `rank` of a ring of `parts`; a pipeline's from stage_holders_).
   absl::Status WriteCheckpointPart(int rank, int parts);
@@ -282,6 +335,7 @@ class RingExchange final : public GradientExchange,
     std::map<int, StageRingLink> stage_links;  // by stage
     bool per_stage = false;  // its steps all-reduced per stage
     int64_t next_op = 0;
+    int64_t gather_op = 0;  // sharded state: the open step's params gather
   };
 
   const RingExchangeOptions options_;
@@ -289,6 +343,17 @@ class RingExchange final : public GradientExchange,
   Optimizer optimizer_;
   const int64_t n_;
   RingStateCopies copies_;
+  // The elements whose optimizer state this member holds: all of them,
+  // unless the state is sharded (then its slice in the ring it last
+  // joined, and that ring's generation, size and this member's rank;
+  // size 0: no slice held).
+  FlatRange slice_;
+  struct HeldSlice {
+    int64_t generation = 0;
+    int size = 0;
+    int rank = 0;
+  };
+  HeldSlice held_;
 
   std::unique_ptr<Session>
       session_;  // written by the training thread under cancel_mu_

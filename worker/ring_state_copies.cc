@@ -11,18 +11,27 @@ namespace ferry {
 absl::Status RingStateCopies::CopyInto(const RingState& state, Copy& copy) {
   const int64_t steps = state.optimizer->steps_applied();
   std::vector<DeviceBuffer*> buffers = state.optimizer->StateBuffers();
-  if (copy.params.empty()) {
-    ASSIGN_OR_RETURN(copy.params, backend_->Allocate(n_));
+  const int64_t params = ParamsElements(state);
+  const int64_t state_elements = static_cast<int64_t>(state.optimizer->size());
+  // Allocated for the first copy; again when a sharded member's slice
+  // changed size with its ring.
+  if (copy.params.empty() ||
+      copy.params.size() != static_cast<size_t>(params) ||
+      copy.state.size() != buffers.size() ||
+      (!buffers.empty() &&
+       copy.state[0].size() != static_cast<size_t>(state_elements))) {
+    copy = Copy{};
+    ASSIGN_OR_RETURN(copy.params, backend_->Allocate(params));
     for (size_t k = 0; k < buffers.size(); ++k) {
-      ASSIGN_OR_RETURN(DeviceBuffer b, backend_->Allocate(n_));
+      ASSIGN_OR_RETURN(DeviceBuffer b, backend_->Allocate(state_elements));
       copy.state.push_back(std::move(b));
     }
   }
   copy.steps = -1;
-  RETURN_IF_ERROR(backend_->Copy(state.params, n_, copy.params.data()));
+  RETURN_IF_ERROR(backend_->Copy(state.params, params, copy.params.data()));
   for (size_t k = 0; k < buffers.size(); ++k) {
-    RETURN_IF_ERROR(
-        backend_->Copy(buffers[k]->data(), n_, copy.state[k].data()));
+    RETURN_IF_ERROR(backend_->Copy(buffers[k]->data(), state_elements,
+                                   copy.state[k].data()));
   }
   copy.current =
       state.current != nullptr ? *state.current : std::vector<bool>();
@@ -85,10 +94,17 @@ absl::Status RingStateCopies::RestoreTo(int64_t steps, const RingState& state) {
   RETURN_IF_ERROR(CheckKept(steps, optimizer.steps_applied()));
   const Copy& copy = *Find(steps);
   std::vector<DeviceBuffer*> buffers = optimizer.StateBuffers();
-  RETURN_IF_ERROR(backend_->Copy(copy.params.data(), n_, state.params));
+  if (copy.params.size() != static_cast<size_t>(ParamsElements(state)) ||
+      copy.state.size() != buffers.size() ||
+      (!buffers.empty() && copy.state[0].size() != optimizer.size())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the copy of the state after %d steps is of another slice", steps));
+  }
+  RETURN_IF_ERROR(
+      backend_->Copy(copy.params.data(), copy.params.size(), state.params));
   for (size_t k = 0; k < buffers.size(); ++k) {
-    RETURN_IF_ERROR(
-        backend_->Copy(copy.state[k].data(), n_, buffers[k]->data()));
+    RETURN_IF_ERROR(backend_->Copy(copy.state[k].data(), optimizer.size(),
+                                   buffers[k]->data()));
   }
   LogWarn("rolled the ring state back",
           {{"from_steps", optimizer.steps_applied()}, {"to_steps", steps}});

@@ -34,12 +34,15 @@
 namespace ferry {
 
 // The live state copies are taken of and restored into (not owned):
-// params and every optimizer state buffer hold n floats.
+// `params_elements` floats at params (-1: the copies' n) and every
+// optimizer state buffer (optimizer->size() floats). A member with sharded
+// optimizer state passes its slice of the params and its slice's optimizer.
 struct RingState {
   float* params = nullptr;
   Optimizer* optimizer = nullptr;
   // A ring pipeline's stages held current (empty: not a pipeline job).
   std::vector<bool>* current = nullptr;
+  int64_t params_elements = -1;
 };
 
 class RingStateCopies {
@@ -47,8 +50,8 @@ class RingStateCopies {
   static constexpr int kRollbackCopies = 3;
   static constexpr int kCheckpointCopies = 2;
 
-  // `backend` (not owned) holds the state; `n` is the elements of params and
-  // of each optimizer state buffer. `committed_steps_final`: whether
+  // `backend` (not owned) holds the state; `n` is the elements of params
+  // unless a RingState says otherwise. `committed_steps_final`: whether
   // ObserveCommitted's steps free copies (false: it is ignored).
   RingStateCopies(ComputeBackend* backend, int64_t n,
                   bool committed_steps_final)
@@ -103,6 +106,9 @@ class RingStateCopies {
   // The rollback copy to take the state after `steps` steps.
   Copy& SlotFor(int64_t steps);
   absl::Status CopyInto(const RingState& state, Copy& copy);
+  int64_t ParamsElements(const RingState& state) const {
+    return state.params_elements < 0 ? n_ : state.params_elements;
+  }
 
   ComputeBackend* const backend_;
   const int64_t n_;

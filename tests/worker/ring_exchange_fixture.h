@@ -61,12 +61,13 @@ struct RingMember {
 // A member starting from `init`, its links from `connect`, a weights digest
 // every `digest_every` steps (0: none).
 // Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none), written by
-// rank 0 alone when `checkpoint_from_rank0`.
+// rank 0 alone when `checkpoint_from_rank0`; the optimizer state sharded
+// across the ring when `shard_optimizer_state`.
 inline std::unique_ptr<RingMember> MakeRingMember(
     const std::string& id, int seed, RingTransportFactory connect,
     const std::vector<float>& init, int64_t digest_every = 0,
     FileSystem* fs = nullptr, const std::string& checkpoint_dir = "",
-    bool checkpoint_from_rank0 = false) {
+    bool checkpoint_from_rank0 = false, bool shard_optimizer_state = false) {
   auto m = std::make_unique<RingMember>();
   m->id = id;
   m->seed = seed;
@@ -91,6 +92,7 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.fs = fs;
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_from_rank0 = checkpoint_from_rank0;
+  options.shard_optimizer_state = shard_optimizer_state;
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }
