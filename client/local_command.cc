@@ -65,6 +65,9 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
   if (l.ring_checkpoint_writers != "all") {  // ring and hybrid only
     Append(args, {"--ring-checkpoint-writers", l.ring_checkpoint_writers});
   }
+  if (l.ring_shard_optimizer_state) {  // ring only
+    Append(args, {"--ring-shard-optimizer-state", "true"});
+  }
   Append(args, {"--compression", l.compression, "--error-feedback",
                 l.error_feedback ? "true" : "false"});
   Append(args, {"--min-workers", std::to_string(l.min_workers),
@@ -318,6 +321,14 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                   "part)")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "rank0"}));
+  local
+      .add_option("--ring-shard-optimizer-state",
+                  line.ring_shard_optimizer_state,
+                  "ring: shard the optimizer state across the members (ZeRO "
+                  "stage 1: each keeps the state of its 1/w of the "
+                  "parameters; a lost member's slice comes back from the "
+                  "ring checkpoint under --log-dir)")
+      ->capture_default_str();
   local.add_option(
       "--ring-full-table-rows", line.ring_full_table_rows,
       "ring mode, DLRM: hold each embedding table as N rows (ids modulo N) "

@@ -44,6 +44,7 @@ struct LocalCommandLine {
   bool sum_on_arrival = false;
   // Ring and hybrid: who writes the ring checkpoints (all or rank0).
   std::string ring_checkpoint_writers = "all";
+  bool ring_shard_optimizer_state = false;  // ring: ZeRO stage 1
   std::string chaos;
   int min_workers = 1;
   // Passed to the coordinator only when given (its defaults otherwise).

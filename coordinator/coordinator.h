@@ -416,14 +416,15 @@ class Coordinator {
   void RollBackAccounting(int64_t target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ring checkpoints (coordinator_ring_checkpoints.cc). Ring and hybrid
   // jobs, with no step open: when no member holds the job's state
-  // (RingLostTheJobState), takes the job back to the newest complete ring
-  // checkpoint (its leases' restore_checkpoint) or the start, re-queuing
-  // the undone steps' tasks; sets error_ when it cannot. Hybrid: to the
-  // newest version both the ring and the shards have a checkpoint of; when
-  // that is below the shards' version, requires a recovery (the shards are
-  // restored to it) and returns nullopt, and the next call, with the
-  // shards there, returns it. Returns the checkpoint's version to restore,
-  // if any.
+  // (RingLostTheJobState), or a part of it (a pipeline stage, a slice of
+  // the sharded optimizer state) is held by none, takes the job back to the
+  // newest complete ring checkpoint (its leases' restore_checkpoint) or the
+  // start, re-queuing the undone steps' tasks; sets error_ when it cannot.
+  // Hybrid: to the newest version both the ring and the shards have a
+  // checkpoint of; when that is below the shards' version, requires a recovery
+  // (the shards are restored to it) and returns nullopt, and the next call,
+  // with the shards there, returns it. Returns the checkpoint's version to
+  // restore, if any.
   std::optional<int64_t> ResumeRingIfStateLost(
       const std::vector<const Member*>& ranked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -437,7 +438,8 @@ class Coordinator {
                                 const v1::StepReport& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ring pipelines: the ranges each member of applied `step` holds current
-  // now (Member::held_ranges, StageHoldersOf).
+  // now (Member::held_ranges, StageHoldersOf). Sharded optimizer state:
+  // its slice (its rank), the other members none.
   void NoteRangesHeld(const OpenStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ApplyStep of a checkpoint's step: records the checkpoint (durably) when
   // every member wrote its part.
@@ -558,6 +560,10 @@ class Coordinator {
   // (the stages, then the BatchNorm state when `pipeline_state_ring_`); 0
   // for other jobs.
   int pipeline_ranges_ = 0;
+  // Rings with sharded optimizer state: the slices the job's state is cut
+  // into (the ring that applied the last step; each member's held_ranges
+  // name its slice); 0: none yet or not sharded.
+  int optimizer_slices_ ABSL_GUARDED_BY(mu_) = 0;
   bool pipeline_state_ring_ = false;
 
   JobEvents events_ ABSL_GUARDED_BY(mu_);

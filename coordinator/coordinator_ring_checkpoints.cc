@@ -23,7 +23,14 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   const bool stage_lost =
       !all_lost && pipeline_ranges_ > 0 &&
       RingPipelineLostARange(ranked, pipeline_ranges_, steps_applied_);
-  if (!all_lost && !stage_lost) return std::nullopt;
+  // Sharded optimizer state: every slice lives on one member only.
+  const bool slice_lost =
+      !all_lost && optimizer_slices_ > 0 &&
+      RingPipelineLostARange(ranked, optimizer_slices_, steps_applied_);
+  if (!all_lost && !stage_lost && !slice_lost) return std::nullopt;
+  const char* part = stage_lost   ? "a pipeline stage's state"
+                     : slice_lost ? "a slice of the sharded optimizer state"
+                                  : "the job's state";
   // Hybrid: the shards' tables must go back with the dense layers, to a
   // version both halves have a checkpoint of.
   const bool hybrid = rules_.ring_beside_shards();
@@ -32,15 +39,14 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
       steps_applied_, recovery_.first_step(steps_applied_));
   // Survivors hold newer stages: only a checkpoint brings every stage back
   // to one step (none of them holds the initial state any more).
-  if (!point.has_value() || (stage_lost && !point->from_checkpoint)) {
+  if (!point.has_value() ||
+      ((stage_lost || slice_lost) && !point->from_checkpoint)) {
     if (error_.empty()) {
       const char* why_none = ring_checkpoints_
                                  ? "none was completed"
                                  : "the job has no --ring-checkpoint-dir";
       error_ = absl::StrCat(
-          stage_lost ? "every ring member that held a pipeline stage's state"
-                     : "every ring member that held the job's state",
-          " after ", steps_applied_,
+          "every ring member that held ", part, " after ", steps_applied_,
           " steps is gone and no ring checkpoint of this epoch is left (",
           why_none,
           "): training on from the new members' state would count steps "
@@ -52,16 +58,19 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   }
   const int64_t from = steps_applied_;
   RollBackAccounting(point->version);
-  // After the resume's gather every member holds every range.
-  for (const Member* m : ranked) {
-    Member* member = membership_.Find(m->id);
+  // After the resume's gather every member holds every range; with
+  // sharded state, each member loads the slice of its rank.
+  for (size_t rank = 0; rank < ranked.size(); ++rank) {
+    Member* member = membership_.Find(ranked[rank]->id);
     member->held_ranges.clear();
     for (int r = 0; r < pipeline_ranges_; ++r) member->held_ranges.push_back(r);
+    if (optimizer_slices_ > 0)
+      member->held_ranges.push_back(static_cast<int>(rank));
   }
+  if (optimizer_slices_ > 0)
+    optimizer_slices_ = static_cast<int>(ranked.size());
   const std::string resumed = absl::StrCat(
-      stage_lost ? "no member holds a pipeline stage's current state"
-                 : "no member holds the job's state",
-      ": the ring goes on from ",
+      "no member holds ", part, ": the ring goes on from ",
       point->from_checkpoint ? "the ring checkpoint at "
                              : "the initial state, ",
       point->version,
@@ -87,6 +96,17 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
 }
 
 void Coordinator::NoteRangesHeld(const OpenStep& step) {
+  if (options_.job.ring_shard_optimizer_state()) {
+    for (auto& [id, member] : membership_.mutable_members()) {
+      member.held_ranges.clear();
+    }
+    for (size_t rank = 0; rank < step.slots.size(); ++rank) {
+      Member* m = membership_.Find(step.slots[rank].worker_id);
+      if (m != nullptr) m->held_ranges.push_back(static_cast<int>(rank));
+    }
+    optimizer_slices_ = static_cast<int>(step.slots.size());
+    return;
+  }
   if (pipeline_ranges_ == 0) return;
   const std::vector<std::vector<int>> holders =
       StageHoldersOf(static_cast<int>(step.slots.size()),
@@ -108,8 +128,11 @@ bool Coordinator::RingCheckpointDue(int64_t samples, int64_t remaining) const {
   const int64_t version = steps_.formed() + 1;
   const int64_t every = options_.checkpoint_every;
   const int64_t max_steps = options_.job.max_steps();
+  // With sharded optimizer state a lost member's slice exists only in a
+  // checkpoint: the first step writes one too.
   return (every > 0 && version % every == 0) || samples >= remaining ||
-         (max_steps > 0 && version == max_steps);
+         (max_steps > 0 && version == max_steps) ||
+         (options_.job.ring_shard_optimizer_state() && version == 1);
 }
 
 void Coordinator::NoteRingCheckpointReport(OpenStep& step, Slot& slot,

@@ -24,6 +24,7 @@ v1::CoordinatorState Coordinator::SaveState() const {
   worker_evals_.SaveTo(s);
   recovery_.SaveTo(s);
   s.set_start_unix_seconds(start_unix_);
+  s.set_optimizer_slices(optimizer_slices_);
   events_.SaveTo(s);
   return s;
 }
@@ -111,6 +112,7 @@ absl::Status Coordinator::LoadState(const v1::CoordinatorState& s) {
   recovery_.LoadFrom(s);
   recovery_state_.LoadFrom(s);
   start_unix_ = s.start_unix_seconds();
+  optimizer_slices_ = s.optimizer_slices();
   events_.LoadFrom(s);
   // Every lease of the old run is void (open steps were not saved), except
   // the step in doubt, which RecoverShards settles.

@@ -202,6 +202,17 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
       ->group(job);
   command
       .add_option(
+          "--ring-shard-optimizer-state", f.ring_shard_optimizer_state,
+          "ring: shard the optimizer state across the members (ZeRO stage "
+          "1): each member keeps the momentum/Adam state of its 1/w of the "
+          "parameters, gradients are reduce-scattered and the updated "
+          "parameters all-gathered. Needs --ring-checkpoint-dir (a lost "
+          "member's slice comes back from the newest ring checkpoint); not "
+          "with --pipeline-stages, --compression or DLRM models")
+      ->capture_default_str()
+      ->group(job);
+  command
+      .add_option(
           "--finalize-on-push", f.finalize_on_push,
           "PS sync: leases name the step's contributors so that a shard "
           "applies "

@@ -232,6 +232,30 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
         absl::StrCat("--ring-checkpoint-writers '", f.ring_checkpoint_writers,
                      "': expected all or rank0"));
   }
+  if (f.ring_shard_optimizer_state) {
+    if (mode != v1::MODE_RING) {
+      return absl::InvalidArgumentError(
+          "--ring-shard-optimizer-state is for --mode ring (PS shards hold "
+          "the optimizer state already)");
+    }
+    if (f.ring_checkpoint_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--ring-shard-optimizer-state needs --ring-checkpoint-dir: each "
+          "member holds the only copy of its slice of the optimizer state, "
+          "so a ring that loses a member goes back to the newest ring "
+          "checkpoint");
+    }
+    const absl::StatusOr<GradientCompression> compression =
+        ParseCompression(f.compression, f.error_feedback);
+    if (f.pipeline.stages > 1 || f.ring_checkpoint_writers != "all" ||
+        (compression.ok() && compression->compressed())) {
+      return absl::InvalidArgumentError(
+          "--ring-shard-optimizer-state does not go with --pipeline-stages, "
+          "--ring-checkpoint-writers rank0 or --compression (the slices are "
+          "reduce-scattered in fp32)");
+    }
+    job.set_ring_shard_optimizer_state(true);
+  }
   {
     absl::StatusOr<GradientCompression> c =
         ParseCompression(f.compression, f.error_feedback);
@@ -343,6 +367,11 @@ absl::StatusOr<CoordinatorJob> BuildDlrmJob(const CoordinatorFlags& f) {
   ASSIGN_OR_RETURN(CtrDataset test, CtrDataset::LoadFile(test_path));
   LogInfo("CTR data read",
           {{"train_examples", out.epoch_size}, {"test", test.load_summary()}});
+  if (f.ring_shard_optimizer_state) {
+    return absl::InvalidArgumentError(
+        "--ring-shard-optimizer-state is for dense models: a DLRM's ring "
+        "members keep whole embedding tables");
+  }
   ASSIGN_OR_RETURN(out.job, BuildJob(f, DlrmToJson(spec), /*dense=*/nullptr,
                                      layout, out.epoch_size));
   *out.job.mutable_embedding() = ToProto(f.embedding);

@@ -61,6 +61,9 @@ struct CoordinatorFlags {
   std::string ring_checkpoint_dir;
   // Who writes them: "all" (each member 1/w) or "rank0" (one part).
   std::string ring_checkpoint_writers = "all";
+  // Ring: the optimizer state sharded across the members (JobSpec.
+  // ring_shard_optimizer_state).
+  bool ring_shard_optimizer_state = false;
   bool finalize_on_push =
       true;                     // PS sync: shards apply a step on its last push
   bool sum_on_arrival = false;  // PS sync: shards sum pushes as they arrive

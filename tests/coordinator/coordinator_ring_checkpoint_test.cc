@@ -334,5 +334,67 @@ TEST(RingResumeTest, LostOnlyWhenStepsWereAppliedAndNoMemberTookPart) {
   EXPECT_FALSE(RingLostTheJobState({}, 5));
 }
 
+// RingFixture's job with the optimizer state sharded across the members.
+Fixture ShardedRingFixture() {
+  v1::JobSpec job = Job(10, 1);
+  job.set_mode(v1::MODE_RING);
+  job.set_ring_checkpoint_dir("/ckpt");
+  job.set_ring_shard_optimizer_state(true);
+  return Fixture(job, 60, 1, "", /*checkpoint_every=*/2);
+}
+
+TEST(CoordinatorShardedRingTest, LosingAnyMemberGoesBackToTheCheckpoint) {
+  Fixture f = ShardedRingFixture();
+  const std::string a = f.Join(), b = f.Join(), c = f.Join();
+  // The first step is checkpointed too (a slice lost after it has one).
+  std::vector<bool> asked;
+  for (int step = 0; step < 3; ++step) {
+    asked.push_back(Step(f, {a, b, c}).at(0).checkpoint());
+  }
+  EXPECT_EQ(asked, (std::vector<bool>{true, true, false}));
+  AwaitRingApplied(f, 3);
+  // b held slice 1 of 3: a and c hold the rest of the state, not all.
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  auto la = NextWork(f, a);
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(la.ok() && lc.ok()) << la.status() << lc.status();
+  EXPECT_EQ(la->step(), 2);
+  ASSERT_TRUE(la->has_restore_checkpoint());
+  EXPECT_EQ(la->restore_checkpoint(), 2);
+  EXPECT_EQ(lc->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*la), 20);  // the undone step's samples first
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(CountJobEvents(s, "ring_resumed"), 1);
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() == "ring_resumed") {
+      EXPECT_NE(e.detail().find("sharded optimizer state"), std::string::npos)
+          << e.detail();
+    }
+  }
+  EXPECT_TRUE(s.error().empty()) << s.error();
+  // The two now hold the state's two slices: the next step goes on.
+  Step(f, {a, c});
+  AwaitRingApplied(f, 3);
+  auto next = NextWork(f, a);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->step(), 3);
+  EXPECT_FALSE(next->has_restore_checkpoint());
+  EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_resumed"), 1);
+}
+
+TEST(CoordinatorShardedRingTest, AGrowingRingKeepsEverySliceAndGoesOn) {
+  Fixture f = ShardedRingFixture();
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});
+  AwaitRingApplied(f, 3);
+  const std::string c = f.Join();
+  auto la = NextWork(f, a);
+  ASSERT_TRUE(la.ok()) << la.status();
+  EXPECT_EQ(la->step(), 3);
+  EXPECT_FALSE(la->has_restore_checkpoint());
+  EXPECT_EQ(la->ring_size(), 3);
+  EXPECT_EQ(CountJobEvents(f.coordinator->Status(), "ring_resumed"), 0);
+}
+
 }  // namespace
 }  // namespace ferry

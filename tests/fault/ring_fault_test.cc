@@ -31,6 +31,26 @@ TEST(RingFaultTest, CoordinatorKilledAndResumedFromItsState) {
       << run->summary.dump(1);
 }
 
+// The optimizer state sharded across the members (ZeRO stage 1): the
+// joiner takes a slice of the state; the SIGKILLed member's slice and the
+// SIGTERMed member's (it leaves with the only copy) come back from the
+// ring checkpoints, the steps after them redone; accounting exact, digests
+// equal, the undisturbed sharded ring's accuracy.
+TEST(RingFaultTest, ShardedOptimizerStateUnderChurnResumesFromCheckpoints) {
+  const std::vector<std::string> job = {"--ring-shard-optimizer-state", "true",
+                                        "--digest-every", "10"};
+  const LocalRun& reference =
+      Reference("ring-sharded", FaultJobArgs("ring", job));
+  std::vector<std::string> churn = job;
+  churn.insert(churn.end(), {"--chaos", kChurn});
+  auto run = RunLocal("ring-sharded", FaultJobArgs("ring", churn));
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectHealthyRun(*run, reference, "ring", 4);
+  EXPECT_GE(CountEvents(run->summary, "ring_resumed"), 2)
+      << run->summary.dump(1);
+  EXPECT_EQ(CountEvents(run->summary, "ring_state_lost"), 0);
+}
+
 // Every member killed at once mid-epoch (a node drain, a rolling update),
 // three new ones started: none holds the job's state, so the ring resumes
 // from the newest ring checkpoint (written every 50 steps by the members,

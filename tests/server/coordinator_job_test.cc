@@ -176,6 +176,39 @@ TEST_F(CoordinatorJobTest, SumOnArrivalIsForSyncPsWithoutAQuorum) {
   }
 }
 
+// --ring-shard-optimizer-state: ring mode with a checkpoint directory,
+// fp32 gradients, no pipeline stages and all members writing checkpoints.
+TEST_F(CoordinatorJobTest, ShardedOptimizerStateNeedsARingWithCheckpoints) {
+  CoordinatorFlags f = Dense();
+  f.mode = "ring";
+  f.shards.clear();
+  f.ring_checkpoint_dir = "/tmp/ring";
+  f.ring_shard_optimizer_state = true;
+  auto built = BuildCoordinatorJob(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(built->job.ring_shard_optimizer_state());
+  CoordinatorFlags ps = Dense(), no_dir = f, compressed = f, staged = f,
+                   rank0 = f;
+  ps.ring_shard_optimizer_state = true;
+  no_dir.ring_checkpoint_dir.clear();
+  compressed.compression = "fp16";
+  staged.model = "784-16-16-10";
+  staged.pipeline.stages = 2;
+  rank0.ring_checkpoint_writers = "rank0";
+  for (const auto& [bad, why] :
+       std::vector<std::pair<CoordinatorFlags, std::string>>{
+           {ps, "is for --mode ring"},
+           {no_dir, "needs --ring-checkpoint-dir"},
+           {compressed, "--compression"},
+           {staged, "--pipeline-stages"},
+           {rank0, "--ring-checkpoint-writers rank0"}}) {
+    auto refused = BuildCoordinatorJob(bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << why;
+    EXPECT_THAT(refused.status().message(), HasSubstr(why));
+  }
+}
+
 // --ring-checkpoint-writers rank0: the job says so; it needs a checkpoint
 // directory and does not fit pipeline stages; other values are refused.
 TEST_F(CoordinatorJobTest, RankZeroRingCheckpointsNeedADirectoryAndNoStages) {
