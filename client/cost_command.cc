@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cost_model.h"
+#include "client/memory_model.h"
 #include "client/pipeline_cost_command.h"
 #include "client/sparse_cost_command.h"
 #include "common/link_shaper.h"
+#include "common/optimizer_config.h"
 #include "common/status_macros.h"
 #include "model/dlrm_spec.h"
 #include "nlohmann/json.hpp"
@@ -111,6 +113,13 @@ absl::Status Run(const CostFlags& f) {
   in.mode = CostMode::kRing;
   ASSIGN_OR_RETURN(const CostPrediction ring, PredictStep(in));
   ASSIGN_OR_RETURN(const Crossover cross, FindCrossover(in));
+  ASSIGN_OR_RETURN(const OptimizerKind optimizer,
+                   ParseOptimizerKind(f.optimizer));
+  const MemoryPrediction memory = PredictMemory(
+      {.params = ps.params,
+       .optimizer_state_buffers = OptimizerStateBuffers(optimizer),
+       .workers = f.workers,
+       .shards = f.shards});
   const bool ps_wins = ps.step_seconds < ring.step_seconds;
   const double ratio =
       ps_wins ? ring.step_seconds / std::max(ps.step_seconds, 1e-12)
@@ -128,6 +137,12 @@ absl::Status Run(const CostFlags& f) {
         {"colocated", f.colocated},
         {"ps", ToJson(ps)},
         {"ring", ToJson(ring)},
+        {"optimizer", f.optimizer},
+        {"memory_bytes_per_process",
+         {{"ps_worker", memory.ps_worker},
+          {"ps_shard", memory.ps_shard},
+          {"ring_member", memory.ring_member},
+          {"ring_member_sharded_optimizer_state", memory.sharded_ring_member}}},
         {"winner", ps_wins ? "ps" : "ring"},
         {"speedup", ratio},
         {"crossover",
@@ -177,6 +192,20 @@ absl::Status Run(const CostFlags& f) {
   }
   std::printf("\n%s wins: %.2fx faster per step\n", ps_wins ? "PS" : "ring",
               ratio);
+  const double model_bytes = 4.0 * static_cast<double>(ps.params);
+  const auto times_model = [&](int64_t bytes) {
+    return absl::StrFormat("%s (%.2fx the model)", FormatBytes(bytes),
+                           static_cast<double>(bytes) / model_bytes);
+  };
+  std::printf(
+      "memory per process (training state, %s; without the process's fixed "
+      "~150 MiB):\n"
+      "  PS worker %s, PS shard %s\n"
+      "  ring member %s, with --ring-shard-optimizer-state %s\n",
+      f.optimizer.c_str(), times_model(memory.ps_worker).c_str(),
+      times_model(memory.ps_shard).c_str(),
+      times_model(memory.ring_member).c_str(),
+      times_model(memory.sharded_ring_member).c_str());
   std::printf("crossovers (one quantity varied, everything else as above):\n");
   const std::string shards_line =
       cross.min_shards_ps_beats_ring < 0
@@ -316,6 +345,10 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
   cmd.add_flag("--colocated", f.colocated,
                "PS: one worker and one shard per host sharing its link (needs "
                "shards == workers)");
+  cmd.add_option("--optimizer", f.optimizer,
+                 "whose state the memory per process counts: sgd, momentum, "
+                 "adam, adamw, ...")
+      ->capture_default_str();
   cmd.add_option("--bucket-elements", f.bucket_elements,
                  "ring: gradient bucket size (floats)")
       ->capture_default_str()

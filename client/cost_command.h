@@ -32,6 +32,9 @@ struct CostFlags {
   std::string overhead = "0";
   std::string compression = "none";
   bool colocated = false;
+  // The optimizer whose state the memory estimate counts (sgd, momentum,
+  // adam, ...: common/optimizer_config.h).
+  std::string optimizer = "momentum";
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;
   int64_t max_chunk_elements = 256 * 1024;
   bool json = false;

@@ -1,6 +1,7 @@
 #include "common/ring_checkpoint.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/checkpoint_tables.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 
@@ -127,15 +129,25 @@ void PruneOrphanParts(FileSystem* fs, const std::string& dir,
 
 absl::StatusOr<std::string> WriteRingCheckpointPart(
     FileSystem* fs, const std::string& dir, const ShardCheckpoint& part) {
-  CheckpointStore store(fs, dir, part.identity);
+  return WriteRingCheckpointPart(fs, dir, DenseViewOf(part), part.tables);
+}
+
+absl::StatusOr<std::string> WriteRingCheckpointPart(
+    FileSystem* fs, const std::string& dir, const CheckpointDenseView& dense,
+    const std::vector<TableCheckpoint>& tables) {
+  RETURN_IF_ERROR(ValidateTables(tables));
+  CheckpointStore store(fs, dir, dense.identity);
   // Parts of later versions describe states the job abandoned (it went
   // back to this version): they must not count among the kept ones.
   if (absl::StatusOr<std::vector<int64_t>> versions = store.ListVersions();
-      versions.ok() && !versions->empty() && versions->back() > part.version) {
-    RETURN_IF_ERROR(store.DeleteNewerThan(part.version).status());
+      versions.ok() && !versions->empty() && versions->back() > dense.version) {
+    RETURN_IF_ERROR(store.DeleteNewerThan(dense.version).status());
   }
-  ASSIGN_OR_RETURN(std::string path, store.Write(part));
-  if (part.identity.shard_id == 0) {
+  const TableCheckpointSources sources(tables);
+  std::unique_ptr<CheckpointWriter> writer = store.NewWriter();
+  RETURN_IF_ERROR(writer->Write(dense, sources.pointers()));
+  ASSIGN_OR_RETURN(std::string path, writer->Commit());
+  if (dense.identity.shard_id == 0) {
     if (absl::StatusOr<std::vector<int64_t>> kept = store.ListVersions();
         kept.ok() && !kept->empty()) {
       PruneOrphanParts(fs, dir, kept->front());

@@ -81,6 +81,12 @@ struct RingCheckpoint {
 // read-only one, ...); CheckpointStore::Write's for a malformed part.
 absl::StatusOr<std::string> WriteRingCheckpointPart(
     FileSystem* fs, const std::string& dir, const ShardCheckpoint& part);
+// The same with the dense state read in place (`dense`'s spans, e.g. a
+// member's live buffers, unchanged until it returns) and `tables` (part 0
+// only; empty for the others): no copy of the state is made.
+absl::StatusOr<std::string> WriteRingCheckpointPart(
+    FileSystem* fs, const std::string& dir, const CheckpointDenseView& dense,
+    const std::vector<TableCheckpoint>& tables);
 
 // Reads every part of the checkpoint at `version` of job `job_id` whose
 // state has `n` elements and `state_buffers` optimizer state buffers: part

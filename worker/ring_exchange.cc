@@ -474,33 +474,50 @@ absl::Status RingExchange::WriteCheckpointPart(int rank, int parts) {
   std::vector<DeviceBuffer*> state = optimizer_.StateBuffers();
   ComputeBackend* backend = options_.backend;
   for (const RingCheckpointPart& p : own) {
-    ShardCheckpoint part;
-    part.identity = RingCheckpointPartIdentity(options_.job_id, p);
-    part.version = optimizer_.steps_applied();
-    part.steps_applied = part.version;
     const int64_t begin = p.range.begin;
     const int64_t len = p.range.size();
-    part.params.resize(static_cast<size_t>(len));
-    RETURN_IF_ERROR(
-        backend->CopyToHost(options_.params + begin, len, part.params.data()));
     if (begin < slice_.begin || begin + len > slice_.end) {
       return absl::InternalError(absl::StrFormat(
           "ring checkpoint part [%d, %d) outside the optimizer state held, "
           "[%d, %d)",
           begin, begin + len, slice_.begin, slice_.end));
     }
-    for (DeviceBuffer* buffer : state) {
-      std::vector<float>& host =
-          part.state.emplace_back(static_cast<size_t>(len));
-      RETURN_IF_ERROR(backend->CopyToHost(buffer->data() + begin - slice_.begin,
-                                          len, host.data()));
+    CheckpointDenseView dense;
+    dense.identity = RingCheckpointPartIdentity(options_.job_id, p);
+    dense.version = optimizer_.steps_applied();
+    dense.steps_applied = dense.version;
+    // Host memory is written in place; a device's state through host
+    // copies.
+    ShardCheckpoint copy;
+    if (backend->IsHostMemory()) {
+      dense.params = {options_.params + begin, static_cast<size_t>(len)};
+      for (DeviceBuffer* buffer : state) {
+        dense.state.emplace_back(buffer->data() + begin - slice_.begin,
+                                 static_cast<size_t>(len));
+      }
+    } else {
+      copy.params.resize(static_cast<size_t>(len));
+      RETURN_IF_ERROR(backend->CopyToHost(options_.params + begin, len,
+                                          copy.params.data()));
+      for (DeviceBuffer* buffer : state) {
+        std::vector<float>& host =
+            copy.state.emplace_back(static_cast<size_t>(len));
+        RETURN_IF_ERROR(backend->CopyToHost(
+            buffer->data() + begin - slice_.begin, len, host.data()));
+      }
+      dense.params = copy.params;
+      for (const std::vector<float>& host : copy.state) {
+        dense.state.emplace_back(host);
+      }
     }
     // The tables are the same on every member: part 0 carries them.
+    std::vector<TableCheckpoint> tables;
     if (p.index == 0 && options_.tables != nullptr) {
-      part.tables = options_.tables->store().Export();
+      tables = options_.tables->store().Export();
     }
     RETURN_IF_ERROR(
-        WriteRingCheckpointPart(fs(), options_.checkpoint_dir, part).status());
+        WriteRingCheckpointPart(fs(), options_.checkpoint_dir, dense, tables)
+            .status());
   }
   return absl::OkStatus();
 }

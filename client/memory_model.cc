@@ -1,0 +1,30 @@
+#include "client/memory_model.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+
+// The largest of `parts` near-equal slices of `total` (common/sharding.h's
+// ShardRange rounding).
+int64_t LargestSlice(int64_t total, int parts) {
+  return (total + parts - 1) / parts;
+}
+
+}  // namespace
+
+MemoryPrediction PredictMemory(const MemoryInput& in) {
+  const int64_t n = in.params;
+  const int64_t k = in.optimizer_state_buffers;
+  MemoryPrediction p;
+  p.ps_worker = 2 * n * kFloatBytes;
+  const int64_t shard_slice = LargestSlice(n, in.shards);
+  const int64_t staged = in.sum_on_arrival ? 1 : in.workers;
+  p.ps_shard = shard_slice * (1 + k + staged) * kFloatBytes;
+  p.ring_member = (2 + k + (1 + k)) * n * kFloatBytes;
+  const int64_t member_slice = LargestSlice(n, in.workers);
+  p.sharded_ring_member = (2 * n + (1 + 2 * k) * member_slice) * kFloatBytes;
+  return p;
+}
+
+}  // namespace ferry
