@@ -85,36 +85,37 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
   std::string dataset =
       c.dataset.empty() ? absl::StrCat("synthetic:", samples) : c.dataset;
   if (!c.worker_command.empty()) dataset = absl::StrCat("external:", samples);
-  std::vector<std::string> args = {ExecutableDir() + "/ferry",
-                                   "local",
-                                   "--mode",
-                                   c.mode == "ring-full"      ? "ring"
-                                   : c.mode == "ps-colocated" ? "ps"
-                                                              : c.mode,
-                                   "--workers",
-                                   std::to_string(c.workers),
-                                   "--model",
-                                   c.mlp_spec,
-                                   "--dataset",
-                                   dataset,
-                                   "--batch",
-                                   std::to_string(c.batch),
-                                   "--epochs",
-                                   "1",
-                                   "--max-steps",
-                                   std::to_string(total_steps),
-                                   "--compression",
-                                   c.compression,
-                                   "--metrics-jsonl",
-                                   dir + "/metrics.jsonl",
-                                   "--summary-json",
-                                   dir + "/summary.json",
-                                   "--log-dir",
-                                   dir + "/logs",
-                                   "--lr",
-                                   kLabLr,
-                                   "--warmup-steps",
-                                   "0"};
+  std::vector<std::string> args = {
+      ExecutableDir() + "/ferry",
+      "local",
+      "--mode",
+      c.mode == "ring-full" || c.mode == "ring-sharded" ? "ring"
+      : c.mode == "ps-colocated"                        ? "ps"
+                                                        : c.mode,
+      "--workers",
+      std::to_string(c.workers),
+      "--model",
+      c.mlp_spec,
+      "--dataset",
+      dataset,
+      "--batch",
+      std::to_string(c.batch),
+      "--epochs",
+      "1",
+      "--max-steps",
+      std::to_string(total_steps),
+      "--compression",
+      c.compression,
+      "--metrics-jsonl",
+      dir + "/metrics.jsonl",
+      "--summary-json",
+      dir + "/summary.json",
+      "--log-dir",
+      dir + "/logs",
+      "--lr",
+      kLabLr,
+      "--warmup-steps",
+      "0"};
   if (!c.worker_command.empty()) {
     // The script's optimizer is the job's: SGD with momentum 0.9 (ferry's
     // default), no Nesterov, no weight decay, a constant rate of {lr}.
@@ -127,6 +128,9 @@ std::vector<std::string> LocalArgs(const BenchConfig& c,
                  "constant", "--export", ExportDir(dir)});
   }
   if (c.mode == "ps-colocated") args.push_back("--colocated-shards");
+  if (c.mode == "ring-sharded") {
+    args.insert(args.end(), {"--ring-shard-optimizer-state", "true"});
+  }
   if (ModeHasShards(c.mode)) {
     args.insert(args.end(),
                 {"--shards", std::to_string(c.shards), "--partitions",
@@ -210,6 +214,7 @@ absl::StatusOr<CostPrediction> Predict(const BenchConfig& c,
   CostInput in;
   in.mode = IsPsMode(c.mode) ? CostMode::kPs : CostMode::kRing;
   in.colocated = c.mode == "ps-colocated";
+  in.shard_optimizer_state = c.mode == "ring-sharded";
   in.workers = c.workers;
   in.shards = std::max(1, c.shards);
   in.partitions = c.partitions;
@@ -310,7 +315,9 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
       ->capture_default_str();
   cmd.add_option("--modes", f.modes,
                  "ps, ps-colocated (ps with --colocated-shards: a shard "
-                 "process in every worker, --shards ignored), ring; a DLRM "
+                 "process in every worker, --shards ignored), ring, "
+                 "ring-sharded (ring with --ring-shard-optimizer-state); a "
+                 "DLRM "
                  "(--models dlrm) also hybrid and ring-full (ring with "
                  "--ring-full-table-rows)")
       ->delimiter(',')

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "client/measurement_checks.h"
+#include "client/memory_model.h"
 #include "common/link_shaper.h"
 #include "common/throughput_window.h"
 #include "model/model_presets.h"
@@ -160,6 +161,7 @@ absl::StatusOr<BenchMeasurement> MeasureRun(
   m.test_accuracy = Num(summary, "test_accuracy");
   m.unique_ids_per_step = Num(summary, "unique_ids_per_step");
   m.final_loss = Num(summary, "final_loss");
+  m.worker_peak_rss_mib = Num(summary, "worker_peak_rss_mib");
   return m;
 }
 
@@ -276,6 +278,22 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
   const nlohmann::json invalid = InvalidReasons(c, m);
   // A script's model is scored only by the script (job.evaluate).
   const bool scripted = !c.worker_command.empty();
+  // What a worker holds for the model (client/memory_model.h; the lab's
+  // optimizer is ferry's default, momentum); not modelled for a DLRM.
+  nlohmann::json worker_state_mib = nullptr;
+  if (!c.dlrm) {
+    const MemoryPrediction memory =
+        PredictMemory({.params = p.params,
+                       .optimizer_state_buffers = 1,
+                       .workers = c.workers,
+                       .shards = std::max(1, c.shards)});
+    const int64_t bytes =
+        c.mode == "ring"           ? memory.ring_member
+        : c.mode == "ring-sharded" ? memory.sharded_ring_member
+        : c.mode == "ps-colocated" ? memory.ps_worker + memory.ps_shard
+                                   : memory.ps_worker;
+    worker_state_mib = static_cast<double>(bytes) / (1 << 20);
+  }
   return {
       {"name", c.Name()},
       {"mode", c.mode},
@@ -327,6 +345,8 @@ nlohmann::json RunRecord(const BenchConfig& c, const BenchMeasurement& m,
                             : nlohmann::json(m.test_accuracy)},
       {"test_accuracy_chance", chance},
       {"final_loss", m.final_loss},
+      {"worker_peak_rss_mib", m.worker_peak_rss_mib},
+      {"worker_state_mib_predicted", worker_state_mib},
       {"notes", notes},
       {"invalid", invalid}};
 }
@@ -365,6 +385,8 @@ std::string ResultsCsv(const std::vector<nlohmann::json>& runs) {
       "window_samples",
       "samples_per_second",
       "test_accuracy",
+      "worker_peak_rss_mib",
+      "worker_state_mib_predicted",
       "valid"};
   std::string out;
   for (const char* c : kColumns)
@@ -410,11 +432,21 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
       "| mode | trained | W | S | consistency | compression | link | "
       "bytes/step/worker measured | predicted | err | step s measured | "
       "predicted | err | compute s | exposed comm s measured | predicted | "
-      "samples/s | held-out acc |\n"
+      "samples/s | held-out acc | worker peak MiB (model's state) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-      "---|\n";
+      "---|---|\n";
   const auto mb = [](const nlohmann::json& v) {
     return absl::StrFormat("%.3f MB", v.get<double>() / 1e6);
+  };
+  // "412 (385)": the measured peak, the modelled state in parentheses.
+  const auto memory = [](const nlohmann::json& r) {
+    const double peak = r.value("worker_peak_rss_mib", 0.0);
+    const nlohmann::json state =
+        r.value("worker_state_mib_predicted", nlohmann::json());
+    return absl::StrCat(peak > 0 ? absl::StrFormat("%.0f", peak) : "—",
+                        state.is_number()
+                            ? absl::StrFormat(" (%.0f)", state.get<double>())
+                            : "");
   };
   const auto sec = [](const nlohmann::json& v) {
     return v.is_null() ? std::string("—")
@@ -468,7 +500,7 @@ std::string ResultsMarkdown(const std::vector<nlohmann::json>& runs) {
         " | ", sec(r.at("comm_seconds_measured")), " | ",
         sec(r.at("comm_seconds_predicted")), " | ",
         absl::StrFormat("%.0f", r.value("samples_per_second", 0.0)), " | ",
-        acc(r), " |\n");
+        acc(r), " | ", memory(r), " |\n");
     for (const auto& n : r.at("notes")) {
       absl::StrAppend(&notes, "- `", r.at("name").get<std::string>(),
                       "`: ", n.get<std::string>(), "\n");

@@ -28,7 +28,8 @@ struct BenchConfig {
   std::string model;     // preset name or MLP spec, as given
   std::string mlp_spec;  // resolved (a DLRM: the model as given)
   // "ps", "ps-colocated" (ps with --colocated-shards: one shard process in
-  // each worker, shards == workers) or "ring"; a DLRM also "hybrid" and
+  // each worker, shards == workers), "ring" or "ring-sharded" (ring with
+  // --ring-shard-optimizer-state); a DLRM also "hybrid" and
   // "ring-full" (ring mode with --ring-full-table-rows full_table_rows:
   // DDP's full-table all-reduce).
   std::string mode;
@@ -82,6 +83,9 @@ struct BenchMeasurement {
   double test_accuracy = 0;
   double final_loss = 0;
   double unique_ids_per_step = 0;  // a DLRM's, summed over the workers
+  // The largest peak resident memory of a worker process (ferry local's
+  // worker_peak_rss_mib; 0 when the summary has none).
+  double worker_peak_rss_mib = 0;
 };
 
 // Reads the coordinator's metrics lines (--metrics-jsonl) and the job

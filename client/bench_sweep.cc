@@ -46,6 +46,7 @@ BenchCompareFlags QuickPreset(BenchCompareFlags f) {
 bool ModeFitsModel(const std::string& mode, bool dlrm, bool scripted) {
   if (mode == "ps" || mode == "ring") return true;
   if (mode == "ps-colocated") return !dlrm && !scripted;
+  if (mode == "ring-sharded") return !dlrm;
   return dlrm && (mode == "hybrid" || mode == "ring-full");
 }
 

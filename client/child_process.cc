@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,13 +20,16 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <string>
 #include <utility>
 
 #include "absl/base/const_init.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -108,11 +113,30 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(
 std::optional<int> ChildProcess::Poll() {
   if (exit_code_ || pid_ <= 0) return exit_code_;
   int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+  struct rusage usage {};
+  if (wait4(pid_, &status, WNOHANG, &usage) == pid_) {
     exit_code_ =
         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    peak_rss_kib_ = usage.ru_maxrss;  // KiB on Linux
   }
   return exit_code_;
+}
+
+std::optional<int64_t> ChildProcess::PeakRssKib() const {
+  if (peak_rss_kib_) return peak_rss_kib_;
+  if (pid_ <= 0) return std::nullopt;
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (absl::StartsWith(line, "VmHWM:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(
+                             absl::StripPrefix(line, "VmHWM:"), "kB")),
+                         &kib)) {
+      return kib;
+    }
+  }
+  return std::nullopt;
 }
 
 void ChildProcess::Signal(int sig) const {

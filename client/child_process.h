@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,11 +41,16 @@ class ChildProcess {
   // ferry-worker at once, a colocated one before its shard's last
   // checkpoint).
   int Stop(absl::Duration grace, bool terminated = false);
+  // Its peak resident memory in KiB: the kernel's count at its exit
+  // (wait4's ru_maxrss) once reaped, else its VmHWM now; nullopt when
+  // neither can be read.
+  std::optional<int64_t> PeakRssKib() const;
 
  private:
   pid_t pid_ = -1;
   std::string log_path_;
   std::optional<int> exit_code_;
+  std::optional<int64_t> peak_rss_kib_;  // from wait4, once reaped
 };
 
 // A TCP port that was free a moment ago on every local address, picked at

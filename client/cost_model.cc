@@ -372,26 +372,41 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
   const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
   double link_free = 0, bandwidth_part = 0;
-  for (const Bucket& bucket : buckets) {
+  // Sharded optimizer state: each collective is one half of the
+  // all-reduce's schedule (W-1 stages, half its bytes).
+  const int halves = in.shard_optimizer_state ? 1 : 2;
+  // Adds one collective over `count` elements (its `halves` of the
+  // all-reduce) to the bytes; returns its time.
+  const auto collective = [&](int64_t count) {
     RoleBytes mean;
     RoleBytes busiest;
-    for (const RoleBytes& b : RingAllReduceBytes(in, bucket.length)) {
-      mean.sent += b.sent;
-      mean.messages_sent += b.messages_sent;
+    for (const RoleBytes& b : RingAllReduceBytes(in, count)) {
+      mean.sent += b.sent * halves / 2;
+      mean.messages_sent += b.messages_sent * halves / 2;
       if (b.sent > busiest.sent) busiest = b;
     }
+    busiest.sent = busiest.sent * halves / 2;
     p.worker.sent += mean.sent / in.workers;
     p.worker.messages_sent += mean.messages_sent / in.workers;
-    // 2(W-1) dependent stages; each moves one segment over every link.
-    const int stages = in.workers > 1 ? 2 * (in.workers - 1) : 0;
+    // halves x (W-1) dependent stages; each moves one segment over every
+    // link.
+    const int stages = in.workers > 1 ? halves * (in.workers - 1) : 0;
     const double t = Transfer(busiest.sent, rate) + stages * lat;
     bandwidth_part += Transfer(busiest.sent, rate);
     p.allreduce_seconds += t;
+    return t;
+  };
+  for (const Bucket& bucket : buckets) {
+    const double t = collective(bucket.length);
     link_free =
         std::max(link_free, ReadyTime(bucket.offset, total, backward)) + t;
   }
+  // The params' all-gather starts after the last reduce-scatter and the
+  // update, when backward is over.
+  double gather = 0;
+  if (in.shard_optimizer_state) gather = collective(total);
   p.worker.received = p.worker.sent;
-  const double exposed = std::max(link_free, backward) - backward;
+  const double exposed = std::max(link_free, backward) - backward + gather;
   // The stack's work (serialization, copies, gRPC, each hop's add before it
   // forwards) sits on the ring's critical path between transfers: measured
   // on emulated links the step's exchange takes the transfer plus the

@@ -28,6 +28,10 @@
 //   the last one (the first layer's).
 // - Colocated PS (model only): each host runs one worker and one shard on
 //   one link; bytes to its own shard stay off the wire.
+// - Ring with sharded optimizer state: every bucket's reduce-scatter (W-1
+//   stages, half the all-reduce's bytes) overlaps the backward pass like
+//   the all-reduce; the params' all-gather (W-1 stages, the other half)
+//   follows the update and is exposed whole.
 #ifndef FERRY_CLIENT_COST_MODEL_H_
 #define FERRY_CLIENT_COST_MODEL_H_
 
@@ -50,6 +54,10 @@ struct CostInput {
   // applied and pulled on its own as soon as its pushes are in.
   int partitions = 1;
   bool colocated = false;  // PS only: one worker + one shard per host
+  // Ring only: the optimizer state sharded across the members (ZeRO stage
+  // 1): each bucket is reduce-scattered as backward produces it, and the
+  // whole model's params are all-gathered after the update (exposed).
+  bool shard_optimizer_state = false;
   std::vector<int64_t> tensor_sizes;      // model order (elements)
   double bandwidth_bytes_per_second = 0;  // 0: unlimited (time terms are 0)
   double latency_seconds = 0;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -405,6 +406,15 @@ int RunLocalCluster(const LocalClusterOptions& o) {
     summary["colocated_shards"] = o.colocated_shards;
     summary["chaos_events"] = procs.ChaosEventsJson();
     summary["restarts"] = procs.RestartsJson();
+    // Every process's peak resident memory, and the workers' largest.
+    summary["peak_rss_mib"] = procs.PeakRssJson();
+    double worker_peak = 0;
+    for (const auto& [name, mib] : summary["peak_rss_mib"].items()) {
+      if (absl::StartsWith(name, "worker") ||
+          (o.colocated_shards && absl::StartsWith(name, "ps")))
+        worker_peak = std::max(worker_peak, mib.get<double>());
+    }
+    summary["worker_peak_rss_mib"] = worker_peak;
     // A job whose model is its workers' is scored only by a worker that
     // evaluates (job.evaluate in a PyTorch script).
     const bool worker_scored =

@@ -77,6 +77,10 @@ void ProcessSupervisor::Print(absl::Time now, const std::string& text) const {
 absl::Status ProcessSupervisor::Spawn(Proc& p) {
   auto child = ChildProcess::Spawn(p.argv, p.log_path);
   if (!child.ok()) return child.status();
+  if (p.child) {  // the incarnation it replaces ended
+    p.peak_rss_kib =
+        std::max(p.peak_rss_kib, p.child->PeakRssKib().value_or(0));
+  }
   p.child = std::move(*child);
   p.state = State::kRunning;
   p.chaos_signalled = false;
@@ -373,6 +377,16 @@ nlohmann::json ProcessSupervisor::RestartsJson() const {
   for (const Proc& p : procs_) {
     if (p.name.role != ProcessName::Role::kWorker)
       out[p.name.ToString()] = p.restarts;
+  }
+  return out;
+}
+
+nlohmann::json ProcessSupervisor::PeakRssJson() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const Proc& p : procs_) {
+    int64_t kib = p.peak_rss_kib;
+    if (p.child) kib = std::max(kib, p.child->PeakRssKib().value_or(0));
+    if (kib > 0) out[p.name.ToString()] = static_cast<double>(kib) / 1024.0;
   }
   return out;
 }

@@ -118,6 +118,10 @@ class ProcessSupervisor {
   // every shard.
   nlohmann::json ChaosEventsJson() const { return chaos_events_; }
   nlohmann::json RestartsJson() const;
+  // {name: peak resident MiB} of every process, the largest over its
+  // incarnations (ChildProcess::PeakRssKib: at exit, or now while it runs);
+  // a name whose memory could not be read is left out.
+  nlohmann::json PeakRssJson() const;
   // The cluster file's content (see above).
   nlohmann::json ClusterJson() const;
 
@@ -138,6 +142,7 @@ class ProcessSupervisor {
     int unexpected_restarts = 0;
     bool chaos_signalled = false;  // this incarnation got chaos kill/term
     absl::Time restart_at = absl::InfiniteFuture();
+    int64_t peak_rss_kib = 0;  // the largest of its ended incarnations'
   };
   static const char* StateName(State state);
 

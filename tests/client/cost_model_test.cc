@@ -246,6 +246,31 @@ TEST(CostModelTest, RingTimeIsBandwidthPlusTwoWMinusOneLatencies) {
   EXPECT_NEAR(p->step_seconds, p->comm_seconds, 1e-12);  // no compute
 }
 
+// Sharded optimizer state: the same bytes and link time as the
+// all-reduce, but the params' all-gather (half of it) follows backward.
+TEST(CostModelTest, ShardedRingExposesTheParamsGatherAfterBackward) {
+  const std::vector<int64_t> sizes = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
+  CostInput in = Input(CostMode::kRing, 4, 1, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  in.latency_seconds = 0.001;
+  in.bucket_elements = 1 << 20;
+  in.compute_seconds = 100;  // backward hides every bucket but the last
+  auto plain = PredictStep(in);
+  in.shard_optimizer_state = true;
+  auto sharded = PredictStep(in);
+  ASSERT_TRUE(plain.ok() && sharded.ok());
+  ExpectNear(sharded->worker.sent, static_cast<double>(plain->worker.sent),
+             1e-3);
+  // Link time: 4 reduce-scatters of 1 Mi floats and one all-gather of 4
+  // Mi, (W-1)/W of each over every link, 3 latencies each.
+  const double gather = 3.0 / 4 * 4 * (4 << 20) / 1e9 + 3 * 0.001;
+  const double scatter = 3.0 / 4 * 4 * (1 << 20) / 1e9 + 3 * 0.001;
+  EXPECT_NEAR(sharded->comm_seconds, 4 * scatter + gather, 1e-6);
+  // Exposed: the last bucket's reduce-scatter, then the whole gather.
+  EXPECT_NEAR(sharded->exposed_comm_seconds, scatter + gather, 1e-6);
+  EXPECT_GT(sharded->exposed_comm_seconds, plain->exposed_comm_seconds);
+}
+
 TEST(CostModelTest, BackwardHidesCommunicationButNeverMoreThanItLasts) {
   const std::vector<int64_t> sizes = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
   for (CostMode mode : {CostMode::kPs, CostMode::kRing}) {

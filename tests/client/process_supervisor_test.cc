@@ -307,6 +307,28 @@ TEST(ChildProcessTest, StopAfterTheCallersSigtermSendsNoSecond) {
   EXPECT_EQ(asked->Stop(absl::Seconds(5)), 128 + SIGTERM);
 }
 
+// Peak memory: VmHWM while a child runs, the kernel's ru_maxrss once it
+// is reaped (dd touches its whole 64 MiB block while copying it).
+TEST(ChildProcessTest, PeakMemoryWhileRunningAndAtExit) {
+  auto sleeper = ChildProcess::Spawn({"/bin/sleep", "30"}, "/dev/null");
+  ASSERT_TRUE(sleeper.ok()) << sleeper.status();
+  const absl::Status read = testutil::WaitUntil(
+      "the sleeper's VmHWM",
+      [&] { return sleeper->PeakRssKib().value_or(0) > 0; }, absl::Seconds(5));
+  EXPECT_TRUE(read.ok()) << read;
+  EXPECT_LT(*sleeper->PeakRssKib(), 32 * 1024);
+  sleeper->Stop(absl::Seconds(5));
+  auto dd = ChildProcess::Spawn(
+      {"/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+      "/dev/null");
+  ASSERT_TRUE(dd.ok()) << dd.status();
+  const absl::Status exited = testutil::WaitUntil(
+      "dd to exit", [&] { return dd->Poll().has_value(); }, absl::Seconds(10));
+  ASSERT_TRUE(exited.ok()) << exited;
+  EXPECT_EQ(*dd->Poll(), 0);
+  EXPECT_GE(dd->PeakRssKib().value_or(0), 64 * 1024);
+}
+
 TEST(ChildProcessTest, ExecFailureIsAnError) {
   auto child = ChildProcess::Spawn({"/nonexistent/ferry-nothing"}, "/dev/null");
   EXPECT_EQ(child.status().code(), absl::StatusCode::kUnavailable);
