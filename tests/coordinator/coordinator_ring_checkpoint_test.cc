@@ -61,6 +61,29 @@ int64_t FirstSample(const v1::NextTaskResponse& lease) {
   return lease.tasks_size() == 0 ? -1 : lease.tasks(0).begin();
 }
 
+// The next leases of `a` and `c` resume from the ring checkpoint at 2
+// (step 2 again, its samples first), with one ring_resumed event whose
+// detail names `why`.
+void ExpectBothResumeFromTheCheckpointAt2(Fixture& f, const std::string& a,
+                                          const std::string& c,
+                                          const std::string& why) {
+  auto la = NextWork(f, a);
+  auto lc = NextWork(f, c);
+  ASSERT_TRUE(la.ok() && lc.ok()) << la.status() << lc.status();
+  EXPECT_EQ(la->step(), 2);
+  ASSERT_TRUE(la->has_restore_checkpoint());
+  EXPECT_EQ(la->restore_checkpoint(), 2);
+  EXPECT_EQ(lc->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*la), 20);  // the undone step's samples first
+  const v1::StatusResponse s = f.coordinator->Status();
+  ASSERT_EQ(CountJobEvents(s, "ring_resumed"), 1);
+  for (const v1::JobEvent& e : s.events()) {
+    if (e.kind() == "ring_resumed") {
+      EXPECT_NE(e.detail().find(why), std::string::npos) << e.detail();
+    }
+  }
+}
+
 TEST(CoordinatorRingCheckpointTest,
      EveryNthStepAndTheEpochsLastAreCheckpointed) {
   Fixture f = RingFixture(1);
@@ -275,22 +298,9 @@ TEST(CoordinatorRingCheckpointTest,
   // Ranks 1 and 3, stage 1's only current copies, leave; 0 and 2 live on.
   auto ring = PipelineRingAfter3Steps({1, 3});
   Fixture& f = ring->f;
-  auto la = NextWork(f, ring->members[0]);
-  auto lc = NextWork(f, ring->members[2]);
-  ASSERT_TRUE(la.ok() && lc.ok()) << la.status() << lc.status();
-  EXPECT_EQ(la->step(), 2);
-  ASSERT_TRUE(la->has_restore_checkpoint());
-  EXPECT_EQ(la->restore_checkpoint(), 2);
-  EXPECT_EQ(lc->restore_checkpoint(), 2);
-  EXPECT_EQ(FirstSample(*la), 20);  // the undone step's samples first
+  ExpectBothResumeFromTheCheckpointAt2(f, ring->members[0], ring->members[2],
+                                       "pipeline stage");
   const v1::StatusResponse s = f.coordinator->Status();
-  ASSERT_EQ(CountJobEvents(s, "ring_resumed"), 1);
-  for (const v1::JobEvent& e : s.events()) {
-    if (e.kind() == "ring_resumed") {
-      EXPECT_NE(e.detail().find("pipeline stage"), std::string::npos)
-          << e.detail();
-    }
-  }
   EXPECT_EQ(s.rollbacks(), 1);
   EXPECT_TRUE(s.error().empty()) << s.error();
   // The resumed ring holds every stage: the next step is no new resume.
@@ -355,22 +365,8 @@ TEST(CoordinatorShardedRingTest, LosingAnyMemberGoesBackToTheCheckpoint) {
   AwaitRingApplied(f, 3);
   // b held slice 1 of 3: a and c hold the rest of the state, not all.
   ASSERT_TRUE(f.coordinator->Leave(b).ok());
-  auto la = NextWork(f, a);
-  auto lc = NextWork(f, c);
-  ASSERT_TRUE(la.ok() && lc.ok()) << la.status() << lc.status();
-  EXPECT_EQ(la->step(), 2);
-  ASSERT_TRUE(la->has_restore_checkpoint());
-  EXPECT_EQ(la->restore_checkpoint(), 2);
-  EXPECT_EQ(lc->restore_checkpoint(), 2);
-  EXPECT_EQ(FirstSample(*la), 20);  // the undone step's samples first
+  ExpectBothResumeFromTheCheckpointAt2(f, a, c, "sharded optimizer state");
   const v1::StatusResponse s = f.coordinator->Status();
-  ASSERT_EQ(CountJobEvents(s, "ring_resumed"), 1);
-  for (const v1::JobEvent& e : s.events()) {
-    if (e.kind() == "ring_resumed") {
-      EXPECT_NE(e.detail().find("sharded optimizer state"), std::string::npos)
-          << e.detail();
-    }
-  }
   EXPECT_TRUE(s.error().empty()) << s.error();
   // The two now hold the state's two slices: the next step goes on.
   Step(f, {a, c});
