@@ -122,8 +122,9 @@ std::optional<int> ChildProcess::Poll() {
   return exit_code_;
 }
 
-std::optional<int64_t> ChildProcess::PeakRssKib() const {
-  if (peak_rss_kib_) return peak_rss_kib_;
+std::optional<int64_t> ChildProcess::PeakRssKib() {
+  // A zombie's status has no VmHWM: reap it for the kernel's count.
+  if (Poll()) return peak_rss_kib_;
   if (pid_ <= 0) return std::nullopt;
   std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
   std::string line;

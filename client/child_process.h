@@ -42,9 +42,9 @@ class ChildProcess {
   // checkpoint).
   int Stop(absl::Duration grace, bool terminated = false);
   // Its peak resident memory in KiB: the kernel's count at its exit
-  // (wait4's ru_maxrss) once reaped, else its VmHWM now; nullopt when
-  // neither can be read.
-  std::optional<int64_t> PeakRssKib() const;
+  // (wait4's ru_maxrss; a child that exited is reaped here, as by Poll),
+  // else its VmHWM now; nullopt when neither can be read.
+  std::optional<int64_t> PeakRssKib();
 
  private:
   pid_t pid_ = -1;

@@ -381,9 +381,9 @@ nlohmann::json ProcessSupervisor::RestartsJson() const {
   return out;
 }
 
-nlohmann::json ProcessSupervisor::PeakRssJson() const {
+nlohmann::json ProcessSupervisor::PeakRssJson() {
   nlohmann::json out = nlohmann::json::object();
-  for (const Proc& p : procs_) {
+  for (Proc& p : procs_) {
     int64_t kib = p.peak_rss_kib;
     if (p.child) kib = std::max(kib, p.child->PeakRssKib().value_or(0));
     if (kib > 0) out[p.name.ToString()] = static_cast<double>(kib) / 1024.0;

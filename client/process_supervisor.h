@@ -120,8 +120,9 @@ class ProcessSupervisor {
   nlohmann::json RestartsJson() const;
   // {name: peak resident MiB} of every process, the largest over its
   // incarnations (ChildProcess::PeakRssKib: at exit, or now while it runs);
-  // a name whose memory could not be read is left out.
-  nlohmann::json PeakRssJson() const;
+  // a name whose memory could not be read is left out. Reaps children that
+  // exited (Tick then acts on them as usual).
+  nlohmann::json PeakRssJson();
   // The cluster file's content (see above).
   nlohmann::json ClusterJson() const;
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/fault/fault_fixture.h"
 
 namespace ferry::testing {
@@ -49,6 +50,16 @@ TEST(RingFaultTest, ShardedOptimizerStateUnderChurnResumesFromCheckpoints) {
   EXPECT_GE(CountEvents(run->summary, "ring_resumed"), 2)
       << run->summary.dump(1);
   EXPECT_EQ(CountEvents(run->summary, "ring_state_lost"), 0);
+  // Every process's peak memory, the killed one's too (each holds the
+  // Fashion-MNIST training set: 188 MB).
+  const nlohmann::json& peaks = run->summary.at("peak_rss_mib");
+  for (const char* name :
+       {"coordinator", "worker0", "worker1", "worker2", "worker3"}) {
+    ASSERT_TRUE(peaks.contains(name)) << peaks.dump();
+    EXPECT_GT(peaks.at(name).get<double>(), 100.0) << name;
+  }
+  EXPECT_GE(run->summary.at("worker_peak_rss_mib").get<double>(),
+            peaks.at("worker1").get<double>());
 }
 
 // Every member killed at once mid-epoch (a node drain, a rolling update),
