@@ -22,11 +22,11 @@ std::optional<int64_t> Coordinator::ResumeRingIfStateLost(
   // is gone while others live on.
   const bool stage_lost =
       !all_lost && pipeline_ranges_ > 0 &&
-      RingPipelineLostARange(ranked, pipeline_ranges_, steps_applied_);
+      RingLostAHeldRange(ranked, pipeline_ranges_, steps_applied_);
   // Sharded optimizer state: every slice lives on one member only.
   const bool slice_lost =
       !all_lost && optimizer_slices_ > 0 &&
-      RingPipelineLostARange(ranked, optimizer_slices_, steps_applied_);
+      RingLostAHeldRange(ranked, optimizer_slices_, steps_applied_);
   if (!all_lost && !stage_lost && !slice_lost) return std::nullopt;
   const char* part = stage_lost   ? "a pipeline stage's state"
                      : slice_lost ? "a slice of the sharded optimizer state"

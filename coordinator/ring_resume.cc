@@ -24,9 +24,8 @@ bool RingLostTheJobState(const std::vector<const Membership::Member*>& members,
       [](const Membership::Member* m) { return m->applied_any; });
 }
 
-bool RingPipelineLostARange(
-    const std::vector<const Membership::Member*>& members, int ranges,
-    int64_t applied) {
+bool RingLostAHeldRange(const std::vector<const Membership::Member*>& members,
+                        int ranges, int64_t applied) {
   if (applied == 0 || members.empty()) return false;
   for (int range = 0; range < ranges; ++range) {
     const bool held = std::any_of(

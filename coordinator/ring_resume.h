@@ -35,14 +35,14 @@ std::optional<RingResumePoint> RingResumeTarget(
 bool RingLostTheJobState(const std::vector<const Membership::Member*>& members,
                          int64_t applied);
 
-// Ring pipelines of `ranges` flat ranges (a stage each, then the BatchNorm
-// state): whether after `applied` steps some range is held current by no
-// member of `members` (Membership::Member::held_ranges): every member of
-// the last step that trained that stage is gone, and the ring would go on
-// from an older copy of it.
-bool RingPipelineLostARange(
-    const std::vector<const Membership::Member*>& members, int ranges,
-    int64_t applied);
+// Whether after `applied` steps some of `ranges` ranges is held by no
+// member of `members` (Membership::Member::held_ranges). A ring pipeline's
+// ranges are its stages, then the BatchNorm state: every member of the last
+// step that trained that stage is gone, and the ring would go on from an
+// older copy of it. With sharded optimizer state they are the slices of the
+// state, one per member of the ring that applied the last step.
+bool RingLostAHeldRange(const std::vector<const Membership::Member*>& members,
+                        int ranges, int64_t applied);
 
 }  // namespace ferry
 

@@ -66,6 +66,14 @@ BucketAllReducer::~BucketAllReducer() {
   thread_.join();
 }
 
+void BucketAllReducer::set_reduce_scatter(
+    const std::vector<FlatRange>& slices) {
+  shares_.clear();
+  for (const Bucket& b : plan_) {
+    shares_.push_back(SharesOfRange(slices, b.offset, b.offset + b.length));
+  }
+}
+
 bool BucketAllReducer::HasWorkOrStopping() const {
   return stopping_ || !queue_.empty();
 }
@@ -86,16 +94,15 @@ void BucketAllReducer::Run() {
     mu_.Unlock();
     const bool compress = bucket.offset < uncompressed_from_;
     absl::Status status =
-        !slices_.empty() ? collective_->ReduceScatterSum(
-                               op_id, grads_ + bucket.offset, bucket.length,
-                               SharesOfRange(slices_, bucket.offset,
-                                             bucket.offset + bucket.length))
-                         : collective_->AllReduceSumCompressed(
-                               op_id, grads_ + bucket.offset, bucket.length,
-                               compress ? compression_ : GradientCompression{},
-                               residual_ == nullptr || !compress
-                                   ? nullptr
-                                   : residual_ + bucket.offset);
+        !shares_.empty()
+            ? collective_->ReduceScatterSum(op_id, grads_ + bucket.offset,
+                                            bucket.length, shares_[index])
+            : collective_->AllReduceSumCompressed(
+                  op_id, grads_ + bucket.offset, bucket.length,
+                  compress ? compression_ : GradientCompression{},
+                  residual_ == nullptr || !compress
+                      ? nullptr
+                      : residual_ + bucket.offset);
     mu_.Lock();
     busy_ = false;
     if (!status.ok() && first_error_.ok()) {

@@ -70,9 +70,7 @@ class BucketAllReducer {
   // with its share of every slice (SharesOfRange), and after Finish only
   // this rank's slice of grads holds the ring's sum (the rest is
   // unspecified). Needs fp32 (no compression). Call before the first Start.
-  void set_reduce_scatter(std::vector<FlatRange> slices) {
-    slices_ = std::move(slices);
-  }
+  void set_reduce_scatter(const std::vector<FlatRange>& slices);
 
   // Stops the background thread: buckets queued but not started are dropped
   // (left unreduced); one being all-reduced is waited for (at most the
@@ -123,7 +121,9 @@ class BucketAllReducer {
   const GradientCompression compression_;
   float* const residual_;  // null: no error feedback
   int64_t uncompressed_from_ = INT64_MAX;
-  std::vector<FlatRange> slices_;  // empty: all-reduce
+  // Reduce-scatter: each bucket's share of every rank's slice, by plan
+  // index (empty: all-reduce).
+  std::vector<std::vector<FlatRange>> shares_;
   int64_t total_ = 0;
   absl::Status plan_status_;       // OK when plan_ is a valid partition
   std::vector<size_t> by_offset_;  // plan indices sorted by offset

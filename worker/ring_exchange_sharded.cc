@@ -62,12 +62,10 @@ absl::Status RingExchange::JoinShardedRing(const v1::NextTaskResponse& lease) {
     RETURN_IF_ERROR(
         RestoreCheckpoint(lease.restore_checkpoint(), next, next_slice));
   } else if (steps == 0) {
-    // The job's start: rank 0's params, the state at zero.
-    const std::vector<FlatRange> from_rank0 = [&] {
-      std::vector<FlatRange> owned(lease.ring_size());
-      owned[0] = {0, n_};
-      return owned;
-    }();
+    // The job's start: rank 0's params (an all-gather from rank 0 alone is
+    // a chain broadcast, staged like the step's), the state at zero.
+    std::vector<FlatRange> from_rank0(static_cast<size_t>(lease.ring_size()));
+    from_rank0[0] = {0, n_};
     RETURN_IF_ERROR(
         AllGatherParams(collective, session_->next_op++, from_rank0));
   } else {

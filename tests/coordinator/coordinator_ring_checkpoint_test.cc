@@ -327,12 +327,12 @@ TEST(RingResumeTest, APipelineRangeIsLostWhenNoMemberHoldsIt) {
   stage0.held_ranges = {0};
   stage1.held_ranges = {1};
   both.held_ranges = {0, 1};
-  EXPECT_FALSE(RingPipelineLostARange({&stage0, &stage1}, 2, 5));
-  EXPECT_TRUE(RingPipelineLostARange({&stage0, &stage0}, 2, 5));
-  EXPECT_FALSE(RingPipelineLostARange({&both}, 2, 5));
+  EXPECT_FALSE(RingLostAHeldRange({&stage0, &stage1}, 2, 5));
+  EXPECT_TRUE(RingLostAHeldRange({&stage0, &stage0}, 2, 5));
+  EXPECT_FALSE(RingLostAHeldRange({&both}, 2, 5));
   // A BatchNorm state range (index 2) nobody holds.
-  EXPECT_TRUE(RingPipelineLostARange({&both}, 3, 5));
-  EXPECT_FALSE(RingPipelineLostARange({&stage0}, 2, 0));  // nothing applied
+  EXPECT_TRUE(RingLostAHeldRange({&both}, 3, 5));
+  EXPECT_FALSE(RingLostAHeldRange({&stage0}, 2, 0));  // nothing applied
 }
 
 TEST(RingResumeTest, LostOnlyWhenStepsWereAppliedAndNoMemberTookPart) {
