@@ -239,8 +239,11 @@ void Coordinator::NextTask(const v1::NextTaskRequest& request,
       if (!recorded.ok()) {
         replies.emplace_back(std::move(done), recorded);
       } else if (request.report_only()) {
-        replies.emplace_back(std::move(done), Action(v1::NextTaskResponse::WAIT,
-                                                     membership_.generation()));
+        if (std::optional<v1::NextTaskResponse> now = ReportAnswer(request)) {
+          replies.emplace_back(std::move(done), *std::move(now));
+        } else {
+          parked_.Park(request, std::move(done), Now() + options_.long_poll);
+        }
       } else if (auto now = TryAssign(request); now.has_value()) {
         replies.emplace_back(std::move(done), std::move(*now));
       } else if (const int64_t waiting = parked_.Count(request.worker_id());
@@ -471,11 +474,35 @@ void Coordinator::ServeWaiters(std::vector<Reply>& replies,
                                bool expire_all_due) {
   parked_.Serve(
       Now(), expire_all_due,
-      [this](const v1::NextTaskRequest& request) {
+      [this](const v1::NextTaskRequest& request)
+          -> std::optional<absl::StatusOr<v1::NextTaskResponse>> {
         mu_.AssertHeld();  // ServeWaiters' caller holds it
-        return TryAssign(request);
+        if (!request.report_only()) return TryAssign(request);
+        if (auto now = ReportAnswer(request)) return *std::move(now);
+        return std::nullopt;
       },
-      Action(v1::NextTaskResponse::WAIT, membership_.generation()), replies);
+      Waiting(), replies);
+}
+
+v1::NextTaskResponse Coordinator::Waiting() const {
+  v1::NextTaskResponse wait =
+      Action(v1::NextTaskResponse::WAIT, membership_.generation());
+  wait.set_committed_steps(CommittedSteps());
+  return wait;
+}
+
+std::optional<v1::NextTaskResponse> Coordinator::ReportAnswer(
+    const v1::NextTaskRequest& request) const {
+  if (request.await_applied() && rules_.sync()) {
+    // Still open under the fence it was reported in: applied or aborted
+    // later (the parked call is answered then, or at its long poll's end).
+    const OpenStep* open = steps_.Find(request.done().step());
+    if (open != nullptr && open->fence == request.done().fence() &&
+        parked_.Count(request.worker_id()) < kMaxParkedLeasesPerWorker) {
+      return std::nullopt;
+    }
+  }
+  return Waiting();
 }
 
 void Coordinator::EvaluatorLoop() {

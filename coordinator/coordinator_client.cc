@@ -197,6 +197,17 @@ void Heartbeater::SetCommittedListener(std::function<void(int64_t)> listener) {
   committed_listener_ = std::move(listener);
 }
 
+void Heartbeater::ObserveCommitted(int64_t steps) {
+  std::function<void(int64_t)> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    if (steps <= committed_) return;
+    committed_ = steps;
+    listener = committed_listener_;
+  }
+  if (listener) listener(steps);
+}
+
 void Heartbeater::Loop() {
   absl::StatusCode last_code = absl::StatusCode::kOk;
   while (true) {
@@ -213,20 +224,15 @@ void Heartbeater::Loop() {
     if (response.ok()) {
       ObserveGeneration(response->generation());
       std::function<void(int64_t)> listener;
-      std::function<void(int64_t)> committed_listener;
       {
         absl::MutexLock lock(&mu_);
         if (response->fence() > fence_) {
           fence_ = response->fence();
           listener = fence_listener_;
         }
-        if (response->committed_steps() > committed_) {
-          committed_ = response->committed_steps();
-          committed_listener = committed_listener_;
-        }
       }
       if (listener) listener(response->fence());
-      if (committed_listener) committed_listener(response->committed_steps());
+      ObserveCommitted(response->committed_steps());
       if (last_code != absl::StatusCode::kOk) {
         LogInfo("heartbeats accepted again");
       }

@@ -125,9 +125,11 @@ class Heartbeater {
   // Called on the heartbeat thread with every newer fence (the coordinator
   // aborted open steps). Set it before the first beat that matters.
   void SetFenceListener(std::function<void(int64_t)> listener);
-  // Called on the heartbeat thread with every larger committed step count
-  // (HeartbeatResponse.committed_steps).
+  // Called with every larger committed step count: on the heartbeat thread
+  // (HeartbeatResponse.committed_steps), or on ObserveCommitted's caller's.
   void SetCommittedListener(std::function<void(int64_t)> listener);
+  // Records a committed step count seen elsewhere (a report's answer).
+  void ObserveCommitted(int64_t steps);
 
  private:
   void Loop();

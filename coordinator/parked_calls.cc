@@ -6,7 +6,15 @@ namespace ferry {
 
 void ParkedCalls::Park(v1::NextTaskRequest request, Callback done,
                        absl::Time deadline) {
-  request.clear_done();
+  if (request.report_only()) {
+    // What the answer depends on: the reported step and its fence.
+    v1::StepReport reported;
+    reported.set_step(request.done().step());
+    reported.set_fence(request.done().fence());
+    *request.mutable_done() = std::move(reported);
+  } else {
+    request.clear_done();
+  }
   calls_.push_back({std::move(request), std::move(done), deadline});
 }
 

@@ -1,4 +1,5 @@
-// ParkedCalls: the NextTask calls that got no action yet (a long poll),
+// ParkedCalls: the NextTask calls that got no action yet (a long poll, or
+// a report-only call waiting for its step to be applied),
 // in the order they arrived, each with its deadline. Serve() answers those
 // that can be answered now, and with `on_expiry` (WAIT) those whose long
 // poll is over; the answers are collected for the caller to send after
@@ -35,8 +36,8 @@ class ParkedCalls {
       std::function<std::optional<absl::StatusOr<v1::NextTaskResponse>>(
           const v1::NextTaskRequest&)>;
 
-  // Parks `request` (without its report, which was recorded already) until
-  // `deadline`.
+  // Parks `request` (without its report, which was recorded already; a
+  // report-only call keeps the reported step and fence) until `deadline`.
   void Park(v1::NextTaskRequest request, Callback done, absl::Time deadline);
   // The calls of `worker_id` parked now.
   int64_t Count(const std::string& worker_id) const;

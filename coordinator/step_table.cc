@@ -9,6 +9,11 @@ OpenStep* StepTable::Find(int64_t step) {
   return it == open_.end() ? nullptr : &it->second;
 }
 
+const OpenStep* StepTable::Find(int64_t step) const {
+  auto it = open_.find(step);
+  return it == open_.end() ? nullptr : &it->second;
+}
+
 int StepTable::Collecting() const {
   int collecting = 0;
   for (const auto& [number, step] : open_)

@@ -70,6 +70,7 @@ class StepTable {
   const std::map<int64_t, OpenStep>& open() const { return open_; }
   // Null when `step` is not open.
   OpenStep* Find(int64_t step);
+  const OpenStep* Find(int64_t step) const;
   // The next step's number.
   int64_t formed() const { return formed_; }
   void set_formed(int64_t formed) { formed_ = formed; }

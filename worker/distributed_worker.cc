@@ -273,13 +273,21 @@ class Worker {
   }
 
   // Sync mode, prefetching: the step's report goes out on its own at once.
+  // `await_applied`: the answer comes once the step is applied (or no
+  // longer open), and its committed steps reach the exchange's observer.
   absl::Status SendReport(v1::NextTaskRequest request,
-                          const v1::StepReport& report) {
+                          const v1::StepReport& report,
+                          bool await_applied = false) {
     *request.mutable_done() = report;
     request.set_report_only(true);
+    request.set_await_applied(await_applied);
     absl::Status status;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      status = coordinator().NextTask(request).status();
+      absl::StatusOr<v1::NextTaskResponse> answer =
+          coordinator().NextTask(request);
+      status = answer.status();
+      if (answer.ok())
+        heartbeater_->ObserveCommitted(answer->committed_steps());
       if (!absl::IsDeadlineExceeded(status)) break;
     }
     if (absl::IsAborted(status)) {  // the step went on without us
@@ -431,11 +439,18 @@ class Worker {
       }
       // The report travels while the next step runs; one at a time.
       RETURN_IF_ERROR(AwaitReport());
-      report_in_flight_ = std::async(
-          std::launch::async,
-          [this, request = Request(), r = *std::move(report)]() mutable {
-            return SendReport(std::move(request), r);
-          });
+      // An exchange that keeps much undo state per uncommitted step hears
+      // at once when this one is committed.
+      const CommittedStepsObserver* observer =
+          exchange_->capability<CommittedStepsObserver>();
+      const bool await_applied =
+          observer != nullptr && observer->WantsPromptCommits();
+      report_in_flight_ =
+          std::async(std::launch::async,
+                     [this, request = Request(), r = *std::move(report),
+                      await_applied]() mutable {
+                       return SendReport(std::move(request), r, await_applied);
+                     });
       trainer_->StepReported();
       if (stop_requested()) break;
     }

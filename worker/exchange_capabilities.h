@@ -106,6 +106,13 @@ class CommittedStepsObserver : public ExchangeCapability {
   // steps (HeartbeatResponse.committed_steps): no ring re-forms before
   // them, so state kept only to undo them may go.
   virtual void ObserveCommitted(int64_t steps) = 0;
+  // Training thread: whether the state kept per uncommitted step is large
+  // enough that the worker should learn of each commit as soon as the
+  // coordinator makes it (a report answered once its step is applied,
+  // NextTaskRequest.await_applied) rather than with its next lease. The
+  // wait is off the step's path, but a step shorter than the coordinator's
+  // round trip would wait for the previous report's answer.
+  virtual bool WantsPromptCommits() const = 0;
 
  protected:
   ~CommittedStepsObserver() = default;

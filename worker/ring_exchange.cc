@@ -283,6 +283,11 @@ void RingExchange::ObserveCommitted(int64_t steps) {
   copies_.ObserveCommitted(steps);
 }
 
+bool RingExchange::WantsPromptCommits() const {
+  return options_.committed_steps_final &&
+         copies_.copy_bytes() >= kPromptCommitMinBytes;
+}
+
 absl::Status RingExchange::FinishStep() {
   if (session_ == nullptr)
     return absl::FailedPreconditionError("no ring step begun");

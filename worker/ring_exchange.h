@@ -196,6 +196,10 @@ class RingExchange final : public GradientExchange,
   // first `steps` steps are not needed any more (taken for the next copy).
   // A no-op unless options.committed_steps_final.
   void ObserveCommitted(int64_t steps) override;
+  // A rollback copy of at least kPromptCommitMinBytes (a model whose step
+  // takes far longer than a coordinator round trip).
+  bool WantsPromptCommits() const override;
+  static constexpr int64_t kPromptCommitMinBytes = int64_t{16} << 20;
   bool WaitedForOthers(const absl::Status&) override { return false; }
   // EmbeddingRowExchange (with tables): the member's own tables, nullptr
   // without an open step.

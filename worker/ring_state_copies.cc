@@ -1,5 +1,6 @@
 #include "worker/ring_state_copies.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -146,6 +147,18 @@ int RingStateCopies::rollback_copies() const {
   int allocated = 0;
   for (const Copy& copy : rollback_) allocated += copy.params.empty() ? 0 : 1;
   return allocated;
+}
+
+int64_t RingStateCopies::copy_bytes() const {
+  int64_t largest = 0;
+  for (const Copy& copy : rollback_) {
+    int64_t bytes = static_cast<int64_t>(copy.params.size() * sizeof(float));
+    for (const DeviceBuffer& b : copy.state) {
+      bytes += static_cast<int64_t>(b.size() * sizeof(float));
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
 }
 
 }  // namespace ferry

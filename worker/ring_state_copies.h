@@ -92,6 +92,8 @@ class RingStateCopies {
 
   // The rollback copies allocated (checkpoint copies not counted).
   int rollback_copies() const;
+  // The bytes of the largest rollback copy allocated (0: none yet).
+  int64_t copy_bytes() const;
 
  private:
   struct Copy {

@@ -75,6 +75,7 @@ TEST_F(RingStateCopiesTest, KeepsTheNewestThreeAndRestoresOne) {
 TEST_F(RingStateCopiesTest, CommittedStepsFreeTheirCopiesOnlyWhenFinal) {
   RingStateCopies final_steps(backend_.get(), kN, true);
   RingStateCopies not_final(backend_.get(), kN, false);
+  EXPECT_EQ(final_steps.copy_bytes(), 0);
   for (RingStateCopies* copies : {&final_steps, &not_final}) {
     for (int64_t s = 0; s < 4; ++s) {
       copies->ObserveCommitted(s);  // every step committed before the next
@@ -83,6 +84,8 @@ TEST_F(RingStateCopiesTest, CommittedStepsFreeTheirCopiesOnlyWhenFinal) {
   }
   EXPECT_EQ(final_steps.committed(), 3);
   EXPECT_EQ(final_steps.rollback_copies(), 1);  // one buffer, reused
+  // One copy: params and momentum.
+  EXPECT_EQ(final_steps.copy_bytes(), 2 * kN * int64_t{sizeof(float)});
   EXPECT_EQ(not_final.committed(), 0);
   EXPECT_EQ(not_final.rollback_copies(), 3);
 
