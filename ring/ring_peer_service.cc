@@ -195,13 +195,14 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
       return;
     }
     snapshot_ = *std::move(snapshot);
-    const int64_t total = static_cast<int64_t>(snapshot_->values.size());
+    const int64_t total = snapshot_->total_elements;
     if (snapshot_->ranges.empty()) {
-      segments_.push_back({0, total});
+      segments_.push_back({{0, total}, 0});
     } else {
+      int64_t packed = 0;  // where the range's values start
       for (const FlatRange& r : snapshot_->ranges) {
-        segments_.push_back({std::clamp<int64_t>(r.begin, 0, total),
-                             std::clamp<int64_t>(r.end, 0, total)});
+        segments_.push_back({r, packed});
+        packed += r.size();
       }
     }
     WriteNext();
@@ -222,11 +223,11 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   // The dense chunks of every current segment (at least one chunk, maybe
   // empty), then the tables' blob in chunks of as many bytes.
   void WriteNext() {
-    const int64_t total = static_cast<int64_t>(snapshot_->values.size());
+    const int64_t total = snapshot_->total_elements;
     const int64_t tables = static_cast<int64_t>(snapshot_->tables.size());
     while (segment_ < segments_.size() &&
-           std::max(offset_, segments_[segment_].begin) >=
-               segments_[segment_].end) {
+           std::max(offset_, segments_[segment_].range.begin) >=
+               segments_[segment_].range.end) {
       ++segment_;  // this segment is sent (or empty)
     }
     const bool dense_left = segment_ < segments_.size();
@@ -240,14 +241,16 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
     chunk_.set_total_elements(total);
     chunk_.set_tables_bytes(tables);
     if (dense_left || tables == 0) {
-      const FlatRange segment =
-          dense_left ? segments_[segment_] : FlatRange{total, total};
-      offset_ = std::max(offset_, segment.begin);
-      const int64_t n = std::min(kWeightsChunkElements, segment.end - offset_);
+      const Segment segment =
+          dense_left ? segments_[segment_] : Segment{{total, total}, 0};
+      offset_ = std::max(offset_, segment.range.begin);
+      const int64_t n =
+          std::min(kWeightsChunkElements, segment.range.end - offset_);
       chunk_.set_offset(offset_);
+      const int64_t at = segment.packed + (offset_ - segment.range.begin);
       chunk_.set_data(
-          reinterpret_cast<const char*>(snapshot_->values.data() + offset_),
-          static_cast<size_t>(n) * sizeof(float));
+          reinterpret_cast<const char*>(snapshot_->values.data() + at),
+          static_cast<size_t>(std::max<int64_t>(n, 0)) * sizeof(float));
       offset_ += n;
     } else {
       const int64_t n = std::min<int64_t>(kWeightsChunkElements * sizeof(float),
@@ -263,9 +266,14 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
   RingPeerService* const service_;
   std::shared_ptr<const WeightsSnapshot> snapshot_;
   v1::WeightsChunk chunk_;
-  std::vector<FlatRange> segments_;  // the snapshot's current parts
-  size_t segment_ = 0;               // the segment being sent
-  int64_t offset_ = 0;               // the next element to send
+  // A published range and where its values start in the snapshot's.
+  struct Segment {
+    FlatRange range;
+    int64_t packed = 0;
+  };
+  std::vector<Segment> segments_;  // the snapshot's current parts
+  size_t segment_ = 0;             // the segment being sent
+  int64_t offset_ = 0;             // the next element to send
   int64_t tables_offset_ = 0;
   bool sent_any_ = false;
 };

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace ferry {
 
@@ -23,12 +24,38 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
       "); retry"));
 }
 
+std::vector<float> PackRanges(const float* flat,
+                              const std::vector<FlatRange>& ranges) {
+  int64_t total = 0;
+  for (const FlatRange& r : ranges) total += r.size();
+  std::vector<float> packed;
+  packed.reserve(static_cast<size_t>(total));
+  for (const FlatRange& r : ranges) {
+    packed.insert(packed.end(), flat + r.begin, flat + r.end);
+  }
+  return packed;
+}
+
 void WeightsPublisher::Publish(int64_t steps_applied, std::vector<float> values,
                                std::string tables,
-                               std::vector<FlatRange> ranges) {
+                               std::vector<FlatRange> ranges,
+                               int64_t total_elements) {
+  int64_t covered = 0;
+  for (const FlatRange& r : ranges) covered += r.size();
+  if (total_elements < 0) total_elements = static_cast<int64_t>(values.size());
+  const int64_t expected = ranges.empty() ? total_elements : covered;
+  if (static_cast<int64_t>(values.size()) != expected ||
+      (!ranges.empty() && ranges.back().end > total_elements)) {
+    LogError("weights snapshot refused: its values are not its ranges' size",
+             {{"values", static_cast<int64_t>(values.size())},
+              {"expected", expected},
+              {"total_elements", total_elements}});
+    return;
+  }
   auto snapshot = std::make_shared<WeightsSnapshot>();
   snapshot->steps_applied = steps_applied;
   snapshot->values = std::move(values);
+  snapshot->total_elements = total_elements;
   snapshot->tables = std::move(tables);
   snapshot->ranges = std::move(ranges);
   absl::MutexLock lock(&mu_);

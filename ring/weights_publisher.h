@@ -23,14 +23,23 @@ namespace ferry {
 
 struct WeightsSnapshot {
   int64_t steps_applied = 0;
-  std::vector<float> values;  // the flat parameter buffer
-  // The parts of `values` that are current, ascending and disjoint (a ring
-  // pipeline stage's layers); empty: all of it. GetWeights sends only these.
+  // The elements of the flat parameter buffer (of total_elements) that
+  // `ranges` name, back to back; with no ranges, the whole buffer.
+  std::vector<float> values;
+  int64_t total_elements = 0;
+  // The parts of the flat buffer published, ascending and disjoint (a ring
+  // pipeline stage's layers, a sharded ring member's slice); empty: all of
+  // it. GetWeights sends only these.
   std::vector<FlatRange> ranges;
   // A model with embedding tables: the member's tables as one blob
   // (ps/sparse_store.h EncodeSparseStore); empty otherwise.
   std::string tables;
 };
+
+// The elements of `ranges` of the host buffer `flat`, back to back (a
+// snapshot's values).
+std::vector<float> PackRanges(const float* flat,
+                              const std::vector<FlatRange>& ranges);
 
 class WeightsPublisher {
  public:
@@ -45,9 +54,14 @@ class WeightsPublisher {
     return wanted_step_.load(std::memory_order_acquire);
   }
 
-  // Replaces the snapshot and clears `wanted`.
+  // Replaces the snapshot and clears `wanted`. `values`: as
+  // WeightsSnapshot's, the elements of `ranges` of a flat buffer of
+  // `total_elements` (-1: values.size(), for a whole buffer). A snapshot
+  // whose values are not the ranges' size is refused (logged; the old one
+  // stays).
   void Publish(int64_t steps_applied, std::vector<float> values,
-               std::string tables = {}, std::vector<FlatRange> ranges = {});
+               std::string tables = {}, std::vector<FlatRange> ranges = {},
+               int64_t total_elements = -1);
 
  private:
   std::atomic<bool> wanted_{false};

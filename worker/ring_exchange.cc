@@ -410,7 +410,14 @@ void RingExchange::BetweenSteps() {
   // the states before them go before the snapshot takes a model's memory.
   ObserveCommitted(publisher->wanted_step());
   copies_.DropCommitted();
-  absl::StatusOr<std::vector<float>> host = HostParams();
+  // A pipeline member publishes the stages it holds current, a sharded
+  // member its slice (every member holds all params, but a reader that
+  // puts the slices together costs each member 1/W of the model, not
+  // all of it); the coordinator's reader puts the parts together.
+  const std::vector<FlatRange> ranges = options_.shard_optimizer_state
+                                            ? std::vector<FlatRange>{slice_}
+                                            : CurrentRanges();
+  absl::StatusOr<std::vector<float>> host = HostRanges(ranges);
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
     return;
@@ -418,7 +425,25 @@ void RingExchange::BetweenSteps() {
   publisher->Publish(
       optimizer_.steps_applied(), *std::move(host),
       options_.tables == nullptr ? std::string() : options_.tables->Encode(),
-      CurrentRanges());
+      ranges, n_);
+}
+
+absl::StatusOr<std::vector<float>> RingExchange::HostRanges(
+    const std::vector<FlatRange>& ranges) {
+  if (ranges.empty()) return HostParams();
+  if (options_.backend->IsHostMemory()) {
+    return PackRanges(options_.params, ranges);
+  }
+  int64_t total = 0;
+  for (const FlatRange& r : ranges) total += r.size();
+  std::vector<float> host(static_cast<size_t>(total));
+  float* at = host.data();
+  for (const FlatRange& r : ranges) {
+    RETURN_IF_ERROR(
+        options_.backend->CopyToHost(options_.params + r.begin, r.size(), at));
+    at += r.size();
+  }
+  return host;
 }
 
 absl::Status RingExchange::AddToReport(v1::StepReport& report) {

@@ -302,6 +302,10 @@ class RingExchange final : public GradientExchange,
                                        : options_.counter->Get();
   }
   absl::StatusOr<std::vector<float>> HostParams();
+  // The elements of `ranges` (ascending, disjoint) of the params on the
+  // host, back to back; no ranges: all of them.
+  absl::StatusOr<std::vector<float>> HostRanges(
+      const std::vector<FlatRange>& ranges);
   // The params readable on the host: in place for host-memory backends,
   // else copied into `copy`.
   absl::StatusOr<const float*> ParamsOnHost(std::vector<float>& copy);

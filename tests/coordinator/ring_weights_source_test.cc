@@ -49,27 +49,36 @@ std::vector<float> State(int64_t steps, int n = 10) {
   return v;
 }
 
+// Publishes the range [begin, end) of the state after `steps` steps (of 10
+// elements) on `server`.
+void PublishPart(RingPeerServer& server, int64_t steps, int64_t begin,
+                 int64_t end) {
+  const std::vector<FlatRange> ranges = {{begin, end}};
+  server.publisher->Publish(steps, PackRanges(State(steps).data(), ranges), {},
+                            ranges, 10);
+}
+
 TEST(RingWeightsSourceTest, PutsAPipelinesModelTogetherFromItsStages) {
   Members members = Start(3);
   RingWeightsSource source("job", absl::Seconds(10));
   source.set_member_source([&] { return members.Addresses(); });
   // Stage 0 is [0, 4), stage 1 [4, 10); member 2 holds nothing current
   // yet (nothing published).
-  members.servers[0]->publisher->Publish(5, State(5), {}, {{0, 4}});
-  members.servers[1]->publisher->Publish(5, State(5), {}, {{4, 10}});
+  PublishPart(*members.servers[0], 5, 0, 4);
+  PublishPart(*members.servers[1], 5, 4, 10);
   std::vector<float> params(10, -1.0f);
   ASSERT_TRUE(source.Fetch(5, params).ok());
   EXPECT_EQ(params, State(5));
 
   // Parts of different steps are not mixed: the older member is asked for
   // the newer state, which it publishes between two of its steps.
-  members.servers[1]->publisher->Publish(6, State(6), {}, {{4, 10}});
+  PublishPart(*members.servers[1], 6, 4, 10);
   std::thread republish([&] {
     const absl::Status wanted = testutil::WaitUntil(
         "member 0's publisher to be asked for a refresh",
         [&] { return members.servers[0]->publisher->wanted(); });
     EXPECT_TRUE(wanted.ok()) << wanted;
-    members.servers[0]->publisher->Publish(6, State(6), {}, {{0, 4}});
+    PublishPart(*members.servers[0], 6, 0, 4);
   });
   ASSERT_TRUE(source.Fetch(5, params).ok());
   republish.join();
@@ -87,8 +96,8 @@ TEST(RingWeightsSourceTest, WholeModelFromTheFirstMemberAndPartsThatNeverMeet) {
 
   // Only stage 0 is held anywhere: no model, DEADLINE_EXCEEDED that says
   // why.
-  members.servers[0]->publisher->Publish(4, State(4), {}, {{0, 4}});
-  members.servers[1]->publisher->Publish(4, State(4), {}, {{0, 4}});
+  PublishPart(*members.servers[0], 4, 0, 4);
+  PublishPart(*members.servers[1], 4, 0, 4);
   const absl::Status partial = source.Fetch(4, params);
   EXPECT_EQ(partial.code(), absl::StatusCode::kDeadlineExceeded) << partial;
   EXPECT_THAT(std::string(partial.message()),

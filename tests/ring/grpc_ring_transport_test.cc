@@ -255,5 +255,22 @@ TEST(WeightsPublisherTest, ReadersGetFreshEnoughSnapshotsOnly) {
   EXPECT_EQ(publisher.wanted_step(), 6);
 }
 
+TEST(WeightsPublisherTest, ASnapshotOfRangesHoldsOnlyTheirValues) {
+  WeightsPublisher publisher;
+  const std::vector<float> flat = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<FlatRange> ranges = {{1, 3}, {6, 7}};
+  EXPECT_EQ(PackRanges(flat.data(), ranges), std::vector<float>({1, 2, 6}));
+  publisher.Publish(4, PackRanges(flat.data(), ranges), {}, ranges, 10);
+  auto snapshot = publisher.Get(4);
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ((*snapshot)->values, std::vector<float>({1, 2, 6}));
+  EXPECT_EQ((*snapshot)->total_elements, 10);
+  // Values that are not the ranges' size, or a range past the buffer, are
+  // refused: the snapshot before stays.
+  publisher.Publish(5, {1, 2}, {}, ranges, 10);
+  publisher.Publish(5, {1, 2, 6}, {}, {{1, 3}, {10, 11}}, 10);
+  EXPECT_EQ((*publisher.Get(0))->steps_applied, 4);
+}
+
 }  // namespace
 }  // namespace ferry
