@@ -15,6 +15,11 @@ namespace ferry {
 // scaled already (the caller refuses the whole range). n <= 0: returns -1.
 int64_t ScaleIfFinite(float* x, int64_t n, float scale);
 
+// The index of the first element of x[0, n) that is NaN or infinite, or
+// -1 when every one is finite (the same vectorized check, without the
+// scaling).
+int64_t FirstNonFinite(const float* x, int64_t n);
+
 }  // namespace ferry
 
 #endif  // FERRY_COMMON_FINITE_SCALE_H_

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -208,6 +209,18 @@ class WireReader {
   size_t slice_ = 0;   // slice holding pos_ (or the end)
   size_t offset_ = 0;  // within slices_[slice_]
 };
+
+// A message read in place: every field but one `bytes` field (`field`, a
+// tensor's data) parsed by protobuf into `head` from a copy of their few
+// bytes; that field left where it arrived, as the received slices it lies
+// in (references, not copies; empty when absent; the last occurrence wins,
+// as protobuf's). nullopt for what the in-place reader does not take (a
+// group, malformed bytes, a head protobuf refuses): the caller then has
+// protobuf parse the whole message, so that a message is accepted exactly
+// when protobuf accepts it.
+std::optional<std::vector<grpc::Slice>> ParseBytesFieldInPlace(
+    const grpc::ByteBuffer& wire, uint64_t field,
+    google::protobuf::MessageLite& head);
 
 }  // namespace ferry
 

@@ -177,11 +177,8 @@ void LocalPushCall::Take(const grpc::ByteBuffer& message) {
   const int64_t size = static_cast<int64_t>(message.Length());
   shard_.bytes->AddSent(size);
   ps_->RecordBytes(kWorkerRole, 0, size);
-  grpc::ByteBuffer wire(message);  // parsing consumes its input
-  v1::PushRequest request;
-  absl::Status taken = ParseStreamMessage(wire, request, "push", taken_);
-  error_ = taken.ok() ? TakePushMessage(*ps_, request, staging_)
-                      : ps_->RejectPush(std::move(taken));
+  grpc::ByteBuffer wire(message);  // parsing may consume its input
+  error_ = TakePushWire(*ps_, wire, taken_, staging_);
 }
 
 void LocalPushCall::Close() {

@@ -76,10 +76,8 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  private:
   // Parses and stages the message read into buffer_, then reads on.
   void TakeIn() {
-    absl::Status status =
-        ParseStreamMessage(buffer_, request_, "push", received_);
-    status = status.ok() ? TakePushMessage(*shard_, request_, staging_)
-                         : shard_->RejectPush(status);
+    const absl::Status status =
+        TakePushWire(*shard_, buffer_, received_, staging_);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
@@ -111,7 +109,6 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   LinkShaper* const shaper_;          // null: no link emulation
   grpc::ByteBuffer* const response_;  // the encoded PushResponse
   grpc::ByteBuffer buffer_;           // the message being read
-  v1::PushRequest request_;           // buffer_, parsed
   int64_t received_ = 0;              // messages read, the one in hand included
   std::unique_ptr<PsPushStaging> staging_;
 };

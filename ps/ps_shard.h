@@ -267,6 +267,12 @@ class PsShard {
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         GradientEncoding encoding, const void* data,
                         size_t num_bytes);
+  // The same for a chunk whose bytes lie in `pieces`, back to back (a
+  // received message's slices: copied once into the push's buffer, or
+  // read in place when in one piece).
+  absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                        GradientEncoding encoding,
+                        absl::Span<const absl::string_view> pieces);
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         absl::Span<const float> values) {
     return AddChunk(staging, chunk_id, values.data(),
@@ -451,6 +457,12 @@ class PsShard {
 
   absl::Status CheckHeaderLocked(const PsPushHeader& header) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk `chunk_id` names, if this push may add it (INVALID_ARGUMENT
+  // naming it otherwise: FailPush).
+  absl::StatusOr<const Chunk*> StagedChunk(PsPushStaging& staging,
+                                           int32_t chunk_id);
+  // Rejects the push for good with `status` (counted once); returns it.
+  absl::Status FailPush(PsPushStaging& staging, absl::Status status);
   // Applies `grad` (already averaged) to the slice, its learning rates
   // times `lr_scale`, and bumps the version; moves the waits that become
   // ready into `ready`.

@@ -1,11 +1,13 @@
 // PsShard's chunks of a push: checked, then copied into the push's own
 // buffer or, with sum_on_arrival, summed into the open step's sum
 // (OpenStepSum).
-#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/finite_scale.h"
 #include "ps/ps_shard.h"
 
 namespace ferry {
@@ -15,72 +17,110 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
   return AddChunk(staging, chunk_id, GradientEncoding::kFp32, data, num_bytes);
 }
 
-absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
-                               GradientEncoding encoding, const void* data,
-                               size_t num_bytes) {
+absl::StatusOr<const Chunk*> PsShard::StagedChunk(PsPushStaging& staging,
+                                                  int32_t chunk_id) {
   if (!staging.error_.ok()) return staging.error_;
-  const auto fail = [&](absl::Status status) {
-    staging.error_ = status;
-    return RejectPush(std::move(status));
-  };
   if (chunk_id < 0 || chunk_id >= static_cast<int32_t>(all_chunks_.size())) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("unknown chunk %d (the model has %d chunks)", chunk_id,
-                        all_chunks_.size())));
+    return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
+                                 "unknown chunk %d (the model has %d chunks)",
+                                 chunk_id, all_chunks_.size())));
   }
   const Chunk& chunk = all_chunks_[chunk_id];
   if (chunk.shard != config_.shard_id) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d is owned by shard %d, not shard %d", chunk_id,
-                        chunk.shard, config_.shard_id)));
+    return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
+                                 "chunk %d is owned by shard %d, not shard %d",
+                                 chunk_id, chunk.shard, config_.shard_id)));
   }
-  const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
-  if (staging.seen_[index]) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d sent twice in one push", chunk_id)));
+  if (staging.seen_[static_cast<size_t>(chunk_id - first_owned_id_)]) {
+    return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
+                                 "chunk %d sent twice in one push", chunk_id)));
   }
+  return &chunk;
+}
+
+absl::Status PsShard::FailPush(PsPushStaging& staging, absl::Status status) {
+  staging.error_ = status;
+  return RejectPush(std::move(status));
+}
+
+absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                               GradientEncoding encoding, const void* data,
+                               size_t num_bytes) {
+  const absl::string_view piece(static_cast<const char*>(data), num_bytes);
+  return AddChunk(staging, chunk_id, encoding,
+                  absl::Span<const absl::string_view>(&piece, 1));
+}
+
+absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
+                               GradientEncoding encoding,
+                               absl::Span<const absl::string_view> pieces) {
+  absl::StatusOr<const Chunk*> found = StagedChunk(staging, chunk_id);
+  if (!found.ok()) return found.status();
+  const Chunk& chunk = **found;
   const size_t length = static_cast<size_t>(chunk.length);
-  // Where the chunk's floats are decoded to: the push's buffer, or (on
-  // arrival) the scratch, unless they are aligned fp32, read in place.
+  size_t num_bytes = 0;
+  for (absl::string_view p : pieces) num_bytes += p.size();
+  // The bytes in one piece: read in place (a piece of a received message,
+  // or the whole string). Else, for decoding, one copy of them.
+  std::string joined;
+  const char* data = pieces.size() == 1 ? pieces[0].data() : nullptr;
+  // Where the chunk's floats go: the push's buffer, or (on arrival) the
+  // scratch, unless they are aligned fp32 in one piece, read in place.
   float* dst = nullptr;
   if (!staging.on_arrival_) {
     dst = staging.grad_.data() + (chunk.flat_offset - range_.begin);
-  } else if (encoding != GradientEncoding::kFp32 ||
+  } else if (encoding != GradientEncoding::kFp32 || data == nullptr ||
              reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
     staging.scratch_.resize(length);
     dst = staging.scratch_.data();
   }
-  const float* values = dst != nullptr ? dst : static_cast<const float*>(data);
+  const float* values =
+      dst != nullptr ? dst : reinterpret_cast<const float*>(data);
   if (encoding == GradientEncoding::kFp32) {
     const size_t expected = length * sizeof(float);
     if (num_bytes != expected) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrFormat("chunk %d has %d bytes, expected %d (%d floats)",
+      return FailPush(staging,
+                      absl::InvalidArgumentError(absl::StrFormat(
+                          "chunk %d has %d bytes, expected %d (%d "
+                          "floats)",
                           chunk_id, num_bytes, expected, chunk.length)));
     }
-    if (dst != nullptr) std::memcpy(dst, data, num_bytes);
-  } else if (absl::Status decoded = Decode(
-                 encoding,
-                 absl::string_view(static_cast<const char*>(data), num_bytes),
-                 chunk.length, dst);
-             !decoded.ok()) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d (encoding %d): %s", chunk_id,
-                        static_cast<int>(encoding), decoded.message())));
-  }
-  for (size_t i = 0; i < length; ++i) {
-    if (!std::isfinite(values[i])) {
-      return fail(absl::InvalidArgumentError(absl::StrFormat(
-          "chunk %d: element %d is not finite (%f)", chunk_id, i, values[i])));
+    if (dst != nullptr) {  // the pieces' bytes back to back (a float split
+                           // between two pieces is joined by the copy)
+      char* at = reinterpret_cast<char*>(dst);
+      for (absl::string_view p : pieces) {
+        if (!p.empty()) std::memcpy(at, p.data(), p.size());
+        at += p.size();
+      }
+    }
+  } else {
+    if (data == nullptr) {
+      for (absl::string_view p : pieces) joined.append(p.data(), p.size());
+      data = joined.data();
+    }
+    if (absl::Status decoded = Decode(
+            encoding, absl::string_view(data, num_bytes), chunk.length, dst);
+        !decoded.ok()) {
+      return FailPush(staging,
+                      absl::InvalidArgumentError(absl::StrFormat(
+                          "chunk %d (encoding %d): %s", chunk_id,
+                          static_cast<int>(encoding), decoded.message())));
     }
   }
+  if (const int64_t i = FirstNonFinite(values, static_cast<int64_t>(length));
+      i >= 0) {
+    return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
+                                 "chunk %d: element %d is not finite (%f)",
+                                 chunk_id, i, values[i])));
+  }
+  const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
   if (staging.on_arrival_) {
     const PsPushHeader& h = staging.header_;
     if (absl::Status summed =
             arrival_.Add(h.worker_id, h.step, h.num_samples, staging.rollbacks_,
                          index, absl::MakeConstSpan(values, length));
         !summed.ok()) {
-      return fail(std::move(summed));
+      return FailPush(staging, std::move(summed));
     }
   }
   staging.seen_[index] = true;

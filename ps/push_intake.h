@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "ferry/v1/ps.pb.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "ps/ps_shard.h"
 
 namespace ferry {
@@ -22,6 +23,15 @@ namespace ferry {
 // for good: the caller ends the stream with it.
 absl::Status TakePushMessage(PsShard& shard, const v1::PushRequest& request,
                              std::unique_ptr<PsPushStaging>& staging);
+
+// The same for message `index` (from 1) of a push stream as gRPC received
+// it: the chunk's bytes are read from the received slices, where they lie
+// (ParseBytesFieldInPlace), not parsed into a string first. A message the
+// in-place reader does not take is parsed by protobuf; one protobuf refuses
+// is INVALID_ARGUMENT "push message <index> does not parse" (a rejected
+// push). `wire` may be consumed.
+absl::Status TakePushWire(PsShard& shard, grpc::ByteBuffer& wire, int64_t index,
+                          std::unique_ptr<PsPushStaging>& staging);
 
 }  // namespace ferry
 

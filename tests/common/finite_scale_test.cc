@@ -49,5 +49,26 @@ TEST(ScaleIfFiniteTest, TheLargestFiniteFloatsAndSubnormalsAreFinite) {
   EXPECT_EQ(x[0], std::numeric_limits<float>::max() * 0.5f);
 }
 
+TEST(FirstNonFiniteTest, FindsTheFirstNanOrInfinityAndChangesNothing) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> ramp = Ramp(10000);
+  EXPECT_EQ(FirstNonFinite(ramp.data(), 10000), -1);
+  EXPECT_EQ(FirstNonFinite(ramp.data(), 0), -1);
+  for (int64_t at : {0, 2047, 2048, 9999}) {
+    for (float bad : {nan, inf, -inf}) {
+      std::vector<float> x = ramp;
+      x[at] = bad;
+      if (at < 9999) x[9999] = nan;  // a later one is not the first
+      EXPECT_EQ(FirstNonFinite(x.data(), 10000), at);
+      EXPECT_EQ(x[at == 0 ? 1 : 0], ramp[at == 0 ? 1 : 0]);
+    }
+  }
+  const std::vector<float> edges = {std::numeric_limits<float>::max(),
+                                    std::numeric_limits<float>::denorm_min(),
+                                    -0.0f};
+  EXPECT_EQ(FirstNonFinite(edges.data(), 3), -1);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -10,25 +10,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wire_mutations.h"
 
 namespace ferry {
 namespace {
 
 using ::testing::ElementsAreArray;
 
-// `bytes` as a ByteBuffer of slices cut at `cuts` (ascending offsets).
-grpc::ByteBuffer Sliced(const std::string& bytes,
-                        const std::vector<size_t>& cuts) {
-  std::vector<grpc::Slice> slices;
-  size_t at = 0;
-  for (size_t cut : cuts) {
-    if (cut <= at || cut >= bytes.size()) continue;
-    slices.emplace_back(bytes.data() + at, cut - at);
-    at = cut;
-  }
-  slices.emplace_back(bytes.data() + at, bytes.size() - at);
-  return grpc::ByteBuffer(slices.data(), slices.size());
-}
+using testutil::SlicedBuffer;
 
 std::vector<float> Floats(int n) {
   std::vector<float> v;
@@ -56,7 +45,7 @@ TEST(RingWireTest, DataSplitAnywhereIsAppliedFromTheSlices) {
   for (size_t c = 1; c < bytes.size(); ++c) cut_sets.push_back({c});
   cut_sets.push_back({1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 100, 101, 150});
   for (const std::vector<size_t>& cuts : cut_sets) {
-    grpc::ByteBuffer wire = Sliced(bytes, cuts);
+    grpc::ByteBuffer wire = SlicedBuffer(bytes, cuts);
     absl::StatusOr<RingWireMessage> m = ParseRingWire(wire);
     ASSERT_TRUE(m.ok()) << m.status();
     wire.Clear();  // the payload holds its own references
@@ -78,8 +67,8 @@ TEST(RingWireTest, DataSplitAnywhereIsAppliedFromTheSlices) {
   // Cut inside the data, the payload lies in several pieces of the
   // message's own slices: nothing was gathered into one string, and those
   // slices (what a member forwards) hold exactly the data.
-  absl::StatusOr<RingWireMessage> m =
-      ParseRingWire(Sliced(bytes, {bytes.size() - 50, bytes.size() - 21}));
+  absl::StatusOr<RingWireMessage> m = ParseRingWire(
+      SlicedBuffer(bytes, {bytes.size() - 50, bytes.size() - 21}));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->data.pieces(), 3u);
   const std::vector<grpc::Slice>* slices = WireSlicesOf(m->data);
@@ -98,7 +87,8 @@ void ExpectAsProtobuf(const std::string& bytes, const std::vector<size_t>& cuts,
                       const std::string& what) {
   v1::RingMessage expected;
   const bool parses = expected.ParseFromString(bytes);
-  absl::StatusOr<RingWireMessage> got = ParseRingWire(Sliced(bytes, cuts));
+  absl::StatusOr<RingWireMessage> got =
+      ParseRingWire(SlicedBuffer(bytes, cuts));
   ASSERT_EQ(got.ok(), parses) << what << ": " << got.status();
   if (!parses) {
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
@@ -136,26 +126,9 @@ TEST(RingWireTest, RandomMutationsAgreeWithProtobuf) {
   const std::string base = Message(Floats(9)).SerializeAsString();
   std::mt19937 rng(20261204);
   for (int round = 0; round < 3000; ++round) {
-    std::string bytes = base;
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const size_t at = rng() % (bytes.size() + 1);
-      switch (rng() % 3) {
-        case 0:
-          if (at < bytes.size()) bytes[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          bytes.insert(at, 1, static_cast<char>(rng()));
-          break;
-        default:
-          bytes.resize(at);
-          break;
-      }
-    }
-    std::vector<size_t> cuts;
-    for (size_t c = 1 + rng() % 7; c < bytes.size(); c += 1 + rng() % 11) {
-      cuts.push_back(c);
-    }
+    const std::string bytes = testutil::MutatedBytes(base, rng, 4);
+    const std::vector<size_t> cuts =
+        testutil::RandomCuts(bytes.size(), rng, 7, 1, 11);
     ExpectAsProtobuf(bytes, cuts, "round " + std::to_string(round));
     if (HasFailure()) return;
   }
