@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compute/batch_norm_ops.h"
@@ -33,9 +35,17 @@ absl::Status CheckShape(const char* op, int rows, int cols) {
   return absl::OkStatus();
 }
 
-DeviceBuffer AllocateZeroed(size_t n) {
-  float* data = n == 0 ? nullptr : new float[n]();
-  return DeviceBuffer(data, n, [](float* p) { delete[] p; });
+// calloc: a large allocation comes as fresh zero pages that are not
+// resident until written (a gradient buffer costs no memory before the
+// first backward pass), unlike new float[n]() which writes every page.
+absl::StatusOr<DeviceBuffer> AllocateZeroed(size_t n) {
+  if (n == 0) return DeviceBuffer(nullptr, 0, [](float*) {});
+  float* data = static_cast<float*>(std::calloc(n, sizeof(float)));
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", n, " floats of host memory"));
+  }
+  return DeviceBuffer(data, n, [](float* p) { std::free(p); });
 }
 
 class CpuBackend final : public ComputeBackend {

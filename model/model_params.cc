@@ -181,6 +181,22 @@ absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
   return values;
 }
 
+absl::Status FillModelJobInitialValues(const ModelDef& def, uint64_t seed,
+                                       absl::Span<float> out) {
+  ASSIGN_OR_RETURN(const ParameterLayout params, ModelParameterLayout(def));
+  ASSIGN_OR_RETURN(const ParameterLayout state, ModelStateLayout(def));
+  const int64_t p = params.total_elements();
+  if (static_cast<int64_t>(out.size()) != p + state.total_elements()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial values: a buffer of ", out.size(),
+                     " elements for the model's ", p + state.total_elements()));
+  }
+  FillInitialParameters(def, params, seed, 0, p, out.data());
+  const std::vector<float> initial_state = ModelInitialState(def, state);
+  std::copy(initial_state.begin(), initial_state.end(), out.begin() + p);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> ModelJobInitialSlice(const ModelDef& def,
                                                         uint64_t seed,
                                                         int64_t begin,

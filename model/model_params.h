@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "model/model_def.h"
 #include "model/parameter_layout.h"
 
@@ -61,6 +62,11 @@ std::vector<float> ModelInitialState(const ModelDef& def,
 // ModelJobLayout(def).
 absl::StatusOr<std::vector<float>> ModelJobInitialValues(const ModelDef& def,
                                                          uint64_t seed);
+// ModelJobInitialValues(def, seed) written into `out` (ModelJobLayout(def)'s
+// size) without a copy of them held meanwhile (a large model's ring member
+// starts from them). INVALID_ARGUMENT when `out` is another size.
+absl::Status FillModelJobInitialValues(const ModelDef& def, uint64_t seed,
+                                       absl::Span<float> out);
 // Elements [begin, end) of ModelJobInitialValues(def, seed), the same
 // values, holding only them (a shard's slice of a large model).
 // INVALID_ARGUMENT for a range outside the model's values.

@@ -45,7 +45,12 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
   // worker's (parameters and state) are all written by its first pull
   // before any step reads them, and the shards, not the workers, read
   // --init-from: computing them here would only double the startup peak.
-  if (job.mode() == v1::MODE_RING) {
+  if (job.mode() == v1::MODE_RING && job.init_from().empty() &&
+      backend->IsHostMemory()) {
+    // Drawn straight into the parameters: no second copy of the model.
+    RETURN_IF_ERROR(FillModelJobInitialValues(
+        def, job.seed(), absl::MakeSpan(buffers.params, n)));
+  } else if (job.mode() == v1::MODE_RING) {
     ASSIGN_OR_RETURN(const std::vector<float> init, JobInitialValues(job, def));
     RETURN_IF_ERROR(backend->CopyToDevice(init.data(), n, buffers.params));
   }

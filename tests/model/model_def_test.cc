@@ -174,6 +174,15 @@ TEST(ModelJson, AnInitialSliceIsThatSliceOfTheWholeBuffer) {
               absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(ModelJobInitialSlice(def, 9, 2, 1).status().code(),
               absl::StatusCode::kInvalidArgument);
+    // Drawn into a buffer: the same values; a buffer of another size is
+    // refused and left as it was.
+    std::vector<float> filled(static_cast<size_t>(n), -7.0f);
+    ASSERT_TRUE(FillModelJobInitialValues(def, 9, absl::MakeSpan(filled)).ok());
+    EXPECT_EQ(filled, *whole);
+    std::vector<float> longer(static_cast<size_t>(n) + 1, -7.0f);
+    EXPECT_EQ(FillModelJobInitialValues(def, 9, absl::MakeSpan(longer)).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(longer[0], -7.0f);
   }
 }
 
