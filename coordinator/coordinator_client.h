@@ -127,6 +127,8 @@ class Heartbeater {
   void SetFenceListener(std::function<void(int64_t)> listener);
   // Called with every larger committed step count: on the heartbeat thread
   // (HeartbeatResponse.committed_steps), or on ObserveCommitted's caller's.
+  // Two threads may call it at once, so counts can arrive out of order: a
+  // listener keeps the largest (RingStateCopies::ObserveCommitted does).
   void SetCommittedListener(std::function<void(int64_t)> listener);
   // Records a committed step count seen elsewhere (a report's answer).
   void ObserveCommitted(int64_t steps);

@@ -410,13 +410,11 @@ void RingExchange::BetweenSteps() {
   // the states before them go before the snapshot takes a model's memory.
   ObserveCommitted(publisher->wanted_step());
   copies_.DropCommitted();
-  // A pipeline member publishes the stages it holds current, a sharded
-  // member its slice (every member holds all params, but a reader that
-  // puts the slices together costs each member 1/W of the model, not
-  // all of it); the coordinator's reader puts the parts together.
-  const std::vector<FlatRange> ranges = options_.shard_optimizer_state
-                                            ? std::vector<FlatRange>{slice_}
-                                            : CurrentRanges();
+  // A pipeline member publishes the stages it holds current (the
+  // coordinator's reader puts the parts together); any other member, a
+  // sharded one too, all params: one member is enough for the reader, also
+  // when a member dies during an evaluation or the slices are recut.
+  const std::vector<FlatRange> ranges = CurrentRanges();
   absl::StatusOr<std::vector<float>> host = HostRanges(ranges);
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
