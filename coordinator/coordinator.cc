@@ -484,27 +484,6 @@ void Coordinator::ServeWaiters(std::vector<Reply>& replies,
       Waiting(), replies);
 }
 
-v1::NextTaskResponse Coordinator::Waiting() const {
-  v1::NextTaskResponse wait =
-      Action(v1::NextTaskResponse::WAIT, membership_.generation());
-  wait.set_committed_steps(CommittedSteps());
-  return wait;
-}
-
-std::optional<v1::NextTaskResponse> Coordinator::ReportAnswer(
-    const v1::NextTaskRequest& request) const {
-  if (request.await_applied() && rules_.sync()) {
-    // Still open under the fence it was reported in: applied or aborted
-    // later (the parked call is answered then, or at its long poll's end).
-    const OpenStep* open = steps_.Find(request.done().step());
-    if (open != nullptr && open->fence == request.done().fence() &&
-        parked_.Count(request.worker_id()) < kMaxParkedLeasesPerWorker) {
-      return std::nullopt;
-    }
-  }
-  return Waiting();
-}
-
 void Coordinator::EvaluatorLoop() {
   while (true) {
     EvalRequest request;

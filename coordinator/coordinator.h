@@ -321,15 +321,10 @@ class Coordinator {
   // Re-evaluates parked NextTask calls; replies go out after the lock.
   void ServeWaiters(std::vector<Reply>& replies, bool expire_all_due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // WAIT, with the committed steps.
   v1::NextTaskResponse Waiting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The answer to a report-only call now (WAIT with the committed steps),
-  // or nullopt while the step it reported with await_applied is still open
-  // (a parked call of that worker may wait; kMaxParkedLeasesPerWorker
-  // calls do not).
+  // A report-only call's answer, nullopt while it waits (.cc).
   std::optional<v1::NextTaskResponse> ReportAnswer(
-      const v1::NextTaskRequest& request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const v1::NextTaskRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ActiveCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return membership_.size();
   }

@@ -568,4 +568,31 @@ void Coordinator::AddRing(const OpenStep& step, size_t slot_index,
   r.set_ring_generation(step.ring_generation);
 }
 
+// WAIT, with the committed steps (also a parked call's answer at the end
+// of its long poll).
+v1::NextTaskResponse Coordinator::Waiting() const {
+  v1::NextTaskResponse wait;
+  wait.set_action(v1::NextTaskResponse::WAIT);
+  wait.set_generation(membership_.generation());
+  wait.set_committed_steps(CommittedSteps());
+  return wait;
+}
+
+// A report-only call's answer now (Waiting()), or nullopt while the step it
+// reported with await_applied is open, unless kMaxParkedLeasesPerWorker
+// calls of that worker wait already.
+std::optional<v1::NextTaskResponse> Coordinator::ReportAnswer(
+    const v1::NextTaskRequest& request) const {
+  if (request.await_applied() && rules_.sync()) {
+    // Still open under the fence it was reported in: applied or aborted
+    // later (the parked call is answered then, or at its long poll's end).
+    const OpenStep* open = steps_.Find(request.done().step());
+    if (open != nullptr && open->fence == request.done().fence() &&
+        parked_.Count(request.worker_id()) < kMaxParkedLeasesPerWorker) {
+      return std::nullopt;
+    }
+  }
+  return Waiting();
+}
+
 }  // namespace ferry
