@@ -11,7 +11,9 @@ torch thread each.
 Per model and round, in an order that alternates between rounds:
   - ddp:  2 processes, DistributedDataParallel over gloo on loopback;
   - ring: ferry local --mode ring --workers 2, the example as the worker;
-  - ps:   ferry local --mode ps --workers 2 --shards 2.
+  - ps:   ferry local --mode ps --workers 2 --shards 2;
+  - ps-colocated: the same with --colocated-shards (shard i inside worker
+    i's process: two processes, as DDP's; only with --runs naming it).
 And at the start of each round: one process computing the same per-worker
 batch with no communication (the compute floor, "floor").
 
@@ -188,6 +190,8 @@ def run_ferry(opts, mode, work):
     example, argv = model_setup(opts.model, opts.samples)
     script = os.path.join(EXAMPLES, "train_resnet.py" if opts.model == "resnet18"
                           else "train_transformer.py")
+    colocated = mode == "ps-colocated"
+    mode = "ps" if colocated else mode
     tag = f"{opts.model}-{mode}-{time.monotonic_ns()}"
     summary_path = os.path.join(work, f"{tag}.json")
     logs = os.path.join(work, f"logs-{tag}")
@@ -203,7 +207,7 @@ def run_ferry(opts, mode, work):
            f"/usr/bin/python3 {script} {' '.join(argv)} --lr {LR} --momentum {MOMENTUM} "
            "--nesterov 0 --weight-decay 0"]
     if mode == "ps":
-        cmd[6:6] = ["--shards", "2"]
+        cmd[6:6] = ["--shards", "2"] + (["--colocated-shards"] if colocated else [])
     cmd[6:6] = opts.ferry_args.split()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout + 60)
     if run.returncode != 0:
@@ -211,8 +215,10 @@ def run_ferry(opts, mode, work):
     with open(summary_path) as f:
         s = json.load(f)
     workers = []
+    # Colocated: the processes psI train too.
+    trains = ("worker", "ps") if colocated else ("worker",)
     for name in sorted(os.listdir(logs)):
-        if not name.startswith("worker"):
+        if not name.startswith(trains) or not name.endswith(".log"):
             continue
         with open(os.path.join(logs, name), errors="replace") as f:
             for line in f:
@@ -237,7 +243,8 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--out", help="write the JSON lines here too")
-    ap.add_argument("--runs", default="ddp,ring,ps", help="which runs, of ddp, ring and ps")
+    ap.add_argument("--runs", default="ddp,ring,ps", help="which runs, of ddp, ring, ps and ps-colocated (the "
+                         "2 shards inside the 2 workers' processes)")
     ap.add_argument("--ferry-args", default="",
                     help="more ferry local flags for the ring and PS runs "
                          "(e.g. --bucket-elements 1048576)")
@@ -256,7 +263,8 @@ def main():
             opts.model = model
             fastest_floor = 0.0
             runs = {"ddp": lambda: run_ddp(opts), "ring": lambda: run_ferry(opts, "ring", work),
-                    "ps": lambda: run_ferry(opts, "ps", work)}
+                    "ps": lambda: run_ferry(opts, "ps", work),
+                    "ps-colocated": lambda: run_ferry(opts, "ps-colocated", work)}
             order = [k for k in opts.runs.split(",") if k in runs]
             for r in range(opts.rounds):
                 # The floor is measured each round (this machine's speed
@@ -277,11 +285,11 @@ def main():
                                          f"is above 2 workers' compute bound {bound:.1f}: "
                                          "impossible, the measurement is wrong")
                     lines.append(line)
-    print(f"\n{'model':12} {'run':5} {'samples/s':>10} {'x DDP':>6} {'exposed comm/step':>18} "
+    print(f"\n{'model':12} {'run':12} {'samples/s':>10} {'x DDP':>6} {'exposed comm/step':>18} "
           f"{'CPU s/step':>11} {'peak RSS MiB':>13}")
     for model in opts.models.split(","):
         med = {}
-        for kind in ("floor", "ddp", "ring", "ps"):
+        for kind in ("floor", "ddp", "ring", "ps", "ps-colocated"):
             rows = [x for x in lines if x["model"] == model and x["run"] == kind]
             if not rows:
                 continue
@@ -292,7 +300,7 @@ def main():
         for kind, m in med.items():
             ratio = (f"{m['samples_per_second'] / base:6.2f}" if base and kind != "floor"
                      else "     -")
-            print(f"{model:12} {kind:5} {m['samples_per_second']:10.1f} {ratio} "
+            print(f"{model:12} {kind:12} {m['samples_per_second']:10.1f} {ratio} "
                   f"{m['exposed_comm_seconds_per_step'] * 1000:15.1f} ms "
                   f"{m['cpu_seconds_per_step']:11.3f} {m['peak_rss_mib']:13.0f}")
     if opts.out:

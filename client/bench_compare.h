@@ -77,10 +77,10 @@ std::string CtrDataDir(const BenchCompareFlags& f);
 // --quick: the flags with a small sweep of both modes over one MLP.
 BenchCompareFlags QuickPreset(BenchCompareFlags f);
 
-// The modes a model takes: ps and ring; a dense model ring-sharded; a dense
-// model of ferry's own also ps-colocated (a script's worker cannot host a
-// shard); a DLRM also hybrid and ring-full.
-bool ModeFitsModel(const std::string& mode, bool dlrm, bool scripted = false);
+// The modes a model takes: ps and ring; a dense model (ferry's own or a
+// script's) also ps-colocated and ring-sharded; a DLRM also hybrid and
+// ring-full.
+bool ModeFitsModel(const std::string& mode, bool dlrm);
 
 // Runs the sweep; returns the exit code (0 all runs measured, 1 some run
 // failed, or with --strict a row is INVALID: the others are still

@@ -43,10 +43,9 @@ BenchCompareFlags QuickPreset(BenchCompareFlags f) {
   return f;
 }
 
-bool ModeFitsModel(const std::string& mode, bool dlrm, bool scripted) {
+bool ModeFitsModel(const std::string& mode, bool dlrm) {
   if (mode == "ps" || mode == "ring") return true;
-  if (mode == "ps-colocated") return !dlrm && !scripted;
-  if (mode == "ring-sharded") return !dlrm;
+  if (mode == "ps-colocated" || mode == "ring-sharded") return !dlrm;
   return dlrm && (mode == "hybrid" || mode == "ring-full");
 }
 
@@ -168,12 +167,12 @@ absl::StatusOr<std::vector<BenchConfig>> ExpandSweep(
           "DLRM runs take none");
     }
     for (const std::string& mode : f.modes) {
-      if (!ModeFitsModel(mode, dlrm, scripted)) {
+      if (!ModeFitsModel(mode, dlrm)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "mode '", mode, "' with model ", model, ": expected ps or ring",
-            dlrm       ? ", hybrid or ring-full"
-            : scripted ? " (ps-colocated: ferry's own workers)"
-                       : ", ps-colocated (hybrid and ring-full: DLRM)"));
+            dlrm ? ", hybrid or ring-full"
+                 : ", ps-colocated, ring-sharded (hybrid and ring-full: "
+                   "DLRM)"));
       }
       BenchConfig base;
       base.model = model;

@@ -195,12 +195,23 @@ int RunLocalCluster(const LocalClusterOptions& o) {
   for (int i = 0; started.ok() && i < shards; ++i) {
     std::vector<std::string> ps_argv;
     if (o.colocated_shards) {  // a worker that hosts shard process i
-      ps_argv = worker_argv;
-      Append(ps_argv,
-             {"--host-shard", std::to_string(i), "--shard-listen",
-              absl::StrJoin(process_addresses[i], ","), "--shard-partitions",
-              std::to_string(o.partitions), "--shard-checkpoint-dir",
-              absl::StrCat(log_dir, "/ps", i)});
+      const std::vector<std::string> shard = {
+          std::to_string(i), absl::StrJoin(process_addresses[i], ","),
+          std::to_string(o.partitions), absl::StrCat(log_dir, "/ps", i)};
+      if (o.worker_command.empty()) {
+        ps_argv = worker_argv;
+        Append(ps_argv, {"--host-shard", shard[0], "--shard-listen", shard[1],
+                         "--shard-partitions", shard[2],
+                         "--shard-checkpoint-dir", shard[3]});
+      } else {  // ferry.torch reads ferry-worker's flags from FERRY_*
+        ps_argv = HostedWorkerArgv(
+            o.worker_command, coord, bin, getenv("PYTHONPATH"),
+            getenv("GLIBC_TUNABLES"),
+            {absl::StrCat("FERRY_HOST_SHARD=", shard[0]),
+             absl::StrCat("FERRY_SHARD_LISTEN=", shard[1]),
+             absl::StrCat("FERRY_SHARD_PARTITIONS=", shard[2]),
+             absl::StrCat("FERRY_SHARD_CHECKPOINT_DIR=", shard[3])});
+      }
     } else {
       ps_argv = {bin + "/ferry-server",
                  "ps",
@@ -445,11 +456,18 @@ int RunLocalCluster(const LocalClusterOptions& o) {
           "pipeline: bubble %.3f (%s)",
           summary["pipeline"]["measured_bubble"].get<double>(), roles));
     }
+    // The coordinator's wall clock restarts with it: the job's is ferry
+    // local's, from launch.
     progress.Line(absl::StrFormat(
-        "done: %s %s, %d workers, %d steps in %.1f s, %.0f samples/s, %s, "
+        "done: %s %s, %d workers, %d steps in %.1f s%s, %.0f samples/s, %s, "
         "%.0f bytes/step/worker",
         o.mode, o.consistency, o.workers, summary["steps"].get<int64_t>(),
-        summary["wall_seconds"].get<double>(),
+        summary["coordinator_restarts"].get<int64_t>() > 0
+            ? absl::ToDoubleSeconds(absl::Now() - launch)
+            : summary["wall_seconds"].get<double>(),
+        summary["coordinator_restarts"].get<int64_t>() > 0
+            ? " (launch to end: the coordinator restarted)"
+            : "",
         summary["samples_per_second"].get<double>(), scores,
         summary["bytes_per_step_per_worker"].get<double>()));
     progress.Line(absl::StrFormat(

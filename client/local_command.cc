@@ -176,19 +176,14 @@ void MakePathsAbsolute(LocalCommandLine& l) {
   }
 }
 
-// --colocated-shards: a PS job of ferry-workers with a worker for every
-// shard process.
+// --colocated-shards: a PS job with a worker (ferry-worker or a
+// --worker-command script) for every shard process.
 absl::Status CheckColocatedShards(const LocalClusterOptions& o) {
   if (!o.colocated_shards) return absl::OkStatus();
   if (o.mode != "ps") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--colocated-shards puts PS shards into workers; --mode ", o.mode,
         o.mode == "ring" ? " has no shards" : " is not supported with it"));
-  }
-  if (!o.worker_command.empty()) {
-    return absl::InvalidArgumentError(
-        "--colocated-shards runs shards inside ferry-worker processes; "
-        "--worker-command workers cannot host them");
   }
   if (o.shards > o.workers) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -146,9 +146,10 @@ absl::Status ProcessSupervisor::StartWorker() {
 
 absl::Status ProcessSupervisor::AddOpsPorts(Proc& p) {
   if (!options_.ops_ports) return absl::OkStatus();
-  if (p.name.role == ProcessName::Role::kWorker && !options_.worker_ops_ports) {
-    return absl::OkStatus();
-  }
+  const bool trains =
+      p.name.role == ProcessName::Role::kWorker ||
+      (options_.shards_train && p.name.role == ProcessName::Role::kPs);
+  if (trains && !options_.worker_ops_ports) return absl::OkStatus();
   p.ops_port_file =
       absl::StrCat(options_.log_dir, "/", p.name.ToString(), ".ops");
   std::error_code ignored;

@@ -49,7 +49,8 @@ struct SupervisorOptions {
   // --metrics-port -1) and reports (--ops-port-file <log_dir>/<name>.ops),
   // the same ports at every restart.
   bool ops_ports = false;
-  // Whether workers get them too (false: workers that are not ferry-worker).
+  // Whether workers (and shard processes that train) get them too (false:
+  // workers that are not ferry-worker).
   bool worker_ops_ports = true;
   // Shard processes that also train (colocated shards): LiveWorkers counts
   // them.

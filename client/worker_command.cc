@@ -12,7 +12,8 @@ std::vector<std::string> HostedWorkerArgv(const std::string& command,
                                           const std::string& coordinator,
                                           const std::string& bin_dir,
                                           const char* pythonpath,
-                                          const char* glibc_tunables) {
+                                          const char* glibc_tunables,
+                                          const std::vector<std::string>& env) {
   std::string path =
       (std::filesystem::path(bin_dir).parent_path() / "python").string();
   if (pythonpath != nullptr && pythonpath[0] != '\0') {
@@ -25,8 +26,9 @@ std::vector<std::string> HostedWorkerArgv(const std::string& command,
   }
   argv.insert(argv.end(), {absl::StrCat("FERRY_COORDINATOR=", coordinator),
                            absl::StrCat("PYTHONPATH=", path),
-                           "FERRY_PEER_LISTEN=127.0.0.1:0", "/bin/sh", "-c",
-                           absl::StrCat("exec ", command)});
+                           "FERRY_PEER_LISTEN=127.0.0.1:0"});
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {"/bin/sh", "-c", absl::StrCat("exec ", command)});
   return argv;
 }
 

@@ -19,11 +19,11 @@ namespace ferry {
 // common/allocator_tuning.h), the command runs with
 // kTorchWorkerMallocTunables, as a script does in the ferry:torch image; a
 // user's own setting is left as it is.
-std::vector<std::string> HostedWorkerArgv(const std::string& command,
-                                          const std::string& coordinator,
-                                          const std::string& bin_dir,
-                                          const char* pythonpath,
-                                          const char* glibc_tunables);
+// `env` (NAME=VALUE each) is added to the command's environment.
+std::vector<std::string> HostedWorkerArgv(
+    const std::string& command, const std::string& coordinator,
+    const std::string& bin_dir, const char* pythonpath,
+    const char* glibc_tunables, const std::vector<std::string>& env = {});
 
 }  // namespace ferry
 

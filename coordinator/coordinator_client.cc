@@ -130,6 +130,16 @@ absl::StatusOr<std::vector<float>> CoordinatorClient::ModelValues(
   return values;
 }
 
+std::function<absl::StatusOr<std::vector<float>>(int64_t, int64_t)>
+CoordinatorModelValues(const std::string& address, const std::string& job_id) {
+  return [address, job_id](int64_t begin, int64_t end) {
+    CoordinatorClientOptions options;
+    options.retry.budget = absl::Seconds(60);
+    return CoordinatorClient::Connect(address, options)
+        ->ModelValues(job_id, begin, end);
+  };
+}
+
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   return Call(&v1::Coordinator::StubInterface::Heartbeat, request,

@@ -100,6 +100,13 @@ class CoordinatorClient final : public CoordinatorApi {
   ByteCounter counter_;
 };
 
+// The starting values of job `job_id` (JobSpec.model_from_worker) from the
+// coordinator at `address`, as a PS shard loads them
+// (ShardHostOptions::model_values): each call connects and reads elements
+// [begin, end), retrying UNAVAILABLE for up to a minute.
+std::function<absl::StatusOr<std::vector<float>>(int64_t begin, int64_t end)>
+CoordinatorModelValues(const std::string& address, const std::string& job_id);
+
 // Sends Heartbeat{worker_id, generation()} every `interval` on its own
 // thread, from construction until Stop() or eviction. NOT_FOUND marks the
 // worker evicted and ends the thread; other failures are logged (once per

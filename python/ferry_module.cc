@@ -2,7 +2,8 @@
 // the hosted worker (worker/hosted_worker.h), which runs ferry's own
 // coordinator client, PS and ring exchanges in C++, and the job's epoch
 // permutation (data/sampler.h). python/ferry/torch builds the PyTorch API
-// on it.
+// on it. A process that hosts a PS shard (FERRY_HOST_SHARD) serves it
+// after its training, until request_stop (SIGTERM), then stop_shard.
 //
 // Every call that waits (joining, the next lease, a step's end, leaving)
 // releases the GIL. Errors are raised as Python exceptions carrying the
@@ -141,18 +142,41 @@ class ProcessOpsOnce {
   std::string watched_ ABSL_GUARDED_BY(mu_);
 };
 
+// The PS shard this process hosts, from the environment as ferry-worker's
+// flags (FERRY_HOST_SHARD, FERRY_SHARD_LISTEN, FERRY_SHARD_PARTITIONS,
+// FERRY_SHARD_CHECKPOINT_DIR; worker/hosted_shard.h). ValueError for a bad
+// variable.
+HostedShardFlags HostedShardFromEnvironment() {
+  HostedShardFlags flags;
+  CLI::App app;
+  AddHostedShardFlags(app, flags);
+  BindEnvironment(app);
+  try {
+    app.parse(std::vector<std::string>{});
+  } catch (const CLI::ParseError& e) {
+    throw py::value_error(absl::StrCat("the FERRY_* environment: ", e.what()));
+  }
+  return flags;
+}
+
 // The worker as Python sees it; Stop() on deletion.
 class PyWorker {
  public:
   PyWorker(const std::string& coordinator, double rpc_timeout_s,
            const std::string& peer_listen, const std::string& peer_advertise) {
     HostedWorkerOptions options;
+    options.shard = HostedShardFromEnvironment();
     options.worker.coordinator_address = coordinator;
     options.worker.rpc_timeout = absl::Seconds(rpc_timeout_s);
     if (!peer_listen.empty()) options.worker.peer_listen_address = peer_listen;
     options.worker.peer_advertise_address = peer_advertise;
     options.worker.health = &ProcessOpsOnce::Get().Start(coordinator).health();
-    worker_ = Value(HostedWorker::Start(std::move(options)));
+    absl::StatusOr<std::unique_ptr<HostedWorker>> started;
+    {
+      py::gil_scoped_release release;  // a hosted shard loads its state
+      started = HostedWorker::Start(std::move(options));
+    }
+    worker_ = Value(std::move(started));
   }
 
   // The job as JSON (JobSpec's field names) once joined.
@@ -240,6 +264,25 @@ class PyWorker {
 
   void RequestStop() { worker_->RequestStop(); }
 
+  bool HostsShard() const { return worker_->hosts_shard(); }
+
+  // Whether request_stop came within `wait_s`; short waits let the
+  // interpreter run its signal handlers (SIGTERM's calls request_stop)
+  // between them.
+  bool AwaitStopRequest(double wait_s) {
+    py::gil_scoped_release release;
+    return worker_->AwaitStopRequest(absl::Seconds(wait_s));
+  }
+
+  void StopShard() {
+    absl::Status stopped;
+    {
+      py::gil_scoped_release release;
+      stopped = worker_->StopShard();
+    }
+    Check(stopped);
+  }
+
   // Leaves the job; the worker's summary as JSON.
   std::string Stop() {
     absl::StatusOr<WorkerSummary> summary;
@@ -253,6 +296,7 @@ class PyWorker {
   ~PyWorker() {
     py::gil_scoped_release release;
     (void)worker_->Stop();
+    (void)worker_->StopShard();
   }
 
  private:
@@ -410,5 +454,8 @@ PYBIND11_MODULE(_ferry, m) {
            py::arg("epoch"), py::arg("final"), py::arg("accuracy"),
            py::arg("loss"), py::arg("duration_s"))
       .def("request_stop", &PyWorker::RequestStop)
-      .def("stop", &PyWorker::Stop);
+      .def("stop", &PyWorker::Stop)
+      .def("hosts_shard", &PyWorker::HostsShard)
+      .def("await_stop_request", &PyWorker::AwaitStopRequest, py::arg("wait_s"))
+      .def("stop_shard", &PyWorker::StopShard);
 }

@@ -54,17 +54,6 @@ absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address,
   }
 }
 
-// The coordinator's starting values of a job whose model is a worker's.
-ModelValuesSource CoordinatorModelValues(const std::string& coordinator,
-                                         const std::string& job_id) {
-  return [coordinator, job_id](int64_t begin, int64_t end) {
-    CoordinatorClientOptions options;
-    options.retry.budget = absl::Seconds(60);
-    return CoordinatorClient::Connect(coordinator, options)
-        ->ModelValues(job_id, begin, end);
-  };
-}
-
 }  // namespace
 
 absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {

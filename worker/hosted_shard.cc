@@ -62,10 +62,11 @@ absl::StatusOr<HostedShards> StartHostedShards(const HostedShardFlags& flags,
         absl::StrCat("--host-shard: job ", job.job_id(),
                      " has no PS shards (it runs in ring mode)"));
   }
-  if (job.model_from_worker()) {
-    return absl::InvalidArgumentError(
-        "--host-shard: the job's model is a PyTorch worker's; ferry-worker "
-        "hosts shards of jobs whose model the coordinator defines");
+  if (job.model_from_worker() && job.tensors().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--host-shard: job ", job.job_id(),
+        " takes its model from its first worker, which has not defined it "
+        "yet (a ferry.torch worker defines it before it hosts a shard)"));
   }
   HostedShards hosted;
   if (options.link.enabled()) {
@@ -77,6 +78,10 @@ absl::StatusOr<HostedShards> StartHostedShards(const HostedShardFlags& flags,
   so.checkpoint_dir = flags.checkpoint_dir;
   so.shaper = hosted.shaper.get();
   so.health = options.health;
+  if (job.model_from_worker()) {
+    so.model_values =
+        CoordinatorModelValues(options.coordinator_address, job.job_id());
+  }
   ASSIGN_OR_RETURN(hosted.host, ShardHost::Start(job, std::move(so)));
   LogInfo(
       "hosting PS shards in the worker's process",

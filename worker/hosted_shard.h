@@ -1,10 +1,11 @@
 // A worker process that also serves PS shards (colocated shards, as in
 // BytePS's and ps-lite's colocated mode): `ferry-worker --host-shard N`
 // serves shard process N of the job (its partitions) in the worker's
-// process, and the worker's PS client reaches those shards over gRPC's
-// in-process transport. Other workers reach them over the network as any
-// shard. The shards outlive the worker's training: the process serves them
-// until SIGTERM/SIGINT, then writes their last checkpoint (ShardHost::Stop).
+// process (a ferry.torch worker: FERRY_HOST_SHARD=N, worker/hosted_worker.h),
+// and the worker's PS client reaches those shards over gRPC's in-process
+// transport. Other workers reach them over the network as any shard. The shards
+// outlive the worker's training: the process serves them until SIGTERM/SIGINT,
+// then writes their last checkpoint (ShardHost::Stop).
 //
 // Failure behaviour: the process is a shard process. When it dies, its
 // shards come back where it is restarted (same addresses and checkpoint
@@ -56,7 +57,10 @@ struct HostedShards {
 
 // Fetches the job from options.coordinator_address (retried by
 // options.retry) and starts serving the hosted shards, attached to
-// options.health. INVALID_ARGUMENT for flags that do not fit the job (not
+// options.health. A job whose model its first worker defines
+// (JobSpec.model_from_worker: a ferry.torch worker hosting the shard) loads
+// its starting values from the coordinator, FAILED_PRECONDITION before the
+// model is defined. INVALID_ARGUMENT for flags that do not fit the job (not
 // a PS job, a shard process it does not have, a listen list of another
 // length); the shard host's errors otherwise.
 absl::StatusOr<HostedShards> StartHostedShards(const HostedShardFlags& flags,

@@ -25,8 +25,12 @@ absl::StatusOr<std::unique_ptr<HostedWorker>> HostedWorker::Start(
   }
   auto worker =
       std::unique_ptr<HostedWorker>(new HostedWorker(std::move(options)));
-  ASSIGN_OR_RETURN(WorkerDeps deps,
-                   MakeGrpcWorkerDeps(worker->options_.worker));
+  if (worker->options_.shard.enabled()) {
+    ASSIGN_OR_RETURN(
+        worker->shard_,
+        StartHostedShards(worker->options_.shard, worker->options_.worker));
+  }
+  ASSIGN_OR_RETURN(WorkerDeps deps, worker->MakeDeps());
   worker->thread_ =
       std::thread([w = worker.get(), d = std::move(deps)]() mutable {
         w->Run(std::move(d));
@@ -34,7 +38,38 @@ absl::StatusOr<std::unique_ptr<HostedWorker>> HostedWorker::Start(
   return worker;
 }
 
-HostedWorker::~HostedWorker() { (void)Stop(); }
+HostedWorker::~HostedWorker() {
+  (void)Stop();
+  (void)StopShard();
+}
+
+absl::StatusOr<WorkerDeps> HostedWorker::MakeDeps() {
+  if (!shard_.has_value()) return MakeGrpcWorkerDeps(options_.worker);
+  return MakeGrpcWorkerDeps(options_.worker, shard_->Shards(),
+                            shard_->shaper.get());
+}
+
+void HostedWorker::RequestStop() {
+  stop_.store(true);
+  absl::MutexLock lock(&stop_request_mu_);
+  stop_request_ = true;
+}
+
+bool HostedWorker::AwaitStopRequest(absl::Duration timeout) {
+  absl::MutexLock lock(&stop_request_mu_);
+  return stop_request_mu_.AwaitWithTimeout(absl::Condition(&stop_request_),
+                                           timeout);
+}
+
+absl::Status HostedWorker::StopShard() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shard_.has_value() || shard_stopped_) return absl::OkStatus();
+    shard_stopped_ = true;
+  }
+  LogInfo("PS shard shutting down", {{"shard", options_.shard.process_id}});
+  return shard_->host->Stop();
+}
 
 absl::StatusOr<std::unique_ptr<LeaseTrainer>> HostedWorker::MakeTrainer(
     const v1::JobSpec& job) {
@@ -70,7 +105,7 @@ void HostedWorker::Run(WorkerDeps deps) {
              {"max_rejoins", options_.worker.max_rejoins}});
     // Fresh deps: the old peer server and channels go with the evicted
     // member.
-    absl::StatusOr<WorkerDeps> fresh = MakeGrpcWorkerDeps(options_.worker);
+    absl::StatusOr<WorkerDeps> fresh = MakeDeps();
     if (!fresh.ok()) {
       result = fresh.status();
       break;

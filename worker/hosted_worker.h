@@ -9,6 +9,8 @@
 //   Joined()                       the job and the flat buffers
 //   channel().NextLease / Ready / Finish ... per step
 //   Stop()                         leaves the job; the summary
+//   AwaitStopRequest / StopShard   a process hosting a shard serves it
+//                                  after training, until asked to stop
 //
 // An evicted worker (paused past the heartbeat timeout: a stopped process,
 // a frozen VM) registers again as a new member, up to
@@ -34,6 +36,7 @@
 #include "worker/distributed_worker.h"
 #include "worker/host_step_channel.h"
 #include "worker/hosted_lease_trainer.h"
+#include "worker/hosted_shard.h"
 
 namespace ferry {
 
@@ -41,6 +44,10 @@ struct HostedWorkerOptions {
   // The coordinator, timeouts, peer addresses; device, threads and
   // make_trainer are the hosted worker's own.
   WorkerOptions worker;
+  // A PS shard process of the job this process also serves (colocated
+  // shard, worker/hosted_shard.h); started before the worker registers,
+  // once the job's model is defined.
+  HostedShardFlags shard;
 };
 
 // What the host trains with once the worker joined.
@@ -53,9 +60,10 @@ struct HostedJob {
 
 class HostedWorker {
  public:
-  // Starts the worker's thread, which registers with the coordinator.
-  // INVALID_ARGUMENT without a coordinator address; UNAVAILABLE when the peer
-  // service cannot listen.
+  // Starts the hosted shard, if any, then the worker's thread, which
+  // registers with the coordinator. INVALID_ARGUMENT without a coordinator
+  // address; UNAVAILABLE when the peer service cannot listen;
+  // StartHostedShards's errors.
   static absl::StatusOr<std::unique_ptr<HostedWorker>> Start(
       HostedWorkerOptions options);
   ~HostedWorker();  // Stop()
@@ -68,23 +76,41 @@ class HostedWorker {
   // Any thread (a signal handler's): the worker leaves after the step in
   // flight, as ferry-worker does on SIGTERM: its report goes out, a lease
   // fetched ahead is released, the host's next NextLease gets nullopt.
-  void RequestStop() { stop_.store(true); }
+  void RequestStop();
   // Leaves the job (a step in flight is given up) and waits for the
   // worker's thread. Returns the worker's summary or error. Idempotent.
+  // A hosted shard goes on serving (other workers and the coordinator still
+  // use it after this worker's training) until StopShard().
   absl::StatusOr<WorkerSummary> Stop();
+
+  bool hosts_shard() const { return shard_.has_value(); }
+  // Waits up to `timeout` for RequestStop(); whether it came.
+  bool AwaitStopRequest(absl::Duration timeout);
+  // Stops serving the hosted shard after writing its checkpoint (later
+  // pushes are refused, so nothing is applied after it). OK without one.
+  // Idempotent.
+  absl::Status StopShard();
 
  private:
   explicit HostedWorker(HostedWorkerOptions options);
   absl::StatusOr<std::unique_ptr<LeaseTrainer>> MakeTrainer(
       const v1::JobSpec& job);
+  // The gRPC deps, calling the hosted shard in the process.
+  absl::StatusOr<WorkerDeps> MakeDeps();
   void Run(WorkerDeps deps);
 
   HostedWorkerOptions options_;
   std::atomic<bool> stop_{false};
+  // The hosted shard; outlives the worker's thread, whose PS client calls
+  // it in the process.
+  std::optional<HostedShards> shard_;
+  absl::Mutex stop_request_mu_;
+  bool stop_request_ ABSL_GUARDED_BY(stop_request_mu_) = false;
   HostStepChannel channel_;
   absl::Mutex mu_;
   std::optional<HostedJob> joined_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::StatusOr<WorkerSummary>> result_ ABSL_GUARDED_BY(mu_);
+  bool shard_stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

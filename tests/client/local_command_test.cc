@@ -61,7 +61,6 @@ TEST(LocalCommandTest, RefusesWhatTheJobCannotRunAsConfigurationErrors) {
            {"--mode", "ring", "--colocated-shards"},
            {"--mode", "hybrid", "--model", "dlrm", "--colocated-shards"},
            {"--workers", "2", "--shards", "3", "--colocated-shards"},
-           {"--colocated-shards", "--worker-command", "python3 train.py"},
        }) {
     Parsed p;
     std::vector<std::string> args = {"ferry", "local"};
@@ -81,6 +80,20 @@ TEST(LocalCommandTest, ColocatedShardsNeedAWorkerForEveryShardProcess) {
   auto options = ResolveLocalCommand(p.line);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->colocated_shards);
+}
+
+TEST(LocalCommandTest, ColocatedShardsRunInPyTorchWorkersToo) {
+  Parsed p;
+  ASSERT_EQ(
+      std::nullopt,
+      ParseCommandLine(
+          p.app, {"ferry", "local", "--workers", "2", "--shards", "2",
+                  "--colocated-shards", "--model", "external", "--dataset",
+                  "external:64", "--worker-command", "python3 train.py"}));
+  auto options = ResolveLocalCommand(p.line);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->colocated_shards);
+  EXPECT_EQ(options->worker_command, "python3 train.py");
 }
 
 }  // namespace

@@ -21,6 +21,16 @@ TEST(WorkerCommandTest, RunsTheCommandWithTheJobInItsEnvironment) {
           "/bin/sh", "-c", "exec python3 train.py --lr 0.1"}));
 }
 
+TEST(WorkerCommandTest, AddsTheGivenVariablesBeforeTheShell) {
+  const std::vector<std::string> argv =
+      HostedWorkerArgv("x", "h:1", "/b/bin", nullptr, "own",
+                       {"FERRY_HOST_SHARD=1", "FERRY_SHARD_LISTEN=h:2"});
+  ASSERT_EQ(argv.size(), 9u);
+  EXPECT_EQ(argv[4], "FERRY_HOST_SHARD=1");
+  EXPECT_EQ(argv[5], "FERRY_SHARD_LISTEN=h:2");
+  EXPECT_EQ(argv[6], "/bin/sh");
+}
+
 TEST(WorkerCommandTest, KeepsTheLaunchersPythonPathAfterFerrys) {
   const std::vector<std::string> argv =
       HostedWorkerArgv("x", "h:1", "/b/bin", "/opt/lib:/more", "own");

@@ -26,13 +26,13 @@ def fail(msg):
     sys.exit(1)
 
 
-def parse_args(doc, add_arguments=None):
-    """BIN_DIR SOURCE_DIR [--modes ps,ring] and what `add_arguments(parser)`
+def parse_args(doc, add_arguments=None, modes="ps,ring"):
+    """BIN_DIR SOURCE_DIR [--modes MODES] and what `add_arguments(parser)`
     adds; the description is the docstring's first paragraph."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("bin_dir")
     ap.add_argument("source_dir")
-    ap.add_argument("--modes", default="ps,ring")
+    ap.add_argument("--modes", default=modes)
     if add_arguments:
         add_arguments(ap)
     return ap.parse_args()

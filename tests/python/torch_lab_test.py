@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """The comparison lab measures a PyTorch model: `ferry bench compare
 --worker-command` runs the example transformer script as every run's worker
-in PS (2 shards) and ring mode, and the cost model predicts from the job's
+in PS (2 shards), PS with the shards inside the scripts' processes
+(ps-colocated) and ring mode, and the cost model predicts from the job's
 own tensors (the run's export), so the bytes each worker moved per step
-equal the closed forms of the script's model: PS the model each way, ring
-2(N-1)/N of it each way.
+equal the closed forms of the script's model: PS the model each way,
+colocated PS the half held by the other process each way, ring 2(N-1)/N
+of it each way.
 
 Usage: torch_lab_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 fail, 77 skip (no torch, no ferry package in the build).
@@ -43,7 +45,7 @@ def main():
                "--worker-command",
                f"/usr/bin/python3 {script} --samples {{samples}} --lr {{lr}} --momentum 0.9 "
                "--nesterov 0 --weight-decay 0",
-               "--model-name", "transformer", "--modes", "ps,ring", "--workers", "2",
+               "--model-name", "transformer", "--modes", "ps,ring,ps-colocated", "--workers", "2",
                "--shards", "2", "--bandwidth", "0", "--latency", "0", "--batch", "32",
                "--warmup-steps", "2", "--steps", "6", "--run-timeout", "240", "--out", out]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -52,8 +54,9 @@ def main():
                  f"{done.stderr[-2000:]}")
         with open(os.path.join(out, "results.json")) as f:
             runs = json.load(f)["runs"]
-        if sorted(r["mode"] for r in runs) != ["ps", "ring"]:
-            fail(f"expected one PS and one ring run, got {[r['mode'] for r in runs]}")
+        if sorted(r["mode"] for r in runs) != ["ps", "ps-colocated", "ring"]:
+            fail(f"expected one PS, one colocated PS and one ring run, got "
+                 f"{[r['mode'] for r in runs]}")
         for r in runs:
             print(json.dumps({k: r[k] for k in ("name", "model_params", "samples_per_second",
                                                 "bytes_per_step_per_worker_measured",
@@ -63,8 +66,9 @@ def main():
                      f"elements, the script's has {elements}")
             model_bytes = 4 * elements
             workers = 2
-            closed = (2 * model_bytes if r["mode"] == "ps"
-                      else 2 * (2 * (workers - 1) / workers) * model_bytes)
+            closed = {"ps": 2 * model_bytes,
+                      "ps-colocated": 2 * model_bytes * (workers - 1) / workers,
+                      "ring": 2 * (2 * (workers - 1) / workers) * model_bytes}[r["mode"]]
             if abs(r["bytes_per_step_per_worker_predicted"] - closed) > 0.01 * closed:
                 fail(f"{r['name']}: predicted {r['bytes_per_step_per_worker_predicted']} B per "
                      f"step, the closed form is {closed}")

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -500,13 +501,27 @@ class Job:
         previous = signal.signal(signal.SIGTERM, handler)
         self._previous_sigterm = signal.SIG_DFL if previous is None else previous
 
-    def close(self):
-        """Leaves the job (a step in flight is given up); the worker's summary."""
+    def close(self, serve_shard=True):
+        """Leaves the job (a step in flight is given up); the worker's summary.
+
+        A process that hosts a PS shard (FERRY_HOST_SHARD: `ferry local
+        --colocated-shards`) serves it on after its training, for the other
+        workers and the coordinator, until SIGTERM (or request_stop), then
+        writes the shard's checkpoint; with serve_shard=False (the `with`
+        block raised) it stops serving at once."""
+        if self.summary is None:
+            self.summary = json.loads(self._worker.stop())
+        if serve_shard and self._worker.hosts_shard():
+            if not self._worker.await_stop_request(0.0):
+                print("ferry.torch: training is over for this worker; serving its PS "
+                      "shard until SIGTERM", file=sys.stderr, flush=True)
+            # Short waits: the interpreter runs the SIGTERM handler between them.
+            while not self._worker.await_stop_request(0.25):
+                pass
+        self._worker.stop_shard()
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._previous_sigterm = None
-        if self.summary is None:
-            self.summary = json.loads(self._worker.stop())
         return self.summary
 
     def __enter__(self):
@@ -517,7 +532,7 @@ class Job:
             self.close()
         else:
             with contextlib.suppress(Exception):
-                self.close()
+                self.close(serve_shard=False)
         return False
 
 
