@@ -16,70 +16,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/posix_io.h"
 #include "common/status_macros.h"
 
 namespace ferry {
 namespace {
-
-absl::Status ErrnoError(int error, absl::string_view what,
-                        const std::string& path) {
-  const std::string message =
-      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-std::string Parent(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Closes the descriptor on every path out of a scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now; returns the errno of a failed close, else 0.
-  int Close() {
-    const int result = ::close(fd_);
-    fd_ = -1;
-    return result == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-// Flushes the directory entry of `path` (a rename or a new file in it) to
-// disk.
-absl::Status SyncDirectoryOf(const std::string& path) {
-  const std::string dir = Parent(path);
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0) return ErrnoError(errno, "open directory", dir);
-  if (::fsync(dir_fd.get()) != 0) {
-    return ErrnoError(errno, "fsync directory", dir);
-  }
-  return absl::OkStatus();
-}
 
 // Writes "<path>.tmp" through a buffer, then (fsync), rename, (fsync of the
 // directory). The temp file is removed on every way out but a commit.
@@ -285,6 +226,10 @@ class Posix final : public FileSystem {
       const std::string& path) override {
     return PosixAtomicFile::Open(path, /*sync=*/false);
   }
+  absl::StatusOr<std::unique_ptr<RewritableFile>> OpenRewritable(
+      const std::string& path) override {
+    return OpenPosixRewritableFile(path);
+  }
 
   static absl::Status Replace(const std::string& path,
                               absl::string_view contents, bool sync) {
@@ -364,7 +309,28 @@ class Posix final : public FileSystem {
   }
 };
 
+// FileSystem::OpenRewritable's default: each rewrite a replacement.
+class ReplacingRewritableFile final : public RewritableFile {
+ public:
+  ReplacingRewritableFile(FileSystem* fs, std::string path)
+      : fs_(fs), path_(std::move(path)) {}
+  absl::Status Rewrite(absl::string_view contents) override {
+    return fs_->ReplaceFile(path_, contents);
+  }
+  absl::Status Sync() override { return fs_->SyncFile(path_); }
+
+ private:
+  FileSystem* const fs_;
+  const std::string path_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<RewritableFile>> FileSystem::OpenRewritable(
+    const std::string& path) {
+  return std::unique_ptr<RewritableFile>(
+      new ReplacingRewritableFile(this, path));
+}
 
 absl::StatusOr<std::unique_ptr<AtomicFile>> FileSystem::NewAtomicFile(
     const std::string& path) {
@@ -401,7 +367,7 @@ absl::Status InMemoryFileSystem::ReplaceFile(const std::string& path,
   absl::MutexLock lock(&mu_);
   if (!fail_writes_.ok()) return fail_writes_;
   files_[path] = std::string(contents);
-  dirs_.insert(Parent(path));
+  dirs_.insert(ParentDirectory(path));
   ++writes_;
   return absl::OkStatus();
 }
@@ -502,7 +468,8 @@ absl::StatusOr<std::vector<std::string>> InMemoryFileSystem::ListDirectory(
   }
   std::vector<std::string> names;  // files_ is sorted, so names are too
   for (const auto& [path, contents] : files_) {
-    if (Parent(path) == dir) names.push_back(path.substr(dir.size() + 1));
+    if (ParentDirectory(path) == dir)
+      names.push_back(path.substr(dir.size() + 1));
   }
   return names;
 }
@@ -532,7 +499,7 @@ void InMemoryFileSystem::SetFileContents(const std::string& path,
   absl::MutexLock lock(&mu_);
   durable_[path] = contents;
   files_[path] = std::move(contents);
-  dirs_.insert(Parent(path));
+  dirs_.insert(ParentDirectory(path));
 }
 
 int64_t InMemoryFileSystem::writes() const {

@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/byte_sink.h"
+#include "common/rewritable_file.h"
 
 namespace ferry {
 
@@ -129,6 +130,12 @@ class FileSystem {
       const std::string& path) {
     return NewAtomicFile(path);
   }
+  // `path` to be rewritten whole in place again and again
+  // (common/rewritable_file.h), created when missing. NOT_FOUND when its
+  // directory does not exist. The default rewrites through ReplaceFile and
+  // syncs through SyncFile (so the in-memory fake keeps its crash model).
+  virtual absl::StatusOr<std::unique_ptr<RewritableFile>> OpenRewritable(
+      const std::string& path);
   // The whole file. NOT_FOUND when it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The whole file read in place (see MappedFile); errors as ReadFile's.

@@ -189,6 +189,37 @@ TEST_F(PosixAtomicFileTest, SyncFileMakesAReplacedFileDurable) {
   EXPECT_EQ(*fs_->ReadFile(path), "v1");  // unchanged by the sync
 }
 
+// A rewritable file keeps its inode: each Rewrite is the whole contents,
+// longer or shorter, and Sync flushes them.
+TEST_F(PosixAtomicFileTest, RewritableFileIsRewrittenWholeInPlace) {
+  const std::string path = dir_ + "/slot";
+  auto file = fs_->OpenRewritable(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*fs_->ReadFile(path), "");  // created at open
+  const auto inode = [&path] {
+    return std::filesystem::status(path).type() ==
+                   std::filesystem::file_type::regular
+               ? std::filesystem::hard_link_count(path)
+               : 0;
+  };
+  ASSERT_TRUE((*file)->Rewrite("a longer first state").ok());
+  EXPECT_EQ(*fs_->ReadFile(path), "a longer first state");
+  ASSERT_TRUE((*file)->Rewrite("short").ok());
+  EXPECT_EQ(*fs_->ReadFile(path), "short");
+  ASSERT_TRUE((*file)->Rewrite("longer again!").ok());
+  EXPECT_TRUE((*file)->Sync().ok());
+  EXPECT_EQ(*fs_->ReadFile(path), "longer again!");
+  EXPECT_EQ(inode(), 1u);
+  EXPECT_THAT(*fs_->ListDirectory(dir_), ElementsAre("slot"));  // no temp
+  // An existing file opened again: a shorter rewrite still truncates.
+  auto again = fs_->OpenRewritable(path);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Rewrite("x").ok());
+  EXPECT_EQ(*fs_->ReadFile(path), "x");
+  EXPECT_EQ(fs_->OpenRewritable(dir_ + "/missing/slot").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 // ReplaceFile is atomic but not durable: what a machine crash leaves is the
 // last WriteFileAtomically or SyncFile of the path.
 TEST(InMemoryFileSystemTest, AMachineCrashKeepsWhatWasSynced) {
