@@ -23,7 +23,7 @@ steps=${1:-4}
 model=${2:-784-8192-8192-3328-10}
 workers=${3:-4}
 shards=${4:-4}
-bin=build/bin
+bin=${BIN:-build/bin}
 out=out/scale-memory
 mkdir -p "$out"
 params=$(python3 -c "

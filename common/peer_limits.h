@@ -74,6 +74,11 @@ struct PsLimits {
 
 // Unclaimed messages a ring peer buffers for its collective.
 inline constexpr int64_t kDefaultMaxRingMessages = int64_t{1} << 16;
+// Unclaimed bytes past which a ring peer stops reading its neighbour's
+// stream until its collective takes some (RingMailbox::MayReadOn): what
+// the neighbour sends ahead then waits in its own buffers (sent borrowed,
+// not copied) and the socket's.
+inline constexpr int64_t kDefaultRingReadAheadBytes = int64_t{32} << 20;
 
 // RESOURCE_EXHAUSTED "<what> is <value>; the limit is <limit>".
 absl::Status LimitExceeded(absl::string_view what, int64_t value,

@@ -69,18 +69,6 @@ grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
   return grpc::ByteBuffer(slices, 2);
 }
 
-// The same with the data in `data` (`bytes` in all), referenced: received
-// slices passed on without a copy.
-grpc::ByteBuffer EncodeRingForward(const v1::RingMessage& head,
-                                   const std::vector<grpc::Slice>& data,
-                                   uint64_t bytes) {
-  std::vector<grpc::Slice> slices;
-  slices.reserve(data.size() + 1);
-  slices.emplace_back(DataPrefix(head, bytes));
-  slices.insert(slices.end(), data.begin(), data.end());
-  return grpc::ByteBuffer(slices.data(), slices.size());
-}
-
 }  // namespace
 
 // The client side of one Exchange stream: queued messages, one write in
@@ -369,14 +357,12 @@ absl::Status GrpcRingTransport::RecvCopyForward(const RingTag& in, float* dst,
                                                 int64_t count,
                                                 const RingTag& out,
                                                 absl::Time deadline) {
-  ASSIGN_OR_RETURN(RingPayload payload, TakeFloats(in, count, deadline));
-  payload.ApplyFloats(dst, RecvOp::kCopy);
-  const std::vector<grpc::Slice>* received = WireSlicesOf(payload);
-  if (received == nullptr) return Send(out, dst, count);
-  // The received slices go on as they are: no copy of the piece.
-  v1::RingMessage message = StartMessage(out);
-  return writer_->Enqueue(
-      EncodeRingForward(message, *received, payload.size()));
+  {
+    ASSIGN_OR_RETURN(RingPayload payload, TakeFloats(in, count, deadline));
+    payload.ApplyFloats(dst, RecvOp::kCopy);
+  }  // the received slices are freed here, not held until the next rank
+     // reads the piece (a slow neighbour made them pile up)
+  return SendBorrowed(out, dst, count);
 }
 
 absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,

@@ -385,10 +385,14 @@ absl::Status RingCollective::Broadcast(int64_t op_id, float* data,
       continue;  // forwarded, or the last rank
     }
     if (!forward) continue;
-    if (absl::Status s = transport_->Send(out_tag, ptr, piece.size());
+    if (absl::Status s = transport_->SendBorrowed(out_tag, ptr, piece.size());
         !s.ok()) {
       return InCollectiveContext(s, "Broadcast", op_id, distance, r, n);
     }
+  }
+  // Sent and forwarded pieces are read from `data` until written.
+  if (absl::Status s = transport_->WaitSent(deadline); !s.ok()) {
+    return InCollectiveContext(s, "Broadcast", op_id, distance, r, n);
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,18 @@
 #include "ring/ring_mailbox.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
+namespace {
+
+void Run(std::vector<std::function<void()>>& resumes) {
+  for (std::function<void()>& resume : resumes) resume();
+}
+
+}  // namespace
 
 bool RingMailbox::EnterLocked(int64_t generation) {
   mu_.AssertHeld();
@@ -18,49 +26,68 @@ bool RingMailbox::EnterLocked(int64_t generation) {
   return true;
 }
 
+bool RingMailbox::ReadingMayGoOnLocked() const {
+  return buffered_ < read_ahead_bytes_ || missing_waiters_ > 0 || closed_ ||
+         !failure_.ok();
+}
+
+RingMailbox::Resumes RingMailbox::TakeResumesLocked() {
+  Resumes out;
+  if (resumes_.empty() || !ReadingMayGoOnLocked()) return out;
+  for (auto& [token, resume] : resumes_) out.push_back(std::move(resume));
+  resumes_.clear();
+  return out;
+}
+
 bool RingMailbox::Enter(int64_t generation) {
-  absl::MutexLock lock(&mu_);
-  return EnterLocked(generation);
+  Resumes resumes;
+  bool entered;
+  {
+    absl::MutexLock lock(&mu_);
+    entered = EnterLocked(generation);
+    resumes = TakeResumesLocked();
+  }
+  Run(resumes);
+  return entered;
 }
 
 absl::Status RingMailbox::Deliver(int64_t generation, const RingTag& tag,
                                   RingPayload payload) {
-  absl::MutexLock lock(&mu_);
-  if (!EnterLocked(generation)) {
-    return absl::AbortedError(absl::StrCat("ring message of generation ",
-                                           generation, " is older than ",
-                                           generation_));
-  }
-  if (messages_.contains(tag)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("ring message ", tag.ToString(), " arrived twice"));
-  }
-  const int64_t count = static_cast<int64_t>(messages_.size());
-  if (count >= max_messages_) {
-    return LimitExceeded("the number of unclaimed ring messages", count + 1,
-                         max_messages_);
-  }
-  const int64_t size = static_cast<int64_t>(payload.size());
-  if (buffered_ + size > max_buffered_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("ring mailbox full: ", buffered_,
-                     " bytes unclaimed, limit ", max_buffered_bytes_));
-  }
-  buffered_ += size;
-  messages_.emplace(tag, std::move(payload));
-  return absl::OkStatus();
+  Resumes resumes;  // a stream of an older generation, paused
+  absl::Status status = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    if (!EnterLocked(generation)) {
+      return absl::AbortedError(absl::StrCat("ring message of generation ",
+                                             generation, " is older than ",
+                                             generation_));
+    }
+    resumes = TakeResumesLocked();
+    if (messages_.contains(tag)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("ring message ", tag.ToString(), " arrived twice"));
+    }
+    const int64_t count = static_cast<int64_t>(messages_.size());
+    if (count >= max_messages_) {
+      return LimitExceeded("the number of unclaimed ring messages", count + 1,
+                           max_messages_);
+    }
+    const int64_t size = static_cast<int64_t>(payload.size());
+    if (buffered_ + size > max_buffered_bytes_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ring mailbox full: ", buffered_,
+                       " bytes unclaimed, limit ", max_buffered_bytes_));
+    }
+    buffered_ += size;
+    peak_buffered_ = std::max(peak_buffered_, buffered_);
+    messages_.emplace(tag, std::move(payload));
+    return absl::OkStatus();
+  }();
+  Run(resumes);
+  return status;
 }
 
-absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
-                                              const RingTag& tag,
-                                              absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ || generation_ > generation || !failure_.ok() ||
-           messages_.contains(tag);
-  };
-  EnterLocked(generation);
-  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+absl::StatusOr<RingPayload> RingMailbox::TakeFiledLocked(int64_t generation,
+                                                         const RingTag& tag) {
   if (closed_) return absl::CancelledError("ring mailbox closed");
   if (generation_ > generation) {
     return absl::CancelledError(absl::StrCat("ring generation ", generation,
@@ -78,19 +105,88 @@ absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
   return payload;
 }
 
+absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
+                                              const RingTag& tag,
+                                              absl::Time deadline) {
+  const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || generation_ > generation || !failure_.ok() ||
+           messages_.contains(tag);
+  };
+  Resumes resumes;
+  absl::StatusOr<RingPayload> taken;
+  {
+    absl::MutexLock lock(&mu_);
+    EnterLocked(generation);
+    if (!ready()) {
+      // Waiting for a message not filed: paused streams read on, since it
+      // may be behind what they have not read.
+      ++missing_waiters_;
+      resumes = TakeResumesLocked();
+      if (!resumes.empty()) {
+        mu_.Unlock();
+        Run(resumes);
+        resumes.clear();
+        mu_.Lock();
+      }
+      mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+      --missing_waiters_;
+    }
+    taken = TakeFiledLocked(generation, tag);
+    resumes = TakeResumesLocked();
+  }
+  Run(resumes);
+  return taken;
+}
+
 void RingMailbox::Fail(int64_t generation, absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (generation == generation_ && failure_.ok()) failure_ = std::move(status);
+  Resumes resumes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (generation == generation_ && failure_.ok()) {
+      failure_ = std::move(status);
+    }
+    resumes = TakeResumesLocked();
+  }
+  Run(resumes);
 }
 
 void RingMailbox::Close() {
+  Resumes resumes;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    resumes = TakeResumesLocked();
+  }
+  Run(resumes);
+}
+
+bool RingMailbox::MayReadOn(std::function<void()> resume, int64_t* token) {
   absl::MutexLock lock(&mu_);
-  closed_ = true;
+  if (ReadingMayGoOnLocked()) return true;
+  *token = next_token_++;
+  resumes_.emplace(*token, std::move(resume));
+  ++paused_reads_;
+  return false;
+}
+
+bool RingMailbox::CancelResume(int64_t token) {
+  absl::MutexLock lock(&mu_);
+  return resumes_.erase(token) > 0;
 }
 
 int64_t RingMailbox::buffered_bytes() const {
   absl::MutexLock lock(&mu_);
   return buffered_;
+}
+
+int64_t RingMailbox::paused_reads() const {
+  absl::MutexLock lock(&mu_);
+  return paused_reads_;
+}
+
+int64_t RingMailbox::peak_buffered_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return peak_buffered_;
 }
 
 }  // namespace ferry

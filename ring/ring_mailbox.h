@@ -7,13 +7,23 @@
 // everything older (a collective of the old ring waiting in Take() gets
 // CANCELLED).
 //
+// Read-ahead: a stream that filed a message asks MayReadOn before it reads
+// the next. Past `read_ahead_bytes` unclaimed, it pauses until the
+// collective takes messages (below the bound again) or waits for one not
+// filed yet, which may be behind the unread ones: reading stops only while
+// no Take() waits for a missing message, so a collective never waits on a
+// paused stream. What the neighbour sends meanwhile stays in its buffers
+// and the socket's instead of this process's memory.
+//
 // Thread safety: all methods are thread-safe.
 #ifndef FERRY_RING_RING_MAILBOX_H_
 #define FERRY_RING_RING_MAILBOX_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -28,10 +38,14 @@ namespace ferry {
 class RingMailbox {
  public:
   // `max_buffered_bytes` bounds what unclaimed messages may hold,
-  // `max_messages` how many there may be.
+  // `max_messages` how many there may be; `read_ahead_bytes` is where
+  // streams pause (above).
   explicit RingMailbox(int64_t max_buffered_bytes = int64_t{1} << 30,
-                       int64_t max_messages = kDefaultMaxRingMessages)
-      : max_buffered_bytes_(max_buffered_bytes), max_messages_(max_messages) {}
+                       int64_t max_messages = kDefaultMaxRingMessages,
+                       int64_t read_ahead_bytes = kDefaultRingReadAheadBytes)
+      : max_buffered_bytes_(max_buffered_bytes),
+        max_messages_(max_messages),
+        read_ahead_bytes_(read_ahead_bytes) {}
 
   // Files `payload` (held as it is: pieces of the received message stay
   // where they arrived) under (generation, tag). Errors: ABORTED for a
@@ -62,17 +76,43 @@ class RingMailbox {
 
   int64_t buffered_bytes() const;
 
+  // Whether a stream may read its next message now: true while the
+  // unclaimed bytes are under the read-ahead bound or a Take() waits for a
+  // message not filed (or after Close). Otherwise keeps `resume`, under
+  // `*token`, and calls it once, without the lock, on the thread of the
+  // Take, Enter, Fail or Close that lets reading go on.
+  bool MayReadOn(std::function<void()> resume, int64_t* token);
+  // Drops the `resume` kept under `token`; false when it was called or is
+  // being called already (the stream then reads on through it).
+  bool CancelResume(int64_t token);
+  // Times a stream paused, and the most unclaimed bytes held at once.
+  int64_t paused_reads() const;
+  int64_t peak_buffered_bytes() const;
+
  private:
+  using Resumes = std::vector<std::function<void()>>;
   bool EnterLocked(int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReadingMayGoOnLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The kept resumes when reading may go on (none otherwise), removed.
+  Resumes TakeResumesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<RingPayload> TakeFiledLocked(int64_t generation,
+                                              const RingTag& tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_buffered_bytes_;
   const int64_t max_messages_;
+  const int64_t read_ahead_bytes_;
   mutable absl::Mutex mu_;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
   std::map<RingTag, RingPayload> messages_ ABSL_GUARDED_BY(mu_);
   int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int missing_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // Take()s of unfiled tags
+  std::map<int64_t, std::function<void()>> resumes_ ABSL_GUARDED_BY(mu_);
+  int64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t paused_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_buffered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

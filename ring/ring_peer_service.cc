@@ -24,7 +24,9 @@ constexpr int64_t kWeightsChunkElements = 256 * 1024;  // 1 MiB
 // Files every message of one neighbour's stream; deletes itself in OnDone.
 // Reads the stream raw and parses each message itself, so that a message
 // that does not parse is an error rather than the stream's end (see the
-// header). gRPC serializes the reactions of one call, so no lock is needed.
+// header). gRPC serializes the reactions of one call; the lock guards only
+// the pause (RingMailbox::MayReadOn), which the mailbox ends from the
+// collective's thread and OnCancel from gRPC's.
 class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ExchangeReactor(grpc::CallbackServerContext* context,
@@ -62,6 +64,22 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnDone() override { delete this; }
 
+  // A paused stream whose call ends (the neighbour went, the server stops)
+  // reads on, so that its read fails and the call finishes.
+  void OnCancel() override {
+    bool read = false;
+    {
+      absl::MutexLock lock(&pause_mu_);
+      cancelled_ = true;
+      if (paused_token_ >= 0 &&
+          service_->mailbox()->CancelResume(paused_token_)) {
+        paused_token_ = -1;
+        read = true;
+      }
+    }
+    if (read) StartRead(&buffer_);
+  }
+
  private:
   // Parses and files the message read into buffer_ (`size` bytes), then
   // reads on.
@@ -93,6 +111,28 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       service_->counter()->AddReceived(size - hello);  // never taken
       End(status);
       return;
+    }
+    ReadNext();
+  }
+
+  // Reads the next message now, or once the mailbox lets it (read-ahead).
+  void ReadNext() {
+    {
+      absl::MutexLock lock(&pause_mu_);
+      int64_t token = -1;
+      if (!cancelled_ &&
+          !service_->mailbox()->MayReadOn([this] { Resume(); }, &token)) {
+        paused_token_ = token;
+        return;
+      }
+    }
+    StartRead(&buffer_);
+  }
+
+  void Resume() {
+    {
+      absl::MutexLock lock(&pause_mu_);
+      paused_token_ = -1;
     }
     StartRead(&buffer_);
   }
@@ -171,6 +211,9 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   int64_t generation_ = -1;
   int from_rank_ = -1;
   std::string from_worker_;
+  absl::Mutex pause_mu_;
+  int64_t paused_token_ ABSL_GUARDED_BY(pause_mu_) = -1;  // -1: reading
+  bool cancelled_ ABSL_GUARDED_BY(pause_mu_) = false;
 };
 
 // Streams one snapshot in chunks, one write in flight; deletes itself in

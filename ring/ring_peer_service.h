@@ -79,6 +79,12 @@ class RingPeerService final
 
 // A running peer server.
 struct RingPeerServer {
+  // Closes the mailbox first, so that streams paused for read-ahead read on
+  // and end, and the server's shutdown does not wait for them.
+  ~RingPeerServer() {
+    if (mailbox != nullptr) mailbox->Close();
+  }
+
   std::unique_ptr<RingMailbox> mailbox;
   std::unique_ptr<WeightsPublisher> publisher;
   std::unique_ptr<ByteCounter> counter;

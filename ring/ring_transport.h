@@ -88,11 +88,12 @@ class RingTransport {
   virtual absl::Status Recv(const RingTag& tag, float* dst, int64_t count,
                             RecvOp op, absl::Time deadline) = 0;
 
-  // Recv(in, dst, count, kCopy, deadline), then Send(out, dst, count): a
-  // piece that passes through unchanged (the all-gather's and broadcast's
-  // forwarding). A transport may send the bytes it received instead of
-  // copying dst again (GrpcRingTransport forwards the received slices).
-  // Errors: Recv's, then Send's.
+  // Recv(in, dst, count, kCopy, deadline), then sends dst[0, count) under
+  // `out`: a piece that passes through unchanged (the all-gather's and
+  // broadcast's forwarding). The send may borrow dst as SendBorrowed does
+  // (GrpcRingTransport: the received bytes are freed once copied, and the
+  // piece goes on from dst), so the caller keeps dst unchanged until
+  // WaitSent returns. Errors: Recv's, then the send's.
   virtual absl::Status RecvCopyForward(const RingTag& in, float* dst,
                                        int64_t count, const RingTag& out,
                                        absl::Time deadline) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/peer_limits.h"
 #include "gtest/gtest.h"
 #include "ring/ring_collective.h"
 #include "ring/ring_peer_service.h"
@@ -117,6 +118,70 @@ TEST(GrpcRingTransportTest, ABorrowedBufferMayChangeOnceWaitSentReturns) {
   }
   // Nothing borrowed is pending: WaitSent returns at once.
   EXPECT_TRUE(sender->WaitSent(absl::Now()).ok());
+}
+
+// Sends kAheadMessages pieces of 1 MiB, borrowed from `buffer`, to rank 1,
+// which takes none, and waits until its stream paused at the read-ahead
+// bound.
+constexpr int64_t kAheadPiece = 1 << 18;  // floats: 1 MiB
+constexpr int kAheadMessages = 48;        // past the 32 MiB bound
+void SendAheadUntilPaused(Ring& ring, GrpcRingTransport& sender,
+                          std::vector<float>& buffer) {
+  buffer.resize(kAheadPiece * kAheadMessages);
+  for (int64_t i = 0; i < static_cast<int64_t>(buffer.size()); ++i) {
+    buffer[i] = static_cast<float>(i / kAheadPiece + i % 5);
+  }
+  for (int m = 0; m < kAheadMessages; ++m) {
+    ASSERT_TRUE(sender
+                    .SendBorrowed({1, 0, m}, buffer.data() + m * kAheadPiece,
+                                  kAheadPiece)
+                    .ok());
+  }
+  const RingMailbox& box = *ring.peers[1]->mailbox;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (box.paused_reads() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));  // polls the condition
+  }
+  ASSERT_GE(box.paused_reads(), 1);
+}
+
+// A receiver whose collective falls behind holds at most the read-ahead
+// bound (and the message in hand) of its neighbour's pieces; the rest wait
+// in the sender's (borrowed) buffers, and nothing is lost.
+TEST(GrpcRingTransportTest, AReceiverBehindHoldsOnlyItsReadAhead) {
+  Ring ring(2);
+  auto sender = ring.Transport(0);
+  auto receiver = ring.Transport(1);
+  std::vector<float> buffer;
+  SendAheadUntilPaused(ring, *sender, buffer);
+  const RingMailbox& box = *ring.peers[1]->mailbox;
+  const int64_t bound = kDefaultRingReadAheadBytes + kAheadPiece * 4;
+  EXPECT_LE(box.buffered_bytes(), bound);
+  std::vector<float> got(kAheadPiece);
+  for (int m = 0; m < kAheadMessages; ++m) {
+    ASSERT_TRUE(receiver
+                    ->Recv({1, 0, m}, got.data(), kAheadPiece, RecvOp::kCopy,
+                           absl::Now() + absl::Seconds(30))
+                    .ok());
+    for (int64_t i = 0; i < kAheadPiece; i += 4099) {
+      ASSERT_EQ(got[i], static_cast<float>(m + (m * kAheadPiece + i) % 5));
+    }
+  }
+  EXPECT_LE(box.peak_buffered_bytes(), bound);
+  EXPECT_TRUE(sender->WaitSent(absl::Now() + absl::Seconds(30)).ok());
+}
+
+// A paused stream whose sender goes (a ring generation ends) finishes its
+// call, so the receiver's server stops without waiting for it.
+TEST(GrpcRingTransportTest, APausedStreamEndsWhenItsSenderGoes) {
+  Ring ring(2);
+  auto sender = ring.Transport(0);
+  std::vector<float> buffer;
+  SendAheadUntilPaused(ring, *sender, buffer);
+  const absl::Time start = absl::Now();
+  sender.reset();  // half-close; cancelled after 1 s of unread messages
+  ring.peers[1].reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 TEST(GrpcRingTransportTest, BroadcastForwardsTheRootsPiecesToEveryRank) {
