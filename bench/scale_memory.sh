@@ -10,7 +10,7 @@
 #   - the coordinator against the model (it evaluates the weights).
 # Usage: bench/scale_memory.sh [steps, default 4] [model] [workers, default 4]
 #        [shards, default 4]
-# Env: MODES (default "ps ring"); EXTRA: more `ferry local` arguments, e.g.
+# Env: BIN (default build/bin: the binaries to measure); MODES (default "ps ring"); EXTRA: more `ferry local` arguments, e.g.
 # EXTRA="--pipeline-stages 2 --micro-batches 4 --worker-memory-budget 600MiB"
 # (a PS pipeline stage's worker then holds its stage only) or
 # EXTRA="--sum-on-arrival true" with FERRY_RECEIVE_WINDOW=4194304 (a shard
