@@ -4,11 +4,13 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
 #include "common/status_macros.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "proto/rpc_util.h"
+#include "ring/weights_publisher.h"
 
 namespace ferry {
 namespace {
@@ -140,9 +142,17 @@ absl::Status RingWeightsSource::Fetch(int64_t min_step,
   absl::Status last = absl::UnavailableError("the ring has no members");
   const int64_t n = static_cast<int64_t>(params.size());
   int64_t want = min_step;
+  // The member that said it will publish the state asked for, asked first
+  // (and alone, while it has not) until prefer_wait_ has passed.
+  std::string preferred;
+  absl::Time preferred_since;
   do {
-    const std::vector<std::string> members =
+    std::vector<std::string> members =
         source ? source() : std::vector<std::string>();
+    if (auto it = std::find(members.begin(), members.end(), preferred);
+        !preferred.empty() && it != members.end()) {
+      std::rotate(members.begin(), it, it + 1);
+    }
     // The parts of one state (one step count) until they cover the model:
     // a ring pipeline's stage members hold only their layers current.
     Part whole;
@@ -151,9 +161,21 @@ absl::Status RingWeightsSource::Fetch(int64_t min_step,
       Part part;
       last = FetchFrom(address, want, params, tables, &part);
       if (!last.ok()) {
-        if (absl::IsUnavailable(last)) continue;
-        break;  // a real fault: try again later
+        if (!absl::IsUnavailable(last)) break;  // a real fault: try later
+        if (whole.steps < 0 &&
+            absl::StrContains(last.message(), kWeightsNotPublishedYet)) {
+          if (preferred.empty()) {
+            preferred = address;
+            preferred_since = absl::Now();
+          }
+          if (address == preferred &&
+              absl::Now() - preferred_since < prefer_wait_) {
+            break;  // it publishes between two of its steps: wait for it
+          }
+        }
+        continue;
       }
+      if (address == preferred) preferred.clear();  // others may hold parts
       if (whole.steps >= 0 && part.steps != whole.steps) {
         // Another step's state: ask everyone for the newer one.
         want = std::max(whole.steps, part.steps);

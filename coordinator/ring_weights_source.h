@@ -1,9 +1,12 @@
 // Fetches the weights a ring member holds (RingPeer.GetWeights): ring mode's
 // whole model, hybrid mode's dense layers. Tries the current members in rank
 // order and retries while none has published the weights of the step asked
-// for yet (members publish between steps, when asked). A member of a ring
-// pipeline sends only the stages it holds current; the parts of several
-// members then make the model, all of one step count.
+// for yet (members publish between steps, when asked). The first member
+// that says it will publish them is waited for alone, up to `prefer_wait`,
+// since every member asked copies the model into a snapshot; past that
+// (the member stuck or gone), every member is asked again. A member of a
+// ring pipeline sends only the stages it holds current; the parts of
+// several members then make the model, all of one step count.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef FERRY_COORDINATOR_RING_WEIGHTS_SOURCE_H_
@@ -27,8 +30,11 @@ class RingWeightsSource {
   // Returns the peer addresses of the current members, rank order.
   using MemberSource = std::function<std::vector<std::string>()>;
 
-  RingWeightsSource(std::string job_id, absl::Duration fetch_timeout)
-      : job_id_(std::move(job_id)), fetch_timeout_(fetch_timeout) {}
+  RingWeightsSource(std::string job_id, absl::Duration fetch_timeout,
+                    absl::Duration prefer_wait = absl::Seconds(5))
+      : job_id_(std::move(job_id)),
+        fetch_timeout_(fetch_timeout),
+        prefer_wait_(prefer_wait) {}
 
   // Must be set before the first Fetch (i.e. right after the coordinator is
   // created).
@@ -59,6 +65,7 @@ class RingWeightsSource {
 
   const std::string job_id_;
   const absl::Duration fetch_timeout_;
+  const absl::Duration prefer_wait_;
   ByteCounter counter_;
   absl::Mutex mu_;
   MemberSource members_ ABSL_GUARDED_BY(mu_);

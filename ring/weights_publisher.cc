@@ -18,7 +18,8 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
   }
   wanted_.store(true, std::memory_order_release);
   return absl::UnavailableError(absl::StrCat(
-      "weights after step ", min_step, " are not published yet (newest: ",
+      "weights after step ", min_step, " ", kWeightsNotPublishedYet,
+      " (newest: ",
       snapshot_ == nullptr ? std::string("none")
                            : absl::StrCat(snapshot_->steps_applied),
       "); retry"));

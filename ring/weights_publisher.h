@@ -41,10 +41,16 @@ struct WeightsSnapshot {
 std::vector<float> PackRanges(const float* flat,
                               const std::vector<FlatRange>& ranges);
 
+// In the message of Get's UNAVAILABLE: this member will publish the
+// weights between two of its steps (a reader may wait for it rather than
+// ask other members, each of which would copy the model too).
+inline constexpr char kWeightsNotPublishedYet[] = "are not published yet";
+
 class WeightsPublisher {
  public:
   // The newest snapshot if it has >= min_step steps applied. Otherwise
-  // marks a refresh wanted and returns UNAVAILABLE (retry shortly).
+  // marks a refresh wanted and returns UNAVAILABLE (retry shortly), its
+  // message holding kWeightsNotPublishedYet.
   absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> Get(int64_t min_step);
 
   // True when a reader waits for a fresher snapshot than the newest.

@@ -104,5 +104,47 @@ TEST(RingWeightsSourceTest, WholeModelFromTheFirstMemberAndPartsThatNeverMeet) {
               ::testing::HasSubstr("only parts of the weights"));
 }
 
+// Every member asked copies the model into a snapshot: the reader waits for
+// the first one that said it will publish, and asks no other.
+TEST(RingWeightsSourceTest, OnlyTheFirstMemberAskedIsMadeToPublish) {
+  Members members = Start(3);
+  RingWeightsSource source("job", absl::Seconds(30));
+  source.set_member_source([&] { return members.Addresses(); });
+  std::thread member0([&] {
+    const absl::Status wanted = testutil::WaitUntil(
+        "member 0's publisher to be asked for the weights",
+        [&] { return members.servers[0]->publisher->wanted(); });
+    EXPECT_TRUE(wanted.ok()) << wanted;
+    members.servers[0]->publisher->Publish(7, State(7));
+  });
+  std::vector<float> params(10, -1.0f);
+  ASSERT_TRUE(source.Fetch(7, params).ok());
+  member0.join();
+  EXPECT_EQ(params, State(7));
+  EXPECT_FALSE(members.servers[1]->publisher->wanted());
+  EXPECT_FALSE(members.servers[2]->publisher->wanted());
+}
+
+// A member that does not publish within the wait (stuck in a collective,
+// gone) does not hold the evaluation up: the others are asked then.
+TEST(RingWeightsSourceTest, TheOthersAreAskedWhenTheFirstDoesNotPublish) {
+  Members members = Start(2);
+  RingWeightsSource source("job", absl::Seconds(30),
+                           /*prefer_wait=*/absl::Milliseconds(200));
+  source.set_member_source([&] { return members.Addresses(); });
+  std::thread member1([&] {
+    const absl::Status wanted = testutil::WaitUntil(
+        "member 1's publisher to be asked for the weights",
+        [&] { return members.servers[1]->publisher->wanted(); });
+    EXPECT_TRUE(wanted.ok()) << wanted;
+    members.servers[1]->publisher->Publish(3, State(3));
+  });
+  std::vector<float> params(10, -1.0f);
+  ASSERT_TRUE(source.Fetch(3, params).ok());
+  member1.join();
+  EXPECT_EQ(params, State(3));
+  EXPECT_TRUE(members.servers[0]->publisher->wanted());  // asked, silent
+}
+
 }  // namespace
 }  // namespace ferry
