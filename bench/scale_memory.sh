@@ -2,9 +2,10 @@
 # Memory at scale on one machine: a ~100M-parameter MLP (default
 # 784-8192-8192-3328-10, 100.9M parameters, momentum SGD) trained by W
 # workers and S shards on the synthetic dataset, once in sync PS mode and
-# once in ring mode, a few steps each. Every process's resident memory is
-# sampled (bench/rss_sample.sh, every second) and its peak is printed against
-# its state:
+# once in ring mode, a few steps each. Every process's peak resident memory
+# (its high-water mark, from ferry local's summary) is printed against its
+# state (the resident memory is also sampled every second into the CSV,
+# bench/rss_sample.sh):
 #   - a shard against its slice + the optimizer state (momentum: 2 x P/S x 4 B);
 #   - a worker against the model (P x 4 B);
 #   - the coordinator against the model (it evaluates the weights).
@@ -45,24 +46,20 @@ run() {  # $1: mode
   local sampler=$!
   wait "$pid" || { echo "ferry local --mode $mode failed: $out/$mode$tag.log" >&2; return 1; }
   wait "$sampler" || true
-  python3 - "$out/$mode$tag.csv" "$mode" "$params" "$shards" <<'EOF'
-import csv, collections, sys
+  # The peaks are each process's high-water mark (ferry local's summary:
+  # wait4's ru_maxrss), exact; the 1 s samples are the time series.
+  python3 - "$out/$mode$tag.json" "$mode" "$params" "$shards" <<'EOF'
+import json, sys
 path, mode, params, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-peak = collections.defaultdict(int)  # (name, pid) -> KiB
 with open(path) as f:
-    for row in csv.DictReader(f):
-        key = (row["name"], row["pid"])
-        peak[key] = max(peak[key], int(row["rss_kib"]))
+    peaks = json.load(f)["peak_rss_mib"]
 model_mib = params * 4 / 2**20
 print(f"{mode}: {'process':<24} {'peak RSS':>10} {'state':>10} {'ratio':>6}")
-for (name, pid), kib in sorted(peak.items()):
-    if name.startswith("ferry-server-ps"):
+for name, mib in sorted(peaks.items()):
+    if name.startswith("ps"):
         state, what = 2 * model_mib / shards, "slice+momentum"
-    elif name.startswith("ferry-worker") or name.startswith("ferry-server-coordinator"):
+    else:  # workerN, coordinator
         state, what = model_mib, "model"
-    else:
-        continue
-    mib = kib / 1024
     print(f"{mode}: {name:<24} {mib:8.0f} MiB {state:7.0f} MiB {mib / state:5.2f}x  ({what})")
 EOF
 }

@@ -353,18 +353,6 @@ absl::StatusOr<RingPayload> GrpcRingTransport::TakeFloats(const RingTag& tag,
   return payload;
 }
 
-absl::Status GrpcRingTransport::RecvCopyForward(const RingTag& in, float* dst,
-                                                int64_t count,
-                                                const RingTag& out,
-                                                absl::Time deadline) {
-  {
-    ASSIGN_OR_RETURN(RingPayload payload, TakeFloats(in, count, deadline));
-    payload.ApplyFloats(dst, RecvOp::kCopy);
-  }  // the received slices are freed here, not held until the next rank
-     // reads the piece (a slow neighbour made them pile up)
-  return SendBorrowed(out, dst, count);
-}
-
 absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
                                           std::string payload) {
   v1::RingMessage message = StartMessage(tag);

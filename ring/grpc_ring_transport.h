@@ -64,9 +64,6 @@ class GrpcRingTransport final : public RingTransport {
   absl::Status WaitSent(absl::Time deadline) override;
   absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
                     absl::Time deadline) override;
-  absl::Status RecvCopyForward(const RingTag& in, float* dst, int64_t count,
-                               const RingTag& out,
-                               absl::Time deadline) override;
   absl::Status SendBytes(const RingTag& tag, std::string payload) override;
   absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
                                         absl::Time deadline) override;

@@ -26,17 +26,14 @@ RingPayload::RingPayload(std::string bytes)
     : bytes_(std::move(bytes)), size_(bytes_.size()) {}
 
 RingPayload::RingPayload(std::vector<absl::string_view> pieces,
-                         std::shared_ptr<const void> owner, const void* kind)
-    : owner_(std::move(owner)), kind_(kind) {
+                         std::shared_ptr<const void> owner)
+    : owner_(std::move(owner)) {
   for (absl::string_view piece : pieces) {
     if (piece.empty()) continue;
     size_ += piece.size();
     pieces_.push_back(piece);
   }
-  if (pieces_.empty()) {
-    owner_.reset();
-    kind_ = nullptr;
-  }
+  if (pieces_.empty()) owner_.reset();
 }
 
 void RingPayload::ApplyFloats(float* dst, RecvOp op) const {

@@ -26,10 +26,8 @@ class RingPayload {
   RingPayload() = default;
   explicit RingPayload(std::string bytes);
   // The concatenation of `pieces`, whose memory `owner` keeps valid.
-  // `kind` names what the owner is (any address unique to its maker, or
-  // nullptr), so that its maker can find it again (owner_of).
   RingPayload(std::vector<absl::string_view> pieces,
-              std::shared_ptr<const void> owner, const void* kind = nullptr);
+              std::shared_ptr<const void> owner);
 
   size_t size() const { return size_; }
   // How many pieces the bytes lie in (1 for a string).
@@ -44,18 +42,10 @@ class RingPayload {
   // (an opaque payload its decoder wants whole).
   std::string TakeString() &&;
 
-  // The owner, when it was made with `kind` (else nullptr): lets its maker
-  // reuse the memory the pieces lie in (ring/ring_wire.h forwards received
-  // slices without copying them).
-  const void* owner_of(const void* kind) const {
-    return kind != nullptr && kind == kind_ ? owner_.get() : nullptr;
-  }
-
  private:
   std::string bytes_;                      // when pieces_ is empty
   std::vector<absl::string_view> pieces_;  // else the bytes, in order
   std::shared_ptr<const void> owner_;      // keeps pieces_ valid
-  const void* kind_ = nullptr;             // what owner_ is
   size_t size_ = 0;
 };
 

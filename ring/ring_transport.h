@@ -88,20 +88,19 @@ class RingTransport {
   virtual absl::Status Recv(const RingTag& tag, float* dst, int64_t count,
                             RecvOp op, absl::Time deadline) = 0;
 
-  // Recv(in, dst, count, kCopy, deadline), then sends dst[0, count) under
-  // `out`: a piece that passes through unchanged (the all-gather's and
-  // broadcast's forwarding). The send may borrow dst as SendBorrowed does
-  // (GrpcRingTransport: the received bytes are freed once copied, and the
-  // piece goes on from dst), so the caller keeps dst unchanged until
-  // WaitSent returns. Errors: Recv's, then the send's.
-  virtual absl::Status RecvCopyForward(const RingTag& in, float* dst,
-                                       int64_t count, const RingTag& out,
-                                       absl::Time deadline) {
+  // Recv(in, dst, count, kCopy, deadline), then SendBorrowed(out, dst,
+  // count): a piece that passes through unchanged (the all-gather's and
+  // broadcast's forwarding), sent on from dst, so the received bytes are
+  // freed once copied rather than held until the next rank reads them. The
+  // caller keeps dst unchanged until WaitSent returns. Errors: Recv's, then
+  // SendBorrowed's.
+  absl::Status RecvCopyForward(const RingTag& in, float* dst, int64_t count,
+                               const RingTag& out, absl::Time deadline) {
     if (absl::Status s = Recv(in, dst, count, RecvOp::kCopy, deadline);
         !s.ok()) {
       return s;
     }
-    return Send(out, dst, count);
+    return SendBorrowed(out, dst, count);
   }
 
   // Opaque payloads (compressed gradient pieces, common/gradient_codec.h)

@@ -15,9 +15,6 @@ namespace {
 
 constexpr uint64_t kDataField = 5;
 
-// What a wire payload's owner is (RingPayload::owner_of).
-constexpr char kWireSlices = 0;
-
 // The fast path: the message read in place. nullopt for whatever it does
 // not take (a group, bytes that are malformed): protobuf decides those.
 std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
@@ -33,18 +30,12 @@ std::optional<RingWireMessage> ParseInPlace(const grpc::ByteBuffer& wire) {
     for (const grpc::Slice& s : *owner) {
       views.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
     }
-    message.data =
-        RingPayload(std::move(views), std::move(owner), &kWireSlices);
+    message.data = RingPayload(std::move(views), std::move(owner));
   }
   return message;
 }
 
 }  // namespace
-
-const std::vector<grpc::Slice>* WireSlicesOf(const RingPayload& payload) {
-  return static_cast<const std::vector<grpc::Slice>*>(
-      payload.owner_of(&kWireSlices));
-}
 
 absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire) {
   if (std::optional<RingWireMessage> fast = ParseInPlace(wire)) {

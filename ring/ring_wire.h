@@ -30,12 +30,6 @@ struct RingWireMessage {
 // INVALID_ARGUMENT "ring message does not parse" otherwise.
 absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire);
 
-// The slices a payload of ParseRingWire lies in: exactly its bytes, in
-// order, referencing the received memory (what a member forwards without
-// a copy); nullptr for a payload that did not come from it (one protobuf
-// parsed whole, or a string).
-const std::vector<grpc::Slice>* WireSlicesOf(const RingPayload& payload);
-
 }  // namespace ferry
 
 #endif  // FERRY_RING_RING_WIRE_H_

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "ring/ring_collective.h"
 #include "ring/ring_peer_service.h"
+#include "tests/testing/wait_until.h"
 
 namespace ferry {
 namespace {
@@ -138,11 +139,9 @@ void SendAheadUntilPaused(Ring& ring, GrpcRingTransport& sender,
                     .ok());
   }
   const RingMailbox& box = *ring.peers[1]->mailbox;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (box.paused_reads() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));  // polls the condition
-  }
-  ASSERT_GE(box.paused_reads(), 1);
+  ASSERT_TRUE(testutil::WaitUntil("rank 1's stream to pause at the bound", [&] {
+                return box.paused_reads() > 0;
+              }).ok());
 }
 
 // A receiver whose collective falls behind holds at most the read-ahead
