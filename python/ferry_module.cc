@@ -90,6 +90,17 @@ std::string JobJson(const v1::JobSpec& job) {
   return json;
 }
 
+// Sets the flags `app` binds from their FERRY_* variables (ferry-worker's
+// flags, common/cli_flags.h BindEnvironment). ValueError for a bad one.
+void ParseEnvironment(CLI::App& app) {
+  BindEnvironment(app);
+  try {
+    app.parse(std::vector<std::string>{});
+  } catch (const CLI::ParseError& e) {
+    throw py::value_error(absl::StrCat("the FERRY_* environment: ", e.what()));
+  }
+}
+
 // The process's operations, as ferry-worker's: logging, RPC security (TLS,
 // bearer token), the grpc.health.v1 port and the Prometheus port, from the
 // same FERRY_* variables as ferry-worker's flags (FERRY_HEALTH_PORT,
@@ -113,13 +124,7 @@ class ProcessOpsOnce {
       OpsFlags flags;
       CLI::App app;
       AddOpsFlags(app, flags);
-      BindEnvironment(app);
-      try {
-        app.parse(std::vector<std::string>{});
-      } catch (const CLI::ParseError& e) {
-        throw py::value_error(
-            absl::StrCat("the FERRY_* environment: ", e.what()));
-      }
+      ParseEnvironment(app);
       ops_ = Value(ProcessOps::Start(flags, "worker", MetricRole::kWorker));
       ops_->health().SetStarted();
     }
@@ -150,12 +155,7 @@ HostedShardFlags HostedShardFromEnvironment() {
   HostedShardFlags flags;
   CLI::App app;
   AddHostedShardFlags(app, flags);
-  BindEnvironment(app);
-  try {
-    app.parse(std::vector<std::string>{});
-  } catch (const CLI::ParseError& e) {
-    throw py::value_error(absl::StrCat("the FERRY_* environment: ", e.what()));
-  }
+  ParseEnvironment(app);
   return flags;
 }
 
