@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # All-reduce busbw (nccl-tests definition: algbw = S/t, busbw = algbw*2(n-1)/n)
-# of ferry's gRPC ring vs torch.distributed.all_reduce on gloo, 1/16/64 MiB
-# fp32, 2 and 4 ranks (one process each) on loopback, next to one iperf3
-# TCP loopback stream, all in this run. Prints a table and the raw JSON lines.
+# of ferry's ring vs torch.distributed.all_reduce on gloo, 1/16/64 MiB fp32,
+# 2 and 4 ranks (one process each) on one host: ferry with its shared-memory
+# links (the default) and with loopback gRPC streams (--shared-memory false),
+# next to one iperf3 TCP loopback stream and a 256 MiB memcpy, all in this
+# run. Prints a table and the raw JSON lines.
 # Needs build/bin/ferry-ring-allreduce (BIN_DIR=... overrides build/bin),
 # Debian's python3-torch and iperf3 (scripts/setup --with-peers).
 # Usage: bench/compare_allreduce.sh [iters]        (default 20 timed ops per size)
@@ -40,29 +42,44 @@ timeout 30 iperf3 -c 127.0.0.1 -p "$port" -t 3 -J >"$out/iperf3.json" ||
   { echo "compare_allreduce.sh: iperf3 client failed: $(head -c 300 "$out/iperf3.json")" >&2; exit 1; }
 iperf_gbit=$(python3 -c "import json; print(json.load(open('$out/iperf3.json'))['end']['sum_received']['bits_per_second']/1e9)")
 
-# 2. ferry and gloo, alternating, same sizes and iterations.
+# 2. One core's memcpy of 256 MiB (numpy's copy is a memcpy), median of 5.
+memcpy_gbps=$($py -c '
+import time, numpy as np
+src = np.ones(64 << 20, dtype=np.float32); dst = np.empty_like(src)
+np.copyto(dst, src)
+t = []
+for _ in range(5):
+    s = time.perf_counter(); np.copyto(dst, src); t.append(time.perf_counter() - s)
+print(src.nbytes / sorted(t)[2] / 1e9)')
+
+# 3. ferry (links, then streams) and gloo, alternating, same sizes and
+#    iterations.
 for n in $ranks_list; do
   # shellcheck disable=SC2086
   timeout 170 "$ferry" --ranks "$n" --sizes-mib "$sizes" --iters "$iters" --warmup 2 ${FERRY_ARGS:-} >>"$out/ferry.jsonl" ||
     { echo "compare_allreduce.sh: ferry-ring-allreduce --ranks $n failed" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  timeout 170 "$ferry" --ranks "$n" --sizes-mib "$sizes" --iters "$iters" --warmup 2 ${FERRY_ARGS:-} --shared-memory false >>"$out/stream.jsonl" ||
+    { echo "compare_allreduce.sh: ferry-ring-allreduce --ranks $n --shared-memory false failed" >&2; exit 1; }
   timeout 170 $py bench/torch_allreduce.py --ranks "$n" --sizes-mib "$sizes" --iters "$iters" --warmup 2 >>"$out/gloo.jsonl" ||
     { echo "compare_allreduce.sh: torch_allreduce.py --ranks $n failed" >&2; exit 1; }
 done
 
-python3 - "$out" "$iperf_gbit" "$iters" <<'EOF'
+python3 - "$out" "$iperf_gbit" "$iters" "$memcpy_gbps" <<'EOF'
 import json, sys
-out, iperf, iters = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+out, iperf, iters, memcpy = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 load = lambda f: {(r["ranks"], r["bytes"]): r for r in map(json.loads, open(f"{out}/{f}"))}
-ferry, gloo = load("ferry.jsonl"), load("gloo.jsonl")
-print(f"all-reduce busbw (GB/s = 1e9 B/s; median of {iters} ops), iperf3 TCP loopback 1 stream: "
-      f"{iperf:.2f} Gbit/s = {iperf / 8:.3f} GB/s")
-print(f"{'size':>8} {'ranks':>5} {'ferry busbw':>12} {'gloo busbw':>11} {'ferry/gloo':>10} {'iperf3 Gbit/s':>13}")
+ferry, stream, gloo = load("ferry.jsonl"), load("stream.jsonl"), load("gloo.jsonl")
+tcp = iperf / 8  # GB/s
+print(f"all-reduce busbw (GB/s = 1e9 B/s; median of {iters} ops); iperf3 TCP loopback 1 stream: "
+      f"{iperf:.2f} Gbit/s = {tcp:.3f} GB/s; memcpy 256 MiB: {memcpy:.2f} GB/s")
+print(f"{'size':>8} {'ranks':>5} {'ferry links':>11} {'ferry streams':>13} {'gloo':>7} "
+      f"{'links/gloo':>10} {'streams/gloo':>12} {'links/iperf3':>12} {'links/memcpy':>12}")
 for key in sorted(ferry, key=lambda k: (k[1], k[0])):
-    f, g = ferry[key], gloo.get(key)
-    gb = g["busbw_gbps"] if g else float("nan")
-    print(f"{key[1] / 2**20:>5.0f} MiB {key[0]:>5} {f['busbw_gbps']:>12.3f} {gb:>11.3f} "
-          f"{f['busbw_gbps'] / gb:>10.2f} {iperf:>13.2f}")
+    f, s, g = ferry[key]["busbw_gbps"], stream[key]["busbw_gbps"], gloo[key]["busbw_gbps"]
+    print(f"{key[1] / 2**20:>5.0f} MiB {key[0]:>5} {f:>11.3f} {s:>13.3f} {g:>7.3f} "
+          f"{f / g:>10.2f} {s / g:>12.2f} {f / tcp:>12.2f} {f / memcpy:>12.2f}")
 print("raw:")
-for f in ("ferry.jsonl", "gloo.jsonl"):
+for f in ("ferry.jsonl", "stream.jsonl", "gloo.jsonl"):
     sys.stdout.write(open(f"{out}/{f}").read())
 EOF

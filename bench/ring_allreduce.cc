@@ -73,6 +73,7 @@ struct Flags {
   double op_timeout_s = 60;
   double startup_timeout_s = 30;
   bool verify = true;
+  bool shared_memory = true;    // links between ranks (ring/shm_link.h)
   bool same_processes = false;  // launcher: all sizes in one set of ranks
   // Rank mode.
   int rank = -1;
@@ -290,6 +291,7 @@ absl::Status RunRank(const Flags& f, const std::vector<int64_t>& sizes) {
   }
   options.mailbox = (*server)->mailbox.get();
   options.counter = (*server)->counter.get();
+  options.shared_memory = f.shared_memory;
   absl::StatusOr<std::unique_ptr<GrpcRingTransport>> transport =
       GrpcRingTransport::Create(std::move(options));
   if (!transport.ok()) return transport.status();
@@ -386,7 +388,9 @@ int LaunchSet(const Flags& f, const std::string& sizes_mib,
                                      "--startup-timeout-s",
                                      absl::StrCat(f.startup_timeout_s),
                                      "--verify",
-                                     f.verify ? "true" : "false"};
+                                     f.verify ? "true" : "false",
+                                     "--shared-memory",
+                                     f.shared_memory ? "true" : "false"};
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
@@ -496,6 +500,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--verify", f.verify,
                  "check every result against the exact sum")
+      ->capture_default_str();
+  app.add_option("--shared-memory", f.shared_memory,
+                 "ranks on one host exchange through shared-memory links "
+                 "(false: loopback gRPC streams)")
       ->capture_default_str();
   app.add_flag("--same-processes", f.same_processes,
                "launcher: run all sizes in one set of rank processes (default: "

@@ -80,6 +80,10 @@ inline constexpr int64_t kDefaultMaxRingMessages = int64_t{1} << 16;
 // not copied) and the socket's.
 inline constexpr int64_t kDefaultRingReadAheadBytes = int64_t{32} << 20;
 
+// The ring of a shared-memory link between ring neighbours on one host
+// (ring/shm_link.h): bytes in flight from a sender to its receiver.
+inline constexpr int64_t kDefaultRingShmBytes = int64_t{4} << 20;
+
 // RESOURCE_EXHAUSTED "<what> is <value>; the limit is <limit>".
 absl::Status LimitExceeded(absl::string_view what, int64_t value,
                            int64_t limit);

@@ -35,6 +35,12 @@ class Fd {
   int get() const { return fd_; }
   // Closes now; returns the errno of a failed close, else 0.
   int Close();
+  // Hands the descriptor over: no longer closed here.
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;

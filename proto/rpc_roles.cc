@@ -50,6 +50,8 @@ constexpr MethodInfo kMethods[kNumRpcMethods] = {
      kCoordinator},
     {RpcMethod::kRingExchange, "ferry.v1.RingPeer/Exchange", kWorker},
     {RpcMethod::kRingGetWeights, "ferry.v1.RingPeer/GetWeights", kCoordinator},
+    {RpcMethod::kRingOfferSharedMemory, "ferry.v1.RingPeer/OfferSharedMemory",
+     kWorker},
 };
 
 constexpr bool TableInOrder() {

@@ -77,9 +77,10 @@ enum class RpcMethod {
   kPsReadTables,
   kRingExchange,
   kRingGetWeights,
+  kRingOfferSharedMemory,
 };
 inline constexpr int kNumRpcMethods =
-    static_cast<int>(RpcMethod::kRingGetWeights) + 1;
+    static_cast<int>(RpcMethod::kRingOfferSharedMemory) + 1;
 
 // "ferry.v1.ParameterServer/Restore".
 absl::string_view MethodName(RpcMethod method);

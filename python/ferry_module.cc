@@ -32,6 +32,7 @@
 #include "data/sampler.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/process_ops.h"
+#include "worker/grpc_worker_deps.h"
 #include "worker/hosted_worker.h"
 
 namespace py = pybind11;
@@ -166,6 +167,11 @@ class PyWorker {
            const std::string& peer_listen, const std::string& peer_advertise) {
     HostedWorkerOptions options;
     options.shard = HostedShardFromEnvironment();
+    {
+      CLI::App app;  // FERRY_RING_SHARED_MEMORY
+      AddRingSharedMemoryFlag(app, options.worker);
+      ParseEnvironment(app);
+    }
     options.worker.coordinator_address = coordinator;
     options.worker.rpc_timeout = absl::Seconds(rpc_timeout_s);
     if (!peer_listen.empty()) options.worker.peer_listen_address = peer_listen;

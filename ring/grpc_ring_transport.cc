@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/crc32c.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "ferry/v1/ring.grpc.pb.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -21,6 +23,9 @@ namespace ferry {
 namespace {
 
 constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
+// How long the first send waits for the next rank's answer to a
+// shared-memory offer before the stream carries the messages.
+constexpr absl::Duration kOfferTimeout = absl::Seconds(5);
 
 // A RingMessage on the wire with the floats copied once: the small fields
 // (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
@@ -78,8 +83,13 @@ grpc::ByteBuffer EncodeRingPayload(const v1::RingMessage& head,
 class GrpcRingTransport::Writer final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  Writer(const GrpcRingTransportOptions& options, std::string peer_name)
-      : options_(options), peer_name_(std::move(peer_name)) {
+  // `link` (may be null): the shared-memory link to the same peer, failed
+  // when the stream ends.
+  Writer(const GrpcRingTransportOptions& options, std::string peer_name,
+         std::shared_ptr<ShmLinkSender> link)
+      : options_(options),
+        peer_name_(std::move(peer_name)),
+        link_(std::move(link)) {
     const int next = (options.rank + 1) % static_cast<int>(options.ring.size());
     stub_ = std::make_unique<grpc::GenericStub>(
         MakeChannel(options.ring[next].peer_address));
@@ -174,6 +184,7 @@ class GrpcRingTransport::Writer final
     if (!status.ok() || !closing_) {
       options_.mailbox->Fail(options_.generation, failure_);
     }
+    if (link_ != nullptr) link_->Fail(failure_);
     done_ = true;
     borrowed_queued_ = 0;  // nothing is written any more
   }
@@ -202,6 +213,7 @@ class GrpcRingTransport::Writer final
 
   const GrpcRingTransportOptions& options_;
   const std::string peer_name_;
+  const std::shared_ptr<ShmLinkSender> link_;
   std::unique_ptr<grpc::GenericStub> stub_;
   grpc::ClientContext context_;
   grpc::ByteBuffer summary_;
@@ -245,10 +257,31 @@ absl::StatusOr<std::unique_ptr<GrpcRingTransport>> GrpcRingTransport::Create(
       new GrpcRingTransport(std::move(options)));
 }
 
+namespace {
+
+uint32_t RingFingerprint(const std::vector<RingMemberAddress>& ring) {
+  uint32_t crc = 0;
+  for (const RingMemberAddress& m : ring) {
+    crc = Crc32cExtend(crc, m.worker_id);
+    crc = Crc32cExtend(crc, "\n");
+  }
+  return crc;
+}
+
+}  // namespace
+
 GrpcRingTransport::GrpcRingTransport(GrpcRingTransportOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)),
+      ring_fingerprint_(RingFingerprint(options_.ring)),
+      inbound_key_(
+          ShmLinkKey(options_
+                         .ring[(options_.rank + options_.ring.size() - 1) %
+                               options_.ring.size()]
+                         .worker_id,
+                     ring_fingerprint_)) {}
 
 GrpcRingTransport::~GrpcRingTransport() {
+  if (shm_ != nullptr) shm_->Close(absl::Seconds(1));
   if (writer_ != nullptr) writer_->Close(absl::Seconds(1));
 }
 
@@ -258,11 +291,68 @@ std::string GrpcRingTransport::PeerName(int rank) const {
                          m.peer_address);
 }
 
+std::shared_ptr<ShmLinkSender> GrpcRingTransport::OfferLink() {
+  const int next = (rank() + 1) % size();
+  absl::StatusOr<std::unique_ptr<ShmLinkWriter>> writer =
+      ShmLinkWriter::Create(options_.shared_memory_bytes);
+  if (!writer.ok()) {
+    LogInfo(absl::StrFormat(
+        "ring rank %d: no shared-memory link to %s (%s); the stream "
+        "carries the ring's messages",
+        rank(), PeerName(next), writer.status().ToString()));
+    return nullptr;
+  }
+  v1::SharedMemoryOffer offer;
+  offer.set_job_id(options_.job_id);
+  offer.set_generation(options_.generation);
+  offer.set_from_rank(rank());
+  offer.set_from_worker_id(options_.ring[rank()].worker_id);
+  offer.set_name((*writer)->name());
+  offer.set_nonce((*writer)->nonce().data(), (*writer)->nonce().size());
+  offer.set_capacity(options_.shared_memory_bytes);
+  offer.set_ring_fingerprint(ring_fingerprint_);
+  v1::SharedMemoryAnswer answer;
+  grpc::ClientContext context;
+  SetDeadline(context, kOfferTimeout);
+  const grpc::Status status =
+      v1::RingPeer::NewStub(MakeChannel(options_.ring[next].peer_address))
+          ->OfferSharedMemory(&context, offer, &answer);
+  (*writer)->Unlink();  // mapped by the peer, or never will be
+  options_.counter->AddSent(static_cast<int64_t>(offer.ByteSizeLong()));
+  options_.counter->AddReceived(static_cast<int64_t>(answer.ByteSizeLong()));
+  if (!status.ok() || !answer.accepted()) {
+    LogInfo(absl::StrFormat(
+        "ring rank %d: %s took no shared-memory link (%s); the stream "
+        "carries the ring's messages",
+        rank(), PeerName(next),
+        status.ok() ? answer.reason() : FromGrpcStatus(status).ToString()));
+    return nullptr;
+  }
+  return std::make_shared<ShmLinkSender>(*std::move(writer), options_.counter,
+                                         PeerName(next));
+}
+
+void GrpcRingTransport::Connect() {
+  if (writer_ != nullptr) return;
+  const int next = (rank() + 1) % size();
+  if (options_.shared_memory && options_.shaper == nullptr && size() > 1) {
+    shm_ = OfferLink();
+  }
+  writer_ = std::make_unique<Writer>(options_, PeerName(next), shm_);
+  if (shm_ != nullptr) {
+    // The stream carries only the hello (and tells each end of the other's
+    // end); the messages go through the link.
+    v1::RingMessage hello = StartMessage(RingTag{});
+    hello.mutable_hello()->set_shared_memory(true);
+    (void)writer_->Enqueue(EncodeRingMessage(hello, nullptr, 0));
+  }
+}
+
 v1::RingMessage GrpcRingTransport::StartMessage(const RingTag& tag) {
+  Connect();
   v1::RingMessage message;
-  if (writer_ == nullptr) {
-    const int next = (rank() + 1) % size();
-    writer_ = std::make_unique<Writer>(options_, PeerName(next));
+  if (!hello_sent_) {
+    hello_sent_ = true;
     v1::RingHello* hello = message.mutable_hello();
     hello->set_job_id(options_.job_id);
     hello->set_generation(options_.generation);
@@ -278,12 +368,16 @@ v1::RingMessage GrpcRingTransport::StartMessage(const RingTag& tag) {
 
 absl::Status GrpcRingTransport::Send(const RingTag& tag, const float* data,
                                      int64_t count) {
+  Connect();
+  if (shm_ != nullptr) return shm_->Send(tag, data, count);
   v1::RingMessage message = StartMessage(tag);
   return writer_->Enqueue(EncodeRingMessage(message, data, count));
 }
 
 absl::Status GrpcRingTransport::SendBorrowed(const RingTag& tag,
                                              const float* data, int64_t count) {
+  Connect();
+  if (shm_ != nullptr) return shm_->SendBorrowed(tag, data, count);
   if (count == 0) return Send(tag, data, count);
   v1::RingMessage message = StartMessage(tag);
   return writer_->Enqueue(EncodeRingBorrowed(message, data, count),
@@ -291,7 +385,8 @@ absl::Status GrpcRingTransport::SendBorrowed(const RingTag& tag,
 }
 
 absl::Status GrpcRingTransport::WaitSent(absl::Time deadline) {
-  if (writer_ == nullptr || writer_->WaitWritten(deadline)) {
+  if (shm_ != nullptr ? shm_->WaitWritten(deadline)
+                      : writer_ == nullptr || writer_->WaitWritten(deadline)) {
     return absl::OkStatus();
   }
   const int next = (rank() + 1) % size();
@@ -305,56 +400,107 @@ void GrpcRingTransport::CountReceived(const RingTag& tag, size_t payload_bytes,
                                       bool encoded) {
   // The wire size of the RingMessage that carried it (the hello, if any,
   // was counted on arrival by the peer service).
-  v1::RingMessage header;
-  header.set_op_id(tag.op_id);
-  header.set_stage(tag.stage);
-  header.set_piece(tag.piece);
-  header.set_encoded(encoded);
-  const size_t data =
-      payload_bytes == 0
-          ? 0
-          : 1 +
-                google::protobuf::io::CodedOutputStream::VarintSize64(
-                    payload_bytes) +
-                payload_bytes;
   options_.counter->AddReceived(
-      static_cast<int64_t>(header.ByteSizeLong() + data));
+      RingMessageWireBytes(tag, payload_bytes, encoded));
+}
+
+absl::Status GrpcRingTransport::Receive(
+    const RingTag& tag, absl::Time deadline, std::optional<RingPayload>* filed,
+    const std::function<absl::Status(ShmLinkReader&, const ShmLinkMessage&)>&
+        direct) {
+  const int prev = (rank() + size() - 1) % size();
+  const auto in_context = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(),
+        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
+                        tag.ToString(), PeerName(prev), s.message()));
+  };
+  for (;;) {
+    absl::StatusOr<RingMailbox::Arrival> arrival = options_.mailbox->TakeOrLink(
+        options_.generation, tag, inbound_key_, deadline);
+    if (!arrival.ok()) return in_context(arrival.status());
+    if (arrival->payload.has_value()) {
+      *filed = std::move(arrival->payload);
+      return absl::OkStatus();
+    }
+    ShmLinkReader& link = *arrival->link;
+    bool mine = false;
+    const absl::Status s = [&]() -> absl::Status {
+      // A message of this tag may come by the stream meanwhile (another
+      // transport of the sender has the link): Deliver nudges the link.
+      ASSIGN_OR_RETURN(const ShmLinkMessage next, link.Peek(deadline, [&] {
+        return options_.mailbox->Filed(options_.generation, tag);
+      }));
+      if (next.tag == tag) {
+        mine = true;
+        return direct(link, next);
+      }
+      // Another taker's message: filed for it.
+      std::string bytes;
+      bytes.reserve(static_cast<size_t>(next.bytes));
+      RETURN_IF_ERROR(link.Consume(
+          [&bytes](const char* data, size_t n) { bytes.append(data, n); },
+          deadline));
+      return options_.mailbox->Deliver(options_.generation, next.tag,
+                                       RingPayload(std::move(bytes)));
+    }();
+    options_.mailbox->ReleaseLink(inbound_key_);
+    if (mine) return s.ok() ? s : in_context(s);
+    if (absl::IsAborted(s) && s.message() == "stopped") continue;  // filed
+    if (link.sender_gone() && absl::IsUnavailable(s)) {
+      // Its sender's transport ended (a process that died also breaks its
+      // stream, which fails the generation): what comes next comes by
+      // the stream.
+      options_.mailbox->DetachLink(inbound_key_, &link);
+      continue;
+    }
+    if (!s.ok()) return in_context(s);
+  }
 }
 
 absl::Status GrpcRingTransport::Recv(const RingTag& tag, float* dst,
                                      int64_t count, RecvOp op,
                                      absl::Time deadline) {
-  ASSIGN_OR_RETURN(const RingPayload payload, TakeFloats(tag, count, deadline));
-  // Straight from the slices the message arrived in (ring/ring_wire.h).
-  payload.ApplyFloats(dst, op);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RingPayload> GrpcRingTransport::TakeFloats(const RingTag& tag,
-                                                          int64_t count,
-                                                          absl::Time deadline) {
   const int prev = (rank() + size() - 1) % size();
-  absl::StatusOr<RingPayload> payload =
-      options_.mailbox->Take(options_.generation, tag, deadline);
-  if (!payload.ok()) {
-    return absl::Status(
-        payload.status().code(),
-        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
-                        tag.ToString(), PeerName(prev),
-                        payload.status().message()));
-  }
-  CountReceived(tag, payload->size(), /*encoded=*/false);
-  if (static_cast<int64_t>(payload->size()) !=
-      count * static_cast<int64_t>(sizeof(float))) {
+  const int64_t expected = count * static_cast<int64_t>(sizeof(float));
+  const auto wrong_size = [&](int64_t bytes) {
     return absl::DataLossError(absl::StrFormat(
         "ring message %s from %s holds %d bytes, expected %d floats",
-        tag.ToString(), PeerName(prev), payload->size(), count));
+        tag.ToString(), PeerName(prev), bytes, count));
+  };
+  std::optional<RingPayload> filed;
+  RETURN_IF_ERROR(Receive(
+      tag, deadline, &filed,
+      [&](ShmLinkReader& link, const ShmLinkMessage& message) -> absl::Status {
+        const bool fits = message.bytes == expected;
+        size_t at = 0;  // bytes applied
+        const absl::Status s = link.Consume(
+            [&](const char* data, size_t n) {
+              if (!fits) return;
+              ApplyPacked(data, n / sizeof(float), dst + at / sizeof(float),
+                          op);
+              at += n;
+            },
+            deadline);
+        CountReceived(tag, static_cast<size_t>(message.bytes),
+                      /*encoded=*/false);
+        if (!s.ok()) return s;
+        return fits ? absl::OkStatus() : wrong_size(message.bytes);
+      }));
+  if (!filed.has_value()) return absl::OkStatus();
+  CountReceived(tag, filed->size(), /*encoded=*/false);
+  if (static_cast<int64_t>(filed->size()) != expected) {
+    return wrong_size(static_cast<int64_t>(filed->size()));
   }
-  return payload;
+  // Straight from the slices the message arrived in (ring/ring_wire.h).
+  filed->ApplyFloats(dst, op);
+  return absl::OkStatus();
 }
 
 absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
                                           std::string payload) {
+  Connect();
+  if (shm_ != nullptr) return shm_->SendBytes(tag, std::move(payload));
   v1::RingMessage message = StartMessage(tag);
   message.set_encoded(true);
   return writer_->Enqueue(EncodeRingPayload(message, payload));
@@ -362,24 +508,30 @@ absl::Status GrpcRingTransport::SendBytes(const RingTag& tag,
 
 absl::StatusOr<std::string> GrpcRingTransport::RecvBytes(const RingTag& tag,
                                                          absl::Time deadline) {
-  absl::StatusOr<RingPayload> payload =
-      options_.mailbox->Take(options_.generation, tag, deadline);
-  if (!payload.ok()) {
-    const int prev = (rank() + size() - 1) % size();
-    return absl::Status(
-        payload.status().code(),
-        absl::StrFormat("ring rank %d waiting for %s from %s: %s", rank(),
-                        tag.ToString(), PeerName(prev),
-                        payload.status().message()));
-  }
-  CountReceived(tag, payload->size(), /*encoded=*/true);
-  return std::move(*payload).TakeString();
+  std::string bytes;
+  std::optional<RingPayload> filed;
+  RETURN_IF_ERROR(Receive(
+      tag, deadline, &filed,
+      [&](ShmLinkReader& link, const ShmLinkMessage& message) -> absl::Status {
+        bytes.reserve(static_cast<size_t>(message.bytes));
+        CountReceived(tag, static_cast<size_t>(message.bytes),
+                      /*encoded=*/true);
+        return link.Consume(
+            [&bytes](const char* data, size_t n) { bytes.append(data, n); },
+            deadline);
+      }));
+  if (!filed.has_value()) return bytes;
+  CountReceived(tag, filed->size(), /*encoded=*/true);
+  return std::move(*filed).TakeString();
 }
 
 void GrpcRingTransport::Abort() {
   options_.mailbox->Fail(
       options_.generation,
       absl::CancelledError("the ring transport was aborted"));
+  if (shm_ != nullptr) {
+    shm_->Fail(absl::CancelledError("the ring transport was aborted"));
+  }
   if (writer_ != nullptr) writer_->Cancel();
 }
 

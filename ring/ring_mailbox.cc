@@ -18,6 +18,8 @@ bool RingMailbox::EnterLocked(int64_t generation) {
   mu_.AssertHeld();
   if (generation < generation_) return false;
   if (generation > generation_) {
+    DropLinksLocked(absl::CancelledError(absl::StrCat(
+        "ring generation ", generation_, " was replaced by ", generation)));
     generation_ = generation;
     messages_.clear();
     buffered_ = 0;
@@ -80,6 +82,10 @@ absl::Status RingMailbox::Deliver(int64_t generation, const RingTag& tag,
     buffered_ += size;
     peak_buffered_ = std::max(peak_buffered_, buffered_);
     messages_.emplace(tag, std::move(payload));
+    // A taker reading a link may be waiting for this one.
+    for (auto& [key, entry] : links_) {
+      if (entry.held) entry.link->Nudge();
+    }
     return absl::OkStatus();
   }();
   Run(resumes);
@@ -108,12 +114,39 @@ absl::StatusOr<RingPayload> RingMailbox::TakeFiledLocked(int64_t generation,
 absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
                                               const RingTag& tag,
                                               absl::Time deadline) {
+  absl::StatusOr<Arrival> arrival =
+      TakeImpl(generation, tag, deadline, /*sender=*/nullptr);
+  if (!arrival.ok()) return arrival.status();
+  return *std::move(arrival->payload);
+}
+
+absl::StatusOr<RingMailbox::Arrival> RingMailbox::TakeOrLink(
+    int64_t generation, const RingTag& tag, const std::string& key,
+    absl::Time deadline) {
+  return TakeImpl(generation, tag, deadline, &key);
+}
+
+absl::StatusOr<RingMailbox::Arrival> RingMailbox::TakeImpl(
+    int64_t generation, const RingTag& tag, absl::Time deadline,
+    const std::string* key) {
+  // The link under `key`, when it is there and no other taker holds it.
+  const auto free_link = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    HeldLink* found = nullptr;
+    if (key != nullptr && generation_ == generation && !closed_) {
+      auto it = links_.find(*key);
+      if (it != links_.end() && !it->second.held) found = &it->second;
+    }
+    return found;
+  };
+  const auto link_free = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return free_link() != nullptr;
+  };
   const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return closed_ || generation_ > generation || !failure_.ok() ||
-           messages_.contains(tag);
+           messages_.contains(tag) || link_free();
   };
   Resumes resumes;
-  absl::StatusOr<RingPayload> taken;
+  absl::StatusOr<Arrival> taken;
   {
     absl::MutexLock lock(&mu_);
     EnterLocked(generation);
@@ -131,11 +164,74 @@ absl::StatusOr<RingPayload> RingMailbox::Take(int64_t generation,
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
       --missing_waiters_;
     }
-    taken = TakeFiledLocked(generation, tag);
+    if (HeldLink* link = free_link(); !messages_.contains(tag) && link) {
+      link->held = true;
+      taken = Arrival{std::nullopt, link->link};
+    } else {
+      absl::StatusOr<RingPayload> filed = TakeFiledLocked(generation, tag);
+      if (filed.ok()) {
+        taken = Arrival{*std::move(filed), nullptr};
+      } else {
+        taken = filed.status();
+      }
+    }
     resumes = TakeResumesLocked();
   }
   Run(resumes);
   return taken;
+}
+
+absl::Status RingMailbox::AttachLink(int64_t generation, const std::string& key,
+                                     std::shared_ptr<ShmLinkReader> link) {
+  Resumes resumes;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!EnterLocked(generation)) {
+      status = absl::AbortedError(absl::StrCat("a ring link of generation ",
+                                               generation, " is older than ",
+                                               generation_));
+    } else {
+      HeldLink& entry = links_[key];
+      if (entry.link != nullptr && entry.link->PeerHolds()) {
+        status = absl::AlreadyExistsError(
+            absl::StrCat("a shared-memory link ", key, " of generation ",
+                         generation, " is attached already"));
+      } else {
+        if (entry.link != nullptr) {
+          entry.link->Interrupt(
+              absl::CancelledError("the ring link was replaced"));
+        }
+        entry = HeldLink{std::move(link), false};
+      }
+    }
+    resumes = TakeResumesLocked();
+  }
+  Run(resumes);
+  return status;
+}
+
+void RingMailbox::ReleaseLink(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = links_.find(key);
+  if (it != links_.end()) it->second.held = false;
+}
+
+void RingMailbox::DetachLink(const std::string& key,
+                             const ShmLinkReader* link) {
+  absl::MutexLock lock(&mu_);
+  auto it = links_.find(key);
+  if (it != links_.end() && it->second.link.get() == link) links_.erase(it);
+}
+
+bool RingMailbox::Filed(int64_t generation, const RingTag& tag) const {
+  absl::MutexLock lock(&mu_);
+  return generation == generation_ && messages_.contains(tag);
+}
+
+void RingMailbox::DropLinksLocked(const absl::Status& why) {
+  for (auto& [key, entry] : links_) entry.link->Interrupt(why);
+  links_.clear();
 }
 
 void RingMailbox::Fail(int64_t generation, absl::Status status) {
@@ -144,6 +240,7 @@ void RingMailbox::Fail(int64_t generation, absl::Status status) {
     absl::MutexLock lock(&mu_);
     if (generation == generation_ && failure_.ok()) {
       failure_ = std::move(status);
+      for (auto& [key, entry] : links_) entry.link->Interrupt(failure_);
     }
     resumes = TakeResumesLocked();
   }
@@ -155,6 +252,9 @@ void RingMailbox::Close() {
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
+    for (auto& [key, entry] : links_) {
+      entry.link->Interrupt(absl::CancelledError("ring mailbox closed"));
+    }
     resumes = TakeResumesLocked();
   }
   Run(resumes);

@@ -15,6 +15,13 @@
 // paused stream. What the neighbour sends meanwhile stays in its buffers
 // and the socket's instead of this process's memory.
 //
+// Shared memory: a generation's messages from a sender may come through a
+// link from it on the same host (ring/shm_link.h) instead of its stream.
+// The box then holds the link, under the sender's key (ShmLinkKey: the
+// sender and its ring; a pipeline stage receives on two), and hands it to one
+// taker at a time (TakeOrLink), which reads its message from the link and files
+// the ones ahead of it for the takers waiting for those.
+//
 // Thread safety: all methods are thread-safe.
 #ifndef FERRY_RING_RING_MAILBOX_H_
 #define FERRY_RING_RING_MAILBOX_H_
@@ -22,6 +29,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,7 @@
 #include "common/peer_limits.h"
 #include "ring/ring_payload.h"
 #include "ring/ring_transport.h"
+#include "ring/shm_link.h"
 
 namespace ferry {
 
@@ -62,6 +72,34 @@ class RingMailbox {
   // the failure's status when the sender's stream broke (see Fail()).
   absl::StatusOr<RingPayload> Take(int64_t generation, const RingTag& tag,
                                    absl::Time deadline);
+
+  // Attaches the shared-memory link of `generation` under `key` (moving
+  // to it if newer; replacing a link under it whose sender is gone).
+  // ABORTED for an older generation; ALREADY_EXISTS while a link under
+  // `key` still has its sender (one link per sender and ring: another
+  // transport of the same sender keeps its stream).
+  absl::Status AttachLink(int64_t generation, const std::string& key,
+                          std::shared_ptr<ShmLinkReader> link);
+  // What TakeOrLink found: the message filed, or the link to read it from.
+  struct Arrival {
+    std::optional<RingPayload> payload;
+    std::shared_ptr<ShmLinkReader> link;  // held until ReleaseLink()
+  };
+  // Take(), also done when the generation has a link under `key` that no
+  // other taker holds: then returns the link, held by this caller until
+  // ReleaseLink(key). A message filed meanwhile comes first; the link is
+  // handed out even when the generation failed (what arrived before the
+  // failure stays readable, and the link reports the failure itself).
+  absl::StatusOr<Arrival> TakeOrLink(int64_t generation, const RingTag& tag,
+                                     const std::string& key,
+                                     absl::Time deadline);
+  void ReleaseLink(const std::string& key);
+  // Removes `link` from under `key` (its sender went and it is drained:
+  // the messages come by the stream now). No-op for another link.
+  void DetachLink(const std::string& key, const ShmLinkReader* link);
+  // Whether (generation, tag) is filed (a taker reading a link stops to
+  // take it: Deliver nudges the links held).
+  bool Filed(int64_t generation, const RingTag& tag) const;
 
   // Moves to `generation` (drops older messages) if it is newer than the
   // newest seen. Returns false if `generation` is older than the newest.
@@ -98,6 +136,12 @@ class RingMailbox {
   absl::StatusOr<RingPayload> TakeFiledLocked(int64_t generation,
                                               const RingTag& tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `key`: also done when its link is free (null: never).
+  absl::StatusOr<Arrival> TakeImpl(int64_t generation, const RingTag& tag,
+                                   absl::Time deadline, const std::string* key);
+  // Drops every link (interrupting their readers with `why`).
+  void DropLinksLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_buffered_bytes_;
   const int64_t max_messages_;
@@ -107,6 +151,12 @@ class RingMailbox {
   std::map<RingTag, RingPayload> messages_ ABSL_GUARDED_BY(mu_);
   int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  struct HeldLink {
+    std::shared_ptr<ShmLinkReader> link;
+    bool held = false;  // by a taker, until ReleaseLink
+  };
+  // generation_'s links, by key.
+  std::map<std::string, HeldLink> links_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int missing_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // Take()s of unfiled tags
   std::map<int64_t, std::function<void()>> resumes_ ABSL_GUARDED_BY(mu_);

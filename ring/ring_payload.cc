@@ -5,9 +5,7 @@
 #include <utility>
 
 namespace ferry {
-namespace {
 
-// dst[i] = or += the i-th of the `n` floats packed at `src` (any alignment).
 void ApplyPacked(const char* src, size_t n, float* dst, RecvOp op) {
   if (op == RecvOp::kCopy) {
     std::memcpy(dst, src, n * sizeof(float));
@@ -19,8 +17,6 @@ void ApplyPacked(const char* src, size_t n, float* dst, RecvOp op) {
     dst[i] += v;
   }
 }
-
-}  // namespace
 
 RingPayload::RingPayload(std::string bytes)
     : bytes_(std::move(bytes)), size_(bytes_.size()) {}

@@ -21,6 +21,10 @@
 
 namespace ferry {
 
+// dst[i] = or += the i-th of the `n` floats packed at `src` (any
+// alignment).
+void ApplyPacked(const char* src, size_t n, float* dst, RecvOp op);
+
 class RingPayload {
  public:
   RingPayload() = default;

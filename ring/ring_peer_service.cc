@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "proto/rpc_util.h"
 #include "proto/unary_handler.h"
 #include "ring/ring_wire.h"
+#include "ring/shm_link.h"
 
 namespace ferry {
 namespace {
@@ -106,6 +108,10 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                   message_.hello().ByteSizeLong())
             : 0;
     service_->counter()->AddReceived(hello);
+    if (message_.has_hello() && message_.hello().shared_memory()) {
+      // Nothing of it is filed to be counted when taken.
+      service_->counter()->AddReceived(size - hello);
+    }
     const absl::Status status = File();
     if (!status.ok()) {
       service_->counter()->AddReceived(size - hello);  // never taken
@@ -187,6 +193,9 @@ class ExchangeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       generation_ = hello.generation();
       from_rank_ = hello.from_rank();
       from_worker_ = hello.from_worker_id();
+      // The messages come through the shared-memory link; this stream only
+      // tells that its sender is alive.
+      if (hello.shared_memory()) return absl::OkStatus();
     } else if (message_.has_hello()) {
       return absl::InvalidArgumentError("ring hello repeated in a stream");
     }
@@ -345,6 +354,56 @@ grpc::ServerWriteReactor<v1::WeightsChunk>* RingPeerService::GetWeights(
   return AuthorizedWrite<v1::WeightsChunk>(
       context, RpcMethod::kRingGetWeights,
       [&] { return new WeightsReactor(this, *request); });
+}
+
+grpc::ServerUnaryReactor* RingPeerService::OfferSharedMemory(
+    grpc::CallbackServerContext* context, const v1::SharedMemoryOffer* offer,
+    v1::SharedMemoryAnswer* answer) {
+  const CountCallBytes count = [this](int64_t sent, int64_t received) {
+    counter_->AddSent(sent);
+    counter_->AddReceived(received);
+  };
+  return HandleUnary(
+      context, RpcMethod::kRingOfferSharedMemory, *offer, *answer, count,
+      [&]() -> absl::Status {
+        const std::string job = job_id();
+        if (offer->job_id() != job) {
+          return absl::FailedPreconditionError(absl::StrFormat(
+              "a ring link of job '%s' offered; this worker runs job '%s'",
+              offer->job_id(), job));
+        }
+        ShmLinkNonce nonce;
+        RETURN_IF_ERROR(CheckIdLength("the ring link offer's from_worker_id",
+                                      offer->from_worker_id()));
+        if (offer->generation() < 0 || offer->nonce().size() != nonce.size() ||
+            !IsShmLinkName(offer->name())) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "a ring link offer needs a generation >= 0, a %d-byte nonce and "
+              "a name %s + 32 hex digits (got %d, %d bytes, '%s')",
+              nonce.size(), kShmLinkPrefix, offer->generation(),
+              offer->nonce().size(), offer->name()));
+        }
+        std::memcpy(nonce.data(), offer->nonce().data(), nonce.size());
+        absl::StatusOr<std::unique_ptr<ShmLinkReader>> link =
+            ShmLinkReader::Open(offer->name(), offer->capacity(), nonce);
+        if (!link.ok()) {
+          answer->set_accepted(false);
+          answer->set_reason(link.status().ToString());
+          return absl::OkStatus();
+        }
+        const absl::Status attached = mailbox_->AttachLink(
+            offer->generation(),
+            ShmLinkKey(offer->from_worker_id(), offer->ring_fingerprint()),
+            *std::move(link));
+        if (absl::IsAlreadyExists(attached)) {
+          answer->set_accepted(false);
+          answer->set_reason(attached.ToString());
+          return absl::OkStatus();
+        }
+        RETURN_IF_ERROR(attached);
+        answer->set_accepted(true);
+        return absl::OkStatus();
+      });
 }
 
 std::string AdvertisedPeerAddress(const std::string& listen,

@@ -61,6 +61,12 @@ class RingPeerService final
   grpc::ServerWriteReactor<v1::WeightsChunk>* GetWeights(
       grpc::CallbackServerContext* context,
       const v1::WeightsRequest* request) override;
+  // Maps the offered link (ring/shm_link.h) and attaches it to the mailbox
+  // for the offer's generation; answers not accepted, with the reason,
+  // when it cannot be mapped or is not the link offered.
+  grpc::ServerUnaryReactor* OfferSharedMemory(
+      grpc::CallbackServerContext* context, const v1::SharedMemoryOffer* offer,
+      v1::SharedMemoryAnswer* answer) override;
 
   std::string job_id() const;
   RingMailbox* mailbox() const { return mailbox_; }

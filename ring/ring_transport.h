@@ -84,7 +84,10 @@ class RingTransport {
   // `deadline` (the message names the peer and the tag); DATA_LOSS when it
   // holds a different number of floats than `count`; UNAVAILABLE when the
   // link from the previous rank broke; CANCELLED after Abort(). On error dst
-  // is unchanged.
+  // is unchanged, except where a message cut off midway (its sender died)
+  // was being applied as it arrived (a shared-memory link): then part of
+  // it may be applied, as a failed collective leaves its buffer partly
+  // written in any case.
   virtual absl::Status Recv(const RingTag& tag, float* dst, int64_t count,
                             RecvOp op, absl::Time deadline) = 0;
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/raw_wire.h"
 
@@ -54,6 +55,23 @@ absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire) {
   whole.clear_data();
   message.head = std::move(whole);
   return message;
+}
+
+int64_t RingMessageWireBytes(const RingTag& tag, size_t payload_bytes,
+                             bool encoded) {
+  v1::RingMessage header;
+  header.set_op_id(tag.op_id);
+  header.set_stage(tag.stage);
+  header.set_piece(tag.piece);
+  header.set_encoded(encoded);
+  const size_t data =
+      payload_bytes == 0
+          ? 0
+          : 1 +
+                google::protobuf::io::CodedOutputStream::VarintSize64(
+                    payload_bytes) +
+                payload_bytes;
+  return static_cast<int64_t>(header.ByteSizeLong() + data);
 }
 
 }  // namespace ferry

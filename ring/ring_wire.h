@@ -9,6 +9,7 @@
 #ifndef FERRY_RING_RING_WIRE_H_
 #define FERRY_RING_RING_WIRE_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,13 @@ struct RingWireMessage {
 // data, so a message is accepted exactly when protobuf accepts it.
 // INVALID_ARGUMENT "ring message does not parse" otherwise.
 absl::StatusOr<RingWireMessage> ParseRingWire(const grpc::ByteBuffer& wire);
+
+// The wire size of the RingMessage (without a hello) that carries
+// `payload_bytes` under `tag`: what a message counts in byte accounting,
+// whichever way it travels (a shared-memory link counts as the stream
+// would).
+int64_t RingMessageWireBytes(const RingTag& tag, size_t payload_bytes,
+                             bool encoded);
 
 }  // namespace ferry
 

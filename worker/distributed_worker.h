@@ -75,6 +75,10 @@ struct WorkerOptions {
   // Link emulation of this worker's PS pushes and pulls and ring streams
   // (one LinkShaper for the process); the default is no limit.
   LinkLimit link;
+  // Ring mode: offer the next rank a shared-memory link when it runs on
+  // this host (ring/grpc_ring_transport.h; never with link emulation);
+  // false: the loopback stream carries the messages.
+  bool ring_shared_memory = true;
   // Not owned; when set, the ring peer server's grpc.health.v1 service
   // follows it (ferry-worker passes its ProcessOps' state).
   HealthState* health = nullptr;

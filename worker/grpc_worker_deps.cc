@@ -25,9 +25,10 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
   // `shared_shaper` (not owned; null: none) is used when `shaper` is null.
   GrpcPeerEndpoint(std::unique_ptr<LinkShaper> shaper,
                    LinkShaper* shared_shaper, HealthState* health,
-                   std::string address)
+                   std::string address, bool shared_memory)
       : owned_shaper_(std::move(shaper)),
         shaper_(owned_shaper_ != nullptr ? owned_shaper_.get() : shared_shaper),
+        shared_memory_(shared_memory),
         health_(health),
         address_(std::move(address)) {}
   ~GrpcPeerEndpoint() override {
@@ -62,6 +63,7 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
     options.mailbox = server_->mailbox.get();
     options.counter = server_->counter.get();
     options.shaper = server_->shaper;  // link emulation, if any
+    options.shared_memory = shared_memory_;
     ASSIGN_OR_RETURN(std::unique_ptr<GrpcRingTransport> transport,
                      GrpcRingTransport::Create(std::move(options)));
     return std::unique_ptr<RingTransport>(std::move(transport));
@@ -75,6 +77,7 @@ class GrpcPeerEndpoint final : public PeerEndpoint {
  private:
   std::unique_ptr<LinkShaper> owned_shaper_;
   LinkShaper* const shaper_;  // owned_shaper_, a shared one, or null
+  const bool shared_memory_;  // offer ring links (WorkerOptions)
   HealthState* const health_;
   std::string address_;
   std::unique_ptr<RingPeerServer> server_;
@@ -93,7 +96,8 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
                          " bytes"));
   }
   auto peer = std::make_unique<GrpcPeerEndpoint>(std::move(shaper), host_link,
-                                                 options.health, "");
+                                                 options.health, "",
+                                                 options.ring_shared_memory);
   RETURN_IF_ERROR(
       peer->Start(options.peer_listen_address, options.peer_advertise_address));
   LinkShaper* const link_shaper = peer->shaper();
@@ -127,6 +131,14 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
   };
   deps.clock = RealClock();
   return deps;
+}
+
+void AddRingSharedMemoryFlag(CLI::App& app, WorkerOptions& options) {
+  app.add_option("--ring-shared-memory", options.ring_shared_memory,
+                 "ring mode: exchange with a neighbour on this host through "
+                 "shared memory (/dev/shm) instead of a loopback stream; "
+                 "never with --link-bandwidth/--link-latency")
+      ->capture_default_str();
 }
 
 }  // namespace ferry

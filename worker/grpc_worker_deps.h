@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/distributed_worker.h"
@@ -27,6 +28,10 @@ absl::StatusOr<WorkerDeps> MakeGrpcWorkerDeps(
     const WorkerOptions& options,
     std::map<int, InProcessShard> hosted_shards = {},
     LinkShaper* host_link = nullptr);
+
+// --ring-shared-memory into options.ring_shared_memory: ferry-worker's
+// flag, and FERRY_RING_SHARED_MEMORY for a ferry.torch worker.
+void AddRingSharedMemoryFlag(CLI::App& app, WorkerOptions& options);
 
 }  // namespace ferry
 

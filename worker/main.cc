@@ -321,6 +321,7 @@ int main(int argc, char** argv) {
                  "this many times (0: exit 1)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  AddRingSharedMemoryFlag(app, worker_options);
   std::string link_bandwidth, link_latency;
   app.add_option(
       "--link-bandwidth", link_bandwidth,
