@@ -44,6 +44,18 @@ struct Frame {
 static_assert(sizeof(Frame) == 40);
 constexpr uint64_t kFrameBytes = sizeof(Frame);
 
+// Stores an end's new count, bumps the word the other end sleeps on, and
+// wakes it if it announced a sleep (sequentially consistent throughout:
+// the sleeper announces, then looks at the count; this end stores the
+// count, then looks at the announcement; one of them sees the other).
+void Advance(std::atomic<uint64_t>* count, uint64_t value,
+             std::atomic<uint32_t>* seq,
+             const std::atomic<uint32_t>& sleeping) {
+  count->store(value);
+  seq->fetch_add(1);
+  if (sleeping.load() != 0) FutexWakeAll(seq);
+}
+
 }  // namespace
 
 struct ShmLinkEnd::Control {
@@ -259,11 +271,8 @@ absl::Status ShmLinkWriter::WaitForSpace(uint64_t bytes, absl::Time deadline) {
 
 void ShmLinkWriter::Publish(uint64_t head) {
   head_ = head;
-  control()->head.store(head);
-  control()->data_seq.fetch_add(1);
-  if (control()->reader_sleeping.load() != 0) {
-    FutexWakeAll(&control()->data_seq);
-  }
+  Advance(&control()->head, head, &control()->data_seq,
+          control()->reader_sleeping);
 }
 
 absl::Status ShmLinkWriter::Write(const RingTag& tag, bool encoded,
@@ -382,11 +391,8 @@ absl::Status ShmLinkReader::WaitForData(uint64_t bytes, absl::Time deadline,
 
 void ShmLinkReader::Free(uint64_t tail) {
   tail_ = tail;
-  control()->tail.store(tail);
-  control()->space_seq.fetch_add(1);
-  if (control()->writer_sleeping.load() != 0) {
-    FutexWakeAll(&control()->space_seq);
-  }
+  Advance(&control()->tail, tail, &control()->space_seq,
+          control()->writer_sleeping);
 }
 
 absl::StatusOr<ShmLinkMessage> ShmLinkReader::Peek(
