@@ -1,5 +1,6 @@
 #include "client/bench_compare.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -399,6 +400,11 @@ void AddBenchCompareFlags(CLI::App& cmd, BenchCompareFlags& f) {
 }
 
 int RunBenchCompare(const BenchCompareFlags& flags) {
+  // Every run's ring travels the stream, as an emulated link's does, so
+  // that the loopback baseline calibrates the same stack (ring neighbours
+  // on one host would use shared-memory links otherwise). The workers read
+  // it as their --ring-shared-memory; set it to true to measure the links.
+  setenv("FERRY_RING_SHARED_MEMORY", "false", /*overwrite=*/0);
   auto expanded = ExpandSweep(flags);
   if (!expanded.ok()) {
     std::fprintf(stderr, "ferry bench compare: %s\n",
