@@ -446,7 +446,8 @@ absl::Status GrpcRingTransport::Receive(
     }();
     options_.mailbox->ReleaseLink(inbound_key_);
     if (mine) return s.ok() ? s : in_context(s);
-    if (absl::IsAborted(s) && s.message() == "stopped") continue;  // filed
+    // The stream filed it meanwhile (Peek stopped for it).
+    if (options_.mailbox->Filed(options_.generation, tag)) continue;
     if (link.sender_gone() && absl::IsUnavailable(s)) {
       // Its sender's transport ended (a process that died also breaks its
       // stream, which fails the generation): what comes next comes by

@@ -111,11 +111,8 @@ class GrpcRingTransport final : public RingTransport {
       std::optional<RingPayload>* filed,
       const std::function<absl::Status(ShmLinkReader&, const ShmLinkMessage&)>&
           direct);
-  // Counts a message the collective took from the mailbox as received.
-  // The float message `tag` from the previous rank (counted), checked to
-  // hold `count` floats; Recv's errors.
-  absl::StatusOr<RingPayload> TakeFloats(const RingTag& tag, int64_t count,
-                                         absl::Time deadline);
+  // Counts a message the collective took (from the mailbox or the link)
+  // as received.
   void CountReceived(const RingTag& tag, size_t payload_bytes, bool encoded);
 
   const GrpcRingTransportOptions options_;
