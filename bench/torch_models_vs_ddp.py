@@ -39,7 +39,8 @@ above 2x the fastest floor measured so far is reported as impossible and
 the run fails.
 
 Prints one JSON line per run and a table of medians with the ratios
-ring/DDP and PS/DDP; --out FILE writes the JSON lines.
+ring/DDP and PS/DDP, and each round's ratio against that round's DDP run;
+--out FILE writes the JSON lines.
 Run with Debian's /usr/bin/python3 after scripts/build (needs python3-torch
 and python3-torchvision: scripts/setup --with-peers).
 """
@@ -286,7 +287,7 @@ def main():
                                          "impossible, the measurement is wrong")
                     lines.append(line)
     print(f"\n{'model':12} {'run':12} {'samples/s':>10} {'x DDP':>6} {'exposed comm/step':>18} "
-          f"{'CPU s/step':>11} {'peak RSS MiB':>13}")
+          f"{'CPU s/step':>11} {'peak RSS MiB':>13}  x DDP by round")
     for model in opts.models.split(","):
         med = {}
         for kind in ("floor", "ddp", "ring", "ps", "ps-colocated"):
@@ -297,12 +298,20 @@ def main():
                          for k in ("samples_per_second", "exposed_comm_seconds_per_step",
                                    "cpu_seconds_per_step", "peak_rss_mib")}
         base = med.get("ddp", {}).get("samples_per_second")
+        ddp_by_round = {x["round"]: x["samples_per_second"] for x in lines
+                        if x["model"] == model and x["run"] == "ddp"}
         for kind, m in med.items():
             ratio = (f"{m['samples_per_second'] / base:6.2f}" if base and kind != "floor"
                      else "     -")
+            # Each round's run against the DDP run of the same round: the
+            # spread the median hides (DDP's own speed drifts between rounds).
+            by_round = " / ".join(
+                f"{x['samples_per_second'] / ddp_by_round[x['round']]:.2f}" for x in lines
+                if x["model"] == model and x["run"] == kind and x["round"] in ddp_by_round
+                and kind not in ("floor", "ddp"))
             print(f"{model:12} {kind:12} {m['samples_per_second']:10.1f} {ratio} "
                   f"{m['exposed_comm_seconds_per_step'] * 1000:15.1f} ms "
-                  f"{m['cpu_seconds_per_step']:11.3f} {m['peak_rss_mib']:13.0f}")
+                  f"{m['cpu_seconds_per_step']:11.3f} {m['peak_rss_mib']:13.0f}  {by_round}")
     if opts.out:
         with open(opts.out, "w") as f:
             for line in lines:

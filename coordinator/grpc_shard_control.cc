@@ -3,6 +3,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "coordinator/job_evaluators.h"
@@ -72,15 +73,11 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
   return control;
 }
 
-absl::Status GrpcShardControl::OnEveryShard(
-    const std::function<absl::Status(size_t)>& call) {
-  std::vector<std::future<absl::Status>> calls;
-  for (size_t s = 0; s < stubs_.size(); ++s) {
-    calls.push_back(std::async(std::launch::async, call, s));
-  }
+absl::Status GrpcShardControl::FirstShardError(
+    const std::vector<absl::Status>& statuses) const {
   absl::Status first = absl::OkStatus();
-  for (size_t s = 0; s < calls.size(); ++s) {
-    absl::Status status = calls[s].get();
+  for (size_t s = 0; s < statuses.size(); ++s) {
+    const absl::Status& status = statuses[s];
     // ALREADY_EXISTS (a step applied over another set) decides how the
     // coordinator recovers: it must not hide behind another shard's error.
     const bool decisive =
@@ -95,22 +92,48 @@ absl::Status GrpcShardControl::OnEveryShard(
   return first;
 }
 
+absl::Status GrpcShardControl::OnEveryShard(
+    const std::function<absl::Status(size_t)>& call) {
+  std::vector<std::future<absl::Status>> calls;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    calls.push_back(std::async(std::launch::async, call, s));
+  }
+  std::vector<absl::Status> statuses;
+  for (std::future<absl::Status>& c : calls) statuses.push_back(c.get());
+  return FirstShardError(statuses);
+}
+
 template <typename Request, typename Response>
 absl::Status GrpcShardControl::CallEveryShard(
     ShardMethod<Request, Response> method, const Request& request,
     absl::Duration timeout, absl::string_view what,
     const std::function<absl::Status(size_t, const Response&)>& check) {
-  return OnEveryShard([&](size_t s) -> absl::Status {
-    grpc::ClientContext context;
-    SetDeadline(context, timeout);
-    Response response;
+  // gRPC's callback API: every call in flight at once without a thread of
+  // ours per call (FinalizeStep runs once a step); each call's deadline
+  // bounds the wait.
+  const size_t n = stubs_.size();
+  std::unique_ptr<grpc::ClientContext[]> contexts(new grpc::ClientContext[n]);
+  std::vector<Response> responses(n);
+  std::vector<absl::Status> statuses(n);
+  absl::BlockingCounter done(static_cast<int>(n));
+  for (size_t s = 0; s < n; ++s) {
+    SetDeadline(contexts[s], timeout);
     finalize_bytes_.AddSent(request.ByteSizeLong());
-    const grpc::Status status =
-        (stubs_[s].get()->*method)(&context, request, &response);
-    finalize_bytes_.AddReceived(response.ByteSizeLong());
-    if (!status.ok()) return CallError(status, what);
-    return check ? check(s, response) : absl::OkStatus();
-  });
+    (stubs_[s]->async()->*method)(&contexts[s], &request, &responses[s],
+                                  [&, s](grpc::Status status) {
+                                    if (!status.ok()) {
+                                      statuses[s] = CallError(status, what);
+                                    }
+                                    done.DecrementCount();
+                                  });
+  }
+  done.Wait();
+  for (size_t s = 0; s < n; ++s) {
+    if (!statuses[s].ok()) continue;
+    finalize_bytes_.AddReceived(responses[s].ByteSizeLong());
+    if (check) statuses[s] = check(s, responses[s]);
+  }
+  return FirstShardError(statuses);
 }
 
 absl::Status GrpcShardControl::FinalizeStep(
@@ -122,8 +145,8 @@ absl::Status GrpcShardControl::FinalizeStep(
   request.set_generation(generation);
   for (const v1::Contributor& c : contributors) *request.add_contributors() = c;
   return CallEveryShard<v1::FinalizeStepRequest, v1::FinalizeStepResponse>(
-      &v1::ParameterServer::Stub::FinalizeStep, request, kFinalizeTimeout,
-      absl::StrCat("FinalizeStep(", step, ")"));
+      &v1::ParameterServer::Stub::async::FinalizeStep, request,
+      kFinalizeTimeout, absl::StrCat("FinalizeStep(", step, ")"));
 }
 
 absl::Status GrpcShardControl::Checkpoint(int64_t version,
@@ -133,14 +156,14 @@ absl::Status GrpcShardControl::Checkpoint(int64_t version,
   request.set_version(version);
   request.mutable_keep()->Add(keep.begin(), keep.end());
   return CallEveryShard<v1::CheckpointRequest, v1::CheckpointResponse>(
-      &v1::ParameterServer::Stub::Checkpoint, request, kCheckpointTimeout,
-      absl::StrCat("Checkpoint(", version, ")"));
+      &v1::ParameterServer::Stub::async::Checkpoint, request,
+      kCheckpointTimeout, absl::StrCat("Checkpoint(", version, ")"));
 }
 
 absl::StatusOr<std::vector<int64_t>> GrpcShardControl::Versions() {
   std::vector<int64_t> versions(stubs_.size(), -1);
   RETURN_IF_ERROR((CallEveryShard<v1::ShardInfoRequest, v1::ShardInfoResponse>(
-      &v1::ParameterServer::Stub::ShardInfo, v1::ShardInfoRequest(),
+      &v1::ParameterServer::Stub::async::ShardInfo, v1::ShardInfoRequest(),
       kVersionsTimeout, "ShardInfo",
       [&](size_t s, const v1::ShardInfoResponse& response) -> absl::Status {
         if (response.job_id() != job_.job_id() ||
@@ -162,7 +185,7 @@ absl::Status GrpcShardControl::RestoreTo(int64_t version, int64_t generation) {
   request.set_version(version);
   request.set_generation(generation);
   return CallEveryShard<v1::RestoreRequest, v1::RestoreResponse>(
-      &v1::ParameterServer::Stub::Restore, request, kCheckpointTimeout,
+      &v1::ParameterServer::Stub::async::Restore, request, kCheckpointTimeout,
       absl::StrCat("Restore(", version, ", generation ", generation, ")"));
 }
 
@@ -171,7 +194,7 @@ absl::Status GrpcShardControl::Fence(int64_t generation) {
   request.set_job_id(job_.job_id());
   request.set_generation(generation);
   return CallEveryShard<v1::FenceRequest, v1::FenceResponse>(
-      &v1::ParameterServer::Stub::Fence, request, kFinalizeTimeout,
+      &v1::ParameterServer::Stub::async::Fence, request, kFinalizeTimeout,
       absl::StrCat("Fence(", generation, ")"));
 }
 

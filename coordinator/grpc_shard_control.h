@@ -71,12 +71,17 @@ class GrpcShardControl final : public ShardControl {
   // Runs call(s) for every shard s in parallel; the first error, prefixed
   // with "shard s (address): ".
   absl::Status OnEveryShard(const std::function<absl::Status(size_t)>& call);
+  // The first error of statuses[s] (by shard), prefixed with "shard s
+  // (address): "; an ALREADY_EXISTS wins over other codes.
+  absl::Status FirstShardError(const std::vector<absl::Status>& statuses) const;
   template <typename Request, typename Response>
-  using ShardMethod = grpc::Status (v1::ParameterServer::Stub::*)(
-      grpc::ClientContext*, const Request&, Response*);
-  // OnEveryShard of one unary call: `request` to every shard with
-  // `timeout`, bytes counted; a failed call is "<what>: <message>" with the
-  // call's code; `check` (optional) judges each shard's response.
+  using ShardMethod = void (v1::ParameterServer::Stub::async::*)(
+      grpc::ClientContext*, const Request*, Response*,
+      std::function<void(grpc::Status)>);
+  // One unary call to every shard at once, as OnEveryShard:
+  // `request` to every shard with `timeout`, bytes counted; a failed call is
+  // "<what>: <message>" with the call's code; `check` (optional) judges each
+  // shard's response, on the calling thread.
   template <typename Request, typename Response>
   absl::Status CallEveryShard(
       ShardMethod<Request, Response> method, const Request& request,

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cli_flags.h"
+#include "common/mutex_checks.h"
 #include "common/ops_flags.h"
 #include "coordinator/coordinator_client.h"
 #include "data/sampler.h"
@@ -325,6 +326,10 @@ PYBIND11_MODULE(_ferry, m) {
   using ferry::FlatBuffer;
   using ferry::PyWorker;
   m.doc() = "ferry's hosted worker (C++), for ferry.torch";
+  // As in ferry's binaries: absl's deadlock graph is off unless the
+  // environment asks for it (common/mutex_checks.h). Importing happens
+  // before any thread of ferry's starts.
+  ferry::ConfigureMutexDeadlockChecks();
 
   m.def(
       "epoch_permutation",
