@@ -344,7 +344,9 @@ void RunScrapeHooks() {
 }
 
 namespace {
-std::atomic<int> g_exported_role{-1};
+// Bit i: MetricRole i's series are exported.
+constexpr int kAllRoles = (1 << kNumMetricRoles) - 1;
+std::atomic<int> g_exported_roles{kAllRoles};
 }  // namespace
 
 // The families without a role label that only one role sets.
@@ -363,22 +365,33 @@ const std::map<std::string, MetricRole, std::less<>>& FamilyRoles() {
 }
 
 void ExportOnlyRole(MetricRole role) {
-  g_exported_role.store(static_cast<int>(role));
+  g_exported_roles.store(1 << static_cast<int>(role));
 }
-void ExportAllRolesForTesting() { g_exported_role.store(-1); }
+void AlsoExportRole(MetricRole role) {
+  g_exported_roles.fetch_or(1 << static_cast<int>(role));
+}
+void ExportAllRolesForTesting() { g_exported_roles.store(kAllRoles); }
 
 std::string SerializeMetrics() {
   RunScrapeHooks();
   std::vector<prometheus::MetricFamily> families =
       Metrics().registry()->Collect();
-  if (const int only = g_exported_role.load(); only >= 0) {
-    const std::string role = MetricRoleName(static_cast<MetricRole>(only));
+  if (const int exported = g_exported_roles.load(); exported != kAllRoles) {
+    std::vector<std::string> roles;
+    for (int i = 0; i < kNumMetricRoles; ++i) {
+      if ((exported >> i) & 1) {
+        roles.push_back(MetricRoleName(static_cast<MetricRole>(i)));
+      }
+    }
+    auto is_exported = [&roles](const std::string& role) {
+      return std::find(roles.begin(), roles.end(), role) != roles.end();
+    };
     for (prometheus::MetricFamily& family : families) {
-      auto other_role = [&role](const prometheus::ClientMetric& m) {
-        return std::any_of(m.label.begin(), m.label.end(),
-                           [&role](const auto& label) {
-                             return label.name == "role" && label.value != role;
-                           });
+      auto other_role = [&is_exported](const prometheus::ClientMetric& m) {
+        return std::any_of(
+            m.label.begin(), m.label.end(), [&is_exported](const auto& label) {
+              return label.name == "role" && !is_exported(label.value);
+            });
       };
       family.metric.erase(std::remove_if(family.metric.begin(),
                                          family.metric.end(), other_role),
@@ -386,13 +399,14 @@ std::string SerializeMetrics() {
     }
     const auto& owners = FamilyRoles();
     families.erase(
-        std::remove_if(families.begin(), families.end(),
-                       [&owners, only](const prometheus::MetricFamily& f) {
-                         const auto owner = owners.find(f.name);
-                         return f.metric.empty() ||
-                                (owner != owners.end() &&
-                                 static_cast<int>(owner->second) != only);
-                       }),
+        std::remove_if(
+            families.begin(), families.end(),
+            [&owners, exported](const prometheus::MetricFamily& f) {
+              const auto owner = owners.find(f.name);
+              return f.metric.empty() ||
+                     (owner != owners.end() &&
+                      !((exported >> static_cast<int>(owner->second)) & 1));
+            }),
         families.end());
   }
   return prometheus::TextSerializer().Serialize(families);

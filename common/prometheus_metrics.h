@@ -227,6 +227,9 @@ void RunScrapeHooks();
 // ferry_push_staleness_steps: ps; ferry_allreduce_seconds: worker), so a
 // worker does not export a shard's gauges. Called once by the main.
 void ExportOnlyRole(MetricRole role);
+// Exports `role`'s series too, beside the role ExportOnlyRole chose: a
+// worker that hosts a PS shard (colocated) exports both. Thread-safe.
+void AlsoExportRole(MetricRole role);
 void ExportAllRolesForTesting();  // undoes ExportOnlyRole
 
 // Runs the hooks and returns the registry in the Prometheus text format.

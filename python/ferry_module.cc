@@ -29,6 +29,7 @@
 #include "common/cli_flags.h"
 #include "common/mutex_checks.h"
 #include "common/ops_flags.h"
+#include "common/pod_name.h"
 #include "coordinator/coordinator_client.h"
 #include "data/sampler.h"
 #include "google/protobuf/util/json_util.h"
@@ -150,14 +151,15 @@ class ProcessOpsOnce {
 };
 
 // The PS shard this process hosts, from the environment as ferry-worker's
-// flags (FERRY_HOST_SHARD, FERRY_SHARD_LISTEN, FERRY_SHARD_PARTITIONS,
-// FERRY_SHARD_CHECKPOINT_DIR; worker/hosted_shard.h). ValueError for a bad
-// variable.
+// flags (FERRY_HOST_SHARD or FERRY_HOST_SHARD_FROM_HOSTNAME,
+// FERRY_SHARD_LISTEN, FERRY_SHARD_PARTITIONS, FERRY_SHARD_CHECKPOINT_DIR;
+// worker/hosted_shard.h). ValueError for a bad variable.
 HostedShardFlags HostedShardFromEnvironment() {
   HostedShardFlags flags;
   CLI::App app;
   AddHostedShardFlags(app, flags);
   ParseEnvironment(app);
+  Check(ResolveHostedShardFlags(flags, PodName()));
   return flags;
 }
 

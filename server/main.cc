@@ -5,8 +5,6 @@
 //       --shard-id 0
 // `--role coordinator|ps` and FERRY_ROLE still name the role
 // (server/role_args.h).
-#include <unistd.h>
-
 #include <cstdlib>
 #include <string>
 
@@ -15,6 +13,7 @@
 #include "common/cli_flags.h"
 #include "common/cli_main.h"
 #include "common/mutex_checks.h"
+#include "common/pod_name.h"
 #include "common/shutdown_signal.h"
 #include "proto/process_ops.h"
 #include "server/coordinator_command.h"
@@ -29,15 +28,6 @@ constexpr char kExitFooter[] =
     "configuration (bad usage, a model the dataset does not fit; never "
     "restarted).";
 
-// The pod's name: $HOSTNAME, else gethostname().
-std::string Hostname() {
-  const char* env = std::getenv("HOSTNAME");
-  if (env != nullptr && *env != '\0') return env;
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 int RunCoordinatorCommand(const ferry::CoordinatorCommandLine& line) {
   auto flags = ferry::ResolveCoordinatorFlags(line);
   if (!flags.ok()) return ferry::ExitWithError(kProgram, flags.status());
@@ -48,7 +38,7 @@ int RunCoordinatorCommand(const ferry::CoordinatorCommandLine& line) {
 }
 
 int RunPsCommand(const ferry::PsCommandLine& line) {
-  auto flags = ferry::ResolvePsFlags(line, Hostname());
+  auto flags = ferry::ResolvePsFlags(line, ferry::PodName());
   if (!flags.ok()) return ferry::ExitWithError(kProgram, flags.status());
   auto ops = ferry::ProcessOps::Start(line.ops,
                                       "ps-" + std::to_string(flags->shard_id),

@@ -1,4 +1,3 @@
-#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "common/exit_codes.h"
 #include "common/link_shaper.h"
 #include "common/log.h"
+#include "common/pod_name.h"
 #include "common/shard_partitions.h"
 #include "common/shutdown_signal.h"
 #include "coordinator/coordinator_client.h"
@@ -57,20 +57,13 @@ absl::StatusOr<v1::JobSpec> FetchJob(const std::string& address,
 }  // namespace
 
 absl::StatusOr<int> ShardIdFromHostname(const std::string& hostname) {
-  size_t digits = 0;
-  while (digits < hostname.size() &&
-         std::isdigit(static_cast<unsigned char>(
-             hostname[hostname.size() - 1 - digits]))) {
-    ++digits;
+  absl::StatusOr<int> ordinal = StatefulSetOrdinal(hostname);
+  if (!ordinal.ok()) {
+    return absl::Status(
+        ordinal.status().code(),
+        absl::StrCat("--shard-id-from-hostname: ", ordinal.status().message()));
   }
-  const size_t dash = hostname.size() - digits - 1;
-  if (digits == 0 || digits > 6 || hostname.size() < digits + 2 ||
-      hostname[dash] != '-') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard-id-from-hostname: hostname '", hostname,
-        "' does not end in -N (a StatefulSet pod name such as ferry-ps-2)"));
-  }
-  return std::stoi(hostname.substr(hostname.size() - digits));
+  return ordinal;
 }
 
 int RunPsShard(const PsFlags& f, ProcessOps& ops) {

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/pod_name.h"
+#include "common/prometheus_metrics.h"
 #include "common/shard_partitions.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_client.h"
@@ -20,6 +22,10 @@ void AddHostedShardFlags(CLI::App& app, HostedShardFlags& flags) {
                  "SIGTERM, also after training ends (-1: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 20));
+  app.add_flag("--host-shard-from-hostname", flags.from_hostname,
+               "as --host-shard N, N from the -N at the end of $HOSTNAME (a "
+               "StatefulSet pod such as ferry-ps-1: "
+               "deploy/k8s/components/colocated-shards)");
   app.add_option("--shard-listen", flags.listen,
                  "with --host-shard: HOST:PORT of each partition, "
                  "comma-separated, or one HOST:PORT whose port P gives P, "
@@ -31,6 +37,22 @@ void AddHostedShardFlags(CLI::App& app, HostedShardFlags& flags) {
   app.add_option("--shard-checkpoint-dir", flags.checkpoint_dir,
                  "with --host-shard: the shard's checkpoint directory (resumed "
                  "at start, written at SIGTERM; empty: none)");
+}
+
+absl::Status ResolveHostedShardFlags(HostedShardFlags& flags,
+                                     const std::string& pod_name) {
+  if (!flags.from_hostname) return absl::OkStatus();
+  if (flags.process_id >= 0) {
+    return absl::InvalidArgumentError(
+        "--host-shard and --host-shard-from-hostname exclude each other");
+  }
+  absl::StatusOr<int> ordinal = StatefulSetOrdinal(pod_name);
+  if (!ordinal.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--host-shard-from-hostname: ", ordinal.status().message()));
+  }
+  flags.process_id = *ordinal;
+  return absl::OkStatus();
 }
 
 std::map<int, InProcessShard> HostedShards::Shards() const {
@@ -83,6 +105,8 @@ absl::StatusOr<HostedShards> StartHostedShards(const HostedShardFlags& flags,
         CoordinatorModelValues(options.coordinator_address, job.job_id());
   }
   ASSIGN_OR_RETURN(hosted.host, ShardHost::Start(job, std::move(so)));
+  // The process's /metrics shows its shard's series beside its worker's.
+  AlsoExportRole(MetricRole::kPs);
   LogInfo(
       "hosting PS shards in the worker's process",
       {{"shard", flags.process_id},

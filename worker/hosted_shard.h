@@ -30,17 +30,27 @@ namespace ferry {
 
 struct HostedShardFlags {
   int process_id = -1;  // -1: the worker hosts no shard
-  std::string listen;   // the partitions' addresses (PartitionListenAddresses)
+  // --host-shard-from-hostname: process_id is the StatefulSet ordinal of
+  // the pod's name (ResolveHostedShardFlags sets it).
+  bool from_hostname = false;
+  std::string listen;  // the partitions' addresses (PartitionListenAddresses)
   int partitions = 1;
   std::string checkpoint_dir;
 
   bool enabled() const { return process_id >= 0; }
 };
 
-// Adds --host-shard, --shard-listen, --shard-partitions and
-// --shard-checkpoint-dir to `app`, bound to `flags` (which must outlive the
-// parse).
+// Adds --host-shard, --host-shard-from-hostname, --shard-listen,
+// --shard-partitions and --shard-checkpoint-dir to `app`, bound to `flags`
+// (which must outlive the parse).
 void AddHostedShardFlags(CLI::App& app, HostedShardFlags& flags);
+
+// After the parse: with from_hostname, process_id becomes the ordinal at the
+// end of `pod_name` (common/pod_name.h). INVALID_ARGUMENT, naming the flag,
+// for a name without one or for both --host-shard and
+// --host-shard-from-hostname.
+absl::Status ResolveHostedShardFlags(HostedShardFlags& flags,
+                                     const std::string& pod_name);
 
 // The shards a worker hosts, with what it needs to keep them: the process's
 // link shaper (one emulated link per host, shared by the shards and the

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/mutex_checks.h"
 #include "common/ops_flags.h"
+#include "common/pod_name.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "model/dlrm_spec.h"
@@ -436,6 +437,12 @@ int main(int argc, char** argv) {
                  "--micro-batches, ...) apply to --standalone training; a "
                  "distributed job takes them on the coordinator (ferry local "
                  "--pipeline-stages, docs/pipeline.md)\n";
+    return ferry::kExitConfig;
+  }
+  if (absl::Status resolved =
+          ferry::ResolveHostedShardFlags(shard_flags, ferry::PodName());
+      !resolved.ok()) {
+    std::cerr << "ferry-worker: " << resolved.message() << "\n";
     return ferry::kExitConfig;
   }
   if (standalone && shard_flags.enabled()) {

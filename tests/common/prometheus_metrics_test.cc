@@ -201,6 +201,23 @@ TEST(PrometheusMetricsTest, ExportOnlyRoleLeavesOutTheOtherRolesSeries) {
             std::string::npos);
 }
 
+TEST(PrometheusMetricsTest, AWorkerHostingAShardExportsBothRoles) {
+  Metrics().steps(MetricRole::kWorker).Increment();
+  Metrics().checkpoint_age_seconds(MetricRole::kPs).Set(3);
+  ExportOnlyRole(MetricRole::kWorker);
+  AlsoExportRole(MetricRole::kPs);
+  const std::string view = SerializeMetrics();
+  ExportAllRolesForTesting();
+  Metrics().checkpoint_age_seconds(MetricRole::kPs).Set(-1);
+  EXPECT_THAT(view, HasSubstr("ferry_steps_total{role=\"worker\"}"));
+  EXPECT_THAT(view, HasSubstr("ferry_checkpoint_age_seconds{role=\"ps\"} 3"));
+  EXPECT_THAT(view, HasSubstr("ferry_pending_pulls"));  // a ps family
+  for (const char* other : {"{role=\"coordinator\"", ",role=\"coordinator\""}) {
+    EXPECT_EQ(view.find(other), std::string::npos) << other;  // not peer_role
+  }
+  EXPECT_EQ(view.find("ferry_members"), std::string::npos);
+}
+
 TEST(PrometheusMetricsTest, ExposerServesMetricsOverHttp) {
   Metrics().steps(MetricRole::kWorker).Increment();
   int hook_runs = 0;

@@ -185,6 +185,13 @@ TORCH_WORKER_ENV = {
 }
 
 
+def is_colocated_shard(workload):
+    """A shard StatefulSet whose pods train as workers too
+    (components/colocated-shards: ferry-worker --host-shard...)."""
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    return any((c.get("command") or [""])[0] == "ferry-worker" for c in containers)
+
+
 def is_python(argv):
     """A container that runs a Python script (a ferry.torch worker)."""
     return os.path.basename(argv[0]).startswith("python3")
@@ -267,7 +274,7 @@ def consistency_problems(docs, bin_dir=None):
             problems += [f"{where}: {p}" for p in path_problems(docs, spec, c, env)]
             ports = container_ports(c)
             # Every listening port the process is told to use is declared.
-            for key in ("FERRY_LISTEN", "FERRY_PEER_LISTEN"):
+            for key in ("FERRY_LISTEN", "FERRY_PEER_LISTEN", "FERRY_SHARD_LISTEN"):
                 if key in env:
                     hp = split_host_port(env[key])
                     if not hp or hp[1] not in ports:

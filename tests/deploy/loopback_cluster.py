@@ -184,10 +184,20 @@ class Cluster:
         self.services = {s["metadata"]["name"]: s for s in fm.find(docs, "Service")}
         self.mode = (fm.one(docs, "ConfigMap", "ferry-job").get("data") or {}).get(
             "FERRY_MODE", "ps")
+        # components/colocated-shards: each shard pod is also a worker.
+        self.colocated = self.ps_wl is not None and fm.is_colocated_shard(self.ps_wl)
+        if self.colocated:
+            self.short_run["ps"] = dict(self.short_run["worker"])
 
     # --- name resolution, as cluster DNS + Services would do it ---------
     def pods_of(self, workload):
         return [p for p in self.pods if p.workload is workload]
+
+    def trainer_pods(self):
+        """The pods that train: the worker Deployment's, and the shard pods
+        where they are workers too (colocated)."""
+        return self.pods_of(self.worker_wl) + (self.pods_of(self.ps_wl) if self.colocated
+                                               else [])
 
     def resolve(self, host, port):
         """127.0.0.1:<port> for a Service name (or pod.headless-service)."""

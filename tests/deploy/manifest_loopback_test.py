@@ -159,6 +159,9 @@ def preflight(bin_dir, docs):
 def run(cluster, t_limit, finish):
     replicas_ps = cluster.ps_wl["spec"].get("replicas", 1) if cluster.ps_wl else 0
     replicas_w = cluster.worker_wl["spec"].get("replicas", 1)
+    # The job's members: the worker pods, and the shard pods where they
+    # train too (components/colocated-shards).
+    members = replicas_w + (replicas_ps if cluster.colocated else 0)
     # Create every pod first (ports), then start them as the controllers
     # would: all at once, in no particular order of readiness.
     coord = cluster.create(cluster.coordinator_wl, "coordinator")
@@ -182,9 +185,9 @@ def run(cluster, t_limit, finish):
     log(f"training: {summary(st)}")
     check_callers_without_credentials(cluster)
 
-    scale_up_and_down(cluster, replicas_w)
+    scale_up_and_down(cluster, members)
     if finish:
-        workers = inject_faults(cluster, coord, shards, workers, replicas_w)
+        workers = inject_faults(cluster, coord, shards, workers, members)
         st = finish_job(cluster, finish)
         log(f"RESULT: start-up {first_step:.1f}s to the first step, test accuracy "
             f"{st['evals'][-1].get('test_accuracy', 0):.4f} after {finish} epochs, "
@@ -217,15 +220,15 @@ def check_callers_without_credentials(cluster):
         raise Failure(f"ferry status with {what} was answered")
 
 
-def scale_up_and_down(cluster, replicas_w):
+def scale_up_and_down(cluster, members):
     # Scale up: kubectl scale deploy/ferry-worker --replicas N+1.
     extra = cluster.create(cluster.worker_wl, "worker")
     cluster.start(extra)
     cluster.wait_ready([extra])
-    st = cluster.wait_for(f"{replicas_w + 1} members", lambda s: members_of(s) == replicas_w + 1)
+    st = cluster.wait_for(f"{members + 1} members", lambda s: members_of(s) == members + 1)
     before = step_of(st)
-    st = cluster.wait_for(f"steps with {replicas_w + 1} members",
-                          lambda s: members_of(s) == replicas_w + 1 and step_of(s) >= before + 5)
+    st = cluster.wait_for(f"steps with {members + 1} members",
+                          lambda s: members_of(s) == members + 1 and step_of(s) >= before + 5)
     log(f"scaled up: {summary(st)}")
 
     # Scale down: kubectl scale --replicas N sends SIGTERM to one pod.
@@ -235,7 +238,7 @@ def scale_up_and_down(cluster, replicas_w):
     log(f"scaled down: {extra.name} left, exit 0 in {secs:.1f}s (grace {extra.grace}s)")
     if cluster.prometheus:
         cluster.prometheus.set_targets(cluster)
-    progress(cluster, replicas_w, "after scale-down")
+    progress(cluster, members, "after scale-down")
 
 
 def progress(cluster, members, what, timeout=60):
@@ -249,15 +252,16 @@ def progress(cluster, members, what, timeout=60):
     return st
 
 
-def inject_faults(cluster, coord, shards, workers, replicas_w):
+def inject_faults(cluster, coord, shards, workers, members):
     """What a node loss does to each kind of pod. Returns the workers."""
     if shards:
-        # The StatefulSet starts ferry-ps-N again on its claim.
+        # The StatefulSet starts ferry-ps-N again on its claim (colocated:
+        # a member is lost with its shard, and both come back).
         shard = shards[-1]
         cluster.kill(shard)
         cluster.start(shard)
         cluster.wait_ready([shard])
-        progress(cluster, replicas_w, f"{shard.name} restarted on its volume")
+        progress(cluster, members, f"{shard.name} restarted on its volume")
     else:
         # Ring: the Deployment replaces a lost worker with a new pod.
         lost = workers[-1]
@@ -266,13 +270,13 @@ def inject_faults(cluster, coord, shards, workers, replicas_w):
         cluster.start(replacement)
         cluster.wait_ready([replacement])
         workers = workers[:-1] + [replacement]
-        progress(cluster, replicas_w, f"{lost.name} replaced by {replacement.name}")
+        progress(cluster, members, f"{lost.name} replaced by {replacement.name}")
     # The Deployment starts the coordinator again on its state claim (the
     # Service keeps its name, so the pod keeps its ports here).
     cluster.kill(coord)
     cluster.start(coord)
     cluster.wait_ready([coord])
-    st = progress(cluster, replicas_w, "coordinator restarted on its state volume")
+    st = progress(cluster, members, "coordinator restarted on its state volume")
     if int(st.get("restarts", 0)) < 1:
         raise Failure(f"the coordinator did not resume from its state (restarts "
                       f"{st.get('restarts')})")
@@ -314,7 +318,7 @@ def train_samples(cluster):
         found = re.fullmatch(r"external:(\d+)", (cm.get("data") or {}).get("FERRY_DATASET", ""))
         if found:
             return int(found.group(1))
-    for pod in cluster.pods_of(cluster.worker_wl):
+    for pod in cluster.trainer_pods():
         with open(pod.log_path, errors="replace") as f:
             found = re.search(r"(\d+) train samples", f.read())
         if found:
@@ -341,7 +345,9 @@ def check_probes_and_metrics(cluster, pods, finished=False):
                 key, value = line.rsplit(" ", 1)
                 values[key] = float(value)
         role = "ring-worker" if pod.role == "worker" and cluster.mode == "ring" else pod.role
-        for key in EXPECTED_NONZERO.get(role, ()):
+        # A colocated shard pod trains too: both roles' series.
+        roles = ("ps", "worker") if pod.role == "ps" and cluster.colocated else (role,)
+        for key in (k for r in roles for k in EXPECTED_NONZERO.get(r, ())):
             if finished and key == "ferry_members":
                 continue  # the workers of a finished job are no members
             if values.get(key, 0) <= 0:

@@ -179,7 +179,7 @@ class Prometheus:
         # worker pods only; a pod's worker id is in its log.
         worker_bytes = status.get("worker_bytes", {})
         wanted = {}
-        for pod in cluster.pods_of(cluster.worker_wl):
+        for pod in cluster.trainer_pods():
             if pod.exit_code is not None:
                 continue
             with open(pod.log_path, errors="replace") as f:
