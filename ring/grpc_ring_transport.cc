@@ -26,6 +26,9 @@ constexpr char kExchangeMethod[] = "/ferry.v1.RingPeer/Exchange";
 // How long the first send waits for the next rank's answer to a
 // shared-memory offer before the stream carries the messages.
 constexpr absl::Duration kOfferTimeout = absl::Seconds(5);
+// An unlocked link this old is no offer in flight (kOfferTimeout bounds
+// those, and their writer holds its lock throughout).
+constexpr absl::Duration kStaleShmLinkAge = absl::Seconds(60);
 
 // A RingMessage on the wire with the floats copied once: the small fields
 // (hello, op, stage, piece) serialized by protobuf, then field 5's tag and
@@ -293,6 +296,14 @@ std::string GrpcRingTransport::PeerName(int rank) const {
 
 std::shared_ptr<ShmLinkSender> GrpcRingTransport::OfferLink() {
   const int next = (rank() + 1) % size();
+  // What a sender killed during its offer left behind (once a generation;
+  // a live offer is answered or abandoned within its deadline).
+  if (const int swept = SweepStaleShmLinks(kStaleShmLinkAge); swept > 0) {
+    LogInfo(absl::StrFormat(
+        "ring rank %d: removed %d shared-memory link(s) that killed "
+        "senders left in /dev/shm",
+        rank(), swept));
+  }
   absl::StatusOr<std::unique_ptr<ShmLinkWriter>> writer =
       ShmLinkWriter::Create(options_.shared_memory_bytes);
   if (!writer.ok()) {

@@ -19,6 +19,7 @@
 #ifndef FERRY_RING_RING_PEER_SERVICE_H_
 #define FERRY_RING_RING_PEER_SERVICE_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -86,10 +87,18 @@ class RingPeerService final
 // A running peer server.
 struct RingPeerServer {
   // Closes the mailbox first, so that streams paused for read-ahead read on
-  // and end, and the server's shutdown does not wait for them.
+  // and end, then stops the server, cancelling the calls still open after
+  // kRingPeerShutdownGrace: a stream beside a shared-memory link reads
+  // nothing after its hello, and its sender may be waiting on the link,
+  // which the mailbox (destroyed after the server) still holds.
   ~RingPeerServer() {
     if (mailbox != nullptr) mailbox->Close();
+    if (server != nullptr) {
+      server->Shutdown(std::chrono::system_clock::now() +
+                       kRingPeerShutdownGrace);
+    }
   }
+  static constexpr std::chrono::seconds kRingPeerShutdownGrace{1};
 
   std::unique_ptr<RingMailbox> mailbox;
   std::unique_ptr<WeightsPublisher> publisher;

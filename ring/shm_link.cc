@@ -1,6 +1,9 @@
 #include "ring/shm_link.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +13,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/futex.h"
@@ -84,6 +88,35 @@ bool IsShmLinkName(const std::string& name) {
   return std::all_of(name.begin() + prefix, name.end(), [](char c) {
     return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
   });
+}
+
+int SweepStaleShmLinks(absl::Duration min_age) {
+  DIR* dir = opendir("/dev/shm");  // where glibc's shm_open keeps objects
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = absl::StrCat("/", entry->d_name);
+    if (!IsShmLinkName(name)) continue;
+    const int fd = shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0) continue;  // gone meanwhile, or another user's
+    Fd closer(fd);
+    struct stat st;
+    if (fstat(fd, &st) != 0 ||
+        absl::Now() - absl::TimeFromTimespec(st.st_mtim) < min_age) {
+      continue;
+    }
+    struct flock lock = {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = 0;
+    lock.l_len = 2;  // the writer's byte and the reader's
+    if (fcntl(fd, F_OFD_GETLK, &lock) != 0 || lock.l_type != F_UNLCK) {
+      continue;
+    }
+    if (shm_unlink(name.c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  return removed;
 }
 
 std::string ShmLinkKey(const std::string& sender, uint32_t ring_fingerprint) {

@@ -54,6 +54,15 @@ using ShmLinkNonce = std::array<uint8_t, 16>;
 inline constexpr char kShmLinkPrefix[] = "/ferry-ring-";
 // Whether `name` is one a ring link could have (what a receiver opens).
 bool IsShmLinkName(const std::string& name);
+// Removes the ring links a killed sender left named in /dev/shm: objects
+// named as links (IsShmLinkName) that this user may open, last sized at
+// least `min_age` ago (their mtime), and that no process holds a lock on (a
+// live writer holds its byte from creation until it unlinks the name, so an
+// unlocked named object is one whose sender died between creating it and its
+// receiver's answer). Returns how many it removed; a listing or an object
+// it cannot read is left alone.
+int SweepStaleShmLinks(absl::Duration min_age);
+
 // What a receiver files a link under: its sender and the ring it serves
 // (the CRC32C of the ring's worker ids in rank order, each followed by
 // '\n'), since one sender may feed a receiver on two rings (a pipeline's

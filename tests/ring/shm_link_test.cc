@@ -2,11 +2,18 @@
 // mappings of one POSIX shared-memory object, as two processes hold it.
 #include "ring/shm_link.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ring/ring_wire.h"
@@ -226,6 +233,54 @@ TEST(ShmLinkTest, CorruptFramesAndCountersAreDataLoss) {
 // The sender's thread writes what Send, SendBorrowed and SendBytes queued,
 // in order, while the caller goes on; WaitWritten covers the borrowed
 // buffers; each message counts as the stream would carry it.
+// Sets the object's mtime (when it was sized) to an hour ago.
+void BackdateShm(int fd) {
+  const timespec hour_ago = absl::ToTimespec(absl::Now() - absl::Hours(1));
+  const timespec times[2] = {hour_ago, hour_ago};
+  EXPECT_EQ(futimens(fd, times), 0) << std::strerror(errno);
+}
+
+// A named object as a sender killed during its offer leaves it (no lock
+// held: the kernel dropped the dead process's), sized an hour ago.
+std::string LeaveKilledSendersLink(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(ftruncate(fd, 4096), 0);
+  BackdateShm(fd);
+  close(fd);
+  return name;
+}
+
+bool ShmExists(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+TEST(ShmLinkTest, TheSweepRemovesOnlyWhatKilledSendersLeft) {
+  const std::string stale = LeaveKilledSendersLink(
+      absl::StrCat(kShmLinkPrefix, "0123456789abcdef0123456789abcdef"));
+  const std::string not_a_link =
+      LeaveKilledSendersLink(absl::StrCat(kShmLinkPrefix, "test-other"));
+  // A live writer whose offer is unanswered: named, its lock held.
+  auto live = ShmLinkWriter::Create(kShmCapacity);
+  ASSERT_TRUE(live.ok()) << live.status();
+  {
+    const int fd = shm_open((*live)->name().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    BackdateShm(fd);
+    close(fd);
+  }
+  EXPECT_EQ(SweepStaleShmLinks(absl::Hours(2)), 0);  // younger than that
+  EXPECT_TRUE(ShmExists(stale));
+  EXPECT_GE(SweepStaleShmLinks(absl::Minutes(10)), 1);
+  EXPECT_FALSE(ShmExists(stale));
+  EXPECT_TRUE(ShmExists((*live)->name()));
+  EXPECT_TRUE(ShmExists(not_a_link));
+  shm_unlink(not_a_link.c_str());
+}
+
 TEST(ShmLinkSenderTest, WritesTheQueueInOrderAndCountsLikeTheStream) {
   ShmTestLink link = OpenShmLink();
   ByteCounter counter;
