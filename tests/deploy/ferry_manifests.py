@@ -182,14 +182,21 @@ TORCH_WORKER_ENV = {
     "FERRY_HEALTH_PORT", "FERRY_METRICS_PORT", "FERRY_OPS_PORT_FILE", "FERRY_LOG_LEVEL",
     "FERRY_LOG_FORMAT", "FERRY_TLS_CERT", "FERRY_TLS_KEY", "FERRY_TLS_CA",
     "FERRY_TLS_SERVER_NAME", "FERRY_REQUIRE_CLIENT_CERT", "FERRY_AUTH_TOKEN_FILE",
+    # A hosted shard (python/ferry_module.cc HostedShardFromEnvironment) and
+    # the ring's shared-memory links.
+    "FERRY_HOST_SHARD", "FERRY_HOST_SHARD_FROM_HOSTNAME", "FERRY_SHARD_LISTEN",
+    "FERRY_SHARD_PARTITIONS", "FERRY_SHARD_CHECKPOINT_DIR", "FERRY_RING_SHARED_MEMORY",
 }
 
 
 def is_colocated_shard(workload):
     """A shard StatefulSet whose pods train as workers too
-    (components/colocated-shards: ferry-worker --host-shard...)."""
+    (components/colocated-shards: ferry-worker --host-shard...;
+    components/torch-colocated-shards: a ferry.torch script hosting it)."""
     containers = workload["spec"]["template"]["spec"]["containers"]
-    return any((c.get("command") or [""])[0] == "ferry-worker" for c in containers)
+    return any((c.get("command") or [""])[0] == "ferry-worker"
+               or any(e.get("name") == "FERRY_HOST_SHARD_FROM_HOSTNAME" for e in c.get("env") or [])
+               for c in containers)
 
 
 def is_python(argv):

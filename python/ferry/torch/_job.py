@@ -487,6 +487,14 @@ class Job:
         return {name: self._flat_params[offset:offset + numel].view(shape).clone()
                 for name, shape, offset, numel in self._tensors}
 
+    @property
+    def stop_requested(self):
+        """Whether this process was asked to go (SIGTERM, or the worker's
+        request_stop): after the job, a script that would wait for SIGTERM
+        (FERRY_AFTER_FINISH=wait) must not, e.g. once close() served its
+        hosted shard until the SIGTERM came."""
+        return self._stop_requested or self._worker.await_stop_request(0.0)
+
     def _catch_sigterm(self):
         """SIGTERM (a pod's eviction, ferry local's chaos) ends the batches
         after the step in flight, so the worker leaves the job cleanly."""

@@ -89,7 +89,9 @@ def main():
             job.step()
     print(json.dumps({"steps": job.steps, "evaluations": job.evaluations,
                       "end": job.summary.get("end_reason")}), flush=True)
-    if job.summary.get("end_reason") == "finished":  # not stopped by SIGTERM
+    # Not when SIGTERM already came: during training, or while the job's
+    # close() served this pod's hosted shard (torch-colocated-shards).
+    if job.summary.get("end_reason") == "finished" and not job.stop_requested:
         idle_if_asked()
     return 0
 
