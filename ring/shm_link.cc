@@ -90,6 +90,23 @@ bool IsShmLinkName(const std::string& name) {
   });
 }
 
+namespace {
+
+// Whether another open file description (this process's or another's)
+// holds a record lock on bytes [start, start + len) of `fd`'s object; an
+// error reads as held, so nothing is taken for gone on a failed query.
+bool AnyLockOn(int fd, off_t start, off_t len) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = start;
+  lock.l_len = len;
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;
+  return lock.l_type != F_UNLCK;
+}
+
+}  // namespace
+
 int SweepStaleShmLinks(absl::Duration min_age) {
   DIR* dir = opendir("/dev/shm");  // where glibc's shm_open keeps objects
   if (dir == nullptr) return 0;
@@ -105,14 +122,7 @@ int SweepStaleShmLinks(absl::Duration min_age) {
         absl::Now() - absl::TimeFromTimespec(st.st_mtim) < min_age) {
       continue;
     }
-    struct flock lock = {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    lock.l_start = 0;
-    lock.l_len = 2;  // the writer's byte and the reader's
-    if (fcntl(fd, F_OFD_GETLK, &lock) != 0 || lock.l_type != F_UNLCK) {
-      continue;
-    }
+    if (AnyLockOn(fd, 0, 2)) continue;  // the writer's byte, the reader's
     if (shm_unlink(name.c_str()) == 0) ++removed;
   }
   closedir(dir);
@@ -160,13 +170,7 @@ absl::Status ShmLinkEnd::LockOwnByte() {
 }
 
 bool ShmLinkEnd::PeerHolds() const {
-  struct flock lock = {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  lock.l_start = 1 - own_byte_;
-  lock.l_len = 1;
-  if (fcntl(segment_->fd(), F_OFD_GETLK, &lock) != 0) return true;
-  return lock.l_type != F_UNLCK;
+  return AnyLockOn(segment_->fd(), 1 - own_byte_, 1);
 }
 
 int64_t ShmLinkEnd::capacity() const {
