@@ -79,6 +79,7 @@ absl::StatusOr<CostInput> ToInput(const CostFlags& f) {
   in.colocated = f.colocated;
   in.bucket_elements = f.bucket_elements;
   in.max_chunk_elements = f.max_chunk_elements;
+  in.pack_chunks = f.pack_chunks;
   return in;
 }
 
@@ -357,6 +358,10 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
                  "PS: largest chunk (floats)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--pack-chunks", f.pack_chunks,
+                 "PS: consecutive tensors share chunks, as the coordinator's "
+                 "--pack-chunks (false: one tensor per chunk at most)")
+      ->capture_default_str();
   cmd.add_flag("--json", f.json, "print JSON instead of a table");
   // DLRM models (--model dlrm): the three sparse modes.
   cmd.add_option("--vocab-sizes", f.vocab_sizes,

@@ -37,6 +37,7 @@ struct CostFlags {
   std::string optimizer = "momentum";
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;
   int64_t max_chunk_elements = 256 * 1024;
+  bool pack_chunks = true;
   bool json = false;
   // DLRM models only.
   std::string vocab_sizes;  // comma-separated, one per table; "": Criteo-like

@@ -73,7 +73,8 @@ struct PsBytes {
 absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in, int logical) {
   ASSIGN_OR_RETURN(
       std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements));
+      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements,
+                  in.pack_chunks ? PackedChunkCuts() : ChunkCuts()));
   PsBytes b;
   b.push_per_shard.assign(logical, PushHeaderMessage(in.workers));
   b.pull_per_shard.assign(logical, 0);
@@ -271,7 +272,8 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
       std::max(Transfer(on_wire(pull_worker_all), link_rate), pull_s) + lat;
   ASSIGN_OR_RETURN(
       std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements));
+      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements,
+                  in.pack_chunks ? PackedChunkCuts() : ChunkCuts()));
   // The order a worker sends its chunks in: tensors as backward produces
   // them (last first), each tensor's chunks in flat order, as the worker's
   // Ready() calls queue them on its uplink.

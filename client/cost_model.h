@@ -73,7 +73,8 @@ struct CostInput {
   // PS: a shard's time to apply a step, per element of its slice
   // (optimizer + snapshot for the pulls; ~1 ns on this project's CPU).
   double update_seconds_per_element = 1e-9;
-  int64_t max_chunk_elements = 256 * 1024;         // PS chunks
+  int64_t max_chunk_elements = 256 * 1024;  // PS chunks
+  bool pack_chunks = true;  // PS: tensors share chunks (JobSpec.pack_chunks)
   int64_t bucket_elements = 25 * 1024 * 1024 / 4;  // ring buckets
   int64_t piece_elements = 256 * 1024;             // ring messages
   // Gradients on the wire (common/gradient_codec.h); pulled weights are

@@ -72,7 +72,8 @@ std::vector<std::string> JobArgs(const LocalCommandLine& l) {
                 l.error_feedback ? "true" : "false"});
   Append(args, {"--min-workers", std::to_string(l.min_workers),
                 "--finalize-on-push", l.finalize_on_push ? "true" : "false",
-                "--sum-on-arrival", l.sum_on_arrival ? "true" : "false"});
+                "--sum-on-arrival", l.sum_on_arrival ? "true" : "false",
+                "--pack-chunks", l.pack_chunks ? "true" : "false"});
   const std::vector<std::string> pipeline = l.pipeline.ToArgs();
   args.insert(args.end(), pipeline.begin(), pipeline.end());
   if (!l.memory_budget.empty()) {
@@ -302,6 +303,12 @@ void AddLocalFlags(CLI::App& local, LocalCommandLine& line) {
                   "PS sync: shards sum pushes into one buffer as they arrive "
                   "(less shard memory; a worker lost mid-step aborts the "
                   "step; sums not bitwise reproducible with 3+ workers)")
+      ->capture_default_str();
+  local
+      .add_option("--pack-chunks", line.pack_chunks,
+                  "PS: consecutive tensors share chunks, so small tensors "
+                  "travel as a few messages (false: one tensor per chunk at "
+                  "most)")
       ->capture_default_str();
   local.add_option(
       "--bucket-elements", line.bucket_elements,

@@ -42,6 +42,7 @@ struct LocalCommandLine {
   bool error_feedback = true;
   bool finalize_on_push = true;
   bool sum_on_arrival = false;
+  bool pack_chunks = true;  // PS: tensors share chunks
   // Ring and hybrid: who writes the ring checkpoints (all or rank0).
   std::string ring_checkpoint_writers = "all";
   bool ring_shard_optimizer_state = false;  // ring: ZeRO stage 1

@@ -15,7 +15,7 @@ FlatRange ShardRange(int64_t total, int num_shards, int shard) {
 
 absl::StatusOr<std::vector<Chunk>> PlaceChunks(
     absl::Span<const int64_t> tensor_sizes, int num_shards,
-    int64_t max_chunk_elements) {
+    int64_t max_chunk_elements, const ChunkCuts& cuts) {
   if (num_shards < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("num_shards must be >= 1, got %d", num_shards));
@@ -44,26 +44,39 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
     total += tensor_sizes[i];
   }
 
+  // Every offset where a chunk must end besides the shards' ends and
+  // max_chunk_elements, in order.
+  std::vector<int64_t> cut_at;
+  if (cuts.at_tensor_boundaries) {
+    int64_t end = 0;
+    for (int64_t size : tensor_sizes) cut_at.push_back(end += size);
+  }
+  for (int64_t offset : cuts.at) {
+    if (offset > 0 && offset < total) cut_at.push_back(offset);
+  }
+  std::sort(cut_at.begin(), cut_at.end());
   std::vector<Chunk> chunks;
-  int64_t tensor_begin = 0;
-  int shard = 0;
-  for (size_t t = 0; t < tensor_sizes.size(); ++t) {
-    const int64_t tensor_end = tensor_begin + tensor_sizes[t];
-    int64_t pos = tensor_begin;
-    while (pos < tensor_end) {
-      while (ShardRange(total, num_shards, shard).end <= pos) ++shard;
-      const int64_t shard_end = ShardRange(total, num_shards, shard).end;
-      const int64_t end =
-          std::min({tensor_end, shard_end, pos + max_chunk_elements});
+  auto next_cut = cut_at.begin();
+  size_t tensor = 0;         // the tensor holding `pos`
+  int64_t tensor_begin = 0;  // its first element
+  for (int shard = 0; shard < num_shards; ++shard) {
+    const FlatRange owned = ShardRange(total, num_shards, shard);
+    for (int64_t pos = owned.begin; pos < owned.end;) {
+      while (next_cut != cut_at.end() && *next_cut <= pos) ++next_cut;
+      int64_t end = std::min(owned.end, pos + max_chunk_elements);
+      if (next_cut != cut_at.end()) end = std::min(end, *next_cut);
       if (static_cast<int64_t>(chunks.size()) == kMaxChunksPerJob) {
         return LimitExceeded(
             absl::StrFormat("the number of chunks (max_chunk_elements %d)",
                             max_chunk_elements),
             kMaxChunksPerJob + 1, kMaxChunksPerJob);
       }
+      while (tensor_begin + tensor_sizes[tensor] <= pos) {
+        tensor_begin += tensor_sizes[tensor++];
+      }
       Chunk chunk;
       chunk.id = static_cast<int32_t>(chunks.size());
-      chunk.tensor = static_cast<int32_t>(t);
+      chunk.tensor = static_cast<int32_t>(tensor);
       chunk.offset_in_tensor = pos - tensor_begin;
       chunk.flat_offset = pos;
       chunk.length = end - pos;
@@ -71,7 +84,6 @@ absl::StatusOr<std::vector<Chunk>> PlaceChunks(
       chunks.push_back(chunk);
       pos = end;
     }
-    tensor_begin = tensor_end;
   }
   return chunks;
 }

@@ -374,6 +374,16 @@ absl::StatusOr<int64_t> JobStateElements(const v1::JobSpec& job) {
   return state.total_elements();
 }
 
+absl::StatusOr<ChunkCuts> JobChunkCuts(const v1::JobSpec& job,
+                                       int64_t total_elements) {
+  ChunkCuts cuts = job.pack_chunks() && job.pipeline_stages() <= 1
+                       ? PackedChunkCuts()
+                       : ChunkCuts();
+  ASSIGN_OR_RETURN(const int64_t state, JobStateElements(job));
+  if (state > 0) cuts.at.push_back(total_elements - state);
+  return cuts;
+}
+
 absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
                                          int64_t global_batch, int workers) {
   for (size_t i = 0; i < model.layers.size(); ++i) {

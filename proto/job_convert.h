@@ -8,6 +8,7 @@
 #include "common/file_system.h"
 #include "common/gradient_codec.h"
 #include "common/optimizer_config.h"
+#include "common/sharding.h"
 #include "ferry/v1/common.pb.h"
 #include "model/dlrm_spec.h"
 #include "model/embedding_options.h"
@@ -62,6 +63,13 @@ absl::StatusOr<ParameterLayout> JobTensorLayout(const v1::JobSpec& job);
 // is defined), for a DLRM its dense parameters (DlrmParameterLayout), else
 // ModelJobLayout(JobModel).
 absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
+// The cuts every process of the job places its PS chunks with
+// (common/sharding.h): tensors packed when JobSpec.pack_chunks and not a
+// pipeline job, and a cut where the BatchNorm state begins (it travels
+// uncompressed) in a buffer of `total_elements`. JobStateElements' errors.
+absl::StatusOr<ChunkCuts> JobChunkCuts(const v1::JobSpec& job,
+                                       int64_t total_elements);
+
 // The job's starting flat buffer (FAILED_PRECONDITION for a job whose model
 // is a worker's: the coordinator serves its values): for a DLRM the dense
 // weights of its init_from export (model/dlrm_weights.h ReadDlrmWeights; its

@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(PsShardConfig config) {
   }
   ASSIGN_OR_RETURN(std::vector<Chunk> chunks,
                    PlaceChunks(config.tensor_sizes, config.num_shards,
-                               config.max_chunk_elements));
+                               config.max_chunk_elements, config.chunk_cuts));
   int64_t total = 0;
   for (int64_t size : config.tensor_sizes) total += size;
   const FlatRange range = ShardRange(total, config.num_shards, config.shard_id);

@@ -130,6 +130,8 @@ struct PsShardConfig {
   // instead of running the optimizer.
   int64_t state_elements = 0;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
+  // Where chunks are cut (every process of the job places them alike).
+  ChunkCuts chunk_cuts;
   OptimizerConfig optimizer;
   PsConsistency consistency = PsConsistency::kSync;
   // The job's global batch. Async: a push of n samples is applied with the

@@ -83,6 +83,8 @@ absl::StatusOr<PsShardConfig> ShardConfigFor(const v1::JobSpec& job,
   if (dense_here) config.tensor_sizes = layout.TensorSizes();
   config.state_elements = dense_here ? state_elements : 0;
   config.max_chunk_elements = job.max_chunk_elements();
+  ASSIGN_OR_RETURN(config.chunk_cuts,
+                   JobChunkCuts(job, dense_here ? layout.total_elements() : 0));
   ASSIGN_OR_RETURN(config.optimizer, JobOptimizer(job));
   config.consistency = job.consistency() == v1::CONSISTENCY_SYNC
                            ? PsConsistency::kSync

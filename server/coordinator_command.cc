@@ -62,6 +62,13 @@ void AddCoordinatorFlags(CLI::App& command, CoordinatorCommandLine& line) {
                   "largest wire chunk (0: 256Ki)")
       ->group(job);
   command
+      .add_option("--pack-chunks", f.pack_chunks,
+                  "PS: consecutive tensors share chunks, so small tensors "
+                  "(biases, norms) travel as a few messages (false: one "
+                  "tensor per chunk at most; pipeline jobs never pack)")
+      ->capture_default_str()
+      ->group(job);
+  command
       .add_option("--bucket-elements", f.bucket_elements,
                   "ring bucket size (0: 25 MiB)")
       ->group(job);

@@ -201,6 +201,7 @@ absl::StatusOr<v1::JobSpec> BuildJob(const CoordinatorFlags& f,
   job.set_max_chunk_elements(f.max_chunk_elements > 0
                                  ? f.max_chunk_elements
                                  : kDefaultMaxChunkElements);
+  job.set_pack_chunks(f.pack_chunks);
   job.set_bucket_elements(f.bucket_elements > 0 ? f.bucket_elements
                                                 : kDefaultBucketElements);
   job.set_max_steps(f.max_steps);

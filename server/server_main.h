@@ -32,6 +32,7 @@ struct CoordinatorFlags {
   int sync_quorum = 0;
   std::vector<std::string> shards;
   int64_t max_chunk_elements = 0;  // 0: the default
+  bool pack_chunks = true;         // PS: tensors share chunks
   int64_t bucket_elements = 0;     // 0: the default
   int64_t max_steps = 0;
   std::string init_from;     // a model directory the job starts from

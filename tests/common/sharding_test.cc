@@ -9,12 +9,14 @@ namespace ferry {
 namespace {
 
 // Every element of every tensor belongs to exactly one chunk; chunks are in
-// flat order, never span a tensor or a shard boundary, and respect the limit.
+// flat order, never span a shard boundary or one of `cuts.at`, span a tensor
+// boundary only when cuts allow it, and respect the limit.
 void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
-                          int64_t max_chunk) {
+                          int64_t max_chunk, const ChunkCuts& cuts = {}) {
   SCOPED_TRACE(::testing::Message()
-               << "shards=" << shards << " max_chunk=" << max_chunk);
-  auto placed = PlaceChunks(sizes, shards, max_chunk);
+               << "shards=" << shards << " max_chunk=" << max_chunk
+               << " at_tensor_boundaries=" << cuts.at_tensor_boundaries);
+  auto placed = PlaceChunks(sizes, shards, max_chunk, cuts);
   ASSERT_TRUE(placed.ok()) << placed.status();
   const std::vector<Chunk>& chunks = *placed;
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
@@ -31,7 +33,14 @@ void ExpectValidPlacement(const std::vector<int64_t>& sizes, int shards,
     ASSERT_GE(c.tensor, 0);
     ASSERT_LT(c.tensor, static_cast<int>(sizes.size()));
     EXPECT_EQ(tensor_starts[c.tensor] + c.offset_in_tensor, c.flat_offset);
-    EXPECT_LE(c.offset_in_tensor + c.length, sizes[c.tensor]);
+    EXPECT_LT(c.offset_in_tensor, sizes[c.tensor]);
+    if (cuts.at_tensor_boundaries) {
+      EXPECT_LE(c.offset_in_tensor + c.length, sizes[c.tensor]);
+    }
+    for (int64_t cut : cuts.at) {
+      EXPECT_FALSE(c.flat_offset < cut && cut < c.flat_offset + c.length)
+          << "chunk " << i << " spans the cut at " << cut;
+    }
     const FlatRange r = ShardRange(total, shards, c.shard);
     EXPECT_GE(c.flat_offset, r.begin);
     EXPECT_LE(c.flat_offset + c.length, r.end);
@@ -55,16 +64,44 @@ TEST(ShardingTest, CoversEveryElementExactlyOnceForAwkwardSizes) {
       {97, 89, 83, 79, 73},
       {1000003}};
   for (const auto& sizes : models) {
+    const int64_t total =
+        std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
     for (int shards : {1, 2, 3, 5, 7, 8, 16}) {
       for (int64_t max_chunk :
            {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{1} << 18}) {
-        if (max_chunk == 1 &&
-            std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) > 5000)
-          continue;
+        if (max_chunk == 1 && total > 5000) continue;
         ExpectValidPlacement(sizes, shards, max_chunk);
+        ExpectValidPlacement(sizes, shards, max_chunk, PackedChunkCuts());
+        ExpectValidPlacement(sizes, shards, max_chunk,
+                             PackedChunkCuts({total - 3, -1, total + 1}));
       }
     }
   }
+}
+
+TEST(ShardingTest, PackedTensorsShareChunksUpToTheLimitAndTheCuts) {
+  // A transformer-like model: one large tensor, then many small ones.
+  const std::vector<int64_t> sizes = {4096, 8, 8, 16, 16, 16, 16, 4096, 8, 8};
+  auto per_tensor = PlaceChunks(sizes, 1, 8192);
+  ASSERT_TRUE(per_tensor.ok());
+  EXPECT_EQ(per_tensor->size(), sizes.size());
+  auto packed = PlaceChunks(sizes, 1, 8192, PackedChunkCuts());
+  ASSERT_TRUE(packed.ok());
+  ASSERT_EQ(packed->size(), 2u);  // 8288 elements, 8192 at most a chunk
+  EXPECT_EQ((*packed)[0].length, 8192);
+  EXPECT_EQ((*packed)[1].flat_offset, 8192);
+  EXPECT_EQ((*packed)[1].tensor, 7);
+  EXPECT_EQ((*packed)[1].offset_in_tensor, 8192 - 4096 - 80);
+  // Two shards: the shards' boundary still cuts, so does a state cut.
+  auto two = PlaceChunks(sizes, 2, 8192, PackedChunkCuts({8272}));
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 3u);
+  EXPECT_EQ((*two)[0].length, 4144);  // shard 0: [0, 4144)
+  EXPECT_EQ((*two)[1].flat_offset, 4144);
+  EXPECT_EQ((*two)[1].length, 8272 - 4144);
+  EXPECT_EQ((*two)[2].flat_offset, 8272);
+  EXPECT_EQ((*two)[2].length, 16);
+  EXPECT_EQ((*two)[2].shard, 1);
 }
 
 TEST(ShardingTest, DefaultMlpIsBalancedWithinFivePercentOnOneToEightShards) {

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "model/model_params.h"
 #include "model/model_presets.h"
+#include "proto/job_convert.h"
 #include "proto/rpc_util.h"
 #include "ps/ps_client.h"
 #include "tests/integration/cluster_fixture.h"
@@ -122,8 +123,11 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
   options.job_id = status->job().job_id();
   options.worker_id = "test";
   options.shard_addresses = (*cluster)->shard_addresses();
+  // The job's placement: its chunks pack tensors (JobSpec.pack_chunks).
+  auto cuts = JobChunkCuts(status->job(), layout->total_elements());
+  ASSERT_TRUE(cuts.ok()) << cuts.status();
   options.chunks = *PlaceChunks(layout->TensorSizes(), logical_shards,
-                                status->job().max_chunk_elements());
+                                status->job().max_chunk_elements(), *cuts);
   auto client = GrpcParameterClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<float> weights(layout->total_elements());

@@ -129,6 +129,45 @@ TEST_F(CoordinatorJobTest, ADenseJobIsAsBefore) {
   EXPECT_EQ(test->num_samples, 100);
 }
 
+// PS chunks pack tensors unless --pack-chunks false or a pipeline job, and
+// always end where BatchNorm state begins (state travels uncompressed).
+TEST_F(CoordinatorJobTest, ChunksPackTensorsExceptInPipelinesAndEndAtState) {
+  auto built = BuildCoordinatorJob(Dense());
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(built->job.pack_chunks());
+  auto cuts = JobChunkCuts(built->job, 784 * 16 + 16 + 16 * 10 + 10);
+  ASSERT_TRUE(cuts.ok()) << cuts.status();
+  EXPECT_FALSE(cuts->at_tensor_boundaries);
+  EXPECT_TRUE(cuts->at.empty());
+  v1::JobSpec pipeline = built->job;
+  pipeline.set_pipeline_stages(2);
+  EXPECT_TRUE(JobChunkCuts(pipeline, 100)->at_tensor_boundaries);
+
+  CoordinatorFlags unpacked = Dense();
+  unpacked.pack_chunks = false;
+  built = BuildCoordinatorJob(unpacked);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE(JobChunkCuts(built->job, 100)->at_tensor_boundaries);
+
+  // A BatchNorm1d: its running statistics are the buffer's last elements.
+  std::ofstream(*dir_ + "/bn.json") << R"({"format": "ferry.model.v1",
+      "input": {"shape": [8]}, "classes": 2, "layers": [
+      {"type": "Linear", "args": {"in_features": 8, "out_features": 16}},
+      {"type": "BatchNorm1d", "args": {"num_features": 16}},
+      {"type": "Linear", "args": {"in_features": 16, "out_features": 2}}]})";
+  CoordinatorFlags bn = Dense();
+  bn.model = *dir_ + "/bn.json";
+  built = BuildCoordinatorJob(bn);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto state = JobStateElements(built->job);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_GT(*state, 0);
+  cuts = JobChunkCuts(built->job, 1000);
+  ASSERT_TRUE(cuts.ok()) << cuts.status();
+  EXPECT_FALSE(cuts->at_tensor_boundaries);
+  EXPECT_THAT(cuts->at, ::testing::ElementsAre(1000 - *state));
+}
+
 // Async and SSP count their schedule in pushes (one per worker per step of
 // the global batch): the warm-up, decay and cosine lengths given in steps
 // are stretched by the expected workers; sync keeps them.
