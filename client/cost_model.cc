@@ -69,12 +69,18 @@ struct PsBytes {
   std::vector<int64_t> pull_per_shard;  // one worker's pull bytes from shard s
 };
 
+// The chunks a job of `in` places on `logical` shards (its cuts as the
+// coordinator's --pack-chunks makes them; the model has no BatchNorm state
+// here).
+absl::StatusOr<std::vector<Chunk>> PlaceCostChunks(const CostInput& in,
+                                                   int logical) {
+  return PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements,
+                     in.pack_chunks ? PackedChunkCuts() : ChunkCuts());
+}
+
 // Per logical shard (shards x partitions of them, each its own streams).
 absl::StatusOr<PsBytes> PsStepBytes(const CostInput& in, int logical) {
-  ASSIGN_OR_RETURN(
-      std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements,
-                  in.pack_chunks ? PackedChunkCuts() : ChunkCuts()));
+  ASSIGN_OR_RETURN(std::vector<Chunk> chunks, PlaceCostChunks(in, logical));
   PsBytes b;
   b.push_per_shard.assign(logical, PushHeaderMessage(in.workers));
   b.pull_per_shard.assign(logical, 0);
@@ -270,13 +276,11 @@ absl::StatusOr<CostPrediction> PredictPs(const CostInput& in, int64_t total) {
       std::max(Transfer(on_wire(push_worker_all), link_rate), push_s) + lat;
   p.pull_seconds =
       std::max(Transfer(on_wire(pull_worker_all), link_rate), pull_s) + lat;
-  ASSIGN_OR_RETURN(
-      std::vector<Chunk> chunks,
-      PlaceChunks(in.tensor_sizes, logical, in.max_chunk_elements,
-                  in.pack_chunks ? PackedChunkCuts() : ChunkCuts()));
-  // The order a worker sends its chunks in: tensors as backward produces
-  // them (last first), each tensor's chunks in flat order, as the worker's
-  // Ready() calls queue them on its uplink.
+  ASSIGN_OR_RETURN(std::vector<Chunk> chunks, PlaceCostChunks(in, logical));
+  // The order a worker sends its chunks in: as backward completes them
+  // (last tensors first; a packed chunk once its first tensor, the last of
+  // its tensors backward produces, is ready), each tensor's chunks in flat
+  // order, as the worker's Ready() calls queue them on its uplink.
   std::stable_sort(
       chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) {
         return a.tensor != b.tensor ? a.tensor > b.tensor

@@ -58,11 +58,7 @@ absl::StatusOr<std::unique_ptr<GrpcShardControl>> GrpcShardControl::Create(
         std::make_unique<RingWeightsSource>(job.job_id(), kRingFetchTimeout);
     layout = ParameterLayout();
   }
-  ASSIGN_OR_RETURN(const ChunkCuts cuts,
-                   JobChunkCuts(job, layout.total_elements()));
-  ASSIGN_OR_RETURN(options.chunks,
-                   PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
-                               job.max_chunk_elements(), cuts));
+  ASSIGN_OR_RETURN(options.chunks, JobChunks(job, layout));
   ASSIGN_OR_RETURN(control->puller_,
                    GrpcParameterClient::Create(std::move(options)));
   absl::MutexLock lock(&control->eval_mu_);

@@ -384,6 +384,16 @@ absl::StatusOr<ChunkCuts> JobChunkCuts(const v1::JobSpec& job,
   return cuts;
 }
 
+absl::StatusOr<std::vector<Chunk>> JobChunks(const v1::JobSpec& job,
+                                             const ParameterLayout& layout) {
+  ASSIGN_OR_RETURN(const ChunkCuts cuts,
+                   JobChunkCuts(job, layout.total_elements()));
+  return PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
+                     job.max_chunk_elements() > 0 ? job.max_chunk_elements()
+                                                  : kDefaultMaxChunkElements,
+                     cuts);
+}
+
 absl::Status CheckModelForDistributedJob(const ModelDef& model, bool sync,
                                          int64_t global_batch, int workers) {
   for (size_t i = 0; i < model.layers.size(); ++i) {

@@ -70,6 +70,13 @@ absl::StatusOr<ParameterLayout> JobDenseLayout(const v1::JobSpec& job);
 absl::StatusOr<ChunkCuts> JobChunkCuts(const v1::JobSpec& job,
                                        int64_t total_elements);
 
+// The job's PS chunks over `layout` (what a worker or the coordinator
+// exchanges with the shards): PlaceChunks with the job's shard count,
+// max_chunk_elements (kDefaultMaxChunkElements when 0) and JobChunkCuts.
+// JobChunkCuts' and PlaceChunks' errors.
+absl::StatusOr<std::vector<Chunk>> JobChunks(const v1::JobSpec& job,
+                                             const ParameterLayout& layout);
+
 // The job's starting flat buffer (FAILED_PRECONDITION for a job whose model
 // is a worker's: the coordinator serves its values): for a DLRM the dense
 // weights of its init_from export (model/dlrm_weights.h ReadDlrmWeights; its

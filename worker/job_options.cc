@@ -15,14 +15,7 @@ absl::StatusOr<GrpcParameterClientOptions> ParameterClientOptionsForJob(
   options.worker_id.assign(worker_id.data(), worker_id.size());
   options.shard_addresses.assign(job.shard_addresses().begin(),
                                  job.shard_addresses().end());
-  ASSIGN_OR_RETURN(const ChunkCuts cuts,
-                   JobChunkCuts(job, layout.total_elements()));
-  ASSIGN_OR_RETURN(
-      options.chunks,
-      PlaceChunks(layout.TensorSizes(), job.shard_addresses_size(),
-                  job.max_chunk_elements() > 0 ? job.max_chunk_elements()
-                                               : kDefaultMaxChunkElements,
-                  cuts));
+  ASSIGN_OR_RETURN(options.chunks, JobChunks(job, layout));
   options.compression = FromProto(job.compression());
   // BatchNorm state chunks travel uncompressed.
   ASSIGN_OR_RETURN(const int64_t state, JobStateElements(job));

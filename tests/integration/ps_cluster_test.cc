@@ -123,11 +123,10 @@ TEST_P(SyncPsEquivalenceTest, SyncPsMatchesSingleProcessWeights) {
   options.job_id = status->job().job_id();
   options.worker_id = "test";
   options.shard_addresses = (*cluster)->shard_addresses();
-  // The job's placement: its chunks pack tensors (JobSpec.pack_chunks).
-  auto cuts = JobChunkCuts(status->job(), layout->total_elements());
-  ASSERT_TRUE(cuts.ok()) << cuts.status();
-  options.chunks = *PlaceChunks(layout->TensorSizes(), logical_shards,
-                                status->job().max_chunk_elements(), *cuts);
+  // The job's placement (its chunks pack tensors: JobSpec.pack_chunks).
+  auto chunks = JobChunks(status->job(), *layout);
+  ASSERT_TRUE(chunks.ok()) << chunks.status();
+  options.chunks = *std::move(chunks);
   auto client = GrpcParameterClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<float> weights(layout->total_elements());
