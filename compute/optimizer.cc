@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/range_sets.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -95,10 +96,21 @@ absl::Status Optimizer::UpdateTrainable(const OptimizerStepParams& p,
   return RunDenseUpdate(*backend_, *dense_, p, args);
 }
 
-absl::Status Optimizer::Apply(const float* grad, float* param,
-                              double lr_scale) {
-  RETURN_IF_ERROR(
-      UpdateRange(StepParams(lr_scale), 0, size_, grad, param, lr_scale));
+absl::Status Optimizer::Apply(const float* grad, float* param, double lr_scale,
+                              absl::Span<const FlatRange> skip) {
+  const OptimizerStepParams p = StepParams(lr_scale);
+  if (skip.empty()) {
+    RETURN_IF_ERROR(UpdateRange(p, 0, size_, grad, param, lr_scale));
+  } else {
+    RETURN_IF_ERROR(CheckRangeSet(skip, static_cast<int64_t>(trainable_),
+                                  "parameters skipped by the optimizer"));
+    for (const FlatRange& r :
+         ComplementRangeSet(skip, 0, static_cast<int64_t>(size_))) {
+      RETURN_IF_ERROR(UpdateRange(p, static_cast<size_t>(r.begin),
+                                  static_cast<size_t>(r.end), grad, param,
+                                  lr_scale));
+    }
+  }
   ++steps_applied_;
   return absl::OkStatus();
 }

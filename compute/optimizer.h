@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/optimizer_config.h"
+#include "common/sharding.h"
 #include "compute/compute_backend.h"
 #include "compute/dense_optimizers.h"
 
@@ -43,7 +45,15 @@ class Optimizer {
   // multiplied by `lr_scale` for this update: an async shard applies a push
   // of b samples with b / global_batch (the linear scaling rule).
   // Increments steps_applied().
-  absl::Status Apply(const float* grad, float* param, double lr_scale = 1.0);
+  //
+  // `skip` (a range set, common/range_sets.h, inside [0, trainable())) are
+  // parameters the step's gradient leaves out (no sample used them): they
+  // and their optimizer state stay as they are, as torch's optimizers skip
+  // a parameter whose .grad is None. (Adam's bias correction counts the
+  // optimizer's steps, not each element's.) INVALID_ARGUMENT for a `skip`
+  // that is not such a set (nothing applied).
+  absl::Status Apply(const float* grad, float* param, double lr_scale = 1.0,
+                     absl::Span<const FlatRange> skip = {});
 
   // One update of the elements in `ranges` only (offsets into the same
   // size() buffers; each range within [0, size()), ranges disjoint), with

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/link_shaper.h"
 #include "common/prometheus_metrics.h"
+#include "common/range_sets.h"
 #include "ferry/v1/ps.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/raw_wire.h"
@@ -53,7 +54,8 @@ class GrpcPushSession final : public PushSession {
         feedback_(feedback),
         group_(static_cast<int>(shards.size())),
         partial_(options.chunks.size()),
-        covered_(options.chunks.size(), 0) {
+        covered_(options.chunks.size(), 0),
+        absent_(options.chunks.size()) {
     // With rows, a shard's stream also waits for AddRows.
     // commit_at_finish: one more that only Finish() takes off.
     for (const auto& shard : shards_) {
@@ -96,9 +98,14 @@ class GrpcPushSession final : public PushSession {
   absl::Status ReadyZeros(int64_t offset, int64_t length) override {
     return Declare(offset, length, nullptr);
   }
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override {
+    return Declare(offset, length, nullptr, /*absent=*/true);
+  }
 
-  // Ready(), `grads` null for zeros.
-  absl::Status Declare(int64_t offset, int64_t length, const float* grads) {
+  // Ready(), `grads` null for zeros; `absent`: the zeros are absent
+  // (PushRequest.absent), except in compressed chunks.
+  absl::Status Declare(int64_t offset, int64_t length, const float* grads,
+                       bool absent = false) {
     if (finished_)
       return absl::FailedPreconditionError("push already finished");
     if (offset < 0 || length < 0 || offset + length > num_elements_) {
@@ -135,6 +142,11 @@ class GrpcPushSession final : public PushSession {
       const bool whole = covered_[i] == 0 && lo == c.flat_offset &&
                          hi == c.flat_offset + c.length;
       const float* values = grads == nullptr ? nullptr : grads + (lo - offset);
+      // Error feedback may add a residual to a compressed chunk's zeros,
+      // and the codecs carry no ranges: there absent is zeros.
+      if (absent && !compress) {
+        absent_[i].push_back({lo - c.flat_offset, hi - c.flat_offset});
+      }
       if (whole && ZerosMayTravel(compress) &&
           (values == nullptr || AllZero(values, c.length))) {
         covered_[i] = c.length;
@@ -227,15 +239,19 @@ class GrpcPushSession final : public PushSession {
     return absl::OkStatus();
   }
 
-  // Queues chunk `c`'s message on its shard's stream; closes the stream
-  // after the shard's last chunk, so that the shard commits (and, finalizing
-  // on push, applies the step and answers pulls) while the other shards'
-  // chunks are still being produced.
+  // Queues chunk `c`'s message, with its absent ranges, on its shard's
+  // stream; closes the stream after the shard's last chunk, so that the
+  // shard commits (and, finalizing on push, applies the step and answers
+  // pulls) while the other shards' chunks are still being produced.
   void Send(const Chunk& c, const grpc::Slice& data,
             GradientEncoding encoding) {
     if (!first_chunk_.has_value()) first_chunk_ = absl::Now();
+    std::vector<FlatRange>& absent = absent_[c.id];
+    const std::vector<int64_t> pairs =
+        absent.empty() ? std::vector<int64_t>()
+                       : ToRangePairs(NormalizeRanges(std::move(absent)));
     calls_[c.shard]->Enqueue(
-        ChunkMessage(c.id, data, static_cast<int>(encoding)));
+        ChunkMessage(c.id, data, static_cast<int>(encoding), pairs));
     if (--unsent_[c.shard] == 0) calls_[c.shard]->Close();
   }
 
@@ -333,9 +349,10 @@ class GrpcPushSession final : public PushSession {
   std::vector<std::unique_ptr<ShardPushCall>> calls_;  // [shard], latest
   std::map<int64_t, int64_t> declared_;                // begin -> end, disjoint
   int64_t declared_elements_ = 0;
-  std::vector<grpc::Slice> partial_;  // [chunk] data being assembled
-  std::vector<int64_t> covered_;      // [chunk] elements declared
-  std::vector<int64_t> unsent_;       // [shard] chunks not yet enqueued
+  std::vector<grpc::Slice> partial_;            // [chunk] data being assembled
+  std::vector<int64_t> covered_;                // [chunk] elements declared
+  std::vector<std::vector<FlatRange>> absent_;  // [chunk] declared absent
+  std::vector<int64_t> unsent_;  // [shard] chunks not yet enqueued
   bool finished_ = false;
   bool rows_expected_ = false;  // begun with_rows, AddRows not yet called
   const absl::Time created_ = absl::Now();

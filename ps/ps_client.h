@@ -97,6 +97,13 @@ class PushSession {
   // travelling as flags. Errors as Ready()'s.
   virtual absl::Status ReadyZeros(int64_t offset, int64_t length) = 0;
 
+  // Declares [offset, offset + length) final, all zeros and absent: no
+  // sample of the push used those parameters (PushRequest.absent), so a
+  // step whose every contributor leaves an element out skips it in the
+  // shard's optimizer. Only parameters, not the model's state. In a
+  // compressed chunk absent elements travel as zeros. Errors as Ready()'s.
+  virtual absl::Status ReadyAbsent(int64_t offset, int64_t length) = 0;
+
   // Closes every stream and waits for every shard's answer, retrying shards
   // that were UNAVAILABLE per the client's RetryPolicy. A shard answering
   // ALREADY_EXISTS counts as accepted, on any attempt: it holds this

@@ -11,6 +11,7 @@
 #include "common/optimizer_config.h"
 #include "common/peer_limits.h"
 #include "common/prometheus_metrics.h"
+#include "common/range_sets.h"
 #include "common/status_macros.h"
 #include "common/step_trace.h"
 #include "compute/cpu_backend.h"
@@ -236,6 +237,9 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     const float n = static_cast<float>(h.num_samples);
     for (float& g : grad) g /= n;
   }
+  // Chunks come in any order; their absent ranges are disjoint.
+  const std::vector<FlatRange> absent =
+      NormalizeRanges(std::move(staging->absent_));
   ReadyList ready;
   int64_t version = 0;
   {
@@ -249,9 +253,10 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
     }
     if (!status.ok()) return RejectLocked(std::move(status));
     if (config_.consistency == PsConsistency::kSync) {
-      ledger_.Hold(h.worker_id, PsContribution{h.num_samples, std::move(grad),
-                                               std::move(staging->rows_),
-                                               h.step_contributors});
+      ledger_.Hold(h.worker_id,
+                   PsContribution{h.num_samples, std::move(grad),
+                                  std::move(staging->rows_),
+                                  h.step_contributors, std::move(absent)});
       // On arrival, a set whose sum holds another worker's chunks waits
       // for the coordinator (which forms the step again). ApplyStepLocked
       // checks the sum again under its lock: a chunk may come in between.
@@ -273,9 +278,9 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
           return RejectLocked(std::move(applied));
         }
       }
-      RETURN_IF_ERROR(
-          ApplyLocked(grad.data(), ready,
-                      AsyncLrScale(h.num_samples, config_.global_batch)));
+      RETURN_IF_ERROR(ApplyLocked(
+          grad.data(), ready, AsyncLrScale(h.num_samples, config_.global_batch),
+          absent));
       grads_.Recycle(std::move(grad));
       ledger_.RecordAsyncStep(h.worker_id, h.step);
       counters_.RecordStaleness(staleness);
@@ -292,9 +297,10 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
 }
 
 absl::Status PsShard::ApplyLocked(const float* grad, ReadyList& ready,
-                                  double lr_scale) {
+                                  double lr_scale,
+                                  absl::Span<const FlatRange> skip) {
   mu_.AssertHeld();
-  RETURN_IF_ERROR(slice_.Apply(grad, lr_scale));
+  RETURN_IF_ERROR(slice_.Apply(grad, lr_scale, skip));
   waiters_.TakeReady(slice_.version(), slice_.snapshot(), ready);
   return absl::OkStatus();
 }

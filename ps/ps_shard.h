@@ -202,6 +202,9 @@ class PsPushStaging {
   std::vector<float> scratch_;    // on arrival: a decoded chunk
   std::vector<bool> seen_;        // by owned chunk index
   std::vector<SparseRows> rows_;  // embedding rows, one part per table
+  // The slice's elements the push leaves out (PushRequest.absent), slice
+  // offsets, in the order the chunks came.
+  std::vector<FlatRange> absent_;
   int64_t chunks_seen_ = 0;
   absl::Status error_;      // first error; once set, the push is rejected
   uint64_t rollbacks_ = 0;  // the shard's rollback count at BeginPush
@@ -271,10 +274,16 @@ class PsShard {
                         size_t num_bytes);
   // The same for a chunk whose bytes lie in `pieces`, back to back (a
   // received message's slices: copied once into the push's buffer, or
-  // read in place when in one piece).
+  // read in place when in one piece). `absent`: the chunk's elements that
+  // the push leaves out (PushRequest.absent: (begin, end) pairs of chunk
+  // offsets), which the step's optimizer skips when every contributor left
+  // them out; also INVALID_ARGUMENT when they are not a sorted, disjoint
+  // set of ranges inside the chunk, reach the model's non-trainable state,
+  // or hold a value other than 0.
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         GradientEncoding encoding,
-                        absl::Span<const absl::string_view> pieces);
+                        absl::Span<const absl::string_view> pieces,
+                        absl::Span<const int64_t> absent = {});
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         absl::Span<const float> values) {
     return AddChunk(staging, chunk_id, values.data(),
@@ -465,11 +474,17 @@ class PsShard {
                                            int32_t chunk_id);
   // Rejects the push for good with `status` (counted once); returns it.
   absl::Status FailPush(PsPushStaging& staging, absl::Status status);
+  // AddChunk's check of a chunk's absent ranges (`values`: its floats);
+  // adds them to the staging.
+  absl::Status AddAbsent(PsPushStaging& staging, const Chunk& chunk,
+                         const float* values, absl::Span<const int64_t> absent);
   // Applies `grad` (already averaged) to the slice, its learning rates
   // times `lr_scale`, and bumps the version; moves the waits that become
-  // ready into `ready`.
+  // ready into `ready`. `skip`: slice elements no contributor's gradient
+  // holds (left alone with their optimizer state).
   absl::Status ApplyLocked(const float* grad, ReadyList& ready,
-                           double lr_scale = 1.0)
+                           double lr_scale = 1.0,
+                           absl::Span<const FlatRange> skip = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sync: applies the open step over `contributors` (each has a held
   // push): sums them in that order, divides by their samples, applies,

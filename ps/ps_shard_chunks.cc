@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/finite_scale.h"
+#include "common/range_sets.h"
+#include "common/status_macros.h"
 #include "ps/ps_shard.h"
 
 namespace ferry {
@@ -53,7 +55,8 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
 
 absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
                                GradientEncoding encoding,
-                               absl::Span<const absl::string_view> pieces) {
+                               absl::Span<const absl::string_view> pieces,
+                               absl::Span<const int64_t> absent) {
   absl::StatusOr<const Chunk*> found = StagedChunk(staging, chunk_id);
   if (!found.ok()) return found.status();
   const Chunk& chunk = **found;
@@ -113,6 +116,9 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
                                  "chunk %d: element %d is not finite (%f)",
                                  chunk_id, i, values[i])));
   }
+  if (!absent.empty()) {
+    RETURN_IF_ERROR(AddAbsent(staging, chunk, values, absent));
+  }
   const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
   if (staging.on_arrival_) {
     const PsPushHeader& h = staging.header_;
@@ -125,6 +131,43 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
   }
   staging.seen_[index] = true;
   ++staging.chunks_seen_;
+  return absl::OkStatus();
+}
+
+absl::Status PsShard::AddAbsent(PsPushStaging& staging, const Chunk& chunk,
+                                const float* values,
+                                absl::Span<const int64_t> absent) {
+  std::vector<FlatRange> ranges;
+  if (absl::Status s = FromRangePairs(
+          absent, chunk.length,
+          absl::StrFormat("absent ranges of chunk %d", chunk.id), &ranges);
+      !s.ok()) {
+    return FailPush(staging, std::move(s));
+  }
+  const int64_t model_end =
+      all_chunks_.back().flat_offset + all_chunks_.back().length;
+  const int64_t trainable_end = model_end - config_.state_elements;
+  for (const FlatRange& r : ranges) {
+    if (chunk.flat_offset + r.end > trainable_end) {
+      return FailPush(
+          staging,
+          absl::InvalidArgumentError(absl::StrFormat(
+              "chunk %d: absent range [%d, %d) reaches the model's "
+              "non-trainable state (from element %d); only parameters can "
+              "be absent",
+              chunk.id, r.begin, r.end, trainable_end - chunk.flat_offset)));
+    }
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      if (values[i] != 0.0f) {
+        return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
+                                     "chunk %d: element %d is in an absent "
+                                     "range but holds %f, not 0",
+                                     chunk.id, i, values[i])));
+      }
+    }
+    const int64_t at = chunk.flat_offset - range_.begin;
+    staging.absent_.push_back({at + r.begin, at + r.end});
+  }
   return absl::OkStatus();
 }
 

@@ -112,7 +112,8 @@ absl::Status PsShard::ApplySumLocked(
       arrival != nullptr ? arrival->sum() : ledger_.SumInOrder(contributors);
   const float n = static_cast<float>(total_samples);
   for (float& g : sum) g /= n;
-  const absl::Status applied = ApplyLocked(sum.data(), ready);
+  const absl::Status applied =
+      ApplyLocked(sum.data(), ready, 1.0, ledger_.AbsentInAll(contributors));
   // The first buffer holds the sum now: the pushes are spent either way.
   ledger_.DropHeld(grads_);
   // The next step, or the same one again.

@@ -1,10 +1,13 @@
 #include "ps/ps_wire.h"
 
+#include <cstring>
+#include <vector>
+
 namespace ferry {
 namespace {
 // Protobuf wire format, just what PushRequest and PullResponse need.
-constexpr int kPushChunkIdField = 2, kPushDataField = 3,
-              kPushEncodingField = 4;  // PushRequest
+constexpr int kPushChunkIdField = 2, kPushDataField = 3, kPushEncodingField = 4,
+              kPushAbsentField = 6;  // PushRequest
 constexpr int kPullVersionField = 1, kPullChunkIdField = 2,
               kPullDataField = 3;  // PullResponse
 
@@ -14,7 +17,7 @@ constexpr int kPullVersionField = 1, kPullChunkIdField = 2,
 // not copied): the encoded fields before the data, the data slice, then the
 // encoding (field order, as protobuf serializes it).
 grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
-                              int encoding) {
+                              int encoding, absl::Span<const int64_t> absent) {
   uint8_t prefix[32];
   uint8_t* p = prefix;
   if (chunk_id != 0) {  // proto3 omits zero scalars
@@ -25,16 +28,30 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
     *p++ = kPushDataField << 3 | kWireLength;
     p = PutVarint(data.size(), p);
   }
-  if (encoding == 0) {
+  if (encoding == 0 && absent.empty()) {
     const grpc::Slice slices[2] = {grpc::Slice(prefix, p - prefix), data};
     return grpc::ByteBuffer(slices, 2);
   }
-  uint8_t suffix[16];
-  uint8_t* q = suffix;
-  *q++ = kPushEncodingField << 3 | kWireVarint;
-  q = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(encoding)), q);
+  // The fields after the data: the encoding, then the absent ranges packed
+  // (proto3's encoding of a repeated scalar), each varint at most 10 bytes.
+  std::vector<uint8_t> suffix(16 + 10 * (absent.size() + 2));
+  uint8_t* q = suffix.data();
+  if (encoding != 0) {
+    *q++ = kPushEncodingField << 3 | kWireVarint;
+    q = PutVarint(static_cast<uint64_t>(static_cast<int64_t>(encoding)), q);
+  }
+  if (!absent.empty()) {
+    std::vector<uint8_t> values(10 * absent.size());
+    uint8_t* v = values.data();
+    for (int64_t bound : absent) v = PutVarint(static_cast<uint64_t>(bound), v);
+    const size_t length = static_cast<size_t>(v - values.data());
+    *q++ = kPushAbsentField << 3 | kWireLength;
+    q = PutVarint(length, q);
+    std::memcpy(q, values.data(), length);
+    q += length;
+  }
   const grpc::Slice slices[3] = {grpc::Slice(prefix, p - prefix), data,
-                                 grpc::Slice(suffix, q - suffix)};
+                                 grpc::Slice(suffix.data(), q - suffix.data())};
   return grpc::ByteBuffer(slices, 3);
 }
 

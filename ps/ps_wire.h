@@ -7,16 +7,19 @@
 
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/raw_wire.h"
 
 namespace ferry {
 
-// A PushRequest {chunk_id, data, encoding} whose data is `data`
-// (referenced). `encoding` is a ferry.v1.GradientEncoding number; 0 (fp32)
-// and empty data (ENCODING_ZEROS) are omitted, as protobuf does.
+// A PushRequest {chunk_id, data, encoding, absent} whose data is `data`
+// (referenced). `encoding` is a ferry.v1.GradientEncoding number; 0 (fp32),
+// empty data (ENCODING_ZEROS) and no absent ranges are omitted, as
+// protobuf does. `absent`: (begin, end) pairs (PushRequest.absent).
 grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
-                              int encoding = 0);
+                              int encoding = 0,
+                              absl::Span<const int64_t> absent = {});
 
 // The fields of one PullResponse, its data left in place.
 struct PullMessage {

@@ -60,8 +60,8 @@ absl::Status TakePush(PsShard& shard, const v1::PushRequest& request,
     return shard.AddRows(*staging, *std::move(rows));
   }
   return shard.AddChunk(*staging, request.chunk_id(),
-                        static_cast<GradientEncoding>(request.encoding()),
-                        data);
+                        static_cast<GradientEncoding>(request.encoding()), data,
+                        request.absent());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/peer_limits.h"
+#include "common/range_sets.h"
 
 namespace ferry {
 
@@ -118,6 +119,19 @@ std::vector<float>& PushLedger::SumInOrder(
     for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
   }
   return sum;
+}
+
+std::vector<FlatRange> PushLedger::AbsentInAll(
+    absl::Span<const PsContributor> contributors) const {
+  std::vector<FlatRange> absent;
+  for (size_t c = 0; c < contributors.size(); ++c) {
+    auto held = held_.find(contributors[c].worker_id);
+    if (held == held_.end()) return {};
+    const std::vector<FlatRange>& theirs = held->second.absent;
+    absent = c == 0 ? theirs : IntersectRangeSets(absent, theirs);
+    if (absent.empty()) break;
+  }
+  return absent;
 }
 
 void PushLedger::DropHeld(GradBufferPool& pool) {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/sharding.h"
 #include "model/embedding_bag.h"
 #include "ps/grad_buffer_pool.h"
 #include "ps/step_contributors.h"
@@ -34,6 +35,9 @@ struct PsContribution {
   std::vector<float> grad;
   std::vector<SparseRows> rows;
   std::vector<PsContributor> step_set;  // the push's step_contributors
+  // Slice elements the push leaves out (a range set): no sample of it used
+  // them (PushRequest.absent).
+  std::vector<FlatRange> absent;
 };
 
 class PushLedger {
@@ -87,6 +91,10 @@ class PushLedger {
   // Adds the contributors' gradients in their order into the first one's
   // buffer and returns it (the same values as a sum from zero).
   std::vector<float>& SumInOrder(absl::Span<const PsContributor> contributors);
+  // The slice elements every one of `contributors` (each holding a push)
+  // left out: the step's optimizer skips them.
+  std::vector<FlatRange> AbsentInAll(
+      absl::Span<const PsContributor> contributors) const;
 
   // Drops every held push, their buffers into `pool`.
   void DropHeld(GradBufferPool& pool);

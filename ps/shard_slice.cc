@@ -38,9 +38,10 @@ ShardSlice::ShardSlice(int32_t shard_id,
       current_(std::make_shared<PsSnapshot>(
           PsSnapshot{.version = 0, .values = std::move(params)})) {}
 
-absl::Status ShardSlice::Apply(const float* grad, double lr_scale) {
+absl::Status ShardSlice::Apply(const float* grad, double lr_scale,
+                               absl::Span<const FlatRange> skip) {
   std::vector<float>& params = WritableParams(/*keep_values=*/true);
-  absl::Status status = optimizer_.Apply(grad, params.data(), lr_scale);
+  absl::Status status = optimizer_.Apply(grad, params.data(), lr_scale, skip);
   if (!status.ok()) {
     return absl::InternalError(
         absl::StrFormat("optimizer update of shard %d failed: %s", shard_id_,

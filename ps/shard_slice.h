@@ -41,8 +41,10 @@ class ShardSlice {
 
   // Applies `grad` (already averaged; the slice's size) with the optimizer,
   // its learning rates times `lr_scale`, and bumps the version. INTERNAL
-  // naming the shard when the optimizer fails (the version stays).
-  absl::Status Apply(const float* grad, double lr_scale = 1.0);
+  // naming the shard when the optimizer fails (the version stays). `skip`:
+  // slice elements no contributor's gradient holds (Optimizer::Apply).
+  absl::Status Apply(const float* grad, double lr_scale = 1.0,
+                     absl::Span<const FlatRange> skip = {});
 
   // Sets `view`'s version, optimizer steps, params (in place) and
   // optimizer state (in place on a host-memory backend, else host copies

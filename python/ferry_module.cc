@@ -258,8 +258,8 @@ class PyWorker {
         .duration_seconds = duration_s}));
   }
 
-  void Ready(int64_t offset, int64_t length) {
-    Check(worker_->channel().Ready(offset, length));
+  void Ready(int64_t offset, int64_t length, bool absent) {
+    Check(worker_->channel().Ready(offset, length, absent));
   }
 
   bool Finish(double loss_sum, int64_t correct) {
@@ -459,7 +459,8 @@ PYBIND11_MODULE(_ferry, m) {
       .def("grads", &PyWorker::Grads)
       .def("next_lease", &PyWorker::NextLease, py::arg("train_samples"),
            py::arg("wait_s"))
-      .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"))
+      .def("ready", &PyWorker::Ready, py::arg("offset"), py::arg("length"),
+           py::arg("absent") = false)
       .def("finish", &PyWorker::Finish, py::arg("loss_sum"),
            py::arg("correct") = 0)
       .def("set_evaluates", &PyWorker::SetEvaluates, py::arg("evaluates"))

@@ -14,6 +14,7 @@
 //   EndOfTrainingExchange   ring
 //   CommittedStepsObserver  ring
 //   StepWeightsExchange     PS
+//   AbsentGradientExchange  PS, ring
 //
 // Ownership: a capability is the exchange itself (or a part it owns); it
 // lives as long as the exchange. Thread safety: as the exchange's methods,
@@ -79,6 +80,27 @@ class PartialBufferExchange : public ExchangeCapability {
 
  protected:
   ~PartialBufferExchange() = default;
+};
+
+// Steps whose gradient may leave parameters out: a PyTorch worker's
+// parameter that no sample of the step used keeps .grad None, and torch's
+// optimizers then skip it (no momentum, no weight decay). An element that
+// every contributor of a step leaves out is skipped by the job's optimizer
+// (the shards' in PS mode, every member's in ring mode); one used by any
+// contributor is updated with the mean gradient, the others' zeros
+// included. Exchanges without it take such ranges as zeros (Ready).
+class AbsentGradientExchange : public ExchangeCapability {
+ public:
+  static constexpr char kName[] = "absent gradients";
+
+  // Declares [offset, offset + length) of the step's gradient final, zero
+  // (the buffer holds zeros there) and absent. Only parameters, never the
+  // model's non-trainable state. Counts as a Ready() of the range; errors
+  // as Ready()'s.
+  virtual absl::Status ReadyAbsent(int64_t offset, int64_t length) = 0;
+
+ protected:
+  ~AbsentGradientExchange() = default;
 };
 
 // Exchanges with work to do once the coordinator ended the job (FINISH).

@@ -49,15 +49,18 @@ absl::StatusOr<std::optional<HostLease>> HostStepChannel::NextLease(
   return std::optional<HostLease>();  // finished
 }
 
-absl::Status HostStepChannel::Ready(int64_t offset, int64_t length) {
+absl::Status HostStepChannel::Ready(int64_t offset, int64_t length,
+                                    bool absent) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = EndedLocked(); !s.ok()) return s;
   if (host_ != HostState::kInStep) {
     return absl::FailedPreconditionError(
         "no step is open: gradients are declared between a batch and step()");
   }
-  events_.push_back(HostEvent{
-      .kind = HostEvent::Kind::kReady, .offset = offset, .length = length});
+  events_.push_back(HostEvent{.kind = HostEvent::Kind::kReady,
+                              .offset = offset,
+                              .length = length,
+                              .absent = absent});
   return absl::OkStatus();
 }
 

@@ -79,6 +79,9 @@ struct HostEvent {
   Kind kind = Kind::kReady;
   int64_t offset = 0;  // kReady: the flat range whose gradient is final
   int64_t length = 0;
+  // kReady: no sample of the step used those parameters (their gradient is
+  // zero and, in torch, None): AbsentGradientExchange::ReadyAbsent.
+  bool absent = false;
   double loss_sum = 0;  // kFinish: the loss summed over the lease's samples
   int64_t correct = 0;  // kFinish: samples predicted right (0: unknown)
 };
@@ -96,8 +99,9 @@ class HostStepChannel {
   absl::StatusOr<std::optional<HostLease>> NextLease(
       int64_t train_samples, absl::Duration wait = absl::InfiniteDuration());
   // The gradient of flat elements [offset, offset + length) is final for
-  // the open step. FAILED_PRECONDITION without an open step.
-  absl::Status Ready(int64_t offset, int64_t length);
+  // the open step; `absent`: no sample of the step used those parameters
+  // (HostEvent.absent). FAILED_PRECONDITION without an open step.
+  absl::Status Ready(int64_t offset, int64_t length, bool absent = false);
   // Ends the open step and waits for the loop's verdict: true when the step
   // was applied, false when it was given up (a member lost, a shard rolled
   // back: the next lease starts from the state to continue from), or the

@@ -35,6 +35,8 @@ absl::StatusOr<std::shared_ptr<HostedBuffers>> HostedBuffers::ForJob(
   ASSIGN_OR_RETURN(b->layout, JobDenseLayout(job));
   ASSIGN_OR_RETURN(b->backend, MakeBackend(DeviceChoice::kCpu, 1));
   const int64_t n = b->layout.total_elements();
+  ASSIGN_OR_RETURN(const int64_t state_elements, JobStateElements(job));
+  b->trainable_end = n - state_elements;
   if (job.mode() == v1::MODE_RING) {
     ASSIGN_OR_RETURN(b->params, StartingValues(job, coordinator, n));
     if (static_cast<int64_t>(b->params.size()) != n) {
@@ -184,6 +186,18 @@ absl::Status HostedLeaseTrainer::RunHostStep(GradientExchange& exchange,
       refused = true;
       continue;
     }
+    if (event->absent) {
+      if (absl::Status bad = CheckAbsent(*event); !bad.ok()) {
+        failure = std::move(bad);
+        refused = true;
+        continue;
+      }
+      auto* absent = exchange.capability<AbsentGradientExchange>();
+      if (absent != nullptr) {
+        failure = absent->ReadyAbsent(event->offset, event->length);
+        continue;
+      }
+    }
     failure = exchange.Ready(event->offset, event->length);
   }
   if (failure.ok()) {
@@ -222,9 +236,36 @@ void HostedLeaseTrainer::ShowStagedWeights() {
             buffers_->params.begin());
 }
 
+absl::Status HostedLeaseTrainer::CheckAbsent(const HostEvent& event) const {
+  if (event.offset + event.length > buffers_->trainable_end) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient range [", event.offset, ", ", event.offset + event.length,
+        ") is declared absent but reaches the model's buffers (from element ",
+        buffers_->trainable_end, "): only parameters can be absent"));
+  }
+  const float* grads = buffers_->view.host_grads + event.offset;
+  for (int64_t i = 0; i < event.length; ++i) {
+    if (grads[i] != 0.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient range [", event.offset, ", ", event.offset + event.length,
+          ") is declared absent but element ", event.offset + i, " holds ",
+          grads[i], ", not 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HostedLeaseTrainer::ContributeZeros(GradientExchange& exchange) {
   std::fill(buffers_->grads.begin(), buffers_->grads.end(), 0.0f);
-  RETURN_IF_ERROR(exchange.Ready(0, buffers_->view.num_elements));
+  const int64_t n = buffers_->view.num_elements;
+  const int64_t params = buffers_->trainable_end;
+  auto* absent = exchange.capability<AbsentGradientExchange>();
+  if (absent != nullptr && params > 0) {
+    RETURN_IF_ERROR(absent->ReadyAbsent(0, params));
+    if (n > params) RETURN_IF_ERROR(exchange.Ready(params, n - params));
+  } else {
+    RETURN_IF_ERROR(exchange.Ready(0, n));
+  }
   return exchange.FinishStep();
 }
 

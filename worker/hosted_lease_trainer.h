@@ -53,6 +53,9 @@ namespace ferry {
 struct HostedBuffers {
   std::unique_ptr<ComputeBackend> backend;  // CPU: the exchanges' math
   ParameterLayout layout;
+  // The parameters [0, trainable_end) of the flat buffer; the state after
+  // them (JobStateElements) is never absent.
+  int64_t trainable_end = 0;
   std::vector<float> params, staging, grads;
   ExchangeBuffers view;
 
@@ -116,8 +119,12 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // The weights a pull left in staging, copied to the host's parameters
   // (the host is waiting); nothing when the two are one buffer.
   void ShowStagedWeights();
-  // Trains a lease without samples: zeros for the whole buffer.
+  // Trains a lease without samples: zeros for the whole buffer, its
+  // parameters absent where the exchange takes that.
   absl::Status ContributeZeros(GradientExchange& exchange);
+  // INVALID_ARGUMENT when a range the host declared absent holds a
+  // non-zero gradient or reaches the model's state.
+  absl::Status CheckAbsent(const HostEvent& event) const;
 
   std::shared_ptr<HostedBuffers> buffers_;
   const uint64_t seed_;

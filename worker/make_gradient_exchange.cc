@@ -55,6 +55,8 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.checkpoint_dir = job.ring_checkpoint_dir();
   options.checkpoint_from_rank0 = job.ring_checkpoint_rank0();
   options.shard_optimizer_state = job.ring_shard_optimizer_state();
+  // PyTorch workers' steps may leave parameters out (.grad None).
+  options.agree_on_absent = job.model_from_worker();
   if (with_tables) {
     ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
     ASSIGN_OR_RETURN(const EmbeddingOptions embedding,

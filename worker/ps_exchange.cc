@@ -147,8 +147,18 @@ absl::Status PsExchange::ReadyZeros(int64_t offset, int64_t length) {
   return push_->ReadyZeros(offset, length);
 }
 
+absl::Status PsExchange::ReadyAbsent(int64_t offset, int64_t length) {
+  if (push_ == nullptr) {
+    return absl::FailedPreconditionError("no PS step begun");
+  }
+  return push_->ReadyAbsent(offset, length);
+}
+
 ExchangeCapability* PsExchange::FindCapability(std::string_view name) {
   if (ExchangeCapability* c = Offer<PartialBufferExchange>(this, name)) {
+    return c;
+  }
+  if (ExchangeCapability* c = Offer<AbsentGradientExchange>(this, name)) {
     return c;
   }
   if (ExchangeCapability* c = Offer<StepWeightsExchange>(this, name)) {

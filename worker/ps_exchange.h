@@ -58,7 +58,8 @@ ExchangePolicy PipelinePsPolicy();
 class PsExchange final : public GradientExchange,
                          public PartialBufferExchange,
                          public EmbeddingRowExchange,
-                         public StepWeightsExchange {
+                         public StepWeightsExchange,
+                         public AbsentGradientExchange {
  public:
   // `backend` and the buffers are not owned and outlive the exchange.
   // `shard_check_timeout` is the deadline of the ShardInfo calls that tell
@@ -80,6 +81,8 @@ class PsExchange final : public GradientExchange,
   absl::Status Ready(int64_t offset, int64_t length) override;
   // PartialBufferExchange.
   absl::Status ReadyZeros(int64_t offset, int64_t length) override;
+  // AbsentGradientExchange: the push says so (PushSession::ReadyAbsent).
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override;
   absl::Status FinishStep() override;
   void AbandonStep() override {
     push_.reset();

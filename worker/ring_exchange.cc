@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/range_sets.h"
 #include "common/ring_checkpoint.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
@@ -241,6 +242,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   checkpoint_rank_ = lease.rank();
   checkpoint_parts_ = lease.checkpoint() ? lease.ring_size() : 0;
   rows_declared_ = false;
+  step_absent_.clear();
   if (options_.tables != nullptr) options_.tables->ClearStepRows();
   step_rings_ = step.stage_rings;
   stage_holders_ = step.stage_holders;
@@ -297,6 +299,11 @@ absl::Status RingExchange::FinishStep() {
     AbandonStep();
     return reduced;
   }
+  absl::StatusOr<std::vector<FlatRange>> skip = AgreeOnAbsent();
+  if (!skip.ok()) {
+    AbandonStep();
+    return skip.status();
+  }
   const int64_t steps = optimizer_.steps_applied();
   RETURN_IF_ERROR(copies_.Keep(LiveState(), keep_state_));
   if (options_.tables != nullptr) {
@@ -310,7 +317,12 @@ absl::Status RingExchange::FinishStep() {
       return applied;
     }
   }
-  absl::Status dense = ApplyDense();
+  std::vector<Optimizer::Range> applied;
+  for (const FlatRange& r : ComplementRangeSet(*skip, 0, n_)) {
+    applied.push_back(
+        {static_cast<size_t>(r.begin), static_cast<size_t>(r.end)});
+  }
+  absl::Status dense = ApplyDense(skip->empty() ? nullptr : &applied);
   if (!dense.ok() && options_.tables != nullptr) {
     // The step is not applied: its rows go back too.
     (void)options_.tables->RollBackTo(steps + 1, steps);
@@ -342,6 +354,9 @@ ExchangeCapability* RingExchange::FindCapability(std::string_view name) {
     return c;
   }
   if (ExchangeCapability* c = Offer<CommittedStepsObserver>(this, name)) {
+    return c;
+  }
+  if (ExchangeCapability* c = Offer<AbsentGradientExchange>(this, name)) {
     return c;
   }
   return options_.tables != nullptr ? Offer<EmbeddingRowExchange>(this, name)

@@ -158,12 +158,18 @@ struct RingExchangeOptions {
   // each member updates its slice and the params are all-gathered. Not
   // with tables, compression, rank-0 checkpoints or ring pipelines.
   bool shard_optimizer_state = false;
+  // Steps may leave parameters out (AbsentGradientExchange: a job whose
+  // model its PyTorch workers define): the members all-gather the ranges
+  // each left out in every step and skip in the optimizer those every
+  // member left out. Ring pipelines (stage steps) apply them as zeros.
+  bool agree_on_absent = false;
 };
 
 class RingExchange final : public GradientExchange,
                            public EmbeddingRowExchange,
                            public EndOfTrainingExchange,
-                           public CommittedStepsObserver {
+                           public CommittedStepsObserver,
+                           public AbsentGradientExchange {
  public:
   // INVALID_ARGUMENT for missing backend, factory or buffers, a bad bucket
   // size, optimizer config or compression.
@@ -183,6 +189,10 @@ class RingExchange final : public GradientExchange,
   absl::Status BeginStep(const ExchangeStep& step) override;
   // host_grads[offset, offset + length) is final.
   absl::Status Ready(int64_t offset, int64_t length) override;
+  // AbsentGradientExchange: Ready, and with options.agree_on_absent the
+  // range is this member's to leave out (worker/ring_exchange_absent.cc).
+  // INVALID_ARGUMENT for a range reaching the non-trainable state.
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override;
   // Waits for every bucket, then params -= optimizer(sum / step_samples).
   // On error the ring session is dropped (the next step builds a new one).
   absl::Status FinishStep() override;
@@ -242,8 +252,8 @@ class RingExchange final : public GradientExchange,
   absl::StatusOr<uint64_t> WeightsDigest();
 
  protected:
-  // EndOfTrainingExchange, CommittedStepsObserver; EmbeddingRowExchange
-  // with tables.
+  // EndOfTrainingExchange, CommittedStepsObserver, AbsentGradientExchange;
+  // EmbeddingRowExchange with tables.
   ExchangeCapability* FindCapability(std::string_view name) override;
 
  private:
@@ -278,7 +288,12 @@ class RingExchange final : public GradientExchange,
   // Reduce-scattered buckets -> this member's slice updated -> params
   // all-gathered.
   absl::Status FinishShardedStep();
-  // Every rank's slice in a ring of `size`.
+  // With options.agree_on_absent, after the buckets: every member's absent
+  // ranges of the step (all-gathered over the session's next op) and
+  // their intersection, the elements the step's optimizer skips (empty
+  // without agree_on_absent). DATA_LOSS for a member's malformed ranges;
+  // the transport's errors.
+  absl::StatusOr<std::vector<FlatRange>> AgreeOnAbsent();
   std::vector<FlatRange> RingSlices(int size) const;
   // Ring pipelines: every stage's range of params and optimizer state, and
   // the step count, from the lowest rank holding it current after `steps`
@@ -368,8 +383,9 @@ class RingExchange final : public GradientExchange,
   absl::Mutex cancel_mu_;
   int64_t step_fence_ ABSL_GUARDED_BY(cancel_mu_) = 0;
   int64_t step_samples_ = 0;
-  bool keep_state_ = false;     // the open step's lease asked for it
-  bool rows_declared_ = false;  // ReadyRows called in the open step
+  bool keep_state_ = false;             // the open step's lease asked for it
+  bool rows_declared_ = false;          // ReadyRows called in the open step
+  std::vector<FlatRange> step_absent_;  // ReadyAbsent's, in the open step
   // Ring pipelines: the stages' ranges, which of them are current here, the
   // open step's stage rings and each range's holders (ExchangeStep), its
   // first op id and the elements declared.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/range_sets.h"
 #include "common/sharding.h"
 #include "common/status_macros.h"
 #include "worker/ring_exchange.h"
@@ -196,6 +197,11 @@ absl::Status RingExchange::FinishShardedStep() {
     AbandonStep();
     return reduced;
   }
+  absl::StatusOr<std::vector<FlatRange>> skip = AgreeOnAbsent();
+  if (!skip.ok()) {
+    AbandonStep();
+    return skip.status();
+  }
   RETURN_IF_ERROR(copies_.Keep(LiveState(), keep_state_));
   // This member's slice of the mean gradient through its optimizer.
   ComputeBackend* backend = options_.backend;
@@ -208,7 +214,8 @@ absl::Status RingExchange::FinishShardedStep() {
   RETURN_IF_ERROR(backend->Scale(len, 1.0f / static_cast<float>(step_samples_),
                                  options_.grads + begin));
   RETURN_IF_ERROR(
-      optimizer_.Apply(options_.grads + begin, options_.params + begin));
+      optimizer_.Apply(options_.grads + begin, options_.params + begin, 1.0,
+                       ClipRangeSet(*skip, slice_.begin, slice_.end)));
   // Everyone's updated slice to everyone. On failure the step stays
   // applied to this slice only: the next ring goes back to the copy.
   absl::Status gathered = AllGatherParams(

@@ -164,6 +164,53 @@ TEST_P(OptimizerTest, ApplyRangesUpdatesOnlyThoseRangesAsApplyWould) {
   EXPECT_EQ(param[0], before[0]);
 }
 
+// Skipped elements (no contributor's gradient held them: torch's .grad
+// None) keep their value and their optimizer state (no momentum, no weight
+// decay); the others, the state after the trainable prefix included, are
+// updated as Apply without a skip updates them.
+TEST_P(OptimizerTest, SkippedElementsKeepTheirValueAndState) {
+  auto backend = MakeCpuBackend(1);
+  OptimizerConfig config;
+  config.kind = GetParam();
+  config.lr = 0.1;
+  config.weight_decay = 0.01;
+  config.momentum = 0.9;
+  const size_t n = 8;  // 6 parameters, then 2 of state
+  auto skipping = Optimizer::Create(config, backend.get(), n, 6);
+  auto whole = Optimizer::Create(config, backend.get(), n, 6);
+  ASSERT_TRUE(skipping.ok() && whole.ok());
+  std::vector<float> param = {1, -2, 3, 0.5, 0.25, 1.0, 7, 2};
+  std::vector<float> expected = param;
+  const std::vector<float> before = param;
+  const std::vector<FlatRange> skip = {{1, 2}, {3, 5}};
+  std::vector<float> grad(n);
+  for (size_t i = 0; i < n; ++i) grad[i] = 0.25f * (i % 3) + 0.5f;
+  for (int64_t i : {1, 3, 4}) grad[i] = 0.0f;  // absent: zeros
+  ASSERT_TRUE(skipping->Apply(grad.data(), param.data(), 1.0, skip).ok());
+  ASSERT_TRUE(whole->Apply(grad.data(), expected.data()).ok());
+  EXPECT_EQ(skipping->steps_applied(), 1);
+  for (size_t i = 0; i < n; ++i) {
+    const bool skipped = i == 1 || i == 3 || i == 4;
+    EXPECT_EQ(param[i], skipped ? before[i] : expected[i]) << i;
+    if (skipped) {
+      EXPECT_NE(expected[i], before[i]) << i;  // decay moved it
+    }
+  }
+  for (DeviceBuffer* state : skipping->StateBuffers()) {
+    for (int64_t i : {1, 3, 4}) EXPECT_EQ(state->data()[i], 0.0f) << i;
+  }
+  // A skip that reaches the state, or is not sorted and disjoint, is
+  // refused and applies nothing.
+  const std::vector<float> kept = param;
+  for (const std::vector<FlatRange>& bad : std::vector<std::vector<FlatRange>>{
+           {{5, 7}}, {{3, 4}, {1, 2}}, {{1, 3}, {2, 4}}, {{2, 2}}}) {
+    EXPECT_EQ(skipping->Apply(grad.data(), param.data(), 1.0, bad).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(skipping->steps_applied(), 1);
+  EXPECT_EQ(param, kept);
+}
+
 // Parameter groups: an optimizer over a whole buffer with a group over some
 // of its elements updates each element as an optimizer of that element's
 // settings (its group's rate table and weight decay, or the config's)

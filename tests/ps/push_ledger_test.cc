@@ -13,8 +13,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 PsContribution Push(int64_t samples, std::vector<float> grad,
-                    std::vector<PsContributor> step_set = {}) {
-  return PsContribution{samples, std::move(grad), {}, std::move(step_set)};
+                    std::vector<PsContributor> step_set = {},
+                    std::vector<FlatRange> absent = {}) {
+  return PsContribution{
+      samples, std::move(grad), {}, std::move(step_set), std::move(absent)};
 }
 
 // CheckSyncPush's code for `worker`'s push of `step` with `samples` while
@@ -107,6 +109,19 @@ TEST(PushLedgerTest, SumInOrderAddsIntoTheFirstBuffer) {
   ledger.DropHeld(pool);
   EXPECT_EQ(ledger.held(), 0);
   EXPECT_EQ(pool.free_buffers(), 3u);
+}
+
+TEST(PushLedgerTest, AbsentInAllIsWhatEveryContributorLeftOut) {
+  PushLedger ledger(0);
+  ledger.Hold("w0", Push(1, {0, 0, 0, 0, 0, 0}, {}, {{0, 2}, {3, 6}}));
+  ledger.Hold("w1", Push(1, {0, 0, 0, 0, 0, 0}, {}, {{1, 4}}));
+  ledger.Hold("w2", Push(1, {1, 1, 1, 1, 1, 1}));  // used everything
+  EXPECT_EQ(ledger.AbsentInAll({{"w0", 1}, {"w1", 1}}),
+            (std::vector<FlatRange>{{1, 2}, {3, 4}}));
+  EXPECT_EQ(ledger.AbsentInAll({{"w0", 1}}),
+            (std::vector<FlatRange>{{0, 2}, {3, 6}}));
+  EXPECT_TRUE(ledger.AbsentInAll({{"w0", 1}, {"w1", 1}, {"w2", 1}}).empty());
+  EXPECT_TRUE(ledger.AbsentInAll({{"w0", 1}, {"gone", 1}}).empty());
 }
 
 TEST(PushLedgerTest, RemembersOnlyTheLastSteps) {

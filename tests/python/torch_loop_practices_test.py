@@ -9,10 +9,10 @@ steps, forked beside ferry's threads). Each job must finish without a
 traceback or a hang; its weights must equal, within 1e-4, a single-process
 replay of the same loop (the job's order from ft.epoch_permutation, the same
 micro-batches under the same autocast), and the PS and ring jobs each other.
-A parameter no worker used in a step has a zero gradient in the job (its
-momentum still moves it, as torch's SGD does after zero_grad() without
-set_to_none); torch alone would skip it when its .grad is None, so the
-replay gives such parameters zeros (docs/pytorch.md, "Semantics").
+A parameter that no worker used in a step keeps .grad None after
+zero_grad(set_to_none=True): torch's SGD skips it (no momentum step), and
+so must the job (its workers declare it absent, and the shards or the ring
+members skip it); the replay is plain torch (docs/pytorch.md, "API").
 
 Usage: torch_loop_practices_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 fail, 77 skip (no torch, no ferry package in the build).
@@ -108,10 +108,7 @@ def replay(ft, work):
         for share in (idx[:BATCH // 2], idx[BATCH // 2:]):
             for loss in scope["micro_losses"](model, x[share], y[share], s):
                 (loss / 2).backward()  # the mean of the two workers
-        for p in model.parameters():  # unused this step: a zero gradient
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        opt.step()
+        opt.step()  # skips the parameters unused this step (.grad None)
     return {name: t.detach() for name, t in model.named_parameters()}
 
 

@@ -25,7 +25,8 @@ using ::testing::ElementsAre;
 // Records the calls; BeginStep writes `pulled` into the staging buffer
 // (host_params), FinishStep fails when told to.
 class RecordingExchange final : public GradientExchange,
-                                public StepWeightsExchange {
+                                public StepWeightsExchange,
+                                public AbsentGradientExchange {
  public:
   explicit RecordingExchange(ExchangeBuffers buffers, bool allow_empty)
       : buffers_(buffers), allow_empty_(allow_empty) {}
@@ -46,6 +47,10 @@ class RecordingExchange final : public GradientExchange,
     ready.emplace_back(offset, length);
     sums.insert(sums.end(), buffers_.host_grads + offset,
                 buffers_.host_grads + offset + length);
+    return absl::OkStatus();
+  }
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override {
+    absent.emplace_back(offset, length);
     return absl::OkStatus();
   }
   absl::Status FinishStep() override {
@@ -75,11 +80,18 @@ class RecordingExchange final : public GradientExchange,
   absl::Status finish_status;
   std::vector<int64_t> begun;
   std::vector<std::pair<int64_t, int64_t>> ready;
+  std::vector<std::pair<int64_t, int64_t>> absent;  // ReadyAbsent
+  bool offers_absent = false;  // has AbsentGradientExchange
   std::vector<float> sums;
   int finished = 0;
 
  protected:
   ExchangeCapability* FindCapability(std::string_view name) override {
+    if (offers_absent) {
+      if (ExchangeCapability* c = Offer<AbsentGradientExchange>(this, name)) {
+        return c;
+      }
+    }
     return Offer<StepWeightsExchange>(this, name);
   }
 
@@ -221,6 +233,74 @@ TEST_F(HostedLeaseTrainerTest,
   EXPECT_TRUE(absl::IsInvalidArgument(result.status()));
   EXPECT_THAT(exchange.ready, ElementsAre(std::make_pair(2, 1)));
   EXPECT_EQ(exchange.finished, 0);  // nothing committed
+}
+
+// A range the host declares absent (no sample used it: torch's .grad None)
+// reaches an exchange that takes absent ranges as such, and others as
+// zeros; one holding a gradient refuses the step.
+TEST_F(HostedLeaseTrainerTest, AbsentRangesReachTheExchangeOnlyWhenZero) {
+  for (const bool offers : {true, false}) {
+    RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
+    exchange.offers_absent = offers;
+    absl::StatusOr<StepResult> result;
+    std::thread loop([&] {
+      result = trainer_->Train(Lease(1, 0, 2), 1, exchange, *RealClock());
+      if (result.ok()) trainer_->StepReported();  // Finish returns then
+    });
+    ASSERT_TRUE(channel_.NextLease(10).ok());
+    buffers_->grads = {0.0f, 0.0f, 0.25f};
+    ASSERT_TRUE(channel_.Ready(2, 1).ok());
+    ASSERT_TRUE(channel_.Ready(0, 2, /*absent=*/true).ok());
+    const absl::StatusOr<bool> applied = channel_.Finish(0, 0);
+    loop.join();
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    if (offers) {
+      EXPECT_THAT(exchange.ready, ElementsAre(std::make_pair(2, 1)));
+      EXPECT_THAT(exchange.absent, ElementsAre(std::make_pair(0, 2)));
+    } else {
+      EXPECT_THAT(exchange.ready,
+                  ElementsAre(std::make_pair(2, 1), std::make_pair(0, 2)));
+    }
+    EXPECT_EQ(exchange.finished, 1);
+  }
+  RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
+  exchange.offers_absent = true;
+  absl::StatusOr<StepResult> result;
+  std::thread loop = TrainOnLoop(exchange, Lease(2, 0, 2), result);
+  ASSERT_TRUE(channel_.NextLease(10).ok());
+  buffers_->grads = {0.0f, 0.5f, 0.25f};
+  ASSERT_TRUE(channel_.Ready(0, 3, /*absent=*/true).ok());
+  const absl::StatusOr<bool> applied = channel_.Finish(0, 0);
+  loop.join();
+  ASSERT_TRUE(absl::IsInvalidArgument(applied.status())) << applied.status();
+  EXPECT_THAT(std::string(applied.status().message()),
+              ::testing::HasSubstr("declared absent but element 1 holds"));
+  EXPECT_TRUE(exchange.absent.empty());
+  EXPECT_EQ(exchange.finished, 0);
+}
+
+// A ring member without samples leaves every parameter out.
+TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesLeavesTheParametersOut) {
+  RecordingExchange exchange(buffers_->view, /*allow_empty=*/true);
+  exchange.offers_absent = true;
+  v1::NextTaskResponse empty = Lease(2, 0, 0);
+  empty.clear_tasks();
+  absl::StatusOr<StepResult> result;
+  std::thread loop([&] {
+    // Trained once the host asks for a lease; the host gets the next one.
+    result = trainer_->Train(empty, 1, exchange, *RealClock());
+    if (trainer_->Train(Lease(3, 0, 2), 1, exchange, *RealClock()).ok()) {
+      trainer_->StepReported();
+    }
+  });
+  ASSERT_TRUE(channel_.NextLease(10).ok());
+  ASSERT_TRUE(channel_.Ready(0, 3).ok());
+  ASSERT_TRUE(channel_.Finish(0, 0).ok());
+  loop.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(exchange.absent, ElementsAre(std::make_pair(0, 3)));
+  EXPECT_THAT(exchange.ready, ElementsAre(std::make_pair(0, 3)));  // lease 3
+  EXPECT_EQ(exchange.finished, 2);
 }
 
 TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {

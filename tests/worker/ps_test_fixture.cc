@@ -36,6 +36,10 @@ class InMemoryPushSession final : public PushSession {
   absl::Status ReadyZeros(int64_t offset, int64_t length) override {
     return Ready(offset, length, nullptr);
   }
+  // Zeros: this in-memory PS skips nothing in its optimizer.
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override {
+    return Ready(offset, length, nullptr);
+  }
 
   absl::Status Finish() override {
     if (finished_) return absl::FailedPreconditionError("finished twice");

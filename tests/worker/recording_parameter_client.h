@@ -26,8 +26,9 @@ struct Calls {
   std::vector<PushInfo> pushes;
   std::vector<std::pair<int64_t, float>> ready;    // offset, first value
   std::vector<std::pair<int64_t, int64_t>> zeros;  // ReadyZeros: offset, length
-  std::vector<std::vector<SparseRows>> rows;       // AddRows calls
-  std::vector<int64_t> row_pulls;                  // min_version of each
+  std::vector<std::pair<int64_t, int64_t>> absent;  // ReadyAbsent
+  std::vector<std::vector<SparseRows>> rows;        // AddRows calls
+  std::vector<int64_t> row_pulls;                   // min_version of each
   std::vector<int32_t> row_pull_tables;
   int finished = 0;
   int destroyed_unfinished = 0;
@@ -50,6 +51,10 @@ class RecordingSession final : public PushSession {
   }
   absl::Status ReadyZeros(int64_t offset, int64_t length) override {
     calls_->zeros.emplace_back(offset, length);
+    return absl::OkStatus();
+  }
+  absl::Status ReadyAbsent(int64_t offset, int64_t length) override {
+    calls_->absent.emplace_back(offset, length);
     return absl::OkStatus();
   }
   absl::Status AddRows(const std::vector<SparseRows>& rows) override {

@@ -62,12 +62,14 @@ struct RingMember {
 // every `digest_every` steps (0: none).
 // Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none), written by
 // rank 0 alone when `checkpoint_from_rank0`; the optimizer state sharded
-// across the ring when `shard_optimizer_state`.
+// across the ring when `shard_optimizer_state`; absent ranges agreed on
+// when `agree_on_absent`.
 inline std::unique_ptr<RingMember> MakeRingMember(
     const std::string& id, int seed, RingTransportFactory connect,
     const std::vector<float>& init, int64_t digest_every = 0,
     FileSystem* fs = nullptr, const std::string& checkpoint_dir = "",
-    bool checkpoint_from_rank0 = false, bool shard_optimizer_state = false) {
+    bool checkpoint_from_rank0 = false, bool shard_optimizer_state = false,
+    bool agree_on_absent = false) {
   auto m = std::make_unique<RingMember>();
   m->id = id;
   m->seed = seed;
@@ -93,6 +95,7 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_from_rank0 = checkpoint_from_rank0;
   options.shard_optimizer_state = shard_optimizer_state;
+  options.agree_on_absent = agree_on_absent;
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }

@@ -279,6 +279,8 @@ class Job:
             self._views.append((t, offset, numel, grad))
         self._state_before = None
         self._declared = [False] * len(self._views)
+        self._used = [False] * len(self._views)  # a backward reached it
+        self._unset = [False] * len(self._views)  # its .grad was None
         # A hook on each parameter's gradient accumulator: it runs once per
         # backward, after the parameter's gradient was summed into .grad.
         self._accumulators = []
@@ -289,21 +291,28 @@ class Job:
 
     def _make_hook(self, index):
         def hook(*unused):
-            if self._open and not self._no_sync and not self._declared[index]:
+            if not self._open:
+                return
+            self._used[index] = True
+            if not self._no_sync and not self._declared[index]:
                 self._declare(index)
         return hook
 
-    def _declare(self, index):
+    def _declare(self, index, absent=False):
         self._declared[index] = True
         _, offset, numel, _ = self._views[index]
-        self._worker.ready(offset, numel)
+        self._worker.ready(offset, numel, absent)
 
     def _declare_rest(self):
         """Declares every range no hook declared (parameters the step did not
-        use: their gradient is zero), then the buffers' change."""
+        use: their gradient is zero), then the buffers' change. A parameter
+        that no backward of the step reached and whose .grad the script had
+        set to None (zero_grad(set_to_none=True)) is absent, as its .grad
+        would stay None in torch: when every worker of the step leaves it
+        out, the job's optimizer skips it (no momentum, no weight decay)."""
         for index in range(len(self._views)):
             if not self._declared[index]:
-                self._declare(index)
+                self._declare(index, absent=self._unset[index] and not self._used[index])
         self._declare_state()
         self._sent = True
 
@@ -366,6 +375,8 @@ class Job:
         self._loss_sum = 0.0
         self._backwards = 0
         self._declared = [False] * len(self._views)
+        self._used = [False] * len(self._views)
+        self._unset = [False] * len(self._views)
         if self._state_begin is not None:  # the step's starting buffers
             self._load_int_buffers()
             with torch.no_grad():
@@ -453,10 +464,12 @@ class Job:
             raise RuntimeError("this step's gradients were already sent: accumulate "
                                "micro-batches inside `with job.no_sync():` and call "
                                "job.backward() outside it once, for the last")
-        for p, _, _, grad in self._views:
+        for index, (p, _, _, grad) in enumerate(self._views):
             if p.grad is not grad:  # zero_grad(set_to_none=True) or replaced
                 if p.grad is not None:
                     grad.copy_(p.grad)
+                else:
+                    self._unset[index] = True
                 p.grad = grad
         self._backwards += 1
         self._loss_sum += float(loss.detach()) * self._batch
