@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The training-loop practices of a real PyTorch script work on ferry.torch
-workers, in PS and ring mode: mixed precision (torch.autocast("cpu",
+workers, in PS (shard processes, and shards inside the workers) and ring
+mode: mixed precision (torch.autocast("cpu",
 bfloat16)), gradient accumulation over micro-batches (job.no_sync()),
 opt.zero_grad(set_to_none=True) before every step, a layer used only in
 every other step, weight tying (the output layer shares the embedding's
@@ -118,14 +119,16 @@ def run(args, mode, work):
         f.write(WORKER % {"samples": SAMPLES, "lr": LR, "momentum": MOMENTUM})
     export = os.path.join(work, f"export-{mode}")
     logs = os.path.join(work, f"logs-{mode}")
-    shards = ["--shards", "2"] if mode == "ps" else []
-    run_ferry_local(args, mode, ["--mode", mode, "--workers", "2"] + shards + [
+    # ps-colocated: the 2 shards inside the 2 training processes (psN logs).
+    shards = {"ps": ["--shards", "2"], "ps-colocated": ["--shards", "2", "--colocated-shards"]}
+    run_ferry_local(args, mode, ["--mode", mode.split("-")[0], "--workers", "2"] +
+                    shards.get(mode, []) + [
         "--model", "external", "--dataset", f"external:{SAMPLES}", "--seed", str(SEED),
         "--batch", str(BATCH), "--epochs", str(EPOCHS), "--export", export,
         "--timeout", "200", "--worker-command", f"/usr/bin/python3 {script}"], logs, timeout=260)
     reports = []
     for name in sorted(os.listdir(logs)):
-        if not name.startswith("worker"):
+        if not name.startswith(("worker", "ps")) or not name.endswith(".log"):
             continue
         with open(os.path.join(logs, name), errors="replace") as f:
             text = f.read()
@@ -155,7 +158,7 @@ def main():
 
     def body(work):
         want = replay(ft, work)
-        got = {mode: run(args, mode, work) for mode in ("ps", "ring")}
+        got = {mode: run(args, mode, work) for mode in ("ps", "ps-colocated", "ring")}
         for mode, weights in got.items():
             for name, value in want.items():
                 if name not in weights:
@@ -165,9 +168,10 @@ def main():
                 if diff > 1e-4:
                     fail(f"{mode}: {name} is {diff:.2e} from the single-process replay")
         for name in want:
-            diff = float((got["ps"][name] - got["ring"][name]).abs().max())
-            if diff > 1e-5:
-                fail(f"{name}: PS and ring differ by {diff:.2e}")
+            for mode in ("ps-colocated", "ring"):
+                diff = float((got["ps"][name] - got[mode][name]).abs().max())
+                if diff > 1e-5:
+                    fail(f"{name}: PS and {mode} differ by {diff:.2e}")
     return in_work_dir("ferry-loop-practices-", body)
 
 
