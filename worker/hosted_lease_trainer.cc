@@ -93,7 +93,9 @@ absl::StatusOr<StepResult> HostedLeaseTrainer::Train(
   RETURN_IF_ERROR(exchange.BeginStep(ExchangeStep::Of(
       &lease, lease.generation() > 0 ? lease.generation() : generation,
       result.samples)));
-  ShowStagedWeights();
+  // BeginStep left the step's weights in params (GradientExchange's
+  // contract: the PS exchange copies its staging there once the pull is
+  // in), so the host computes on them without another copy.
   StepTrace::Record(StepEvent::kBegun, lease.step());
   result.comm_seconds = SecondsSince(clock, begin);
   if (indices.empty()) {

@@ -161,7 +161,8 @@ struct RingExchangeOptions {
   // Steps may leave parameters out (AbsentGradientExchange: a job whose
   // model its PyTorch workers define): the members all-gather the ranges
   // each left out in every step and skip in the optimizer those every
-  // member left out. Ring pipelines (stage steps) apply them as zeros.
+  // member left out. Ring pipelines (stage steps) and compressed buckets
+  // apply them as zeros.
   bool agree_on_absent = false;
 };
 

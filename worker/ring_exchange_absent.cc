@@ -30,7 +30,10 @@ absl::Status RingExchange::ReadyAbsent(int64_t offset, int64_t length) {
         offset, offset + length, trainable_end, trainable_end));
   }
   RETURN_IF_ERROR(Ready(offset, length));
-  if (options_.agree_on_absent && length > 0) {
+  // Compressed buckets may carry an error-feedback residual where the
+  // gradient is absent: there absent is zeros (as in compressed PS chunks).
+  if (options_.agree_on_absent && !options_.compression.compressed() &&
+      length > 0) {
     step_absent_.push_back({offset, offset + length});
   }
   return absl::OkStatus();

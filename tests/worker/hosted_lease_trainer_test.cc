@@ -23,7 +23,8 @@ namespace {
 using ::testing::ElementsAre;
 
 // Records the calls; BeginStep writes `pulled` into the staging buffer
-// (host_params), FinishStep fails when told to.
+// (host_params) and, as GradientExchange's contract asks, params, which
+// the host computes on; FinishStep fails when told to.
 class RecordingExchange final : public GradientExchange,
                                 public StepWeightsExchange,
                                 public AbsentGradientExchange {
@@ -41,6 +42,7 @@ class RecordingExchange final : public GradientExchange,
     begun.push_back(step.num_samples);
     std::fill(buffers_.host_params,
               buffers_.host_params + buffers_.num_elements, pulled);
+    std::fill(buffers_.params, buffers_.params + buffers_.num_elements, pulled);
     return absl::OkStatus();
   }
   absl::Status Ready(int64_t offset, int64_t length) override {
