@@ -309,10 +309,15 @@ class Job:
         that no backward of the step reached and whose .grad the script had
         set to None (zero_grad(set_to_none=True)) is absent, as its .grad
         would stay None in torch: when every worker of the step leaves it
-        out, the job's optimizer skips it (no momentum, no weight decay)."""
+        out, the job's optimizer skips it (no momentum, no weight decay).
+        Only in a job whose model its workers define: a ring of ferry's own
+        model does not agree on absent ranges, and a script must train
+        alike in every mode, so there they are zeros."""
+        may_skip = bool(self.spec.get("model_from_worker"))
         for index in range(len(self._views)):
             if not self._declared[index]:
-                self._declare(index, absent=self._unset[index] and not self._used[index])
+                unused = self._unset[index] and not self._used[index]
+                self._declare(index, absent=may_skip and unused)
         self._declare_state()
         self._sent = True
 
