@@ -37,6 +37,7 @@ absl::StatusOr<std::shared_ptr<HostedBuffers>> HostedBuffers::ForJob(
   const int64_t n = b->layout.total_elements();
   ASSIGN_OR_RETURN(const int64_t state_elements, JobStateElements(job));
   b->trainable_end = n - state_elements;
+  b->absent_allowed = job.model_from_worker();
   if (job.mode() == v1::MODE_RING) {
     ASSIGN_OR_RETURN(b->params, StartingValues(job, coordinator, n));
     if (static_cast<int64_t>(b->params.size()) != n) {
@@ -239,6 +240,11 @@ void HostedLeaseTrainer::ShowStagedWeights() {
 }
 
 absl::Status HostedLeaseTrainer::CheckAbsent(const HostEvent& event) const {
+  if (!buffers_->absent_allowed) {
+    return absl::InvalidArgumentError(
+        "gradient ranges can be declared absent only in a job whose model "
+        "its workers define (--model external)");
+  }
   if (event.offset + event.length > buffers_->trainable_end) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gradient range [", event.offset, ", ", event.offset + event.length,
@@ -261,7 +267,9 @@ absl::Status HostedLeaseTrainer::ContributeZeros(GradientExchange& exchange) {
   std::fill(buffers_->grads.begin(), buffers_->grads.end(), 0.0f);
   const int64_t n = buffers_->view.num_elements;
   const int64_t params = buffers_->trainable_end;
-  auto* absent = exchange.capability<AbsentGradientExchange>();
+  auto* absent = buffers_->absent_allowed
+                     ? exchange.capability<AbsentGradientExchange>()
+                     : nullptr;
   if (absent != nullptr && params > 0) {
     RETURN_IF_ERROR(absent->ReadyAbsent(0, params));
     if (n > params) RETURN_IF_ERROR(exchange.Ready(params, n - params));

@@ -56,6 +56,9 @@ struct HostedBuffers {
   // The parameters [0, trainable_end) of the flat buffer; the state after
   // them (JobStateElements) is never absent.
   int64_t trainable_end = 0;
+  // Whether steps may leave parameters out (JobSpec.model_from_worker: the
+  // ring agrees on absent ranges only then, and PS must train alike).
+  bool absent_allowed = false;
   std::vector<float> params, staging, grads;
   ExchangeBuffers view;
 
@@ -120,10 +123,11 @@ class HostedLeaseTrainer final : public LeaseTrainer {
   // (the host is waiting); nothing when the two are one buffer.
   void ShowStagedWeights();
   // Trains a lease without samples: zeros for the whole buffer, its
-  // parameters absent where the exchange takes that.
+  // parameters absent where the job and the exchange take that.
   absl::Status ContributeZeros(GradientExchange& exchange);
   // INVALID_ARGUMENT when a range the host declared absent holds a
-  // non-zero gradient or reaches the model's state.
+  // non-zero gradient or reaches the model's state, or the job's model is
+  // not its workers' (HostedBuffers::absent_allowed).
   absl::Status CheckAbsent(const HostEvent& event) const;
 
   std::shared_ptr<HostedBuffers> buffers_;

@@ -47,6 +47,7 @@ struct ReceivedPush {
   int64_t bytes = 0;  // ByteSizeLong() of every message
   bool cancelled = false;
   int zero_chunks = 0;  // sent as ENCODING_ZEROS (recorded as zeros)
+  std::map<int32_t, std::vector<int64_t>> absent;  // chunks' absent pairs
 };
 
 // One PS shard as the test sees it: owns the chunks placed on `shard_id`.
@@ -92,6 +93,10 @@ class FakeShard final : public v1::ParameterServer::Service {
         for (const Chunk& c : chunks_) {
           if (c.id == request.chunk_id()) values.assign(c.length, 0.0f);
         }
+      }
+      if (request.absent_size() > 0) {
+        push.absent[request.chunk_id()].assign(request.absent().begin(),
+                                               request.absent().end());
       }
       if (!push.chunks.emplace(request.chunk_id(), std::move(values)).second) {
         return {grpc::INVALID_ARGUMENT, "duplicate chunk"};

@@ -3,9 +3,11 @@
 // cancellation, retries, shard checks.
 #include "ps/ps_client.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "common/range_sets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/ps/ps_client_fixture.h"
@@ -117,6 +119,45 @@ TEST_P(PushTest, ReadyZerosDeclaresZerosWithoutABuffer) {
   }
   for (const Chunk& c : cluster.chunks()) layer0_chunks += c.flat_offset < 10;
   EXPECT_EQ(zero_chunks, layer0_chunks);
+}
+
+// Absent ranges (parameters no sample used) reach each shard as the
+// absent pairs of the chunks they cover, in chunk offsets, merged where
+// declared piecewise; the chunks still carry every element (zeros there).
+TEST_P(PushTest, ReadyAbsentNamesEachChunksAbsentElements) {
+  const int num_shards = GetParam();
+  Cluster cluster(num_shards);
+  auto client = cluster.Client();
+  std::vector<float> grads = Ramp(1.0f, 0.25f);
+  const std::vector<FlatRange> absent = {{5, 11}, {14, 15}, {20, 22}};
+  for (const FlatRange& r : absent) {
+    std::fill(grads.begin() + r.begin, grads.begin() + r.end, 0.0f);
+  }
+  auto session = *client->BeginPush(Info());
+  ASSERT_TRUE(session->Ready(22, kTotal - 22, grads.data() + 22).ok());
+  ASSERT_TRUE(session->ReadyAbsent(21, 1).ok());  // [20, 22) in two parts
+  ASSERT_TRUE(session->ReadyAbsent(20, 1).ok());
+  ASSERT_TRUE(session->Ready(15, 5, grads.data() + 15).ok());
+  ASSERT_TRUE(session->ReadyAbsent(14, 1).ok());
+  ASSERT_TRUE(session->Ready(11, 3, grads.data() + 11).ok());
+  ASSERT_TRUE(session->ReadyAbsent(6, 5).ok());  // crosses chunks
+  ASSERT_TRUE(session->ReadyAbsent(5, 1).ok());  // merged with [6, 7)
+  ASSERT_TRUE(session->Ready(0, 5, grads.data()).ok());
+  ASSERT_TRUE(session->Finish().ok());
+  ExpectPushed(cluster, num_shards, grads);
+  std::map<int32_t, std::vector<int64_t>> got;
+  for (int s = 0; s < num_shards; ++s) {
+    const std::vector<ReceivedPush> pushes = cluster.shard(s).pushes();
+    for (const auto& [chunk, pairs] : pushes[0].absent) got[chunk] = pairs;
+  }
+  std::map<int32_t, std::vector<int64_t>> want;
+  for (const Chunk& c : cluster.chunks()) {
+    const std::vector<FlatRange> in =
+        ClipRangeSet(absent, c.flat_offset, c.flat_offset + c.length);
+    if (!in.empty()) want[c.id] = ToRangePairs(in);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_GE(want.size(), 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, PushTest, ::testing::Values(1, 2, 3));

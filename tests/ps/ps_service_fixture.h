@@ -27,6 +27,7 @@ namespace ferry::testing {
 struct ChunkData {
   int32_t id;
   std::vector<float> values;
+  std::vector<int64_t> absent = {};  // PushRequest.absent
 };
 
 struct PullResult {
@@ -100,6 +101,7 @@ class PsServiceTest : public ::testing::Test {
       request.set_chunk_id(chunks[i].id);
       request.set_data(chunks[i].values.data(),
                        chunks[i].values.size() * sizeof(float));
+      for (int64_t bound : chunks[i].absent) request.add_absent(bound);
       if (sent) *sent += request.ByteSizeLong();
       if (!writer->Write(request)) break;  // the server finished early
     }

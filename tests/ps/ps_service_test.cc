@@ -69,6 +69,23 @@ TEST_F(PsServiceTest, PushFinalizePullRoundTripAndByteCounts) {
   EXPECT_GT(info.bytes().sent().at("coordinator"), 0);
 }
 
+// A chunk's absent ranges travel with it to the shard, which checks them:
+// an absent element must be 0.
+TEST_F(PsServiceTest, AbsentRangesTravelWithTheirChunk) {
+  const v1::PushHeader a = Header("a", 0, 2);
+  const std::vector<ChunkData> holds = {
+      {2, {1}}, {3, {0, 5}, {0, 2}}, {4, {1}}};
+  const grpc::Status refused = Push(&a, holds);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("chunk 3: element 1 is in an absent range"));
+  const std::vector<ChunkData> zeros = {
+      {2, {1}}, {3, {0, 0}, {0, 2}}, {4, {1}}};
+  ASSERT_TRUE(Push(&a, zeros).ok());
+  ASSERT_TRUE(Finalize(0, {{"a", 2}}).ok());
+  EXPECT_EQ(Info().rejected_pushes(), 1);
+}
+
 TEST_F(PsServiceTest, HeaderMayCarryTheFirstChunk) {
   v1::PushHeader a = Header("a", 0, 1);
   grpc::ClientContext context;

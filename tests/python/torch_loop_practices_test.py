@@ -3,8 +3,9 @@
 workers, in PS (shard processes, and shards inside the workers) and ring
 mode: mixed precision (torch.autocast("cpu",
 bfloat16)), gradient accumulation over micro-batches (job.no_sync()),
-opt.zero_grad(set_to_none=True) before every step, a layer used only in
-every other step, weight tying (the output layer shares the embedding's
+opt.zero_grad(set_to_none=True) before every step (in even steps at the
+loop's top, in odd ones at the bottom of the step before), a layer used
+only in even steps, weight tying (the output layer shares the embedding's
 weight), and a DataLoader with worker processes (an evaluation every 8
 steps, forked beside ferry's threads). Each job must finish without a
 traceback or a hang; its weights must equal, within 1e-4, a single-process
@@ -74,12 +75,15 @@ opt = torch.optim.SGD(model.parameters(), lr=%(lr)s, momentum=%(momentum)s)
 evals = 0
 with ft.join(model, opt) as job:
     for xb, yb in job.batches(data):
-        opt.zero_grad(set_to_none=True)
+        if job.steps %% 2 == 0:  # even steps: zeroed before the step
+            opt.zero_grad(set_to_none=True)
         first, last = micro_losses(model, xb, yb, job.steps)
         with job.no_sync():
             job.backward(first)
         job.backward(last)
         job.step()
+        if job.steps %% 2 == 1:  # odd steps (no "sometimes"): after the one before
+            opt.zero_grad(set_to_none=True)
         if job.steps %% 8 == 0:
             loader = torch.utils.data.DataLoader(data, batch_size=128, num_workers=2)
             with torch.no_grad():

@@ -241,6 +241,7 @@ TEST_F(HostedLeaseTrainerTest,
 // reaches an exchange that takes absent ranges as such, and others as
 // zeros; one holding a gradient refuses the step.
 TEST_F(HostedLeaseTrainerTest, AbsentRangesReachTheExchangeOnlyWhenZero) {
+  buffers_->absent_allowed = true;  // a job whose model its workers define
   for (const bool offers : {true, false}) {
     RecordingExchange exchange(buffers_->view, /*allow_empty=*/false);
     exchange.offers_absent = offers;
@@ -279,14 +280,27 @@ TEST_F(HostedLeaseTrainerTest, AbsentRangesReachTheExchangeOnlyWhenZero) {
               ::testing::HasSubstr("declared absent but element 1 holds"));
   EXPECT_TRUE(exchange.absent.empty());
   EXPECT_EQ(exchange.finished, 0);
+  // In a job of a ferry model nothing may be absent.
+  buffers_->absent_allowed = false;
+  std::thread refused = TrainOnLoop(exchange, Lease(3, 0, 2), result);
+  ASSERT_TRUE(channel_.NextLease(10).ok());
+  buffers_->grads = {0.0f, 0.0f, 0.0f};
+  ASSERT_TRUE(channel_.Ready(0, 3, /*absent=*/true).ok());
+  const absl::StatusOr<bool> not_allowed = channel_.Finish(0, 0);
+  refused.join();
+  EXPECT_THAT(std::string(not_allowed.status().message()),
+              ::testing::HasSubstr("only in a job whose model"));
+  EXPECT_TRUE(exchange.absent.empty());
 }
 
 // A lease without samples (a ring member's) contributes zeros without the
-// host; an exchange that takes absent ranges gets every parameter absent.
+// host; in a job whose model its workers define, an exchange that takes
+// absent ranges gets every parameter absent.
 TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {
-  for (const bool offers_absent : {false, true}) {
+  for (const bool allowed : {false, true}) {
     RecordingExchange exchange(buffers_->view, /*allow_empty=*/true);
-    exchange.offers_absent = offers_absent;
+    exchange.offers_absent = true;
+    buffers_->absent_allowed = allowed;
     v1::NextTaskResponse empty = Lease(2, 0, 0);
     empty.clear_tasks();
     absl::StatusOr<StepResult> result;
@@ -307,7 +321,7 @@ TEST_F(HostedLeaseTrainerTest, ALeaseWithoutSamplesNeverReachesTheHost) {
     EXPECT_EQ(result->samples, 0);
     EXPECT_THAT(exchange.begun, ElementsAre(0, 2));
     EXPECT_EQ(exchange.finished, 2);
-    if (offers_absent) {  // the empty lease's; then lease 3's gradient
+    if (allowed) {  // the empty lease's; then lease 3's gradient
       EXPECT_THAT(exchange.absent, ElementsAre(std::make_pair(0, 3)));
       EXPECT_THAT(exchange.ready, ElementsAre(std::make_pair(0, 3)));
     } else {

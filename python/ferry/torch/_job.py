@@ -261,6 +261,7 @@ class Job:
         # and is copied each step.
         self._state_begin = None
         self._int_buffers = []  # (buffer, offset, numel)
+        unset = []  # a parameter's .grad was None before ferry's view
         for (t, is_buffer), (name, shape, offset, numel) in zip(matched, self._tensors):
             view = self._flat_params[offset:offset + numel].view(shape)
             if is_buffer:
@@ -275,12 +276,17 @@ class Job:
             grad = self._flat_grads[offset:offset + numel].view(shape)
             with torch.no_grad():
                 t.data = view
+            unset.append(t.grad is None)
             t.grad = grad
             self._views.append((t, offset, numel, grad))
         self._state_before = None
         self._declared = [False] * len(self._views)
         self._used = [False] * len(self._views)  # a backward reached it
-        self._unset = [False] * len(self._views)  # its .grad was None
+        # Its .grad was None in the step (as torch would keep it: a fresh
+        # model's, or set so by zero_grad(set_to_none=True) before the step,
+        # after the last one, or between a batch and job.backward).
+        self._unset = [False] * len(self._views)
+        self._unset_next = unset  # the next step's, from before it began
         # A hook on each parameter's gradient accumulator: it runs once per
         # backward, after the parameter's gradient was summed into .grad.
         self._accumulators = []
@@ -381,7 +387,9 @@ class Job:
         self._backwards = 0
         self._declared = [False] * len(self._views)
         self._used = [False] * len(self._views)
-        self._unset = [False] * len(self._views)
+        self._unset = [was or p.grad is None
+                       for was, (p, _, _, _) in zip(self._unset_next, self._views)]
+        self._unset_next = [False] * len(self._views)
         if self._state_begin is not None:  # the step's starting buffers
             self._load_int_buffers()
             with torch.no_grad():
