@@ -175,6 +175,11 @@ TEST_P(OptimizerTest, SkippedElementsKeepTheirValueAndState) {
   config.lr = 0.1;
   config.weight_decay = 0.01;
   config.momentum = 0.9;
+  ParamGroup group;  // the skip starts inside it and ends after it
+  group.lr = 0.3;
+  group.weight_decay = 0.05;
+  group.ranges = {{0, 4}};
+  config.groups = {group};
   const size_t n = 8;  // 6 parameters, then 2 of state
   auto skipping = Optimizer::Create(config, backend.get(), n, 6);
   auto whole = Optimizer::Create(config, backend.get(), n, 6);
