@@ -140,6 +140,84 @@ TEST_P(RingAbsentTest, WhatEveryMemberLeftOutIsSkippedOnEveryMember) {
 
 INSTANTIATE_TEST_SUITE_P(ShardedState, RingAbsentTest, ::testing::Bool());
 
+// Forwards everything to `inner`, except that a bytes payload equal to
+// `from` goes out as `to` (a peer sending malformed absent ranges).
+class RewritingTransport final : public RingTransport {
+ public:
+  RewritingTransport(std::unique_ptr<RingTransport> inner, std::string from,
+                     std::string to)
+      : inner_(std::move(inner)), from_(std::move(from)), to_(std::move(to)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  absl::Status Send(const RingTag& tag, const float* data,
+                    int64_t count) override {
+    return inner_->Send(tag, data, count);
+  }
+  absl::Status Recv(const RingTag& tag, float* dst, int64_t count, RecvOp op,
+                    absl::Time deadline) override {
+    return inner_->Recv(tag, dst, count, op, deadline);
+  }
+  absl::Status SendBytes(const RingTag& tag, std::string payload) override {
+    return inner_->SendBytes(tag, payload == from_ ? to_ : std::move(payload));
+  }
+  absl::StatusOr<std::string> RecvBytes(const RingTag& tag,
+                                        absl::Time deadline) override {
+    return inner_->RecvBytes(tag, deadline);
+  }
+  void Abort() override { inner_->Abort(); }
+
+ private:
+  std::unique_ptr<RingTransport> inner_;
+  const std::string from_, to_;
+};
+
+std::string Pairs(std::vector<int64_t> bounds) {
+  return std::string(reinterpret_cast<const char*>(bounds.data()),
+                     bounds.size() * sizeof(int64_t));
+}
+
+// A member whose absent ranges arrive malformed fails the step with
+// DATA_LOSS naming the sender, and nobody hangs.
+TEST(RingAbsentRangesTest, MalformedRangesOfAMemberFailTheStep) {
+  testing::RingHubs hubs;
+  std::vector<std::unique_ptr<RingMember>> members;
+  std::vector<RingMember*> ring;
+  for (int seed = 0; seed < 2; ++seed) {
+    members.push_back(testing::MakeRingMember(
+        "w" + std::to_string(seed), seed,
+        [&hubs, seed](const v1::NextTaskResponse& lease)
+            -> absl::StatusOr<std::unique_ptr<RingTransport>> {
+          ASSIGN_OR_RETURN(std::unique_ptr<RingTransport> t,
+                           hubs.Connect(lease.ring_generation(),
+                                        lease.ring_size(), lease.rank()));
+          if (seed == 0) return t;
+          // Member 1 leaves out [7, 12) in step 1: it says (12, 7).
+          return std::make_unique<RewritingTransport>(
+              std::move(t), Pairs({7, 12}), Pairs({12, 7}));
+        },
+        testing::RingInitial(), 0, nullptr, "", false, false, true));
+    ring.push_back(members.back().get());
+  }
+  for (int64_t step = 0; step < 2; ++step) {
+    std::vector<absl::Status> statuses(ring.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < ring.size(); ++r) {
+      threads.emplace_back([&, r] {
+        statuses[r] =
+            AbsentStep(*ring[r], testing::RingLease(step, 1, 0, ring, r));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    if (step == 0) {
+      for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+      continue;
+    }
+    EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDataLoss) << statuses[0];
+    EXPECT_THAT(std::string(statuses[0].message()),
+                ::testing::HasSubstr("absent ranges of ring rank 1"));
+  }
+}
+
 TEST(RingAbsentRangesTest, AbsentRangesMustBeInsideTheParameters) {
   testing::RingHubs hubs;
   auto member = testing::MakeRingMember(
