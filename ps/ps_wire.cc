@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace ferry {
 namespace {
 // Protobuf wire format, just what PushRequest and PullResponse need.
@@ -34,7 +36,8 @@ grpc::ByteBuffer ChunkMessage(int32_t chunk_id, const grpc::Slice& data,
   }
   // The fields after the data: the encoding, then the absent ranges packed
   // (proto3's encoding of a repeated scalar), each varint at most 10 bytes.
-  std::vector<uint8_t> suffix(16 + 10 * (absent.size() + 2));
+  // Inline for the common case (an encoding, no ranges): no allocation.
+  absl::InlinedVector<uint8_t, 32> suffix(16 + 10 * (absent.size() + 2));
   uint8_t* q = suffix.data();
   if (encoding != 0) {
     *q++ = kPushEncodingField << 3 | kWireVarint;

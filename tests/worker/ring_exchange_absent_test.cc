@@ -2,6 +2,7 @@
 // member of a step left out is skipped by every member's optimizer (plain
 // and with the optimizer state sharded), so the members stay equal to a
 // single process that skips it.
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,32 +66,60 @@ absl::Status AbsentStep(RingMember& m, v1::NextTaskResponse lease) {
   return m.exchange->FinishStep();
 }
 
+// `size` members over `hubs` (seeds 0..size-1), each one's transport
+// passed through `wrap(seed, transport)`.
+using WrapTransport = std::function<std::unique_ptr<RingTransport>(
+    int seed, std::unique_ptr<RingTransport>)>;
+std::vector<std::unique_ptr<RingMember>> AbsentMembers(
+    testing::RingHubs& hubs, int size, bool agree, bool sharded,
+    WrapTransport wrap = nullptr) {
+  std::vector<std::unique_ptr<RingMember>> members;
+  for (int seed = 0; seed < size; ++seed) {
+    members.push_back(testing::MakeRingMember(
+        "w" + std::to_string(seed), seed,
+        [&hubs, seed, wrap](const v1::NextTaskResponse& lease)
+            -> absl::StatusOr<std::unique_ptr<RingTransport>> {
+          ASSIGN_OR_RETURN(std::unique_ptr<RingTransport> t,
+                           hubs.Connect(lease.ring_generation(),
+                                        lease.ring_size(), lease.rank()));
+          return wrap ? wrap(seed, std::move(t)) : std::move(t);
+        },
+        testing::RingInitial(), 0, nullptr, "", false, sharded, agree));
+  }
+  return members;
+}
+
+// Step `step` on every member of `ring` at once; the statuses by rank.
+std::vector<absl::Status> RunAbsentStep(const std::vector<RingMember*>& ring,
+                                        int64_t step) {
+  std::vector<absl::Status> statuses(ring.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    threads.emplace_back([&, r] {
+      statuses[r] =
+          AbsentStep(*ring[r], testing::RingLease(step, 1, 0, ring, r));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return statuses;
+}
+
+std::vector<RingMember*> Pointers(
+    const std::vector<std::unique_ptr<RingMember>>& members) {
+  std::vector<RingMember*> ring;
+  for (const auto& m : members) ring.push_back(m.get());
+  return ring;
+}
+
 // Runs steps 0 and 1 on three members; their weights.
 std::vector<std::vector<float>> RunAbsentMembers(bool agree, bool sharded) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<RingMember>> members;
-  std::vector<RingMember*> ring;
-  for (int seed = 0; seed < 3; ++seed) {
-    members.push_back(testing::MakeRingMember(
-        "w" + std::to_string(seed), seed,
-        [&hubs](const v1::NextTaskResponse& lease) {
-          return hubs.Connect(lease.ring_generation(), lease.ring_size(),
-                              lease.rank());
-        },
-        testing::RingInitial(), 0, nullptr, "", false, sharded, agree));
-    ring.push_back(members.back().get());
-  }
+  const auto members = AbsentMembers(hubs, 3, agree, sharded);
+  const std::vector<RingMember*> ring = Pointers(members);
   for (int64_t step = 0; step < 2; ++step) {
-    std::vector<absl::Status> statuses(ring.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < ring.size(); ++r) {
-      threads.emplace_back([&, r] {
-        statuses[r] =
-            AbsentStep(*ring[r], testing::RingLease(step, 1, 0, ring, r));
-      });
+    for (const absl::Status& s : RunAbsentStep(ring, step)) {
+      EXPECT_TRUE(s.ok()) << s;
     }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
   }
   std::vector<std::vector<float>> weights;
   for (RingMember* m : ring) weights.push_back(m->Params());
@@ -180,42 +209,23 @@ std::string Pairs(std::vector<int64_t> bounds) {
 // DATA_LOSS naming the sender, and nobody hangs.
 TEST(RingAbsentRangesTest, MalformedRangesOfAMemberFailTheStep) {
   testing::RingHubs hubs;
-  std::vector<std::unique_ptr<RingMember>> members;
-  std::vector<RingMember*> ring;
-  for (int seed = 0; seed < 2; ++seed) {
-    members.push_back(testing::MakeRingMember(
-        "w" + std::to_string(seed), seed,
-        [&hubs, seed](const v1::NextTaskResponse& lease)
-            -> absl::StatusOr<std::unique_ptr<RingTransport>> {
-          ASSIGN_OR_RETURN(std::unique_ptr<RingTransport> t,
-                           hubs.Connect(lease.ring_generation(),
-                                        lease.ring_size(), lease.rank()));
-          if (seed == 0) return t;
-          // Member 1 leaves out [7, 12) in step 1: it says (12, 7).
-          return std::make_unique<RewritingTransport>(
-              std::move(t), Pairs({7, 12}), Pairs({12, 7}));
-        },
-        testing::RingInitial(), 0, nullptr, "", false, false, true));
-    ring.push_back(members.back().get());
-  }
-  for (int64_t step = 0; step < 2; ++step) {
-    std::vector<absl::Status> statuses(ring.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < ring.size(); ++r) {
-      threads.emplace_back([&, r] {
-        statuses[r] =
-            AbsentStep(*ring[r], testing::RingLease(step, 1, 0, ring, r));
+  // Member 1 leaves out [7, 12) in step 1: its transport says (12, 7).
+  const auto members = AbsentMembers(
+      hubs, 2, /*agree=*/true, /*sharded=*/false,
+      [](int seed,
+         std::unique_ptr<RingTransport> t) -> std::unique_ptr<RingTransport> {
+        if (seed == 0) return t;
+        return std::make_unique<RewritingTransport>(
+            std::move(t), Pairs({7, 12}), Pairs({12, 7}));
       });
-    }
-    for (std::thread& t : threads) t.join();
-    if (step == 0) {
-      for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
-      continue;
-    }
-    EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDataLoss) << statuses[0];
-    EXPECT_THAT(std::string(statuses[0].message()),
-                ::testing::HasSubstr("absent ranges of ring rank 1"));
+  const std::vector<RingMember*> ring = Pointers(members);
+  for (const absl::Status& s : RunAbsentStep(ring, 0)) {
+    ASSERT_TRUE(s.ok()) << s;
   }
+  const std::vector<absl::Status> statuses = RunAbsentStep(ring, 1);
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDataLoss) << statuses[0];
+  EXPECT_THAT(std::string(statuses[0].message()),
+              ::testing::HasSubstr("absent ranges of ring rank 1"));
 }
 
 TEST(RingAbsentRangesTest, AbsentRangesMustBeInsideTheParameters) {
