@@ -300,9 +300,7 @@ class WeightsReactor final : public grpc::ServerWriteReactor<v1::WeightsChunk> {
           std::min(kWeightsChunkElements, segment.range.end - offset_);
       chunk_.set_offset(offset_);
       const int64_t at = segment.packed + (offset_ - segment.range.begin);
-      chunk_.set_data(
-          reinterpret_cast<const char*>(snapshot_->values.data() + at),
-          static_cast<size_t>(std::max<int64_t>(n, 0)) * sizeof(float));
+      snapshot_->ReadValues(at, n, chunk_.mutable_data());
       offset_ += n;
     } else {
       const int64_t n = std::min<int64_t>(kWeightsChunkElements * sizeof(float),

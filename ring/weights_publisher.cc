@@ -1,5 +1,6 @@
 #include "ring/weights_publisher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
     wanted_step_.store(min_step, std::memory_order_release);  // under mu_
   }
   if (snapshot_ != nullptr && snapshot_->steps_applied >= min_step) {
+    lent_taken_ = true;  // (read only while lent)
     return snapshot_;
   }
   wanted_.store(true, std::memory_order_release);
@@ -23,6 +25,14 @@ absl::StatusOr<std::shared_ptr<const WeightsSnapshot>> WeightsPublisher::Get(
       snapshot_ == nullptr ? std::string("none")
                            : absl::StrCat(snapshot_->steps_applied),
       "); retry"));
+}
+
+void WeightsSnapshot::ReadValues(int64_t at, int64_t n,
+                                 std::string* data) const {
+  absl::MutexLock lock(&mu);
+  const float* from = (lent != nullptr ? lent : values.data()) + at;
+  data->assign(reinterpret_cast<const char*>(from),
+               static_cast<size_t>(std::max<int64_t>(n, 0)) * sizeof(float));
 }
 
 std::vector<float> PackRanges(const float* flat,
@@ -62,6 +72,46 @@ void WeightsPublisher::Publish(int64_t steps_applied, std::vector<float> values,
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
   wanted_.store(false, std::memory_order_release);
+}
+
+void WeightsPublisher::Lend(int64_t steps_applied, const float* flat,
+                            int64_t total_elements, std::string tables) {
+  auto snapshot = std::make_shared<WeightsSnapshot>();
+  snapshot->steps_applied = steps_applied;
+  snapshot->total_elements = total_elements;
+  snapshot->tables = std::move(tables);
+  {
+    absl::MutexLock lock(&snapshot->mu);
+    snapshot->lent = flat;
+  }
+  absl::MutexLock lock(&mu_);
+  snapshot_ = std::move(snapshot);
+  lent_taken_ = false;
+  wanted_.store(false, std::memory_order_release);
+}
+
+void WeightsPublisher::TakeBack() {
+  absl::MutexLock lock(&mu_);
+  if (snapshot_ == nullptr) return;
+  {
+    absl::MutexLock snapshot_lock(&snapshot_->mu);
+    if (snapshot_->lent == nullptr) return;
+    // No reader gets it while mu_ is held: a count of one is ours.
+    if (!lent_taken_ || snapshot_.use_count() > 1) {
+      snapshot_->values.assign(snapshot_->lent,
+                               snapshot_->lent + snapshot_->total_elements);
+      snapshot_->lent = nullptr;
+      return;
+    }
+  }
+  snapshot_.reset();  // read already
+}
+
+bool WeightsPublisher::lent() const {
+  absl::MutexLock lock(&mu_);
+  if (snapshot_ == nullptr) return false;
+  absl::MutexLock snapshot_lock(&snapshot_->mu);
+  return snapshot_->lent != nullptr;
 }
 
 }  // namespace ferry

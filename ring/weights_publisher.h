@@ -34,6 +34,17 @@ struct WeightsSnapshot {
   // A model with embedding tables: the member's tables as one blob
   // (ps/sparse_store.h EncodeSparseStore); empty otherwise.
   std::string tables;
+
+  // `n` of the values from `at` on (in `values`' order) as bytes into
+  // `data`: from `values`, or, while the snapshot is lent
+  // (WeightsPublisher::Lend), from the lender's buffer.
+  void ReadValues(int64_t at, int64_t n, std::string* data) const;
+
+  // The lender's whole flat buffer while lent (ranges empty, `values`
+  // empty); WeightsPublisher::TakeBack copies it into `values` and clears
+  // it, under mu, so a reader goes on from the copy.
+  mutable absl::Mutex mu;
+  const float* lent ABSL_GUARDED_BY(mu) = nullptr;
 };
 
 // The elements of `ranges` of the host buffer `flat`, back to back (a
@@ -69,11 +80,26 @@ class WeightsPublisher {
                std::string tables = {}, std::vector<FlatRange> ranges = {},
                int64_t total_elements = -1);
 
+  // Publishes the whole flat buffer `flat` (total_elements floats of host
+  // memory, not owned) as it is, without a copy. The lender calls
+  // TakeBack() before it changes or frees `flat`.
+  void Lend(int64_t steps_applied, const float* flat, int64_t total_elements,
+            std::string tables = {});
+  // The lender is about to change the lent buffer. A lent snapshot that a
+  // reader has taken and let go is dropped (a later reader marks a newer
+  // one wanted); otherwise its values are copied first, and a reader in
+  // the middle of it goes on from the copy. No-op without a lent snapshot.
+  void TakeBack();
+  // Whether the snapshot is lent now.
+  bool lent() const;
+
  private:
   std::atomic<bool> wanted_{false};
   std::atomic<int64_t> wanted_step_{0};
   mutable absl::Mutex mu_;
-  std::shared_ptr<const WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  // A reader got the lent snapshot (Get).
+  bool lent_taken_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ferry

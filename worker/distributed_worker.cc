@@ -118,6 +118,10 @@ class Worker {
     }
     if (!status.ok()) return status;
     summary_.ps_bytes = exchange_->bytes().ps;
+    if (const CommittedStepsObserver* observer =
+            exchange_->capability<CommittedStepsObserver>()) {
+      summary_.rollback_copies_moved = observer->undo_state_moves();
+    }
     if (const ByteCounter* peer = deps_.peer->counter(); peer != nullptr) {
       summary_.peer_bytes = peer->Get();
     }
@@ -196,6 +200,8 @@ class Worker {
     context.backend = trainer_->backend();
     context.buffers = trainer_->buffers();
     context.collective_timeout = options_.collective_timeout;
+    context.ring_prompt_commit_min_bytes =
+        options_.ring_prompt_commit_min_bytes;
     context.shard_check_timeout =
         std::min(options_.rpc_timeout, kShardCheckTimeout);
     ASSIGN_OR_RETURN(exchange_, MakeGradientExchange(context, deps_.peer.get(),
@@ -419,6 +425,13 @@ class Worker {
         last_step = lease->step();
         held_fence_ = lease->fence();
         Ask(std::nullopt, last_step);
+      }
+      // The last step's undo state lies where this step writes: its commit
+      // first (the report's answer carries it).
+      if (const CommittedStepsObserver* observer =
+              exchange_->capability<CommittedStepsObserver>();
+          observer != nullptr && observer->WantsCommitBeforeNextStep()) {
+        RETURN_IF_ERROR(AwaitReport());
       }
       absl::StatusOr<v1::StepReport> report =
           policy_.fenced && lease->fence() < heartbeater_->fence()

@@ -79,6 +79,11 @@ struct WorkerOptions {
   // this host (ring/grpc_ring_transport.h; never with link emulation);
   // false: the loopback stream carries the messages.
   bool ring_shared_memory = true;
+  // Ring members whose rollback copy is at least this many bytes learn of
+  // each commit at once and, with sharded optimizer state, keep the copy in
+  // their gradient buffer (RingExchangeOptions.prompt_commit_min_bytes;
+  // -1: its default, 16 MiB).
+  int64_t ring_prompt_commit_min_bytes = -1;
   // Not owned; when set, the ring peer server's grpc.health.v1 service
   // follows it (ferry-worker passes its ProcessOps' state).
   HealthState* health = nullptr;
@@ -99,7 +104,10 @@ struct WorkerSummary {
   int64_t steps = 0;       // steps whose gradient every shard accepted
   int64_t samples = 0;     // samples in those steps
   int64_t abandoned_steps = 0;  // leased steps given up (see below)
-  double loss_sum = 0.0;        // over `samples`
+  // Ring: steps whose rollback copy moved out of the gradient buffer
+  // (CommittedStepsObserver::undo_state_moves).
+  int64_t rollback_copies_moved = 0;
+  double loss_sum = 0.0;  // over `samples`
   int64_t correct = 0;
   double wall_seconds = 0.0;
   double compute_seconds = 0.0;

@@ -135,6 +135,18 @@ class CommittedStepsObserver : public ExchangeCapability {
   // wait is off the step's path, but a step shorter than the coordinator's
   // round trip would wait for the previous report's answer.
   virtual bool WantsPromptCommits() const = 0;
+  // Training thread, between two steps: whether the next step should begin
+  // only once this one is committed, because its undo state lies in memory
+  // the next step's backward pass overwrites (a sharded ring member's
+  // rollback copy in its gradient buffer outside its slice). The loop then
+  // waits for the report's answer (WantsPromptCommits) before the next
+  // BeginStep; without the wait the exchange moves the copy into memory of
+  // its own there.
+  virtual bool WantsCommitBeforeNextStep() const = 0;
+  // Training thread: how often undo state had to move out of such memory
+  // because its step was not committed in time (a ring step aborted, or
+  // the commit's answer late).
+  virtual int64_t undo_state_moves() const = 0;
 
  protected:
   ~CommittedStepsObserver() = default;

@@ -95,6 +95,12 @@ struct ExchangeBuffers {
   // buffer, [0, num_elements). A PS pipeline stage's buffers hold its
   // parameters' range and, for a model with BatchNorm, its state's.
   std::vector<FlatRange> segments;
+  // The trainer writes grads and host_grads only between a BeginStep that
+  // returned OK and the step's FinishStep or AbandonStep, and reads nothing
+  // it did not write there: outside a step the exchange may use them (a
+  // sharded ring member keeps its rollback copy there). False when a host
+  // program's code holds views of them (PyTorch workers' .grad).
+  bool grads_idle_between_steps = false;
 
   // Where flat elements [flat, flat + length) are in the buffers: their
   // index, or -1 when no one segment holds them all (or length < 0).

@@ -57,6 +57,10 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   options.shard_optimizer_state = job.ring_shard_optimizer_state();
   // PyTorch workers' steps may leave parameters out (.grad None).
   options.agree_on_absent = job.model_from_worker();
+  options.grads_idle_between_steps = context.buffers.grads_idle_between_steps;
+  if (context.ring_prompt_commit_min_bytes >= 0) {
+    options.prompt_commit_min_bytes = context.ring_prompt_commit_min_bytes;
+  }
   if (with_tables) {
     ASSIGN_OR_RETURN(const SparseStoreConfig tables, JobTablesConfig(job));
     ASSIGN_OR_RETURN(const EmbeddingOptions embedding,

@@ -30,6 +30,8 @@ struct ExchangeContext {
   absl::Duration collective_timeout = absl::Seconds(30);
   // PS: deadline of the ShardInfo calls after a timed-out step.
   absl::Duration shard_check_timeout = absl::Seconds(2);
+  // Ring: RingExchangeOptions.prompt_commit_min_bytes (-1: its default).
+  int64_t ring_prompt_commit_min_bytes = -1;
 };
 
 // FAILED_PRECONDITION when the job cannot be trained by any exchange (a PS

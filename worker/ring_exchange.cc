@@ -232,6 +232,7 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   }
   if (session_ == nullptr ||
       session_->ring_generation != lease.ring_generation()) {
+    TakeBackWeights();  // a join writes the params
     if (absl::Status joined = JoinRing(lease); !joined.ok()) {
       AbandonStep();
       return joined;
@@ -261,6 +262,20 @@ absl::Status RingExchange::BeginStep(const ExchangeStep& step) {
   session_->reducer->Start(session_->next_op);
   session_->next_op += static_cast<int64_t>(plan_.size());
   if (options_.shard_optimizer_state) session_->gather_op = session_->next_op++;
+  // The trainer writes the gradients from here on.
+  const int64_t spills = copies_.spills();
+  if (absl::Status taken = copies_.TakeBackLent(); !taken.ok()) {
+    AbandonStep();
+    return taken;
+  }
+  if (copies_.spills() > spills && copies_.spills() % 100 == 1) {
+    LogInfo(
+        "ring: the last step's rollback copy moved out of the gradient "
+        "buffer (the step was not committed before this one began)",
+        {{"step", lease.step()},
+         {"committed_steps", copies_.committed()},
+         {"spills", copies_.spills()}});
+  }
   return absl::OkStatus();
 }
 
@@ -285,14 +300,19 @@ void RingExchange::ObserveCommitted(int64_t steps) {
   copies_.ObserveCommitted(steps);
 }
 
+bool RingExchange::WantsCommitBeforeNextStep() const {
+  return copies_.LentCopyPending();
+}
+
 bool RingExchange::WantsPromptCommits() const {
   return options_.committed_steps_final &&
-         copies_.copy_bytes() >= kPromptCommitMinBytes;
+         copies_.copy_bytes() >= options_.prompt_commit_min_bytes;
 }
 
 absl::Status RingExchange::FinishStep() {
   if (session_ == nullptr)
     return absl::FailedPreconditionError("no ring step begun");
+  TakeBackWeights();  // the step's update writes the params
   if (!step_rings_.empty()) return FinishStageStep();
   if (options_.shard_optimizer_state) return FinishShardedStep();
   if (absl::Status reduced = session_->reducer->Finish(); !reduced.ok()) {

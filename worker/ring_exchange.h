@@ -164,6 +164,17 @@ struct RingExchangeOptions {
   // member left out. Ring pipelines (stage steps) and compressed buckets
   // apply them as zeros.
   bool agree_on_absent = false;
+  // With shard_optimizer_state and committed_steps_final: the trainer
+  // leaves grads alone between steps (ExchangeBuffers.
+  // grads_idle_between_steps), so a step's rollback copy of at least
+  // prompt_commit_min_bytes lies in grads outside the member's slice, from
+  // the step's reduce until the next BeginStep (which moves it out if the
+  // step is not committed by then; WantsCommitBeforeNextStep).
+  bool grads_idle_between_steps = false;
+  // A member whose rollback copy is at least this large learns of each
+  // commit at once (WantsPromptCommits): a model whose step takes far
+  // longer than a coordinator round trip.
+  int64_t prompt_commit_min_bytes = int64_t{16} << 20;
 };
 
 class RingExchange final : public GradientExchange,
@@ -176,6 +187,10 @@ class RingExchange final : public GradientExchange,
   // size, optimizer config or compression.
   static absl::StatusOr<std::unique_ptr<RingExchange>> Create(
       RingExchangeOptions options);
+  // Takes a lent weights snapshot back (the publisher outlives the
+  // exchange; the params buffer outlives the publisher's readers only
+  // until then).
+  ~RingExchange() override;
 
   std::string mode() const override { return "ring"; }
   // Empty batches allowed, fenced, failed steps reported, up to 60
@@ -207,10 +222,12 @@ class RingExchange final : public GradientExchange,
   // first `steps` steps are not needed any more (taken for the next copy).
   // A no-op unless options.committed_steps_final.
   void ObserveCommitted(int64_t steps) override;
-  // A rollback copy of at least kPromptCommitMinBytes (a model whose step
-  // takes far longer than a coordinator round trip).
+  // A rollback copy of at least options.prompt_commit_min_bytes.
   bool WantsPromptCommits() const override;
-  static constexpr int64_t kPromptCommitMinBytes = int64_t{16} << 20;
+  // The last step's rollback copy lies in grads and its step is not known
+  // to be committed (options.grads_idle_between_steps).
+  bool WantsCommitBeforeNextStep() const override;
+  int64_t undo_state_moves() const override { return copies_.spills(); }
   bool WaitedForOthers(const absl::Status&) override { return false; }
   // EmbeddingRowExchange (with tables): the member's own tables, nullptr
   // without an open step.
@@ -219,8 +236,11 @@ class RingExchange final : public GradientExchange,
   // with the step in FinishStep; FAILED_PRECONDITION a second time in a step
   // or without an open step.
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
-  // Copies params (and the tables' blob) to the publisher when a reader
-  // asked for them.
+  // Publishes params (and the tables' blob) when a reader asked for them:
+  // a host-memory member that holds the whole buffer current lends the
+  // params themselves until it next writes them (the write's first copies
+  // them for a reader that has not read them yet; WeightsPublisher::Lend);
+  // others publish a copy.
   void BetweenSteps() override;
   // EndOfTrainingExchange. A ring pipeline whose last generation
   // all-reduced per stage: gathers
@@ -320,6 +340,9 @@ class RingExchange final : public GradientExchange,
   absl::StatusOr<std::vector<float>> HostParams();
   // The elements of `ranges` (ascending, disjoint) of the params on the
   // host, back to back; no ranges: all of them.
+  // Before params change: a lent snapshot goes back to the publisher
+  // (WeightsPublisher::TakeBack).
+  void TakeBackWeights();
   absl::StatusOr<std::vector<float>> HostRanges(
       const std::vector<FlatRange>& ranges);
   // The params readable on the host: in place for host-memory backends,

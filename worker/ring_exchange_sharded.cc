@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "common/log.h"
 #include "common/range_sets.h"
 #include "common/sharding.h"
@@ -201,6 +202,17 @@ absl::Status RingExchange::FinishShardedStep() {
   if (!skip.ok()) {
     AbandonStep();
     return skip.status();
+  }
+  const int64_t copy_bytes =
+      slice_.size() *
+      (1 + static_cast<int64_t>(optimizer_.StateBuffers().size())) *
+      static_cast<int64_t>(sizeof(float));
+  if (options_.grads_idle_between_steps && options_.committed_steps_final &&
+      copy_bytes >= options_.prompt_commit_min_bytes) {
+    // Reduced: the gradient outside the slice is not read again.
+    copies_.Lend(
+        {absl::MakeSpan(options_.grads, slice_.begin),
+         absl::MakeSpan(options_.grads + slice_.end, n_ - slice_.end)});
   }
   RETURN_IF_ERROR(copies_.Keep(LiveState(), keep_state_));
   // This member's slice of the mean gradient through its optimizer.

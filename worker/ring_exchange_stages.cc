@@ -170,6 +170,7 @@ absl::Status RingExchange::FinishStageStep() {
 
 absl::Status RingExchange::EndOfTraining() {
   if (session_ == nullptr || !session_->per_stage) return absl::OkStatus();
+  TakeBackWeights();  // the gather writes the params
   const int64_t op = session_->next_op;
   session_->next_op += 1 + static_cast<int64_t>(stage_ranges_.size());
   absl::Status gathered =

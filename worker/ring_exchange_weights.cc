@@ -37,16 +37,28 @@ void RingExchange::BetweenSteps() {
   // sharded one too, all params: one member is enough for the reader, also
   // when a member dies during an evaluation or the slices are recut.
   const std::vector<FlatRange> ranges = CurrentRanges();
+  std::string tables =
+      options_.tables == nullptr ? std::string() : options_.tables->Encode();
+  if (ranges.empty() && options_.backend->IsHostMemory()) {
+    // The params themselves, until the next write (TakeBackWeights).
+    publisher->Lend(optimizer_.steps_applied(), options_.params, n_,
+                    std::move(tables));
+    return;
+  }
   absl::StatusOr<std::vector<float>> host = HostRanges(ranges);
   if (!host.ok()) {
     LogInfo(absl::StrCat("publish weights: ", host.status().ToString()));
     return;
   }
-  publisher->Publish(
-      optimizer_.steps_applied(), *std::move(host),
-      options_.tables == nullptr ? std::string() : options_.tables->Encode(),
-      ranges, n_);
+  publisher->Publish(optimizer_.steps_applied(), *std::move(host),
+                     std::move(tables), ranges, n_);
 }
+
+void RingExchange::TakeBackWeights() {
+  if (options_.publisher != nullptr) options_.publisher->TakeBack();
+}
+
+RingExchange::~RingExchange() { TakeBackWeights(); }
 
 absl::StatusOr<std::vector<float>> RingExchange::HostRanges(
     const std::vector<FlatRange>& ranges) {

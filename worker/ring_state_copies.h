@@ -16,6 +16,15 @@
 // RestoreTo puts a kept state back and drops the copies of later states
 // (the undone history).
 //
+// Lent memory: an owner may lend memory it does not use until a point it
+// names (a sharded ring member's gradient buffer outside its slice, from
+// the step's reduce until the next step's backward pass). While lent, a
+// rollback copy that fits goes there instead of into a copy of its own;
+// when the memory is taken back, a copy there that may still be needed
+// (its state not before the committed steps) moves into one of its own,
+// so a member whose steps are committed before its next backward pass
+// holds no rollback copy of its own.
+//
 // Ownership: owns the copies (backend buffers); the backend and the live
 // state (RingState) are not owned and outlive it.
 // Thread safety: one thread (the training loop's) uses it, except
@@ -28,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
 
@@ -86,27 +96,64 @@ class RingStateCopies {
   // a snapshot takes a model's memory).
   void DropCommitted();
 
+  // Lends `free` (disjoint ranges of the backend's memory, not owned) for
+  // the next rollback copies until TakeBackLent(); replaces an earlier
+  // loan (call TakeBackLent first when it holds a copy).
+  void Lend(std::vector<absl::Span<float>> free);
+  // The lent memory is about to be written: a copy there that may still be
+  // needed moves into a rollback copy of its own (allocated if need be; a
+  // spill, counted); then nothing is lent. The backend's errors (the copy
+  // then stays where it is and the memory stays lent).
+  absl::Status TakeBackLent();
+  // Whether the lent memory holds a copy that TakeBackLent would move now
+  // (its state not before the committed steps).
+  bool LentCopyPending() const;
+  // Copies moved out of lent memory so far.
+  int64_t spills() const { return spills_; }
+
   // Forgets every copy (the live state was loaded from elsewhere: a ring
   // checkpoint); their memory stays allocated.
   void Forget();
 
-  // The rollback copies allocated (checkpoint copies not counted).
+  // The rollback copies allocated (checkpoint copies and the lent memory's
+  // not counted).
   int rollback_copies() const;
-  // The bytes of the largest rollback copy allocated (0: none yet).
+  // The bytes of the largest rollback copy kept so far, in memory of its
+  // own or lent (0: none yet).
   int64_t copy_bytes() const;
 
  private:
+  // Where a kept state's parts are: params (parts[0], params_elements
+  // floats) and each optimizer state buffer (parts[1...], state_elements
+  // floats each), each part as spans back to back: one span of `storage`
+  // (a copy of its own) or spans of the lent memory.
   struct Copy {
     int64_t steps = -1;  // -1: empty
-    DeviceBuffer params;
-    std::vector<DeviceBuffer> state;
+    int64_t params_elements = 0;
+    int64_t state_elements = 0;
+    std::vector<std::vector<absl::Span<float>>> parts;  // empty: no memory
     std::vector<bool> current;
+    std::vector<DeviceBuffer> storage;  // parts' memory, unless lent
+    int64_t bytes() const;
   };
   // The copy of the state after `steps` steps (a rollback copy first), or
   // nullptr.
   const Copy* Find(int64_t steps) const;
-  // The rollback copy to take the state after `steps` steps.
+  // The rollback copy of its own to take the state after `steps` steps.
   Copy& SlotFor(int64_t steps);
+  // Gives `copy` memory of its own for a state of these sizes unless it
+  // has it already.
+  absl::Status Shape(Copy& copy, int64_t params_elements,
+                     int64_t state_elements, size_t state_buffers);
+  // Lays the lent copy's parts out over the lent memory for a state of
+  // these sizes; false when it does not fit.
+  bool PlaceInLent(int64_t params_elements, int64_t state_elements,
+                   size_t state_buffers);
+  // Copies `from`'s values into `to` (shaped alike) as the state after
+  // `steps` steps.
+  absl::Status CopyParts(
+      const std::vector<std::vector<absl::Span<float>>>& from,
+      const std::vector<bool>& current, int64_t steps, Copy& to);
   absl::Status CopyInto(const RingState& state, Copy& copy);
   int64_t ParamsElements(const RingState& state) const {
     return state.params_elements < 0 ? n_ : state.params_elements;
@@ -118,6 +165,10 @@ class RingStateCopies {
   std::atomic<int64_t> committed_{0};
   Copy rollback_[kRollbackCopies];
   Copy checkpoint_[kCheckpointCopies];
+  std::vector<absl::Span<float>> lent_;
+  Copy lent_copy_;  // in lent_ (steps -1 when nothing is lent)
+  int64_t largest_copy_bytes_ = 0;
+  int64_t spills_ = 0;
 };
 
 }  // namespace ferry

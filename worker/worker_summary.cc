@@ -15,6 +15,7 @@ nlohmann::json WorkerSummary::ToJson() const {
       {"steps", steps},
       {"samples", samples},
       {"abandoned_steps", abandoned_steps},
+      {"rollback_copies_moved", rollback_copies_moved},
       {"train_loss", samples > 0 ? loss_sum / samples : 0.0},
       {"train_accuracy",
        samples > 0 ? static_cast<double>(correct) / samples : 0.0},

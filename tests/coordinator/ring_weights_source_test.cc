@@ -85,6 +85,22 @@ TEST(RingWeightsSourceTest, PutsAPipelinesModelTogetherFromItsStages) {
   EXPECT_EQ(params, State(6));
 }
 
+// A member that lends its params (no copy): they are streamed from its
+// buffer.
+TEST(RingWeightsSourceTest, ALentSnapshotIsStreamedFromTheMembersBuffer) {
+  Members members = Start(1);
+  RingWeightsSource source("job", absl::Seconds(10));
+  source.set_member_source([&] { return members.Addresses(); });
+  const std::vector<float> live = State(7);
+  members.servers[0]->publisher->Lend(7, live.data(), 10);
+  std::vector<float> params(10, -1.0f);
+  ASSERT_TRUE(source.Fetch(7, params).ok());
+  EXPECT_EQ(params, live);
+  // Taken back (the member's next step): copied or, read already, dropped.
+  members.servers[0]->publisher->TakeBack();
+  EXPECT_FALSE(members.servers[0]->publisher->lent());
+}
+
 TEST(RingWeightsSourceTest, WholeModelFromTheFirstMemberAndPartsThatNeverMeet) {
   Members members = Start(2);
   RingWeightsSource source("job", absl::Milliseconds(500));

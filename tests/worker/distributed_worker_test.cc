@@ -120,15 +120,18 @@ std::vector<float> ReadWeights(const std::string& path) {
 // owned; NoShards for ring jobs) and `parameter_client` serve PS jobs.
 class Cluster {
  public:
+  // `long_poll`: how long the coordinator parks a call (a report awaiting
+  // its step's commit too).
   Cluster(v1::JobSpec job, int start_workers, ShardControl* shards,
-          ParameterClientFactory parameter_client = {})
+          ParameterClientFactory parameter_client = {},
+          absl::Duration long_poll = absl::Milliseconds(200))
       : shards_(shards), parameter_client_(std::move(parameter_client)) {
     CoordinatorOptions options;
     options.job = std::move(job);
     options.epoch_size = kTrainSamples;
     options.heartbeat_interval = absl::Milliseconds(50);
     options.heartbeat_timeout = absl::Minutes(5);  // nobody is evicted
-    options.long_poll = absl::Milliseconds(200);
+    options.long_poll = long_poll;
     options.start_workers = start_workers;
     coordinator_ = *Coordinator::Create(std::move(options), shards_);
   }
@@ -158,6 +161,7 @@ class Cluster {
                                    std::to_string(getpid()) + "_" +
                                    std::to_string(index) + ".bin";
     w.options.stop_requested = &w.stop;
+    if (configure_workers) configure_workers(w.options);
     WorkerDeps deps;
     deps.peer = std::make_unique<InMemoryPeerEndpoint>(
         &hubs_, "peer" + std::to_string(index));
@@ -181,6 +185,8 @@ class Cluster {
 
   Coordinator& coordinator() { return *coordinator_; }
   RingHubs& hubs() { return hubs_; }
+  // Applied to every worker's options before it starts.
+  std::function<void(WorkerOptions&)> configure_workers;
 
  private:
   ShardControl* const shards_;
@@ -316,6 +322,70 @@ TEST(DistributedWorkerTest, RingSurvivesAFailedCollectiveALeaveAndAJoin) {
   EXPECT_TRUE(joined_late);
   // Rings: the first, after the failure, without worker 2, with worker 3.
   EXPECT_GE(hubs.generations().size(), 4u);
+}
+
+// Sharded optimizer state with every member's rollback copy in its gradient
+// buffer (no minimum size): each step begins once the one before is
+// committed, so no copy ever needs memory of its own, and the weights equal
+// a single process's. (Reports park until their step is applied: no long
+// poll ends first.)
+TEST(DistributedWorkerTest, ShardedRingWaitsForEachCommitBeforeItsNextStep) {
+  v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/2);
+  job.set_ring_shard_optimizer_state(true);
+  NoShards shards;
+  Cluster cluster(job, /*start_workers=*/3, &shards, {}, absl::Minutes(1));
+  cluster.configure_workers = [](WorkerOptions& o) {
+    o.ring_prompt_commit_min_bytes = 0;
+  };
+  std::vector<Cluster::Worker*> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(&cluster.Start());
+  cluster.JoinAll();
+
+  const std::vector<float> reference = SingleProcessWeights(job);
+  for (Cluster::Worker* w : workers) {
+    ASSERT_TRUE(w->result.ok()) << w->result.status();
+    EXPECT_EQ(w->result->steps, 16);
+    EXPECT_EQ(w->result->rollback_copies_moved, 0);
+    ExpectMatchesReference(w->Weights(), reference);
+  }
+  EXPECT_EQ(cluster.coordinator().Status().step(), 16);
+}
+
+// The same with a failed collective: the members go back to the copies in
+// their gradient buffers (or, where a step was not committed in time, to
+// the copy moved out), and the weights equal a single process's.
+TEST(DistributedWorkerTest, ShardedRingGoesBackToTheCopiesInItsGradients) {
+  v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/2);
+  job.set_ring_shard_optimizer_state(true);
+  NoShards shards;
+  Cluster cluster(job, /*start_workers=*/3, &shards);
+  cluster.configure_workers = [](WorkerOptions& o) {
+    o.ring_prompt_commit_min_bytes = 0;
+  };
+  RingHubs& hubs = cluster.hubs();
+  std::atomic<bool> failed{false};
+  std::vector<Cluster::Worker*> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(&cluster.Start([&, i](const v1::NextTaskResponse& l) {
+      if (i == 1 && l.step() >= 5 && !failed.exchange(true)) {
+        hubs.FailNextSend(l.ring_generation(), l.rank());
+      }
+    }));
+  }
+  cluster.JoinAll();
+
+  const std::vector<float> reference = SingleProcessWeights(job);
+  for (Cluster::Worker* w : workers) {
+    ASSERT_TRUE(w->result.ok()) << w->result.status();
+    EXPECT_EQ(w->result->end_reason, "finished");
+    EXPECT_EQ(w->Weights(), workers[0]->Weights());  // bit for bit
+    ExpectMatchesReference(w->Weights(), reference);
+  }
+  const v1::StatusResponse status = cluster.coordinator().Status();
+  EXPECT_EQ(status.step(), 16);
+  ExpectEveryEpochAppliedOnce(status, 2);
+  EXPECT_GE(status.aborted_steps(), 1);
+  EXPECT_EQ(status.digest_mismatches(), 0);
 }
 
 TEST(DistributedWorkerTest, PsWorkersMatchASingleProcess) {

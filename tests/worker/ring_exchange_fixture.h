@@ -63,13 +63,14 @@ struct RingMember {
 // Ring checkpoints go to `checkpoint_dir` on `fs` (empty: none), written by
 // rank 0 alone when `checkpoint_from_rank0`; the optimizer state sharded
 // across the ring when `shard_optimizer_state`; absent ranges agreed on
-// when `agree_on_absent`.
+// when `agree_on_absent`; `edit` changes the options last.
 inline std::unique_ptr<RingMember> MakeRingMember(
     const std::string& id, int seed, RingTransportFactory connect,
     const std::vector<float>& init, int64_t digest_every = 0,
     FileSystem* fs = nullptr, const std::string& checkpoint_dir = "",
     bool checkpoint_from_rank0 = false, bool shard_optimizer_state = false,
-    bool agree_on_absent = false) {
+    bool agree_on_absent = false,
+    const std::function<void(RingExchangeOptions&)>& edit = nullptr) {
   auto m = std::make_unique<RingMember>();
   m->id = id;
   m->seed = seed;
@@ -96,6 +97,7 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.checkpoint_from_rank0 = checkpoint_from_rank0;
   options.shard_optimizer_state = shard_optimizer_state;
   options.agree_on_absent = agree_on_absent;
+  if (edit) edit(options);
   m->exchange = *RingExchange::Create(std::move(options));
   return m;
 }

@@ -3,6 +3,7 @@
 // while each holds only its slice of the optimizer state, through rings
 // that grow, an aborted step rolled back, a ring that lost a slice (refused)
 // and its resume from the ring checkpoint.
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,15 +31,18 @@ using testing::RingReference;
 
 class ShardedRingTest : public ::testing::Test {
  protected:
-  RingMember* Add(const std::string& id, int seed,
-                  const std::vector<float>& init = testing::RingInitial()) {
+  RingMember* Add(
+      const std::string& id, int seed,
+      const std::vector<float>& init = testing::RingInitial(),
+      const std::function<void(RingExchangeOptions&)>& edit = nullptr) {
     members_.push_back(testing::MakeRingMember(
         id, seed,
         [this](const v1::NextTaskResponse& lease) {
           return hubs_.Connect(lease.ring_generation(), lease.ring_size(),
                                lease.rank());
         },
-        init, 0, &fs_, "/ck", false, /*shard_optimizer_state=*/true));
+        init, 0, &fs_, "/ck", false, /*shard_optimizer_state=*/true,
+        /*agree_on_absent=*/false, edit));
     return members_.back().get();
   }
 
@@ -188,6 +192,60 @@ TEST_F(ShardedRingTest, ALostSliceIsRefusedThenResumedFromTheCheckpoint) {
   ref_.Step(3, testing::RingSeeds(ring));
   RunSteps(ring, 4, 6, 3);
   ExpectReference(ring, 6);
+}
+
+// The trainer leaves the gradients alone between steps: each member's
+// rollback copy lies in its gradient buffer outside its slice. None
+// allocates one while every step is committed before the next begins; an
+// aborted step goes back to it; a step not committed by then has its copy
+// moved out first, and that copy takes the ring back after the next
+// step's gradients were written over the old place.
+TEST_F(ShardedRingTest, TheRollbackCopyLiesInTheGradientsOutsideTheSlice) {
+  const auto lend = [](RingExchangeOptions& o) {
+    o.grads_idle_between_steps = true;
+    o.prompt_commit_min_bytes = 0;
+  };
+  const std::vector<float> init = testing::RingInitial();
+  std::vector<RingMember*> ring = {Add("w0", 0, init, lend),
+                                   Add("w1", 1, init, lend),
+                                   Add("w2", 2, init, lend)};
+  // Step `step` of ring `generation`, the first `committed` steps known
+  // to be committed when it begins.
+  const auto step = [&](int64_t step, int64_t generation, int64_t committed) {
+    for (const absl::Status& s :
+         TryStep(ring, step, generation, [committed](v1::NextTaskResponse& l) {
+           l.set_committed_steps(committed);
+         })) {
+      ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
+    }
+  };
+  for (int64_t s = 0; s < 4; ++s) {
+    step(s, 1, s);
+    ref_.Step(s, testing::RingSeeds(ring));
+  }
+  step(4, 1, 4);  // applied, then aborted
+  for (int64_t s = 4; s < 6; ++s) {
+    step(s, 2, s);
+    ref_.Step(s, testing::RingSeeds(ring));
+  }
+  ExpectReference(ring, 6);
+  for (const RingMember* m : ring) {
+    EXPECT_EQ(m->exchange->rollback_copies(), 0) << m->id;
+    EXPECT_EQ(m->exchange->undo_state_moves(), 0) << m->id;
+  }
+  // Step 6 is not known to be committed when step 7 begins; both are
+  // aborted.
+  step(6, 2, 6);
+  step(7, 2, 6);
+  for (const RingMember* m : ring) {
+    EXPECT_EQ(m->exchange->rollback_copies(), 1) << m->id;
+    EXPECT_EQ(m->exchange->undo_state_moves(), 1) << m->id;
+  }
+  for (int64_t s = 6; s < 8; ++s) {
+    step(s, 3, 6);
+    ref_.Step(s, testing::RingSeeds(ring));
+  }
+  ExpectReference(ring, 8);
 }
 
 TEST(ShardedRingOptionsTest, RefusesWhatItCannotShard) {

@@ -6,6 +6,7 @@
 // and a failed collective that is given up and redone.
 #include "worker/ring_exchange.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -400,8 +401,20 @@ TEST(RingExchangeTest, CommittedStepsBoundTheRollbackCopies) {
     EXPECT_EQ(m->exchange->rollback_copies(), 0) << m->id;
     auto snapshot = m->publisher.Get(6);
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    EXPECT_EQ((*snapshot)->values, m->Params()) << m->id;
+    // Lent: the params themselves, no copy, until the next step writes them.
+    EXPECT_TRUE(m->publisher.lent());
+    const std::vector<float> params = m->Params();
+    std::string bytes;
+    (*snapshot)->ReadValues(0, static_cast<int64_t>(params.size()), &bytes);
+    ASSERT_EQ(bytes.size(), params.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(bytes.data(), params.data(), bytes.size()), 0)
+        << m->id;
   }
+  // The next step takes the snapshot back before it writes the params: it
+  // was read, so it goes.
+  RunStep(told, 6, 2);
+  EXPECT_FALSE(told[0]->publisher.lent());
+  EXPECT_TRUE(absl::IsUnavailable(told[0]->publisher.Get(6).status()));
 }
 
 // Ring checkpoints: the members write their parts when a lease asks (each

@@ -2,10 +2,12 @@
 // freed, and what RestoreTo puts back.
 #include "worker/ring_state_copies.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "compute/compute_backend.h"
 #include "gtest/gtest.h"
 
@@ -48,6 +50,25 @@ class RingStateCopiesTest : public ::testing::Test {
     }
   }
 
+  // The live params and momentum hold `steps` and -`steps`.
+  void ExpectAt(int64_t steps) {
+    const float v = static_cast<float>(steps);
+    for (int64_t i = 0; i < kN; ++i) {
+      EXPECT_EQ(params_.data()[i], v) << i;
+      EXPECT_EQ(optimizer_->StateBuffers()[0]->data()[i], -v) << i;
+    }
+    EXPECT_EQ(optimizer_->steps_applied(), steps);
+  }
+  // Lends `memory_` as two spans, the first shorter than a part (params
+  // and momentum, kN floats each), so a part goes on in the second.
+  void Lend(RingStateCopies& copies) {
+    copies.Lend({absl::MakeSpan(memory_.data(), kN - 1),
+                 absl::MakeSpan(memory_.data() + kN - 1, kN + 2)});
+  }
+  // What the next step's backward pass does to the lent memory.
+  void Overwrite() { std::fill(memory_.begin(), memory_.end(), 99.0f); }
+
+  std::vector<float> memory_ = std::vector<float>(2 * kN + 1, -7.0f);
   std::unique_ptr<ComputeBackend> backend_;
   DeviceBuffer params_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -131,6 +152,76 @@ TEST_F(RingStateCopiesTest, RestoreBringsBackTheStageFlags) {
   At(1);
   ASSERT_TRUE(copies.RestoreTo(0, State()).ok());
   EXPECT_EQ(current_, (std::vector<bool>{true, false}));
+}
+
+TEST_F(RingStateCopiesTest, ACopyInLentMemoryNeedsNoBufferOfItsOwn) {
+  RingStateCopies copies(backend_.get(), kN, true);
+  Lend(copies);
+  KeepSteps(copies, 2, 3);
+  EXPECT_EQ(copies.rollback_copies(), 0);
+  EXPECT_EQ(copies.copy_bytes(), 2 * kN * int64_t{sizeof(float)});
+  EXPECT_TRUE(copies.LentCopyPending());
+  // Step 2 applied, then aborted: back from the lent memory.
+  At(3);
+  ASSERT_TRUE(copies.RestoreTo(2, State()).ok());
+  ExpectAt(2);
+  // Redone and committed before the next step: nothing moves.
+  copies.ObserveCommitted(3);
+  EXPECT_FALSE(copies.LentCopyPending());
+  ASSERT_TRUE(copies.TakeBackLent().ok());
+  Overwrite();
+  EXPECT_EQ(copies.spills(), 0);
+  EXPECT_EQ(copies.rollback_copies(), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(copies.CheckKept(2, 3)));
+  // The next step's copy goes there again.
+  Lend(copies);
+  KeepSteps(copies, 3, 4);
+  At(4);
+  ASSERT_TRUE(copies.RestoreTo(3, State()).ok());
+  ExpectAt(3);
+  EXPECT_EQ(copies.rollback_copies(), 0);
+}
+
+TEST_F(RingStateCopiesTest, AnUncommittedCopyMovesOutBeforeTheMemoryIsWritten) {
+  RingStateCopies copies(backend_.get(), kN, true);
+  copies.ObserveCommitted(1);
+  Lend(copies);
+  KeepSteps(copies, 2, 3);
+  ASSERT_TRUE(copies.TakeBackLent().ok());  // step 2 not committed yet
+  Overwrite();
+  EXPECT_EQ(copies.spills(), 1);
+  EXPECT_EQ(copies.rollback_copies(), 1);
+  EXPECT_FALSE(copies.LentCopyPending());
+  At(3);
+  ASSERT_TRUE(copies.RestoreTo(2, State()).ok());
+  ExpectAt(2);
+  // Taking back what holds nothing moves nothing.
+  ASSERT_TRUE(copies.TakeBackLent().ok());
+  EXPECT_EQ(copies.spills(), 1);
+}
+
+TEST_F(RingStateCopiesTest, LentMemoryTooSmallOrStillHoldingACopyIsPassedOver) {
+  RingStateCopies copies(backend_.get(), kN, true);
+  copies.Lend({absl::MakeSpan(memory_.data(), 2 * kN - 1)});  // 1 short
+  KeepSteps(copies, 2, 3);
+  EXPECT_EQ(copies.rollback_copies(), 1);
+  EXPECT_FALSE(copies.LentCopyPending());
+  ASSERT_TRUE(copies.TakeBackLent().ok());
+  // A copy still needed in the lent memory is not overwritten by the next
+  // one (no TakeBackLent in between): that one gets a buffer of its own.
+  Lend(copies);
+  KeepSteps(copies, 3, 4);
+  EXPECT_TRUE(copies.LentCopyPending());
+  KeepSteps(copies, 4, 5);
+  EXPECT_TRUE(copies.CheckKept(3, 5).ok());
+  EXPECT_TRUE(copies.CheckKept(4, 5).ok());
+  At(5);
+  ASSERT_TRUE(copies.RestoreTo(3, State()).ok());
+  ExpectAt(3);
+  // Forget covers the lent copy too.
+  KeepSteps(copies, 3, 4);
+  copies.Forget();
+  EXPECT_TRUE(absl::IsFailedPrecondition(copies.CheckKept(3, 4)));
 }
 
 }  // namespace
