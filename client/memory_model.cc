@@ -23,7 +23,12 @@ MemoryPrediction PredictMemory(const MemoryInput& in) {
   p.ps_shard = shard_slice * (1 + k + staged) * kFloatBytes;
   p.ring_member = (2 + k + (1 + k)) * n * kFloatBytes;
   const int64_t member_slice = LargestSlice(n, in.workers);
-  p.sharded_ring_member = (2 * n + (1 + 2 * k) * member_slice) * kFloatBytes;
+  const int64_t copy = (1 + k) * member_slice;
+  const bool copy_in_grads =
+      in.grads_idle_between_steps && copy <= n - member_slice &&
+      copy * kFloatBytes >= kRollbackCopyInGradientsMinBytes;
+  p.sharded_ring_member =
+      (2 * n + k * member_slice + (copy_in_grads ? 0 : copy)) * kFloatBytes;
   return p;
 }
 

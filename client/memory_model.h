@@ -12,7 +12,9 @@
 //   of params and optimizer state (worker/ring_state_copies.h).
 // - ring member with sharded optimizer state (ZeRO stage 1): params +
 //   gradients + the state of its 1/W slice + a rollback copy of its slice
-//   of params and state.
+//   of params and state, unless that copy lies in the gradient buffer
+//   outside the slice (a ferry-worker's copy of at least
+//   kRollbackCopyInGradientsMinBytes that fits there).
 #ifndef FERRY_CLIENT_MEMORY_MODEL_H_
 #define FERRY_CLIENT_MEMORY_MODEL_H_
 
@@ -26,7 +28,15 @@ struct MemoryInput {
   int workers = 1;
   int shards = 1;
   bool sum_on_arrival = false;
+  // The workers leave their gradients alone between steps (ferry-worker;
+  // not PyTorch workers, whose .grad are views of the buffer): a sharded
+  // ring member's rollback copy may lie in its gradient buffer.
+  bool grads_idle_between_steps = true;
 };
+
+// The smallest rollback copy kept in the gradient buffer
+// (RingExchangeOptions.prompt_commit_min_bytes' default).
+inline constexpr int64_t kRollbackCopyInGradientsMinBytes = int64_t{16} << 20;
 
 // Bytes per process of each role; the largest when slices are uneven.
 struct MemoryPrediction {
