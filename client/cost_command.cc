@@ -2,11 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cost_model.h"
@@ -21,14 +18,6 @@
 
 namespace ferry {
 namespace {
-
-// Whether `model` names a PyTorch model's weights (a .safetensors file or
-// an export's directory) rather than one of ferry's models.
-bool IsPyTorchWeights(const std::string& model) {
-  std::error_code error;
-  return absl::EndsWith(model, ".safetensors") ||
-         std::filesystem::is_directory(model, error);
-}
 
 // The measured compute per worker step of a ferry local --summary-json.
 absl::StatusOr<double> MeasuredCompute(const std::string& summary_path) {
@@ -132,7 +121,7 @@ absl::Status Run(const CostFlags& f) {
        .optimizer_state_buffers = OptimizerStateBuffers(optimizer),
        .workers = f.workers,
        .shards = f.shards,
-       .grads_idle_between_steps = !IsPyTorchWeights(f.model)});
+       .grads_idle_between_steps = !IsPyTorchModelWeights(f.model)});
   const bool ps_wins = ps.step_seconds < ring.step_seconds;
   const double ratio =
       ps_wins ? ring.step_seconds / std::max(ps.step_seconds, 1e-12)

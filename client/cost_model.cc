@@ -481,6 +481,10 @@ absl::StatusOr<std::vector<int64_t>> WeightsFileTensorSizes(
 
 }  // namespace
 
+bool IsPyTorchModelWeights(const std::string& spec) {
+  return WeightsFileOf(spec, PosixFileSystem()).has_value();
+}
+
 absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec) {
   if (std::optional<std::string> weights =
           WeightsFileOf(spec, PosixFileSystem())) {

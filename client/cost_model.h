@@ -121,6 +121,11 @@ absl::StatusOr<CostPrediction> PredictStep(const CostInput& input);
 // the file's (NOT_FOUND, INVALID_ARGUMENT), a file without elements.
 absl::StatusOr<std::vector<int64_t>> ModelTensorSizes(const std::string& spec);
 
+// Whether `spec` names a PyTorch model's weights (ModelTensorSizes' second
+// kind: its workers are PyTorch processes) rather than one of ferry's
+// models.
+bool IsPyTorchModelWeights(const std::string& spec);
+
 // The cost model's own presets: MLP specs of about the size of the named
 // model (synthetic stand-ins: same parameter count, not the same layers).
 struct ModelPreset {

@@ -488,7 +488,9 @@ TEST(CostModelTest, TakesAPyTorchModelsWeightsFile) {
     const absl::StatusOr<std::vector<int64_t>> sizes = ModelTensorSizes(spec);
     ASSERT_TRUE(sizes.ok()) << sizes.status();
     EXPECT_EQ(*sizes, (std::vector<int64_t>{36, 1, 10})) << spec;
+    EXPECT_TRUE(IsPyTorchModelWeights(spec)) << spec;
   }
+  EXPECT_FALSE(IsPyTorchModelWeights("784-256-128-10"));
   EXPECT_FALSE(ModelTensorSizes(dir + "/missing.safetensors").ok());
   ASSERT_TRUE(
       PosixFileSystem()->WriteFileAtomically(weights, "not safetensors").ok());
