@@ -1,5 +1,9 @@
 #include "client/memory_model.h"
 
+#include <algorithm>
+
+#include "common/ring_defaults.h"
+
 namespace ferry {
 namespace {
 
@@ -22,13 +26,16 @@ MemoryPrediction PredictMemory(const MemoryInput& in) {
   const int64_t staged = in.sum_on_arrival ? 1 : in.workers;
   p.ps_shard = shard_slice * (1 + k + staged) * kFloatBytes;
   p.ring_member = (2 + k + (1 + k)) * n * kFloatBytes;
-  const int64_t member_slice = LargestSlice(n, in.workers);
-  const int64_t copy = (1 + k) * member_slice;
-  const bool copy_in_grads =
-      in.grads_idle_between_steps && copy <= n - member_slice &&
-      copy * kFloatBytes >= kRollbackCopyInGradientsMinBytes;
-  p.sharded_ring_member =
-      (2 * n + k * member_slice + (copy_in_grads ? 0 : copy)) * kFloatBytes;
+  // Slices differ by one element at most: the larger of both members.
+  for (const int64_t slice : {n / in.workers, LargestSlice(n, in.workers)}) {
+    const int64_t copy = (1 + k) * slice;
+    const bool copy_in_grads = in.grads_idle_between_steps &&
+                               copy <= n - slice &&
+                               copy * kFloatBytes >= kRingPromptCommitMinBytes;
+    p.sharded_ring_member = std::max(
+        p.sharded_ring_member,
+        (2 * n + k * slice + (copy_in_grads ? 0 : copy)) * kFloatBytes);
+  }
   return p;
 }
 

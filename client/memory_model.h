@@ -14,7 +14,8 @@
 //   gradients + the state of its 1/W slice + a rollback copy of its slice
 //   of params and state, unless that copy lies in the gradient buffer
 //   outside the slice (a ferry-worker's copy of at least
-//   kRollbackCopyInGradientsMinBytes that fits there).
+//   kRingPromptCommitMinBytes that fits there; a slice size whose copy
+//   does not can make a smaller slice's member the largest).
 #ifndef FERRY_CLIENT_MEMORY_MODEL_H_
 #define FERRY_CLIENT_MEMORY_MODEL_H_
 
@@ -33,10 +34,6 @@ struct MemoryInput {
   // ring member's rollback copy may lie in its gradient buffer.
   bool grads_idle_between_steps = true;
 };
-
-// The smallest rollback copy kept in the gradient buffer
-// (RingExchangeOptions.prompt_commit_min_bytes' default).
-inline constexpr int64_t kRollbackCopyInGradientsMinBytes = int64_t{16} << 20;
 
 // Bytes per process of each role; the largest when slices are uneven.
 struct MemoryPrediction {

@@ -70,6 +70,7 @@ void WeightsPublisher::Publish(int64_t steps_applied, std::vector<float> values,
   snapshot->tables = std::move(tables);
   snapshot->ranges = std::move(ranges);
   absl::MutexLock lock(&mu_);
+  Unlend(snapshot_, /*replaced=*/true);
   snapshot_ = std::move(snapshot);
   wanted_.store(false, std::memory_order_release);
 }
@@ -85,26 +86,31 @@ void WeightsPublisher::Lend(int64_t steps_applied, const float* flat,
     snapshot->lent = flat;
   }
   absl::MutexLock lock(&mu_);
+  Unlend(snapshot_, /*replaced=*/true);
   snapshot_ = std::move(snapshot);
   lent_taken_ = false;
   wanted_.store(false, std::memory_order_release);
 }
 
+bool WeightsPublisher::Unlend(const std::shared_ptr<WeightsSnapshot>& snapshot,
+                              bool replaced) {
+  if (snapshot == nullptr) return false;
+  absl::MutexLock snapshot_lock(&snapshot->mu);
+  if (snapshot->lent == nullptr) return true;
+  // No reader gets it while mu_ is held: a count of one is ours.
+  if (snapshot.use_count() == 1 && (replaced || lent_taken_)) {
+    snapshot->lent = nullptr;
+    return false;
+  }
+  snapshot->values.assign(snapshot->lent,
+                          snapshot->lent + snapshot->total_elements);
+  snapshot->lent = nullptr;
+  return true;
+}
+
 void WeightsPublisher::TakeBack() {
   absl::MutexLock lock(&mu_);
-  if (snapshot_ == nullptr) return;
-  {
-    absl::MutexLock snapshot_lock(&snapshot_->mu);
-    if (snapshot_->lent == nullptr) return;
-    // No reader gets it while mu_ is held: a count of one is ours.
-    if (!lent_taken_ || snapshot_.use_count() > 1) {
-      snapshot_->values.assign(snapshot_->lent,
-                               snapshot_->lent + snapshot_->total_elements);
-      snapshot_->lent = nullptr;
-      return;
-    }
-  }
-  snapshot_.reset();  // read already
+  if (!Unlend(snapshot_, /*replaced=*/false)) snapshot_.reset();
 }
 
 bool WeightsPublisher::lent() const {

@@ -71,7 +71,8 @@ class WeightsPublisher {
     return wanted_step_.load(std::memory_order_acquire);
   }
 
-  // Replaces the snapshot and clears `wanted`. `values`: as
+  // Replaces the snapshot (a lent one stops reading the lender's buffer
+  // first) and clears `wanted`. `values`: as
   // WeightsSnapshot's, the elements of `ranges` of a flat buffer of
   // `total_elements` (-1: values.size(), for a whole buffer). A snapshot
   // whose values are not the ranges' size is refused (logged; the old one
@@ -97,6 +98,12 @@ class WeightsPublisher {
   std::atomic<bool> wanted_{false};
   std::atomic<int64_t> wanted_step_{0};
   mutable absl::Mutex mu_;
+  // A lent `snapshot` stops reading the lender's buffer: its values are
+  // copied, unless nobody can read it any more (no reader holds it, and a
+  // reader took it or it is being replaced): then false (drop it).
+  bool Unlend(const std::shared_ptr<WeightsSnapshot>& snapshot, bool replaced)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::shared_ptr<WeightsSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   // A reader got the lent snapshot (Get).
   bool lent_taken_ ABSL_GUARDED_BY(mu_) = false;

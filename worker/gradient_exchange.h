@@ -101,6 +101,10 @@ struct ExchangeBuffers {
   // sharded ring member keeps its rollback copy there). False when a host
   // program's code holds views of them (PyTorch workers' .grad).
   bool grads_idle_between_steps = false;
+  // Only the exchange writes params; the trainer reads them (false when a
+  // host program's code holds views of them: PyTorch workers' buffers and
+  // evaluations).
+  bool params_written_only_by_exchange = false;
 
   // Where flat elements [flat, flat + length) are in the buffers: their
   // index, or -1 when no one segment holds them all (or length < 0).

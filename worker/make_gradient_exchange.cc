@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<RingExchange>> MakeRingExchange(
   // PyTorch workers' steps may leave parameters out (.grad None).
   options.agree_on_absent = job.model_from_worker();
   options.grads_idle_between_steps = context.buffers.grads_idle_between_steps;
+  options.lend_published_params =
+      context.buffers.params_written_only_by_exchange;
   if (context.ring_prompt_commit_min_bytes >= 0) {
     options.prompt_commit_min_bytes = context.ring_prompt_commit_min_bytes;
   }

@@ -74,6 +74,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_system.h"
+#include "common/ring_defaults.h"
 #include "compute/compute_backend.h"
 #include "compute/optimizer.h"
 #include "ferry/v1/coordinator.pb.h"
@@ -174,7 +175,11 @@ struct RingExchangeOptions {
   // A member whose rollback copy is at least this large learns of each
   // commit at once (WantsPromptCommits): a model whose step takes far
   // longer than a coordinator round trip.
-  int64_t prompt_commit_min_bytes = int64_t{16} << 20;
+  int64_t prompt_commit_min_bytes = kRingPromptCommitMinBytes;
+  // The trainer never writes params (only the exchange does:
+  // ExchangeBuffers.params_written_only_by_exchange): the weights asked
+  // for by a reader are lent to it (WeightsPublisher::Lend), not copied.
+  bool lend_published_params = false;
 };
 
 class RingExchange final : public GradientExchange,
@@ -237,8 +242,9 @@ class RingExchange final : public GradientExchange,
   // or without an open step.
   absl::Status ReadyRows(const std::vector<SparseRows>& rows) override;
   // Publishes params (and the tables' blob) when a reader asked for them:
-  // a host-memory member that holds the whole buffer current lends the
-  // params themselves until it next writes them (the write's first copies
+  // with options.lend_published_params, a host-memory member that holds
+  // the whole buffer current lends the params themselves until it next
+  // writes them (the write's first copies
   // them for a reader that has not read them yet; WeightsPublisher::Lend);
   // others publish a copy.
   void BetweenSteps() override;

@@ -39,7 +39,8 @@ void RingExchange::BetweenSteps() {
   const std::vector<FlatRange> ranges = CurrentRanges();
   std::string tables =
       options_.tables == nullptr ? std::string() : options_.tables->Encode();
-  if (ranges.empty() && options_.backend->IsHostMemory()) {
+  if (options_.lend_published_params && ranges.empty() &&
+      options_.backend->IsHostMemory()) {
     // The params themselves, until the next write (TakeBackWeights).
     publisher->Lend(optimizer_.steps_applied(), options_.params, n_,
                     std::move(tables));

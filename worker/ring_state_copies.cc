@@ -166,7 +166,7 @@ absl::Status RingStateCopies::Keep(const RingState& state, bool checkpoint) {
   if (lent) DropCommitted();
   Copy& rollback = lent ? lent_copy_ : SlotFor(steps);
   RETURN_IF_ERROR(CopyInto(state, rollback));
-  largest_copy_bytes_ = std::max(largest_copy_bytes_, rollback.bytes());
+  newest_copy_bytes_ = rollback.bytes();
   if (!checkpoint) return absl::OkStatus();
   // Over the older of the two (an empty copy is the oldest), unless this
   // step's state is kept already (a step replayed after a rollback).
@@ -282,6 +282,6 @@ int RingStateCopies::rollback_copies() const {
   return allocated;
 }
 
-int64_t RingStateCopies::copy_bytes() const { return largest_copy_bytes_; }
+int64_t RingStateCopies::copy_bytes() const { return newest_copy_bytes_; }
 
 }  // namespace ferry

@@ -118,8 +118,8 @@ class RingStateCopies {
   // The rollback copies allocated (checkpoint copies and the lent memory's
   // not counted).
   int rollback_copies() const;
-  // The bytes of the largest rollback copy kept so far, in memory of its
-  // own or lent (0: none yet).
+  // The bytes of the newest rollback copy kept, in memory of its own or
+  // lent (0: none yet).
   int64_t copy_bytes() const;
 
  private:
@@ -167,7 +167,7 @@ class RingStateCopies {
   Copy checkpoint_[kCheckpointCopies];
   std::vector<absl::Span<float>> lent_;
   Copy lent_copy_;  // in lent_ (steps -1 when nothing is lent)
-  int64_t largest_copy_bytes_ = 0;
+  int64_t newest_copy_bytes_ = 0;
   int64_t spills_ = 0;
 };
 

@@ -40,8 +40,9 @@ absl::StatusOr<std::unique_ptr<StepTrainer>> StepTrainer::Create(
   trainer->lease_samples_.emplace(trainer->data_.train.num_samples, job.seed());
   const int64_t n = trainer->job_layout_.total_elements();
   ASSIGN_OR_RETURN(trainer->buffers_, TrainerBuffers::Allocate(backend, n));
-  // Train() writes the gradients only after BeginStep.
+  // Train() writes the gradients only after BeginStep, and never params.
   trainer->buffers_.view.grads_idle_between_steps = true;
+  trainer->buffers_.view.params_written_only_by_exchange = true;
   const ExchangeBuffers& buffers = trainer->buffers_.view;
   // Ring members start from the job's initial parameters themselves. A PS
   // worker's (parameters and state) are all written by its first pull

@@ -73,5 +73,27 @@ TEST(WeightsPublisherLendTest, ASnapshotNobodyReadIsCopiedOneReadIsDropped) {
   EXPECT_TRUE(publisher.wanted());
 }
 
+// A reader still streaming a lent snapshot when a newer one replaces it
+// goes on from a copy: the lender takes back only the newest.
+TEST(WeightsPublisherLendTest, AReplacedLentSnapshotStillBeingReadIsCopied) {
+  WeightsPublisher publisher;
+  std::vector<float> live = {1, 2, 3};
+  publisher.Lend(5, live.data(), 3);
+  auto first = publisher.Get(5);  // a reader in the middle of it
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(absl::IsUnavailable(publisher.Get(6).status()));
+  publisher.Lend(6, live.data(), 3);  // another reader wanted step 6
+  publisher.TakeBack();
+  live = {9, 9, 9};
+  EXPECT_EQ(LentValues(**first, 3), std::vector<float>({1, 2, 3}));
+  // A copy too when the replacement is a copy.
+  publisher.Lend(7, live.data(), 3);
+  auto second = publisher.Get(7);
+  ASSERT_TRUE(second.ok());
+  publisher.Publish(8, {4, 5, 6});
+  live = {0, 0, 0};
+  EXPECT_EQ(LentValues(**second, 3), std::vector<float>({9, 9, 9}));
+}
+
 }  // namespace
 }  // namespace ferry

@@ -30,6 +30,7 @@
 #include "model/model_spec.h"
 #include "model/sequential_model.h"
 #include "proto/job_convert.h"
+#include "ring/bucket_plan.h"
 #include "tests/worker/ps_test_fixture.h"
 #include "tests/worker/worker_test_fixture.h"
 
@@ -351,9 +352,10 @@ TEST(DistributedWorkerTest, ShardedRingWaitsForEachCommitBeforeItsNextStep) {
   EXPECT_EQ(cluster.coordinator().Status().step(), 16);
 }
 
-// The same with a failed collective: the members go back to the copies in
-// their gradient buffers (or, where a step was not committed in time, to
-// the copy moved out), and the weights equal a single process's.
+// The same with a link that breaks in a step's params all-gather, after
+// every member applied the update to its slice: the members go back to the
+// copies in their gradient buffers, and the weights equal a single
+// process's.
 TEST(DistributedWorkerTest, ShardedRingGoesBackToTheCopiesInItsGradients) {
   v1::JobSpec job = Job(v1::MODE_RING, /*epochs=*/2);
   job.set_ring_shard_optimizer_state(true);
@@ -363,12 +365,22 @@ TEST(DistributedWorkerTest, ShardedRingGoesBackToTheCopiesInItsGradients) {
     o.ring_prompt_commit_min_bytes = 0;
   };
   RingHubs& hubs = cluster.hubs();
+  // A member's sends in a step's reduce-scatter: W-1 per bucket.
+  std::vector<int64_t> sizes;
+  for (const v1::TensorSpec& t : job.tensors()) {
+    int64_t n = 1;
+    for (int64_t d : t.shape()) n *= d;
+    sizes.push_back(n);
+  }
+  const int reduce_sends =
+      2 * static_cast<int>(PlanBuckets(sizes, job.bucket_elements())->size());
   std::atomic<bool> failed{false};
   std::vector<Cluster::Worker*> workers;
   for (int i = 0; i < 3; ++i) {
     workers.push_back(&cluster.Start([&, i](const v1::NextTaskResponse& l) {
       if (i == 1 && l.step() >= 5 && !failed.exchange(true)) {
-        hubs.FailNextSend(l.ring_generation(), l.rank());
+        // Its second send of the all-gather.
+        hubs.FailSendAfter(l.ring_generation(), l.rank(), reduce_sends + 1);
       }
     }));
   }

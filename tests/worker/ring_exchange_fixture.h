@@ -97,6 +97,7 @@ inline std::unique_ptr<RingMember> MakeRingMember(
   options.checkpoint_from_rank0 = checkpoint_from_rank0;
   options.shard_optimizer_state = shard_optimizer_state;
   options.agree_on_absent = agree_on_absent;
+  options.lend_published_params = true;  // the tests write only grads
   if (edit) edit(options);
   m->exchange = *RingExchange::Create(std::move(options));
   return m;

@@ -72,10 +72,20 @@ void RingHubs::FailNextSend(int64_t ring_generation, int rank) {
   ++failures_[{ring_generation, rank}];
 }
 
+void RingHubs::FailSendAfter(int64_t ring_generation, int rank, int skip) {
+  absl::MutexLock lock(&mu_);
+  ++failures_[{ring_generation, rank}];
+  skips_[{ring_generation, rank}] = skip;
+}
+
 bool RingHubs::TakeFailure(int64_t ring_generation, int rank) {
   absl::MutexLock lock(&mu_);
   auto it = failures_.find({ring_generation, rank});
   if (it == failures_.end() || it->second == 0) return false;
+  if (int& skip = skips_[{ring_generation, rank}]; skip > 0) {
+    --skip;
+    return false;
+  }
   --it->second;
   return true;
 }

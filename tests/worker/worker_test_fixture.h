@@ -39,6 +39,9 @@ class RingHubs {
   // The next Send of `rank` in ring `ring_generation` fails with
   // UNAVAILABLE (a broken link), once.
   void FailNextSend(int64_t ring_generation, int rank);
+  // The same for the send after the next `skip` sends (a failure in a
+  // later phase of the step).
+  void FailSendAfter(int64_t ring_generation, int rank, int skip);
   // Ring generations connected so far, in increasing order.
   std::vector<int64_t> generations() const;
 
@@ -50,6 +53,7 @@ class RingHubs {
   std::map<int64_t, std::shared_ptr<InMemoryRingHub>> hubs_
       ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int>, int> failures_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, int> skips_ ABSL_GUARDED_BY(mu_);
 };
 
 // A worker's PeerEndpoint whose links come from `hubs` (not owned).
