@@ -134,6 +134,8 @@ absl::Status Run(const CostFlags& f) {
         {"partitions", f.partitions},
         {"bandwidth_bytes_per_second", in.bandwidth_bytes_per_second},
         {"latency_seconds", in.latency_seconds},
+        {"ring_same_host_link_bytes_per_second",
+         in.same_host_link_bytes_per_second},
         {"compute_seconds", in.compute_seconds},
         {"compression", CompressionName(in.compression)},
         {"colocated", f.colocated},
@@ -178,6 +180,10 @@ absl::Status Run(const CostFlags& f) {
                             f.compute_from)
                 .c_str(),
       f.overhead.c_str(), CompressionName(in.compression).c_str());
+  if (in.same_host_link_bytes_per_second > 0) {
+    std::printf("ring members on one host: shared-memory links of %s/s\n\n",
+                FormatBytes(in.same_host_link_bytes_per_second).c_str());
+  }
   std::printf("%-6s %14s %14s %16s %12s %12s %12s  %s\n", "mode", "sent/worker",
               "recv/worker", "recv/shard(max)", "comm", "exposed", "step",
               "bound by");
@@ -274,6 +280,12 @@ std::string FormatMillis(double s) {
 
 absl::Status ParseCostTimes(const CostFlags& f, CostInput& in) {
   ASSIGN_OR_RETURN(in.bandwidth_bytes_per_second, ParseBandwidth(f.bandwidth));
+  absl::StatusOr<double> same_host = ParseBandwidth(f.same_host_link);
+  if (!same_host.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--same-host-link: ", same_host.status().message()));
+  }
+  in.same_host_link_bytes_per_second = *same_host;
   ASSIGN_OR_RETURN(const absl::Duration latency, ParseLatency(f.latency));
   in.latency_seconds = absl::ToDoubleSeconds(latency);
   ASSIGN_OR_RETURN(const absl::Duration compute, ParseLatency(f.compute));
@@ -343,6 +355,14 @@ void AddCostFlags(CLI::App& cmd, CostFlags& f) {
       ->capture_default_str();
   cmd.add_option("--compression", f.compression,
                  "gradients on the wire: none, fp16, bf16, topk:R")
+      ->capture_default_str();
+  cmd.add_option("--same-host-link", f.same_host_link,
+                 "ring: every member on one host, neighbours linked by "
+                 "shared-memory links of this bandwidth each way (ferry's "
+                 "default there; bench/compare_allreduce.sh's 2-rank links "
+                 "busbw measures it, e.g. 6GB/s), no per-message latency; PS "
+                 "keeps --bandwidth and --latency (gRPC over loopback). 0: "
+                 "network links")
       ->capture_default_str();
   cmd.add_flag("--colocated", f.colocated,
                "PS: one worker and one shard per host sharing its link (needs "

@@ -32,6 +32,9 @@ struct CostFlags {
   std::string overhead = "0";
   std::string compression = "none";
   bool colocated = false;
+  // Ring members on one host: their shared-memory links' bandwidth ("0":
+  // network links, --bandwidth and --latency).
+  std::string same_host_link = "0";
   // The optimizer whose state the memory estimate counts (sgd, momentum,
   // adam, ...: common/optimizer_config.h).
   std::string optimizer = "momentum";

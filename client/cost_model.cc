@@ -186,8 +186,9 @@ absl::Status Validate(const CostInput& in) {
     if (s < 0) return absl::InvalidArgumentError("a tensor size is negative");
   }
   if (in.bandwidth_bytes_per_second < 0 || in.latency_seconds < 0 ||
-      in.compute_seconds < 0 || in.overhead_seconds < 0 ||
-      in.backward_fraction < 0 || in.backward_fraction > 1) {
+      in.same_host_link_bytes_per_second < 0 || in.compute_seconds < 0 ||
+      in.overhead_seconds < 0 || in.backward_fraction < 0 ||
+      in.backward_fraction > 1) {
     return absl::InvalidArgumentError(
         "bandwidth, latency and compute must be >= 0, backward_fraction in [0, "
         "1]");
@@ -375,7 +376,10 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
   ASSIGN_OR_RETURN(std::vector<Bucket> buckets,
                    PlanBuckets(in.tensor_sizes, in.bucket_elements));
   CostPrediction p;
-  const double rate = in.bandwidth_bytes_per_second, lat = in.latency_seconds;
+  const bool same_host = in.same_host_link_bytes_per_second > 0;
+  const double rate = same_host ? in.same_host_link_bytes_per_second
+                                : in.bandwidth_bytes_per_second;
+  const double lat = same_host ? 0.0 : in.latency_seconds;
   const double backward = in.compute_seconds * in.backward_fraction;
   double link_free = 0, bandwidth_part = 0;
   // Sharded optimizer state: each collective is one half of the
@@ -420,7 +424,7 @@ absl::StatusOr<CostPrediction> PredictRing(const CostInput& in, int64_t total) {
   p.comm_seconds = p.allreduce_seconds + in.overhead_seconds;
   p.exposed_comm_seconds = exposed + in.overhead_seconds;
   p.bottleneck = bandwidth_part >= p.allreduce_seconds - bandwidth_part
-                     ? "worker link"
+                     ? (same_host ? "shared-memory link" : "worker link")
                      : "latency";
   if (in.overhead_seconds > p.allreduce_seconds) p.bottleneck = "stack";
   return p;

@@ -28,6 +28,11 @@
 //   the last one (the first layer's).
 // - Colocated PS (model only): each host runs one worker and one shard on
 //   one link; bytes to its own shard stay off the wire.
+// - Ring members all on one host (same_host_link_bytes_per_second > 0):
+//   neighbours exchange through shared-memory links (docs/architecture.md,
+//   "Shared-memory links"), priced at that bandwidth with no per-message
+//   latency instead of as network links; PS keeps the network terms (its
+//   processes talk gRPC over loopback there).
 // - Ring with sharded optimizer state: every bucket's reduce-scatter (W-1
 //   stages, half the all-reduce's bytes) overlaps the backward pass like
 //   the all-reduce; the params' all-gather (W-1 stages, the other half)
@@ -61,6 +66,10 @@ struct CostInput {
   std::vector<int64_t> tensor_sizes;      // model order (elements)
   double bandwidth_bytes_per_second = 0;  // 0: unlimited (time terms are 0)
   double latency_seconds = 0;
+  // Ring only: every member on one host, each link between neighbours a
+  // shared-memory link of this bandwidth each way (what a 2-rank all-reduce
+  // reaches as busbw on that host); 0: network links as above.
+  double same_host_link_bytes_per_second = 0;
   double compute_seconds = 0;          // forward + backward of one step
   double backward_fraction = 2.0 / 3;  // of compute_seconds, overlappable
   // The stack's own cost of a step's exchange with no link limit (what
@@ -101,7 +110,8 @@ struct CostPrediction {
   double overhead_seconds = 0;      // CostInput::overhead_seconds, included
   // Phase detail (PS: push, pull; ring: all buckets) and what bounds it.
   double push_seconds = 0, pull_seconds = 0, allreduce_seconds = 0;
-  std::string bottleneck;  // "worker link", "shard link", "latency", ...
+  // "worker link", "shard link", "shared-memory link", "latency", ...
+  std::string bottleneck;
 };
 
 // Errors: INVALID_ARGUMENT for workers < 1, shards < 1 (PS), no tensors,

@@ -246,6 +246,29 @@ TEST(CostModelTest, RingTimeIsBandwidthPlusTwoWMinusOneLatencies) {
   EXPECT_NEAR(p->step_seconds, p->comm_seconds, 1e-12);  // no compute
 }
 
+// Members on one host: the same bytes over shared-memory links of their own
+// bandwidth and no message latency; PS keeps the network terms.
+TEST(CostModelTest, RingOnOneHostIsPricedAtItsSharedMemoryLinks) {
+  const std::vector<int64_t> sizes = {1 << 22};
+  CostInput in = Input(CostMode::kRing, 4, 1, sizes);
+  in.bandwidth_bytes_per_second = 1e9;
+  in.latency_seconds = 0.001;
+  in.same_host_link_bytes_per_second = 5e9;
+  auto ring = PredictStep(in);
+  ASSERT_TRUE(ring.ok());
+  const double expected = 2.0 * 3 / 4 * 4 * (1 << 22) / 5e9;
+  EXPECT_NEAR(ring->comm_seconds, expected, expected * 1e-3);
+  EXPECT_EQ(ring->bottleneck, "shared-memory link");
+  in.mode = CostMode::kPs;
+  auto ps = PredictStep(in);
+  in.same_host_link_bytes_per_second = 0;
+  auto ps_network = PredictStep(in);
+  ASSERT_TRUE(ps.ok() && ps_network.ok());
+  EXPECT_EQ(ps->comm_seconds, ps_network->comm_seconds);
+  in.same_host_link_bytes_per_second = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(PredictStep(in).status()));
+}
+
 // Sharded optimizer state: the same bytes and link time as the
 // all-reduce, but the params' all-gather (half of it) follows backward.
 TEST(CostModelTest, ShardedRingExposesTheParamsGatherAfterBackward) {
