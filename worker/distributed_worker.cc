@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <future>
 #include <memory>
 #include <optional>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
+#include "common/file_system.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/step_trace.h"
@@ -77,9 +77,7 @@ class Worker {
       });
       // Exchanges that keep undo state drop what committed steps need no
       // more.
-      if (CommittedStepsObserver* observer =
-              exchange->capability<CommittedStepsObserver>();
-          observer != nullptr) {
+      if (CommittedStepsObserver* observer = committed_observer_) {
         heartbeater_->SetCommittedListener(
             [observer](int64_t steps) { observer->ObserveCommitted(steps); });
       }
@@ -117,17 +115,9 @@ class Worker {
       if (!left.ok()) Log(absl::StrCat("leave failed: ", left.ToString()));
     }
     if (!status.ok()) return status;
-    summary_.ps_bytes = exchange_->bytes().ps;
-    if (const CommittedStepsObserver* observer =
-            exchange_->capability<CommittedStepsObserver>()) {
-      summary_.rollback_copies_moved = observer->undo_state_moves();
-    }
-    if (const ByteCounter* peer = deps_.peer->counter(); peer != nullptr) {
-      summary_.peer_bytes = peer->Get();
-    }
-    summary_.coordinator_bytes = coordinator().bytes();
+    summary_.AddTotals(*exchange_, committed_observer_, *deps_.peer,
+                       coordinator().bytes());
     summary_.link = options_.link;
-    summary_.link_stats = deps_.peer->link_stats();
     summary_.wall_seconds = Seconds(start);
     if (trainer_ != nullptr) summary_.trainer = trainer_->SummaryJson();
     return summary_;
@@ -207,6 +197,7 @@ class Worker {
     ASSIGN_OR_RETURN(exchange_, MakeGradientExchange(context, deps_.peer.get(),
                                                      deps_.parameter_client));
     policy_ = exchange_->policy();
+    committed_observer_ = exchange_->capability<CommittedStepsObserver>();
     Log(absl::StrFormat("%d parameters, %d train samples, device %s, %s mode",
                         trainer_->layout().total_elements(),
                         trainer_->train_samples(), summary_.device,
@@ -428,9 +419,8 @@ class Worker {
       }
       // The last step's undo state lies where this step writes: its commit
       // first (the report's answer carries it).
-      if (const CommittedStepsObserver* observer =
-              exchange_->capability<CommittedStepsObserver>();
-          observer != nullptr && observer->WantsCommitBeforeNextStep()) {
+      if (committed_observer_ != nullptr &&
+          committed_observer_->WantsCommitBeforeNextStep()) {
         RETURN_IF_ERROR(AwaitReport());
       }
       absl::StatusOr<v1::StepReport> report =
@@ -454,10 +444,8 @@ class Worker {
       RETURN_IF_ERROR(AwaitReport());
       // An exchange that keeps much undo state per uncommitted step hears
       // at once when this one is committed.
-      const CommittedStepsObserver* observer =
-          exchange_->capability<CommittedStepsObserver>();
-      const bool await_applied =
-          observer != nullptr && observer->WantsPromptCommits();
+      const bool await_applied = committed_observer_ != nullptr &&
+                                 committed_observer_->WantsPromptCommits();
       report_in_flight_ =
           std::async(std::launch::async,
                      [this, request = Request(), r = *std::move(report),
@@ -498,14 +486,13 @@ class Worker {
   absl::Status SaveFinalWeights() {
     ASSIGN_OR_RETURN(const std::vector<float> host, exchange_->FinalWeights());
     const std::string& path = options_.final_weights_path;
-    const std::string temp = path + ".tmp";
-    std::FILE* f = std::fopen(temp.c_str(), "wb");
-    bool ok = f != nullptr && std::fwrite(host.data(), sizeof(float),
-                                          host.size(), f) == host.size();
-    if (f != nullptr) ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot write the final weights to ", path));
+    const std::string bytes(reinterpret_cast<const char*>(host.data()),
+                            host.size() * sizeof(float));
+    if (absl::Status written =
+            PosixFileSystem()->WriteFileAtomically(path, bytes);
+        !written.ok()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot write the final weights to ", path, ": ", written.message()));
     }
     Log(absl::StrFormat("wrote %d final weights to %s", host.size(), path));
     return absl::OkStatus();
@@ -573,6 +560,8 @@ class Worker {
   std::string worker_id_;
   std::unique_ptr<LeaseTrainer> trainer_;
   std::unique_ptr<GradientExchange> exchange_;  // the job's mode
+  // exchange_'s undo-state capability, or null (fixed with the exchange).
+  CommittedStepsObserver* committed_observer_ = nullptr;
   ExchangePolicy policy_;
   std::optional<PendingLease> pending_;
   std::future<absl::Status> report_in_flight_;

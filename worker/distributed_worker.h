@@ -120,6 +120,12 @@ struct WorkerSummary {
   nlohmann::json trainer;      // LeaseTrainer::SummaryJson, merged in ToJson
 
   nlohmann::json ToJson() const;
+  // Takes the run's totals from what counted them: the exchange's bytes
+  // (and, with `committed`, its moved undo state), the peer endpoint's
+  // bytes and link delays, the coordinator client's bytes.
+  void AddTotals(GradientExchange& exchange,
+                 const CommittedStepsObserver* committed,
+                 const PeerEndpoint& peer, const TransferBytes& coordinator);
 };
 
 // Runs the worker until the coordinator says FINISH or stop is requested.

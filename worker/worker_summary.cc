@@ -3,6 +3,20 @@
 
 namespace ferry {
 
+void WorkerSummary::AddTotals(GradientExchange& exchange,
+                              const CommittedStepsObserver* committed,
+                              const PeerEndpoint& peer,
+                              const TransferBytes& coordinator) {
+  ps_bytes = exchange.bytes().ps;
+  if (committed != nullptr)
+    rollback_copies_moved = committed->undo_state_moves();
+  if (const ByteCounter* counter = peer.counter(); counter != nullptr) {
+    peer_bytes = counter->Get();
+  }
+  coordinator_bytes = coordinator;
+  link_stats = peer.link_stats();
+}
+
 nlohmann::json WorkerSummary::ToJson() const {
   const auto bytes = [](const TransferBytes& b) {
     return nlohmann::json{{"sent", b.sent}, {"received", b.received}};
