@@ -124,6 +124,42 @@ TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
   EXPECT_TRUE(s.error().empty()) << s.error();
 }
 
+// A resumed ring whose first step aborts (a member lost before it
+// reported: on a loaded machine, a restore outlasting the heartbeat) has
+// still applied nothing: the next ring resumes from the same checkpoint
+// again, without undoing more or counting a second rollback.
+TEST(CoordinatorRingCheckpointTest, ResumeWhoseFirstStepAbortsResumesAgain) {
+  Fixture f = RingFixture(1);
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});  // checkpoint at 2
+  AwaitRingApplied(f, 3);
+  ASSERT_TRUE(f.coordinator->Leave(a).ok());
+  ASSERT_TRUE(f.coordinator->Leave(b).ok());
+  const std::string c = f.Join(), d = f.Join();
+  auto lc = NextWork(f, c);
+  auto ld = NextWork(f, d);
+  ASSERT_TRUE(lc.ok() && ld.ok()) << lc.status() << ld.status();
+  ASSERT_EQ(lc->restore_checkpoint(), 2);
+  ASSERT_TRUE(f.coordinator->Leave(c).ok());  // before its report
+  const std::string e = f.Join();
+  auto ld2 = NextWork(f, d);
+  auto le = NextWork(f, e);
+  ASSERT_TRUE(ld2.ok() && le.ok()) << ld2.status() << le.status();
+  EXPECT_EQ(ld2->step(), 2);
+  ASSERT_TRUE(ld2->has_restore_checkpoint());
+  EXPECT_EQ(ld2->restore_checkpoint(), 2);
+  EXPECT_EQ(le->restore_checkpoint(), 2);
+  EXPECT_EQ(FirstSample(*ld2), 20);
+  const v1::StatusResponse s = f.coordinator->Status();
+  std::vector<int64_t> resumed_at;
+  for (const v1::JobEvent& ev : s.events()) {
+    if (ev.kind() == "ring_resumed") resumed_at.push_back(ev.step());
+  }
+  EXPECT_EQ(resumed_at, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(s.rollbacks(), 1);
+  EXPECT_TRUE(s.error().empty()) << s.error();
+}
+
 TEST(CoordinatorRingCheckpointTest, IncompleteCheckpointIsNotResumedFrom) {
   Fixture f = RingFixture(1);
   const std::string a = f.Join(), b = f.Join();

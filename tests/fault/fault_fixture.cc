@@ -156,6 +156,17 @@ int CountEvents(const nlohmann::json& summary, const std::string& kind) {
   return n;
 }
 
+void ExpectResumedFromOneCheckpoint(const nlohmann::json& summary) {
+  std::vector<int64_t> versions;
+  for (const auto& e : summary.value("events", nlohmann::json::array())) {
+    if (e.value("kind", "") == "ring_resumed")
+      versions.push_back(e.value("step", int64_t{-1}));
+  }
+  ASSERT_FALSE(versions.empty()) << summary.dump(1);
+  for (int64_t v : versions) EXPECT_EQ(v, versions.front());
+  EXPECT_EQ(summary.at("rollbacks").get<int64_t>(), 1);
+}
+
 void ExpectHealthyUnderChurn(const std::string& name, const std::string& mode,
                              const std::vector<std::string>& job) {
   const LocalRun& reference = Reference(name, FaultJobArgs(mode, job));

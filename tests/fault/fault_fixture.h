@@ -77,6 +77,12 @@ std::string BatchNormMlpFile();
 // Counts the summary's job events of `kind` (events from the coordinator).
 int CountEvents(const nlohmann::json& summary, const std::string& kind);
 
+// The run's ring went back to one ring checkpoint, once undoing steps: a
+// resumed ring whose first step aborts (a restore outlasting a heartbeat on
+// a loaded machine) resumes from the same checkpoint again
+// (CoordinatorRingCheckpointTest.ResumeWhoseFirstStepAbortsResumesAgain).
+void ExpectResumedFromOneCheckpoint(const nlohmann::json& summary);
+
 }  // namespace ferry::testing
 
 #endif  // FERRY_TESTS_FAULT_FAULT_FIXTURE_H_

@@ -75,11 +75,9 @@ TEST(RingFaultTest, EveryMemberKilledAtOnceResumesFromTheRingCheckpoint) {
                             "kill:worker2@step160,join:3@step160"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 6);
-  EXPECT_EQ(CountEvents(run->summary, "ring_resumed"), 1)
-      << run->summary.dump(1);
+  ExpectResumedFromOneCheckpoint(run->summary);
   EXPECT_EQ(CountEvents(run->summary, "ring_state_lost"), 0);
   EXPECT_GE(CountEvents(run->summary, "ring_checkpoint"), 4);
-  EXPECT_EQ(run->summary.at("rollbacks").get<int64_t>(), 1);
 }
 
 // A ring pipeline (2 stages, 3 members: one replica and a member training
@@ -97,8 +95,7 @@ TEST(RingFaultTest, PipelineEveryMemberKilledAtOnceResumesFromTheCheckpoint) {
                             "kill:worker2@step300,join:3@step300"}));
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectHealthyRun(*run, "ring", 6);
-  EXPECT_EQ(CountEvents(run->summary, "ring_resumed"), 1)
-      << run->summary.dump(1);
+  ExpectResumedFromOneCheckpoint(run->summary);
   EXPECT_EQ(CountEvents(run->summary, "ring_state_lost"), 0);
   EXPECT_GE(CountEvents(run->summary, "ring_checkpoint"), 6);
 }
