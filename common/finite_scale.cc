@@ -36,7 +36,12 @@ int64_t FirstNonFinite(const float* x, int64_t n) {
   return -1;
 }
 
-int64_t ScaleIfFinite(float* x, int64_t n, float scale) {
+namespace {
+
+// The first element that is not finite, or -1 after `op` was applied to
+// every element, chunk by chunk while the chunk is in L1.
+template <typename Op>
+int64_t ApplyIfFinite(float* x, int64_t n, Op op) {
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = std::min(n, begin + kChunk);
     if (AnyNotFinite(x, begin, end)) {
@@ -44,9 +49,19 @@ int64_t ScaleIfFinite(float* x, int64_t n, float scale) {
         if (!std::isfinite(x[i])) return i;
       }
     }
-    for (int64_t i = begin; i < end; ++i) x[i] *= scale;
+    for (int64_t i = begin; i < end; ++i) x[i] = op(x[i]);
   }
   return -1;
+}
+
+}  // namespace
+
+int64_t ScaleIfFinite(float* x, int64_t n, float scale) {
+  return ApplyIfFinite(x, n, [scale](float v) { return v * scale; });
+}
+
+int64_t DivideIfFinite(float* x, int64_t n, float divisor) {
+  return ApplyIfFinite(x, n, [divisor](float v) { return v / divisor; });
 }
 
 }  // namespace ferry

@@ -214,6 +214,8 @@ absl::StatusOr<std::unique_ptr<PsPushStaging>> PsShard::BeginPush(
   // a recycled buffer needs no clearing. On arrival, chunks go to the sum.
   staging->on_arrival_ = arrival_.enabled();
   if (!staging->on_arrival_) staging->grad_ = TakeGradBuffer();
+  if (config_.consistency == PsConsistency::kAsync && !staging->on_arrival_)
+    staging->divide_by_ = static_cast<float>(header.num_samples);
   staging->seen_.assign(owned_.size(), false);
   return staging;
 }
@@ -233,7 +235,9 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
   }
   const PsPushHeader& h = staging->header_;
   std::vector<float>& grad = staging->grad_;
-  if (config_.consistency == PsConsistency::kAsync) {
+  // Async chunks landed divided by the push's samples (AddChunk).
+  if (config_.consistency == PsConsistency::kAsync &&
+      staging->divide_by_ == 0.0f) {
     const float n = static_cast<float>(h.num_samples);
     for (float& g : grad) g /= n;
   }

@@ -197,8 +197,11 @@ class PsPushStaging {
   // The shard's count of open pushes, released with the staging.
   std::shared_ptr<std::atomic<int64_t>> open_pushes_;
   PsPushHeader header_;
-  std::vector<float> grad_;       // the shard's slice (empty on arrival)
-  bool on_arrival_ = false;       // chunks go to the shard's ArrivalSum
+  std::vector<float> grad_;  // the shard's slice (empty on arrival)
+  bool on_arrival_ = false;  // chunks go to the shard's ArrivalSum
+  // Async: each chunk lands divided by the push's samples (0: not divided),
+  // while it is in cache, instead of in a pass over the slice at the commit.
+  float divide_by_ = 0.0f;
   std::vector<float> scratch_;    // on arrival: a decoded chunk
   std::vector<bool> seen_;        // by owned chunk index
   std::vector<SparseRows> rows_;  // embedding rows, one part per table

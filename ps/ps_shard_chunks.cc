@@ -110,13 +110,22 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
                           static_cast<int>(encoding), decoded.message())));
     }
   }
-  if (const int64_t i = FirstNonFinite(values, static_cast<int64_t>(length));
-      i >= 0) {
+  // Absent ranges are checked for zeros before a division could round a
+  // tiny value to zero.
+  if (!absent.empty() && staging.divide_by_ != 0.0f) {
+    RETURN_IF_ERROR(AddAbsent(staging, chunk, values, absent));
+  }
+  const int64_t first_bad =
+      staging.divide_by_ != 0.0f
+          ? DivideIfFinite(dst, static_cast<int64_t>(length),
+                           staging.divide_by_)
+          : FirstNonFinite(values, static_cast<int64_t>(length));
+  if (first_bad >= 0) {
     return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
                                  "chunk %d: element %d is not finite (%f)",
-                                 chunk_id, i, values[i])));
+                                 chunk_id, first_bad, values[first_bad])));
   }
-  if (!absent.empty()) {
+  if (!absent.empty() && staging.divide_by_ == 0.0f) {
     RETURN_IF_ERROR(AddAbsent(staging, chunk, values, absent));
   }
   const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);

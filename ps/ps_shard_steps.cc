@@ -108,10 +108,12 @@ absl::Status PsShard::ApplySumLocked(
   }
   // Sum in the order named, then divide. On arrival the sum is there
   // already.
-  std::vector<float>& sum =
-      arrival != nullptr ? arrival->sum() : ledger_.SumInOrder(contributors);
   const float n = static_cast<float>(total_samples);
-  for (float& g : sum) g /= n;
+  std::vector<float>& sum =
+      arrival != nullptr ? arrival->sum() : ledger_.SumInOrder(contributors, n);
+  if (arrival != nullptr) {
+    for (float& g : sum) g /= n;
+  }
   const absl::Status applied =
       ApplyLocked(sum.data(), ready, 1.0, ledger_.AbsentInAll(contributors));
   // The first buffer holds the sum now: the pushes are spent either way.

@@ -89,8 +89,10 @@ class PushLedger {
   std::vector<const std::vector<SparseRows>*> RowsOf(
       absl::Span<const PsContributor> contributors);
   // Adds the contributors' gradients in their order into the first one's
-  // buffer and returns it (the same values as a sum from zero).
-  std::vector<float>& SumInOrder(absl::Span<const PsContributor> contributors);
+  // buffer, divides the sum by `divisor` and returns it (the same values as
+  // a sum from zero, then divided).
+  std::vector<float>& SumInOrder(absl::Span<const PsContributor> contributors,
+                                 float divisor);
   // The slice elements every one of `contributors` (each holding a push)
   // left out: the step's optimizer skips them.
   std::vector<FlatRange> AbsentInAll(

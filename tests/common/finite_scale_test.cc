@@ -49,6 +49,22 @@ TEST(ScaleIfFiniteTest, TheLargestFiniteFloatsAndSubnormalsAreFinite) {
   EXPECT_EQ(x[0], std::numeric_limits<float>::max() * 0.5f);
 }
 
+// Bit for bit the division (an async push's gradient over its samples),
+// which a multiplication by the reciprocal is not for every value.
+TEST(DivideIfFiniteTest, DividesAsTheDivisionRoundsAndStopsAtNaN) {
+  for (int64_t n : {1, 2047, 2049, 10000}) {
+    std::vector<float> x = Ramp(n);
+    for (int64_t i = 0; i < n; ++i) x[i] += 0.1f * static_cast<float>(i % 7);
+    const std::vector<float> before = x;
+    EXPECT_EQ(DivideIfFinite(x.data(), n, 3.0f), -1) << n;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], before[i] / 3.0f) << i;
+  }
+  std::vector<float> x = Ramp(5000);
+  x[3000] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(DivideIfFinite(x.data(), 5000, 3.0f), 3000);
+  EXPECT_TRUE(std::isnan(x[3000]));
+}
+
 TEST(FirstNonFiniteTest, FindsTheFirstNanOrInfinityAndChangesNothing) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

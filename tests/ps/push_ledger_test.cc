@@ -102,13 +102,35 @@ TEST(PushLedgerTest, SumInOrderAddsIntoTheFirstBuffer) {
   ledger.Hold("w0", Push(1, {1.0f, 2.0f}));
   ledger.Hold("w1", Push(1, {10.0f, 20.0f}));
   ledger.Hold("w2", Push(1, {100.0f, 200.0f}));
-  std::vector<float>& sum = ledger.SumInOrder({{"w1", 1}, {"w2", 1}});
-  EXPECT_THAT(sum, ElementsAre(110.0f, 220.0f));
+  std::vector<float>& sum = ledger.SumInOrder({{"w1", 1}, {"w2", 1}}, 4.0f);
+  EXPECT_THAT(sum, ElementsAre(27.5f, 55.0f));
   // The sum is w1's buffer: the pushes are spent.
   GradBufferPool pool(2);
   ledger.DropHeld(pool);
   EXPECT_EQ(ledger.held(), 0);
   EXPECT_EQ(pool.free_buffers(), 3u);
+}
+
+// Summed in the order named and then divided, rounded as those
+// operations are (the last addition and the division share a pass).
+TEST(PushLedgerTest, SumInOrderRoundsAsASumThenADivision) {
+  const std::vector<float> a = {0.1f, 1e8f, 3.0f}, b = {0.2f, 1.0f, -1e-3f},
+                           c = {0.3f, -1e8f, 7.0f};
+  for (int k = 1; k <= 3; ++k) {
+    PushLedger ledger(0);
+    ledger.Hold("a", Push(1, a));
+    ledger.Hold("b", Push(1, b));
+    ledger.Hold("c", Push(1, c));
+    std::vector<PsContributor> order = {{"c", 1}, {"a", 1}, {"b", 1}};
+    order.resize(k);
+    const std::vector<float>& sum = ledger.SumInOrder(order, 3.0f);
+    for (size_t i = 0; i < a.size(); ++i) {
+      float expected = c[i];
+      if (k > 1) expected += a[i];
+      if (k > 2) expected += b[i];
+      EXPECT_EQ(sum[i], expected / 3.0f) << k << " " << i;
+    }
+  }
 }
 
 TEST(PushLedgerTest, AbsentInAllIsWhatEveryContributorLeftOut) {
