@@ -99,17 +99,37 @@ TEST(CoordinatorRingCheckpointTest,
   }));
 }
 
+// Two members train 3 steps (a ring checkpoint at 2) and leave; two new
+// ones join and take their first leases.
+struct NewRing {
+  std::string c, d;
+  v1::NextTaskResponse lc, ld;
+};
+NewRing ReplaceEveryMemberAfterThreeSteps(Fixture& f) {
+  NewRing ring;
+  const std::string a = f.Join(), b = f.Join();
+  for (int step = 0; step < 3; ++step) Step(f, {a, b});
+  AwaitRingApplied(f, 3);
+  EXPECT_TRUE(f.coordinator->Leave(a).ok());
+  EXPECT_TRUE(f.coordinator->Leave(b).ok());
+  ring.c = f.Join();
+  ring.d = f.Join();
+  auto lc = NextWork(f, ring.c);
+  auto ld = NextWork(f, ring.d);
+  if (!lc.ok() || !ld.ok()) {
+    ADD_FAILURE() << lc.status() << ld.status();
+    return ring;
+  }
+  ring.lc = *lc;
+  ring.ld = *ld;
+  return ring;
+}
+
 TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
   Fixture f = RingFixture(1);
-  const std::string a = f.Join(), b = f.Join();
-  for (int step = 0; step < 3; ++step) Step(f, {a, b});  // checkpoint at 2
-  AwaitRingApplied(f, 3);
-  ASSERT_TRUE(f.coordinator->Leave(a).ok());
-  ASSERT_TRUE(f.coordinator->Leave(b).ok());
-  const std::string c = f.Join(), d = f.Join();
-  auto lc = NextWork(f, c);
-  auto ld = NextWork(f, d);
-  ASSERT_TRUE(lc.ok() && ld.ok()) << lc.status() << ld.status();
+  const NewRing ring = ReplaceEveryMemberAfterThreeSteps(f);
+  if (::testing::Test::HasFailure()) return;
+  const v1::NextTaskResponse *lc = &ring.lc, *ld = &ring.ld;
   // Step 2 again, from the checkpoint at version 2: the samples of the
   // undone step 2 first.
   EXPECT_EQ(lc->step(), 2);
@@ -130,19 +150,12 @@ TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
 // again, without undoing more or counting a second rollback.
 TEST(CoordinatorRingCheckpointTest, ResumeWhoseFirstStepAbortsResumesAgain) {
   Fixture f = RingFixture(1);
-  const std::string a = f.Join(), b = f.Join();
-  for (int step = 0; step < 3; ++step) Step(f, {a, b});  // checkpoint at 2
-  AwaitRingApplied(f, 3);
-  ASSERT_TRUE(f.coordinator->Leave(a).ok());
-  ASSERT_TRUE(f.coordinator->Leave(b).ok());
-  const std::string c = f.Join(), d = f.Join();
-  auto lc = NextWork(f, c);
-  auto ld = NextWork(f, d);
-  ASSERT_TRUE(lc.ok() && ld.ok()) << lc.status() << ld.status();
-  ASSERT_EQ(lc->restore_checkpoint(), 2);
-  ASSERT_TRUE(f.coordinator->Leave(c).ok());  // before its report
+  const NewRing ring = ReplaceEveryMemberAfterThreeSteps(f);
+  if (::testing::Test::HasFailure()) return;
+  ASSERT_EQ(ring.lc.restore_checkpoint(), 2);
+  ASSERT_TRUE(f.coordinator->Leave(ring.c).ok());  // before its report
   const std::string e = f.Join();
-  auto ld2 = NextWork(f, d);
+  auto ld2 = NextWork(f, ring.d);
   auto le = NextWork(f, e);
   ASSERT_TRUE(ld2.ok() && le.ok()) << ld2.status() << le.status();
   EXPECT_EQ(ld2->step(), 2);
