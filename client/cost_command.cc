@@ -206,8 +206,8 @@ absl::Status Run(const CostFlags& f) {
                            static_cast<double>(bytes) / model_bytes);
   };
   std::printf(
-      "memory per process (training state, %s; without the process's own "
-      "~40-50 MiB and its dataset):\n"
+      "memory per process (training state, %s; the process adds ~35-50 "
+      "MiB, its receive buffers and its dataset):\n"
       "  PS worker %s, PS shard %s\n"
       "  ring member %s, with --ring-shard-optimizer-state %s\n",
       f.optimizer.c_str(), times_model(memory.ps_worker).c_str(),

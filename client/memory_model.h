@@ -1,10 +1,11 @@
 // Memory per process of a synchronous job: the training state each role
 // holds for a model of `params` fp32 parameters (parameters, gradients,
 // optimizer state, staging and rollback copies), not the process's own
-// fixed cost (libraries, thread stacks, gRPC buffers) nor its dataset:
-// measured 46 MiB above the state for a ring member on synthetic data and
-// 37 MiB for a shard (docs/benchmarks.md); a worker adds its training set
-// (Fashion-MNIST: 188 MB).
+// fixed cost (libraries, thread stacks), its receive buffers nor its
+// dataset. Measured with 4 MiB receive windows (--receive-window): 46 MiB
+// above the state for a ring member on synthetic data, 37 MiB for a shard;
+// gRPC's adaptive windows add 90-130 MiB to a shard (docs/benchmarks.md);
+// a worker adds its training set (Fashion-MNIST: 188 MB).
 //
 // Pure functions, no IO. The terms follow what the code allocates:
 // - PS worker: params + gradients (pulls land in params).

@@ -238,8 +238,8 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
   // Async chunks landed divided by the push's samples (AddChunk).
   if (config_.consistency == PsConsistency::kAsync &&
       staging->divide_by_ == 0.0f) {
-    const float n = static_cast<float>(h.num_samples);
-    for (float& g : grad) g /= n;
+    return RejectPush(absl::InternalError(
+        "async push staged without its division by the samples"));
   }
   // Chunks come in any order; their absent ranges are disjoint.
   const std::vector<FlatRange> absent =

@@ -199,8 +199,8 @@ class PsPushStaging {
   PsPushHeader header_;
   std::vector<float> grad_;  // the shard's slice (empty on arrival)
   bool on_arrival_ = false;  // chunks go to the shard's ArrivalSum
-  // Async: each chunk lands divided by the push's samples (0: not divided),
-  // while it is in cache, instead of in a pass over the slice at the commit.
+  // Async (never summed on arrival): each chunk lands divided by the
+  // push's samples, while it is in cache; 0 in sync.
   float divide_by_ = 0.0f;
   std::vector<float> scratch_;    // on arrival: a decoded chunk
   std::vector<bool> seen_;        // by owned chunk index
@@ -260,11 +260,13 @@ class PsShard {
   absl::StatusOr<std::unique_ptr<PsPushStaging>> BeginPush(
       const PsPushHeader& header);
 
-  // Copies one chunk of `num_bytes` bytes (little-endian fp32) into `staging`.
-  // INVALID_ARGUMENT naming the chunk for an unknown id, a chunk owned by
-  // another shard, a chunk already added, a byte length other than
-  // 4 * chunk.length, or a non-finite value. After an error the staging is
-  // rejected for good (counted once). Takes no lock.
+  // Copies one chunk of `num_bytes` bytes (little-endian fp32) into
+  // `staging`; an async push's chunk lands divided by the push's samples
+  // (the values its commit applies), after its checks saw the values as
+  // pushed. INVALID_ARGUMENT naming the chunk for an unknown id, a chunk owned
+  // by another shard, a chunk already added, a byte length other than 4 *
+  // chunk.length, or a non-finite value. After an error the staging is rejected
+  // for good (counted once). Takes no lock.
   absl::Status AddChunk(PsPushStaging& staging, int32_t chunk_id,
                         const void* data, size_t num_bytes);
   // The same for a chunk in `encoding` (common/gradient_codec.h), decoded

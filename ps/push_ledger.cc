@@ -118,7 +118,7 @@ std::vector<float>& PushLedger::SumInOrder(
     for (float& v : sum) v /= divisor;
     return sum;
   }
-  // The last addition divides as it goes: one pass over memory fewer.
+  // The last addition divides in the same pass.
   const size_t last = contributors.size() - 1;
   for (size_t c = 1; c < last; ++c) {
     const std::vector<float>& g = held_[contributors[c].worker_id].grad;

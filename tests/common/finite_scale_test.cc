@@ -59,10 +59,17 @@ TEST(DivideIfFiniteTest, DividesAsTheDivisionRoundsAndStopsAtNaN) {
     EXPECT_EQ(DivideIfFinite(x.data(), n, 3.0f), -1) << n;
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], before[i] / 3.0f) << i;
   }
+  // The NaN's block (2048-4095) and those after it are left as they were;
+  // the blocks before it are divided.
   std::vector<float> x = Ramp(5000);
   x[3000] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> before = x;
   EXPECT_EQ(DivideIfFinite(x.data(), 5000, 3.0f), 3000);
-  EXPECT_TRUE(std::isnan(x[3000]));
+  EXPECT_EQ(x[10], before[10] / 3.0f);
+  EXPECT_EQ(x[2047], before[2047] / 3.0f);
+  EXPECT_EQ(x[2048], before[2048]);
+  EXPECT_EQ(x[2999], before[2999]);
+  EXPECT_EQ(x[4999], before[4999]);
 }
 
 TEST(FirstNonFiniteTest, FindsTheFirstNanOrInfinityAndChangesNothing) {

@@ -144,10 +144,9 @@ TEST(CoordinatorRingCheckpointTest, RingThatLostEveryHolderResumesFromIt) {
   EXPECT_TRUE(s.error().empty()) << s.error();
 }
 
-// A resumed ring whose first step aborts (a member lost before it
-// reported: on a loaded machine, a restore outlasting the heartbeat) has
-// still applied nothing: the next ring resumes from the same checkpoint
-// again, without undoing more or counting a second rollback.
+// A resumed ring whose first step aborts (here a member leaves before it
+// reported) has still applied nothing: the next ring resumes from the same
+// checkpoint again, without undoing more or counting a second rollback.
 TEST(CoordinatorRingCheckpointTest, ResumeWhoseFirstStepAbortsResumesAgain) {
   Fixture f = RingFixture(1);
   const NewRing ring = ReplaceEveryMemberAfterThreeSteps(f);

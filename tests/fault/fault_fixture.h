@@ -77,9 +77,10 @@ std::string BatchNormMlpFile();
 // Counts the summary's job events of `kind` (events from the coordinator).
 int CountEvents(const nlohmann::json& summary, const std::string& kind);
 
-// The run's ring went back to one ring checkpoint, once undoing steps: a
-// resumed ring whose first step aborts (a restore outlasting a heartbeat on
-// a loaded machine) resumes from the same checkpoint again
+// The run's ring went back to one ring checkpoint, undoing steps once: a
+// resumed ring whose first step aborts (a member lost, a collective
+// failed) before any member applied a step resumes from the same
+// checkpoint again, after that failure
 // (CoordinatorRingCheckpointTest.ResumeWhoseFirstStepAbortsResumesAgain).
 void ExpectResumedFromOneCheckpoint(const nlohmann::json& summary);
 
