@@ -236,11 +236,6 @@ absl::StatusOr<int64_t> PsShard::CommitPush(
   const PsPushHeader& h = staging->header_;
   std::vector<float>& grad = staging->grad_;
   // Async chunks landed divided by the push's samples (AddChunk).
-  if (config_.consistency == PsConsistency::kAsync &&
-      staging->divide_by_ == 0.0f) {
-    return RejectPush(absl::InternalError(
-        "async push staged without its division by the samples"));
-  }
   // Chunks come in any order; their absent ranges are disjoint.
   const std::vector<FlatRange> absent =
       NormalizeRanges(std::move(staging->absent_));

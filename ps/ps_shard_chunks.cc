@@ -112,7 +112,7 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
   }
   // Absent ranges are checked for zeros before a division could round a
   // tiny value to zero.
-  if (!absent.empty() && staging.divide_by_ != 0.0f) {
+  if (!absent.empty()) {
     RETURN_IF_ERROR(AddAbsent(staging, chunk, values, absent));
   }
   const int64_t first_bad =
@@ -124,9 +124,6 @@ absl::Status PsShard::AddChunk(PsPushStaging& staging, int32_t chunk_id,
     return FailPush(staging, absl::InvalidArgumentError(absl::StrFormat(
                                  "chunk %d: element %d is not finite (%f)",
                                  chunk_id, first_bad, values[first_bad])));
-  }
-  if (!absent.empty() && staging.divide_by_ == 0.0f) {
-    RETURN_IF_ERROR(AddAbsent(staging, chunk, values, absent));
   }
   const size_t index = static_cast<size_t>(chunk_id - first_owned_id_);
   if (staging.on_arrival_) {

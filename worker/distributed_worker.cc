@@ -486,8 +486,8 @@ class Worker {
   absl::Status SaveFinalWeights() {
     ASSIGN_OR_RETURN(const std::vector<float> host, exchange_->FinalWeights());
     const std::string& path = options_.final_weights_path;
-    const std::string bytes(reinterpret_cast<const char*>(host.data()),
-                            host.size() * sizeof(float));
+    const absl::string_view bytes(reinterpret_cast<const char*>(host.data()),
+                                  host.size() * sizeof(float));
     if (absl::Status written =
             PosixFileSystem()->WriteFileAtomically(path, bytes);
         !written.ok()) {
